@@ -1,0 +1,15 @@
+// Reading and writing numpy .npy files (format versions 1-3, little-endian, C order).
+#pragma once
+#include <string>
+
+#include "kiln/tensor.h"
+
+namespace kiln {
+
+/// Reads an .npy file. Supports bool, int8..int64, uint8..uint64, float16/32/64 and unicode
+/// strings ('<U'); errors name the file and what is wrong.
+Tensor readNpy(const std::string& path);
+/// Writes an .npy file (bfloat16 is written as float32, which numpy cannot hold natively).
+void writeNpy(const std::string& path, const Tensor& tensor);
+
+}  // namespace kiln

@@ -1,0 +1,53 @@
+// The one-line way to run an ONNX model, as in ONNX Runtime:
+//   kiln::Session session("model.onnx");
+//   auto outputs = session.run({{"input", tensor}});
+// Errors are thrown as kiln::Error (see error.h), whose message names the file, node or tensor.
+#pragma once
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kiln/error.h"
+#include "kiln/tensor.h"
+
+namespace kiln {
+
+struct SessionOptions {
+  int threads = 0;              // intra-op threads; 0 = the machine's physical cores
+  bool optimize = true;         // run graph optimizations (constant folding, dead-node removal)
+};
+
+/// An input or output of a model. shape holds -1 where a dim is not fixed; dimNames holds the
+/// symbolic name of such a dim ("batch") or "" when it has none.
+struct TensorInfo {
+  std::string name;
+  DataType dtype = DataType::kUndefined;
+  std::vector<int64_t> shape;
+  std::vector<std::string> dimNames;
+  bool hasShape = false;  // false when the model does not say the rank
+  bool optional = false;  // an input with a default value (an initializer that is also an input)
+};
+
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+class Session {
+ public:
+  explicit Session(const std::string& modelPath, SessionOptions options = {});
+  ~Session();
+  Session(Session&&) noexcept;
+  Session& operator=(Session&&) noexcept;
+
+  const std::vector<TensorInfo>& inputs() const;
+  const std::vector<TensorInfo>& outputs() const;
+
+  /// Runs the model. Every required input must be given, with the model's dtype and a shape that
+  /// agrees with its fixed dims. Returns the outputs in the model's order.
+  NamedTensors run(const NamedTensors& inputs) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kiln

@@ -1,0 +1,76 @@
+// A typed, shaped, reference-counted block of host memory.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/dtype.h"
+
+namespace kiln {
+
+using Shape = std::vector<int64_t>;
+
+/// Number of elements of a shape (1 for a scalar).
+int64_t shapeNumel(const Shape& shape);
+/// "1x3x224x224" ("scalar" for rank 0).
+std::string shapeToString(const Shape& shape);
+
+class Tensor {
+ public:
+  Tensor() = default;
+  /// Allocates zero-initialized storage (64-byte aligned; strings default-constructed).
+  Tensor(DataType dtype, Shape shape);
+  /// Views memory owned by `owner` (kept alive as long as the tensor or a copy lives).
+  static Tensor wrap(DataType dtype, Shape shape, void* data, std::shared_ptr<const void> owner);
+  /// A scalar or 1-D tensor from host values.
+  template <typename T>
+  static Tensor fromVector(DataType dtype, Shape shape, const std::vector<T>& values);
+
+  bool defined() const { return dtype_ != DataType::kUndefined; }
+  DataType dtype() const { return dtype_; }
+  const Shape& shape() const { return shape_; }
+  int64_t dim(size_t i) const { return shape_[i]; }
+  size_t rank() const { return shape_.size(); }
+  int64_t numel() const { return shapeNumel(shape_); }
+  size_t byteSize() const { return static_cast<size_t>(numel()) * dataTypeSize(dtype_); }
+
+  void* raw() { return data_; }
+  const void* raw() const { return data_; }
+  template <typename T>
+  T* data() { return static_cast<T*>(data_); }
+  template <typename T>
+  const T* data() const { return static_cast<const T*>(data_); }
+
+  /// Same storage, another shape with the same element count.
+  Tensor reshaped(Shape shape) const;
+  /// A deep copy with its own storage.
+  Tensor clone() const;
+  /// Reads element i converted to int64 / double (any numeric or bool dtype).
+  int64_t intAt(int64_t i) const;
+  double doubleAt(int64_t i) const;
+  /// All elements as int64 (for shape-like tensors).
+  std::vector<int64_t> toInt64Vector() const;
+  std::string describe() const;  // "float32[1x3x224x224]"
+
+ private:
+  DataType dtype_ = DataType::kUndefined;
+  Shape shape_;
+  std::shared_ptr<const void> owner_;
+  void* data_ = nullptr;
+};
+
+[[noreturn]] void throwValueCountMismatch(const Tensor& t, size_t count);
+
+template <typename T>
+Tensor Tensor::fromVector(DataType dtype, Shape shape, const std::vector<T>& values) {
+  Tensor t(dtype, std::move(shape));
+  if (static_cast<int64_t>(values.size()) != t.numel() || sizeof(T) != dataTypeSize(dtype)) {
+    throwValueCountMismatch(t, values.size());
+  }
+  T* out = t.data<T>();
+  for (size_t i = 0; i < values.size(); ++i) out[i] = values[i];
+  return t;
+}
+
+}  // namespace kiln

@@ -1,0 +1,54 @@
+#include "backends/cpu/kernel.h"
+
+#include "ir/op_schema.h"
+
+namespace kiln::cpu {
+
+KernelContext::KernelContext(const ir::Node& node, std::vector<const Tensor*> inputs, std::vector<Tensor>& outputs,
+                             const std::vector<ir::TypeInfo>& outputTypes)
+    : node_(node), inputs_(std::move(inputs)), outputs_(outputs), outputTypes_(outputTypes) {}
+
+const Tensor& KernelContext::input(size_t i) const {
+  if (!hasInput(i)) fail("input " + std::to_string(i) + " is required", ErrorCode::kInvalidModel);
+  return *inputs_[i];
+}
+
+Tensor& KernelContext::output(size_t i) {
+  Tensor& t = outputs_.at(i);
+  if (t.defined()) return t;
+  const ir::TypeInfo& type = outputTypes_.at(i);
+  auto shape = type.shape ? ir::concreteShape(*type.shape) : std::nullopt;
+  if (!shape || type.dtype == DataType::kUndefined) {
+    fail("output " + std::to_string(i) + " has no inferred shape (internal error)");
+  }
+  t = Tensor(type.dtype, *shape);
+  return t;
+}
+
+Tensor& KernelContext::allocateOutput(size_t i, DataType dtype, Shape shape) {
+  outputs_.at(i) = Tensor(dtype, std::move(shape));
+  return outputs_[i];
+}
+
+void KernelContext::setOutput(size_t i, Tensor tensor) { outputs_.at(i) = std::move(tensor); }
+
+void KernelContext::fail(const std::string& message, ErrorCode code) const { ir::failNode(node_, message, code); }
+
+KernelRegistry& KernelRegistry::global() {
+  static KernelRegistry registry;
+  return registry;
+}
+
+void KernelRegistry::add(const std::string& domain, const std::string& opType, KernelFactory factory) {
+  entries_.emplace_back(domain, opType, std::move(factory));
+}
+
+const KernelFactory* KernelRegistry::find(const std::string& domain, const std::string& opType) const {
+  const std::string& d = domain == "ai.onnx" ? std::string() : domain;
+  for (const auto& [dom, op, factory] : entries_) {
+    if (op == opType && dom == d) return &factory;
+  }
+  return nullptr;
+}
+
+}  // namespace kiln::cpu

@@ -1,0 +1,138 @@
+#include "kiln/tensor.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <sstream>
+
+#include "core/dtype_dispatch.h"
+#include "kiln/error.h"
+
+namespace kiln {
+
+int64_t shapeNumel(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0) throw Error(ErrorCode::kInvalidArgument, "negative dimension in shape " + shapeToString(shape));
+    if (d != 0 && n > std::numeric_limits<int64_t>::max() / d) {
+      throw Error(ErrorCode::kInvalidArgument, "shape " + shapeToString(shape) + " has too many elements");
+    }
+    n *= d;
+  }
+  return n;
+}
+
+std::string shapeToString(const Shape& shape) {
+  if (shape.empty()) return "scalar";
+  std::string s;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += 'x';
+    s += std::to_string(shape[i]);
+  }
+  return s;
+}
+
+namespace {
+
+// Refuses allocations larger than the machine's physical memory instead of dying in the allocator.
+void checkAllocationSize(size_t bytes, DataType dtype, const Shape& shape) {
+  static const size_t physical = static_cast<size_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
+  if (bytes > physical) {
+    throw Error(ErrorCode::kInvalidArgument, "tensor " + dataTypeName(dtype) + "[" + shapeToString(shape) +
+                                                 "] needs " + std::to_string(bytes >> 20) +
+                                                 " MiB, more than this machine's memory");
+  }
+}
+
+}  // namespace
+
+Tensor::Tensor(DataType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
+  if (!isSupportedDataType(dtype)) throwUnsupportedType(dtype, "tensor");
+  int64_t n = shapeNumel(shape_);
+  size_t elem = dataTypeSize(dtype);
+  if (n > 0 && static_cast<uint64_t>(n) > std::numeric_limits<size_t>::max() / elem) {
+    throw Error(ErrorCode::kInvalidArgument, "tensor shape " + shapeToString(shape_) + " is too large");
+  }
+  size_t bytes = static_cast<size_t>(n) * elem;
+  checkAllocationSize(bytes, dtype, shape_);
+  if (dtype == DataType::kString) {
+    auto strings = std::shared_ptr<std::string[]>(new std::string[n > 0 ? n : 1]);
+    data_ = strings.get();
+    owner_ = std::shared_ptr<const void>(strings, strings.get());
+    return;
+  }
+  size_t padded = ((bytes + 63) / 64) * 64;
+  void* p = std::aligned_alloc(64, padded ? padded : 64);
+  if (!p) throw Error(ErrorCode::kRuntimeError, "out of memory allocating " + std::to_string(bytes) + " bytes");
+  std::memset(p, 0, padded ? padded : 64);
+  owner_ = std::shared_ptr<const void>(p, [](const void* q) { std::free(const_cast<void*>(q)); });
+  data_ = p;
+}
+
+Tensor Tensor::wrap(DataType dtype, Shape shape, void* data, std::shared_ptr<const void> owner) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.data_ = data;
+  t.owner_ = std::move(owner);
+  return t;
+}
+
+Tensor Tensor::reshaped(Shape shape) const {
+  if (shapeNumel(shape) != numel()) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "cannot view " + describe() + " as shape " + shapeToString(shape) + ": element counts differ");
+  }
+  Tensor t = *this;
+  t.shape_ = std::move(shape);
+  return t;
+}
+
+Tensor Tensor::clone() const {
+  Tensor t(dtype_, shape_);
+  if (dtype_ == DataType::kString) {
+    for (int64_t i = 0; i < numel(); ++i) t.data<std::string>()[i] = data<std::string>()[i];
+  } else if (byteSize()) {
+    std::memcpy(t.data_, data_, byteSize());
+  }
+  return t;
+}
+
+int64_t Tensor::intAt(int64_t i) const {
+  return dispatchNumericOrBool(dtype_, "Tensor::intAt", [&](auto tag) -> int64_t {
+    using T = typename decltype(tag)::type;
+    return static_cast<int64_t>(static_cast<double>(data<T>()[i]));
+  });
+}
+
+double Tensor::doubleAt(int64_t i) const {
+  return dispatchNumericOrBool(dtype_, "Tensor::doubleAt", [&](auto tag) -> double {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+      return static_cast<float>(data<T>()[i]);
+    } else {
+      return static_cast<double>(data<T>()[i]);
+    }
+  });
+}
+
+std::vector<int64_t> Tensor::toInt64Vector() const {
+  std::vector<int64_t> v(static_cast<size_t>(numel()));
+  if (dtype_ == DataType::kInt64) {
+    std::memcpy(v.data(), data_, v.size() * 8);
+  } else {
+    for (size_t i = 0; i < v.size(); ++i) v[i] = intAt(static_cast<int64_t>(i));
+  }
+  return v;
+}
+
+std::string Tensor::describe() const { return dataTypeName(dtype_) + "[" + shapeToString(shape_) + "]"; }
+
+void throwValueCountMismatch(const Tensor& t, size_t count) {
+  throw Error(ErrorCode::kInvalidArgument,
+              t.describe() + " needs " + std::to_string(t.numel()) + " values, got " + std::to_string(count));
+}
+
+}  // namespace kiln

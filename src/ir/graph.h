@@ -1,0 +1,81 @@
+// kiln's network IR: values (named tensors with dtype and symbolic shape) and nodes in topological order.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <variant>
+#include <vector>
+
+#include "ir/attribute.h"
+#include "ir/sym_shape.h"
+#include "kiln/tensor.h"
+
+namespace kiln::ir {
+
+struct TypeInfo {
+  DataType dtype = DataType::kUndefined;
+  std::optional<SymShape> shape;  // nullopt: rank unknown
+};
+
+struct Value {
+  std::string name;
+  TypeInfo type;
+  std::optional<Tensor> constant;  // initializer or folded constant
+  int producer = -1;               // node index, -1 for graph inputs and constants
+};
+
+constexpr int kNoValue = -1;  // an omitted optional input ("")
+
+struct Node {
+  std::string name;
+  std::string opType;
+  std::string domain;  // "" for the default ai.onnx domain
+  int64_t opset = 0;   // the model's opset for this node's domain
+  std::vector<int> inputs;   // value ids, kNoValue for omitted optional inputs
+  std::vector<int> outputs;  // value ids, kNoValue for omitted optional outputs
+  AttributeMap attrs;
+
+  std::string label() const;  // "node 'conv1' (Conv)"
+};
+
+struct Graph {
+  std::string name;
+  std::vector<Value> values;
+  std::vector<Node> nodes;
+  std::vector<int> inputs;   // graph inputs without an initializer, or overridable initializers
+  std::vector<int> outputs;
+  std::unordered_map<std::string, int> valueIds;
+
+  int findValue(const std::string& name) const;
+  /// Adds a value (names must be unique) and returns its id.
+  int addValue(const std::string& name, TypeInfo type = {});
+  int valueId(const std::string& name);  // existing id or a new value
+  const Value& value(int id) const { return values.at(static_cast<size_t>(id)); }
+  Value& value(int id) { return values.at(static_cast<size_t>(id)); }
+  bool isGraphInput(int id) const;
+};
+
+struct Model {
+  Graph graph;
+  int64_t irVersion = 0;
+  std::string producerName;
+  std::string producerVersion;
+  std::string path;  // file the model was read from
+  std::map<std::string, int64_t> opsets;  // domain -> version
+  std::map<std::string, std::string> metadata;
+  std::map<std::string, int> opCounts;
+  size_t initializerCount = 0;
+  uint64_t initializerBytes = 0;  // node count by op type, as in the file (Constant included)
+};
+
+/// Reorders nodes topologically and sets producers; throws naming the nodes of a cycle.
+void sortTopologically(Graph& graph);
+/// Checks ids, single producers, and that every input has a producer; throws naming the problem.
+void verifyGraph(const Graph& graph);
+/// Human-readable listing: inputs, outputs and one line per node.
+std::string printGraph(const Graph& graph);
+
+}  // namespace kiln::ir

@@ -1,0 +1,113 @@
+#include "ir/op_schema.h"
+
+#include <algorithm>
+
+namespace kiln::ir {
+
+InferContext::InferContext(const Node& node, std::vector<const TypeInfo*> inputTypes,
+                           std::vector<const Tensor*> inputValues, std::vector<TypeInfo>& outputs)
+    : node_(node), inputTypes_(std::move(inputTypes)), inputValues_(std::move(inputValues)), outputs_(outputs) {}
+
+DataType InferContext::inputType(size_t i) const {
+  requireInput(i);
+  return inputTypes_[i]->dtype;
+}
+
+const SymShape* InferContext::inputShape(size_t i) const {
+  requireInput(i);
+  const auto& s = inputTypes_[i]->shape;
+  return s ? &*s : nullptr;
+}
+
+std::optional<Shape> InferContext::inputConcreteShape(size_t i) const {
+  const SymShape* s = inputShape(i);
+  if (!s) return std::nullopt;
+  return concreteShape(*s);
+}
+
+std::optional<std::vector<int64_t>> InferContext::inputInts(size_t i) const {
+  const Tensor* t = inputValue(i);
+  if (!t) return std::nullopt;
+  return t->toInt64Vector();
+}
+
+void InferContext::setOutput(size_t i, DataType dtype, SymShape shape) {
+  if (i >= outputs_.size()) return;  // optional output not requested
+  outputs_[i] = TypeInfo{dtype, std::move(shape)};
+}
+
+void InferContext::setOutputType(size_t i, DataType dtype) {
+  if (i >= outputs_.size()) return;
+  outputs_[i] = TypeInfo{dtype, std::nullopt};
+}
+
+void InferContext::fail(const std::string& message, ErrorCode code) const { failNode(node_, message, code); }
+
+void InferContext::requireInput(size_t i) const {
+  if (!hasInput(i)) fail("input " + std::to_string(i) + " is required");
+}
+
+OpSchemaRegistry& OpSchemaRegistry::global() {
+  static OpSchemaRegistry registry;
+  return registry;
+}
+
+void OpSchemaRegistry::add(OpSchema schema) { schemas_.push_back(std::move(schema)); }
+
+const OpSchema* OpSchemaRegistry::find(const std::string& domain, const std::string& opType, int64_t opset) const {
+  const std::string& d = domain == "ai.onnx" ? std::string() : domain;
+  for (const OpSchema& s : schemas_) {
+    if (s.opType == opType && s.domain == d && opset >= s.minOpset && opset <= s.maxOpset) return &s;
+  }
+  return nullptr;
+}
+
+std::vector<const OpSchema*> OpSchemaRegistry::all() const {
+  std::vector<const OpSchema*> v;
+  for (const OpSchema& s : schemas_) v.push_back(&s);
+  std::sort(v.begin(), v.end(), [](const OpSchema* a, const OpSchema* b) {
+    return std::tie(a->domain, a->opType, a->minOpset) < std::tie(b->domain, b->opType, b->minOpset);
+  });
+  return v;
+}
+
+namespace {
+
+// Keeps what the model declared where inference knows less (unknown rank or anonymous dims).
+TypeInfo mergeTypes(const TypeInfo& declared, const TypeInfo& inferred) {
+  TypeInfo t = inferred;
+  if (t.dtype == DataType::kUndefined) t.dtype = declared.dtype;
+  if (!t.shape) return TypeInfo{t.dtype, declared.shape};
+  if (declared.shape && declared.shape->size() == t.shape->size()) {
+    for (size_t i = 0; i < t.shape->size(); ++i) {
+      Dim& d = (*t.shape)[i];
+      if (!d.isKnown() && d.symbol.empty()) d = (*declared.shape)[i];
+    }
+  }
+  return t;
+}
+
+}  // namespace
+
+void inferShapes(Graph& graph) {
+  for (Node& node : graph.nodes) {
+    const OpSchema* schema = OpSchemaRegistry::global().find(node.domain, node.opType, node.opset);
+    if (!schema) continue;  // reported by the unsupported-op check
+    std::vector<const TypeInfo*> types;
+    std::vector<const Tensor*> values;
+    for (int id : node.inputs) {
+      types.push_back(id == kNoValue ? nullptr : &graph.value(id).type);
+      values.push_back(id == kNoValue || !graph.value(id).constant ? nullptr : &*graph.value(id).constant);
+    }
+    std::vector<TypeInfo> outputs(node.outputs.size());
+    InferContext ctx(node, std::move(types), std::move(values), outputs);
+    schema->infer(ctx);
+    for (size_t i = 0; i < node.outputs.size(); ++i) {
+      if (node.outputs[i] == kNoValue) continue;
+      Value& v = graph.value(node.outputs[i]);
+      v.type = mergeTypes(v.type, outputs[i]);
+    }
+  }
+}
+
+}  // namespace kiln::ir

@@ -1,0 +1,91 @@
+// Operator definitions: for each (domain, op type), the opsets it covers and its shape/type inference.
+// The same inference runs at build time (symbolic shapes, constants known) and at run time
+// (concrete shapes, every input value known), so an op's shape rules live in one place.
+#pragma once
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "ir/node_attrs.h"
+#include "kiln/error.h"
+
+namespace kiln::ir {
+
+class InferContext {
+ public:
+  InferContext(const Node& node, std::vector<const TypeInfo*> inputTypes, std::vector<const Tensor*> inputValues,
+               std::vector<TypeInfo>& outputs);
+
+  const Node& node() const { return node_; }
+  int64_t opset() const { return node_.opset; }
+  size_t numInputs() const { return inputTypes_.size(); }
+  /// False for inputs past the end and for omitted optional inputs ("").
+  bool hasInput(size_t i) const { return i < inputTypes_.size() && inputTypes_[i] != nullptr; }
+  DataType inputType(size_t i) const;
+  /// The input's symbolic shape, or nullptr if its rank is unknown.
+  const SymShape* inputShape(size_t i) const;
+  /// The input's shape if every dim is known.
+  std::optional<Shape> inputConcreteShape(size_t i) const;
+  /// The input's value when known (a constant at build time; every input at run time).
+  const Tensor* inputValue(size_t i) const { return i < inputValues_.size() ? inputValues_[i] : nullptr; }
+  /// The input's value as int64s when known (for shape-like inputs).
+  std::optional<std::vector<int64_t>> inputInts(size_t i) const;
+
+  size_t numOutputs() const { return outputs_.size(); }
+  void setOutput(size_t i, DataType dtype, SymShape shape);
+  void setOutput(size_t i, DataType dtype, const Shape& shape) { setOutput(i, dtype, symShapeOf(shape)); }
+  /// Output of known dtype whose rank is not known until run time.
+  void setOutputType(size_t i, DataType dtype);
+
+  [[noreturn]] void fail(const std::string& message, ErrorCode code = ErrorCode::kInvalidModel) const;
+  /// Fails unless the input exists and has one of the given types.
+  void requireInput(size_t i) const;
+
+ private:
+  const Node& node_;
+  std::vector<const TypeInfo*> inputTypes_;
+  std::vector<const Tensor*> inputValues_;
+  std::vector<TypeInfo>& outputs_;
+};
+
+using InferFn = std::function<void(InferContext&)>;
+
+struct OpSchema {
+  std::string domain;  // "" = ai.onnx
+  std::string opType;
+  int64_t minOpset = 1;       // first opset version kiln implements
+  int64_t maxOpset = 1000;    // last opset where the op exists (removed ops end early)
+  InferFn infer;
+  bool deterministic = true;  // false for random ops: never constant-folded
+};
+
+class OpSchemaRegistry {
+ public:
+  static OpSchemaRegistry& global();
+  void add(OpSchema schema);
+  /// The schema for (domain, opType) whose range covers opset, or nullptr.
+  const OpSchema* find(const std::string& domain, const std::string& opType, int64_t opset) const;
+  /// Every registered schema, sorted by domain and op type.
+  std::vector<const OpSchema*> all() const;
+
+ private:
+  std::vector<OpSchema> schemas_;
+};
+
+struct OpSchemaRegistrar {
+  explicit OpSchemaRegistrar(OpSchema schema) { OpSchemaRegistry::global().add(std::move(schema)); }
+};
+
+#define KILN_CONCAT_INNER(a, b) a##b
+#define KILN_CONCAT(a, b) KILN_CONCAT_INNER(a, b)
+/// Registers an OpSchema at load time: KILN_REGISTER_OP_SCHEMA({"", "Relu", 6, 1000, inferUnary});
+#define KILN_REGISTER_OP_SCHEMA(...) \
+  static ::kiln::ir::OpSchemaRegistrar KILN_CONCAT(kilnOpSchema_, __COUNTER__)(::kiln::ir::OpSchema __VA_ARGS__)
+
+/// Runs shape/type inference over the whole graph in order (nodes must be sorted).
+/// Declared output types are kept where inference knows less.
+void inferShapes(Graph& graph);
+
+}  // namespace kiln::ir

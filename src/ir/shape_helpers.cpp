@@ -1,0 +1,97 @@
+#include "ir/shape_helpers.h"
+
+namespace kiln::ir {
+
+int64_t normalizeAxis(const Node& node, int64_t axis, int64_t rank) {
+  if (axis < -rank || axis >= std::max<int64_t>(rank, 1)) {
+    failNode(node, "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
+  }
+  return axis < 0 ? axis + rank : axis;
+}
+
+int64_t normalizeAxis(const InferContext& ctx, int64_t axis, int64_t rank) {
+  return normalizeAxis(ctx.node(), axis, rank);
+}
+
+SymShape broadcastSymShapes(const InferContext& ctx, const SymShape& a, const SymShape& b) {
+  size_t rank = std::max(a.size(), b.size());
+  SymShape out(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    const Dim* da = i + a.size() >= rank ? &a[i + a.size() - rank] : nullptr;
+    const Dim* db = i + b.size() >= rank ? &b[i + b.size() - rank] : nullptr;
+    if (!da) { out[i] = *db; continue; }
+    if (!db) { out[i] = *da; continue; }
+    if (da->isKnown() && da->value == 1) { out[i] = *db; continue; }
+    if (db->isKnown() && db->value == 1) { out[i] = *da; continue; }
+    if (da->isKnown() && db->isKnown()) {
+      if (da->value != db->value) {
+        ctx.fail("cannot broadcast shapes " + symShapeToString(a) + " and " + symShapeToString(b));
+      }
+      out[i] = *da;
+    } else if (*da == *db) {
+      out[i] = *da;
+    } else {
+      out[i] = da->isKnown() ? *da : (db->isKnown() ? *db : Dim::unknown());
+    }
+  }
+  return out;
+}
+
+Shape broadcastShapes(const Node& node, const Shape& a, const Shape& b) {
+  size_t rank = std::max(a.size(), b.size());
+  Shape out(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t da = i + a.size() >= rank ? a[i + a.size() - rank] : 1;
+    int64_t db = i + b.size() >= rank ? b[i + b.size() - rank] : 1;
+    if (da != db && da != 1 && db != 1) {
+      failNode(node, "cannot broadcast shapes " + shapeToString(a) + " and " + shapeToString(b),
+               ErrorCode::kInvalidArgument);
+    }
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+void inferSameAsInput0(InferContext& ctx) {
+  const SymShape* s = ctx.inputShape(0);
+  if (s) {
+    ctx.setOutput(0, ctx.inputType(0), *s);
+  } else {
+    ctx.setOutputType(0, ctx.inputType(0));
+  }
+}
+
+namespace {
+
+std::optional<SymShape> broadcastAllInputs(InferContext& ctx) {
+  SymShape out;
+  for (size_t i = 0; i < ctx.numInputs(); ++i) {
+    if (!ctx.hasInput(i)) continue;
+    const SymShape* s = ctx.inputShape(i);
+    if (!s) return std::nullopt;
+    out = broadcastSymShapes(ctx, out, *s);
+  }
+  return out;
+}
+
+}  // namespace
+
+void inferBroadcast(InferContext& ctx) {
+  auto shape = broadcastAllInputs(ctx);
+  if (shape) {
+    ctx.setOutput(0, ctx.inputType(0), *shape);
+  } else {
+    ctx.setOutputType(0, ctx.inputType(0));
+  }
+}
+
+void inferBroadcastBool(InferContext& ctx) {
+  auto shape = broadcastAllInputs(ctx);
+  if (shape) {
+    ctx.setOutput(0, DataType::kBool, *shape);
+  } else {
+    ctx.setOutputType(0, DataType::kBool);
+  }
+}
+
+}  // namespace kiln::ir

@@ -1,0 +1,22 @@
+// Shape rules shared by many ops.
+#pragma once
+#include "ir/op_schema.h"
+
+namespace kiln::ir {
+
+/// Normalizes a possibly negative axis into [0, rank); fails naming the node if out of range.
+int64_t normalizeAxis(const InferContext& ctx, int64_t axis, int64_t rank);
+int64_t normalizeAxis(const Node& node, int64_t axis, int64_t rank);
+/// Numpy-style multidirectional broadcast of symbolic shapes; fails on incompatible known dims.
+SymShape broadcastSymShapes(const InferContext& ctx, const SymShape& a, const SymShape& b);
+/// Concrete broadcast used by kernels; throws naming the node.
+Shape broadcastShapes(const Node& node, const Shape& a, const Shape& b);
+
+/// Output 0 has the dtype and shape of input 0 (unary elementwise ops).
+void inferSameAsInput0(InferContext& ctx);
+/// Output 0 is the broadcast of every input; dtype of input 0.
+void inferBroadcast(InferContext& ctx);
+/// Like inferBroadcast, but the output is bool (comparisons).
+void inferBroadcastBool(InferContext& ctx);
+
+}  // namespace kiln::ir

@@ -1,0 +1,245 @@
+#include "onnx/loader.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "ir/op_schema.h"
+#include "kiln/error.h"
+#include "onnx/tensor_proto.h"
+
+namespace kiln::onnx_import {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+class GraphConverter {
+ public:
+  GraphConverter(const ir::Model& model, std::string baseDir, std::string file)
+      : model_(model), baseDir_(std::move(baseDir)), file_(std::move(file)) {}
+
+  ir::Graph convert(const onnx::GraphProto& proto, std::map<std::string, int>* opCounts);
+
+ private:
+  [[noreturn]] void fail(const std::string& message) const {
+    throw Error(ErrorCode::kInvalidModel, file_ + ": " + message);
+  }
+  ir::TypeInfo typeFromProto(const onnx::TypeProto& type) const;
+  ir::Attribute attributeFromProto(const onnx::AttributeProto& a, const std::string& nodeLabel,
+                                   std::map<std::string, int>* opCounts);
+  bool convertConstantNode(const onnx::NodeProto& node, ir::Graph& graph, const std::string& label);
+  int64_t opsetFor(const std::string& domain, const std::string& label) const;
+
+  const ir::Model& model_;
+  std::string baseDir_;
+  std::string file_;
+};
+
+ir::TypeInfo GraphConverter::typeFromProto(const onnx::TypeProto& type) const {
+  ir::TypeInfo info;
+  if (!type.has_tensor_type()) return info;  // sequences, maps, optionals: not tensors
+  info.dtype = static_cast<DataType>(type.tensor_type().elem_type());
+  if (type.tensor_type().has_shape()) {
+    ir::SymShape shape;
+    for (const auto& d : type.tensor_type().shape().dim()) {
+      if (d.has_dim_value() && d.dim_value() >= 0) shape.push_back(ir::Dim::known(d.dim_value()));
+      else if (d.has_dim_param()) shape.push_back(ir::Dim::named(d.dim_param()));
+      else shape.push_back(ir::Dim::unknown());
+    }
+    info.shape = std::move(shape);
+  }
+  return info;
+}
+
+ir::Attribute GraphConverter::attributeFromProto(const onnx::AttributeProto& a, const std::string& nodeLabel,
+                                                 std::map<std::string, int>* opCounts) {
+  std::string where = nodeLabel + " attribute '" + a.name() + "'";
+  using AP = onnx::AttributeProto;
+  auto subgraph = [&](const onnx::GraphProto& g) {
+    return std::make_shared<ir::Graph>(GraphConverter(model_, baseDir_, file_).convert(g, opCounts));
+  };
+  switch (a.type()) {
+    case AP::FLOAT: return a.f();
+    case AP::INT: return a.i();
+    case AP::STRING: return a.s();
+    case AP::TENSOR: return tensorFromProto(a.t(), baseDir_, file_ + ": " + where);
+    case AP::GRAPH: return subgraph(a.g());
+    case AP::FLOATS: return std::vector<float>(a.floats().begin(), a.floats().end());
+    case AP::INTS: return std::vector<int64_t>(a.ints().begin(), a.ints().end());
+    case AP::STRINGS: return std::vector<std::string>(a.strings().begin(), a.strings().end());
+    case AP::TENSORS: {
+      std::vector<Tensor> v;
+      for (const auto& t : a.tensors()) v.push_back(tensorFromProto(t, baseDir_, file_ + ": " + where));
+      return v;
+    }
+    case AP::GRAPHS: {
+      std::vector<std::shared_ptr<ir::Graph>> v;
+      for (const auto& g : a.graphs()) v.push_back(subgraph(g));
+      return v;
+    }
+    default:
+      throw Error(ErrorCode::kUnsupportedNode,
+                  file_ + ": " + where + " has attribute type " + AP::AttributeType_Name(a.type()) +
+                      ", which kiln does not support");
+  }
+}
+
+// Constant nodes become constant values, so shape inference and folding see them.
+bool GraphConverter::convertConstantNode(const onnx::NodeProto& node, ir::Graph& graph, const std::string& label) {
+  if (node.op_type() != "Constant" || !(node.domain().empty() || node.domain() == "ai.onnx")) return false;
+  if (node.output_size() != 1 || node.attribute_size() != 1) {
+    fail(label + " must have exactly one output and one value attribute");
+  }
+  const auto& a = node.attribute(0);
+  const std::string where = file_ + ": " + label;
+  Tensor value;
+  if (a.name() == "value") {
+    value = tensorFromProto(a.t(), baseDir_, where);
+  } else if (a.name() == "value_float") {
+    value = Tensor::fromVector<float>(DataType::kFloat32, {}, {a.f()});
+  } else if (a.name() == "value_floats") {
+    value = Tensor::fromVector<float>(DataType::kFloat32, {a.floats_size()}, {a.floats().begin(), a.floats().end()});
+  } else if (a.name() == "value_int") {
+    value = Tensor::fromVector<int64_t>(DataType::kInt64, {}, {a.i()});
+  } else if (a.name() == "value_ints") {
+    value = Tensor::fromVector<int64_t>(DataType::kInt64, {a.ints_size()}, {a.ints().begin(), a.ints().end()});
+  } else if (a.name() == "value_string") {
+    value = Tensor::fromVector<std::string>(DataType::kString, {}, {a.s()});
+  } else if (a.name() == "value_strings") {
+    value = Tensor::fromVector<std::string>(DataType::kString, {a.strings_size()},
+                                            {a.strings().begin(), a.strings().end()});
+  } else {
+    throw Error(ErrorCode::kUnsupportedNode, where + ": attribute '" + a.name() + "' is not supported");
+  }
+  int id = graph.valueId(node.output(0));
+  ir::Value& v = graph.value(id);
+  if (v.constant) fail("tensor '" + node.output(0) + "' is defined twice");
+  v.type = ir::TypeInfo{value.dtype(), ir::symShapeOf(value.shape())};
+  v.constant = std::move(value);
+  return true;
+}
+
+int64_t GraphConverter::opsetFor(const std::string& domain, const std::string& label) const {
+  const std::string d = domain == "ai.onnx" ? "" : domain;
+  auto it = model_.opsets.find(d);
+  if (it == model_.opsets.end()) {
+    fail(label + " uses domain '" + (d.empty() ? "ai.onnx" : d) + "', which the model does not import (opset_import)");
+  }
+  return it->second;
+}
+
+ir::Graph GraphConverter::convert(const onnx::GraphProto& proto, std::map<std::string, int>* opCounts) {
+  ir::Graph graph;
+  graph.name = proto.name();
+  for (const auto& init : proto.initializer()) {
+    if (init.name().empty()) fail("an initializer has no name");
+    if (graph.findValue(init.name()) != ir::kNoValue) fail("initializer '" + init.name() + "' is defined twice");
+    Tensor t = tensorFromProto(init, baseDir_, file_ + ": initializer '" + init.name() + "'");
+    int id = graph.addValue(init.name(), ir::TypeInfo{t.dtype(), ir::symShapeOf(t.shape())});
+    graph.value(id).constant = std::move(t);
+  }
+  for (const auto& in : proto.input()) {
+    int id = graph.findValue(in.name());
+    if (id == ir::kNoValue) {
+      id = graph.addValue(in.name(), typeFromProto(in.type()));
+    }  // else: an initializer that is also an input, an overridable default
+    if (graph.isGraphInput(id)) fail("graph input '" + in.name() + "' is listed twice");
+    graph.inputs.push_back(id);
+  }
+  for (const auto& vi : proto.value_info()) {
+    int id = graph.valueId(vi.name());
+    if (!graph.value(id).constant) graph.value(id).type = typeFromProto(vi.type());
+  }
+  for (int i = 0; i < proto.node_size(); ++i) {
+    const auto& np = proto.node(i);
+    if (opCounts) ++(*opCounts)[np.op_type()];
+    std::string name = np.name().empty() ? np.op_type() + "_" + std::to_string(i) : np.name();
+    std::string label = "node '" + name + "' (" + np.op_type() + ")";
+    if (convertConstantNode(np, graph, label)) continue;
+    ir::Node node;
+    node.name = name;
+    node.opType = np.op_type();
+    node.domain = np.domain() == "ai.onnx" ? "" : np.domain();
+    node.opset = opsetFor(node.domain, label);
+    for (const auto& in : np.input()) node.inputs.push_back(in.empty() ? ir::kNoValue : graph.valueId(in));
+    for (const auto& out : np.output()) node.outputs.push_back(out.empty() ? ir::kNoValue : graph.valueId(out));
+    for (const auto& a : np.attribute()) {
+      if (!a.ref_attr_name().empty()) fail(label + " attribute '" + a.name() + "' refers to a function attribute");
+      node.attrs[a.name()] = attributeFromProto(a, label, opCounts);
+    }
+    graph.nodes.push_back(std::move(node));
+  }
+  for (const auto& out : proto.output()) {
+    int id = graph.findValue(out.name());
+    if (id == ir::kNoValue) fail("graph output '" + out.name() + "' is not produced by any node, initializer or input");
+    ir::TypeInfo declared = typeFromProto(out.type());
+    ir::Value& v = graph.value(id);
+    if (v.type.dtype == DataType::kUndefined) v.type.dtype = declared.dtype;
+    if (!v.type.shape) v.type.shape = declared.shape;
+    graph.outputs.push_back(id);
+  }
+  return graph;
+}
+
+void readModelHeader(const onnx::ModelProto& proto, ir::Model& model) {
+  model.irVersion = proto.ir_version();
+  model.producerName = proto.producer_name();
+  model.producerVersion = proto.producer_version();
+  for (const auto& op : proto.opset_import()) {
+    std::string d = op.domain() == "ai.onnx" ? "" : op.domain();
+    model.opsets[d] = op.version();
+  }
+  // IR version 1/2 files predate opset_import and mean opset 1.
+  if (proto.opset_import_size() == 0 && proto.ir_version() < 3) model.opsets[""] = 1;
+  for (const auto& kv : proto.metadata_props()) model.metadata[kv.key()] = kv.value();
+}
+
+}  // namespace
+
+ir::Model loadModelFromBytes(const void* data, size_t size, const std::string& baseDir,
+                             const std::string& displayName) {
+  onnx::ModelProto proto;
+  if (size > static_cast<size_t>(INT32_MAX)) {
+    throw Error(ErrorCode::kInvalidModel, displayName + ": model is larger than 2 GiB; store the weights as external data");
+  }
+  if (!proto.ParseFromArray(data, static_cast<int>(size))) {
+    throw Error(ErrorCode::kInvalidModel,
+                displayName + ": not a valid ONNX model (the protobuf could not be parsed; the file may be truncated or corrupted)");
+  }
+  if (!proto.has_graph()) {
+    throw Error(ErrorCode::kInvalidModel, displayName + ": not a valid ONNX model (it has no graph)");
+  }
+  ir::Model model;
+  model.path = displayName;
+  readModelHeader(proto, model);
+  model.graph = GraphConverter(model, baseDir, displayName).convert(proto.graph(), &model.opCounts);
+  model.initializerCount = static_cast<size_t>(proto.graph().initializer_size());
+  for (const auto& init : proto.graph().initializer()) {
+    model.initializerBytes += model.graph.value(model.graph.findValue(init.name())).constant->byteSize();
+  }
+  try {
+    ir::sortTopologically(model.graph);
+    ir::verifyGraph(model.graph);
+  } catch (const Error& e) {
+    throw Error(e.code(), displayName + ": " + e.what());
+  }
+  return model;
+}
+
+ir::Model loadModel(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) throw Error(ErrorCode::kIoError, path + ": cannot open the model file");
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) throw Error(ErrorCode::kIoError, path + ": is a directory, not a model file");
+  std::ostringstream bytes;
+  bytes << file.rdbuf();
+  std::string data = bytes.str();
+  if (data.empty()) throw Error(ErrorCode::kInvalidModel, path + ": the file is empty");
+  fs::path dir = fs::path(path).parent_path();
+  return loadModelFromBytes(data.data(), data.size(), dir.empty() ? "." : dir.string(), path);
+}
+
+}  // namespace kiln::onnx_import

@@ -1,0 +1,133 @@
+#include "kiln/session.h"
+
+#include <algorithm>
+
+#include "engine/executor.h"
+#include "ir/op_schema.h"
+#include "onnx/loader.h"
+#include "opt/passes.h"
+
+namespace kiln {
+
+namespace {
+
+TensorInfo describeValue(const ir::Graph& graph, int id) {
+  const ir::Value& v = graph.value(id);
+  TensorInfo info;
+  info.name = v.name;
+  info.dtype = v.type.dtype;
+  info.optional = v.constant.has_value();
+  if (v.type.shape) {
+    info.hasShape = true;
+    for (const ir::Dim& d : *v.type.shape) {
+      info.shape.push_back(d.isKnown() ? d.value : -1);
+      info.dimNames.push_back(d.symbol);
+    }
+  }
+  return info;
+}
+
+std::string declaredShape(const TensorInfo& info) {
+  if (!info.hasShape) return "?";
+  std::string s;
+  for (size_t i = 0; i < info.shape.size(); ++i) {
+    if (i) s += "x";
+    s += info.shape[i] >= 0 ? std::to_string(info.shape[i]) : (info.dimNames[i].empty() ? "?" : info.dimNames[i]);
+  }
+  return s.empty() ? "scalar" : s;
+}
+
+[[noreturn]] void badInput(const std::string& message) { throw Error(ErrorCode::kInvalidArgument, message); }
+
+// Checks one input tensor against what the model declares, as ONNX Runtime does.
+void checkInput(const TensorInfo& info, const Tensor& t) {
+  if (!t.defined()) badInput("input '" + info.name + "' has no value");
+  if (info.dtype != DataType::kUndefined && t.dtype() != info.dtype) {
+    badInput("input '" + info.name + "' has type " + dataTypeName(t.dtype()) + " but the model expects " +
+             dataTypeName(info.dtype));
+  }
+  if (!info.hasShape) return;
+  if (t.rank() != info.shape.size()) {
+    badInput("input '" + info.name + "' has rank " + std::to_string(t.rank()) + " (shape " +
+             shapeToString(t.shape()) + ") but the model expects rank " + std::to_string(info.shape.size()) +
+             " (shape " + declaredShape(info) + ")");
+  }
+  std::string bad;
+  for (size_t i = 0; i < info.shape.size(); ++i) {
+    if (info.shape[i] >= 0 && t.dim(i) != info.shape[i]) {
+      bad += (bad.empty() ? "" : "; ") + std::string("index ") + std::to_string(i) + ": got " +
+             std::to_string(t.dim(i)) + ", expected " + std::to_string(info.shape[i]);
+    }
+  }
+  if (!bad.empty()) {
+    badInput("input '" + info.name + "' has invalid dimensions (" + bad + "): shape given " +
+             shapeToString(t.shape()) + ", model expects " + declaredShape(info));
+  }
+}
+
+}  // namespace
+
+struct Session::Impl {
+  std::vector<TensorInfo> inputs;
+  std::vector<int> inputIds;
+  std::vector<TensorInfo> outputs;
+  std::unique_ptr<Executor> executor;
+};
+
+Session::Session(const std::string& modelPath, SessionOptions options) : impl_(std::make_unique<Impl>()) {
+  ir::Model model = onnx_import::loadModel(modelPath);
+  auto graph = std::make_shared<ir::Graph>(std::move(model.graph));
+  try {
+    auto unsupported = findUnsupportedNodes(*graph);
+    if (unsupported.empty()) {
+      ir::inferShapes(*graph);
+      if (options.optimize) {
+        opt::foldConstants(*graph);
+        opt::eliminateDeadNodes(*graph);
+      }
+    }
+    impl_->executor = std::make_unique<Executor>(graph);
+  } catch (const Error& e) {
+    throw Error(e.code(), modelPath + ": " + e.what());
+  }
+  for (int id : graph->inputs) {
+    impl_->inputs.push_back(describeValue(*graph, id));
+    impl_->inputIds.push_back(id);
+  }
+  for (int id : graph->outputs) impl_->outputs.push_back(describeValue(*graph, id));
+}
+
+Session::~Session() = default;
+Session::Session(Session&&) noexcept = default;
+Session& Session::operator=(Session&&) noexcept = default;
+
+const std::vector<TensorInfo>& Session::inputs() const { return impl_->inputs; }
+const std::vector<TensorInfo>& Session::outputs() const { return impl_->outputs; }
+
+NamedTensors Session::run(const NamedTensors& inputs) const {
+  std::vector<std::pair<int, Tensor>> feeds;
+  std::vector<bool> given(impl_->inputs.size(), false);
+  for (const auto& [name, tensor] : inputs) {
+    auto it = std::find_if(impl_->inputs.begin(), impl_->inputs.end(),
+                           [&](const TensorInfo& i) { return i.name == name; });
+    if (it == impl_->inputs.end()) {
+      std::string names;
+      for (const auto& i : impl_->inputs) names += (names.empty() ? "" : ", ") + i.name;
+      badInput("'" + name + "' is not an input of the model; its inputs are: " + names);
+    }
+    size_t index = static_cast<size_t>(it - impl_->inputs.begin());
+    if (given[index]) badInput("input '" + name + "' is given twice");
+    given[index] = true;
+    checkInput(*it, tensor);
+    feeds.emplace_back(impl_->inputIds[index], tensor);
+  }
+  for (size_t i = 0; i < given.size(); ++i) {
+    if (!given[i] && !impl_->inputs[i].optional) badInput("input '" + impl_->inputs[i].name + "' is missing");
+  }
+  std::vector<Tensor> results = impl_->executor->run(feeds);
+  NamedTensors named;
+  for (size_t i = 0; i < results.size(); ++i) named.emplace_back(impl_->outputs[i].name, std::move(results[i]));
+  return named;
+}
+
+}  // namespace kiln

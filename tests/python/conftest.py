@@ -1,0 +1,36 @@
+"""Shared pytest configuration for kiln's Python tests.
+
+Run with the repo venv: .venv/bin/python -m pytest tests/python
+The build directory is $KILN_BUILD_DIR if set, else <repo>/build.
+"""
+import os
+import pathlib
+
+import pytest
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "heavy: large model, slow to run; runs by default, deselect with -m 'not heavy'"
+    )
+
+
+@pytest.fixture(scope="session")
+def repo_root():
+    return REPO_ROOT
+
+
+@pytest.fixture(scope="session")
+def build_dir():
+    return pathlib.Path(os.environ.get("KILN_BUILD_DIR", REPO_ROOT / "build")).resolve()
+
+
+@pytest.fixture(scope="session")
+def kiln(build_dir):
+    """Path of the kiln binary; skips the requesting test when it has not been built."""
+    path = build_dir / "kiln"
+    if not path.is_file():
+        pytest.skip(f"kiln binary not built: {path} does not exist")
+    return path

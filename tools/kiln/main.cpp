@@ -1,0 +1,40 @@
+// kiln: build, run and inspect ONNX models.
+#include <iostream>
+#include <map>
+
+#include "commands.h"
+#include "kiln/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"kiln: a deep-learning inference engine for ONNX models"};
+  app.require_subcommand(1);
+  std::map<CLI::App*, kiln::cli::Action> actions;
+  auto add = [&](kiln::cli::Action action) { actions[app.get_subcommands({}).back()] = std::move(action); };
+  add(kiln::cli::addRunCommand(app));
+  add(kiln::cli::addInspectCommand(app));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  for (auto& [sub, action] : actions) {
+    if (!sub->parsed()) continue;
+    try {
+      return action();
+    } catch (const std::exception& e) {
+      std::cerr << "kiln " << sub->get_name() << ": error: " << e.what() << "\n";
+      return kiln::cli::exitCodeFor(e);
+    }
+  }
+  return 2;
+}
+
+namespace kiln::cli {
+
+int exitCodeFor(const std::exception& e) {
+  auto* err = dynamic_cast<const Error*>(&e);
+  if (err && err->code() == ErrorCode::kUnsupportedNode) return 3;
+  return 1;
+}
+
+}  // namespace kiln::cli
