@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   auto add = [&](kiln::cli::Action action) { actions[app.get_subcommands({}).back()] = std::move(action); };
   add(kiln::cli::addRunCommand(app));
   add(kiln::cli::addInspectCommand(app));
+  add(kiln::cli::addOpsCommand(app));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

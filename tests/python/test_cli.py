@@ -1,0 +1,121 @@
+"""The kiln CLI: `kiln run` inputs, outputs and errors, and `kiln inspect`, on tiny models."""
+import json
+import subprocess
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+
+def run(kiln, *args):
+    return subprocess.run([str(kiln), *map(str, args)], capture_output=True, text=True, timeout=60)
+
+
+@pytest.fixture
+def add_model(tmp_path):
+    """y = relu(x + b) with a symbolic batch; output name needs sanitizing."""
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "b"], ["s"]), helper.make_node("Relu", ["s"], ["out/y:0"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3])],
+        [helper.make_tensor_value_info("out/y:0", TensorProto.FLOAT, ["batch", 3])],
+        [helper.make_tensor("b", TensorProto.FLOAT, [3], [1, -2, 3])],
+    )
+    path = tmp_path / "add.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], producer_name="tests"), path)
+    return path
+
+
+def test_run_reads_npy_and_writes_outputs_with_manifest(kiln, add_model, tmp_path):
+    x = np.array([[1, 2, -3], [0, 0, 0]], dtype=np.float32)
+    np.save(tmp_path / "x.npy", x)
+    out = tmp_path / "out"
+    r = run(kiln, "run", add_model, "--input", f"x={tmp_path / 'x.npy'}", "--output-dir", out)
+    assert r.returncode == 0, r.stderr
+    manifest = json.loads((out / "outputs.json").read_text())
+    entry = manifest["outputs"][0]
+    assert entry["name"] == "out/y:0" and entry["file"] == "out_y_0.npy"
+    assert entry["shape"] == [2, 3] and entry["dtype"] == "float32"
+    np.testing.assert_array_equal(np.load(out / entry["file"]), np.maximum(x + [1, -2, 3], 0))
+    assert "name made safe" in r.stdout
+    assert "min 0" in r.stdout and "max 3" in r.stdout
+
+
+def test_random_inputs_are_seeded_and_use_shapes(kiln, add_model, tmp_path):
+    outputs = []
+    for name in ("a", "b"):
+        r = run(kiln, "run", add_model, "--shapes", "x:4x3", "--seed", 7, "--output-dir", tmp_path / name)
+        assert r.returncode == 0, r.stderr
+        outputs.append(np.load(tmp_path / name / "out_y_0.npy"))
+    assert outputs[0].shape == (4, 3)
+    np.testing.assert_array_equal(outputs[0], outputs[1])
+
+
+def test_dynamic_dims_default_to_one_with_a_note(kiln, add_model):
+    r = run(kiln, "run", add_model)
+    assert r.returncode == 0, r.stderr
+    assert "input 'x' has dynamic dims" in r.stdout and "float32[1x3]" in r.stdout
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--input", "nope=x.npy"], "--input names 'nope', which is not an input"),
+        (["--shapes", "x:2xA"], "bad shape '2xA'"),
+        (["--input", "x=missing.npy"], "missing.npy: cannot open"),
+        (["--shapes", "x:2x4"], "input 'x' has invalid dimensions (index 1: got 4, expected 3)"),
+    ],
+)
+def test_run_errors_are_one_line_and_nonzero(kiln, add_model, args, message, tmp_path):
+    r = run(kiln, "run", add_model, *args)
+    assert r.returncode == 1
+    assert message in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_wrong_input_shape_names_input_and_index(kiln, tmp_path):
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["input"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, 10, 10])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 10, 10])],
+    )
+    path = tmp_path / "static.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    np.save(tmp_path / "x.npy", np.zeros((2, 3, 10, 10), np.float32))
+    r = run(kiln, "run", path, "--input", f"input={tmp_path / 'x.npy'}")
+    assert r.returncode == 1
+    assert "input 'input' has invalid dimensions (index 0: got 2, expected 1)" in r.stderr
+
+
+def test_unsupported_operator_exits_3(kiln, tmp_path):
+    graph = helper.make_graph(
+        [helper.make_node("NoSuchOp", ["x"], ["y"], name="mystery")],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+    )
+    path = tmp_path / "bad.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    r = run(kiln, "run", path)
+    assert r.returncode == 3
+    assert "node 'mystery' (NoSuchOp)" in r.stderr
+    r = run(kiln, "inspect", path)
+    assert r.returncode == 3 and "unsupported nodes 1" in r.stdout
+
+
+def test_malformed_file_is_a_clear_error(kiln, tmp_path):
+    path = tmp_path / "junk.onnx"
+    path.write_bytes(b"GIF89a definitely not protobuf \xff\xff\xff")
+    r = run(kiln, "run", path)
+    assert r.returncode == 1
+    assert "junk.onnx: not a valid ONNX model" in r.stderr
+
+
+def test_inspect_lists_io_ops_and_initializers(kiln, add_model):
+    r = run(kiln, "inspect", add_model)
+    assert r.returncode == 0, r.stderr
+    for fragment in ("ir_version", "ai.onnx:13", "x  float32[batchx3]", "Add 1", "Relu 1",
+                     "initializers 1 (12 bytes)", "all nodes are supported", "producer   tests"):
+        assert fragment in r.stdout, fragment
