@@ -26,6 +26,7 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 
 import numpy as np
+import numpy.testing  # lazily imported by numpy; import it once here, not in every test process
 import onnx
 import onnxruntime
 from onnx import numpy_helper
@@ -241,19 +242,22 @@ def difference(actual: np.ndarray, wanted: np.ndarray, rtol: float, atol: float)
 def mismatch_summary(message: str) -> str:
     count = re.search(r"Mismatched elements: (\S+ / \S+)", message)
     worst = re.search(r"Max absolute difference[^:]*: (\S+)", message)
-    if not (count and worst):
-        return first_line(message)
-    return f"{count[1]} elements differ, max abs diff {worst[1]}"
+    if count:
+        return f"{count[1]} elements differ" + (f", max abs diff {worst[1]}" if worst else "")
+    detail = text_lines(message)[1:2]  # the line after "Not equal to tolerance", e.g. "inf location mismatch:"
+    return detail[0] if detail else first_line(message)
 
 
 def first_line(text: str) -> str:
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[0] if lines else ""
+    return next(iter(text_lines(text)), "")
 
 
 def last_line(text: str) -> str:
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[-1] if lines else ""
+    return next(reversed(text_lines(text)), "")
+
+
+def text_lines(text: str) -> list[str]:
+    return [line.strip() for line in text.splitlines() if line.strip()]
 
 
 # ------------------------------------------------------------------ engines
@@ -268,7 +272,7 @@ def run_kiln(kiln: str, timeout: float, model: Path, feeds: list[tuple[str, np.n
             command += ["--input", f"{name}={file}"]
         output_dir = Path(tmp) / "outputs"
         output_dir.mkdir()
-        check_exit(run_process(command + ["--output-dir", str(output_dir)], timeout))
+        check_exit(run_process(command + ["--output-dir", str(output_dir)], timeout), model)
         return read_outputs(output_dir)
 
 
@@ -279,13 +283,14 @@ def run_process(command: list[str], timeout: float) -> subprocess.CompletedProce
         raise Outcome("timeout", f"exceeded {timeout:g} s") from None
 
 
-def check_exit(process: subprocess.CompletedProcess) -> None:
+def check_exit(process: subprocess.CompletedProcess, model: Path) -> None:
     code = process.returncode
     if code < 0:
         raise Outcome("crash", signal_name(-code))
     if code:
         status = "unsupported" if code == UNSUPPORTED_EXIT_CODE else "fail"
-        raise Outcome(status, last_line(process.stderr) or f"exit code {code}")
+        reason = last_line(process.stderr).replace(f"{model}: ", "")  # the path would fill the report's column
+        raise Outcome(status, reason or f"exit code {code}")
 
 
 def signal_name(number: int) -> str:
@@ -307,12 +312,24 @@ def run_ort(model: Path, feeds: list[tuple[str, np.ndarray]]) -> list[np.ndarray
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1
-    options.log_severity_level = 3
+    onnxruntime.set_default_logger_severity(4)  # errors are reported as test results, not logged
     try:
         session = onnxruntime.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
         return session.run(None, dict(feeds))
     except Exception as error:  # onnxruntime raises assorted exception types
-        raise Outcome("fail", first_line(str(error))) from None
+        raise Outcome("fail", ort_reason(str(error))) from None
+
+
+def ort_reason(message: str) -> str:
+    """Strips onnxruntime's error code, model path and C++ source location from an error message."""
+    for noise in (
+        r"\[ONNXRuntimeError\] : \d+ : ",
+        r"Load model from \S+ failed:",
+        r"/onnxruntime_src/\S+ ",
+        r"onnxruntime::[\w:~<>]+\([^)]*\)( \[with [^]]*\])?(::<lambda\(\)>)? ",
+    ):
+        message = re.sub(noise, "", message)
+    return first_line(message)
 
 
 # ------------------------------------------------------- running tests in parallel
@@ -328,7 +345,7 @@ def execute(test: Test, engine) -> tuple[str, str]:
         return "fail", f"runner error: {type(error).__name__}: {first_line(str(error))}"
 
 
-def child(connection, test: Test, engine) -> None:
+def child(connection: Connection, test: Test, engine) -> None:
     status, reason = execute(test, engine)
     connection.send((status, short(reason)))
 
@@ -345,7 +362,9 @@ class Job:
 
 
 def start_job(test: Test, engine, timeout: float) -> Job:
-    context = multiprocessing.get_context("fork")  # the driver is single-threaded, so fork is safe
+    # fork: a test process inherits the loaded modules, so it starts in milliseconds (one stuck on a
+    # lock that a library thread held at fork time would end as a timeout).
+    context = multiprocessing.get_context("fork")
     receiver, sender = context.Pipe(duplex=False)
     process = context.Process(target=child, args=(sender, test, engine))
     process.start()
@@ -383,7 +402,7 @@ def run_phase(label: str, tests: list[Test], engine, jobs: int, timeout: float) 
             if sentinel in ready or job.deadline <= now:
                 del running[sentinel]
                 outcomes[job.test.key] = finish_job(job, timed_out=sentinel not in ready)
-    print(f"{label}: ran {len(tests)} tests in {time.monotonic() - start:.0f} s")
+    print(f"{label}: ran {len(tests)} tests in {time.monotonic() - start:.0f} s", flush=True)
     return outcomes
 
 

@@ -2,6 +2,11 @@
 #pragma once
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <memory>
+
+#include "kiln/engine.h"
+#include "kiln/error.h"
+#include "kiln/status.h"
 
 namespace kiln::cli {
 
@@ -11,8 +16,16 @@ using Action = std::function<int()>;
 Action addRunCommand(CLI::App& app);
 Action addInspectCommand(CLI::App& app);
 Action addOpsCommand(CLI::App& app);
+Action addBuildCommand(CLI::App& app);
 
 /// Exit codes: 0 success, 1 error, 2 bad usage, 3 unsupported operator or type.
 int exitCodeFor(const std::exception& e);
+
+/// The kiln::Error for a failed Status (so that exit codes follow the error kind).
+Error errorFromStatus(const Status& status);
+/// True when the file starts with the plan magic ("KILNPLAN").
+bool isPlanFile(const std::string& path);
+/// Loads a plan file; throws kiln::Error on failure.
+std::shared_ptr<const Engine> loadPlanFile(const std::string& path, ILogger& logger);
 
 }  // namespace kiln::cli

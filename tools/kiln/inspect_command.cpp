@@ -1,4 +1,6 @@
-// kiln inspect MODEL: what a model holds and whether kiln supports it.
+// kiln inspect MODEL|PLAN: what a model holds and whether kiln supports it, or what a built
+// plan holds (I/O, profiles, layers and the kernels chosen).
+#include <iomanip>
 #include <iostream>
 
 #include "commands.h"
@@ -15,8 +17,70 @@ std::string describeValue(const ir::Value& v) {
   return v.name + "  " + dataTypeName(v.type.dtype) + "[" + shape + "]";
 }
 
+std::string dimsText(const Dims& dims) {
+  if (dims.empty()) return "scalar";
+  std::string s;
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? "x" : "") + (dims[i] < 0 ? std::string("?") : std::to_string(dims[i]));
+  return s;
+}
+
+std::string flagsText(uint32_t flags) {
+  std::string s;
+  if (flags & static_cast<uint32_t>(BuilderFlag::kFP16)) s += " fp16";
+  if (flags & static_cast<uint32_t>(BuilderFlag::kINT8)) s += " int8";
+  return s.empty() ? "none" : s.substr(1);
+}
+
+int inspectPlan(const std::string& path) {
+  StderrLogger logger;
+  auto engine = loadPlanFile(path, logger);
+  const PlanInfo& info = engine->getPlanInfo();
+  std::cout << "plan " << path << "\n";
+  std::cout << "  format     " << info.formatVersion << " (built by kiln " << info.kilnVersion << ")\n";
+  std::cout << "  built from " << info.source << "\n";
+  std::cout << "  cpu        " << info.cpuFeatures << "\n";
+  std::cout << "  threads    " << info.threads << (info.threads == 0 ? " (physical cores)" : "") << "\n";
+  std::cout << "  workspace  " << (info.workspaceBytes ? std::to_string(info.workspaceBytes >> 20) + " MiB" : "no limit") << "\n";
+  std::cout << "  flags      " << flagsText(info.builderFlags) << "\n";
+  std::cout << "  layers     " << info.layersBefore << " in the network, " << info.layersAfter
+            << " after optimization; arena " << std::fixed << std::setprecision(2)
+            << static_cast<double>(info.arenaBytes) / (1 << 20) << " MiB at opt shapes\n" << std::defaultfloat;
+  for (auto mode : {TensorIOMode::kINPUT, TensorIOMode::kOUTPUT}) {
+    std::cout << (mode == TensorIOMode::kINPUT ? "inputs" : "outputs") << "\n";
+    for (int i = 0; i < engine->getNbIOTensors(); ++i) {
+      std::string name = engine->getIOTensorName(i);
+      if (engine->getTensorIOMode(name) != mode) continue;
+      std::cout << "  " << name << "  " << dataTypeName(engine->getTensorDataType(name)) << "["
+                << dimsText(engine->getTensorShape(name)) << "]" << (engine->hasDefaultValue(name) ? "  (has a default)" : "")
+                << "\n";
+    }
+  }
+  std::cout << "profiles " << engine->getNbOptimizationProfiles() << "\n";
+  for (int p = 0; p < engine->getNbOptimizationProfiles(); ++p) {
+    for (int i = 0; i < engine->getNbIOTensors(); ++i) {
+      std::string name = engine->getIOTensorName(i);
+      if (engine->getTensorIOMode(name) != TensorIOMode::kINPUT) continue;
+      std::cout << "  " << p << "  " << name << "  min " << dimsText(engine->getProfileShape(name, p, OptProfileSelector::kMIN))
+                << "  opt " << dimsText(engine->getProfileShape(name, p, OptProfileSelector::kOPT)) << "  max "
+                << dimsText(engine->getProfileShape(name, p, OptProfileSelector::kMAX)) << "\n";
+    }
+  }
+  std::cout << "layers " << engine->getNbLayers() << "\n";
+  for (int i = 0; i < engine->getNbLayers(); ++i) {
+    const LayerInfo& l = engine->getLayerInfo(i);
+    std::string fused;
+    for (const auto& f : l.fusedFrom) fused += (fused.empty() ? "" : ", ") + f;
+    std::cout << "  " << i << "  " << l.name << " (" << l.type << ")  kernel " << l.kernel << "  fused "
+              << (fused.empty() ? "-" : fused) << "\n";
+  }
+  return 0;
+}
+
 int inspectModel(const std::string& path) {
+  if (isPlanFile(path)) return inspectPlan(path);
   ir::Model model = onnx_import::loadModel(path);
+  auto unsupported = findUnsupportedNodes(model.graph);
+  if (unsupported.empty()) ir::inferShapes(model.graph);  // show output shapes as kiln infers them
   std::cout << "model " << path << "\n";
   std::cout << "  ir_version " << model.irVersion << "\n";
   std::cout << "  producer   " << model.producerName << (model.producerVersion.empty() ? "" : " ")
@@ -37,7 +101,6 @@ int inspectModel(const std::string& path) {
   std::cout << "nodes " << total << "\n";
   for (const auto& [op, count] : model.opCounts) std::cout << "  " << op << " " << count << "\n";
   std::cout << "initializers " << model.initializerCount << " (" << model.initializerBytes << " bytes)\n";
-  auto unsupported = findUnsupportedNodes(g);
   if (unsupported.empty()) {
     std::cout << "all nodes are supported\n";
     return 0;
@@ -51,8 +114,8 @@ int inspectModel(const std::string& path) {
 
 Action addInspectCommand(CLI::App& app) {
   auto model = std::make_shared<std::string>();
-  CLI::App* cmd = app.add_subcommand("inspect", "Show a model's inputs, outputs, operators and support");
-  cmd->add_option("model", *model, "ONNX model file")->required();
+  CLI::App* cmd = app.add_subcommand("inspect", "Show a model's or plan's inputs, outputs, operators and support");
+  cmd->add_option("model", *model, "ONNX model file or kiln plan")->required();
   return [model] { return inspectModel(*model); };
 }
 

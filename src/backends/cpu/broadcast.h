@@ -11,23 +11,53 @@ namespace kiln::cpu {
 /// Strides (in elements) of `shape` viewed at the rank of `outShape`, 0 along broadcast dims.
 std::vector<int64_t> broadcastStrides(const Shape& shape, const Shape& outShape);
 
+/// The output dims and per-input strides of a broadcast after merging adjacent dims that every
+/// input walks the same way (both contiguous or both broadcast) and dropping size-1 dims, so that
+/// e.g. [N,C,H,W] + [1,C,1,1] iterates as [N,C,H*W] with runs of H*W elements.
+template <size_t N>
+struct CoalescedBroadcast {
+  Shape dims;
+  std::array<std::vector<int64_t>, N> strides;
+};
+
+template <size_t N>
+CoalescedBroadcast<N> coalesceBroadcast(const Shape& outShape, const std::array<const Shape*, N>& inShapes) {
+  std::array<std::vector<int64_t>, N> full;
+  for (size_t k = 0; k < N; ++k) full[k] = broadcastStrides(*inShapes[k], outShape);
+  CoalescedBroadcast<N> result;
+  for (size_t d = 0; d < outShape.size(); ++d) {
+    if (outShape[d] == 1) continue;
+    bool mergeable = !result.dims.empty();
+    for (size_t k = 0; k < N && mergeable; ++k) {
+      mergeable = result.strides[k].back() == full[k][d] * outShape[d];
+    }
+    if (mergeable) {
+      result.dims.back() *= outShape[d];
+      for (size_t k = 0; k < N; ++k) result.strides[k].back() = full[k][d];
+    } else {
+      result.dims.push_back(outShape[d]);
+      for (size_t k = 0; k < N; ++k) result.strides[k].push_back(full[k][d]);
+    }
+  }
+  return result;
+}
+
 /// Calls fn(outOffset, inOffsets, count, inSteps) for runs of `count` consecutive output elements;
 /// input k's element j of the run is at inOffsets[k] + j * inSteps[k] (steps are 0 or 1).
 template <size_t N, typename Fn>
 void forEachBroadcastRun(const Shape& outShape, const std::array<const Shape*, N>& inShapes, Fn&& fn) {
-  const size_t rank = outShape.size();
   const int64_t total = shapeNumel(outShape);
   if (total == 0) return;
-  std::array<std::vector<int64_t>, N> strides;
-  for (size_t k = 0; k < N; ++k) strides[k] = broadcastStrides(*inShapes[k], outShape);
-  if (rank == 0) {
+  const CoalescedBroadcast<N> cb = coalesceBroadcast<N>(outShape, inShapes);
+  const size_t rank = cb.dims.size();
+  if (rank == 0) {  // a single element
     std::array<int64_t, N> offsets{}, steps{};
     fn(int64_t{0}, offsets, int64_t{1}, steps);
     return;
   }
-  const int64_t inner = outShape[rank - 1];
+  const int64_t inner = cb.dims[rank - 1];
   std::array<int64_t, N> steps;
-  for (size_t k = 0; k < N; ++k) steps[k] = strides[k][rank - 1];
+  for (size_t k = 0; k < N; ++k) steps[k] = cb.strides[k][rank - 1];
   std::vector<int64_t> index(rank, 0);
   std::array<int64_t, N> offsets{};
   for (int64_t out = 0; out < total; out += inner) {
@@ -35,9 +65,9 @@ void forEachBroadcastRun(const Shape& outShape, const std::array<const Shape*, N
     // Advance the multi-index over all but the innermost dim.
     for (size_t d = rank - 1; d-- > 0;) {
       ++index[d];
-      for (size_t k = 0; k < N; ++k) offsets[k] += strides[k][d];
-      if (index[d] < outShape[d]) break;
-      for (size_t k = 0; k < N; ++k) offsets[k] -= strides[k][d] * outShape[d];
+      for (size_t k = 0; k < N; ++k) offsets[k] += cb.strides[k][d];
+      if (index[d] < cb.dims[d]) break;
+      for (size_t k = 0; k < N; ++k) offsets[k] -= cb.strides[k][d] * cb.dims[d];
       index[d] = 0;
     }
   }

@@ -22,10 +22,60 @@ void inferBinaryNumeric(InferContext& ctx) {
   inferBroadcast(ctx);
 }
 
+// Add/Sub/Mul/Div. Before opset 7 they broadcast only B onto A (attributes broadcast, axis), so
+// the output has A's shape; the kernel checks the exact alignment.
+void inferArithmetic(InferContext& ctx) {
+  if (ctx.opset() >= 7) {
+    inferBinaryNumeric(ctx);
+    return;
+  }
+  if (ctx.inputType(0) != ctx.inputType(1)) {
+    ctx.fail("input types differ: " + dataTypeName(ctx.inputType(0)) + " and " + dataTypeName(ctx.inputType(1)));
+  }
+  inferSameAsInput0(ctx);
+}
+
+// PRelu: slope broadcasts unidirectionally onto X.
+void inferPRelu(InferContext& ctx) {
+  if (ctx.inputType(0) != ctx.inputType(1)) {
+    ctx.fail("slope type " + dataTypeName(ctx.inputType(1)) + " differs from X type " + dataTypeName(ctx.inputType(0)));
+  }
+  const SymShape* x = ctx.inputShape(0);
+  const SymShape* slope = ctx.inputShape(1);
+  // PRelu-1/6 (old PyTorch exports) may give one slope per channel (axis 1); the kernel handles it.
+  const bool legacyChannelSlope = ctx.opset() < 7 && slope && slope->size() == 1 && x && x->size() >= 2;
+  if (x && slope && !legacyChannelSlope) {
+    if (slope->size() > x->size()) ctx.fail("slope has a higher rank than X");
+    for (size_t i = 0; i < slope->size(); ++i) {
+      const Dim& s = (*slope)[i];
+      const Dim& d = (*x)[i + x->size() - slope->size()];
+      if (s.isKnown() && d.isKnown() && s.value != 1 && s.value != d.value) {
+        ctx.fail("slope shape " + symShapeToString(*slope) + " does not broadcast to X shape " + symShapeToString(*x));
+      }
+    }
+  }
+  inferUnaryNumeric(ctx);
+}
+
+// Clip: optional min/max inputs (opset 11+) must be scalars of the input's type.
+void inferClip(InferContext& ctx) {
+  for (size_t i = 1; i < 3; ++i) {
+    if (!ctx.hasInput(i)) continue;
+    if (ctx.inputType(i) != ctx.inputType(0)) {
+      ctx.fail("input " + std::to_string(i) + " has type " + dataTypeName(ctx.inputType(i)) + ", expected " +
+               dataTypeName(ctx.inputType(0)));
+    }
+    const SymShape* s = ctx.inputShape(i);
+    if (s && !s->empty() && !(s->size() == 1 && (!(*s)[0].isKnown() || (*s)[0].value == 1))) {
+      ctx.fail("input " + std::to_string(i) + " must be a scalar, got shape " + symShapeToString(*s));
+    }
+  }
+  inferUnaryNumeric(ctx);
+}
+
 }  // namespace
 
 #define UNARY_FLOAT(op) KILN_REGISTER_OP_SCHEMA({"", op, 1, 1000, inferUnaryFloat})
-UNARY_FLOAT("Relu");
 UNARY_FLOAT("Sigmoid");
 UNARY_FLOAT("Tanh");
 UNARY_FLOAT("Exp");
@@ -60,15 +110,20 @@ UNARY_FLOAT("Mish");
 UNARY_FLOAT("Gelu");
 #undef UNARY_FLOAT
 
+KILN_REGISTER_OP_SCHEMA({"", "Relu", 1, 1000, inferUnaryNumeric});
 KILN_REGISTER_OP_SCHEMA({"", "Neg", 1, 1000, inferUnaryNumeric});
 KILN_REGISTER_OP_SCHEMA({"", "Abs", 1, 1000, inferUnaryNumeric});
 KILN_REGISTER_OP_SCHEMA({"", "Sign", 9, 1000, inferUnaryNumeric});
+KILN_REGISTER_OP_SCHEMA({"", "Shrink", 9, 1000, inferUnaryNumeric});
 
-KILN_REGISTER_OP_SCHEMA({"", "Add", 7, 1000, inferBinaryNumeric});
-KILN_REGISTER_OP_SCHEMA({"", "Sub", 7, 1000, inferBinaryNumeric});
-KILN_REGISTER_OP_SCHEMA({"", "Mul", 7, 1000, inferBinaryNumeric});
-KILN_REGISTER_OP_SCHEMA({"", "Div", 7, 1000, inferBinaryNumeric});
-// Pow's exponent may have another type than its base (opset 12+).
+KILN_REGISTER_OP_SCHEMA({"", "Add", 1, 1000, inferArithmetic});
+KILN_REGISTER_OP_SCHEMA({"", "Sub", 1, 1000, inferArithmetic});
+KILN_REGISTER_OP_SCHEMA({"", "Mul", 1, 1000, inferArithmetic});
+KILN_REGISTER_OP_SCHEMA({"", "Div", 1, 1000, inferArithmetic});
+KILN_REGISTER_OP_SCHEMA({"", "Mod", 10, 1000, inferBinaryNumeric});
+// Pow's exponent may have another type than its base (opset 12+); the output has the base's type.
 KILN_REGISTER_OP_SCHEMA({"", "Pow", 7, 1000, inferBroadcast});
+KILN_REGISTER_OP_SCHEMA({"", "PRelu", 1, 1000, inferPRelu});
+KILN_REGISTER_OP_SCHEMA({"", "Clip", 1, 1000, inferClip});
 
 }  // namespace kiln::ir

@@ -1,97 +1,144 @@
-// CPU kernels for elementwise math: unary functions and broadcast arithmetic.
+// CPU kernels for elementwise math on floats: activations and unary functions.
+// Float32 (and the 16-bit floats, widened to float) compute in float; float64 computes in double.
+#include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "backends/cpu/kernels/elementwise_util.h"
+#include "ir/shape_helpers.h"
 
 namespace kiln::cpu {
 namespace {
 
-// A float unary op: fn(node) returns the scalar function (so attributes are read once).
-template <typename MakeFn>
-KernelFactory unaryFloat(MakeFn makeFn) {
-  return [makeFn](const KernelCreateInfo& info) -> KernelFn {
-    auto fn = makeFn(info.node);
-    return [fn](KernelContext& ctx) {
-      const Tensor& x = ctx.input(0);
-      Tensor& y = ctx.output(0);
-      dispatchFloat(x.dtype(), ctx.node().opType.c_str(), [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        mapUnary<T, T>(x, y, [&](auto v) { return static_cast<decltype(v)>(fn(static_cast<double>(v))); });
-      });
-    };
-  };
-}
-
+// Applies fn (called with float or double) to every element of a floating-point tensor.
 template <typename Fn>
-KernelFactory simple(Fn fn) {
-  return unaryFloat([fn](const ir::Node&) { return fn; });
+void applyUnaryFloat(KernelContext& ctx, const Fn& fn) {
+  const Tensor& x = ctx.input(0);
+  Tensor& y = ctx.output(0);
+  dispatchFloat(x.dtype(), ctx.node().opType.c_str(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    mapUnary<T, T>(x, y, fn);
+  });
 }
 
-double erfInvSqrt2(double x) { return std::erf(x / std::sqrt(2.0)); }
+// A float unary op whose scalar function is fixed.
+template <typename Fn>
+KernelFn unaryFloat(Fn fn) {
+  return [fn](KernelContext& ctx) { applyUnaryFloat(ctx, fn); };
+}
 
-KILN_REGISTER_CPU_KERNEL("Relu", simple([](double x) { return x > 0 ? x : 0.0; }));
-KILN_REGISTER_CPU_KERNEL("Sigmoid", simple([](double x) { return 1.0 / (1.0 + std::exp(-x)); }));
-KILN_REGISTER_CPU_KERNEL("Tanh", simple([](double x) { return std::tanh(x); }));
-KILN_REGISTER_CPU_KERNEL("Exp", simple([](double x) { return std::exp(x); }));
-KILN_REGISTER_CPU_KERNEL("Log", simple([](double x) { return std::log(x); }));
-KILN_REGISTER_CPU_KERNEL("Sqrt", simple([](double x) { return std::sqrt(x); }));
-KILN_REGISTER_CPU_KERNEL("Reciprocal", simple([](double x) { return 1.0 / x; }));
-KILN_REGISTER_CPU_KERNEL("Erf", simple([](double x) { return std::erf(x); }));
-KILN_REGISTER_CPU_KERNEL("Softplus", simple([](double x) { return x > 30 ? x : std::log1p(std::exp(x)); }));
-KILN_REGISTER_CPU_KERNEL("Softsign", simple([](double x) { return x / (1.0 + std::fabs(x)); }));
-KILN_REGISTER_CPU_KERNEL("Floor", simple([](double x) { return std::floor(x); }));
-KILN_REGISTER_CPU_KERNEL("Ceil", simple([](double x) { return std::ceil(x); }));
-KILN_REGISTER_CPU_KERNEL("Round", simple([](double x) { return std::nearbyint(x); }));  // half to even
-KILN_REGISTER_CPU_KERNEL("Sin", simple([](double x) { return std::sin(x); }));
-KILN_REGISTER_CPU_KERNEL("Cos", simple([](double x) { return std::cos(x); }));
-KILN_REGISTER_CPU_KERNEL("Tan", simple([](double x) { return std::tan(x); }));
-KILN_REGISTER_CPU_KERNEL("Asin", simple([](double x) { return std::asin(x); }));
-KILN_REGISTER_CPU_KERNEL("Acos", simple([](double x) { return std::acos(x); }));
-KILN_REGISTER_CPU_KERNEL("Atan", simple([](double x) { return std::atan(x); }));
-KILN_REGISTER_CPU_KERNEL("Sinh", simple([](double x) { return std::sinh(x); }));
-KILN_REGISTER_CPU_KERNEL("Cosh", simple([](double x) { return std::cosh(x); }));
-KILN_REGISTER_CPU_KERNEL("Asinh", simple([](double x) { return std::asinh(x); }));
-KILN_REGISTER_CPU_KERNEL("Acosh", simple([](double x) { return std::acosh(x); }));
-KILN_REGISTER_CPU_KERNEL("Atanh", simple([](double x) { return std::atanh(x); }));
-KILN_REGISTER_CPU_KERNEL("HardSwish", simple([](double x) { return x * std::clamp(x / 6.0 + 0.5, 0.0, 1.0); }));
-KILN_REGISTER_CPU_KERNEL("Mish", simple([](double x) { return x * std::tanh(std::log1p(std::exp(x))); }));
+// A float unary op whose scalar function depends on attributes: makeFn(node) is called once when
+// the kernel is built and returns the scalar function.
+template <typename MakeFn>
+KernelFactory unaryFloatWithAttrs(MakeFn makeFn) {
+  return [makeFn](const KernelCreateInfo& info) -> KernelFn { return unaryFloat(makeFn(info.node)); };
+}
 
-KILN_REGISTER_CPU_KERNEL("LeakyRelu", unaryFloat([](const ir::Node& n) {
-  double alpha = ir::attrFloat(n, "alpha", 0.01f);
-  return [alpha](double x) { return x >= 0 ? x : alpha * x; };
+KILN_REGISTER_CPU_KERNEL("Sigmoid", unaryFloat([](auto x) {
+  using V = decltype(x);
+  // Written so that exp never overflows: for x < 0 use e^x / (1 + e^x).
+  if (x >= 0) return V(1) / (V(1) + std::exp(-x));
+  const V e = std::exp(x);
+  return e / (V(1) + e);
 }));
-KILN_REGISTER_CPU_KERNEL("Elu", unaryFloat([](const ir::Node& n) {
-  double alpha = ir::attrFloat(n, "alpha", 1.0f);
-  return [alpha](double x) { return x >= 0 ? x : alpha * (std::exp(x) - 1.0); };
+KILN_REGISTER_CPU_KERNEL("Tanh", unaryFloat([](auto x) { return std::tanh(x); }));
+KILN_REGISTER_CPU_KERNEL("Exp", unaryFloat([](auto x) { return std::exp(x); }));
+KILN_REGISTER_CPU_KERNEL("Log", unaryFloat([](auto x) { return std::log(x); }));
+KILN_REGISTER_CPU_KERNEL("Sqrt", unaryFloat([](auto x) { return std::sqrt(x); }));
+KILN_REGISTER_CPU_KERNEL("Reciprocal", unaryFloat([](auto x) { return decltype(x)(1) / x; }));
+KILN_REGISTER_CPU_KERNEL("Erf", unaryFloat([](auto x) { return std::erf(x); }));
+KILN_REGISTER_CPU_KERNEL("Softplus", unaryFloat([](auto x) {
+  // log(1 + e^x) = max(x, 0) + log1p(e^-|x|), exact for large |x| and overflow-free.
+  return std::max(x, decltype(x)(0)) + std::log1p(std::exp(-std::fabs(x)));
 }));
-KILN_REGISTER_CPU_KERNEL("Celu", unaryFloat([](const ir::Node& n) {
-  double alpha = ir::attrFloat(n, "alpha", 1.0f);
-  return [alpha](double x) { return std::max(0.0, x) + std::min(0.0, alpha * (std::exp(x / alpha) - 1.0)); };
+KILN_REGISTER_CPU_KERNEL("Softsign", unaryFloat([](auto x) { return x / (decltype(x)(1) + std::fabs(x)); }));
+KILN_REGISTER_CPU_KERNEL("Floor", unaryFloat([](auto x) { return std::floor(x); }));
+KILN_REGISTER_CPU_KERNEL("Ceil", unaryFloat([](auto x) { return std::ceil(x); }));
+// nearbyint rounds halfway cases to even under the default rounding mode, as ONNX requires.
+KILN_REGISTER_CPU_KERNEL("Round", unaryFloat([](auto x) { return std::nearbyint(x); }));
+KILN_REGISTER_CPU_KERNEL("Sin", unaryFloat([](auto x) { return std::sin(x); }));
+KILN_REGISTER_CPU_KERNEL("Cos", unaryFloat([](auto x) { return std::cos(x); }));
+KILN_REGISTER_CPU_KERNEL("Tan", unaryFloat([](auto x) { return std::tan(x); }));
+KILN_REGISTER_CPU_KERNEL("Asin", unaryFloat([](auto x) { return std::asin(x); }));
+KILN_REGISTER_CPU_KERNEL("Acos", unaryFloat([](auto x) { return std::acos(x); }));
+KILN_REGISTER_CPU_KERNEL("Atan", unaryFloat([](auto x) { return std::atan(x); }));
+KILN_REGISTER_CPU_KERNEL("Sinh", unaryFloat([](auto x) { return std::sinh(x); }));
+KILN_REGISTER_CPU_KERNEL("Cosh", unaryFloat([](auto x) { return std::cosh(x); }));
+KILN_REGISTER_CPU_KERNEL("Asinh", unaryFloat([](auto x) { return std::asinh(x); }));
+KILN_REGISTER_CPU_KERNEL("Acosh", unaryFloat([](auto x) { return std::acosh(x); }));
+KILN_REGISTER_CPU_KERNEL("Atanh", unaryFloat([](auto x) { return std::atanh(x); }));
+KILN_REGISTER_CPU_KERNEL("HardSwish", unaryFloat([](auto x) {
+  using V = decltype(x);
+  return x * std::clamp(x / V(6) + V(0.5), V(0), V(1));
 }));
-KILN_REGISTER_CPU_KERNEL("Selu", unaryFloat([](const ir::Node& n) {
-  double alpha = ir::attrFloat(n, "alpha", 1.67326319217681884765625f);
-  double gamma = ir::attrFloat(n, "gamma", 1.05070102214813232421875f);
-  return [alpha, gamma](double x) { return gamma * (x > 0 ? x : alpha * (std::exp(x) - 1.0)); };
+KILN_REGISTER_CPU_KERNEL("Mish", unaryFloat([](auto x) {
+  using V = decltype(x);
+  const V softplus = std::max(x, V(0)) + std::log1p(std::exp(-std::fabs(x)));
+  return x * std::tanh(softplus);
 }));
-KILN_REGISTER_CPU_KERNEL("HardSigmoid", unaryFloat([](const ir::Node& n) {
-  double alpha = ir::attrFloat(n, "alpha", 0.2f);
-  double beta = ir::attrFloat(n, "beta", 0.5f);
-  return [alpha, beta](double x) { return std::clamp(alpha * x + beta, 0.0, 1.0); };
+
+KILN_REGISTER_CPU_KERNEL("LeakyRelu", unaryFloatWithAttrs([](const ir::Node& n) {
+  const float alpha = ir::attrFloat(n, "alpha", 0.01f);
+  return [alpha](auto x) { return x >= 0 ? x : decltype(x)(alpha) * x; };
 }));
-KILN_REGISTER_CPU_KERNEL("ThresholdedRelu", unaryFloat([](const ir::Node& n) {
-  double alpha = ir::attrFloat(n, "alpha", 1.0f);
-  return [alpha](double x) { return x > alpha ? x : 0.0; };
+KILN_REGISTER_CPU_KERNEL("Elu", unaryFloatWithAttrs([](const ir::Node& n) {
+  const float alpha = ir::attrFloat(n, "alpha", 1.0f);
+  return [alpha](auto x) { return x >= 0 ? x : decltype(x)(alpha) * std::expm1(x); };
 }));
-KILN_REGISTER_CPU_KERNEL("Gelu", unaryFloat([](const ir::Node& n) -> std::function<double(double)> {
-  std::string approximate = ir::attrString(n, "approximate", "none");
-  if (approximate == "tanh") {
-    return [](double x) { return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x))); };
+KILN_REGISTER_CPU_KERNEL("Celu", unaryFloatWithAttrs([](const ir::Node& n) {
+  const float alpha = ir::attrFloat(n, "alpha", 1.0f);
+  if (alpha == 0.0f) ir::failNode(n, "attribute 'alpha' must not be 0");
+  return [alpha](auto x) {
+    using V = decltype(x);
+    return std::max(V(0), x) + std::min(V(0), V(alpha) * std::expm1(x / V(alpha)));
+  };
+}));
+KILN_REGISTER_CPU_KERNEL("Selu", unaryFloatWithAttrs([](const ir::Node& n) {
+  const float alpha = ir::attrFloat(n, "alpha", 1.67326319217681884765625f);
+  const float gamma = ir::attrFloat(n, "gamma", 1.05070102214813232421875f);
+  return [alpha, gamma](auto x) {
+    using V = decltype(x);
+    return V(gamma) * (x > 0 ? x : V(alpha) * std::expm1(x));
+  };
+}));
+KILN_REGISTER_CPU_KERNEL("HardSigmoid", unaryFloatWithAttrs([](const ir::Node& n) {
+  const float alpha = ir::attrFloat(n, "alpha", 0.2f);
+  const float beta = ir::attrFloat(n, "beta", 0.5f);
+  return [alpha, beta](auto x) {
+    using V = decltype(x);
+    return std::clamp(V(alpha) * x + V(beta), V(0), V(1));
+  };
+}));
+KILN_REGISTER_CPU_KERNEL("ThresholdedRelu", unaryFloatWithAttrs([](const ir::Node& n) {
+  const float alpha = ir::attrFloat(n, "alpha", 1.0f);
+  return [alpha](auto x) { return x > decltype(x)(alpha) ? x : decltype(x)(0); };
+}));
+
+// Gelu(x) = x/2 * (1 + erf(x/sqrt2)) = x/2 * erfc(-x/sqrt2); erfc keeps precision for x << 0,
+// where 1 + erf would cancel.
+constexpr auto geluExact = [](auto x) {
+  using V = decltype(x);
+  return V(0.5) * x * std::erfc(-x * V(M_SQRT1_2));
+};
+// The tanh approximation x/2 * (1 + tanh(z)) is evaluated as x * sigmoid(2z), which does not
+// cancel for z << 0.
+constexpr auto geluTanh = [](auto x) {
+  using V = decltype(x);
+  const V twoSqrt2OverPi = V(1.5957691216057308);
+  return x / (V(1) + std::exp(-twoSqrt2OverPi * (x + V(0.044715) * x * x * x)));
+};
+KILN_REGISTER_CPU_KERNEL("Gelu", KernelFactory([](const KernelCreateInfo& info) -> KernelFn {
+  const std::string approximate = ir::attrString(info.node, "approximate", "none");
+  if (approximate == "tanh") return unaryFloat(geluTanh);
+  if (approximate != "none") {
+    ir::failNode(info.node, "attribute 'approximate' must be 'none' or 'tanh', got '" + approximate + "'");
   }
-  if (approximate != "none") ir::failNode(n, "attribute 'approximate' must be 'none' or 'tanh', got '" + approximate + "'");
-  return [](double x) { return 0.5 * x * (1.0 + erfInvSqrt2(x)); };
+  return unaryFloat(geluExact);
 }));
 
-// Neg, Abs and Sign accept every numeric type.
+// ---- Arithmetic on every numeric type ----
+
+// Ops that accept every numeric type.
 template <typename Op>
 KernelFn unaryNumeric(Op op) {
   return [op](KernelContext& ctx) {
@@ -104,21 +151,60 @@ KernelFn unaryNumeric(Op op) {
   };
 }
 
-KILN_REGISTER_CPU_KERNEL("Neg", unaryNumeric([](auto v) { return static_cast<decltype(v)>(-v); }));
+// Relu takes signed integers too (opset 14); written so that NaN stays NaN, like numpy.maximum(x, 0).
+KILN_REGISTER_CPU_KERNEL("Relu", unaryNumeric([](auto x) { return x < 0 ? decltype(x)(0) : x; }));
+KILN_REGISTER_CPU_KERNEL("Neg", unaryNumeric([](auto v) { return wrapSub(decltype(v)(0), v); }));
 KILN_REGISTER_CPU_KERNEL("Abs", unaryNumeric([](auto v) {
-  if constexpr (std::is_unsigned_v<decltype(v)>) return v;
-  else return static_cast<decltype(v)>(v < 0 ? -v : v);
+  using V = decltype(v);
+  if constexpr (std::is_unsigned_v<V>) return v;
+  else if constexpr (std::is_integral_v<V>) return v < 0 ? wrapSub(V(0), v) : v;
+  else return std::fabs(v);
 }));
 KILN_REGISTER_CPU_KERNEL("Sign", unaryNumeric([](auto v) {
   using V = decltype(v);
+  if constexpr (std::is_floating_point_v<V>) {
+    if (std::isnan(v)) return v;
+  }
   return static_cast<V>(v > V(0) ? 1 : (v < V(0) ? -1 : 0));
 }));
+
+// Opset 1-6 Add/Sub/Mul/Div: with broadcast=1, B's dims line up with A's starting at `axis`
+// (by default at the end); otherwise the shapes must be equal. Returns B viewed at A's rank.
+Tensor legacyBroadcastOperand(const KernelContext& ctx, const Tensor& a, const Tensor& b) {
+  const ir::Node& node = ctx.node();
+  if (ir::attrInt(node, "broadcast", 0) == 0) {
+    if (a.shape() != b.shape()) {
+      ctx.fail("shapes " + shapeToString(a.shape()) + " and " + shapeToString(b.shape()) +
+                   " differ and attribute 'broadcast' is 0", ErrorCode::kInvalidArgument);
+    }
+    return b;
+  }
+  const int64_t rankA = static_cast<int64_t>(a.rank());
+  const int64_t rankB = static_cast<int64_t>(b.rank());
+  if (rankB > rankA) ctx.fail("B has a higher rank than A", ErrorCode::kInvalidArgument);
+  int64_t axis = ir::attrInt(node, "axis", rankA - rankB);
+  if (axis < 0) axis += rankA;
+  if (axis < 0 || axis + rankB > rankA) {
+    ctx.fail("attribute 'axis' does not place B's shape " + shapeToString(b.shape()) + " inside A's " +
+                 shapeToString(a.shape()), ErrorCode::kInvalidArgument);
+  }
+  Shape shape(static_cast<size_t>(rankA), 1);
+  for (int64_t i = 0; i < rankB; ++i) {
+    const int64_t d = b.dim(static_cast<size_t>(i));
+    if (d != 1 && d != a.dim(static_cast<size_t>(axis + i))) {
+      ctx.fail("cannot broadcast " + shapeToString(b.shape()) + " onto " + shapeToString(a.shape()),
+               ErrorCode::kInvalidArgument);
+    }
+    shape[static_cast<size_t>(axis + i)] = d;
+  }
+  return b.reshaped(shape);
+}
 
 template <typename Op>
 KernelFn binaryNumeric(Op op) {
   return [op](KernelContext& ctx) {
     const Tensor& a = ctx.input(0);
-    const Tensor& b = ctx.input(1);
+    const Tensor b = ctx.node().opset < 7 ? legacyBroadcastOperand(ctx, a, ctx.input(1)) : ctx.input(1);
     Tensor& y = ctx.output(0);
     dispatchNumeric(a.dtype(), ctx.node().opType.c_str(), [&](auto tag) {
       using T = typename decltype(tag)::type;
@@ -127,39 +213,198 @@ KernelFn binaryNumeric(Op op) {
   };
 }
 
-KILN_REGISTER_CPU_KERNEL("Add", binaryNumeric([](auto x, auto y) { return x + y; }));
-KILN_REGISTER_CPU_KERNEL("Sub", binaryNumeric([](auto x, auto y) { return x - y; }));
-KILN_REGISTER_CPU_KERNEL("Mul", binaryNumeric([](auto x, auto y) { return x * y; }));
+KILN_REGISTER_CPU_KERNEL("Add", binaryNumeric([](auto x, auto y) { return wrapAdd(x, y); }));
+KILN_REGISTER_CPU_KERNEL("Sub", binaryNumeric([](auto x, auto y) { return wrapSub(x, y); }));
+KILN_REGISTER_CPU_KERNEL("Mul", binaryNumeric([](auto x, auto y) { return wrapMul(x, y); }));
 KILN_REGISTER_CPU_KERNEL("Div", binaryNumeric([](auto x, auto y) {
   using V = decltype(x);
   if constexpr (std::is_integral_v<V>) {
-    return y == 0 ? V(0) : static_cast<V>(x / y);  // integer division by zero: 0, not a crash
+    // Truncates toward zero like C++; division by zero gives 0 (numpy's result) instead of a trap,
+    // and MIN / -1 wraps.
+    if (y == 0) return V(0);
+    if constexpr (std::is_signed_v<V>) {
+      if (y == V(-1)) return wrapSub(V(0), x);
+    }
+    return static_cast<V>(x / y);
   } else {
     return x / y;
   }
 }));
 
-// Pow: base and exponent may differ in type; computed in double like the ONNX reference.
-KernelFn powKernel = [](KernelContext& ctx) {
+// Integer power by squaring, wrapping on overflow like numpy; negative exponents truncate 1/x^n.
+template <typename T>
+T integerPow(T base, T exponent) {
+  if constexpr (std::is_signed_v<T>) {
+    if (exponent < 0) {
+      if (base == 1) return T(1);
+      if (base == -1) return (exponent % 2 == 0) ? T(1) : T(-1);
+      return T(0);
+    }
+  }
+  T result = 1;
+  while (exponent != 0) {
+    if (exponent & 1) result = wrapMul(result, base);
+    base = wrapMul(base, base);
+    exponent = static_cast<T>(exponent / 2);
+  }
+  return result;
+}
+
+// Pow: the output has the base's type. With equal types, floats use pow in their compute type and
+// integers exact integer powers; otherwise the exponent is widened to double and the power is
+// computed in double, then converted to the base's type (int base ** float exponent truncates).
+void powKernel(KernelContext& ctx) {
   const Tensor& a = ctx.input(0);
   const Tensor& b = ctx.input(1);
   Tensor& y = ctx.output(0);
-  Tensor e = b;
-  if (b.dtype() != a.dtype()) {  // convert the exponent to the base's type via double
-    e = Tensor(a.dtype(), b.shape());
+  if (a.dtype() == b.dtype()) {
     dispatchNumeric(a.dtype(), "Pow", [&](auto tag) {
       using T = typename decltype(tag)::type;
-      for (int64_t i = 0; i < b.numel(); ++i) e.data<T>()[i] = static_cast<T>(b.doubleAt(i));
+      mapBinary<T, T>(a, b, y, [](auto x, auto p) {
+        if constexpr (std::is_integral_v<decltype(x)>) return integerPow(x, p);
+        else return std::pow(x, p);
+      });
     });
+    return;
   }
+  Tensor exponent(DataType::kFloat64, b.shape());
+  double* e = exponent.data<double>();
+  dispatchNumeric(b.dtype(), "Pow", [&](auto tag) {
+    using E = typename decltype(tag)::type;
+    const E* src = b.data<E>();
+    for (int64_t i = 0; i < b.numel(); ++i) e[i] = static_cast<double>(static_cast<ComputeType<E>>(src[i]));
+  });
   dispatchNumeric(a.dtype(), "Pow", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    mapBinary<T, T>(a, e, y, [](auto x, auto p) {
-      return static_cast<decltype(x)>(std::pow(static_cast<double>(x), static_cast<double>(p)));
+    mapBinaryMixed<T, double, T>(a, exponent, y, [](auto x, double p) {
+      return convertNumber<T>(std::pow(static_cast<double>(x), p));
     });
   });
-};
-KILN_REGISTER_CPU_KERNEL("Pow", powKernel);
+}
+KILN_REGISTER_CPU_KERNEL("Pow", KernelFn(powKernel));
+
+// Mod with fmod=1 takes the sign of the dividend (C fmod / %); with fmod=0 the sign of the divisor
+// (Python / numpy mod, zero results signed like the divisor). Integer modulo by zero gives 0.
+template <typename V>
+V modValue(V x, V y, bool cStyle) {
+  if constexpr (std::is_integral_v<V>) {
+    if (y == 0) return V(0);
+    if constexpr (std::is_signed_v<V>) {
+      if (y == V(-1)) return V(0);  // avoids MIN % -1 overflow
+    }
+    V r = static_cast<V>(x % y);
+    if constexpr (std::is_signed_v<V>) {
+      if (!cStyle && r != 0 && ((r < 0) != (y < 0))) r = static_cast<V>(r + y);
+    }
+    return r;
+  } else {
+    V r = std::fmod(x, y);
+    if (cStyle) return r;
+    if (r == 0) return std::copysign(V(0), y);  // numpy: a zero result takes the divisor's sign
+    if ((r < 0) != (y < 0)) r += y;
+    return r;
+  }
+}
+
+void modKernel(KernelContext& ctx) {
+  const bool cStyle = ir::attrInt(ctx.node(), "fmod", 0) != 0;
+  const Tensor& a = ctx.input(0);
+  const Tensor& b = ctx.input(1);
+  Tensor& y = ctx.output(0);
+  dispatchNumeric(a.dtype(), "Mod", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if (cStyle) mapBinary<T, T>(a, b, y, [](auto p, auto q) { return modValue(p, q, true); });
+    else mapBinary<T, T>(a, b, y, [](auto p, auto q) { return modValue(p, q, false); });
+  });
+}
+KILN_REGISTER_CPU_KERNEL("Mod", KernelFn(modKernel));
+
+// True for PRelu-1/6 models (old PyTorch exports) whose 1-D slope holds one value per channel
+// (axis 1) instead of broadcasting numpy-style from the last axis.
+bool isLegacyChannelSlope(int64_t opset, const Shape& x, const Shape& slope) {
+  return opset < 7 && slope.size() == 1 && x.size() >= 2 && slope[0] > 1 && slope[0] == x[1];
+}
+
+// PRelu: slope broadcasts unidirectionally onto X (the output has X's shape).
+void preluKernel(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  Tensor slope = ctx.input(1);
+  if (isLegacyChannelSlope(ctx.node().opset, x.shape(), slope.shape())) {
+    Shape perChannel(x.rank() - 1, 1);
+    perChannel[0] = slope.dim(0);
+    slope = slope.reshaped(perChannel);
+  }
+  if (ir::broadcastShapes(ctx.node(), x.shape(), slope.shape()) != x.shape()) {
+    ctx.fail("slope shape " + shapeToString(slope.shape()) + " does not broadcast to X shape " +
+             shapeToString(x.shape()), ErrorCode::kInvalidArgument);
+  }
+  Tensor& y = ctx.output(0);
+  dispatchNumeric(x.dtype(), "PRelu", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    mapBinary<T, T>(x, slope, y, [](auto v, auto s) { return v < 0 ? wrapMul(s, v) : v; });
+  });
+}
+KILN_REGISTER_CPU_KERNEL("PRelu", KernelFn(preluKernel));
+
+// Clip: bounds come from attributes min/max before opset 11 and from optional scalar inputs after.
+// y = min(max(x, lo), hi), so lo > hi yields hi everywhere and NaN inputs stay NaN.
+void clipKernel(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  Tensor& y = ctx.output(0);
+  dispatchNumeric(x.dtype(), "Clip", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using C = ComputeType<T>;
+    C lo = std::numeric_limits<C>::lowest();
+    C hi = std::numeric_limits<C>::max();
+    if constexpr (std::is_floating_point_v<C>) {
+      lo = -std::numeric_limits<C>::infinity();
+      hi = std::numeric_limits<C>::infinity();
+    }
+    if (ctx.node().opset < 11) {
+      // Attribute bounds are floats; clamp them into C's range before converting.
+      auto attrBound = [&](const char* name, C fallback) {
+        if (!ir::hasAttr(ctx.node(), name)) return fallback;
+        const double v = ir::attrFloat(ctx.node(), name);
+        if constexpr (std::is_floating_point_v<C>) return static_cast<C>(v);
+        else return static_cast<C>(std::clamp(v, double(std::numeric_limits<C>::lowest()), double(std::numeric_limits<C>::max())));
+      };
+      lo = attrBound("min", lo);
+      hi = attrBound("max", hi);
+    }
+    auto bound = [&](size_t i, C& value) {
+      if (!ctx.hasInput(i)) return;
+      const Tensor& t = ctx.input(i);
+      if (t.numel() != 1) ctx.fail("input " + std::to_string(i) + " must be a scalar, got " + t.describe());
+      if (t.dtype() != x.dtype()) ctx.fail("bound " + t.describe() + " has another type than the input");
+      value = static_cast<C>(t.data<T>()[0]);
+    };
+    bound(1, lo);
+    bound(2, hi);
+    mapUnary<T, T>(x, y, [lo, hi](C v) { return std::min(std::max(v, lo), hi); });
+  });
+}
+KILN_REGISTER_CPU_KERNEL("Clip", KernelFn(clipKernel));
+
+// Shrink: x < -lambd -> x + bias, x > lambd -> x - bias, else 0. Integers compare and add in double.
+void shrinkKernel(KernelContext& ctx) {
+  const double lambd = ir::attrFloat(ctx.node(), "lambd", 0.5f);
+  const double bias = ir::attrFloat(ctx.node(), "bias", 0.0f);
+  const Tensor& x = ctx.input(0);
+  Tensor& y = ctx.output(0);
+  dispatchNumeric(x.dtype(), "Shrink", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using C = ComputeType<T>;
+    using W = std::conditional_t<std::is_integral_v<C>, double, C>;
+    const W l = static_cast<W>(lambd), b = static_cast<W>(bias);
+    mapUnary<T, T>(x, y, [l, b](C v) {
+      const W w = static_cast<W>(v);
+      const W r = w < -l ? w + b : (w > l ? w - b : W(0));
+      if constexpr (std::is_integral_v<C>) return convertNumber<C>(r);
+      else return r;
+    });
+  });
+}
+KILN_REGISTER_CPU_KERNEL("Shrink", KernelFn(shrinkKernel));
 
 }  // namespace
 }  // namespace kiln::cpu

@@ -1,0 +1,110 @@
+// Builds an engine plan (bytes, or a .kiln file) from a network, as TensorRT's IBuilder does.
+//
+//   StderrLogger logger;
+//   auto builder = createBuilder(logger);
+//   auto network = builder->createNetwork();
+//   ... add layers, or OnnxParser(*network, logger).parseFromFile("model.onnx") ...
+//   BuilderConfig config;
+//   OptimizationProfile profile;
+//   profile.setDimensions("x", OptProfileSelector::kMIN, {1, 3, 224, 224});
+//   profile.setDimensions("x", OptProfileSelector::kOPT, {4, 3, 224, 224});
+//   profile.setDimensions("x", OptProfileSelector::kMAX, {8, 3, 224, 224});
+//   config.addOptimizationProfile(profile);
+//   Result<std::vector<uint8_t>> plan = builder->buildSerializedNetwork(*network, config);
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/logger.h"
+#include "kiln/network.h"
+#include "kiln/status.h"
+
+namespace kiln {
+
+enum class BuilderFlag : uint32_t {
+  kFP16 = 1u << 0,  // allow FP16 layers (accepted and checked; FP16 kernels are not implemented yet)
+  kINT8 = 1u << 1,  // allow INT8 layers (accepted and checked; INT8 kernels are not implemented yet)
+};
+
+enum class OptProfileSelector { kMIN = 0, kOPT = 1, kMAX = 2 };
+
+/// For each dynamic input: the smallest, typical and largest dims it will be run with (and for
+/// shape inputs, the range of their values).
+class OptimizationProfile {
+ public:
+  void setDimensions(const std::string& inputName, OptProfileSelector which, const Dims& dims);
+  /// Empty when not set.
+  Dims getDimensions(const std::string& inputName, OptProfileSelector which) const;
+  void setShapeValues(const std::string& inputName, OptProfileSelector which, const std::vector<int64_t>& values);
+  std::vector<int64_t> getShapeValues(const std::string& inputName, OptProfileSelector which) const;
+  /// Inputs that have dims or values set.
+  std::vector<std::string> inputNames() const;
+
+ private:
+  struct Entry {
+    Dims dims[3];
+    std::vector<int64_t> values[3];
+  };
+  std::map<std::string, Entry> entries_;
+};
+
+class BuilderConfig {
+ public:
+  /// Largest activation arena the engine may need at the profiles' max shapes; 0 = no limit.
+  void setMemoryPoolLimit(uint64_t bytes) { workspaceBytes_ = bytes; }
+  uint64_t getMemoryPoolLimit() const { return workspaceBytes_; }
+  /// Intra-op threads for contexts of the engine; 0 = the machine's physical cores.
+  void setThreads(int threads) { threads_ = threads; }
+  int getThreads() const { return threads_; }
+  void setFlag(BuilderFlag flag) { flags_ |= static_cast<uint32_t>(flag); }
+  void clearFlag(BuilderFlag flag) { flags_ &= ~static_cast<uint32_t>(flag); }
+  bool getFlag(BuilderFlag flag) const { return (flags_ & static_cast<uint32_t>(flag)) != 0; }
+  uint32_t getFlags() const { return flags_; }
+  /// Returns the profile's index.
+  int addOptimizationProfile(const OptimizationProfile& profile);
+  int getNbOptimizationProfiles() const { return static_cast<int>(profiles_.size()); }
+  const OptimizationProfile& getOptimizationProfile(int index) const { return profiles_.at(static_cast<size_t>(index)); }
+
+ private:
+  uint64_t workspaceBytes_ = 0;
+  int threads_ = 0;
+  uint32_t flags_ = 0;
+  std::vector<OptimizationProfile> profiles_;
+};
+
+/// What a build did, stage by stage (also logged at kINFO; per-layer decisions at kVERBOSE).
+struct BuildReport {
+  struct Stage {
+    std::string name;  // "optimize", "select kernels", "plan memory", "serialize"
+    double milliseconds = 0;
+    std::string summary;
+  };
+  std::vector<Stage> stages;
+  int layersBefore = 0;          // nodes in the network
+  int layersAfter = 0;           // nodes left after constant folding, dead-node removal and fusion
+  uint64_t arenaBytes = 0;       // peak of intermediate tensors at the opt shapes of profile 0
+  uint64_t maxArenaBytes = 0;    // the same at the max shapes of the profiles
+  uint64_t planBytes = 0;
+  std::vector<std::string> layerDecisions;  // one line per layer of the engine
+};
+
+class Builder {
+ public:
+  explicit Builder(ILogger& logger) : logger_(logger) {}
+  std::unique_ptr<NetworkDefinition> createNetwork() { return std::make_unique<NetworkDefinition>(logger_); }
+
+  /// Optimizes the network, checks it over every optimization profile, chooses kernels and
+  /// serializes the engine. The network is not modified.
+  Result<std::vector<uint8_t>> buildSerializedNetwork(const NetworkDefinition& network, const BuilderConfig& config,
+                                                      BuildReport* report = nullptr);
+
+ private:
+  ILogger& logger_;
+};
+
+inline std::unique_ptr<Builder> createBuilder(ILogger& logger) { return std::make_unique<Builder>(logger); }
+
+}  // namespace kiln

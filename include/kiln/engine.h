@@ -1,0 +1,146 @@
+// Running built engines, as with TensorRT's IRuntime / ICudaEngine / IExecutionContext.
+//
+//   Runtime runtime(logger);
+//   Result<std::shared_ptr<const Engine>> engine = runtime.deserializeEngine(plan.data(), plan.size());
+//   auto context = (*engine)->createExecutionContext();
+//   context->setInputShape("x", {2, 3, 224, 224});
+//   context->setTensorAddress("x", inputData);
+//   context->setTensorAddress("y", outputData, outputBytes);
+//   Status s = context->execute();               // or: CompletionEvent e = context->enqueue(); e.wait();
+//
+// An Engine is immutable: many contexts, on different threads, may share one. A context is
+// used by one thread at a time.
+#pragma once
+#include <cstdint>
+#include <future>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/builder.h"
+#include "kiln/logger.h"
+#include "kiln/network.h"
+#include "kiln/status.h"
+#include "kiln/tensor.h"
+
+namespace kiln {
+
+enum class TensorIOMode { kNONE, kINPUT, kOUTPUT };
+
+/// One layer of a built engine and the kernel chosen for it (an engine inspector).
+struct LayerInfo {
+  std::string name;
+  std::string type;    // ONNX operator
+  std::string kernel;  // "cpu Conv float32"
+  std::vector<std::string> inputs;
+  std::vector<std::string> outputs;
+  std::vector<std::string> fusedFrom;  // network layers merged into this one (empty: none)
+};
+
+/// How and where a plan was built.
+struct PlanInfo {
+  uint32_t formatVersion = 0;
+  std::string kilnVersion;
+  std::string cpuFeatures;  // "avx2 fma f16c"
+  int threads = 0;
+  uint64_t workspaceBytes = 0;
+  uint32_t builderFlags = 0;
+  int layersBefore = 0;
+  int layersAfter = 0;
+  uint64_t arenaBytes = 0;
+  std::string source;  // the model or network it was built from
+};
+
+class ExecutionContext;
+
+class Engine {
+ public:
+  int getNbIOTensors() const;
+  /// Inputs first, then outputs; "" past the end.
+  std::string getIOTensorName(int index) const;
+  TensorIOMode getTensorIOMode(const std::string& name) const;  // kNONE for an unknown name
+  DataType getTensorDataType(const std::string& name) const;
+  /// -1 where a dim is dynamic; empty for an unknown name.
+  Dims getTensorShape(const std::string& name) const;
+  /// True for an input that has a default value (an ONNX initializer listed as an input).
+  bool hasDefaultValue(const std::string& name) const;
+
+  int getNbOptimizationProfiles() const;
+  /// Empty when the name is not an input or the profile does not exist.
+  Dims getProfileShape(const std::string& inputName, int profileIndex, OptProfileSelector which) const;
+  std::vector<int64_t> getProfileShapeValues(const std::string& inputName, int profileIndex,
+                                             OptProfileSelector which) const;
+
+  int getNbLayers() const;
+  const LayerInfo& getLayerInfo(int index) const;
+  const PlanInfo& getPlanInfo() const;
+
+  Result<std::unique_ptr<ExecutionContext>> createExecutionContext() const;
+
+  struct Impl;
+  explicit Engine(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
+
+ private:
+  std::shared_ptr<const Impl> impl_;
+};
+
+/// Completion of an enqueue()d inference.
+class CompletionEvent {
+ public:
+  CompletionEvent() = default;
+  explicit CompletionEvent(std::shared_future<Status> done) : done_(std::move(done)) {}
+  /// Blocks until the inference has finished; returns its status.
+  Status wait() const;
+  bool ready() const;
+
+ private:
+  std::shared_future<Status> done_;
+};
+
+class ExecutionContext {
+ public:
+  ~ExecutionContext();  // waits for an enqueued inference
+
+  /// Selects the optimization profile whose ranges input shapes must be in (default 0).
+  Status setOptimizationProfile(int index);
+  int getOptimizationProfile() const;
+  /// Sets a dynamic input's shape; rejected (naming the input, index, value and range) when it
+  /// is outside the profile or disagrees with a fixed dim.
+  Status setInputShape(const std::string& name, const Dims& dims);
+  /// An input's shape, or an output's shape resolved from the input shapes (-1 where it depends
+  /// on data not yet computed; the exact shape after execute()).
+  Result<Dims> getTensorShape(const std::string& name) const;
+  /// Binds user memory. Inputs are read in place (zero copy); outputs are written there after each
+  /// run (bytes, if not 0, is the buffer's size and is checked).
+  Status setTensorAddress(const std::string& name, void* address, uint64_t bytes = 0);
+  /// Binds a tensor as an input (shares its storage) and sets the input's shape from it.
+  Status setInputTensor(const std::string& name, const Tensor& tensor);
+  /// An output of the last run (shares the context's storage until the next run).
+  Result<Tensor> getOutputTensor(const std::string& name) const;
+
+  /// Runs the engine once, blocking.
+  Status execute();
+  /// Starts a run and returns at once; don't touch the context's bindings until it completes.
+  CompletionEvent enqueue();
+
+  struct Impl;
+  explicit ExecutionContext(std::unique_ptr<Impl> impl);
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+class Runtime {
+ public:
+  explicit Runtime(ILogger& logger) : logger_(logger) {}
+  /// Validates the plan (checksum, version, CPU features, every size and offset) and loads it.
+  Result<std::shared_ptr<const Engine>> deserializeEngine(const void* data, size_t size) const;
+  Result<std::shared_ptr<const Engine>> deserializeEngineFromFile(const std::string& path) const;
+
+ private:
+  ILogger& logger_;
+};
+
+inline std::unique_ptr<Runtime> createRuntime(ILogger& logger) { return std::make_unique<Runtime>(logger); }
+
+}  // namespace kiln

@@ -1,0 +1,176 @@
+// Network definition: build a network layer by layer from C++, with no ONNX file, as with
+// TensorRT's INetworkDefinition. Layers become nodes with ONNX operator semantics (opset 17);
+// the OnnxParser fills a network from a model file the same way.
+//
+//   auto network = builder->createNetwork();
+//   ITensor* x = network->addInput("x", DataType::kFloat32, {-1, 3, 224, 224});
+//   ILayer* pool = network->addPooling(*x, PoolingType::kMAX, {2, 2}, {.strides = {2, 2}});
+//   network->markOutput(*pool->getOutput(0));
+//
+// add* methods return nullptr when the layer is invalid (the logger says why).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/dtype.h"
+#include "kiln/logger.h"
+#include "kiln/status.h"
+
+namespace kiln {
+
+/// Tensor dimensions; -1 marks a dynamic dim (set per run within an optimization profile).
+using Dims = std::vector<int64_t>;
+
+/// Host values for a layer's weights; copied when the layer is added.
+struct Weights {
+  DataType type = DataType::kFloat32;
+  const void* values = nullptr;
+  int64_t count = 0;  // 0: no weights (e.g. no bias)
+};
+
+enum class ActivationType {
+  kRELU, kSIGMOID, kTANH,
+  kLEAKY_RELU,     // alpha: slope for x < 0
+  kELU,            // alpha
+  kSELU,           // alpha, beta = gamma
+  kSOFTSIGN, kSOFTPLUS,
+  kCLIP,           // alpha = min, beta = max
+  kHARD_SIGMOID,   // alpha, beta
+  kTHRESHOLDED_RELU,  // alpha
+};
+enum class PoolingType { kMAX, kAVERAGE };
+enum class ElementWiseOperation { kSUM, kPROD, kMAX, kMIN, kSUB, kDIV, kPOW };
+enum class MatrixOperation { kNONE, kTRANSPOSE };  // kTRANSPOSE swaps the last two dims
+enum class ResizeMode { kNEAREST, kLINEAR, kCUBIC };
+
+struct ConvolutionParams {
+  Dims strides;     // default 1 per spatial dim
+  Dims padding;     // symmetric padding per spatial dim, default 0
+  Dims dilations;   // default 1
+  int64_t groups = 1;
+};
+
+struct PoolingParams {
+  Dims strides;     // default 1 per spatial dim (ONNX's default; TensorRT tutorials set it)
+  Dims padding;     // symmetric, default 0
+  bool averageCountExcludesPadding = true;
+};
+
+/// addShuffle: an optional transpose, an optional reshape, an optional second transpose.
+struct ShuffleParams {
+  std::vector<int64_t> firstTranspose;   // permutation; empty: none
+  Dims reshapeDims;                      // ONNX Reshape semantics: 0 copies the dim, -1 is inferred
+  bool hasReshape = false;
+  std::vector<int64_t> secondTranspose;  // permutation; empty: none
+};
+
+struct ResizeParams {
+  ResizeMode mode = ResizeMode::kNEAREST;
+  std::vector<float> scales;  // one per dim, or
+  Dims outputDims;            // the output shape
+  std::string coordinateTransformation = "half_pixel";  // ONNX coordinate_transformation_mode
+  std::string nearestMode = "round_prefer_floor";
+};
+
+class NetworkDefinition;
+
+/// A tensor of a network; owned by the network.
+class ITensor {
+ public:
+  const std::string& getName() const;
+  /// Renames the tensor; fails if the name is taken.
+  Status setName(const std::string& name);
+  /// Dims as shape inference knows them (-1 where dynamic or unknown); empty with hasShape() false
+  /// when the rank is unknown.
+  Dims getDimensions() const;
+  bool hasShape() const;
+  DataType getType() const;
+  bool isNetworkInput() const;
+  bool isNetworkOutput() const;
+
+ /// Handles are made by the network; applications get them from its methods.
+  ITensor(NetworkDefinition* network, int valueId) : network_(network), valueId_(valueId) {}
+  int valueId() const { return valueId_; }
+
+ private:
+  NetworkDefinition* network_;
+  int valueId_;
+};
+
+/// A layer of a network: one or a few ONNX nodes (addShuffle may add Transpose + Reshape).
+class ILayer {
+ public:
+  const std::string& getName() const;
+  void setName(const std::string& name);
+  /// The ONNX operator it runs ("Conv", "MaxPool", ...; "Constant" for addConstant).
+  const std::string& getType() const;
+  int getNbInputs() const;
+  ITensor* getInput(int index) const;
+  /// Replaces input `index`; fails (and keeps the old input) if the layer would be invalid.
+  Status setInput(int index, ITensor& tensor);
+  int getNbOutputs() const;
+  ITensor* getOutput(int index) const;
+  /// Precision the layer should compute in (kFloat32 default). Anything else needs the matching
+  /// BuilderFlag; lower-precision kernels do not exist yet, so the builder warns and keeps FP32.
+  void setPrecision(DataType type);
+  DataType getPrecision() const;
+  /// Output type; the builder adds a Cast where it differs from the computed type.
+  void setOutputType(int index, DataType type);
+  DataType getOutputType(int index) const;
+
+ /// Handles are made by the network; applications get them from its methods.
+  ILayer(NetworkDefinition* network, int index) : network_(network), index_(index) {}
+
+ private:
+  NetworkDefinition* network_;
+  int index_;
+};
+
+class NetworkDefinition {
+ public:
+  explicit NetworkDefinition(ILogger& logger);
+  ~NetworkDefinition();
+  NetworkDefinition(const NetworkDefinition&) = delete;
+  NetworkDefinition& operator=(const NetworkDefinition&) = delete;
+
+  /// dims: -1 for dynamic dims.
+  ITensor* addInput(const std::string& name, DataType type, const Dims& dims);
+  Status markOutput(ITensor& tensor);
+
+  /// Conv: kernel has nbOutputMaps * (C / groups) * prod(kernelSize) values (OIHW), bias
+  /// nbOutputMaps values or none.
+  ILayer* addConvolution(ITensor& input, int64_t nbOutputMaps, const Dims& kernelSize, const Weights& kernel,
+                         const Weights& bias, const ConvolutionParams& params = {});
+  ILayer* addPooling(ITensor& input, PoolingType type, const Dims& windowSize, const PoolingParams& params = {});
+  ILayer* addActivation(ITensor& input, ActivationType type, float alpha = 0.0f, float beta = 0.0f);
+  /// numpy broadcasting between a and b.
+  ILayer* addElementWise(ITensor& a, ITensor& b, ElementWiseOperation op);
+  ILayer* addMatrixMultiply(ITensor& a, MatrixOperation opA, ITensor& b, MatrixOperation opB);
+  /// y = x W^T + b with W of shape [nbOutputs, K]; inputs of rank > 2 are flattened to [N, K] first.
+  ILayer* addFullyConnected(ITensor& input, int64_t nbOutputs, const Weights& kernel, const Weights& bias);
+  ILayer* addSoftMax(ITensor& input, int64_t axis = -1);
+  ILayer* addShuffle(ITensor& input, const ShuffleParams& params);
+  ILayer* addConcatenation(const std::vector<ITensor*>& inputs, int64_t axis);
+  ILayer* addConstant(const Dims& dims, const Weights& weights);
+  ILayer* addResize(ITensor& input, const ResizeParams& params);
+  // addPlugin comes with the plugin API (issue 6).
+
+  int getNbInputs() const;
+  ITensor* getInput(int index) const;
+  int getNbOutputs() const;
+  ITensor* getOutput(int index) const;
+  int getNbLayers() const;
+  ILayer* getLayer(int index) const;
+  ILogger& logger() const;
+
+  /// kiln's internal representation (an ir::Graph and its layers); opaque outside the library.
+  struct Impl;
+  Impl& impl() const { return *impl_; }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kiln

@@ -1,0 +1,81 @@
+// CPU kernel for GRU: gates z, r, h (in that order in W, R and B), linear_before_reset,
+// clip, per-batch sequence lengths and both layouts.
+#include "backends/cpu/kernels/rnn_common.h"
+
+namespace kiln::cpu {
+namespace {
+
+using namespace rnn;
+
+template <typename T, typename Acc>
+void runGru(KernelContext& ctx, const RecurrentAttrs& attrs, bool linearBeforeReset) {
+  const RecurrentDims dims = recurrentDims(ctx, attrs, 3);
+  const std::vector<int64_t> lengths = sequenceLengths(ctx, dims);
+  const int64_t h = dims.hidden, n = 3 * h;
+  T* y = outputSequence<T>(ctx);
+  std::vector<Acc> gates(static_cast<size_t>(n)), recurrent(static_cast<size_t>(h)), reset(static_cast<size_t>(h));
+  for (int64_t d = 0; d < dims.directions; ++d) {
+    const bool reverse = attrs.reverse || d == 1;
+    const Activation& f = attrs.activations[static_cast<size_t>(d * 2)];
+    const Activation& g = attrs.activations[static_cast<size_t>(d * 2 + 1)];
+    DirectionWeights<Acc> w = directionWeights<Acc, T>(ctx, dims, 3, d);
+    // Rb of z and r always joins the input projection; Rb of h only when it is not scaled by r.
+    std::vector<Acc> bias(static_cast<size_t>(n));
+    for (int64_t j = 0; j < n; ++j) {
+      bool keepApart = linearBeforeReset && j >= 2 * h;
+      bias[static_cast<size_t>(j)] = w.wb[static_cast<size_t>(j)] + (keepApart ? Acc(0) : w.rb[static_cast<size_t>(j)]);
+    }
+    const Acc* rbh = &w.rb[static_cast<size_t>(2 * h)];
+    const Acc* rth = w.rt.data() + 2 * h;  // columns of the h gate in R^T ([hidden, 3 * hidden])
+
+    const std::vector<Acc> xw = projectInputs<Acc>(ctx.input(0).data<T>(), dims, w.wt, bias);
+    std::vector<Acc> hState = initialState<Acc, T>(ctx, 5, dims, d);
+    for (int64_t s = 0; s < dims.seq; ++s) {
+      for (int64_t b = 0; b < dims.batch; ++b) {
+        const int64_t len = lengths[static_cast<size_t>(b)];
+        if (s >= len) continue;
+        const int64_t t = timeIndex(s, len, reverse);
+        Acc* hb = &hState[static_cast<size_t>(b * h)];
+        const Acc* xwRow = &xw[static_cast<size_t>((t * dims.batch + b) * n)];
+        std::copy(xwRow, xwRow + n, gates.begin());
+        Acc *gz = gates.data(), *gr = gz + h, *gh = gr + h;
+        addVectorTimesMatrix(hb, h, w.rt.data(), n, 2 * h, gz);  // z and r columns
+        clipValues(gz, 2 * h, attrs.clip);
+        activate(f, gz, 2 * h);
+        if (linearBeforeReset) {
+          std::copy(rbh, rbh + h, recurrent.begin());
+          addVectorTimesMatrix(hb, h, rth, n, h, recurrent.data());
+          for (int64_t j = 0; j < h; ++j) gh[j] += gr[j] * recurrent[static_cast<size_t>(j)];
+        } else {
+          for (int64_t j = 0; j < h; ++j) reset[static_cast<size_t>(j)] = gr[j] * hb[j];
+          addVectorTimesMatrix(reset.data(), h, rth, n, h, gh);
+        }
+        clipValues(gh, h, attrs.clip);
+        activate(g, gh, h);
+        for (int64_t j = 0; j < h; ++j) hb[j] = (Acc(1) - gz[j]) * gh[j] + gz[j] * hb[j];
+        if (y) {
+          T* dst = y + dims.yOffset(t, d, b);
+          for (int64_t j = 0; j < h; ++j) dst[j] = static_cast<T>(hb[j]);
+        }
+      }
+    }
+    writeState<Acc, T>(ctx, 1, dims, d, lengths, hState);
+  }
+}
+
+KernelFn makeGruKernel(const KernelCreateInfo& info) {
+  RecurrentAttrs attrs = parseRecurrentAttrs(info.node, {"Sigmoid", "Tanh"});
+  bool linearBeforeReset = ir::attrInt(info.node, "linear_before_reset", 0) != 0;
+  return [attrs, linearBeforeReset](KernelContext& ctx) {
+    dispatchRecurrent(ctx.input(0).dtype(), "GRU", [&](auto tag, auto accTag) {
+      using T = typename decltype(tag)::type;
+      using Acc = typename decltype(accTag)::type;
+      runGru<T, Acc>(ctx, attrs, linearBeforeReset);
+    });
+  };
+}
+
+KILN_REGISTER_CPU_KERNEL("GRU", KernelFactory(makeGruKernel));
+
+}  // namespace
+}  // namespace kiln::cpu

@@ -1,0 +1,186 @@
+// CPU kernels of ops that rearrange or combine tensors: Transpose, Concat, Split, Tile,
+// DepthToSpace, SpaceToDepth, Trilu, ReverseSequence. All work on every dtype.
+#include "backends/cpu/kernels/copy_util.h"
+#include "ir/ops/shape_rules.h"
+
+namespace kiln::cpu {
+namespace {
+
+void transposeKernel(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  Tensor& y = ctx.output(0);
+  std::vector<int64_t> perm = ir::transposePerm(ctx.node(), x.rank());
+  std::vector<int64_t> inStrides = contiguousStrides(x.shape());
+  std::vector<int64_t> strides;
+  for (int64_t p : perm) strides.push_back(inStrides[p]);
+  copyStridedTensor(x, 0, strides, y, "Transpose");
+}
+
+void concatKernel(KernelContext& ctx) {
+  Tensor& y = ctx.output(0);
+  const ir::Node& node = ctx.node();
+  const int64_t axis = ir::normalizeAxis(
+      node, node.opset < 4 ? ir::attrInt(node, "axis", 1) : ir::attrInt(node, "axis"), static_cast<int64_t>(y.rank()));
+  const int64_t outer = dimProduct(y.shape(), 0, axis);
+  const int64_t inner = dimProduct(y.shape(), axis + 1, y.rank());
+  const int64_t outRow = y.dim(axis) * inner;
+  dispatchStorage(y.dtype(), "Concat", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* out = y.data<T>();
+    int64_t column = 0;  // where this input's block starts inside an output row
+    for (size_t k = 0; k < ctx.numInputs(); ++k) {
+      const Tensor& x = ctx.input(k);
+      const int64_t row = x.rank() > static_cast<size_t>(axis) ? x.dim(axis) * inner : 0;
+      const T* in = x.data<T>();
+      for (int64_t o = 0; o < outer && row > 0; ++o) std::copy(in + o * row, in + (o + 1) * row, out + o * outRow + column);
+      column += row;
+    }
+  });
+}
+
+void splitKernel(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const ir::Node& node = ctx.node();
+  const int64_t axis = ir::normalizeAxis(node, ir::attrInt(node, "axis", 0), static_cast<int64_t>(x.rank()));
+  std::optional<std::vector<int64_t>> split;
+  if (node.opset < 13 && ir::hasAttr(node, "split")) split = ir::attrInts(node, "split");
+  if (node.opset >= 13 && ctx.hasInput(1)) split = ctx.input(1).toInt64Vector();
+  std::vector<int64_t> sizes = *ir::splitSizes(node, x.dim(axis), ctx.numOutputs(), split);
+  const int64_t outer = dimProduct(x.shape(), 0, axis);
+  const int64_t inner = dimProduct(x.shape(), axis + 1, x.rank());
+  const int64_t inRow = x.dim(axis) * inner;
+  dispatchStorage(x.dtype(), "Split", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* in = x.data<T>();
+    int64_t column = 0;
+    for (size_t k = 0; k < ctx.numOutputs(); ++k) {
+      const int64_t row = sizes[k] * inner;
+      if (ctx.wantsOutput(k)) {
+        T* out = ctx.output(k).data<T>();
+        for (int64_t o = 0; o < outer; ++o) std::copy(in + o * inRow + column, in + o * inRow + column + row, out + o * row);
+      }
+      column += row;
+    }
+  });
+}
+
+// Tile reads the input as the view [r0, d0, r1, d1, ...] with stride 0 along each repeat.
+void tileKernel(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  Tensor& y = ctx.output(0);
+  std::vector<int64_t> repeats = ctx.input(1).toInt64Vector();
+  std::vector<int64_t> inStrides = contiguousStrides(x.shape());
+  Shape view;
+  std::vector<int64_t> strides;
+  for (size_t d = 0; d < x.rank(); ++d) {
+    view.insert(view.end(), {repeats[d], x.dim(d)});
+    strides.insert(strides.end(), {0, inStrides[d]});
+  }
+  dispatchStorage(x.dtype(), "Tile", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    copyStrided(x.data<T>(), view, strides, y.data<T>());
+  });
+}
+
+// Both ops are a transpose of a 6-D view of the NCHW input.
+void blockRearrange(KernelContext& ctx, bool toSpace) {
+  const Tensor& x = ctx.input(0);
+  Tensor& y = ctx.output(0);
+  const int64_t b = ir::attrInt(ctx.node(), "blocksize");
+  const int64_t n = x.dim(0), c = x.dim(1), h = x.dim(2), w = x.dim(3);
+  Shape view;
+  std::vector<int64_t> perm;
+  // "mode" exists from opset 11 (DepthToSpace) and 25 (SpaceToDepth); DCR is the default.
+  const bool crd = ir::attrString(ctx.node(), "mode", "DCR") == "CRD";
+  if (!toSpace) {
+    view = {n, c, h / b, b, w / b, b};
+    perm = crd ? std::vector<int64_t>{0, 1, 3, 5, 2, 4} : std::vector<int64_t>{0, 3, 5, 1, 2, 4};
+  } else if (crd) {
+    view = {n, c / (b * b), b, b, h, w};
+    perm = {0, 1, 4, 2, 5, 3};
+  } else {
+    view = {n, b, b, c / (b * b), h, w};
+    perm = {0, 3, 4, 1, 5, 2};
+  }
+  std::vector<int64_t> viewStrides = contiguousStrides(view);
+  Shape outView;
+  std::vector<int64_t> strides;
+  for (int64_t p : perm) {
+    outView.push_back(view[p]);
+    strides.push_back(viewStrides[p]);
+  }
+  dispatchStorage(x.dtype(), ctx.node().opType.c_str(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    copyStrided(x.data<T>(), outView, strides, y.data<T>());
+  });
+}
+
+void triluKernel(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  Tensor& y = ctx.output(0);
+  const bool upper = ir::attrInt(ctx.node(), "upper", 1) != 0;
+  int64_t k = 0;
+  if (ctx.hasInput(1)) {
+    if (ctx.input(1).numel() != 1) ctx.fail("k must be a scalar, got " + ctx.input(1).describe());
+    k = ctx.input(1).toInt64Vector()[0];
+  }
+  const int64_t rows = x.dim(x.rank() - 2), cols = x.dim(x.rank() - 1);
+  const int64_t matrices = rows * cols == 0 ? 0 : x.numel() / (rows * cols);
+  dispatchStorage(x.dtype(), "Trilu", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* in = x.data<T>();
+    T* out = y.data<T>();
+    for (int64_t m = 0; m < matrices; ++m) {
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t base = (m * rows + r) * cols;
+        // Kept columns: c >= r + k (upper) or c <= r + k (lower); the rest stay zero.
+        const int64_t begin = upper ? std::clamp<int64_t>(r + k, 0, cols) : 0;
+        const int64_t end = upper ? cols : std::clamp<int64_t>(r + k + 1, 0, cols);
+        std::copy(in + base + begin, in + base + end, out + base + begin);
+      }
+    }
+  });
+}
+
+void reverseSequenceKernel(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  Tensor& y = ctx.output(0);
+  const bool timeFirst = ir::attrInt(ctx.node(), "time_axis", 0) == 0;
+  const int64_t steps = x.dim(timeFirst ? 0 : 1);
+  const int64_t batch = x.dim(timeFirst ? 1 : 0);
+  const int64_t inner = dimProduct(x.shape(), 2, x.rank());
+  std::vector<int64_t> lens = indexValues(ctx, ctx.input(1));
+  if (static_cast<int64_t>(lens.size()) != batch) {
+    ctx.fail("sequence_lens has " + std::to_string(lens.size()) + " values for a batch of " + std::to_string(batch),
+             ErrorCode::kInvalidArgument);
+  }
+  auto offset = [&](int64_t t, int64_t b) { return (timeFirst ? t * batch + b : b * steps + t) * inner; };
+  dispatchStorage(x.dtype(), "ReverseSequence", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* in = x.data<T>();
+    T* out = y.data<T>();
+    for (int64_t b = 0; b < batch; ++b) {
+      const int64_t len = lens[b];
+      if (len < 0 || len > steps) {
+        ctx.fail("sequence length " + std::to_string(len) + " is out of range [0, " + std::to_string(steps) + "]",
+                 ErrorCode::kInvalidArgument);
+      }
+      for (int64_t t = 0; t < steps; ++t) {
+        const int64_t source = t < len ? len - 1 - t : t;
+        std::copy(in + offset(source, b), in + offset(source, b) + inner, out + offset(t, b));
+      }
+    }
+  });
+}
+
+KILN_REGISTER_CPU_KERNEL("Transpose", transposeKernel);
+KILN_REGISTER_CPU_KERNEL("Concat", concatKernel);
+KILN_REGISTER_CPU_KERNEL("Split", splitKernel);
+KILN_REGISTER_CPU_KERNEL("Tile", tileKernel);
+KILN_REGISTER_CPU_KERNEL("DepthToSpace", [](KernelContext& ctx) { blockRearrange(ctx, true); });
+KILN_REGISTER_CPU_KERNEL("SpaceToDepth", [](KernelContext& ctx) { blockRearrange(ctx, false); });
+KILN_REGISTER_CPU_KERNEL("Trilu", triluKernel);
+KILN_REGISTER_CPU_KERNEL("ReverseSequence", reverseSequenceKernel);
+
+}  // namespace
+}  // namespace kiln::cpu

@@ -1,0 +1,200 @@
+// CPU kernels for MatMul (numpy semantics, batch broadcasting), MatMulInteger and Gemm, all on the
+// GEMM routines.
+#include "backends/cpu/broadcast.h"
+#include "backends/cpu/gemm/float_copy.h"
+#include "backends/cpu/gemm/sgemm.h"
+#include "backends/cpu/gemm/zero_point.h"
+#include "backends/cpu/kernel.h"
+#include "core/dtype_dispatch.h"
+#include "ir/shape_helpers.h"
+
+namespace kiln::cpu {
+namespace {
+
+// Calls fn(TypeTag<T>{}) for the types MatMul and Gemm compute directly (16-bit floats are
+// computed through float copies before this).
+template <typename Fn>
+void dispatchNativeGemmType(DataType type, const char* what, Fn&& fn) {
+  switch (type) {
+    case DataType::kFloat32:
+      return fn(TypeTag<float>{});
+    case DataType::kFloat64:
+      return fn(TypeTag<double>{});
+    case DataType::kInt32:
+      return fn(TypeTag<int32_t>{});
+    case DataType::kInt64:
+      return fn(TypeTag<int64_t>{});
+    case DataType::kUint32:
+      return fn(TypeTag<uint32_t>{});
+    case DataType::kUint64:
+      return fn(TypeTag<uint64_t>{});
+    default:
+      throwUnsupportedType(type, what);
+  }
+}
+
+// MatMul operands viewed as stacks of matrices: [batch..., M, K] x [batch..., K, N].
+struct MatMulDims {
+  Shape aBatch, bBatch, outBatch;
+  int64_t M = 0, N = 0, K = 0;
+};
+
+MatMulDims matMulDims(const KernelContext& ctx, const Shape& a, const Shape& b) {
+  if (a.empty() || b.empty()) ctx.fail("MatMul inputs must not be scalars", ErrorCode::kInvalidArgument);
+  Shape pa = a, pb = b;
+  if (pa.size() == 1) pa.insert(pa.begin(), 1);
+  if (pb.size() == 1) pb.push_back(1);
+  MatMulDims d;
+  d.M = pa[pa.size() - 2];
+  d.K = pa.back();
+  d.N = pb.back();
+  if (pb[pb.size() - 2] != d.K) {
+    ctx.fail("inner dimensions differ: " + shapeToString(a) + " x " + shapeToString(b), ErrorCode::kInvalidArgument);
+  }
+  d.aBatch.assign(pa.begin(), pa.end() - 2);
+  d.bBatch.assign(pb.begin(), pb.end() - 2);
+  d.outBatch = ir::broadcastShapes(ctx.node(), d.aBatch, d.bBatch);
+  return d;
+}
+
+template <typename T>
+void batchedMatMul(const MatMulDims& d, const T* a, const T* b, T* y) {
+  const int64_t aStep = d.M * d.K, bStep = d.K * d.N, yStep = d.M * d.N;
+  if (shapeNumel(d.bBatch) == 1) {
+    // One right-hand matrix for every batch: fold the batch into the rows (one large GEMM).
+    const int64_t rows = shapeNumel(d.aBatch) * d.M;
+    gemm<T>(false, false, rows, d.N, d.K, T(1), a, d.K, b, d.N, T(0), y, d.N);
+    return;
+  }
+  forEachBroadcastRun<2>(
+      d.outBatch, {&d.aBatch, &d.bBatch},
+      [&](int64_t o, const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& st) {
+        for (int64_t j = 0; j < n; ++j) {
+          gemm<T>(false, false, d.M, d.N, d.K, T(1), a + (off[0] + j * st[0]) * aStep, d.K,
+                  b + (off[1] + j * st[1]) * bStep, d.N, T(0), y + (o + j) * yStep, d.N);
+        }
+      });
+}
+
+void matMulKernel(KernelContext& ctx) {
+  const Tensor& a = ctx.input(0);
+  const Tensor& b = ctx.input(1);
+  const MatMulDims d = matMulDims(ctx, a.shape(), b.shape());
+  Tensor& y = ctx.output(0);
+  if (y.numel() == 0) return;
+  if (isHalfLike(a.dtype())) {
+    const Tensor fa = toFloatCopy(a), fb = toFloatCopy(b);
+    Tensor fy(DataType::kFloat32, y.shape());
+    batchedMatMul<float>(d, fa.data<float>(), fb.data<float>(), fy.data<float>());
+    storeFromFloat(fy, y);
+    return;
+  }
+  dispatchNativeGemmType(a.dtype(), "MatMul", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    batchedMatMul<T>(d, a.data<T>(), b.data<T>(), y.data<T>());
+  });
+}
+
+// int32 result of 8-bit operands; a_zero_point is per tensor or per row of A, b_zero_point per
+// tensor or per column of B.
+void matMulIntegerKernel(KernelContext& ctx) {
+  const Tensor& a = ctx.input(0);
+  const Tensor& b = ctx.input(1);
+  const Tensor* aZero = ctx.hasInput(2) ? &ctx.input(2) : nullptr;
+  const Tensor* bZero = ctx.hasInput(3) ? &ctx.input(3) : nullptr;
+  const MatMulDims d = matMulDims(ctx, a.shape(), b.shape());
+  for (const std::string& problem :
+       {checkZeroPoint(aZero, d.M, "a_zero_point"), checkZeroPoint(bZero, d.N, "b_zero_point")}) {
+    if (!problem.empty()) ctx.fail(problem, ErrorCode::kInvalidArgument);
+  }
+  const Tensor wa = widenMinusZeroPoint(a, aZero, d.K, d.M);
+  const Tensor wb = widenMinusZeroPoint(b, bZero, 1, d.N);
+  Tensor& y = ctx.output(0);
+  if (y.numel() == 0) return;
+  batchedMatMul<int32_t>(d, wa.data<int32_t>(), wb.data<int32_t>(), y.data<int32_t>());
+}
+
+// Writes C (rank <= 2, broadcast one way onto M x N) into y.
+template <typename T>
+void broadcastBias(const Tensor& c, int64_t M, int64_t N, T* y) {
+  const Shape& cs = c.shape();
+  const int64_t cRows = cs.size() == 2 ? cs[0] : 1;
+  const int64_t cCols = cs.empty() ? 1 : cs.back();
+  const T* src = c.data<T>();
+  for (int64_t i = 0; i < M; ++i) {
+    const T* row = src + (cRows == 1 ? 0 : i) * cCols;
+    T* out = y + i * N;
+    if (cCols == 1) {
+      for (int64_t j = 0; j < N; ++j) out[j] = row[0];
+    } else {
+      for (int64_t j = 0; j < N; ++j) out[j] = row[j];
+    }
+  }
+}
+
+struct GemmParams {
+  bool transA = false, transB = false;
+  float alpha = 1.0f, beta = 1.0f;
+};
+
+template <typename T>
+void runGemm(const GemmParams& p, const Tensor& a, const Tensor& b, const Tensor* c, T* y, int64_t M, int64_t N,
+             int64_t K) {
+  const T* pa = a.data<T>();
+  const T* pb = b.data<T>();
+  const int64_t lda = a.dim(1), ldb = b.dim(1);
+  const bool useC = c != nullptr && p.beta != 0.0f;
+  if (useC) broadcastBias<T>(*c, M, N, y);
+  if constexpr (std::is_integral_v<T>) {
+    // alpha and beta are floats: multiply exactly in integers, then scale in double.
+    std::vector<T> product(static_cast<size_t>(M * N));
+    referenceGemm<T>(p.transA, p.transB, M, N, K, T(1), pa, lda, pb, ldb, T(0), product.data(), N);
+    for (int64_t i = 0; i < M * N; ++i) {
+      const double bias = useC ? static_cast<double>(p.beta) * static_cast<double>(y[i]) : 0.0;
+      y[i] = static_cast<T>(static_cast<double>(p.alpha) * static_cast<double>(product[static_cast<size_t>(i)]) + bias);
+    }
+  } else {
+    gemm<T>(p.transA, p.transB, M, N, K, static_cast<T>(p.alpha), pa, lda, pb, ldb,
+            useC ? static_cast<T>(p.beta) : T(0), y, N);
+  }
+}
+
+KernelFn makeGemmKernel(const KernelCreateInfo& info) {
+  GemmParams p;
+  p.transA = ir::attrInt(info.node, "transA", 0) != 0;
+  p.transB = ir::attrInt(info.node, "transB", 0) != 0;
+  p.alpha = ir::attrFloat(info.node, "alpha", 1.0f);
+  p.beta = ir::attrFloat(info.node, "beta", 1.0f);
+  return [p](KernelContext& ctx) {
+    const Tensor& a = ctx.input(0);
+    const Tensor& b = ctx.input(1);
+    const Tensor* c = ctx.hasInput(2) ? &ctx.input(2) : nullptr;
+    if (a.rank() != 2 || b.rank() != 2) ctx.fail("A and B must be 2-D", ErrorCode::kInvalidArgument);
+    const int64_t M = a.dim(p.transA ? 1 : 0), K = a.dim(p.transA ? 0 : 1);
+    const int64_t N = b.dim(p.transB ? 0 : 1);
+    if (b.dim(p.transB ? 1 : 0) != K) ctx.fail("inner dimensions differ", ErrorCode::kInvalidArgument);
+    if (c && c->rank() > 2) ctx.fail("C must have rank <= 2", ErrorCode::kInvalidArgument);
+    Tensor& y = ctx.output(0);
+    if (y.numel() == 0) return;
+    if (isHalfLike(a.dtype())) {
+      const Tensor fa = toFloatCopy(a), fb = toFloatCopy(b);
+      const Tensor fc = c ? toFloatCopy(*c) : Tensor();
+      Tensor fy(DataType::kFloat32, y.shape());
+      runGemm<float>(p, fa, fb, c ? &fc : nullptr, fy.data<float>(), M, N, K);
+      storeFromFloat(fy, y);
+      return;
+    }
+    dispatchNativeGemmType(a.dtype(), "Gemm", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      runGemm<T>(p, a, b, c, y.data<T>(), M, N, K);
+    });
+  };
+}
+
+}  // namespace
+
+KILN_REGISTER_CPU_KERNEL("MatMul", KernelFn(matMulKernel));
+KILN_REGISTER_CPU_KERNEL("Gemm", KernelFactory(makeGemmKernel));
+KILN_REGISTER_CPU_KERNEL("MatMulInteger", KernelFn(matMulIntegerKernel));
+
+}  // namespace kiln::cpu

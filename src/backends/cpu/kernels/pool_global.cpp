@@ -1,0 +1,57 @@
+// CPU kernels for global pooling: each N x C plane reduces to one value.
+#include <cmath>
+#include <limits>
+
+#include "backends/cpu/kernels/elementwise_util.h"
+#include "backends/cpu/kernels/pool_window.h"
+
+namespace kiln::cpu {
+namespace {
+
+enum class GlobalKind { kAverage, kMax, kLp };
+
+template <typename T>
+void globalPool(const Tensor& x, Tensor& y, GlobalKind kind, double power) {
+  using C = ComputeType<T>;
+  const int64_t planes = x.dim(0) * x.dim(1);
+  const int64_t size = planes == 0 ? 0 : x.numel() / planes;
+    for (int64_t plane = 0; plane < planes; ++plane) {
+    const T* src = x.data<T>() + plane * size;
+    C result = 0;
+    if (kind == GlobalKind::kMax) {
+      result = std::numeric_limits<C>::lowest();
+      for (int64_t i = 0; i < size; ++i) result = C(src[i]) > result ? C(src[i]) : result;
+    } else if (kind == GlobalKind::kAverage) {
+      double sum = 0;  // double: planes can be large
+      for (int64_t i = 0; i < size; ++i) sum += static_cast<double>(C(src[i]));
+      result = static_cast<C>(sum / static_cast<double>(size));
+    } else {
+      double sum = 0;
+      for (int64_t i = 0; i < size; ++i) sum += std::pow(std::abs(static_cast<double>(C(src[i]))), power);
+      result = static_cast<C>(std::pow(sum, 1.0 / power));
+    }
+    y.data<T>()[plane] = static_cast<T>(result);
+  }
+}
+
+KernelFactory globalKernel(GlobalKind kind) {
+  return [kind](const KernelCreateInfo& info) -> KernelFn {
+    const double power = kind == GlobalKind::kLp ? readLpPower(info.node) : 1.0;
+    return [kind, power](KernelContext& ctx) {
+      const Tensor& x = ctx.input(0);
+      if (x.rank() < 3) ctx.fail("expects an input of rank >= 3");
+      Tensor& y = ctx.output(0);
+      dispatchFloat(x.dtype(), ctx.node().opType.c_str(), [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        globalPool<T>(x, y, kind, power);
+      });
+    };
+  };
+}
+
+KILN_REGISTER_CPU_KERNEL("GlobalAveragePool", globalKernel(GlobalKind::kAverage));
+KILN_REGISTER_CPU_KERNEL("GlobalMaxPool", globalKernel(GlobalKind::kMax));
+KILN_REGISTER_CPU_KERNEL("GlobalLpPool", globalKernel(GlobalKind::kLp));
+
+}  // namespace
+}  // namespace kiln::cpu

@@ -1,0 +1,110 @@
+// Attribute parsing and call geometry shared by the RNN, GRU and LSTM kernels.
+#include "backends/cpu/kernels/rnn_common.h"
+
+#include <cctype>
+
+namespace kiln::cpu::rnn {
+namespace {
+
+struct ActivationInfo {
+  const char* name;
+  ActivationKind kind;
+  bool takesAlpha, takesBeta;
+  float defaultAlpha, defaultBeta;
+};
+
+constexpr ActivationInfo kActivations[] = {
+    {"relu", ActivationKind::kRelu, false, false, 0, 0},
+    {"tanh", ActivationKind::kTanh, false, false, 0, 0},
+    {"sigmoid", ActivationKind::kSigmoid, false, false, 0, 0},
+    {"affine", ActivationKind::kAffine, true, true, 1.0f, 0.0f},
+    {"leakyrelu", ActivationKind::kLeakyRelu, true, false, 0.01f, 0},
+    {"thresholdedrelu", ActivationKind::kThresholdedRelu, true, false, 1.0f, 0},
+    {"scaledtanh", ActivationKind::kScaledTanh, true, true, 1.0f, 1.0f},
+    {"hardsigmoid", ActivationKind::kHardSigmoid, true, true, 0.2f, 0.5f},
+    {"elu", ActivationKind::kElu, true, false, 1.0f, 0},
+    {"softsign", ActivationKind::kSoftsign, false, false, 0, 0},
+    {"softplus", ActivationKind::kSoftplus, false, false, 0, 0},
+};
+
+const ActivationInfo& findActivation(const ir::Node& node, const std::string& name) {
+  std::string lower = name;
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (const ActivationInfo& info : kActivations) {
+    if (lower == info.name) return info;
+  }
+  ir::failNode(node, "unsupported activation '" + name + "'", ErrorCode::kUnsupportedNode);
+}
+
+}  // namespace
+
+RecurrentAttrs parseRecurrentAttrs(const ir::Node& node, const std::vector<std::string>& defaults) {
+  RecurrentAttrs a;
+  std::string direction = ir::attrString(node, "direction", "forward");
+  a.directions = direction == "bidirectional" ? 2 : 1;
+  a.reverse = direction == "reverse";
+  a.layout = node.opset >= 14 ? ir::attrInt(node, "layout", 0) : 0;
+  if (ir::hasAttr(node, "clip")) {
+    a.clip = ir::attrFloat(node, "clip");
+    if (!(a.clip > 0)) ir::failNode(node, "attribute 'clip' must be positive");
+  }
+  std::vector<std::string> names = ir::hasAttr(node, "activations") ? ir::attrStrings(node, "activations") : std::vector<std::string>{};
+  const size_t perDirection = defaults.size();
+  const size_t total = perDirection * static_cast<size_t>(a.directions);
+  if (names.empty()) {
+    for (int64_t d = 0; d < a.directions; ++d) names.insert(names.end(), defaults.begin(), defaults.end());
+  } else if (names.size() == perDirection && a.directions == 2) {
+    names.insert(names.end(), names.begin(), names.end());  // one list for both directions
+  }
+  if (names.size() != total) {
+    ir::failNode(node, "attribute 'activations' has " + std::to_string(names.size()) + " functions, expected " + std::to_string(total));
+  }
+  // activation_alpha/beta are consumed in order by the functions that take them.
+  std::vector<float> alphas = ir::attrFloats(node, "activation_alpha", {});
+  std::vector<float> betas = ir::attrFloats(node, "activation_beta", {});
+  size_t nextAlpha = 0, nextBeta = 0;
+  for (const std::string& name : names) {
+    const ActivationInfo& info = findActivation(node, name);
+    Activation act{info.kind, info.defaultAlpha, info.defaultBeta};
+    if (info.takesAlpha && nextAlpha < alphas.size()) act.alpha = alphas[nextAlpha++];
+    if (info.takesBeta && nextBeta < betas.size()) act.beta = betas[nextBeta++];
+    a.activations.push_back(act);
+  }
+  return a;
+}
+
+RecurrentDims recurrentDims(KernelContext& ctx, const RecurrentAttrs& attrs, int64_t gates) {
+  const Shape& x = ctx.input(0).shape();
+  const Shape& r = ctx.input(2).shape();
+  RecurrentDims dims;
+  dims.layout = attrs.layout;
+  dims.directions = attrs.directions;
+  dims.seq = attrs.layout == 0 ? x[0] : x[1];
+  dims.batch = attrs.layout == 0 ? x[1] : x[0];
+  dims.input = x[2];
+  dims.hidden = r[2];
+  Shape w = {dims.directions, gates * dims.hidden, dims.input};
+  Shape rExpected = {dims.directions, gates * dims.hidden, dims.hidden};
+  if (ctx.input(1).shape() != w) ctx.fail("W has shape " + shapeToString(ctx.input(1).shape()) + ", expected " + shapeToString(w));
+  if (r != rExpected) ctx.fail("R has shape " + shapeToString(r) + ", expected " + shapeToString(rExpected));
+  return dims;
+}
+
+std::vector<int64_t> sequenceLengths(KernelContext& ctx, const RecurrentDims& dims) {
+  std::vector<int64_t> lengths(static_cast<size_t>(dims.batch), dims.seq);
+  if (!ctx.hasInput(4)) return lengths;
+  const Tensor& t = ctx.input(4);
+  if (t.numel() != dims.batch) {
+    ctx.fail("sequence_lens has " + std::to_string(t.numel()) + " values, expected batch size " + std::to_string(dims.batch));
+  }
+  for (int64_t b = 0; b < dims.batch; ++b) {
+    int64_t len = t.intAt(b);
+    if (len < 0 || len > dims.seq) {
+      ctx.fail("sequence_lens[" + std::to_string(b) + "] = " + std::to_string(len) + " is outside [0, " + std::to_string(dims.seq) + "]");
+    }
+    lengths[static_cast<size_t>(b)] = len;
+  }
+  return lengths;
+}
+
+}  // namespace kiln::cpu::rnn

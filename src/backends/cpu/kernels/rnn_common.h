@@ -1,0 +1,208 @@
+// Shared pieces of the RNN, GRU and LSTM kernels: attributes, activation functions, layouts,
+// the input projection of every time step at once, and writing Y / Y_h / Y_c.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/kernel.h"
+#include "core/dtype_dispatch.h"
+
+namespace kiln::cpu::rnn {
+
+enum class ActivationKind { kRelu, kTanh, kSigmoid, kAffine, kLeakyRelu, kThresholdedRelu, kScaledTanh, kHardSigmoid, kElu, kSoftsign, kSoftplus };
+
+struct Activation {
+  ActivationKind kind = ActivationKind::kTanh;
+  float alpha = 0;
+  float beta = 0;
+};
+
+struct RecurrentAttrs {
+  int64_t directions = 1;
+  bool reverse = false;  // direction == "reverse"
+  int64_t layout = 0;
+  float clip = std::numeric_limits<float>::infinity();
+  std::vector<Activation> activations;  // perDirection functions for each direction, forward first
+};
+
+/// Reads direction, layout, clip and activations; `defaults` are the op's functions for one direction.
+RecurrentAttrs parseRecurrentAttrs(const ir::Node& node, const std::vector<std::string>& defaults);
+
+/// Applies an activation to n values in place.
+template <typename Acc>
+void activate(const Activation& a, Acc* v, int64_t n) {
+  const Acc alpha = a.alpha, beta = a.beta;
+  switch (a.kind) {
+    case ActivationKind::kRelu: for (int64_t i = 0; i < n; ++i) v[i] = v[i] > 0 ? v[i] : Acc(0); break;
+    case ActivationKind::kTanh: for (int64_t i = 0; i < n; ++i) v[i] = std::tanh(v[i]); break;
+    case ActivationKind::kSigmoid: for (int64_t i = 0; i < n; ++i) v[i] = Acc(1) / (Acc(1) + std::exp(-v[i])); break;
+    case ActivationKind::kAffine: for (int64_t i = 0; i < n; ++i) v[i] = alpha * v[i] + beta; break;
+    case ActivationKind::kLeakyRelu: for (int64_t i = 0; i < n; ++i) v[i] = v[i] >= 0 ? v[i] : alpha * v[i]; break;
+    case ActivationKind::kThresholdedRelu: for (int64_t i = 0; i < n; ++i) v[i] = v[i] > alpha ? v[i] : Acc(0); break;
+    case ActivationKind::kScaledTanh: for (int64_t i = 0; i < n; ++i) v[i] = alpha * std::tanh(beta * v[i]); break;
+    case ActivationKind::kHardSigmoid:
+      for (int64_t i = 0; i < n; ++i) v[i] = std::clamp(alpha * v[i] + beta, Acc(0), Acc(1));
+      break;
+    case ActivationKind::kElu: for (int64_t i = 0; i < n; ++i) v[i] = v[i] >= 0 ? v[i] : alpha * (std::exp(v[i]) - Acc(1)); break;
+    case ActivationKind::kSoftsign: for (int64_t i = 0; i < n; ++i) v[i] = v[i] / (Acc(1) + std::fabs(v[i])); break;
+    case ActivationKind::kSoftplus: for (int64_t i = 0; i < n; ++i) v[i] = std::log1p(std::exp(v[i])); break;
+  }
+}
+
+template <typename Acc>
+void clipValues(Acc* v, int64_t n, float clip) {
+  if (std::isinf(clip)) return;
+  const Acc bound = clip;
+  for (int64_t i = 0; i < n; ++i) v[i] = std::clamp(v[i], -bound, bound);
+}
+
+/// Sizes of one call, read from X and W with the layout applied.
+struct RecurrentDims {
+  int64_t seq = 0, batch = 0, input = 0, hidden = 0, directions = 1, layout = 0;
+
+  int64_t yOffset(int64_t t, int64_t d, int64_t b) const {
+    return (layout == 0 ? (t * directions + d) * batch + b : (b * seq + t) * directions + d) * hidden;
+  }
+  int64_t stateOffset(int64_t d, int64_t b) const { return (layout == 0 ? d * batch + b : b * directions + d) * hidden; }
+};
+
+RecurrentDims recurrentDims(KernelContext& ctx, const RecurrentAttrs& attrs, int64_t gates);
+
+/// Number of valid steps of each batch entry (sequence_lens, input 4), seq when absent.
+std::vector<int64_t> sequenceLengths(KernelContext& ctx, const RecurrentDims& dims);
+
+/// The time index of step s of a batch entry with `length` valid steps.
+inline int64_t timeIndex(int64_t step, int64_t length, bool reverse) { return reverse ? length - 1 - step : step; }
+
+template <typename Acc, typename T>
+std::vector<Acc> toVector(const T* data, int64_t n) {
+  std::vector<Acc> out(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) out[static_cast<size_t>(i)] = static_cast<Acc>(data[i]);
+  return out;
+}
+
+/// Rows x cols block of a [rows, cols] matrix, transposed into [cols, rows].
+template <typename Acc, typename T>
+std::vector<Acc> transposed(const T* m, int64_t rows, int64_t cols) {
+  std::vector<Acc> out(static_cast<size_t>(rows * cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) out[static_cast<size_t>(c * rows + r)] = static_cast<Acc>(m[r * cols + c]);
+  }
+  return out;
+}
+
+/// out[j] += sum_k v[k] * m[k * ld + j] for j in [0, n): a row vector times a [K, ld] matrix's columns.
+template <typename Acc>
+void addVectorTimesMatrix(const Acc* v, int64_t k, const Acc* m, int64_t ld, int64_t n, Acc* out) {
+  for (int64_t i = 0; i < k; ++i) {
+    const Acc vi = v[i];
+    const Acc* row = m + i * ld;
+    for (int64_t j = 0; j < n; ++j) out[j] += vi * row[j];
+  }
+}
+
+/// The input projection of every time step: out[t, b, :] = X[t, b, :] * W^T + bias, with X in the
+/// op's layout and wt = W^T ([input, n]). Done once before the recurrence.
+template <typename Acc, typename T>
+std::vector<Acc> projectInputs(const T* x, const RecurrentDims& dims, const std::vector<Acc>& wt, const std::vector<Acc>& bias) {
+  const int64_t n = static_cast<int64_t>(bias.size());
+  std::vector<Acc> out(static_cast<size_t>(dims.seq * dims.batch * n));
+  std::vector<Acc> row(static_cast<size_t>(dims.input));
+  for (int64_t t = 0; t < dims.seq; ++t) {
+    for (int64_t b = 0; b < dims.batch; ++b) {
+      const T* xr = x + (dims.layout == 0 ? t * dims.batch + b : b * dims.seq + t) * dims.input;
+      for (int64_t i = 0; i < dims.input; ++i) row[static_cast<size_t>(i)] = static_cast<Acc>(xr[i]);
+      Acc* o = &out[static_cast<size_t>((t * dims.batch + b) * n)];
+      std::copy(bias.begin(), bias.end(), o);
+      addVectorTimesMatrix(row.data(), dims.input, wt.data(), n, n, o);
+    }
+  }
+  return out;
+}
+
+/// The initial state (initial_h or initial_c) of direction d as [batch, hidden], zeros when omitted.
+template <typename Acc, typename T>
+std::vector<Acc> initialState(KernelContext& ctx, size_t input, const RecurrentDims& dims, int64_t d) {
+  std::vector<Acc> state(static_cast<size_t>(dims.batch * dims.hidden), Acc(0));
+  if (!ctx.hasInput(input)) return state;
+  const Tensor& t = ctx.input(input);
+  Shape expected = dims.layout == 0 ? Shape{dims.directions, dims.batch, dims.hidden} : Shape{dims.batch, dims.directions, dims.hidden};
+  if (t.shape() != expected) ctx.fail("initial state has shape " + shapeToString(t.shape()) + ", expected " + shapeToString(expected));
+  const T* data = t.data<T>();
+  for (int64_t b = 0; b < dims.batch; ++b) {
+    const T* src = data + dims.stateOffset(d, b);
+    for (int64_t j = 0; j < dims.hidden; ++j) state[static_cast<size_t>(b * dims.hidden + j)] = static_cast<Acc>(src[j]);
+  }
+  return state;
+}
+
+/// Writes a direction's final state ([batch, hidden]) into output i if the graph wants it.
+/// Entries with an empty sequence get zeros, as onnxruntime does.
+template <typename Acc, typename T>
+void writeState(KernelContext& ctx, size_t output, const RecurrentDims& dims, int64_t d, const std::vector<int64_t>& lengths,
+                const std::vector<Acc>& state) {
+  if (!ctx.wantsOutput(output)) return;
+  T* out = ctx.output(output).data<T>();
+  for (int64_t b = 0; b < dims.batch; ++b) {
+    T* dst = out + dims.stateOffset(d, b);
+    bool empty = lengths[static_cast<size_t>(b)] == 0;
+    for (int64_t j = 0; j < dims.hidden; ++j) {
+      dst[j] = empty ? T(0.0f) : static_cast<T>(state[static_cast<size_t>(b * dims.hidden + j)]);
+    }
+  }
+}
+
+/// Y for this call (null when not wanted), zero-filled so that steps past a sequence's length stay 0.
+template <typename T>
+T* outputSequence(KernelContext& ctx) {
+  if (!ctx.wantsOutput(0)) return nullptr;
+  Tensor& y = ctx.output(0);
+  T* data = y.data<T>();
+  std::fill(data, data + y.numel(), T(0.0f));
+  return data;
+}
+
+/// Weights of direction d: W^T, R^T and the two bias halves (Wb, Rb), as Acc.
+template <typename Acc>
+struct DirectionWeights {
+  std::vector<Acc> wt;  // [input, gates * hidden]
+  std::vector<Acc> rt;  // [hidden, gates * hidden]
+  std::vector<Acc> wb;  // [gates * hidden]
+  std::vector<Acc> rb;  // [gates * hidden]
+};
+
+template <typename Acc, typename T>
+DirectionWeights<Acc> directionWeights(KernelContext& ctx, const RecurrentDims& dims, int64_t gates, int64_t d) {
+  const int64_t n = gates * dims.hidden;
+  DirectionWeights<Acc> w;
+  w.wt = transposed<Acc>(ctx.input(1).data<T>() + d * n * dims.input, n, dims.input);
+  w.rt = transposed<Acc>(ctx.input(2).data<T>() + d * n * dims.hidden, n, dims.hidden);
+  w.wb.assign(static_cast<size_t>(n), Acc(0));
+  w.rb.assign(static_cast<size_t>(n), Acc(0));
+  if (ctx.hasInput(3)) {
+    const Tensor& b = ctx.input(3);
+    if (b.shape() != Shape{dims.directions, 2 * n}) {
+      ctx.fail("B has shape " + shapeToString(b.shape()) + ", expected " + shapeToString({dims.directions, 2 * n}));
+    }
+    const T* bias = b.data<T>() + d * 2 * n;
+    w.wb = toVector<Acc>(bias, n);
+    w.rb = toVector<Acc>(bias + n, n);
+  }
+  return w;
+}
+
+/// Calls fn(TypeTag<T>, TypeTag<Acc>) for the float types: Acc is double for double, float otherwise.
+template <typename Fn>
+void dispatchRecurrent(DataType type, const char* what, Fn&& fn) {
+  dispatchFloat(type, what, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using Acc = std::conditional_t<std::is_same_v<T, double>, double, float>;
+    fn(tag, TypeTag<Acc>{});
+  });
+}
+
+}  // namespace kiln::cpu::rnn

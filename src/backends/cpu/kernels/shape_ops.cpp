@@ -1,0 +1,143 @@
+// CPU kernels of ops that reinterpret a tensor's shape (views of the input's storage) or build
+// a tensor from a shape: Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout, Shape, Size,
+// Expand, ConstantOfShape, Range, EyeLike.
+
+#include "backends/cpu/broadcast.h"
+#include "backends/cpu/kernels/copy_util.h"
+#include "backends/cpu/kernels/elementwise_util.h"
+#include "ir/ops/shape_rules.h"
+
+namespace kiln::cpu {
+namespace {
+
+Shape concrete(const KernelContext& ctx, const ir::SymShape& shape) {
+  auto s = ir::concreteShape(shape);
+  if (!s) ctx.fail("output shape " + ir::symShapeToString(shape) + " is not concrete (internal error)");
+  return *s;
+}
+
+void reshapeKernel(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const bool allowZero = ctx.node().opset >= 14 && ir::attrInt(ctx.node(), "allowzero", 0) != 0;
+  ir::SymShape out =
+      ir::reshapeSymShape(ctx.node(), ir::symShapeOf(x.shape()), ctx.input(1).toInt64Vector(), allowZero);
+  ctx.setOutput(0, x.reshaped(concrete(ctx, out)));
+}
+
+void flattenKernel(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const int64_t rank = static_cast<int64_t>(x.rank());
+  int64_t axis = ir::attrInt(ctx.node(), "axis", 1);
+  if (axis < -rank || axis > rank) ctx.fail("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
+  if (axis < 0) axis += rank;
+  int64_t outer = 1;
+  for (int64_t d = 0; d < axis; ++d) outer *= x.dim(d);
+  ctx.setOutput(0, x.reshaped({outer, outer == 0 ? 0 : x.numel() / outer}));
+}
+
+std::vector<int64_t> axesOf(const KernelContext& ctx) {
+  return *ir::axesFromAttrOrInput(ctx.node(), ctx.hasInput(1) ? &ctx.input(1) : nullptr, ctx.hasInput(1));
+}
+
+void squeezeKernel(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  ctx.setOutput(0, x.reshaped(concrete(ctx, ir::squeezeSymShape(ctx.node(), ir::symShapeOf(x.shape()), axesOf(ctx)))));
+}
+
+void unsqueezeKernel(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  ctx.setOutput(0,
+                x.reshaped(concrete(ctx, ir::unsqueezeSymShape(ctx.node(), ir::symShapeOf(x.shape()), axesOf(ctx)))));
+}
+
+void identityKernel(KernelContext& ctx) { ctx.setOutput(0, ctx.input(0)); }
+
+// Inference only: training_mode (opset 12+) must be off, or the ratio 0.
+void dropoutKernel(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  if (ctx.node().opset >= 12 && ctx.hasInput(2) && ctx.input(2).numel() == 1 && ctx.input(2).intAt(0) != 0) {
+    double ratio = ctx.hasInput(1) ? ctx.input(1).doubleAt(0) : 0.5;
+    if (ratio != 0) ctx.fail("training mode (random dropout) is not supported", ErrorCode::kUnsupportedNode);
+  }
+  ctx.setOutput(0, x);
+  if (ctx.wantsOutput(1)) {
+    Tensor& mask = ctx.output(1);
+    dispatchNumericOrBool(mask.dtype(), "Dropout", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      std::fill(mask.data<T>(), mask.data<T>() + mask.numel(), static_cast<T>(1.0f));
+    });
+  }
+}
+
+void shapeKernel(KernelContext& ctx) {
+  const Shape& dims = ctx.input(0).shape();
+  Tensor& y = ctx.output(0);
+  const int64_t rank = static_cast<int64_t>(dims.size());
+  int64_t start = 0;
+  if (ctx.node().opset >= 15) {
+    start = ir::attrInt(ctx.node(), "start", 0);
+    start = std::clamp<int64_t>(start < 0 ? start + rank : start, 0, rank);
+  }
+  for (int64_t i = 0; i < y.numel(); ++i) y.data<int64_t>()[i] = dims[start + i];
+}
+
+void sizeKernel(KernelContext& ctx) { ctx.output(0).data<int64_t>()[0] = ctx.input(0).numel(); }
+
+void expandKernel(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  Shape outShape = ir::broadcastShapes(ctx.node(), x.shape(), ctx.input(1).toInt64Vector());
+  Tensor& y = ctx.allocateOutput(0, x.dtype(), outShape);
+  copyStridedTensor(x, 0, broadcastStrides(x.shape(), outShape), y, "Expand");
+}
+
+void constantOfShapeKernel(KernelContext& ctx) {
+  Tensor& y = ctx.output(0);
+  if (!ir::hasAttr(ctx.node(), "value")) return;  // zero-filled float
+  const Tensor& value = ir::attrTensor(ctx.node(), "value");
+  dispatchStorage(y.dtype(), "ConstantOfShape", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    std::fill(y.data<T>(), y.data<T>() + y.numel(), value.data<T>()[0]);
+  });
+}
+
+void rangeKernel(KernelContext& ctx) {
+  Tensor& y = ctx.output(0);
+  dispatchNumeric(y.dtype(), "Range", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using C = ComputeType<T>;
+    const C start = static_cast<C>(ctx.input(0).data<T>()[0]);
+    const C delta = static_cast<C>(ctx.input(2).data<T>()[0]);
+    T* out = y.data<T>();
+    for (int64_t i = 0; i < y.numel(); ++i) out[i] = static_cast<T>(start + static_cast<C>(i) * delta);
+  });
+}
+
+void eyeLikeKernel(KernelContext& ctx) {
+  Tensor& y = ctx.output(0);
+  const int64_t k = ir::attrInt(ctx.node(), "k", 0);
+  const int64_t rows = y.dim(0), cols = y.dim(1);
+  dispatchNumericOrBool(y.dtype(), "EyeLike", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* out = y.data<T>();
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t c = r + k;
+      if (c >= 0 && c < cols) out[r * cols + c] = static_cast<T>(1.0f);
+    }
+  });
+}
+
+KILN_REGISTER_CPU_KERNEL("Reshape", reshapeKernel);
+KILN_REGISTER_CPU_KERNEL("Flatten", flattenKernel);
+KILN_REGISTER_CPU_KERNEL("Squeeze", squeezeKernel);
+KILN_REGISTER_CPU_KERNEL("Unsqueeze", unsqueezeKernel);
+KILN_REGISTER_CPU_KERNEL("Identity", identityKernel);
+KILN_REGISTER_CPU_KERNEL("Dropout", dropoutKernel);
+KILN_REGISTER_CPU_KERNEL("Shape", shapeKernel);
+KILN_REGISTER_CPU_KERNEL("Size", sizeKernel);
+KILN_REGISTER_CPU_KERNEL("Expand", expandKernel);
+KILN_REGISTER_CPU_KERNEL("ConstantOfShape", constantOfShapeKernel);
+KILN_REGISTER_CPU_KERNEL("Range", rangeKernel);
+KILN_REGISTER_CPU_KERNEL("EyeLike", eyeLikeKernel);
+
+}  // namespace
+}  // namespace kiln::cpu

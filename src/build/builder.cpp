@@ -1,0 +1,267 @@
+// Builder::buildSerializedNetwork: optimize -> select kernels -> plan memory -> serialize.
+#include <chrono>
+#include <iomanip>
+#include <set>
+#include <sstream>
+
+#include "build/memory_estimate.h"
+#include "build/network_impl.h"
+#include "build/profiles.h"
+#include "engine/api_guard.h"
+#include "engine/executor.h"
+#include "engine/plan_format.h"
+#include "ir/op_schema.h"
+#include "opt/passes.h"
+
+namespace kiln {
+
+namespace {
+
+std::string mib(uint64_t bytes) {
+  std::ostringstream os;
+  os.precision(bytes < (10u << 20) ? 2 : 1);
+  os << std::fixed << static_cast<double>(bytes) / (1 << 20) << " MiB";
+  return os.str();
+}
+
+class StageTimer {
+ public:
+  StageTimer(BuildReport& report, ILogger& logger) : report_(report), logger_(logger) {}
+  template <typename Fn>
+  void run(const std::string& name, Fn&& fn) {
+    auto start = std::chrono::steady_clock::now();
+    std::string summary = fn();
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    report_.stages.push_back({name, ms, summary});
+    std::ostringstream os;
+    os << name << ": " << summary << " (" << std::fixed << std::setprecision(1) << ms << " ms)";
+    logger_.log(Severity::kINFO, os.str());
+  }
+
+ private:
+  BuildReport& report_;
+  ILogger& logger_;
+};
+
+// Inserts a Cast after each layer output whose requested type differs from the computed one;
+// the Cast's output takes over the tensor's name and its consumers.
+void applyOutputTypes(const NetworkDefinition::Impl& net, ir::Graph& g) {
+  for (const LayerRecord& layer : net.layers) {
+    for (size_t k = 0; k < layer.outputs.size(); ++k) {
+      const DataType want = layer.outputTypes[k];
+      const int id = layer.outputs[k];
+      if (want == DataType::kUndefined || want == g.value(id).type.dtype) continue;
+      const std::string name = g.value(id).name;
+      g.valueIds.erase(name);
+      g.value(id).name = name + "_before_cast";
+      g.valueIds.emplace(g.value(id).name, id);
+      const int cast = g.addValue(name, ir::TypeInfo{want, g.value(id).type.shape});
+      for (ir::Node& node : g.nodes)
+        for (int& in : node.inputs)
+          if (in == id) in = cast;
+      for (int& out : g.outputs)
+        if (out == id) out = cast;
+      ir::Node node;
+      node.name = layer.name + "_cast";
+      node.opType = "Cast";
+      node.opset = kNetworkOpset;
+      node.inputs = {id};
+      node.outputs = {cast};
+      node.attrs["to"] = static_cast<int64_t>(want);
+      g.nodes.push_back(std::move(node));
+    }
+  }
+}
+
+void checkPrecisions(const NetworkDefinition::Impl& net, const BuilderConfig& config, ILogger& logger) {
+  for (const LayerRecord& layer : net.layers) {
+    const DataType p = layer.precision;
+    if (p == DataType::kFloat32 || p == DataType::kUndefined) continue;
+    const bool fp16 = p == DataType::kFloat16 || p == DataType::kBFloat16;
+    const bool int8 = p == DataType::kInt8 || p == DataType::kUint8;
+    if (!fp16 && !int8) {
+      throw Error(ErrorCode::kInvalidArgument, "layer '" + layer.name + "' asks for precision " + dataTypeName(p) +
+                                                   "; layers compute in float32, float16 or int8");
+    }
+    if ((fp16 && !config.getFlag(BuilderFlag::kFP16)) || (int8 && !config.getFlag(BuilderFlag::kINT8))) {
+      throw Error(ErrorCode::kInvalidArgument, "layer '" + layer.name + "' asks for precision " + dataTypeName(p) +
+                                                   " but the builder flag " + (fp16 ? "kFP16" : "kINT8") + " is not set");
+    }
+    logger.log(Severity::kWARNING, "layer '" + layer.name + "' asks for " + dataTypeName(p) +
+                                       "; kiln has no lower-precision kernels yet, it runs in float32");
+  }
+  if (config.getFlag(BuilderFlag::kFP16)) logger.log(Severity::kWARNING, "kFP16: FP16 kernels are not implemented yet; layers run in float32");
+  if (config.getFlag(BuilderFlag::kINT8)) logger.log(Severity::kWARNING, "kINT8: INT8 kernels are not implemented yet; layers run in float32");
+}
+
+[[noreturn]] void throwUnsupportedNodes(const std::vector<std::string>& problems) {
+  std::string message = std::to_string(problems.size()) + " unsupported node" + (problems.size() > 1 ? "s" : "") + ": ";
+  for (size_t i = 0; i < problems.size(); ++i) message += (i ? "; " : "") + problems[i];
+  throw Error(ErrorCode::kUnsupportedNode, message);
+}
+
+// Concrete shape inference at one selector of one profile: proves every layer accepts those
+// shapes, and sizes the activations.
+uint64_t checkProfileShapes(const ir::Graph& graph, const plan::Profile& profile, int index, OptProfileSelector which) {
+  static const char* names[] = {"min", "opt", "max"};
+  ir::Graph g = graph;
+  std::string given;
+  for (const auto& [id, shape] : build::profileShapes(graph, profile, which)) {
+    if (g.value(id).constant) continue;  // an input with a default keeps it for the check
+    g.value(id).type.shape = ir::symShapeOf(shape);
+    given += (given.empty() ? "" : ", ") + g.value(id).name + ":" + shapeToString(shape);
+  }
+  for (ir::Node& node : g.nodes)
+    for (int id : node.outputs)
+      if (id != ir::kNoValue) g.value(id).type = ir::TypeInfo{};
+  try {
+    ir::inferShapes(g);
+  } catch (const Error& e) {
+    throw Error(e.code(), "optimization profile " + std::to_string(index) + " " + names[static_cast<int>(which)] +
+                              " shapes (" + given + "): " + e.what());
+  }
+  return build::peakIntermediateBytes(g);
+}
+
+std::string kernelName(const ir::Graph& g, const ir::Node& node) {
+  DataType t = DataType::kUndefined;
+  for (int id : node.outputs)
+    if (id != ir::kNoValue && t == DataType::kUndefined) t = g.value(id).type.dtype;
+  return "cpu " + node.opType + (t == DataType::kUndefined ? "" : " " + dataTypeName(t));
+}
+
+std::set<std::string> nodeNames(const ir::Graph& g) {
+  std::set<std::string> names;
+  for (const ir::Node& node : g.nodes) names.insert(node.name);
+  return names;
+}
+
+std::string describeValue(const ir::Value& v) {
+  return v.name + " " + dataTypeName(v.type.dtype) + "[" + (v.type.shape ? ir::symShapeToString(*v.type.shape) : "?") + "]";
+}
+
+std::vector<uint8_t> buildPlan(const NetworkDefinition::Impl& net, const BuilderConfig& config, ILogger& logger,
+                           BuildReport& report) {
+  StageTimer timer(report, logger);
+  auto graph = std::make_shared<ir::Graph>(net.graph);
+  std::vector<plan::Profile> profiles;
+
+  timer.run("optimize", [&] {
+    ir::Graph& g = *graph;
+    if (g.outputs.empty()) throw Error(ErrorCode::kInvalidArgument, "the network has no outputs; mark one with markOutput");
+    if (config.getThreads() < 0) throw Error(ErrorCode::kInvalidArgument, "threads must be >= 0 (0 = physical cores)");
+    checkPrecisions(net, config, logger);
+    applyOutputTypes(net, g);
+    auto unsupported = findUnsupportedNodes(g);
+    if (!unsupported.empty()) throwUnsupportedNodes(unsupported);
+    ir::sortTopologically(g);
+    ir::verifyGraph(g);
+    ir::inferShapes(g);
+    profiles = build::resolveProfiles(g, config);
+    report.layersBefore = static_cast<int>(g.nodes.size());
+    std::vector<ir::Node> before = g.nodes;
+    const int folded = opt::foldConstants(g);
+    std::set<std::string> afterFolding = nodeNames(g);
+    const int removed = opt::eliminateDeadNodes(g);
+    std::set<std::string> afterRemoval = nodeNames(g);
+    for (const ir::Node& node : before) {
+      if (!afterFolding.count(node.name)) {
+        report.layerDecisions.push_back(node.label() + ": folded into a constant");
+      } else if (!afterRemoval.count(node.name)) {
+        report.layerDecisions.push_back(node.label() + ": removed, nothing reads its outputs");
+      }
+    }
+    for (const std::string& line : report.layerDecisions) logger.log(Severity::kVERBOSE, line);
+    report.layersAfter = static_cast<int>(g.nodes.size());
+    return std::to_string(report.layersBefore) + " layers -> " + std::to_string(report.layersAfter) + " (" +
+           std::to_string(folded) + " folded into constants, " + std::to_string(removed) + " unused removed)";
+  });
+
+  std::vector<LayerInfo> layers;
+  timer.run("select kernels", [&] {
+    Executor check(graph);  // makes every kernel: factories validate attributes and pre-pack weights
+    const ir::Graph& g = *graph;
+    for (const ir::Node& node : g.nodes) {
+      LayerInfo info{node.name, node.opType, kernelName(g, node), {}, {}, {}};
+      std::string outs;
+      for (int id : node.outputs) {
+        info.outputs.push_back(id == ir::kNoValue ? "" : g.value(id).name);
+        if (id != ir::kNoValue) outs += (outs.empty() ? "" : ", ") + describeValue(g.value(id));
+      }
+      for (int id : node.inputs) info.inputs.push_back(id == ir::kNoValue ? "" : g.value(id).name);
+      std::string decision = "layer '" + node.name + "' (" + node.opType + "): kernel " + info.kernel + " -> " + outs;
+      logger.log(Severity::kVERBOSE, decision);
+      report.layerDecisions.push_back(std::move(decision));
+      layers.push_back(std::move(info));
+    }
+    return std::to_string(layers.size()) + " kernels";
+  });
+
+  timer.run("plan memory", [&] {
+    for (size_t p = 0; p < profiles.size(); ++p) {
+      for (auto which : {OptProfileSelector::kMIN, OptProfileSelector::kOPT, OptProfileSelector::kMAX}) {
+        uint64_t bytes = checkProfileShapes(*graph, profiles[p], static_cast<int>(p), which);
+        if (p == 0 && which == OptProfileSelector::kOPT) report.arenaBytes = bytes;
+        if (which == OptProfileSelector::kMAX) report.maxArenaBytes = std::max(report.maxArenaBytes, bytes);
+      }
+    }
+    const uint64_t limit = config.getMemoryPoolLimit();
+    if (limit && report.maxArenaBytes > limit) {
+      throw Error(ErrorCode::kInvalidArgument, "the activations need " + mib(report.maxArenaBytes) +
+                                                   " at the profiles' max shapes, more than the workspace limit of " +
+                                                   mib(limit));
+    }
+    return "arena " + mib(report.arenaBytes) + " at opt shapes, " + mib(report.maxArenaBytes) + " at max shapes";
+  });
+
+  std::vector<uint8_t> bytes;
+  timer.run("serialize", [&] {
+    plan::Plan p;
+    p.info.formatVersion = plan::kFormatVersion;
+    p.info.kilnVersion = plan::kKilnVersion;
+    p.info.threads = config.getThreads();
+    p.info.workspaceBytes = config.getMemoryPoolLimit();
+    p.info.builderFlags = config.getFlags();
+    p.info.layersBefore = report.layersBefore;
+    p.info.layersAfter = report.layersAfter;
+    p.info.arenaBytes = report.arenaBytes;
+    p.info.source = net.source;
+    const ir::Graph& g = *graph;
+    for (int id : g.inputs) {
+      const ir::Value& v = g.value(id);
+      plan::IOTensor t{v.name, TensorIOMode::kINPUT, v.type.dtype, true, {}, v.constant.has_value(), id};
+      const plan::ProfileEntry* e = profiles[0].find(v.name);
+      for (size_t i = 0; i < e->dims[0].size(); ++i) {
+        bool fixed = v.type.shape && (*v.type.shape)[i].isKnown();
+        t.dims.push_back(fixed ? (*v.type.shape)[i].value : -1);
+      }
+      p.io.push_back(std::move(t));
+    }
+    for (int id : g.outputs) {
+      const ir::Value& v = g.value(id);
+      plan::IOTensor t{v.name, TensorIOMode::kOUTPUT, v.type.dtype, v.type.shape.has_value(), {}, false, id};
+      if (v.type.shape)
+        for (const ir::Dim& d : *v.type.shape) t.dims.push_back(d.isKnown() ? d.value : -1);
+      p.io.push_back(std::move(t));
+    }
+    p.profiles = profiles;
+    p.graph = graph;
+    p.layers = layers;
+    bytes = plan::writePlan(p);
+    report.planBytes = bytes.size();
+    return "plan " + mib(bytes.size());
+  });
+  return bytes;
+}
+
+}  // namespace
+
+Result<std::vector<uint8_t>> Builder::buildSerializedNetwork(const NetworkDefinition& network,
+                                                             const BuilderConfig& config, BuildReport* report) {
+  BuildReport local;
+  BuildReport& r = report ? *report : local;
+  r = BuildReport{};
+  return guardResult<std::vector<uint8_t>>(&logger_, [&] { return buildPlan(network.impl(), config, logger_, r); });
+}
+
+}  // namespace kiln

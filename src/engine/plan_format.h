@@ -1,0 +1,76 @@
+// The .kiln plan file: what a built engine holds, and its reader and writer. The byte layout is
+// documented in docs/plan-format.md. Reading validates every size and offset: a bad file is a
+// kiln::Error (kInvalidPlan), never a crash.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "kiln/engine.h"
+
+namespace kiln::plan {
+
+constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'P', 'L', 'A', 'N'};
+constexpr uint32_t kFormatVersion = 1;
+constexpr size_t kHeaderSize = 64;
+constexpr size_t kChecksumOffset = 60;
+constexpr size_t kFormatVersionOffset = 8;
+constexpr size_t kWeightAlignment = 64;
+constexpr const char* kKilnVersion = "0.1.0";
+
+enum SectionId : uint32_t {
+  kBuildInfoSection = 1,
+  kIOSection = 2,
+  kProfilesSection = 3,
+  kGraphSection = 4,
+  kLayersSection = 5,
+  kWeightsSection = 6,
+};
+
+/// CPU features a plan may require (bit set in the header).
+enum CpuFeature : uint32_t { kAvx2 = 1u << 0, kFma = 1u << 1, kF16c = 1u << 2, kAvx512f = 1u << 3 };
+/// What kiln's kernels are compiled for (docs/design.md: the AVX2 + FMA + F16C baseline).
+constexpr uint32_t kBaselineCpuFeatures = kAvx2 | kFma | kF16c;
+uint32_t detectCpuFeatures();
+/// "avx2 fma f16c" (unknown bits as "bit31").
+std::string cpuFeatureNames(uint32_t features);
+
+struct IOTensor {
+  std::string name;
+  TensorIOMode mode = TensorIOMode::kNONE;
+  DataType dtype = DataType::kUndefined;
+  bool hasShape = false;
+  Dims dims;               // -1 where dynamic
+  bool hasDefault = false;  // an input with a default value
+  int valueId = -1;        // in the graph
+};
+
+struct ProfileEntry {
+  std::string input;
+  Dims dims[3];                       // min, opt, max
+  std::vector<int64_t> values[3];     // for shape inputs; empty otherwise
+};
+
+struct Profile {
+  std::vector<ProfileEntry> entries;  // one per graph input
+  const ProfileEntry* find(const std::string& input) const;
+};
+
+struct Plan {
+  PlanInfo info;
+  uint32_t cpuFeatures = kBaselineCpuFeatures;
+  std::vector<IOTensor> io;  // inputs then outputs
+  std::vector<Profile> profiles;
+  std::shared_ptr<ir::Graph> graph;
+  std::vector<LayerInfo> layers;  // one per graph node, same order
+};
+
+std::vector<uint8_t> writePlan(const Plan& plan);
+/// Parses and validates a plan; hostFeatures is the machine's (detectCpuFeatures() by default).
+Plan readPlan(const void* data, size_t size, uint32_t hostFeatures = detectCpuFeatures());
+/// True when the bytes start with the plan magic.
+bool looksLikePlan(const void* data, size_t size);
+
+}  // namespace kiln::plan

@@ -1,0 +1,209 @@
+// Serializes a Plan: header, section table, sections; tensor data goes to the weights section,
+// each blob 64-byte aligned in the file so that it can be memory-mapped in place.
+#include <cstring>
+
+#include "engine/plan_bytes.h"
+#include "engine/plan_format.h"
+
+namespace kiln::plan {
+
+namespace {
+
+class GraphWriter {
+ public:
+  explicit GraphWriter(ByteWriter& weights) : weights_(weights) {}
+
+  void graph(ByteWriter& w, const ir::Graph& g) {
+    w.str(g.name);
+    w.u32(static_cast<uint32_t>(g.values.size()));
+    for (const ir::Value& v : g.values) {
+      w.str(v.name);
+      w.i32(static_cast<int32_t>(v.type.dtype));
+      w.u8(v.type.shape.has_value());
+      if (v.type.shape) {
+        w.u32(static_cast<uint32_t>(v.type.shape->size()));
+        for (const ir::Dim& d : *v.type.shape) {
+          w.i64(d.value);
+          w.str(d.symbol);
+        }
+      }
+      w.u8(v.constant.has_value());
+      if (v.constant) tensor(w, *v.constant);
+    }
+    ids(w, g.inputs);
+    ids(w, g.outputs);
+    w.u32(static_cast<uint32_t>(g.nodes.size()));
+    for (const ir::Node& n : g.nodes) {
+      w.str(n.name);
+      w.str(n.opType);
+      w.str(n.domain);
+      w.i64(n.opset);
+      ids(w, n.inputs);
+      ids(w, n.outputs);
+      w.u32(static_cast<uint32_t>(n.attrs.size()));
+      for (const auto& [name, attr] : n.attrs) {
+        w.str(name);
+        attribute(w, attr);
+      }
+    }
+  }
+
+ private:
+  static void ids(ByteWriter& w, const std::vector<int>& v) {
+    w.u32(static_cast<uint32_t>(v.size()));
+    for (int id : v) w.i32(id);
+  }
+
+  void tensor(ByteWriter& w, const Tensor& t) {
+    w.i32(static_cast<int32_t>(t.dtype()));
+    w.i64s(t.shape());
+    if (t.dtype() == DataType::kString) {
+      for (int64_t i = 0; i < t.numel(); ++i) w.str(t.data<std::string>()[i]);
+      return;
+    }
+    weights_.alignTo(kWeightAlignment);
+    w.u64(weights_.size());
+    w.u64(t.byteSize());
+    weights_.raw(t.raw(), t.byteSize());
+  }
+
+  void attribute(ByteWriter& w, const ir::Attribute& a) {
+    w.u8(static_cast<uint8_t>(a.index()));
+    std::visit(
+        [&](const auto& v) {
+          using T = std::decay_t<decltype(v)>;
+          if constexpr (std::is_same_v<T, int64_t>) w.i64(v);
+          else if constexpr (std::is_same_v<T, float>) w.f32(v);
+          else if constexpr (std::is_same_v<T, std::string>) w.str(v);
+          else if constexpr (std::is_same_v<T, Tensor>) tensor(w, v);
+          else if constexpr (std::is_same_v<T, std::shared_ptr<ir::Graph>>) graph(w, *v);
+          else if constexpr (std::is_same_v<T, std::vector<int64_t>>) w.i64s(v);
+          else if constexpr (std::is_same_v<T, std::vector<float>>) {
+            w.u32(static_cast<uint32_t>(v.size()));
+            for (float x : v) w.f32(x);
+          } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+            w.u32(static_cast<uint32_t>(v.size()));
+            for (const auto& s : v) w.str(s);
+          } else if constexpr (std::is_same_v<T, std::vector<Tensor>>) {
+            w.u32(static_cast<uint32_t>(v.size()));
+            for (const auto& t : v) tensor(w, t);
+          } else {
+            w.u32(static_cast<uint32_t>(v.size()));
+            for (const auto& g : v) graph(w, *g);
+          }
+        },
+        a);
+  }
+
+  ByteWriter& weights_;
+};
+
+void writeBuildInfo(ByteWriter& w, const PlanInfo& info) {
+  w.str(info.kilnVersion);
+  w.i32(info.threads);
+  w.u64(info.workspaceBytes);
+  w.u32(info.builderFlags);
+  w.i32(info.layersBefore);
+  w.i32(info.layersAfter);
+  w.u64(info.arenaBytes);
+  w.str(info.source);
+}
+
+void writeIO(ByteWriter& w, const std::vector<IOTensor>& io) {
+  w.u32(static_cast<uint32_t>(io.size()));
+  for (const IOTensor& t : io) {
+    w.str(t.name);
+    w.u8(static_cast<uint8_t>(t.mode));
+    w.i32(static_cast<int32_t>(t.dtype));
+    w.u8(t.hasShape);
+    w.i64s(t.dims);
+    w.u8(t.hasDefault);
+    w.i32(t.valueId);
+  }
+}
+
+void writeProfiles(ByteWriter& w, const std::vector<Profile>& profiles) {
+  w.u32(static_cast<uint32_t>(profiles.size()));
+  for (const Profile& p : profiles) {
+    w.u32(static_cast<uint32_t>(p.entries.size()));
+    for (const ProfileEntry& e : p.entries) {
+      w.str(e.input);
+      for (const Dims& d : e.dims) w.i64s(d);
+      for (const auto& v : e.values) w.i64s(v);
+    }
+  }
+}
+
+void writeLayers(ByteWriter& w, const std::vector<LayerInfo>& layers) {
+  w.u32(static_cast<uint32_t>(layers.size()));
+  for (const LayerInfo& l : layers) {
+    w.str(l.name);
+    w.str(l.type);
+    w.str(l.kernel);
+    w.u32(static_cast<uint32_t>(l.fusedFrom.size()));
+    for (const auto& s : l.fusedFrom) w.str(s);
+  }
+}
+
+void putAt(std::vector<uint8_t>& bytes, size_t offset, const void* v, size_t n) { std::memcpy(&bytes[offset], v, n); }
+
+}  // namespace
+
+std::vector<uint8_t> writePlan(const Plan& plan) {
+  ByteWriter weights;
+  ByteWriter sections[5];
+  writeBuildInfo(sections[0], plan.info);
+  writeIO(sections[1], plan.io);
+  writeProfiles(sections[2], plan.profiles);
+  GraphWriter(weights).graph(sections[3], *plan.graph);
+  writeLayers(sections[4], plan.layers);
+  const uint32_t ids[6] = {kBuildInfoSection, kIOSection, kProfilesSection, kGraphSection, kLayersSection, kWeightsSection};
+
+  ByteWriter file;
+  file.raw(kMagic, sizeof(kMagic));
+  file.u32(kFormatVersion);
+  file.u32(kHeaderSize);
+  char version[16] = {};
+  std::strncpy(version, kKilnVersion, sizeof(version) - 1);
+  file.raw(version, sizeof(version));
+  file.u32(plan.cpuFeatures);
+  file.u32(6);  // section count
+  file.u64(0);  // file size, patched below
+  file.u64(kHeaderSize);  // section table offset
+  file.u32(0);  // reserved
+  file.u32(0);  // checksum, patched below
+  const size_t table = file.size();
+  file.bytes().resize(table + 6 * 24);
+  for (int s = 0; s < 6; ++s) {
+    file.alignTo(kWeightAlignment);
+    uint64_t offset = file.size();
+    std::vector<uint8_t>& body = s < 5 ? sections[s].bytes() : weights.bytes();
+    uint64_t size = body.size();
+    file.raw(body.data(), body.size());
+    size_t entry = table + static_cast<size_t>(s) * 24;
+    uint32_t reserved = 0;
+    putAt(file.bytes(), entry, &ids[s], 4);
+    putAt(file.bytes(), entry + 4, &reserved, 4);
+    putAt(file.bytes(), entry + 8, &offset, 8);
+    putAt(file.bytes(), entry + 16, &size, 8);
+  }
+  std::vector<uint8_t> bytes = std::move(file.bytes());
+  uint64_t total = bytes.size();
+  putAt(bytes, 40, &total, 8);
+  uint32_t crc = crc32c(bytes.data(), kChecksumOffset);
+  crc = crc32c(bytes.data() + kHeaderSize, bytes.size() - kHeaderSize, crc);
+  putAt(bytes, kChecksumOffset, &crc, 4);
+  return bytes;
+}
+
+bool looksLikePlan(const void* data, size_t size) {
+  return size >= sizeof(kMagic) && std::memcmp(data, kMagic, sizeof(kMagic)) == 0;
+}
+
+const ProfileEntry* Profile::find(const std::string& input) const {
+  for (const ProfileEntry& e : entries)
+    if (e.input == input) return &e;
+  return nullptr;
+}
+
+}  // namespace kiln::plan

@@ -1,0 +1,96 @@
+#include "ir/ops/pool_geometry.h"
+
+#include <algorithm>
+
+#include "ir/node_attrs.h"
+
+namespace kiln::ir {
+namespace {
+
+std::vector<int64_t> readPositive(const Node& node, const char* name, size_t count) {
+  if (!hasAttr(node, name)) return std::vector<int64_t>(count, 1);
+  std::vector<int64_t> v = attrInts(node, name);
+  if (v.size() != count) {
+    failNode(node, std::string("attribute '") + name + "' has " + std::to_string(v.size()) + " values, expected " +
+                       std::to_string(count));
+  }
+  for (int64_t x : v) {
+    if (x < 1) failNode(node, std::string("attribute '") + name + "' values must be positive");
+  }
+  return v;
+}
+
+int64_t floorDiv(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
+}  // namespace
+
+PoolAttrs readPoolAttrs(const Node& node, size_t spatialRank) {
+  PoolAttrs a;
+  a.kernel = attrInts(node, "kernel_shape");
+  if (a.kernel.size() != spatialRank) {
+    failNode(node, "kernel_shape has " + std::to_string(a.kernel.size()) + " values for " +
+                       std::to_string(spatialRank) + " spatial dims");
+  }
+  for (int64_t k : a.kernel) {
+    if (k < 1) failNode(node, "kernel_shape values must be positive");
+  }
+  a.strides = readPositive(node, "strides", spatialRank);
+  a.dilations = readPositive(node, "dilations", spatialRank);
+  a.pads = attrInts(node, "pads", std::vector<int64_t>(2 * spatialRank, 0));
+  if (a.pads.size() != 2 * spatialRank) {
+    failNode(node, "pads has " + std::to_string(a.pads.size()) + " values, expected " +
+                       std::to_string(2 * spatialRank));
+  }
+  for (int64_t p : a.pads) {
+    if (p < 0) failNode(node, "pads must not be negative");
+  }
+  a.autoPad = attrString(node, "auto_pad", "NOTSET");
+  if (a.autoPad != "NOTSET" && a.autoPad != "SAME_UPPER" && a.autoPad != "SAME_LOWER" && a.autoPad != "VALID") {
+    failNode(node, "unknown auto_pad '" + a.autoPad + "'");
+  }
+  a.ceilMode = attrInt(node, "ceil_mode", 0) != 0;
+  return a;
+}
+
+PoolDim resolvePoolDim(const Node& node, const PoolAttrs& attrs, size_t i, int64_t inSize) {
+  PoolDim d;
+  d.in = inSize;
+  d.kernel = attrs.kernel[i];
+  d.stride = attrs.strides[i];
+  d.dilation = attrs.dilations[i];
+  const int64_t window = (d.kernel - 1) * d.dilation + 1;
+  if (attrs.autoPad == "SAME_UPPER" || attrs.autoPad == "SAME_LOWER") {
+    d.out = (inSize + d.stride - 1) / d.stride;
+    int64_t total = std::max<int64_t>(0, (d.out - 1) * d.stride + window - inSize);
+    d.padBegin = attrs.autoPad == "SAME_UPPER" ? total / 2 : total - total / 2;
+    d.padEnd = total - d.padBegin;
+    return d;
+  }
+  if (attrs.autoPad == "NOTSET") {
+    d.padBegin = attrs.pads[i];
+    d.padEnd = attrs.pads[i + attrs.kernel.size()];
+  }
+  const int64_t span = inSize + d.padBegin + d.padEnd - window;
+  if (span < 0) {
+    failNode(node, "pooling window of " + std::to_string(window) + " does not fit input size " +
+                       std::to_string(inSize) + " with pads " + std::to_string(d.padBegin) + "+" +
+                       std::to_string(d.padEnd),
+             ErrorCode::kInvalidArgument);
+  }
+  if (attrs.ceilMode) {
+    d.out = (span + d.stride - 1) / d.stride + 1;
+    // The last window must start inside the input or its begin padding (ONNX reference rule).
+    if ((d.out - 1) * d.stride >= inSize + d.padBegin) --d.out;
+  } else {
+    d.out = floorDiv(span, d.stride) + 1;
+  }
+  return d;
+}
+
+std::vector<PoolDim> resolvePoolDims(const Node& node, const PoolAttrs& attrs, const Shape& inputShape) {
+  std::vector<PoolDim> dims;
+  for (size_t i = 0; i < attrs.kernel.size(); ++i) dims.push_back(resolvePoolDim(node, attrs, i, inputShape[i + 2]));
+  return dims;
+}
+
+}  // namespace kiln::ir

@@ -1,0 +1,139 @@
+// Execution contexts: bindings, resolved shapes, profiles, and the engine inspector.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "engine_test_support.h"
+#include "kiln/onnx_parser.h"
+#include "model_builder.h"
+
+namespace kiln {
+namespace {
+
+using namespace kiln::testing;
+using ::testing::HasSubstr;
+
+// y = relu(x) + 1, z = x * 2 with x dynamic in dim 0; two profiles.
+std::shared_ptr<const Engine> twoOutputEngine(RecordingLogger& logger) {
+  NetworkDefinition network(logger);
+  ITensor* x = network.addInput("x", DataType::kFloat32, {-1, 2});
+  ILayer* relu = network.addActivation(*x, ActivationType::kRELU);
+  std::vector<float> one{1.0f}, two{2.0f};
+  ILayer* c1 = network.addConstant({1}, floatWeights(one));
+  ILayer* c2 = network.addConstant({1}, floatWeights(two));
+  ILayer* y = network.addElementWise(*relu->getOutput(0), *c1->getOutput(0), ElementWiseOperation::kSUM);
+  ILayer* z = network.addElementWise(*x, *c2->getOutput(0), ElementWiseOperation::kPROD);
+  y->getOutput(0)->setName("y").ok();
+  z->getOutput(0)->setName("z").ok();
+  network.markOutput(*y->getOutput(0)).ok();
+  network.markOutput(*z->getOutput(0)).ok();
+  BuilderConfig config;
+  for (auto [lo, hi] : {std::pair<int64_t, int64_t>{1, 4}, {5, 16}}) {
+    OptimizationProfile p;
+    p.setDimensions("x", OptProfileSelector::kMIN, {lo, 2});
+    p.setDimensions("x", OptProfileSelector::kOPT, {lo, 2});
+    p.setDimensions("x", OptProfileSelector::kMAX, {hi, 2});
+    config.addOptimizationProfile(p);
+  }
+  return buildEngine(logger, network, config);
+}
+
+TEST(EngineInspector, DescribesIOProfilesAndLayers) {
+  RecordingLogger logger;
+  auto engine = twoOutputEngine(logger);
+  ASSERT_TRUE(engine);
+  ASSERT_EQ(engine->getNbIOTensors(), 3);
+  EXPECT_EQ(engine->getIOTensorName(0), "x");
+  EXPECT_EQ(engine->getTensorIOMode("x"), TensorIOMode::kINPUT);
+  EXPECT_EQ(engine->getTensorIOMode("z"), TensorIOMode::kOUTPUT);
+  EXPECT_EQ(engine->getTensorIOMode("nope"), TensorIOMode::kNONE);
+  EXPECT_EQ(engine->getTensorDataType("y"), DataType::kFloat32);
+  EXPECT_EQ(engine->getTensorShape("y"), (Dims{-1, 2}));
+  EXPECT_EQ(engine->getNbOptimizationProfiles(), 2);
+  EXPECT_EQ(engine->getProfileShape("x", 1, OptProfileSelector::kMAX), (Dims{16, 2}));
+  ASSERT_EQ(engine->getNbLayers(), 3);
+  EXPECT_EQ(engine->getLayerInfo(0).kernel, "cpu Relu float32");
+  EXPECT_EQ(engine->getPlanInfo().kilnVersion, "0.1.0");
+  EXPECT_EQ(engine->getPlanInfo().layersAfter, 3);
+}
+
+TEST(ExecutionContext, ZeroCopyBuffersResolvedShapesAndProfiles) {
+  RecordingLogger logger;
+  auto engine = twoOutputEngine(logger);
+  ASSERT_TRUE(engine);
+  auto context = engine->createExecutionContext();
+  ASSERT_TRUE(context.ok());
+  ExecutionContext& ctx = **context;
+  EXPECT_EQ(*ctx.getTensorShape("y"), (Dims{-1, 2}));
+  ASSERT_TRUE(ctx.setInputShape("x", {3, 2}).ok());
+  EXPECT_EQ(*ctx.getTensorShape("y"), (Dims{3, 2}));
+  std::vector<float> x{-1, 2, -3, 4, 5, -6}, y(6), z(6);
+  ASSERT_TRUE(ctx.setTensorAddress("x", x.data(), x.size() * 4).ok());
+  ASSERT_TRUE(ctx.setTensorAddress("y", y.data(), y.size() * 4).ok());
+  ASSERT_TRUE(ctx.setTensorAddress("z", z.data(), z.size() * 4).ok());
+  ASSERT_TRUE(ctx.execute().ok());
+  EXPECT_EQ(y, (std::vector<float>{1, 3, 1, 5, 6, 1}));
+  EXPECT_EQ(z, (std::vector<float>{-2, 4, -6, 8, 10, -12}));
+  x[0] = 7;  // the input is read in place
+  ASSERT_TRUE(ctx.execute().ok());
+  EXPECT_EQ(y[0], 8);
+
+  EXPECT_THAT(ctx.setInputShape("x", {6, 2}).message(), HasSubstr("index 0: got 6, expected 1..4 (optimization profile 0)"));
+  ASSERT_TRUE(ctx.setOptimizationProfile(1).ok());
+  EXPECT_TRUE(ctx.setInputShape("x", {6, 2}).ok());
+  EXPECT_THAT(ctx.setInputShape("x", {2, 2}).message(), HasSubstr("expected 5..16 (optimization profile 1)"));
+  EXPECT_FALSE(ctx.setOptimizationProfile(2).ok());
+}
+
+TEST(ExecutionContext, ErrorsNameTheTensor) {
+  RecordingLogger logger;
+  auto engine = twoOutputEngine(logger);
+  ASSERT_TRUE(engine);
+  auto context = engine->createExecutionContext();
+  ExecutionContext& ctx = **context;
+  Status s = ctx.execute();
+  EXPECT_EQ(s.code(), StatusCode::kINVALID_ARGUMENT);
+  EXPECT_THAT(s.message(), HasSubstr("input 'x' has no data"));
+  EXPECT_THAT(ctx.setInputShape("w", {1, 2}).message(), HasSubstr("'w' is not an input or output of the engine (it has: x, y, z)"));
+  EXPECT_THAT(ctx.setInputShape("y", {1, 2}).message(), HasSubstr("'y' is an output"));
+  std::vector<float> x(8), y(2);
+  ASSERT_TRUE(ctx.setTensorAddress("x", x.data()).ok());
+  EXPECT_THAT(ctx.execute().message(), HasSubstr("input 'x' has dynamic dims (?x2); set its shape with setInputShape"));
+  ASSERT_TRUE(ctx.setInputShape("x", {4, 2}).ok());
+  ASSERT_TRUE(ctx.setTensorAddress("y", y.data(), y.size() * 4).ok());
+  EXPECT_THAT(ctx.execute().message(), HasSubstr("output 'y' float32[4x2] needs 32 bytes, its buffer has 8"));
+  EXPECT_THAT(ctx.setInputTensor("x", Tensor(DataType::kInt64, {1, 2})).message(), HasSubstr("int64"));
+  EXPECT_THAT(ctx.getOutputTensor("x").status().message(), HasSubstr("not an output"));
+}
+
+TEST(ExecutionContext, ShapeInputValuesAreCheckedAgainstTheProfile) {
+  auto m = makeModel();
+  addInput(m, "x", {6});
+  addInput(m, "shape", {2}, onnx::TensorProto::INT64);
+  addNode(m, "Reshape", {"x", "shape"}, {"y"}, "reshape");
+  addOutput(m, "y", {-1, -1});
+  std::string bytes = m.SerializeAsString();
+  RecordingLogger logger;
+  NetworkDefinition network(logger);
+  OnnxParser parser(network, logger);
+  ASSERT_TRUE(parser.parse(bytes.data(), bytes.size()).ok()) << logger.text();
+  OptimizationProfile profile;
+  profile.setShapeValues("shape", OptProfileSelector::kMIN, {1, 1});
+  profile.setShapeValues("shape", OptProfileSelector::kOPT, {2, 3});
+  profile.setShapeValues("shape", OptProfileSelector::kMAX, {6, 6});
+  BuilderConfig config;
+  config.addOptimizationProfile(profile);
+  auto engine = buildEngine(logger, network, config);
+  ASSERT_TRUE(engine);
+  EXPECT_EQ(engine->getProfileShapeValues("shape", 0, OptProfileSelector::kMAX), (std::vector<int64_t>{6, 6}));
+  auto context = engine->createExecutionContext();
+  ExecutionContext& ctx = **context;
+  ASSERT_TRUE(ctx.setInputTensor("x", Tensor::fromVector<float>(DataType::kFloat32, {6}, {1, 2, 3, 4, 5, 6})).ok());
+  ASSERT_TRUE(ctx.setInputTensor("shape", Tensor::fromVector<int64_t>(DataType::kInt64, {2}, {3, 2})).ok());
+  ASSERT_TRUE(ctx.execute().ok());
+  EXPECT_EQ(ctx.getOutputTensor("y")->shape(), (Shape{3, 2}));
+  ASSERT_TRUE(ctx.setInputTensor("shape", Tensor::fromVector<int64_t>(DataType::kInt64, {2}, {-1, 6})).ok());
+  EXPECT_THAT(ctx.execute().message(), HasSubstr("shape input 'shape' value index 0: got -1, expected 1..6"));
+}
+
+}  // namespace
+}  // namespace kiln

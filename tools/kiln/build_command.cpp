@@ -1,0 +1,183 @@
+// kiln build MODEL.onnx -o MODEL.kiln [--shapes NAME:DIMS]... [--min-shapes/--opt-shapes/--max-shapes NAME:DIMS]...
+//                                     [--fp16] [--int8] [--threads N] [--workspace MiB] [--verbose]
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <set>
+#include <sstream>
+
+#include "commands.h"
+#include "kiln/builder.h"
+#include "kiln/engine.h"
+#include "kiln/onnx_parser.h"
+#include "tensor_summary.h"
+
+namespace kiln::cli {
+
+namespace {
+
+struct BuildOptions {
+  std::string model;
+  std::string output;
+  std::vector<std::string> shapes, minShapes, optShapes, maxShapes;
+  bool fp16 = false;
+  bool int8 = false;
+  int threads = 0;
+  double workspaceMiB = 0;
+  bool verbose = false;
+};
+
+// Warnings go to stderr (errors come back as statuses); with --verbose, each layer's decisions are
+// kept to be printed under the kernel selection stage.
+class CliLogger : public ILogger {
+ public:
+  explicit CliLogger(bool verbose) : verbose_(verbose) {}
+  void log(Severity severity, const std::string& message) noexcept override {
+    if (severity == Severity::kWARNING) std::cerr << "warning: " << message << "\n";
+    if (severity == Severity::kVERBOSE && verbose_) {
+      try {
+        decisions.push_back(message);
+      } catch (...) {
+      }
+    }
+  }
+  std::vector<std::string> decisions;
+
+ private:
+  bool verbose_;
+};
+
+std::string mib(uint64_t bytes) {
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(bytes < (10u << 20) ? 2 : 1) << static_cast<double>(bytes) / (1 << 20) << " MiB";
+  return os.str();
+}
+
+void printStage(int index, const std::string& name, double ms, const std::string& summary) {
+  std::cout << "[" << index << "/5] " << std::left << std::setw(15) << name << std::right << std::fixed
+            << std::setprecision(1) << std::setw(9) << ms << " ms  " << summary << "\n"
+            << std::defaultfloat;
+}
+
+OptimizationProfile profileFromOptions(const BuildOptions& opts) {
+  auto fixed = parseShapeOptions(opts.shapes);
+  std::map<std::string, Shape> ranges[3] = {parseShapeOptions(opts.minShapes), parseShapeOptions(opts.optShapes),
+                                            parseShapeOptions(opts.maxShapes)};
+  static const char* flags[3] = {"--min-shapes", "--opt-shapes", "--max-shapes"};
+  std::set<std::string> names;
+  for (const auto& m : ranges)
+    for (const auto& kv : m) names.insert(kv.first);
+  OptimizationProfile profile;
+  for (const auto& [name, shape] : fixed) {
+    if (names.count(name)) {
+      throw Error(ErrorCode::kInvalidArgument, "input '" + name + "' is given both --shapes and a min/opt/max range");
+    }
+    for (int k = 0; k < 3; ++k) profile.setDimensions(name, static_cast<OptProfileSelector>(k), shape);
+  }
+  for (const std::string& name : names) {
+    for (int k = 0; k < 3; ++k) {
+      auto it = ranges[k].find(name);
+      if (it == ranges[k].end()) {
+        throw Error(ErrorCode::kInvalidArgument, "input '" + name + "' needs " + flags[k] + " too (give all of " +
+                                                     "--min-shapes, --opt-shapes and --max-shapes, or --shapes)");
+      }
+      profile.setDimensions(name, static_cast<OptProfileSelector>(k), it->second);
+    }
+  }
+  return profile;
+}
+
+int buildPlan(const BuildOptions& opts) {
+  CliLogger logger(opts.verbose);
+  auto builder = createBuilder(logger);
+  auto network = builder->createNetwork();
+  auto start = std::chrono::steady_clock::now();
+  OnnxParser parser(*network, logger);
+  Status parsed = parser.parseFromFile(opts.model);
+  if (!parsed.ok()) {
+    std::string message = parsed.message();
+    if (parser.getNbErrors() > 1) {
+      message = std::to_string(parser.getNbErrors()) + " errors:";
+      for (int i = 0; i < parser.getNbErrors(); ++i) message += " [" + parser.getError(i).toString() + "]";
+    }
+    throw errorFromStatus(Status(parsed.code(), message));
+  }
+  double parseMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  printStage(1, "parse", parseMs, opts.model + ": " + std::to_string(network->getNbLayers()) + " layers");
+
+  BuilderConfig config;
+  config.setThreads(opts.threads);
+  config.setMemoryPoolLimit(static_cast<uint64_t>(opts.workspaceMiB * (1 << 20)));
+  if (opts.fp16) config.setFlag(BuilderFlag::kFP16);
+  if (opts.int8) config.setFlag(BuilderFlag::kINT8);
+  OptimizationProfile profile = profileFromOptions(opts);
+  if (!profile.inputNames().empty()) config.addOptimizationProfile(profile);
+
+  BuildReport report;
+  auto plan = builder->buildSerializedNetwork(*network, config, &report);
+  for (size_t i = 0; i < report.stages.size(); ++i) {
+    const auto& s = report.stages[i];
+    printStage(static_cast<int>(i) + 2, s.name, s.milliseconds, s.summary);
+    if (s.name == "select kernels")
+      for (const std::string& line : logger.decisions) std::cout << "        " << line << "\n";
+  }
+  if (!plan.ok()) throw errorFromStatus(plan.status());
+  std::ofstream out(opts.output, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(plan->data()), static_cast<std::streamsize>(plan->size()));
+  if (!out) throw Error(ErrorCode::kIoError, opts.output + ": cannot write the plan");
+  double totalMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  std::cout << "built " << opts.output << ": " << report.layersBefore << " layers -> " << report.layersAfter
+            << " after optimization, arena " << mib(report.arenaBytes) << ", plan " << mib(report.planBytes) << " in "
+            << std::fixed << std::setprecision(1) << totalMs << " ms\n";
+  return 0;
+}
+
+}  // namespace
+
+Error errorFromStatus(const Status& status) {
+  ErrorCode code = ErrorCode::kRuntimeError;
+  switch (status.code()) {
+    case StatusCode::kUNSUPPORTED_NODE: code = ErrorCode::kUnsupportedNode; break;
+    case StatusCode::kINVALID_PLAN: code = ErrorCode::kInvalidPlan; break;
+    case StatusCode::kIO_ERROR: code = ErrorCode::kIoError; break;
+    case StatusCode::kINVALID_ARGUMENT: code = ErrorCode::kInvalidArgument; break;
+    case StatusCode::kINVALID_GRAPH:
+    case StatusCode::kINVALID_VALUE: code = ErrorCode::kInvalidModel; break;
+    default: break;
+  }
+  return Error(code, status.message());
+}
+
+bool isPlanFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char magic[8] = {};
+  in.read(magic, sizeof(magic));
+  return in.gcount() == 8 && std::memcmp(magic, "KILNPLAN", 8) == 0;
+}
+
+std::shared_ptr<const Engine> loadPlanFile(const std::string& path, ILogger& logger) {
+  auto engine = Runtime(logger).deserializeEngineFromFile(path);
+  if (!engine.ok()) throw errorFromStatus(engine.status());
+  return *engine;
+}
+
+Action addBuildCommand(CLI::App& app) {
+  auto opts = std::make_shared<BuildOptions>();
+  CLI::App* cmd = app.add_subcommand("build", "Build an engine plan (.kiln) from an ONNX model");
+  cmd->add_option("model", opts->model, "ONNX model file")->required();
+  cmd->add_option("-o,--output", opts->output, "plan file to write")->required();
+  cmd->add_option("--shapes", opts->shapes, "NAME:1x3x224x224: fixed shape of a dynamic input (repeatable)");
+  cmd->add_option("--min-shapes", opts->minShapes, "NAME:DIMS: smallest shape of a dynamic input (repeatable)");
+  cmd->add_option("--opt-shapes", opts->optShapes, "NAME:DIMS: typical shape of a dynamic input (repeatable)");
+  cmd->add_option("--max-shapes", opts->maxShapes, "NAME:DIMS: largest shape of a dynamic input (repeatable)");
+  cmd->add_flag("--fp16", opts->fp16, "allow FP16 layers (no FP16 kernels yet: runs FP32)");
+  cmd->add_flag("--int8", opts->int8, "allow INT8 layers (no INT8 kernels yet: runs FP32)");
+  cmd->add_option("--threads", opts->threads, "intra-op threads of the engine's contexts (0 = physical cores)");
+  cmd->add_option("--workspace", opts->workspaceMiB, "activation memory limit in MiB (0 = none)");
+  cmd->add_flag("--verbose", opts->verbose, "print each layer's decisions");
+  return [opts] { return buildPlan(*opts); };
+}
+
+}  // namespace kiln::cli
