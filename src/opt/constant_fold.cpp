@@ -6,6 +6,13 @@ namespace kiln::opt {
 
 namespace {
 
+// Shape and Size read only their input's shape, so they fold whenever that shape is static.
+bool readsOnlyStaticShape(const ir::Graph& graph, const ir::Node& node) {
+  if (!node.domain.empty() || (node.opType != "Shape" && node.opType != "Size") || node.inputs.size() != 1) return false;
+  const ir::TypeInfo& t = graph.value(node.inputs[0]).type;
+  return t.dtype != DataType::kUndefined && t.shape && ir::concreteShape(*t.shape);
+}
+
 bool isFoldable(const ir::Graph& graph, const ir::Node& node) {
   const ir::OpSchema* schema = ir::OpSchemaRegistry::global().find(node.domain, node.opType, node.opset);
   if (!schema || !schema->deterministic || !cpu::KernelRegistry::global().find(node.domain, node.opType)) {
@@ -14,15 +21,31 @@ bool isFoldable(const ir::Graph& graph, const ir::Node& node) {
   for (const auto& [name, attr] : node.attrs) {  // control flow bodies may read outer values
     if (std::holds_alternative<std::shared_ptr<ir::Graph>>(attr)) return false;
   }
+  if (readsOnlyStaticShape(graph, node)) return true;
   for (int id : node.inputs) {
     if (id != ir::kNoValue && (!graph.value(id).constant || graph.isGraphInput(id))) return false;
   }
   return true;
 }
 
-}  // namespace
+// The node's input values for folding; a Shape/Size input is a storage-less tensor of its static shape.
+std::vector<Tensor> foldingInputs(const ir::Graph& graph, const ir::Node& node) {
+  std::vector<Tensor> inputs;
+  for (int id : node.inputs) {
+    if (id == ir::kNoValue) {
+      inputs.emplace_back();
+    } else if (graph.value(id).constant && !graph.isGraphInput(id)) {
+      inputs.push_back(*graph.value(id).constant);
+    } else {
+      const ir::TypeInfo& t = graph.value(id).type;
+      inputs.push_back(Tensor::wrap(t.dtype, *ir::concreteShape(*t.shape), nullptr, nullptr));
+    }
+  }
+  return inputs;
+}
 
-int foldConstants(ir::Graph& graph) {
+// One pass in topological order; chains fold in one pass since folded outputs become constants.
+int foldPass(ir::Graph& graph) {
   std::vector<ir::Node> kept;
   int folded = 0;
   for (ir::Node& node : graph.nodes) {
@@ -30,14 +53,16 @@ int foldConstants(ir::Graph& graph) {
       kept.push_back(std::move(node));
       continue;
     }
+    std::vector<Tensor> values = foldingInputs(graph, node);
     std::vector<const Tensor*> inputs;
-    for (int id : node.inputs) inputs.push_back(id == ir::kNoValue ? nullptr : &*graph.value(id).constant);
-    const ir::OpSchema* schema = ir::OpSchemaRegistry::global().find(node.domain, node.opType, node.opset);
     cpu::KernelCreateInfo info{node, {}, {}};
-    for (int id : node.inputs) {
+    for (size_t k = 0; k < node.inputs.size(); ++k) {
+      int id = node.inputs[k];
+      inputs.push_back(id == ir::kNoValue ? nullptr : &values[k]);
       info.inputTypes.push_back(id == ir::kNoValue ? nullptr : &graph.value(id).type);
-      info.constants.push_back(inputs[info.constants.size()]);
+      info.constants.push_back(inputs.back());
     }
+    const ir::OpSchema* schema = ir::OpSchemaRegistry::global().find(node.domain, node.opType, node.opset);
     cpu::KernelFn kernel = (*cpu::KernelRegistry::global().find(node.domain, node.opType))(info);
     std::vector<Tensor> outs = runNode(node, *schema, kernel, inputs);
     for (size_t k = 0; k < node.outputs.size(); ++k) {
@@ -52,6 +77,21 @@ int foldConstants(ir::Graph& graph) {
   graph.nodes = std::move(kept);
   ir::sortTopologically(graph);
   return folded;
+}
+
+}  // namespace
+
+int foldConstants(ir::Graph& graph) {
+  // Folding can make shapes static downstream (Shape -> Gather -> Concat -> Reshape), which
+  // lets more Shape nodes fold: repeat inference and folding until nothing changes.
+  int total = 0;
+  for (int round = 0; round < 16; ++round) {
+    int folded = foldPass(graph);
+    if (folded == 0) break;
+    total += folded;
+    ir::inferShapes(graph);
+  }
+  return total;
 }
 
 int eliminateDeadNodes(ir::Graph& graph) {

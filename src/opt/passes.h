@@ -5,7 +5,8 @@
 namespace kiln::opt {
 
 /// Evaluates every deterministic node whose inputs are all constants (not overridable graph
-/// inputs) and replaces its outputs by constants. Returns the number of nodes folded.
+/// inputs), and every Shape/Size node whose input shape is static, replacing their outputs by
+/// constants; re-infers shapes after each round. Returns the number of nodes folded.
 int foldConstants(ir::Graph& graph);
 
 /// Removes nodes whose outputs nobody reads (not graph outputs). Returns the number removed.
