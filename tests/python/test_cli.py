@@ -119,3 +119,11 @@ def test_inspect_lists_io_ops_and_initializers(kiln, add_model):
     for fragment in ("ir_version", "ai.onnx:13", "x  float32[batchx3]", "Add 1", "Relu 1",
                      "initializers 1 (12 bytes)", "all nodes are supported", "producer   tests"):
         assert fragment in r.stdout, fragment
+
+
+def test_operators_doc_matches_the_registry(kiln, repo_root):
+    """docs/operators.md is `kiln ops --markdown`; regenerate it when an operator is added."""
+    r = run(kiln, "ops", "--markdown")
+    assert r.returncode == 0, r.stderr
+    doc = (repo_root / "docs" / "operators.md").read_text()
+    assert doc.endswith(r.stdout), "docs/operators.md is stale: regenerate the table with `build/kiln ops --markdown`"
