@@ -78,7 +78,7 @@ Tensor randomTensor(DataType dtype, const Shape& shape, uint64_t seed) {
   Tensor t(dtype, shape);
   std::mt19937_64 rng(seed);
   if (dtype == DataType::kString) {
-    for (int64_t i = 0; i < t.numel(); ++i) t.data<std::string>()[i] = "s" + std::to_string(rng() % 10);
+    for (int64_t i = 0; i < t.numel(); ++i) t.data<std::string>()[i] = std::to_string(rng() % 10);
     return t;
   }
   dispatchNumericOrBool(dtype, "random input", [&](auto tag) {
