@@ -73,6 +73,8 @@ class GraphReader {
     }
     g->inputs = ids(r, numValues, false, "graph input");
     g->outputs = ids(r, numValues, false, "graph output");
+    g->outerInputs = ids(r, numValues, true, "outer-scope input");
+    if (depth == 0 && !g->outerInputs.empty()) r.fail("the main graph has outer-scope inputs");
     const uint32_t numNodes = r.count("node", 28);
     g->nodes.reserve(numNodes);
     for (uint32_t i = 0; i < numNodes; ++i) {
@@ -83,6 +85,10 @@ class GraphReader {
       n.opset = r.i64("opset");
       n.inputs = ids(r, numValues, true, "node input");
       n.outputs = ids(r, numValues, true, "node output");
+      n.explicitInputs = r.i32("explicit input count");
+      if (n.explicitInputs < -1 || n.explicitInputs > static_cast<int>(n.inputs.size())) {
+        r.fail("node '" + n.name + "' has an explicit input count out of range");
+      }
       const uint32_t numAttrs = r.count("attribute", 5);
       for (uint32_t k = 0; k < numAttrs; ++k) {
         std::string name = r.str("attribute name");

@@ -32,6 +32,7 @@ class GraphWriter {
     }
     ids(w, g.inputs);
     ids(w, g.outputs);
+    ids(w, g.outerInputs);
     w.u32(static_cast<uint32_t>(g.nodes.size()));
     for (const ir::Node& n : g.nodes) {
       w.str(n.name);
@@ -40,6 +41,7 @@ class GraphWriter {
       w.i64(n.opset);
       ids(w, n.inputs);
       ids(w, n.outputs);
+      w.i32(n.explicitInputs);
       w.u32(static_cast<uint32_t>(n.attrs.size()));
       for (const auto& [name, attr] : n.attrs) {
         w.str(name);

@@ -140,6 +140,10 @@ void verifyGraph(const Graph& graph) {
     checkId(id, "graph input");
     available[id] = true;
   }
+  for (int id : graph.outerInputs) {
+    checkId(id, "outer-scope input");
+    if (id != kNoValue) available[id] = true;
+  }
   for (const Node& node : graph.nodes) {
     for (size_t k = 0; k < node.inputs.size(); ++k) {
       int id = node.inputs[k];

@@ -37,8 +37,11 @@ struct Node {
   std::vector<int> inputs;   // value ids, kNoValue for omitted optional inputs
   std::vector<int> outputs;  // value ids, kNoValue for omitted optional outputs
   AttributeMap attrs;
+  /// Inputs past this index are implicit: outer-scope values its subgraphs read (-1: all explicit).
+  int explicitInputs = -1;
 
   std::string label() const;  // "node 'conv1' (Conv)"
+  size_t numExplicitInputs() const { return explicitInputs < 0 ? inputs.size() : static_cast<size_t>(explicitInputs); }
 };
 
 struct Graph {
@@ -47,6 +50,9 @@ struct Graph {
   std::vector<Node> nodes;
   std::vector<int> inputs;   // graph inputs without an initializer, or overridable initializers
   std::vector<int> outputs;
+  /// A subgraph's values read from enclosing scopes, bound positionally to the owning node's
+  /// implicit inputs; kNoValue where this subgraph does not read that input.
+  std::vector<int> outerInputs;
   std::unordered_map<std::string, int> valueIds;
 
   int findValue(const std::string& name) const;

@@ -8,6 +8,7 @@
 
 #include "ir/op_schema.h"
 #include "kiln/error.h"
+#include "onnx/implicit_inputs.h"
 #include "onnx/tensor_proto.h"
 
 namespace kiln::onnx_import {
@@ -21,7 +22,8 @@ class GraphConverter {
   GraphConverter(const ir::Model& model, std::string baseDir, std::string file)
       : model_(model), baseDir_(std::move(baseDir)), file_(std::move(file)) {}
 
-  ir::Graph convert(const onnx::GraphProto& proto, std::map<std::string, int>* opCounts);
+  /// A subgraph (isSubgraph) may name outer-scope tensors as outputs.
+  ir::Graph convert(const onnx::GraphProto& proto, std::map<std::string, int>* opCounts, bool isSubgraph = false);
 
  private:
   [[noreturn]] void fail(const std::string& message) const {
@@ -59,7 +61,7 @@ ir::Attribute GraphConverter::attributeFromProto(const onnx::AttributeProto& a, 
   std::string where = nodeLabel + " attribute '" + a.name() + "'";
   using AP = onnx::AttributeProto;
   auto subgraph = [&](const onnx::GraphProto& g) {
-    return std::make_shared<ir::Graph>(GraphConverter(model_, baseDir_, file_).convert(g, opCounts));
+    return std::make_shared<ir::Graph>(GraphConverter(model_, baseDir_, file_).convert(g, opCounts, true));
   };
   switch (a.type()) {
     case AP::FLOAT: return a.f();
@@ -131,7 +133,8 @@ int64_t GraphConverter::opsetFor(const std::string& domain, const std::string& l
   return it->second;
 }
 
-ir::Graph GraphConverter::convert(const onnx::GraphProto& proto, std::map<std::string, int>* opCounts) {
+ir::Graph GraphConverter::convert(const onnx::GraphProto& proto, std::map<std::string, int>* opCounts,
+                                  bool isSubgraph) {
   ir::Graph graph;
   graph.name = proto.name();
   for (const auto& init : proto.initializer()) {
@@ -173,7 +176,7 @@ ir::Graph GraphConverter::convert(const onnx::GraphProto& proto, std::map<std::s
     graph.nodes.push_back(std::move(node));
   }
   for (const auto& out : proto.output()) {
-    int id = graph.findValue(out.name());
+    int id = isSubgraph ? graph.valueId(out.name()) : graph.findValue(out.name());
     if (id == ir::kNoValue) fail("graph output '" + out.name() + "' is not produced by any node, initializer or input");
     ir::TypeInfo declared = typeFromProto(out.type());
     ir::Value& v = graph.value(id);
@@ -221,6 +224,7 @@ ir::Model loadModelFromBytes(const void* data, size_t size, const std::string& b
     model.initializerBytes += model.graph.value(model.graph.findValue(init.name())).constant->byteSize();
   }
   try {
+    resolveImplicitInputs(model.graph);
     ir::sortTopologically(model.graph);
     ir::verifyGraph(model.graph);
   } catch (const Error& e) {

@@ -5,6 +5,7 @@ The build directory is $KILN_BUILD_DIR if set, else <repo>/build.
 """
 import os
 import pathlib
+import subprocess
 
 import pytest
 
@@ -34,3 +35,25 @@ def kiln(build_dir):
     if not path.is_file():
         pytest.skip(f"kiln binary not built: {path} does not exist")
     return path
+
+
+EXPORT_TIMEOUT_S = 1800
+
+
+@pytest.fixture(scope="session")
+def model_exporter(repo_root, build_dir):
+    """A function that exports (or reuses) PyTorch models by name and returns their directory.
+
+    The export runs tests/models/export_models.py under Debian's /usr/bin/python3 (torch 1.13),
+    kept apart from the test venv's numpy 2."""
+    out = build_dir / "models"
+
+    def export(names):
+        script = repo_root / "tests/models/export_models.py"
+        command = ["/usr/bin/python3", str(script), "--out", str(out), "--only", *names]
+        result = subprocess.run(command, capture_output=True, text=True, timeout=EXPORT_TIMEOUT_S)
+        if result.returncode != 0:
+            pytest.fail(f"model export failed: {' '.join(command)}\n{result.stdout}{result.stderr}", pytrace=False)
+        return out
+
+    return export

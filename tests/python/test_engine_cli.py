@@ -157,18 +157,9 @@ def test_damaged_plans_are_clear_errors(kiln, tmp_path):
             assert message in r.stderr, (name, command, r.stderr)
 
 
-def find_resnet50(build_dir, repo_root):
-    for candidate in (build_dir / "models" / "resnet50.onnx", repo_root / "build" / "models" / "resnet50.onnx"):
-        if candidate.is_file():
-            return candidate
-    return None
-
-
 @pytest.mark.heavy
-def test_resnet50_plan_with_batch_profile_matches_onnxruntime(kiln, tmp_path, build_dir, repo_root):
-    model = find_resnet50(build_dir, repo_root)
-    if model is None:
-        pytest.skip("resnet50.onnx not exported (run tests/python/test_models.py first)")
+def test_resnet50_plan_with_batch_profile_matches_onnxruntime(kiln, tmp_path, model_exporter):
+    model = model_exporter(["resnet50"]) / "resnet50.onnx"
     name = onnx.load(str(model), load_external_data=False).graph.input[0].name
     plan = tmp_path / "resnet50.kiln"
     r = run(kiln, "build", model, "-o", plan, "--min-shapes", f"{name}:1x3x224x224", "--opt-shapes",

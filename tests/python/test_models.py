@@ -21,7 +21,6 @@ import pytest
 
 RTOL = 1e-4
 ATOL_FRACTION = 1e-4
-EXPORT_TIMEOUT_S = 1800
 KILN_TIMEOUT_S = 300
 BERT_VOCAB = 30522
 
@@ -99,16 +98,9 @@ def selected_models(session):
 
 
 @pytest.fixture(scope="session")
-def models_dir(request, repo_root, build_dir):
+def models_dir(request, model_exporter):
     """Export (or reuse) the models the selected tests need; returns the directory holding them."""
-    out = build_dir / "models"
-    script = repo_root / "tests/models/export_models.py"
-    command = ["/usr/bin/python3", str(script), "--out", str(out), "--only", *selected_models(request.session)]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=EXPORT_TIMEOUT_S)
-    if result.returncode != 0:
-        output = result.stdout + result.stderr
-        pytest.fail(f"model export failed: {' '.join(command)}\n{output}", pytrace=False)
-    return out
+    return model_exporter(selected_models(request.session))
 
 
 def make_inputs(case, graph_inputs):
