@@ -14,7 +14,7 @@
 namespace kiln {
 
 struct SessionOptions {
-  int threads = 0;              // intra-op threads; 0 = the machine's physical cores
+  int threads = 0;              // intra-op threads; 0 = one per hardware thread
   bool optimize = true;         // run graph optimizations (constant folding, dead-node removal)
 };
 

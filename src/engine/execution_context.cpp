@@ -4,6 +4,7 @@
 #include <cstring>
 #include <optional>
 
+#include "backends/cpu/thread_pool.h"
 #include "engine/api_guard.h"
 #include "engine/engine_impl.h"
 #include "ir/op_schema.h"
@@ -20,6 +21,7 @@ struct ExecutionContext::Impl {
   std::vector<Tensor> outputs;             // per I/O tensor: outputs of the last run
   std::vector<Shape> lastRunInputShapes;   // per I/O tensor
   std::shared_future<Status> pending;
+  std::unique_ptr<cpu::ThreadPool> pool;  // made on the first run, sized by the engine's threads
 
   const plan::Plan& plan() const { return engine->plan; }
   size_t io(const std::string& name, const char* what) const;
@@ -118,6 +120,8 @@ void ExecutionContext::Impl::checkShapeValues(size_t index, const Tensor& t) con
 
 void ExecutionContext::Impl::run() {
   const plan::Plan& p = plan();
+  if (!pool) pool = std::make_unique<cpu::ThreadPool>(p.info.threads);
+  cpu::ThreadPoolScope threads(pool.get());
   std::vector<std::pair<int, Tensor>> feeds;
   std::vector<Shape> runShapes(p.io.size());
   for (size_t i = 0; i < p.io.size(); ++i) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "backends/cpu/thread_pool.h"
 #include "engine/executor.h"
 #include "ir/op_schema.h"
 #include "onnx/loader.h"
@@ -72,9 +73,12 @@ struct Session::Impl {
   std::vector<int> inputIds;
   std::vector<TensorInfo> outputs;
   std::unique_ptr<Executor> executor;
+  std::unique_ptr<cpu::ThreadPool> pool;
 };
 
 Session::Session(const std::string& modelPath, SessionOptions options) : impl_(std::make_unique<Impl>()) {
+  if (options.threads < 0) throw Error(ErrorCode::kInvalidArgument, "threads must be >= 0 (0 = one per core)");
+  impl_->pool = std::make_unique<cpu::ThreadPool>(options.threads);
   ir::Model model = onnx_import::loadModel(modelPath);
   auto graph = std::make_shared<ir::Graph>(std::move(model.graph));
   try {
@@ -124,6 +128,7 @@ NamedTensors Session::run(const NamedTensors& inputs) const {
   for (size_t i = 0; i < given.size(); ++i) {
     if (!given[i] && !impl_->inputs[i].optional) badInput("input '" + impl_->inputs[i].name + "' is missing");
   }
+  cpu::ThreadPoolScope threads(impl_->pool.get());
   std::vector<Tensor> results = impl_->executor->run(feeds);
   NamedTensors named;
   for (size_t i = 0; i < results.size(); ++i) named.emplace_back(impl_->outputs[i].name, std::move(results[i]));

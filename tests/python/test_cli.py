@@ -4,6 +4,7 @@ import subprocess
 
 import numpy as np
 import onnx
+import onnx.numpy_helper
 import pytest
 from onnx import TensorProto, helper
 
@@ -127,3 +128,29 @@ def test_operators_doc_matches_the_registry(kiln, repo_root):
     assert r.returncode == 0, r.stderr
     doc = (repo_root / "docs" / "operators.md").read_text()
     assert doc.endswith(r.stdout), "docs/operators.md is stale: regenerate the table with `build/kiln ops --markdown`"
+
+
+def test_threads_give_the_same_result_as_one_thread(kiln, tmp_path):
+    """A MatMul big enough to be split across the intra-op thread pool."""
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((256, 192)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [160, 256])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [160, 192])],
+        [onnx.numpy_helper.from_array(w, "w")],
+    )
+    path = tmp_path / "matmul.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    x = rng.standard_normal((160, 256)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    results = []
+    for threads in (1, 2, 3):
+        out = tmp_path / f"t{threads}"
+        r = run(kiln, "run", path, "--input", f"x={tmp_path / 'x.npy'}", "--threads", threads, "--output-dir", out)
+        assert r.returncode == 0, r.stderr
+        results.append(np.load(out / "y.npy"))
+    np.testing.assert_allclose(results[0], x @ w, rtol=1e-4, atol=1e-4)
+    for other in results[1:]:
+        np.testing.assert_array_equal(results[0], other)

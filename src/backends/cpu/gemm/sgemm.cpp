@@ -2,12 +2,15 @@
 // strips (kept in L2/L3), an M x K block of op(A) into 6-row strips (kept in L2), and an AVX2/FMA
 // micro-kernel multiplies one 6-row strip by one 16-column strip with 12 ymm accumulators.
 #include "backends/cpu/gemm/sgemm.h"
+#include "backends/cpu/thread_pool.h"
 
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cstring>
 #include <vector>
+
+#include "backends/cpu/thread_pool.h"
 
 namespace kiln::cpu {
 namespace {
@@ -204,6 +207,11 @@ struct PackBuffers {
   std::vector<float> b;
 };
 
+constexpr int64_t kMinParallelWork = int64_t{1} << 18;  // M*N*K below which one thread is faster
+
+void blockedGemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+                 const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+
 PackBuffers& threadPackBuffers() {
   thread_local PackBuffers buffers;
   return buffers;
@@ -228,7 +236,34 @@ void sgemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alph
   }
   // Blocks after the first K block always add to C; the first one adds only when beta != 0.
   if (beta != 0.0f && beta != 1.0f) scaleC(M, N, beta, C, ldc);
+  ThreadPool* pool = currentThreadPool();
+  if (!pool || pool->size() == 1 || M * N * K < kMinParallelWork) {
+    blockedGemm(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
+  // Split C into column (or, when it is taller than wide, row) blocks of whole micro-tiles;
+  // each thread packs its own panels.
+  if (N >= M) {
+    const int64_t tiles = (N + kNR - 1) / kNR;
+    pool->parallelFor(tiles, [&](int64_t t0, int64_t t1) {
+      const int64_t j0 = t0 * kNR, j1 = std::min(N, t1 * kNR);
+      blockedGemm(transA, transB, M, j1 - j0, K, alpha, A, lda, transB ? B + j0 * ldb : B + j0, ldb, beta, C + j0, ldc);
+    });
+  } else {
+    const int64_t tiles = (M + kMR - 1) / kMR;
+    pool->parallelFor(tiles, [&](int64_t t0, int64_t t1) {
+      const int64_t i0 = t0 * kMR, i1 = std::min(M, t1 * kMR);
+      blockedGemm(transA, transB, i1 - i0, N, K, alpha, transA ? A + i0 : A + i0 * lda, lda, B, ldb, beta,
+                  C + i0 * ldc, ldc);
+    });
+  }
+}
 
+namespace {
+
+// The single-threaded Goto loop nest over one block of C (beta already applied unless 0 or 1).
+void blockedGemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+                 const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   PackBuffers& buf = threadPackBuffers();
   const int64_t ncMax = std::min(kNC, (N + kNR - 1) / kNR * kNR);
   const int64_t mcMax = std::min(kMC, (M + kMR - 1) / kMR * kMR);
@@ -265,5 +300,7 @@ void sgemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alph
     }
   }
 }
+
+}  // namespace
 
 }  // namespace kiln::cpu
