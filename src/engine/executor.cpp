@@ -6,17 +6,31 @@
 
 namespace kiln {
 
-std::vector<std::string> findUnsupportedNodes(const ir::Graph& graph) {
-  std::vector<std::string> problems;
+namespace {
+
+void collectUnsupported(const ir::Graph& graph, const std::string& scope, std::vector<std::string>& problems) {
   for (const ir::Node& node : graph.nodes) {
     std::string domain = node.domain.empty() ? "ai.onnx" : node.domain;
     if (!ir::OpSchemaRegistry::global().find(node.domain, node.opType, node.opset)) {
-      problems.push_back(node.label() + ": operator " + domain + "::" + node.opType + " at opset " +
+      problems.push_back(scope + node.label() + ": operator " + domain + "::" + node.opType + " at opset " +
                          std::to_string(node.opset) + " is not supported");
     } else if (!cpu::KernelRegistry::global().find(node.domain, node.opType)) {
-      problems.push_back(node.label() + ": operator " + domain + "::" + node.opType + " has no CPU kernel");
+      problems.push_back(scope + node.label() + ": operator " + domain + "::" + node.opType + " has no CPU kernel");
+    }
+    for (const auto& [name, attr] : node.attrs) {  // control-flow bodies
+      std::string inner = scope + node.label() + " attribute '" + name + "' > ";
+      if (const auto* g = std::get_if<std::shared_ptr<ir::Graph>>(&attr)) collectUnsupported(**g, inner, problems);
+      if (const auto* gs = std::get_if<std::vector<std::shared_ptr<ir::Graph>>>(&attr))
+        for (const auto& g : *gs) collectUnsupported(*g, inner, problems);
     }
   }
+}
+
+}  // namespace
+
+std::vector<std::string> findUnsupportedNodes(const ir::Graph& graph) {
+  std::vector<std::string> problems;
+  collectUnsupported(graph, "", problems);
   return problems;
 }
 

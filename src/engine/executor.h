@@ -13,7 +13,8 @@ namespace kiln {
 
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
-/// Lists every node whose op kiln cannot run (no schema for its opset, or no kernel).
+/// Lists every node whose op kiln cannot run (no schema for its opset, or no kernel), including
+/// nodes inside control-flow bodies (named by the path to them).
 /// Returns one line per node, empty when everything is supported.
 std::vector<std::string> findUnsupportedNodes(const ir::Graph& graph);
 

@@ -215,5 +215,19 @@ TEST(ControlFlowErrors, SubgraphReadsANameNoScopeDefines) {
   }
 }
 
+TEST(ControlFlowErrors, UnsupportedOperatorInsideABranchIsReportedAtLoad) {
+  auto m = ifModel("x");
+  m.mutable_graph()->mutable_node(0)->mutable_attribute(1)->mutable_g()->mutable_node(0)->set_op_type("NoSuchOp");
+  auto dir = tempDir("if_unsupported");
+  std::string path = saveModel(m, dir / "m.onnx");
+  try {
+    Session s(path);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kUnsupportedNode);
+    EXPECT_THAT(e.what(), HasSubstr("node 'if' (If) attribute 'else_branch' > node 'Neg_1' (NoSuchOp)"));
+  }
+}
+
 }  // namespace
 }  // namespace kiln
