@@ -1,5 +1,6 @@
 // CPU kernels for Conv and ConvInteger: per image and group, im2col + GEMM (pointwise
 // convolutions multiply the input directly; depthwise ones accumulate each tap directly).
+#include <algorithm>
 #include <memory>
 
 #include "backends/cpu/gemm/float_copy.h"
@@ -11,6 +12,8 @@
 
 namespace kiln::cpu {
 namespace {
+
+constexpr int64_t kColumnBufferBytes = int64_t{4} << 20;  // im2col block size: a few MiB, cache-resident
 
 bool isPointwise(const ir::ConvGeometry& g) {
   for (size_t d = 0; d < g.kernel.size(); ++d) {
@@ -47,8 +50,13 @@ void convolve(const ir::ConvGeometry& g, int64_t group, const Tensor& x, const T
   const int64_t depth = groupChannels * shapeNumel(g.kernel);
   const bool depthwise = groupChannels == 1;
   const bool pointwise = isPointwise(g);
-  // im2col writes every element, so the buffer is left uninitialized.
-  std::unique_ptr<T[]> col(depthwise || pointwise ? nullptr : new T[static_cast<size_t>(depth * outSize)]);
+  // im2col runs over blocks of output rows (first spatial dim) so its buffer stays cache-sized
+  // instead of growing with the image; it writes every element, so it is left uninitialized.
+  const int64_t rowSize = outSize / std::max<int64_t>(outShape[0], 1);
+  const int64_t blockRows = std::clamp<int64_t>(kColumnBufferBytes / std::max<int64_t>(depth * rowSize * sizeof(T), 1), 1,
+                                                std::max<int64_t>(outShape[0], 1));
+  std::unique_ptr<T[]> col(depthwise || pointwise ? nullptr : new T[static_cast<size_t>(depth * blockRows * rowSize)]);
+  ir::ConvGeometry block = g;  // the geometry of one block of rows
   const T* px = x.data<T>();
   const T* pw = w.data<T>();
   const T* pb = bias ? bias->data<T>() : nullptr;
@@ -68,9 +76,21 @@ void convolve(const ir::ConvGeometry& g, int64_t group, const Tensor& x, const T
         }
         continue;
       }
-      if (!pointwise) im2col(image, groupChannels, imageShape, outShape, g, col.get());
-      gemm<T>(false, false, groupOut, outSize, depth, T(1), pw + gi * groupOut * depth, depth,
-              pointwise ? image : col.get(), outSize, pb ? T(1) : T(0), out, outSize);
+      const T* groupWeights = pw + gi * groupOut * depth;
+      if (pointwise) {
+        gemm<T>(false, false, groupOut, outSize, depth, T(1), groupWeights, depth, image, outSize, pb ? T(1) : T(0), out,
+                outSize);
+        continue;
+      }
+      for (int64_t r0 = 0; r0 < outShape[0]; r0 += blockRows) {
+        Shape blockShape = outShape;
+        blockShape[0] = std::min(blockRows, outShape[0] - r0);
+        block.padsBegin[0] = g.padsBegin[0] - r0 * g.strides[0];  // row r0 becomes the block's row 0
+        const int64_t columns = blockShape[0] * rowSize;
+        im2col(image, groupChannels, imageShape, blockShape, block, col.get());
+        gemm<T>(false, false, groupOut, columns, depth, T(1), groupWeights, depth, col.get(), columns,
+                pb ? T(1) : T(0), out + r0 * rowSize, outSize);
+      }
     }
   }
 }
