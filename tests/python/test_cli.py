@@ -56,7 +56,7 @@ def test_random_inputs_are_seeded_and_use_shapes(kiln, add_model, tmp_path):
 def test_dynamic_dims_default_to_one_with_a_note(kiln, add_model):
     r = run(kiln, "run", add_model)
     assert r.returncode == 0, r.stderr
-    assert "input 'x' has dynamic dims" in r.stdout and "float32[1x3]" in r.stdout
+    assert "input 'x' has dynamic dims" in r.stderr and "float32[1x3]" in r.stdout
 
 
 @pytest.mark.parametrize(
@@ -154,3 +154,14 @@ def test_threads_give_the_same_result_as_one_thread(kiln, tmp_path):
     np.testing.assert_allclose(results[0], x @ w, rtol=1e-4, atol=1e-4)
     for other in results[1:]:
         np.testing.assert_array_equal(results[0], other)
+
+
+def test_bench_reports_latency_statistics(kiln, add_model):
+    r = run(kiln, "bench", add_model, "--iterations", 5, "--warmup", 1, "--json")
+    assert r.returncode == 0, r.stderr
+    stats = json.loads(r.stdout)
+    assert stats["iterations"] == 5
+    assert 0 < stats["min_ms"] <= stats["median_ms"] <= stats["p90_ms"] <= stats["p99_ms"] <= stats["max_ms"]
+    assert stats["throughput_per_s"] > 0
+    r = run(kiln, "bench", add_model, "--iterations", 0)
+    assert r.returncode == 1 and "--iterations must be >= 1" in r.stderr

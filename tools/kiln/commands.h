@@ -16,6 +16,7 @@ using Action = std::function<int()>;
 Action addRunCommand(CLI::App& app);
 Action addInspectCommand(CLI::App& app);
 Action addOpsCommand(CLI::App& app);
+Action addBenchCommand(CLI::App& app);
 Action addBuildCommand(CLI::App& app);
 
 /// Exit codes: 0 success, 1 error, 2 bad usage, 3 unsupported operator or type.

@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   add(kiln::cli::addRunCommand(app));
   add(kiln::cli::addInspectCommand(app));
   add(kiln::cli::addOpsCommand(app));
+  add(kiln::cli::addBenchCommand(app));
   add(kiln::cli::addBuildCommand(app));
   try {
     app.parse(argc, argv);

@@ -1,0 +1,82 @@
+// kiln bench MODEL|PLAN [--threads N] [--warmup N] [--iterations N] [--shapes ...] [--json]:
+// latency statistics over repeated runs on the same inputs, like trtexec's summary.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <iomanip>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <numeric>
+
+#include "commands.h"
+#include "model_runner.h"
+
+namespace kiln::cli {
+
+namespace {
+
+struct BenchOptions {
+  std::string model;
+  InputOptions in;
+  int threads = 0;
+  int warmup = 5;
+  int iterations = 30;
+  bool json = false;
+};
+
+// The value below which `fraction` of the sorted samples lie (nearest rank).
+double percentile(const std::vector<double>& sorted, double fraction) {
+  size_t rank = static_cast<size_t>(std::ceil(fraction * static_cast<double>(sorted.size())));
+  return sorted[std::clamp<size_t>(rank, 1, sorted.size()) - 1];
+}
+
+int benchModel(const BenchOptions& opts) {
+  if (opts.iterations < 1 || opts.warmup < 0) {
+    throw Error(ErrorCode::kInvalidArgument, "--iterations must be >= 1 and --warmup >= 0");
+  }
+  std::unique_ptr<Runner> runner = openModel(opts.model, opts.threads);
+  NamedTensors inputs = makeInputs(*runner, opts.in);
+  for (int i = 0; i < opts.warmup; ++i) runner->run(inputs);
+  std::vector<double> ms;
+  for (int i = 0; i < opts.iterations; ++i) {
+    auto start = std::chrono::steady_clock::now();
+    runner->run(inputs);
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::vector<double> sorted = ms;
+  std::sort(sorted.begin(), sorted.end());
+  const double mean = std::accumulate(ms.begin(), ms.end(), 0.0) / static_cast<double>(ms.size());
+  const double median = percentile(sorted, 0.5);
+  nlohmann::json stats = {{"model", opts.model},      {"threads", opts.threads},
+                          {"warmup", opts.warmup},    {"iterations", opts.iterations},
+                          {"min_ms", sorted.front()}, {"median_ms", median},
+                          {"mean_ms", mean},          {"p90_ms", percentile(sorted, 0.9)},
+                          {"p99_ms", percentile(sorted, 0.99)}, {"max_ms", sorted.back()},
+                          {"throughput_per_s", 1000.0 / mean}};
+  if (opts.json) {
+    std::cout << stats.dump(2) << "\n";
+    return 0;
+  }
+  printModelSummary(*runner, opts.model);
+  std::cout << std::fixed << std::setprecision(3) << "latency over " << opts.iterations << " runs after "
+            << opts.warmup << " warm-up: min " << sorted.front() << " ms, median " << median << " ms, mean " << mean
+            << " ms, p90 " << percentile(sorted, 0.9) << " ms, p99 " << percentile(sorted, 0.99) << " ms, max "
+            << sorted.back() << " ms\nthroughput " << std::setprecision(2) << 1000.0 / mean << " inferences/s\n";
+  return 0;
+}
+
+}  // namespace
+
+Action addBenchCommand(CLI::App& app) {
+  auto opts = std::make_shared<BenchOptions>();
+  CLI::App* cmd = app.add_subcommand("bench", "Time repeated runs of a model and report latency statistics");
+  cmd->add_option("model", opts->model, "ONNX model file or kiln plan")->required();
+  addInputOptions(*cmd, opts->in);
+  cmd->add_option("--threads", opts->threads, "intra-op threads (0 = one per hardware thread; plans use their own)");
+  cmd->add_option("--warmup", opts->warmup, "untimed runs first (default 5)");
+  cmd->add_option("--iterations", opts->iterations, "timed runs (default 30)");
+  cmd->add_flag("--json", opts->json, "print the statistics as JSON");
+  return [opts] { return benchModel(*opts); };
+}
+
+}  // namespace kiln::cli

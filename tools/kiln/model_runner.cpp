@@ -1,0 +1,173 @@
+#include "model_runner.h"
+
+#include <iostream>
+#include <map>
+#include <set>
+
+#include "commands.h"
+#include "kiln/npy.h"
+#include "tensor_summary.h"
+
+namespace kiln::cli {
+
+namespace {
+
+class SessionRunner : public Runner {
+ public:
+  SessionRunner(const std::string& path, const SessionOptions& options) : session_(path, options) {}
+  const std::vector<TensorInfo>& inputs() const override { return session_.inputs(); }
+  const std::vector<TensorInfo>& outputs() const override { return session_.outputs(); }
+  NamedTensors run(const NamedTensors& inputs) override { return session_.run(inputs); }
+  bool isPlan() const override { return false; }
+
+ private:
+  Session session_;
+};
+
+class PlanRunner : public Runner {
+ public:
+  explicit PlanRunner(const std::string& path) : logger_(Severity::kWARNING), engine_(loadPlanFile(path, logger_)) {
+    for (int i = 0; i < engine_->getNbIOTensors(); ++i) {
+      std::string name = engine_->getIOTensorName(i);
+      TensorInfo info;
+      info.name = name;
+      info.dtype = engine_->getTensorDataType(name);
+      info.shape = engine_->getTensorShape(name);
+      info.dimNames.assign(info.shape.size(), "");
+      info.hasShape = true;
+      info.optional = engine_->hasDefaultValue(name);
+      (engine_->getTensorIOMode(name) == TensorIOMode::kINPUT ? inputs_ : outputs_).push_back(std::move(info));
+    }
+    auto context = engine_->createExecutionContext();
+    if (!context.ok()) throw errorFromStatus(context.status());
+    context_ = std::move(*context);
+  }
+  const std::vector<TensorInfo>& inputs() const override { return inputs_; }
+  const std::vector<TensorInfo>& outputs() const override { return outputs_; }
+  std::optional<Shape> preferredShape(const TensorInfo& info) const override {
+    Dims opt = engine_->getProfileShape(info.name, 0, OptProfileSelector::kOPT);
+    if (opt.empty() && !info.shape.empty()) return std::nullopt;
+    return opt;
+  }
+  bool isPlan() const override { return true; }
+  NamedTensors run(const NamedTensors& inputs) override {
+    for (const auto& [name, tensor] : inputs) check(context_->setInputTensor(name, tensor));
+    check(context_->execute());
+    NamedTensors outputs;
+    for (const TensorInfo& info : outputs_) {
+      auto t = context_->getOutputTensor(info.name);
+      if (!t.ok()) throw errorFromStatus(t.status());
+      outputs.emplace_back(info.name, *t);
+    }
+    return outputs;
+  }
+
+ private:
+  static void check(const Status& s) {
+    if (!s.ok()) throw errorFromStatus(s);
+  }
+  StderrLogger logger_;
+  std::shared_ptr<const Engine> engine_;
+  std::unique_ptr<ExecutionContext> context_;
+  std::vector<TensorInfo> inputs_, outputs_;
+};
+
+std::map<std::string, std::string> parseInputFiles(const std::vector<std::string>& options) {
+  std::map<std::string, std::string> files;
+  for (const std::string& opt : options) {
+    auto eq = opt.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      throw Error(ErrorCode::kInvalidArgument, "bad --input value '" + opt + "': expected NAME=FILE.npy");
+    }
+    files[opt.substr(0, eq)] = opt.substr(eq + 1);
+  }
+  return files;
+}
+
+void checkNamesAreInputs(const Runner& session, const std::set<std::string>& names, const char* option) {
+  for (const std::string& name : names) {
+    bool found = false;
+    for (const auto& info : session.inputs()) found = found || info.name == name;
+    if (!found) {
+      std::string all;
+      for (const auto& info : session.inputs()) all += (all.empty() ? "" : ", ") + info.name;
+      throw Error(ErrorCode::kInvalidArgument,
+                  std::string(option) + " names '" + name + "', which is not an input of the model (inputs: " + all + ")");
+    }
+  }
+}
+
+// The shape to use for a random input: --shapes if given, else the declared shape with free dims
+// from the plan's profile (opt shapes) or 1.
+Shape randomInputShape(const Runner& runner, const TensorInfo& info, const std::map<std::string, Shape>& shapes) {
+  auto it = shapes.find(info.name);
+  if (it != shapes.end()) return it->second;
+  if (!info.hasShape) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "input '" + info.name + "' has no declared shape; give one with --shapes " + info.name + ":DIMS");
+  }
+  Shape shape;
+  bool free = false;
+  std::optional<Shape> preferred = runner.preferredShape(info);
+  for (size_t i = 0; i < info.shape.size(); ++i) {
+    free = free || info.shape[i] < 0;
+    shape.push_back(info.shape[i] >= 0 ? info.shape[i] : preferred && preferred->size() > i ? (*preferred)[i] : 1);
+  }
+  if (free) {
+    std::cerr << "note: input '" << info.name << "' has dynamic dims (" << describeInfoShape(info)
+              << "); using " << shapeToString(shape) << " (set it with --shapes)\n";
+  }
+  return shape;
+}
+
+}  // namespace
+
+std::unique_ptr<Runner> openModel(const std::string& path, int threads) {
+  if (isPlanFile(path)) return std::make_unique<PlanRunner>(path);
+  SessionOptions options;
+  options.threads = threads;
+  return std::make_unique<SessionRunner>(path, options);
+}
+
+void addInputOptions(CLI::App& cmd, InputOptions& opts) {
+  cmd.add_option("--input", opts.inputs, "NAME=FILE.npy: an input's value (repeatable)");
+  cmd.add_option("--shapes", opts.shapes, "NAME:1x3x224x224: shape of a random input (repeatable)");
+  cmd.add_option("--seed", opts.seed, "seed for random inputs");
+}
+
+NamedTensors makeInputs(const Runner& session, const InputOptions& opts) {
+  auto files = parseInputFiles(opts.inputs);
+  auto shapes = parseShapeOptions(opts.shapes);
+  std::set<std::string> fileNames, shapeNames;
+  for (const auto& kv : files) fileNames.insert(kv.first);
+  for (const auto& kv : shapes) shapeNames.insert(kv.first);
+  checkNamesAreInputs(session, fileNames, "--input");
+  checkNamesAreInputs(session, shapeNames, "--shapes");
+  NamedTensors inputs;
+  uint64_t index = 0;
+  for (const TensorInfo& info : session.inputs()) {
+    ++index;
+    auto file = files.find(info.name);
+    if (file != files.end()) {
+      inputs.emplace_back(info.name, readNpy(file->second));
+    } else if (!info.optional) {
+      DataType dtype = info.dtype == DataType::kUndefined ? DataType::kFloat32 : info.dtype;
+      inputs.emplace_back(info.name, randomTensor(dtype, randomInputShape(session, info, shapes), opts.seed * 7919 + index));
+    }
+  }
+  return inputs;
+}
+
+void printModelSummary(const Runner& session, const std::string& path) {
+  std::cout << (session.isPlan() ? "plan " : "model ") << path << "\n";
+  for (const auto& info : session.inputs()) {
+    std::cout << "  input  " << info.name << "  " << dataTypeName(info.dtype) << "[" << describeInfoShape(info) << "]"
+              << (info.optional ? "  (has a default)" : "") << "\n";
+  }
+  for (const auto& info : session.outputs()) {
+    std::cout << "  output " << info.name << "  " << dataTypeName(info.dtype) << "[" << describeInfoShape(info)
+              << "]\n";
+  }
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,41 @@
+// Opening a model for the CLI (an ONNX file through Session, or a plan through an engine) and
+// making its inputs from .npy files or seeded random values; shared by `kiln run` and `kiln bench`.
+#pragma once
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kiln/session.h"
+
+namespace kiln::cli {
+
+/// What the CLI needs of a model: an ONNX Session or a built engine.
+class Runner {
+ public:
+  virtual ~Runner() = default;
+  virtual const std::vector<TensorInfo>& inputs() const = 0;
+  virtual const std::vector<TensorInfo>& outputs() const = 0;
+  /// Shape for a random input with dynamic dims, if the model suggests one.
+  virtual std::optional<Shape> preferredShape(const TensorInfo&) const { return std::nullopt; }
+  virtual NamedTensors run(const NamedTensors& inputs) = 0;
+  virtual bool isPlan() const = 0;
+};
+
+/// A Runner for an ONNX model (Session with `threads`) or a plan (detected by its magic).
+std::unique_ptr<Runner> openModel(const std::string& path, int threads);
+
+struct InputOptions {
+  std::vector<std::string> inputs;  // NAME=FILE.npy
+  std::vector<std::string> shapes;  // NAME:1x3x224x224 for random inputs
+  uint64_t seed = 0;
+};
+
+/// Adds --input, --shapes and --seed to a subcommand.
+void addInputOptions(CLI::App& cmd, InputOptions& opts);
+/// Inputs from files, else seeded random values; free dims from --shapes, a plan's opt shapes, or 1.
+NamedTensors makeInputs(const Runner& runner, const InputOptions& opts);
+void printModelSummary(const Runner& runner, const std::string& path);
+
+}  // namespace kiln::cli
