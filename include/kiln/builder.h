@@ -56,7 +56,7 @@ class BuilderConfig {
   /// Largest activation arena the engine may need at the profiles' max shapes; 0 = no limit.
   void setMemoryPoolLimit(uint64_t bytes) { workspaceBytes_ = bytes; }
   uint64_t getMemoryPoolLimit() const { return workspaceBytes_; }
-  /// Intra-op threads for contexts of the engine; 0 = the machine's physical cores.
+  /// Intra-op threads for contexts of the engine; 0 = one per hardware thread.
   void setThreads(int threads) { threads_ = threads; }
   int getThreads() const { return threads_; }
   void setFlag(BuilderFlag flag) { flags_ |= static_cast<uint32_t>(flag); }

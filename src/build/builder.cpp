@@ -149,7 +149,7 @@ std::vector<uint8_t> buildPlan(const NetworkDefinition::Impl& net, const Builder
   timer.run("optimize", [&] {
     ir::Graph& g = *graph;
     if (g.outputs.empty()) throw Error(ErrorCode::kInvalidArgument, "the network has no outputs; mark one with markOutput");
-    if (config.getThreads() < 0) throw Error(ErrorCode::kInvalidArgument, "threads must be >= 0 (0 = physical cores)");
+    if (config.getThreads() < 0) throw Error(ErrorCode::kInvalidArgument, "threads must be >= 0 (0 = one per hardware thread)");
     checkPrecisions(net, config, logger);
     applyOutputTypes(net, g);
     auto unsupported = findUnsupportedNodes(g);

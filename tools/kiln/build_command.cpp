@@ -174,7 +174,7 @@ Action addBuildCommand(CLI::App& app) {
   cmd->add_option("--max-shapes", opts->maxShapes, "NAME:DIMS: largest shape of a dynamic input (repeatable)");
   cmd->add_flag("--fp16", opts->fp16, "allow FP16 layers (no FP16 kernels yet: runs FP32)");
   cmd->add_flag("--int8", opts->int8, "allow INT8 layers (no INT8 kernels yet: runs FP32)");
-  cmd->add_option("--threads", opts->threads, "intra-op threads of the engine's contexts (0 = physical cores)");
+  cmd->add_option("--threads", opts->threads, "intra-op threads of the engine's contexts (0 = one per hardware thread)");
   cmd->add_option("--workspace", opts->workspaceMiB, "activation memory limit in MiB (0 = none)");
   cmd->add_flag("--verbose", opts->verbose, "print each layer's decisions");
   return [opts] { return buildPlan(*opts); };

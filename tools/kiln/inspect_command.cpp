@@ -39,7 +39,7 @@ int inspectPlan(const std::string& path) {
   std::cout << "  format     " << info.formatVersion << " (built by kiln " << info.kilnVersion << ")\n";
   std::cout << "  built from " << info.source << "\n";
   std::cout << "  cpu        " << info.cpuFeatures << "\n";
-  std::cout << "  threads    " << info.threads << (info.threads == 0 ? " (physical cores)" : "") << "\n";
+  std::cout << "  threads    " << info.threads << (info.threads == 0 ? " (one per hardware thread)" : "") << "\n";
   std::cout << "  workspace  " << (info.workspaceBytes ? std::to_string(info.workspaceBytes >> 20) + " MiB" : "no limit") << "\n";
   std::cout << "  flags      " << flagsText(info.builderFlags) << "\n";
   std::cout << "  layers     " << info.layersBefore << " in the network, " << info.layersAfter

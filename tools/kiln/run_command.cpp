@@ -73,7 +73,7 @@ Action addRunCommand(CLI::App& app) {
   cmd->add_option("model", opts->model, "ONNX model file or kiln plan")->required();
   addInputOptions(*cmd, opts->in);
   cmd->add_option("--output-dir", opts->outputDir, "write each output as DIR/<name>.npy and DIR/outputs.json");
-  cmd->add_option("--threads", opts->threads, "intra-op threads (0 = physical cores)");
+  cmd->add_option("--threads", opts->threads, "intra-op threads (0 = one per hardware thread)");
   return [opts] { return runModel(*opts); };
 }
 
