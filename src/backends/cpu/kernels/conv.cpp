@@ -117,23 +117,9 @@ void convKernel(KernelContext& ctx) {
     ctx.fail("B must have one value per output channel", ErrorCode::kInvalidArgument);
   Tensor& y = ctx.output(0);
   if (y.numel() == 0) return;
-  switch (x.dtype()) {
-    case DataType::kFloat32:
-      return convolve<float>(g, group, x, w, bias, y);
-    case DataType::kFloat64:
-      return convolve<double>(g, group, x, w, bias, y);
-    case DataType::kFloat16:
-    case DataType::kBFloat16: {
-      const Tensor fx = toFloatCopy(x), fw = toFloatCopy(w);
-      const Tensor fb = bias ? toFloatCopy(*bias) : Tensor();
-      Tensor fy(DataType::kFloat32, y.shape());
-      convolve<float>(g, group, fx, fw, bias ? &fb : nullptr, fy);
-      storeFromFloat(fy, y);
-      return;
-    }
-    default:
-      throwUnsupportedType(x.dtype(), "Conv");
-  }
+  runConvolutionInFloat(x, w, bias, y, "Conv", [&](auto tag, const Tensor& fx, const Tensor& fw, const Tensor* fb, Tensor& fy) {
+    convolve<typename decltype(tag)::type>(g, group, fx, fw, fb, fy);
+  });
 }
 
 // int32 convolution of 8-bit X and W after subtracting their zero points (x_zero_point per

@@ -71,23 +71,9 @@ void convTransposeKernel(KernelContext& ctx) {
                                                        Shape(w.shape().begin() + 2, w.shape().end()));
   Tensor& y = ctx.output(0);
   if (y.numel() == 0) return;
-  switch (x.dtype()) {
-    case DataType::kFloat32:
-      return convolveTransposed<float>(g, group, x, w, bias, y);
-    case DataType::kFloat64:
-      return convolveTransposed<double>(g, group, x, w, bias, y);
-    case DataType::kFloat16:
-    case DataType::kBFloat16: {
-      const Tensor fx = toFloatCopy(x), fw = toFloatCopy(w);
-      const Tensor fb = bias ? toFloatCopy(*bias) : Tensor();
-      Tensor fy(DataType::kFloat32, y.shape());
-      convolveTransposed<float>(g, group, fx, fw, bias ? &fb : nullptr, fy);
-      storeFromFloat(fy, y);
-      return;
-    }
-    default:
-      throwUnsupportedType(x.dtype(), "ConvTranspose");
-  }
+  runConvolutionInFloat(x, w, bias, y, "ConvTranspose", [&](auto tag, const Tensor& fx, const Tensor& fw, const Tensor* fb, Tensor& fy) {
+    convolveTransposed<typename decltype(tag)::type>(g, group, fx, fw, fb, fy);
+  });
 }
 
 }  // namespace
