@@ -30,35 +30,30 @@ void runGru(KernelContext& ctx, const RecurrentAttrs& attrs, bool linearBeforeRe
 
     const std::vector<Acc> xw = projectInputs<Acc>(ctx.input(0).data<T>(), dims, w.wt, bias);
     std::vector<Acc> hState = initialState<Acc, T>(ctx, 5, dims, d);
-    for (int64_t s = 0; s < dims.seq; ++s) {
-      for (int64_t b = 0; b < dims.batch; ++b) {
-        const int64_t len = lengths[static_cast<size_t>(b)];
-        if (s >= len) continue;
-        const int64_t t = timeIndex(s, len, reverse);
-        Acc* hb = &hState[static_cast<size_t>(b * h)];
-        const Acc* xwRow = &xw[static_cast<size_t>((t * dims.batch + b) * n)];
-        std::copy(xwRow, xwRow + n, gates.begin());
-        Acc *gz = gates.data(), *gr = gz + h, *gh = gr + h;
-        addVectorTimesMatrix(hb, h, w.rt.data(), n, 2 * h, gz);  // z and r columns
-        clipValues(gz, 2 * h, attrs.clip);
-        activate(f, gz, 2 * h);
-        if (linearBeforeReset) {
-          std::copy(rbh, rbh + h, recurrent.begin());
-          addVectorTimesMatrix(hb, h, rth, n, h, recurrent.data());
-          for (int64_t j = 0; j < h; ++j) gh[j] += gr[j] * recurrent[static_cast<size_t>(j)];
-        } else {
-          for (int64_t j = 0; j < h; ++j) reset[static_cast<size_t>(j)] = gr[j] * hb[j];
-          addVectorTimesMatrix(reset.data(), h, rth, n, h, gh);
-        }
-        clipValues(gh, h, attrs.clip);
-        activate(g, gh, h);
-        for (int64_t j = 0; j < h; ++j) hb[j] = (Acc(1) - gz[j]) * gh[j] + gz[j] * hb[j];
-        if (y) {
-          T* dst = y + dims.yOffset(t, d, b);
-          for (int64_t j = 0; j < h; ++j) dst[j] = static_cast<T>(hb[j]);
-        }
+    forEachRecurrentStep(dims, lengths, reverse, [&](int64_t t, int64_t b) {
+      Acc* hb = &hState[static_cast<size_t>(b * h)];
+      const Acc* xwRow = &xw[static_cast<size_t>((t * dims.batch + b) * n)];
+      std::copy(xwRow, xwRow + n, gates.begin());
+      Acc *gz = gates.data(), *gr = gz + h, *gh = gr + h;
+      addVectorTimesMatrix(hb, h, w.rt.data(), n, 2 * h, gz);  // z and r columns
+      clipValues(gz, 2 * h, attrs.clip);
+      activate(f, gz, 2 * h);
+      if (linearBeforeReset) {
+        std::copy(rbh, rbh + h, recurrent.begin());
+        addVectorTimesMatrix(hb, h, rth, n, h, recurrent.data());
+        for (int64_t j = 0; j < h; ++j) gh[j] += gr[j] * recurrent[static_cast<size_t>(j)];
+      } else {
+        for (int64_t j = 0; j < h; ++j) reset[static_cast<size_t>(j)] = gr[j] * hb[j];
+        addVectorTimesMatrix(reset.data(), h, rth, n, h, gh);
       }
-    }
+      clipValues(gh, h, attrs.clip);
+      activate(g, gh, h);
+      for (int64_t j = 0; j < h; ++j) hb[j] = (Acc(1) - gz[j]) * gh[j] + gz[j] * hb[j];
+      if (y) {
+        T* dst = y + dims.yOffset(t, d, b);
+        for (int64_t j = 0; j < h; ++j) dst[j] = static_cast<T>(hb[j]);
+      }
+    });
     writeState<Acc, T>(ctx, 1, dims, d, lengths, hState);
   }
 }

@@ -32,46 +32,41 @@ void runLstm(KernelContext& ctx, const RecurrentAttrs& attrs, bool inputForget) 
     const std::vector<Acc> xw = projectInputs<Acc>(ctx.input(0).data<T>(), dims, w.wt, bias);
     std::vector<Acc> hState = initialState<Acc, T>(ctx, 5, dims, d);
     std::vector<Acc> cState = initialState<Acc, T>(ctx, 6, dims, d);
-    for (int64_t s = 0; s < dims.seq; ++s) {
-      for (int64_t b = 0; b < dims.batch; ++b) {
-        const int64_t len = lengths[static_cast<size_t>(b)];
-        if (s >= len) continue;
-        const int64_t t = timeIndex(s, len, reverse);
-        Acc* hb = &hState[static_cast<size_t>(b * h)];
-        Acc* cb = &cState[static_cast<size_t>(b * h)];
-        const Acc* xwRow = &xw[static_cast<size_t>((t * dims.batch + b) * n)];
-        std::copy(xwRow, xwRow + n, gates.begin());
-        addVectorTimesMatrix(hb, h, w.rt.data(), n, n, gates.data());
-        Acc *gi = gates.data(), *go = gi + h, *gf = go + h, *gc = gf + h;
-        for (int64_t j = 0; j < h; ++j) {
-          gi[j] += pi[j] * cb[j];
-          gf[j] += pf[j] * cb[j];
-        }
-        clipValues(gi, h, attrs.clip);
-        activate(f, gi, h);
-        if (inputForget) {
-          for (int64_t j = 0; j < h; ++j) gf[j] = Acc(1) - gi[j];
-        } else {
-          clipValues(gf, h, attrs.clip);
-          activate(f, gf, h);
-        }
-        clipValues(gc, h, attrs.clip);
-        activate(g, gc, h);
-        for (int64_t j = 0; j < h; ++j) {
-          cb[j] = gf[j] * cb[j] + gi[j] * gc[j];
-          go[j] += po[j] * cb[j];
-        }
-        clipValues(go, h, attrs.clip);
-        activate(f, go, h);
-        std::copy(cb, cb + h, cellOut.begin());
-        activate(act, cellOut.data(), h);
-        for (int64_t j = 0; j < h; ++j) hb[j] = go[j] * cellOut[static_cast<size_t>(j)];
-        if (y) {
-          T* dst = y + dims.yOffset(t, d, b);
-          for (int64_t j = 0; j < h; ++j) dst[j] = static_cast<T>(hb[j]);
-        }
+    forEachRecurrentStep(dims, lengths, reverse, [&](int64_t t, int64_t b) {
+      Acc* hb = &hState[static_cast<size_t>(b * h)];
+      Acc* cb = &cState[static_cast<size_t>(b * h)];
+      const Acc* xwRow = &xw[static_cast<size_t>((t * dims.batch + b) * n)];
+      std::copy(xwRow, xwRow + n, gates.begin());
+      addVectorTimesMatrix(hb, h, w.rt.data(), n, n, gates.data());
+      Acc *gi = gates.data(), *go = gi + h, *gf = go + h, *gc = gf + h;
+      for (int64_t j = 0; j < h; ++j) {
+        gi[j] += pi[j] * cb[j];
+        gf[j] += pf[j] * cb[j];
       }
-    }
+      clipValues(gi, h, attrs.clip);
+      activate(f, gi, h);
+      if (inputForget) {
+        for (int64_t j = 0; j < h; ++j) gf[j] = Acc(1) - gi[j];
+      } else {
+        clipValues(gf, h, attrs.clip);
+        activate(f, gf, h);
+      }
+      clipValues(gc, h, attrs.clip);
+      activate(g, gc, h);
+      for (int64_t j = 0; j < h; ++j) {
+        cb[j] = gf[j] * cb[j] + gi[j] * gc[j];
+        go[j] += po[j] * cb[j];
+      }
+      clipValues(go, h, attrs.clip);
+      activate(f, go, h);
+      std::copy(cb, cb + h, cellOut.begin());
+      activate(act, cellOut.data(), h);
+      for (int64_t j = 0; j < h; ++j) hb[j] = go[j] * cellOut[static_cast<size_t>(j)];
+      if (y) {
+        T* dst = y + dims.yOffset(t, d, b);
+        for (int64_t j = 0; j < h; ++j) dst[j] = static_cast<T>(hb[j]);
+      }
+    });
     writeState<Acc, T>(ctx, 1, dims, d, lengths, hState);
     writeState<Acc, T>(ctx, 2, dims, d, lengths, cState);
   }

@@ -23,24 +23,19 @@ void runRnn(KernelContext& ctx, const RecurrentAttrs& attrs) {
 
     const std::vector<Acc> xw = projectInputs<Acc>(ctx.input(0).data<T>(), dims, w.wt, bias);
     std::vector<Acc> hState = initialState<Acc, T>(ctx, 5, dims, d);
-    for (int64_t s = 0; s < dims.seq; ++s) {
-      for (int64_t b = 0; b < dims.batch; ++b) {
-        const int64_t len = lengths[static_cast<size_t>(b)];
-        if (s >= len) continue;
-        const int64_t t = timeIndex(s, len, reverse);
-        Acc* hb = &hState[static_cast<size_t>(b * h)];
-        const Acc* xwRow = &xw[static_cast<size_t>((t * dims.batch + b) * h)];
-        std::copy(xwRow, xwRow + h, next.begin());
-        addVectorTimesMatrix(hb, h, w.rt.data(), h, h, next.data());
-        clipValues(next.data(), h, attrs.clip);
-        activate(f, next.data(), h);
-        std::copy(next.begin(), next.end(), hb);
-        if (y) {
-          T* dst = y + dims.yOffset(t, d, b);
-          for (int64_t j = 0; j < h; ++j) dst[j] = static_cast<T>(hb[j]);
-        }
+    forEachRecurrentStep(dims, lengths, reverse, [&](int64_t t, int64_t b) {
+      Acc* hb = &hState[static_cast<size_t>(b * h)];
+      const Acc* xwRow = &xw[static_cast<size_t>((t * dims.batch + b) * h)];
+      std::copy(xwRow, xwRow + h, next.begin());
+      addVectorTimesMatrix(hb, h, w.rt.data(), h, h, next.data());
+      clipValues(next.data(), h, attrs.clip);
+      activate(f, next.data(), h);
+      std::copy(next.begin(), next.end(), hb);
+      if (y) {
+        T* dst = y + dims.yOffset(t, d, b);
+        for (int64_t j = 0; j < h; ++j) dst[j] = static_cast<T>(hb[j]);
       }
-    }
+    });
     writeState<Acc, T>(ctx, 1, dims, d, lengths, hState);
   }
 }

@@ -75,8 +75,18 @@ RecurrentDims recurrentDims(KernelContext& ctx, const RecurrentAttrs& attrs, int
 /// Number of valid steps of each batch entry (sequence_lens, input 4), seq when absent.
 std::vector<int64_t> sequenceLengths(KernelContext& ctx, const RecurrentDims& dims);
 
-/// The time index of step s of a batch entry with `length` valid steps.
-inline int64_t timeIndex(int64_t step, int64_t length, bool reverse) { return reverse ? length - 1 - step : step; }
+/// The recurrence order shared by RNN, GRU and LSTM: for each step s, calls fn(t, b) for every
+/// batch entry b whose sequence is longer than s, where t is the time index s reads (counted
+/// back from the entry's own length when reverse).
+template <typename Fn>
+void forEachRecurrentStep(const RecurrentDims& dims, const std::vector<int64_t>& lengths, bool reverse, Fn&& fn) {
+  for (int64_t s = 0; s < dims.seq; ++s) {
+    for (int64_t b = 0; b < dims.batch; ++b) {
+      const int64_t len = lengths[static_cast<size_t>(b)];
+      if (s < len) fn(reverse ? len - 1 - s : s, b);
+    }
+  }
+}
 
 template <typename Acc, typename T>
 std::vector<Acc> toVector(const T* data, int64_t n) {
