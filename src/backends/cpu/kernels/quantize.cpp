@@ -1,0 +1,111 @@
+// CPU kernels of QuantizeLinear and DequantizeLinear, with per-tensor, per-axis or blocked scales
+// and zero points (see ir/ops/quantize_layout.h).
+#include "backends/cpu/kernel.h"
+#include "backends/cpu/kernels/quantize_math.h"
+#include "ir/ops/quantize_layout.h"
+
+namespace kiln::cpu {
+namespace {
+
+// Calls fn(k, p) for every element k of x (row-major) with p, the index of its scale and zero point.
+template <typename Fn>
+void forEachElement(const ir::QuantLayout& layout, int64_t numel, Fn&& fn) {
+  if (layout.perTensor) {
+    for (int64_t k = 0; k < numel; ++k) fn(k, int64_t{0});
+    return;
+  }
+  int64_t k = 0;
+  for (int64_t o = 0; o < layout.outer; ++o) {
+    for (int64_t a = 0; a < layout.axisDim; ++a) {
+      for (int64_t i = 0; i < layout.inner; ++i) fn(k++, layout.paramIndex(o, a, i));
+    }
+  }
+}
+
+ir::QuantLayout checkedLayout(const KernelContext& ctx, const Tensor& x, const Tensor& scale, const Tensor* zeroPoint) {
+  return ir::quantLayout(ctx.node(), x.shape(), scale.shape(), zeroPoint ? &zeroPoint->shape() : nullptr);
+}
+
+// The type x / y_scale is computed in: the precision attribute (opset 23+), else the type numpy's
+// promotion gives (the ONNX reference computes x / y_scale with numpy).
+DataType divisionType(const ir::Node& node, DataType x, DataType scale) {
+  const auto precision = static_cast<DataType>(node.opset >= 23 ? ir::attrInt(node, "precision", 0) : 0);
+  if (precision != DataType::kUndefined) return precision;
+  if (x == scale && x != DataType::kInt32) return x;
+  if (x == DataType::kInt32 || scale == DataType::kInt32 || x == DataType::kFloat64 || scale == DataType::kFloat64) {
+    return DataType::kFloat64;
+  }
+  return DataType::kFloat32;
+}
+
+// Calls fn(TypeTag<T>{}) for QuantizeLinear's input types.
+template <typename Fn>
+void dispatchQuantizeInput(DataType type, Fn&& fn) {
+  switch (type) {
+    case DataType::kFloat32: return fn(TypeTag<float>{});
+    case DataType::kFloat16: return fn(TypeTag<Half>{});
+    case DataType::kBFloat16: return fn(TypeTag<BFloat16>{});
+    case DataType::kInt32: return fn(TypeTag<int32_t>{});
+    default: throwUnsupportedType(type, "QuantizeLinear input");
+  }
+}
+
+// y = saturate(round_half_even(x / y_scale) + y_zero_point).
+void quantizeLinearKernel(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const Tensor& scale = ctx.input(1);
+  const Tensor* zeroPoint = ctx.hasInput(2) ? &ctx.input(2) : nullptr;
+  const ir::QuantLayout layout = checkedLayout(ctx, x, scale, zeroPoint);
+  Tensor& y = ctx.output(0);
+  std::vector<double> scales = valuesAsDouble(&scale, 1.0);
+  const std::vector<double> zeroPoints = valuesAsDouble(zeroPoint, 0.0);
+  const bool hasZeroPoint = zeroPoint != nullptr;
+  dispatchFloat(divisionType(ctx.node(), x.dtype(), scale.dtype()), "QuantizeLinear precision", [&](auto ctag) {
+    using C = typename decltype(ctag)::type;
+    for (double& s : scales) s = roundTo<C>(s);
+    dispatchQuantized(y.dtype(), "QuantizeLinear output", [&](auto qtag) {
+      using Q = typename decltype(qtag)::type;
+      Q* out = y.data<Q>();
+      dispatchQuantizeInput(x.dtype(), [&](auto xtag) {
+        using X = typename decltype(xtag)::type;
+        const X* in = x.data<X>();
+        forEachElement(layout, x.numel(), [&](int64_t k, int64_t p) {
+          const double scaled = roundTo<C>(roundTo<C>(toDouble(in[k])) / scales[static_cast<size_t>(p)]);
+          out[k] = roundAndSaturate<Q>(scaled, zeroPoints[hasZeroPoint ? static_cast<size_t>(p) : 0]);
+        });
+      });
+    });
+  });
+}
+
+// y = (x - x_zero_point) * x_scale, computed in float as the ONNX reference does, then stored in
+// the output type (the scale's, or output_dtype).
+void dequantizeLinearKernel(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const Tensor& scale = ctx.input(1);
+  const Tensor* zeroPoint = ctx.hasInput(2) ? &ctx.input(2) : nullptr;
+  const ir::QuantLayout layout = checkedLayout(ctx, x, scale, zeroPoint);
+  Tensor& y = ctx.output(0);
+  const std::vector<double> scales = valuesAsDouble(&scale, 1.0);
+  const std::vector<double> zeroPoints = valuesAsDouble(zeroPoint, 0.0);
+  const bool hasZeroPoint = zeroPoint != nullptr;
+  dispatchQuantized(x.dtype(), "DequantizeLinear input", [&](auto xtag) {
+    using X = typename decltype(xtag)::type;
+    const X* in = x.data<X>();
+    dispatchFloat(y.dtype(), "DequantizeLinear output", [&](auto ytag) {
+      using Y = typename decltype(ytag)::type;
+      Y* out = y.data<Y>();
+      forEachElement(layout, x.numel(), [&](int64_t k, int64_t p) {
+        const double shifted = toDouble(in[k]) - zeroPoints[hasZeroPoint ? static_cast<size_t>(p) : 0];
+        out[k] = static_cast<Y>(static_cast<float>(shifted * scales[static_cast<size_t>(p)]));
+      });
+    });
+  });
+}
+
+}  // namespace
+
+KILN_REGISTER_CPU_KERNEL("QuantizeLinear", KernelFn(quantizeLinearKernel));
+KILN_REGISTER_CPU_KERNEL("DequantizeLinear", KernelFn(dequantizeLinearKernel));
+
+}  // namespace kiln::cpu
