@@ -1,0 +1,71 @@
+"""Multiply-accumulate count of an ONNX model's Conv, ConvTranspose, Gemm and MatMul nodes.
+
+Shapes come from onnx.shape_inference, so the model needs static input shapes. Other ops (elementwise,
+pooling, softmax, resize) are not counted: GFLOP = 2 x MACs of those four ops, the usual convention.
+"""
+import math
+
+import onnx
+import onnx.shape_inference
+
+
+def _shapes(model):
+    """Name -> list of dims (None when unknown) for every value with inferred or declared shape."""
+    # data_prop: shapes computed in the graph (Shape -> Gather -> Concat -> Reshape, as PyTorch exports) resolve too
+    inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
+    shapes = {}
+    graph = inferred.graph
+    for value in list(graph.input) + list(graph.value_info) + list(graph.output):
+        tensor_type = value.type.tensor_type
+        if tensor_type.HasField("shape"):
+            shapes[value.name] = [d.dim_value if d.HasField("dim_value") else None for d in tensor_type.shape.dim]
+    for init in graph.initializer:
+        shapes[init.name] = list(init.dims)
+    return shapes
+
+
+def _attribute(node, name, default):
+    for attribute in node.attribute:
+        if attribute.name == name:
+            return onnx.helper.get_attribute_value(attribute)
+    return default
+
+
+def _known(node, shapes, *names):
+    dims = [shapes.get(name) for name in names]
+    for name, shape in zip(names, dims):
+        if shape is None or any(d is None for d in shape):
+            raise ValueError(f"node '{node.name}' ({node.op_type}): shape of '{name}' is unknown; "
+                             "give the model static input shapes")
+    return dims
+
+
+def node_macs(node, shapes):
+    """MACs of one node (0 for ops that are not counted)."""
+    if node.op_type == "Conv":
+        out, weight = _known(node, shapes, node.output[0], node.input[1])
+        # each output element sums Cin/group x kernel taps products
+        return math.prod(out) * math.prod(weight[1:])
+    if node.op_type == "ConvTranspose":
+        x, weight = _known(node, shapes, node.input[0], node.input[1])
+        # each input element scatters into Cout/group x kernel taps outputs
+        return math.prod(x) * math.prod(weight[1:])
+    if node.op_type == "Gemm":
+        a, out = _known(node, shapes, node.input[0], node.output[0])
+        k = a[0] if _attribute(node, "transA", 0) else a[1]
+        return math.prod(out) * k
+    if node.op_type == "MatMul":
+        a, out = _known(node, shapes, node.input[0], node.output[0])
+        return math.prod(out) * a[-1]
+    return 0
+
+
+def model_macs(model):
+    """Total MACs of the counted ops of `model` (an onnx.ModelProto), subgraphs excluded."""
+    shapes = _shapes(model)
+    return sum(node_macs(node, shapes) for node in model.graph.node)
+
+
+def model_gflop(path):
+    """GFLOP (2 x MACs / 1e9) of the ONNX model at `path`."""
+    return 2.0 * model_macs(onnx.load(str(path))) / 1e9

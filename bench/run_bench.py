@@ -1,0 +1,213 @@
+#!/usr/bin/env python3
+"""kiln vs ONNX Runtime on the benchmark models: outputs checked, then timed side by side.
+
+Run with the repository venv (onnx, onnxruntime, numpy):
+
+    .venv/bin/python bench/run_bench.py [--kiln build/kiln] [--models resnet50,...] [--threads 1,2]
+        [--iterations 30] [--warmup 5] [--quick] [--results bench/results.md]
+
+For each model: export it if missing (bench/export_models.py under /usr/bin/python3), make seeded random
+inputs, check that kiln's outputs match ORT's, then for each thread count time both engines as
+persistent workers in alternating batches (see bench/README.md). A model whose outputs do not match is
+reported loudly and makes the exit code 1, but is still timed. --models also accepts .onnx paths.
+"""
+import argparse
+import datetime
+import os
+import pathlib
+import platform
+import shlex
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+
+import onnxruntime
+
+BENCH_DIR = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH_DIR))
+import accuracy  # noqa: E402
+import flops  # noqa: E402
+import peak as peak_module  # noqa: E402
+import report  # noqa: E402
+import timing  # noqa: E402
+import workers  # noqa: E402
+from model_inputs import make_inputs  # noqa: E402
+
+REPO_ROOT = BENCH_DIR.parent
+DEFAULT_MODELS = ["resnet50", "mobilenet_v2", "efficientnet_b0", "squeezenet1_1", "bert_encoder_4l", "srcnn"]
+SYSTEM_PYTHON = "/usr/bin/python3"  # torch lives there, not in the venv
+
+
+@dataclass
+class ModelResult:
+    name: str
+    path: pathlib.Path
+    gflop: float = 0.0
+    errors: list = field(default_factory=list)  # accuracy.OutputError per output
+    accuracy_failure: str = ""  # kiln could not run the model at all
+    timings: dict = field(default_factory=dict)  # threads -> {"kiln": EngineTiming, "ort": EngineTiming}
+    timing_failure: str = ""
+
+    def accurate(self, tolerance):
+        return not self.accuracy_failure and all(error.passed(tolerance) for error in self.errors)
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--kiln", default=str(REPO_ROOT / "build" / "kiln"), help="kiln binary (default build/kiln)")
+    parser.add_argument("--models", default=",".join(DEFAULT_MODELS),
+                        help="comma-separated model names of bench/export_models.py or .onnx paths")
+    parser.add_argument("--model-dir", default=str(REPO_ROOT / "build" / "bench-models"),
+                        help="where exported models are kept (default build/bench-models)")
+    parser.add_argument("--threads", default="1,2", help="comma-separated thread counts (default 1,2)")
+    parser.add_argument("--iterations", type=int, default=30, help="timed runs per engine (default 30)")
+    parser.add_argument("--warmup", type=int, default=5, help="untimed runs per engine first (default 5)")
+    parser.add_argument("--batch", type=int, default=3, help="runs per engine before switching (default 3)")
+    parser.add_argument("--quick", action="store_true",
+                        help="smoke run: 1 warm-up and 5 timed runs, unless given explicitly")
+    parser.add_argument("--peak-gflops", type=float, help="peak FP32 GFLOP/s of one core (default: measured)")
+    parser.add_argument("--tolerance", type=float, default=accuracy.RELATIVE_TOLERANCE,
+                        help="relative tolerance of the output check (default 1e-4; see bench/accuracy.py)")
+    parser.add_argument("--near-zero", type=float, default=accuracy.NEAR_ZERO,
+                        help="absolute tolerance as a fraction of max|ORT output|, times --tolerance (default 1)")
+    parser.add_argument("--results", default=str(BENCH_DIR / "results.md"), help="report file (default bench/results.md)")
+    parser.add_argument("--nice", type=int,
+                        help="run the harness and both workers at this niceness (negative needs root): on a shared "
+                             "machine a high priority keeps other processes' load out of the timings")
+    parser.add_argument("--note", action="append", default=[], help="a line for the report (repeatable)")
+    options = parser.parse_args(argv)
+    explicit = set(arg.split("=")[0] for arg in argv)
+    if options.quick:
+        if "--iterations" not in explicit:
+            options.iterations = 5
+        if "--warmup" not in explicit:
+            options.warmup = 1
+    options.thread_counts = [int(t) for t in options.threads.split(",")]
+    if options.iterations < 1 or options.warmup < 0 or options.batch < 1 or min(options.thread_counts) < 1:
+        parser.error("--iterations, --batch and every --threads value must be >= 1, --warmup >= 0")
+    return options
+
+
+def resolve_models(options, log):
+    """(name, path) per requested model, exporting the missing named ones."""
+    names = [m for m in options.models.split(",") if m]
+    exportable = [n for n in names if not n.endswith(".onnx")]
+    missing = [n for n in exportable if not (pathlib.Path(options.model_dir) / f"{n}.onnx").exists()]
+    if missing:
+        command = [SYSTEM_PYTHON, str(BENCH_DIR / "export_models.py"), "--out", options.model_dir, "--only", *missing]
+        log("exporting: " + shlex.join(command))
+        subprocess.run(command, check=True)
+    models = []
+    for name in names:
+        path = pathlib.Path(name) if name.endswith(".onnx") else pathlib.Path(options.model_dir) / f"{name}.onnx"
+        if not path.exists():
+            raise SystemExit(f"run_bench: model file {path} does not exist")
+        models.append((path.stem, path.resolve()))
+    return models
+
+
+def git_commit():
+    def git(*args):
+        return subprocess.run(["git", "-C", str(REPO_ROOT), *args], capture_output=True, text=True).stdout.strip()
+
+    commit = git("rev-parse", "--short", "HEAD") or "unknown"
+    dirty = git("status", "--porcelain", "--untracked-files=no")
+    return commit + (" (with uncommitted changes in the working tree)" if dirty else "")
+
+
+def cpu_model():
+    for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines():
+        if line.startswith("Model name:"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor() or "unknown"
+
+
+def load_average():
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def check_accuracy(result, kiln, input_files, work_dir, options, log):
+    try:
+        result.errors = accuracy.check_model(kiln, result.path, input_files, work_dir, options.near_zero)
+    except RuntimeError as error:
+        result.accuracy_failure = str(error).splitlines()[0]
+        log(f"ACCURACY FAILURE {result.name}: {error}")
+        return
+    for error in result.errors:
+        verdict = "ok" if error.passed(options.tolerance) else f"MISMATCH {error.problem}"
+        log(f"  {result.name} output {error.name}: max error {error.max_error:.2e} "
+            f"(max abs {error.max_abs_error:.2e}, max|ORT| {error.max_abs_reference:.3g}) {verdict}")
+    if not result.accurate(options.tolerance):
+        log(f"ACCURACY FAILURE {result.name}: kiln's outputs differ from ORT's beyond {options.tolerance:g}")
+
+
+def benchmark_model(result, kiln, work_dir, options, log):
+    result.gflop = flops.model_gflop(result.path)
+    input_files = make_inputs(result.path, work_dir / "inputs")
+    log(f"{result.name}: {result.gflop:.2f} GFLOP, inputs {', '.join(input_files)}")
+    check_accuracy(result, kiln, input_files, work_dir / "kiln-outputs", options, log)
+    if result.accuracy_failure:
+        result.timing_failure = "kiln cannot run it"
+        return
+    for threads in options.thread_counts:
+        try:
+            result.timings[threads] = timing.time_side_by_side(
+                kiln, result.path, input_files, threads, options.warmup, options.iterations, options.batch, log)
+        except workers.WorkerError as error:
+            result.timing_failure = str(error).splitlines()[0]
+            log(f"TIMING FAILURE {result.name}, {threads} threads: {error}")
+            continue
+        kiln_t, ort_t = result.timings[threads]["kiln"], result.timings[threads]["ort"]
+        log(f"  {threads} thread(s): kiln median {kiln_t.median_ms:.2f} ms p90 {kiln_t.p90_ms:.2f}, ORT median "
+            f"{ort_t.median_ms:.2f} ms p90 {ort_t.p90_ms:.2f}, ratio {kiln_t.median_ms / ort_t.median_ms:.2f}")
+
+
+def main(argv):
+    options = parse_args(argv)
+
+    def log(message):
+        print(message, flush=True)
+
+    if options.nice is not None:
+        os.setpriority(os.PRIO_PROCESS, 0, options.nice)  # the workers inherit it
+    kiln = pathlib.Path(options.kiln).resolve()
+    if not kiln.is_file():
+        raise SystemExit(f"run_bench: kiln binary {kiln} does not exist (build it, or pass --kiln)")
+    command = "python bench/run_bench.py " + shlex.join(argv)
+    started = datetime.datetime.now(datetime.timezone.utc)
+    load_before = load_average()
+    models = resolve_models(options, log)
+    peak = peak_module.find_peak(options.peak_gflops, log)
+    log(f"peak {peak.per_core_gflops:.1f} GFLOP/s per core ({peak.source})")
+    results = []
+    with tempfile.TemporaryDirectory(prefix="kiln-bench-") as tmp:
+        for name, path in models:
+            result = ModelResult(name, path)
+            benchmark_model(result, kiln, pathlib.Path(tmp) / name, options, log)
+            results.append(result)
+    environment = {
+        "Date": started.strftime("%Y-%m-%d %H:%M UTC"),
+        "CPU": f"{cpu_model()}, {os.cpu_count()} logical CPUs",
+        "kiln": f"commit {git_commit()}, binary {os.path.relpath(kiln, REPO_ROOT)}",
+        "ONNX Runtime": f"{onnxruntime.__version__} (CPUExecutionProvider, sequential, inter-op 1 thread)",
+        "Runs": f"{options.warmup} warm-up + {options.iterations} timed per engine, alternating in batches of "
+                f"{options.batch}",
+        "Load average (1, 5, 15 min)": f"{load_before} at the start, {load_average()} at the end",
+        "Priority": f"harness and workers at nice {os.getpriority(os.PRIO_PROCESS, 0)}",
+        "Command": f"`{command}`",
+    }
+    for index, note in enumerate(options.note, 1):
+        environment[f"Note {index}" if len(options.note) > 1 else "Note"] = note
+    report.write_results(options.results, environment, results, options.thread_counts, peak, options.tolerance,
+                         options.near_zero)
+    log(f"wrote {options.results}")
+    failed = [r.name for r in results if not r.accurate(options.tolerance) or r.timing_failure]
+    if failed:
+        log(f"FAILED: {', '.join(failed)} (outputs differ from ORT's or a run failed; see {options.results})")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
