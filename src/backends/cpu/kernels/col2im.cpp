@@ -1,0 +1,80 @@
+// CPU kernel of Col2Im: the inverse of im2col. Column l of input (N, C * prod(block), L) holds
+// one sliding block; each element is added to the image position it was taken from (positions in
+// the padding are dropped), so overlapping blocks sum.
+#include "backends/cpu/kernels/copy_util.h"
+#include "backends/cpu/kernels/elementwise_util.h"
+
+namespace kiln::cpu {
+namespace {
+
+void col2ImKernel(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const std::vector<int64_t> image = ctx.input(1).toInt64Vector();
+  const std::vector<int64_t> block = ctx.input(2).toInt64Vector();
+  const size_t r = image.size();
+  if (block.size() != r || r == 0) ctx.fail("image_shape and block_shape must have the same non-zero length", ErrorCode::kInvalidArgument);
+  const ir::Node& node = ctx.node();
+  const std::vector<int64_t> dilations = ir::attrInts(node, "dilations", std::vector<int64_t>(r, 1));
+  const std::vector<int64_t> strides = ir::attrInts(node, "strides", std::vector<int64_t>(r, 1));
+  const std::vector<int64_t> pads = ir::attrInts(node, "pads", std::vector<int64_t>(2 * r, 0));
+  if (dilations.size() != r || strides.size() != r || pads.size() != 2 * r) {
+    ctx.fail("dilations and strides need " + std::to_string(r) + " values and pads " + std::to_string(2 * r), ErrorCode::kInvalidModel);
+  }
+  if (x.rank() != 3) ctx.fail("input must be (N, C * prod(block_shape), L), got " + x.describe(), ErrorCode::kInvalidArgument);
+  const int64_t blockSize = shapeNumel(block);
+  if (blockSize <= 0 || x.dim(1) % blockSize != 0) {
+    ctx.fail("input dim 1 of " + x.describe() + " is not a multiple of prod(block_shape) = " + std::to_string(blockSize), ErrorCode::kInvalidArgument);
+  }
+  // Number of block positions along each axis.
+  std::vector<int64_t> blocks(r);
+  for (size_t i = 0; i < r; ++i) {
+    if (strides[i] <= 0 || dilations[i] <= 0) ctx.fail("strides and dilations must be positive", ErrorCode::kInvalidModel);
+    blocks[i] = (image[i] + pads[i] + pads[i + r] - dilations[i] * (block[i] - 1) - 1) / strides[i] + 1;
+    if (blocks[i] <= 0) ctx.fail("the blocks do not fit the padded image on axis " + std::to_string(i), ErrorCode::kInvalidArgument);
+  }
+  const int64_t numBlocks = shapeNumel(blocks);
+  if (x.dim(2) != numBlocks) {
+    ctx.fail("input dim 2 of " + x.describe() + " must equal the number of sliding blocks, " + std::to_string(numBlocks), ErrorCode::kInvalidArgument);
+  }
+  const int64_t batches = x.dim(0), channels = x.dim(1) / blockSize;
+  Shape outShape{batches, channels};
+  outShape.insert(outShape.end(), image.begin(), image.end());
+  Tensor& y = ctx.allocateOutput(0, x.dtype(), outShape);
+  const int64_t imageSize = shapeNumel(image);
+  const std::vector<int64_t> imageStrides = contiguousStrides(image);
+
+  // For every (kernel offset, block position) pair, the image offset it lands on, or -1 in the padding.
+  std::vector<int64_t> target(static_cast<size_t>(blockSize * numBlocks));
+  std::vector<int64_t> k(r, 0), b(r, 0);
+  for (int64_t kk = 0; kk < blockSize; ++kk) {
+    for (int64_t i = static_cast<int64_t>(r), rem = kk; i-- > 0;) k[i] = rem % block[i], rem /= block[i];
+    for (int64_t bb = 0; bb < numBlocks; ++bb) {
+      for (int64_t i = static_cast<int64_t>(r), rem = bb; i-- > 0;) b[i] = rem % blocks[i], rem /= blocks[i];
+      int64_t offset = 0;
+      for (size_t i = 0; i < r && offset >= 0; ++i) {
+        const int64_t pos = b[i] * strides[i] - pads[i] + k[i] * dilations[i];
+        offset = (pos < 0 || pos >= image[i]) ? -1 : offset + pos * imageStrides[i];
+      }
+      target[kk * numBlocks + bb] = offset;
+    }
+  }
+  dispatchNumeric(x.dtype(), "Col2Im", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using C = ComputeType<T>;
+    std::vector<C> acc(static_cast<size_t>(imageSize));
+    for (int64_t nc = 0; nc < batches * channels; ++nc) {
+      std::fill(acc.begin(), acc.end(), C(0));
+      const T* col = x.data<T>() + nc * blockSize * numBlocks;
+      for (int64_t j = 0; j < blockSize * numBlocks; ++j) {
+        if (target[j] >= 0) acc[target[j]] = wrapAdd(acc[target[j]], static_cast<C>(col[j]));
+      }
+      T* out = y.data<T>() + nc * imageSize;
+      for (int64_t j = 0; j < imageSize; ++j) out[j] = static_cast<T>(acc[j]);
+    }
+  });
+}
+
+KILN_REGISTER_CPU_KERNEL("Col2Im", col2ImKernel);
+
+}  // namespace
+}  // namespace kiln::cpu

@@ -1,0 +1,194 @@
+// CPU kernel of GridSample (N-d): each output point reads X at the grid's normalized coordinates
+// (last grid axis ordered x, y, z = innermost spatial axis first), interpolated with nearest,
+// (multi)linear or cubic taps. Out-of-range coordinates and taps follow padding_mode.
+#include <cmath>
+
+#include "backends/cpu/kernels/elementwise_util.h"
+#include "ir/shape_helpers.h"
+
+namespace kiln::cpu {
+namespace {
+
+enum class Interp { kNearest, kLinear, kCubic };
+enum class Padding { kZeros, kBorder, kReflection };
+
+/// The valid coordinate range of one spatial axis: pixel centers with align_corners, else pixel edges.
+struct AxisRange {
+  int64_t size;
+  double lo, hi;
+};
+
+/// Folds x back into [lo, hi] by mirroring at the edges as often as needed.
+double reflect(double x, double lo, double hi) {
+  const double span = hi - lo;
+  if (span <= 0) return lo;
+  if (x < lo) {
+    const double dx = lo - x;
+    const auto n = static_cast<int64_t>(dx / span);
+    const double r = dx - static_cast<double>(n) * span;
+    return n % 2 == 0 ? lo + r : hi - r;
+  }
+  if (x > hi) {
+    const double dx = x - hi;
+    const auto n = static_cast<int64_t>(dx / span);
+    const double r = dx - static_cast<double>(n) * span;
+    return n % 2 == 0 ? hi - r : lo + r;
+  }
+  return x;
+}
+
+/// The index a tap reads along one axis, or -1 when it reads padding zeros.
+int64_t tapIndex(int64_t i, const AxisRange& a, Padding padding) {
+  switch (padding) {
+    case Padding::kZeros: return (i >= 0 && i < a.size) ? i : -1;
+    case Padding::kBorder: return std::clamp<int64_t>(i, 0, a.size - 1);
+    case Padding::kReflection:
+      return std::clamp<int64_t>(static_cast<int64_t>(reflect(static_cast<double>(i), a.lo, a.hi)), 0, a.size - 1);
+  }
+  return -1;
+}
+
+/// Keys cubic convolution weights (A = -0.75) for the taps at floor(x) - 1 .. floor(x) + 2, t = x - floor(x).
+void cubicWeights(double t, double* w) {
+  constexpr double A = -0.75;
+  auto nearW = [](double d) { return ((A + 2) * d - (A + 3)) * d * d + 1; };       // |d| <= 1
+  auto farW = [](double d) { return ((A * d - 5 * A) * d + 8 * A) * d - 4 * A; };  // 1 < |d| < 2
+  w[0] = farW(t + 1);
+  w[1] = nearW(t);
+  w[2] = nearW(1 - t);
+  w[3] = farW(2 - t);
+}
+
+struct Tap {
+  int64_t index;
+  double weight;
+};
+
+/// The taps of one axis for an unnormalized coordinate x.
+int axisTaps(double x, const AxisRange& a, Interp interp, Padding padding, Tap* taps) {
+  if (interp == Interp::kNearest) x = std::nearbyint(x);  // half to even, as the reference rounds
+  if (x < a.lo || x > a.hi) {
+    if (padding == Padding::kBorder) x = std::clamp(x, 0.0, static_cast<double>(a.size - 1));
+    else if (padding == Padding::kReflection) x = reflect(x, a.lo, a.hi);
+  }
+  if (interp == Interp::kNearest) {
+    taps[0] = Tap{tapIndex(static_cast<int64_t>(x), a, padding), 1.0};
+    return 1;
+  }
+  const double f = std::floor(x);
+  const auto i0 = static_cast<int64_t>(f);
+  const double t = x - f;
+  if (interp == Interp::kLinear) {
+    taps[0] = Tap{tapIndex(i0, a, padding), 1 - t};
+    taps[1] = Tap{tapIndex(i0 + 1, a, padding), t};
+    return 2;
+  }
+  double w[4];
+  cubicWeights(t, w);
+  for (int k = 0; k < 4; ++k) taps[k] = Tap{tapIndex(i0 - 1 + k, a, padding), w[k]};
+  return 4;
+}
+
+Interp parseInterp(const std::string& mode, KernelContext& ctx) {
+  if (mode == "nearest") return Interp::kNearest;
+  if (mode == "bilinear" || mode == "linear") return Interp::kLinear;
+  if (mode == "bicubic" || mode == "cubic") return Interp::kCubic;
+  ctx.fail("unknown mode '" + mode + "'", ErrorCode::kInvalidModel);
+}
+
+Padding parsePadding(const std::string& mode, KernelContext& ctx) {
+  if (mode == "zeros") return Padding::kZeros;
+  if (mode == "border") return Padding::kBorder;
+  if (mode == "reflection") return Padding::kReflection;
+  ctx.fail("unknown padding_mode '" + mode + "'", ErrorCode::kInvalidModel);
+}
+
+void gridSampleKernel(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const Tensor& grid = ctx.input(1);
+  const ir::Node& node = ctx.node();
+  const Interp interp = parseInterp(ir::attrString(node, "mode", node.opset < 20 ? "bilinear" : "linear"), ctx);
+  const Padding padding = parsePadding(ir::attrString(node, "padding_mode", "zeros"), ctx);
+  const bool alignCorners = ir::attrInt(node, "align_corners", 0) != 0;
+  if (x.rank() < 3) ctx.fail("X must have rank >= 3, got " + x.describe(), ErrorCode::kInvalidArgument);
+  const size_t r = x.rank() - 2;
+  if (grid.rank() != r + 2 || grid.dim(0) != x.dim(0) || grid.shape().back() != static_cast<int64_t>(r)) {
+    ctx.fail("grid " + grid.describe() + " does not match X " + x.describe(), ErrorCode::kInvalidArgument);
+  }
+  const int64_t batches = x.dim(0), channels = x.dim(1);
+  std::vector<AxisRange> axes(r);
+  std::vector<int64_t> strides(r);
+  int64_t inSpatial = 1;
+  for (size_t i = r; i-- > 0;) {
+    const int64_t d = x.dim(i + 2);
+    axes[i] = alignCorners ? AxisRange{d, 0.0, static_cast<double>(d - 1)} : AxisRange{d, -0.5, static_cast<double>(d) - 0.5};
+    strides[i] = inSpatial;
+    inSpatial *= d;
+  }
+  Shape outShape{batches, channels};
+  for (size_t i = 1; i <= r; ++i) outShape.push_back(grid.dim(i));
+  Tensor& y = ctx.allocateOutput(0, x.dtype(), outShape);
+  const int64_t outSpatial = shapeNumel(outShape) / std::max<int64_t>(1, batches * channels);
+  if (y.numel() == 0) return;
+  if (inSpatial == 0) ctx.fail("X " + x.describe() + " has an empty spatial axis", ErrorCode::kInvalidArgument);
+
+  // Grid coordinates as the reference computes them: in the grid's own precision.
+  std::vector<double> coords(static_cast<size_t>(grid.numel()));
+  dispatchFloat(grid.dtype(), "GridSample grid", [&](auto tag) {
+    using G = typename decltype(tag)::type;
+    using C = ComputeType<G>;
+    const G* g = grid.data<G>();
+    const int64_t points = grid.numel() / static_cast<int64_t>(r);
+    for (int64_t p = 0; p < points; ++p) {
+      for (size_t k = 0; k < r; ++k) {
+        const size_t axis = r - 1 - k;  // grid holds (x, y, z): innermost axis first
+        const C n = static_cast<C>(g[p * static_cast<int64_t>(r) + k]);
+        const C len = static_cast<C>(axes[axis].size);
+        const C u = alignCorners ? (n + C(1)) / C(2) * (len - C(1)) : ((n + C(1)) * len - C(1)) / C(2);
+        coords[p * r + axis] = static_cast<double>(u);
+      }
+    }
+  });
+
+  dispatchFloat(x.dtype(), "GridSample", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* px = x.data<T>();
+    T* py = y.data<T>();
+    std::vector<Tap> taps(r * 4);
+    std::vector<int> counts(r);
+    std::vector<int> pick(r);
+    std::vector<std::pair<int64_t, double>> points;  // flattened spatial offset and weight of each tap combination
+    for (int64_t n = 0; n < batches; ++n) {
+      for (int64_t o = 0; o < outSpatial; ++o) {
+        const double* c = coords.data() + (n * outSpatial + o) * static_cast<int64_t>(r);
+        for (size_t i = 0; i < r; ++i) counts[i] = axisTaps(c[i], axes[i], interp, padding, taps.data() + i * 4);
+        points.clear();
+        std::fill(pick.begin(), pick.end(), 0);
+        while (true) {
+          int64_t offset = 0;
+          double weight = 1;
+          for (size_t i = 0; i < r && offset >= 0; ++i) {
+            const Tap& t = taps[i * 4 + pick[i]];
+            offset = t.index < 0 ? -1 : offset + t.index * strides[i];
+            weight *= t.weight;
+          }
+          if (offset >= 0) points.emplace_back(offset, weight);
+          size_t i = r;
+          while (i-- > 0 && ++pick[i] == counts[i]) pick[i] = 0;
+          if (i == static_cast<size_t>(-1)) break;
+        }
+        for (int64_t ch = 0; ch < channels; ++ch) {
+          const T* plane = px + (n * channels + ch) * inSpatial;
+          double sum = 0;
+          for (const auto& [off, w] : points) sum += w * static_cast<double>(static_cast<ComputeType<T>>(plane[off]));
+          py[(n * channels + ch) * outSpatial + o] = static_cast<T>(static_cast<ComputeType<T>>(sum));
+        }
+      }
+    }
+  });
+}
+
+KILN_REGISTER_CPU_KERNEL("GridSample", gridSampleKernel);
+
+}  // namespace
+}  // namespace kiln::cpu

@@ -1,0 +1,70 @@
+// CPU kernel of RotaryEmbedding: rotates the first rotary_embedding_dim features of every head
+// by the angle whose cos/sin the caches hold for the token's position: pairs (x1, x2) become
+// (cos x1 - sin x2, sin x1 + cos x2), with x1, x2 the two halves or (interleaved) even/odd features.
+#include "backends/cpu/kernels/elementwise_util.h"
+#include "ir/shape_helpers.h"
+
+namespace kiln::cpu {
+namespace {
+
+void rotaryEmbeddingKernel(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const Tensor& cosCache = ctx.input(1);
+  const Tensor& sinCache = ctx.input(2);
+  const Tensor* positions = ctx.hasInput(3) ? &ctx.input(3) : nullptr;
+  const ir::Node& node = ctx.node();
+  const bool interleaved = ir::attrInt(node, "interleaved", 0) != 0;
+  if (x.rank() != 3 && x.rank() != 4) ctx.fail("input must be 3-D or 4-D, got " + x.describe(), ErrorCode::kInvalidArgument);
+  // Layout: (B, H, S, D) when 4-D, (B, S, H * D) when 3-D.
+  const bool fourD = x.rank() == 4;
+  const int64_t batches = x.dim(0), seq = fourD ? x.dim(2) : x.dim(1);
+  const int64_t heads = fourD ? x.dim(1) : ir::attrInt(node, "num_heads", 0);
+  if (heads <= 0 || (!fourD && x.dim(2) % heads != 0)) ctx.fail("num_heads must divide the hidden size", ErrorCode::kInvalidArgument);
+  const int64_t headSize = fourD ? x.dim(3) : x.dim(2) / heads;
+  int64_t rot = ir::attrInt(node, "rotary_embedding_dim", 0);
+  if (rot == 0) rot = headSize;
+  const int64_t half = rot / 2;
+  if (rot % 2 != 0 || rot > headSize) ctx.fail("rotary_embedding_dim must be even and at most the head size", ErrorCode::kInvalidArgument);
+  if (cosCache.shape() != sinCache.shape() || cosCache.rank() < 2 || cosCache.shape().back() != half) {
+    ctx.fail("cos_cache " + cosCache.describe() + " and sin_cache " + sinCache.describe() + " must end in rotary_embedding_dim / 2 = " +
+                 std::to_string(half),
+             ErrorCode::kInvalidArgument);
+  }
+  const int64_t cacheRows = cosCache.numel() / half;
+  if (positions) {
+    if (positions->numel() != batches * seq) ctx.fail("position_ids must be (batch, sequence)", ErrorCode::kInvalidArgument);
+  } else if (cacheRows != batches * seq) {
+    ctx.fail("without position_ids the caches must be (batch, sequence, rotary_embedding_dim / 2)", ErrorCode::kInvalidArgument);
+  }
+  Tensor& y = ctx.output(0);
+  dispatchFloat(x.dtype(), "RotaryEmbedding", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using C = ComputeType<T>;
+    const T* px = x.data<T>();
+    T* py = y.data<T>();
+    std::copy(px, px + x.numel(), py);  // features past rotary_embedding_dim pass through
+    for (int64_t b = 0; b < batches; ++b) {
+      for (int64_t s = 0; s < seq; ++s) {
+        const int64_t row = positions ? positions->intAt(b * seq + s) : b * seq + s;
+        if (row < 0 || row >= cacheRows) ctx.fail("position id " + std::to_string(row) + " is outside the caches", ErrorCode::kInvalidArgument);
+        const T* cosRow = cosCache.data<T>() + row * half;
+        const T* sinRow = sinCache.data<T>() + row * half;
+        for (int64_t h = 0; h < heads; ++h) {
+          const int64_t base = fourD ? ((b * heads + h) * seq + s) * headSize : ((b * seq + s) * heads + h) * headSize;
+          for (int64_t i = 0; i < half; ++i) {
+            const int64_t i1 = interleaved ? 2 * i : i, i2 = interleaved ? 2 * i + 1 : i + half;
+            const C x1 = static_cast<C>(px[base + i1]), x2 = static_cast<C>(px[base + i2]);
+            const C c = static_cast<C>(cosRow[i]), sn = static_cast<C>(sinRow[i]);
+            py[base + i1] = static_cast<T>(c * x1 - sn * x2);
+            py[base + i2] = static_cast<T>(sn * x1 + c * x2);
+          }
+        }
+      }
+    }
+  });
+}
+
+KILN_REGISTER_CPU_KERNEL("RotaryEmbedding", rotaryEmbeddingKernel);
+
+}  // namespace
+}  // namespace kiln::cpu
