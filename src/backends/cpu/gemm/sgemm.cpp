@@ -1,147 +1,250 @@
-// Cache-blocked SGEMM in the Goto/BLIS style: a K x N panel of op(B) is packed into 16-column
-// strips (kept in L2/L3), an M x K block of op(A) into 6-row strips (kept in L2), and an AVX2/FMA
-// micro-kernel multiplies one 6-row strip by one 16-column strip with 12 ymm accumulators.
+// Cache-blocked SGEMM in the Goto/BLIS style: a kc x nc panel of op(B) is packed into nr-column
+// strips (kept in L2), an mc x kc block of alpha*op(A) into mr-row strips, and the ISA's
+// micro-kernel multiplies one A strip (kept in L1: it is the broadcast side, the smaller one) by
+// each B strip in turn (streamed from L2). Constant operands come packed whole (PackedMatrix) in
+// the same strip layout, one kc block after another.
 #include "backends/cpu/gemm/sgemm.h"
-#include "backends/cpu/thread_pool.h"
 
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <new>
 #include <vector>
 
+#include "backends/cpu/gemm/sgemm_kernels.h"
 #include "backends/cpu/thread_pool.h"
 
 namespace kiln::cpu {
 namespace {
 
-constexpr int64_t kMR = 6;     // micro-tile rows
-constexpr int64_t kNR = 16;    // micro-tile columns (two ymm vectors)
-constexpr int64_t kKC = 256;   // depth of a packed block: one B strip (16 KiB) stays in L1
-constexpr int64_t kMC = 144;   // rows of a packed A block (144 KiB, in L2)
-constexpr int64_t kNC = 2048;  // columns of a packed B panel (2 MiB)
+// 64-byte aligned floats: each packed strip row then starts on a cache line.
+float* allocateAligned(int64_t count) {
+  const size_t bytes = (static_cast<size_t>(std::max<int64_t>(count, 1)) * sizeof(float) + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, bytes);
+  if (!p) throw std::bad_alloc();
+  return static_cast<float*>(p);
+}
 
-// Packs rows [i0, i0+mc) x depth [k0, k0+kc) of alpha*op(A) into 6-row strips, each stored
-// k-major (6 values per k), zero-padding the last strip.
-void packA(bool transA, const float* A, int64_t lda, int64_t i0, int64_t mc, int64_t k0, int64_t kc, float alpha,
-           float* dst) {
-  for (int64_t s = 0; s < mc; s += kMR) {
-    const int64_t rows = std::min(kMR, mc - s);
+// A per-thread packing buffer that only grows.
+class ScratchBuffer {
+ public:
+  ~ScratchBuffer() { std::free(data_); }
+  float* get(int64_t count) {
+    if (count > capacity_) {
+      std::free(data_);
+      data_ = allocateAligned(count);
+      capacity_ = count;
+    }
+    return data_;
+  }
+
+ private:
+  float* data_ = nullptr;
+  int64_t capacity_ = 0;
+};
+
+int64_t roundUp(int64_t n, int64_t step) { return (n + step - 1) / step * step; }
+
+// Transposes the 8x8 block in r[0..7] (row i of the block in r[i]) in place.
+inline void transpose8x8(__m256 r[8]) {
+  const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+  const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+  const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+  const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+  const __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+  const __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+  const __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+  const __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+  r[0] = _mm256_permute2f128_ps(s0, s4, 0x20);
+  r[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
+  r[2] = _mm256_permute2f128_ps(s2, s6, 0x20);
+  r[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
+  r[4] = _mm256_permute2f128_ps(s0, s4, 0x31);
+  r[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
+  r[6] = _mm256_permute2f128_ps(s2, s6, 0x31);
+  r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
+}
+
+// Stores the first `lanes` floats of v with plain 16/8/4-byte stores (masked stores are slow on
+// some AVX2 CPUs).
+inline void storeLanes(float* out, __m256 v, int64_t lanes) {
+  if (lanes == 8) return _mm256_storeu_ps(out, v);
+  __m128 part = _mm256_castps256_ps128(v);
+  if (lanes >= 4) {
+    _mm_storeu_ps(out, part);
+    part = _mm256_extractf128_ps(v, 1);
+    out += 4;
+    lanes -= 4;
+  }
+  if (lanes >= 2) {
+    _mm_storel_pi(reinterpret_cast<__m64*>(out), part);
+    part = _mm_movehl_ps(part, part);
+    out += 2;
+    lanes -= 2;
+  }
+  if (lanes == 1) _mm_store_ss(out, part);
+}
+
+// One strip of `rows` rows (the rest of mr zero) from row-major A (rows at src, stride lda):
+// 8 rows x 8 depths at a time are loaded along the rows and transposed into k-major order.
+void packARowMajorStrip(int64_t mr, int64_t rows, const float* src, int64_t lda, int64_t kc, float alpha, float* dst) {
+  const __m256 scale = _mm256_set1_ps(alpha);
+  for (int64_t g = 0; g < mr; g += 8) {
+    const int64_t lanes = std::min<int64_t>(8, mr - g);
+    const int64_t valid = std::clamp<int64_t>(rows - g, 0, 8);
+    int64_t k = 0;
+    for (; k + 8 <= kc; k += 8) {
+      __m256 r[8];
+      for (int64_t i = 0; i < 8; ++i) {
+        r[i] = i < valid ? _mm256_mul_ps(scale, _mm256_loadu_ps(src + (g + i) * lda + k)) : _mm256_setzero_ps();
+      }
+      transpose8x8(r);
+      for (int64_t t = 0; t < 8; ++t) {
+        float* out = dst + (k + t) * mr + g;
+        storeLanes(out, r[t], lanes);
+      }
+    }
+    for (; k < kc; ++k) {
+      for (int64_t i = 0; i < lanes; ++i) dst[k * mr + g + i] = i < valid ? alpha * src[(g + i) * lda + k] : 0.0f;
+    }
+  }
+}
+
+// Packs rows [i0, i0+mc) x depth [k0, k0+kc) of alpha*op(A) into mr-row strips, each stored
+// k-major (mr values per k), zero-padding the last strip.
+void packAStrips(int64_t mr, bool transA, const float* A, int64_t lda, int64_t i0, int64_t mc, int64_t k0, int64_t kc,
+                 float alpha, float* dst) {
+  for (int64_t s = 0; s < mc; s += mr) {
+    const int64_t rows = std::min(mr, mc - s);
     if (transA) {
       for (int64_t k = 0; k < kc; ++k) {
         const float* src = A + (k0 + k) * lda + i0 + s;
         int64_t r = 0;
         for (; r < rows; ++r) dst[r] = alpha * src[r];
-        for (; r < kMR; ++r) dst[r] = 0.0f;
-        dst += kMR;
+        for (; r < mr; ++r) dst[r] = 0.0f;
+        dst += mr;
       }
     } else {
-      const float* src[kMR];
-      for (int64_t r = 0; r < kMR; ++r) src[r] = A + (i0 + s + std::min(r, rows - 1)) * lda + k0;
-      for (int64_t k = 0; k < kc; ++k) {
-        for (int64_t r = 0; r < kMR; ++r) dst[r] = r < rows ? alpha * src[r][k] : 0.0f;
-        dst += kMR;
-      }
+      packARowMajorStrip(mr, rows, A + (i0 + s) * lda + k0, lda, kc, alpha, dst);
+      dst += kc * mr;
     }
   }
 }
 
-// Packs depth [k0, k0+kc) x columns [j0, j0+nc) of op(B) into 16-column strips, each stored
-// k-major (16 values per k), zero-padding the last strip.
-void packB(bool transB, const float* B, int64_t ldb, int64_t k0, int64_t kc, int64_t j0, int64_t nc, float* dst) {
-  for (int64_t s = 0; s < nc; s += kNR) {
-    const int64_t cols = std::min(kNR, nc - s);
+// Packs depth [k0, k0+kc) x columns [j0, j0+nc) of alpha*op(B) into nr-column strips, each
+// stored k-major (nr values per k), zero-padding the last strip.
+void packBStrips(int64_t nr, bool transB, const float* B, int64_t ldb, int64_t k0, int64_t kc, int64_t j0, int64_t nc,
+                 float alpha, float* dst) {
+  for (int64_t s = 0; s < nc; s += nr) {
+    const int64_t cols = std::min(nr, nc - s);
     if (!transB) {
       const float* src = B + k0 * ldb + j0 + s;
-      if (cols == kNR) {
-        for (int64_t k = 0; k < kc; ++k) {
-          _mm256_storeu_ps(dst, _mm256_loadu_ps(src));
-          _mm256_storeu_ps(dst + 8, _mm256_loadu_ps(src + 8));
-          src += ldb;
-          dst += kNR;
+      for (int64_t k = 0; k < kc; ++k) {
+        if (alpha == 1.0f && cols == nr && nr % 8 == 0) {
+          for (int64_t c = 0; c < nr; c += 8) _mm256_storeu_ps(dst + c, _mm256_loadu_ps(src + c));
+        } else if (alpha == 1.0f) {
+          std::memcpy(dst, src, static_cast<size_t>(cols) * sizeof(float));
+        } else {
+          for (int64_t c = 0; c < cols; ++c) dst[c] = alpha * src[c];
         }
-      } else {
-        for (int64_t k = 0; k < kc; ++k) {
-          int64_t c = 0;
-          for (; c < cols; ++c) dst[c] = src[c];
-          for (; c < kNR; ++c) dst[c] = 0.0f;
-          src += ldb;
-          dst += kNR;
-        }
+        std::fill(dst + cols, dst + nr, 0.0f);
+        src += ldb;
+        dst += nr;
       }
     } else {
-      // op(B)(k, j) = B[j * ldb + k]: walk each source row contiguously, scatter by 16.
-      for (int64_t c = 0; c < kNR; ++c) {
+      // op(B)(k, j) = B[j * ldb + k]: walk each source row contiguously, scatter by nr.
+      for (int64_t c = 0; c < nr; ++c) {
         if (c < cols) {
           const float* src = B + (j0 + s + c) * ldb + k0;
-          for (int64_t k = 0; k < kc; ++k) dst[k * kNR + c] = src[k];
+          for (int64_t k = 0; k < kc; ++k) dst[k * nr + c] = alpha * src[k];
         } else {
-          for (int64_t k = 0; k < kc; ++k) dst[k * kNR + c] = 0.0f;
+          for (int64_t k = 0; k < kc; ++k) dst[k * nr + c] = 0.0f;
         }
       }
-      dst += kc * kNR;
+      dst += kc * nr;
     }
   }
 }
 
-// c[6 x 16] (row stride ldc) = (accumulate ? c : 0) + a-strip * b-strip over kc steps.
-void microKernel6x16(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate) {
-  __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();
-  __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();
-  __m256 c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps();
-  __m256 c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps();
-  __m256 c40 = _mm256_setzero_ps(), c41 = _mm256_setzero_ps();
-  __m256 c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
-  for (int64_t k = 0; k < kc; ++k) {
-    const __m256 b0 = _mm256_loadu_ps(b);
-    const __m256 b1 = _mm256_loadu_ps(b + 8);
-    __m256 av = _mm256_broadcast_ss(a + 0);
-    c00 = _mm256_fmadd_ps(av, b0, c00);
-    c01 = _mm256_fmadd_ps(av, b1, c01);
-    av = _mm256_broadcast_ss(a + 1);
-    c10 = _mm256_fmadd_ps(av, b0, c10);
-    c11 = _mm256_fmadd_ps(av, b1, c11);
-    av = _mm256_broadcast_ss(a + 2);
-    c20 = _mm256_fmadd_ps(av, b0, c20);
-    c21 = _mm256_fmadd_ps(av, b1, c21);
-    av = _mm256_broadcast_ss(a + 3);
-    c30 = _mm256_fmadd_ps(av, b0, c30);
-    c31 = _mm256_fmadd_ps(av, b1, c31);
-    av = _mm256_broadcast_ss(a + 4);
-    c40 = _mm256_fmadd_ps(av, b0, c40);
-    c41 = _mm256_fmadd_ps(av, b1, c41);
-    av = _mm256_broadcast_ss(a + 5);
-    c50 = _mm256_fmadd_ps(av, b0, c50);
-    c51 = _mm256_fmadd_ps(av, b1, c51);
-    a += kMR;
-    b += kNR;
-  }
-  const __m256 acc[kMR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
-  for (int64_t r = 0; r < kMR; ++r) {
-    float* row = c + r * ldc;
-    __m256 lo = acc[r][0], hi = acc[r][1];
-    if (accumulate) {
-      lo = _mm256_add_ps(lo, _mm256_loadu_ps(row));
-      hi = _mm256_add_ps(hi, _mm256_loadu_ps(row + 8));
-    }
-    _mm256_storeu_ps(row, lo);
-    _mm256_storeu_ps(row + 8, hi);
-  }
-}
+// One GEMM operand: a plain matrix, or a whole-matrix packing (strips of the kernel's mr or nr,
+// kc blocks one after another: the block at depth k0 starts at packed + k0 * padded).
+struct Operand {
+  const float* data = nullptr;
+  int64_t ld = 0;
+  bool trans = false;
+  const float* packed = nullptr;
+  int64_t padded = 0;  // rows (A) or columns (B) of the packing, rounded up to whole strips
+  int64_t offset = 0;  // first row (A) or column (B) of this view, a multiple of mr (nr) when packed
 
-// A partial tile (rows < 6 or cols < 16): computed whole into a scratch tile, then the valid part is
-// written to C.
-void edgeKernel(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t rows, int64_t cols,
-                bool accumulate) {
-  alignas(32) float tile[kMR * kNR];
-  microKernel6x16(kc, a, b, tile, kNR, false);
-  for (int64_t r = 0; r < rows; ++r) {
-    float* row = c + r * ldc;
-    const float* t = tile + r * kNR;
-    if (accumulate) {
-      for (int64_t j = 0; j < cols; ++j) row[j] += t[j];
+  // The view starting `n` rows (A) or columns (B) further on.
+  Operand shifted(int64_t n, bool isA) const {
+    Operand o = *this;
+    if (packed) {
+      o.offset += n;
     } else {
-      for (int64_t j = 0; j < cols; ++j) row[j] = t[j];
+      const bool alongRows = isA ? !trans : trans;  // rows of op(A) are rows of A unless transposed
+      o.data += alongRows ? n * ld : n;
+    }
+    return o;
+  }
+  // The strip holding row (A) or column (B) `first` of the view, in the packed block at depth k0.
+  const float* packedStrip(int64_t k0, int64_t kc, int64_t first) const {
+    return packed + k0 * padded + (offset + first) * kc;
+  }
+};
+
+struct Problem {
+  const SgemmKernelInfo* ki;
+  int64_t M, N, K;
+  float alpha;
+  Operand a, b;
+  float beta;  // only 0 (C not read) or 1 (accumulate) here: other betas are applied first
+  float* C;
+  int64_t ldc;
+  const GemmEpilogue* ep;  // nullptr for none
+  int64_t row0 = 0, col0 = 0;  // where this block of C sits in the whole C (epilogue indexing)
+};
+
+// The single-threaded Goto loop nest over one block of C.
+void blockedGemm(const Problem& p) {
+  const SgemmKernelInfo& ki = *p.ki;
+  const int64_t mr = ki.mr, nr = ki.nr;
+  thread_local ScratchBuffer aBuffer, bBuffer;
+  const int64_t kcMax = std::min(ki.kc, p.K);
+  float* packedB = p.b.packed ? nullptr : bBuffer.get(std::min(ki.nc, roundUp(p.N, nr)) * kcMax);
+  float* packedA = p.a.packed ? nullptr : aBuffer.get(std::min(ki.mc, roundUp(p.M, mr)) * kcMax);
+  // A packed on the fly carries alpha; with A pre-packed, B does.
+  const float alphaB = p.a.packed ? p.alpha : 1.0f;
+  for (int64_t j0 = 0; j0 < p.N; j0 += ki.nc) {
+    const int64_t nc = std::min(ki.nc, p.N - j0);
+    for (int64_t k0 = 0; k0 < p.K; k0 += ki.kc) {
+      const int64_t kc = std::min(ki.kc, p.K - k0);
+      const bool accumulate = k0 > 0 || p.beta != 0.0f;
+      const bool lastK = k0 + kc == p.K;
+      if (!p.b.packed) packBStrips(nr, p.b.trans, p.b.data, p.b.ld, k0, kc, j0, nc, alphaB, packedB);
+      for (int64_t i0 = 0; i0 < p.M; i0 += ki.mc) {
+        const int64_t mc = std::min(ki.mc, p.M - i0);
+        if (!p.a.packed) packAStrips(mr, p.a.trans, p.a.data, p.a.ld, i0, mc, k0, kc, p.alpha, packedA);
+        auto tile = [&](int64_t is, int64_t js) {
+          const float* aStrip = p.a.packed ? p.a.packedStrip(k0, kc, i0 + is) : packedA + is * kc;
+          const float* bStrip = p.b.packed ? p.b.packedStrip(k0, kc, j0 + js) : packedB + js * kc;
+          const int64_t rows = std::min(mr, mc - is), cols = std::min(nr, nc - js);
+          float* c = p.C + (i0 + is) * p.ldc + j0 + js;
+          ki.kernel(kc, aStrip, bStrip, c, p.ldc, rows, cols, accumulate);
+          if (lastK && p.ep) applyGemmEpilogue(*p.ep, c, p.ldc, rows, cols, p.row0 + i0 + is, p.col0 + j0 + js);
+        };
+        if (ki.aStripInL1) {
+          for (int64_t is = 0; is < mc; is += mr) {
+            for (int64_t js = 0; js < nc; js += nr) tile(is, js);
+          }
+        } else {
+          for (int64_t js = 0; js < nc; js += nr) {
+            for (int64_t is = 0; is < mc; is += mr) tile(is, js);
+          }
+        }
+      }
     }
   }
 }
@@ -202,105 +305,142 @@ void gemv(int64_t L, int64_t K, float alpha, const float* P, int64_t ld, bool ro
   }
 }
 
-struct PackBuffers {
-  std::vector<float> a;
-  std::vector<float> b;
-};
-
 constexpr int64_t kMinParallelWork = int64_t{1} << 18;  // M*N*K below which one thread is faster
 
-void blockedGemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
-                 const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+// Applies beta, then splits C over the current pool into blocks of whole micro-tiles along the
+// dimension with more tiles; each thread packs its own panels.
+void runBlocked(Problem p) {
+  if (p.beta != 0.0f && p.beta != 1.0f) {
+    scaleC(p.M, p.N, p.beta, p.C, p.ldc);
+    p.beta = 1.0f;
+  }
+  const int64_t mr = p.ki->mr, nr = p.ki->nr;
+  const int64_t mTiles = (p.M + mr - 1) / mr, nTiles = (p.N + nr - 1) / nr;
+  ThreadPool* pool = currentThreadPool();
+  if (!pool || pool->size() == 1 || p.M * p.N * p.K < kMinParallelWork || std::max(mTiles, nTiles) < 2) {
+    blockedGemm(p);
+    return;
+  }
+  if (nTiles >= mTiles) {
+    pool->parallelFor(nTiles, [&](int64_t t0, int64_t t1) {
+      Problem part = p;
+      const int64_t j0 = t0 * nr;
+      part.N = std::min(p.N, t1 * nr) - j0;
+      part.b = p.b.shifted(j0, false);
+      part.C = p.C + j0;
+      part.col0 = p.col0 + j0;
+      blockedGemm(part);
+    });
+  } else {
+    pool->parallelFor(mTiles, [&](int64_t t0, int64_t t1) {
+      Problem part = p;
+      const int64_t i0 = t0 * mr;
+      part.M = std::min(p.M, t1 * mr) - i0;
+      part.a = p.a.shifted(i0, true);
+      part.C = p.C + i0 * p.ldc;
+      part.row0 = p.row0 + i0;
+      blockedGemm(part);
+    });
+  }
+}
 
-PackBuffers& threadPackBuffers() {
-  thread_local PackBuffers buffers;
-  return buffers;
+// The cases with no work for the kernels: C = epilogue(beta * C).
+bool handleDegenerate(int64_t M, int64_t N, int64_t K, float alpha, float beta, float* C, int64_t ldc,
+                      const GemmEpilogue* ep) {
+  if (M <= 0 || N <= 0) return true;
+  if (K > 0 && alpha != 0.0f) return false;
+  if (beta != 1.0f) scaleC(M, N, beta, C, ldc);
+  if (ep) applyGemmEpilogue(*ep, C, ldc, M, N, 0, 0);
+  return true;
+}
+
+void sgemmImpl(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+               const float* B, int64_t ldb, float beta, float* C, int64_t ldc, const GemmEpilogue* ep) {
+  if (handleDegenerate(M, N, K, alpha, beta, C, ldc, ep)) return;
+  if (M == 1 || N == 1) {
+    if (M == 1) {  // row vector times op(B): C^T = op(B)^T a
+      gemv(N, K, alpha, B, ldb, transB, A, transA ? lda : 1, beta, C, 1);
+    } else {  // op(A) times a column vector
+      gemv(M, K, alpha, A, lda, !transA, B, transB ? 1 : ldb, beta, C, ldc);
+    }
+    if (ep) applyGemmEpilogue(*ep, C, ldc, M, N, 0, 0);
+    return;
+  }
+  Problem p{&sgemmKernelFor(activeCpuIsa()), M, N, K, alpha, Operand{A, lda, transA}, Operand{B, ldb, transB},
+            beta, C, ldc, ep};
+  runBlocked(p);
 }
 
 }  // namespace
 
 void sgemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
            const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  if (M <= 0 || N <= 0) return;
-  if (K <= 0 || alpha == 0.0f) {
-    if (beta != 1.0f) scaleC(M, N, beta, C, ldc);
-    return;
-  }
-  if (M == 1) {  // row vector times op(B): C^T = op(B)^T a
-    gemv(N, K, alpha, B, ldb, transB, A, transA ? lda : 1, beta, C, 1);
-    return;
-  }
-  if (N == 1) {  // op(A) times a column vector
-    gemv(M, K, alpha, A, lda, !transA, B, transB ? 1 : ldb, beta, C, ldc);
-    return;
-  }
-  // Blocks after the first K block always add to C; the first one adds only when beta != 0.
-  if (beta != 0.0f && beta != 1.0f) scaleC(M, N, beta, C, ldc);
-  ThreadPool* pool = currentThreadPool();
-  if (!pool || pool->size() == 1 || M * N * K < kMinParallelWork) {
-    blockedGemm(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-    return;
-  }
-  // Split C into column (or, when it is taller than wide, row) blocks of whole micro-tiles;
-  // each thread packs its own panels.
-  if (N >= M) {
-    const int64_t tiles = (N + kNR - 1) / kNR;
-    pool->parallelFor(tiles, [&](int64_t t0, int64_t t1) {
-      const int64_t j0 = t0 * kNR, j1 = std::min(N, t1 * kNR);
-      blockedGemm(transA, transB, M, j1 - j0, K, alpha, A, lda, transB ? B + j0 * ldb : B + j0, ldb, beta, C + j0, ldc);
-    });
-  } else {
-    const int64_t tiles = (M + kMR - 1) / kMR;
-    pool->parallelFor(tiles, [&](int64_t t0, int64_t t1) {
-      const int64_t i0 = t0 * kMR, i1 = std::min(M, t1 * kMR);
-      blockedGemm(transA, transB, i1 - i0, N, K, alpha, transA ? A + i0 : A + i0 * lda, lda, B, ldb, beta,
-                  C + i0 * ldc, ldc);
-    });
-  }
+  sgemmImpl(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, nullptr);
 }
 
-namespace {
-
-// The single-threaded Goto loop nest over one block of C (beta already applied unless 0 or 1).
-void blockedGemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
-                 const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  PackBuffers& buf = threadPackBuffers();
-  const int64_t ncMax = std::min(kNC, (N + kNR - 1) / kNR * kNR);
-  const int64_t mcMax = std::min(kMC, (M + kMR - 1) / kMR * kMR);
-  const int64_t kcMax = std::min(kKC, K);
-  buf.b.resize(static_cast<size_t>(ncMax * kcMax));
-  buf.a.resize(static_cast<size_t>(mcMax * kcMax));
-  float* packedB = buf.b.data();
-  float* packedA = buf.a.data();
-
-  for (int64_t j0 = 0; j0 < N; j0 += kNC) {
-    const int64_t nc = std::min(kNC, N - j0);
-    for (int64_t k0 = 0; k0 < K; k0 += kKC) {
-      const int64_t kc = std::min(kKC, K - k0);
-      const bool accumulate = k0 > 0 || beta != 0.0f;
-      packB(transB, B, ldb, k0, kc, j0, nc, packedB);
-      for (int64_t i0 = 0; i0 < M; i0 += kMC) {
-        const int64_t mc = std::min(kMC, M - i0);
-        packA(transA, A, lda, i0, mc, k0, kc, alpha, packedA);
-        for (int64_t js = 0; js < nc; js += kNR) {
-          const int64_t cols = std::min(kNR, nc - js);
-          const float* bStrip = packedB + js * kc;
-          for (int64_t is = 0; is < mc; is += kMR) {
-            const int64_t rows = std::min(kMR, mc - is);
-            const float* aStrip = packedA + is * kc;
-            float* c = C + (i0 + is) * ldc + j0 + js;
-            if (rows == kMR && cols == kNR) {
-              microKernel6x16(kc, aStrip, bStrip, c, ldc, accumulate);
-            } else {
-              edgeKernel(kc, aStrip, bStrip, c, ldc, rows, cols, accumulate);
-            }
-          }
-        }
-      }
-    }
-  }
+void sgemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+           const float* B, int64_t ldb, float beta, float* C, int64_t ldc, const GemmEpilogue& epilogue) {
+  sgemmImpl(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, epilogue.empty() ? nullptr : &epilogue);
 }
 
-}  // namespace
+PackedMatrix packA(bool transA, int64_t M, int64_t K, const float* A, int64_t lda) {
+  const SgemmKernelInfo& ki = sgemmKernelFor(activeCpuIsa());
+  const int64_t padded = roundUp(std::max<int64_t>(M, 1), ki.mr);
+  float* data = allocateAligned(padded * K);
+  PackedMatrix packed;
+  packed.data_ = std::shared_ptr<const float>(data, [](const float* p) { std::free(const_cast<float*>(p)); });
+  for (int64_t k0 = 0; k0 < K; k0 += ki.kc) {
+    const int64_t kc = std::min(ki.kc, K - k0);
+    if (M > 0) packAStrips(ki.mr, transA, A, lda, 0, M, k0, kc, 1.0f, data + k0 * padded);
+  }
+  packed.side_ = PackedMatrix::Side::kA;
+  packed.isa_ = ki.isa;
+  packed.rows_ = M;
+  packed.cols_ = K;
+  return packed;
+}
+
+PackedMatrix packB(bool transB, int64_t K, int64_t N, const float* B, int64_t ldb) {
+  const SgemmKernelInfo& ki = sgemmKernelFor(activeCpuIsa());
+  const int64_t padded = roundUp(std::max<int64_t>(N, 1), ki.nr);
+  float* data = allocateAligned(padded * K);
+  PackedMatrix packed;
+  packed.data_ = std::shared_ptr<const float>(data, [](const float* p) { std::free(const_cast<float*>(p)); });
+  for (int64_t k0 = 0; k0 < K; k0 += ki.kc) {
+    const int64_t kc = std::min(ki.kc, K - k0);
+    if (N > 0) packBStrips(ki.nr, transB, B, ldb, k0, kc, 0, N, 1.0f, data + k0 * padded);
+  }
+  packed.side_ = PackedMatrix::Side::kB;
+  packed.isa_ = ki.isa;
+  packed.rows_ = K;
+  packed.cols_ = N;
+  return packed;
+}
+
+void sgemmPacked(bool transA, int64_t M, float alpha, const float* A, int64_t lda, const PackedMatrix& B, float beta,
+                 float* C, int64_t ldc, const GemmEpilogue& epilogue) {
+  const int64_t K = B.rows(), N = B.cols();
+  const GemmEpilogue* ep = epilogue.empty() ? nullptr : &epilogue;
+  if (handleDegenerate(M, N, K, alpha, beta, C, ldc, ep)) return;
+  const SgemmKernelInfo& ki = sgemmKernelFor(B.isa());
+  Operand b;
+  b.packed = B.data();
+  b.padded = roundUp(N, ki.nr);
+  Problem p{&ki, M, N, K, alpha, Operand{A, lda, transA}, b, beta, C, ldc, ep};
+  runBlocked(p);
+}
+
+void sgemmPacked(const PackedMatrix& A, int64_t N, float alpha, bool transB, const float* B, int64_t ldb, float beta,
+                 float* C, int64_t ldc, const GemmEpilogue& epilogue) {
+  const int64_t M = A.rows(), K = A.cols();
+  const GemmEpilogue* ep = epilogue.empty() ? nullptr : &epilogue;
+  if (handleDegenerate(M, N, K, alpha, beta, C, ldc, ep)) return;
+  const SgemmKernelInfo& ki = sgemmKernelFor(A.isa());
+  Operand a;
+  a.packed = A.data();
+  a.padded = roundUp(M, ki.mr);
+  Problem p{&ki, M, N, K, alpha, a, Operand{B, ldb, transB}, beta, C, ldc, ep};
+  runBlocked(p);
+}
 
 }  // namespace kiln::cpu

@@ -1,15 +1,65 @@
-// Matrix multiply with BLAS gemm semantics: a fast SGEMM for float and a plain reference for other types.
+// Matrix multiply with BLAS gemm semantics: a fast SGEMM for float (cache-blocked, register-tiled,
+// AVX-512 or AVX2 picked at run time), constant operands packed once, fused epilogues, and a plain
+// reference for other types.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <type_traits>
+
+#include "backends/cpu/cpu_isa.h"
+#include "backends/cpu/gemm/gemm_epilogue.h"
 
 namespace kiln::cpu {
 
 /// C[M x N] = alpha * op(A) * op(B) + beta * C, all row-major. op(A) is M x K: A is M x K with
 /// row stride lda, or K x M when transA. op(B) is K x N: B is K x N with row stride ldb, or N x K
-/// when transB. When beta == 0, C is not read (NaNs in it do not propagate).
+/// when transB. When beta == 0, C is not read (NaNs in it do not propagate). Runs on the
+/// current thread pool (currentThreadPool()) when the product is large enough.
 void sgemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
            const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+
+/// sgemm followed by an epilogue: C = act(alpha * op(A) * op(B) + beta * C + bias + residual),
+/// applied to each C tile right after its last update, while it is in cache.
+void sgemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+           const float* B, int64_t ldb, float beta, float* C, int64_t ldc, const GemmEpilogue& epilogue);
+
+/// A constant GEMM operand packed once into the micro-kernel's layout (for the ISA active when
+/// it was packed), so every later product skips that packing: weights packed when a kernel is
+/// created. Copies share the packed data (immutable), so kernels may be copied freely.
+class PackedMatrix {
+ public:
+  enum class Side { kA, kB };
+
+  PackedMatrix() = default;
+  bool empty() const { return data_ == nullptr; }
+  Side side() const { return side_; }
+  /// The shape of op(X): M x K for an A operand, K x N for a B operand.
+  int64_t rows() const { return rows_; }
+  int64_t cols() const { return cols_; }
+  CpuIsa isa() const { return isa_; }
+  const float* data() const { return data_.get(); }
+
+ private:
+  friend PackedMatrix packA(bool, int64_t, int64_t, const float*, int64_t);
+  friend PackedMatrix packB(bool, int64_t, int64_t, const float*, int64_t);
+  std::shared_ptr<const float> data_;
+  Side side_ = Side::kB;
+  CpuIsa isa_ = CpuIsa::kAvx2;
+  int64_t rows_ = 0, cols_ = 0;
+};
+
+/// Packs op(A) (M x K; A is K x M when transA) as the left operand: Conv weights (W x columns).
+PackedMatrix packA(bool transA, int64_t M, int64_t K, const float* A, int64_t lda);
+/// Packs op(B) (K x N; B is N x K when transB) as the right operand: MatMul and Gemm weights.
+PackedMatrix packB(bool transB, int64_t K, int64_t N, const float* B, int64_t ldb);
+
+/// C = epilogue(alpha * op(A) * B + beta * C) with B from packB; M x N x K as in sgemm, with
+/// K == B.rows() and N == B.cols().
+void sgemmPacked(bool transA, int64_t M, float alpha, const float* A, int64_t lda, const PackedMatrix& B, float beta,
+                 float* C, int64_t ldc, const GemmEpilogue& epilogue = {});
+/// C = epilogue(alpha * A * op(B) + beta * C) with A from packA; M == A.rows(), K == A.cols().
+void sgemmPacked(const PackedMatrix& A, int64_t N, float alpha, bool transB, const float* B, int64_t ldb, float beta,
+                 float* C, int64_t ldc, const GemmEpilogue& epilogue = {});
 
 /// The same contract as sgemm for any arithmetic T, with plain loops. Integers wrap around on
 /// overflow like numpy's (the arithmetic is done unsigned).

@@ -1,5 +1,5 @@
 // CPU kernels for MatMul (numpy semantics, batch broadcasting), MatMulInteger and Gemm, all on the
-// GEMM routines.
+// GEMM routines; a constant float32 B (weights) is packed once when the kernel is made.
 #include "backends/cpu/broadcast.h"
 #include "backends/cpu/gemm/float_copy.h"
 #include "backends/cpu/gemm/sgemm.h"
@@ -76,12 +76,26 @@ void batchedMatMul(const MatMulDims& d, const T* a, const T* b, T* y) {
       });
 }
 
-void matMulKernel(KernelContext& ctx) {
+// A constant 2-D float32 B (a Linear layer's weights) packed once for the GEMM micro-kernel.
+PackedMatrix packConstantB(const KernelCreateInfo& info, bool transB) {
+  const Tensor* b = info.constants.size() > 1 ? info.constants[1] : nullptr;
+  if (!b || b->dtype() != DataType::kFloat32 || b->rank() != 2 || b->numel() == 0) return {};
+  const int64_t K = b->dim(transB ? 1 : 0), N = b->dim(transB ? 0 : 1);
+  return packB(transB, K, N, b->data<float>(), b->dim(1));
+}
+
+void matMulKernel(KernelContext& ctx, const PackedMatrix& packedB) {
   const Tensor& a = ctx.input(0);
   const Tensor& b = ctx.input(1);
   const MatMulDims d = matMulDims(ctx, a.shape(), b.shape());
   Tensor& y = ctx.output(0);
   if (y.numel() == 0) return;
+  if (!packedB.empty() && a.dtype() == DataType::kFloat32 && b.rank() == 2 && packedB.rows() == d.K &&
+      packedB.cols() == d.N) {
+    // One B for every batch: the stacked rows of A are one GEMM against the packed weights.
+    sgemmPacked(false, shapeNumel(d.aBatch) * d.M, 1.0f, a.data<float>(), d.K, packedB, 0.0f, y.data<float>(), d.N);
+    return;
+  }
   if (isHalfLike(a.dtype())) {
     const Tensor fa = toFloatCopy(a), fb = toFloatCopy(b);
     Tensor fy(DataType::kFloat32, y.shape());
@@ -159,13 +173,58 @@ void runGemm(const GemmParams& p, const Tensor& a, const Tensor& b, const Tensor
   }
 }
 
+KernelFn makeMatMulKernel(const KernelCreateInfo& info) {
+  const PackedMatrix packedB = packConstantB(info, false);
+  return [packedB](KernelContext& ctx) { matMulKernel(ctx, packedB); };
+}
+
+// Gemm with a constant float32 B: B packed once, and a constant C that is one row (a Linear
+// layer's bias, 1-D [N] or [1, N]) folded, times beta, into the GEMM epilogue.
+struct PackedGemm {
+  PackedMatrix b;
+  std::vector<float> bias;  // beta * C, when C is a constant row of N values
+};
+
+PackedGemm prepareGemm(const KernelCreateInfo& info, const GemmParams& p) {
+  PackedGemm g;
+  g.b = packConstantB(info, p.transB);
+  const Tensor* c = info.constants.size() > 2 ? info.constants[2] : nullptr;
+  if (g.b.empty() || !c || c->dtype() != DataType::kFloat32 || p.beta == 0.0f) return g;
+  const bool row = c->rank() == 1 || (c->rank() == 2 && c->dim(0) == 1);
+  if (!row || c->numel() != g.b.cols() || c->numel() == 1) return g;
+  const float* src = c->data<float>();
+  g.bias.assign(src, src + c->numel());
+  for (float& v : g.bias) v *= p.beta;
+  return g;
+}
+
+// Y = alpha * op(A) * B + beta * C on the packed B; false when the operands do not fit it.
+bool runPackedGemm(const GemmParams& p, const PackedGemm& g, const Tensor& a, const Tensor* c, Tensor& y, int64_t M,
+                   int64_t N, int64_t K) {
+  if (g.b.empty() || a.dtype() != DataType::kFloat32 || g.b.rows() != K || g.b.cols() != N) return false;
+  float* out = y.data<float>();
+  GemmEpilogue ep;
+  float beta = 0.0f;
+  if (c && p.beta != 0.0f) {
+    if (!g.bias.empty()) {
+      ep.bias = g.bias.data();
+    } else {
+      broadcastBias<float>(*c, M, N, out);
+      beta = p.beta;
+    }
+  }
+  sgemmPacked(p.transA, M, p.alpha, a.data<float>(), a.dim(1), g.b, beta, out, N, ep);
+  return true;
+}
+
 KernelFn makeGemmKernel(const KernelCreateInfo& info) {
   GemmParams p;
   p.transA = ir::attrInt(info.node, "transA", 0) != 0;
   p.transB = ir::attrInt(info.node, "transB", 0) != 0;
   p.alpha = ir::attrFloat(info.node, "alpha", 1.0f);
   p.beta = ir::attrFloat(info.node, "beta", 1.0f);
-  return [p](KernelContext& ctx) {
+  const PackedGemm packed = prepareGemm(info, p);
+  return [p, packed](KernelContext& ctx) {
     const Tensor& a = ctx.input(0);
     const Tensor& b = ctx.input(1);
     const Tensor* c = ctx.hasInput(2) ? &ctx.input(2) : nullptr;
@@ -176,6 +235,7 @@ KernelFn makeGemmKernel(const KernelCreateInfo& info) {
     if (c && c->rank() > 2) ctx.fail("C must have rank <= 2", ErrorCode::kInvalidArgument);
     Tensor& y = ctx.output(0);
     if (y.numel() == 0) return;
+    if (runPackedGemm(p, packed, a, c, y, M, N, K)) return;
     if (isHalfLike(a.dtype())) {
       const Tensor fa = toFloatCopy(a), fb = toFloatCopy(b);
       const Tensor fc = c ? toFloatCopy(*c) : Tensor();
@@ -193,7 +253,7 @@ KernelFn makeGemmKernel(const KernelCreateInfo& info) {
 
 }  // namespace
 
-KILN_REGISTER_CPU_KERNEL("MatMul", KernelFn(matMulKernel));
+KILN_REGISTER_CPU_KERNEL("MatMul", KernelFactory(makeMatMulKernel));
 KILN_REGISTER_CPU_KERNEL("Gemm", KernelFactory(makeGemmKernel));
 KILN_REGISTER_CPU_KERNEL("MatMulInteger", KernelFn(matMulIntegerKernel));
 

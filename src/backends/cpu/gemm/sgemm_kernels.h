@@ -1,0 +1,35 @@
+// The SGEMM micro-kernels, one per ISA, with the cache blocking each is tuned for. Internal to
+// the gemm folder: sgemm.cpp packs panels in the layout below and picks a kernel by ISA.
+#pragma once
+#include <cstdint>
+
+#include "backends/cpu/cpu_isa.h"
+
+namespace kiln::cpu {
+
+/// c[rows x cols] (row stride ldc) = (accumulate ? c : 0) + a * b over kc steps, where a is an
+/// A strip packed k-major (mr values per k, rows beyond `rows` zero) and b a B strip packed
+/// k-major (nr values per k, zero-padded). rows <= mr, cols <= nr; C outside them is not touched.
+using SgemmMicroKernelFn = void (*)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t rows,
+                                    int64_t cols, bool accumulate);
+
+struct SgemmKernelInfo {
+  CpuIsa isa;
+  const char* name;
+  int64_t mr, nr;  // register tile
+  int64_t kc;      // depth of a packed block
+  int64_t mc;      // rows of a packed A block, a multiple of mr
+  int64_t nc;      // columns of a packed kc x nc B panel; a multiple of nr
+  // Which strip the inner loop keeps in L1: the A strip (BLIS order: B strips stream from an
+  // L2-sized panel) or the B strip (A strips stream from an L2-sized block).
+  bool aStripInL1;
+  SgemmMicroKernelFn kernel;
+};
+
+const SgemmKernelInfo& sgemmKernelAvx2();    // f32_gemm_6x16_fma3
+const SgemmKernelInfo& sgemmKernelAvx512();  // f32_gemm_14x32_avx512 (call only when the CPU has AVX-512)
+
+/// The kernel for an ISA (AVX-512 only if requested and detected).
+const SgemmKernelInfo& sgemmKernelFor(CpuIsa isa);
+
+}  // namespace kiln::cpu
