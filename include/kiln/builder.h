@@ -85,8 +85,9 @@ struct BuildReport {
   std::vector<Stage> stages;
   int layersBefore = 0;          // nodes in the network
   int layersAfter = 0;           // nodes left after constant folding, dead-node removal and fusion
-  uint64_t arenaBytes = 0;       // peak of intermediate tensors at the opt shapes of profile 0
-  uint64_t maxArenaBytes = 0;    // the same at the max shapes of the profiles
+  uint64_t arenaBytes = 0;       // arena holding the intermediate tensors at the opt shapes of profile 0
+  uint64_t intermediateBytes = 0;  // those intermediate tensors' sizes added up (without the reuse)
+  uint64_t maxArenaBytes = 0;    // the arena at the max shapes of the profiles
   uint64_t planBytes = 0;
   std::vector<std::string> layerDecisions;  // one line per layer of the engine
 };

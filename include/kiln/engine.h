@@ -110,8 +110,10 @@ class ExecutionContext {
   /// An input's shape, or an output's shape resolved from the input shapes (-1 where it depends
   /// on data not yet computed; the exact shape after execute()).
   Result<Dims> getTensorShape(const std::string& name) const;
-  /// Binds user memory. Inputs are read in place (zero copy); outputs are written there after each
-  /// run (bytes, if not 0, is the buffer's size and is checked).
+  /// Binds user memory (bytes, if not 0, is the buffer's size and is checked). Inputs are read in
+  /// place (zero copy). An output whose size the input shapes determine is computed in the buffer
+  /// itself; one whose size depends on the data (NonZero, ...), or whose buffer overlaps a bound
+  /// input, is computed elsewhere and copied there after the run.
   Status setTensorAddress(const std::string& name, void* address, uint64_t bytes = 0);
   /// Binds a tensor as an input (shares its storage) and sets the input's shape from it.
   Status setInputTensor(const std::string& name, const Tensor& tensor);

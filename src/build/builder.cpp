@@ -4,7 +4,6 @@
 #include <set>
 #include <sstream>
 
-#include "build/memory_estimate.h"
 #include "build/network_impl.h"
 #include "build/profiles.h"
 #include "engine/api_guard.h"
@@ -101,8 +100,8 @@ void checkPrecisions(const NetworkDefinition::Impl& net, const BuilderConfig& co
 }
 
 // Concrete shape inference at one selector of one profile: proves every layer accepts those
-// shapes, and sizes the activations.
-uint64_t checkProfileShapes(const ir::Graph& graph, const plan::Profile& profile, int index, OptProfileSelector which) {
+// shapes, and plans the activations' arena.
+MemoryPlan checkProfileShapes(const ir::Graph& graph, const plan::Profile& profile, int index, OptProfileSelector which) {
   static const char* names[] = {"min", "opt", "max"};
   ir::Graph g = graph;
   std::string given;
@@ -120,7 +119,7 @@ uint64_t checkProfileShapes(const ir::Graph& graph, const plan::Profile& profile
     throw Error(e.code(), "optimization profile " + std::to_string(index) + " " + names[static_cast<int>(which)] +
                               " shapes (" + given + "): " + e.what());
   }
-  return build::peakIntermediateBytes(g);
+  return planMemory(g);
 }
 
 std::string kernelName(const ir::Graph& g, const ir::Node& node) {
@@ -164,17 +163,22 @@ std::vector<uint8_t> buildPlan(const NetworkDefinition::Impl& net, const Builder
     std::set<std::string> afterFolding = nodeNames(g);
     const int removed = opt::eliminateDeadNodes(g);
     std::set<std::string> afterRemoval = nodeNames(g);
+    const int fused = opt::fuseLayers(g);
+    std::map<std::string, std::string> fusedInto = opt::fusedNodeNames(g);
     for (const ir::Node& node : before) {
       if (!afterFolding.count(node.name)) {
         report.layerDecisions.push_back(node.label() + ": folded into a constant");
       } else if (!afterRemoval.count(node.name)) {
         report.layerDecisions.push_back(node.label() + ": removed, nothing reads its outputs");
+      } else if (fusedInto.count(node.name)) {
+        report.layerDecisions.push_back(node.label() + ": fused into layer '" + fusedInto[node.name] + "'");
       }
     }
     for (const std::string& line : report.layerDecisions) logger.log(Severity::kVERBOSE, line);
     report.layersAfter = static_cast<int>(g.nodes.size());
     return std::to_string(report.layersBefore) + " layers -> " + std::to_string(report.layersAfter) + " (" +
-           std::to_string(folded) + " folded into constants, " + std::to_string(removed) + " unused removed)";
+           std::to_string(folded) + " folded into constants, " + std::to_string(removed) + " unused removed, " +
+           std::to_string(fused) + " fused)";
   });
 
   std::vector<LayerInfo> layers;
@@ -182,7 +186,7 @@ std::vector<uint8_t> buildPlan(const NetworkDefinition::Impl& net, const Builder
     Executor check(graph);  // makes every kernel: factories validate attributes and pre-pack weights
     const ir::Graph& g = *graph;
     for (const ir::Node& node : g.nodes) {
-      LayerInfo info{node.name, node.opType, kernelName(g, node), {}, {}, {}};
+      LayerInfo info{node.name, node.opType, kernelName(g, node), {}, {}, opt::fusedFrom(node)};
       std::string outs;
       for (int id : node.outputs) {
         info.outputs.push_back(id == ir::kNoValue ? "" : g.value(id).name);
@@ -200,8 +204,12 @@ std::vector<uint8_t> buildPlan(const NetworkDefinition::Impl& net, const Builder
   timer.run("plan memory", [&] {
     for (size_t p = 0; p < profiles.size(); ++p) {
       for (auto which : {OptProfileSelector::kMIN, OptProfileSelector::kOPT, OptProfileSelector::kMAX}) {
-        uint64_t bytes = checkProfileShapes(*graph, profiles[p], static_cast<int>(p), which);
-        if (p == 0 && which == OptProfileSelector::kOPT) report.arenaBytes = bytes;
+        MemoryPlan memory = checkProfileShapes(*graph, profiles[p], static_cast<int>(p), which);
+        const uint64_t bytes = memory.arenaBytes;
+        if (p == 0 && which == OptProfileSelector::kOPT) {
+          report.arenaBytes = bytes;
+          report.intermediateBytes = memory.intermediateBytes;
+        }
         if (which == OptProfileSelector::kMAX) report.maxArenaBytes = std::max(report.maxArenaBytes, bytes);
       }
     }
@@ -211,7 +219,8 @@ std::vector<uint8_t> buildPlan(const NetworkDefinition::Impl& net, const Builder
                                                    " at the profiles' max shapes, more than the workspace limit of " +
                                                    mib(limit));
     }
-    return "arena " + mib(report.arenaBytes) + " at opt shapes, " + mib(report.maxArenaBytes) + " at max shapes";
+    return "arena " + mib(report.arenaBytes) + " at opt shapes (intermediates sum " + mib(report.intermediateBytes) +
+           "), " + mib(report.maxArenaBytes) + " at max shapes";
   });
 
   std::vector<uint8_t> bytes;

@@ -22,6 +22,7 @@ struct ExecutionContext::Impl {
   std::vector<Shape> lastRunInputShapes;   // per I/O tensor
   std::shared_future<Status> pending;
   std::unique_ptr<cpu::ThreadPool> pool;  // made on the first run, sized by the engine's threads
+  ExecutorMemory memory;                  // the arena, planned again when input shapes change
 
   const plan::Plan& plan() const { return engine->plan; }
   size_t io(const std::string& name, const char* what) const;
@@ -146,7 +147,12 @@ void ExecutionContext::Impl::run() {
     runShapes[i] = value.shape();
     feeds.emplace_back(t.valueId, std::move(value));
   }
-  std::vector<Tensor> results = engine->executor->run(feeds);
+  // Outputs with a bound buffer are computed in it when their size is known from the input shapes;
+  // the others (sizes that depend on data, views of an input) are copied there after the run.
+  std::vector<OutputBuffer> buffers;
+  for (size_t i = 0; i < p.io.size(); ++i)
+    if (p.io[i].mode == TensorIOMode::kOUTPUT && addresses[i]) buffers.push_back({p.io[i].valueId, addresses[i], capacities[i]});
+  std::vector<Tensor> results = engine->executor->run(feeds, &memory, buffers);
   size_t k = 0;
   for (size_t i = 0; i < p.io.size(); ++i) {
     if (p.io[i].mode != TensorIOMode::kOUTPUT) continue;
@@ -158,7 +164,7 @@ void ExecutionContext::Impl::run() {
       badArgument("output '" + p.io[i].name + "' " + out.describe() + " needs " + std::to_string(out.byteSize()) +
                   " bytes, its buffer has " + std::to_string(capacities[i]));
     }
-    if (out.byteSize()) std::memmove(addresses[i], out.raw(), out.byteSize());
+    if (out.raw() != addresses[i] && out.byteSize()) std::memmove(addresses[i], out.raw(), out.byteSize());
   }
   lastRunInputShapes = std::move(runShapes);
 }

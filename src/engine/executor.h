@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "backends/cpu/kernel.h"
+#include "engine/memory_plan.h"
 #include "ir/graph.h"
 #include "ir/op_schema.h"
 
@@ -18,17 +19,51 @@ using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 /// Returns one line per node, empty when everything is supported.
 std::vector<std::string> findUnsupportedNodes(const ir::Graph& graph);
 
-/// Infers a node's output shapes from its concrete inputs, then runs its kernel.
+/// Infers a node's output shapes from its concrete inputs, then runs its kernel. `planned`, when
+/// given, has one entry per output: storage the kernel's output() / allocateOutput() use.
 std::vector<Tensor> runNode(const ir::Node& node, const ir::OpSchema& schema, const cpu::KernelFn& kernel,
-                            const std::vector<const Tensor*>& inputs);
+                            const std::vector<const Tensor*>& inputs,
+                            const std::vector<cpu::OutputStorage>* planned = nullptr);
+
+/// A caller's buffer that a graph output is computed in directly (zero copy) when its size is
+/// known before the run; otherwise the output is computed elsewhere and the caller copies it.
+struct OutputBuffer {
+  int valueId = -1;
+  void* data = nullptr;
+  uint64_t capacity = 0;  // 0: not checked
+};
+
+/// Run memory of one execution context: the memory plan for the last input shapes (made again
+/// when they change) and the arena it lays intermediate tensors out in. Used by one run at a time.
+class ExecutorMemory {
+ public:
+  /// The plan in use (empty before the first run).
+  const MemoryPlan& plan() const { return plan_; }
+  /// Bytes allocated for the arena (at least plan().arenaBytes).
+  uint64_t arenaCapacity() const { return capacity_; }
+  /// How many times a plan was made (once per new input-shape signature).
+  int planCount() const { return planCount_; }
+
+ private:
+  friend class Executor;
+  std::vector<std::pair<int, Shape>> signature_;
+  bool planned_ = false;
+  int planCount_ = 0;
+  MemoryPlan plan_;
+  std::shared_ptr<uint8_t> arena_;
+  uint64_t capacity_ = 0;
+};
 
 class Executor {
  public:
   /// Creates a kernel for every node; throws listing all unsupported nodes.
   explicit Executor(std::shared_ptr<const ir::Graph> graph);
 
-  /// Runs with the graph inputs given by value id; returns the graph outputs in order.
-  std::vector<Tensor> run(const std::vector<std::pair<int, Tensor>>& inputs) const;
+  /// Runs with the graph inputs given by value id; returns the graph outputs in order. Without
+  /// `memory`, every tensor is allocated on its own (control-flow bodies); with it, intermediates
+  /// go to its arena and graph outputs with a buffer in `outputBuffers` are computed in place.
+  std::vector<Tensor> run(const std::vector<std::pair<int, Tensor>>& inputs, ExecutorMemory* memory = nullptr,
+                          const std::vector<OutputBuffer>& outputBuffers = {}) const;
 
   const ir::Graph& graph() const { return *graph_; }
 
@@ -39,8 +74,14 @@ class Executor {
     cpu::KernelFn kernel;
     std::vector<int> release;  // values whose last use is this step
   };
+  /// Per value id: where a node output is to be computed at this run (empty: on the heap).
+  std::vector<cpu::OutputStorage> placeValues(const std::vector<std::pair<int, Tensor>>& inputs,
+                                              ExecutorMemory& memory,
+                                              const std::vector<OutputBuffer>& outputBuffers) const;
+
   std::shared_ptr<const ir::Graph> graph_;
   std::vector<Step> steps_;
+  std::vector<bool> isNodeOutput_;  // per value id
 };
 
 }  // namespace kiln

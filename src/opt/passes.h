@@ -1,5 +1,9 @@
 // Graph optimization passes. Each takes a sorted, verified graph and keeps it so.
 #pragma once
+#include <map>
+#include <string>
+#include <vector>
+
 #include "ir/graph.h"
 
 namespace kiln::opt {
@@ -11,5 +15,37 @@ int foldConstants(ir::Graph& graph);
 
 /// Removes nodes whose outputs nobody reads (not graph outputs). Returns the number removed.
 int eliminateDeadNodes(ir::Graph& graph);
+
+// The fusion passes below return the number of nodes they removed. A node that absorbs others
+// lists the original node names in its "kiln_fused_from" attribute (see rewrite_util.h).
+
+/// Merges nodes that compute the same op on the same inputs with the same attributes.
+int eliminateCommonSubexpressions(ir::Graph& graph);
+
+/// Composes consecutive Transposes, bypasses identity ones, collapses Reshape chains.
+int cancelTransposesAndReshapes(ir::Graph& graph);
+
+/// Folds an inference-mode BatchNormalization into the Conv with constant weights before it.
+int foldBatchNormIntoConv(ir::Graph& graph);
+
+/// Replaces the ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add LayerNorm pattern by LayerNormalization.
+int fuseLayerNormPattern(ir::Graph& graph);
+
+/// MatMul(A, constant B) + bias [+ residual] [+ activation] -> kiln::FusedMatMul (float32).
+int fuseMatMulEpilogues(ir::Graph& graph);
+
+/// Conv [+ residual Add] [+ activation] -> kiln::FusedConv (float32).
+int fuseConvEpilogues(ir::Graph& graph);
+
+/// Every pass above after constant folding and dead-node removal, in an order where each
+/// pattern sees its predecessors' results (BatchNorm folds before Conv fusion looks for
+/// activations). Returns the number of nodes removed by fusion.
+int fuseLayers(ir::Graph& graph);
+
+/// The network node names a layer was made from (itself first), empty if it absorbed none.
+std::vector<std::string> fusedFrom(const ir::Node& node);
+
+/// For each network node absorbed into another layer, that layer's name.
+std::map<std::string, std::string> fusedNodeNames(const ir::Graph& graph);
 
 }  // namespace kiln::opt

@@ -1,6 +1,7 @@
 #include "kiln/session.h"
 
 #include <algorithm>
+#include <mutex>
 
 #include "backends/cpu/thread_pool.h"
 #include "engine/executor.h"
@@ -74,6 +75,8 @@ struct Session::Impl {
   std::vector<TensorInfo> outputs;
   std::unique_ptr<Executor> executor;
   std::unique_ptr<cpu::ThreadPool> pool;
+  std::mutex memoryMutex;  // the arena is reused by one run at a time
+  ExecutorMemory memory;
 };
 
 Session::Session(const std::string& modelPath, SessionOptions options) : impl_(std::make_unique<Impl>()) {
@@ -88,6 +91,7 @@ Session::Session(const std::string& modelPath, SessionOptions options) : impl_(s
       if (options.optimize) {
         opt::foldConstants(*graph);
         opt::eliminateDeadNodes(*graph);
+        opt::fuseLayers(*graph);
       }
     }
     impl_->executor = std::make_unique<Executor>(graph);
@@ -129,7 +133,11 @@ NamedTensors Session::run(const NamedTensors& inputs) const {
     if (!given[i] && !impl_->inputs[i].optional) badInput("input '" + impl_->inputs[i].name + "' is missing");
   }
   cpu::ThreadPoolScope threads(impl_->pool.get());
-  std::vector<Tensor> results = impl_->executor->run(feeds);
+  // Runs on the session's arena (planned again when input shapes change); a run that finds it in
+  // use by another thread plans its own.
+  std::unique_lock<std::mutex> arena(impl_->memoryMutex, std::try_to_lock);
+  ExecutorMemory ownMemory;
+  std::vector<Tensor> results = impl_->executor->run(feeds, arena.owns_lock() ? &impl_->memory : &ownMemory);
   NamedTensors named;
   for (size_t i = 0; i < results.size(); ++i) named.emplace_back(impl_->outputs[i].name, std::move(results[i]));
   return named;

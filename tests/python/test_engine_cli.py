@@ -80,7 +80,8 @@ def test_build_reports_stages_and_a_summary(kiln, tmp_path):
     assert r.returncode == 0, r.stderr
     for stage in ("[1/5] parse", "[2/5] optimize", "[3/5] select kernels", "[4/5] plan memory", "[5/5] serialize"):
         assert stage in r.stdout, stage
-    assert re.search(r"built .*m\.kiln: 1 layers -> 1 after optimization, arena [\d.]+ MiB, plan [\d.]+ MiB", r.stdout)
+    assert re.search(r"built .*m\.kiln: 1 layers -> 1 after optimization, arena [\d.]+ MiB "
+                     r"\(intermediates sum [\d.]+ MiB\), plan [\d.]+ MiB", r.stdout)
     assert "layer 'conv' (Conv): kernel cpu Conv float32" in r.stdout  # --verbose
 
 
@@ -92,7 +93,8 @@ def test_inspect_shows_a_plans_layers_io_and_profiles(kiln, tmp_path):
     r = run(kiln, "inspect", plan)
     assert r.returncode == 0, r.stderr
     for fragment in ("plan ", "format     1", "cpu        avx2 fma f16c", "flags      fp16", "input  float32[?x3x10x10]",
-                     "0  input  min 1x3x10x10  opt 2x3x10x10  max 4x3x10x10", "conv (Conv)  kernel cpu Conv float32"):
+                     "0  input  min 1x3x10x10  opt 2x3x10x10  max 4x3x10x10", "conv (Conv)  kernel cpu Conv float32",
+                     "MiB at opt shapes (intermediates sum "):
         assert fragment in r.stdout, fragment
 
 

@@ -105,6 +105,102 @@ TEST(ExecutionContext, ErrorsNameTheTensor) {
   EXPECT_THAT(ctx.getOutputTensor("x").status().message(), HasSubstr("not an output"));
 }
 
+std::shared_ptr<const Engine> engineFromModel(const onnx::ModelProto& m, RecordingLogger& logger) {
+  std::string bytes = m.SerializeAsString();
+  NetworkDefinition network(logger);
+  OnnxParser parser(network, logger);
+  EXPECT_TRUE(parser.parse(bytes.data(), bytes.size()).ok()) << logger.text();
+  return buildEngine(logger, network);
+}
+
+// Outputs whose size the input shapes determine are computed in the bound buffer itself: the
+// output tensor views the caller's memory, so no copy is made after the run.
+TEST(ExecutionContext, OutputsAreComputedInTheBoundBuffers) {
+  RecordingLogger logger;
+  auto engine = twoOutputEngine(logger);
+  ASSERT_TRUE(engine);
+  auto context = engine->createExecutionContext();
+  ExecutionContext& ctx = **context;
+  std::vector<float> x{-1, 2, -3, 4, 5, -6, 7, -8}, y(8, 99), z(8, 99);
+  for (int64_t rows : {3, 4}) {
+    ASSERT_TRUE(ctx.setInputShape("x", {rows, 2}).ok());
+    ASSERT_TRUE(ctx.setTensorAddress("x", x.data(), x.size() * 4).ok());
+    ASSERT_TRUE(ctx.setTensorAddress("y", y.data(), y.size() * 4).ok());
+    ASSERT_TRUE(ctx.setTensorAddress("z", z.data(), z.size() * 4).ok());
+    ASSERT_TRUE(ctx.execute().ok());
+    EXPECT_EQ(ctx.getOutputTensor("y")->raw(), y.data());
+    EXPECT_EQ(ctx.getOutputTensor("z")->raw(), z.data());
+    for (size_t i = 0; i < static_cast<size_t>(rows * 2); ++i) {
+      EXPECT_EQ(y[i], std::max(x[i], 0.0f) + 1) << i;
+      EXPECT_EQ(z[i], x[i] * 2) << i;
+    }
+  }
+}
+
+// Inputs bound with setTensorAddress are read where they are: an output that is a view of the
+// input (Reshape) is the caller's input memory itself.
+TEST(ExecutionContext, InputsAreReadInPlace) {
+  auto m = makeModel();
+  addInput(m, "x", {2, 3});
+  auto* shape = m.mutable_graph()->add_initializer();
+  shape->set_name("shape");
+  shape->set_data_type(onnx::TensorProto::INT64);
+  shape->add_dims(2);
+  shape->add_int64_data(3);
+  shape->add_int64_data(2);
+  addNode(m, "Reshape", {"x", "shape"}, {"y"}, "reshape");
+  addOutput(m, "y", {3, 2});
+  RecordingLogger logger;
+  auto engine = engineFromModel(m, logger);
+  ASSERT_TRUE(engine);
+  auto context = engine->createExecutionContext();
+  std::vector<float> x{1, 2, 3, 4, 5, 6};
+  ASSERT_TRUE((*context)->setTensorAddress("x", x.data(), x.size() * 4).ok());
+  ASSERT_TRUE((*context)->execute().ok());
+  Tensor y = *(*context)->getOutputTensor("y");
+  EXPECT_EQ(y.shape(), (Shape{3, 2}));
+  EXPECT_EQ(y.raw(), x.data());
+}
+
+// NonZero's output size is known only after it ran: it is computed elsewhere and copied into the
+// bound buffer.
+TEST(ExecutionContext, DataDependentOutputsAreCopiedIntoTheBoundBuffer) {
+  auto m = makeModel();
+  addInput(m, "x", {5});
+  addNode(m, "NonZero", {"x"}, {"y"}, "nonzero");
+  addOutput(m, "y", {1, -1}, onnx::TensorProto::INT64);
+  RecordingLogger logger;
+  auto engine = engineFromModel(m, logger);
+  ASSERT_TRUE(engine);
+  auto context = engine->createExecutionContext();
+  std::vector<float> x{0, 7, 0, 0, 9};
+  std::vector<int64_t> y(5, -1);
+  ASSERT_TRUE((*context)->setTensorAddress("x", x.data(), x.size() * 4).ok());
+  ASSERT_TRUE((*context)->setTensorAddress("y", y.data(), y.size() * 8).ok());
+  ASSERT_TRUE((*context)->execute().ok());
+  EXPECT_NE((*context)->getOutputTensor("y")->raw(), y.data());
+  EXPECT_EQ((*context)->getOutputTensor("y")->shape(), (Shape{1, 2}));
+  EXPECT_EQ(y, (std::vector<int64_t>{1, 4, -1, -1, -1}));
+}
+
+// One buffer bound as both input and output: computing the output there would overwrite the
+// input while it is read, so the output is computed elsewhere and copied after the run.
+TEST(ExecutionContext, AnOutputBufferThatIsAlsoTheInputIsWrittenAfterTheRun) {
+  auto m = makeModel();
+  addInput(m, "x", {2, 3});
+  addNode(m, "Transpose", {"x"}, {"y"}, "transpose");
+  addOutput(m, "y", {3, 2});
+  RecordingLogger logger;
+  auto engine = engineFromModel(m, logger);
+  ASSERT_TRUE(engine);
+  auto context = engine->createExecutionContext();
+  std::vector<float> data{1, 2, 3, 4, 5, 6};
+  ASSERT_TRUE((*context)->setTensorAddress("x", data.data(), data.size() * 4).ok());
+  ASSERT_TRUE((*context)->setTensorAddress("y", data.data(), data.size() * 4).ok());
+  ASSERT_TRUE((*context)->execute().ok());
+  EXPECT_EQ(data, (std::vector<float>{1, 4, 2, 5, 3, 6}));
+}
+
 TEST(ExecutionContext, ShapeInputValuesAreCheckedAgainstTheProfile) {
   auto m = makeModel();
   addInput(m, "x", {6});

@@ -68,8 +68,10 @@ TEST(PlanFormat, RoundTripKeepsIOProfilesLayersAndInfo) {
   EXPECT_EQ(p.io[0].dims, (Dims{-1, 2, 4, 4}));
   EXPECT_EQ(p.io[1].name, "y");
   EXPECT_EQ(p.layers.size(), p.graph->nodes.size());
-  EXPECT_EQ(p.layers[0].type, "Conv");
-  EXPECT_EQ(p.layers[0].kernel, "cpu Conv float32");
+  // The Relu is fused into the convolution; the plan keeps the names of the layers it absorbed.
+  EXPECT_EQ(p.layers[0].type, "FusedConv");
+  EXPECT_EQ(p.layers[0].kernel, "cpu FusedConv float32");
+  EXPECT_EQ(p.layers[0].fusedFrom.size(), 2u);
   // Writing what was read gives the same bytes.
   EXPECT_EQ(plan::writePlan(p), bytes);
 }

@@ -1,5 +1,6 @@
 // kiln build MODEL.onnx -o MODEL.kiln [--shapes NAME:DIMS]... [--min-shapes/--opt-shapes/--max-shapes NAME:DIMS]...
 //                                     [--fp16] [--int8] [--threads N] [--workspace MiB] [--verbose]
+//                                     [--plugins LIB.so]...
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -12,6 +13,7 @@
 #include "kiln/builder.h"
 #include "kiln/engine.h"
 #include "kiln/onnx_parser.h"
+#include "plugin_options.h"
 #include "tensor_summary.h"
 
 namespace kiln::cli {
@@ -27,6 +29,7 @@ struct BuildOptions {
   int threads = 0;
   double workspaceMiB = 0;
   bool verbose = false;
+  std::vector<std::string> plugins;
 };
 
 // Warnings go to stderr (errors come back as statuses); with --verbose, each layer's decisions are
@@ -90,6 +93,7 @@ OptimizationProfile profileFromOptions(const BuildOptions& opts) {
 }
 
 int buildPlan(const BuildOptions& opts) {
+  loadPlugins(opts.plugins);
   CliLogger logger(opts.verbose);
   auto builder = createBuilder(logger);
   auto network = builder->createNetwork();
@@ -129,7 +133,8 @@ int buildPlan(const BuildOptions& opts) {
   if (!out) throw Error(ErrorCode::kIoError, opts.output + ": cannot write the plan");
   double totalMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   std::cout << "built " << opts.output << ": " << report.layersBefore << " layers -> " << report.layersAfter
-            << " after optimization, arena " << mib(report.arenaBytes) << ", plan " << mib(report.planBytes) << " in "
+            << " after optimization, arena " << mib(report.arenaBytes) << " (intermediates sum "
+            << mib(report.intermediateBytes) << "), plan " << mib(report.planBytes) << " in "
             << std::fixed << std::setprecision(1) << totalMs << " ms\n";
   return 0;
 }
@@ -177,6 +182,7 @@ Action addBuildCommand(CLI::App& app) {
   cmd->add_option("--threads", opts->threads, "intra-op threads of the engine's contexts (0 = one per hardware thread)");
   cmd->add_option("--workspace", opts->workspaceMiB, "activation memory limit in MiB (0 = none)");
   cmd->add_flag("--verbose", opts->verbose, "print each layer's decisions");
+  addPluginOption(*cmd, opts->plugins);
   return [opts] { return buildPlan(*opts); };
 }
 

@@ -5,8 +5,8 @@
 namespace kiln::cpu {
 
 KernelContext::KernelContext(const ir::Node& node, std::vector<const Tensor*> inputs, std::vector<Tensor>& outputs,
-                             const std::vector<ir::TypeInfo>& outputTypes)
-    : node_(node), inputs_(std::move(inputs)), outputs_(outputs), outputTypes_(outputTypes) {}
+                             const std::vector<ir::TypeInfo>& outputTypes, const std::vector<OutputStorage>* planned)
+    : node_(node), inputs_(std::move(inputs)), outputs_(outputs), outputTypes_(outputTypes), planned_(planned) {}
 
 const Tensor& KernelContext::input(size_t i) const {
   if (!hasInput(i)) fail("input " + std::to_string(i) + " is required", ErrorCode::kInvalidModel);
@@ -21,13 +21,23 @@ Tensor& KernelContext::output(size_t i) {
   if (!shape || type.dtype == DataType::kUndefined) {
     fail("output " + std::to_string(i) + " has no inferred shape (internal error)");
   }
-  t = Tensor(type.dtype, *shape);
+  t = makeOutput(i, type.dtype, std::move(*shape));
   return t;
 }
 
 Tensor& KernelContext::allocateOutput(size_t i, DataType dtype, Shape shape) {
-  outputs_.at(i) = Tensor(dtype, std::move(shape));
+  outputs_.at(i) = makeOutput(i, dtype, std::move(shape));
   return outputs_[i];
+}
+
+Tensor KernelContext::makeOutput(size_t i, DataType dtype, Shape shape) const {
+  if (planned_ && i < planned_->size() && dtype != DataType::kString && dataTypeSize(dtype) != 0) {
+    const OutputStorage& slot = (*planned_)[i];
+    if (slot.data && static_cast<uint64_t>(shapeNumel(shape)) <= slot.bytes / dataTypeSize(dtype)) {
+      return Tensor::wrap(dtype, std::move(shape), slot.data, slot.owner);
+    }
+  }
+  return Tensor(dtype, std::move(shape));  // data-dependent size, or nothing planned
 }
 
 void KernelContext::setOutput(size_t i, Tensor tensor) { outputs_.at(i) = std::move(tensor); }
@@ -48,7 +58,7 @@ const KernelFactory* KernelRegistry::find(const std::string& domain, const std::
   for (const auto& [dom, op, factory] : entries_) {
     if (op == opType && dom == d) return &factory;
   }
-  return nullptr;
+  return fallback_ ? fallback_(d, opType) : nullptr;
 }
 
 }  // namespace kiln::cpu

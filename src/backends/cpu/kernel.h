@@ -2,6 +2,7 @@
 // pre-pack constant weights) and called on every run with the node's tensors.
 #pragma once
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -12,10 +13,19 @@
 
 namespace kiln::cpu {
 
+/// Memory planned for one node output (an arena slot or a caller's buffer); data == nullptr: none.
+struct OutputStorage {
+  void* data = nullptr;
+  uint64_t bytes = 0;
+  std::shared_ptr<const void> owner;  // keeps the memory alive while a tensor views it
+};
+
 class KernelContext {
  public:
+  /// `planned`, when given, has one entry per output: output() and allocateOutput() return a
+  /// view of it when the tensor fits, else allocate on the heap.
   KernelContext(const ir::Node& node, std::vector<const Tensor*> inputs, std::vector<Tensor>& outputs,
-                const std::vector<ir::TypeInfo>& outputTypes);
+                const std::vector<ir::TypeInfo>& outputTypes, const std::vector<OutputStorage>* planned = nullptr);
 
   const ir::Node& node() const { return node_; }
   size_t numInputs() const { return inputs_.size(); }
@@ -26,7 +36,8 @@ class KernelContext {
   /// Whether the graph uses output i (optional outputs may be omitted).
   bool wantsOutput(size_t i) const { return i < node_.outputs.size() && node_.outputs[i] != ir::kNoValue; }
   /// Output i, allocated on first use with the type inferred for it; fails if its shape is
-  /// data-dependent (use allocateOutput then).
+  /// data-dependent (use allocateOutput then). Unlike Tensor(dtype, shape), planned storage is
+  /// not zeroed: kernels write every element.
   Tensor& output(size_t i);
   Tensor& allocateOutput(size_t i, DataType dtype, Shape shape);
   /// Makes output i share an existing tensor's storage (Reshape, Identity, ...).
@@ -35,10 +46,13 @@ class KernelContext {
   [[noreturn]] void fail(const std::string& message, ErrorCode code = ErrorCode::kRuntimeError) const;
 
  private:
+  Tensor makeOutput(size_t i, DataType dtype, Shape shape) const;
+
   const ir::Node& node_;
   std::vector<const Tensor*> inputs_;
   std::vector<Tensor>& outputs_;
   const std::vector<ir::TypeInfo>& outputTypes_;
+  const std::vector<OutputStorage>* planned_;
 };
 
 using KernelFn = std::function<void(KernelContext&)>;
@@ -56,10 +70,15 @@ class KernelRegistry {
  public:
   static KernelRegistry& global();
   void add(const std::string& domain, const std::string& opType, KernelFactory factory);
+  /// The factory registered for (domain, opType), or else the fallback's answer (plugins).
   const KernelFactory* find(const std::string& domain, const std::string& opType) const;
+  /// Asked by find for an op with no registered kernel (src/plugin sets it at load time).
+  using Fallback = std::function<const KernelFactory*(const std::string& domain, const std::string& opType)>;
+  void setFallback(Fallback fallback) { fallback_ = std::move(fallback); }
 
  private:
   std::vector<std::tuple<std::string, std::string, KernelFactory>> entries_;
+  Fallback fallback_;
 };
 
 struct KernelRegistrar {

@@ -1,13 +1,19 @@
-// CPU kernels for Conv and ConvInteger: per image and group, im2col + GEMM (pointwise
-// convolutions multiply the input directly; depthwise ones accumulate each tap directly).
+// CPU kernels for Conv, ConvInteger and kiln's FusedConv (Conv + bias + residual + activation):
+// per image and group, im2col + GEMM (pointwise convolutions multiply the input directly;
+// depthwise ones accumulate each tap directly, with a specialised kernel for 2-D K x K shapes).
 #include <algorithm>
 #include <memory>
+#include <type_traits>
 
 #include "backends/cpu/gemm/float_copy.h"
 #include "backends/cpu/gemm/im2col.h"
 #include "backends/cpu/gemm/sgemm.h"
 #include "backends/cpu/gemm/zero_point.h"
+#include "backends/cpu/activation.h"
 #include "backends/cpu/kernel.h"
+#include "backends/cpu/kernels/conv_depthwise.h"
+#include "backends/cpu/kernels/conv_winograd.h"
+#include "backends/cpu/thread_pool.h"
 #include "ir/ops/conv_geometry.h"
 
 namespace kiln::cpu {
@@ -39,9 +45,83 @@ void convolveDepthwise(const ir::ConvGeometry& g, const T* image, const Shape& i
   });
 }
 
+// What follows the convolution: y = act(conv + bias + residual), residual shaped like y. Only
+// float convolutions carry an activation or residual (FusedConv is made for float32 graphs).
+struct ConvEpilogue {
+  Activation act;
+  const Tensor* residual = nullptr;
+  bool active() const { return act.kind != ActivationKind::kNone || residual; }
+};
+
+// Weights transformed once when the kernel is made (constant float32 W of an ungrouped node):
+// W packed as the GEMM's left operand, and Winograd filters for 3x3 kernels; empty otherwise.
+struct PreparedWeights {
+  PackedMatrix packed;
+  std::shared_ptr<const std::vector<float>> winograd;
+};
+
+PreparedWeights prepareWeights(const KernelCreateInfo& info) {
+  PreparedWeights p;
+  const Tensor* w = info.constants.size() > 1 ? info.constants[1] : nullptr;
+  if (!w || w->dtype() != DataType::kFloat32 || w->rank() < 3 || ir::attrInt(info.node, "group", 1) != 1) return p;
+  const int64_t outChannels = w->dim(0), depth = w->numel() / std::max<int64_t>(outChannels, 1);
+  p.packed = packA(false, outChannels, depth, w->data<float>(), depth);
+  if (w->rank() == 4 && w->dim(2) == 3 && w->dim(3) == 3 && outChannels >= 16 && w->dim(1) >= 16) {
+    p.winograd = std::make_shared<const std::vector<float>>(winogradFilters(w->data<float>(), outChannels, w->dim(1)));
+  }
+  return p;
+}
+
+// Applies the epilogue to `rows` channel rows of `columns` values starting at out (row stride
+// outSize), bias[m] added when addBias; split over the thread pool by channel.
 template <typename T>
-void convolve(const ir::ConvGeometry& g, int64_t group, const Tensor& x, const Tensor& w, const Tensor* bias,
-              Tensor& y) {
+void finishRows(const ConvEpilogue& e, T* out, const T* residual, const T* bias, int64_t rows, int64_t columns,
+                int64_t outSize) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (!e.active() && !bias) return;
+    parallelFor(rows, [&](int64_t m0, int64_t m1) {
+      for (int64_t m = m0; m < m1; ++m) {
+        applyEpilogue(e.act, out + m * outSize, columns, bias ? bias[m] : 0.0f, residual ? residual + m * outSize : nullptr);
+      }
+    });
+  } else {
+    for (int64_t m = 0; m < rows && bias; ++m) {
+      for (int64_t j = 0; j < columns; ++j) out[m * outSize + j] += bias[m];
+    }
+  }
+}
+
+// C[M x N] (row stride ldc) = W x B then bias, residual and activation while each tile is in
+// cache (float, with W pre-packed when it is constant); other types multiply, then add the bias.
+template <typename T>
+void multiplyWeights(const PreparedWeights& prepared, const ConvEpilogue& e, int64_t M, int64_t N, int64_t K, const T* w,
+                     const T* b, int64_t ldb, const T* bias, const T* residual, T* c, int64_t ldc) {
+  if constexpr (std::is_same_v<T, float>) {
+    const GemmEpilogue ep{bias, true, e.act, residual, ldc};
+    if (!prepared.packed.empty() && prepared.packed.rows() == M && prepared.packed.cols() == K) {
+      sgemmPacked(prepared.packed, N, 1.0f, false, b, ldb, 0.0f, c, ldc, ep);
+    } else {
+      sgemm(false, false, M, N, K, 1.0f, w, K, b, ldb, 0.0f, c, ldc, ep);
+    }
+  } else {
+    gemm<T>(false, false, M, N, K, T(1), w, K, b, ldb, T(0), c, ldc);
+    finishRows<T>(e, c, residual, bias, M, N, ldc);
+  }
+}
+
+// im2col over the thread pool: channels are independent slices of the column buffer.
+template <typename T>
+void parallelIm2col(const T* image, int64_t channels, int64_t imageSize, const Shape& imageShape, const Shape& blockShape,
+                    const ir::ConvGeometry& block, T* col) {
+  const int64_t sliceSize = shapeNumel(block.kernel) * shapeNumel(blockShape);
+  parallelFor(channels, [&](int64_t c0, int64_t c1) {
+    im2col(image + c0 * imageSize, c1 - c0, imageShape, blockShape, block, col + c0 * sliceSize);
+  });
+}
+
+template <typename T>
+void convolve(const ir::ConvGeometry& g, int64_t group, const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y,
+              const ConvEpilogue& epilogue = {}, const PreparedWeights& prepared = {}) {
   const int64_t batch = x.dim(0), channels = x.dim(1), outChannels = w.dim(0);
   const Shape imageShape(x.shape().begin() + 2, x.shape().end());
   const Shape& outShape = g.output;
@@ -50,6 +130,31 @@ void convolve(const ir::ConvGeometry& g, int64_t group, const Tensor& x, const T
   const int64_t depth = groupChannels * shapeNumel(g.kernel);
   const bool depthwise = groupChannels == 1;
   const bool pointwise = isPointwise(g);
+  const T* px = x.data<T>();
+  const T* pw = w.data<T>();
+  const T* pb = bias ? bias->data<T>() : nullptr;
+  const T* pr = epilogue.residual ? epilogue.residual->data<T>() : nullptr;
+  T* py = y.data<T>();
+  if constexpr (std::is_same_v<T, float>) {
+    if (depthwise && groupOut == 1 && depthwiseConv2dSupported(g)) {
+      depthwiseConv2d(g, batch, channels, imageShape[0], imageShape[1], px, pw, pb, pr, epilogue.act, py);
+      return;
+    }
+    if (winogradSupported(g, group, channels, outChannels)) {
+      std::vector<float> computed;
+      const float* filters = prepared.winograd ? prepared.winograd->data() : nullptr;
+      if (!filters) {
+        computed = winogradFilters(pw, outChannels, channels);
+        filters = computed.data();
+      }
+      winogradConv2d(g, batch, channels, imageShape[0], imageShape[1], outChannels, px, filters, py);
+      for (int64_t n = 0; n < batch; ++n) {
+        const int64_t offset = n * outChannels * outSize;
+        finishRows<float>(epilogue, py + offset, pr ? pr + offset : nullptr, pb, outChannels, outSize, outSize);
+      }
+      return;
+    }
+  }
   // im2col runs over blocks of output rows (first spatial dim) so its buffer stays cache-sized
   // instead of growing with the image; it writes every element, so it is left uninitialized.
   const int64_t rowSize = outSize / std::max<int64_t>(outShape[0], 1);
@@ -57,29 +162,26 @@ void convolve(const ir::ConvGeometry& g, int64_t group, const Tensor& x, const T
                                                 std::max<int64_t>(outShape[0], 1));
   std::unique_ptr<T[]> col(depthwise || pointwise ? nullptr : new T[static_cast<size_t>(depth * blockRows * rowSize)]);
   ir::ConvGeometry block = g;  // the geometry of one block of rows
-  const T* px = x.data<T>();
-  const T* pw = w.data<T>();
-  const T* pb = bias ? bias->data<T>() : nullptr;
-  T* py = y.data<T>();
   for (int64_t n = 0; n < batch; ++n) {
     for (int64_t gi = 0; gi < group; ++gi) {
       const T* image = px + (n * channels + gi * groupChannels) * imageSize;
-      T* out = py + (n * outChannels + gi * groupOut) * outSize;
-      if (pb || depthwise) {  // the products are added to the bias (or zero)
-        for (int64_t m = 0; m < groupOut; ++m) {
-          std::fill(out + m * outSize, out + (m + 1) * outSize, pb ? pb[gi * groupOut + m] : T(0));
-        }
-      }
-      if (depthwise) {
+      const int64_t outOffset = (n * outChannels + gi * groupOut) * outSize;
+      T* out = py + outOffset;
+      const T* residual = pr ? pr + outOffset : nullptr;
+      const T* groupBias = pb ? pb + gi * groupOut : nullptr;
+      if (depthwise) {  // the taps are accumulated onto zero, then bias and epilogue follow
+        std::fill(out, out + groupOut * outSize, T(0));
         for (int64_t m = 0; m < groupOut; ++m) {
           convolveDepthwise(g, image, imageShape, pw + (gi * groupOut + m) * depth, out + m * outSize);
         }
+        finishRows<T>(epilogue, out, residual, groupBias, groupOut, outSize, outSize);
         continue;
       }
       const T* groupWeights = pw + gi * groupOut * depth;
+      const PreparedWeights& packed = group == 1 ? prepared : PreparedWeights{};
       if (pointwise) {
-        gemm<T>(false, false, groupOut, outSize, depth, T(1), groupWeights, depth, image, outSize, pb ? T(1) : T(0), out,
-                outSize);
+        multiplyWeights<T>(packed, epilogue, groupOut, outSize, depth, groupWeights, image, outSize, groupBias, residual, out,
+                           outSize);
         continue;
       }
       for (int64_t r0 = 0; r0 < outShape[0]; r0 += blockRows) {
@@ -87,9 +189,9 @@ void convolve(const ir::ConvGeometry& g, int64_t group, const Tensor& x, const T
         blockShape[0] = std::min(blockRows, outShape[0] - r0);
         block.padsBegin[0] = g.padsBegin[0] - r0 * g.strides[0];  // row r0 becomes the block's row 0
         const int64_t columns = blockShape[0] * rowSize;
-        im2col(image, groupChannels, imageShape, blockShape, block, col.get());
-        gemm<T>(false, false, groupOut, columns, depth, T(1), groupWeights, depth, col.get(), columns,
-                pb ? T(1) : T(0), out + r0 * rowSize, outSize);
+        parallelIm2col(image, groupChannels, imageSize, imageShape, blockShape, block, col.get());
+        multiplyWeights<T>(packed, epilogue, groupOut, columns, depth, groupWeights, col.get(), columns, groupBias,
+                           residual ? residual + r0 * rowSize : nullptr, out + r0 * rowSize, outSize);
       }
     }
   }
@@ -107,7 +209,7 @@ ir::ConvGeometry checkedGeometry(const KernelContext& ctx, const Tensor& x, cons
                           Shape(w.shape().begin() + 2, w.shape().end()));
 }
 
-void convKernel(KernelContext& ctx) {
+void convKernel(KernelContext& ctx, const PreparedWeights& prepared) {
   const Tensor& x = ctx.input(0);
   const Tensor& w = ctx.input(1);
   const Tensor* bias = ctx.hasInput(2) ? &ctx.input(2) : nullptr;
@@ -118,8 +220,35 @@ void convKernel(KernelContext& ctx) {
   Tensor& y = ctx.output(0);
   if (y.numel() == 0) return;
   runConvolutionInFloat(x, w, bias, y, "Conv", [&](auto tag, const Tensor& fx, const Tensor& fw, const Tensor* fb, Tensor& fy) {
-    convolve<typename decltype(tag)::type>(g, group, fx, fw, fb, fy);
+    convolve<typename decltype(tag)::type>(g, group, fx, fw, fb, fy, {}, prepared);
   });
+}
+
+// kiln::FusedConv: Conv's inputs X, W, B plus an optional residual Z shaped like the output;
+// Y = activation(Conv(X, W, B) + Z).
+KernelFn makeFusedConvKernel(const KernelCreateInfo& info) {
+  const Activation act = fusedActivationOf(info.node);
+  const PreparedWeights prepared = prepareWeights(info);
+  return [act, prepared](KernelContext& ctx) {
+    const Tensor& x = ctx.input(0);
+    const Tensor& w = ctx.input(1);
+    const Tensor* bias = ctx.hasInput(2) ? &ctx.input(2) : nullptr;
+    const Tensor* residual = ctx.hasInput(3) ? &ctx.input(3) : nullptr;
+    if (x.dtype() != DataType::kFloat32 || w.dtype() != DataType::kFloat32 || (bias && bias->dtype() != DataType::kFloat32)) {
+      ctx.fail("FusedConv supports float32 only, got X " + x.describe(), ErrorCode::kUnsupportedNode);
+    }
+    const int64_t group = ir::attrInt(ctx.node(), "group", 1);
+    const ir::ConvGeometry g = checkedGeometry(ctx, x, w, group);
+    if (bias && bias->numel() != w.dim(0))
+      ctx.fail("B must have one value per output channel", ErrorCode::kInvalidArgument);
+    Tensor& y = ctx.output(0);
+    if (residual && (residual->dtype() != DataType::kFloat32 || residual->shape() != y.shape())) {
+      ctx.fail("residual Z " + residual->describe() + " must be float32 shaped like the output " + y.describe(),
+               ErrorCode::kInvalidArgument);
+    }
+    if (y.numel() == 0) return;
+    convolve<float>(g, group, x, w, bias, y, ConvEpilogue{act, residual}, prepared);
+  };
 }
 
 // int32 convolution of 8-bit X and W after subtracting their zero points (x_zero_point per
@@ -145,7 +274,11 @@ void convIntegerKernel(KernelContext& ctx) {
 
 }  // namespace
 
-KILN_REGISTER_CPU_KERNEL("Conv", KernelFn(convKernel));
+KILN_REGISTER_CPU_KERNEL("Conv", KernelFactory([](const KernelCreateInfo& info) -> KernelFn {
+  const PreparedWeights prepared = prepareWeights(info);
+  return [prepared](KernelContext& ctx) { convKernel(ctx, prepared); };
+}));
 KILN_REGISTER_CPU_KERNEL("ConvInteger", KernelFn(convIntegerKernel));
+KILN_REGISTER_CPU_KERNEL_DOMAIN("kiln", "FusedConv", KernelFactory(makeFusedConvKernel));
 
 }  // namespace kiln::cpu

@@ -1,0 +1,22 @@
+// Depthwise 2-D convolution (one input channel per group, one output channel per group) with
+// square K x K kernels, K in {3, 5, 7}, stride 1 or 2, no dilation: the shapes of MobileNet and
+// EfficientNet, which im2col + GEMM serves badly (a one-row GEMM per channel).
+#pragma once
+#include <cstdint>
+
+#include "backends/cpu/activation.h"
+#include "ir/ops/conv_geometry.h"
+
+namespace kiln::cpu {
+
+/// Whether depthwiseConv2d handles this geometry (2-D, square kernel 3/5/7, equal strides 1 or 2, dilation 1).
+bool depthwiseConv2dSupported(const ir::ConvGeometry& g);
+
+/// y[n, c] = act(conv(x[n, c], w[c]) + bias[c] + residual[n, c]) for all images and channels,
+/// split over the current thread pool. x is [batch, channels, H, W], w is [channels, 1, K, K],
+/// y and residual (may be null) have the output shape; bias may be null.
+void depthwiseConv2d(const ir::ConvGeometry& g, int64_t batch, int64_t channels, int64_t height, int64_t width,
+                     const float* x, const float* w, const float* bias, const float* residual, const Activation& act,
+                     float* y);
+
+}  // namespace kiln::cpu

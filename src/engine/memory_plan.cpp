@@ -1,0 +1,154 @@
+#include "engine/memory_plan.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "ir/op_schema.h"
+#include "opt/passes.h"
+
+namespace kiln {
+
+namespace {
+
+uint64_t alignUp(uint64_t bytes) { return (bytes + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment; }
+
+uint64_t concreteBytes(const ir::Value& v) {
+  if (!v.type.shape || v.type.dtype == DataType::kUndefined || v.type.dtype == DataType::kString) return 0;
+  auto shape = ir::concreteShape(*v.type.shape);
+  if (!shape) return 0;  // depends on data: not known before the run
+  uint64_t n = 1;
+  for (int64_t d : *shape) {
+    if (d < 0) return 0;
+    n *= static_cast<uint64_t>(d);
+  }
+  return n * dataTypeSize(v.type.dtype);
+}
+
+// A tensor to place: its storage's size and the steps from its producer to its last reader.
+struct Interval {
+  int id;
+  uint64_t size;  // aligned
+  int first;
+  int last;
+  bool overlaps(const Interval& o) const { return first <= o.last && o.first <= last; }
+};
+
+}  // namespace
+
+bool sharesInputStorage(const ir::Node& node, size_t index) {
+  if (!node.domain.empty() && node.domain != "ai.onnx") return false;
+  const std::string& op = node.opType;
+  return index == 0 && (op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze" ||
+                        op == "Identity" || op == "Dropout");
+}
+
+MemoryPlan planMemory(const ir::Graph& graph) {
+  const size_t n = graph.values.size();
+  const int end = static_cast<int>(graph.nodes.size());
+  MemoryPlan plan;
+  plan.offsets.assign(n, MemoryPlan::kNotPlaced);
+  plan.bytes.assign(n, 0);
+  plan.storageOf.resize(n);
+  for (size_t id = 0; id < n; ++id) {
+    plan.storageOf[id] = static_cast<int>(id);
+    plan.bytes[id] = concreteBytes(graph.values[id]);
+  }
+
+  std::vector<int> producer(n, -1), lastUse(n, -1);
+  for (int i = 0; i < end; ++i) {
+    const ir::Node& node = graph.nodes[static_cast<size_t>(i)];
+    for (int id : node.inputs)
+      if (id != ir::kNoValue) lastUse[static_cast<size_t>(id)] = i;
+    for (size_t k = 0; k < node.outputs.size(); ++k) {
+      int id = node.outputs[k];
+      if (id == ir::kNoValue) continue;
+      producer[static_cast<size_t>(id)] = i;
+      if (sharesInputStorage(node, k) && !node.inputs.empty() && node.inputs[0] != ir::kNoValue) {
+        plan.storageOf[static_cast<size_t>(id)] = plan.storageOf[static_cast<size_t>(node.inputs[0])];
+      }
+    }
+  }
+  for (int id : graph.outputs) lastUse[static_cast<size_t>(id)] = end;
+
+  // A storage lives from its producer until the last reader of any value sharing it.
+  std::vector<int> storageLast(n, -1);
+  std::vector<bool> excluded(n, false);
+  for (size_t id = 0; id < n; ++id) {
+    size_t root = static_cast<size_t>(plan.storageOf[id]);
+    storageLast[root] = std::max({storageLast[root], lastUse[id], producer[id]});
+    if (lastUse[id] == end) excluded[root] = true;  // a graph output: handed to the caller
+  }
+  std::vector<Interval> intervals;
+  for (size_t id = 0; id < n; ++id) {
+    const ir::Value& v = graph.values[id];
+    if (plan.storageOf[id] != static_cast<int>(id) || producer[id] < 0 || excluded[id] || v.constant ||
+        plan.bytes[id] == 0) {
+      continue;
+    }
+    intervals.push_back({static_cast<int>(id), alignUp(plan.bytes[id]), producer[id], storageLast[id]});
+  }
+  std::stable_sort(intervals.begin(), intervals.end(), [](const Interval& a, const Interval& b) {
+    return a.size != b.size ? a.size > b.size : a.first < b.first;
+  });
+
+  std::vector<const Interval*> placed;
+  std::vector<std::pair<uint64_t, uint64_t>> busy;  // [offset, offset + size) of overlapping placed tensors
+  for (const Interval& t : intervals) {
+    busy.clear();
+    for (const Interval* p : placed) {
+      if (!p->overlaps(t)) continue;
+      uint64_t offset = static_cast<uint64_t>(plan.offsets[static_cast<size_t>(p->id)]);
+      busy.emplace_back(offset, offset + p->size);
+    }
+    std::sort(busy.begin(), busy.end());
+    uint64_t best = std::numeric_limits<uint64_t>::max(), bestGap = std::numeric_limits<uint64_t>::max();
+    uint64_t cursor = 0;
+    for (const auto& [begin, finish] : busy) {
+      if (begin > cursor && begin - cursor >= t.size && begin - cursor < bestGap) {
+        best = cursor;
+        bestGap = begin - cursor;
+      }
+      cursor = std::max(cursor, finish);
+    }
+    if (best == std::numeric_limits<uint64_t>::max()) best = cursor;  // no gap fits: after the last one
+    plan.offsets[static_cast<size_t>(t.id)] = static_cast<int64_t>(best);
+    plan.arenaBytes = std::max(plan.arenaBytes, best + t.size);
+    plan.intermediateBytes += t.size;
+    ++plan.placedTensors;
+    placed.push_back(&t);
+  }
+  return plan;
+}
+
+MemoryPlan planMemoryForInputShapes(const ir::Graph& graph, const std::vector<std::pair<int, Shape>>& inputShapes) {
+  ir::Graph g = graph;
+  for (const auto& [id, shape] : inputShapes) g.value(id).type.shape = ir::symShapeOf(shape);
+  // Forget the types recorded at build time (symbolic dims): infer them all from these shapes.
+  for (ir::Node& node : g.nodes)
+    for (int id : node.outputs)
+      if (id != ir::kNoValue) g.value(id).type = ir::TypeInfo{};
+  ir::inferShapes(g);
+  // Shapes computed in the graph (Shape -> Gather -> Concat -> Reshape, as PyTorch exports them)
+  // are known only once those values are: fold them on another copy and take its types. The plan
+  // keeps g's nodes, which are the ones the executor runs.
+  ir::Graph folded = g;
+  opt::foldConstants(folded);
+  for (size_t id = 0; id < g.values.size() && id < folded.values.size(); ++id) {
+    const ir::TypeInfo& known = folded.values[id].type;
+    if (known.shape && ir::concreteShape(*known.shape) && known.dtype != DataType::kUndefined) g.values[id].type = known;
+  }
+  return planMemory(g);
+}
+
+MemoryPlan planMemoryAtProfile(const plan::Plan& plan, int profile, OptProfileSelector which) {
+  std::vector<std::pair<int, Shape>> shapes;
+  for (const plan::IOTensor& t : plan.io) {
+    if (t.mode != TensorIOMode::kINPUT || t.hasDefault) continue;
+    const plan::ProfileEntry* range =
+        profile < static_cast<int>(plan.profiles.size()) ? plan.profiles[static_cast<size_t>(profile)].find(t.name) : nullptr;
+    shapes.emplace_back(t.valueId, range ? range->dims[static_cast<int>(which)] : t.dims);
+  }
+  return planMemoryForInputShapes(*plan.graph, shapes);
+}
+
+}  // namespace kiln

@@ -1,0 +1,50 @@
+// Memory planning: for one set of concrete input shapes, places every intermediate tensor of a
+// graph in one arena by lifetime, so that tensors alive at the same time never overlap and
+// tensors that are not share bytes. Greedy by size: the largest tensors are placed first, each
+// in the smallest gap left between tensors whose lifetimes overlap its own (best fit).
+//
+// Not placed: graph inputs, graph outputs (and tensors whose storage a graph output shares),
+// constants, strings, and tensors whose shape depends on data (they stay heap-allocated).
+#pragma once
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "engine/plan_format.h"
+#include "ir/graph.h"
+#include "kiln/tensor.h"
+
+namespace kiln {
+
+constexpr uint64_t kArenaAlignment = 64;
+
+struct MemoryPlan {
+  static constexpr int64_t kNotPlaced = -1;
+  std::vector<int64_t> offsets;  // per value id: byte offset in the arena, kNotPlaced where not placed
+  std::vector<uint64_t> bytes;   // per value id: size at these shapes, 0 where unknown or empty
+  /// Per value id: the value whose storage it shares (itself unless its op returns a view of its
+  /// input: Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout).
+  std::vector<int> storageOf;
+  uint64_t arenaBytes = 0;
+  uint64_t intermediateBytes = 0;  // the placed tensors' sizes (64-byte aligned) added up
+  int placedTensors = 0;
+
+  bool placed(int id) const { return offsets[static_cast<size_t>(id)] != kNotPlaced; }
+};
+
+/// Whether output `index` of `node` is a view of the node's first input (the kernels of these ops
+/// hand their input's storage on with KernelContext::setOutput).
+bool sharesInputStorage(const ir::Node& node, size_t index);
+
+/// Plans a graph whose value types are already resolved for one set of input shapes.
+MemoryPlan planMemory(const ir::Graph& graph);
+
+/// Resolves every value's type from the given input shapes (by value id) on a copy of the graph,
+/// then plans it. Throws the shape inference error when the shapes do not fit the graph.
+MemoryPlan planMemoryForInputShapes(const ir::Graph& graph, const std::vector<std::pair<int, Shape>>& inputShapes);
+
+/// A built engine's plan at the min, opt or max shapes of one optimization profile (the inputs'
+/// own dims when the plan has no profiles; inputs with a default keep its shape).
+MemoryPlan planMemoryAtProfile(const plan::Plan& plan, int profile, OptProfileSelector which);
+
+}  // namespace kiln

@@ -1,0 +1,414 @@
+// Fusion passes (src/opt): each test builds a small ONNX graph, checks what the pass made of it,
+// and runs the graph before and after on the same inputs; depthwise convolutions are also
+// checked against a direct loop, since the fused and unfused graphs share that kernel.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "engine/executor.h"
+#include "ir/node_attrs.h"
+#include "ir/op_schema.h"
+#include "model_builder.h"
+#include "onnx/loader.h"
+#include "opt/passes.h"
+
+namespace kiln {
+namespace {
+
+using namespace kiln::testing;
+
+onnx::NodeProto* lastNode(onnx::ModelProto& m) { return m.mutable_graph()->mutable_node(m.graph().node_size() - 1); }
+
+void setInts(onnx::NodeProto* n, const std::string& name, const std::vector<int64_t>& v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INTS);
+  for (int64_t x : v) a->add_ints(x);
+}
+
+void setInt(onnx::NodeProto* n, const std::string& name, int64_t v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(v);
+}
+
+void setFloat(onnx::NodeProto* n, const std::string& name, float v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::FLOAT);
+  a->set_f(v);
+}
+
+std::vector<float> randomValues(int64_t n, unsigned seed, float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+void addRandomInitializer(onnx::ModelProto& m, const std::string& name, const std::vector<int64_t>& dims, unsigned seed,
+                          float lo = -1.0f, float hi = 1.0f) {
+  addFloatInitializer(m, name, dims, randomValues(shapeNumel(dims), seed, lo, hi));
+}
+
+ir::Graph loadGraph(const onnx::ModelProto& m, const std::string& tag) {
+  auto dir = tempDir("fusion_" + tag);
+  ir::Model model = onnx_import::loadModel(saveModel(m, dir / "m.onnx"));
+  ir::inferShapes(model.graph);
+  return model.graph;
+}
+
+std::vector<Tensor> runGraph(const ir::Graph& g, const std::vector<Tensor>& inputs) {
+  Executor executor(std::make_shared<ir::Graph>(g));
+  std::vector<std::pair<int, Tensor>> bound;
+  for (size_t i = 0; i < inputs.size(); ++i) bound.emplace_back(g.inputs[i], inputs[i]);
+  return executor.run(bound);
+}
+
+void expectClose(const Tensor& actual, const Tensor& expected, float tolerance) {
+  ASSERT_EQ(actual.shape(), expected.shape());
+  for (int64_t i = 0; i < actual.numel(); ++i) {
+    const float a = actual.data<float>()[i], e = expected.data<float>()[i];
+    ASSERT_NEAR(a, e, tolerance * std::max(1.0f, std::fabs(e))) << "at element " << i;
+  }
+}
+
+// Fuses a copy of g with every pass and checks it computes what g does on random inputs.
+ir::Graph fuseAndCompare(const ir::Graph& g, const std::vector<Shape>& inputShapes, float tolerance = 1e-5f) {
+  ir::Graph fused = g;
+  opt::fuseLayers(fused);
+  ir::verifyGraph(fused);
+  std::vector<Tensor> inputs;
+  for (size_t i = 0; i < inputShapes.size(); ++i) {
+    inputs.push_back(Tensor::fromVector(DataType::kFloat32, inputShapes[i], randomValues(shapeNumel(inputShapes[i]), 100 + i)));
+  }
+  std::vector<Tensor> before = runGraph(g, inputs), after = runGraph(fused, inputs);
+  EXPECT_EQ(before.size(), after.size());
+  for (size_t i = 0; i < before.size() && i < after.size(); ++i) expectClose(after[i], before[i], tolerance);
+  return fused;
+}
+
+std::vector<std::string> opTypes(const ir::Graph& g) {
+  std::vector<std::string> ops;
+  for (const auto& n : g.nodes) ops.push_back(n.opType);
+  return ops;
+}
+
+using Strings = std::vector<std::string>;
+
+TEST(ConvFusion, BatchNormFoldsAndReluFuses) {
+  auto m = makeModel(13);
+  addInput(m, "x", {1, 3, 8, 8});
+  addRandomInitializer(m, "W", {4, 3, 3, 3}, 1);
+  addRandomInitializer(m, "B", {4}, 2);
+  addRandomInitializer(m, "scale", {4}, 3, 0.5f, 2.0f);
+  addRandomInitializer(m, "shift", {4}, 4);
+  addRandomInitializer(m, "mean", {4}, 5);
+  addRandomInitializer(m, "var", {4}, 6, 0.1f, 2.0f);
+  addNode(m, "Conv", {"x", "W", "B"}, {"c"}, "conv");
+  setInts(lastNode(m), "pads", {1, 1, 1, 1});
+  addNode(m, "BatchNormalization", {"c", "scale", "shift", "mean", "var"}, {"bn"}, "bn");
+  setFloat(lastNode(m), "epsilon", 1e-3f);
+  addNode(m, "Relu", {"bn"}, {"y"}, "relu");
+  addOutput(m, "y", {1, 4, 8, 8});
+  ir::Graph fused = fuseAndCompare(loadGraph(m, "bn"), {{1, 3, 8, 8}});
+  ASSERT_EQ(opTypes(fused), Strings{"FusedConv"});
+  EXPECT_EQ(fused.nodes[0].domain, "kiln");
+  EXPECT_EQ(ir::attrString(fused.nodes[0], "activation"), "Relu");
+  EXPECT_EQ(opt::fusedFrom(fused.nodes[0]), (Strings{"conv", "bn", "relu"}));
+}
+
+TEST(ConvFusion, ResidualAddThenReluFuses) {
+  auto m = makeModel(13);
+  addInput(m, "x", {1, 4, 6, 6});
+  addRandomInitializer(m, "W", {4, 4, 1, 1}, 1);
+  addRandomInitializer(m, "B", {4}, 2);
+  addNode(m, "Conv", {"x", "W", "B"}, {"c"}, "conv");
+  addNode(m, "Add", {"x", "c"}, {"s"}, "add");
+  addNode(m, "Relu", {"s"}, {"y"}, "relu");
+  addOutput(m, "y", {1, 4, 6, 6});
+  ir::Graph fused = fuseAndCompare(loadGraph(m, "residual"), {{1, 4, 6, 6}});
+  ASSERT_EQ(opTypes(fused), Strings{"FusedConv"});
+  ASSERT_EQ(fused.nodes[0].inputs.size(), 4u);
+  EXPECT_EQ(fused.value(fused.nodes[0].inputs[3]).name, "x");
+  EXPECT_EQ(opt::fusedFrom(fused.nodes[0]), (Strings{"conv", "add", "relu"}));
+}
+
+TEST(ConvFusion, EachActivationMatchesTheUnfusedOp) {
+  struct Case {
+    const char* op;
+    std::vector<std::pair<const char*, float>> attrs;
+  };
+  for (const Case& c : std::vector<Case>{{"LeakyRelu", {{"alpha", 0.1f}}},
+                                         {"HardSigmoid", {{"alpha", 0.3f}, {"beta", 0.4f}}},
+                                         {"HardSwish", {}},
+                                         {"Sigmoid", {}}}) {
+    SCOPED_TRACE(c.op);
+    auto m = makeModel(14);
+    addInput(m, "x", {1, 3, 7, 5});
+    addRandomInitializer(m, "W", {5, 3, 3, 3}, 7, -2.0f, 2.0f);
+    addNode(m, "Conv", {"x", "W"}, {"c"}, "conv");
+    setInts(lastNode(m), "pads", {1, 0, 1, 0});
+    addNode(m, c.op, {"c"}, {"y"}, "act");
+    for (auto [name, value] : c.attrs) setFloat(lastNode(m), name, value);
+    addOutput(m, "y", {1, 5, 7, 3});
+    ir::Graph fused = fuseAndCompare(loadGraph(m, c.op), {{1, 3, 7, 5}});
+    ASSERT_EQ(opTypes(fused), Strings{"FusedConv"});
+    EXPECT_EQ(ir::attrString(fused.nodes[0], "activation"), c.op);
+  }
+}
+
+TEST(ConvFusion, ConvReadTwiceKeepsItsActivationSeparate) {
+  auto m = makeModel(13);
+  addInput(m, "x", {1, 2, 4, 4});
+  addRandomInitializer(m, "W", {2, 2, 1, 1}, 1);
+  addNode(m, "Conv", {"x", "W"}, {"c"}, "conv");
+  addNode(m, "Relu", {"c"}, {"y"}, "relu");
+  addNode(m, "Neg", {"c"}, {"z"}, "neg");
+  addOutput(m, "y", {1, 2, 4, 4});
+  addOutput(m, "z", {1, 2, 4, 4});
+  ir::Graph fused = fuseAndCompare(loadGraph(m, "twice"), {{1, 2, 4, 4}});
+  EXPECT_EQ(opTypes(fused), (Strings{"Conv", "Relu", "Neg"}));
+}
+
+// Direct depthwise convolution: the reference the specialised kernel is checked against.
+std::vector<float> depthwiseReference(const std::vector<float>& x, const std::vector<float>& w, const std::vector<float>& b,
+                                      int64_t n, int64_t c, int64_t h, int64_t wd, int64_t k, int64_t s, int64_t pad,
+                                      int64_t oh, int64_t ow) {
+  std::vector<float> y(static_cast<size_t>(n * c * oh * ow));
+  for (int64_t img = 0; img < n * c; ++img) {
+    const int64_t ch = img % c;
+    for (int64_t oy = 0; oy < oh; ++oy) {
+      for (int64_t ox = 0; ox < ow; ++ox) {
+        double acc = b[ch];
+        for (int64_t ky = 0; ky < k; ++ky) {
+          for (int64_t kx = 0; kx < k; ++kx) {
+            const int64_t iy = oy * s - pad + ky, ix = ox * s - pad + kx;
+            if (iy < 0 || iy >= h || ix < 0 || ix >= wd) continue;
+            acc += double(x[(img * h + iy) * wd + ix]) * w[(ch * k + ky) * k + kx];
+          }
+        }
+        y[(img * oh + oy) * ow + ox] = static_cast<float>(acc);
+      }
+    }
+  }
+  return y;
+}
+
+TEST(ConvFusion, DepthwiseKernelsMatchADirectLoop) {
+  struct Case {
+    int64_t k, s, pad, n, c, h, w;
+  };
+  for (const Case& t : std::vector<Case>{{3, 1, 1, 1, 8, 9, 9}, {3, 2, 1, 2, 5, 10, 13}, {5, 1, 2, 1, 6, 11, 17},
+                                         {5, 2, 2, 1, 3, 15, 8}, {7, 1, 3, 1, 2, 7, 23}, {3, 2, 0, 1, 4, 6, 7}}) {
+    SCOPED_TRACE("k=" + std::to_string(t.k) + " s=" + std::to_string(t.s) + " w=" + std::to_string(t.w));
+    const int64_t oh = (t.h + 2 * t.pad - t.k) / t.s + 1, ow = (t.w + 2 * t.pad - t.k) / t.s + 1;
+    auto m = makeModel(13);
+    addInput(m, "x", {t.n, t.c, t.h, t.w});
+    std::vector<float> w = randomValues(t.c * t.k * t.k, 1), b = randomValues(t.c, 2);
+    addFloatInitializer(m, "W", {t.c, 1, t.k, t.k}, w);
+    addFloatInitializer(m, "B", {t.c}, b);
+    addNode(m, "Conv", {"x", "W", "B"}, {"c"}, "dw");
+    setInt(lastNode(m), "group", t.c);
+    setInts(lastNode(m), "strides", {t.s, t.s});
+    setInts(lastNode(m), "pads", {t.pad, t.pad, t.pad, t.pad});
+    addOutput(m, "c", {t.n, t.c, oh, ow});
+    ir::Graph g = loadGraph(m, "dw");
+    std::vector<float> x = randomValues(t.n * t.c * t.h * t.w, 3);
+    std::vector<Tensor> out = runGraph(g, {Tensor::fromVector(DataType::kFloat32, {t.n, t.c, t.h, t.w}, x)});
+    Tensor expected = Tensor::fromVector(DataType::kFloat32, {t.n, t.c, oh, ow},
+                                         depthwiseReference(x, w, b, t.n, t.c, t.h, t.w, t.k, t.s, t.pad, oh, ow));
+    expectClose(out[0], expected, 1e-5f);
+  }
+}
+
+TEST(ConvFusion, DepthwiseWithClipAndSiLUPatterns) {
+  auto m = makeModel(13);
+  addInput(m, "x", {2, 6, 11, 13});
+  addRandomInitializer(m, "W1", {6, 1, 3, 3}, 1);
+  addRandomInitializer(m, "W2", {6, 1, 5, 5}, 2);
+  addFloatInitializer(m, "lo", {}, {0.0f});
+  addFloatInitializer(m, "hi", {}, {0.5f});
+  addNode(m, "Conv", {"x", "W1"}, {"c1"}, "dw1");
+  setInt(lastNode(m), "group", 6);
+  setInts(lastNode(m), "strides", {2, 2});
+  setInts(lastNode(m), "pads", {1, 1, 1, 1});
+  addNode(m, "Clip", {"c1", "lo", "hi"}, {"r"}, "clip");
+  addNode(m, "Conv", {"r", "W2"}, {"c2"}, "dw2");
+  setInt(lastNode(m), "group", 6);
+  setInts(lastNode(m), "pads", {2, 2, 2, 2});
+  addNode(m, "Sigmoid", {"c2"}, {"sig"}, "sigmoid");
+  addNode(m, "Mul", {"c2", "sig"}, {"y"}, "mul");
+  addOutput(m, "y", {2, 6, 6, 7});
+  ir::Graph fused = fuseAndCompare(loadGraph(m, "dwact"), {{2, 6, 11, 13}});
+  ASSERT_EQ(opTypes(fused), (Strings{"FusedConv", "FusedConv"}));
+  EXPECT_EQ(ir::attrString(fused.nodes[0], "activation"), "Clip");
+  EXPECT_EQ(ir::attrFloats(fused.nodes[0], "activation_params"), (std::vector<float>{0.0f, 0.5f}));
+  EXPECT_EQ(ir::attrString(fused.nodes[1], "activation"), "SiLU");
+  EXPECT_EQ(opt::fusedFrom(fused.nodes[1]), (Strings{"dw2", "sigmoid", "mul"}));
+}
+
+// Direct ungrouped 2-D convolution in double: the reference for the Winograd path.
+std::vector<float> convReference(const std::vector<float>& x, const std::vector<float>& w, int64_t c, int64_t h,
+                                 int64_t wd, int64_t oc, int64_t pad, int64_t oh, int64_t ow) {
+  std::vector<float> y(static_cast<size_t>(oc * oh * ow));
+  for (int64_t o = 0; o < oc; ++o) {
+    for (int64_t oy = 0; oy < oh; ++oy) {
+      for (int64_t ox = 0; ox < ow; ++ox) {
+        double acc = 0;
+        for (int64_t ci = 0; ci < c; ++ci) {
+          for (int64_t ky = 0; ky < 3; ++ky) {
+            for (int64_t kx = 0; kx < 3; ++kx) {
+              const int64_t iy = oy - pad + ky, ix = ox - pad + kx;
+              if (iy < 0 || iy >= h || ix < 0 || ix >= wd) continue;
+              acc += double(x[(ci * h + iy) * wd + ix]) * w[((o * c + ci) * 3 + ky) * 3 + kx];
+            }
+          }
+        }
+        y[(o * oh + oy) * ow + ox] = static_cast<float>(acc);
+      }
+    }
+  }
+  return y;
+}
+
+// 3x3 stride-1 convolutions with >= 16 channels take the Winograd path (odd sizes: partial tiles).
+TEST(ConvKernels, Winograd3x3MatchesADirectLoop) {
+  struct Case {
+    int64_t c, oc, h, w, pad;
+  };
+  for (const Case& t : std::vector<Case>{{16, 16, 9, 11, 1}, {24, 40, 8, 8, 1}, {32, 17, 13, 7, 0}}) {
+    SCOPED_TRACE("c=" + std::to_string(t.c) + " h=" + std::to_string(t.h));
+    const int64_t oh = t.h + 2 * t.pad - 2, ow = t.w + 2 * t.pad - 2;
+    auto m = makeModel(13);
+    addInput(m, "x", {1, t.c, t.h, t.w});
+    std::vector<float> w = randomValues(t.oc * t.c * 9, 1);
+    addFloatInitializer(m, "W", {t.oc, t.c, 3, 3}, w);
+    addNode(m, "Conv", {"x", "W"}, {"y"}, "conv");
+    setInts(lastNode(m), "pads", {t.pad, t.pad, t.pad, t.pad});
+    addOutput(m, "y", {1, t.oc, oh, ow});
+    ir::Graph g = loadGraph(m, "winograd");
+    std::vector<float> x = randomValues(t.c * t.h * t.w, 3);
+    std::vector<Tensor> out = runGraph(g, {Tensor::fromVector(DataType::kFloat32, {1, t.c, t.h, t.w}, x)});
+    Tensor expected = Tensor::fromVector(DataType::kFloat32, {1, t.oc, oh, ow}, convReference(x, w, t.c, t.h, t.w, t.oc, t.pad, oh, ow));
+    expectClose(out[0], expected, 1e-4f);
+  }
+}
+
+// Linear + GELU as torch 1.13 exports it, then Linear + residual.
+TEST(MatMulFusion, BiasGeluAndBiasResidual) {
+  auto m = makeModel(14);
+  addInput(m, "a", {2, 5, 8});
+  addRandomInitializer(m, "W1", {8, 16}, 1);
+  addRandomInitializer(m, "b1", {16}, 2);
+  addRandomInitializer(m, "W2", {16, 8}, 3);
+  addRandomInitializer(m, "b2", {8}, 4);
+  addFloatInitializer(m, "sqrt2", {}, {1.4142135f});
+  addFloatInitializer(m, "one", {}, {1.0f});
+  addFloatInitializer(m, "half", {}, {0.5f});
+  addNode(m, "MatMul", {"a", "W1"}, {"m1"}, "up");
+  addNode(m, "Add", {"b1", "m1"}, {"h"}, "up_bias");
+  addNode(m, "Div", {"h", "sqrt2"}, {"d"}, "div");
+  addNode(m, "Erf", {"d"}, {"e"}, "erf");
+  addNode(m, "Add", {"e", "one"}, {"e1"}, "add1");
+  addNode(m, "Mul", {"h", "e1"}, {"p"}, "mul");
+  addNode(m, "Mul", {"p", "half"}, {"g"}, "mul_half");
+  addNode(m, "MatMul", {"g", "W2"}, {"m2"}, "down");
+  addNode(m, "Add", {"b2", "m2"}, {"o"}, "down_bias");
+  addNode(m, "Add", {"a", "o"}, {"y"}, "residual");
+  addOutput(m, "y", {2, 5, 8});
+  ir::Graph fused = fuseAndCompare(loadGraph(m, "gelu"), {{2, 5, 8}});
+  ASSERT_EQ(opTypes(fused), (Strings{"FusedMatMul", "FusedMatMul"}));
+  EXPECT_EQ(ir::attrString(fused.nodes[0], "activation"), "Gelu");
+  EXPECT_EQ(opt::fusedFrom(fused.nodes[0]), (Strings{"up", "up_bias", "div", "erf", "add1", "mul", "mul_half"}));
+  EXPECT_EQ(fused.nodes[1].inputs.size(), 4u);
+  EXPECT_EQ(opt::fusedFrom(fused.nodes[1]), (Strings{"down", "down_bias", "residual"}));
+}
+
+TEST(LayerNormFusion, TorchPatternBecomesLayerNormalization) {
+  auto m = makeModel(14);
+  addInput(m, "x", {2, 3, 16});
+  addRandomInitializer(m, "gamma", {16}, 1);
+  addRandomInitializer(m, "beta", {16}, 2);
+  addFloatInitializer(m, "two", {}, {2.0f});
+  addFloatInitializer(m, "eps", {}, {1e-5f});
+  addNode(m, "ReduceMean", {"x"}, {"mean"}, "mean");
+  setInts(lastNode(m), "axes", {-1});
+  addNode(m, "Sub", {"x", "mean"}, {"d"}, "sub");
+  addNode(m, "Pow", {"d", "two"}, {"sq"}, "pow");
+  addNode(m, "ReduceMean", {"sq"}, {"var"}, "var");
+  setInts(lastNode(m), "axes", {-1});
+  addNode(m, "Add", {"var", "eps"}, {"ve"}, "add_eps");
+  addNode(m, "Sqrt", {"ve"}, {"sd"}, "sqrt");
+  addNode(m, "Div", {"d", "sd"}, {"n"}, "div");
+  addNode(m, "Mul", {"n", "gamma"}, {"s"}, "mul");
+  addNode(m, "Add", {"s", "beta"}, {"y"}, "add");
+  addOutput(m, "y", {2, 3, 16});
+  ir::Graph fused = fuseAndCompare(loadGraph(m, "ln"), {{2, 3, 16}});
+  ASSERT_EQ(opTypes(fused), Strings{"LayerNormalization"});
+  EXPECT_FLOAT_EQ(ir::attrFloat(fused.nodes[0], "epsilon"), 1e-5f);
+  EXPECT_EQ(opt::fusedFrom(fused.nodes[0]).size(), 9u);
+}
+
+onnx::TensorProto* addInt64s(onnx::ModelProto& m, const std::string& name, const std::vector<int64_t>& v) {
+  auto* t = m.mutable_graph()->add_initializer();
+  t->set_name(name);
+  t->set_data_type(onnx::TensorProto::INT64);
+  t->add_dims(static_cast<int64_t>(v.size()));
+  for (int64_t x : v) t->add_int64_data(x);
+  return t;
+}
+
+TEST(LayoutCancellation, InverseTransposesVanishAndOthersCompose) {
+  auto m = makeModel(13);
+  addInput(m, "x", {2, 3, 4, 5});
+  addNode(m, "Transpose", {"x"}, {"t1"}, "t1");
+  setInts(lastNode(m), "perm", {0, 2, 1, 3});
+  addNode(m, "Transpose", {"t1"}, {"t2"}, "t2");
+  setInts(lastNode(m), "perm", {0, 2, 1, 3});
+  addNode(m, "Relu", {"t2"}, {"r"}, "relu");
+  addNode(m, "Transpose", {"r"}, {"t3"}, "t3");
+  setInts(lastNode(m), "perm", {0, 2, 3, 1});
+  addNode(m, "Transpose", {"t3"}, {"y"}, "t4");
+  setInts(lastNode(m), "perm", {1, 0, 3, 2});
+  addOutput(m, "y", {4, 2, 3, 5});
+  ir::Graph fused = fuseAndCompare(loadGraph(m, "transpose"), {{2, 3, 4, 5}});
+  ASSERT_EQ(opTypes(fused), (Strings{"Relu", "Transpose"}));
+  EXPECT_EQ(fused.value(fused.nodes[0].inputs[0]).name, "x");
+  EXPECT_EQ(ir::attrInts(fused.nodes[1], "perm"), (std::vector<int64_t>{2, 0, 1, 3}));
+}
+
+TEST(LayoutCancellation, ReshapeChainsCollapse) {
+  auto m = makeModel(13);
+  addInput(m, "x", {2, 3, 4});
+  addInt64s(m, "s1", {6, 4});
+  addInt64s(m, "s2", {3, -1});
+  addNode(m, "Reshape", {"x", "s1"}, {"r1"}, "r1");
+  addNode(m, "Reshape", {"r1", "s2"}, {"y"}, "r2");
+  addOutput(m, "y", {3, 8});
+  ir::Graph fused = fuseAndCompare(loadGraph(m, "reshape"), {{2, 3, 4}});
+  ASSERT_EQ(opTypes(fused), Strings{"Reshape"});
+  EXPECT_EQ(fused.value(fused.nodes[0].inputs[0]).name, "x");
+}
+
+TEST(CommonSubexpressions, DuplicateNodesMerge) {
+  auto m = makeModel(13);
+  addInput(m, "x", {3, 4});
+  addNode(m, "Sigmoid", {"x"}, {"a"}, "s1");
+  addNode(m, "Sigmoid", {"x"}, {"b"}, "s2");
+  addNode(m, "Softmax", {"a"}, {"c"}, "soft1");
+  setInt(lastNode(m), "axis", 0);
+  addNode(m, "Softmax", {"b"}, {"d"}, "soft2");
+  setInt(lastNode(m), "axis", 1);  // differs: stays
+  addNode(m, "Add", {"c", "d"}, {"y"}, "add");
+  addOutput(m, "y", {3, 4});
+  ir::Graph fused = fuseAndCompare(loadGraph(m, "cse"), {{3, 4}});
+  EXPECT_EQ(opTypes(fused), (Strings{"Sigmoid", "Softmax", "Softmax", "Add"}));
+  EXPECT_EQ(opt::fusedFrom(fused.nodes[0]), (Strings{"s1", "s2"}));
+}
+
+}  // namespace
+}  // namespace kiln
