@@ -8,6 +8,7 @@
 #include "kiln/network.h"
 #include "kiln/npy.h"
 #include "kiln/onnx_parser.h"
+#include "kiln/plugin.h"
 #include "kiln/session.h"
 #include "kiln/status.h"
 #include "kiln/tensor.h"

@@ -75,6 +75,8 @@ struct ResizeParams {
 };
 
 class NetworkDefinition;
+class IPlugin;
+class PluginFields;
 
 /// A tensor of a network; owned by the network.
 class ITensor {
@@ -155,7 +157,13 @@ class NetworkDefinition {
   ILayer* addConcatenation(const std::vector<ITensor*>& inputs, int64_t axis);
   ILayer* addConstant(const Dims& dims, const Weights& weights);
   ILayer* addResize(ITensor& input, const ResizeParams& params);
-  // addPlugin comes with the plugin API (issue 6).
+  /// A plugin layer (include/kiln/plugin.h): a clone of `plugin`, whose creator must be
+  /// registered (a plan re-creates the plugin through the registry). Outputs: getNbOutputs().
+  ILayer* addPlugin(const std::vector<ITensor*>& inputs, const IPlugin& plugin);
+  /// A plugin layer made by the registered creator of (name, version, namespace) from `fields`
+  /// (checked against the creator's field list); an empty version picks the highest one.
+  ILayer* addPlugin(const std::vector<ITensor*>& inputs, const std::string& name, const PluginFields& fields,
+                    const std::string& version = "", const std::string& pluginNamespace = "");
 
   int getNbInputs() const;
   ITensor* getInput(int index) const;

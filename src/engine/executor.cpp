@@ -1,8 +1,11 @@
 #include "engine/executor.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <cstdlib>
 
 #include "kiln/error.h"
+#include "plugin/plugin_node.h"
 
 namespace kiln {
 
@@ -14,6 +17,7 @@ void collectUnsupported(const ir::Graph& graph, const std::string& scope, std::v
     if (!ir::OpSchemaRegistry::global().find(node.domain, node.opType, node.opset)) {
       problems.push_back(scope + node.label() + ": operator " + domain + "::" + node.opType + " at opset " +
                          std::to_string(node.opset) + " is not supported");
+      if (std::string missing = plugin::describeMissingPlugin(node); !missing.empty()) problems.back() += "; " + missing;
     } else if (!cpu::KernelRegistry::global().find(node.domain, node.opType)) {
       problems.push_back(scope + node.label() + ": operator " + domain + "::" + node.opType + " has no CPU kernel");
     }
@@ -45,7 +49,7 @@ namespace {
 }  // namespace
 
 std::vector<Tensor> runNode(const ir::Node& node, const ir::OpSchema& schema, const cpu::KernelFn& kernel,
-                            const std::vector<const Tensor*>& inputs) {
+                            const std::vector<const Tensor*>& inputs, const std::vector<cpu::OutputStorage>* planned) {
   std::vector<ir::TypeInfo> inputTypes(inputs.size());
   std::vector<const ir::TypeInfo*> typePtrs(inputs.size(), nullptr);
   for (size_t k = 0; k < inputs.size(); ++k) {
@@ -58,7 +62,7 @@ std::vector<Tensor> runNode(const ir::Node& node, const ir::OpSchema& schema, co
   schema.infer(inferCtx);
 
   std::vector<Tensor> outs(node.outputs.size());
-  cpu::KernelContext ctx(node, inputs, outs, outTypes);
+  cpu::KernelContext ctx(node, inputs, outs, outTypes, planned);
   kernel(ctx);
   for (size_t k = 0; k < node.outputs.size(); ++k) {
     if (node.outputs[k] != ir::kNoValue && !outs[k].defined()) {
@@ -72,6 +76,11 @@ std::vector<Tensor> runNode(const ir::Node& node, const ir::OpSchema& schema, co
 Executor::Executor(std::shared_ptr<const ir::Graph> graph) : graph_(std::move(graph)) {
   auto problems = findUnsupportedNodes(*graph_);
   if (!problems.empty()) throwUnsupported(problems);
+
+  isNodeOutput_.assign(graph_->values.size(), false);
+  for (const ir::Node& node : graph_->nodes)
+    for (int id : node.outputs)
+      if (id != ir::kNoValue) isNodeOutput_[static_cast<size_t>(id)] = true;
 
   std::vector<int> lastUse(graph_->values.size(), -1);
   for (size_t i = 0; i < graph_->nodes.size(); ++i)
@@ -101,12 +110,76 @@ Executor::Executor(std::shared_ptr<const ir::Graph> graph) : graph_(std::move(gr
   }
 }
 
-std::vector<Tensor> Executor::run(const std::vector<std::pair<int, Tensor>>& inputs) const {
+std::vector<cpu::OutputStorage> Executor::placeValues(const std::vector<std::pair<int, Tensor>>& inputs,
+                                                      ExecutorMemory& memory,
+                                                      const std::vector<OutputBuffer>& outputBuffers) const {
+  const ir::Graph& g = *graph_;
+  std::vector<std::pair<int, Shape>> signature;
+  signature.reserve(inputs.size());
+  for (const auto& [id, tensor] : inputs) signature.emplace_back(id, tensor.shape());
+  if (!memory.planned_ || signature != memory.signature_) {
+    memory.plan_ = MemoryPlan{};
+    try {
+      memory.plan_ = planMemoryForInputShapes(g, signature);
+    } catch (const Error&) {
+      // Shapes the graph rejects: run unplanned, so the failing node reports the problem itself.
+    }
+    memory.signature_ = std::move(signature);
+    memory.planned_ = true;
+    ++memory.planCount_;
+    if (memory.capacity_ < memory.plan_.arenaBytes) {
+      memory.arena_.reset();  // free the smaller arena first
+      memory.capacity_ = 0;
+      void* p = std::aligned_alloc(kArenaAlignment, memory.plan_.arenaBytes);
+      if (!p) {
+        throw Error(ErrorCode::kRuntimeError,
+                    "out of memory allocating the " + std::to_string(memory.plan_.arenaBytes) + "-byte tensor arena");
+      }
+      memory.arena_ = std::shared_ptr<uint8_t>(static_cast<uint8_t*>(p), [](uint8_t* q) { std::free(q); });
+      memory.capacity_ = memory.plan_.arenaBytes;
+    }
+  }
+  const MemoryPlan& plan = memory.plan_;
+  if (plan.offsets.empty()) return {};
+
+  std::vector<cpu::OutputStorage> storage(g.values.size());
+  for (size_t id = 0; id < g.values.size(); ++id) {
+    if (plan.offsets[id] == MemoryPlan::kNotPlaced) continue;
+    storage[id] = {memory.arena_.get() + plan.offsets[id], plan.bytes[id], memory.arena_};
+  }
+  // A graph output (or the tensor it is a view of) is computed in the caller's buffer when its
+  // size is known now, it fits, and the buffer is not also an input being read.
+  for (const OutputBuffer& buffer : outputBuffers) {
+    const size_t root = static_cast<size_t>(plan.storageOf.at(static_cast<size_t>(buffer.valueId)));
+    const uint64_t bytes = plan.bytes[root];
+    if (!buffer.data || !isNodeOutput_[root] || g.values[root].constant || storage[root].data || bytes == 0 ||
+        bytes != plan.bytes[static_cast<size_t>(buffer.valueId)] || (buffer.capacity && buffer.capacity < bytes)) {
+      continue;
+    }
+    const auto* begin = static_cast<const uint8_t*>(buffer.data);
+    bool overlapsInput = false;
+    for (const auto& [id, tensor] : inputs) {
+      const auto* in = static_cast<const uint8_t*>(tensor.raw());
+      if (in && in < begin + bytes && begin < in + tensor.byteSize()) overlapsInput = true;
+    }
+    if (!overlapsInput) storage[root] = {buffer.data, bytes, nullptr};
+  }
+  return storage;
+}
+
+std::vector<Tensor> Executor::run(const std::vector<std::pair<int, Tensor>>& inputs, ExecutorMemory* memory,
+                                  const std::vector<OutputBuffer>& outputBuffers) const {
   const ir::Graph& g = *graph_;
   std::vector<Tensor> slots(g.values.size());
   for (size_t i = 0; i < g.values.size(); ++i)
     if (g.values[i].constant) slots[i] = *g.values[i].constant;
   for (const auto& [id, tensor] : inputs) slots[id] = tensor;
+
+  std::vector<cpu::OutputStorage> storage;  // per value id; empty: every output on the heap
+  if (memory) storage = placeValues(inputs, *memory, outputBuffers);
+  const auto arenaBegin = storage.empty() ? 0 : reinterpret_cast<uintptr_t>(memory->arena_.get());
+  const auto arenaEnd = arenaBegin ? arenaBegin + memory->capacity_ : 0;
+  std::vector<cpu::OutputStorage> planned;  // the current node's outputs
 
   for (const Step& step : steps_) {
     const ir::Node& node = *step.node;
@@ -117,9 +190,25 @@ std::vector<Tensor> Executor::run(const std::vector<std::pair<int, Tensor>>& inp
       }
       in.push_back(id == ir::kNoValue ? nullptr : &slots[id]);
     }
-    std::vector<Tensor> outs = runNode(node, *step.schema, step.kernel, in);
-    for (size_t k = 0; k < node.outputs.size(); ++k)
-      if (node.outputs[k] != ir::kNoValue) slots[node.outputs[k]] = std::move(outs[k]);
+    if (!storage.empty()) {
+      planned.assign(node.outputs.size(), {});
+      for (size_t k = 0; k < node.outputs.size(); ++k)
+        if (node.outputs[k] != ir::kNoValue) planned[k] = storage[static_cast<size_t>(node.outputs[k])];
+    }
+    std::vector<Tensor> outs = runNode(node, *step.schema, step.kernel, in, storage.empty() ? nullptr : &planned);
+    for (size_t k = 0; k < node.outputs.size(); ++k) {
+      const int id = node.outputs[k];
+      if (id == ir::kNoValue) continue;
+      const void* data = outs[k].raw();
+      const auto address = reinterpret_cast<uintptr_t>(data);
+      if (arenaBegin && address >= arenaBegin && address < arenaEnd) {
+        // In the arena, a tensor may only live in its own slot (or its source's, for a view):
+        // any other slot is reused by the plan once its lifetime ends.
+        const auto root = static_cast<size_t>(memory->plan_.storageOf[static_cast<size_t>(id)]);
+        if (data != storage[root].data) outs[k] = outs[k].clone();
+      }
+      slots[id] = std::move(outs[k]);
+    }
     for (int id : step.release) slots[id] = Tensor();
   }
   std::vector<Tensor> results;

@@ -27,6 +27,7 @@ enum SectionId : uint32_t {
   kGraphSection = 4,
   kLayersSection = 5,
   kWeightsSection = 6,
+  kPluginsSection = 7,  // only in plans with plugin nodes
 };
 
 /// CPU features a plan may require (bit set in the header).

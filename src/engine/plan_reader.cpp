@@ -6,6 +6,7 @@
 
 #include "engine/plan_bytes.h"
 #include "engine/plan_format.h"
+#include "engine/plan_plugins.h"
 
 namespace kiln::plan {
 
@@ -37,6 +38,7 @@ const char* sectionName(uint32_t id) {
     case kGraphSection: return "graph";
     case kLayersSection: return "layers";
     case kWeightsSection: return "weights";
+    case kPluginsSection: return "plugins";
   }
   return "unknown";
 }
@@ -226,16 +228,16 @@ void checkHeader(const uint8_t* p, size_t size, uint32_t hostFeatures) {
 std::vector<Section> readSectionTable(const uint8_t* p, size_t size) {
   const uint32_t count = load<uint32_t>(p + 36);
   const uint64_t tableOffset = load<uint64_t>(p + 48);
-  if (count != 6 || tableOffset != kHeaderSize || size - kHeaderSize < uint64_t{count} * 24) {
+  if ((count != 6 && count != 7) || tableOffset != kHeaderSize || size - kHeaderSize < uint64_t{count} * 24) {
     invalid("plan section table is corrupted");
   }
-  std::vector<Section> sections(7);
+  std::vector<Section> sections(8);
   const uint64_t dataStart = kHeaderSize + uint64_t{count} * 24;
   for (uint32_t i = 0; i < count; ++i) {
     const uint8_t* e = p + kHeaderSize + i * 24;
     const uint32_t id = load<uint32_t>(e);
     Section s{load<uint64_t>(e + 8), load<uint64_t>(e + 16), true};
-    if (id < kBuildInfoSection || id > kWeightsSection || sections[id].present) {
+    if (id < kBuildInfoSection || id > (count == 7 ? kPluginsSection : kWeightsSection) || sections[id].present) {
       invalid("plan section table is corrupted (section id " + std::to_string(id) + ")");
     }
     if (s.offset < dataStart || s.offset > size || s.size > size - s.offset || s.offset % kWeightAlignment) {
@@ -369,6 +371,8 @@ Plan readPlan(const void* data, size_t size, uint32_t hostFeatures) {
   plan.io = readIO(sectionReader(p, sections, kIOSection), *plan.graph);
   plan.profiles = readProfiles(sectionReader(p, sections, kProfilesSection), plan.io);
   plan.layers = readLayers(sectionReader(p, sections, kLayersSection), *plan.graph);
+  // Last: a plugin that is not registered is reported only for an otherwise valid plan.
+  if (sections[kPluginsSection].present) readPlugins(sectionReader(p, sections, kPluginsSection), *plan.graph);
   return plan;
 }
 

@@ -4,6 +4,7 @@
 
 #include "engine/plan_bytes.h"
 #include "engine/plan_format.h"
+#include "engine/plan_plugins.h"
 
 namespace kiln::plan {
 
@@ -153,13 +154,19 @@ void putAt(std::vector<uint8_t>& bytes, size_t offset, const void* v, size_t n) 
 
 std::vector<uint8_t> writePlan(const Plan& plan) {
   ByteWriter weights;
-  ByteWriter sections[5];
+  ByteWriter sections[6];
   writeBuildInfo(sections[0], plan.info);
   writeIO(sections[1], plan.io);
   writeProfiles(sections[2], plan.profiles);
   GraphWriter(weights).graph(sections[3], *plan.graph);
   writeLayers(sections[4], plan.layers);
-  const uint32_t ids[6] = {kBuildInfoSection, kIOSection, kProfilesSection, kGraphSection, kLayersSection, kWeightsSection};
+  // The plugins section is written only when needed, so plans without plugins stay readable by
+  // a kiln that predates it.
+  const bool plugins = hasPluginNodes(*plan.graph);
+  if (plugins) writePlugins(sections[5], *plan.graph);
+  const uint32_t ids[7] = {kBuildInfoSection, kIOSection,      kProfilesSection, kGraphSection,
+                           kLayersSection,    kWeightsSection, kPluginsSection};
+  const uint32_t count = plugins ? 7 : 6;
 
   ByteWriter file;
   file.raw(kMagic, sizeof(kMagic));
@@ -169,17 +176,17 @@ std::vector<uint8_t> writePlan(const Plan& plan) {
   std::strncpy(version, kKilnVersion, sizeof(version) - 1);
   file.raw(version, sizeof(version));
   file.u32(plan.cpuFeatures);
-  file.u32(6);  // section count
+  file.u32(count);  // section count
   file.u64(0);  // file size, patched below
   file.u64(kHeaderSize);  // section table offset
   file.u32(0);  // reserved
   file.u32(0);  // checksum, patched below
   const size_t table = file.size();
-  file.bytes().resize(table + 6 * 24);
-  for (int s = 0; s < 6; ++s) {
+  file.bytes().resize(table + count * 24);
+  for (uint32_t s = 0; s < count; ++s) {
     file.alignTo(kWeightAlignment);
     uint64_t offset = file.size();
-    std::vector<uint8_t>& body = s < 5 ? sections[s].bytes() : weights.bytes();
+    std::vector<uint8_t>& body = s == 5 ? weights.bytes() : sections[s < 5 ? s : 5].bytes();
     uint64_t size = body.size();
     file.raw(body.data(), body.size());
     size_t entry = table + static_cast<size_t>(s) * 24;

@@ -13,6 +13,10 @@
 #include "ir/sym_shape.h"
 #include "kiln/tensor.h"
 
+namespace kiln {
+class IPlugin;
+}
+
 namespace kiln::ir {
 
 struct TypeInfo {
@@ -39,6 +43,9 @@ struct Node {
   AttributeMap attrs;
   /// Inputs past this index are implicit: outer-scope values its subgraphs read (-1: all explicit).
   int explicitInputs = -1;
+  /// Plugin nodes (include/kiln/plugin.h): the plugin made from the node's fields at import, or
+  /// from its bytes in a plan; its op type is the plugin's name and its domain the namespace.
+  std::shared_ptr<const IPlugin> plugin;
 
   std::string label() const;  // "node 'conv1' (Conv)"
   size_t numExplicitInputs() const { return explicitInputs < 0 ? inputs.size() : static_cast<size_t>(explicitInputs); }

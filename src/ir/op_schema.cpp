@@ -55,6 +55,12 @@ OpSchemaRegistry& OpSchemaRegistry::global() {
 void OpSchemaRegistry::add(OpSchema schema) { schemas_.push_back(std::move(schema)); }
 
 const OpSchema* OpSchemaRegistry::find(const std::string& domain, const std::string& opType, int64_t opset) const {
+  if (const OpSchema* s = findRegistered(domain, opType, opset)) return s;
+  return fallback_ ? fallback_(domain == "ai.onnx" ? std::string() : domain, opType) : nullptr;
+}
+
+const OpSchema* OpSchemaRegistry::findRegistered(const std::string& domain, const std::string& opType,
+                                                 int64_t opset) const {
   const std::string& d = domain == "ai.onnx" ? std::string() : domain;
   for (const OpSchema& s : schemas_) {
     if (s.opType == opType && s.domain == d && opset >= s.minOpset && opset <= s.maxOpset) return &s;

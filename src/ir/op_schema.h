@@ -65,13 +65,20 @@ class OpSchemaRegistry {
  public:
   static OpSchemaRegistry& global();
   void add(OpSchema schema);
-  /// The schema for (domain, opType) whose range covers opset, or nullptr.
+  /// The schema for (domain, opType) whose range covers opset, or else the fallback's answer
+  /// (plugins), or nullptr.
   const OpSchema* find(const std::string& domain, const std::string& opType, int64_t opset) const;
+  /// Like find, without the fallback: the operators kiln implements itself.
+  const OpSchema* findRegistered(const std::string& domain, const std::string& opType, int64_t opset) const;
+  /// Asked by find for an op with no registered schema (src/plugin sets it at load time).
+  using Fallback = std::function<const OpSchema*(const std::string& domain, const std::string& opType)>;
+  void setFallback(Fallback fallback) { fallback_ = std::move(fallback); }
   /// Every registered schema, sorted by domain and op type.
   std::vector<const OpSchema*> all() const;
 
  private:
   std::vector<OpSchema> schemas_;
+  Fallback fallback_;
 };
 
 struct OpSchemaRegistrar {

@@ -10,6 +10,7 @@
 #include "kiln/error.h"
 #include "onnx/implicit_inputs.h"
 #include "onnx/tensor_proto.h"
+#include "plugin/plugin_node.h"
 
 namespace kiln::onnx_import {
 
@@ -172,6 +173,11 @@ ir::Graph GraphConverter::convert(const onnx::GraphProto& proto, std::map<std::s
     for (const auto& a : np.attribute()) {
       if (!a.ref_attr_name().empty()) fail(label + " attribute '" + a.name() + "' refers to a function attribute");
       node.attrs[a.name()] = attributeFromProto(a, label, opCounts);
+    }
+    try {  // an op kiln does not implement may be a plugin (and `Plugin` nodes are)
+      plugin::resolvePluginNode(node);
+    } catch (const Error& e) {
+      throw Error(e.code(), file_ + ": " + e.what());
     }
     graph.nodes.push_back(std::move(node));
   }

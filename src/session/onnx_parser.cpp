@@ -8,6 +8,7 @@
 #include "engine/executor.h"
 #include "ir/op_schema.h"
 #include "onnx/loader.h"
+#include "plugin/plugin_node.h"
 
 namespace kiln {
 
@@ -87,7 +88,10 @@ Status installModel(NetworkDefinition& network_, ILogger& logger_, std::vector<P
   // Every unsupported node at once, each its own error.
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     std::vector<std::string> problem = findUnsupportedNodes(ir::Graph{{}, {}, {g.nodes[i]}, {}, {}, {}});
-    if (!problem.empty()) report(ParserErrorCode::kUNSUPPORTED_NODE, &g, static_cast<int>(i), problem[0]);
+    if (problem.empty()) continue;
+    std::string missingPlugin = plugin::describeMissingPlugin(g.nodes[i]);  // where kiln looked for a plugin
+    report(ParserErrorCode::kUNSUPPORTED_NODE, &g, static_cast<int>(i),
+           problem[0] + (missingPlugin.empty() ? "" : "; " + missingPlugin));
   }
   if (!errors_.empty()) {
     return Status(StatusCode::kUNSUPPORTED_NODE, displayName + ": " + std::to_string(errors_.size()) +

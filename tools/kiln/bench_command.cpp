@@ -1,5 +1,6 @@
 // kiln bench MODEL|PLAN [--threads N] [--warmup N] [--iterations N] [--shapes ...] [--json]:
 // latency statistics over repeated runs on the same inputs, like trtexec's summary.
+// With --serve it becomes a persistent worker for the bench/ harness (see bench_serve.h).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -8,8 +9,10 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 
+#include "bench_serve.h"
 #include "commands.h"
 #include "model_runner.h"
+#include "plugin_options.h"
 
 namespace kiln::cli {
 
@@ -22,6 +25,8 @@ struct BenchOptions {
   int warmup = 5;
   int iterations = 30;
   bool json = false;
+  bool serve = false;
+  std::vector<std::string> plugins;
 };
 
 // The value below which `fraction` of the sorted samples lie (nearest rank).
@@ -76,7 +81,13 @@ Action addBenchCommand(CLI::App& app) {
   cmd->add_option("--warmup", opts->warmup, "untimed runs first (default 5)");
   cmd->add_option("--iterations", opts->iterations, "timed runs (default 30)");
   cmd->add_flag("--json", opts->json, "print the statistics as JSON");
-  return [opts] { return benchModel(*opts); };
+  cmd->add_flag("--serve", opts->serve,
+                "worker mode for bench/run_bench.py: read 'load', 'run K', 'quit' from stdin, print JSON lines");
+  addPluginOption(*cmd, opts->plugins);
+  return [opts] {
+    loadPlugins(opts->plugins);
+    return opts->serve ? serveBench(opts->model, opts->threads, opts->in) : benchModel(*opts);
+  };
 }
 
 }  // namespace kiln::cli

@@ -1,12 +1,16 @@
 // kiln inspect MODEL|PLAN: what a model holds and whether kiln supports it, or what a built
 // plan holds (I/O, profiles, layers and the kernels chosen).
+#include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <iterator>
 
 #include "commands.h"
 #include "engine/executor.h"
+#include "engine/memory_plan.h"
 #include "ir/op_schema.h"
 #include "onnx/loader.h"
+#include "plugin_options.h"
 
 namespace kiln::cli {
 
@@ -31,6 +35,18 @@ std::string flagsText(uint32_t flags) {
   return s.empty() ? "none" : s.substr(1);
 }
 
+double mib(uint64_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
+
+// The arena at profile 0's opt shapes beside what the intermediate tensors need without reuse.
+void printArena(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  MemoryPlan memory = planMemoryAtProfile(plan::readPlan(bytes.data(), bytes.size()), 0, OptProfileSelector::kOPT);
+  std::cout << "  arena      " << std::fixed << std::setprecision(2) << mib(memory.arenaBytes)
+            << " MiB at opt shapes (intermediates sum " << mib(memory.intermediateBytes) << " MiB, "
+            << memory.placedTensors << " tensors)\n" << std::defaultfloat;
+}
+
 int inspectPlan(const std::string& path) {
   StderrLogger logger;
   auto engine = loadPlanFile(path, logger);
@@ -43,8 +59,8 @@ int inspectPlan(const std::string& path) {
   std::cout << "  workspace  " << (info.workspaceBytes ? std::to_string(info.workspaceBytes >> 20) + " MiB" : "no limit") << "\n";
   std::cout << "  flags      " << flagsText(info.builderFlags) << "\n";
   std::cout << "  layers     " << info.layersBefore << " in the network, " << info.layersAfter
-            << " after optimization; arena " << std::fixed << std::setprecision(2)
-            << static_cast<double>(info.arenaBytes) / (1 << 20) << " MiB at opt shapes\n" << std::defaultfloat;
+            << " after optimization\n";
+  printArena(path);
   for (auto mode : {TensorIOMode::kINPUT, TensorIOMode::kOUTPUT}) {
     std::cout << (mode == TensorIOMode::kINPUT ? "inputs" : "outputs") << "\n";
     for (int i = 0; i < engine->getNbIOTensors(); ++i) {
@@ -115,8 +131,13 @@ int inspectModel(const std::string& path) {
 Action addInspectCommand(CLI::App& app) {
   auto model = std::make_shared<std::string>();
   CLI::App* cmd = app.add_subcommand("inspect", "Show a model's or plan's inputs, outputs, operators and support");
+  auto plugins = std::make_shared<std::vector<std::string>>();
   cmd->add_option("model", *model, "ONNX model file or kiln plan")->required();
-  return [model] { return inspectModel(*model); };
+  addPluginOption(*cmd, *plugins);
+  return [model, plugins] {
+    loadPlugins(*plugins);
+    return inspectModel(*model);
+  };
 }
 
 }  // namespace kiln::cli

@@ -1,5 +1,5 @@
 // kiln run MODEL|PLAN [--input NAME=FILE.npy]... [--shapes NAME:1x3x224x224]... [--seed N]
-//                    [--output-dir DIR] [--threads N]
+//                    [--output-dir DIR] [--threads N] [--plugins LIB.so]...
 // MODEL is an ONNX file (run with Session) or a plan from `kiln build` (run with an engine).
 #include <chrono>
 #include <iomanip>
@@ -14,6 +14,7 @@
 #include "kiln/npy.h"
 #include "kiln/session.h"
 #include "model_runner.h"
+#include "plugin_options.h"
 #include "tensor_summary.h"
 
 namespace kiln::cli {
@@ -25,6 +26,7 @@ struct RunOptions {
   InputOptions in;
   std::string outputDir;
   int threads = 0;
+  std::vector<std::string> plugins;
 };
 
 // Writes DIR/<name>.npy for each output and DIR/outputs.json mapping names to files.
@@ -51,6 +53,7 @@ void writeOutputs(const NamedTensors& outputs, const std::string& dir) {
 }
 
 int runModel(const RunOptions& opts) {
+  loadPlugins(opts.plugins);
   std::unique_ptr<Runner> runner = openModel(opts.model, opts.threads);
   printModelSummary(*runner, opts.model);
   NamedTensors inputs = makeInputs(*runner, opts.in);
@@ -74,6 +77,7 @@ Action addRunCommand(CLI::App& app) {
   addInputOptions(*cmd, opts->in);
   cmd->add_option("--output-dir", opts->outputDir, "write each output as DIR/<name>.npy and DIR/outputs.json");
   cmd->add_option("--threads", opts->threads, "intra-op threads (0 = one per hardware thread)");
+  addPluginOption(*cmd, opts->plugins);
   return [opts] { return runModel(*opts); };
 }
 
