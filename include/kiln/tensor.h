@@ -26,6 +26,9 @@ class Tensor {
   /// A scalar or 1-D tensor from host values.
   template <typename T>
   static Tensor fromVector(DataType dtype, Shape shape, const std::vector<T>& values);
+  /// An ONNX sequence value: an ordered list of tensors of one element type (its dtype()). It has
+  /// no storage of its own (shape {0}), so code that does not look for sequences reads nothing.
+  static Tensor sequence(DataType elementType, std::vector<Tensor> items);
 
   bool defined() const { return dtype_ != DataType::kUndefined; }
   DataType dtype() const { return dtype_; }
@@ -51,13 +54,18 @@ class Tensor {
   double doubleAt(int64_t i) const;
   /// All elements as int64 (for shape-like tensors).
   std::vector<int64_t> toInt64Vector() const;
-  std::string describe() const;  // "float32[1x3x224x224]"
+  std::string describe() const;  // "float32[1x3x224x224]", "sequence<float32>[3 items]"
+
+  bool isSequence() const { return items_ != nullptr; }
+  /// The tensors of a sequence value (empty for a plain tensor).
+  const std::vector<Tensor>& sequenceItems() const;
 
  private:
   DataType dtype_ = DataType::kUndefined;
   Shape shape_;
   std::shared_ptr<const void> owner_;
   void* data_ = nullptr;
+  std::shared_ptr<const std::vector<Tensor>> items_;  // set for sequence values only
 };
 
 [[noreturn]] void throwValueCountMismatch(const Tensor& t, size_t count);

@@ -91,6 +91,7 @@ Tensor Tensor::reshaped(Shape shape) const {
 }
 
 Tensor Tensor::clone() const {
+  if (items_) return *this;  // a sequence's items are never written in place
   Tensor t(dtype_, shape_);
   if (dtype_ == DataType::kString) {
     for (int64_t i = 0; i < numel(); ++i) t.data<std::string>()[i] = data<std::string>()[i];
@@ -128,7 +129,30 @@ std::vector<int64_t> Tensor::toInt64Vector() const {
   return v;
 }
 
-std::string Tensor::describe() const { return dataTypeName(dtype_) + "[" + shapeToString(shape_) + "]"; }
+std::string Tensor::describe() const {
+  if (items_) return "sequence<" + dataTypeName(dtype_) + ">[" + std::to_string(items_->size()) + " items]";
+  return dataTypeName(dtype_) + "[" + shapeToString(shape_) + "]";
+}
+
+Tensor Tensor::sequence(DataType elementType, std::vector<Tensor> items) {
+  if (!isSupportedDataType(elementType)) throwUnsupportedType(elementType, "sequence");
+  for (const Tensor& item : items) {
+    if (item.dtype() != elementType || item.isSequence()) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  "a sequence of " + dataTypeName(elementType) + " cannot hold " + item.describe());
+    }
+  }
+  Tensor t;
+  t.dtype_ = elementType;
+  t.shape_ = {0};
+  t.items_ = std::make_shared<const std::vector<Tensor>>(std::move(items));
+  return t;
+}
+
+const std::vector<Tensor>& Tensor::sequenceItems() const {
+  static const std::vector<Tensor> kNone;
+  return items_ ? *items_ : kNone;
+}
 
 void throwValueCountMismatch(const Tensor& t, size_t count) {
   throw Error(ErrorCode::kInvalidArgument,

@@ -54,7 +54,9 @@ std::vector<Tensor> runNode(const ir::Node& node, const ir::OpSchema& schema, co
   std::vector<const ir::TypeInfo*> typePtrs(inputs.size(), nullptr);
   for (size_t k = 0; k < inputs.size(); ++k) {
     if (!inputs[k]) continue;
-    inputTypes[k] = ir::TypeInfo{inputs[k]->dtype(), ir::symShapeOf(inputs[k]->shape())};
+    inputTypes[k] = inputs[k]->isSequence()
+                        ? ir::TypeInfo{inputs[k]->dtype(), std::nullopt, true}
+                        : ir::TypeInfo{inputs[k]->dtype(), ir::symShapeOf(inputs[k]->shape())};
     typePtrs[k] = &inputTypes[k];
   }
   std::vector<ir::TypeInfo> outTypes(node.outputs.size());

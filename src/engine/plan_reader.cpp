@@ -57,7 +57,10 @@ class GraphReader {
       ir::Value v;
       v.name = r.str("value name");
       v.type.dtype = dtype(r, true);
-      if (r.u8("shape flag")) {
+      const uint8_t typeFlags = r.u8("shape flag");  // bit 0: has a shape, bit 1: a sequence
+      if (typeFlags > 3) r.fail("value '" + v.name + "' has type flags " + std::to_string(typeFlags));
+      v.type.isSequence = (typeFlags & 2) != 0;
+      if (typeFlags & 1) {
         uint32_t rank = r.count("rank", 12);
         if (rank > kMaxRank) r.fail("value '" + v.name + "' has rank " + std::to_string(rank));
         ir::SymShape shape;

@@ -20,8 +20,9 @@ class IPlugin;
 namespace kiln::ir {
 
 struct TypeInfo {
-  DataType dtype = DataType::kUndefined;
-  std::optional<SymShape> shape;  // nullopt: rank unknown
+  DataType dtype = DataType::kUndefined;  // a sequence's element type
+  std::optional<SymShape> shape;  // nullopt: rank unknown (always for sequences)
+  bool isSequence = false;        // an ONNX sequence of tensors rather than a tensor
 };
 
 struct Value {

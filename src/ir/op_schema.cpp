@@ -41,6 +41,16 @@ void InferContext::setOutputType(size_t i, DataType dtype) {
   outputs_[i] = TypeInfo{dtype, std::nullopt};
 }
 
+bool InferContext::inputIsSequence(size_t i) const {
+  requireInput(i);
+  return inputTypes_[i]->isSequence;
+}
+
+void InferContext::setSequenceOutput(size_t i, DataType elementType) {
+  if (i >= outputs_.size()) return;
+  outputs_[i] = TypeInfo{elementType, std::nullopt, true};
+}
+
 void InferContext::fail(const std::string& message, ErrorCode code) const { failNode(node_, message, code); }
 
 void InferContext::requireInput(size_t i) const {
@@ -83,6 +93,7 @@ namespace {
 TypeInfo mergeTypes(const TypeInfo& declared, const TypeInfo& inferred) {
   TypeInfo t = inferred;
   if (t.dtype == DataType::kUndefined) t.dtype = declared.dtype;
+  if (t.isSequence) return t;  // the items' shapes are not tracked
   if (!t.shape) return TypeInfo{t.dtype, declared.shape};
   if (declared.shape && declared.shape->size() == t.shape->size()) {
     for (size_t i = 0; i < t.shape->size(); ++i) {

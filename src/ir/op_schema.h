@@ -38,6 +38,10 @@ class InferContext {
   void setOutput(size_t i, DataType dtype, const Shape& shape) { setOutput(i, dtype, symShapeOf(shape)); }
   /// Output of known dtype whose rank is not known until run time.
   void setOutputType(size_t i, DataType dtype);
+  /// Whether input i is a sequence value (sequence ops; see Tensor::sequence).
+  bool inputIsSequence(size_t i) const;
+  /// Output i is a sequence of tensors of `elementType`.
+  void setSequenceOutput(size_t i, DataType elementType);
 
   [[noreturn]] void fail(const std::string& message, ErrorCode code = ErrorCode::kInvalidModel) const;
   /// Fails unless the input exists and has one of the given types.

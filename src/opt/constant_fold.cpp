@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include "backends/cpu/kernel.h"
 #include "engine/executor.h"
 #include "opt/passes.h"
@@ -65,6 +67,10 @@ int foldPass(ir::Graph& graph) {
     const ir::OpSchema* schema = ir::OpSchemaRegistry::global().find(node.domain, node.opType, node.opset);
     cpu::KernelFn kernel = (*cpu::KernelRegistry::global().find(node.domain, node.opType))(info);
     std::vector<Tensor> outs = runNode(node, *schema, kernel, inputs);
+    if (std::any_of(outs.begin(), outs.end(), [](const Tensor& t) { return t.isSequence(); })) {
+      kept.push_back(std::move(node));  // constants are tensors: sequences stay computed at run time
+      continue;
+    }
     for (size_t k = 0; k < node.outputs.size(); ++k) {
       if (node.outputs[k] == ir::kNoValue) continue;
       ir::Value& v = graph.value(node.outputs[k]);

@@ -48,7 +48,8 @@ std::vector<TypeInfo> bodyOutputTypes(const InferContext& ctx, const Graph& body
   for (size_t j = 0; j < copy.outerInputs.size() && implicitBegin + j < ctx.numInputs(); ++j) {
     if (copy.outerInputs[j] != kNoValue && ctx.hasInput(implicitBegin + j)) {
       copy.value(copy.outerInputs[j]).type = TypeInfo{ctx.inputType(implicitBegin + j),
-                                                      inputSymShape(ctx, implicitBegin + j)};
+                                                      inputSymShape(ctx, implicitBegin + j),
+                                                      ctx.inputIsSequence(implicitBegin + j)};
     }
   }
   try {
@@ -109,11 +110,15 @@ void inferLoop(InferContext& ctx) {
   std::vector<TypeInfo> bodyInputs{TypeInfo{DataType::kInt64, SymShape{}}, TypeInfo{DataType::kBool, SymShape{}}};
   for (size_t i = 0; i < carried; ++i) {
     ctx.requireInput(2 + i);
-    bodyInputs.push_back(TypeInfo{ctx.inputType(2 + i), std::nullopt});
+    bodyInputs.push_back(TypeInfo{ctx.inputType(2 + i), std::nullopt, ctx.inputIsSequence(2 + i)});
   }
   const std::vector<TypeInfo> bodyOutputs = bodyOutputTypes(ctx, *body, bodyInputs);
   for (size_t i = 0; i < carried; ++i) {
     const TypeInfo& bodyOut = bodyOutputs[1 + i];
+    if (ctx.inputIsSequence(2 + i)) {
+      ctx.setSequenceOutput(i, ctx.inputType(2 + i));
+      continue;
+    }
     setOutputInfo(ctx, i, ctx.inputType(2 + i), mergeShapes(inputSymShape(ctx, 2 + i), bodyOut.shape));
   }
   for (size_t k = carried; k < ctx.numOutputs(); ++k) {

@@ -325,13 +325,19 @@ void inferEyeLike(InferContext& ctx) {
   }
 }
 
+// Identity passes sequences through too (opset 14+ types); its kernel shares the value.
+void inferIdentity(InferContext& ctx) {
+  if (ctx.inputIsSequence(0)) ctx.setSequenceOutput(0, ctx.inputType(0));
+  else inferSameAsInput0(ctx);
+}
+
 }  // namespace
 
 KILN_REGISTER_OP_SCHEMA({"", "Reshape", 5, 1000, inferReshape});
 KILN_REGISTER_OP_SCHEMA({"", "Flatten", 1, 1000, inferFlatten});
 KILN_REGISTER_OP_SCHEMA({"", "Squeeze", 1, 1000, inferSqueeze});
 KILN_REGISTER_OP_SCHEMA({"", "Unsqueeze", 1, 1000, inferUnsqueeze});
-KILN_REGISTER_OP_SCHEMA({"", "Identity", 1, 1000, inferSameAsInput0});
+KILN_REGISTER_OP_SCHEMA({"", "Identity", 1, 1000, inferIdentity});
 KILN_REGISTER_OP_SCHEMA({"", "Dropout", 7, 1000, inferDropout});
 KILN_REGISTER_OP_SCHEMA({"", "Shape", 1, 1000, inferShape});
 KILN_REGISTER_OP_SCHEMA({"", "Size", 1, 1000, inferSize});
