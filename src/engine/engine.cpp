@@ -1,6 +1,6 @@
 // Engine (an inspector over the loaded plan) and Runtime (plan bytes or file -> Engine).
+#include <algorithm>
 #include <fstream>
-#include <sstream>
 
 #include "engine/api_guard.h"
 #include "engine/engine_impl.h"
@@ -98,11 +98,13 @@ Result<std::shared_ptr<const Engine>> Runtime::deserializeEngine(const void* dat
 Result<std::shared_ptr<const Engine>> Runtime::deserializeEngineFromFile(const std::string& path) const {
   std::string bytes;
   Status read = guardStatus(nullptr, [&] {
-    std::ifstream in(path, std::ios::binary);
+    std::ifstream in(path, std::ios::binary | std::ios::ate);
     if (!in) throw Error(ErrorCode::kIoError, path + ": cannot open the plan file");
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    bytes = std::move(ss).str();
+    // One buffer of the file's size: a stringstream would hold the plan twice.
+    bytes.resize(static_cast<size_t>(std::max<std::streamoff>(in.tellg(), 0)));
+    in.seekg(0, std::ios::beg);
+    if (!in.read(bytes.data(), static_cast<std::streamsize>(bytes.size())))
+      throw Error(ErrorCode::kIoError, path + ": cannot read the plan file");
   });
   if (!read.ok()) {
     logger_.log(Severity::kERROR, read.message());

@@ -4,7 +4,8 @@
 
 #include <filesystem>
 #include <fstream>
-#include <sstream>
+#include <map>
+#include <memory>
 
 #include "ir/op_schema.h"
 #include "kiln/error.h"
@@ -20,8 +21,10 @@ namespace fs = std::filesystem;
 
 class GraphConverter {
  public:
-  GraphConverter(const ir::Model& model, std::string baseDir, std::string file)
-      : model_(model), baseDir_(std::move(baseDir)), file_(std::move(file)) {}
+  /// `rawInitializers`: the top-level initializers' raw_data, moved out of the protobuf by name.
+  GraphConverter(const ir::Model& model, std::string baseDir, std::string file,
+                 std::map<std::string, std::shared_ptr<std::string>> rawInitializers = {})
+      : model_(model), baseDir_(std::move(baseDir)), file_(std::move(file)), rawInitializers_(std::move(rawInitializers)) {}
 
   /// A subgraph (isSubgraph) may name outer-scope tensors as outputs.
   ir::Graph convert(const onnx::GraphProto& proto, std::map<std::string, int>* opCounts, bool isSubgraph = false);
@@ -39,11 +42,17 @@ class GraphConverter {
   const ir::Model& model_;
   std::string baseDir_;
   std::string file_;
+  std::map<std::string, std::shared_ptr<std::string>> rawInitializers_;
 };
 
 ir::TypeInfo GraphConverter::typeFromProto(const onnx::TypeProto& type) const {
   ir::TypeInfo info;
-  if (!type.has_tensor_type()) return info;  // sequences, maps, optionals: not tensors
+  if (type.has_sequence_type() && type.sequence_type().elem_type().has_tensor_type()) {
+    info.dtype = static_cast<DataType>(type.sequence_type().elem_type().tensor_type().elem_type());
+    info.isSequence = true;  // the items' shapes are not tracked
+    return info;
+  }
+  if (!type.has_tensor_type()) return info;  // maps, optionals, sequences of non-tensors
   info.dtype = static_cast<DataType>(type.tensor_type().elem_type());
   if (type.tensor_type().has_shape()) {
     ir::SymShape shape;
@@ -141,7 +150,12 @@ ir::Graph GraphConverter::convert(const onnx::GraphProto& proto, std::map<std::s
   for (const auto& init : proto.initializer()) {
     if (init.name().empty()) fail("an initializer has no name");
     if (graph.findValue(init.name()) != ir::kNoValue) fail("initializer '" + init.name() + "' is defined twice");
-    Tensor t = tensorFromProto(init, baseDir_, file_ + ": initializer '" + init.name() + "'");
+    std::shared_ptr<std::string> raw;
+    if (auto it = rawInitializers_.find(init.name()); !isSubgraph && it != rawInitializers_.end()) {
+      raw = std::move(it->second);
+      rawInitializers_.erase(it);
+    }
+    Tensor t = tensorFromProto(init, baseDir_, file_ + ": initializer '" + init.name() + "'", std::move(raw));
     int id = graph.addValue(init.name(), ir::TypeInfo{t.dtype(), ir::symShapeOf(t.shape())});
     graph.value(id).constant = std::move(t);
   }
@@ -208,23 +222,31 @@ void readModelHeader(const onnx::ModelProto& proto, ir::Model& model) {
 
 }  // namespace
 
-ir::Model loadModelFromBytes(const void* data, size_t size, const std::string& baseDir,
-                             const std::string& displayName) {
-  onnx::ModelProto proto;
-  if (size > static_cast<size_t>(INT32_MAX)) {
-    throw Error(ErrorCode::kInvalidModel, displayName + ": model is larger than 2 GiB; store the weights as external data");
-  }
-  if (!proto.ParseFromArray(data, static_cast<int>(size))) {
+namespace {
+
+void checkParsed(bool parsed, const onnx::ModelProto& proto, const std::string& displayName) {
+  if (!parsed) {
     throw Error(ErrorCode::kInvalidModel,
                 displayName + ": not a valid ONNX model (the protobuf could not be parsed; the file may be truncated or corrupted)");
   }
   if (!proto.has_graph()) {
     throw Error(ErrorCode::kInvalidModel, displayName + ": not a valid ONNX model (it has no graph)");
   }
+}
+
+ir::Model convertModel(onnx::ModelProto& proto, const std::string& baseDir, const std::string& displayName) {
   ir::Model model;
   model.path = displayName;
   readModelHeader(proto, model);
-  model.graph = GraphConverter(model, baseDir, displayName).convert(proto.graph(), &model.opCounts);
+  // The weights' bytes move from the protobuf into the tensors instead of being copied, so a model
+  // is not held twice in memory while it loads.
+  std::map<std::string, std::shared_ptr<std::string>> rawInitializers;
+  for (auto& init : *proto.mutable_graph()->mutable_initializer()) {
+    if (init.has_raw_data() && init.data_location() != onnx::TensorProto::EXTERNAL)
+      rawInitializers[init.name()] = std::shared_ptr<std::string>(init.release_raw_data());
+  }
+  model.graph = GraphConverter(model, baseDir, displayName, std::move(rawInitializers))
+                    .convert(proto.graph(), &model.opCounts);
   model.initializerCount = static_cast<size_t>(proto.graph().initializer_size());
   for (const auto& init : proto.graph().initializer()) {
     model.initializerBytes += model.graph.value(model.graph.findValue(init.name())).constant->byteSize();
@@ -239,17 +261,33 @@ ir::Model loadModelFromBytes(const void* data, size_t size, const std::string& b
   return model;
 }
 
+}  // namespace
+
+ir::Model loadModelFromBytes(const void* data, size_t size, const std::string& baseDir,
+                             const std::string& displayName) {
+  onnx::ModelProto proto;
+  if (size > static_cast<size_t>(INT32_MAX)) {
+    throw Error(ErrorCode::kInvalidModel, displayName + ": model is larger than 2 GiB; store the weights as external data");
+  }
+  checkParsed(proto.ParseFromArray(data, static_cast<int>(size)), proto, displayName);
+  return convertModel(proto, baseDir, displayName);
+}
+
 ir::Model loadModel(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) throw Error(ErrorCode::kIoError, path + ": cannot open the model file");
   std::error_code ec;
   if (fs::is_directory(path, ec)) throw Error(ErrorCode::kIoError, path + ": is a directory, not a model file");
-  std::ostringstream bytes;
-  bytes << file.rdbuf();
-  std::string data = bytes.str();
-  if (data.empty()) throw Error(ErrorCode::kInvalidModel, path + ": the file is empty");
+  std::ifstream file(path, std::ios::binary);
+  if (!file) throw Error(ErrorCode::kIoError, path + ": cannot open the model file");
+  const auto size = fs::file_size(path, ec);
+  if (!ec && size == 0) throw Error(ErrorCode::kInvalidModel, path + ": the file is empty");
+  if (!ec && size > static_cast<uintmax_t>(INT32_MAX)) {
+    throw Error(ErrorCode::kInvalidModel, path + ": model is larger than 2 GiB; store the weights as external data");
+  }
+  // Parsed from the stream, so the file's bytes are never held in memory beside the protobuf.
+  onnx::ModelProto proto;
+  checkParsed(proto.ParseFromIstream(&file), proto, path);
   fs::path dir = fs::path(path).parent_path();
-  return loadModelFromBytes(data.data(), data.size(), dir.empty() ? "." : dir.string(), path);
+  return convertModel(proto, dir.empty() ? "." : dir.string(), path);
 }
 
 }  // namespace kiln::onnx_import

@@ -145,7 +145,8 @@ void copyTypedFields(const onnx::TensorProto& proto, Tensor& t, const std::strin
 
 }  // namespace
 
-Tensor tensorFromProto(const onnx::TensorProto& proto, const std::string& baseDir, const std::string& where) {
+Tensor tensorFromProto(const onnx::TensorProto& proto, const std::string& baseDir, const std::string& where,
+                       std::shared_ptr<std::string> rawData) {
   auto dtype = static_cast<DataType>(proto.data_type());
   if (!isSupportedDataType(dtype)) {
     throw Error(ErrorCode::kUnsupportedNode,
@@ -165,15 +166,17 @@ Tensor tensorFromProto(const onnx::TensorProto& proto, const std::string& baseDi
   if (proto.has_data_location() && proto.data_location() == onnx::TensorProto::EXTERNAL) {
     return externalTensor(proto, dtype, std::move(shape), baseDir, where);
   }
-  if (proto.has_raw_data()) {
+  if (rawData || proto.has_raw_data()) {
+    const std::string& raw = rawData ? *rawData : proto.raw_data();
     if (dtype == DataType::kString) fail(where, "string tensors cannot use raw_data");
     uint64_t expected = static_cast<uint64_t>(numel) * dataTypeSize(dtype);
-    if (proto.raw_data().size() != expected) {
-      fail(where, "raw_data has " + std::to_string(proto.raw_data().size()) + " bytes but shape " +
-                      shapeToString(shape) + " of " + dataTypeName(dtype) + " needs " + std::to_string(expected));
+    if (raw.size() != expected) {
+      fail(where, "raw_data has " + std::to_string(raw.size()) + " bytes but shape " + shapeToString(shape) + " of " +
+                      dataTypeName(dtype) + " needs " + std::to_string(expected));
     }
+    if (rawData && expected) return Tensor::wrap(dtype, std::move(shape), rawData->data(), rawData);
     Tensor t(dtype, shape);
-    if (expected) std::memcpy(t.raw(), proto.raw_data().data(), expected);
+    if (expected) std::memcpy(t.raw(), raw.data(), expected);
     return t;
   }
   auto [field, count] = typedField(proto, dtype);

@@ -1,5 +1,6 @@
 // TensorProto -> Tensor, including every typed storage field and external data.
 #pragma once
+#include <memory>
 #include <string>
 
 #include <onnx/onnx_pb.h>
@@ -10,6 +11,9 @@ namespace kiln::onnx_import {
 
 /// Converts a tensor. `baseDir` is the model's folder, against which external data is resolved
 /// (external files must stay inside it); `where` names the tensor in error messages.
-Tensor tensorFromProto(const onnx::TensorProto& proto, const std::string& baseDir, const std::string& where);
+/// `rawData`, when given, is the tensor's raw_data already moved out of the proto: the tensor
+/// views it instead of copying it (so a model's weights are not held twice while it loads).
+Tensor tensorFromProto(const onnx::TensorProto& proto, const std::string& baseDir, const std::string& where,
+                       std::shared_ptr<std::string> rawData = nullptr);
 
 }  // namespace kiln::onnx_import
