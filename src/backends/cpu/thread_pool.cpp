@@ -1,6 +1,7 @@
 #include "backends/cpu/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
 
 namespace kiln::cpu {
 
@@ -15,39 +16,55 @@ std::pair<int64_t, int64_t> blockOf(int64_t n, int parts, int t) {
 }
 }  // namespace
 
+constexpr auto kSpinBeforeSleep = std::chrono::microseconds(300);
+
+uint64_t generationOf(uint64_t claim) { return claim >> 32; }
+
 ThreadPool::ThreadPool(int threads) {
   int total = threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  for (int i = 1; i < total; ++i) workers_.emplace_back([this, i] { workerLoop(i); });
+  for (int i = 1; i < total; ++i) workers_.emplace_back([this] { workerLoop(); });
 }
 
 ThreadPool::~ThreadPool() {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<std::mutex> lock(sleepMutex_);
     stopping_ = true;
   }
   wake_.notify_all();
   for (auto& w : workers_) w.join();
 }
 
-void ThreadPool::workerLoop(int index) {
-  uint64_t seen = 0;
+void ThreadPool::runBlocks(uint64_t generation) {
   for (;;) {
-    const std::function<void(int64_t, int64_t)>* job;
-    int64_t n;
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [&] { return stopping_ || generation_ != seen; });
-      if (stopping_) return;
-      seen = generation_;
-      job = job_;
-      n = jobSize_;
+    uint64_t claim = claim_.load(std::memory_order_acquire);
+    if (generationOf(claim) != generation) return;
+    // Read the job before claiming: a successful claim proves these are still this job's fields.
+    const auto* fn = job_.load(std::memory_order_relaxed);
+    const int64_t n = jobSize_.load(std::memory_order_relaxed), parts = blocks_.load(std::memory_order_relaxed);
+    const int64_t block = static_cast<int64_t>(claim & 0xffffffffu);
+    if (block >= parts) return;
+    if (!claim_.compare_exchange_weak(claim, claim + 1, std::memory_order_acq_rel)) continue;
+    auto [begin, end] = blockOf(n, static_cast<int>(parts), static_cast<int>(block));
+    if (begin < end) (*fn)(begin, end);
+    finished_.fetch_add(1, std::memory_order_acq_rel);
+  }
+}
+
+void ThreadPool::workerLoop() {
+  uint64_t done = 0;  // the last generation this worker ran out of blocks in
+  for (;;) {
+    auto spinUntil = std::chrono::steady_clock::now() + kSpinBeforeSleep;
+    uint64_t generation = generationOf(claim_.load(std::memory_order_acquire));
+    for (int spins = 0; generation == done && !stopping_.load(std::memory_order_relaxed); ++spins) {
+      if ((spins & 63) == 0 && std::chrono::steady_clock::now() > spinUntil) {
+        std::unique_lock<std::mutex> lock(sleepMutex_);
+        wake_.wait(lock, [&] { return stopping_ || generationOf(claim_.load()) != done; });
+      }
+      generation = generationOf(claim_.load(std::memory_order_acquire));
     }
-    auto [begin, end] = blockOf(n, size(), index);
-    if (begin < end) (*job)(begin, end);
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (--pending_ == 0) done_.notify_one();
-    }
+    if (stopping_) return;
+    runBlocks(generation);
+    done = generation;
   }
 }
 
@@ -58,18 +75,20 @@ void ThreadPool::parallelFor(int64_t n, const std::function<void(int64_t, int64_
     fn(0, n);
     return;
   }
+  const int64_t parts = std::min<int64_t>(n, size());
+  job_.store(&fn, std::memory_order_relaxed);
+  jobSize_.store(n, std::memory_order_relaxed);
+  blocks_.store(parts, std::memory_order_relaxed);
+  finished_.store(0, std::memory_order_relaxed);
+  const uint64_t generation = generationOf(claim_.load(std::memory_order_relaxed)) + 1;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
-    job_ = &fn;
-    jobSize_ = n;
-    pending_ = static_cast<int>(workers_.size());
-    ++generation_;
+    // Publishing under the sleep mutex means a worker deciding to sleep cannot miss the job.
+    std::lock_guard<std::mutex> lock(sleepMutex_);
+    claim_.store(generation << 32, std::memory_order_release);
   }
   wake_.notify_all();
-  auto [begin, end] = blockOf(n, size(), 0);
-  if (begin < end) fn(begin, end);
-  std::unique_lock<std::mutex> lock(mutex_);
-  done_.wait(lock, [&] { return pending_ == 0; });
+  runBlocks(generation);
+  while (finished_.load(std::memory_order_acquire) < parts) std::this_thread::yield();
 }
 
 ThreadPool* currentThreadPool() { return tlsPool; }

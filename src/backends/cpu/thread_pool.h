@@ -2,6 +2,7 @@
 // A context (Session, ExecutionContext) owns one and makes it current while it runs; kernels
 // reach it through currentThreadPool(), so the kernel interface needs no extra argument.
 #pragma once
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -23,21 +24,28 @@ class ThreadPool {
 
   /// Calls fn(begin, end) on disjoint ranges covering [0, n), in equal contiguous blocks, one per
   /// thread; returns when all are done. If another caller is using the pool, runs inline.
+  /// Blocks are claimed, not assigned: a thread that is late to wake (the machine is busy) does
+  /// not hold the others up, whoever is free takes its block.
   void parallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
 
  private:
-  void workerLoop(int index);
+  void workerLoop();
+  /// Runs blocks of job `generation` until none is left unclaimed.
+  void runBlocks(uint64_t generation);
 
   std::vector<std::thread> workers_;
   std::mutex busy_;  // one parallelFor at a time
-  std::mutex mutex_;
+  // The current job. `claim_` packs the job's generation (high 32 bits) with the next unclaimed
+  // block (low 32 bits), so a thread can only claim a block of the job it read the fields of.
+  std::atomic<uint64_t> claim_{0};
+  std::atomic<const std::function<void(int64_t, int64_t)>*> job_{nullptr};
+  std::atomic<int64_t> jobSize_{0};
+  std::atomic<int64_t> blocks_{0};
+  std::atomic<int64_t> finished_{0};
+  // Workers spin a short while for the next job (kernels come back to back), then sleep here.
+  std::mutex sleepMutex_;
   std::condition_variable wake_;
-  std::condition_variable done_;
-  const std::function<void(int64_t, int64_t)>* job_ = nullptr;
-  int64_t jobSize_ = 0;
-  uint64_t generation_ = 0;
-  int pending_ = 0;
-  bool stopping_ = false;
+  std::atomic<bool> stopping_{false};
 };
 
 /// The pool of the context running on this thread, or nullptr (then kernels run serially).
