@@ -10,6 +10,7 @@
 #include "engine/executor.h"
 #include "engine/plan_format.h"
 #include "ir/op_schema.h"
+#include "kiln/plugin.h"
 #include "opt/passes.h"
 
 namespace kiln {
@@ -126,7 +127,13 @@ std::string kernelName(const ir::Graph& g, const ir::Node& node) {
   DataType t = DataType::kUndefined;
   for (int id : node.outputs)
     if (id != ir::kNoValue && t == DataType::kUndefined) t = g.value(id).type.dtype;
-  return "cpu " + node.opType + (t == DataType::kUndefined ? "" : " " + dataTypeName(t));
+  const std::string type = t == DataType::kUndefined ? "" : " " + dataTypeName(t);
+  if (node.plugin) {
+    const std::string ns = node.plugin->getPluginNamespace();
+    return "plugin " + (ns.empty() ? "" : ns + "::") + node.plugin->getPluginName() + " v" +
+           node.plugin->getPluginVersion() + type;
+  }
+  return "cpu " + node.opType + type;
 }
 
 std::set<std::string> nodeNames(const ir::Graph& g) {
