@@ -59,21 +59,7 @@ MODELS = {
 def export_model(name, path):
     """Export one model to `path` through a temporary file, so a crash leaves nothing that looks cached."""
     torch.manual_seed(0)
-    spec = MODELS[name](None)
-    with torch.no_grad():
-        test_models.perturb_constant_parameters(spec.module)
-        test_models.calibrate_batch_norms(spec.module, spec.args[0])
-    partial = path + ".partial"
-    torch.onnx.export(
-        spec.module.eval(),
-        spec.args,
-        partial,
-        input_names=spec.input_names,
-        output_names=spec.output_names,
-        dynamic_axes=spec.dynamic_axes,
-        opset_version=spec.opset,
-    )
-    os.replace(partial, path)
+    test_models.export_spec(MODELS[name](None), path)
 
 
 def main(argv):

@@ -288,9 +288,14 @@ def calibrate_batch_norms(module, example):
 
 
 def export_model(name, options, path):
-    """Export one model to `path`, writing to a temporary file first so a crash leaves no cache entry."""
+    """Export one model to `path` (seeded, so its random weights are the same every time)."""
     torch.manual_seed(0)
-    spec = MODELS[name](options)
+    export_spec(MODELS[name](options), path)
+
+
+def export_spec(spec, path):
+    """Export a model spec to `path` with its constants perturbed and BatchNorm statistics calibrated,
+    writing to a temporary file first so a crash leaves no cache entry."""
     with torch.no_grad():
         perturb_constant_parameters(spec.module)
         calibrate_batch_norms(spec.module, spec.args[0])
