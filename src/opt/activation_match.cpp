@@ -115,4 +115,18 @@ std::optional<ActivationMatch> matchActivation(const ir::Graph& graph, const std
   return singleOp(graph, index);
 }
 
+bool absorbActivation(const ir::Graph& graph, const std::vector<std::vector<int>>& consumers,
+                      std::vector<bool>& removed, ir::Node& fused, int* value) {
+  auto act = matchActivation(graph, consumers, *value);
+  if (!act || removed[static_cast<size_t>(act->nodes[0])]) return false;
+  fused.attrs["activation"] = act->name;
+  if (!act->params.empty()) fused.attrs["activation_params"] = act->params;
+  for (int k : act->nodes) {
+    recordFusion(fused, graph.nodes[static_cast<size_t>(k)]);
+    removed[static_cast<size_t>(k)] = true;
+  }
+  *value = act->output;
+  return true;
+}
+
 }  // namespace kiln::opt

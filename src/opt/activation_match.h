@@ -20,4 +20,10 @@ struct ActivationMatch {
 std::optional<ActivationMatch> matchActivation(const ir::Graph& graph, const std::vector<std::vector<int>>& consumers,
                                                int value);
 
+/// Folds the activation that alone reads `*value` into `fused` (its "activation" attributes and
+/// fused-from names), marks the activation's nodes removed and moves `*value` to its result.
+/// Returns whether there was one to fold.
+bool absorbActivation(const ir::Graph& graph, const std::vector<std::vector<int>>& consumers,
+                      std::vector<bool>& removed, ir::Node& fused, int* value);
+
 }  // namespace kiln::opt

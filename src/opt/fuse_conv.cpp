@@ -35,17 +35,7 @@ int fuseConvEpilogues(ir::Graph& graph) {
         }
       }
     }
-    auto act = matchActivation(graph, consumers, out);
-    if (act && !removed[static_cast<size_t>(act->nodes[0])]) {
-      fused.attrs["activation"] = act->name;
-      if (!act->params.empty()) fused.attrs["activation_params"] = act->params;
-      for (int k : act->nodes) {
-        recordFusion(fused, graph.nodes[static_cast<size_t>(k)]);
-        removed[static_cast<size_t>(k)] = true;
-      }
-      out = act->output;
-      changed = true;
-    }
+    if (absorbActivation(graph, consumers, removed, fused, &out)) changed = true;
     if (!changed) continue;
     fused.outputs[0] = out;
     conv = std::move(fused);

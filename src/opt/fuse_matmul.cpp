@@ -56,16 +56,7 @@ int fuseMatMulEpilogues(ir::Graph& graph) {
       removed[static_cast<size_t>(residualAdd)] = true;
       out = graph.nodes[static_cast<size_t>(residualAdd)].outputs[0];
     }
-    auto act = matchActivation(graph, consumers, out);
-    if (act && !removed[static_cast<size_t>(act->nodes[0])]) {
-      fused.attrs["activation"] = act->name;
-      if (!act->params.empty()) fused.attrs["activation_params"] = act->params;
-      for (int k : act->nodes) {
-        recordFusion(fused, graph.nodes[static_cast<size_t>(k)]);
-        removed[static_cast<size_t>(k)] = true;
-      }
-      out = act->output;
-    }
+    absorbActivation(graph, consumers, removed, fused, &out);
     fused.outputs[0] = out;
     matmul = std::move(fused);
   }
