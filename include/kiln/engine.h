@@ -20,6 +20,7 @@
 #include "kiln/builder.h"
 #include "kiln/logger.h"
 #include "kiln/network.h"
+#include "kiln/profiler.h"
 #include "kiln/status.h"
 #include "kiln/tensor.h"
 
@@ -119,6 +120,11 @@ class ExecutionContext {
   Status setInputTensor(const std::string& name, const Tensor& tensor);
   /// An output of the last run (shares the context's storage until the next run).
   Result<Tensor> getOutputTensor(const std::string& name) const;
+
+  /// Reports each layer's time of every later run to `profiler` (nullptr: stop); the profiler
+  /// must outlive those runs.
+  void setProfiler(IProfiler* profiler);
+  IProfiler* getProfiler() const;
 
   /// Runs the engine once, blocking.
   Status execute();

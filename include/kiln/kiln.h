@@ -9,6 +9,7 @@
 #include "kiln/npy.h"
 #include "kiln/onnx_parser.h"
 #include "kiln/plugin.h"
+#include "kiln/profiler.h"
 #include "kiln/session.h"
 #include "kiln/status.h"
 #include "kiln/tensor.h"

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kiln/error.h"
+#include "kiln/profiler.h"
 #include "kiln/tensor.h"
 
 namespace kiln {
@@ -16,6 +17,7 @@ namespace kiln {
 struct SessionOptions {
   int threads = 0;              // intra-op threads; 0 = one per hardware thread
   bool optimize = true;         // run graph optimizations (constant folding, dead-node removal)
+  IProfiler* profiler = nullptr;  // told each layer's time of every run; must outlive the session
 };
 
 /// An input or output of a model. shape holds -1 where a dim is not fixed; dimNames holds the

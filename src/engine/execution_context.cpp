@@ -23,6 +23,7 @@ struct ExecutionContext::Impl {
   std::shared_future<Status> pending;
   std::unique_ptr<cpu::ThreadPool> pool;  // made on the first run, sized by the engine's threads
   ExecutorMemory memory;                  // the arena, planned again when input shapes change
+  IProfiler* profiler = nullptr;
 
   const plan::Plan& plan() const { return engine->plan; }
   size_t io(const std::string& name, const char* what) const;
@@ -152,7 +153,7 @@ void ExecutionContext::Impl::run() {
   std::vector<OutputBuffer> buffers;
   for (size_t i = 0; i < p.io.size(); ++i)
     if (p.io[i].mode == TensorIOMode::kOUTPUT && addresses[i]) buffers.push_back({p.io[i].valueId, addresses[i], capacities[i]});
-  std::vector<Tensor> results = engine->executor->run(feeds, &memory, buffers);
+  std::vector<Tensor> results = engine->executor->run(feeds, &memory, buffers, profiler);
   size_t k = 0;
   for (size_t i = 0; i < p.io.size(); ++i) {
     if (p.io[i].mode != TensorIOMode::kOUTPUT) continue;
@@ -199,6 +200,9 @@ Status ExecutionContext::setOptimizationProfile(int index) {
 }
 
 int ExecutionContext::getOptimizationProfile() const { return impl_->profile; }
+
+void ExecutionContext::setProfiler(IProfiler* profiler) { impl_->profiler = profiler; }
+IProfiler* ExecutionContext::getProfiler() const { return impl_->profiler; }
 
 Status ExecutionContext::setInputShape(const std::string& name, const Dims& dims) {
   return guardStatus(nullptr, [&] {

@@ -1,6 +1,7 @@
 #include "engine/executor.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 
@@ -44,6 +45,16 @@ namespace {
   std::string message = std::to_string(problems.size()) + " unsupported node" + (problems.size() > 1 ? "s" : "") + ": ";
   for (size_t i = 0; i < problems.size(); ++i) message += (i ? "; " : "") + problems[i];
   throw Error(ErrorCode::kUnsupportedNode, message);
+}
+
+// "1x64x56x56 64x64x3x3 -": the shapes of a node's inputs, "-" for an omitted one.
+std::string describeInputShapes(const std::vector<const Tensor*>& inputs) {
+  std::string text;
+  for (const Tensor* t : inputs) {
+    if (!text.empty()) text += ' ';
+    text += !t ? "-" : t->isSequence() ? "sequence" : shapeToString(t->shape());
+  }
+  return text;
 }
 
 }  // namespace
@@ -170,7 +181,7 @@ std::vector<cpu::OutputStorage> Executor::placeValues(const std::vector<std::pai
 }
 
 std::vector<Tensor> Executor::run(const std::vector<std::pair<int, Tensor>>& inputs, ExecutorMemory* memory,
-                                  const std::vector<OutputBuffer>& outputBuffers) const {
+                                  const std::vector<OutputBuffer>& outputBuffers, IProfiler* profiler) const {
   const ir::Graph& g = *graph_;
   std::vector<Tensor> slots(g.values.size());
   for (size_t i = 0; i < g.values.size(); ++i)
@@ -197,7 +208,13 @@ std::vector<Tensor> Executor::run(const std::vector<std::pair<int, Tensor>>& inp
       for (size_t k = 0; k < node.outputs.size(); ++k)
         if (node.outputs[k] != ir::kNoValue) planned[k] = storage[static_cast<size_t>(node.outputs[k])];
     }
+    const auto start = profiler ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     std::vector<Tensor> outs = runNode(node, *step.schema, step.kernel, in, storage.empty() ? nullptr : &planned);
+    if (profiler) {
+      const std::chrono::duration<double, std::milli> elapsed = std::chrono::steady_clock::now() - start;
+      const std::string op = node.domain.empty() ? node.opType : node.domain + "::" + node.opType;
+      profiler->reportLayerTime({node.name, op, describeInputShapes(in), elapsed.count()});
+    }
     for (size_t k = 0; k < node.outputs.size(); ++k) {
       const int id = node.outputs[k];
       if (id == ir::kNoValue) continue;

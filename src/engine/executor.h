@@ -9,6 +9,7 @@
 #include "engine/memory_plan.h"
 #include "ir/graph.h"
 #include "ir/op_schema.h"
+#include "kiln/profiler.h"
 
 namespace kiln {
 
@@ -62,8 +63,9 @@ class Executor {
   /// Runs with the graph inputs given by value id; returns the graph outputs in order. Without
   /// `memory`, every tensor is allocated on its own (control-flow bodies); with it, intermediates
   /// go to its arena and graph outputs with a buffer in `outputBuffers` are computed in place.
+  /// A profiler, if given, is told each node's time.
   std::vector<Tensor> run(const std::vector<std::pair<int, Tensor>>& inputs, ExecutorMemory* memory = nullptr,
-                          const std::vector<OutputBuffer>& outputBuffers = {}) const;
+                          const std::vector<OutputBuffer>& outputBuffers = {}, IProfiler* profiler = nullptr) const;
 
   const ir::Graph& graph() const { return *graph_; }
 

@@ -77,11 +77,13 @@ struct Session::Impl {
   std::unique_ptr<cpu::ThreadPool> pool;
   std::mutex memoryMutex;  // the arena is reused by one run at a time
   ExecutorMemory memory;
+  IProfiler* profiler = nullptr;
 };
 
 Session::Session(const std::string& modelPath, SessionOptions options) : impl_(std::make_unique<Impl>()) {
   if (options.threads < 0) throw Error(ErrorCode::kInvalidArgument, "threads must be >= 0 (0 = one per core)");
   impl_->pool = std::make_unique<cpu::ThreadPool>(options.threads);
+  impl_->profiler = options.profiler;
   ir::Model model = onnx_import::loadModel(modelPath);
   auto graph = std::make_shared<ir::Graph>(std::move(model.graph));
   try {
@@ -137,7 +139,7 @@ NamedTensors Session::run(const NamedTensors& inputs) const {
   // use by another thread plans its own.
   std::unique_lock<std::mutex> arena(impl_->memoryMutex, std::try_to_lock);
   ExecutorMemory ownMemory;
-  std::vector<Tensor> results = impl_->executor->run(feeds, arena.owns_lock() ? &impl_->memory : &ownMemory);
+  std::vector<Tensor> results = impl_->executor->run(feeds, arena.owns_lock() ? &impl_->memory : &ownMemory, {}, impl_->profiler);
   NamedTensors named;
   for (size_t i = 0; i < results.size(); ++i) named.emplace_back(impl_->outputs[i].name, std::move(results[i]));
   return named;

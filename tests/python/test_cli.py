@@ -165,3 +165,15 @@ def test_bench_reports_latency_statistics(kiln, add_model):
     assert stats["throughput_per_s"] > 0
     r = run(kiln, "bench", add_model, "--iterations", 0)
     assert r.returncode == 1 and "--iterations must be >= 1" in r.stderr
+
+
+def test_bench_profile_lists_every_layer(kiln, add_model):
+    r = run(kiln, "bench", add_model, "--iterations", 4, "--warmup", 1, "--profile", "--json", "--shapes", "x:2x3")
+    assert r.returncode == 0, r.stderr
+    layers = json.loads(r.stdout)["layers"]
+    assert [(layer["op"], layer["input_shapes"]) for layer in layers] == [("Add", "2x3 3"), ("Relu", "2x3")]
+    assert all(layer["mean_ms"] >= 0 and layer["name"] for layer in layers)
+    r = run(kiln, "bench", add_model, "--iterations", 4, "--profile")
+    assert r.returncode == 0, r.stderr
+    assert "per-layer profile, mean ms per run over 4 runs (2 layers" in r.stdout
+    assert "per operator:" in r.stdout

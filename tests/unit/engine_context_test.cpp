@@ -1,9 +1,10 @@
-// Execution contexts: bindings, resolved shapes, profiles, and the engine inspector.
+// Execution contexts: bindings, resolved shapes, profiles, the engine inspector and the profiler.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "engine_test_support.h"
 #include "kiln/onnx_parser.h"
+#include "kiln/profiler.h"
 #include "model_builder.h"
 
 namespace kiln {
@@ -229,6 +230,46 @@ TEST(ExecutionContext, ShapeInputValuesAreCheckedAgainstTheProfile) {
   EXPECT_EQ(ctx.getOutputTensor("y")->shape(), (Shape{3, 2}));
   ASSERT_TRUE(ctx.setInputTensor("shape", Tensor::fromVector<int64_t>(DataType::kInt64, {2}, {-1, 6})).ok());
   EXPECT_THAT(ctx.execute().message(), HasSubstr("shape input 'shape' value index 0: got -1, expected 1..6"));
+}
+
+// IProfiler: every layer of every run after setProfiler, in order, with op and input shapes.
+class RecordingProfiler : public IProfiler {
+ public:
+  void reportLayerTime(const LayerTiming& timing) override { layers.push_back(timing); }
+  std::vector<LayerTiming> layers;
+};
+
+TEST(Profiler, ReportsEachLayerOfEachRun) {
+  auto m = makeModel();
+  addInput(m, "x", {2, 3});
+  addNode(m, "Relu", {"x"}, {"r"}, "relu");
+  addNode(m, "Neg", {"r"}, {"y"}, "neg");
+  addOutput(m, "y", {2, 3});
+  RecordingLogger logger;
+  auto engine = engineFromModel(m, logger);
+  ASSERT_TRUE(engine);
+  auto context = engine->createExecutionContext();
+  ASSERT_TRUE(context.ok());
+  std::vector<float> x{1, -2, 3, -4, 5, -6};
+  ASSERT_TRUE((*context)->setTensorAddress("x", x.data(), x.size() * 4).ok());
+  ASSERT_TRUE((*context)->execute().ok());  // not profiled
+
+  RecordingProfiler profiler;
+  (*context)->setProfiler(&profiler);
+  EXPECT_EQ((*context)->getProfiler(), &profiler);
+  ASSERT_TRUE((*context)->execute().ok());
+  ASSERT_TRUE((*context)->execute().ok());
+  ASSERT_EQ(profiler.layers.size(), 4u);
+  EXPECT_EQ(profiler.layers[0].name, "relu");
+  EXPECT_EQ(profiler.layers[0].opType, "Relu");
+  EXPECT_EQ(profiler.layers[0].shapes, "2x3");
+  EXPECT_EQ(profiler.layers[1].name, "neg");
+  EXPECT_EQ(profiler.layers[3].name, "neg");
+  for (const LayerTiming& t : profiler.layers) EXPECT_GE(t.ms, 0.0);
+
+  (*context)->setProfiler(nullptr);
+  ASSERT_TRUE((*context)->execute().ok());
+  EXPECT_EQ(profiler.layers.size(), 4u);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 
 #include "bench_serve.h"
 #include "commands.h"
+#include "layer_profile.h"
 #include "model_runner.h"
 #include "plugin_options.h"
 
@@ -26,6 +27,7 @@ struct BenchOptions {
   int iterations = 30;
   bool json = false;
   bool serve = false;
+  bool profile = false;
   std::vector<std::string> plugins;
 };
 
@@ -39,9 +41,11 @@ int benchModel(const BenchOptions& opts) {
   if (opts.iterations < 1 || opts.warmup < 0) {
     throw Error(ErrorCode::kInvalidArgument, "--iterations must be >= 1 and --warmup >= 0");
   }
-  std::unique_ptr<Runner> runner = openModel(opts.model, opts.threads);
+  LayerProfile profile;
+  std::unique_ptr<Runner> runner = openModel(opts.model, opts.threads, opts.profile ? &profile : nullptr);
   NamedTensors inputs = makeInputs(*runner, opts.in);
   for (int i = 0; i < opts.warmup; ++i) runner->run(inputs);
+  profile.clear();
   std::vector<double> ms;
   for (int i = 0; i < opts.iterations; ++i) {
     auto start = std::chrono::steady_clock::now();
@@ -58,6 +62,7 @@ int benchModel(const BenchOptions& opts) {
                           {"mean_ms", mean},          {"p90_ms", percentile(sorted, 0.9)},
                           {"p99_ms", percentile(sorted, 0.99)}, {"max_ms", sorted.back()},
                           {"throughput_per_s", 1000.0 / mean}};
+  if (opts.profile) stats["layers"] = profile.toJson(opts.iterations);
   if (opts.json) {
     std::cout << stats.dump(2) << "\n";
     return 0;
@@ -67,6 +72,7 @@ int benchModel(const BenchOptions& opts) {
             << opts.warmup << " warm-up: min " << sorted.front() << " ms, median " << median << " ms, mean " << mean
             << " ms, p90 " << percentile(sorted, 0.9) << " ms, p99 " << percentile(sorted, 0.99) << " ms, max "
             << sorted.back() << " ms\nthroughput " << std::setprecision(2) << 1000.0 / mean << " inferences/s\n";
+  if (opts.profile) profile.print(std::cout, opts.iterations, 30);
   return 0;
 }
 
@@ -81,6 +87,8 @@ Action addBenchCommand(CLI::App& app) {
   cmd->add_option("--warmup", opts->warmup, "untimed runs first (default 5)");
   cmd->add_option("--iterations", opts->iterations, "timed runs (default 30)");
   cmd->add_flag("--json", opts->json, "print the statistics as JSON");
+  cmd->add_flag("--profile", opts->profile,
+                "time every layer during the timed runs; print the slowest layers and the time per operator");
   cmd->add_flag("--serve", opts->serve,
                 "worker mode for bench/run_bench.py: read 'load', 'run K', 'quit' from stdin, print JSON lines");
   addPluginOption(*cmd, opts->plugins);

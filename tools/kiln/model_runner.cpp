@@ -26,7 +26,8 @@ class SessionRunner : public Runner {
 
 class PlanRunner : public Runner {
  public:
-  explicit PlanRunner(const std::string& path) : logger_(Severity::kWARNING), engine_(loadPlanFile(path, logger_)) {
+  PlanRunner(const std::string& path, IProfiler* profiler)
+      : logger_(Severity::kWARNING), engine_(loadPlanFile(path, logger_)) {
     for (int i = 0; i < engine_->getNbIOTensors(); ++i) {
       std::string name = engine_->getIOTensorName(i);
       TensorInfo info;
@@ -41,6 +42,7 @@ class PlanRunner : public Runner {
     auto context = engine_->createExecutionContext();
     if (!context.ok()) throw errorFromStatus(context.status());
     context_ = std::move(*context);
+    context_->setProfiler(profiler);
   }
   const std::vector<TensorInfo>& inputs() const override { return inputs_; }
   const std::vector<TensorInfo>& outputs() const override { return outputs_; }
@@ -122,10 +124,11 @@ Shape randomInputShape(const Runner& runner, const TensorInfo& info, const std::
 
 }  // namespace
 
-std::unique_ptr<Runner> openModel(const std::string& path, int threads) {
-  if (isPlanFile(path)) return std::make_unique<PlanRunner>(path);
+std::unique_ptr<Runner> openModel(const std::string& path, int threads, IProfiler* profiler) {
+  if (isPlanFile(path)) return std::make_unique<PlanRunner>(path, profiler);
   SessionOptions options;
   options.threads = threads;
+  options.profiler = profiler;
   return std::make_unique<SessionRunner>(path, options);
 }
 

@@ -23,8 +23,9 @@ class Runner {
   virtual bool isPlan() const = 0;
 };
 
-/// A Runner for an ONNX model (Session with `threads`) or a plan (detected by its magic).
-std::unique_ptr<Runner> openModel(const std::string& path, int threads);
+/// A Runner for an ONNX model (Session with `threads`) or a plan (detected by its magic); a
+/// profiler, if given, is told each layer's time of every run.
+std::unique_ptr<Runner> openModel(const std::string& path, int threads, IProfiler* profiler = nullptr);
 
 struct InputOptions {
   std::vector<std::string> inputs;  // NAME=FILE.npy
