@@ -29,6 +29,11 @@ struct TensorInfo {
   std::vector<std::string> dimNames;
   bool hasShape = false;  // false when the model does not say the rank
   bool optional = false;  // an input with a default value (an initializer that is also an input)
+  /// An ONNX sequence of `dtype` tensors (Tensor::sequence; no shape) rather than a tensor.
+  bool isSequence = false;
+  /// An ONNX optional of that tensor or sequence: its value is the tensor or sequence itself,
+  /// or Tensor::none when empty.
+  bool isOptionalType = false;
 };
 
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;

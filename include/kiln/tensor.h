@@ -29,6 +29,11 @@ class Tensor {
   /// An ONNX sequence value: an ordered list of tensors of one element type (its dtype()). It has
   /// no storage of its own (shape {0}), so code that does not look for sequences reads nothing.
   static Tensor sequence(DataType elementType, std::vector<Tensor> items);
+  /// An empty ONNX optional ("none") whose type is `elementType` (of a sequence when
+  /// `ofSequence`). A present optional is simply its value, a tensor or a sequence: only the
+  /// declared type (ir::TypeInfo::isOptional) tells the two apart, so kernels see no wrapper.
+  /// Like a sequence it has no storage (shape {0}).
+  static Tensor none(DataType elementType, bool ofSequence = false);
 
   bool defined() const { return dtype_ != DataType::kUndefined; }
   DataType dtype() const { return dtype_; }
@@ -54,18 +59,23 @@ class Tensor {
   double doubleAt(int64_t i) const;
   /// All elements as int64 (for shape-like tensors).
   std::vector<int64_t> toInt64Vector() const;
-  std::string describe() const;  // "float32[1x3x224x224]", "sequence<float32>[3 items]"
+  std::string describe() const;  // "float32[1x3x224x224]", "sequence<float32>[3 items]", "optional<float32>: none"
 
   bool isSequence() const { return items_ != nullptr; }
   /// The tensors of a sequence value (empty for a plain tensor).
   const std::vector<Tensor>& sequenceItems() const;
+  /// An empty optional (see none()); isNoneOfSequence: one whose type is a sequence.
+  bool isNone() const { return none_ != NoneKind::kNotNone; }
+  bool isNoneOfSequence() const { return none_ == NoneKind::kSequence; }
 
  private:
+  enum class NoneKind : uint8_t { kNotNone, kTensor, kSequence };
   DataType dtype_ = DataType::kUndefined;
   Shape shape_;
   std::shared_ptr<const void> owner_;
   void* data_ = nullptr;
   std::shared_ptr<const std::vector<Tensor>> items_;  // set for sequence values only
+  NoneKind none_ = NoneKind::kNotNone;
 };
 
 [[noreturn]] void throwValueCountMismatch(const Tensor& t, size_t count);

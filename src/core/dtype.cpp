@@ -9,6 +9,9 @@ size_t dataTypeSize(DataType type) {
   switch (type) {
     case DataType::kFloat32: case DataType::kInt32: case DataType::kUint32: return 4;
     case DataType::kUint8: case DataType::kInt8: case DataType::kBool: return 1;
+    case DataType::kFloat8E4M3FN: case DataType::kFloat8E4M3FNUZ: case DataType::kFloat8E5M2:
+    case DataType::kFloat8E5M2FNUZ: case DataType::kUint4: case DataType::kInt4: case DataType::kFloat4E2M1:
+    case DataType::kFloat8E8M0: case DataType::kUint2: case DataType::kInt2: return 1;
     case DataType::kUint16: case DataType::kInt16: case DataType::kFloat16: case DataType::kBFloat16: return 2;
     case DataType::kInt64: case DataType::kFloat64: case DataType::kUint64: case DataType::kComplex64: return 8;
     case DataType::kComplex128: return 16;
@@ -36,6 +39,16 @@ std::string dataTypeName(DataType type) {
     case DataType::kComplex64: return "complex64";
     case DataType::kComplex128: return "complex128";
     case DataType::kBFloat16: return "bfloat16";
+    case DataType::kFloat8E4M3FN: return "float8_e4m3fn";
+    case DataType::kFloat8E4M3FNUZ: return "float8_e4m3fnuz";
+    case DataType::kFloat8E5M2: return "float8_e5m2";
+    case DataType::kFloat8E5M2FNUZ: return "float8_e5m2fnuz";
+    case DataType::kUint4: return "uint4";
+    case DataType::kInt4: return "int4";
+    case DataType::kFloat4E2M1: return "float4_e2m1fn";
+    case DataType::kFloat8E8M0: return "float8_e8m0fnu";
+    case DataType::kUint2: return "uint2";
+    case DataType::kInt2: return "int2";
     case DataType::kUndefined: break;
   }
   return "undefined(" + std::to_string(static_cast<int>(type)) + ")";
@@ -43,22 +56,29 @@ std::string dataTypeName(DataType type) {
 
 bool isSupportedDataType(DataType type) {
   return type != DataType::kUndefined && type != DataType::kComplex64 && type != DataType::kComplex128 &&
-         static_cast<int>(type) >= 1 && static_cast<int>(type) <= 16;
+         static_cast<int>(type) >= 1 && static_cast<int>(type) <= 26;
 }
 
 bool isFloatingPoint(DataType type) {
   return type == DataType::kFloat32 || type == DataType::kFloat64 || type == DataType::kFloat16 ||
-         type == DataType::kBFloat16;
+         type == DataType::kBFloat16 || type == DataType::kFloat8E4M3FN || type == DataType::kFloat8E4M3FNUZ ||
+         type == DataType::kFloat8E5M2 || type == DataType::kFloat8E5M2FNUZ || type == DataType::kFloat4E2M1 ||
+         type == DataType::kFloat8E8M0;
 }
 
 bool isSignedInteger(DataType type) {
   return type == DataType::kInt8 || type == DataType::kInt16 || type == DataType::kInt32 ||
-         type == DataType::kInt64;
+         type == DataType::kInt64 || type == DataType::kInt4 || type == DataType::kInt2;
 }
 
 bool isUnsignedInteger(DataType type) {
   return type == DataType::kUint8 || type == DataType::kUint16 || type == DataType::kUint32 ||
-         type == DataType::kUint64;
+         type == DataType::kUint64 || type == DataType::kUint4 || type == DataType::kUint2;
+}
+
+bool isLowPrecision(DataType type) {
+  return static_cast<int>(type) >= static_cast<int>(DataType::kFloat8E4M3FN) &&
+         static_cast<int>(type) <= static_cast<int>(DataType::kInt2);
 }
 
 void throwUnsupportedType(DataType type, const char* what) {

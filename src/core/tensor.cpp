@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/dtype_dispatch.h"
+#include "core/low_precision.h"
 #include "kiln/error.h"
 
 namespace kiln {
@@ -91,7 +92,7 @@ Tensor Tensor::reshaped(Shape shape) const {
 }
 
 Tensor Tensor::clone() const {
-  if (items_) return *this;  // a sequence's items are never written in place
+  if (items_ || isNone()) return *this;  // a sequence's items are never written in place; none has no data
   Tensor t(dtype_, shape_);
   if (dtype_ == DataType::kString) {
     for (int64_t i = 0; i < numel(); ++i) t.data<std::string>()[i] = data<std::string>()[i];
@@ -102,6 +103,7 @@ Tensor Tensor::clone() const {
 }
 
 int64_t Tensor::intAt(int64_t i) const {
+  if (isLowPrecision(dtype_)) return static_cast<int64_t>(lowPrecisionToFloat(dtype_, data<uint8_t>()[i]));
   return dispatchNumericOrBool(dtype_, "Tensor::intAt", [&](auto tag) -> int64_t {
     using T = typename decltype(tag)::type;
     return static_cast<int64_t>(static_cast<double>(data<T>()[i]));
@@ -109,6 +111,7 @@ int64_t Tensor::intAt(int64_t i) const {
 }
 
 double Tensor::doubleAt(int64_t i) const {
+  if (isLowPrecision(dtype_)) return lowPrecisionToFloat(dtype_, data<uint8_t>()[i]);
   return dispatchNumericOrBool(dtype_, "Tensor::doubleAt", [&](auto tag) -> double {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
@@ -130,6 +133,8 @@ std::vector<int64_t> Tensor::toInt64Vector() const {
 }
 
 std::string Tensor::describe() const {
+  if (none_ == NoneKind::kTensor) return "optional<" + dataTypeName(dtype_) + ">: none";
+  if (none_ == NoneKind::kSequence) return "optional<sequence<" + dataTypeName(dtype_) + ">>: none";
   if (items_) return "sequence<" + dataTypeName(dtype_) + ">[" + std::to_string(items_->size()) + " items]";
   return dataTypeName(dtype_) + "[" + shapeToString(shape_) + "]";
 }
@@ -146,6 +151,15 @@ Tensor Tensor::sequence(DataType elementType, std::vector<Tensor> items) {
   t.dtype_ = elementType;
   t.shape_ = {0};
   t.items_ = std::make_shared<const std::vector<Tensor>>(std::move(items));
+  return t;
+}
+
+Tensor Tensor::none(DataType elementType, bool ofSequence) {
+  if (!isSupportedDataType(elementType)) throwUnsupportedType(elementType, "optional");
+  Tensor t;
+  t.dtype_ = elementType;
+  t.shape_ = {0};
+  t.none_ = ofSequence ? NoneKind::kSequence : NoneKind::kTensor;
   return t;
 }
 

@@ -122,7 +122,8 @@ MemoryPlan planMemory(const ir::Graph& graph) {
 
 MemoryPlan planMemoryForInputShapes(const ir::Graph& graph, const std::vector<std::pair<int, Shape>>& inputShapes) {
   ir::Graph g = graph;
-  for (const auto& [id, shape] : inputShapes) g.value(id).type.shape = ir::symShapeOf(shape);
+  for (const auto& [id, shape] : inputShapes)
+    if (!g.value(id).type.isSequence) g.value(id).type.shape = ir::symShapeOf(shape);  // sequences have no shape
   // Forget the types recorded at build time (symbolic dims): infer them all from these shapes.
   for (ir::Node& node : g.nodes)
     for (int id : node.outputs)

@@ -57,9 +57,11 @@ class GraphReader {
       ir::Value v;
       v.name = r.str("value name");
       v.type.dtype = dtype(r, true);
-      const uint8_t typeFlags = r.u8("shape flag");  // bit 0: has a shape, bit 1: a sequence
-      if (typeFlags > 3) r.fail("value '" + v.name + "' has type flags " + std::to_string(typeFlags));
+      // bit 0: has a shape, bit 1: a sequence, bit 2: an optional
+      const uint8_t typeFlags = r.u8("shape flag");
+      if (typeFlags > 7) r.fail("value '" + v.name + "' has type flags " + std::to_string(typeFlags));
       v.type.isSequence = (typeFlags & 2) != 0;
+      v.type.isOptional = (typeFlags & 4) != 0;
       if (typeFlags & 1) {
         uint32_t rank = r.count("rank", 12);
         if (rank > kMaxRank) r.fail("value '" + v.name + "' has rank " + std::to_string(rank));
@@ -115,7 +117,7 @@ class GraphReader {
   static DataType dtype(ByteReader& r, bool allowUndefined) {
     int32_t code = r.i32("data type");
     auto t = static_cast<DataType>(code);
-    if (code < 0 || code > 16 || (t == DataType::kUndefined ? !allowUndefined : !isSupportedDataType(t))) {
+    if (code < 0 || code > static_cast<int>(DataType::kInt2) || (t == DataType::kUndefined ? !allowUndefined : !isSupportedDataType(t))) {
       r.fail("data type code " + std::to_string(code) + " is not valid");
     }
     return t;
@@ -293,7 +295,7 @@ std::vector<IOTensor> readIO(ByteReader r, const ir::Graph& g) {
     t.mode = static_cast<TensorIOMode>(mode);
     int32_t dtype = r.i32("I/O data type");
     t.dtype = static_cast<DataType>(dtype);
-    if (dtype < 0 || dtype > 16 || !(t.dtype == DataType::kUndefined || isSupportedDataType(t.dtype))) {
+    if (dtype < 0 || dtype > static_cast<int>(DataType::kInt2) || !(t.dtype == DataType::kUndefined || isSupportedDataType(t.dtype))) {
       r.fail("I/O tensor '" + t.name + "' has data type code " + std::to_string(dtype));
     }
     t.hasShape = r.u8("I/O shape flag") != 0;

@@ -20,7 +20,8 @@ class GraphWriter {
     for (const ir::Value& v : g.values) {
       w.str(v.name);
       w.i32(static_cast<int32_t>(v.type.dtype));
-      w.u8(static_cast<uint8_t>(v.type.shape.has_value() | (v.type.isSequence << 1)));  // bit 1: a sequence
+      // bit 1: a sequence, bit 2: an optional
+      w.u8(static_cast<uint8_t>(v.type.shape.has_value() | (v.type.isSequence << 1) | (v.type.isOptional << 2)));
       if (v.type.shape) {
         w.u32(static_cast<uint32_t>(v.type.shape->size()));
         for (const ir::Dim& d : *v.type.shape) {

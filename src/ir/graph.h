@@ -23,6 +23,9 @@ struct TypeInfo {
   DataType dtype = DataType::kUndefined;  // a sequence's element type
   std::optional<SymShape> shape;  // nullopt: rank unknown (always for sequences)
   bool isSequence = false;        // an ONNX sequence of tensors rather than a tensor
+  /// An ONNX optional of the tensor or sequence described above. Its value at run time is that
+  /// tensor or sequence when present, else Tensor::none (see Tensor::none).
+  bool isOptional = false;
 };
 
 struct Value {

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "ir/type_constraints.h"
+
 namespace kiln::ir {
 
 InferContext::InferContext(const Node& node, std::vector<const TypeInfo*> inputTypes,
@@ -51,6 +53,22 @@ void InferContext::setSequenceOutput(size_t i, DataType elementType) {
   outputs_[i] = TypeInfo{elementType, std::nullopt, true};
 }
 
+bool InferContext::inputIsOptional(size_t i) const {
+  requireInput(i);
+  return inputTypes_[i]->isOptional;
+}
+
+const TypeInfo& InferContext::inputTypeInfo(size_t i) const {
+  requireInput(i);
+  return *inputTypes_[i];
+}
+
+void InferContext::setOutputTypeInfo(size_t i, TypeInfo type) {
+  if (i >= outputs_.size()) return;
+  if (type.isSequence) type.shape = std::nullopt;  // the items' shapes are not tracked
+  outputs_[i] = std::move(type);
+}
+
 void InferContext::fail(const std::string& message, ErrorCode code) const { failNode(node_, message, code); }
 
 void InferContext::requireInput(size_t i) const {
@@ -93,8 +111,15 @@ namespace {
 TypeInfo mergeTypes(const TypeInfo& declared, const TypeInfo& inferred) {
   TypeInfo t = inferred;
   if (t.dtype == DataType::kUndefined) t.dtype = declared.dtype;
-  if (t.isSequence) return t;  // the items' shapes are not tracked
-  if (!t.shape) return TypeInfo{t.dtype, declared.shape};
+  // A value the model declares a sequence or an optional stays one where inference (an op that
+  // passes its input through) only knew a tensor.
+  t.isSequence = t.isSequence || declared.isSequence;
+  t.isOptional = t.isOptional || declared.isOptional;
+  if (t.isSequence) {
+    t.shape = std::nullopt;  // the items' shapes are not tracked
+    return t;
+  }
+  if (!t.shape) return TypeInfo{t.dtype, declared.shape, false, t.isOptional};
   if (declared.shape && declared.shape->size() == t.shape->size()) {
     for (size_t i = 0; i < t.shape->size(); ++i) {
       Dim& d = (*t.shape)[i];
@@ -116,6 +141,9 @@ void inferShapes(Graph& graph) {
       types.push_back(id == kNoValue ? nullptr : &graph.value(id).type);
       values.push_back(id == kNoValue || !graph.value(id).constant ? nullptr : &*graph.value(id).constant);
     }
+    std::vector<std::string> names;
+    for (int id : node.inputs) names.push_back(id == kNoValue ? std::string() : graph.value(id).name);
+    checkInputTypes(node, opTypesOf(*schema), types, names);
     std::vector<TypeInfo> outputs(node.outputs.size());
     InferContext ctx(node, std::move(types), std::move(values), outputs);
     schema->infer(ctx);

@@ -42,6 +42,12 @@ class InferContext {
   bool inputIsSequence(size_t i) const;
   /// Output i is a sequence of tensors of `elementType`.
   void setSequenceOutput(size_t i, DataType elementType);
+  /// Whether input i is an ONNX optional (present or none; see Tensor::none).
+  bool inputIsOptional(size_t i) const;
+  /// Input i's whole type (dtype, shape, sequence and optional flags).
+  const TypeInfo& inputTypeInfo(size_t i) const;
+  /// Sets output i's whole type (optionals, or types passed through from a subgraph).
+  void setOutputTypeInfo(size_t i, TypeInfo type);
 
   [[noreturn]] void fail(const std::string& message, ErrorCode code = ErrorCode::kInvalidModel) const;
   /// Fails unless the input exists and has one of the given types.

@@ -47,6 +47,13 @@ class GraphConverter {
 
 ir::TypeInfo GraphConverter::typeFromProto(const onnx::TypeProto& type) const {
   ir::TypeInfo info;
+  if (type.has_optional_type()) {  // an optional tensor or sequence
+    const onnx::TypeProto& element = type.optional_type().elem_type();
+    if (!element.has_tensor_type() && !element.has_sequence_type()) return info;  // optional maps
+    info = typeFromProto(element);
+    info.isOptional = true;
+    return info;
+  }
   if (type.has_sequence_type() && type.sequence_type().elem_type().has_tensor_type()) {
     info.dtype = static_cast<DataType>(type.sequence_type().elem_type().tensor_type().elem_type());
     info.isSequence = true;  // the items' shapes are not tracked
@@ -66,6 +73,21 @@ ir::TypeInfo GraphConverter::typeFromProto(const onnx::TypeProto& type) const {
   return info;
 }
 
+// A TYPE_PROTO attribute (Optional's `type`) kept as text: "tensor(float32)", "seq(tensor(int64))",
+// "optional(seq(tensor(float32)))" (see ir::parseValueType); empty for kinds kiln has no value for.
+std::string typeAttributeText(const onnx::TypeProto& type) {
+  if (type.has_tensor_type()) {
+    return "tensor(" + dataTypeName(static_cast<DataType>(type.tensor_type().elem_type())) + ")";
+  }
+  const onnx::TypeProto* inner = type.has_sequence_type()   ? &type.sequence_type().elem_type()
+                                 : type.has_optional_type() ? &type.optional_type().elem_type()
+                                                            : nullptr;
+  if (!inner) return "";
+  const std::string element = typeAttributeText(*inner);
+  if (element.empty()) return "";
+  return (type.has_sequence_type() ? "seq(" : "optional(") + element + ")";
+}
+
 ir::Attribute GraphConverter::attributeFromProto(const onnx::AttributeProto& a, const std::string& nodeLabel,
                                                  std::map<std::string, int>* opCounts) {
   std::string where = nodeLabel + " attribute '" + a.name() + "'";
@@ -79,6 +101,13 @@ ir::Attribute GraphConverter::attributeFromProto(const onnx::AttributeProto& a, 
     case AP::STRING: return a.s();
     case AP::TENSOR: return tensorFromProto(a.t(), baseDir_, file_ + ": " + where);
     case AP::GRAPH: return subgraph(a.g());
+    case AP::TYPE_PROTO: {
+      std::string text = typeAttributeText(a.tp());
+      if (text.empty()) {
+        throw Error(ErrorCode::kUnsupportedNode, file_ + ": " + where + " is a map or sparse type, which kiln does not support");
+      }
+      return text;
+    }
     case AP::FLOATS: return std::vector<float>(a.floats().begin(), a.floats().end());
     case AP::INTS: return std::vector<int64_t>(a.ints().begin(), a.ints().end());
     case AP::STRINGS: return std::vector<std::string>(a.strings().begin(), a.strings().end());
@@ -202,6 +231,9 @@ ir::Graph GraphConverter::convert(const onnx::GraphProto& proto, std::map<std::s
     ir::Value& v = graph.value(id);
     if (v.type.dtype == DataType::kUndefined) v.type.dtype = declared.dtype;
     if (!v.type.shape) v.type.shape = declared.shape;
+    v.type.isSequence = v.type.isSequence || declared.isSequence;
+    v.type.isOptional = v.type.isOptional || declared.isOptional;
+    if (v.type.isSequence) v.type.shape = std::nullopt;
     graph.outputs.push_back(id);
   }
   return graph;

@@ -7,8 +7,10 @@
 
 #include <cstring>
 #include <filesystem>
+#include <vector>
 
 #include "core/dtype_dispatch.h"
+#include "core/low_precision.h"
 #include "kiln/error.h"
 
 namespace kiln::onnx_import {
@@ -67,6 +69,19 @@ std::string resolveExternalPath(const std::string& location, const std::string& 
   return full.string();
 }
 
+// Bytes a tensor's values take in an ONNX file: int4 / uint4 / float4 / int2 / uint2 are packed.
+uint64_t storedByteCount(DataType dtype, int64_t numel) {
+  if (packedElementsPerByte(dtype) > 1) return packedByteCount(dtype, numel);
+  return static_cast<uint64_t>(numel) * dataTypeSize(dtype);
+}
+
+// A tensor of one byte per element from packed 4-bit or 2-bit values.
+Tensor unpacked(DataType dtype, Shape shape, const uint8_t* packed) {
+  Tensor t(dtype, std::move(shape));
+  unpackLowPrecision(dtype, packed, t.numel(), t.data<uint8_t>());
+  return t;
+}
+
 Tensor externalTensor(const onnx::TensorProto& proto, DataType dtype, Shape shape, const std::string& baseDir,
                       const std::string& where) {
   std::string location;
@@ -82,7 +97,7 @@ Tensor externalTensor(const onnx::TensorProto& proto, DataType dtype, Shape shap
     }
   }
   if (dtype == DataType::kString) fail(where, "string tensors cannot use external data");
-  uint64_t expected = static_cast<uint64_t>(shapeNumel(shape)) * dataTypeSize(dtype);
+  uint64_t expected = storedByteCount(dtype, shapeNumel(shape));
   if (length >= 0 && static_cast<uint64_t>(length) != expected) {
     fail(where, "external data length " + std::to_string(length) + " does not match shape " + shapeToString(shape) +
                     " of " + dataTypeName(dtype) + " (" + std::to_string(expected) + " bytes)");
@@ -91,6 +106,7 @@ Tensor externalTensor(const onnx::TensorProto& proto, DataType dtype, Shape shap
   void* data = nullptr;
   auto owner = mapFileRange(path, offset, expected, &data, where);
   if (!data) return Tensor(dtype, shape);
+  if (packedElementsPerByte(dtype) > 1) return unpacked(dtype, std::move(shape), static_cast<const uint8_t*>(data));
   return Tensor::wrap(dtype, std::move(shape), data, std::move(owner));
 }
 
@@ -135,6 +151,8 @@ void copyTypedFields(const onnx::TensorProto& proto, Tensor& t, const std::strin
     case DataType::kBool: return copyTyped<bool>(proto.int32_data(), t);
     case DataType::kFloat16: return copyBits16<Half>(proto.int32_data(), t);
     case DataType::kBFloat16: return copyBits16<BFloat16>(proto.int32_data(), t);
+    case DataType::kFloat8E4M3FN: case DataType::kFloat8E4M3FNUZ: case DataType::kFloat8E5M2:
+    case DataType::kFloat8E5M2FNUZ: case DataType::kFloat8E8M0: return copyTyped<uint8_t>(proto.int32_data(), t);
     case DataType::kString: {
       for (int64_t i = 0; i < t.numel(); ++i) t.data<std::string>()[i] = proto.string_data(static_cast<int>(i));
       return;
@@ -169,10 +187,13 @@ Tensor tensorFromProto(const onnx::TensorProto& proto, const std::string& baseDi
   if (rawData || proto.has_raw_data()) {
     const std::string& raw = rawData ? *rawData : proto.raw_data();
     if (dtype == DataType::kString) fail(where, "string tensors cannot use raw_data");
-    uint64_t expected = static_cast<uint64_t>(numel) * dataTypeSize(dtype);
+    uint64_t expected = storedByteCount(dtype, numel);
     if (raw.size() != expected) {
       fail(where, "raw_data has " + std::to_string(raw.size()) + " bytes but shape " + shapeToString(shape) + " of " +
                       dataTypeName(dtype) + " needs " + std::to_string(expected));
+    }
+    if (packedElementsPerByte(dtype) > 1) {
+      return unpacked(dtype, std::move(shape), reinterpret_cast<const uint8_t*>(raw.data()));
     }
     if (rawData && expected) return Tensor::wrap(dtype, std::move(shape), rawData->data(), rawData);
     Tensor t(dtype, shape);
@@ -180,6 +201,15 @@ Tensor tensorFromProto(const onnx::TensorProto& proto, const std::string& baseDi
     return t;
   }
   auto [field, count] = typedField(proto, dtype);
+  if (packedElementsPerByte(dtype) > 1) {  // int32_data holds the packed bytes, one per entry
+    if (static_cast<uint64_t>(count) != storedByteCount(dtype, numel)) {
+      fail(where, std::string(field) + " holds " + std::to_string(count) + " packed bytes but shape " +
+                      shapeToString(shape) + " of " + dataTypeName(dtype) + " needs " +
+                      std::to_string(storedByteCount(dtype, numel)));
+    }
+    std::vector<uint8_t> packed(proto.int32_data().begin(), proto.int32_data().end());
+    return unpacked(dtype, std::move(shape), packed.data());
+  }
   if (count != numel) {
     fail(where, std::string(field) + " holds " + std::to_string(count) + " values but shape " +
                     shapeToString(shape) + " needs " + std::to_string(numel));
@@ -187,6 +217,25 @@ Tensor tensorFromProto(const onnx::TensorProto& proto, const std::string& baseDi
   Tensor t(dtype, shape);
   if (numel > 0) copyTypedFields(proto, t, where);
   return t;
+}
+
+void tensorToProto(const Tensor& tensor, const std::string& name, onnx::TensorProto& proto) {
+  if (tensor.isSequence() || tensor.isNone()) {
+    throw Error(ErrorCode::kInvalidArgument, name + ": " + tensor.describe() + " is not a tensor");
+  }
+  proto.Clear();
+  proto.set_name(name);
+  proto.set_data_type(static_cast<int32_t>(tensor.dtype()));
+  for (int64_t d : tensor.shape()) proto.add_dims(d);
+  if (tensor.dtype() == DataType::kString) {
+    for (int64_t i = 0; i < tensor.numel(); ++i) proto.add_string_data(tensor.data<std::string>()[i]);
+  } else if (packedElementsPerByte(tensor.dtype()) > 1) {
+    proto.set_raw_data(packLowPrecision(tensor.dtype(), tensor.data<uint8_t>(), tensor.numel()));
+  } else if (tensor.byteSize()) {
+    proto.set_raw_data(std::string(static_cast<const char*>(tensor.raw()), tensor.byteSize()));
+  } else {
+    proto.set_raw_data("");
+  }
 }
 
 }  // namespace kiln::onnx_import

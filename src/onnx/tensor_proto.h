@@ -1,4 +1,4 @@
-// TensorProto -> Tensor, including every typed storage field and external data.
+// TensorProto -> Tensor, including every typed storage field and external data, and back.
 #pragma once
 #include <memory>
 #include <string>
@@ -15,5 +15,9 @@ namespace kiln::onnx_import {
 /// views it instead of copying it (so a model's weights are not held twice while it loads).
 Tensor tensorFromProto(const onnx::TensorProto& proto, const std::string& baseDir, const std::string& where,
                        std::shared_ptr<std::string> rawData = nullptr);
+
+/// The reverse: a tensor as a TensorProto with its values in raw_data (string_data for strings;
+/// 4-bit and 2-bit types packed as ONNX stores them). Sequences and optionals are not tensors.
+void tensorToProto(const Tensor& tensor, const std::string& name, onnx::TensorProto& proto);
 
 }  // namespace kiln::onnx_import

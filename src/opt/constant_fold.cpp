@@ -67,8 +67,12 @@ int foldPass(ir::Graph& graph) {
     const ir::OpSchema* schema = ir::OpSchemaRegistry::global().find(node.domain, node.opType, node.opset);
     cpu::KernelFn kernel = (*cpu::KernelRegistry::global().find(node.domain, node.opType))(info);
     std::vector<Tensor> outs = runNode(node, *schema, kernel, inputs);
-    if (std::any_of(outs.begin(), outs.end(), [](const Tensor& t) { return t.isSequence(); })) {
-      kept.push_back(std::move(node));  // constants are tensors: sequences stay computed at run time
+    const bool optionalOut = std::any_of(node.outputs.begin(), node.outputs.end(), [&](int id) {
+      return id != ir::kNoValue && graph.value(id).type.isOptional;
+    });
+    if (optionalOut || std::any_of(outs.begin(), outs.end(), [](const Tensor& t) { return t.isSequence() || t.isNone(); })) {
+      // constants are tensors: sequences and optionals stay computed at run time
+      kept.push_back(std::move(node));
       continue;
     }
     for (size_t k = 0; k < node.outputs.size(); ++k) {

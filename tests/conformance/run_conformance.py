@@ -29,6 +29,7 @@ import numpy as np
 import numpy.testing  # lazily imported by numpy; import it once here, not in every test process
 import onnx
 import onnxruntime
+from google.protobuf.message import DecodeError
 from onnx import numpy_helper
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -163,17 +164,34 @@ def to_proto(value, info: onnx.ValueInfoProto):
 # ------------------------------------------------------------------ one test
 
 
+@dataclass(frozen=True)
+class Value:
+    """One input or output of a data set: its .pb file, its ONNX kind and the value decoded from it
+    (an array; a list of arrays for a sequence; None or the element for an optional)."""
+
+    name: str
+    file: Path
+    kind: str  # "tensor", "sequence" or "optional"
+    value: object
+
+    @property
+    def needs_proto(self) -> bool:
+        """Whether kiln must get it as the .pb file: sequences, optionals, and dtypes .npy lacks."""
+        return self.kind != "tensor" or is_ml_dtype(self.value)
+
+
 def run_test(test: Test, engine) -> None:
     """Runs every data set of a test through engine; raises Outcome unless all pass."""
     model = onnx.load(test.model, load_external_data=False)
     check_value_types(model)
-    names = [info.name for info in graph_inputs(model)]
+    inputs_info = graph_inputs(model)
     if not test.data_sets:
         raise Outcome("skipped", "no test data")
     for data_set in test.data_sets:
-        inputs = load_tensors(data_set, "input")
-        expected = load_tensors(data_set, "output")
-        compare(engine(test.model, list(zip(names, inputs))), expected, test.rtol, test.atol)
+        inputs = load_values(data_set, "input", inputs_info)
+        expected = load_values(data_set, "output", list(model.graph.output))
+        check_data_types([*inputs, *expected], [*inputs_info, *model.graph.output])
+        compare(engine(test.model, inputs), expected, test.rtol, test.atol)
 
 
 def graph_inputs(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
@@ -182,26 +200,59 @@ def graph_inputs(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
     return [info for info in model.graph.input if info.name not in initializers]
 
 
+def value_kind(type_proto: onnx.TypeProto) -> str | None:
+    """"tensor", "sequence" or "optional" for the values kiln can hold (tensors, sequences of
+    tensors, optionals of either); None for maps, sparse tensors and nestings kiln has no value for."""
+    kind = type_proto.WhichOneof("value")
+    if kind == "tensor_type":
+        return "tensor"
+    if kind == "sequence_type":
+        return "sequence" if value_kind(type_proto.sequence_type.elem_type) == "tensor" else None
+    if kind == "optional_type":
+        return "optional" if value_kind(type_proto.optional_type.elem_type) in ("tensor", "sequence") else None
+    return None
+
+
 def check_value_types(model: onnx.ModelProto) -> None:
     for info in [*graph_inputs(model), *model.graph.output]:
-        kind = info.type.WhichOneof("value") or "untyped_type"
-        if kind != "tensor_type":
-            raise Outcome("skipped", f"{kind.removesuffix('_type')} input or output not supported by the runner yet")
-        element = info.type.tensor_type.elem_type
-        dtype = onnx.helper.tensor_dtype_to_np_dtype(element) if element else None
-        if dtype is not None and dtype.isbuiltin == 2:  # ml_dtypes types: bfloat16, float8*, int4, ...
-            raise Outcome("skipped", f"{dtype.name} not expressible in .npy")
+        if value_kind(info.type) is None:
+            kind = (info.type.WhichOneof("value") or "untyped_type").removesuffix("_type")
+            raise Outcome("skipped", f"{kind} input or output '{info.name}' holds values kiln has no type for")
 
 
-def load_tensors(data_set: Path, prefix: str) -> list[np.ndarray]:
+def check_data_types(values: list[Value], infos: list[onnx.ValueInfoProto]) -> None:
+    """Skips data sets whose tensors contradict the model: ONNX 1.12's bfloat16 cases store their
+    data as uint16 while the model says bfloat16, which every runtime rightly refuses."""
+    for value, info in zip(values, infos):
+        element = info.type.tensor_type.elem_type if value.kind == "tensor" else 0
+        if element and isinstance(value.value, np.ndarray):
+            declared = onnx.helper.tensor_dtype_to_np_dtype(element)
+            if value.value.dtype != declared and not (is_string(value.value) and declared.kind in "OUS"):
+                raise Outcome("skipped", f"test data {value.file.name} holds {value.value.dtype}, the model declares "
+                              f"'{info.name}' as {declared.name}")
+
+
+def load_values(data_set: Path, prefix: str, infos: list[onnx.ValueInfoProto]) -> list[Value]:
     files = sorted(data_set.glob(f"{prefix}_*.pb"), key=lambda file: int(file.stem.split("_")[-1]))
-    return [load_tensor(file) for file in files]
+    values = []
+    for index, file in enumerate(files):
+        info = infos[index] if index < len(infos) else None
+        kind = value_kind(info.type) if info is not None else "tensor"
+        values.append(Value(info.name if info is not None else "", file, kind, load_value(file.read_bytes(), kind)))
+    return values
 
 
-def load_tensor(file: Path) -> np.ndarray:
-    tensor = onnx.TensorProto()
-    tensor.ParseFromString(file.read_bytes())
-    return numpy_helper.to_array(tensor)
+def load_value(data: bytes, kind: str):
+    """Decodes a TensorProto, SequenceProto or OptionalProto as numpy_helper does."""
+    message = {"tensor": onnx.TensorProto, "sequence": onnx.SequenceProto, "optional": onnx.OptionalProto}[kind]()
+    message.ParseFromString(data)
+    decode = {"tensor": numpy_helper.to_array, "sequence": numpy_helper.to_list, "optional": numpy_helper.to_optional}
+    return decode[kind](message)
+
+
+def is_ml_dtype(value) -> bool:
+    """bfloat16, float8*, int4, ... arrays (ml_dtypes types, which .npy cannot hold)."""
+    return isinstance(value, np.ndarray) and value.dtype.isbuiltin == 2
 
 
 def is_string(array: np.ndarray) -> bool:
@@ -213,14 +264,34 @@ def as_strings(array: np.ndarray) -> np.ndarray:
     return decode(array) if array.size else array.astype(str)
 
 
-def compare(got: list, expected: list[np.ndarray], rtol: float, atol: float) -> None:
+def compare(got: list, expected: list[Value], rtol: float, atol: float) -> None:
     """Compares outputs positionally, as ONNX's backend test runner does."""
     if len(got) != len(expected):
         raise Outcome("fail", f"{len(got)} outputs, expected {len(expected)}")
     for index, (actual, wanted) in enumerate(zip(got, expected)):
-        problem = difference(np.asarray(actual), wanted, rtol, atol)
+        problem = value_difference(actual, wanted.value, wanted.kind, rtol, atol)
         if problem:
             raise Outcome("fail", f"output {index}: {problem}")
+
+
+def value_difference(actual, wanted, kind: str, rtol: float, atol: float) -> str:
+    """Sequences element by element; optionals both empty, or their elements compared."""
+    if kind == "optional":
+        if actual is None or wanted is None:
+            return "" if actual is None and wanted is None else f"{'empty' if actual is None else 'a value'}, expected " + (
+                "an empty optional" if wanted is None else "a value")
+        kind = "sequence" if isinstance(wanted, list) else "tensor"
+    if kind == "sequence":
+        if not isinstance(actual, list):
+            return f"a {type(actual).__name__}, expected a sequence"
+        if len(actual) != len(wanted):
+            return f"a sequence of {len(actual)} tensors, expected {len(wanted)}"
+        for index, (item, wanted_item) in enumerate(zip(actual, wanted)):
+            problem = difference(np.asarray(item), wanted_item, rtol, atol)
+            if problem:
+                return f"item {index}: {problem}"
+        return ""
+    return difference(np.asarray(actual), wanted, rtol, atol)
 
 
 def difference(actual: np.ndarray, wanted: np.ndarray, rtol: float, atol: float) -> str:
@@ -232,6 +303,8 @@ def difference(actual: np.ndarray, wanted: np.ndarray, rtol: float, atol: float)
         return "" if np.array_equal(as_strings(actual), as_strings(wanted)) else "strings differ"
     if actual.dtype != wanted.dtype:
         return f"dtype {actual.dtype}, expected {wanted.dtype}"
+    if is_ml_dtype(wanted):  # numpy compares bfloat16, float8, int4, ... through float32
+        actual, wanted = actual.astype(np.float32), wanted.astype(np.float32)
     try:
         np.testing.assert_allclose(actual, wanted, rtol=rtol, atol=atol)
     except AssertionError as error:
@@ -263,13 +336,16 @@ def text_lines(text: str) -> list[str]:
 # ------------------------------------------------------------------ engines
 
 
-def run_kiln(kiln: str, timeout: float, model: Path, feeds: list[tuple[str, np.ndarray]]) -> list[np.ndarray]:
+def run_kiln(kiln: str, timeout: float, model: Path, feeds: list[Value]) -> list:
     with tempfile.TemporaryDirectory(prefix="kiln-conformance-") as tmp:
         command = [kiln, "run", str(model)]
-        for index, (name, array) in enumerate(feeds):
-            file = Path(tmp) / f"input_{index}.npy"
-            np.save(file, as_strings(array) if is_string(array) else array)
-            command += ["--input", f"{name}={file}"]
+        for index, feed in enumerate(feeds):
+            if feed.needs_proto:  # sequences, optionals, bfloat16, ...: the data set's own .pb file
+                file = feed.file
+            else:
+                file = Path(tmp) / f"input_{index}.npy"
+                np.save(file, as_strings(feed.value) if is_string(feed.value) else feed.value)
+            command += ["--input", f"{feed.name}={file}"]
         output_dir = Path(tmp) / "outputs"
         output_dir.mkdir()
         check_exit(run_process(command + ["--output-dir", str(output_dir)], timeout), model)
@@ -303,19 +379,26 @@ def signal_name(number: int) -> str:
 def read_outputs(folder: Path) -> list[np.ndarray]:
     try:
         listing = json.loads((folder / "outputs.json").read_text())["outputs"]
-        return [np.load(folder / entry["file"]) for entry in listing]
-    except (OSError, ValueError, KeyError, TypeError) as error:
+        return [read_output(folder, entry) for entry in listing]
+    except (OSError, ValueError, KeyError, TypeError, DecodeError) as error:
         raise Outcome("fail", f"unreadable outputs: {error}") from None
 
 
-def run_ort(model: Path, feeds: list[tuple[str, np.ndarray]]) -> list[np.ndarray]:
+def read_output(folder: Path, entry: dict):
+    """An output kiln wrote: .npy, or .pb (a TensorProto, SequenceProto or OptionalProto by its kind)."""
+    if entry.get("format", "npy") == "npy":
+        return np.load(folder / entry["file"])
+    return load_value((folder / entry["file"]).read_bytes(), entry["kind"])
+
+
+def run_ort(model: Path, feeds: list[Value]) -> list:
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1
     onnxruntime.set_default_logger_severity(4)  # errors are reported as test results, not logged
     try:
         session = onnxruntime.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
-        return session.run(None, dict(feeds))
+        return session.run(None, {feed.name: feed.value for feed in feeds})
     except Exception as error:  # onnxruntime raises assorted exception types
         raise Outcome("fail", ort_reason(str(error))) from None
 

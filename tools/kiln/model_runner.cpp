@@ -6,6 +6,7 @@
 
 #include "commands.h"
 #include "kiln/npy.h"
+#include "onnx/value_proto.h"
 #include "tensor_summary.h"
 
 namespace kiln::cli {
@@ -79,7 +80,7 @@ std::map<std::string, std::string> parseInputFiles(const std::vector<std::string
   for (const std::string& opt : options) {
     auto eq = opt.find('=');
     if (eq == std::string::npos || eq == 0) {
-      throw Error(ErrorCode::kInvalidArgument, "bad --input value '" + opt + "': expected NAME=FILE.npy");
+      throw Error(ErrorCode::kInvalidArgument, "bad --input value '" + opt + "': expected NAME=FILE.npy or NAME=FILE.pb");
     }
     files[opt.substr(0, eq)] = opt.substr(eq + 1);
   }
@@ -122,7 +123,26 @@ Shape randomInputShape(const Runner& runner, const TensorInfo& info, const std::
   return shape;
 }
 
+// An input's value from a .npy file (tensors), or a .pb file: a TensorProto, SequenceProto or
+// OptionalProto, read as the input's declared type asks.
+Tensor readInputFile(const TensorInfo& info, const std::string& path) {
+  const std::string what = "input '" + info.name + "'";
+  if (path.size() >= 3 && path.compare(path.size() - 3, 3, ".pb") == 0) {
+    return onnx_import::readValueFile(path, valueTypeOf(info), what);
+  }
+  if (info.isSequence || info.isOptionalType) {
+    throw Error(ErrorCode::kInvalidArgument, what + " is " + describeValueType(info) + ", which a .npy file cannot hold; " +
+                                                 "give a .pb file (" + (info.isOptionalType ? "OptionalProto" : "SequenceProto") +
+                                                 ") instead of " + path);
+  }
+  return readNpy(path);
+}
+
 }  // namespace
+
+onnx_import::ValueType valueTypeOf(const TensorInfo& info) { return {info.dtype, info.isSequence, info.isOptionalType}; }
+
+std::string describeValueType(const TensorInfo& info) { return onnx_import::describeValueType(valueTypeOf(info)); }
 
 std::unique_ptr<Runner> openModel(const std::string& path, int threads, IProfiler* profiler) {
   if (isPlanFile(path)) return std::make_unique<PlanRunner>(path, profiler);
@@ -133,7 +153,9 @@ std::unique_ptr<Runner> openModel(const std::string& path, int threads, IProfile
 }
 
 void addInputOptions(CLI::App& cmd, InputOptions& opts) {
-  cmd.add_option("--input", opts.inputs, "NAME=FILE.npy: an input's value (repeatable)");
+  cmd.add_option("--input", opts.inputs,
+                 "NAME=FILE.npy or NAME=FILE.pb (TensorProto, SequenceProto or OptionalProto): an input's value "
+                 "(repeatable)");
   cmd.add_option("--shapes", opts.shapes, "NAME:1x3x224x224: shape of a random input (repeatable)");
   cmd.add_option("--seed", opts.seed, "seed for random inputs");
 }
@@ -152,7 +174,11 @@ NamedTensors makeInputs(const Runner& session, const InputOptions& opts) {
     ++index;
     auto file = files.find(info.name);
     if (file != files.end()) {
-      inputs.emplace_back(info.name, readNpy(file->second));
+      inputs.emplace_back(info.name, readInputFile(info, file->second));
+    } else if (info.isSequence) {
+      throw Error(ErrorCode::kInvalidArgument, "input '" + info.name + "' is " + describeValueType(info) +
+                                                   ", which has no random value; give it with --input " + info.name +
+                                                   "=FILE.pb (a SequenceProto or OptionalProto)");
     } else if (!info.optional) {
       DataType dtype = info.dtype == DataType::kUndefined ? DataType::kFloat32 : info.dtype;
       inputs.emplace_back(info.name, randomTensor(dtype, randomInputShape(session, info, shapes), opts.seed * 7919 + index));
@@ -164,12 +190,11 @@ NamedTensors makeInputs(const Runner& session, const InputOptions& opts) {
 void printModelSummary(const Runner& session, const std::string& path) {
   std::cout << (session.isPlan() ? "plan " : "model ") << path << "\n";
   for (const auto& info : session.inputs()) {
-    std::cout << "  input  " << info.name << "  " << dataTypeName(info.dtype) << "[" << describeInfoShape(info) << "]"
-              << (info.optional ? "  (has a default)" : "") << "\n";
+    std::cout << "  input  " << info.name << "  " << describeInfoType(info) << (info.optional ? "  (has a default)" : "")
+              << "\n";
   }
   for (const auto& info : session.outputs()) {
-    std::cout << "  output " << info.name << "  " << dataTypeName(info.dtype) << "[" << describeInfoShape(info)
-              << "]\n";
+    std::cout << "  output " << info.name << "  " << describeInfoType(info) << "\n";
   }
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kiln/session.h"
+#include "onnx/value_proto.h"
 
 namespace kiln::cli {
 
@@ -28,7 +29,7 @@ class Runner {
 std::unique_ptr<Runner> openModel(const std::string& path, int threads, IProfiler* profiler = nullptr);
 
 struct InputOptions {
-  std::vector<std::string> inputs;  // NAME=FILE.npy
+  std::vector<std::string> inputs;  // NAME=FILE.npy or NAME=FILE.pb
   std::vector<std::string> shapes;  // NAME:1x3x224x224 for random inputs
   uint64_t seed = 0;
 };
@@ -38,5 +39,9 @@ void addInputOptions(CLI::App& cmd, InputOptions& opts);
 /// Inputs from files, else seeded random values; free dims from --shapes, a plan's opt shapes, or 1.
 NamedTensors makeInputs(const Runner& runner, const InputOptions& opts);
 void printModelSummary(const Runner& runner, const std::string& path);
+/// An input's or output's ONNX value type (tensor, sequence, optional), as .pb files need it.
+onnx_import::ValueType valueTypeOf(const TensorInfo& info);
+/// "a tensor of float32", "an optional sequence of int64".
+std::string describeValueType(const TensorInfo& info);
 
 }  // namespace kiln::cli

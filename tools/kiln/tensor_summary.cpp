@@ -12,6 +12,12 @@ namespace kiln::cli {
 std::string summarizeTensor(const std::string& name, const Tensor& t) {
   std::ostringstream os;
   os << "  " << name << "  " << t.describe();
+  if (t.isSequence()) {  // the items' shapes, then each item's statistics would be too long
+    std::string shapes;
+    for (const Tensor& item : t.sequenceItems()) shapes += (shapes.empty() ? "" : ", ") + shapeToString(item.shape());
+    if (!shapes.empty()) os << ": " << shapes;
+    return os.str();
+  }
   if (t.dtype() == DataType::kString || t.numel() == 0) return os.str();
   double lo = INFINITY, hi = -INFINITY, sum = 0;
   int64_t nans = 0;
@@ -40,6 +46,12 @@ std::string describeInfoShape(const TensorInfo& info) {
     s += info.shape[i] >= 0 ? std::to_string(info.shape[i]) : (info.dimNames[i].empty() ? "?" : info.dimNames[i]);
   }
   return s;
+}
+
+std::string describeInfoType(const TensorInfo& info) {
+  std::string type = info.isSequence ? "sequence<" + dataTypeName(info.dtype) + ">"
+                                     : dataTypeName(info.dtype) + "[" + describeInfoShape(info) + "]";
+  return info.isOptionalType ? "optional<" + type + ">" : type;
 }
 
 Shape parseShape(const std::string& text) {

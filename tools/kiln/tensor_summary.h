@@ -13,6 +13,8 @@ namespace kiln::cli {
 std::string summarizeTensor(const std::string& name, const Tensor& t);
 /// "1x3x?x?" with symbolic dims by name.
 std::string describeInfoShape(const TensorInfo& info);
+/// "float32[1x3x?x?]", "sequence<float32>", "optional<int64[2]>".
+std::string describeInfoType(const TensorInfo& info);
 /// Parses "1x3x224x224" (an empty string is a scalar).
 Shape parseShape(const std::string& text);
 /// Parses repeated "NAME:1x3x224x224" options.

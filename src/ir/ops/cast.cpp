@@ -4,18 +4,28 @@
 namespace kiln::ir {
 namespace {
 
-// Fails for target types a kiln tensor cannot hold (float8, int4, complex, ...).
+// Fails for element types a kiln tensor cannot hold (complex, float6, ...).
 void requireCastableType(InferContext& ctx, DataType to) {
   if (!isSupportedDataType(to) || to == DataType::kComplex64 || to == DataType::kComplex128) {
     ctx.fail("cannot cast to element type " + std::to_string(static_cast<int>(to)) +
-                 " (kiln does not support float8, int4 and complex tensors)",
+                 " (kiln does not support complex and float6 tensors)",
              ErrorCode::kUnsupportedNode);
   }
 }
 
 void setCastOutput(InferContext& ctx, DataType to) {
   requireCastableType(ctx, to);
-  requireCastableType(ctx, ctx.inputType(0));
+  const DataType from = ctx.inputType(0);
+  requireCastableType(ctx, from);
+  if ((isLowPrecision(from) && to == DataType::kString) || (from == DataType::kString && isLowPrecision(to))) {
+    ctx.fail("cannot cast " + dataTypeName(from) + " to " + dataTypeName(to), ErrorCode::kUnsupportedNode);
+  }
+  if (ctx.opset() >= 24 && isLowPrecision(to)) {
+    const std::string mode = attrString(ctx.node(), "round_mode", "up");
+    if (mode != "up" && mode != "down" && mode != "nearest") {
+      ctx.fail("round_mode must be 'up', 'down' or 'nearest', got '" + mode + "'");
+    }
+  }
   const SymShape* s = ctx.inputShape(0);
   if (s) ctx.setOutput(0, to, *s);
   else ctx.setOutputType(0, to);

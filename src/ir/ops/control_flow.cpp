@@ -85,7 +85,13 @@ void inferIf(InferContext& ctx) {
       ctx.fail("output " + std::to_string(i) + " is " + dataTypeName(a.dtype) + " in then_branch but " +
                dataTypeName(b.dtype) + " in else_branch");
     }
-    setOutputInfo(ctx, i, a.dtype != DataType::kUndefined ? a.dtype : b.dtype, mergeShapes(a.shape, b.shape));
+    const DataType dtype = a.dtype != DataType::kUndefined ? a.dtype : b.dtype;
+    if (a.isSequence || b.isSequence || a.isOptional || b.isOptional) {  // passed through as is
+      ctx.setOutputTypeInfo(i, TypeInfo{dtype, mergeShapes(a.shape, b.shape), a.isSequence || b.isSequence,
+                                        a.isOptional || b.isOptional});
+      continue;
+    }
+    setOutputInfo(ctx, i, dtype, mergeShapes(a.shape, b.shape));
   }
 }
 

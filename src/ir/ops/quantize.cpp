@@ -6,16 +6,29 @@
 namespace kiln::ir {
 namespace {
 
+// The quantized types and the opset that introduced each.
 bool isQuantizedType(DataType t, int64_t opset) {
-  if (t == DataType::kInt8 || t == DataType::kUint8) return true;
-  return opset >= 21 && (t == DataType::kInt16 || t == DataType::kUint16);
+  switch (t) {
+    case DataType::kInt8: case DataType::kUint8: return true;
+    case DataType::kFloat8E4M3FN: case DataType::kFloat8E4M3FNUZ: case DataType::kFloat8E5M2:
+    case DataType::kFloat8E5M2FNUZ: return opset >= 19;
+    case DataType::kInt16: case DataType::kUint16: case DataType::kInt4: case DataType::kUint4: return opset >= 21;
+    case DataType::kFloat4E2M1: return opset >= 23;
+    case DataType::kInt2: case DataType::kUint2: return opset >= 25;
+    default: return false;
+  }
 }
 
-// Scales are float before opset 19, then float, float16 or bfloat16 (QuantizeLinear 23 adds int32).
+bool isWideFloat(DataType t) {
+  return t == DataType::kFloat32 || t == DataType::kFloat16 || t == DataType::kBFloat16;
+}
+
+// Scales are float before opset 19, then float, float16 or bfloat16 (QuantizeLinear 23 adds int32,
+// opset 24 float8e8m0).
 void requireScaleType(const InferContext& ctx, size_t input) {
   const DataType t = ctx.inputType(input);
   const bool ok = ctx.opset() < 19 ? t == DataType::kFloat32
-                                   : isFloatingPoint(t) && t != DataType::kFloat64;
+                                   : isWideFloat(t) || (ctx.opset() >= 24 && t == DataType::kFloat8E8M0);
   if (!ok) ctx.fail("input " + std::to_string(input) + " (scale) cannot be " + dataTypeName(t), ErrorCode::kUnsupportedNode);
 }
 
@@ -57,7 +70,7 @@ void inferQuantizeLinear(InferContext& ctx) {
   ctx.requireInput(0);
   ctx.requireInput(1);
   const DataType x = ctx.inputType(0);
-  if (x != DataType::kInt32 && !(isFloatingPoint(x) && x != DataType::kFloat64 && (ctx.opset() >= 19 || x == DataType::kFloat32))) {
+  if (x != DataType::kInt32 && !(isWideFloat(x) && (ctx.opset() >= 19 || x == DataType::kFloat32))) {
     ctx.fail("x cannot be " + dataTypeName(x), ErrorCode::kUnsupportedNode);
   }
   if (!(ctx.opset() >= 23 && ctx.inputType(1) == DataType::kInt32)) requireScaleType(ctx, 1);
@@ -66,7 +79,7 @@ void inferQuantizeLinear(InferContext& ctx) {
   }
   if (ctx.opset() >= 23) {
     const auto precision = static_cast<DataType>(attrInt(ctx.node(), "precision", 0));
-    if (precision != DataType::kUndefined && (!isFloatingPoint(precision) || precision == DataType::kFloat64)) {
+    if (precision != DataType::kUndefined && !isWideFloat(precision)) {
       ctx.fail("precision " + dataTypeName(precision) + " is not float, float16 or bfloat16", ErrorCode::kUnsupportedNode);
     }
   }
@@ -95,11 +108,15 @@ void inferDequantizeLinear(InferContext& ctx) {
   if (ctx.opset() >= 23) {
     const auto attrType = static_cast<DataType>(attrInt(ctx.node(), "output_dtype", 0));
     if (attrType != DataType::kUndefined) {
-      if (!isFloatingPoint(attrType) || attrType == DataType::kFloat64) {
+      if (!isWideFloat(attrType)) {
         ctx.fail("output_dtype " + dataTypeName(attrType) + " is not float, float16 or bfloat16");
       }
       y = attrType;
     }
+  }
+  if (!isWideFloat(y)) {
+    ctx.fail("x_scale is " + dataTypeName(y) + ", so output_dtype must name the output type (float, float16 or bfloat16)",
+             ErrorCode::kUnsupportedNode);
   }
   checkLayout(ctx);
   setLikeInput0(ctx, 0, y);

@@ -1,8 +1,10 @@
 // Type rules of the sequence ops (opset 11+): SequenceEmpty, SequenceConstruct, SequenceInsert,
-// SequenceErase, SequenceAt, SequenceLength, SplitToSequence and ConcatFromSequence. A sequence
+// SequenceErase, SequenceAt, SequenceLength, SplitToSequence, ConcatFromSequence and SequenceMap
+// (opset 17). A sequence
 // value's TypeInfo holds its element dtype and no shape; the tensors taken out of a sequence get
 // their shape at run time (from the sequence's value when it is known, else unknown rank).
 #include "ir/node_attrs.h"
+#include "ir/ops/sequence_map.h"
 #include "ir/shape_helpers.h"
 
 namespace kiln::ir {
@@ -102,7 +104,68 @@ void inferConcatFromSequence(InferContext& ctx) {
   ctx.setOutputType(0, ctx.inputType(0));
 }
 
+// SequenceMap: inputs (input_sequence, additional inputs: sequences of the same length, mapped
+// element-wise, or tensors, passed whole to every run); body (one element of each input) ->
+// (one element of each output); every output is a sequence.
+void inferSequenceMap(InferContext& ctx) {
+  const Node& node = ctx.node();
+  auto body = attrGraph(node, "body");
+  const size_t explicitInputs = node.numExplicitInputs();
+  if (explicitInputs < 1 || !ctx.hasInput(0)) ctx.fail("needs the input sequence");
+  requireSequence(ctx, 0);
+  for (size_t i = 1; i < explicitInputs; ++i) ctx.requireInput(i);
+  if (body->inputs.size() != explicitInputs) {
+    ctx.fail("body has " + std::to_string(body->inputs.size()) + " inputs; expected " + std::to_string(explicitInputs) +
+             " (one per node input)");
+  }
+  if (body->outputs.size() != ctx.numOutputs()) {
+    ctx.fail("body has " + std::to_string(body->outputs.size()) + " outputs but the node has " +
+             std::to_string(ctx.numOutputs()));
+  }
+  std::vector<const TypeInfo*> inputTypes;
+  for (size_t i = 0; i < ctx.numInputs(); ++i) inputTypes.push_back(ctx.hasInput(i) ? &ctx.inputTypeInfo(i) : nullptr);
+  const std::vector<TypeInfo> elements = sequenceMapElementTypes(node, *body, inputTypes);
+  for (size_t k = 0; k < elements.size(); ++k) {
+    if (elements[k].isSequence || elements[k].isOptional) {
+      ctx.fail("body output " + std::to_string(k) + " must be a tensor (it becomes one element of a sequence)");
+    }
+    ctx.setSequenceOutput(k, elements[k].dtype);
+  }
+}
+
 }  // namespace
+
+std::vector<TypeInfo> sequenceMapElementTypes(const Node& node, const Graph& body,
+                                              const std::vector<const TypeInfo*>& inputTypes) {
+  std::vector<TypeInfo> types;
+  bool complete = true;
+  for (int id : body.outputs) {
+    types.push_back(body.value(id).type);
+    complete = complete && types.back().dtype != DataType::kUndefined;
+  }
+  if (complete) return types;
+  Graph copy = body;
+  const size_t explicitInputs = node.numExplicitInputs();
+  for (size_t i = 0; i < copy.inputs.size() && i < explicitInputs && i < inputTypes.size(); ++i) {
+    if (!inputTypes[i]) continue;
+    TypeInfo& element = copy.value(copy.inputs[i]).type;
+    element.dtype = inputTypes[i]->dtype;  // a sequence's element keeps the body's declared shape
+    if (!inputTypes[i]->isSequence) element.shape = inputTypes[i]->shape;
+  }
+  for (size_t j = 0; j < copy.outerInputs.size() && explicitInputs + j < inputTypes.size(); ++j) {
+    if (copy.outerInputs[j] != kNoValue && inputTypes[explicitInputs + j]) {
+      copy.value(copy.outerInputs[j]).type = *inputTypes[explicitInputs + j];
+    }
+  }
+  try {
+    inferShapes(copy);
+  } catch (const Error&) {
+    return types;  // the body's own nodes report their errors when it runs
+  }
+  for (size_t k = 0; k < types.size(); ++k)
+    if (types[k].dtype == DataType::kUndefined) types[k] = copy.value(copy.outputs[k]).type;
+  return types;
+}
 
 KILN_REGISTER_OP_SCHEMA({"", "SequenceEmpty", 11, 1000, inferSequenceEmpty});
 KILN_REGISTER_OP_SCHEMA({"", "SequenceConstruct", 11, 1000, inferSequenceConstruct});
@@ -112,5 +175,6 @@ KILN_REGISTER_OP_SCHEMA({"", "SequenceAt", 11, 1000, inferSequenceAt});
 KILN_REGISTER_OP_SCHEMA({"", "SequenceLength", 11, 1000, inferSequenceLength});
 KILN_REGISTER_OP_SCHEMA({"", "SplitToSequence", 11, 1000, inferSplitToSequence});
 KILN_REGISTER_OP_SCHEMA({"", "ConcatFromSequence", 11, 1000, inferConcatFromSequence});
+KILN_REGISTER_OP_SCHEMA({"", "SequenceMap", 17, 1000, inferSequenceMap});
 
 }  // namespace kiln::ir

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "backends/cpu/kernels/cast_low_precision.h"
 #include "backends/cpu/kernels/elementwise_util.h"
 
 namespace kiln::cpu {
@@ -128,6 +129,8 @@ void castKernel(KernelContext& ctx) {
     for (int64_t i = 0; i < n; ++i) y.data<std::string>()[i] = x.data<std::string>()[i];
   } else if (from == to) {
     if (n) std::memcpy(y.raw(), x.raw(), x.byteSize());
+  } else if ((isLowPrecision(from) || isLowPrecision(to)) && from != DataType::kString && to != DataType::kString) {
+    castLowPrecision(x, y, castOptions(ctx.node()));
   } else if (to == DataType::kString) {
     dispatchNumericOrBool(from, "Cast", [&](auto tag) {
       using From = typename decltype(tag)::type;
@@ -159,8 +162,7 @@ void castKernel(KernelContext& ctx) {
   }
 }
 
-// Cast's `saturate` attribute (opset 19+) only affects float8 targets, which kiln rejects when
-// the graph is built, so it needs no handling here.
+// Cast's `saturate` and `round_mode` attributes only affect float8 targets (castLowPrecision).
 KILN_REGISTER_CPU_KERNEL("Cast", KernelFn(castKernel));
 KILN_REGISTER_CPU_KERNEL("CastLike", KernelFn(castKernel));
 

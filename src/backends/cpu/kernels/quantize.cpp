@@ -50,6 +50,26 @@ void dispatchQuantizeInput(DataType type, Fn&& fn) {
   }
 }
 
+// QuantizeLinear to int4 / uint4 / int2 / uint2 (rounded, clamped to the type's range) or to
+// float8 / float4 (rounded to nearest even; float8 overflow per `saturate`). C: division type.
+template <typename C, typename X>
+void quantizeToLowPrecision(const KernelContext& ctx, const ir::QuantLayout& layout, const X* in,
+                            const std::vector<double>& scales, const std::vector<double>& zeroPoints, bool hasZeroPoint,
+                            Tensor& y) {
+  const DataType q = y.dtype();
+  uint8_t* out = y.data<uint8_t>();
+  LowPrecisionOptions options;
+  options.saturate = ctx.node().opset < 19 || ir::attrInt(ctx.node(), "saturate", 1) != 0;
+  const bool integer = !isFloatingPoint(q);
+  const auto [lowest, highest] = integer ? lowPrecisionIntegerRange(q) : std::pair<int64_t, int64_t>{0, 0};
+  forEachElement(layout, y.numel(), [&](int64_t k, int64_t p) {
+    const double scaled = roundTo<C>(roundTo<C>(toDouble(in[k])) / scales[static_cast<size_t>(p)]);
+    const double zeroPoint = zeroPoints[hasZeroPoint ? static_cast<size_t>(p) : 0];
+    out[k] = integer ? integerToLowPrecision(q, roundAndClamp(scaled, zeroPoint, lowest, highest))
+                     : floatToLowPrecision(q, roundTo<C>(scaled + zeroPoint), options);
+  });
+}
+
 // y = saturate(round_half_even(x / y_scale) + y_zero_point).
 void quantizeLinearKernel(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
@@ -63,6 +83,13 @@ void quantizeLinearKernel(KernelContext& ctx) {
   dispatchFloat(divisionType(ctx.node(), x.dtype(), scale.dtype()), "QuantizeLinear precision", [&](auto ctag) {
     using C = typename decltype(ctag)::type;
     for (double& s : scales) s = roundTo<C>(s);
+    if (isLowPrecision(y.dtype())) {
+      dispatchQuantizeInput(x.dtype(), [&](auto xtag) {
+        using X = typename decltype(xtag)::type;
+        quantizeToLowPrecision<C>(ctx, layout, x.data<X>(), scales, zeroPoints, hasZeroPoint, y);
+      });
+      return;
+    }
     dispatchQuantized(y.dtype(), "QuantizeLinear output", [&](auto qtag) {
       using Q = typename decltype(qtag)::type;
       Q* out = y.data<Q>();
@@ -89,6 +116,19 @@ void dequantizeLinearKernel(KernelContext& ctx) {
   const std::vector<double> scales = valuesAsDouble(&scale, 1.0);
   const std::vector<double> zeroPoints = valuesAsDouble(zeroPoint, 0.0);
   const bool hasZeroPoint = zeroPoint != nullptr;
+  if (isLowPrecision(x.dtype())) {  // int4 ... float8: the same formula on the decoded values
+    const uint8_t* in = x.data<uint8_t>();
+    dispatchFloat(y.dtype(), "DequantizeLinear output", [&](auto ytag) {
+      using Y = typename decltype(ytag)::type;
+      Y* out = y.data<Y>();
+      forEachElement(layout, x.numel(), [&](int64_t k, int64_t p) {
+        const double shifted =
+            lowPrecisionToFloat(x.dtype(), in[k]) - zeroPoints[hasZeroPoint ? static_cast<size_t>(p) : 0];
+        out[k] = static_cast<Y>(static_cast<float>(shifted * scales[static_cast<size_t>(p)]));
+      });
+    });
+    return;
+  }
   dispatchQuantized(x.dtype(), "DequantizeLinear input", [&](auto xtag) {
     using X = typename decltype(xtag)::type;
     const X* in = x.data<X>();

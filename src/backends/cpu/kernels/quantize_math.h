@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/dtype_dispatch.h"
+#include "core/low_precision.h"
 #include "kiln/tensor.h"
 
 namespace kiln::cpu {
@@ -37,6 +38,13 @@ Q roundAndSaturate(double scaled, double zeroPoint) {
                                    static_cast<double>(std::numeric_limits<Q>::max())));
 }
 
+/// roundAndSaturate for a range given at run time (int4, uint4, int2, uint2); NaN gives `lowest`.
+inline int64_t roundAndClamp(double scaled, double zeroPoint, int64_t lowest, int64_t highest) {
+  if (std::isnan(scaled)) return lowest;
+  return static_cast<int64_t>(
+      std::clamp(std::nearbyint(scaled) + zeroPoint, static_cast<double>(lowest), static_cast<double>(highest)));
+}
+
 /// Any numeric kiln element (including Half and BFloat16) as double, exactly.
 template <typename T>
 double toDouble(T v) {
@@ -51,6 +59,11 @@ double toDouble(T v) {
 inline std::vector<double> valuesAsDouble(const Tensor* t, double def) {
   if (!t) return {def};
   std::vector<double> out(static_cast<size_t>(t->numel()));
+  if (isLowPrecision(t->dtype())) {
+    const uint8_t* src = t->data<uint8_t>();
+    for (size_t i = 0; i < out.size(); ++i) out[i] = lowPrecisionToFloat(t->dtype(), src[i]);
+    return out;
+  }
   dispatchNumeric(t->dtype(), "quantization parameter", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* src = t->data<T>();

@@ -1,0 +1,66 @@
+// Where kiln's kernels accept fewer dtypes than ONNX allows, and why (the "notes" of docs/operators.md).
+// Each limit is what the kernel's dtype dispatch handles (src/backends/cpu/kernels/*.cpp), checked
+// for every listed dtype by tests/python/test_operator_dtypes.py or the ONNX conformance suite.
+#include "ir/type_constraints.h"
+
+namespace kiln::ir {
+
+namespace {
+
+constexpr DTypeSet kF16 = dtypeBit(DataType::kFloat16);
+constexpr DTypeSet kF32 = dtypeBit(DataType::kFloat32);
+constexpr DTypeSet kF64 = dtypeBit(DataType::kFloat64);
+constexpr DTypeSet kBF16 = dtypeBit(DataType::kBFloat16);
+constexpr DTypeSet kFloats = kF16 | kF32 | kF64 | kBF16;  // dispatchFloat
+constexpr DTypeSet kSigned = dtypeBit(DataType::kInt8) | dtypeBit(DataType::kInt16) | dtypeBit(DataType::kInt32) |
+                             dtypeBit(DataType::kInt64);
+constexpr DTypeSet kUnsigned = dtypeBit(DataType::kUint8) | dtypeBit(DataType::kUint16) |
+                               dtypeBit(DataType::kUint32) | dtypeBit(DataType::kUint64);
+constexpr DTypeSet kNumeric = kFloats | kSigned | kUnsigned;  // dispatchNumeric
+constexpr DTypeSet kBool = dtypeBit(DataType::kBool);
+constexpr DTypeSet kAny = ~DTypeSet{0};
+
+}  // namespace
+
+const DTypeLimit kDTypeLimits[] = {
+    // Kernels that handle fewer dtypes than ONNX allows.
+    {"", "IsNaN", "T1", kFloats, "float8 inputs not implemented (the kernel tests float16/32/64 and bfloat16)"},
+    {"", "IsInf", "T1", kFloats, "float8 inputs not implemented (the kernel tests float16/32/64 and bfloat16)"},
+    {"", "NonZero", "T", kNumeric | kBool, "strings not implemented"},
+    {"", "Pad", "T", kAny & ~dtypeBit(DataType::kFloat8E8M0),
+     "float8_e8m0fnu has no zero to pad with; kiln's padding differs from ONNX's reference"},
+    {"", "Resize", "T1", kNumeric, "bool and string not implemented (the kernel interpolates numbers)"},
+    {"", "Upsample", "T", kNumeric, "bool and string not implemented (the kernel interpolates numbers)"},
+    {"", "Col2Im", "T", kNumeric, "bool and string not implemented"},
+    {"", "GridSample", "T1", kFloats, "integer, bool and string inputs not implemented (the kernel samples floats)"},
+    // Notes on dtypes that work with a caveat.
+    {"", "Erf", "T", kAny, "float64 is computed in float32 precision (relative error ~3e-8)"},
+    {"", "Gelu", "T", kAny, "float64 is computed in float32 precision (relative error ~3e-8)"},
+    // Its quantized dtypes (float8 since ONNX 21) are being extended with QuantizeLinear's.
+    {"", "QLinearMatMul", "*", 0, "not checked at build time: the kernel reports unsupported quantized dtypes"},
+    // Ops whose dtypes are not checked at build time: their values may be sequences or optionals,
+    // or their dtype handling is being extended (the float8/int4/int2/float4 casts).
+    {"", "If", "*", 0, "not checked: branches may return any tensor, sequence or optional"},
+    {"", "Loop", "*", 0, "not checked: loop-carried values may be any tensor, sequence or optional"},
+    {"", "Scan", "*", 0, "not checked: scan values may be any tensor type"},
+    {"", "Cast", "*", 0, "not checked at build time: the cast kernel reports pairs it cannot convert"},
+    {"", "CastLike", "*", 0, "not checked at build time: the cast kernel reports pairs it cannot convert"},
+    {"", "QuantizeLinear", "*", 0, "not checked at build time: the kernel reports unsupported dtypes"},
+    {"", "DequantizeLinear", "*", 0, "not checked at build time: the kernel reports unsupported dtypes"},
+    {"", "SequenceAt", "*", 0, "not checked: sequence op"},
+    {"", "SequenceConstruct", "*", 0, "not checked: sequence op"},
+    {"", "SequenceEmpty", "*", 0, "not checked: sequence op"},
+    {"", "SequenceErase", "*", 0, "not checked: sequence op"},
+    {"", "SequenceInsert", "*", 0, "not checked: sequence op"},
+    {"", "SequenceLength", "*", 0, "not checked: sequence op"},
+    {"", "SequenceMap", "*", 0, "not checked: sequence op"},
+    {"", "SplitToSequence", "*", 0, "not checked: sequence op"},
+    {"", "ConcatFromSequence", "*", 0, "not checked: sequence op"},
+    {"", "Optional", "*", 0, "not checked: optional op"},
+    {"", "OptionalGetElement", "*", 0, "not checked: optional op"},
+    {"", "OptionalHasElement", "*", 0, "not checked: optional op"},
+};
+
+const size_t kDTypeLimitCount = sizeof(kDTypeLimits) / sizeof(kDTypeLimits[0]);
+
+}  // namespace kiln::ir

@@ -1,0 +1,30 @@
+// ONNX values in protobuf files, the format of the ONNX test data sets (input_N.pb, output_N.pb):
+// a TensorProto, SequenceProto or OptionalProto for a kiln tensor, sequence or optional (see
+// Tensor::sequence and Tensor::none). The header has no protobuf types, so the CLI can use it.
+#pragma once
+#include <string>
+
+#include "kiln/tensor.h"
+
+namespace kiln::onnx_import {
+
+/// The ONNX type of a value: a tensor, a sequence of tensors, or an optional of either.
+struct ValueType {
+  DataType dtype = DataType::kUndefined;  // the tensor's, or the sequence's element type
+  bool isSequence = false;
+  bool isOptional = false;
+};
+
+/// "a tensor of float32", "a sequence of int64", "an optional sequence of float32".
+std::string describeValueType(const ValueType& type);
+
+/// Reads a value of `expected` type from a .pb file: a TensorProto for a tensor, a SequenceProto
+/// for a sequence, an OptionalProto for an optional. `what` names the value in errors ("input
+/// 'x'"); a file of another message, or of another element type, is refused naming what it holds.
+Tensor readValueFile(const std::string& path, const ValueType& expected, const std::string& what);
+
+/// Writes `value` to a .pb file as the message for `type`: a value that is a sequence, or none,
+/// is written as one whatever `type` says. `name` goes to the message's name field.
+void writeValueFile(const std::string& path, const Tensor& value, const ValueType& type, const std::string& name);
+
+}  // namespace kiln::onnx_import
