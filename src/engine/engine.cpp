@@ -27,7 +27,7 @@ std::shared_ptr<const Engine::Impl> loadEngine(plan::Plan plan) {
     ++k;
   }
   if (k != impl->plan.graph->outputs.size()) throw Error(ErrorCode::kInvalidPlan, "plan outputs do not match its graph's outputs");
-  impl->executor = std::make_unique<Executor>(impl->plan.graph);
+  impl->executor = std::make_unique<Executor>(impl->plan.graph, Executor::kFreeCopiedWeights);
   return impl;
 }
 

@@ -65,9 +65,10 @@ std::vector<Tensor> runNode(const ir::Node& node, const ir::OpSchema& schema, co
   std::vector<const ir::TypeInfo*> typePtrs(inputs.size(), nullptr);
   for (size_t k = 0; k < inputs.size(); ++k) {
     if (!inputs[k]) continue;
-    inputTypes[k] = inputs[k]->isSequence()
-                        ? ir::TypeInfo{inputs[k]->dtype(), std::nullopt, true}
-                        : ir::TypeInfo{inputs[k]->dtype(), ir::symShapeOf(inputs[k]->shape())};
+    const Tensor& t = *inputs[k];
+    inputTypes[k] = t.isNone()       ? ir::TypeInfo{t.dtype(), std::nullopt, t.isNoneOfSequence(), true}
+                    : t.isSequence() ? ir::TypeInfo{t.dtype(), std::nullopt, true}
+                                     : ir::TypeInfo{t.dtype(), ir::symShapeOf(t.shape())};
     typePtrs[k] = &inputTypes[k];
   }
   std::vector<ir::TypeInfo> outTypes(node.outputs.size());
@@ -86,7 +87,11 @@ std::vector<Tensor> runNode(const ir::Node& node, const ir::OpSchema& schema, co
   return outs;
 }
 
-Executor::Executor(std::shared_ptr<const ir::Graph> graph) : graph_(std::move(graph)) {
+Executor::Executor(std::shared_ptr<const ir::Graph> graph) : Executor(std::move(graph), nullptr) {}
+
+Executor::Executor(std::shared_ptr<ir::Graph> graph, FreeCopiedWeights) : Executor(graph, graph.get()) {}
+
+Executor::Executor(std::shared_ptr<const ir::Graph> graph, ir::Graph* freeCopiedWeightsIn) : graph_(std::move(graph)) {
   auto problems = findUnsupportedNodes(*graph_);
   if (!problems.empty()) throwUnsupported(problems);
 
@@ -96,14 +101,22 @@ Executor::Executor(std::shared_ptr<const ir::Graph> graph) : graph_(std::move(gr
       if (id != ir::kNoValue) isNodeOutput_[static_cast<size_t>(id)] = true;
 
   std::vector<int> lastUse(graph_->values.size(), -1);
-  for (size_t i = 0; i < graph_->nodes.size(); ++i)
-    for (int id : graph_->nodes[i].inputs)
-      if (id != ir::kNoValue) lastUse[id] = static_cast<int>(i);
+  std::vector<int> readersLeft(graph_->values.size(), 0);  // node inputs not yet given a kernel
+  for (size_t i = 0; i < graph_->nodes.size(); ++i) {
+    for (int id : graph_->nodes[i].inputs) {
+      if (id == ir::kNoValue) continue;
+      lastUse[id] = static_cast<int>(i);
+      ++readersLeft[id];
+    }
+  }
   for (int id : graph_->outputs) lastUse[id] = static_cast<int>(graph_->nodes.size());
+  // Per value id: read as it is at run time (a graph output, or a reader without its own copy).
+  std::vector<bool> valuesNeeded(graph_->values.size(), false);
+  for (int id : graph_->outputs) valuesNeeded[static_cast<size_t>(id)] = true;
 
   for (size_t i = 0; i < graph_->nodes.size(); ++i) {
     const ir::Node& node = graph_->nodes[i];
-    cpu::KernelCreateInfo info{node, {}, {}};
+    cpu::KernelCreateInfo info{node, {}, {}, {}};
     for (int id : node.inputs) {
       const ir::Value* v = id == ir::kNoValue ? nullptr : &graph_->value(id);
       info.inputTypes.push_back(v ? &v->type : nullptr);
@@ -120,6 +133,18 @@ Executor::Executor(std::shared_ptr<const ir::Graph> graph) : graph_(std::move(gr
     for (int id : node.outputs)  // outputs nobody reads
       if (id != ir::kNoValue && lastUse[id] == -1) step.release.push_back(id);
     steps_.push_back(std::move(step));
+
+    for (size_t k = 0; k < node.inputs.size(); ++k) {
+      const int id = node.inputs[k];
+      if (id == ir::kNoValue) continue;
+      if (!info.constants[k] || k >= info.ownCopies.size() || !info.ownCopies[k]) valuesNeeded[id] = true;
+      if (--readersLeft[id] > 0 || valuesNeeded[id]) continue;
+      ownCopied_.push_back(id);
+      if (freeCopiedWeightsIn) {  // now, so that all originals and all copies never coexist
+        Tensor& value = *freeCopiedWeightsIn->value(id).constant;
+        value = Tensor::wrap(value.dtype(), value.shape(), nullptr, nullptr);
+      }
+    }
   }
 }
 

@@ -59,6 +59,13 @@ class Executor {
  public:
   /// Creates a kernel for every node; throws listing all unsupported nodes.
   explicit Executor(std::shared_ptr<const ir::Graph> graph);
+  /// The same for a graph the caller owns alone, whose weights kernels copy are then freed: the
+  /// values of a constant every reader of which keeps its own copy (KernelCreateInfo::keepsOwnCopyOf,
+  /// e.g. packed weights) are replaced, as soon as its last reader's kernel is made, by a
+  /// placeholder of the same dtype and shape with no data. Weights are thus never held twice, not
+  /// even while loading. Only the shapes of such constants may be read afterwards.
+  enum FreeCopiedWeights { kFreeCopiedWeights };
+  Executor(std::shared_ptr<ir::Graph> graph, FreeCopiedWeights);
 
   /// Runs with the graph inputs given by value id; returns the graph outputs in order. Without
   /// `memory`, every tensor is allocated on its own (control-flow bodies); with it, intermediates
@@ -69,7 +76,12 @@ class Executor {
 
   const ir::Graph& graph() const { return *graph_; }
 
+  /// Constants every reader of which keeps its own transformed copy (see
+  /// KernelCreateInfo::keepsOwnCopyOf): their values are never read at run time, only their shape.
+  const std::vector<int>& constantsWithOwnCopies() const { return ownCopied_; }
+
  private:
+  Executor(std::shared_ptr<const ir::Graph> graph, ir::Graph* freeCopiedWeightsIn);
   struct Step {
     const ir::Node* node;
     const ir::OpSchema* schema;
@@ -84,6 +96,7 @@ class Executor {
   std::shared_ptr<const ir::Graph> graph_;
   std::vector<Step> steps_;
   std::vector<bool> isNodeOutput_;  // per value id
+  std::vector<int> ownCopied_;
 };
 
 }  // namespace kiln

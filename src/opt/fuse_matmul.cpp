@@ -1,8 +1,10 @@
 // MatMul(A, constant 2-D B) + Add(bias) [+ Add(residual)] [+ activation] -> kiln::FusedMatMul,
 // the Linear layers of transformer blocks (bias, then the residual add or the GELU).
+#include "ir/node_attrs.h"
 #include "opt/activation_match.h"
 #include "opt/passes.h"
 #include "opt/rewrite_util.h"
+#include "opt/shape_proof.h"
 
 namespace kiln::opt {
 namespace {
@@ -19,6 +21,42 @@ int soleAdd(const ir::Graph& g, const std::vector<std::vector<int>>& consumers, 
   }
   *other = add.inputs[0] == value ? add.inputs[1] : add.inputs[0];
   return index;
+}
+
+// FusedMatMul(A, B, bias) + Z -> FusedMatMul(A, B, bias, Z) [+ activation] where the shapes are
+// symbolic and Z is proved to be shaped like the output by tracing both back to where their dims
+// come from (the kernel adds Z element by element, without broadcasting). A second sweep, once
+// the first has left the graph consistent, so the trace sees the fused nodes.
+int fuseSymbolicResiduals(ir::Graph& graph) {
+  const auto consumers = consumersOf(graph);
+  std::vector<bool> removed(graph.nodes.size(), false);
+  // Decide on the graph as it is, then rewrite: a rewritten node would end the traces through it.
+  struct Residual {
+    size_t node;
+    int add, z;
+  };
+  std::vector<Residual> found;
+  for (size_t i = 0; i < graph.nodes.size(); ++i) {
+    const ir::Node& node = graph.nodes[i];
+    if (node.domain != "kiln" || node.opType != "FusedMatMul" || node.inputs.size() != 3 ||
+        !ir::attrString(node, "activation", "").empty()) {
+      continue;
+    }
+    int z = ir::kNoValue;
+    const int add = soleAdd(graph, consumers, removed, node.outputs[0], &z);
+    if (add >= 0 && isFloat32(graph, z) && provablySameShape(graph, z, node.outputs[0])) found.push_back({i, add, z});
+  }
+  for (const Residual& r : found) {
+    ir::Node fused = graph.nodes[r.node];
+    fused.inputs.push_back(r.z);
+    recordFusion(fused, graph.nodes[static_cast<size_t>(r.add)]);
+    removed[static_cast<size_t>(r.add)] = true;
+    int out = graph.nodes[static_cast<size_t>(r.add)].outputs[0];
+    absorbActivation(graph, consumers, removed, fused, &out);
+    fused.outputs[0] = out;
+    graph.nodes[r.node] = std::move(fused);
+  }
+  return dropNodes(graph, removed);
 }
 
 }  // namespace
@@ -60,7 +98,7 @@ int fuseMatMulEpilogues(ir::Graph& graph) {
     fused.outputs[0] = out;
     matmul = std::move(fused);
   }
-  return dropNodes(graph, removed);
+  return dropNodes(graph, removed) + fuseSymbolicResiduals(graph);
 }
 
 }  // namespace kiln::opt

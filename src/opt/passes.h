@@ -31,8 +31,15 @@ int foldBatchNormIntoConv(ir::Graph& graph);
 /// Replaces the ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add LayerNorm pattern by LayerNormalization.
 int fuseLayerNormPattern(ir::Graph& graph);
 
+/// Transpose/MatMul/[scale]/[mask Add]/Softmax/MatMul/Transpose self-attention -> kiln::FusedAttention.
+int fuseAttention(ir::Graph& graph);
+
 /// MatMul(A, constant B) + bias [+ residual] [+ activation] -> kiln::FusedMatMul (float32).
 int fuseMatMulEpilogues(ir::Graph& graph);
+
+/// The Q, K and V projections (FusedMatMuls on one input) of a kiln::FusedAttention -> one
+/// FusedMatMul with the weights side by side, read by the attention in its packed form.
+int packAttentionProjections(ir::Graph& graph);
 
 /// Conv [+ residual Add] [+ activation] -> kiln::FusedConv (float32).
 int fuseConvEpilogues(ir::Graph& graph);

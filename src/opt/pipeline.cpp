@@ -10,7 +10,9 @@ int fuseLayers(ir::Graph& graph) {
   removed += cancelTransposesAndReshapes(graph);
   removed += foldBatchNormIntoConv(graph);
   removed += fuseLayerNormPattern(graph);
+  removed += fuseAttention(graph);
   removed += fuseMatMulEpilogues(graph);
+  removed += packAttentionProjections(graph);
   removed += fuseConvEpilogues(graph);
   removed += eliminateDeadNodes(graph);
   return removed;

@@ -19,7 +19,9 @@ TensorInfo describeValue(const ir::Graph& graph, int id) {
   info.name = v.name;
   info.dtype = v.type.dtype;
   info.optional = v.constant.has_value();
-  if (v.type.shape) {
+  info.isSequence = v.type.isSequence;
+  info.isOptionalType = v.type.isOptional;
+  if (v.type.shape && !v.type.isSequence) {
     info.hasShape = true;
     for (const ir::Dim& d : *v.type.shape) {
       info.shape.push_back(d.isKnown() ? d.value : -1);
@@ -44,11 +46,16 @@ std::string declaredShape(const TensorInfo& info) {
 // Checks one input tensor against what the model declares, as ONNX Runtime does.
 void checkInput(const TensorInfo& info, const Tensor& t) {
   if (!t.defined()) badInput("input '" + info.name + "' has no value");
+  if (t.isNone() && !info.isOptionalType) badInput("input '" + info.name + "' is " + t.describe() + " but is not an optional");
+  if ((t.isSequence() || t.isNoneOfSequence()) != info.isSequence) {
+    badInput("input '" + info.name + "' is " + t.describe() + " but the model expects a " +
+             (info.isSequence ? "sequence of " : "tensor of ") + dataTypeName(info.dtype));
+  }
   if (info.dtype != DataType::kUndefined && t.dtype() != info.dtype) {
     badInput("input '" + info.name + "' has type " + dataTypeName(t.dtype()) + " but the model expects " +
              dataTypeName(info.dtype));
   }
-  if (!info.hasShape) return;
+  if (!info.hasShape || t.isSequence() || t.isNone()) return;  // a sequence's items have no declared shape
   if (t.rank() != info.shape.size()) {
     badInput("input '" + info.name + "' has rank " + std::to_string(t.rank()) + " (shape " +
              shapeToString(t.shape()) + ") but the model expects rank " + std::to_string(info.shape.size()) +
@@ -96,7 +103,7 @@ Session::Session(const std::string& modelPath, SessionOptions options) : impl_(s
         opt::fuseLayers(*graph);
       }
     }
-    impl_->executor = std::make_unique<Executor>(graph);
+    impl_->executor = std::make_unique<Executor>(graph, Executor::kFreeCopiedWeights);
   } catch (const Error& e) {
     throw Error(e.code(), modelPath + ": " + e.what());
   }

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <random>
 
+#include "backends/cpu/kernels/conv_winograd.h"
 #include "engine/executor.h"
 #include "ir/node_attrs.h"
 #include "ir/op_schema.h"
@@ -275,7 +276,8 @@ std::vector<float> convReference(const std::vector<float>& x, const std::vector<
   return y;
 }
 
-// 3x3 stride-1 convolutions with >= 16 channels take the Winograd path (odd sizes: partial tiles).
+// 3x3 stride-1 convolutions, through the Conv kernel (im2col + GEMM at these channel counts) and
+// straight through the Winograd kernel (odd sizes: partial tiles).
 TEST(ConvKernels, Winograd3x3MatchesADirectLoop) {
   struct Case {
     int64_t c, oc, h, w, pad;
@@ -295,7 +297,46 @@ TEST(ConvKernels, Winograd3x3MatchesADirectLoop) {
     std::vector<Tensor> out = runGraph(g, {Tensor::fromVector(DataType::kFloat32, {1, t.c, t.h, t.w}, x)});
     Tensor expected = Tensor::fromVector(DataType::kFloat32, {1, t.oc, oh, ow}, convReference(x, w, t.c, t.h, t.w, t.oc, t.pad, oh, ow));
     expectClose(out[0], expected, 1e-4f);
+    ir::ConvGeometry geometry;
+    geometry.kernel = {3, 3};
+    geometry.strides = geometry.dilations = {1, 1};
+    geometry.padsBegin = geometry.padsEnd = {t.pad, t.pad};
+    geometry.outputPadding = {0, 0};
+    geometry.output = {oh, ow};
+    Tensor winograd = Tensor::fromVector(DataType::kFloat32, {1, t.oc, oh, ow}, std::vector<float>(t.oc * oh * ow));
+    cpu::winogradConv2d(geometry, 1, t.c, t.h, t.w, t.oc, x.data(), cpu::packWinogradFilters(w.data(), t.oc, t.c),
+                        winograd.data<float>());
+    expectClose(winograd, expected, 1e-4f);
   }
+}
+
+// Winograd with bias, residual and Relu fused (applied to each run of finished output rows): 256
+// channels make tile blocks of 64 tiles, so the 9x9 tiles of this image end a block mid tile-row.
+TEST(ConvKernels, WinogradFusedBiasResidualReluAcrossTileBlocks) {
+  const int64_t c = 256, h = 18, w = 17;
+  auto m = makeModel(13);
+  addInput(m, "x", {1, c, h, w});
+  std::vector<float> weights = randomValues(c * c * 9, 5), bias = randomValues(c, 6);
+  addFloatInitializer(m, "W", {c, c, 3, 3}, weights);
+  addFloatInitializer(m, "B", {c}, bias);
+  addNode(m, "Conv", {"x", "W", "B"}, {"conv_out"}, "conv");
+  setInts(lastNode(m), "pads", {1, 1, 1, 1});
+  addNode(m, "Add", {"conv_out", "x"}, {"s"}, "add");
+  addNode(m, "Relu", {"s"}, {"y"}, "relu");
+  addOutput(m, "y", {1, c, h, w});
+  ir::Graph g = loadGraph(m, "winograd_epilogue");
+  opt::fuseLayers(g);
+  ASSERT_EQ(opTypes(g), Strings{"FusedConv"});
+  std::vector<float> x = randomValues(c * h * w, 7);
+  std::vector<Tensor> out = runGraph(g, {Tensor::fromVector(DataType::kFloat32, {1, c, h, w}, x)});
+  std::vector<float> expected = convReference(x, weights, c, h, w, c, 1, h, w);
+  for (int64_t o = 0; o < c; ++o) {
+    for (int64_t i = 0; i < h * w; ++i) {
+      float& e = expected[o * h * w + i];
+      e = std::max(0.0f, e + bias[o] + x[o * h * w + i]);
+    }
+  }
+  expectClose(out[0], Tensor::fromVector(DataType::kFloat32, {1, c, h, w}, expected), 1e-4f);
 }
 
 // Linear + GELU as torch 1.13 exports it, then Linear + residual.

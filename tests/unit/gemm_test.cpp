@@ -142,6 +142,20 @@ TEST(Sgemm, TwoThreadsMatchNaive) {
   });
 }
 
+// Both operands plain and more row tiles than column tiles: the two threads pack each B panel
+// together (half the strips each) and multiply their own rows by it; several kc and nc blocks, a
+// partial last strip and beta = 1 check that every panel lands in place.
+TEST(Sgemm, TwoThreadsShareBPanelsAcrossBlocks) {
+  ThreadPool pool(2);
+  ThreadPoolScope scope(&pool);
+  forEachIsa([] {
+    std::mt19937 rng(12);
+    checkCase(false, false, 600, 1030, 530, 1.0f, 0.0f, 0, rng);
+    checkCase(true, true, 700, 45, 300, -0.5f, 1.0f, 3, rng);
+    checkCase(false, true, 300, 17, 40, 2.0f, 0.25f, 1, rng);  // one narrow strip for two threads
+  });
+}
+
 // The activations written out with std:: functions (what ONNX defines them as).
 float referenceActivation(const Activation& a, float x) {
   switch (a.kind) {

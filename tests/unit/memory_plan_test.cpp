@@ -193,5 +193,31 @@ TEST(MemoryPlan, OutputBuffersReceiveTheTensorTheOutputIsAViewOf) {
   EXPECT_EQ(small, (std::vector<float>{42, 42}));
 }
 
+// Weights a kernel keeps packed are freed from the graph (not held twice) unless another node
+// reads them: here W feeds MatMul (packs it) and V feeds MatMul and Add (reads it as is).
+TEST(MemoryPlan, PackedWeightsAreFreedUnlessAnotherNodeReadsThem) {
+  auto m = makeModel();
+  addInput(m, "x", {2, 2});
+  addFloatInitializer(m, "w", {2, 2}, {1, 2, 3, 4});
+  addFloatInitializer(m, "v", {2, 2}, {1, 0, 0, 1});
+  addNode(m, "MatMul", {"x", "w"}, {"a"});
+  addNode(m, "MatMul", {"a", "v"}, {"b"});
+  addNode(m, "Add", {"b", "v"}, {"y"});
+  addOutput(m, "y", {2, 2});
+  ir::Model model = onnx_import::loadModel(saveModel(m, tempDir("packed_release") / "m.onnx"));
+  ir::inferShapes(model.graph);
+  auto g = std::make_shared<ir::Graph>(std::move(model.graph));
+  Executor executor(g, Executor::kFreeCopiedWeights);
+  EXPECT_EQ(executor.constantsWithOwnCopies(), (std::vector<int>{id(*g, "w")}));
+  const Tensor& w = *g->value(id(*g, "w")).constant;
+  EXPECT_EQ(w.raw(), nullptr);
+  EXPECT_EQ(w.shape(), (Shape{2, 2}));
+  EXPECT_NE(g->value(id(*g, "v")).constant->raw(), nullptr);
+  ExecutorMemory memory;
+  std::vector<Tensor> out = executor.run({{id(*g, "x"), floats({2, 2}, {1, 1, 0, 2})}}, &memory);
+  // x @ w = [[4, 6], [6, 8]]; @ I + I = [[5, 6], [6, 9]]
+  EXPECT_EQ(std::vector<float>(out[0].data<float>(), out[0].data<float>() + 4), (std::vector<float>{5, 6, 6, 9}));
+}
+
 }  // namespace
 }  // namespace kiln

@@ -37,6 +37,41 @@ TEST(ThreadPool, ConcurrentCallersBothFinish) {
   EXPECT_EQ(total.load(), 2 * 200 * 64);
 }
 
+TEST(ThreadPool, ParallelForAtLeastKeepsSmallLoopsOnTheCaller) {
+  ThreadPool pool(2);
+  ThreadPoolScope scope(&pool);
+  const auto caller = std::this_thread::get_id();
+  std::atomic<int> blocks{0};
+  std::atomic<bool> offCaller{false};
+  parallelForAtLeast(1000, 600, [&](int64_t b, int64_t e) {  // fewer than 2 x 600 items: one block
+    ++blocks;
+    if (std::this_thread::get_id() != caller) offCaller = true;
+    EXPECT_EQ(b, 0);
+    EXPECT_EQ(e, 1000);
+  });
+  EXPECT_EQ(blocks.load(), 1);
+  EXPECT_FALSE(offCaller.load());
+  std::vector<std::atomic<int>> hits(5000);
+  parallelForAtLeast(5000, 100, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]++;
+  });
+  for (auto& h : hits) ASSERT_EQ(h.load(), 1);
+}
+
+TEST(ThreadPool, NestedParallelForRunsInlineWithoutDeadlock) {
+  ThreadPool pool(2);
+  ThreadPoolScope scope(&pool);
+  std::vector<std::atomic<int>> hits(64 * 64);
+  parallelFor(64, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      parallelFor(64, [&](int64_t b2, int64_t e2) {  // inner loop, from the caller or a worker
+        for (int64_t j = b2; j < e2; ++j) hits[static_cast<size_t>(i * 64 + j)]++;
+      });
+    }
+  });
+  for (auto& h : hits) ASSERT_EQ(h.load(), 1);
+}
+
 TEST(ThreadPool, SgemmSplitAcrossThreadsMatchesOneThread) {
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> dist(-1, 1);

@@ -1,5 +1,6 @@
 // Iteration over numpy-broadcast operands in contiguous runs.
 #pragma once
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <vector>
@@ -42,13 +43,13 @@ CoalescedBroadcast<N> coalesceBroadcast(const Shape& outShape, const std::array<
   return result;
 }
 
-/// Calls fn(outOffset, inOffsets, count, inSteps) for runs of `count` consecutive output elements;
-/// input k's element j of the run is at inOffsets[k] + j * inSteps[k] (steps are 0 or 1).
+/// Calls fn(outOffset, inOffsets, count, inSteps) for the runs of consecutive output elements
+/// that cover output elements [begin, end) of a coalesced broadcast; input k's element j of a run
+/// is at inOffsets[k] + j * inSteps[k] (steps are 0 or 1). A range may start or end mid-run, so
+/// disjoint ranges can go to different threads.
 template <size_t N, typename Fn>
-void forEachBroadcastRun(const Shape& outShape, const std::array<const Shape*, N>& inShapes, Fn&& fn) {
-  const int64_t total = shapeNumel(outShape);
-  if (total == 0) return;
-  const CoalescedBroadcast<N> cb = coalesceBroadcast<N>(outShape, inShapes);
+void forEachBroadcastRunIn(const CoalescedBroadcast<N>& cb, int64_t begin, int64_t end, Fn&& fn) {
+  if (begin >= end) return;
   const size_t rank = cb.dims.size();
   if (rank == 0) {  // a single element
     std::array<int64_t, N> offsets{}, steps{};
@@ -58,10 +59,22 @@ void forEachBroadcastRun(const Shape& outShape, const std::array<const Shape*, N
   const int64_t inner = cb.dims[rank - 1];
   std::array<int64_t, N> steps;
   for (size_t k = 0; k < N; ++k) steps[k] = cb.strides[k][rank - 1];
+  // The multi-index (over all but the innermost dim) of the run holding `begin`.
   std::vector<int64_t> index(rank, 0);
   std::array<int64_t, N> offsets{};
-  for (int64_t out = 0; out < total; out += inner) {
-    fn(out, offsets, inner, steps);
+  int64_t run = begin / inner;
+  for (size_t d = rank - 1; d-- > 0;) {
+    index[d] = run % cb.dims[d];
+    run /= cb.dims[d];
+    for (size_t k = 0; k < N; ++k) offsets[k] += index[d] * cb.strides[k][d];
+  }
+  int64_t skip = begin % inner;  // elements of the first run before `begin`
+  for (int64_t out = begin - skip; out < end; out += inner) {
+    const int64_t count = std::min(inner, end - out) - skip;
+    std::array<int64_t, N> at = offsets;
+    for (size_t k = 0; k < N; ++k) at[k] += skip * steps[k];
+    fn(out + skip, at, count, steps);
+    skip = 0;
     // Advance the multi-index over all but the innermost dim.
     for (size_t d = rank - 1; d-- > 0;) {
       ++index[d];
@@ -71,6 +84,15 @@ void forEachBroadcastRun(const Shape& outShape, const std::array<const Shape*, N
       index[d] = 0;
     }
   }
+}
+
+/// Calls fn(outOffset, inOffsets, count, inSteps) for runs of `count` consecutive output elements;
+/// input k's element j of the run is at inOffsets[k] + j * inSteps[k] (steps are 0 or 1).
+template <size_t N, typename Fn>
+void forEachBroadcastRun(const Shape& outShape, const std::array<const Shape*, N>& inShapes, Fn&& fn) {
+  const int64_t total = shapeNumel(outShape);
+  if (total == 0) return;
+  forEachBroadcastRunIn<N>(coalesceBroadcast<N>(outShape, inShapes), 0, total, fn);
 }
 
 }  // namespace kiln::cpu

@@ -62,6 +62,15 @@ struct KernelCreateInfo {
   const ir::Node& node;
   std::vector<const ir::TypeInfo*> inputTypes;  // nullptr for omitted inputs
   std::vector<const Tensor*> constants;         // value of constant inputs, else nullptr
+
+  /// Said by a factory that keeps its own transformed copy of constant input i (packed weights)
+  /// and reads only that input's dtype and shape at run time: the engine may then free the
+  /// original values (when no other node reads them), so weights are not held twice.
+  void keepsOwnCopyOf(size_t i) const {
+    if (ownCopies.size() <= i) ownCopies.resize(i + 1, false);
+    ownCopies[i] = true;
+  }
+  mutable std::vector<bool> ownCopies;  // per input, filled by keepsOwnCopyOf
 };
 
 using KernelFactory = std::function<KernelFn(const KernelCreateInfo&)>;

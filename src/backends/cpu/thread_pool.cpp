@@ -68,14 +68,19 @@ void ThreadPool::workerLoop() {
   }
 }
 
-void ThreadPool::parallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+void ThreadPool::parallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t maxParts) {
   if (n <= 0) return;
-  std::unique_lock<std::mutex> busy(busy_, std::try_to_lock);
-  if (workers_.empty() || n == 1 || !busy.owns_lock()) {
+  const int64_t parts = std::min<int64_t>({n, size(), maxParts > 0 ? maxParts : n});
+  if (parts <= 1) {
     fn(0, n);
     return;
   }
-  const int64_t parts = std::min<int64_t>(n, size());
+  // A nested call (a kernel's loop body calling sgemm, say) finds the pool busy and runs inline.
+  std::unique_lock<std::mutex> busy(busy_, std::try_to_lock);
+  if (!busy.owns_lock()) {
+    fn(0, n);
+    return;
+  }
   job_.store(&fn, std::memory_order_relaxed);
   jobSize_.store(n, std::memory_order_relaxed);
   blocks_.store(parts, std::memory_order_relaxed);
@@ -100,6 +105,16 @@ void parallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
   if (ThreadPool* pool = currentThreadPool()) {
     pool->parallelFor(n, fn);
   } else {
+    fn(0, n);
+  }
+}
+
+void parallelForAtLeast(int64_t n, int64_t minPerThread, const std::function<void(int64_t, int64_t)>& fn) {
+  ThreadPool* pool = currentThreadPool();
+  const int64_t parts = minPerThread > 0 ? n / minPerThread : n;
+  if (pool && parts >= 2) {
+    pool->parallelFor(n, fn, parts);
+  } else if (n > 0) {
     fn(0, n);
   }
 }

@@ -26,7 +26,8 @@ class ThreadPool {
   /// thread; returns when all are done. If another caller is using the pool, runs inline.
   /// Blocks are claimed, not assigned: a thread that is late to wake (the machine is busy) does
   /// not hold the others up, whoever is free takes its block.
-  void parallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
+  /// maxParts > 0 caps the number of blocks (so small loops use fewer threads).
+  void parallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t maxParts = 0);
 
  private:
   void workerLoop();
@@ -63,5 +64,13 @@ class ThreadPoolScope {
 
 /// Splits [0, n) over the current pool when there is one and the work is worth it.
 void parallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
+
+/// parallelFor that gives each thread at least `minPerThread` items, so loops too small to pay
+/// for a dispatch (a few microseconds) run inline on the caller.
+void parallelForAtLeast(int64_t n, int64_t minPerThread, const std::function<void(int64_t, int64_t)>& fn);
+
+/// Items per thread below which the memory-bound elementwise and copy kernels stay serial: about
+/// 10 microseconds of work, several times the pool's dispatch cost (BM_ParallelForOverhead).
+constexpr int64_t kMinElementsPerThread = 16384;
 
 }  // namespace kiln::cpu

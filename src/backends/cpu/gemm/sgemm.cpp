@@ -207,44 +207,93 @@ struct Problem {
   int64_t row0 = 0, col0 = 0;  // where this block of C sits in the whole C (epilogue indexing)
 };
 
+thread_local ScratchBuffer tlsPackedA, tlsPackedB, tlsSharedB;
+
+// The A side of the loop nest for one kc x nc panel of op(B): C[:, j0:j0+nc] (+)= op(A)[:, k0:k0+kc]
+// times the panel, whose strip for column js of the panel is bStrip(js); the epilogue follows the
+// last depth block. A is packed mc rows at a time into packedA unless it comes pre-packed.
+template <typename BStripFn>
+void multiplyPanel(const Problem& p, float* packedA, int64_t j0, int64_t nc, int64_t k0, int64_t kc, BStripFn bStrip) {
+  const SgemmKernelInfo& ki = *p.ki;
+  const int64_t mr = ki.mr, nr = ki.nr;
+  const bool accumulate = k0 > 0 || p.beta != 0.0f;
+  const bool lastK = k0 + kc == p.K;
+  for (int64_t i0 = 0; i0 < p.M; i0 += ki.mc) {
+    const int64_t mc = std::min(ki.mc, p.M - i0);
+    if (!p.a.packed) packAStrips(mr, p.a.trans, p.a.data, p.a.ld, i0, mc, k0, kc, p.alpha, packedA);
+    auto tile = [&](int64_t is, int64_t js) {
+      const float* aStrip = p.a.packed ? p.a.packedStrip(k0, kc, i0 + is) : packedA + is * kc;
+      const int64_t rows = std::min(mr, mc - is), cols = std::min(nr, nc - js);
+      float* c = p.C + (i0 + is) * p.ldc + j0 + js;
+      ki.kernel(kc, aStrip, bStrip(js), c, p.ldc, rows, cols, accumulate);
+      if (lastK && p.ep) applyGemmEpilogue(*p.ep, c, p.ldc, rows, cols, p.row0 + i0 + is, p.col0 + j0 + js);
+    };
+    if (ki.aStripInL1) {
+      for (int64_t is = 0; is < mc; is += mr) {
+        for (int64_t js = 0; js < nc; js += nr) tile(is, js);
+      }
+    } else {
+      for (int64_t js = 0; js < nc; js += nr) {
+        for (int64_t is = 0; is < mc; is += mr) tile(is, js);
+      }
+    }
+  }
+}
+
+float* aBufferFor(const Problem& p) {
+  if (p.a.packed) return nullptr;
+  return tlsPackedA.get(std::min(p.ki->mc, roundUp(p.M, p.ki->mr)) * std::min(p.ki->kc, p.K));
+}
+
 // The single-threaded Goto loop nest over one block of C.
 void blockedGemm(const Problem& p) {
   const SgemmKernelInfo& ki = *p.ki;
-  const int64_t mr = ki.mr, nr = ki.nr;
-  thread_local ScratchBuffer aBuffer, bBuffer;
+  const int64_t nr = ki.nr;
   const int64_t kcMax = std::min(ki.kc, p.K);
-  float* packedB = p.b.packed ? nullptr : bBuffer.get(std::min(ki.nc, roundUp(p.N, nr)) * kcMax);
-  float* packedA = p.a.packed ? nullptr : aBuffer.get(std::min(ki.mc, roundUp(p.M, mr)) * kcMax);
+  float* packedB = p.b.packed ? nullptr : tlsPackedB.get(std::min(ki.nc, roundUp(p.N, nr)) * kcMax);
+  float* packedA = aBufferFor(p);
   // A packed on the fly carries alpha; with A pre-packed, B does.
   const float alphaB = p.a.packed ? p.alpha : 1.0f;
   for (int64_t j0 = 0; j0 < p.N; j0 += ki.nc) {
     const int64_t nc = std::min(ki.nc, p.N - j0);
     for (int64_t k0 = 0; k0 < p.K; k0 += ki.kc) {
       const int64_t kc = std::min(ki.kc, p.K - k0);
-      const bool accumulate = k0 > 0 || p.beta != 0.0f;
-      const bool lastK = k0 + kc == p.K;
-      if (!p.b.packed) packBStrips(nr, p.b.trans, p.b.data, p.b.ld, k0, kc, j0, nc, alphaB, packedB);
-      for (int64_t i0 = 0; i0 < p.M; i0 += ki.mc) {
-        const int64_t mc = std::min(ki.mc, p.M - i0);
-        if (!p.a.packed) packAStrips(mr, p.a.trans, p.a.data, p.a.ld, i0, mc, k0, kc, p.alpha, packedA);
-        auto tile = [&](int64_t is, int64_t js) {
-          const float* aStrip = p.a.packed ? p.a.packedStrip(k0, kc, i0 + is) : packedA + is * kc;
-          const float* bStrip = p.b.packed ? p.b.packedStrip(k0, kc, j0 + js) : packedB + js * kc;
-          const int64_t rows = std::min(mr, mc - is), cols = std::min(nr, nc - js);
-          float* c = p.C + (i0 + is) * p.ldc + j0 + js;
-          ki.kernel(kc, aStrip, bStrip, c, p.ldc, rows, cols, accumulate);
-          if (lastK && p.ep) applyGemmEpilogue(*p.ep, c, p.ldc, rows, cols, p.row0 + i0 + is, p.col0 + j0 + js);
-        };
-        if (ki.aStripInL1) {
-          for (int64_t is = 0; is < mc; is += mr) {
-            for (int64_t js = 0; js < nc; js += nr) tile(is, js);
-          }
-        } else {
-          for (int64_t js = 0; js < nc; js += nr) {
-            for (int64_t is = 0; is < mc; is += mr) tile(is, js);
-          }
-        }
+      if (p.b.packed) {
+        multiplyPanel(p, packedA, j0, nc, k0, kc, [&](int64_t js) { return p.b.packedStrip(k0, kc, j0 + js); });
+      } else {
+        packBStrips(nr, p.b.trans, p.b.data, p.b.ld, k0, kc, j0, nc, alphaB, packedB);
+        multiplyPanel(p, packedA, j0, nc, k0, kc, [&](int64_t js) { return packedB + js * kc; });
       }
+    }
+  }
+}
+
+// C split over rows with neither operand pre-packed: rather than every thread packing the same
+// B panel, the threads pack each kc x nc panel together (a share of its strips each), then each
+// multiplies its own rows of A by the whole panel. Two pool rounds per panel.
+void sharedPanelGemm(const Problem& p, ThreadPool& pool) {
+  const SgemmKernelInfo& ki = *p.ki;
+  const int64_t mr = ki.mr, nr = ki.nr;
+  float* panel = tlsSharedB.get(std::min(ki.nc, roundUp(p.N, nr)) * std::min(ki.kc, p.K));
+  const int64_t mTiles = (p.M + mr - 1) / mr;
+  for (int64_t j0 = 0; j0 < p.N; j0 += ki.nc) {
+    const int64_t nc = std::min(ki.nc, p.N - j0);
+    const int64_t strips = (nc + nr - 1) / nr;
+    for (int64_t k0 = 0; k0 < p.K; k0 += ki.kc) {
+      const int64_t kc = std::min(ki.kc, p.K - k0);
+      pool.parallelFor(strips, [&](int64_t s0, int64_t s1) {
+        const int64_t first = s0 * nr, last = std::min(nc, s1 * nr);
+        packBStrips(nr, p.b.trans, p.b.data, p.b.ld, k0, kc, j0 + first, last - first, 1.0f, panel + first * kc);
+      });
+      pool.parallelFor(mTiles, [&](int64_t t0, int64_t t1) {
+        Problem part = p;
+        const int64_t i0 = t0 * mr;
+        part.M = std::min(p.M, t1 * mr) - i0;
+        part.a = p.a.shifted(i0, true);
+        part.C = p.C + i0 * p.ldc;
+        part.row0 = p.row0 + i0;
+        multiplyPanel(part, aBufferFor(part), j0, nc, k0, kc, [&](int64_t js) { return panel + js * kc; });
+      });
     }
   }
 }
@@ -308,7 +357,8 @@ void gemv(int64_t L, int64_t K, float alpha, const float* P, int64_t ld, bool ro
 constexpr int64_t kMinParallelWork = int64_t{1} << 18;  // M*N*K below which one thread is faster
 
 // Applies beta, then splits C over the current pool into blocks of whole micro-tiles along the
-// dimension with more tiles; each thread packs its own panels.
+// dimension with more tiles; each thread packs its own panels, except that B panels are packed
+// together when both operands are plain and C is split over rows (sharedPanelGemm).
 void runBlocked(Problem p) {
   if (p.beta != 0.0f && p.beta != 1.0f) {
     scaleC(p.M, p.N, p.beta, p.C, p.ldc);
@@ -321,7 +371,9 @@ void runBlocked(Problem p) {
     blockedGemm(p);
     return;
   }
-  if (nTiles >= mTiles) {
+  if (!p.a.packed && !p.b.packed && mTiles > nTiles) {
+    sharedPanelGemm(p, *pool);
+  } else if (nTiles >= mTiles) {
     pool->parallelFor(nTiles, [&](int64_t t0, int64_t t1) {
       Problem part = p;
       const int64_t j0 = t0 * nr;

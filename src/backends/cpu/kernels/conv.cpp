@@ -57,18 +57,21 @@ struct ConvEpilogue {
 // W packed as the GEMM's left operand, and Winograd filters for 3x3 kernels; empty otherwise.
 struct PreparedWeights {
   PackedMatrix packed;
-  std::shared_ptr<const std::vector<float>> winograd;
+  std::shared_ptr<const WinogradWeights> winograd;
 };
 
+// Once W is packed, the kernel reads only W's shape (unless a convolution with one input channel
+// per group takes the depthwise path, which reads W itself), so the engine may free the original.
 PreparedWeights prepareWeights(const KernelCreateInfo& info) {
   PreparedWeights p;
   const Tensor* w = info.constants.size() > 1 ? info.constants[1] : nullptr;
   if (!w || w->dtype() != DataType::kFloat32 || w->rank() < 3 || ir::attrInt(info.node, "group", 1) != 1) return p;
   const int64_t outChannels = w->dim(0), depth = w->numel() / std::max<int64_t>(outChannels, 1);
   p.packed = packA(false, outChannels, depth, w->data<float>(), depth);
-  if (w->rank() == 4 && w->dim(2) == 3 && w->dim(3) == 3 && outChannels >= 16 && w->dim(1) >= 16) {
-    p.winograd = std::make_shared<const std::vector<float>>(winogradFilters(w->data<float>(), outChannels, w->dim(1)));
+  if (w->rank() == 4 && w->dim(2) == 3 && w->dim(3) == 3 && outChannels >= 256 && w->dim(1) >= 256) {
+    p.winograd = std::make_shared<const WinogradWeights>(packWinogradFilters(w->data<float>(), outChannels, w->dim(1)));
   }
+  if (w->dim(1) > 1) info.keepsOwnCopyOf(1);
   return p;
 }
 
@@ -140,18 +143,17 @@ void convolve(const ir::ConvGeometry& g, int64_t group, const Tensor& x, const T
       depthwiseConv2d(g, batch, channels, imageShape[0], imageShape[1], px, pw, pb, pr, epilogue.act, py);
       return;
     }
-    if (winogradSupported(g, group, channels, outChannels)) {
-      std::vector<float> computed;
-      const float* filters = prepared.winograd ? prepared.winograd->data() : nullptr;
+    // With W packed when the kernel was made, Winograd runs only if its filters were made too:
+    // the original W may have been freed (see prepareWeights).
+    if (winogradSupported(g, group, channels, outChannels) && (prepared.winograd || prepared.packed.empty())) {
+      WinogradWeights computed;
+      const WinogradWeights* filters = prepared.winograd.get();
       if (!filters) {
-        computed = winogradFilters(pw, outChannels, channels);
-        filters = computed.data();
+        computed = packWinogradFilters(pw, outChannels, channels);
+        filters = &computed;
       }
-      winogradConv2d(g, batch, channels, imageShape[0], imageShape[1], outChannels, px, filters, py);
-      for (int64_t n = 0; n < batch; ++n) {
-        const int64_t offset = n * outChannels * outSize;
-        finishRows<float>(epilogue, py + offset, pr ? pr + offset : nullptr, pb, outChannels, outSize, outSize);
-      }
+      winogradConv2d(g, batch, channels, imageShape[0], imageShape[1], outChannels, px, *filters, py,
+                     WinogradEpilogue{pb, pr, epilogue.act});
       return;
     }
   }

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "backends/cpu/activation.h"
+#include "backends/cpu/gemm/sgemm.h"
 #include "ir/ops/conv_geometry.h"
 
 namespace kiln::cpu {
@@ -15,8 +17,24 @@ bool winogradSupported(const ir::ConvGeometry& g, int64_t group, int64_t channel
 /// The transformed filters U = G w G^T, laid out [16][outChannels][channels], from w [OC, IC, 3, 3].
 std::vector<float> winogradFilters(const float* w, int64_t outChannels, int64_t channels);
 
-/// y[n] = conv(x[n], w) without bias for every image; U from winogradFilters.
+/// The 16 matrices U[xi] (OC x IC) of winogradFilters, each packed as a GEMM left operand once,
+/// so a convolution's 16 products per tile block do not re-pack the filters every time.
+struct WinogradWeights {
+  std::vector<PackedMatrix> u;
+};
+WinogradWeights packWinogradFilters(const float* w, int64_t outChannels, int64_t channels);
+
+/// What follows the convolution, applied to each run of finished output rows while it is in
+/// cache: y = act(y + bias[o] + residual), residual shaped like y (both optional).
+struct WinogradEpilogue {
+  const float* bias = nullptr;
+  const float* residual = nullptr;
+  Activation act;
+};
+
+/// y[n] = epilogue(conv(x[n], w)) for every image; U from packWinogradFilters.
 void winogradConv2d(const ir::ConvGeometry& g, int64_t batch, int64_t channels, int64_t height, int64_t width,
-                    int64_t outChannels, const float* x, const float* filters, float* y);
+                    int64_t outChannels, const float* x, const WinogradWeights& filters, float* y,
+                    const WinogradEpilogue& epilogue = {});
 
 }  // namespace kiln::cpu

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backends/cpu/kernel.h"
+#include "backends/cpu/thread_pool.h"
 #include "core/dtype_dispatch.h"
 
 namespace kiln::cpu {
@@ -38,6 +39,20 @@ inline int64_t dimProduct(const Shape& shape, size_t begin, size_t end) {
   return n;
 }
 
+/// The row-major multi-index (into `index`) of position `linear` in `dims`, and its offsets in a
+/// source and a destination walked with `srcSteps` and `dstSteps`: where a thread's range starts.
+inline std::pair<int64_t, int64_t> outerOffsets(int64_t linear, const Shape& dims, const std::vector<int64_t>& srcSteps,
+                                                const std::vector<int64_t>& dstSteps, std::vector<int64_t>& index) {
+  int64_t src = 0, dst = 0;
+  for (size_t d = dims.size(); d-- > 0;) {
+    index[d] = linear % dims[d];
+    linear /= dims[d];
+    src += index[d] * srcSteps[d];
+    dst += index[d] * dstSteps[d];
+  }
+  return {src, dst};
+}
+
 /// copyStrided for a transpose: dim j is contiguous in the source but not the innermost output
 /// dim, so copying the (j, innermost) plane tile by tile keeps both reads and writes in cache.
 template <typename T>
@@ -56,28 +71,31 @@ void copyTiled(const T* src, const Shape& dims, const std::vector<int64_t>& step
     outerDst.push_back(dstStrides[d]);
   }
   const int64_t planes = shapeNumel(outerDims);
-  std::vector<int64_t> index(outerDims.size(), 0);
-  int64_t srcOffset = 0, dstOffset = 0;
-  for (int64_t p = 0; p < planes; ++p) {
-    const T* s = src + srcOffset;
-    T* o = dst + dstOffset;
-    for (int64_t r0 = 0; r0 < rows; r0 += kTile) {
-      const int64_t rEnd = std::min(r0 + kTile, rows);
-      for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
-        const int64_t cEnd = std::min(c0 + kTile, cols);
-        for (int64_t r = r0; r < rEnd; ++r)
-          for (int64_t c = c0; c < cEnd; ++c) o[r * rowStride + c] = s[r + c * colStep];
+  // Planes are independent: threads take contiguous ranges of them.
+  parallelForAtLeast(planes, std::max<int64_t>(1, kMinElementsPerThread / (rows * cols)), [&](int64_t p0, int64_t p1) {
+    std::vector<int64_t> index(outerDims.size(), 0);
+    auto [srcOffset, dstOffset] = outerOffsets(p0, outerDims, outerSrc, outerDst, index);
+    for (int64_t p = p0; p < p1; ++p) {
+      const T* s = src + srcOffset;
+      T* o = dst + dstOffset;
+      for (int64_t r0 = 0; r0 < rows; r0 += kTile) {
+        const int64_t rEnd = std::min(r0 + kTile, rows);
+        for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
+          const int64_t cEnd = std::min(c0 + kTile, cols);
+          for (int64_t r = r0; r < rEnd; ++r)
+            for (int64_t c = c0; c < cEnd; ++c) o[r * rowStride + c] = s[r + c * colStep];
+        }
+      }
+      for (size_t d = outerDims.size(); d-- > 0;) {
+        srcOffset += outerSrc[d];
+        dstOffset += outerDst[d];
+        if (++index[d] < outerDims[d]) break;
+        srcOffset -= outerSrc[d] * outerDims[d];
+        dstOffset -= outerDst[d] * outerDims[d];
+        index[d] = 0;
       }
     }
-    for (size_t d = outerDims.size(); d-- > 0;) {
-      srcOffset += outerSrc[d];
-      dstOffset += outerDst[d];
-      if (++index[d] < outerDims[d]) break;
-      srcOffset -= outerSrc[d] * outerDims[d];
-      dstOffset -= outerDst[d] * outerDims[d];
-      index[d] = 0;
-    }
-  }
+  });
 }
 
 /// Fills contiguous `dst` of `shape` with src[sum(i_d * strides[d])]; strides may be 0 (broadcast)
@@ -112,24 +130,31 @@ void copyStrided(const T* src, const Shape& shape, const std::vector<int64_t>& s
     }
   }
   const int64_t outer = shapeNumel(dims) / inner;
-  std::vector<int64_t> index(rank, 0);
-  int64_t offset = 0;
-  for (int64_t o = 0; o < outer; ++o, dst += inner) {
-    const T* s = src + offset;
-    if (step == 1) {
-      std::copy(s, s + inner, dst);
-    } else if (step == 0) {
-      std::fill(dst, dst + inner, *s);
-    } else {
-      for (int64_t i = 0; i < inner; ++i) dst[i] = s[i * step];
+  const Shape outerDims(dims.begin(), dims.end() - 1);
+  const std::vector<int64_t> outerSteps(steps.begin(), steps.end() - 1);
+  const std::vector<int64_t> rowSteps(rank - 1, 0);  // destination offsets come from the row number
+  // Rows are independent: threads take contiguous ranges of them.
+  parallelForAtLeast(outer, std::max<int64_t>(1, kMinElementsPerThread / inner), [&](int64_t o0, int64_t o1) {
+    std::vector<int64_t> index(rank - 1, 0);
+    int64_t offset = outerOffsets(o0, outerDims, outerSteps, rowSteps, index).first;
+    for (int64_t o = o0; o < o1; ++o) {
+      const T* s = src + offset;
+      T* row = dst + o * inner;
+      if (step == 1) {
+        std::copy(s, s + inner, row);
+      } else if (step == 0) {
+        std::fill(row, row + inner, *s);
+      } else {
+        for (int64_t i = 0; i < inner; ++i) row[i] = s[i * step];
+      }
+      for (size_t d = rank - 1; d-- > 0;) {
+        offset += steps[d];
+        if (++index[d] < dims[d]) break;
+        offset -= steps[d] * dims[d];
+        index[d] = 0;
+      }
     }
-    for (size_t d = rank - 1; d-- > 0;) {
-      offset += steps[d];
-      if (++index[d] < dims[d]) break;
-      offset -= steps[d] * dims[d];
-      index[d] = 0;
-    }
-  }
+  });
 }
 
 /// copyStrided on tensors of any dtype; dst must be allocated with `shape` and src's dtype.

@@ -5,6 +5,7 @@
 
 #include "backends/cpu/broadcast.h"
 #include "backends/cpu/kernel.h"
+#include "backends/cpu/thread_pool.h"
 #include "core/dtype_dispatch.h"
 
 namespace kiln::cpu {
@@ -73,13 +74,15 @@ To convertNumber(From v) {
   }
 }
 
-/// out[i] = op(in[i]) with Out/In storage types; op works on ComputeType<In>.
+/// out[i] = op(in[i]) with Out/In storage types; op works on ComputeType<In>. Large tensors are
+/// split in contiguous blocks over the current thread pool (op must be a pure function).
 template <typename In, typename Out, typename Op>
 void mapUnary(const Tensor& in, Tensor& out, Op op) {
   const In* x = in.data<In>();
   Out* y = out.data<Out>();
-  const int64_t n = in.numel();
-  for (int64_t i = 0; i < n; ++i) y[i] = static_cast<Out>(op(static_cast<ComputeType<In>>(x[i])));
+  parallelForAtLeast(in.numel(), kMinElementsPerThread, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) y[i] = static_cast<Out>(op(static_cast<ComputeType<In>>(x[i])));
+  });
 }
 
 /// v in its compute type; a reference when no conversion is needed (no string copies).
@@ -98,24 +101,29 @@ void mapBinaryMixed(const Tensor& a, const Tensor& b, Tensor& out, Op op) {
   Out* po = out.data<Out>();
   using CA = ComputeType<InA>;
   using CB = ComputeType<InB>;
-  forEachBroadcastRun<2>(out.shape(), {&a.shape(), &b.shape()},
-                         [&](int64_t o, const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& st) {
-                           const InA* x = pa + off[0];
-                           const InB* y = pb + off[1];
-                           Out* z = po + o;
-                           if (st[0] && st[1]) {
-                             for (int64_t i = 0; i < n; ++i) z[i] = static_cast<Out>(op(toCompute(x[i]), toCompute(y[i])));
-                           } else if (st[0]) {
-                             const CB yv = CB(*y);
-                             for (int64_t i = 0; i < n; ++i) z[i] = static_cast<Out>(op(toCompute(x[i]), yv));
-                           } else if (st[1]) {
-                             const CA xv = CA(*x);
-                             for (int64_t i = 0; i < n; ++i) z[i] = static_cast<Out>(op(xv, toCompute(y[i])));
-                           } else {
-                             const Out v = static_cast<Out>(op(CA(*x), CB(*y)));
-                             for (int64_t i = 0; i < n; ++i) z[i] = v;
-                           }
-                         });
+  const auto runs = [&](int64_t o, const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& st) {
+    const InA* x = pa + off[0];
+    const InB* y = pb + off[1];
+    Out* z = po + o;
+    if (st[0] && st[1]) {
+      for (int64_t i = 0; i < n; ++i) z[i] = static_cast<Out>(op(toCompute(x[i]), toCompute(y[i])));
+    } else if (st[0]) {
+      const CB yv = CB(*y);
+      for (int64_t i = 0; i < n; ++i) z[i] = static_cast<Out>(op(toCompute(x[i]), yv));
+    } else if (st[1]) {
+      const CA xv = CA(*x);
+      for (int64_t i = 0; i < n; ++i) z[i] = static_cast<Out>(op(xv, toCompute(y[i])));
+    } else {
+      const Out v = static_cast<Out>(op(CA(*x), CB(*y)));
+      for (int64_t i = 0; i < n; ++i) z[i] = v;
+    }
+  };
+  const int64_t total = out.numel();
+  if (total == 0) return;
+  const CoalescedBroadcast<2> cb = coalesceBroadcast<2>(out.shape(), {&a.shape(), &b.shape()});
+  // Each thread takes a contiguous slice of the output (runs may be cut mid-way).
+  parallelForAtLeast(total, kMinElementsPerThread,
+                     [&](int64_t begin, int64_t end) { forEachBroadcastRunIn<2>(cb, begin, end, runs); });
 }
 
 /// out = op(a, b) with numpy broadcasting; a and b share the element type In.

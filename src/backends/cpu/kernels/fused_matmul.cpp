@@ -14,6 +14,7 @@ KernelFn makeFusedMatMulKernel(const KernelCreateInfo& info) {
   const Tensor* constantB = info.constants.size() > 1 ? info.constants[1] : nullptr;
   if (constantB && constantB->dtype() == DataType::kFloat32 && constantB->rank() == 2) {
     packed = packB(false, constantB->dim(0), constantB->dim(1), constantB->data<float>(), constantB->dim(1));
+    info.keepsOwnCopyOf(1);  // float32 A is required, so B is only read packed
   }
   return [act, packed](KernelContext& ctx) {
     const Tensor& a = ctx.input(0);

@@ -1,6 +1,7 @@
 // CPU kernels of ops that rearrange or combine tensors: Transpose, Concat, Split, Tile,
 // DepthToSpace, SpaceToDepth, Trilu, ReverseSequence. All work on every dtype.
 #include "backends/cpu/kernels/copy_util.h"
+#include "backends/cpu/thread_pool.h"
 #include "ir/ops/shape_rules.h"
 
 namespace kiln::cpu {
@@ -27,14 +28,37 @@ void concatKernel(KernelContext& ctx) {
   dispatchStorage(y.dtype(), "Concat", [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* out = y.data<T>();
-    int64_t column = 0;  // where this input's block starts inside an output row
+    // Each input's block of an output row: source, column where it starts, length.
+    struct Block {
+      const T* in;
+      int64_t column;
+      int64_t row;
+    };
+    std::vector<Block> blocks;
+    int64_t column = 0;
     for (size_t k = 0; k < ctx.numInputs(); ++k) {
       const Tensor& x = ctx.input(k);
       const int64_t row = x.rank() > static_cast<size_t>(axis) ? x.dim(axis) * inner : 0;
-      const T* in = x.data<T>();
-      for (int64_t o = 0; o < outer && row > 0; ++o) std::copy(in + o * row, in + (o + 1) * row, out + o * outRow + column);
+      if (row > 0) blocks.push_back({x.data<T>(), column, row});
       column += row;
     }
+    if (outer > 1) {  // threads take contiguous ranges of output rows
+      parallelForAtLeast(outer, std::max<int64_t>(1, kMinElementsPerThread / std::max<int64_t>(1, outRow)),
+                         [&](int64_t o0, int64_t o1) {
+                           for (int64_t o = o0; o < o1; ++o)
+                             for (const Block& b : blocks)
+                               std::copy(b.in + o * b.row, b.in + (o + 1) * b.row, out + o * outRow + b.column);
+                         });
+      return;
+    }
+    // One output row (batch-1 channel concat): split the output into equal element ranges and
+    // copy the parts of the input blocks that fall into each.
+    parallelForAtLeast(outRow, kMinElementsPerThread, [&](int64_t e0, int64_t e1) {
+      for (const Block& b : blocks) {
+        const int64_t lo = std::max(e0, b.column), hi = std::min(e1, b.column + b.row);
+        if (lo < hi) std::copy(b.in + (lo - b.column), b.in + (hi - b.column), out + lo);
+      }
+    });
   });
 }
 

@@ -175,6 +175,7 @@ void runGemm(const GemmParams& p, const Tensor& a, const Tensor& b, const Tensor
 
 KernelFn makeMatMulKernel(const KernelCreateInfo& info) {
   const PackedMatrix packedB = packConstantB(info, false);
+  if (!packedB.empty()) info.keepsOwnCopyOf(1);  // A is float32 too (same type), so B is only read packed
   return [packedB](KernelContext& ctx) { matMulKernel(ctx, packedB); };
 }
 
@@ -224,6 +225,8 @@ KernelFn makeGemmKernel(const KernelCreateInfo& info) {
   p.alpha = ir::attrFloat(info.node, "alpha", 1.0f);
   p.beta = ir::attrFloat(info.node, "beta", 1.0f);
   const PackedGemm packed = prepareGemm(info, p);
+  if (!packed.b.empty()) info.keepsOwnCopyOf(1);  // float32 A (same type as B) always takes the packed path
+  if (!packed.bias.empty()) info.keepsOwnCopyOf(2);
   return [p, packed](KernelContext& ctx) {
     const Tensor& a = ctx.input(0);
     const Tensor& b = ctx.input(1);

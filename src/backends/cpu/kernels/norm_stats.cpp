@@ -2,6 +2,7 @@
 // RMSNormalization (trailing dims), InstanceNormalization (each channel) and GroupNormalization
 // (groups of channels).
 #include "backends/cpu/kernels/norm_util.h"
+#include "backends/cpu/thread_pool.h"
 #include "ir/shape_helpers.h"
 
 namespace kiln::cpu {
@@ -40,6 +41,27 @@ void layerNorm(KernelContext& ctx, int64_t axis, double epsilon, bool rms) {
   std::vector<C> bias = ctx.hasInput(2) ? expandParam<C>(ctx, ctx.input(2), normShape) : std::vector<C>(len, C(0));
   Tensor& y = ctx.output(0);
   std::vector<double> means(static_cast<size_t>(rows)), invStds(static_cast<size_t>(rows));
+  if constexpr (std::is_same_v<T, float> && std::is_same_v<O, float>) {
+    // float32 (transformers): vectorized rows, split over the thread pool.
+    const float* src = x.data<float>();
+    float* dst = y.data<float>();
+    auto normalizeRows = [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        const RowStats s = layerNormRowFloat(src + r * len, dst + r * len, len, scale.data(), bias.data(), epsilon, rms);
+        means[static_cast<size_t>(r)] = s.mean;
+        invStds[static_cast<size_t>(r)] = s.invStd;
+      }
+    };
+    constexpr int64_t kParallelElements = 1 << 14;  // below this, waking the pool costs more than it saves
+    if (x.numel() >= kParallelElements) {
+      parallelFor(rows, normalizeRows);
+    } else {
+      normalizeRows(0, rows);
+    }
+    if (ctx.wantsOutput(1)) storeDoubles(ctx.output(1), means);
+    if (ctx.wantsOutput(2)) storeDoubles(ctx.output(2), invStds);
+    return;
+  }
   for (int64_t r = 0; r < rows; ++r) {
     const T* src = x.data<T>() + r * len;
     O* dst = y.data<O>() + r * len;

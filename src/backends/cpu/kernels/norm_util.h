@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "backends/cpu/kernels/elementwise_util.h"
+#include "backends/cpu/kernels/reduce_simd.h"
 
 namespace kiln::cpu {
 
@@ -38,6 +39,40 @@ RowStats rmsStats(const T* x, int64_t n, double epsilon) {
     sq += v * v;
   }
   return {0.0, 1.0 / std::sqrt((n > 0 ? sq / static_cast<double>(n) : 0.0) + epsilon)};
+}
+
+/// LayerNormalization (or, when rms, RMSNormalization) of one float32 row of n values:
+/// y = (x - mean) * invStd * scale + bias, on 8-float vectors. The sums run in 8 float lanes (each
+/// adds n / 8 values, so the rounding stays near float epsilon for any row a layer norm sees) and
+/// the variance is taken of the deviations, not as E[x^2] - mean^2, so a large mean does not cancel.
+inline RowStats layerNormRowFloat(const float* x, float* y, int64_t n, const float* scale, const float* bias,
+                                  double epsilon, bool rms) {
+  const int64_t vectorEnd = n / 8 * 8;
+  float mean = 0.0f;
+  if (!rms && n > 0) {
+    Float8 acc = splat(0.0f);
+    for (int64_t i = 0; i < vectorEnd; i += 8) acc += load8(x + i);
+    float sum = horizontalSum(acc);
+    for (int64_t i = vectorEnd; i < n; ++i) sum += x[i];
+    mean = sum / static_cast<float>(n);
+  }
+  Float8 sq = splat(0.0f);
+  const Float8 mean8 = splat(mean);
+  for (int64_t i = 0; i < vectorEnd; i += 8) {
+    const Float8 d = load8(x + i) - mean8;
+    sq += d * d;
+  }
+  float sumSq = horizontalSum(sq);
+  for (int64_t i = vectorEnd; i < n; ++i) sumSq += (x[i] - mean) * (x[i] - mean);
+  const double var = n > 0 ? static_cast<double>(sumSq) / static_cast<double>(n) : 0.0;
+  const double invStd = 1.0 / std::sqrt(var + epsilon);
+  const float inv = static_cast<float>(invStd);
+  const Float8 inv8 = splat(inv);
+  for (int64_t i = 0; i < vectorEnd; i += 8) {
+    store8(y + i, (load8(x + i) - mean8) * inv8 * load8(scale + i) + load8(bias + i));
+  }
+  for (int64_t i = vectorEnd; i < n; ++i) y[i] = (x[i] - mean) * inv * scale[i] + bias[i];
+  return {mean, invStd};
 }
 
 /// y = x * a + b over n values, computed in ComputeType<T>.

@@ -24,8 +24,14 @@ PoolAttrs attrsFor(const KernelContext& ctx, const PoolAttrs& built) {
   return ir::readPoolAttrs(ctx.node(), ctx.input(0).rank() - 2);
 }
 
-// Row-at-a-time pooling: for each output row, every valid (dim 0, dim 1) tap pair streams one
-// input row into an accumulator row, one kernel column at a time (vectorizes for stride 1).
+// Planes per thread worth a dispatch: each plane reads about inPlane elements.
+int64_t planesPerThread(const PoolWindows& w) {
+  return std::max<int64_t>(1, kMinElementsPerThread / std::max<int64_t>(1, w.inPlane() + w.outPlane()));
+}
+
+// Row-at-a-time pooling: for each output row, the input rows of its valid (dim 0, dim 1) taps are
+// first combined elementwise into one row (contiguous, vectorizes), then every kernel column takes
+// its strided slice of that row into an accumulator row, so each input row is streamed once.
 // Op supplies init(), load(x) (value transform), combine(acc, v) and finish(acc, count, paddedCount)
 // where the counts are the window's taps inside the input / inside the input and its padding.
 template <typename T, typename Op>
@@ -36,38 +42,49 @@ void rowPool(const Tensor& x, Tensor& y, const PoolWindows& w, Op op) {
   const auto [n0, n1, n2] = w.in;
   const int64_t out2 = w.out[2];
   const int64_t s2 = w.lastStride;
-  std::vector<C> acc(static_cast<size_t>(out2));
-  for (int64_t p = 0; p < planes; ++p) {
-    const T* src = x.data<T>() + p * w.inPlane();
-    T* dst = y.data<T>() + p * w.outPlane();
-    for (const TapRange& r0 : w.taps[0]) {
-      for (const TapRange& r1 : w.taps[1]) {
-        std::fill(acc.begin(), acc.end(), op.init());
-        for (int64_t a = r0.first; a < r0.last; ++a) {
-          for (int64_t b = r1.first; b < r1.last; ++b) {
-            const T* row = src + ((r0.start + a * d0) * n1 + r1.start + b * d1) * n2;
+  // Planes are independent: each thread pools a contiguous block of them.
+  parallelForAtLeast(planes, planesPerThread(w), [&](int64_t pBegin, int64_t pEnd) {
+    std::vector<C> acc(static_cast<size_t>(out2));
+    std::vector<C> rows(static_cast<size_t>(n2));
+    C* merged = rows.data();
+    for (int64_t p = pBegin; p < pEnd; ++p) {
+      const T* src = x.data<T>() + p * w.inPlane();
+      T* dst = y.data<T>() + p * w.outPlane();
+      for (const TapRange& r0 : w.taps[0]) {
+        for (const TapRange& r1 : w.taps[1]) {
+          // merged[i] = combine over the window's rows of load(x[row][i]), starting from init()
+          // so that the result equals combining every tap one at a time.
+          std::fill(rows.begin(), rows.end(), op.init());
+          for (int64_t a = r0.first; a < r0.last; ++a) {
+            for (int64_t b = r1.first; b < r1.last; ++b) {
+              const T* row = src + ((r0.start + a * d0) * n1 + r1.start + b * d1) * n2;
+              for (int64_t i = 0; i < n2; ++i) merged[i] = op.combine(merged[i], op.load(C(row[i])));
+            }
+          }
+          std::fill(acc.begin(), acc.end(), op.init());
+          if (r0.last > r0.first && r1.last > r1.first) {
             for (const ColumnTap& t : w.columnTaps) {
-              const T* in = row + t.lo * s2 + t.offset;
+              const C* in = merged + t.lo * s2 + t.offset;
               C* out = acc.data() + t.lo;
               const int64_t n = t.hi - t.lo;
               if (s2 == 1) {
-                for (int64_t j = 0; j < n; ++j) out[j] = op.combine(out[j], op.load(C(in[j])));
+                for (int64_t j = 0; j < n; ++j) out[j] = op.combine(out[j], in[j]);
               } else {
-                for (int64_t j = 0; j < n; ++j) out[j] = op.combine(out[j], op.load(C(in[j * s2])));
+                for (int64_t j = 0; j < n; ++j) out[j] = op.combine(out[j], in[j * s2]);
               }
             }
           }
+          const int64_t count01 = (r0.last - r0.first) * (r1.last - r1.first);
+          const int64_t padded01 = r0.paddedCount * r1.paddedCount;
+          for (int64_t o2 = 0; o2 < out2; ++o2) {
+            const TapRange& r2 = w.taps[2][static_cast<size_t>(o2)];
+            dst[o2] = static_cast<T>(op.finish(acc[o2], count01 * (r2.last - r2.first), padded01 * r2.paddedCount));
+          }
+          dst += out2;
         }
-        const int64_t count01 = (r0.last - r0.first) * (r1.last - r1.first);
-        const int64_t padded01 = r0.paddedCount * r1.paddedCount;
-        for (int64_t o2 = 0; o2 < out2; ++o2) {
-          const TapRange& r2 = w.taps[2][static_cast<size_t>(o2)];
-          dst[o2] = static_cast<T>(op.finish(acc[o2], count01 * (r2.last - r2.first), padded01 * r2.paddedCount));
-        }
-        dst += out2;
       }
     }
-  }
+  });
 }
 
 template <typename C>
@@ -110,37 +127,39 @@ void maxPoolWithIndices(const Tensor& x, Tensor& y, Tensor& indices, bool column
   const int64_t outPlane = w.outPlane();
   const auto [d0, d1, d2] = w.dilation;
   const auto [n0, n1, n2] = w.in;
-  for (int64_t p = 0; p < planes; ++p) {
-    const T* src = x.data<T>() + p * inPlane;
-    T* dst = y.data<T>() + p * outPlane;
-    int64_t* idx = indices.data<int64_t>() + p * outPlane;
-    int64_t o = 0;
-    for (const TapRange& r0 : w.taps[0]) {
-      for (const TapRange& r1 : w.taps[1]) {
-        for (const TapRange& r2 : w.taps[2]) {
-          C best = C(0);
-          int64_t at = -1;  // stays -1 for a window entirely in padding
-          for (int64_t a = r0.first; a < r0.last; ++a) {
-            const int64_t i0 = r0.start + a * d0;
-            for (int64_t b = r1.first; b < r1.last; ++b) {
-              const int64_t i1 = r1.start + b * d1;
-              for (int64_t c = r2.first; c < r2.last; ++c) {
-                const int64_t i2 = r2.start + c * d2;
-                const C v = C(src[(i0 * n1 + i1) * n2 + i2]);
-                if (at < 0 || v > best) {
-                  best = v;
-                  at = columnMajor ? i0 + (i1 + i2 * n1) * n0 : (i0 * n1 + i1) * n2 + i2;
+  parallelForAtLeast(planes, planesPerThread(w), [&](int64_t pBegin, int64_t pEnd) {
+    for (int64_t p = pBegin; p < pEnd; ++p) {
+      const T* src = x.data<T>() + p * inPlane;
+      T* dst = y.data<T>() + p * outPlane;
+      int64_t* idx = indices.data<int64_t>() + p * outPlane;
+      int64_t o = 0;
+      for (const TapRange& r0 : w.taps[0]) {
+        for (const TapRange& r1 : w.taps[1]) {
+          for (const TapRange& r2 : w.taps[2]) {
+            C best = C(0);
+            int64_t at = -1;  // stays -1 for a window entirely in padding
+            for (int64_t a = r0.first; a < r0.last; ++a) {
+              const int64_t i0 = r0.start + a * d0;
+              for (int64_t b = r1.first; b < r1.last; ++b) {
+                const int64_t i1 = r1.start + b * d1;
+                for (int64_t c = r2.first; c < r2.last; ++c) {
+                  const int64_t i2 = r2.start + c * d2;
+                  const C v = C(src[(i0 * n1 + i1) * n2 + i2]);
+                  if (at < 0 || v > best) {
+                    best = v;
+                    at = columnMajor ? i0 + (i1 + i2 * n1) * n0 : (i0 * n1 + i1) * n2 + i2;
+                  }
                 }
               }
             }
+            dst[o] = static_cast<T>(best);
+            idx[o] = at < 0 ? -1 : p * inPlane + at;
+            ++o;
           }
-          dst[o] = static_cast<T>(best);
-          idx[o] = at < 0 ? -1 : p * inPlane + at;
-          ++o;
         }
       }
     }
-  }
+  });
 }
 
 KernelFn makeMaxPool(const KernelCreateInfo& info) {

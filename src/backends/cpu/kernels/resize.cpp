@@ -9,6 +9,7 @@
 
 #include "backends/cpu/kernel.h"
 #include "backends/cpu/kernels/resize_plan.h"
+#include "backends/cpu/thread_pool.h"
 #include "core/dtype_dispatch.h"
 #include "ir/shape_helpers.h"
 
@@ -22,20 +23,26 @@ struct Pass {
   int64_t outer, inLen, outLen, inner;
 };
 
+// Rows per thread worth a dispatch when each output row of `inner` elements costs `taps` reads.
+int64_t rowsPerThread(int64_t inner, int64_t taps) {
+  return std::max<int64_t>(1, kMinElementsPerThread / std::max<int64_t>(1, inner * taps));
+}
+
 template <typename T>
 void nearestPass(const T* src, T* dst, const Pass& g, const AxisPlan& plan, T extrapolation) {
-  for (int64_t o = 0; o < g.outer; ++o) {
-    const T* s = src + o * g.inLen * g.inner;
-    T* d = dst + o * g.outLen * g.inner;
-    for (int64_t y = 0; y < g.outLen; ++y, d += g.inner) {
+  // Output rows (o, y) are independent: threads take contiguous ranges of them.
+  parallelForAtLeast(g.outer * g.outLen, rowsPerThread(g.inner, 1), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t o = r / g.outLen, y = r % g.outLen;
+      T* d = dst + r * g.inner;
       if (!plan.extrapolate.empty() && plan.extrapolate[static_cast<size_t>(y)]) {
         std::fill(d, d + g.inner, extrapolation);
       } else {
-        const T* row = s + plan.index[static_cast<size_t>(y)] * g.inner;
+        const T* row = src + (o * g.inLen + plan.index[static_cast<size_t>(y)]) * g.inner;
         std::copy(row, row + g.inner, d);
       }
     }
-  }
+  });
 }
 
 /// One row of a last-axis pass: each output is a short dot product of gathered inputs.
@@ -54,30 +61,43 @@ template <typename Acc>
 void interpolatePass(const Acc* src, Acc* dst, const Pass& g, const AxisPlan& plan, Acc extrapolation) {
   std::vector<Acc> weights(plan.weight.begin(), plan.weight.end());
   const int64_t taps = plan.taps;
-  for (int64_t o = 0; o < g.outer; ++o) {
-    const Acc* s = src + o * g.inLen * g.inner;
-    Acc* d = dst + o * g.outLen * g.inner;
-    if (g.inner == 1) {
-      auto row = taps == 2 ? gatherRow<2, Acc> : taps == 4 ? gatherRow<4, Acc> : gatherRow<0, Acc>;
-      row(s, d, g.outLen, taps, plan.index.data(), weights.data());
-    } else {
-      for (int64_t y = 0; y < g.outLen; ++y) {
-        const int64_t* index = &plan.index[static_cast<size_t>(y * taps)];
-        const Acc* w = &weights[static_cast<size_t>(y * taps)];
-        Acc* out = d + y * g.inner;
-        const Acc* row0 = s + index[0] * g.inner;
-        for (int64_t j = 0; j < g.inner; ++j) out[j] = w[0] * row0[j];
-        for (int64_t k = 1; k < taps; ++k) {
-          const Acc* row = s + index[k] * g.inner;
-          const Acc wk = w[k];
-          for (int64_t j = 0; j < g.inner; ++j) out[j] += wk * row[j];
+  auto extrapolated = [&](int64_t y) {
+    return static_cast<size_t>(y) < plan.extrapolate.size() && plan.extrapolate[static_cast<size_t>(y)];
+  };
+  if (g.inner == 1) {  // resizing the last axis: threads take contiguous ranges of rows
+    auto row = taps == 2 ? gatherRow<2, Acc> : taps == 4 ? gatherRow<4, Acc> : gatherRow<0, Acc>;
+    parallelForAtLeast(g.outer, rowsPerThread(g.outLen, taps), [&](int64_t o0, int64_t o1) {
+      for (int64_t o = o0; o < o1; ++o) {
+        Acc* d = dst + o * g.outLen;
+        row(src + o * g.inLen, d, g.outLen, taps, plan.index.data(), weights.data());
+        for (int64_t y = 0; y < g.outLen; ++y) {
+          if (extrapolated(y)) d[y] = extrapolation;
         }
       }
-    }
-    for (size_t y = 0; y < plan.extrapolate.size(); ++y) {
-      if (plan.extrapolate[y]) std::fill(d + y * g.inner, d + (y + 1) * g.inner, extrapolation);
-    }
+    });
+    return;
   }
+  // Output rows (o, y) of `inner` elements each are independent: threads take ranges of them.
+  parallelForAtLeast(g.outer * g.outLen, rowsPerThread(g.inner, taps), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t o = r / g.outLen, y = r % g.outLen;
+      Acc* out = dst + r * g.inner;
+      if (extrapolated(y)) {
+        std::fill(out, out + g.inner, extrapolation);
+        continue;
+      }
+      const Acc* s = src + o * g.inLen * g.inner;
+      const int64_t* index = &plan.index[static_cast<size_t>(y * taps)];
+      const Acc* w = &weights[static_cast<size_t>(y * taps)];
+      const Acc* row0 = s + index[0] * g.inner;
+      for (int64_t j = 0; j < g.inner; ++j) out[j] = w[0] * row0[j];
+      for (int64_t k = 1; k < taps; ++k) {
+        const Acc* row = s + index[k] * g.inner;
+        const Acc wk = w[k];
+        for (int64_t j = 0; j < g.inner; ++j) out[j] += wk * row[j];
+      }
+    }
+  });
 }
 
 /// Resizes src (shape `shape`) through every non-identity axis; passFn(src, dst, pass, plan) does one axis.

@@ -6,6 +6,7 @@
 #include "backends/cpu/kernels/elementwise_util.h"
 #include "backends/cpu/kernels/reduce_runs.h"
 #include "backends/cpu/kernels/softmax_exp.h"
+#include "backends/cpu/thread_pool.h"
 #include "ir/shape_helpers.h"
 
 namespace kiln::cpu {
@@ -155,6 +156,25 @@ void softmaxKernel(KernelContext& ctx) {
   dispatchFloat(x.dtype(), ctx.node().opType.c_str(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     using C = ComputeType<T>;
+    if constexpr (std::is_same_v<T, float> && !kLog) {
+      if (b.inner == 1 && b.extent > 0) {
+        // Rows along the last axis: the vectorized row softmax (AVX-512 when available), rows
+        // split over the thread pool when there are enough of them to pay for it.
+        const float* px = x.data<float>();
+        float* py = y.data<float>();
+        auto rows = [&](int64_t begin, int64_t end) {
+          std::copy(px + begin * b.extent, px + end * b.extent, py + begin * b.extent);
+          softmaxRows(py + begin * b.extent, b.extent, nullptr, 0, end - begin, b.extent);
+        };
+        constexpr int64_t kParallelElements = 1 << 14;
+        if (x.numel() >= kParallelElements) {
+          parallelFor(b.outer, rows);
+        } else {
+          rows(0, b.outer);
+        }
+        return;
+      }
+    }
     if constexpr (std::is_same_v<T, C>) {
       softmaxCompute<C, kLog>(x.data<T>(), y.data<T>(), b);
     } else {  // 16-bit floats: compute in float

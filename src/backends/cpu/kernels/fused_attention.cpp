@@ -1,0 +1,141 @@
+// kiln::FusedAttention (made by src/opt/fuse_attention.cpp): Y = softmax(scale * Q K^T + mask) V
+// for each batch and head, with Q [B, Sq, H, Dk], K [B, Sk, H, Dk], V [B, Sk, H, Dv] and Y
+// [B, Sq, H, Dv], or Q, K and V side by side in one [B, S, 3 * H * D] input (the packed form, made
+// when their projections are one GEMM). Heads are read in place through row strides (no
+// transposes); a block of query rows has its scores, mask, softmax and product with V done while
+// the scores are in cache, and the (batch, head, row block) tasks run in parallel on the pool.
+#include <algorithm>
+#include <array>
+#include <vector>
+
+#include "backends/cpu/gemm/sgemm.h"
+#include "backends/cpu/kernel.h"
+#include "backends/cpu/kernels/softmax_exp.h"
+#include "backends/cpu/thread_pool.h"
+
+namespace kiln::cpu {
+namespace {
+
+// Query rows per task: the block's scores (kRowBlock x Sk floats) stay in L1/L2 between the two
+// products, and B * H * blocks tasks keep two threads busy even for one sequence.
+constexpr int64_t kRowBlock = 64;
+
+/// The mask's element strides along (batch, head, query, key) when it broadcasts (right-aligned)
+/// to `full`, 0 where it repeats; false when it does not broadcast.
+bool maskStrides(const Shape& mask, const std::array<int64_t, 4>& full, std::array<int64_t, 4>* strides) {
+  if (mask.size() > 4) return false;
+  strides->fill(0);
+  int64_t stride = 1;
+  for (size_t i = 0; i < mask.size(); ++i) {
+    const int64_t dim = mask[mask.size() - 1 - i];
+    const size_t axis = 3 - i;
+    if (dim != 1 && dim != full[axis]) return false;
+    (*strides)[axis] = dim == 1 ? 0 : stride;
+    stride *= dim;
+  }
+  return true;
+}
+
+// Q, K and V as row-major [batch, length] rows, each row holding the heads side by side.
+struct AttentionOperands {
+  const float* q = nullptr;
+  const float* k = nullptr;
+  const float* v = nullptr;
+  int64_t qRow = 0, kRow = 0, vRow = 0;  // floats from one row to the next
+  int64_t B = 0, Sq = 0, Sk = 0, H = 0, Dk = 0, Dv = 0;
+};
+
+AttentionOperands separateOperands(KernelContext& ctx) {
+  const Tensor& q = ctx.input(0);
+  const Tensor& k = ctx.input(1);
+  const Tensor& v = ctx.input(2);
+  for (const Tensor* t : {&q, &k, &v}) {
+    if (t->dtype() != DataType::kFloat32) {
+      ctx.fail("FusedAttention needs float32 inputs, got " + t->describe(), ErrorCode::kInvalidArgument);
+    }
+  }
+  if (q.rank() != 4 || k.rank() != 4 || v.rank() != 4 || k.dim(0) != q.dim(0) || v.dim(0) != q.dim(0) ||
+      k.dim(2) != q.dim(2) || v.dim(2) != q.dim(2) || k.dim(3) != q.dim(3) || v.dim(1) != k.dim(1)) {
+    ctx.fail("Q " + q.describe() + ", K " + k.describe() + " and V " + v.describe() +
+                 " must be [batch, length, heads, dim] with matching batch, heads, key length and Q/K dim",
+             ErrorCode::kInvalidArgument);
+  }
+  AttentionOperands o{q.data<float>(), k.data<float>(), v.data<float>(), 0, 0, 0,
+                      q.dim(0), q.dim(1), k.dim(1), q.dim(2), q.dim(3), v.dim(3)};
+  o.qRow = o.H * o.Dk;
+  o.kRow = o.H * o.Dk;
+  o.vRow = o.H * o.Dv;
+  return o;
+}
+
+// The packed form: rows of [Q | K | V], each H * D wide.
+AttentionOperands packedOperands(KernelContext& ctx, int64_t heads) {
+  const Tensor& qkv = ctx.input(0);
+  if (qkv.dtype() != DataType::kFloat32 || qkv.rank() != 3 || heads <= 0 || qkv.dim(2) % (3 * heads) != 0) {
+    ctx.fail("packed QKV " + qkv.describe() + " must be float32 [batch, length, 3 * " + std::to_string(heads) +
+                 " * dim]",
+             ErrorCode::kInvalidArgument);
+  }
+  const int64_t D = qkv.dim(2) / (3 * heads);
+  const float* base = qkv.data<float>();
+  return {base, base + heads * D, base + 2 * heads * D, qkv.dim(2), qkv.dim(2), qkv.dim(2),
+          qkv.dim(0), qkv.dim(1), qkv.dim(1), heads, D, D};
+}
+
+void fusedAttentionKernel(KernelContext& ctx, float scale, int64_t packedHeads) {
+  const bool packed = !ctx.hasInput(1) && !ctx.hasInput(2);
+  const AttentionOperands o = packed ? packedOperands(ctx, packedHeads) : separateOperands(ctx);
+  const Tensor* mask = ctx.hasInput(3) ? &ctx.input(3) : nullptr;
+  const int64_t B = o.B, Sq = o.Sq, H = o.H, Dk = o.Dk, Sk = o.Sk, Dv = o.Dv;
+  std::array<int64_t, 4> ms{};
+  if (mask && (mask->dtype() != DataType::kFloat32 || !maskStrides(mask->shape(), {B, H, Sq, Sk}, &ms))) {
+    ctx.fail("mask " + mask->describe() + " must be float32 and broadcast to the scores [" + std::to_string(B) + "x" +
+                 std::to_string(H) + "x" + std::to_string(Sq) + "x" + std::to_string(Sk) + "]",
+             ErrorCode::kInvalidArgument);
+  }
+  Tensor& y = ctx.output(0);
+  if (y.numel() == 0) return;
+  float* py = y.data<float>();
+  if (Sk == 0) {  // no keys: every output row is an empty sum
+    std::fill(py, py + y.numel(), 0.0f);
+    return;
+  }
+  const float* pm = mask ? mask->data<float>() : nullptr;
+  const int64_t blocks = (Sq + kRowBlock - 1) / kRowBlock;
+  parallelFor(B * H * blocks, [&](int64_t begin, int64_t end) {
+    std::vector<float> scores(static_cast<size_t>(std::min(kRowBlock, Sq) * Sk));
+    std::vector<float> maskRow(ms[3] == 0 && pm ? static_cast<size_t>(Sk) : 0);
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t b = task / (H * blocks), h = task / blocks % H, i0 = task % blocks * kRowBlock;
+      const int64_t rows = std::min(kRowBlock, Sq - i0);
+      const float* qBlock = o.q + (b * Sq + i0) * o.qRow + h * Dk;
+      const float* kHead = o.k + b * Sk * o.kRow + h * Dk;
+      const float* vHead = o.v + b * Sk * o.vRow + h * Dv;
+      sgemm(false, true, rows, Sk, Dk, scale, qBlock, o.qRow, kHead, o.kRow, 0.0f, scores.data(), Sk);
+      if (!pm) {
+        softmaxRows(scores.data(), Sk, nullptr, 0, rows, Sk);
+      } else if (ms[3] == 1) {  // mask rows are contiguous along the keys
+        softmaxRows(scores.data(), Sk, pm + b * ms[0] + h * ms[1] + i0 * ms[2], ms[2], rows, Sk);
+      } else {  // one mask value per query row, repeated across the keys
+        for (int64_t r = 0; r < rows; ++r) {
+          std::fill(maskRow.begin(), maskRow.end(), pm[b * ms[0] + h * ms[1] + (i0 + r) * ms[2]]);
+          softmaxRows(scores.data() + r * Sk, Sk, maskRow.data(), 0, 1, Sk);
+        }
+      }
+      sgemm(false, false, rows, Dv, Sk, 1.0f, scores.data(), Sk, vHead, o.vRow, 0.0f, py + ((b * Sq + i0) * H + h) * Dv,
+            H * Dv);
+    }
+  });
+}
+
+KernelFn makeFusedAttentionKernel(const KernelCreateInfo& info) {
+  const float scale = ir::attrFloat(info.node, "scale", 1.0f);
+  const int64_t heads = ir::attrInt(info.node, "num_heads", 0);
+  return [scale, heads](KernelContext& ctx) { fusedAttentionKernel(ctx, scale, heads); };
+}
+
+}  // namespace
+
+KILN_REGISTER_CPU_KERNEL_DOMAIN("kiln", "FusedAttention", KernelFactory(makeFusedAttentionKernel));
+
+}  // namespace kiln::cpu
