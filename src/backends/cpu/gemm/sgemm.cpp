@@ -268,6 +268,17 @@ void blockedGemm(const Problem& p) {
   }
 }
 
+// The part of p covering row tiles [t0, t1) of C (whole micro-tiles of mr rows).
+Problem rowTiles(const Problem& p, int64_t t0, int64_t t1) {
+  Problem part = p;
+  const int64_t i0 = t0 * p.ki->mr;
+  part.M = std::min(p.M, t1 * p.ki->mr) - i0;
+  part.a = p.a.shifted(i0, true);
+  part.C = p.C + i0 * p.ldc;
+  part.row0 = p.row0 + i0;
+  return part;
+}
+
 // C split over rows with neither operand pre-packed: rather than every thread packing the same
 // B panel, the threads pack each kc x nc panel together (a share of its strips each), then each
 // multiplies its own rows of A by the whole panel. Two pool rounds per panel.
@@ -286,12 +297,7 @@ void sharedPanelGemm(const Problem& p, ThreadPool& pool) {
         packBStrips(nr, p.b.trans, p.b.data, p.b.ld, k0, kc, j0 + first, last - first, 1.0f, panel + first * kc);
       });
       pool.parallelFor(mTiles, [&](int64_t t0, int64_t t1) {
-        Problem part = p;
-        const int64_t i0 = t0 * mr;
-        part.M = std::min(p.M, t1 * mr) - i0;
-        part.a = p.a.shifted(i0, true);
-        part.C = p.C + i0 * p.ldc;
-        part.row0 = p.row0 + i0;
+        const Problem part = rowTiles(p, t0, t1);
         multiplyPanel(part, aBufferFor(part), j0, nc, k0, kc, [&](int64_t js) { return panel + js * kc; });
       });
     }
@@ -384,15 +390,7 @@ void runBlocked(Problem p) {
       blockedGemm(part);
     });
   } else {
-    pool->parallelFor(mTiles, [&](int64_t t0, int64_t t1) {
-      Problem part = p;
-      const int64_t i0 = t0 * mr;
-      part.M = std::min(p.M, t1 * mr) - i0;
-      part.a = p.a.shifted(i0, true);
-      part.C = p.C + i0 * p.ldc;
-      part.row0 = p.row0 + i0;
-      blockedGemm(part);
-    });
+    pool->parallelFor(mTiles, [&](int64_t t0, int64_t t1) { blockedGemm(rowTiles(p, t0, t1)); });
   }
 }
 
@@ -435,38 +433,37 @@ void sgemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alph
   sgemmImpl(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, epilogue.empty() ? nullptr : &epilogue);
 }
 
-PackedMatrix packA(bool transA, int64_t M, int64_t K, const float* A, int64_t lda) {
+// Packs a whole operand (outer = M rows of op(A), or N columns of op(B), over depth K) strip by
+// strip, one kc block after another, as blockedGemm reads a pre-packed operand.
+PackedMatrix packWhole(PackedMatrix::Side side, bool trans, int64_t outer, int64_t K, const float* X, int64_t ld) {
   const SgemmKernelInfo& ki = sgemmKernelFor(activeCpuIsa());
-  const int64_t padded = roundUp(std::max<int64_t>(M, 1), ki.mr);
+  const bool isA = side == PackedMatrix::Side::kA;
+  const int64_t strip = isA ? ki.mr : ki.nr;
+  const int64_t padded = roundUp(std::max<int64_t>(outer, 1), strip);
   float* data = allocateAligned(padded * K);
   PackedMatrix packed;
   packed.data_ = std::shared_ptr<const float>(data, [](const float* p) { std::free(const_cast<float*>(p)); });
-  for (int64_t k0 = 0; k0 < K; k0 += ki.kc) {
+  for (int64_t k0 = 0; k0 < K && outer > 0; k0 += ki.kc) {
     const int64_t kc = std::min(ki.kc, K - k0);
-    if (M > 0) packAStrips(ki.mr, transA, A, lda, 0, M, k0, kc, 1.0f, data + k0 * padded);
+    if (isA) {
+      packAStrips(strip, trans, X, ld, 0, outer, k0, kc, 1.0f, data + k0 * padded);
+    } else {
+      packBStrips(strip, trans, X, ld, k0, kc, 0, outer, 1.0f, data + k0 * padded);
+    }
   }
-  packed.side_ = PackedMatrix::Side::kA;
+  packed.side_ = side;
   packed.isa_ = ki.isa;
-  packed.rows_ = M;
-  packed.cols_ = K;
+  packed.rows_ = isA ? outer : K;
+  packed.cols_ = isA ? K : outer;
   return packed;
 }
 
+PackedMatrix packA(bool transA, int64_t M, int64_t K, const float* A, int64_t lda) {
+  return packWhole(PackedMatrix::Side::kA, transA, M, K, A, lda);
+}
+
 PackedMatrix packB(bool transB, int64_t K, int64_t N, const float* B, int64_t ldb) {
-  const SgemmKernelInfo& ki = sgemmKernelFor(activeCpuIsa());
-  const int64_t padded = roundUp(std::max<int64_t>(N, 1), ki.nr);
-  float* data = allocateAligned(padded * K);
-  PackedMatrix packed;
-  packed.data_ = std::shared_ptr<const float>(data, [](const float* p) { std::free(const_cast<float*>(p)); });
-  for (int64_t k0 = 0; k0 < K; k0 += ki.kc) {
-    const int64_t kc = std::min(ki.kc, K - k0);
-    if (N > 0) packBStrips(ki.nr, transB, B, ldb, k0, kc, 0, N, 1.0f, data + k0 * padded);
-  }
-  packed.side_ = PackedMatrix::Side::kB;
-  packed.isa_ = ki.isa;
-  packed.rows_ = K;
-  packed.cols_ = N;
-  return packed;
+  return packWhole(PackedMatrix::Side::kB, transB, N, K, B, ldb);
 }
 
 void sgemmPacked(bool transA, int64_t M, float alpha, const float* A, int64_t lda, const PackedMatrix& B, float beta,

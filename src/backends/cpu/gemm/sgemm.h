@@ -40,8 +40,7 @@ class PackedMatrix {
   const float* data() const { return data_.get(); }
 
  private:
-  friend PackedMatrix packA(bool, int64_t, int64_t, const float*, int64_t);
-  friend PackedMatrix packB(bool, int64_t, int64_t, const float*, int64_t);
+  friend PackedMatrix packWhole(Side, bool, int64_t, int64_t, const float*, int64_t);
   std::shared_ptr<const float> data_;
   Side side_ = Side::kB;
   CpuIsa isa_ = CpuIsa::kAvx2;
