@@ -7,26 +7,14 @@
 #include <random>
 #include <vector>
 
+#include "activation_reference.h"
 #include "backends/cpu/activation.h"
 #include "backends/cpu/cpu_isa.h"
 
 namespace kiln::cpu {
 namespace {
 
-double expected(const Activation& a, double v) {
-  switch (a.kind) {
-    case ActivationKind::kNone: return v;
-    case ActivationKind::kRelu: return v > 0 ? v : 0;
-    case ActivationKind::kClip: return std::min<double>(std::max<double>(v, a.alpha), a.beta);
-    case ActivationKind::kLeakyRelu: return v < 0 ? v * a.alpha : v;
-    case ActivationKind::kSigmoid: return 1 / (1 + std::exp(-v));
-    case ActivationKind::kHardSigmoid: return std::min(std::max(v * a.alpha + a.beta, 0.0), 1.0);
-    case ActivationKind::kHardSwish: return v * std::min(std::max(v / 6 + 0.5, 0.0), 1.0);
-    case ActivationKind::kSiLU: return v / (1 + std::exp(-v));
-    case ActivationKind::kGelu: return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
-  }
-  return v;
-}
+using testing::activationReference;
 
 TEST(ActivationEpilogue, MatchesFormulasOnEachIsa) {
   const std::vector<Activation> acts{{ActivationKind::kNone, 0, 0},      {ActivationKind::kRelu, 0, 0},
@@ -52,7 +40,7 @@ TEST(ActivationEpilogue, MatchesFormulasOnEachIsa) {
             else applyEpilogue(act, y.data(), n, bias[0], withResidual ? residual.data() : nullptr);
             for (int64_t i = 0; i < n; ++i) {
               const double v = double(row[i]) + (perElement ? bias[i] : bias[0]) + (withResidual ? residual[i] : 0.0);
-              const double e = expected(act, v);
+              const double e = activationReference(act, v);
               ASSERT_NEAR(y[i], e, 2e-6 * (1 + std::fabs(e))) << "at " << i;
             }
           }

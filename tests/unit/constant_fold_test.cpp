@@ -11,15 +11,6 @@ namespace {
 
 using namespace kiln::testing;
 
-onnx::TensorProto* addInt64Initializer(onnx::ModelProto& m, const std::string& name, const std::vector<int64_t>& v) {
-  auto* t = m.mutable_graph()->add_initializer();
-  t->set_name(name);
-  t->set_data_type(onnx::TensorProto::INT64);
-  t->add_dims(static_cast<int64_t>(v.size()));
-  for (int64_t x : v) t->add_int64_data(x);
-  return t;
-}
-
 // x[2,3,4] -> Shape -> Slice[0:1] -> Concat with [-1] -> Reshape(x) -> y, as PyTorch exports a flatten.
 ir::Graph flattenGraph(const std::vector<int64_t>& inputDims) {
   auto m = makeModel(13);

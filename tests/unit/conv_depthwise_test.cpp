@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "activation_reference.h"
 #include "backends/cpu/activation.h"
 #include "backends/cpu/cpu_isa.h"
 #include "backends/cpu/kernels/conv_depthwise.h"
@@ -16,6 +17,8 @@
 
 namespace kiln::cpu {
 namespace {
+
+using testing::activationReference;
 
 struct DwCase {
   int64_t k, s, n, c, h, w, padTop, padLeft, padBottom, padRight;
@@ -39,21 +42,6 @@ ir::ConvGeometry geometryOf(const DwCase& t) {
   g.outputPadding = {0, 0};
   g.output = {(t.h + t.padTop + t.padBottom - t.k) / t.s + 1, (t.w + t.padLeft + t.padRight - t.k) / t.s + 1};
   return g;
-}
-
-double activationReference(const Activation& a, double v) {
-  switch (a.kind) {
-    case ActivationKind::kNone: return v;
-    case ActivationKind::kRelu: return v > 0 ? v : 0;
-    case ActivationKind::kClip: return std::min<double>(std::max<double>(v, a.alpha), a.beta);
-    case ActivationKind::kLeakyRelu: return v < 0 ? v * a.alpha : v;
-    case ActivationKind::kSigmoid: return 1 / (1 + std::exp(-v));
-    case ActivationKind::kHardSigmoid: return std::min(std::max(v * a.alpha + a.beta, 0.0), 1.0);
-    case ActivationKind::kHardSwish: return v * std::min(std::max(v / 6 + 0.5, 0.0), 1.0);
-    case ActivationKind::kSiLU: return v / (1 + std::exp(-v));
-    case ActivationKind::kGelu: return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
-  }
-  return v;
 }
 
 std::vector<float> reference(const DwCase& t, const ir::ConvGeometry& g, const std::vector<float>& x,

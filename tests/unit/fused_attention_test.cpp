@@ -40,22 +40,6 @@ void addValue(onnx::ValueInfoProto* vi, const std::string& name, const std::vect
   }
 }
 
-onnx::NodeProto* lastNode(onnx::ModelProto& m) { return m.mutable_graph()->mutable_node(m.graph().node_size() - 1); }
-
-void setInts(onnx::NodeProto* n, const std::string& name, const std::vector<int64_t>& v) {
-  auto* a = n->add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::INTS);
-  for (int64_t x : v) a->add_ints(x);
-}
-
-void setInt(onnx::NodeProto* n, const std::string& name, int64_t v) {
-  auto* a = n->add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::INT);
-  a->set_i(v);
-}
-
 std::vector<float> randomValues(int64_t n, unsigned seed, float lo = -1.0f, float hi = 1.0f) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> dist(lo, hi);
@@ -366,15 +350,6 @@ TEST(AttentionFusion, BadMaskAtRunTimeNamesTheNode) {
   }
 }
 
-onnx::TensorProto* addInt64s(onnx::ModelProto& m, const std::string& name, const std::vector<int64_t>& v) {
-  auto* t = m.mutable_graph()->add_initializer();
-  t->set_name(name);
-  t->set_data_type(onnx::TensorProto::INT64);
-  t->add_dims(static_cast<int64_t>(v.size()));
-  for (int64_t x : v) t->add_int64_data(x);
-  return t;
-}
-
 // Linear + residual where the Linear's input went through a Reshape to a shape read from x (as
 // the attention output does in an export with dynamic axes): its dims are unknown to inference,
 // and only tracing them back to x shows the residual is shaped like the output.
@@ -384,9 +359,9 @@ onnx::ModelProto reshapedLinearWithResidual(const std::vector<DimSpec>& residual
   addValue(m.mutable_graph()->add_input(), "z", residualDims);
   addFloatInitializer(m, "W", {8, 8}, randomValues(64, 21));
   addFloatInitializer(m, "b", {8}, randomValues(8, 22));
-  addInt64s(m, "zero", {0});
-  addInt64s(m, "two", {2});
-  addInt64s(m, "eight", {8});
+  addInt64Initializer(m, "zero", {0});
+  addInt64Initializer(m, "two", {2});
+  addInt64Initializer(m, "eight", {8});
   addNode(m, "Shape", {"x"}, {"shape"}, "shape");
   addNode(m, "Slice", {"shape", "zero", "two", "zero"}, {"rows"}, "slice");
   addNode(m, "Concat", {"rows", "eight"}, {"target"}, "concat");
@@ -432,8 +407,8 @@ TEST(AttentionFusion, ProjectionsPackIntoOneGemm) {
   auto m = makeModel(14);
   addInput(m, "x", {B, S, C});
   addInput(m, "mask", {B, 1, 1, S});
-  addInt64s(m, "heads_shape", {B, S, H, D});
-  addInt64s(m, "merged_shape", {B, S, C});
+  addInt64Initializer(m, "heads_shape", {B, S, H, D});
+  addInt64Initializer(m, "merged_shape", {B, S, C});
   addFloatInitializer(m, "c", {}, {1.0f / std::sqrt(static_cast<float>(D))});
   for (const char* p : {"q", "k", "v"}) {
     const std::string n = p;

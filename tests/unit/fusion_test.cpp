@@ -19,29 +19,6 @@ namespace {
 
 using namespace kiln::testing;
 
-onnx::NodeProto* lastNode(onnx::ModelProto& m) { return m.mutable_graph()->mutable_node(m.graph().node_size() - 1); }
-
-void setInts(onnx::NodeProto* n, const std::string& name, const std::vector<int64_t>& v) {
-  auto* a = n->add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::INTS);
-  for (int64_t x : v) a->add_ints(x);
-}
-
-void setInt(onnx::NodeProto* n, const std::string& name, int64_t v) {
-  auto* a = n->add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::INT);
-  a->set_i(v);
-}
-
-void setFloat(onnx::NodeProto* n, const std::string& name, float v) {
-  auto* a = n->add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::FLOAT);
-  a->set_f(v);
-}
-
 std::vector<float> randomValues(int64_t n, unsigned seed, float lo = -1.0f, float hi = 1.0f) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> dist(lo, hi);
@@ -394,15 +371,6 @@ TEST(LayerNormFusion, TorchPatternBecomesLayerNormalization) {
   EXPECT_EQ(opt::fusedFrom(fused.nodes[0]).size(), 9u);
 }
 
-onnx::TensorProto* addInt64s(onnx::ModelProto& m, const std::string& name, const std::vector<int64_t>& v) {
-  auto* t = m.mutable_graph()->add_initializer();
-  t->set_name(name);
-  t->set_data_type(onnx::TensorProto::INT64);
-  t->add_dims(static_cast<int64_t>(v.size()));
-  for (int64_t x : v) t->add_int64_data(x);
-  return t;
-}
-
 TEST(LayoutCancellation, InverseTransposesVanishAndOthersCompose) {
   auto m = makeModel(13);
   addInput(m, "x", {2, 3, 4, 5});
@@ -425,8 +393,8 @@ TEST(LayoutCancellation, InverseTransposesVanishAndOthersCompose) {
 TEST(LayoutCancellation, ReshapeChainsCollapse) {
   auto m = makeModel(13);
   addInput(m, "x", {2, 3, 4});
-  addInt64s(m, "s1", {6, 4});
-  addInt64s(m, "s2", {3, -1});
+  addInt64Initializer(m, "s1", {6, 4});
+  addInt64Initializer(m, "s2", {3, -1});
   addNode(m, "Reshape", {"x", "s1"}, {"r1"}, "r1");
   addNode(m, "Reshape", {"r1", "s2"}, {"y"}, "r2");
   addOutput(m, "y", {3, 8});

@@ -13,22 +13,6 @@ namespace {
 
 using namespace kiln::testing;
 
-void addIntAttribute(onnx::ModelProto& m, const std::string& name, int64_t value) {
-  auto* node = m.mutable_graph()->mutable_node(m.graph().node_size() - 1);
-  auto* attr = node->add_attribute();
-  attr->set_name(name);
-  attr->set_type(onnx::AttributeProto::INT);
-  attr->set_i(value);
-}
-
-void addInt64Initializer(onnx::ModelProto& m, const std::string& name, const std::vector<int64_t>& v) {
-  auto* t = m.mutable_graph()->add_initializer();
-  t->set_name(name);
-  t->set_data_type(onnx::TensorProto::INT64);
-  t->add_dims(static_cast<int64_t>(v.size()));
-  for (int64_t x : v) t->add_int64_data(x);
-}
-
 std::shared_ptr<const ir::Graph> loadGraph(const onnx::ModelProto& m, const std::string& name) {
   ir::Model model = onnx_import::loadModel(saveModel(m, tempDir(name) / "m.onnx"));
   ir::inferShapes(model.graph);
@@ -88,7 +72,7 @@ onnx::ModelProto aliasModel(int64_t batch) {
   addNode(m, "Relu", {"x"}, {"A"});
   addNode(m, "Reshape", {"A", "square"}, {"R"});
   addNode(m, "Concat", {"x", "x"}, {"C"});
-  addIntAttribute(m, "axis", 1);
+  setInt(lastNode(m), "axis", 1);
   addNode(m, "Tanh", {"C"}, {"D"});
   addNode(m, "Slice", {"D", "zero", "width", "axis1"}, {"S"});
   addNode(m, "Reshape", {"R", "flat"}, {"R2"});
@@ -155,7 +139,7 @@ TEST(MemoryPlan, DataDependentShapesStayOnTheHeap) {
   addNode(m, "Relu", {"x"}, {"r"});
   addNode(m, "NonZero", {"r"}, {"nz"});
   addNode(m, "Cast", {"nz"}, {"f"});
-  addIntAttribute(m, "to", onnx::TensorProto::FLOAT);
+  setInt(lastNode(m), "to", onnx::TensorProto::FLOAT);
   addNode(m, "Neg", {"f"}, {"y"});
   addOutput(m, "y", {1, -1});
   auto g = loadGraph(m, "plan_nonzero");
@@ -175,7 +159,7 @@ TEST(MemoryPlan, OutputBuffersReceiveTheTensorTheOutputIsAViewOf) {
   addInput(m, "x", {2, 3});
   addNode(m, "Relu", {"x"}, {"r"});
   addNode(m, "Flatten", {"r"}, {"y"});
-  addIntAttribute(m, "axis", 0);
+  setInt(lastNode(m), "axis", 0);
   addOutput(m, "y", {1, 6});
   auto g = loadGraph(m, "plan_view_out");
   Executor executor(g);

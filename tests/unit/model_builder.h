@@ -61,6 +61,43 @@ inline onnx::TensorProto* addFloatInitializer(onnx::ModelProto& model, const std
   return t;
 }
 
+/// A 1-D int64 initializer (shapes, axes, pads).
+inline onnx::TensorProto* addInt64Initializer(onnx::ModelProto& model, const std::string& name,
+                                              const std::vector<int64_t>& values) {
+  auto* t = model.mutable_graph()->add_initializer();
+  t->set_name(name);
+  t->set_data_type(onnx::TensorProto::INT64);
+  t->add_dims(static_cast<int64_t>(values.size()));
+  for (int64_t v : values) t->add_int64_data(v);
+  return t;
+}
+
+/// The node added last, to give it attributes.
+inline onnx::NodeProto* lastNode(onnx::ModelProto& model) {
+  return model.mutable_graph()->mutable_node(model.graph().node_size() - 1);
+}
+
+inline void setInt(onnx::NodeProto* node, const std::string& name, int64_t value) {
+  auto* a = node->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(value);
+}
+
+inline void setInts(onnx::NodeProto* node, const std::string& name, const std::vector<int64_t>& values) {
+  auto* a = node->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INTS);
+  for (int64_t v : values) a->add_ints(v);
+}
+
+inline void setFloat(onnx::NodeProto* node, const std::string& name, float value) {
+  auto* a = node->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::FLOAT);
+  a->set_f(value);
+}
+
 /// A fresh empty folder under the system temp dir.
 inline std::filesystem::path tempDir(const std::string& name) {
   auto dir = std::filesystem::temp_directory_path() / ("kiln_test_" + name + "_" + std::to_string(::getpid()));

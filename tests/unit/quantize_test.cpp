@@ -20,14 +20,6 @@ using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
 using namespace kiln::testing;
 
-void addIntAttribute(onnx::ModelProto& model, const std::string& name, int64_t value) {
-  auto* node = model.mutable_graph()->mutable_node(model.graph().node_size() - 1);
-  auto* a = node->add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::INT);
-  a->set_i(value);
-}
-
 // One-node model whose inputs are all graph inputs (so nothing is folded at build time).
 struct OneNode {
   onnx::ModelProto model;
@@ -51,7 +43,7 @@ struct OneNode {
       vi->mutable_type()->mutable_tensor_type()->set_elem_type(static_cast<int>(t));
     }
     addNode(model, op, inputs, outputNames, name);
-    for (const auto& [attr, v] : attrs) addIntAttribute(model, attr, v);
+    for (const auto& [attr, v] : attrs) setInt(lastNode(model), attr, v);
     const auto path = saveModel(model, tempDir("quantize") / "model.onnx");
     Session session(path);
     return session.run(feeds);
