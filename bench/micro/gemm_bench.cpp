@@ -1,5 +1,6 @@
 // SGEMM at 1024^3 and at the shapes of BERT's linear layers and ResNet's convolutions, on 1 and
-// 2 threads, on each ISA path, with and without a pre-packed B; GFLOPS is the counter to read.
+// 2 threads, on each ISA path, with and without a pre-packed B, and ResNet's 1x1 convolutions
+// with pre-packed weights as A; GFLOPS is the counter to read.
 #include <benchmark/benchmark.h>
 
 #include <random>
@@ -71,11 +72,34 @@ void BM_SgemmPackedB(benchmark::State& state) {
   setFlops(state, M, N, K);
 }
 
+// A (weights) packed once outside the loop, with a per-row bias + Relu epilogue: a 1x1
+// convolution as W[M = out channels x K = in channels] x X[K x N = pixels].
+void BM_SgemmPackedA(benchmark::State& state) {
+  const int64_t M = state.range(0), N = state.range(1), K = state.range(2);
+  if (!selectIsa(state, state.range(4))) return;
+  cpu::ThreadPool pool(static_cast<int>(state.range(3)));
+  cpu::ThreadPoolScope scope(&pool);
+  const std::vector<float> A = randomMatrix(M * K, 1), B = randomMatrix(K * N, 2), bias = randomMatrix(M, 3);
+  std::vector<float> C(static_cast<size_t>(M * N));
+  const cpu::PackedMatrix packed = cpu::packA(false, M, K, A.data(), K);
+  cpu::GemmEpilogue ep;
+  ep.bias = bias.data();
+  ep.biasPerRow = true;
+  ep.activation.kind = cpu::ActivationKind::kRelu;
+  for (auto _ : state) {
+    cpu::sgemmPacked(packed, N, 1.0f, false, B.data(), N, 0.0f, C.data(), N, ep);
+    benchmark::ClobberMemory();
+  }
+  cpu::clearCpuIsaLimit();
+  setFlops(state, M, N, K);
+}
+
 void gemmShapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"M", "N", "K", "threads", "avx512"});
   const int64_t shapes[][3] = {
       {1024, 1024, 1024},  // the target
       {128, 768, 768},     // BERT attention projections (seq 128, hidden 768)
+      {128, 2304, 768},    // BERT fused Q/K/V projection
       {128, 3072, 768},    // BERT FFN up
       {128, 768, 3072},    // BERT FFN down
       {64, 3136, 576},     // ResNet-50 conv2 3x3 (64 ch, 56x56) as W[64 x 576] x im2col[576 x 3136]
@@ -89,8 +113,23 @@ void gemmShapes(benchmark::internal::Benchmark* b) {
   }
   b->UseRealTime()->Unit(benchmark::kMillisecond);
 }
+// ResNet-50's 1x1 convolutions (batch 1): M = out channels, N = pixels, K = in channels.
+void conv1x1Shapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"M", "N", "K", "threads", "avx512"});
+  const int64_t shapes[][3] = {
+      {64, 3136, 64}, {256, 3136, 64}, {64, 3136, 256}, {512, 784, 128}, {1024, 196, 256}, {2048, 49, 512},
+  };
+  for (int isa = 1; isa >= 0; --isa) {
+    for (const auto& s : shapes) {
+      for (int threads : {1, 2}) b->Args({s[0], s[1], s[2], threads, isa});
+    }
+  }
+  b->UseRealTime()->Unit(benchmark::kMillisecond);
+}
+
 BENCHMARK(BM_Sgemm)->Apply(gemmShapes);
 BENCHMARK(BM_SgemmPackedB)->Apply(gemmShapes);
+BENCHMARK(BM_SgemmPackedA)->Apply(conv1x1Shapes);
 
 }  // namespace
 }  // namespace kiln::bench

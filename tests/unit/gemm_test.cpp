@@ -129,6 +129,18 @@ TEST(Sgemm, CrossesEveryBlockBoundary) {
   });
 }
 
+// Every remainder of M modulo the row tile (14 for AVX-512, 6 for AVX2): a short last strip is
+// merged with the one before it and the two split evenly (128 rows: 8 strips of 14, then 8 + 8),
+// as is one at the end of the last mc block (M = 520: a block of 504 rows, then 16).
+TEST(Sgemm, EveryRowRemainder) {
+  forEachIsa([] {
+    std::mt19937 rng(21);
+    for (int64_t M = 112; M < 142; ++M) checkCase(M % 2 == 1, false, M, 40, 30, 1.0f, 0.0f, 1, rng);
+    checkCase(false, false, 520, 70, 40, 0.5f, 1.0f, 0, rng);
+    checkCase(true, true, 520, 33, 20, 1.0f, 0.0f, 2, rng);
+  });
+}
+
 TEST(Sgemm, TwoThreadsMatchNaive) {
   ThreadPool pool(2);
   ThreadPoolScope scope(&pool);
@@ -142,9 +154,10 @@ TEST(Sgemm, TwoThreadsMatchNaive) {
   });
 }
 
-// Both operands plain and more row tiles than column tiles: the two threads pack each B panel
-// together (half the strips each) and multiply their own rows by it; several kc and nc blocks, a
-// partial last strip and beta = 1 check that every panel lands in place.
+// Both operands plain and more row tiles than column tiles: the two threads pack op(B) together
+// (half the strips each), whole when it is at most 4 MiB packed, else one kc x nc panel at a
+// time, and multiply their own rows by it; several kc and nc blocks, a partial last strip and
+// beta = 1 check that every panel lands in place.
 TEST(Sgemm, TwoThreadsShareBPanelsAcrossBlocks) {
   ThreadPool pool(2);
   ThreadPoolScope scope(&pool);
@@ -153,6 +166,8 @@ TEST(Sgemm, TwoThreadsShareBPanelsAcrossBlocks) {
     checkCase(false, false, 600, 1030, 530, 1.0f, 0.0f, 0, rng);
     checkCase(true, true, 700, 45, 300, -0.5f, 1.0f, 3, rng);
     checkCase(false, true, 300, 17, 40, 2.0f, 0.25f, 1, rng);  // one narrow strip for two threads
+    checkCase(false, false, 30, 32, 33000, 1.0f, 0.5f, 0, rng);  // 33000 x 32 packed: panel by panel
+    checkCase(true, true, 31, 20, 53000, 0.5f, 0.0f, 1, rng);
   });
 }
 
@@ -241,6 +256,18 @@ TEST(SgemmPacked, EveryActivationWithBiasAndResidual) {
       checkPackedCase(false, false, 33, 47, 65, 1.0f, 0.0f, {act, true, false, true}, rng);
       checkPackedCase(true, true, 17, 70, 33, 0.5f, 1.0f, {act, true, true, false}, rng);
     }
+  });
+}
+
+// Activations that activation.h applies row by row run once per A strip across a column panel
+// (nc = 1024 columns on AVX-512): two panels, two depth blocks and a split last strip.
+TEST(SgemmPacked, RowByRowActivationAcrossColumnPanels) {
+  forEachIsa([] {
+    std::mt19937 rng(19);
+    const EpilogueCase gelu{{ActivationKind::kGelu, 0, 0}, true, false, true};
+    const EpilogueCase sigmoid{{ActivationKind::kSigmoid, 0, 0}, true, true, false};
+    checkPackedCase(false, false, 30, 1100, 300, 1.0f, 0.0f, gelu, rng);
+    checkPackedCase(true, false, 17, 1030, 40, 0.5f, 1.0f, sigmoid, rng);
   });
 }
 

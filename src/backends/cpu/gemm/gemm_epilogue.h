@@ -24,6 +24,11 @@ struct GemmEpilogue {
   bool empty() const { return bias == nullptr && residual == nullptr && activation.kind == ActivationKind::kNone; }
 };
 
+/// True when applyGemmEpilogue does a block in one pass of its own (bias, residual and no
+/// activation, Relu, Clip or LeakyRelu), cheap on a micro-tile; the other activations call
+/// activation.h once per row, so GEMM hands them wider blocks.
+bool gemmEpilogueIsInline(const GemmEpilogue& ep);
+
 /// Applies ep to the rows x cols block of C at c (row stride ldc) whose first element is
 /// C(row0, col0) (for indexing bias and residual).
 void applyGemmEpilogue(const GemmEpilogue& ep, float* c, int64_t ldc, int64_t rows, int64_t cols, int64_t row0,

@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <cstring>
 #include <new>
 #include <vector>
 
@@ -112,24 +111,36 @@ void packARowMajorStrip(int64_t mr, int64_t rows, const float* src, int64_t lda,
   }
 }
 
-// Packs rows [i0, i0+mc) x depth [k0, k0+kc) of alpha*op(A) into mr-row strips, each stored
-// k-major (mr values per k), zero-padding the last strip.
-void packAStrips(int64_t mr, bool transA, const float* A, int64_t lda, int64_t i0, int64_t mc, int64_t k0, int64_t kc,
-                 float alpha, float* dst) {
-  for (int64_t s = 0; s < mc; s += mr) {
-    const int64_t rows = std::min(mr, mc - s);
-    if (transA) {
+// Rows in the A strip that starts `remaining` rows before the end of its block: mr, except that
+// a remainder of under mr/2 rows is merged with the strip before it and the two split evenly
+// (128 rows with mr 14: eight strips of 14, then 8 + 8 rather than 14 + 2), when `balance`: a
+// tile of few rows has too few accumulators to hide the FMA latency. A PackedMatrix keeps whole
+// strips (its layout addresses strip n at row n * mr).
+int64_t stripRows(int64_t mr, int64_t remaining, bool balance) {
+  if (balance && remaining > mr && remaining - mr < mr / 2) return (remaining + 1) / 2;
+  return std::min(mr, remaining);
+}
+
+// Packs rows [i0, i0+mc) x depth [k0, k0+kc) of alpha*op(A) into the kernel's strips (stripRows),
+// strip n at dst + n * mr * kc, each stored k-major (mr values per k), zero-padded to mr rows.
+void packAStrips(const SgemmKernelInfo& ki, bool transA, const float* A, int64_t lda, int64_t i0, int64_t mc,
+                 int64_t k0, int64_t kc, float alpha, float* dst, bool balance) {
+  const int64_t mr = ki.mr;
+  for (int64_t s = 0, rows = 0; s < mc; s += rows) {
+    rows = stripRows(mr, mc - s, balance);
+    const float* src = transA ? A + k0 * lda + i0 + s : A + (i0 + s) * lda + k0;
+    if (ki.packA) {
+      ki.packA(rows, transA, src, lda, kc, alpha, dst);
+    } else if (transA) {
       for (int64_t k = 0; k < kc; ++k) {
-        const float* src = A + (k0 + k) * lda + i0 + s;
         int64_t r = 0;
-        for (; r < rows; ++r) dst[r] = alpha * src[r];
-        for (; r < mr; ++r) dst[r] = 0.0f;
-        dst += mr;
+        for (; r < rows; ++r) dst[k * mr + r] = alpha * src[k * lda + r];
+        for (; r < mr; ++r) dst[k * mr + r] = 0.0f;
       }
     } else {
-      packARowMajorStrip(mr, rows, A + (i0 + s) * lda + k0, lda, kc, alpha, dst);
-      dst += kc * mr;
+      packARowMajorStrip(mr, rows, src, lda, kc, alpha, dst);
     }
+    dst += kc * mr;
   }
 }
 
@@ -137,34 +148,40 @@ void packAStrips(int64_t mr, bool transA, const float* A, int64_t lda, int64_t i
 // stored k-major (nr values per k), zero-padding the last strip.
 void packBStrips(int64_t nr, bool transB, const float* B, int64_t ldb, int64_t k0, int64_t kc, int64_t j0, int64_t nc,
                  float alpha, float* dst) {
+  if (!transB) {
+    // Row by row, each source row read once from left to right (strip by strip, every access
+    // would be a new page, which the hardware prefetchers do not follow), scattered to the strips.
+    const __m256 scale = _mm256_set1_ps(alpha);
+    const int64_t full = nc / nr * nr;
+    for (int64_t k = 0; k < kc; ++k) {
+      const float* src = B + (k0 + k) * ldb + j0;
+      float* out = dst + k * nr;
+      int64_t s = 0;
+      for (; s < full; s += nr, out += kc * nr) {
+        for (int64_t c = 0; c < nr; c += 8) {
+          _mm256_storeu_ps(out + c, _mm256_mul_ps(scale, _mm256_loadu_ps(src + s + c)));
+        }
+      }
+      if (s < nc) {
+        const int64_t cols = nc - s;
+        for (int64_t c = 0; c < cols; ++c) out[c] = alpha * src[s + c];
+        std::fill(out + cols, out + nr, 0.0f);
+      }
+    }
+    return;
+  }
   for (int64_t s = 0; s < nc; s += nr) {
     const int64_t cols = std::min(nr, nc - s);
-    if (!transB) {
-      const float* src = B + k0 * ldb + j0 + s;
-      for (int64_t k = 0; k < kc; ++k) {
-        if (alpha == 1.0f && cols == nr && nr % 8 == 0) {
-          for (int64_t c = 0; c < nr; c += 8) _mm256_storeu_ps(dst + c, _mm256_loadu_ps(src + c));
-        } else if (alpha == 1.0f) {
-          std::memcpy(dst, src, static_cast<size_t>(cols) * sizeof(float));
-        } else {
-          for (int64_t c = 0; c < cols; ++c) dst[c] = alpha * src[c];
-        }
-        std::fill(dst + cols, dst + nr, 0.0f);
-        src += ldb;
-        dst += nr;
+    // op(B)(k, j) = B[j * ldb + k]: walk each source row contiguously, scatter by nr.
+    for (int64_t c = 0; c < nr; ++c) {
+      if (c < cols) {
+        const float* src = B + (j0 + s + c) * ldb + k0;
+        for (int64_t k = 0; k < kc; ++k) dst[k * nr + c] = alpha * src[k];
+      } else {
+        for (int64_t k = 0; k < kc; ++k) dst[k * nr + c] = 0.0f;
       }
-    } else {
-      // op(B)(k, j) = B[j * ldb + k]: walk each source row contiguously, scatter by nr.
-      for (int64_t c = 0; c < nr; ++c) {
-        if (c < cols) {
-          const float* src = B + (j0 + s + c) * ldb + k0;
-          for (int64_t k = 0; k < kc; ++k) dst[k * nr + c] = alpha * src[k];
-        } else {
-          for (int64_t k = 0; k < kc; ++k) dst[k * nr + c] = 0.0f;
-        }
-      }
-      dst += kc * nr;
     }
+    dst += kc * nr;
   }
 }
 
@@ -218,23 +235,38 @@ void multiplyPanel(const Problem& p, float* packedA, int64_t j0, int64_t nc, int
   const int64_t mr = ki.mr, nr = ki.nr;
   const bool accumulate = k0 > 0 || p.beta != 0.0f;
   const bool lastK = k0 + kc == p.K;
+  // A packed here gets balanced strips (stripRows); a pre-packed A has whole ones.
+  const bool balance = !p.a.packed;
+  // An epilogue that calls activation.h row by row (Gelu, Sigmoid, ...) runs once per A strip
+  // over the panel's width when the strip stays in L1: per 32-column tile, the calls would cost
+  // as much as the activation.
+  const GemmEpilogue* ep = lastK ? p.ep : nullptr;
+  const bool epiloguePerStrip = ep && ki.aStripInL1 && !gemmEpilogueIsInline(*ep);
   for (int64_t i0 = 0; i0 < p.M; i0 += ki.mc) {
     const int64_t mc = std::min(ki.mc, p.M - i0);
-    if (!p.a.packed) packAStrips(mr, p.a.trans, p.a.data, p.a.ld, i0, mc, k0, kc, p.alpha, packedA);
-    auto tile = [&](int64_t is, int64_t js) {
-      const float* aStrip = p.a.packed ? p.a.packedStrip(k0, kc, i0 + is) : packedA + is * kc;
-      const int64_t rows = std::min(mr, mc - is), cols = std::min(nr, nc - js);
+    if (!p.a.packed) packAStrips(ki, p.a.trans, p.a.data, p.a.ld, i0, mc, k0, kc, p.alpha, packedA, balance);
+    // Strip n starts at row `is` of the block and has `rows` rows.
+    auto tile = [&](int64_t n, int64_t is, int64_t rows, int64_t js) {
+      const float* aStrip = p.a.packed ? p.a.packedStrip(k0, kc, i0 + is) : packedA + n * mr * kc;
+      const int64_t cols = std::min(nr, nc - js);
       float* c = p.C + (i0 + is) * p.ldc + j0 + js;
       ki.kernel(kc, aStrip, bStrip(js), c, p.ldc, rows, cols, accumulate);
-      if (lastK && p.ep) applyGemmEpilogue(*p.ep, c, p.ldc, rows, cols, p.row0 + i0 + is, p.col0 + j0 + js);
+      if (ep && !epiloguePerStrip) applyGemmEpilogue(*ep, c, p.ldc, rows, cols, p.row0 + i0 + is, p.col0 + j0 + js);
     };
     if (ki.aStripInL1) {
-      for (int64_t is = 0; is < mc; is += mr) {
-        for (int64_t js = 0; js < nc; js += nr) tile(is, js);
+      for (int64_t is = 0, n = 0, rows = 0; is < mc; is += rows, ++n) {
+        rows = stripRows(mr, mc - is, balance);
+        for (int64_t js = 0; js < nc; js += nr) tile(n, is, rows, js);
+        if (epiloguePerStrip) {
+          applyGemmEpilogue(*ep, p.C + (i0 + is) * p.ldc + j0, p.ldc, rows, nc, p.row0 + i0 + is, p.col0 + j0);
+        }
       }
     } else {
       for (int64_t js = 0; js < nc; js += nr) {
-        for (int64_t is = 0; is < mc; is += mr) tile(is, js);
+        for (int64_t is = 0, n = 0, rows = 0; is < mc; is += rows, ++n) {
+          rows = stripRows(mr, mc - is, balance);
+          tile(n, is, rows, js);
+        }
       }
     }
   }
@@ -304,6 +336,33 @@ void sharedPanelGemm(const Problem& p, ThreadPool& pool) {
   }
 }
 
+// op(B) up to this many floats (padded) is packed whole for a row split (sharedPackedBGemm): 4 MiB.
+constexpr int64_t kMaxSharedPackedB = int64_t{1} << 20;
+
+// C split over rows with neither operand pre-packed and op(B) small enough: the threads pack all
+// of op(B) together (a share of its strips each, in PackedMatrix's layout), then each multiplies
+// its own rows by it as by a pre-packed B. Two pool rounds in all, where sharedPanelGemm takes two
+// per kc x nc panel: fewer joins, and one thread's stall is not added up panel after panel.
+void sharedPackedBGemm(const Problem& p, ThreadPool& pool) {
+  const SgemmKernelInfo& ki = *p.ki;
+  const int64_t mr = ki.mr, nr = ki.nr;
+  const int64_t padded = roundUp(p.N, nr);
+  float* packed = tlsSharedB.get(padded * p.K);
+  pool.parallelFor(padded / nr, [&](int64_t s0, int64_t s1) {
+    const int64_t first = s0 * nr, last = std::min(p.N, s1 * nr);
+    for (int64_t k0 = 0; k0 < p.K; k0 += ki.kc) {
+      const int64_t kc = std::min(ki.kc, p.K - k0);
+      float* dst = packed + k0 * padded + first * kc;
+      packBStrips(nr, p.b.trans, p.b.data, p.b.ld, k0, kc, first, last - first, 1.0f, dst);
+    }
+  });
+  Problem q = p;
+  q.b = Operand{};
+  q.b.packed = packed;
+  q.b.padded = padded;
+  pool.parallelFor((p.M + mr - 1) / mr, [&](int64_t t0, int64_t t1) { blockedGemm(rowTiles(q, t0, t1)); });
+}
+
 void scaleC(int64_t M, int64_t N, float beta, float* C, int64_t ldc) {
   for (int64_t i = 0; i < M; ++i) {
     float* row = C + i * ldc;
@@ -364,7 +423,8 @@ constexpr int64_t kMinParallelWork = int64_t{1} << 18;  // M*N*K below which one
 
 // Applies beta, then splits C over the current pool into blocks of whole micro-tiles along the
 // dimension with more tiles; each thread packs its own panels, except that B panels are packed
-// together when both operands are plain and C is split over rows (sharedPanelGemm).
+// together when both operands are plain and C is split over rows (sharedPackedBGemm, or
+// sharedPanelGemm for a large op(B)).
 void runBlocked(Problem p) {
   if (p.beta != 0.0f && p.beta != 1.0f) {
     scaleC(p.M, p.N, p.beta, p.C, p.ldc);
@@ -378,7 +438,11 @@ void runBlocked(Problem p) {
     return;
   }
   if (!p.a.packed && !p.b.packed && mTiles > nTiles) {
-    sharedPanelGemm(p, *pool);
+    if (roundUp(p.N, nr) * p.K <= kMaxSharedPackedB) {
+      sharedPackedBGemm(p, *pool);
+    } else {
+      sharedPanelGemm(p, *pool);
+    }
   } else if (nTiles >= mTiles) {
     pool->parallelFor(nTiles, [&](int64_t t0, int64_t t1) {
       Problem part = p;
@@ -446,7 +510,7 @@ PackedMatrix packWhole(PackedMatrix::Side side, bool trans, int64_t outer, int64
   for (int64_t k0 = 0; k0 < K && outer > 0; k0 += ki.kc) {
     const int64_t kc = std::min(ki.kc, K - k0);
     if (isA) {
-      packAStrips(strip, trans, X, ld, 0, outer, k0, kc, 1.0f, data + k0 * padded);
+      packAStrips(ki, trans, X, ld, 0, outer, k0, kc, 1.0f, data + k0 * padded, false);
     } else {
       packBStrips(strip, trans, X, ld, k0, kc, 0, outer, 1.0f, data + k0 * padded);
     }

@@ -104,7 +104,8 @@ void kernel6x16(int64_t kc, const float* a, const float* b, float* c, int64_t ld
 const SgemmKernelInfo& sgemmKernelAvx2() {
   // A 16 x 256 B strip (16 KiB) stays in L1 while 6-row A strips stream from a 144 x 256 block
   // (144 KiB, in the 512 KiB L2 of the AVX2-only CPUs this path is for, Zen 1).
-  static const SgemmKernelInfo info{CpuIsa::kAvx2, "f32_gemm_6x16_fma3", kMR, kNR, 256, 144, 2048, false, kernel6x16};
+  static const SgemmKernelInfo info{CpuIsa::kAvx2, "f32_gemm_6x16_fma3", kMR, kNR, 256, 144, 2048, false, kernel6x16,
+                                    nullptr};
   return info;
 }
 

@@ -98,13 +98,79 @@ void kernel14x32(int64_t kc, const float* a, const float* b, float* c, int64_t l
   }
 }
 
+// GCC 12 warns that the shuffle intrinsics' own `_mm512_undefined_*` pass-through "may be used
+// uninitialized" (a GCC 12 false positive); nothing here is.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+// Transposes the 16x16 block in r[0..15] (row i in r[i]) in place: 4 rounds of 16 shuffles.
+inline void transpose16x16(__m512 r[16]) {
+  __m512 t[16], u[16];
+#pragma GCC unroll 8
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < 16; i += 4) {
+    const __m512d t0 = _mm512_castps_pd(t[i]), t1 = _mm512_castps_pd(t[i + 1]);
+    const __m512d t2 = _mm512_castps_pd(t[i + 2]), t3 = _mm512_castps_pd(t[i + 3]);
+    u[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
+    u[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
+    u[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
+    u[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
+  }
+  // 128-bit lane L of u[4g + c] is column 4L + c of rows 4g..4g+3; gather the lanes per column.
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c) {
+    const __m512 v0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88), v1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xDD);
+    const __m512 w0 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88);
+    const __m512 w1 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xDD);
+    r[c] = _mm512_shuffle_f32x4(v0, w0, 0x88);
+    r[c + 8] = _mm512_shuffle_f32x4(v0, w0, 0xDD);
+    r[c + 4] = _mm512_shuffle_f32x4(v1, w1, 0x88);
+    r[c + 12] = _mm512_shuffle_f32x4(v1, w1, 0xDD);
+  }
+}
+
+// A strip of 14 rows: 16 depths of each row are loaded at once (one cache line when aligned),
+// the 16x16 block (rows 14 and 15 zero) is transposed and each depth's 14 values stored.
+void packStrip14(int64_t rows, bool trans, const float* src, int64_t lda, int64_t kc, float alpha, float* dst) {
+  const __m512 scale = _mm512_set1_ps(alpha);
+  const __mmask16 stripMask = __mmask16((1u << kMR) - 1);
+  const __mmask16 rowMask = __mmask16((1u << rows) - 1);
+  if (trans) {  // op(A)(r, k) = src[k * lda + r]: each depth's rows are contiguous
+    for (int64_t k = 0; k < kc; ++k) {
+      const __m512 depth = _mm512_mul_ps(scale, _mm512_maskz_loadu_ps(rowMask, src + k * lda));
+      _mm512_mask_storeu_ps(dst + k * kMR, stripMask, depth);
+    }
+    return;
+  }
+  for (int64_t k = 0; k < kc; k += 16) {
+    const int64_t depth = kc - k < 16 ? kc - k : 16;
+    const __mmask16 depthMask = depth == 16 ? __mmask16(0xFFFF) : __mmask16((1u << depth) - 1);
+    __m512 r[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i) {
+      r[i] = i < rows ? _mm512_mul_ps(scale, _mm512_maskz_loadu_ps(depthMask, src + i * lda + k)) : _mm512_setzero_ps();
+    }
+    transpose16x16(r);
+#pragma GCC unroll 16
+    for (int t = 0; t < 16; ++t) {
+      if (t < depth) _mm512_mask_storeu_ps(dst + (k + t) * kMR, stripMask, r[t]);
+    }
+  }
+}
+
+#pragma GCC diagnostic pop
+
 }  // namespace
 
 const SgemmKernelInfo& sgemmKernelAvx512() {
   // KC: a 14 x 256 A strip is 14 KiB of the 48 KiB L1; NC: a 256 x 1024 B panel is 1 MiB of the
   // 2 MiB L2 (measured on Sapphire Rapids; 384 and 512 were no faster).
   static const SgemmKernelInfo info{CpuIsa::kAvx512, "f32_gemm_14x32_avx512", kMR, kNR, 256, 504, 1024, true,
-                                    kernel14x32};
+                                    kernel14x32, packStrip14};
   return info;
 }
 

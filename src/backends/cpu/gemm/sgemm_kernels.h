@@ -13,6 +13,12 @@ namespace kiln::cpu {
 using SgemmMicroKernelFn = void (*)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t rows,
                                     int64_t cols, bool accumulate);
 
+/// Packs one A strip: `rows` rows (<= mr; the rest of the strip zero) of alpha*op(A) over kc
+/// depths, k-major (mr values per k), as the micro-kernel reads it. src is op(A)(0, 0) of the
+/// strip: rows of A at stride lda, or (trans) depths of A at stride lda.
+using SgemmPackAFn = void (*)(int64_t rows, bool trans, const float* src, int64_t lda, int64_t kc, float alpha,
+                              float* dst);
+
 struct SgemmKernelInfo {
   CpuIsa isa;
   const char* name;
@@ -24,6 +30,7 @@ struct SgemmKernelInfo {
   // L2-sized panel) or the B strip (A strips stream from an L2-sized block).
   bool aStripInL1;
   SgemmMicroKernelFn kernel;
+  SgemmPackAFn packA;  // an ISA-specific A packer, or nullptr for sgemm.cpp's generic one
 };
 
 const SgemmKernelInfo& sgemmKernelAvx2();    // f32_gemm_6x16_fma3
