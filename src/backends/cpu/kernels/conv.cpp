@@ -1,6 +1,7 @@
 // CPU kernels for Conv, ConvInteger and kiln's FusedConv (Conv + bias + residual + activation):
 // per image and group, im2col + GEMM (pointwise convolutions multiply the input directly;
-// depthwise ones accumulate each tap directly, with a specialised kernel for 2-D K x K shapes).
+// depthwise ones accumulate each tap directly, with a specialised kernel for 2-D K x K shapes, and
+// so do 2-D ones with few output channels, in conv_few_outputs.h).
 #include <algorithm>
 #include <memory>
 #include <type_traits>
@@ -12,6 +13,7 @@
 #include "backends/cpu/activation.h"
 #include "backends/cpu/kernel.h"
 #include "backends/cpu/kernels/conv_depthwise.h"
+#include "backends/cpu/kernels/conv_few_outputs.h"
 #include "backends/cpu/kernels/conv_winograd.h"
 #include "backends/cpu/thread_pool.h"
 #include "ir/ops/conv_geometry.h"
@@ -54,10 +56,12 @@ struct ConvEpilogue {
 };
 
 // Weights transformed once when the kernel is made (constant float32 W of an ungrouped node):
-// W packed as the GEMM's left operand, and Winograd filters for 3x3 kernels; empty otherwise.
+// W packed as the GEMM's left operand, Winograd filters for 3x3 kernels and W reordered for the
+// direct few-output kernel when it has few output channels; empty otherwise.
 struct PreparedWeights {
   PackedMatrix packed;
   std::shared_ptr<const WinogradWeights> winograd;
+  std::shared_ptr<const FewOutputWeights> fewOutputs;
 };
 
 // Once W is packed, the kernel reads only W's shape (unless a convolution with one input channel
@@ -70,6 +74,10 @@ PreparedWeights prepareWeights(const KernelCreateInfo& info) {
   p.packed = packA(false, outChannels, depth, w->data<float>(), depth);
   if (w->rank() == 4 && w->dim(2) == 3 && w->dim(3) == 3 && outChannels >= 256 && w->dim(1) >= 256) {
     p.winograd = std::make_shared<const WinogradWeights>(packWinogradFilters(w->data<float>(), outChannels, w->dim(1)));
+  }
+  if (w->rank() == 4 && fewOutputWeightsUseful(1, outChannels, 2, w->dim(2), w->dim(3))) {
+    p.fewOutputs = std::make_shared<const FewOutputWeights>(
+        packFewOutputWeights(w->data<float>(), outChannels, w->dim(1), w->dim(2), w->dim(3)));
   }
   if (w->dim(1) > 1) info.keepsOwnCopyOf(1);
   return p;
@@ -141,6 +149,17 @@ void convolve(const ir::ConvGeometry& g, int64_t group, const Tensor& x, const T
   if constexpr (std::is_same_v<T, float>) {
     if (depthwise && groupOut == 1 && depthwiseConv2dSupported(g)) {
       depthwiseConv2d(g, batch, channels, imageShape[0], imageShape[1], px, pw, pb, pr, epilogue.act, py);
+      return;
+    }
+    // As for Winograd below: with W packed, only the prepared copy may be read.
+    if (fewOutputConvPreferred(g, group, channels, outChannels) && (prepared.fewOutputs || prepared.packed.empty())) {
+      FewOutputWeights computed;
+      const FewOutputWeights* filters = prepared.fewOutputs.get();
+      if (!filters) {
+        computed = packFewOutputWeights(pw, outChannels, channels, g.kernel[0], g.kernel[1]);
+        filters = &computed;
+      }
+      fewOutputConv2d(g, batch, imageShape[0], imageShape[1], px, *filters, pb, pr, epilogue.act, py);
       return;
     }
     // With W packed when the kernel was made, Winograd runs only if its filters were made too:
