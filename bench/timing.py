@@ -2,12 +2,43 @@
 of runs alternating between them (the order flips every round), so that both see the same machine
 state, including the load other processes put on it."""
 import math
+import os
 import time
 from dataclasses import dataclass, field
 
 from workers import kiln_worker, ort_worker
 
-SETTLE_S = 0.02  # pause between engines, so that a thread pool still spinning from the last batch settles
+SETTLE_S = 0.02  # least pause between engines
+QUIET_S = 0.01  # the engine that ran last counts as settled once it used no CPU for this long
+SETTLE_LIMIT_S = 1.0  # ... or after this long, whatever it does
+
+
+def cpu_seconds(pid):
+    """CPU time of all threads of a process, from /proc/PID/task/*/schedstat (nanosecond resolution)."""
+    total = 0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except FileNotFoundError:  # the thread exited meanwhile
+            pass
+    return total / 1e9
+
+
+def settle(pid):
+    """Waits until the worker that ran last is idle: thread pools keep spinning after a run (ONNX Runtime's
+    for tens of milliseconds, kiln's for one), and a pool still spinning would take a core from the other
+    engine's next batch. Returns the seconds waited."""
+    start = time.perf_counter()
+    time.sleep(SETTLE_S)
+    used = cpu_seconds(pid)
+    while time.perf_counter() - start < SETTLE_LIMIT_S:
+        time.sleep(QUIET_S)
+        now = cpu_seconds(pid)
+        if now - used < QUIET_S * 0.05:  # under 5 % of a core: a sleeping pool, not a spinning one
+            break
+        used = now
+    return time.perf_counter() - start
 
 
 def percentile(values, fraction):
@@ -49,11 +80,16 @@ def time_side_by_side(kiln, model, input_files, threads, warmup, iterations, bat
                 worker.run(warmup)
         order = ["kiln", "ort"]
         done = 0
+        last = None
         while done < iterations:
             count = min(batch, iterations - done)
             for name in order:
-                time.sleep(SETTLE_S)
+                if last is None or last == name:  # the order flipped: the same engine again
+                    time.sleep(SETTLE_S)
+                else:
+                    settle(workers[last].process.pid)
                 timings[name].latencies_ms += workers[name].run(count)
+                last = name
             done += count
             order.reverse()
         for name, worker in workers.items():

@@ -27,6 +27,7 @@ namespace kiln {
 enum class BuilderFlag : uint32_t {
   kFP16 = 1u << 0,  // allow FP16 layers (accepted and checked; FP16 kernels are not implemented yet)
   kINT8 = 1u << 1,  // allow INT8 layers (accepted and checked; INT8 kernels are not implemented yet)
+  kDISABLE_NCHWC_LAYOUT = 1u << 2,  // keep every tensor NCHW: no blocked-layout convolutions (to compare)
 };
 
 enum class OptProfileSelector { kMIN = 0, kOPT = 1, kMAX = 2 };

@@ -170,7 +170,7 @@ std::vector<uint8_t> buildPlan(const NetworkDefinition::Impl& net, const Builder
     std::set<std::string> afterFolding = nodeNames(g);
     const int removed = opt::eliminateDeadNodes(g);
     std::set<std::string> afterRemoval = nodeNames(g);
-    const int fused = opt::fuseLayers(g);
+    const int fused = opt::fuseLayers(g, opt::FusionOptions{!config.getFlag(BuilderFlag::kDISABLE_NCHWC_LAYOUT)});
     std::map<std::string, std::string> fusedInto = opt::fusedNodeNames(g);
     for (const ir::Node& node : before) {
       if (!afterFolding.count(node.name)) {

@@ -44,10 +44,22 @@ int packAttentionProjections(ir::Graph& graph);
 /// Conv [+ residual Add] [+ activation] -> kiln::FusedConv (float32).
 int fuseConvEpilogues(ir::Graph& graph);
 
+/// Runs float32 2-D convolutions in the blocked NCHWc layout (kiln::NchwcConv, see ir/ops/nchwc.h)
+/// and keeps their outputs blocked through the per-element ops, pools and channel Concats between
+/// them, reordering only where a plain NCHW tensor enters or leaves (see nchwc_layout.cpp).
+/// Returns the number of nodes converted to the blocked layout.
+int convertToNchwcLayout(ir::Graph& graph);
+
+/// Switches for fuseLayers.
+struct FusionOptions {
+  /// Convert to the blocked NCHWc layout (convertToNchwcLayout).
+  bool nchwcLayout = true;
+};
+
 /// Every pass above after constant folding and dead-node removal, in an order where each
 /// pattern sees its predecessors' results (BatchNorm folds before Conv fusion looks for
 /// activations). Returns the number of nodes removed by fusion.
-int fuseLayers(ir::Graph& graph);
+int fuseLayers(ir::Graph& graph, const FusionOptions& options = {});
 
 /// The network node names a layer was made from (itself first), empty if it absorbed none.
 std::vector<std::string> fusedFrom(const ir::Node& node);

@@ -5,7 +5,7 @@
 
 namespace kiln::opt {
 
-int fuseLayers(ir::Graph& graph) {
+int fuseLayers(ir::Graph& graph, const FusionOptions& options) {
   int removed = eliminateCommonSubexpressions(graph);
   removed += cancelTransposesAndReshapes(graph);
   removed += foldBatchNormIntoConv(graph);
@@ -14,6 +14,7 @@ int fuseLayers(ir::Graph& graph) {
   removed += fuseMatMulEpilogues(graph);
   removed += packAttentionProjections(graph);
   removed += fuseConvEpilogues(graph);
+  if (options.nchwcLayout) convertToNchwcLayout(graph);
   removed += eliminateDeadNodes(graph);
   return removed;
 }

@@ -100,7 +100,7 @@ Session::Session(const std::string& modelPath, SessionOptions options) : impl_(s
       if (options.optimize) {
         opt::foldConstants(*graph);
         opt::eliminateDeadNodes(*graph);
-        opt::fuseLayers(*graph);
+        opt::fuseLayers(*graph, opt::FusionOptions{options.nchwcLayout});
       }
     }
     impl_->executor = std::make_unique<Executor>(graph, Executor::kFreeCopiedWeights);

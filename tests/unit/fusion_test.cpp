@@ -302,7 +302,7 @@ TEST(ConvKernels, WinogradFusedBiasResidualReluAcrossTileBlocks) {
   addNode(m, "Relu", {"s"}, {"y"}, "relu");
   addOutput(m, "y", {1, c, h, w});
   ir::Graph g = loadGraph(m, "winograd_epilogue");
-  opt::fuseLayers(g);
+  opt::fuseLayers(g, opt::FusionOptions{/*nchwcLayout=*/false});  // keep the plain FusedConv (Winograd) kernel
   ASSERT_EQ(opTypes(g), Strings{"FusedConv"});
   std::vector<float> x = randomValues(c * h * w, 7);
   std::vector<Tensor> out = runGraph(g, {Tensor::fromVector(DataType::kFloat32, {1, c, h, w}, x)});

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <random>
 #include <thread>
 
@@ -70,6 +71,78 @@ TEST(ThreadPool, NestedParallelForRunsInlineWithoutDeadlock) {
     }
   });
   for (auto& h : hits) ASSERT_EQ(h.load(), 1);
+}
+
+// Polls `condition` for up to two seconds (a loaded machine can be slow to schedule a worker).
+template <typename F>
+bool eventually(F condition) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  return true;
+}
+
+TEST(ThreadPool, IdleWorkersSleepAndARunWakesThemAndKeepsThemAwake) {
+  ThreadPool pool(3);
+  pool.parallelFor(8, [](int64_t, int64_t) {});
+  // Idle outside a run: both workers go to sleep after their short spin, not burn a core forever.
+  ASSERT_TRUE(eventually([&] { return pool.sleepingWorkers() == 2; }));
+  {
+    ThreadPoolScope run(&pool);  // an inference starts: the workers are woken before the first job
+    ASSERT_TRUE(eventually([&] { return pool.sleepingWorkers() == 0; }));
+    // During the run they stay awake across gaps between jobs much longer than the idle spin.
+    for (int i = 0; i < 3; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      EXPECT_EQ(pool.sleepingWorkers(), 0);
+      std::vector<std::atomic<int>> hits(100);
+      parallelFor(100, [&](int64_t b, int64_t e) {
+        for (int64_t j = b; j < e; ++j) hits[static_cast<size_t>(j)]++;
+      });
+      for (auto& h : hits) ASSERT_EQ(h.load(), 1);
+    }
+  }
+  // The run is over: they fall asleep again.
+  EXPECT_TRUE(eventually([&] { return pool.sleepingWorkers() == 2; }));
+}
+
+TEST(ThreadPool, JobsPublishedWhileWorkersFallAsleepAreNeverLost) {
+  // Gaps around the workers' spin time, so that jobs arrive while they are going to sleep; a lost
+  // wake-up would still finish (the caller claims every block) but is caught by the worker count.
+  ThreadPool pool(2);
+  std::atomic<int64_t> total{0};
+  std::atomic<int> onWorker{0};
+  const auto caller = std::this_thread::get_id();
+  for (int r = 0; r < 60; ++r) {
+    std::this_thread::sleep_for(std::chrono::microseconds(200 * (r % 10)));
+    pool.parallelFor(2, [&](int64_t b, int64_t e) {
+      if (std::this_thread::get_id() != caller) onWorker++;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));  // long enough for a woken worker to claim
+      total += e - b;
+    });
+  }
+  EXPECT_EQ(total.load(), 2 * 60);
+  EXPECT_GT(onWorker.load(), 20);  // most jobs had their second block run by the worker
+}
+
+TEST(ThreadPool, NestedScopesKeepThePoolAwakeUntilTheOuterEnds) {
+  ThreadPool pool(2);
+  ThreadPool* outer = nullptr;
+  {
+    ThreadPoolScope a(&pool);
+    {
+      ThreadPoolScope b(&pool);
+      ThreadPoolScope none(nullptr);
+      EXPECT_EQ(currentThreadPool(), nullptr);
+    }
+    outer = currentThreadPool();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    EXPECT_EQ(pool.sleepingWorkers(), 0);
+  }
+  EXPECT_EQ(outer, &pool);
+  EXPECT_EQ(currentThreadPool(), nullptr);
+  EXPECT_TRUE(eventually([&] { return pool.sleepingWorkers() == 1; }));
 }
 
 TEST(ThreadPool, SgemmSplitAcrossThreadsMatchesOneThread) {

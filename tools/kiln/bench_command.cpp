@@ -1,4 +1,4 @@
-// kiln bench MODEL|PLAN [--threads N] [--warmup N] [--iterations N] [--shapes ...] [--json]:
+// kiln bench MODEL|PLAN [--threads N] [--warmup N] [--iterations N] [--shapes ...] [--json] [--no-nchwc]:
 // latency statistics over repeated runs on the same inputs, like trtexec's summary.
 // With --serve it becomes a persistent worker for the bench/ harness (see bench_serve.h).
 #include <algorithm>
@@ -28,6 +28,7 @@ struct BenchOptions {
   bool json = false;
   bool serve = false;
   bool profile = false;
+  bool noNchwc = false;
   std::vector<std::string> plugins;
 };
 
@@ -42,7 +43,7 @@ int benchModel(const BenchOptions& opts) {
     throw Error(ErrorCode::kInvalidArgument, "--iterations must be >= 1 and --warmup >= 0");
   }
   LayerProfile profile;
-  std::unique_ptr<Runner> runner = openModel(opts.model, opts.threads, opts.profile ? &profile : nullptr);
+  std::unique_ptr<Runner> runner = openModel(opts.model, opts.threads, opts.profile ? &profile : nullptr, !opts.noNchwc);
   NamedTensors inputs = makeInputs(*runner, opts.in);
   for (int i = 0; i < opts.warmup; ++i) runner->run(inputs);
   profile.clear();
@@ -87,6 +88,7 @@ Action addBenchCommand(CLI::App& app) {
   cmd->add_option("--warmup", opts->warmup, "untimed runs first (default 5)");
   cmd->add_option("--iterations", opts->iterations, "timed runs (default 30)");
   cmd->add_flag("--json", opts->json, "print the statistics as JSON");
+  cmd->add_flag("--no-nchwc", opts->noNchwc, "keep every tensor NCHW (no blocked-layout convolutions), to compare");
   cmd->add_flag("--profile", opts->profile,
                 "time every layer during the timed runs; print the slowest layers and the time per operator");
   cmd->add_flag("--serve", opts->serve,

@@ -1,5 +1,5 @@
 // kiln build MODEL.onnx -o MODEL.kiln [--shapes NAME:DIMS]... [--min-shapes/--opt-shapes/--max-shapes NAME:DIMS]...
-//                                     [--fp16] [--int8] [--threads N] [--workspace MiB] [--verbose]
+//                                     [--fp16] [--int8] [--no-nchwc] [--threads N] [--workspace MiB] [--verbose]
 //                                     [--plugins LIB.so]...
 #include <chrono>
 #include <cstring>
@@ -26,6 +26,7 @@ struct BuildOptions {
   std::vector<std::string> shapes, minShapes, optShapes, maxShapes;
   bool fp16 = false;
   bool int8 = false;
+  bool noNchwc = false;
   int threads = 0;
   double workspaceMiB = 0;
   bool verbose = false;
@@ -116,6 +117,7 @@ int buildPlan(const BuildOptions& opts) {
   config.setMemoryPoolLimit(static_cast<uint64_t>(opts.workspaceMiB * (1 << 20)));
   if (opts.fp16) config.setFlag(BuilderFlag::kFP16);
   if (opts.int8) config.setFlag(BuilderFlag::kINT8);
+  if (opts.noNchwc) config.setFlag(BuilderFlag::kDISABLE_NCHWC_LAYOUT);
   OptimizationProfile profile = profileFromOptions(opts);
   if (!profile.inputNames().empty()) config.addOptimizationProfile(profile);
 
@@ -179,6 +181,7 @@ Action addBuildCommand(CLI::App& app) {
   cmd->add_option("--max-shapes", opts->maxShapes, "NAME:DIMS: largest shape of a dynamic input (repeatable)");
   cmd->add_flag("--fp16", opts->fp16, "allow FP16 layers (no FP16 kernels yet: runs FP32)");
   cmd->add_flag("--int8", opts->int8, "allow INT8 layers (no INT8 kernels yet: runs FP32)");
+  cmd->add_flag("--no-nchwc", opts->noNchwc, "keep every tensor NCHW (no blocked-layout convolutions), to compare");
   cmd->add_option("--threads", opts->threads, "intra-op threads of the engine's contexts (0 = one per hardware thread)");
   cmd->add_option("--workspace", opts->workspaceMiB, "activation memory limit in MiB (0 = none)");
   cmd->add_flag("--verbose", opts->verbose, "print each layer's decisions");

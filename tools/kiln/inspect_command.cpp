@@ -32,6 +32,7 @@ std::string flagsText(uint32_t flags) {
   std::string s;
   if (flags & static_cast<uint32_t>(BuilderFlag::kFP16)) s += " fp16";
   if (flags & static_cast<uint32_t>(BuilderFlag::kINT8)) s += " int8";
+  if (flags & static_cast<uint32_t>(BuilderFlag::kDISABLE_NCHWC_LAYOUT)) s += " no-nchwc";
   return s.empty() ? "none" : s.substr(1);
 }
 

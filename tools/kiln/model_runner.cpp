@@ -144,11 +144,18 @@ onnx_import::ValueType valueTypeOf(const TensorInfo& info) { return {info.dtype,
 
 std::string describeValueType(const TensorInfo& info) { return onnx_import::describeValueType(valueTypeOf(info)); }
 
-std::unique_ptr<Runner> openModel(const std::string& path, int threads, IProfiler* profiler) {
-  if (isPlanFile(path)) return std::make_unique<PlanRunner>(path, profiler);
+std::unique_ptr<Runner> openModel(const std::string& path, int threads, IProfiler* profiler, bool nchwcLayout) {
+  if (isPlanFile(path)) {
+    if (!nchwcLayout) {
+      throw Error(ErrorCode::kInvalidArgument, path + " is a plan, laid out when it was built; build it with "
+                                                      "`kiln build --no-nchwc` to keep its tensors NCHW");
+    }
+    return std::make_unique<PlanRunner>(path, profiler);
+  }
   SessionOptions options;
   options.threads = threads;
   options.profiler = profiler;
+  options.nchwcLayout = nchwcLayout;
   return std::make_unique<SessionRunner>(path, options);
 }
 

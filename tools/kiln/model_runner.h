@@ -25,8 +25,10 @@ class Runner {
 };
 
 /// A Runner for an ONNX model (Session with `threads`) or a plan (detected by its magic); a
-/// profiler, if given, is told each layer's time of every run.
-std::unique_ptr<Runner> openModel(const std::string& path, int threads, IProfiler* profiler = nullptr);
+/// profiler, if given, is told each layer's time of every run. nchwcLayout = false keeps an ONNX
+/// model's tensors NCHW (a plan was laid out when it was built: it refuses false).
+std::unique_ptr<Runner> openModel(const std::string& path, int threads, IProfiler* profiler = nullptr,
+                                  bool nchwcLayout = true);
 
 struct InputOptions {
   std::vector<std::string> inputs;  // NAME=FILE.npy or NAME=FILE.pb

@@ -1,5 +1,5 @@
 // kiln run MODEL|PLAN [--input NAME=FILE.npy|FILE.pb]... [--shapes NAME:1x3x224x224]... [--seed N]
-//                    [--output-dir DIR] [--threads N] [--plugins LIB.so]...
+//                    [--output-dir DIR] [--threads N] [--no-nchwc] [--plugins LIB.so]...
 // MODEL is an ONNX file (run with Session) or a plan from `kiln build` (run with an engine).
 #include <chrono>
 #include <iomanip>
@@ -27,6 +27,7 @@ struct RunOptions {
   InputOptions in;
   std::string outputDir;
   int threads = 0;
+  bool noNchwc = false;
   std::vector<std::string> plugins;
 };
 
@@ -87,7 +88,7 @@ void writeOutputs(const NamedTensors& outputs, const std::vector<TensorInfo>& in
 
 int runModel(const RunOptions& opts) {
   loadPlugins(opts.plugins);
-  std::unique_ptr<Runner> runner = openModel(opts.model, opts.threads);
+  std::unique_ptr<Runner> runner = openModel(opts.model, opts.threads, nullptr, !opts.noNchwc);
   printModelSummary(*runner, opts.model);
   NamedTensors inputs = makeInputs(*runner, opts.in);
   auto start = std::chrono::steady_clock::now();
@@ -111,6 +112,7 @@ Action addRunCommand(CLI::App& app) {
   cmd->add_option("--output-dir", opts->outputDir, "write each output as DIR/<name>.npy (sequences, optionals, bfloat16 and other types numpy lacks: "
                  "DIR/<name>.pb) and DIR/outputs.json");
   cmd->add_option("--threads", opts->threads, "intra-op threads (0 = one per hardware thread)");
+  cmd->add_flag("--no-nchwc", opts->noNchwc, "keep every tensor NCHW (no blocked-layout convolutions), to compare");
   addPluginOption(*cmd, opts->plugins);
   return [opts] { return runModel(*opts); };
 }

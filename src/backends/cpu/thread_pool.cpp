@@ -3,6 +3,10 @@
 #include <algorithm>
 #include <chrono>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
 namespace kiln::cpu {
 
 namespace {
@@ -14,9 +18,24 @@ std::pair<int64_t, int64_t> blockOf(int64_t n, int parts, int t) {
   int64_t begin = t * base + std::min<int64_t>(t, extra);
   return {begin, begin + base + (t < extra ? 1 : 0)};
 }
+
+// One step of a spin-wait: the pause instruction lets the core idle a few dozen cycles
+// instead of hammering the cache line, without giving the core away as yield() does.
+inline void cpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
 }  // namespace
 
-constexpr auto kSpinBeforeSleep = std::chrono::microseconds(300);
+// How long an idle worker spins outside a run (after the last job or the end of a run) before it
+// sleeps: covers back-to-back runs and a caller's short pauses; an idle pool sleeps after that.
+constexpr auto kSpinBeforeSleep = std::chrono::milliseconds(1);
+// How long the caller spins with pause for the blocks other threads are running, before it
+// yields its core (the machine is oversubscribed and a worker was preempted mid-block).
+constexpr auto kCallerSpinBeforeYield = std::chrono::microseconds(200);
 
 uint64_t generationOf(uint64_t claim) { return claim >> 32; }
 
@@ -53,12 +72,23 @@ void ThreadPool::runBlocks(uint64_t generation) {
 void ThreadPool::workerLoop() {
   uint64_t done = 0;  // the last generation this worker ran out of blocks in
   for (;;) {
-    auto spinUntil = std::chrono::steady_clock::now() + kSpinBeforeSleep;
+    auto idleSince = std::chrono::steady_clock::now();
     uint64_t generation = generationOf(claim_.load(std::memory_order_acquire));
-    for (int spins = 0; generation == done && !stopping_.load(std::memory_order_relaxed); ++spins) {
-      if ((spins & 63) == 0 && std::chrono::steady_clock::now() > spinUntil) {
-        std::unique_lock<std::mutex> lock(sleepMutex_);
-        wake_.wait(lock, [&] { return stopping_ || generationOf(claim_.load()) != done; });
+    for (int spins = 1; generation == done && !stopping_.load(std::memory_order_relaxed); ++spins) {
+      cpuRelax();
+      if ((spins & 63) == 0) {
+        auto now = std::chrono::steady_clock::now();
+        if (activeRuns_.load(std::memory_order_relaxed) > 0) {
+          idleSince = now;  // a run is in progress: the next layer is coming, stay awake
+        } else if (now - idleSince > kSpinBeforeSleep) {
+          std::unique_lock<std::mutex> lock(sleepMutex_);
+          // sleeping_ is raised before the predicate reads claim_ and activeRuns_ (all seq_cst), and
+          // publishers raise those before reading sleeping_: one side always sees the other.
+          sleeping_.fetch_add(1);
+          wake_.wait(lock, [&] { return stopping_ || generationOf(claim_.load()) != done || activeRuns_.load() > 0; });
+          sleeping_.fetch_sub(1);
+          idleSince = std::chrono::steady_clock::now();
+        }
       }
       generation = generationOf(claim_.load(std::memory_order_acquire));
     }
@@ -67,6 +97,16 @@ void ThreadPool::workerLoop() {
     done = generation;
   }
 }
+
+void ThreadPool::beginRun() {
+  activeRuns_.fetch_add(1);
+  if (sleeping_.load() > 0) {
+    { std::lock_guard<std::mutex> lock(sleepMutex_); }  // a worker past its predicate check is now waiting
+    wake_.notify_all();
+  }
+}
+
+void ThreadPool::endRun() { activeRuns_.fetch_sub(1); }
 
 void ThreadPool::parallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t maxParts) {
   if (n <= 0) return;
@@ -86,20 +126,36 @@ void ThreadPool::parallelFor(int64_t n, const std::function<void(int64_t, int64_
   blocks_.store(parts, std::memory_order_relaxed);
   finished_.store(0, std::memory_order_relaxed);
   const uint64_t generation = generationOf(claim_.load(std::memory_order_relaxed)) + 1;
-  {
-    // Publishing under the sleep mutex means a worker deciding to sleep cannot miss the job.
-    std::lock_guard<std::mutex> lock(sleepMutex_);
-    claim_.store(generation << 32, std::memory_order_release);
+  claim_.store(generation << 32);  // seq_cst: ordered before the read of sleeping_ (see workerLoop)
+  if (sleeping_.load() > 0) {
+    { std::lock_guard<std::mutex> lock(sleepMutex_); }  // a worker past its predicate check is now waiting
+    wake_.notify_all();
   }
-  wake_.notify_all();
   runBlocks(generation);
-  while (finished_.load(std::memory_order_acquire) < parts) std::this_thread::yield();
+  // The other blocks are running (claimed): spin for them, yielding only if they take long.
+  auto start = std::chrono::steady_clock::now();
+  bool yielding = false;
+  for (int spins = 1; finished_.load(std::memory_order_acquire) < parts; ++spins) {
+    if (yielding) {
+      std::this_thread::yield();
+    } else {
+      cpuRelax();
+      if ((spins & 255) == 0) yielding = std::chrono::steady_clock::now() - start > kCallerSpinBeforeYield;
+    }
+  }
 }
 
 ThreadPool* currentThreadPool() { return tlsPool; }
 
-ThreadPoolScope::ThreadPoolScope(ThreadPool* pool) : previous_(tlsPool) { tlsPool = pool; }
-ThreadPoolScope::~ThreadPoolScope() { tlsPool = previous_; }
+ThreadPoolScope::ThreadPoolScope(ThreadPool* pool) : previous_(tlsPool) {
+  tlsPool = pool;
+  if (pool) pool->beginRun();
+}
+
+ThreadPoolScope::~ThreadPoolScope() {
+  if (tlsPool) tlsPool->endRun();
+  tlsPool = previous_;
+}
 
 void parallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
   if (ThreadPool* pool = currentThreadPool()) {

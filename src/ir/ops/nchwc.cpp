@@ -1,7 +1,9 @@
-// Shape rules of the blocked-layout ops ReorderToNchwc, ReorderFromNchwc and NchwcConv (see nchwc.h).
+// Shape rules of the blocked-layout ops ReorderToNchwc, ReorderFromNchwc, NchwcConv, the windowed
+// NchwcMaxPool / NchwcAveragePool and the global NchwcGlobalAveragePool / NchwcGlobalMaxPool (see nchwc.h).
 #include "ir/ops/nchwc.h"
 
 #include "ir/ops/conv_geometry.h"
+#include "ir/ops/pool_geometry.h"
 #include "ir/shape_helpers.h"
 
 namespace kiln::ir {
@@ -89,10 +91,39 @@ void inferNchwcConv(InferContext& ctx) {
   ctx.setOutput(0, DataType::kFloat32, y);
 }
 
+// NchwcMaxPool / NchwcAveragePool: MaxPool's / AveragePool's 2-D window over H and W of a blocked X.
+void inferNchwcPool(InferContext& ctx) {
+  requireFloat32(ctx, 0, "X");
+  if (ctx.node().outputs.size() != 1) ctx.fail("has one output (no Indices)");
+  const SymShape* x = ctx.inputShape(0);
+  const PoolAttrs attrs = readPoolAttrs(ctx.node(), 2);
+  if (!x) return ctx.setOutputType(0, DataType::kFloat32);
+  checkBlocked(ctx, *x, "X", Dim::unknown());
+  SymShape y = *x;
+  for (size_t i = 0; i < 2; ++i) {
+    const Dim& in = (*x)[2 + i];
+    y[2 + i] = in.isKnown() ? Dim::known(resolvePoolDim(ctx.node(), attrs, i, in.value).out) : Dim::unknown();
+  }
+  ctx.setOutput(0, DataType::kFloat32, y);
+}
+
+// NchwcGlobalAveragePool / NchwcGlobalMaxPool: [N, Cb, H, W, 16] -> [N, Cb, 1, 1, 16].
+void inferNchwcGlobalPool(InferContext& ctx) {
+  requireFloat32(ctx, 0, "X");
+  const SymShape* x = ctx.inputShape(0);
+  if (!x) return ctx.setOutputType(0, DataType::kFloat32);
+  checkBlocked(ctx, *x, "X", Dim::unknown());
+  ctx.setOutput(0, DataType::kFloat32, SymShape{(*x)[0], (*x)[1], Dim::known(1), Dim::known(1), Dim::known(kNchwcBlock)});
+}
+
 }  // namespace
 
 KILN_REGISTER_OP_SCHEMA({"kiln", "ReorderToNchwc", 1, 1000, inferReorderTo});
 KILN_REGISTER_OP_SCHEMA({"kiln", "ReorderFromNchwc", 1, 1000, inferReorderFrom});
 KILN_REGISTER_OP_SCHEMA({"kiln", "NchwcConv", 1, 1000, inferNchwcConv});
+KILN_REGISTER_OP_SCHEMA({"kiln", "NchwcMaxPool", 1, 1000, inferNchwcPool});
+KILN_REGISTER_OP_SCHEMA({"kiln", "NchwcAveragePool", 1, 1000, inferNchwcPool});
+KILN_REGISTER_OP_SCHEMA({"kiln", "NchwcGlobalAveragePool", 1, 1000, inferNchwcGlobalPool});
+KILN_REGISTER_OP_SCHEMA({"kiln", "NchwcGlobalMaxPool", 1, 1000, inferNchwcGlobalPool});
 
 }  // namespace kiln::ir

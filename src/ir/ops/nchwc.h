@@ -6,7 +6,8 @@
 // one AVX-512 vector (two AVX2 vectors). Values in the padding channels (c >= C in the last block)
 // are unspecified: consumers that combine channels (convolutions, ReorderFromNchwc) never read
 // them, and per-element ops (Relu, Add, Mul, ...) may compute anything there. Operations that move
-// channels between blocks (Concat on channels, Reshape) are only applied when C % 16 == 0.
+// channels between blocks (Concat on channels, Reshape) are only applied where no padding channel
+// ends up inside the result (Concat: every input but the last has C % 16 == 0).
 //
 // Ops (domain "kiln", opset 1):
 //   ReorderToNchwc(X [N, C, H, W]) -> Y [N, ceil(C/16), H, W, 16]; padding channels are zero.
@@ -17,6 +18,15 @@
 //     plain NCHW [N, Ci, H, W] (the network's image input, few channels); W is Conv's
 //     [Co, Ci / group, kH, kW] (a constant: the kernel re-packs it when it is made); group is 1 or
 //     Ci == Co == group (depthwise, X blocked); B is [Co]; Y and Z are blocked [N, ceil(Co/16), Ho, Wo, 16].
+//   NchwcMaxPool(X) -> Y, NchwcAveragePool(X) -> Y: MaxPool's / AveragePool's attributes (2-D
+//     window over H and W, no Indices output) on blocked X [N, Cb, H, W, 16] -> Y [N, Cb, Ho, Wo, 16].
+//   NchwcGlobalAveragePool(X) -> Y, NchwcGlobalMaxPool(X) -> Y: blocked X [N, Cb, H, W, 16] ->
+//     Y [N, Cb, 1, 1, 16], the mean / max over H and W.
+//
+// Ops from ai.onnx that also run on blocked tensors (src/opt/nchwc_layout.cpp): per-element
+// unary ops, binary ops whose operands are blocked tensors of the same channel count,
+// broadcast over N, H, W only, or one-element tensors, and Concat on axis 1 when every input but
+// the last has C % 16 == 0.
 #pragma once
 #include <cstdint>
 

@@ -11,20 +11,27 @@ namespace {
 
 using ir::kNchwcBlock;
 
+// Pixels per tile of a transpose: a 64 x 16 tile (4 KiB) stays in L1 while each of its channel
+// rows is written or read, so neither side is streamed through more than once.
+constexpr int64_t kTilePixels = 64;
+
 // Copies `count` channels of `pixels` pixels between a plain channel-major slice (channel stride
-// `pixels`) and a block (pixel stride 16); toBlocked picks the direction. Whole rows of 16
-// channels per pixel are written so the blocked side is touched sequentially.
+// `pixels`) and a block (pixel stride 16); toBlocked picks the direction. The blocked side's
+// padding channels are written as zeros.
 void transposeBlock(const float* from, float* to, int64_t count, int64_t pixels, bool toBlocked) {
-  if (toBlocked) {
-    for (int64_t p = 0; p < pixels; ++p) {
-      float* dst = to + p * kNchwcBlock;
-      for (int64_t c = 0; c < count; ++c) dst[c] = from[c * pixels + p];
-      std::fill(dst + count, dst + kNchwcBlock, 0.0f);
-    }
-  } else {
-    for (int64_t c = 0; c < count; ++c) {
-      float* dst = to + c * pixels;
-      for (int64_t p = 0; p < pixels; ++p) dst[p] = from[p * kNchwcBlock + c];
+  for (int64_t p0 = 0; p0 < pixels; p0 += kTilePixels) {
+    const int64_t p1 = std::min(pixels, p0 + kTilePixels);
+    if (toBlocked) {
+      for (int64_t p = p0; p < p1; ++p) std::fill(to + p * kNchwcBlock + count, to + (p + 1) * kNchwcBlock, 0.0f);
+      for (int64_t c = 0; c < count; ++c) {
+        const float* src = from + c * pixels;
+        for (int64_t p = p0; p < p1; ++p) to[p * kNchwcBlock + c] = src[p];
+      }
+    } else {
+      for (int64_t c = 0; c < count; ++c) {
+        float* dst = to + c * pixels;
+        for (int64_t p = p0; p < p1; ++p) dst[p] = from[p * kNchwcBlock + c];
+      }
     }
   }
 }

@@ -1,0 +1,87 @@
+// Direct convolution in the blocked NCHWc layout (ir/ops/nchwc.h), the CPU kernel of kiln::NchwcConv.
+// Weights are packed once, 16 output channels per vector, so that the inner loop multiplies one
+// vector of weights by one broadcast input value for each of several output pixels:
+//   blocked X: the output blocks are cut into groups of at most kNchwcOutBlocks blocks, sizes as
+//              equal as possible (nchwcOutBlockGroup); the group of blocks b0 .. b0+M-1 starts at
+//              b0 * taps * ciPadded * 16 floats and is laid out [ky][kx][ci][M][16], where ci runs
+//              over ciPadded = 16 * ceil(Ci / 16) input channels (zero weights past Ci).
+//   plain X:   the same with ci over the Ci channels only (no padding), so that for one kernel
+//              row the (kx, ci) weights are contiguous, as the padded input copy's (kx, ci) values
+//              are: nchwcConv copies a plain X [N, Ci, H, W] into [N, Hp, Wp, Ci] with its padding.
+//   depthwise: [channel block][ky][kx][16].
+// Output channels past Co get zero weights and zero bias, so Y's padding channels stay finite.
+#pragma once
+#include <cstdint>
+#include <memory>
+
+#include "backends/cpu/activation.h"
+
+namespace kiln::cpu {
+
+/// Output-channel blocks whose weights are packed together (the register block of the AVX-512 kernel).
+constexpr int64_t kNchwcOutBlocks = 4;
+
+/// The output blocks [begin, end) of group g of the weight packing for `outBlocks` blocks.
+struct NchwcBlockRange {
+  int64_t begin = 0, end = 0;
+};
+int64_t nchwcOutBlockGroups(int64_t outBlocks);
+NchwcBlockRange nchwcOutBlockGroup(int64_t outBlocks, int64_t g);
+
+enum class NchwcWeightLayout { kBlockedInput, kPlainInput, kDepthwise };
+
+/// The sizes of one NchwcConv call.
+struct NchwcConvShape {
+  int64_t batch = 0;
+  int64_t inChannels = 0, outChannels = 0;  // logical Ci and Co (depthwise: equal)
+  int64_t height = 0, width = 0;            // input spatial size
+  int64_t outHeight = 0, outWidth = 0;
+  int64_t kernelH = 0, kernelW = 0;
+  int64_t strideH = 1, strideW = 1;
+  int64_t dilationH = 1, dilationW = 1;
+  int64_t padTop = 0, padLeft = 0;
+  bool plainInput = false;  // X is NCHW [N, Ci, H, W] instead of blocked
+  bool depthwise = false;   // group == Ci == Co
+
+  int64_t inBlocks() const { return (inChannels + 15) / 16; }
+  int64_t outBlocks() const { return (outChannels + 15) / 16; }
+  int64_t taps() const { return kernelH * kernelW; }
+  /// 1x1, stride 1, no padding, blocked X: output pixel q reads input pixel q.
+  bool pointwise() const {
+    return !plainInput && !depthwise && kernelH == 1 && kernelW == 1 && strideH == 1 && strideW == 1 && padTop == 0 &&
+           padLeft == 0 && outHeight == height && outWidth == width;
+  }
+};
+
+/// Weights packed as described above, 64-byte aligned.
+struct NchwcPackedWeights {
+  std::shared_ptr<float> data;
+  int64_t floats = 0;
+};
+
+/// Packs W [Co, Ci / group, kH, kW] (Ci / group == 1 for kDepthwise) for X of the given layout.
+NchwcPackedWeights packNchwcWeights(const float* w, int64_t outChannels, int64_t inChannels, int64_t kernelH,
+                                    int64_t kernelW, NchwcWeightLayout layout);
+
+/// One convolution: y = act(conv(x, weights) + bias + residual), all blocked as in nchwc.h.
+struct NchwcConvArgs {
+  const NchwcConvShape* shape = nullptr;
+  const float* x = nullptr;
+  const float* weights = nullptr;   // packed for this X (plainInput or not)
+  const float* bias = nullptr;      // outBlocks * 16 floats (zero past Co); never null
+  const float* residual = nullptr;  // shaped like y, or null
+  Activation act;
+  float* y = nullptr;
+};
+
+/// Runs the convolution over the current thread pool on the best ISA available (cpu_isa.h).
+void nchwcConv(const NchwcConvArgs& args);
+
+namespace detail {
+/// The AVX-512 and AVX2 implementations; call nchwcConv instead.
+void nchwcConvAvx512(const NchwcConvArgs& args);
+void nchwcDepthwiseAvx512(const NchwcConvArgs& args);  // called by nchwcConvAvx512
+void nchwcConvAvx2(const NchwcConvArgs& args);
+}  // namespace detail
+
+}  // namespace kiln::cpu

@@ -1,0 +1,259 @@
+// NchwcConv on 16-float vectors (one channel block per vector), group 1.
+// A register block of M output blocks (M <= 4, a packed group) x P output pixels (consecutive in
+// row-major order; P <= 6, 8 or 12 as M is 4, 3 or less) is M * P accumulators started from the
+// bias. For each tap and input channel, M weight vectors are loaded and each pixel's input value
+// is broadcast once into M FMAs; a pixel whose tap falls in the padding reads a block of zeros
+// instead, so borders need no separate path. 1x1 stride-1 convolutions read their consecutive
+// pixels from one pointer. Deep layers run input channels in slabs whose weights fit L1 (see
+// convolveGroups). Residual, Relu and Clip are applied in registers before the one store; other
+// activations run over each band of stored outputs while it is in L1. Depthwise convolutions are
+// in nchwc_conv_depthwise_avx512.cpp.
+#include <immintrin.h>
+
+#include <algorithm>
+
+#include "backends/cpu/activation_simd.h"
+#include "backends/cpu/kernels/nchwc_conv.h"
+#include "backends/cpu/kernels/nchwc_conv_avx512.h"
+#include "backends/cpu/kernels/nchwc_conv_tiling.h"
+#include "backends/cpu/thread_pool.h"
+
+namespace kiln::cpu::detail {
+namespace {
+
+// acc[m][p] += w[ci][m] * x_p[ci] for ci < count, weights [ci][M][16]. Left rolled: GCC
+// then keeps the M * P accumulators in registers without shuffling them between iterations.
+template <int M, int P>
+inline void multiplyChannels(__m512 (&acc)[M][P], const float* const (&px)[P], const float* w, int64_t count) {
+  for (int64_t ci = 0; ci < count; ++ci) {
+    __m512 wv[M];
+#pragma GCC unroll 4
+    for (int m = 0; m < M; ++m) wv[m] = _mm512_loadu_ps(w + (ci * M + m) * kBlock);
+#pragma GCC unroll 16
+    for (int p = 0; p < P; ++p) {
+      const __m512 v = _mm512_set1_ps(px[p][ci]);
+#pragma GCC unroll 4
+      for (int m = 0; m < M; ++m) acc[m][p] = _mm512_fmadd_ps(wv[m], v, acc[m][p]);
+    }
+  }
+}
+
+// Adds to acc the taps of a blocked X over input channels [c0, c1) (whole blocks but the last):
+// for each tap, each 16-channel block of each pixel.
+template <int M, int P>
+inline void accumulateBlocked(const NchwcConvShape& s, const ChunkOrigins<P>& origins, const float* x,
+                              const float* group, int64_t c0, int64_t c1, __m512 (&acc)[M][P]) {
+  const int64_t inPlane = s.height * s.width;
+  const int64_t ciPadded = s.inBlocks() * kBlock;
+  int64_t off[P];
+  const float* px[P];
+  for (int64_t ky = 0; ky < s.kernelH; ++ky) {
+    for (int64_t kx = 0; kx < s.kernelW; ++kx) {
+      if (!origins.tapOffsets(s, ky, kx, off)) continue;
+      const float* wTap = group + (ky * s.kernelW + kx) * ciPadded * M * kBlock;
+      for (int64_t c = c0; c < c1; c += kBlock) {
+        const float* plane = x + c * inPlane;
+#pragma GCC unroll 16
+        for (int p = 0; p < P; ++p) px[p] = off[p] < 0 ? kNchwcZeros : plane + off[p] * kBlock;
+        multiplyChannels<M, P>(acc, px, wTap + c * M * kBlock, std::min(kBlock, c1 - c));
+      }
+    }
+  }
+}
+
+// The same for the padded plain X [Hp][Wp][Ci] (every tap inside it): with no dilation, one
+// kernel row's kW * Ci values of a pixel are contiguous, as are their weights.
+template <int M, int P>
+inline void accumulatePlain(const NchwcConvShape& s, const ChunkOrigins<P>& origins, const float* x,
+                            const float* group, __m512 (&acc)[M][P]) {
+  const int64_t ci = s.inChannels;
+  const int64_t run = s.dilationW == 1 ? s.kernelW : 1;  // kernel columns read as one run
+  int64_t off[P];
+  const float* px[P];
+  for (int64_t ky = 0; ky < s.kernelH; ++ky) {
+    for (int64_t kx = 0; kx < s.kernelW; kx += run) {
+      origins.tapOffsets(s, ky, kx, off);
+#pragma GCC unroll 16
+      for (int p = 0; p < P; ++p) px[p] = x + off[p] * ci;
+      multiplyChannels<M, P>(acc, px, group + (ky * s.kernelW + kx) * ci * M * kBlock, run * ci);
+    }
+  }
+}
+
+// A 1x1 stride-1 convolution (NchwcConvShape::pointwise): the chunk's pixels are consecutive in
+// X as in Y, so one pointer serves them all.
+template <int M, int P>
+inline void accumulatePointwise(const NchwcConvShape& s, int64_t q0, const float* x, const float* group, int64_t c0,
+                                int64_t c1, __m512 (&acc)[M][P]) {
+  const int64_t inPlane = s.height * s.width;
+  for (int64_t c = c0; c < c1; c += kBlock) {
+    const float* plane = x + (c * inPlane + q0 * kBlock);
+    const float* w = group + c * M * kBlock;
+    const int64_t count = std::min(kBlock, c1 - c);
+    for (int64_t ci = 0; ci < count; ++ci) {
+      __m512 wv[M];
+#pragma GCC unroll 4
+      for (int m = 0; m < M; ++m) wv[m] = _mm512_loadu_ps(w + (ci * M + m) * kBlock);
+#pragma GCC unroll 16
+      for (int p = 0; p < P; ++p) {
+        const __m512 v = _mm512_set1_ps(plane[p * kBlock + ci]);
+#pragma GCC unroll 4
+        for (int m = 0; m < M; ++m) acc[m][p] = _mm512_fmadd_ps(wv[m], v, acc[m][p]);
+      }
+    }
+  }
+}
+
+// Residual, clamp and the one store of each accumulator (the rest of the activation, if any,
+// runs over the band afterwards: see convolveGroups).
+template <int M, int P>
+inline void storeChunk(const NchwcConvArgs& a, const RegisterEpilogue& epi, const __m512 (&acc)[M][P], int64_t image,
+                       int64_t b0, int64_t q0) {
+  const NchwcConvShape& s = *a.shape;
+  const int64_t outPlane = s.outHeight * s.outWidth;
+#pragma GCC unroll 4
+  for (int m = 0; m < M; ++m) {
+    const int64_t offset = ((image * s.outBlocks() + b0 + m) * outPlane + q0) * kBlock;
+    float* y = a.y + offset;
+    if (a.residual) {
+      const __mmask16 lanes = laneMask(b0 + m, s.outChannels);
+      const float* z = a.residual + offset;
+#pragma GCC unroll 16
+      for (int p = 0; p < P; ++p) _mm512_storeu_ps(y + p * kBlock, epi.apply(acc[m][p], z + p * kBlock, lanes));
+    } else if (epi.clamp) {
+#pragma GCC unroll 16
+      for (int p = 0; p < P; ++p) _mm512_storeu_ps(y + p * kBlock, epi.clamped(acc[m][p]));
+    } else {
+#pragma GCC unroll 16
+      for (int p = 0; p < P; ++p) _mm512_storeu_ps(y + p * kBlock, acc[m][p]);
+    }
+  }
+}
+
+// Input channels [begin, end) of the sum: the sum starts from the bias on the first slab and
+// from the partial sums stored in Y on the others; only the last one applies the epilogue.
+struct ChannelSlab {
+  int64_t begin = 0, end = 0;
+  bool first = true, last = true;
+};
+
+// Output blocks b0 .. b0 + M - 1 (packed weights at `group`) for pixels q0 .. q0 + P - 1 of `image`.
+template <int M, int P>
+void convolveChunk(const NchwcConvArgs& a, const RegisterEpilogue& epi, int64_t image, int64_t b0, const float* group,
+                   int64_t q0, const ChannelSlab& slab) {
+  const NchwcConvShape& s = *a.shape;
+  const int64_t outPlane = s.outHeight * s.outWidth;
+  __m512 acc[M][P];
+#pragma GCC unroll 4
+  for (int m = 0; m < M; ++m) {
+    if (slab.first) {
+      const __m512 bias = _mm512_loadu_ps(a.bias + (b0 + m) * kBlock);
+#pragma GCC unroll 16
+      for (int p = 0; p < P; ++p) acc[m][p] = bias;
+    } else {
+      const float* y = a.y + ((image * s.outBlocks() + b0 + m) * outPlane + q0) * kBlock;
+#pragma GCC unroll 16
+      for (int p = 0; p < P; ++p) acc[m][p] = _mm512_loadu_ps(y + p * kBlock);
+    }
+  }
+  const int64_t inPlane = s.height * s.width;
+  if (s.plainInput) {
+    accumulatePlain<M, P>(s, ChunkOrigins<P>(s, q0, P), a.x + image * inPlane * s.inChannels, group, acc);
+  } else if (s.pointwise()) {
+    accumulatePointwise<M, P>(s, q0, a.x + image * inPlane * s.inBlocks() * kBlock, group, slab.begin, slab.end, acc);
+  } else {
+    accumulateBlocked<M, P>(s, ChunkOrigins<P>(s, q0, P), a.x + image * inPlane * s.inBlocks() * kBlock, group,
+                            slab.begin, slab.end, acc);
+  }
+  if (slab.last) return storeChunk<M, P>(a, epi, acc, image, b0, q0);
+#pragma GCC unroll 4
+  for (int m = 0; m < M; ++m) {
+    float* y = a.y + ((image * s.outBlocks() + b0 + m) * outPlane + q0) * kBlock;
+#pragma GCC unroll 16
+    for (int p = 0; p < P; ++p) _mm512_storeu_ps(y + p * kBlock, acc[m][p]);
+  }
+}
+
+// The most pixels a chunk has for groups of at most M blocks: M * P accumulators, with M weight
+// vectors and a broadcast, fit the 32 registers.
+constexpr int maxPixels(int64_t M) { return M >= 4 ? 6 : M == 3 ? 8 : 12; }
+
+// convolveChunk<M, n> for the run-time n <= P.
+template <int M, int P>
+void convolveChunkOfSize(const NchwcConvArgs& a, const RegisterEpilogue& epi, int64_t image, int64_t b0,
+                         const float* group, int64_t q0, int64_t n, const ChannelSlab& slab) {
+  if constexpr (P > 1) {
+    if (n < P) return convolveChunkOfSize<M, P - 1>(a, epi, image, b0, group, q0, n, slab);
+  }
+  convolveChunk<M, P>(a, epi, image, b0, group, q0, slab);
+}
+
+// Bytes of packed weights one group's slab of input channels may take, so that they stay in L1
+// while a band of chunks runs over them.
+constexpr int64_t kSlabWeightBytes = 32 << 10;
+// Output pixels in a band: its partial sums (M blocks each) stay in L1 between slabs.
+constexpr int64_t kBandPixels = 64;
+
+// Tasks are (image, group of output blocks, band of pixel chunks). When a group's weights for
+// all input channels are larger than kSlabWeightBytes, the input channels are cut into slabs
+// and each band runs slab by slab, so that the weights come from L1 rather than L2 (deep layers:
+// 512 channels x 3 x 3 are 1.2 MB per group). Otherwise a band is one chunk, unless an
+// activation runs over the stored band. Bands shrink so that each thread gets a few tasks.
+void convolveGroups(const NchwcConvArgs& a) {
+  const NchwcConvShape& s = *a.shape;
+  const RegisterEpilogue epi(a.act);
+  const int64_t outBlocks = s.outBlocks(), groups = nchwcOutBlockGroups(outBlocks);
+  const int64_t widest = nchwcOutBlockGroup(outBlocks, groups - 1).end - nchwcOutBlockGroup(outBlocks, groups - 1).begin;
+  const PixelChunks chunks(s.outHeight * s.outWidth, maxPixels(widest));
+  const int64_t ciStride = s.plainInput ? s.inChannels : s.inBlocks() * kBlock;
+  const int64_t blockFloats = s.taps() * ciStride * kBlock;  // one output block's packed weights
+  const int64_t channelBytes = s.taps() * widest * kBlock * int64_t(sizeof(float));  // per input channel
+  const int64_t slabChannels =
+      s.plainInput ? s.inChannels : std::max<int64_t>(kBlock, kSlabWeightBytes / channelBytes / kBlock * kBlock);
+  // Bands of several chunks when the channels come in slabs, or when an activation such as SiLU
+  // runs over the stored outputs (once per band and block rather than once per chunk).
+  const bool wideBands = slabChannels < s.inChannels || epi.rest;
+  int64_t bandChunks = wideBands ? std::max<int64_t>(1, kBandPixels / maxPixels(widest)) : 1;
+  // At least a few tasks per thread, so that small maps with few groups (7 x 7, 160 outputs) still
+  // keep every thread busy.
+  const ThreadPool* pool = currentThreadPool();
+  const int64_t wantedBands = (4 * (pool ? pool->size() : 1) + s.batch * groups - 1) / (s.batch * groups);
+  bandChunks = std::clamp<int64_t>(chunks.count / wantedBands, 1, bandChunks);
+  const int64_t bands = (chunks.count + bandChunks - 1) / bandChunks;
+  parallelFor(s.batch * groups * bands, [&](int64_t t0, int64_t t1) {
+    forEachChunkTask(t0, t1, groups, bands, [&](int64_t image, int64_t g, int64_t band) {
+      const NchwcBlockRange r = nchwcOutBlockGroup(outBlocks, g);
+      const float* group = a.weights + r.begin * blockFloats;
+      const int64_t c0 = band * bandChunks, c1 = std::min(chunks.count, c0 + bandChunks);
+      for (int64_t begin = 0; begin < s.inChannels; begin += slabChannels) {
+        const ChannelSlab slab{begin, std::min(s.inChannels, begin + slabChannels), begin == 0,
+                               begin + slabChannels >= s.inChannels};
+        for (int64_t c = c0; c < c1; ++c) {
+          const int64_t q0 = chunks.begin(c), n = chunks.length(c);
+          switch (r.end - r.begin) {
+            case 4: convolveChunkOfSize<4, maxPixels(4)>(a, epi, image, r.begin, group, q0, n, slab); break;
+            case 3: convolveChunkOfSize<3, maxPixels(3)>(a, epi, image, r.begin, group, q0, n, slab); break;
+            case 2: convolveChunkOfSize<2, maxPixels(2)>(a, epi, image, r.begin, group, q0, n, slab); break;
+            default: convolveChunkOfSize<1, maxPixels(1)>(a, epi, image, r.begin, group, q0, n, slab); break;
+          }
+        }
+      }
+      if (epi.rest) {  // the band's pixels are contiguous in each output block
+        const int64_t q0 = chunks.begin(c0), q1 = chunks.begin(c1 - 1) + chunks.length(c1 - 1);
+        for (int64_t b = r.begin; b < r.end; ++b) {
+          float* y = a.y + ((image * outBlocks + b) * s.outHeight * s.outWidth + q0) * kBlock;
+          applyEpilogueAvx512(a.act, y, (q1 - q0) * kBlock, nullptr, false, nullptr);
+        }
+      }
+    });
+  });
+}
+
+}  // namespace
+
+void nchwcConvAvx512(const NchwcConvArgs& a) {
+  if (a.shape->depthwise) return nchwcDepthwiseAvx512(a);
+  convolveGroups(a);
+}
+
+}  // namespace kiln::cpu::detail

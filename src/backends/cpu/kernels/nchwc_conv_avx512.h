@@ -1,0 +1,55 @@
+// Pieces shared by the AVX-512 NchwcConv kernels (nchwc_conv_avx512.cpp and
+// nchwc_conv_depthwise_avx512.cpp): the output lane mask and the part of the epilogue done in
+// registers. Include only from *_avx512.cpp files; everything is in an unnamed namespace, so no
+// AVX-512 code is shared with the baseline build.
+#pragma once
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+
+#include "backends/cpu/activation.h"
+
+namespace kiln::cpu::detail {
+namespace {
+
+using Float16Lanes = float __attribute__((vector_size(64)));
+
+constexpr int64_t kBlock = 16;
+
+// The lanes of output block b that hold real channels (of `channels`).
+inline __mmask16 laneMask(int64_t b, int64_t channels) {
+  const int64_t valid = channels - b * kBlock;
+  return valid >= kBlock ? __mmask16(0xFFFF) : __mmask16((1u << std::max<int64_t>(valid, 0)) - 1);
+}
+
+// The part of the activation done in registers: a clamp to [lo, hi] (Relu, Clip), or nothing;
+// `rest` says whether the activation still has to run over the stored values.
+struct RegisterEpilogue {
+  bool clamp, rest;
+  __m512 lo, hi;
+  explicit RegisterEpilogue(const Activation& act)
+      : clamp(act.kind == ActivationKind::kRelu || act.kind == ActivationKind::kClip),
+        rest(!clamp && act.kind != ActivationKind::kNone),
+        lo(_mm512_set1_ps(act.kind == ActivationKind::kRelu   ? 0.0f
+                          : act.kind == ActivationKind::kClip ? act.alpha
+                                                              : -std::numeric_limits<float>::infinity())),
+        hi(_mm512_set1_ps(act.kind == ActivationKind::kClip ? act.beta : std::numeric_limits<float>::infinity())) {}
+  inline __m512 clamped(__m512 v) const {
+    // The comparisons are false for NaN, which thus passes through as in Relu and Clip.
+    Float16Lanes f(v);
+    f = f < Float16Lanes(lo) ? Float16Lanes(lo) : f;
+    f = f > Float16Lanes(hi) ? Float16Lanes(hi) : f;
+    return __m512(f);
+  }
+  // v + residual (its padding lanes, which may hold anything, read as zero), then the clamp.
+  inline __m512 apply(__m512 v, const float* residual, __mmask16 lanes) const {
+    if (residual) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(lanes, residual));
+    return clamp ? clamped(v) : v;
+  }
+};
+
+
+}  // namespace
+}  // namespace kiln::cpu::detail

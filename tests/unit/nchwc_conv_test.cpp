@@ -1,0 +1,387 @@
+// kiln::NchwcConv (backends/cpu/kernels/nchwc_conv.h) against a direct convolution loop in double
+// over NCHW tensors: the test blocks X and Z itself (padding channels filled with NaN, which must
+// never reach a real output) and reads Y back. The shapes are those of ResNet-50, MobileNetV2,
+// EfficientNet and SRCNN layers (shrunk), plus dilation, asymmetric pads, channel counts that are
+// not multiples of 16, batch 2, every fused activation; on the AVX-512 and AVX2 paths, with one
+// and two threads; and once end to end through a Session, with its error messages.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "activation_reference.h"
+#include "backends/cpu/activation.h"
+#include "backends/cpu/cpu_isa.h"
+#include "backends/cpu/kernels/nchwc_conv.h"
+#include "backends/cpu/thread_pool.h"
+#include "model_builder.h"
+#include "kiln/session.h"
+
+namespace kiln::cpu {
+namespace {
+
+using testing::activationReference;
+
+constexpr int64_t kB = 16;
+const float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+struct ConvCase {
+  std::string name;
+  int64_t n, ci, co, h, w;
+  int64_t kh, kw, sh, sw;
+  int64_t padTop, padLeft, padBottom, padRight;
+  int64_t dh = 1, dw = 1;
+  bool depthwise = false, plain = false;
+
+  int64_t outH() const { return (h + padTop + padBottom - dh * (kh - 1) - 1) / sh + 1; }
+  int64_t outW() const { return (w + padLeft + padRight - dw * (kw - 1) - 1) / sw + 1; }
+  int64_t inPerGroup() const { return depthwise ? 1 : ci; }
+};
+
+// Square kernel k, stride s, symmetric pad p.
+ConvCase square(std::string name, int64_t n, int64_t ci, int64_t co, int64_t h, int64_t w, int64_t k, int64_t s,
+                int64_t p) {
+  return ConvCase{std::move(name), n, ci, co, h, w, k, k, s, s, p, p, p, p};
+}
+ConvCase depthwise(int64_t c, int64_t hw, int64_t k, int64_t s) {
+  ConvCase t = square("depthwise " + std::to_string(k) + "x" + std::to_string(k) + " s" + std::to_string(s), 1, c, c, hw,
+                      hw, k, s, k / 2);
+  t.depthwise = true;
+  return t;
+}
+ConvCase plain(ConvCase t) {
+  t.plain = true;
+  return t;
+}
+
+std::vector<float> randomFloats(int64_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+// NCHW [n, c, h, w] -> blocked [n, ceil(c / 16), h, w, 16], padding channels NaN.
+std::vector<float> toBlocked(const std::vector<float>& x, int64_t n, int64_t c, int64_t hw) {
+  const int64_t blocks = (c + kB - 1) / kB;
+  std::vector<float> y(static_cast<size_t>(n * blocks * hw * kB), kNaN);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t p = 0; p < hw; ++p) y[((i * blocks + ch / kB) * hw + p) * kB + ch % kB] = x[(i * c + ch) * hw + p];
+  return y;
+}
+
+std::vector<float> fromBlocked(const std::vector<float>& y, int64_t n, int64_t c, int64_t hw) {
+  const int64_t blocks = (c + kB - 1) / kB;
+  std::vector<float> x(static_cast<size_t>(n * c * hw));
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t p = 0; p < hw; ++p) x[(i * c + ch) * hw + p] = y[((i * blocks + ch / kB) * hw + p) * kB + ch % kB];
+  return x;
+}
+
+// act(conv(x, w) + b + z) in double over NCHW.
+std::vector<float> reference(const ConvCase& t, const std::vector<float>& x, const std::vector<float>& w,
+                             const std::vector<float>& b, const std::vector<float>* z, const Activation& act) {
+  const int64_t oh = t.outH(), ow = t.outW(), cpg = t.inPerGroup();
+  std::vector<float> y(static_cast<size_t>(t.n * t.co * oh * ow));
+  for (int64_t i = 0; i < t.n; ++i)
+    for (int64_t o = 0; o < t.co; ++o)
+      for (int64_t oy = 0; oy < oh; ++oy)
+        for (int64_t ox = 0; ox < ow; ++ox) {
+          double acc = b[o];
+          for (int64_t c = 0; c < cpg; ++c) {
+            const int64_t ic = t.depthwise ? o : c;
+            for (int64_t ky = 0; ky < t.kh; ++ky)
+              for (int64_t kx = 0; kx < t.kw; ++kx) {
+                const int64_t iy = oy * t.sh - t.padTop + ky * t.dh, ix = ox * t.sw - t.padLeft + kx * t.dw;
+                if (iy < 0 || iy >= t.h || ix < 0 || ix >= t.w) continue;
+                acc += double(x[((i * t.ci + ic) * t.h + iy) * t.w + ix]) * w[((o * cpg + c) * t.kh + ky) * t.kw + kx];
+              }
+          }
+          const size_t at = static_cast<size_t>(((i * t.co + o) * oh + oy) * ow + ox);
+          if (z) acc += (*z)[at];
+          y[at] = static_cast<float>(activationReference(act, acc));
+        }
+  return y;
+}
+
+NchwcConvShape shapeOf(const ConvCase& t) {
+  NchwcConvShape s;
+  s.batch = t.n;
+  s.inChannels = t.ci;
+  s.outChannels = t.co;
+  s.height = t.h;
+  s.width = t.w;
+  s.outHeight = t.outH();
+  s.outWidth = t.outW();
+  s.kernelH = t.kh;
+  s.kernelW = t.kw;
+  s.strideH = t.sh;
+  s.strideW = t.sw;
+  s.dilationH = t.dh;
+  s.dilationW = t.dw;
+  s.padTop = t.padTop;
+  s.padLeft = t.padLeft;
+  s.plainInput = t.plain;
+  s.depthwise = t.depthwise;
+  return s;
+}
+
+// Runs the kernel on NCHW data (blocking it as the layout pass would) and returns Y in NCHW;
+// fails the test if a padding channel of Y is not finite.
+std::vector<float> runKernel(const ConvCase& t, const std::vector<float>& x, const std::vector<float>& w,
+                             const std::vector<float>& b, const std::vector<float>* z, const Activation& act) {
+  const NchwcConvShape s = shapeOf(t);
+  const int64_t outPlane = s.outHeight * s.outWidth;
+  const NchwcPackedWeights packed = packNchwcWeights(
+      w.data(), t.co, t.inPerGroup(), t.kh, t.kw,
+      t.depthwise ? NchwcWeightLayout::kDepthwise : t.plain ? NchwcWeightLayout::kPlainInput : NchwcWeightLayout::kBlockedInput);
+  const std::vector<float> xIn = t.plain ? x : toBlocked(x, t.n, t.ci, t.h * t.w);
+  std::vector<float> bias(static_cast<size_t>(s.outBlocks() * kB), 0.0f);
+  std::copy(b.begin(), b.end(), bias.begin());
+  const std::vector<float> zBlocked = z ? toBlocked(*z, t.n, t.co, outPlane) : std::vector<float>{};
+  std::vector<float> y(static_cast<size_t>(t.n * s.outBlocks() * outPlane * kB), 12345.0f);
+  NchwcConvArgs args;
+  args.shape = &s;
+  args.x = xIn.data();
+  args.weights = packed.data.get();
+  args.bias = bias.data();
+  args.residual = z ? zBlocked.data() : nullptr;
+  args.act = act;
+  args.y = y.data();
+  nchwcConv(args);
+  for (size_t i = 0; i < y.size(); ++i) {
+    if (static_cast<int64_t>(i % kB) + (static_cast<int64_t>(i) / (outPlane * kB)) % s.outBlocks() * kB >= t.co) {
+      EXPECT_TRUE(std::isfinite(y[i])) << "padding channel value " << y[i] << " at " << i;
+    }
+  }
+  return fromBlocked(y, t.n, t.co, outPlane);
+}
+
+void checkCase(const ConvCase& t, const Activation& act, bool withResidual) {
+  SCOPED_TRACE(t.name + (withResidual ? " +residual" : "") + " act " + activationName(act.kind));
+  const int64_t outNumel = t.n * t.co * t.outH() * t.outW();
+  const std::vector<float> x = randomFloats(t.n * t.ci * t.h * t.w, 1);
+  const std::vector<float> w = randomFloats(t.co * t.inPerGroup() * t.kh * t.kw, 2);
+  const std::vector<float> b = randomFloats(t.co, 3);
+  const std::vector<float> z = randomFloats(outNumel, 4);
+  const std::vector<float>* zp = withResidual ? &z : nullptr;
+  const std::vector<float> y = runKernel(t, x, w, b, zp, act);
+  const std::vector<float> expected = reference(t, x, w, b, zp, act);
+  ASSERT_EQ(y.size(), expected.size());
+  // Sums of up to a few thousand products of values in [-1, 1]: relative to the sum's scale.
+  const float scale = std::sqrt(static_cast<float>(t.inPerGroup() * t.kh * t.kw));
+  for (size_t i = 0; i < y.size(); ++i) {
+    ASSERT_NEAR(y[i], expected[i], 1e-4f * (scale + std::fabs(expected[i]))) << "at " << i;
+  }
+}
+
+const std::vector<ConvCase>& shapeCases() {
+  static const std::vector<ConvCase> cases = [] {
+    std::vector<ConvCase> c{
+        square("resnet bottleneck 1x1", 1, 64, 64, 14, 14, 1, 1, 0),
+        square("1x1 256->64 odd width", 1, 256, 64, 7, 13, 1, 1, 0),
+        square("3x3 s1 p1", 1, 64, 64, 14, 14, 3, 1, 1),
+        square("3x3 s1 p1 width 7", 1, 32, 80, 7, 7, 3, 1, 1),
+        square("3x3 s2 p1", 1, 48, 64, 28, 28, 3, 2, 1),
+        square("1x1 s2 downsample", 1, 64, 128, 14, 14, 1, 2, 0),
+        square("Ci 24 -> Co 40", 1, 24, 40, 13, 13, 3, 1, 1),
+        square("Ci 40 -> Co 24 1x1", 1, 40, 24, 7, 7, 1, 1, 0),
+        square("Ci 5 -> Co 3", 1, 5, 3, 6, 9, 3, 1, 1),
+        square("Co 144: output blocks grouped 3 + 3 + 3", 1, 24, 144, 5, 7, 1, 1, 0),
+        square("Co 160: output blocks grouped 3 + 3 + 4", 1, 16, 160, 6, 5, 3, 1, 1),
+        square("batch 2", 2, 24, 40, 7, 7, 3, 1, 1),
+        plain(square("resnet conv1 7x7 s2 p3 plain", 1, 3, 64, 28, 28, 7, 2, 3)),
+        plain(square("srcnn 9x9 p4 plain", 1, 3, 64, 14, 14, 9, 1, 4)),
+        plain(square("mobilenet first 3x3 s2 plain", 1, 3, 32, 28, 28, 3, 2, 1)),
+        plain(square("plain 3->40 batch 2 width 13", 2, 3, 40, 13, 13, 3, 1, 1)),
+        plain(square("plain 20 channels -> 24", 1, 20, 24, 9, 10, 3, 1, 1)),
+        square("1x1 with padding 1", 1, 32, 48, 5, 6, 1, 1, 1),
+        depthwise(24, 14, 3, 1),
+        depthwise(40, 13, 3, 2),
+        depthwise(144, 28, 3, 2),
+        depthwise(24, 7, 5, 1),
+        depthwise(40, 14, 5, 2),
+        depthwise(144, 7, 5, 1),
+        depthwise(144, 56, 3, 1),
+    };
+    ConvCase dil = square("3x3 dilation 2", 1, 32, 32, 14, 13, 3, 1, 2);
+    dil.dh = dil.dw = 2;
+    c.push_back(dil);
+    ConvCase dwDil = depthwise(24, 13, 3, 1);
+    dwDil.name = "depthwise dilation 2";
+    dwDil.dh = dwDil.dw = 2;
+    dwDil.padTop = dwDil.padLeft = dwDil.padBottom = dwDil.padRight = 2;
+    c.push_back(dwDil);
+    c.push_back(ConvCase{"asymmetric pads", 1, 20, 36, 9, 11, 3, 3, 2, 1, 0, 1, 2, 0});
+    c.push_back(ConvCase{"3x5 kernel, pads 2,1,0,3", 1, 17, 18, 8, 10, 3, 5, 1, 2, 2, 1, 0, 3});
+    ConvCase dwAsym{"depthwise asymmetric pads", 2, 40, 40, 10, 9, 3, 3, 2, 2, 0, 0, 1, 1};
+    dwAsym.depthwise = true;
+    c.push_back(dwAsym);
+    ConvCase dwOdd{"depthwise 4x3 kernel, stride 3", 1, 20, 20, 13, 14, 4, 3, 3, 3, 1, 1, 2, 1};
+    dwOdd.depthwise = true;
+    c.push_back(dwOdd);
+    c.push_back(plain(ConvCase{"plain asymmetric, stride 3", 1, 3, 20, 11, 10, 4, 2, 3, 3, 0, 1, 2, 1}));
+    ConvCase plainDil = plain(square("plain dilation 2", 1, 4, 24, 12, 11, 3, 1, 2));
+    plainDil.dh = plainDil.dw = 2;
+    c.push_back(plainDil);
+    for (int64_t width : {7, 13, 14, 28, 56, 112}) {
+      c.push_back(square("3x3 width " + std::to_string(width), 1, 16, 32, 3, width, 3, 1, 1));
+    }
+    c.push_back(square("1x1 width 112", 1, 32, 16, 2, 112, 1, 1, 0));
+    return c;
+  }();
+  return cases;
+}
+
+class NchwcConvKernel : public ::testing::TestWithParam<std::tuple<CpuIsa, int>> {};
+
+TEST_P(NchwcConvKernel, MatchesDirectLoop) {
+  const auto [isa, threads] = GetParam();
+  if (isa > detectedCpuIsa()) GTEST_SKIP() << "the CPU lacks " << cpuIsaName(isa);
+  ScopedCpuIsaLimit limit(isa);
+  ThreadPool pool(threads);
+  ThreadPoolScope scope(threads > 1 ? &pool : nullptr);
+  for (const ConvCase& t : shapeCases()) {
+    for (bool withResidual : {false, true}) checkCase(t, Activation{}, withResidual);
+  }
+}
+
+TEST_P(NchwcConvKernel, FusedActivations) {
+  const auto [isa, threads] = GetParam();
+  if (isa > detectedCpuIsa()) GTEST_SKIP() << "the CPU lacks " << cpuIsaName(isa);
+  ScopedCpuIsaLimit limit(isa);
+  ThreadPool pool(threads);
+  ThreadPoolScope scope(threads > 1 ? &pool : nullptr);
+  const std::vector<ConvCase> cases{square("Ci 24 -> Co 40", 1, 24, 40, 7, 7, 3, 1, 1),
+                                    square("1x1 40 -> 72, 2 images", 2, 40, 72, 9, 13, 1, 1, 0),
+                                    plain(square("plain 3 -> 20 s2", 1, 3, 20, 9, 9, 3, 2, 1)), depthwise(40, 9, 3, 1)};
+  const std::vector<Activation> acts{{ActivationKind::kRelu, 0, 0},         {ActivationKind::kClip, 0.0f, 0.6f},
+                                     {ActivationKind::kLeakyRelu, 0.1f, 0}, {ActivationKind::kSigmoid, 0, 0},
+                                     {ActivationKind::kHardSigmoid, 0.2f, 0.5f}, {ActivationKind::kHardSwish, 0, 0},
+                                     {ActivationKind::kSiLU, 0, 0},         {ActivationKind::kGelu, 0, 0}};
+  for (const ConvCase& t : cases) {
+    for (const Activation& act : acts) {
+      for (bool withResidual : {false, true}) checkCase(t, act, withResidual);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(IsaAndThreads, NchwcConvKernel,
+                         ::testing::Combine(::testing::Values(CpuIsa::kAvx2, CpuIsa::kAvx512), ::testing::Values(1, 2)),
+                         [](const auto& info) {
+                           return std::string(cpuIsaName(std::get<0>(info.param))) + "_threads" +
+                                  std::to_string(std::get<1>(info.param));
+                         });
+
+// ---- end to end: a model with one kiln::NchwcConv node ----
+
+// X (graph input) -> NchwcConv(W, B initializers; Z a graph input when given) -> Y.
+std::string nchwcConvModel(const std::string& name, const std::vector<int64_t>& xShape, const ConvCase& t,
+                           const std::vector<float>& w, const std::vector<float>& b, const std::vector<int64_t>* zShape,
+                           bool weightsAsInput) {
+  onnx::ModelProto model = kiln::testing::makeModel(13);
+  auto* imp = model.add_opset_import();
+  imp->set_domain("kiln");
+  imp->set_version(1);
+  kiln::testing::addInput(model, "x", xShape);
+  const std::vector<int64_t> wShape{t.co, t.inPerGroup(), t.kh, t.kw};
+  if (weightsAsInput) kiln::testing::addInput(model, "w", wShape);
+  else kiln::testing::addFloatInitializer(model, "w", wShape, w);
+  kiln::testing::addFloatInitializer(model, "b", {t.co}, b);
+  std::vector<std::string> inputs{"x", "w", "b"};
+  if (zShape) {
+    kiln::testing::addInput(model, "z", *zShape);
+    inputs.push_back("z");
+  }
+  kiln::testing::addNode(model, "NchwcConv", inputs, {"y"}, "conv_" + name);
+  auto* node = kiln::testing::lastNode(model);
+  node->set_domain("kiln");
+  auto ints = [&](const char* attr, std::vector<int64_t> v) {
+    auto* a = node->add_attribute();
+    a->set_name(attr);
+    a->set_type(onnx::AttributeProto::INTS);
+    for (int64_t i : v) a->add_ints(i);
+  };
+  ints("kernel_shape", {t.kh, t.kw});
+  ints("strides", {t.sh, t.sw});
+  ints("pads", {t.padTop, t.padLeft, t.padBottom, t.padRight});
+  ints("dilations", {t.dh, t.dw});
+  if (t.depthwise) kiln::testing::setInt(node, "group", t.ci);
+  auto* act = node->add_attribute();
+  act->set_name("activation");
+  act->set_type(onnx::AttributeProto::STRING);
+  act->set_s("Relu");
+  auto* out = model.mutable_graph()->add_output();
+  out->set_name("y");
+  out->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  const auto dir = kiln::testing::tempDir("nchwc_conv_" + name);
+  return kiln::testing::saveModel(model, dir / "model.onnx");
+}
+
+TEST(NchwcConvNode, RunsThroughASessionWithBiasResidualAndRelu) {
+  const ConvCase t = square("session", 2, 24, 40, 9, 9, 3, 2, 1);
+  const std::vector<float> x = randomFloats(t.n * t.ci * t.h * t.w, 5), w = randomFloats(t.co * t.ci * 9, 6),
+                           b = randomFloats(t.co, 7), z = randomFloats(t.n * t.co * t.outH() * t.outW(), 8);
+  const std::vector<int64_t> xShape{t.n, 2, t.h, t.w, kB}, zShape{t.n, 3, t.outH(), t.outW(), kB};
+  Session session(nchwcConvModel("session", xShape, t, w, b, &zShape, false));
+  const NamedTensors out = session.run({{"x", Tensor::fromVector<float>(DataType::kFloat32, xShape, toBlocked(x, t.n, t.ci, t.h * t.w))},
+                                        {"z", Tensor::fromVector<float>(DataType::kFloat32, zShape, toBlocked(z, t.n, t.co, t.outH() * t.outW()))}});
+  const Tensor& y = out[0].second;
+  ASSERT_EQ(y.shape(), (Shape{t.n, 3, t.outH(), t.outW(), kB}));
+  const std::vector<float> got = fromBlocked(std::vector<float>(y.data<float>(), y.data<float>() + y.numel()), t.n, t.co,
+                                             t.outH() * t.outW());
+  const std::vector<float> expected = reference(t, x, w, b, &z, Activation{ActivationKind::kRelu, 0, 0});
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], expected[i], 1e-4f * (15.0f + std::fabs(expected[i]))) << i;
+}
+
+TEST(NchwcConvNode, PlainImageInputThroughASession) {
+  const ConvCase t = plain(square("plain", 1, 3, 20, 11, 11, 3, 2, 1));
+  const std::vector<float> x = randomFloats(t.ci * t.h * t.w, 9), w = randomFloats(t.co * t.ci * 9, 10),
+                           b = randomFloats(t.co, 11);
+  const std::vector<int64_t> xShape{1, 3, t.h, t.w};
+  Session session(nchwcConvModel("plain", xShape, t, w, b, nullptr, false));
+  const NamedTensors out = session.run({{"x", Tensor::fromVector<float>(DataType::kFloat32, xShape, x)}});
+  const Tensor& y = out[0].second;
+  ASSERT_EQ(y.shape(), (Shape{1, 2, t.outH(), t.outW(), kB}));
+  const std::vector<float> got = fromBlocked(std::vector<float>(y.data<float>(), y.data<float>() + y.numel()), 1, t.co,
+                                             t.outH() * t.outW());
+  const std::vector<float> expected = reference(t, x, w, b, nullptr, Activation{ActivationKind::kRelu, 0, 0});
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], expected[i], 1e-4f * (6.0f + std::fabs(expected[i]))) << i;
+}
+
+TEST(NchwcConvNode, RefusesWeightsThatAreNotConstant) {
+  const ConvCase t = square("w_input", 1, 16, 16, 5, 5, 3, 1, 1);
+  const std::vector<float> w = randomFloats(16 * 16 * 9, 1), b = randomFloats(16, 2);
+  try {
+    Session session(nchwcConvModel("w_input", {1, 1, 5, 5, kB}, t, w, b, nullptr, true));
+    session.run({{"x", Tensor(DataType::kFloat32, {1, 1, 5, 5, kB})}, {"w", Tensor(DataType::kFloat32, {16, 16, 3, 3})}});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("constant"));
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("conv_w_input"));
+  }
+}
+
+TEST(NchwcConvNode, RefusesAResidualOfAnotherShape) {
+  const ConvCase t = square("bad_z", 1, 16, 16, 6, 6, 3, 1, 1);
+  const std::vector<float> w = randomFloats(16 * 16 * 9, 1), b = randomFloats(16, 2);
+  const std::vector<int64_t> zShape{1, 1, 5, 6, kB};
+  try {
+    Session session(nchwcConvModel("bad_z", {1, 1, 6, 6, kB}, t, w, b, &zShape, false));
+    session.run({{"x", Tensor(DataType::kFloat32, {1, 1, 6, 6, kB})}, {"z", Tensor(DataType::kFloat32, zShape)}});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("residual Z"));
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("conv_bad_z"));
+  }
+}
+
+}  // namespace
+}  // namespace kiln::cpu
