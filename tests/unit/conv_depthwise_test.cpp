@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "activation_reference.h"
+#include "random_data.h"
 #include "backends/cpu/activation.h"
 #include "backends/cpu/cpu_isa.h"
 #include "backends/cpu/kernels/conv_depthwise.h"
@@ -19,18 +20,11 @@ namespace kiln::cpu {
 namespace {
 
 using testing::activationReference;
+using kiln::testing::randomFloats;
 
 struct DwCase {
   int64_t k, s, n, c, h, w, padTop, padLeft, padBottom, padRight;
 };
-
-std::vector<float> randomFloats(int64_t n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = dist(rng);
-  return v;
-}
 
 ir::ConvGeometry geometryOf(const DwCase& t) {
   ir::ConvGeometry g;

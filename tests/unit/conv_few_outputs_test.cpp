@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "activation_reference.h"
+#include "random_data.h"
 #include "backends/cpu/activation.h"
 #include "backends/cpu/cpu_isa.h"
 #include "backends/cpu/kernels/conv_few_outputs.h"
@@ -22,18 +23,11 @@ namespace kiln::cpu {
 namespace {
 
 using testing::activationReference;
+using kiln::testing::randomFloats;
 
 struct FewCase {
   int64_t co, ci, kh, kw, n, h, w, padTop, padLeft, padBottom, padRight;
 };
-
-std::vector<float> randomFloats(int64_t n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = dist(rng);
-  return v;
-}
 
 ir::ConvGeometry geometryOf(const FewCase& t) {
   ir::ConvGeometry g;

@@ -13,6 +13,7 @@
 #include "engine/executor.h"
 #include "ir/node_attrs.h"
 #include "ir/op_schema.h"
+#include "graph_runner.h"
 #include "model_builder.h"
 #include "onnx/loader.h"
 #include "opt/passes.h"
@@ -53,13 +54,6 @@ ir::Graph loadGraph(const onnx::ModelProto& m, const std::string& tag) {
   ir::Model model = onnx_import::loadModel(saveModel(m, dir / "m.onnx"));
   ir::inferShapes(model.graph);
   return model.graph;
-}
-
-std::vector<Tensor> runGraph(const ir::Graph& g, const std::vector<Tensor>& inputs) {
-  Executor executor(std::make_shared<ir::Graph>(g));
-  std::vector<std::pair<int, Tensor>> bound;
-  for (size_t i = 0; i < inputs.size(); ++i) bound.emplace_back(g.inputs[i], inputs[i]);
-  return executor.run(bound);
 }
 
 void expectClose(const Tensor& actual, const std::vector<double>& expected, double tolerance) {

@@ -10,6 +10,7 @@
 #include "engine/executor.h"
 #include "ir/node_attrs.h"
 #include "ir/op_schema.h"
+#include "graph_runner.h"
 #include "model_builder.h"
 #include "onnx/loader.h"
 #include "opt/passes.h"
@@ -37,21 +38,6 @@ ir::Graph loadGraph(const onnx::ModelProto& m, const std::string& tag) {
   ir::Model model = onnx_import::loadModel(saveModel(m, dir / "m.onnx"));
   ir::inferShapes(model.graph);
   return model.graph;
-}
-
-std::vector<Tensor> runGraph(const ir::Graph& g, const std::vector<Tensor>& inputs) {
-  Executor executor(std::make_shared<ir::Graph>(g));
-  std::vector<std::pair<int, Tensor>> bound;
-  for (size_t i = 0; i < inputs.size(); ++i) bound.emplace_back(g.inputs[i], inputs[i]);
-  return executor.run(bound);
-}
-
-void expectClose(const Tensor& actual, const Tensor& expected, float tolerance) {
-  ASSERT_EQ(actual.shape(), expected.shape());
-  for (int64_t i = 0; i < actual.numel(); ++i) {
-    const float a = actual.data<float>()[i], e = expected.data<float>()[i];
-    ASSERT_NEAR(a, e, tolerance * std::max(1.0f, std::fabs(e))) << "at element " << i;
-  }
 }
 
 // Fuses a copy of g with every pass and checks it computes what g does on random inputs.

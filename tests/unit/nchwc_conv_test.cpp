@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "activation_reference.h"
+#include "random_data.h"
 #include "backends/cpu/activation.h"
 #include "backends/cpu/cpu_isa.h"
 #include "backends/cpu/kernels/nchwc_conv.h"
@@ -25,6 +26,7 @@ namespace kiln::cpu {
 namespace {
 
 using testing::activationReference;
+using kiln::testing::randomFloats;
 
 constexpr int64_t kB = 16;
 const float kNaN = std::numeric_limits<float>::quiet_NaN();
@@ -56,14 +58,6 @@ ConvCase depthwise(int64_t c, int64_t hw, int64_t k, int64_t s) {
 ConvCase plain(ConvCase t) {
   t.plain = true;
   return t;
-}
-
-std::vector<float> randomFloats(int64_t n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = dist(rng);
-  return v;
 }
 
 // NCHW [n, c, h, w] -> blocked [n, ceil(c / 16), h, w, 16], padding channels NaN.

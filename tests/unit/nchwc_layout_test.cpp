@@ -14,6 +14,7 @@
 #include "engine/executor.h"
 #include "ir/node_attrs.h"
 #include "ir/op_schema.h"
+#include "graph_runner.h"
 #include "model_builder.h"
 #include "onnx/loader.h"
 #include "opt/nchwc_rules.h"
@@ -82,23 +83,6 @@ const ir::Node& nodeNamed(const ir::Graph& g, const std::string& name) {
 const ir::Node& producerOf(const ir::Graph& g, int value) { return g.nodes.at(static_cast<size_t>(g.value(value).producer)); }
 
 std::string shapeOf(const ir::Graph& g, int value) { return ir::symShapeToString(*g.value(value).type.shape); }
-
-bool haveNchwcConvKernel() { return cpu::KernelRegistry::global().find("kiln", "NchwcConv") != nullptr; }
-
-std::vector<Tensor> runGraph(const ir::Graph& g, const std::vector<Tensor>& inputs) {
-  Executor executor(std::make_shared<ir::Graph>(g));
-  std::vector<std::pair<int, Tensor>> bound;
-  for (size_t i = 0; i < inputs.size(); ++i) bound.emplace_back(g.inputs[i], inputs[i]);
-  return executor.run(bound);
-}
-
-void expectClose(const Tensor& actual, const Tensor& expected, float tolerance) {
-  ASSERT_EQ(actual.shape(), expected.shape());
-  for (int64_t i = 0; i < actual.numel(); ++i) {
-    const float a = actual.data<float>()[i], e = expected.data<float>()[i];
-    ASSERT_NEAR(a, e, tolerance * std::max(1.0f, std::fabs(e))) << "at element " << i;
-  }
-}
 
 // Runs the graph as loaded and after fuseLayers (with the layout pass) on the same random inputs.
 ir::Graph fuseAndCompare(const onnx::ModelProto& m, const std::string& tag, const std::vector<Shape>& shapes) {
@@ -359,7 +343,6 @@ TEST(NchwcLayout, BinaryOpsWithOperandsThatDoNotBroadcastBlockedStayPlain) {
 }
 
 TEST(NchwcLayout, PassNumericsMatchThePlainGraph) {
-  if (!haveNchwcConvKernel()) GTEST_SKIP() << "no kiln::NchwcConv kernel is registered in this build";
   fuseAndCompare(residualChain(), "numeric_chain", {{1, 16, 8, 8}});
   // 24 channels: the padding lanes of den are 0 (the per-channel constant is padded with zeros),
   // so d holds inf there; the convolutions after it must not mix padding lanes into real channels.

@@ -15,17 +15,12 @@
 #include "plugins/bicubic_resize_compute.h"
 #include "plugins/deform_conv2d_compute.h"
 #include "plugins/myselu_compute.h"
+#include "random_data.h"
 
 namespace kiln::plugins {
 namespace {
 
-std::vector<float> randomFloats(size_t count, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(count);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
+using kiln::testing::randomFloats;
 
 void expectAllNear(const std::vector<float>& actual, const std::vector<double>& expected, double relTol,
                    const std::string& what) {
