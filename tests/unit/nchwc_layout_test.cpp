@@ -16,6 +16,7 @@
 #include "ir/op_schema.h"
 #include "graph_runner.h"
 #include "model_builder.h"
+#include "random_data.h"
 #include "onnx/loader.h"
 #include "opt/nchwc_rules.h"
 #include "opt/passes.h"
@@ -27,20 +28,12 @@ namespace {
 using namespace kiln::testing;
 using Strings = std::vector<std::string>;
 
-std::vector<float> randomValues(int64_t n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = dist(rng);
-  return v;
-}
-
 // A Conv node `name` reading x, with random constant weights name_w [co, ci / group, k, k] and bias.
 void addConv(onnx::ModelProto& m, const std::string& name, const std::string& x, const std::string& y, int64_t ci,
              int64_t co, int64_t k = 3, int64_t group = 1) {
   const std::vector<int64_t> w = {co, ci / group, k, k};
-  addFloatInitializer(m, name + "_w", w, randomValues(shapeNumel(w), static_cast<unsigned>(name.size() * 31 + co)));
-  addFloatInitializer(m, name + "_b", {co}, randomValues(co, static_cast<unsigned>(co + 7)));
+  addFloatInitializer(m, name + "_w", w, randomFloats(shapeNumel(w), static_cast<unsigned>(name.size() * 31 + co)));
+  addFloatInitializer(m, name + "_b", {co}, randomFloats(co, static_cast<unsigned>(co + 7)));
   addNode(m, "Conv", {x, name + "_w", name + "_b"}, {y}, name);
   setInts(lastNode(m), "kernel_shape", {k, k});
   setInts(lastNode(m), "pads", {k / 2, k / 2, k / 2, k / 2});
@@ -93,7 +86,7 @@ ir::Graph fuseAndCompare(const onnx::ModelProto& m, const std::string& tag, cons
   ir::verifyGraph(fused);
   std::vector<Tensor> inputs;
   for (size_t i = 0; i < shapes.size(); ++i) {
-    inputs.push_back(Tensor::fromVector(DataType::kFloat32, shapes[i], randomValues(shapeNumel(shapes[i]), 50 + static_cast<unsigned>(i))));
+    inputs.push_back(Tensor::fromVector(DataType::kFloat32, shapes[i], randomFloats(shapeNumel(shapes[i]), 50 + static_cast<unsigned>(i))));
   }
   const std::vector<Tensor> before = runGraph(g, inputs), after = runGraph(fused, inputs);
   EXPECT_EQ(before.size(), after.size());
@@ -181,6 +174,29 @@ TEST(NchwcLayout, ConvolutionsTheKernelCannotTakeStayPlain) {
   EXPECT_FALSE(opt::wantsNchwc(g, nodeNamed(g, "grouped")));
 }
 
+TEST(NchwcLayout, WideStrideOneThreeByThreeConvsStayPlainForWinograd) {
+  auto m = makeModel(13);
+  addInput(m, "x", {1, 256, 8, 8});
+  addConv(m, "wide3x3", "x", "a", 256, 256);     // Winograd F(2x2,3x3) in the plain layout
+  addConv(m, "wide1x1", "x", "b", 256, 256, 1);  // no Winograd for 1x1: blocked
+  addConv(m, "strided", "x", "c", 256, 256);     // nor for stride 2
+  setInts(lastNode(m), "strides", {2, 2});
+  addConv(m, "narrow", "x", "d", 256, 128);      // fewer than 256 outputs: blocked
+  addInput(m, "small", {1, 256, 7, 7});
+  addConv(m, "small3x3", "small", "e", 256, 256);  // 7x7 output: blocked
+  addOutput(m, "a", {1, 256, 8, 8});
+  addOutput(m, "b", {1, 256, 8, 8});
+  addOutput(m, "c", {1, 256, 4, 4});
+  addOutput(m, "d", {1, 128, 8, 8});
+  addOutput(m, "e", {1, 256, 7, 7});
+  const ir::Graph g = loadGraph(m, "winograd");
+  EXPECT_FALSE(opt::wantsNchwc(g, nodeNamed(g, "wide3x3")));
+  EXPECT_TRUE(opt::wantsNchwc(g, nodeNamed(g, "wide1x1")));
+  EXPECT_TRUE(opt::wantsNchwc(g, nodeNamed(g, "strided")));
+  EXPECT_TRUE(opt::wantsNchwc(g, nodeNamed(g, "narrow")));
+  EXPECT_TRUE(opt::wantsNchwc(g, nodeNamed(g, "small3x3")));
+}
+
 TEST(NchwcLayout, DepthwiseRunsBlockedAndASmallOutputConvReadsNchw) {
   auto m = makeModel(13);
   addInput(m, "x", {1, 24, 10, 10});
@@ -258,7 +274,7 @@ TEST(NchwcLayout, SqueezeExcitationBroadcastsBlocked) {
   addConv(m, "expand", "redr", "exp", 8, 32, 1);  // plain 8-channel input reordered
   addNode(m, "HardSigmoid", {"exp"}, {"gate"}, "gate");
   addNode(m, "Mul", {"silu", "gate"}, {"scaled"}, "scale");
-  addFloatInitializer(m, "per_channel", {32, 1, 1}, randomValues(32, 3));
+  addFloatInitializer(m, "per_channel", {32, 1, 1}, randomFloats(32, 3));
   addNode(m, "Add", {"scaled", "per_channel"}, {"shifted"}, "shift");
   addFloatInitializer(m, "half", {}, {0.5f});
   addNode(m, "Mul", {"shifted", "half"}, {"y"}, "halve");
@@ -404,7 +420,7 @@ void expectBlockedPoolMatchesPlain(const std::string& op, const Tensor& x, const
 
 TEST(NchwcPool, MatchesThePlainPoolsExactly) {
   const Shape shape = {2, 20, 9, 11};
-  const Tensor x = Tensor::fromVector(DataType::kFloat32, shape, randomValues(shapeNumel(shape), 9));
+  const Tensor x = Tensor::fromVector(DataType::kFloat32, shape, randomFloats(shapeNumel(shape), 9));
   for (const std::string op : {"MaxPool", "AveragePool"}) {
     SCOPED_TRACE(op);
     expectBlockedPoolMatchesPlain(op, x, [](onnx::NodeProto* n) {
@@ -440,7 +456,7 @@ TEST(NchwcPool, MatchesThePlainPoolsExactly) {
 }
 
 TEST(NchwcPool, RefusesAPlainInput) {
-  const Tensor x = Tensor::fromVector(DataType::kFloat32, {1, 16, 4, 4}, randomValues(256, 2));
+  const Tensor x = Tensor::fromVector(DataType::kFloat32, {1, 16, 4, 4}, randomFloats(256, 2));
   try {
     SingleNodeModel("NchwcMaxPool", 1, "kiln").attr("kernel_shape", std::vector<int64_t>{2, 2}).input("x", x).output("y").run();
     FAIL() << "expected an error";
