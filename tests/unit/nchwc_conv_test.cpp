@@ -378,4 +378,17 @@ TEST(NchwcConvNode, RefusesAResidualOfAnotherShape) {
 }
 
 }  // namespace
+TEST(NchwcConvNode, RefusesAnInputWhoseBlocksDoNotFitTheWeights) {
+  const ConvCase t = square("bad_x", 1, 16, 16, 5, 5, 3, 1, 1);
+  const std::vector<float> w = randomFloats(16 * 16 * 9, 1), b = randomFloats(16, 2);
+  try {
+    Session session(nchwcConvModel("bad_x", {1, 2, 5, 5, kB}, t, w, b, nullptr, false));
+    session.run({{"x", Tensor(DataType::kFloat32, {1, 2, 5, 5, kB})}});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("should hold 1 channel blocks"));
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("conv_bad_x"));
+  }
+}
+
 }  // namespace kiln::cpu
