@@ -14,6 +14,7 @@
 
 #include "backends/cpu/activation_simd.h"
 #include "backends/cpu/kernels/conv_few_outputs.h"
+#include "backends/cpu/kernels/conv_few_outputs_rows.h"
 #include "backends/cpu/thread_pool.h"
 
 namespace kiln::cpu::detail {
@@ -120,37 +121,12 @@ void convolveBlock(const Problem& p, const RowJob& job, int64_t ox) {
   }
 }
 
-// Vectors [from, to) of the row in blocks of N, then 8, 4, 2 and 1 (those below N).
-template <int C, int N, bool Masked>
-void convolveVectors(const Problem& p, const RowJob& job, int64_t from, int64_t to) {
-  int64_t v = from;
-  for (; v + N <= to; v += N) convolveBlock<C, N, Masked>(p, job, v * kLanes);
-  if constexpr (N > 8) {
-    if (v + 8 <= to) convolveBlock<C, 8, Masked>(p, job, v * kLanes), v += 8;
-  }
-  if constexpr (N > 4) {
-    if (v + 4 <= to) convolveBlock<C, 4, Masked>(p, job, v * kLanes), v += 4;
-  }
-  if constexpr (N > 2) {
-    if (v + 2 <= to) convolveBlock<C, 2, Masked>(p, job, v * kLanes), v += 2;
-  }
-  if constexpr (N > 1) {
-    if (v + 1 <= to) convolveBlock<C, 1, Masked>(p, job, v * kLanes), v += 1;
-  }
-}
-
-// One output row: the vectors whose loads stay inside the input row use plain loads, those at
-// either border (usually one each) masked ones, in blocks of their own.
+// One output row, in the register blocks of conv_few_outputs_rows.h.
 template <int C, int N>
 void convolveRow(const Problem& p, const RowJob& job) {
-  const int64_t vectors = (p.outW + kLanes - 1) / kLanes;
-  // Vector v reads input columns v * kLanes - padLeft to v * kLanes + kLanes - 1 + kernelW - 1 - padLeft.
-  const int64_t left = std::min(vectors, (p.padLeft + kLanes - 1) / kLanes);
-  int64_t right = vectors;
-  while (right > left && (right - 1) * kLanes + kLanes - 1 + p.kernelW - 1 - p.padLeft >= p.width) --right;
-  convolveVectors<C, N, true>(p, job, 0, left);
-  convolveVectors<C, N, false>(p, job, left, right);
-  convolveVectors<C, N, true>(p, job, right, vectors);
+  forEachRowBlock<kLanes, N>(p.outW, p.width, p.kernelW, p.padLeft, [&]<int n, bool masked>(int64_t ox) {
+    convolveBlock<C, n, masked>(p, job, ox);
+  });
 }
 
 }  // namespace
