@@ -20,6 +20,11 @@ struct ExecutionContext::Impl {
   std::vector<Tensor> boundInputs;
   std::vector<Tensor> outputs;             // per I/O tensor: outputs of the last run
   std::vector<Shape> lastRunInputShapes;   // per I/O tensor
+  // Kept from run to run so that a run at unchanged shapes allocates nothing of its own.
+  std::vector<std::pair<int, Tensor>> feeds;
+  std::vector<Shape> runShapes;  // per I/O tensor
+  std::vector<OutputBuffer> buffers;
+  std::vector<Tensor> results;
   std::shared_future<Status> pending;
   std::unique_ptr<cpu::ThreadPool> pool;  // made on the first run, sized by the engine's threads
   ExecutorMemory memory;                  // the arena, planned again when input shapes change
@@ -124,40 +129,47 @@ void ExecutionContext::Impl::run() {
   const plan::Plan& p = plan();
   if (!pool) pool = std::make_unique<cpu::ThreadPool>(p.info.threads);
   cpu::ThreadPoolScope threads(pool.get());
-  std::vector<std::pair<int, Tensor>> feeds;
-  std::vector<Shape> runShapes(p.io.size());
+  runShapes.resize(p.io.size());
+  size_t fed = 0;
   for (size_t i = 0; i < p.io.size(); ++i) {
     const plan::IOTensor& t = p.io[i];
     if (t.mode != TensorIOMode::kINPUT) continue;
-    Tensor value;
+    if (!boundInputs[i].defined() && !addresses[i]) {
+      if (t.hasDefault) {
+        runShapes[i].clear();
+        continue;
+      }
+      badArgument("input '" + t.name + "' has no data: bind it with setTensorAddress or setInputTensor");
+    }
+    if (feeds.size() <= fed) feeds.emplace_back();
+    auto& [valueId, value] = feeds[fed++];
+    valueId = t.valueId;
     if (boundInputs[i].defined()) {
       value = boundInputs[i];
-    } else if (addresses[i]) {
+    } else if (value.raw() != addresses[i] || value.dtype() != t.dtype ||
+               value.shape() != (shapes[i] ? *shapes[i] : t.dims)) {
+      // A view of the caller's buffer, made again only when the address or shape changed.
       value = Tensor::wrap(t.dtype, inputShape(i), addresses[i], nullptr);
-      if (capacities[i] && capacities[i] < value.byteSize()) {
-        badArgument("input '" + t.name + "' needs " + std::to_string(value.byteSize()) + " bytes for shape " +
-                    shapeToString(value.shape()) + ", its buffer has " + std::to_string(capacities[i]));
-      }
-    } else if (t.hasDefault) {
-      continue;
-    } else {
-      badArgument("input '" + t.name + "' has no data: bind it with setTensorAddress or setInputTensor");
+    }
+    if (!boundInputs[i].defined() && capacities[i] && capacities[i] < value.byteSize()) {
+      badArgument("input '" + t.name + "' needs " + std::to_string(value.byteSize()) + " bytes for shape " +
+                  shapeToString(value.shape()) + ", its buffer has " + std::to_string(capacities[i]));
     }
     checkShape(i, value.shape());
     checkShapeValues(i, value);
     runShapes[i] = value.shape();
-    feeds.emplace_back(t.valueId, std::move(value));
   }
+  feeds.resize(fed);
   // Outputs with a bound buffer are computed in it when their size is known from the input shapes;
   // the others (sizes that depend on data, views of an input) are copied there after the run.
-  std::vector<OutputBuffer> buffers;
+  buffers.clear();
   for (size_t i = 0; i < p.io.size(); ++i)
     if (p.io[i].mode == TensorIOMode::kOUTPUT && addresses[i]) buffers.push_back({p.io[i].valueId, addresses[i], capacities[i]});
-  std::vector<Tensor> results = engine->executor->run(feeds, &memory, buffers, profiler);
+  engine->executor->run(feeds, memory, buffers, profiler, results);
   size_t k = 0;
   for (size_t i = 0; i < p.io.size(); ++i) {
     if (p.io[i].mode != TensorIOMode::kOUTPUT) continue;
-    outputs[i] = std::move(results.at(k++));
+    outputs[i] = results.at(k++);
     if (!addresses[i]) continue;
     const Tensor& out = outputs[i];
     if (out.dtype() == DataType::kString) badArgument("output '" + p.io[i].name + "' holds strings; read it with getOutputTensor");
@@ -167,7 +179,7 @@ void ExecutionContext::Impl::run() {
     }
     if (out.raw() != addresses[i] && out.byteSize()) std::memmove(addresses[i], out.raw(), out.byteSize());
   }
-  lastRunInputShapes = std::move(runShapes);
+  std::swap(lastRunInputShapes, runShapes);
 }
 
 ExecutionContext::ExecutionContext(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
+#include <utility>
 
 #include "kiln/error.h"
 #include "plugin/plugin_node.h"
@@ -59,8 +61,11 @@ std::string describeInputShapes(const std::vector<const Tensor*>& inputs) {
 
 }  // namespace
 
-std::vector<Tensor> runNode(const ir::Node& node, const ir::OpSchema& schema, const cpu::KernelFn& kernel,
-                            const std::vector<const Tensor*>& inputs, const std::vector<cpu::OutputStorage>* planned) {
+namespace {
+
+// The node's output types inferred from its concrete inputs.
+void inferOutputTypes(const ir::Node& node, const ir::OpSchema& schema, const std::vector<const Tensor*>& inputs,
+                      std::vector<ir::TypeInfo>& outTypes) {
   std::vector<ir::TypeInfo> inputTypes(inputs.size());
   std::vector<const ir::TypeInfo*> typePtrs(inputs.size(), nullptr);
   for (size_t k = 0; k < inputs.size(); ++k) {
@@ -71,19 +76,30 @@ std::vector<Tensor> runNode(const ir::Node& node, const ir::OpSchema& schema, co
                                      : ir::TypeInfo{t.dtype(), ir::symShapeOf(t.shape())};
     typePtrs[k] = &inputTypes[k];
   }
-  std::vector<ir::TypeInfo> outTypes(node.outputs.size());
+  outTypes.assign(node.outputs.size(), ir::TypeInfo{});
   ir::InferContext inferCtx(node, typePtrs, inputs, outTypes);
   schema.infer(inferCtx);
+}
 
-  std::vector<Tensor> outs(node.outputs.size());
-  cpu::KernelContext ctx(node, inputs, outs, outTypes, planned);
-  kernel(ctx);
+void checkOutputsMade(const ir::Node& node, const std::vector<Tensor>& outs) {
   for (size_t k = 0; k < node.outputs.size(); ++k) {
     if (node.outputs[k] != ir::kNoValue && !outs[k].defined()) {
       ir::failNode(node, "kernel did not produce output " + std::to_string(k) + " (internal error)",
                    ErrorCode::kRuntimeError);
     }
   }
+}
+
+}  // namespace
+
+std::vector<Tensor> runNode(const ir::Node& node, const ir::OpSchema& schema, const cpu::KernelFn& kernel,
+                            const std::vector<const Tensor*>& inputs, const std::vector<cpu::OutputStorage>* planned) {
+  std::vector<ir::TypeInfo> outTypes;
+  inferOutputTypes(node, schema, inputs, outTypes);
+  std::vector<Tensor> outs(node.outputs.size());
+  cpu::KernelContext ctx(node, inputs, outs, outTypes, planned);
+  kernel(ctx);
+  checkOutputsMade(node, outs);
   return outs;
 }
 
@@ -96,9 +112,17 @@ Executor::Executor(std::shared_ptr<const ir::Graph> graph, ir::Graph* freeCopied
   if (!problems.empty()) throwUnsupported(problems);
 
   isNodeOutput_.assign(graph_->values.size(), false);
-  for (const ir::Node& node : graph_->nodes)
-    for (int id : node.outputs)
-      if (id != ir::kNoValue) isNodeOutput_[static_cast<size_t>(id)] = true;
+  producerOf_.assign(graph_->values.size(), {-1, -1});
+  for (size_t i = 0; i < graph_->nodes.size(); ++i) {
+    const ir::Node& node = graph_->nodes[i];
+    for (size_t k = 0; k < node.outputs.size(); ++k) {
+      const int id = node.outputs[k];
+      if (id == ir::kNoValue) continue;
+      isNodeOutput_[static_cast<size_t>(id)] = true;
+      producerOf_[static_cast<size_t>(id)] = {static_cast<int>(i), static_cast<int>(k)};
+    }
+  }
+  for (int id : graph_->inputs) hasInputsWithDefaults_ = hasInputsWithDefaults_ || graph_->value(id).constant.has_value();
 
   std::vector<int> lastUse(graph_->values.size(), -1);
   std::vector<int> readersLeft(graph_->values.size(), 0);  // node inputs not yet given a kernel
@@ -148,116 +172,372 @@ Executor::Executor(std::shared_ptr<const ir::Graph> graph, ir::Graph* freeCopied
   }
 }
 
-std::vector<cpu::OutputStorage> Executor::placeValues(const std::vector<std::pair<int, Tensor>>& inputs,
-                                                      ExecutorMemory& memory,
-                                                      const std::vector<OutputBuffer>& outputBuffers) const {
-  const ir::Graph& g = *graph_;
-  std::vector<std::pair<int, Shape>> signature;
-  signature.reserve(inputs.size());
-  for (const auto& [id, tensor] : inputs) signature.emplace_back(id, tensor.shape());
-  if (!memory.planned_ || signature != memory.signature_) {
-    memory.plan_ = MemoryPlan{};
-    try {
-      memory.plan_ = planMemoryForInputShapes(g, signature);
-    } catch (const Error&) {
-      // Shapes the graph rejects: run unplanned, so the failing node reports the problem itself.
-    }
-    memory.signature_ = std::move(signature);
-    memory.planned_ = true;
-    ++memory.planCount_;
-    if (memory.capacity_ < memory.plan_.arenaBytes) {
-      memory.arena_.reset();  // free the smaller arena first
-      memory.capacity_ = 0;
-      void* p = std::aligned_alloc(kArenaAlignment, memory.plan_.arenaBytes);
-      if (!p) {
-        throw Error(ErrorCode::kRuntimeError,
-                    "out of memory allocating the " + std::to_string(memory.plan_.arenaBytes) + "-byte tensor arena");
-      }
-      memory.arena_ = std::shared_ptr<uint8_t>(static_cast<uint8_t*>(p), [](uint8_t* q) { std::free(q); });
-      memory.capacity_ = memory.plan_.arenaBytes;
-    }
-  }
-  const MemoryPlan& plan = memory.plan_;
-  if (plan.offsets.empty()) return {};
+namespace {
 
-  std::vector<cpu::OutputStorage> storage(g.values.size());
-  for (size_t id = 0; id < g.values.size(); ++id) {
-    if (plan.offsets[id] == MemoryPlan::kNotPlaced) continue;
-    storage[id] = {memory.arena_.get() + plan.offsets[id], plan.bytes[id], memory.arena_};
+bool sameShapes(const std::vector<std::pair<int, Shape>>& signature, const std::vector<std::pair<int, Tensor>>& inputs) {
+  if (signature.size() != inputs.size()) return false;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (signature[i].first != inputs[i].first || signature[i].second != inputs[i].second.shape()) return false;
+  return true;
+}
+
+bool isPlainTensor(const ir::TypeInfo& type) {
+  return !type.isSequence && !type.isOptional && type.dtype != DataType::kUndefined && type.dtype != DataType::kString &&
+         type.shape && ir::concreteShape(*type.shape);
+}
+
+// Whether output `view` (kept from the last run) is still a view of `source` with this shape.
+bool isViewOf(const Tensor& view, const Tensor& source, DataType dtype, const Shape& shape) {
+  return view.defined() && view.raw() && view.raw() == source.raw() && view.dtype() == dtype && view.shape() == shape;
+}
+
+}  // namespace
+
+void Executor::preparePlan(const std::vector<std::pair<int, Tensor>>& inputs, ExecutorMemory& memory) const {
+  if (memory.planned_ && memory.executor_ == this && sameShapes(memory.signature_, inputs)) return;
+  const ir::Graph& g = *graph_;
+  memory.nodes_.clear();  // drops the old arena's views before the arena is replaced
+  memory.signature_.clear();
+  for (const auto& [id, tensor] : inputs) memory.signature_.emplace_back(id, tensor.shape());
+  memory.plan_ = MemoryPlan{};
+  std::vector<ir::TypeInfo> types;
+  try {
+    memory.plan_ = planMemoryForInputShapes(g, memory.signature_, &types);
+  } catch (const Error&) {
+    // Shapes the graph rejects: run unplanned, so the failing node reports the problem itself.
   }
-  // A graph output (or the tensor it is a view of) is computed in the caller's buffer when its
-  // size is known now, it fits, and the buffer is not also an input being read.
-  for (const OutputBuffer& buffer : outputBuffers) {
-    const size_t root = static_cast<size_t>(plan.storageOf.at(static_cast<size_t>(buffer.valueId)));
-    const uint64_t bytes = plan.bytes[root];
-    if (!buffer.data || !isNodeOutput_[root] || g.values[root].constant || storage[root].data || bytes == 0 ||
-        bytes != plan.bytes[static_cast<size_t>(buffer.valueId)] || (buffer.capacity && buffer.capacity < bytes)) {
+  memory.executor_ = this;
+  memory.planned_ = true;
+  ++memory.planCount_;
+  if (memory.capacity_ < memory.plan_.arenaBytes) {
+    memory.arena_.reset();  // free the smaller arena first
+    memory.capacity_ = 0;
+    void* p = std::aligned_alloc(kArenaAlignment, memory.plan_.arenaBytes);
+    if (!p) {
+      throw Error(ErrorCode::kRuntimeError,
+                  "out of memory allocating the " + std::to_string(memory.plan_.arenaBytes) + "-byte tensor arena");
+    }
+    memory.arena_ = std::shared_ptr<uint8_t>(static_cast<uint8_t*>(p), [](uint8_t* q) { std::free(q); });
+    memory.capacity_ = memory.plan_.arenaBytes;
+  }
+  if (!memory.plan_.offsets.empty()) bindNodes(memory, types);
+}
+
+void Executor::bindNodes(ExecutorMemory& memory, const std::vector<ir::TypeInfo>& types) const {
+  const ir::Graph& g = *graph_;
+  const MemoryPlan& plan = memory.plan_;
+  const size_t n = g.values.size();
+  memory.staticShapes_.assign(n, Shape{});
+  memory.staticDtypes_.assign(n, DataType::kUndefined);
+  memory.isStatic_.assign(n, 0);
+  for (size_t id = 0; id < n && id < types.size(); ++id) {
+    if (!isPlainTensor(types[id])) continue;
+    memory.staticShapes_[id] = *ir::concreteShape(*types[id].shape);
+    memory.staticDtypes_[id] = types[id].dtype;
+    memory.isStatic_[id] = 1;
+  }
+  memory.fedIds_.clear();
+  for (size_t s = 0; s < steps_.size(); ++s) {
+    for (int id : steps_[s].node->inputs) {
+      if (id == ir::kNoValue || producerOf_[static_cast<size_t>(id)].first >= 0) continue;
+      if (g.value(id).constant && !g.isGraphInput(id)) continue;
+      if (std::find(memory.fedIds_.begin(), memory.fedIds_.end(), id) == memory.fedIds_.end()) memory.fedIds_.push_back(id);
+    }
+  }
+  for (int id : g.outputs) {
+    if (producerOf_[static_cast<size_t>(id)].first < 0 && !(g.value(id).constant && !g.isGraphInput(id)) &&
+        std::find(memory.fedIds_.begin(), memory.fedIds_.end(), id) == memory.fedIds_.end()) {
+      memory.fedIds_.push_back(id);
+    }
+  }
+  memory.fedSlots_.assign(memory.fedIds_.size(), Tensor());  // never resized again: nodes point at them
+  memory.fedPlaceholders_.assign(memory.fedIds_.size(), Tensor());
+  for (size_t j = 0; j < memory.fedIds_.size(); ++j) {
+    for (const auto& [id, shape] : memory.signature_)
+      if (id == memory.fedIds_[j]) memory.fedPlaceholders_[j] = Tensor::wrap(DataType::kUndefined, shape, nullptr, nullptr);
+  }
+  memory.nodes_.resize(steps_.size());  // never resized again: inputs point at other nodes' outputs
+  for (size_t s = 0; s < steps_.size(); ++s) {
+    const ir::Node& node = *steps_[s].node;
+    ExecutorMemory::NodeBinding& b = memory.nodes_[s];
+    b.outputs.resize(node.outputs.size());
+    b.planned.assign(node.outputs.size(), {});
+    b.typesKnown = !hasInputsWithDefaults_;
+    for (size_t k = 0; k < node.outputs.size(); ++k) {
+      const int id = node.outputs[k];
+      if (id == ir::kNoValue) continue;
+      const auto i = static_cast<size_t>(id);
+      if (plan.offsets[i] != MemoryPlan::kNotPlaced)
+        b.planned[k] = {memory.arena_.get() + plan.offsets[i], plan.bytes[i], memory.arena_};
+      b.typesKnown = b.typesKnown && memory.isStatic_[i];
+    }
+    for (size_t k = 0; k < node.inputs.size(); ++k) {
+      const int id = node.inputs[k];
+      if (id == ir::kNoValue) {
+        b.inputs.push_back(nullptr);
+        continue;
+      }
+      const ir::Value& v = g.value(id);
+      const auto [step, index] = producerOf_[static_cast<size_t>(id)];
+      if (step >= 0) {
+        b.inputs.push_back(&memory.nodes_[static_cast<size_t>(step)].outputs[static_cast<size_t>(index)]);
+      } else if (v.constant && !g.isGraphInput(id)) {
+        b.inputs.push_back(&*v.constant);
+      } else {
+        const auto j = std::find(memory.fedIds_.begin(), memory.fedIds_.end(), id) - memory.fedIds_.begin();
+        b.inputs.push_back(&memory.fedSlots_[static_cast<size_t>(j)]);
+      }
+      b.typesKnown = b.typesKnown && memory.isStatic_[static_cast<size_t>(id)];
+    }
+    if (b.typesKnown) {
+      for (int id : node.outputs) b.outputTypes.push_back(id == ir::kNoValue ? ir::TypeInfo{} : types[static_cast<size_t>(id)]);
+    }
+    b.inPlaceConcat = plan.inPlaceConcat[s];
+    b.context.emplace(node, b.inputs, b.outputs, b.outputTypes, &b.planned);
+  }
+  memory.callerOutputRoots_.clear();
+  for (int id : g.outputs) {
+    const int root = plan.storageOf[static_cast<size_t>(id)];
+    if (producerOf_[static_cast<size_t>(root)].first < 0 || plan.offsets[static_cast<size_t>(root)] != MemoryPlan::kNotPlaced ||
+        std::find(memory.callerOutputRoots_.begin(), memory.callerOutputRoots_.end(), root) !=
+            memory.callerOutputRoots_.end()) {
       continue;
     }
-    const auto* begin = static_cast<const uint8_t*>(buffer.data);
-    bool overlapsInput = false;
-    for (const auto& [id, tensor] : inputs) {
-      const auto* in = static_cast<const uint8_t*>(tensor.raw());
-      if (in && in < begin + bytes && begin < in + tensor.byteSize()) overlapsInput = true;
-    }
-    if (!overlapsInput) storage[root] = {buffer.data, bytes, nullptr};
+    memory.callerOutputRoots_.push_back(root);
   }
-  return storage;
+}
+
+void Executor::placeCallerOutputs(const std::vector<std::pair<int, Tensor>>& inputs, ExecutorMemory& memory,
+                                  const std::vector<OutputBuffer>& outputBuffers) const {
+  const MemoryPlan& plan = memory.plan_;
+  for (int root : memory.callerOutputRoots_) {
+    const auto [step, index] = producerOf_[static_cast<size_t>(root)];
+    cpu::OutputStorage& slot = memory.nodes_[static_cast<size_t>(step)].planned[static_cast<size_t>(index)];
+    slot = {};
+    // A graph output (or the tensor it is a view of) is computed in the caller's buffer when its
+    // size is known now, it fits, and the buffer is not also an input being read.
+    const uint64_t bytes = plan.bytes[static_cast<size_t>(root)];
+    for (const OutputBuffer& buffer : outputBuffers) {
+      if (plan.storageOf.at(static_cast<size_t>(buffer.valueId)) != root || !buffer.data || bytes == 0 ||
+          bytes != plan.bytes[static_cast<size_t>(buffer.valueId)] || (buffer.capacity && buffer.capacity < bytes)) {
+        continue;
+      }
+      const auto* begin = static_cast<const uint8_t*>(buffer.data);
+      bool overlapsInput = false;
+      for (const auto& [id, tensor] : inputs) {
+        const auto* in = static_cast<const uint8_t*>(tensor.raw());
+        if (in && in < begin + bytes && begin < in + tensor.byteSize()) overlapsInput = true;
+      }
+      if (!overlapsInput) {
+        slot = {buffer.data, bytes, nullptr};
+        break;
+      }
+    }
+  }
 }
 
 std::vector<Tensor> Executor::run(const std::vector<std::pair<int, Tensor>>& inputs, ExecutorMemory* memory,
                                   const std::vector<OutputBuffer>& outputBuffers, IProfiler* profiler) const {
+  std::vector<Tensor> results;
+  if (memory) {
+    run(inputs, *memory, outputBuffers, profiler, results);
+  } else {
+    runUnplanned(inputs, profiler, results);
+  }
+  return results;
+}
+
+void Executor::run(const std::vector<std::pair<int, Tensor>>& inputs, ExecutorMemory& memory,
+                   const std::vector<OutputBuffer>& outputBuffers, IProfiler* profiler,
+                   std::vector<Tensor>& results) const {
+  preparePlan(inputs, memory);
+  if (memory.nodes_.empty()) {
+    runUnplanned(inputs, profiler, results);
+    return;
+  }
+  placeCallerOutputs(inputs, memory, outputBuffers);
+  runBound(inputs, memory, profiler, results);
+}
+
+namespace {
+
+void reportLayer(IProfiler* profiler, const ir::Node& node, const std::vector<const Tensor*>& in,
+                 std::chrono::steady_clock::time_point start) {
+  const std::chrono::duration<double, std::milli> elapsed = std::chrono::steady_clock::now() - start;
+  const std::string op = node.domain.empty() ? node.opType : node.domain + "::" + node.opType;
+  profiler->reportLayerTime({node.name, op, describeInputShapes(in), elapsed.count()});
+}
+
+}  // namespace
+
+void Executor::runBound(const std::vector<std::pair<int, Tensor>>& inputs, ExecutorMemory& memory, IProfiler* profiler,
+                        std::vector<Tensor>& results) const {
   const ir::Graph& g = *graph_;
-  std::vector<Tensor> slots(g.values.size());
-  for (size_t i = 0; i < g.values.size(); ++i)
-    if (g.values[i].constant) slots[i] = *g.values[i].constant;
-  for (const auto& [id, tensor] : inputs) slots[id] = tensor;
-
-  std::vector<cpu::OutputStorage> storage;  // per value id; empty: every output on the heap
-  if (memory) storage = placeValues(inputs, *memory, outputBuffers);
-  const auto arenaBegin = storage.empty() ? 0 : reinterpret_cast<uintptr_t>(memory->arena_.get());
-  const auto arenaEnd = arenaBegin ? arenaBegin + memory->capacity_ : 0;
-  std::vector<cpu::OutputStorage> planned;  // the current node's outputs
-
-  for (const Step& step : steps_) {
-    const ir::Node& node = *step.node;
-    std::vector<const Tensor*> in;
-    for (int id : node.inputs) {
-      if (id != ir::kNoValue && !slots[id].defined()) {
-        ir::failNode(node, "input '" + g.value(id).name + "' has no value (internal error)", ErrorCode::kRuntimeError);
-      }
-      in.push_back(id == ir::kNoValue ? nullptr : &slots[id]);
+  const MemoryPlan& plan = memory.plan_;
+  // Values the caller feeds: its tensors, else (inputs with a default) the graph's constant.
+  for (size_t j = 0; j < memory.fedIds_.size(); ++j) {
+    const int id = memory.fedIds_[j];
+    const Tensor* value = g.value(id).constant ? &*g.value(id).constant : nullptr;
+    for (const auto& [given, tensor] : inputs)
+      if (given == id) value = &tensor;
+    if (value) {
+      memory.fedSlots_[j] = *value;
+    } else {
+      memory.fedSlots_[j] = Tensor();
     }
-    if (!storage.empty()) {
-      planned.assign(node.outputs.size(), {});
-      for (size_t k = 0; k < node.outputs.size(); ++k)
-        if (node.outputs[k] != ir::kNoValue) planned[k] = storage[static_cast<size_t>(node.outputs[k])];
+  }
+  uint8_t* const arena = memory.arena_.get();
+  const auto arenaBegin = reinterpret_cast<uintptr_t>(arena);
+  const auto arenaEnd = arenaBegin + memory.capacity_;
+  const auto inArena = [&](const void* p) {
+    const auto address = reinterpret_cast<uintptr_t>(p);
+    return arena && address >= arenaBegin && address < arenaEnd;
+  };
+
+  for (size_t s = 0; s < steps_.size(); ++s) {
+    const Step& step = steps_[s];
+    const ir::Node& node = *step.node;
+    ExecutorMemory::NodeBinding& b = memory.nodes_[s];
+    for (size_t k = 0; k < node.inputs.size(); ++k) {
+      if (node.inputs[k] != ir::kNoValue && !b.inputs[k]->defined()) {
+        ir::failNode(node, "input '" + g.value(node.inputs[k]).name + "' has no value (internal error)",
+                     ErrorCode::kRuntimeError);
+      }
     }
     const auto start = profiler ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-    std::vector<Tensor> outs = runNode(node, *step.schema, step.kernel, in, storage.empty() ? nullptr : &planned);
-    if (profiler) {
-      const std::chrono::duration<double, std::milli> elapsed = std::chrono::steady_clock::now() - start;
-      const std::string op = node.domain.empty() ? node.opType : node.domain + "::" + node.opType;
-      profiler->reportLayerTime({node.name, op, describeInputShapes(in), elapsed.count()});
+    // The shapes the plan resolved hold while the inputs have the shapes it saw.
+    bool typesKnown = b.typesKnown;
+    for (size_t k = 0; typesKnown && k < node.inputs.size(); ++k) {
+      const int id = node.inputs[k];
+      if (id == ir::kNoValue) continue;
+      const Tensor& t = *b.inputs[k];
+      typesKnown = !t.isSequence() && !t.isNone() && t.dtype() == memory.staticDtypes_[static_cast<size_t>(id)] &&
+                   t.shape() == memory.staticShapes_[static_cast<size_t>(id)];
     }
+    if (typesKnown && sharesInputStorage(node, 0) && node.outputs.size() == 1 && b.inputs[0] &&
+        isViewOf(b.outputs[0], *b.inputs[0], b.outputTypes[0].dtype,
+                 memory.staticShapes_[static_cast<size_t>(node.outputs[0])])) {
+      // A Reshape-like node whose view from the last run still holds: nothing to do.
+      if (profiler) reportLayer(profiler, node, b.inputs, start);
+      continue;
+    }
+    // Outputs in a planned slot are views made once and kept while they still fit the slot; the
+    // others are made by the kernel.
+    for (size_t k = 0; k < node.outputs.size(); ++k) {
+      const int id = node.outputs[k];
+      Tensor& out = b.outputs[k];
+      if (id == ir::kNoValue || !typesKnown || !b.planned[k].data) {
+        out = Tensor();
+        continue;
+      }
+      const Shape& shape = memory.staticShapes_[static_cast<size_t>(id)];
+      const DataType dtype = b.outputTypes[k].dtype;
+      if (out.raw() != b.planned[k].data || out.dtype() != dtype || out.shape() != shape) {
+        out = Tensor::wrap(dtype, shape, b.planned[k].data, b.planned[k].owner);
+      }
+    }
+    if (typesKnown && b.inPlaceConcat && b.planned[0].data) {
+      // Its inputs were computed at their slabs of the output; one that a kernel could not put
+      // there (it made its output elsewhere) is copied in.
+      for (size_t k = 0; k < node.inputs.size(); ++k) {
+        const Tensor& in = *b.inputs[k];
+        uint8_t* slab = arena + plan.offsets[static_cast<size_t>(node.inputs[k])];
+        if (in.raw() != slab && in.byteSize()) std::memcpy(slab, in.raw(), in.byteSize());
+      }
+      if (profiler) reportLayer(profiler, node, b.inputs, start);
+      continue;
+    }
+    if (!typesKnown) inferOutputTypes(node, *step.schema, b.inputs, b.outputTypes);
+    if (b.inPlaceConcat) {
+      // Planned in place but the inputs are not as planned: copy into a tensor of its own, as
+      // the output's slot holds the inputs.
+      const cpu::OutputStorage slot = std::exchange(b.planned[0], {});
+      b.outputs[0] = Tensor();
+      step.kernel(*b.context);
+      b.planned[0] = slot;
+    } else {
+      step.kernel(*b.context);
+    }
+    if (!typesKnown && b.typesKnown) b.typesKnown = false;  // its resolved types were overwritten
+    checkOutputsMade(node, b.outputs);
+    if (profiler) reportLayer(profiler, node, b.inputs, start);
+    for (size_t k = 0; k < node.outputs.size(); ++k) {
+      const int id = node.outputs[k];
+      if (id == ir::kNoValue || !inArena(b.outputs[k].raw())) continue;
+      // In the arena, a tensor may only live in its own slot (or its source's, for a view):
+      // any other slot is reused by the plan once its lifetime ends.
+      const auto root = static_cast<size_t>(plan.storageOf[static_cast<size_t>(id)]);
+      const bool ownSlot = plan.offsets[root] != MemoryPlan::kNotPlaced && b.outputs[k].raw() == arena + plan.offsets[root];
+      if (!ownSlot) b.outputs[k] = b.outputs[k].clone();
+    }
+    // Heap tensors are freed after their last use; views of the arena are kept for the next run.
+    for (int id : step.release) {
+      const auto [producer, index] = producerOf_[static_cast<size_t>(id)];
+      if (producer < 0) continue;
+      Tensor& t = memory.nodes_[static_cast<size_t>(producer)].outputs[static_cast<size_t>(index)];
+      if (!inArena(t.raw())) t = Tensor();
+    }
+  }
+
+  results.resize(g.outputs.size());
+  for (size_t i = 0; i < g.outputs.size(); ++i) {
+    const int id = g.outputs[i];
+    const auto [producer, index] = producerOf_[static_cast<size_t>(id)];
+    if (producer >= 0) {
+      results[i] = memory.nodes_[static_cast<size_t>(producer)].outputs[static_cast<size_t>(index)];
+    } else if (auto j = std::find(memory.fedIds_.begin(), memory.fedIds_.end(), id); j != memory.fedIds_.end()) {
+      results[i] = memory.fedSlots_[static_cast<size_t>(j - memory.fedIds_.begin())];
+    } else {
+      results[i] = *g.value(id).constant;
+    }
+  }
+  // The caller holds the outputs now: drop the references to heap tensors and to its inputs.
+  for (int id : g.outputs) {
+    const auto [producer, index] = producerOf_[static_cast<size_t>(id)];
+    if (producer < 0) continue;
+    ExecutorMemory::NodeBinding& b = memory.nodes_[static_cast<size_t>(producer)];
+    Tensor& t = b.outputs[static_cast<size_t>(index)];
+    if (!inArena(t.raw()) && t.raw() != b.planned[static_cast<size_t>(index)].data) t = Tensor();
+  }
+  for (size_t j = 0; j < memory.fedSlots_.size(); ++j) memory.fedSlots_[j] = memory.fedPlaceholders_[j];
+}
+
+void Executor::runUnplanned(const std::vector<std::pair<int, Tensor>>& inputs, IProfiler* profiler,
+                            std::vector<Tensor>& results) const {
+  const ir::Graph& g = *graph_;
+  // Per value id: its tensor, pointing at the graph's constants and the caller's inputs.
+  std::vector<Tensor> computed(g.values.size());
+  std::vector<const Tensor*> values(g.values.size(), nullptr);
+  for (size_t i = 0; i < g.values.size(); ++i)
+    if (g.values[i].constant) values[i] = &*g.values[i].constant;
+  for (const auto& [id, tensor] : inputs) values[static_cast<size_t>(id)] = &tensor;
+
+  std::vector<const Tensor*> in;
+  for (const Step& step : steps_) {
+    const ir::Node& node = *step.node;
+    in.clear();
+    for (int id : node.inputs) {
+      if (id != ir::kNoValue && (!values[id] || !values[id]->defined())) {
+        ir::failNode(node, "input '" + g.value(id).name + "' has no value (internal error)", ErrorCode::kRuntimeError);
+      }
+      in.push_back(id == ir::kNoValue ? nullptr : values[id]);
+    }
+    const auto start = profiler ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+    std::vector<Tensor> outs = runNode(node, *step.schema, step.kernel, in);
+    if (profiler) reportLayer(profiler, node, in, start);
     for (size_t k = 0; k < node.outputs.size(); ++k) {
       const int id = node.outputs[k];
       if (id == ir::kNoValue) continue;
-      const void* data = outs[k].raw();
-      const auto address = reinterpret_cast<uintptr_t>(data);
-      if (arenaBegin && address >= arenaBegin && address < arenaEnd) {
-        // In the arena, a tensor may only live in its own slot (or its source's, for a view):
-        // any other slot is reused by the plan once its lifetime ends.
-        const auto root = static_cast<size_t>(memory->plan_.storageOf[static_cast<size_t>(id)]);
-        if (data != storage[root].data) outs[k] = outs[k].clone();
-      }
-      slots[id] = std::move(outs[k]);
+      computed[id] = std::move(outs[k]);
+      values[id] = &computed[id];
     }
-    for (int id : step.release) slots[id] = Tensor();
+    for (int id : step.release) {
+      computed[id] = Tensor();
+      values[id] = nullptr;
+    }
   }
-  std::vector<Tensor> results;
-  for (int id : g.outputs) results.push_back(slots[id]);
-  return results;
+  results.clear();
+  for (int id : g.outputs) results.push_back(values[id] ? *values[id] : Tensor());
 }
 
 }  // namespace kiln

@@ -1,6 +1,7 @@
 // Runs a prepared graph on the CPU: per node, run-time shape inference, then its kernel.
 #pragma once
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -35,9 +36,16 @@ struct OutputBuffer {
 };
 
 /// Run memory of one execution context: the memory plan for the last input shapes (made again
-/// when they change) and the arena it lays intermediate tensors out in. Used by one run at a time.
+/// when they change), the arena it lays intermediate tensors out in, and each node's bindings at
+/// those shapes (its input pointers, output tensors, resolved output types), made with the plan
+/// and reused by every run, so that a run at unchanged shapes allocates nothing of its own.
+/// Used by one run at a time, with one Executor.
 class ExecutorMemory {
  public:
+  ExecutorMemory() = default;
+  // Not copyable: the bindings point into the memory's own vectors.
+  ExecutorMemory(const ExecutorMemory&) = delete;
+  ExecutorMemory& operator=(const ExecutorMemory&) = delete;
   /// The plan in use (empty before the first run).
   const MemoryPlan& plan() const { return plan_; }
   /// Bytes allocated for the arena (at least plan().arenaBytes).
@@ -47,12 +55,34 @@ class ExecutorMemory {
 
  private:
   friend class Executor;
+  struct NodeBinding {
+    std::vector<const Tensor*> inputs;        // per input
+    std::vector<Tensor> outputs;              // per output; views of the arena are kept between runs
+    std::vector<cpu::OutputStorage> planned;  // per output: its slot (arena or caller's buffer)
+    std::vector<ir::TypeInfo> outputTypes;    // resolved with the plan when typesKnown, else per run
+    std::optional<cpu::KernelContext> context;  // over the vectors above
+    /// Every input and output has a static shape at these input shapes: the kernel runs without
+    /// shape inference while the inputs have the shapes the plan saw.
+    bool typesKnown = false;
+    bool inPlaceConcat = false;  // MemoryPlan::inPlaceConcat: its inputs are written in its output
+  };
+  const void* executor_ = nullptr;  // the Executor the bindings were made for
   std::vector<std::pair<int, Shape>> signature_;
   bool planned_ = false;
   int planCount_ = 0;
   MemoryPlan plan_;
   std::shared_ptr<uint8_t> arena_;
   uint64_t capacity_ = 0;
+  std::vector<NodeBinding> nodes_;         // per step, empty when the plan failed
+  std::vector<Shape> staticShapes_;        // per value id: its shape at these input shapes, when static
+  std::vector<DataType> staticDtypes_;     // per value id, with staticShapes_
+  std::vector<char> isStatic_;             // per value id
+  // Values the caller feeds (graph inputs, outer-scope values): nodes point at these slots, which
+  // hold the caller's tensors during a run and a placeholder of the same shape (no data) after it.
+  std::vector<int> fedIds_;
+  std::vector<Tensor> fedSlots_;
+  std::vector<Tensor> fedPlaceholders_;
+  std::vector<int> callerOutputRoots_;     // storage roots of graph outputs made by a node, once each
 };
 
 class Executor {
@@ -73,6 +103,11 @@ class Executor {
   /// A profiler, if given, is told each node's time.
   std::vector<Tensor> run(const std::vector<std::pair<int, Tensor>>& inputs, ExecutorMemory* memory = nullptr,
                           const std::vector<OutputBuffer>& outputBuffers = {}, IProfiler* profiler = nullptr) const;
+  /// The same, writing the graph outputs into `results` (resized, its tensors assigned): a caller
+  /// that keeps `results` (and `memory`) from run to run has the run allocate nothing when the
+  /// shapes are unchanged and its outputs go to `outputBuffers`, apart from what kernels allocate.
+  void run(const std::vector<std::pair<int, Tensor>>& inputs, ExecutorMemory& memory,
+           const std::vector<OutputBuffer>& outputBuffers, IProfiler* profiler, std::vector<Tensor>& results) const;
 
   const ir::Graph& graph() const { return *graph_; }
 
@@ -88,14 +123,23 @@ class Executor {
     cpu::KernelFn kernel;
     std::vector<int> release;  // values whose last use is this step
   };
-  /// Per value id: where a node output is to be computed at this run (empty: on the heap).
-  std::vector<cpu::OutputStorage> placeValues(const std::vector<std::pair<int, Tensor>>& inputs,
-                                              ExecutorMemory& memory,
-                                              const std::vector<OutputBuffer>& outputBuffers) const;
+  /// Plans the memory (and binds the nodes) again when the input shapes differ from the last run's.
+  void preparePlan(const std::vector<std::pair<int, Tensor>>& inputs, ExecutorMemory& memory) const;
+  void bindNodes(ExecutorMemory& memory, const std::vector<ir::TypeInfo>& types) const;
+  /// Points graph outputs with a usable caller's buffer at it, the others at nothing.
+  void placeCallerOutputs(const std::vector<std::pair<int, Tensor>>& inputs, ExecutorMemory& memory,
+                          const std::vector<OutputBuffer>& outputBuffers) const;
+  void runBound(const std::vector<std::pair<int, Tensor>>& inputs, ExecutorMemory& memory, IProfiler* profiler,
+                std::vector<Tensor>& results) const;
+  /// Every tensor on the heap (no memory, or shapes the plan could not resolve).
+  void runUnplanned(const std::vector<std::pair<int, Tensor>>& inputs, IProfiler* profiler,
+                    std::vector<Tensor>& results) const;
 
   std::shared_ptr<const ir::Graph> graph_;
   std::vector<Step> steps_;
   std::vector<bool> isNodeOutput_;  // per value id
+  std::vector<std::pair<int, int>> producerOf_;  // per value id: (step, output index), (-1, -1) if none
+  bool hasInputsWithDefaults_ = false;           // graph inputs with a value the caller may override
   std::vector<int> ownCopied_;
 };
 

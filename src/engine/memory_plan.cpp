@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 
+#include "ir/node_attrs.h"
 #include "ir/op_schema.h"
 #include "opt/passes.h"
 
@@ -32,6 +34,74 @@ struct Interval {
   int last;
   bool overlaps(const Interval& o) const { return first <= o.last && o.first <= last; }
 };
+
+// Where an input of a Concat computed in place lives: inside the Concat output's slot.
+struct Slab {
+  int container = -1;   // the Concat output whose slot holds it, -1 if none
+  uint64_t offset = 0;  // bytes from the start of that slot
+};
+
+std::optional<Shape> staticShapeOf(const ir::Value& v) {
+  if (!v.type.shape || v.type.isSequence || v.type.isOptional) return std::nullopt;
+  return ir::concreteShape(*v.type.shape);
+}
+
+// What planMemory knows of every value when it looks for Concats to compute in place.
+struct Lifetimes {
+  const std::vector<int>& producer;
+  const std::vector<bool>& excluded;  // roots handed to the caller
+};
+
+// A tensor that may live in another's slot: made by a node, in the arena, with its own storage.
+bool ownsArenaSlot(const ir::Graph& graph, const MemoryPlan& plan, const Lifetimes& life, int id) {
+  const auto i = static_cast<size_t>(id);
+  return id != ir::kNoValue && plan.storageOf[i] == id && life.producer[i] >= 0 && !life.excluded[i] &&
+         !graph.values[i].constant && plan.bytes[i] > 0;
+}
+
+// The slab of each input of `node` in its output when the Concat can be computed in place:
+// static shapes, one dtype, every output dim before the axis 1 (so each input is one contiguous
+// block), every input a distinct tensor of the arena not already inside another Concat, and
+// slabs starting on the arena's alignment. Empty when it cannot.
+std::vector<uint64_t> concatSlabs(const ir::Graph& graph, const MemoryPlan& plan, const Lifetimes& life,
+                                  const std::vector<Slab>& slabs, const std::vector<bool>& isContainer,
+                                  const ir::Node& node) {
+  if ((!node.domain.empty() && node.domain != "ai.onnx") || node.opType != "Concat" || node.outputs.size() != 1 ||
+      node.inputs.size() < 2) {
+    return {};
+  }
+  const int out = node.outputs[0];
+  if (!ownsArenaSlot(graph, plan, life, out) || isContainer[static_cast<size_t>(out)]) return {};
+  const ir::Value& outValue = graph.value(out);
+  const auto outShape = staticShapeOf(outValue);
+  if (!outShape || outShape->empty()) return {};
+  const auto rank = static_cast<int64_t>(outShape->size());
+  int64_t axis = ir::attrInt(node, "axis", 0);
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis >= rank) return {};
+  for (int64_t d = 0; d < axis; ++d)
+    if ((*outShape)[static_cast<size_t>(d)] != 1) return {};
+
+  std::vector<uint64_t> offsets;
+  uint64_t offset = 0;
+  for (size_t k = 0; k < node.inputs.size(); ++k) {
+    const int id = node.inputs[k];
+    if (!ownsArenaSlot(graph, plan, life, id) || slabs[static_cast<size_t>(id)].container >= 0 ||
+        isContainer[static_cast<size_t>(id)] || std::count(node.inputs.begin(), node.inputs.end(), id) > 1) {
+      return {};
+    }
+    const ir::Value& v = graph.value(id);
+    const auto shape = staticShapeOf(v);
+    if (v.type.dtype != outValue.type.dtype || !shape || shape->size() != outShape->size()) return {};
+    for (size_t d = 0; d < shape->size(); ++d)
+      if (static_cast<int64_t>(d) != axis && (*shape)[d] != (*outShape)[d]) return {};
+    if (offset % kArenaAlignment != 0) return {};
+    offsets.push_back(offset);
+    offset += plan.bytes[static_cast<size_t>(id)];
+  }
+  if (offset != plan.bytes[static_cast<size_t>(out)]) return {};
+  return offsets;
+}
 
 }  // namespace
 
@@ -78,14 +148,38 @@ MemoryPlan planMemory(const ir::Graph& graph) {
     storageLast[root] = std::max({storageLast[root], lastUse[id], producer[id]});
     if (lastUse[id] == end) excluded[root] = true;  // a graph output: handed to the caller
   }
+  // Concats computed in place: their inputs go inside the output's slot, which then lives from
+  // the first input's producer to the last reader of the output or of any input.
+  std::vector<Slab> slabs(n);
+  std::vector<bool> isContainer(n, false);
+  std::vector<int> storageFirst = producer;
+  plan.inPlaceConcat.assign(static_cast<size_t>(end), false);
+  const Lifetimes life{producer, excluded};
+  for (int i = 0; i < end; ++i) {
+    const ir::Node& node = graph.nodes[static_cast<size_t>(i)];
+    std::vector<uint64_t> offsets = concatSlabs(graph, plan, life, slabs, isContainer, node);
+    if (offsets.empty()) continue;
+    const auto out = static_cast<size_t>(node.outputs[0]);
+    isContainer[out] = true;
+    for (size_t k = 0; k < node.inputs.size(); ++k) {
+      const auto id = static_cast<size_t>(node.inputs[k]);
+      slabs[id] = {static_cast<int>(out), offsets[k]};
+      storageFirst[out] = std::min(storageFirst[out], producer[id]);
+      storageLast[out] = std::max(storageLast[out], storageLast[id]);
+    }
+    plan.inPlaceConcat[static_cast<size_t>(i)] = true;
+    ++plan.inPlaceConcats;
+    plan.inPlaceConcatBytes += plan.bytes[out];
+  }
+
   std::vector<Interval> intervals;
   for (size_t id = 0; id < n; ++id) {
     const ir::Value& v = graph.values[id];
     if (plan.storageOf[id] != static_cast<int>(id) || producer[id] < 0 || excluded[id] || v.constant ||
-        plan.bytes[id] == 0) {
+        plan.bytes[id] == 0 || slabs[id].container >= 0) {
       continue;
     }
-    intervals.push_back({static_cast<int>(id), alignUp(plan.bytes[id]), producer[id], storageLast[id]});
+    intervals.push_back({static_cast<int>(id), alignUp(plan.bytes[id]), storageFirst[id], storageLast[id]});
   }
   std::stable_sort(intervals.begin(), intervals.end(), [](const Interval& a, const Interval& b) {
     return a.size != b.size ? a.size > b.size : a.first < b.first;
@@ -117,10 +211,16 @@ MemoryPlan planMemory(const ir::Graph& graph) {
     ++plan.placedTensors;
     placed.push_back(&t);
   }
+  for (size_t id = 0; id < n; ++id) {
+    if (slabs[id].container < 0) continue;
+    const int64_t base = plan.offsets[static_cast<size_t>(slabs[id].container)];
+    plan.offsets[id] = base + static_cast<int64_t>(slabs[id].offset);
+  }
   return plan;
 }
 
-MemoryPlan planMemoryForInputShapes(const ir::Graph& graph, const std::vector<std::pair<int, Shape>>& inputShapes) {
+MemoryPlan planMemoryForInputShapes(const ir::Graph& graph, const std::vector<std::pair<int, Shape>>& inputShapes,
+                                    std::vector<ir::TypeInfo>* resolvedTypes) {
   ir::Graph g = graph;
   for (const auto& [id, shape] : inputShapes)
     if (!g.value(id).type.isSequence) g.value(id).type.shape = ir::symShapeOf(shape);  // sequences have no shape
@@ -137,6 +237,10 @@ MemoryPlan planMemoryForInputShapes(const ir::Graph& graph, const std::vector<st
   for (size_t id = 0; id < g.values.size() && id < folded.values.size(); ++id) {
     const ir::TypeInfo& known = folded.values[id].type;
     if (known.shape && ir::concreteShape(*known.shape) && known.dtype != DataType::kUndefined) g.values[id].type = known;
+  }
+  if (resolvedTypes) {
+    resolvedTypes->clear();
+    for (const ir::Value& v : g.values) resolvedTypes->push_back(v.type);
   }
   return planMemory(g);
 }

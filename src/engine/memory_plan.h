@@ -5,6 +5,11 @@
 //
 // Not placed: graph inputs, graph outputs (and tensors whose storage a graph output shares),
 // constants, strings, and tensors whose shape depends on data (they stay heap-allocated).
+//
+// Concats computed in place (as TensorRT does): when a Concat's axis is its outermost non-unit
+// one, each input is a contiguous slab of the output. Its inputs are then placed inside the
+// output's slot, each at its slab, so their producers write the result directly and the Concat
+// itself copies nothing (MemoryPlan::inPlaceConcat; the executor skips its kernel).
 #pragma once
 #include <cstdint>
 #include <utility>
@@ -28,6 +33,11 @@ struct MemoryPlan {
   uint64_t arenaBytes = 0;
   uint64_t intermediateBytes = 0;  // the placed tensors' sizes (64-byte aligned) added up
   int placedTensors = 0;
+  /// Per node index: a Concat whose inputs are placed in its output's slot at their slabs (its
+  /// output is complete once they are computed).
+  std::vector<bool> inPlaceConcat;
+  int inPlaceConcats = 0;
+  uint64_t inPlaceConcatBytes = 0;  // bytes those Concats no longer copy per run
 
   bool placed(int id) const { return offsets[static_cast<size_t>(id)] != kNotPlaced; }
 };
@@ -41,7 +51,9 @@ MemoryPlan planMemory(const ir::Graph& graph);
 
 /// Resolves every value's type from the given input shapes (by value id) on a copy of the graph,
 /// then plans it. Throws the shape inference error when the shapes do not fit the graph.
-MemoryPlan planMemoryForInputShapes(const ir::Graph& graph, const std::vector<std::pair<int, Shape>>& inputShapes);
+/// `resolvedTypes`, when given, receives those types (per value id).
+MemoryPlan planMemoryForInputShapes(const ir::Graph& graph, const std::vector<std::pair<int, Shape>>& inputShapes,
+                                    std::vector<ir::TypeInfo>* resolvedTypes = nullptr);
 
 /// A built engine's plan at the min, opt or max shapes of one optimization profile (the inputs'
 /// own dims when the plan has no profiles; inputs with a default keep its shape).

@@ -14,6 +14,7 @@
 #include "ir/node_attrs.h"
 #include "ir/op_schema.h"
 #include "graph_runner.h"
+#include "graph_loading.h"
 #include "model_builder.h"
 #include "onnx/loader.h"
 #include "opt/passes.h"
@@ -50,10 +51,7 @@ std::vector<float> randomValues(int64_t n, unsigned seed, float lo = -1.0f, floa
 }
 
 ir::Graph loadGraph(const onnx::ModelProto& m, const std::string& tag) {
-  auto dir = tempDir("fused_attention_" + tag);
-  ir::Model model = onnx_import::loadModel(saveModel(m, dir / "m.onnx"));
-  ir::inferShapes(model.graph);
-  return model.graph;
+  return loadInferredGraph(m, "fused_attention_" + tag);
 }
 
 void expectClose(const Tensor& actual, const std::vector<double>& expected, double tolerance) {

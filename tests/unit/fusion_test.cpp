@@ -11,6 +11,7 @@
 #include "ir/node_attrs.h"
 #include "ir/op_schema.h"
 #include "graph_runner.h"
+#include "graph_loading.h"
 #include "model_builder.h"
 #include "onnx/loader.h"
 #include "opt/passes.h"
@@ -34,10 +35,7 @@ void addRandomInitializer(onnx::ModelProto& m, const std::string& name, const st
 }
 
 ir::Graph loadGraph(const onnx::ModelProto& m, const std::string& tag) {
-  auto dir = tempDir("fusion_" + tag);
-  ir::Model model = onnx_import::loadModel(saveModel(m, dir / "m.onnx"));
-  ir::inferShapes(model.graph);
-  return model.graph;
+  return loadInferredGraph(m, "fusion_" + tag);
 }
 
 // Fuses a copy of g with every pass and checks it computes what g does on random inputs.

@@ -5,6 +5,7 @@
 
 #include "engine/executor.h"
 #include "engine/memory_plan.h"
+#include "graph_loading.h"
 #include "model_builder.h"
 #include "onnx/loader.h"
 
@@ -14,9 +15,7 @@ namespace {
 using namespace kiln::testing;
 
 std::shared_ptr<const ir::Graph> loadGraph(const onnx::ModelProto& m, const std::string& name) {
-  ir::Model model = onnx_import::loadModel(saveModel(m, tempDir(name) / "m.onnx"));
-  ir::inferShapes(model.graph);
-  return std::make_shared<ir::Graph>(std::move(model.graph));
+  return std::make_shared<ir::Graph>(loadInferredGraph(m, name));
 }
 
 int id(const ir::Graph& g, const std::string& name) { return g.findValue(name); }

@@ -46,6 +46,10 @@ void printArena(const std::string& path) {
   std::cout << "  arena      " << std::fixed << std::setprecision(2) << mib(memory.arenaBytes)
             << " MiB at opt shapes (intermediates sum " << mib(memory.intermediateBytes) << " MiB, "
             << memory.placedTensors << " tensors)\n" << std::defaultfloat;
+  if (memory.inPlaceConcats > 0) {
+    std::cout << "  concats    " << memory.inPlaceConcats << " computed in place (their inputs written into the output: "
+              << memory.inPlaceConcatBytes / 1024 << " KiB not copied per run)\n";
+  }
 }
 
 int inspectPlan(const std::string& path) {
