@@ -3,8 +3,10 @@
 // or on 16-float vectors in activation_avx512.cpp when the CPU has AVX-512.
 #include "backends/cpu/activation.h"
 
+#include "backends/cpu/activation_row.h"
 #include "backends/cpu/activation_simd.h"
 #include "backends/cpu/cpu_isa.h"
+#include "backends/cpu/thread_pool.h"
 #include "ir/node_attrs.h"
 
 namespace kiln::cpu {
@@ -37,7 +39,25 @@ void dispatchEpilogue(const Activation& act, float* row, int64_t n, const float*
   });
 }
 
+template <ActivationKind K>
+void activationLoop(const Activation& a, const float* x, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) store8(y + i, simd::activate<K, Float8, Int8>(a, load8(x + i)));
+  for (; i < n; ++i) y[i] = simd::activate<K, float, int32_t>(a, x[i]);
+}
+
 }  // namespace
+
+void applyActivation(const Activation& act, const float* x, float* y, int64_t n) {
+  if (activeCpuIsa() >= CpuIsa::kAvx512) return detail::applyActivationAvx512(act, x, y, n);
+  simd::withActivationKind(act.kind, [&](auto kind) { activationLoop<decltype(kind)::value>(act, x, y, n); });
+}
+
+void applyActivationInParallel(const Activation& act, const float* x, float* y, int64_t n) {
+  parallelForAtLeast(n, kMinElementsPerThread, [&](int64_t begin, int64_t end) {
+    applyActivation(act, x + begin, y + begin, end - begin);
+  });
+}
 
 std::optional<ActivationKind> activationKindFromName(const std::string& name) {
   if (name.empty()) return ActivationKind::kNone;

@@ -2,6 +2,7 @@
 // stores so that no scalar code is compiled here (it would be shared with the AVX2 build).
 #include <immintrin.h>
 
+#include "backends/cpu/activation_row.h"
 #include "backends/cpu/activation_simd.h"
 
 namespace kiln::cpu::detail {
@@ -27,7 +28,20 @@ void epilogueLoop(const Activation& a, float* row, int64_t n, const float* bias,
   }
 }
 
+template <ActivationKind K>
+void activationLoop(const Activation& a, const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
+    const Float16Lanes v(_mm512_maskz_loadu_ps(m, x + i));
+    _mm512_mask_storeu_ps(y + i, m, __m512(simd::activate<K, Float16Lanes, Int16Lanes>(a, v)));
+  }
+}
+
 }  // namespace
+
+void applyActivationAvx512(const Activation& act, const float* x, float* y, int64_t n) {
+  simd::withActivationKind(act.kind, [&](auto kind) { activationLoop<decltype(kind)::value>(act, x, y, n); });
+}
 
 void applyEpilogueAvx512(const Activation& act, float* row, int64_t n, const float* bias, bool biasPerElement,
                          const float* residual) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "kiln/tensor.h"
@@ -41,6 +42,44 @@ CoalescedBroadcast<N> coalesceBroadcast(const Shape& outShape, const std::array<
     }
   }
   return result;
+}
+
+/// A two-input broadcast whose two innermost coalesced dims [rows, cols] are walked contiguously
+/// by one input (strides [cols, 1]) while the other repeats one row of cols elements along them
+/// (strides [0, 1]): e.g. a blocked [N, Cb, H, W, 16] tensor times its squeeze-excitation scale
+/// [N, Cb, 1, 1, 16], or a matrix plus a bias row. Each (outer index) tile of rows * cols output
+/// elements is then input `contiguous` elementwise with a periodic copy of input `repeated`.
+struct PeriodicBroadcast {
+  int repeated = 0;  // the input (0 or 1) that repeats one row
+  int64_t rows = 0;
+  int64_t cols = 0;
+};
+
+inline std::optional<PeriodicBroadcast> findPeriodicBroadcast(const CoalescedBroadcast<2>& cb) {
+  const size_t rank = cb.dims.size();
+  if (rank < 2) return std::nullopt;
+  const int64_t rows = cb.dims[rank - 2], cols = cb.dims[rank - 1];
+  for (int repeated = 0; repeated < 2; ++repeated) {
+    const std::vector<int64_t>& r = cb.strides[static_cast<size_t>(repeated)];
+    const std::vector<int64_t>& c = cb.strides[static_cast<size_t>(1 - repeated)];
+    if (r[rank - 2] == 0 && r[rank - 1] == 1 && c[rank - 2] == cols && c[rank - 1] == 1) {
+      return PeriodicBroadcast{repeated, rows, cols};
+    }
+  }
+  return std::nullopt;
+}
+
+/// The offsets of each input at the start of output tile `tile` (an index over all coalesced dims
+/// but the two innermost) of a rank >= 2 coalesced broadcast.
+template <size_t N>
+std::array<int64_t, N> tileOffsets(const CoalescedBroadcast<N>& cb, int64_t tile) {
+  std::array<int64_t, N> offsets{};
+  for (size_t d = cb.dims.size() - 2; d-- > 0;) {
+    const int64_t index = tile % cb.dims[d];
+    tile /= cb.dims[d];
+    for (size_t k = 0; k < N; ++k) offsets[k] += index * cb.strides[k][d];
+  }
+  return offsets;
 }
 
 /// Calls fn(outOffset, inOffsets, count, inSteps) for the runs of consecutive output elements

@@ -1,6 +1,9 @@
 // Building blocks for elementwise kernels: typed unary maps and broadcast binary maps.
 #pragma once
+#include <algorithm>
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <type_traits>
 
 #include "backends/cpu/broadcast.h"
@@ -92,6 +95,53 @@ decltype(auto) toCompute(const T& v) {
   else return static_cast<ComputeType<T>>(v);
 }
 
+/// z[i] = op(x[i], pattern[i]) (kPatternFirst false) or op(pattern[i], x[i]) for i < n.
+template <bool kPatternFirst, typename X, typename P, typename Out, typename Op>
+void mapAgainstPattern(const X* x, const P* __restrict pattern, Out* z, int64_t n, const Op& op) {
+  for (int64_t i = 0; i < n; ++i) {
+    if constexpr (kPatternFirst) z[i] = static_cast<Out>(op(pattern[i], toCompute(x[i])));
+    else z[i] = static_cast<Out>(op(toCompute(x[i]), pattern[i]));
+  }
+}
+
+/// mapBinaryMixed for a periodic broadcast (broadcast.h), with threads taking ranges of output rows.
+/// The repeated row is copied into a pattern of at least kPatternLength elements so that the
+/// inner loop is a long vectorisable pass over contiguous arrays even when rows are short (the 16
+/// lanes of an NCHWc pixel). kRepeatedA: input a is the repeated one.
+template <bool kRepeatedA, typename InA, typename InB, typename Out, typename Op>
+void mapBinaryPeriodic(const InA* pa, const InB* pb, Out* po, const CoalescedBroadcast<2>& cb, int64_t rows,
+                       int64_t cols, const Op& op) {
+  using Repeated = std::conditional_t<kRepeatedA, InA, InB>;
+  constexpr int64_t kPatternLength = 256;
+  const int64_t tiles = shapeNumel(cb.dims) / (rows * cols);
+  const int64_t period = cols * std::max<int64_t>(1, kPatternLength / cols);
+  parallelForAtLeast(tiles * rows, std::max<int64_t>(1, kMinElementsPerThread / cols), [&](int64_t u0, int64_t u1) {
+    // Not a std::vector: vector<bool> has no data().
+    const std::unique_ptr<ComputeType<Repeated>[]> pattern(new ComputeType<Repeated>[static_cast<size_t>(period)]);
+    for (int64_t u = u0; u < u1;) {
+      const int64_t tile = u / rows, row = u % rows;
+      const int64_t count = std::min(rows - row, u1 - u);
+      const std::array<int64_t, 2> at = tileOffsets(cb, tile);
+      const Repeated* repeated;
+      if constexpr (kRepeatedA) repeated = pa + at[0];
+      else repeated = pb + at[1];
+      for (int64_t p = 0; p < period; p += cols) {
+        for (int64_t c = 0; c < cols; ++c) pattern[p + c] = toCompute(repeated[c]);
+      }
+      const int64_t start = (tile * rows + row) * cols, length = count * cols;
+      for (int64_t done = 0; done < length; done += period) {
+        const int64_t n = std::min(period, length - done);
+        if constexpr (kRepeatedA) {
+          mapAgainstPattern<true>(pb + at[1] + row * cols + done, pattern.get(), po + start + done, n, op);
+        } else {
+          mapAgainstPattern<false>(pa + at[0] + row * cols + done, pattern.get(), po + start + done, n, op);
+        }
+      }
+      u += count;
+    }
+  });
+}
+
 /// out = op(a, b) with numpy broadcasting, where a and b may have different element types.
 /// `out` may be `a` itself when a already has the output's shape.
 template <typename InA, typename InB, typename Out, typename Op>
@@ -121,6 +171,11 @@ void mapBinaryMixed(const Tensor& a, const Tensor& b, Tensor& out, Op op) {
   const int64_t total = out.numel();
   if (total == 0) return;
   const CoalescedBroadcast<2> cb = coalesceBroadcast<2>(out.shape(), {&a.shape(), &b.shape()});
+  if (const std::optional<PeriodicBroadcast> periodic = findPeriodicBroadcast(cb)) {
+    if (periodic->repeated == 0) mapBinaryPeriodic<true, InA, InB, Out>(pa, pb, po, cb, periodic->rows, periodic->cols, op);
+    else mapBinaryPeriodic<false, InA, InB, Out>(pa, pb, po, cb, periodic->rows, periodic->cols, op);
+    return;
+  }
   // Each thread takes a contiguous slice of the output (runs may be cut mid-way).
   parallelForAtLeast(total, kMinElementsPerThread,
                      [&](int64_t begin, int64_t end) { forEachBroadcastRunIn<2>(cb, begin, end, runs); });

@@ -11,6 +11,18 @@
 
 namespace kiln::cpu {
 
+/// exp(r) for |r| <= ln2 / 2: the degree-7 Taylor polynomial (truncation error < 6e-9).
+template <typename V>
+inline V expPolynomial(V r) {
+  V p = r * (1.0f / 5040.0f) + 1.0f / 720.0f;
+  p = p * r + 1.0f / 120.0f;
+  p = p * r + 1.0f / 24.0f;
+  p = p * r + 1.0f / 6.0f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  return p * r + 1.0f;
+}
+
 // exp(x) within ~2 ulp for x in [-87.3, 88.3]; inputs outside are clamped to that range (so
 // very negative x give ~1e-38 rather than a subnormal or 0; softmax inputs are <= 0).
 // x = n * ln2 + r with |r| <= ln2 / 2 (ln2 split in two so n * ln2 is exact enough), then a
@@ -26,13 +38,7 @@ inline V expKernel(V x) {
   const V roundingShift = constant(12582912.0f);  // 1.5 * 2^23: adding it rounds to an integer
   const V n = (x * 1.44269504088896341f + roundingShift) - roundingShift;
   const V r = (x - n * 0.693359375f) + n * 2.12194440e-4f;
-  V p = r * (1.0f / 5040.0f) + 1.0f / 720.0f;
-  p = p * r + 1.0f / 120.0f;
-  p = p * r + 1.0f / 24.0f;
-  p = p * r + 1.0f / 6.0f;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
+  const V p = expPolynomial<V>(r);
   I bits;
   if constexpr (std::is_same_v<V, float>) {
     bits = (static_cast<int32_t>(n) + 127) << 23;

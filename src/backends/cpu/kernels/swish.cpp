@@ -1,6 +1,7 @@
 // CPU kernel of Swish (opset 24): y = x * sigmoid(alpha * x).
 #include <cmath>
 
+#include "backends/cpu/activation_row.h"
 #include "backends/cpu/kernels/elementwise_util.h"
 
 namespace kiln::cpu {
@@ -10,6 +11,10 @@ void swishKernel(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   const double alpha = ir::attrFloat(ctx.node(), "alpha", 1.0f);
   Tensor& y = ctx.output(0);
+  if (x.dtype() == DataType::kFloat32 && alpha == 1.0) {  // SiLU: the vectorised fused-activation code
+    applyActivationInParallel(Activation{ActivationKind::kSiLU}, x.data<float>(), y.data<float>(), x.numel());
+    return;
+  }
   dispatchFloat(x.dtype(), "Swish", [&](auto tag) {
     using T = typename decltype(tag)::type;
     mapUnary<T, T>(x, y, [alpha](auto v) {
