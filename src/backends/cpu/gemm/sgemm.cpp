@@ -10,9 +10,9 @@
 #include <algorithm>
 #include <cstdlib>
 #include <new>
-#include <vector>
 
 #include "backends/cpu/gemm/sgemm_kernels.h"
+#include "backends/cpu/gemm/sgemv.h"
 #include "backends/cpu/thread_pool.h"
 
 namespace kiln::cpu {
@@ -374,51 +374,6 @@ void scaleC(int64_t M, int64_t N, float beta, float* C, int64_t ldc) {
   }
 }
 
-float dot(const float* a, const float* b, int64_t n) {
-  __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps(), s2 = _mm256_setzero_ps(), s3 = _mm256_setzero_ps();
-  int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
-    s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
-    s2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 16), _mm256_loadu_ps(b + i + 16), s2);
-    s3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 24), _mm256_loadu_ps(b + i + 24), s3);
-  }
-  for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
-  const __m256 s = _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3));
-  __m128 h = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
-  h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-  h = _mm_add_ss(h, _mm_movehdup_ps(h));
-  float sum = _mm_cvtss_f32(h);
-  for (; i < n; ++i) sum += a[i] * b[i];
-  return sum;
-}
-
-// y[i * incY] = alpha * sum_k P(i, k) * x[k * incX] + beta * y[i * incY] for i < L, where
-// P(i, k) is P[i * ld + k] (rowMajor: one dot product per output) or P[k * ld + i] (one axpy per
-// k). Matrix-vector products (M == 1 or N == 1) take this path: packing would cost as much as
-// the arithmetic.
-void gemv(int64_t L, int64_t K, float alpha, const float* P, int64_t ld, bool rowMajor, const float* x, int64_t incX,
-          float beta, float* y, int64_t incY) {
-  thread_local std::vector<float> xs, acc;
-  xs.resize(static_cast<size_t>(K));
-  acc.assign(static_cast<size_t>(L), 0.0f);
-  for (int64_t k = 0; k < K; ++k) xs[k] = alpha * x[k * incX];
-  if (rowMajor) {
-    for (int64_t i = 0; i < L; ++i) acc[i] = dot(P + i * ld, xs.data(), K);
-  } else {
-    float* out = acc.data();
-    for (int64_t k = 0; k < K; ++k) {
-      const float s = xs[k];
-      const float* row = P + k * ld;
-      for (int64_t i = 0; i < L; ++i) out[i] += s * row[i];
-    }
-  }
-  for (int64_t i = 0; i < L; ++i) {
-    float& out = y[i * incY];
-    out = beta == 0.0f ? acc[i] : acc[i] + beta * out;
-  }
-}
-
 constexpr int64_t kMinParallelWork = int64_t{1} << 18;  // M*N*K below which one thread is faster
 
 // Applies beta, then splits C over the current pool into blocks of whole micro-tiles along the
@@ -471,13 +426,13 @@ bool handleDegenerate(int64_t M, int64_t N, int64_t K, float alpha, float beta, 
 void sgemmImpl(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
                const float* B, int64_t ldb, float beta, float* C, int64_t ldc, const GemmEpilogue* ep) {
   if (handleDegenerate(M, N, K, alpha, beta, C, ldc, ep)) return;
-  if (M == 1 || N == 1) {
-    if (M == 1) {  // row vector times op(B): C^T = op(B)^T a
-      gemv(N, K, alpha, B, ldb, transB, A, transA ? lda : 1, beta, C, 1);
-    } else {  // op(A) times a column vector
-      gemv(M, K, alpha, A, lda, !transA, B, transB ? 1 : ldb, beta, C, ldc);
-    }
-    if (ep) applyGemmEpilogue(*ep, C, ldc, M, N, 0, 0);
+  // Matrix-vector products: packing would cost as much as the arithmetic.
+  if (M == 1) {  // row vector times op(B): C^T = op(B)^T a
+    detail::sgemv(N, K, alpha, B, ldb, transB, A, transA ? lda : 1, beta, C, 1, ep, true);
+    return;
+  }
+  if (N == 1) {  // op(A) times a column vector
+    detail::sgemv(M, K, alpha, A, lda, !transA, B, transB ? 1 : ldb, beta, C, ldc, ep, false);
     return;
   }
   Problem p{&sgemmKernelFor(activeCpuIsa()), M, N, K, alpha, Operand{A, lda, transA}, Operand{B, ldb, transB},
@@ -536,6 +491,10 @@ void sgemmPacked(bool transA, int64_t M, float alpha, const float* A, int64_t ld
   const GemmEpilogue* ep = epilogue.empty() ? nullptr : &epilogue;
   if (handleDegenerate(M, N, K, alpha, beta, C, ldc, ep)) return;
   const SgemmKernelInfo& ki = sgemmKernelFor(B.isa());
+  if (M == 1) {  // one row (a classifier on one image): stream the packed weights once
+    detail::sgemvPacked(N, K, ki.nr, ki.kc, roundUp(N, ki.nr), alpha, A, transA ? lda : 1, B.data(), beta, C, ep);
+    return;
+  }
   Operand b;
   b.packed = B.data();
   b.padded = roundUp(N, ki.nr);
