@@ -49,6 +49,13 @@ const std::vector<ConvShape>& shapes() {
       {"efficientnet 40->240 1x1 28 SiLU", 40, 240, 28, 1, 1, 0, false, false, "SiLU"},
       {"srcnn 3->64 9x9 768", 3, 64, 768, 9, 1, 4, false, true},
       {"srcnn 64->32 1x1 768", 64, 32, 768, 1, 1, 0},
+      {"squeezenet conv1 3->64 3x3 s2 224", 3, 64, 224, 3, 2, 0, false, true},
+      {"mobilenet 16->96 1x1 112", 16, 96, 112, 1, 1, 0},
+      {"mobilenet 32->16 1x1 112", 32, 16, 112, 1, 1, 0},
+      {"mobilenet 960->320 1x1 7", 960, 320, 7, 1, 1, 0},
+      {"squeezenet 512->1000 1x1 13", 512, 1000, 13, 1, 1, 0},
+      {"squeezenet 16->64 3x3 55", 16, 64, 55, 3, 1, 1},
+      {"squeezenet 64->256 3x3 13", 64, 256, 13, 3, 1, 1},
   };
   return s;
 }

@@ -17,27 +17,6 @@ std::optional<int64_t> nchwChannels(const ir::Graph& graph, int valueId) {
   return (*shape)[1].value;
 }
 
-namespace {
-
-// A 3x3 stride-1 convolution with >= 256 channels in and out and an output of at least 8x8 runs
-// faster as Winograd F(2x2,3x3) in the plain layout (conv_winograd.cpp, not available blocked),
-// even with a reorder on each side. In ResNet-50 (`kiln bench --profile`, 1 thread): the
-// 256-channel 14x14 layers take 1.64-1.80 ms that way against 2.06-2.20 blocked, but the
-// 512-channel 7x7 ones 3.3 ms against 2.6 (half of each 2x2 output tile row is padding at 7x7).
-bool prefersPlainWinograd(const ir::Graph& graph, const ir::Node& node, const Tensor& w) {
-  if (w.dim(0) < 256 || w.dim(1) < 256 || w.dim(2) != 3 || w.dim(3) != 3) return false;
-  for (const char* name : {"strides", "dilations"}) {
-    for (int64_t v : ir::attrInts(node, name, {1, 1})) {
-      if (v != 1) return false;
-    }
-  }
-  const auto& out = graph.value(node.outputs[0]).type.shape;
-  return out && out->size() == 4 && (*out)[2].isKnown() && (*out)[3].isKnown() && (*out)[2].value >= 8 &&
-         (*out)[3].value >= 8;
-}
-
-}  // namespace
-
 bool wantsNchwc(const ir::Graph& graph, const ir::Node& node) {
   const bool isConv = (node.domain.empty() && node.opType == "Conv") || (node.domain == "kiln" && node.opType == "FusedConv");
   if (!isConv || node.inputs.size() < 2 || node.outputs.size() != 1 || !isFloat32(graph, node.outputs[0])) return false;
@@ -48,7 +27,7 @@ bool wantsNchwc(const ir::Graph& graph, const ir::Node& node) {
   const int64_t outChannels = w->dim(0);
   const int64_t group = ir::attrInt(node, "group", 1);
   if (group == 1) {
-    return outChannels >= kMinNchwcConvChannels && w->dim(1) == *inChannels && !prefersPlainWinograd(graph, node, *w);
+    return outChannels >= kMinNchwcConvChannels && w->dim(1) == *inChannels;
   }
   return group == *inChannels && outChannels == group && w->dim(1) == 1 && group >= kMinNchwcConvChannels;
 }

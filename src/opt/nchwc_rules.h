@@ -25,9 +25,9 @@ inline constexpr int64_t kReduceAxesInputOpset = 18;
 std::optional<int64_t> nchwChannels(const ir::Graph& graph, int valueId);
 
 /// Whether a Conv / kiln::FusedConv becomes a kiln::NchwcConv: float32, 2-D, constant W, and
-/// group 1 with >= 16 output channels, or depthwise (group == Ci == Co) with >= 16 channels; a
-/// 3x3 stride-1 convolution with >= 256 channels in and out and an output of at least 8x8 stays
-/// plain for Winograd.
+/// group 1 with >= 16 output channels, or depthwise (group == Ci == Co) with >= 16 channels.
+/// 3x3 stride-1 convolutions run blocked too: NchwcConv picks Winograd for them where it pays
+/// (backends/cpu/kernels/nchwc_winograd.h), faster than the plain Winograd with its two reorders.
 bool wantsNchwc(const ir::Graph& graph, const ir::Node& node);
 
 /// Per-element ops of one tensor input (other inputs, like Clip's bounds, are scalars).

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "activation_reference.h"
+#include "nchwc_test_layout.h"
 #include "random_data.h"
 #include "backends/cpu/activation.h"
 #include "backends/cpu/cpu_isa.h"
@@ -26,7 +27,9 @@ namespace kiln::cpu {
 namespace {
 
 using testing::activationReference;
+using kiln::testing::fromBlocked;
 using kiln::testing::randomFloats;
+using kiln::testing::toBlocked;
 
 constexpr int64_t kB = 16;
 const float kNaN = std::numeric_limits<float>::quiet_NaN();
@@ -58,25 +61,6 @@ ConvCase depthwise(int64_t c, int64_t hw, int64_t k, int64_t s) {
 ConvCase plain(ConvCase t) {
   t.plain = true;
   return t;
-}
-
-// NCHW [n, c, h, w] -> blocked [n, ceil(c / 16), h, w, 16], padding channels NaN.
-std::vector<float> toBlocked(const std::vector<float>& x, int64_t n, int64_t c, int64_t hw) {
-  const int64_t blocks = (c + kB - 1) / kB;
-  std::vector<float> y(static_cast<size_t>(n * blocks * hw * kB), kNaN);
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t ch = 0; ch < c; ++ch)
-      for (int64_t p = 0; p < hw; ++p) y[((i * blocks + ch / kB) * hw + p) * kB + ch % kB] = x[(i * c + ch) * hw + p];
-  return y;
-}
-
-std::vector<float> fromBlocked(const std::vector<float>& y, int64_t n, int64_t c, int64_t hw) {
-  const int64_t blocks = (c + kB - 1) / kB;
-  std::vector<float> x(static_cast<size_t>(n * c * hw));
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t ch = 0; ch < c; ++ch)
-      for (int64_t p = 0; p < hw; ++p) x[(i * c + ch) * hw + p] = y[((i * blocks + ch / kB) * hw + p) * kB + ch % kB];
-  return x;
 }
 
 // act(conv(x, w) + b + z) in double over NCHW.
@@ -229,6 +213,16 @@ const std::vector<ConvCase>& shapeCases() {
       c.push_back(square("3x3 width " + std::to_string(width), 1, 16, 32, 3, width, 3, 1, 1));
     }
     c.push_back(square("1x1 width 112", 1, 32, 16, 2, 112, 1, 1, 0));
+    // Input channels in many slabs, not a multiple of 16 (the weights of the next slab prefetched).
+    c.push_back(square("3x3 200 -> 72, slabs", 1, 200, 72, 6, 7, 3, 1, 1));
+    c.push_back(square("3x3 s2 130 -> 64, slabs", 1, 130, 64, 9, 9, 3, 2, 1));
+    c.push_back(square("1x1 300 -> 80, slabs", 1, 300, 80, 5, 7, 1, 1, 0));
+    c.push_back(square("1x1 s2 272 -> 40, slabs, 2 images", 2, 272, 40, 7, 7, 1, 2, 0));
+    // RGB images: pixel chunks within one output row (strided path) and across rows.
+    c.push_back(plain(square("plain RGB 3x3 s2 -> 32, width 37", 1, 3, 32, 9, 37, 3, 2, 1)));
+    c.push_back(plain(square("plain RGB 3x3 s2 -> 64, no padding", 1, 3, 64, 11, 31, 3, 2, 0)));
+    c.push_back(plain(square("plain RGB 5x5 s1 -> 48", 1, 3, 48, 8, 19, 5, 1, 2)));
+    c.push_back(plain(square("plain 1 channel -> 16", 2, 1, 16, 9, 10, 3, 1, 1)));
     return c;
   }();
   return cases;
@@ -277,9 +271,10 @@ INSTANTIATE_TEST_SUITE_P(IsaAndThreads, NchwcConvKernel,
 // ---- end to end: a model with one kiln::NchwcConv node ----
 
 // X (graph input) -> NchwcConv(W, B initializers; Z a graph input when given) -> Y.
+// B is an initializer, a graph input (biasAsInput) or absent (b empty).
 std::string nchwcConvModel(const std::string& name, const std::vector<int64_t>& xShape, const ConvCase& t,
                            const std::vector<float>& w, const std::vector<float>& b, const std::vector<int64_t>* zShape,
-                           bool weightsAsInput) {
+                           bool weightsAsInput, bool biasAsInput = false) {
   onnx::ModelProto model = kiln::testing::makeModel(13);
   auto* imp = model.add_opset_import();
   imp->set_domain("kiln");
@@ -288,8 +283,10 @@ std::string nchwcConvModel(const std::string& name, const std::vector<int64_t>& 
   const std::vector<int64_t> wShape{t.co, t.inPerGroup(), t.kh, t.kw};
   if (weightsAsInput) kiln::testing::addInput(model, "w", wShape);
   else kiln::testing::addFloatInitializer(model, "w", wShape, w);
-  kiln::testing::addFloatInitializer(model, "b", {t.co}, b);
-  std::vector<std::string> inputs{"x", "w", "b"};
+  if (biasAsInput) kiln::testing::addInput(model, "b", {t.co});
+  else if (!b.empty()) kiln::testing::addFloatInitializer(model, "b", {static_cast<int64_t>(b.size())}, b);
+  std::vector<std::string> inputs{"x", "w"};
+  if (biasAsInput || !b.empty()) inputs.push_back("b");
   if (zShape) {
     kiln::testing::addInput(model, "z", *zShape);
     inputs.push_back("z");
@@ -348,6 +345,49 @@ TEST(NchwcConvNode, PlainImageInputThroughASession) {
                                              t.outH() * t.outW());
   const std::vector<float> expected = reference(t, x, w, b, nullptr, Activation{ActivationKind::kRelu, 0, 0});
   for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], expected[i], 1e-4f * (6.0f + std::fabs(expected[i]))) << i;
+}
+
+TEST(NchwcConvNode, BiasComputedAtRunTimeOrAbsent) {
+  const ConvCase t = square("bias", 1, 24, 40, 7, 7, 3, 1, 1);
+  const std::vector<float> x = randomFloats(t.ci * t.h * t.w, 12), w = randomFloats(t.co * t.ci * 9, 13),
+                           b = randomFloats(t.co, 14), zeros(static_cast<size_t>(t.co), 0.0f);
+  const std::vector<int64_t> xShape{1, 2, t.h, t.w, kB};
+  const Tensor xBlocked = Tensor::fromVector<float>(DataType::kFloat32, xShape, toBlocked(x, 1, t.ci, t.h * t.w));
+  auto check = [&](const Tensor& y, const std::vector<float>& bias) {
+    const std::vector<float> got = fromBlocked(std::vector<float>(y.data<float>(), y.data<float>() + y.numel()), 1,
+                                               t.co, t.outH() * t.outW());
+    const std::vector<float> expected = reference(t, x, w, bias, nullptr, Activation{ActivationKind::kRelu, 0, 0});
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_NEAR(got[i], expected[i], 1e-4f * (15.0f + std::fabs(expected[i]))) << i;
+    }
+  };
+  {
+    SCOPED_TRACE("B a graph input");
+    Session session(nchwcConvModel("bias_input", xShape, t, w, b, nullptr, false, true));
+    check(session.run({{"x", xBlocked}, {"b", Tensor::fromVector<float>(DataType::kFloat32, {t.co}, b)}})[0].second, b);
+    // Another B on the next run: it is read on every run, not kept from the first.
+    const std::vector<float> b2 = randomFloats(t.co, 15);
+    check(session.run({{"x", xBlocked}, {"b", Tensor::fromVector<float>(DataType::kFloat32, {t.co}, b2)}})[0].second,
+          b2);
+  }
+  {
+    SCOPED_TRACE("no B");
+    Session session(nchwcConvModel("no_bias", xShape, t, w, {}, nullptr, false));
+    check(session.run({{"x", xBlocked}})[0].second, zeros);
+  }
+}
+
+TEST(NchwcConvNode, RefusesAConstantBiasOfTheWrongSize) {
+  const ConvCase t = square("bad_b", 1, 16, 20, 5, 5, 3, 1, 1);
+  const std::vector<float> w = randomFloats(20 * 16 * 9, 1), b = randomFloats(19, 2);
+  try {
+    Session session(nchwcConvModel("bad_b", {1, 1, 5, 5, kB}, t, w, b, nullptr, false));
+    session.run({{"x", Tensor(DataType::kFloat32, {1, 1, 5, 5, kB})}});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("one value per output channel"));
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("conv_bad_b"));
+  }
 }
 
 TEST(NchwcConvNode, RefusesWeightsThatAreNotConstant) {

@@ -11,6 +11,7 @@
 
 #include "backends/cpu/cpu_isa.h"
 #include "backends/cpu/kernel.h"
+#include "backends/cpu/kernels/nchwc_winograd.h"
 #include "backends/cpu/thread_pool.h"
 #include "ir/ops/conv_geometry.h"
 #include "ir/ops/nchwc.h"
@@ -45,7 +46,7 @@ NchwcPackedWeights packNchwcWeights(const float* w, int64_t outChannels, int64_t
     }
     return packed;
   }
-  // Each group [tap][ci][M][16].
+  // Each group [ci / 16][tap][ci % 16][M][16] (blocked X) or [tap][ci][M][16] (plain X).
   for (int64_t g = 0; g < nchwcOutBlockGroups(outBlocks); ++g) {
     const NchwcBlockRange r = nchwcOutBlockGroup(outBlocks, g);
     const int64_t m = r.end - r.begin;
@@ -54,7 +55,11 @@ NchwcPackedWeights packNchwcWeights(const float* w, int64_t outChannels, int64_t
       const int64_t lane = co - r.begin * kNchwcBlock;  // block (lane / 16) of the group, channel lane % 16
       for (int64_t ci = 0; ci < inChannels; ++ci) {
         for (int64_t t = 0; t < taps; ++t) {
-          group[(t * ciStride + ci) * m * kNchwcBlock + lane] = w[(co * inChannels + ci) * taps + t];
+          const int64_t at = layout == NchwcWeightLayout::kPlainInput
+                                 ? (t * ciStride + ci) * m * kNchwcBlock
+                                 : nchwcBlockedWeightOffset(taps, t, ci / kNchwcBlock * kNchwcBlock, m) +
+                                       ci % kNchwcBlock * m * kNchwcBlock;
+          group[at + lane] = w[(co * inChannels + ci) * taps + t];
         }
       }
     }
@@ -64,31 +69,55 @@ NchwcPackedWeights packNchwcWeights(const float* w, int64_t outChannels, int64_t
 
 namespace {
 
+// Columns [0, n) of one padded row (dst) from the `channels` planes of a plain row (src, the
+// planes inPlane apart), interleaved. RGB images get a loop with constant strides.
+template <int64_t Channels>
+void interleaveRow(const float* src, int64_t inPlane, int64_t n, float* dst) {
+  for (int64_t col = 0; col < n; ++col) {
+    for (int64_t c = 0; c < Channels; ++c) dst[col * Channels + c] = src[c * inPlane + col];
+  }
+}
+void interleaveRow(const float* src, int64_t inPlane, int64_t n, float* dst, int64_t channels) {
+  if (channels == 3) return interleaveRow<3>(src, inPlane, n, dst);
+  if (channels == 1) return interleaveRow<1>(src, inPlane, n, dst);
+  for (int64_t col = 0; col < n; ++col) {
+    for (int64_t c = 0; c < channels; ++c) dst[col * channels + c] = src[c * inPlane + col];
+  }
+}
+
 // The plain (NCHW) input copied into [N, Hp, Wp, Ci] with its zero padding, exactly the rows
 // and columns the convolution reads: the kernels need no bounds checks on it, and one kernel
 // row's (kx, ci) values are contiguous, like its packed weights. The image has few channels, so
-// the copy is cheap next to the convolution.
-std::vector<float> padPlainInput(const NchwcConvShape& s, const float* x, NchwcConvShape& padded) {
+// the copy is cheap next to the convolution. It goes to `out`, a buffer of the calling thread
+// reused from call to call (a fresh one would be page-faulted in on every run); every value of
+// it is written, padding included.
+void padPlainInput(const NchwcConvShape& s, const float* x, NchwcConvShape& padded, std::vector<float>& out) {
   padded = s;
   padded.height = (s.outHeight - 1) * s.strideH + (s.kernelH - 1) * s.dilationH + 1;
   padded.width = (s.outWidth - 1) * s.strideW + (s.kernelW - 1) * s.dilationW + 1;
   padded.padTop = padded.padLeft = 0;
   const int64_t channels = s.inChannels, inPlane = s.height * s.width;
   const int64_t rowFloats = padded.width * channels;
-  std::vector<float> out(static_cast<size_t>(s.batch * padded.height * rowFloats), 0.0f);
+  const size_t floats = static_cast<size_t>(s.batch * padded.height * rowFloats);
+  if (out.size() < floats) out.resize(floats);
+  float* data = out.data();
+  const int64_t begin = std::clamp<int64_t>(s.padLeft, 0, padded.width);
+  const int64_t end = std::clamp<int64_t>(s.padLeft + s.width, begin, padded.width);
   parallelForAtLeast(s.batch * padded.height, 16, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t image = r / padded.height, iy = r % padded.height - s.padTop;
-      if (iy < 0 || iy >= s.height) continue;
-      const float* src = x + image * channels * inPlane + iy * s.width;
-      float* dst = out.data() + r * rowFloats;
-      const int64_t begin = std::max<int64_t>(0, s.padLeft), end = std::min(padded.width, s.padLeft + s.width);
-      for (int64_t col = begin; col < end; ++col) {
-        for (int64_t c = 0; c < channels; ++c) dst[col * channels + c] = src[c * inPlane + col - s.padLeft];
+      float* dst = data + r * rowFloats;
+      if (iy < 0 || iy >= s.height) {
+        std::fill(dst, dst + rowFloats, 0.0f);
+        continue;
       }
+      std::fill(dst, dst + begin * channels, 0.0f);
+      std::fill(dst + end * channels, dst + rowFloats, 0.0f);
+      // dst column col reads source column col - padLeft.
+      interleaveRow(x + image * channels * inPlane + iy * s.width + (begin - s.padLeft), inPlane, end - begin,
+                    dst + begin * channels, channels);
     }
   });
-  return out;
 }
 
 }  // namespace
@@ -96,9 +125,11 @@ std::vector<float> padPlainInput(const NchwcConvShape& s, const float* x, NchwcC
 void nchwcConv(const NchwcConvArgs& args) {
   NchwcConvArgs a = args;
   NchwcConvShape padded;
-  std::vector<float> paddedInput;
   if (args.shape->plainInput) {
-    paddedInput = padPlainInput(*args.shape, args.x, padded);
+    // One buffer per calling thread: kernels of concurrent runs use different threads, and a
+    // thread runs one kernel at a time.
+    thread_local std::vector<float> paddedInput;
+    padPlainInput(*args.shape, args.x, padded, paddedInput);
     a.shape = &padded;
     a.x = paddedInput.data();
   }
@@ -112,8 +143,25 @@ namespace {
 struct PreparedNchwcConv {
   int64_t outChannels = 0, inPerGroup = 0, kernelH = 0, kernelW = 0, group = 1;
   NchwcPackedWeights blockedWeights, plainWeights;  // for a blocked / plain X (depthwise: blocked only)
+  NchwcWinogradWeights winograd;  // packed instead of blockedWeights where Winograd runs (nchwc_winograd.h)
   Activation act;
+  // outBlocks * 16 floats of bias (zero past Co) when B is a constant or absent; empty when B is
+  // computed at run time (then copied on every run).
+  std::vector<float> bias;
 };
+
+// B [Co] as outBlocks * 16 floats, zero past Co; fails through `fail` when B is not [Co] float32.
+template <typename Fail>
+std::vector<float> paddedBias(const Tensor* b, int64_t outChannels, Fail&& fail) {
+  std::vector<float> bias(static_cast<size_t>(ir::nchwcBlocks(outChannels) * kNchwcBlock), 0.0f);
+  if (!b) return bias;
+  if (b->dtype() != DataType::kFloat32 || b->numel() != outChannels) {
+    fail("B " + b->describe() + " must be float32 with one value per output channel (" + std::to_string(outChannels) +
+         ")");
+  }
+  std::copy(b->data<float>(), b->data<float>() + outChannels, bias.begin());
+  return bias;
+}
 
 PreparedNchwcConv prepare(const KernelCreateInfo& info) {
   const ir::Node& node = info.node;
@@ -142,7 +190,8 @@ PreparedNchwcConv prepare(const KernelCreateInfo& info) {
   if (depthwise) {
     p.blockedWeights = packNchwcWeights(values, p.outChannels, 1, p.kernelH, p.kernelW, NchwcWeightLayout::kDepthwise);
   } else {
-    if (xRank != 4) {
+    p.winograd = prepareNchwcWinograd(node, xType, *w);
+    if (xRank != 4 && !p.winograd.data) {
       p.blockedWeights = packNchwcWeights(values, p.outChannels, p.inPerGroup, p.kernelH, p.kernelW,
                                           NchwcWeightLayout::kBlockedInput);
     }
@@ -150,6 +199,12 @@ PreparedNchwcConv prepare(const KernelCreateInfo& info) {
       p.plainWeights = packNchwcWeights(values, p.outChannels, p.inPerGroup, p.kernelH, p.kernelW,
                                         NchwcWeightLayout::kPlainInput);
     }
+  }
+  const Tensor* b = info.constants.size() > 2 ? info.constants[2] : nullptr;
+  const bool hasBias = b || (info.inputTypes.size() > 2 && info.inputTypes[2]);
+  if (!hasBias || b) {
+    p.bias = paddedBias(hasBias ? b : nullptr, p.outChannels,
+                        [&](const std::string& message) { ir::failNode(node, message, ErrorCode::kInvalidArgument); });
   }
   info.keepsOwnCopyOf(1);
   return p;
@@ -201,14 +256,10 @@ void runNchwcConv(KernelContext& ctx, const PreparedNchwcConv& p) {
   }
 
   const Shape yShape{s.batch, s.outBlocks(), s.outHeight, s.outWidth, kNchwcBlock};
-  std::vector<float> bias(static_cast<size_t>(s.outBlocks() * kNchwcBlock), 0.0f);
-  if (ctx.hasInput(2)) {
-    const Tensor& b = ctx.input(2);
-    if (b.dtype() != DataType::kFloat32 || b.numel() != p.outChannels) {
-      ctx.fail("B " + b.describe() + " must be float32 with one value per output channel (" +
-                   std::to_string(p.outChannels) + ")", ErrorCode::kInvalidArgument);
-    }
-    std::copy(b.data<float>(), b.data<float>() + p.outChannels, bias.begin());
+  std::vector<float> runBias;  // B computed at run time
+  if (p.bias.empty()) {
+    runBias = paddedBias(ctx.hasInput(2) ? &ctx.input(2) : nullptr, p.outChannels,
+                         [&](const std::string& message) { ctx.fail(message, ErrorCode::kInvalidArgument); });
   }
   const Tensor* residual = ctx.hasInput(3) ? &ctx.input(3) : nullptr;
   if (residual && (residual->dtype() != DataType::kFloat32 || residual->shape() != yShape)) {
@@ -224,11 +275,15 @@ void runNchwcConv(KernelContext& ctx, const PreparedNchwcConv& p) {
   args.shape = &s;
   args.x = x.data<float>();
   args.weights = (s.plainInput ? p.plainWeights : p.blockedWeights).data.get();
-  if (!args.weights) ctx.fail("X " + x.describe() + " does not have the rank X had when the kernel was made");
-  args.bias = bias.data();
+  const bool winograd = p.winograd.data && !s.plainInput;
+  if (!args.weights && !winograd) {
+    ctx.fail("X " + x.describe() + " does not have the rank X had when the kernel was made");
+  }
+  args.bias = p.bias.empty() ? runBias.data() : p.bias.data();
   args.residual = residual ? residual->data<float>() : nullptr;
   args.act = p.act;
   args.y = y.data<float>();
+  if (winograd) return nchwcWinogradConv(args, p.winograd);
   nchwcConv(args);
 }
 

@@ -3,11 +3,14 @@
 // vector of weights by one broadcast input value for each of several output pixels:
 //   blocked X: the output blocks are cut into groups of at most kNchwcOutBlocks blocks, sizes as
 //              equal as possible (nchwcOutBlockGroup); the group of blocks b0 .. b0+M-1 starts at
-//              b0 * taps * ciPadded * 16 floats and is laid out [ky][kx][ci][M][16], where ci runs
-//              over ciPadded = 16 * ceil(Ci / 16) input channels (zero weights past Ci).
-//   plain X:   the same with ci over the Ci channels only (no padding), so that for one kernel
-//              row the (kx, ci) weights are contiguous, as the padded input copy's (kx, ci) values
-//              are: nchwcConv copies a plain X [N, Ci, H, W] into [N, Hp, Wp, Ci] with its padding.
+//              b0 * taps * ciPadded * 16 floats and is laid out [ci / 16][ky][kx][ci % 16][M][16],
+//              where ci runs over ciPadded = 16 * ceil(Ci / 16) input channels (zero weights past
+//              Ci): the weights of a slab of whole input blocks are contiguous, so the kernel can
+//              stream (and prefetch) them slab after slab (nchwcBlockedWeightOffset).
+//   plain X:   [ky][kx][ci][M][16] with ci over the Ci channels only (no padding), so that for one
+//              kernel row the (kx, ci) weights are contiguous, as the padded input copy's (kx, ci)
+//              values are: nchwcConv copies a plain X [N, Ci, H, W] into [N, Hp, Wp, Ci] with its
+//              padding.
 //   depthwise: [channel block][ky][kx][16].
 // Output channels past Co get zero weights and zero bias, so Y's padding channels stay finite.
 #pragma once
@@ -20,6 +23,12 @@ namespace kiln::cpu {
 
 /// Output-channel blocks whose weights are packed together (the register block of the AVX-512 kernel).
 constexpr int64_t kNchwcOutBlocks = 4;
+
+/// Where, in a group of M blocks packed for a blocked X, the weights of input channels
+/// c0 .. c0 + 15 (c0 a multiple of 16) for tap `tap` start, in floats.
+constexpr int64_t nchwcBlockedWeightOffset(int64_t taps, int64_t tap, int64_t c0, int64_t M) {
+  return (c0 * taps + tap * 16) * M * 16;
+}
 
 /// The output blocks [begin, end) of group g of the weight packing for `outBlocks` blocks.
 struct NchwcBlockRange {

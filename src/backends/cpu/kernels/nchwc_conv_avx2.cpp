@@ -88,15 +88,16 @@ void convolveChunk(const NchwcConvArgs& a, int64_t image, int64_t b, int64_t m, 
   for (int64_t ky = 0; ky < s.kernelH; ++ky) {
     for (int64_t kx = 0; kx < s.kernelW; kx += run) {
       if (!origins.tapOffsets(s, ky, kx, off)) continue;
-      const float* wTap = group + (ky * s.kernelW + kx) * ciStride * wStep + m * kBlock;
+      const int64_t tap = ky * s.kernelW + kx;
       if (s.plainInput) {
         for (int p = 0; p < P; ++p) px[p] = x + off[p] * s.inChannels;
-        multiplyChannels<P>(lo, hi, px, wTap, run * s.inChannels, wStep);
+        multiplyChannels<P>(lo, hi, px, group + tap * ciStride * wStep + m * kBlock, run * s.inChannels, wStep);
         continue;
       }
       for (int64_t c0 = 0; c0 < s.inChannels; c0 += kBlock) {
         for (int p = 0; p < P; ++p) px[p] = off[p] < 0 ? kNchwcZeros : x + c0 * inPlane + off[p] * kBlock;
-        multiplyChannels<P>(lo, hi, px, wTap + c0 * wStep, std::min(kBlock, s.inChannels - c0), wStep);
+        multiplyChannels<P>(lo, hi, px, group + nchwcBlockedWeightOffset(s.taps(), tap, c0, M) + m * kBlock,
+                            std::min(kBlock, s.inChannels - c0), wStep);
       }
     }
   }

@@ -4,13 +4,16 @@
 // bias. For each tap and input channel, M weight vectors are loaded and each pixel's input value
 // is broadcast once into M FMAs; a pixel whose tap falls in the padding reads a block of zeros
 // instead, so borders need no separate path. 1x1 stride-1 convolutions read their consecutive
-// pixels from one pointer. Deep layers run input channels in slabs whose weights fit L1 (see
-// convolveGroups). Residual, Relu and Clip are applied in registers before the one store; other
-// activations run over each band of stored outputs while it is in L1. Depthwise convolutions are
-// in nchwc_conv_depthwise_avx512.cpp.
+// pixels from one pointer, as do the pixels of one output row of an RGB image (plain X, stride 1
+// or 2). Deep layers run input channels in slabs whose weights fit L1 (see convolveGroups); a
+// slab's packed weights are contiguous, and those of the next slab are prefetched meanwhile.
+// Residual, Relu and Clip are applied in registers before the one store; other activations run
+// over each band of stored outputs while it is in L1. Depthwise convolutions are in
+// nchwc_conv_depthwise_avx512.cpp.
 #include <immintrin.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "backends/cpu/activation_simd.h"
 #include "backends/cpu/kernels/nchwc_conv.h"
@@ -38,24 +41,41 @@ inline void multiplyChannels(__m512 (&acc)[M][P], const float* const (&px)[P], c
   }
 }
 
+
+// Software prefetch (into L2) of the packed weights the next slab of input channels, or the next
+// group, will read: a few cache lines after each channel block of the current slab. Deep layers
+// read each weight once per inference, from L3 or memory, and the hardware prefetchers do not run
+// ahead of a slab that is read in a burst by its first chunk and then from L1. The kernels that
+// prefetch are separate instances (Prefetch = true), so that the others' loops stay as they are.
+struct WeightPrefetch {
+  const char* next = nullptr;
+  const char* end = nullptr;
+  int64_t linesPerStep = 0;
+  inline void step() {
+    for (int64_t i = 0; i < linesPerStep && next < end; ++i, next += 64) _mm_prefetch(next, _MM_HINT_T1);
+  }
+};
+
 // Adds to acc the taps of a blocked X over input channels [c0, c1) (whole blocks but the last):
 // for each tap, each 16-channel block of each pixel.
-template <int M, int P>
+template <int M, int P, bool Prefetch>
 inline void accumulateBlocked(const NchwcConvShape& s, const ChunkOrigins<P>& origins, const float* x,
-                              const float* group, int64_t c0, int64_t c1, __m512 (&acc)[M][P]) {
+                              const float* group, int64_t c0, int64_t c1, WeightPrefetch& prefetch,
+                              __m512 (&acc)[M][P]) {
   const int64_t inPlane = s.height * s.width;
-  const int64_t ciPadded = s.inBlocks() * kBlock;
   int64_t off[P];
   const float* px[P];
   for (int64_t ky = 0; ky < s.kernelH; ++ky) {
     for (int64_t kx = 0; kx < s.kernelW; ++kx) {
       if (!origins.tapOffsets(s, ky, kx, off)) continue;
-      const float* wTap = group + (ky * s.kernelW + kx) * ciPadded * M * kBlock;
+      const int64_t tap = ky * s.kernelW + kx;
       for (int64_t c = c0; c < c1; c += kBlock) {
         const float* plane = x + c * inPlane;
 #pragma GCC unroll 16
         for (int p = 0; p < P; ++p) px[p] = off[p] < 0 ? kNchwcZeros : plane + off[p] * kBlock;
-        multiplyChannels<M, P>(acc, px, wTap + c * M * kBlock, std::min(kBlock, c1 - c));
+        multiplyChannels<M, P>(acc, px, group + nchwcBlockedWeightOffset(s.taps(), tap, c, M),
+                               std::min(kBlock, c1 - c));
+        if constexpr (Prefetch) prefetch.step();
       }
     }
   }
@@ -68,39 +88,38 @@ inline void accumulatePlain(const NchwcConvShape& s, const ChunkOrigins<P>& orig
                             const float* group, __m512 (&acc)[M][P]) {
   const int64_t ci = s.inChannels;
   const int64_t run = s.dilationW == 1 ? s.kernelW : 1;  // kernel columns read as one run
+  // Pixels of one output row read the input strideW * Ci floats apart: RGB images, stride 1 or 2.
+  const int64_t step = origins.iy[P - 1] == origins.iy[0] ? s.strideW * ci : 0;
   int64_t off[P];
   const float* px[P];
   for (int64_t ky = 0; ky < s.kernelH; ++ky) {
     for (int64_t kx = 0; kx < s.kernelW; kx += run) {
       origins.tapOffsets(s, ky, kx, off);
+      const float* w = group + (ky * s.kernelW + kx) * ci * M * kBlock;
+      if (step == 6) {
+        multiplyStrided<M, P, 6>(acc, x + off[0] * ci, w, run * ci);
+      } else if (step == 3) {
+        multiplyStrided<M, P, 3>(acc, x + off[0] * ci, w, run * ci);
+      } else {
 #pragma GCC unroll 16
-      for (int p = 0; p < P; ++p) px[p] = x + off[p] * ci;
-      multiplyChannels<M, P>(acc, px, group + (ky * s.kernelW + kx) * ci * M * kBlock, run * ci);
+        for (int p = 0; p < P; ++p) px[p] = x + off[p] * ci;
+        multiplyChannels<M, P>(acc, px, w, run * ci);
+      }
     }
   }
 }
 
 // A 1x1 stride-1 convolution (NchwcConvShape::pointwise): the chunk's pixels are consecutive in
 // X as in Y, so one pointer serves them all.
-template <int M, int P>
+template <int M, int P, bool Prefetch>
 inline void accumulatePointwise(const NchwcConvShape& s, int64_t q0, const float* x, const float* group, int64_t c0,
-                                int64_t c1, __m512 (&acc)[M][P]) {
+                                int64_t c1, WeightPrefetch& prefetch, __m512 (&acc)[M][P]) {
   const int64_t inPlane = s.height * s.width;
   for (int64_t c = c0; c < c1; c += kBlock) {
     const float* plane = x + (c * inPlane + q0 * kBlock);
     const float* w = group + c * M * kBlock;
-    const int64_t count = std::min(kBlock, c1 - c);
-    for (int64_t ci = 0; ci < count; ++ci) {
-      __m512 wv[M];
-#pragma GCC unroll 4
-      for (int m = 0; m < M; ++m) wv[m] = _mm512_loadu_ps(w + (ci * M + m) * kBlock);
-#pragma GCC unroll 16
-      for (int p = 0; p < P; ++p) {
-        const __m512 v = _mm512_set1_ps(plane[p * kBlock + ci]);
-#pragma GCC unroll 4
-        for (int m = 0; m < M; ++m) acc[m][p] = _mm512_fmadd_ps(wv[m], v, acc[m][p]);
-      }
-    }
+    multiplyStrided<M, P, kBlock>(acc, plane, w, std::min(kBlock, c1 - c));
+    if constexpr (Prefetch) prefetch.step();
   }
 }
 
@@ -138,9 +157,9 @@ struct ChannelSlab {
 };
 
 // Output blocks b0 .. b0 + M - 1 (packed weights at `group`) for pixels q0 .. q0 + P - 1 of `image`.
-template <int M, int P>
+template <int M, int P, bool Prefetch>
 void convolveChunk(const NchwcConvArgs& a, const RegisterEpilogue& epi, int64_t image, int64_t b0, const float* group,
-                   int64_t q0, const ChannelSlab& slab) {
+                   int64_t q0, const ChannelSlab& slab, WeightPrefetch& prefetch) {
   const NchwcConvShape& s = *a.shape;
   const int64_t outPlane = s.outHeight * s.outWidth;
   __m512 acc[M][P];
@@ -160,10 +179,11 @@ void convolveChunk(const NchwcConvArgs& a, const RegisterEpilogue& epi, int64_t 
   if (s.plainInput) {
     accumulatePlain<M, P>(s, ChunkOrigins<P>(s, q0, P), a.x + image * inPlane * s.inChannels, group, acc);
   } else if (s.pointwise()) {
-    accumulatePointwise<M, P>(s, q0, a.x + image * inPlane * s.inBlocks() * kBlock, group, slab.begin, slab.end, acc);
+    accumulatePointwise<M, P, Prefetch>(s, q0, a.x + image * inPlane * s.inBlocks() * kBlock, group, slab.begin,
+                                        slab.end, prefetch, acc);
   } else {
-    accumulateBlocked<M, P>(s, ChunkOrigins<P>(s, q0, P), a.x + image * inPlane * s.inBlocks() * kBlock, group,
-                            slab.begin, slab.end, acc);
+    accumulateBlocked<M, P, Prefetch>(s, ChunkOrigins<P>(s, q0, P), a.x + image * inPlane * s.inBlocks() * kBlock,
+                                      group, slab.begin, slab.end, prefetch, acc);
   }
   if (slab.last) return storeChunk<M, P>(a, epi, acc, image, b0, q0);
 #pragma GCC unroll 4
@@ -179,13 +199,13 @@ void convolveChunk(const NchwcConvArgs& a, const RegisterEpilogue& epi, int64_t 
 constexpr int maxPixels(int64_t M) { return M >= 4 ? 6 : M == 3 ? 8 : 12; }
 
 // convolveChunk<M, n> for the run-time n <= P.
-template <int M, int P>
+template <int M, int P, bool Prefetch>
 void convolveChunkOfSize(const NchwcConvArgs& a, const RegisterEpilogue& epi, int64_t image, int64_t b0,
-                         const float* group, int64_t q0, int64_t n, const ChannelSlab& slab) {
+                         const float* group, int64_t q0, int64_t n, const ChannelSlab& slab, WeightPrefetch& prefetch) {
   if constexpr (P > 1) {
-    if (n < P) return convolveChunkOfSize<M, P - 1>(a, epi, image, b0, group, q0, n, slab);
+    if (n < P) return convolveChunkOfSize<M, P - 1, Prefetch>(a, epi, image, b0, group, q0, n, slab, prefetch);
   }
-  convolveChunk<M, P>(a, epi, image, b0, group, q0, slab);
+  convolveChunk<M, P, Prefetch>(a, epi, image, b0, group, q0, slab, prefetch);
 }
 
 // Bytes of packed weights one group's slab of input channels may take, so that they stay in L1
@@ -220,6 +240,8 @@ void convolveGroups(const NchwcConvArgs& a) {
   const int64_t wantedBands = (4 * (pool ? pool->size() : 1) + s.batch * groups - 1) / (s.batch * groups);
   bandChunks = std::clamp<int64_t>(chunks.count / wantedBands, 1, bandChunks);
   const int64_t bands = (chunks.count + bandChunks - 1) / bandChunks;
+  const float* weightsEnd = a.weights + outBlocks * blockFloats;
+  const int64_t ciPadded = s.inBlocks() * kBlock;
   parallelFor(s.batch * groups * bands, [&](int64_t t0, int64_t t1) {
     forEachChunkTask(t0, t1, groups, bands, [&](int64_t image, int64_t g, int64_t band) {
       const NchwcBlockRange r = nchwcOutBlockGroup(outBlocks, g);
@@ -228,14 +250,34 @@ void convolveGroups(const NchwcConvArgs& a) {
       for (int64_t begin = 0; begin < s.inChannels; begin += slabChannels) {
         const ChannelSlab slab{begin, std::min(s.inChannels, begin + slabChannels), begin == 0,
                                begin + slabChannels >= s.inChannels};
-        for (int64_t c = c0; c < c1; ++c) {
+        // The first band of a group fetches the group's slabs (the others find them in L2) and
+        // the last band then leads into the next group: they prefetch the weights that follow.
+        WeightPrefetch prefetch;
+        if (!s.plainInput && (slab.last ? band + 1 == bands : band == 0)) {
+          const int64_t m = r.end - r.begin, ciEnd = std::min(ciPadded, begin + slabChannels);
+          const float* slabEnd = group + ciEnd * s.taps() * m * kBlock;
+          const int64_t floats = std::min<int64_t>(weightsEnd - slabEnd, (ciEnd - begin) * s.taps() * m * kBlock);
+          prefetch.next = reinterpret_cast<const char*>(slabEnd);
+          prefetch.end = reinterpret_cast<const char*>(slabEnd + floats);
+          const int64_t lines = floats * int64_t(sizeof(float)) / 64;
+          const int64_t steps = (c1 - c0) * ((ciEnd - begin) / kBlock) * s.taps();
+          prefetch.linesPerStep = (lines + steps - 1) / steps;
+        }
+        // Output blocks r.begin .. r.end - 1 for chunk c, prefetching or not.
+        auto convolve = [&](auto prefetching, int64_t c) {
+          constexpr bool kOn = decltype(prefetching)::value;
           const int64_t q0 = chunks.begin(c), n = chunks.length(c);
+          const int64_t b0 = r.begin;
           switch (r.end - r.begin) {
-            case 4: convolveChunkOfSize<4, maxPixels(4)>(a, epi, image, r.begin, group, q0, n, slab); break;
-            case 3: convolveChunkOfSize<3, maxPixels(3)>(a, epi, image, r.begin, group, q0, n, slab); break;
-            case 2: convolveChunkOfSize<2, maxPixels(2)>(a, epi, image, r.begin, group, q0, n, slab); break;
-            default: convolveChunkOfSize<1, maxPixels(1)>(a, epi, image, r.begin, group, q0, n, slab); break;
+            case 4: return convolveChunkOfSize<4, maxPixels(4), kOn>(a, epi, image, b0, group, q0, n, slab, prefetch);
+            case 3: return convolveChunkOfSize<3, maxPixels(3), kOn>(a, epi, image, b0, group, q0, n, slab, prefetch);
+            case 2: return convolveChunkOfSize<2, maxPixels(2), kOn>(a, epi, image, b0, group, q0, n, slab, prefetch);
+            default: return convolveChunkOfSize<1, maxPixels(1), kOn>(a, epi, image, b0, group, q0, n, slab, prefetch);
           }
+        };
+        for (int64_t c = c0; c < c1; ++c) {
+          if (prefetch.linesPerStep > 0) convolve(std::true_type{}, c);
+          else convolve(std::false_type{}, c);
         }
       }
       if (epi.rest) {  // the band's pixels are contiguous in each output block

@@ -1,7 +1,8 @@
-// Pieces shared by the AVX-512 NchwcConv kernels (nchwc_conv_avx512.cpp and
-// nchwc_conv_depthwise_avx512.cpp): the output lane mask and the part of the epilogue done in
-// registers. Include only from *_avx512.cpp files; everything is in an unnamed namespace, so no
-// AVX-512 code is shared with the baseline build.
+// Pieces shared by the AVX-512 NchwcConv kernels (nchwc_conv_avx512.cpp,
+// nchwc_conv_depthwise_avx512.cpp and nchwc_winograd_avx512.cpp): the output lane mask, the part
+// of the epilogue done in registers and the channel-sum micro-kernel. Include only from
+// *_avx512.cpp files; everything is in an unnamed namespace, so no AVX-512 code is shared with
+// the baseline build.
 #pragma once
 #include <immintrin.h>
 
@@ -50,6 +51,23 @@ struct RegisterEpilogue {
   }
 };
 
+// acc[m][p] += w[ci][m] * x0[p * S + ci] for ci < count, weights [ci][M][16]: P pixels (or
+// Winograd tiles) S floats apart, read through one pointer with constant offsets (P separate
+// pointers would not fit the general-purpose registers).
+template <int M, int P, int S>
+inline void multiplyStrided(__m512 (&acc)[M][P], const float* x0, const float* w, int64_t count) {
+  for (int64_t ci = 0; ci < count; ++ci) {
+    __m512 wv[M];
+#pragma GCC unroll 4
+    for (int m = 0; m < M; ++m) wv[m] = _mm512_loadu_ps(w + (ci * M + m) * kBlock);
+#pragma GCC unroll 16
+    for (int p = 0; p < P; ++p) {
+      const __m512 v = _mm512_set1_ps(x0[p * S + ci]);
+#pragma GCC unroll 4
+      for (int m = 0; m < M; ++m) acc[m][p] = _mm512_fmadd_ps(wv[m], v, acc[m][p]);
+    }
+  }
+}
 
 }  // namespace
 }  // namespace kiln::cpu::detail

@@ -1,0 +1,119 @@
+// Winograd in the blocked layout (nchwc_winograd.h): where it pays off, the weight transform and
+// packing, and the dispatch to the AVX-512 kernels (nchwc_winograd_avx512.cpp).
+#include "backends/cpu/kernels/nchwc_winograd.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <stdexcept>
+
+#include "backends/cpu/cpu_isa.h"
+#include "ir/node_attrs.h"
+#include "ir/ops/conv_geometry.h"
+#include "ir/ops/nchwc.h"
+
+namespace kiln::cpu {
+
+using ir::kNchwcBlock;
+
+// Winograd trades multiplies for bigger weights ((m + 2)^2 / 9 times the direct ones: 4x for
+// F(4x4), 1.8x for F(2x2)) that stream from memory on every run, each value used once per tile;
+// with few tiles that costs more than the multiplies saved. Measured in ResNet-50 (`kiln bench
+// --profile`, one thread, ms per layer, direct / F(2x2) / F(4x4)):
+//   64 ch 56x56 (196 tiles of 4x4):  1.84-1.94 / 1.07-1.30 / 0.72-0.88
+//   128 ch 28x28 (49 tiles of 4x4):  1.81-2.14 / 0.98-1.02 / 0.92-1.03
+//   256 ch 14x14 (16 of 4x4, 49 of 2x2): 1.86-2.26 / 1.21-1.26 / 1.61-1.66
+//   512 ch 7x7 (4 of 4x4, 16 of 2x2): 1.94-2.18 / 2.95-3.01 / 4.10-4.36
+// So: F(4x4) from 32 tiles of 4x4 on, else F(2x2) from 32 tiles of 2x2 on, else direct. The
+// channel counts do not enter: ResNet's layers all trade channels for size alike, and the
+// transforms are cheap next to the products even with few channels (SqueezeNet's 3x3 expand
+// layers, 16-64 channels in, 55x55 to 13x13: 0.25-0.48 ms direct, 0.20-0.34 Winograd).
+constexpr int64_t kMinWinogradTiles = 32;
+
+int nchwcWinogradTile(int64_t outHeight, int64_t outWidth) {
+  if (activeCpuIsa() < CpuIsa::kAvx512) return 0;
+  auto tiles = [&](int64_t m) { return ((outHeight + m - 1) / m) * ((outWidth + m - 1) / m); };
+  if (tiles(4) >= kMinWinogradTiles) return 4;
+  if (tiles(2) >= kMinWinogradTiles) return 2;
+  return 0;
+}
+
+namespace {
+
+// G (alpha x 3) of F(m x m, 3 x 3), alpha = m + 2, row-major; the interpolation points are
+// 0, 1, -1 (m = 2) and 0, 1, -1, 2, -2 (m = 4), plus infinity (the last row).
+const double kG2[4 * 3] = {1, 0, 0, 0.5, 0.5, 0.5, 0.5, -0.5, 0.5, 0, 0, 1};
+const double kG4[6 * 3] = {1.0 / 4,  0,         0,         -1.0 / 6, -1.0 / 6, -1.0 / 6,
+                           -1.0 / 6, 1.0 / 6,   -1.0 / 6,  1.0 / 24, 1.0 / 12, 1.0 / 6,
+                           1.0 / 24, -1.0 / 12, 1.0 / 6,   0,        0,        1};
+
+}  // namespace
+
+NchwcWinogradWeights packNchwcWinogradWeights(const float* w, int64_t outChannels, int64_t inChannels, int tile) {
+  if (tile != 2 && tile != 4) throw std::invalid_argument("Winograd output tile must be 2 or 4");
+  const int alpha = tile + 2, positions = alpha * alpha;
+  const double* g = tile == 2 ? kG2 : kG4;
+  const int64_t outBlocks = ir::nchwcBlocks(outChannels);
+  const int64_t positionFloats = outBlocks * kNchwcBlock * inChannels;
+  NchwcWinogradWeights packed;
+  packed.tile = tile;
+  packed.inChannels = inChannels;
+  packed.outChannels = outChannels;
+  packed.floats = positions * positionFloats;
+  const size_t bytes = (static_cast<size_t>(packed.floats) * sizeof(float) + 63) / 64 * 64;
+  packed.data = std::shared_ptr<float>(static_cast<float*>(std::aligned_alloc(64, bytes)), std::free);
+  if (!packed.data) throw std::bad_alloc();
+  float* out = packed.data.get();
+  std::memset(out, 0, bytes);
+  for (int64_t gi = 0; gi < nchwcOutBlockGroups(outBlocks); ++gi) {
+    const NchwcBlockRange r = nchwcOutBlockGroup(outBlocks, gi);
+    const int64_t m = r.end - r.begin;
+    for (int64_t co = r.begin * kNchwcBlock; co < std::min(outChannels, r.end * kNchwcBlock); ++co) {
+      const int64_t lane = co - r.begin * kNchwcBlock;
+      for (int64_t ci = 0; ci < inChannels; ++ci) {
+        const float* k = w + (co * inChannels + ci) * 9;
+        double gk[6][3];  // G k
+        for (int i = 0; i < alpha; ++i) {
+          for (int c = 0; c < 3; ++c) {
+            gk[i][c] = g[i * 3] * k[c] + g[i * 3 + 1] * k[3 + c] + g[i * 3 + 2] * k[6 + c];
+          }
+        }
+        for (int i = 0; i < alpha; ++i) {
+          for (int j = 0; j < alpha; ++j) {
+            const double u = gk[i][0] * g[j * 3] + gk[i][1] * g[j * 3 + 1] + gk[i][2] * g[j * 3 + 2];
+            float* group = out + (i * alpha + j) * positionFloats + r.begin * kNchwcBlock * inChannels;
+            group[ci * m * kNchwcBlock + lane] = static_cast<float>(u);
+          }
+        }
+      }
+    }
+  }
+  return packed;
+}
+
+NchwcWinogradWeights prepareNchwcWinograd(const ir::Node& node, const ir::TypeInfo* xType, const Tensor& w) {
+  if (w.dtype() != DataType::kFloat32 || w.rank() != 4 || w.dim(2) != 3 || w.dim(3) != 3) return {};
+  if (ir::attrInt(node, "group", 1) != 1 || !xType || !xType->shape || xType->shape->size() != 5) return {};
+  const auto& x = *xType->shape;
+  if (!x[2].isKnown() || !x[3].isKnown()) return {};
+  const ir::ConvGeometry g = ir::convGeometry(node, {x[2].value, x[3].value}, {3, 3});
+  for (int d = 0; d < 2; ++d) {
+    if (g.strides[d] != 1 || g.dilations[d] != 1 || g.output[d] <= 0) return {};
+  }
+  const int tile = nchwcWinogradTile(g.output[0], g.output[1]);
+  if (tile == 0) return {};
+  return packNchwcWinogradWeights(w.data<float>(), w.dim(0), w.dim(1), tile);
+}
+
+void nchwcWinogradConv(const NchwcConvArgs& args, const NchwcWinogradWeights& weights) {
+  const NchwcConvShape& s = *args.shape;
+  if (s.plainInput || s.depthwise || s.kernelH != 3 || s.kernelW != 3 || s.strideH != 1 || s.strideW != 1 ||
+      s.dilationH != 1 || s.dilationW != 1 || s.inChannels != weights.inChannels ||
+      s.outChannels != weights.outChannels || !weights.data) {
+    throw std::invalid_argument("nchwcWinogradConv needs a blocked 3x3 stride-1 convolution matching its weights");
+  }
+  if (activeCpuIsa() < CpuIsa::kAvx512) throw std::runtime_error("nchwcWinogradConv needs AVX-512");
+  detail::nchwcWinogradAvx512(args, weights);
+}
+
+}  // namespace kiln::cpu
