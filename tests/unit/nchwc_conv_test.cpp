@@ -217,6 +217,9 @@ const std::vector<ConvCase>& shapeCases() {
     c.push_back(square("3x3 200 -> 72, slabs", 1, 200, 72, 6, 7, 3, 1, 1));
     c.push_back(square("3x3 s2 130 -> 64, slabs", 1, 130, 64, 9, 9, 3, 2, 1));
     c.push_back(square("1x1 300 -> 80, slabs", 1, 300, 80, 5, 7, 1, 1, 0));
+    // Weights smaller than X and Y no larger than X: tasks run band-major (all groups per band).
+    c.push_back(square("1x1 128 -> 80 at 20x20, band-major", 1, 128, 80, 20, 20, 1, 1, 0));
+    c.push_back(square("3x3 s2 32 -> 80 at 40x40, band-major, 2 images", 2, 32, 80, 40, 40, 3, 2, 1));
     c.push_back(square("1x1 s2 272 -> 40, slabs, 2 images", 2, 272, 40, 7, 7, 1, 2, 0));
     // RGB images: pixel chunks within one output row (strided path) and across rows.
     c.push_back(plain(square("plain RGB 3x3 s2 -> 32, width 37", 1, 3, 32, 9, 37, 3, 2, 1)));

@@ -213,6 +213,8 @@ void convolveChunkOfSize(const NchwcConvArgs& a, const RegisterEpilogue& epi, in
 constexpr int64_t kSlabWeightBytes = 32 << 10;
 // Output pixels in a band: its partial sums (M blocks each) stay in L1 between slabs.
 constexpr int64_t kBandPixels = 64;
+// All output groups' weights up to this size are read from L2 by band-major tasks (see convolveGroups).
+constexpr int64_t kBandMajorWeightBytes = 1 << 20;
 
 // Tasks are (image, group of output blocks, band of pixel chunks). When a group's weights for
 // all input channels are larger than kSlabWeightBytes, the input channels are cut into slabs
@@ -242,8 +244,19 @@ void convolveGroups(const NchwcConvArgs& a) {
   const int64_t bands = (chunks.count + bandChunks - 1) / bandChunks;
   const float* weightsEnd = a.weights + outBlocks * blockFloats;
   const int64_t ciPadded = s.inBlocks() * kBlock;
+  // Task order. Group-major (bands fastest) reads each group's weights once while the input
+  // streams past, and prefetches the weights that follow; band-major (groups fastest) reads each
+  // band of input once while all the weights stay in L2, and gives each thread part of the image
+  // rather than part of the output channels, so two threads do not both stream all of X. It
+  // writes all output blocks at once, though, which costs more than it saves where the output
+  // is larger than the input (ResNet-50's channel-expanding 1x1 convs).
+  const int64_t weightBytes = outBlocks * blockFloats * int64_t(sizeof(float));
+  const int64_t inputBytes = s.height * s.width * ciStride * int64_t(sizeof(float));
+  const int64_t outputBytes = s.outHeight * s.outWidth * outBlocks * kBlock * int64_t(sizeof(float));
+  const bool bandMajor =
+      groups > 1 && weightBytes <= kBandMajorWeightBytes && weightBytes <= inputBytes && outputBytes <= inputBytes;
   parallelFor(s.batch * groups * bands, [&](int64_t t0, int64_t t1) {
-    forEachChunkTask(t0, t1, groups, bands, [&](int64_t image, int64_t g, int64_t band) {
+    const auto runTask = [&](int64_t image, int64_t g, int64_t band) {
       const NchwcBlockRange r = nchwcOutBlockGroup(outBlocks, g);
       const float* group = a.weights + r.begin * blockFloats;
       const int64_t c0 = band * bandChunks, c1 = std::min(chunks.count, c0 + bandChunks);
@@ -253,7 +266,7 @@ void convolveGroups(const NchwcConvArgs& a) {
         // The first band of a group fetches the group's slabs (the others find them in L2) and
         // the last band then leads into the next group: they prefetch the weights that follow.
         WeightPrefetch prefetch;
-        if (!s.plainInput && (slab.last ? band + 1 == bands : band == 0)) {
+        if (!s.plainInput && !bandMajor && (slab.last ? band + 1 == bands : band == 0)) {
           const int64_t m = r.end - r.begin, ciEnd = std::min(ciPadded, begin + slabChannels);
           const float* slabEnd = group + ciEnd * s.taps() * m * kBlock;
           const int64_t floats = std::min<int64_t>(weightsEnd - slabEnd, (ciEnd - begin) * s.taps() * m * kBlock);
@@ -287,7 +300,12 @@ void convolveGroups(const NchwcConvArgs& a) {
           applyEpilogueAvx512(a.act, y, (q1 - q0) * kBlock, nullptr, false, nullptr);
         }
       }
-    });
+    };
+    if (bandMajor) {
+      forEachChunkTask(t0, t1, bands, groups, [&](int64_t image, int64_t band, int64_t g) { runTask(image, g, band); });
+    } else {
+      forEachChunkTask(t0, t1, groups, bands, runTask);
+    }
   });
 }
 
