@@ -236,10 +236,15 @@ void convolveGroups(const NchwcConvArgs& a) {
   // runs over the stored outputs (once per band and block rather than once per chunk).
   const bool wideBands = slabChannels < s.inChannels || epi.rest;
   int64_t bandChunks = wideBands ? std::max<int64_t>(1, kBandPixels / maxPixels(widest)) : 1;
-  // At least a few tasks per thread, so that small maps with few groups (7 x 7, 160 outputs) still
-  // keep every thread busy.
+  // A few tasks per thread, so that small maps with few groups (7 x 7, 160 outputs) still keep
+  // every thread busy; only two where the weights outweigh X, since each band of a group reads
+  // all of the group's weights again.
+  const int64_t weightBytes = outBlocks * blockFloats * int64_t(sizeof(float));
+  const int64_t inputBytes = s.height * s.width * ciStride * int64_t(sizeof(float));
+  const int64_t tasksPerThread = weightBytes > inputBytes ? 2 : 4;
   const ThreadPool* pool = currentThreadPool();
-  const int64_t wantedBands = (4 * (pool ? pool->size() : 1) + s.batch * groups - 1) / (s.batch * groups);
+  const int64_t wantedBands =
+      (tasksPerThread * (pool ? pool->size() : 1) + s.batch * groups - 1) / (s.batch * groups);
   bandChunks = std::clamp<int64_t>(chunks.count / wantedBands, 1, bandChunks);
   const int64_t bands = (chunks.count + bandChunks - 1) / bandChunks;
   const float* weightsEnd = a.weights + outBlocks * blockFloats;
@@ -250,8 +255,6 @@ void convolveGroups(const NchwcConvArgs& a) {
   // rather than part of the output channels, so two threads do not both stream all of X. It
   // writes all output blocks at once, though, which costs more than it saves where the output
   // is larger than the input (ResNet-50's channel-expanding 1x1 convs).
-  const int64_t weightBytes = outBlocks * blockFloats * int64_t(sizeof(float));
-  const int64_t inputBytes = s.height * s.width * ciStride * int64_t(sizeof(float));
   const int64_t outputBytes = s.outHeight * s.outWidth * outBlocks * kBlock * int64_t(sizeof(float));
   const bool bandMajor =
       groups > 1 && weightBytes <= kBandMajorWeightBytes && weightBytes <= inputBytes && outputBytes <= inputBytes;
