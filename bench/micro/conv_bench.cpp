@@ -3,24 +3,18 @@
 // GFLOPS counts the direct convolution's 2 * OC * IC * 9 * H * W, so the two are comparable.
 #include <benchmark/benchmark.h>
 
-#include <random>
 #include <vector>
 
 #include "backends/cpu/gemm/im2col.h"
 #include "backends/cpu/gemm/sgemm.h"
 #include "backends/cpu/kernels/conv_winograd.h"
 #include "backends/cpu/thread_pool.h"
+#include "random_data.h"
 
 namespace kiln::bench {
 namespace {
 
-std::vector<float> randomValues(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = dist(rng);
-  return v;
-}
+using kiln::testing::randomFloats;
 
 ir::ConvGeometry same3x3(int64_t h, int64_t w) {
   ir::ConvGeometry g;
@@ -44,7 +38,7 @@ void BM_Conv3x3Winograd(benchmark::State& state) {
   const int64_t c = state.range(0), hw = state.range(1);
   cpu::ThreadPool pool(static_cast<int>(state.range(2)));
   cpu::ThreadPoolScope scope(&pool);
-  const std::vector<float> x = randomValues(c * hw * hw, 1), w = randomValues(c * c * 9, 2);
+  const std::vector<float> x = randomFloats(c * hw * hw, 1), w = randomFloats(c * c * 9, 2);
   std::vector<float> y(static_cast<size_t>(c * hw * hw));
   const cpu::WinogradWeights filters = cpu::packWinogradFilters(w.data(), c, c);
   const ir::ConvGeometry g = same3x3(hw, hw);
@@ -59,7 +53,7 @@ void BM_Conv3x3Im2colGemm(benchmark::State& state) {
   const int64_t c = state.range(0), hw = state.range(1);
   cpu::ThreadPool pool(static_cast<int>(state.range(2)));
   cpu::ThreadPoolScope scope(&pool);
-  const std::vector<float> x = randomValues(c * hw * hw, 1), w = randomValues(c * c * 9, 2);
+  const std::vector<float> x = randomFloats(c * hw * hw, 1), w = randomFloats(c * c * 9, 2);
   std::vector<float> y(static_cast<size_t>(c * hw * hw)), col(static_cast<size_t>(c * 9 * hw * hw));
   const cpu::PackedMatrix packed = cpu::packA(false, c, c * 9, w.data(), c * 9);
   const ir::ConvGeometry g = same3x3(hw, hw);

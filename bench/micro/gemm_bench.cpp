@@ -3,23 +3,17 @@
 // with pre-packed weights as A; GFLOPS is the counter to read.
 #include <benchmark/benchmark.h>
 
-#include <random>
 #include <vector>
 
 #include "backends/cpu/cpu_isa.h"
 #include "backends/cpu/gemm/sgemm.h"
 #include "backends/cpu/thread_pool.h"
+#include "random_data.h"
 
 namespace kiln::bench {
 namespace {
 
-std::vector<float> randomMatrix(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = dist(rng);
-  return v;
-}
+using kiln::testing::randomFloats;
 
 // The ISA limit for range(4) (0 = AVX2, 1 = AVX-512); false (and the benchmark skipped) if absent.
 bool selectIsa(benchmark::State& state, int64_t code) {
@@ -42,7 +36,7 @@ void BM_Sgemm(benchmark::State& state) {
   if (!selectIsa(state, state.range(4))) return;
   cpu::ThreadPool pool(static_cast<int>(state.range(3)));
   cpu::ThreadPoolScope scope(&pool);
-  const std::vector<float> A = randomMatrix(M * K, 1), B = randomMatrix(K * N, 2);
+  const std::vector<float> A = randomFloats(M * K, 1), B = randomFloats(K * N, 2);
   std::vector<float> C(static_cast<size_t>(M * N));
   for (auto _ : state) {
     cpu::sgemm(false, false, M, N, K, 1.0f, A.data(), K, B.data(), N, 0.0f, C.data(), N);
@@ -58,7 +52,7 @@ void BM_SgemmPackedB(benchmark::State& state) {
   if (!selectIsa(state, state.range(4))) return;
   cpu::ThreadPool pool(static_cast<int>(state.range(3)));
   cpu::ThreadPoolScope scope(&pool);
-  const std::vector<float> A = randomMatrix(M * K, 1), B = randomMatrix(K * N, 2), bias = randomMatrix(N, 3);
+  const std::vector<float> A = randomFloats(M * K, 1), B = randomFloats(K * N, 2), bias = randomFloats(N, 3);
   std::vector<float> C(static_cast<size_t>(M * N));
   const cpu::PackedMatrix packed = cpu::packB(false, K, N, B.data(), N);
   cpu::GemmEpilogue ep;
@@ -79,7 +73,7 @@ void BM_SgemmPackedA(benchmark::State& state) {
   if (!selectIsa(state, state.range(4))) return;
   cpu::ThreadPool pool(static_cast<int>(state.range(3)));
   cpu::ThreadPoolScope scope(&pool);
-  const std::vector<float> A = randomMatrix(M * K, 1), B = randomMatrix(K * N, 2), bias = randomMatrix(M, 3);
+  const std::vector<float> A = randomFloats(M * K, 1), B = randomFloats(K * N, 2), bias = randomFloats(M, 3);
   std::vector<float> C(static_cast<size_t>(M * N));
   const cpu::PackedMatrix packed = cpu::packA(false, M, K, A.data(), K);
   cpu::GemmEpilogue ep;

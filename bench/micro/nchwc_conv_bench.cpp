@@ -6,7 +6,6 @@
 // Filter by shape with e.g. --benchmark_filter='shape:5/'.
 #include <benchmark/benchmark.h>
 
-#include <random>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -14,9 +13,12 @@
 #include "backends/cpu/kernel.h"
 #include "backends/cpu/thread_pool.h"
 #include "ir/ops/nchwc.h"
+#include "random_data.h"
 
 namespace kiln::bench {
 namespace {
+
+using kiln::testing::randomFloats;
 
 struct ConvShape {
   const char* name;
@@ -60,14 +62,6 @@ const std::vector<ConvShape>& shapes() {
   return s;
 }
 
-std::vector<float> randomValues(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = dist(rng);
-  return v;
-}
-
 ir::TypeInfo floatType(const Shape& shape) { return ir::TypeInfo{DataType::kFloat32, ir::symShapeOf(shape)}; }
 
 // One node run through the kernel registry as the engine runs it: made once (weights packed),
@@ -76,10 +70,10 @@ class RegisteredKernel {
  public:
   RegisteredKernel(const std::string& domain, const std::string& op, const ConvShape& s, const Shape& xShape,
                    const Shape& yShape)
-      : x_(Tensor::fromVector<float>(DataType::kFloat32, xShape, randomValues(shapeNumel(xShape), 1))),
+      : x_(Tensor::fromVector<float>(DataType::kFloat32, xShape, randomFloats(shapeNumel(xShape), 1))),
         w_(Tensor::fromVector<float>(DataType::kFloat32, {s.co, s.depthwise ? 1 : s.ci, s.k, s.k},
-                                     randomValues(s.co * (s.depthwise ? 1 : s.ci) * s.k * s.k, 2))),
-        b_(Tensor::fromVector<float>(DataType::kFloat32, {s.co}, randomValues(s.co, 3))) {
+                                     randomFloats(s.co * (s.depthwise ? 1 : s.ci) * s.k * s.k, 2))),
+        b_(Tensor::fromVector<float>(DataType::kFloat32, {s.co}, randomFloats(s.co, 3))) {
     node_.name = "bench";
     node_.domain = domain;
     node_.opType = op;

@@ -5,15 +5,17 @@
 // the numbers compare as speeds. Needs AVX-512 for the Winograd rows.
 #include <benchmark/benchmark.h>
 
-#include <random>
 #include <vector>
 
 #include "backends/cpu/cpu_isa.h"
 #include "backends/cpu/kernels/nchwc_winograd.h"
 #include "backends/cpu/thread_pool.h"
+#include "random_data.h"
 
 namespace kiln::bench {
 namespace {
+
+using kiln::testing::randomFloats;
 
 struct Layer3x3 {
   const char* name;
@@ -26,14 +28,6 @@ const std::vector<Layer3x3>& layers() {
                                        {"resnet layer3 256ch 14x14", 256, 14},
                                        {"resnet layer4 512ch 7x7", 512, 7}};
   return l;
-}
-
-std::vector<float> randomValues(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = dist(rng);
-  return v;
 }
 
 void BM_NchwcConv3x3(benchmark::State& state) {
@@ -49,8 +43,8 @@ void BM_NchwcConv3x3(benchmark::State& state) {
   s.height = s.width = s.outHeight = s.outWidth = hw;
   s.kernelH = s.kernelW = 3;
   s.padTop = s.padLeft = 1;
-  const std::vector<float> x = randomValues(blocks * hw * hw * 16, 1), w = randomValues(c * c * 9, 2),
-                           bias = randomValues(blocks * 16, 3);
+  const std::vector<float> x = randomFloats(blocks * hw * hw * 16, 1), w = randomFloats(c * c * 9, 2),
+                           bias = randomFloats(blocks * 16, 3);
   std::vector<float> y(static_cast<size_t>(blocks * hw * hw * 16));
   const cpu::NchwcPackedWeights direct =
       method == 0 ? cpu::packNchwcWeights(w.data(), c, c, 3, 3, cpu::NchwcWeightLayout::kBlockedInput)

@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "random_data.h"
+#include "scoped_threads.h"
 #include "backends/cpu/broadcast.h"
 #include "backends/cpu/kernels/elementwise_util.h"
-#include "backends/cpu/thread_pool.h"
 
 namespace kiln::cpu {
 namespace {
@@ -105,8 +105,7 @@ TEST(BroadcastMap, PeriodicPathIsTakenWhereExpected) {
 
 TEST(BroadcastMap, MatchesTheNaiveReferenceForEveryForm) {
   for (int threads : {1, 2}) {
-    ThreadPool pool(threads);
-    ThreadPoolScope scope(threads > 1 ? &pool : nullptr);
+    kiln::testing::ScopedThreads scopedThreads(threads);
     for (const Case& c : kCases) {
       SCOPED_TRACE(shapeToString(c.a) + " op " + shapeToString(c.b) + " threads " + std::to_string(threads));
       const bool aIsOut = broadcastShape(c.a, c.b) == c.a;

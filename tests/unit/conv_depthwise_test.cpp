@@ -11,10 +11,10 @@
 
 #include "activation_reference.h"
 #include "random_data.h"
+#include "scoped_threads.h"
 #include "backends/cpu/activation.h"
 #include "backends/cpu/cpu_isa.h"
 #include "backends/cpu/kernels/conv_depthwise.h"
-#include "backends/cpu/thread_pool.h"
 
 namespace kiln::cpu {
 namespace {
@@ -74,8 +74,7 @@ std::string describe(const DwCase& t) {
 // Runs every case on the ISA limited to `isa`, with and without a residual, and compares.
 void checkCases(CpuIsa isa, const std::vector<DwCase>& cases, const Activation& act, int threads) {
   ScopedCpuIsaLimit limit(isa);
-  ThreadPool pool(threads);
-  ThreadPoolScope scope(threads > 1 ? &pool : nullptr);
+  kiln::testing::ScopedThreads scopedThreads(threads);
   for (const DwCase& t : cases) {
     const ir::ConvGeometry g = geometryOf(t);
     ASSERT_TRUE(depthwiseConv2dSupported(g)) << describe(t);

@@ -13,10 +13,10 @@
 
 #include "activation_reference.h"
 #include "random_data.h"
+#include "scoped_threads.h"
 #include "backends/cpu/activation.h"
 #include "backends/cpu/cpu_isa.h"
 #include "backends/cpu/kernels/conv_few_outputs.h"
-#include "backends/cpu/thread_pool.h"
 #include "single_node_model.h"
 
 namespace kiln::cpu {
@@ -80,8 +80,7 @@ std::string describe(const FewCase& t) {
 // Runs every case with and without bias and residual and compares with the double loop.
 void checkCases(CpuIsa isa, const std::vector<FewCase>& cases, const Activation& act, int threads) {
   ScopedCpuIsaLimit limit(isa);
-  ThreadPool pool(threads);
-  ThreadPoolScope scope(threads > 1 ? &pool : nullptr);
+  kiln::testing::ScopedThreads scopedThreads(threads);
   for (const FewCase& t : cases) {
     const ir::ConvGeometry g = geometryOf(t);
     ASSERT_TRUE(fewOutputConvPreferred(g, 1, t.ci, t.co)) << describe(t);

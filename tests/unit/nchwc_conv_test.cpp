@@ -19,8 +19,8 @@
 #include "backends/cpu/activation.h"
 #include "backends/cpu/cpu_isa.h"
 #include "backends/cpu/kernels/nchwc_conv.h"
-#include "backends/cpu/thread_pool.h"
 #include "model_builder.h"
+#include "scoped_threads.h"
 #include "kiln/session.h"
 
 namespace kiln::cpu {
@@ -237,8 +237,7 @@ TEST_P(NchwcConvKernel, MatchesDirectLoop) {
   const auto [isa, threads] = GetParam();
   if (isa > detectedCpuIsa()) GTEST_SKIP() << "the CPU lacks " << cpuIsaName(isa);
   ScopedCpuIsaLimit limit(isa);
-  ThreadPool pool(threads);
-  ThreadPoolScope scope(threads > 1 ? &pool : nullptr);
+  kiln::testing::ScopedThreads scopedThreads(threads);
   for (const ConvCase& t : shapeCases()) {
     for (bool withResidual : {false, true}) checkCase(t, Activation{}, withResidual);
   }
@@ -248,8 +247,7 @@ TEST_P(NchwcConvKernel, FusedActivations) {
   const auto [isa, threads] = GetParam();
   if (isa > detectedCpuIsa()) GTEST_SKIP() << "the CPU lacks " << cpuIsaName(isa);
   ScopedCpuIsaLimit limit(isa);
-  ThreadPool pool(threads);
-  ThreadPoolScope scope(threads > 1 ? &pool : nullptr);
+  kiln::testing::ScopedThreads scopedThreads(threads);
   const std::vector<ConvCase> cases{square("Ci 24 -> Co 40", 1, 24, 40, 7, 7, 3, 1, 1),
                                     square("1x1 40 -> 72, 2 images", 2, 40, 72, 9, 13, 1, 1, 0),
                                     plain(square("plain 3 -> 20 s2", 1, 3, 20, 9, 9, 3, 2, 1)), depthwise(40, 9, 3, 1)};

@@ -16,10 +16,10 @@
 #include "activation_reference.h"
 #include "nchwc_test_layout.h"
 #include "random_data.h"
+#include "scoped_threads.h"
 #include "backends/cpu/activation.h"
 #include "backends/cpu/cpu_isa.h"
 #include "backends/cpu/kernels/nchwc_conv.h"
-#include "backends/cpu/thread_pool.h"
 
 namespace kiln::cpu {
 namespace {
@@ -180,8 +180,7 @@ TEST_P(NchwcDepthwise, MatchesDirectLoop) {
   const auto [isa, threads] = GetParam();
   if (isa > detectedCpuIsa()) GTEST_SKIP() << "the CPU lacks " << cpuIsaName(isa);
   ScopedCpuIsaLimit limit(isa);
-  ThreadPool pool(threads);
-  ThreadPoolScope scope(threads > 1 ? &pool : nullptr);
+  kiln::testing::ScopedThreads scopedThreads(threads);
   for (const DepthwiseCase& t : shapeCases()) {
     for (bool withResidual : {false, true}) checkCase(t, Activation{}, withResidual);
   }
@@ -191,8 +190,7 @@ TEST_P(NchwcDepthwise, FusedActivations) {
   const auto [isa, threads] = GetParam();
   if (isa > detectedCpuIsa()) GTEST_SKIP() << "the CPU lacks " << cpuIsaName(isa);
   ScopedCpuIsaLimit limit(isa);
-  ThreadPool pool(threads);
-  ThreadPoolScope scope(threads > 1 ? &pool : nullptr);
+  kiln::testing::ScopedThreads scopedThreads(threads);
   const std::vector<DepthwiseCase> cases{square(40, 9, 11, 3, 1), square(24, 8, 13, 5, 2),
                                          DepthwiseCase{"3x3 dilation 1, stride 3", 1, 20, 7, 10, 3, 3, 3, 3, 1, 1, 1, 1}};
   const std::vector<Activation> acts{{ActivationKind::kRelu, 0, 0},
@@ -213,8 +211,7 @@ TEST_P(NchwcDepthwise, OnePlaneSplitIntoRowBands) {
   const auto [isa, threads] = GetParam();
   if (isa > detectedCpuIsa()) GTEST_SKIP() << "the CPU lacks " << cpuIsaName(isa);
   ScopedCpuIsaLimit limit(isa);
-  ThreadPool pool(threads);
-  ThreadPoolScope scope(threads > 1 ? &pool : nullptr);
+  kiln::testing::ScopedThreads scopedThreads(threads);
   for (int64_t k : {3, 5}) {
     for (int64_t s : {1, 2}) checkCase(square(9, 37, 20, k, s), Activation{ActivationKind::kClip, 0.0f, 6.0f}, true);
   }

@@ -17,10 +17,10 @@
 #include "random_data.h"
 #include "backends/cpu/cpu_isa.h"
 #include "backends/cpu/kernels/nchwc_winograd.h"
-#include "backends/cpu/thread_pool.h"
 #include "ir/sym_shape.h"
 #include "kiln/session.h"
 #include "model_builder.h"
+#include "scoped_threads.h"
 
 namespace kiln::cpu {
 namespace {
@@ -148,8 +148,7 @@ class NchwcWinograd : public ::testing::TestWithParam<std::tuple<int, int>> {
 
 TEST_P(NchwcWinograd, MatchesDirectConvolutionInDouble) {
   const auto [tile, threads] = GetParam();
-  ThreadPool pool(threads);
-  ThreadPoolScope scope(threads > 1 ? &pool : nullptr);
+  kiln::testing::ScopedThreads scopedThreads(threads);
   for (const WinogradCase& t : cases()) {
     for (bool withResidual : {false, true}) {
       SCOPED_TRACE(t.name + (withResidual ? " +residual" : ""));
@@ -160,8 +159,7 @@ TEST_P(NchwcWinograd, MatchesDirectConvolutionInDouble) {
 
 TEST_P(NchwcWinograd, FusedActivations) {
   const auto [tile, threads] = GetParam();
-  ThreadPool pool(threads);
-  ThreadPoolScope scope(threads > 1 ? &pool : nullptr);
+  kiln::testing::ScopedThreads scopedThreads(threads);
   const std::vector<Activation> acts{{ActivationKind::kRelu, 0, 0},
                                      {ActivationKind::kClip, -0.5f, 0.6f},
                                      {ActivationKind::kSiLU, 0, 0},
