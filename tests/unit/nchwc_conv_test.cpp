@@ -333,6 +333,28 @@ TEST(NchwcConvNode, RunsThroughASessionWithBiasResidualAndRelu) {
   for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], expected[i], 1e-4f * (15.0f + std::fabs(expected[i]))) << i;
 }
 
+// X's height and width unknown when the kernel is made: each run works out its own geometry.
+TEST(NchwcConvNode, RunsAtSpatialSizesUnknownWhenMade) {
+  const ConvCase shape = square("dynamic", 1, 24, 40, 9, 9, 3, 2, 1);
+  const std::vector<float> w = randomFloats(shape.co * shape.ci * 9, 12), b = randomFloats(shape.co, 13);
+  const std::vector<int64_t> xShape{1, 2, -1, -1, kB};
+  Session session(nchwcConvModel("dynamic", xShape, shape, w, b, nullptr, false));
+  for (int64_t size : {9, 13, 9}) {
+    const ConvCase t = square("dynamic", 1, 24, 40, size, size, 3, 2, 1);
+    const std::vector<float> x = randomFloats(t.ci * t.h * t.w, 14);
+    const NamedTensors out = session.run(
+        {{"x", Tensor::fromVector<float>(DataType::kFloat32, {1, 2, t.h, t.w, kB}, toBlocked(x, 1, t.ci, t.h * t.w))}});
+    const Tensor& y = out[0].second;
+    ASSERT_EQ(y.shape(), (Shape{1, 3, t.outH(), t.outW(), kB})) << "size " << size;
+    const std::vector<float> got =
+        fromBlocked(std::vector<float>(y.data<float>(), y.data<float>() + y.numel()), 1, t.co, t.outH() * t.outW());
+    const std::vector<float> expected = reference(t, x, w, b, nullptr, Activation{ActivationKind::kRelu, 0, 0});
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_NEAR(got[i], expected[i], 1e-4f * (15.0f + std::fabs(expected[i]))) << "size " << size << " at " << i;
+    }
+  }
+}
+
 TEST(NchwcConvNode, PlainImageInputThroughASession) {
   const ConvCase t = plain(square("plain", 1, 3, 20, 11, 11, 3, 2, 1));
   const std::vector<float> x = randomFloats(t.ci * t.h * t.w, 9), w = randomFloats(t.co * t.ci * 9, 10),

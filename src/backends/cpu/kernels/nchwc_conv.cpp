@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "backends/cpu/thread_pool.h"
 #include "ir/ops/conv_geometry.h"
 #include "ir/ops/nchwc.h"
+#include "ir/sym_shape.h"
 
 namespace kiln::cpu {
 
@@ -148,6 +150,10 @@ struct PreparedNchwcConv {
   // outBlocks * 16 floats of bias (zero past Co) when B is a constant or absent; empty when B is
   // computed at run time (then copied on every run).
   std::vector<float> bias;
+  // The geometry for X's spatial size when it was static at creation (height -1 otherwise), so
+  // that runs at that size do not re-read the attributes.
+  int64_t staticHeight = -1, staticWidth = -1;
+  ir::ConvGeometry staticGeometry;
 };
 
 // B [Co] as outBlocks * 16 floats, zero past Co; fails through `fail` when B is not [Co] float32.
@@ -206,6 +212,12 @@ PreparedNchwcConv prepare(const KernelCreateInfo& info) {
     p.bias = paddedBias(hasBias ? b : nullptr, p.outChannels,
                         [&](const std::string& message) { ir::failNode(node, message, ErrorCode::kInvalidArgument); });
   }
+  const std::optional<Shape> xShape = xType && xType->shape ? ir::concreteShape(*xType->shape) : std::nullopt;
+  if (xShape && xShape->size() >= 4) {
+    p.staticHeight = (*xShape)[2];
+    p.staticWidth = (*xShape)[3];
+    p.staticGeometry = ir::convGeometry(node, {p.staticHeight, p.staticWidth}, {p.kernelH, p.kernelW});
+  }
   info.keepsOwnCopyOf(1);
   return p;
 }
@@ -241,7 +253,10 @@ void runNchwcConv(KernelContext& ctx, const PreparedNchwcConv& p) {
   s.kernelH = p.kernelH;
   s.kernelW = p.kernelW;
   s.depthwise = depthwise;
-  const ir::ConvGeometry g = ir::convGeometry(ctx.node(), {s.height, s.width}, {p.kernelH, p.kernelW});
+  ir::ConvGeometry computed;
+  const bool staticSize = s.height == p.staticHeight && s.width == p.staticWidth;
+  if (!staticSize) computed = ir::convGeometry(ctx.node(), {s.height, s.width}, {p.kernelH, p.kernelW});
+  const ir::ConvGeometry& g = staticSize ? p.staticGeometry : computed;
   s.outHeight = g.output[0];
   s.outWidth = g.output[1];
   s.strideH = g.strides[0];
