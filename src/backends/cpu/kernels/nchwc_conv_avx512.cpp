@@ -41,7 +41,6 @@ inline void multiplyChannels(__m512 (&acc)[M][P], const float* const (&px)[P], c
   }
 }
 
-
 // Software prefetch (into L2) of the packed weights the next slab of input channels, or the next
 // group, will read: a few cache lines after each channel block of the current slab. Deep layers
 // read each weight once per inference, from L3 or memory, and the hardware prefetchers do not run
