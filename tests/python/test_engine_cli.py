@@ -178,3 +178,25 @@ def test_resnet50_plan_with_batch_profile_matches_onnxruntime(kiln, tmp_path, mo
         got = np.load(out / json.loads((out / "outputs.json").read_text())["outputs"][0]["file"])
         atol = 1e-4 * np.abs(expected).max()
         np.testing.assert_allclose(got, expected, rtol=1e-4, atol=atol)
+
+
+def test_inspect_reports_concats_computed_in_place_and_run_matches_numpy(kiln, tmp_path):
+    # Relu(x) and Neg(x) are written straight into their slabs of Concat's output (axis 1, batch 1);
+    # that output is an intermediate (a graph output is the caller's, not the arena's).
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Neg", ["x"], ["b"]),
+         helper.make_node("Concat", ["a", "b"], ["c"], axis=1), helper.make_node("Neg", ["c"], ["y"])],
+        "concat", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 4, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 4, 4])])
+    model = tmp_path / "concat.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), model)
+    plan = tmp_path / "concat.kiln"
+    assert run(kiln, "build", model, "-o", plan).returncode == 0
+    r = run(kiln, "inspect", plan)
+    assert r.returncode == 0, r.stderr
+    assert "concats    1 computed in place (their inputs written into the output: 0 KiB not copied per run)" in r.stdout
+    x = np.random.default_rng(0).standard_normal((1, 4, 4, 4)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    r = run(kiln, "run", plan, "--input", f"x={tmp_path / 'x.npy'}", "--output-dir", tmp_path / "out")
+    assert r.returncode == 0, r.stderr
+    np.testing.assert_array_equal(np.load(tmp_path / "out" / "y.npy"), np.concatenate([-np.maximum(x, 0), x], axis=1))
