@@ -103,6 +103,23 @@ std::vector<uint64_t> concatSlabs(const ir::Graph& graph, const MemoryPlan& plan
   return offsets;
 }
 
+// The inputs of `node` whose storage its output 0 may take over (tried in this order): kernels
+// that read each element of that input only to compute the output element at the same place,
+// before writing it. NchwcConv adds its residual Z when it starts each output tile.
+std::vector<size_t> inPlaceCandidates(const ir::Node& node) {
+  if (node.outputs.size() != 1) return {};
+  if (node.domain == "kiln") return node.opType == "NchwcConv" ? std::vector<size_t>{3} : std::vector<size_t>{};
+  if (!node.domain.empty() && node.domain != "ai.onnx") return {};
+  static const char* const kBinary[] = {"Add", "Sub", "Mul", "Div"};
+  static const char* const kUnary[] = {"Relu", "Sigmoid", "Tanh", "Exp", "Neg", "Abs", "Sqrt", "Erf", "LeakyRelu",
+                                       "Elu", "Selu", "HardSigmoid", "HardSwish", "Softplus"};
+  for (const char* op : kBinary)
+    if (node.opType == op && node.opset >= 7) return {0, 1};
+  for (const char* op : kUnary)
+    if (node.opType == op) return {0};
+  return {};
+}
+
 }  // namespace
 
 bool sharesInputStorage(const ir::Node& node, size_t index) {
@@ -172,6 +189,40 @@ MemoryPlan planMemory(const ir::Graph& graph) {
     plan.inPlaceConcatBytes += plan.bytes[out];
   }
 
+  // Outputs computed in place of an input that dies at their node (as ONNX Runtime does): same
+  // bytes and type, the input's storage read by no later node and by no other input of this one.
+  // The output then shares the input's slot, which lives on to the output's last reader.
+  plan.inPlaceOutputs = 0;
+  const auto arenaOwned = [&](int id) {
+    const auto i = static_cast<size_t>(id);
+    return ownsArenaSlot(graph, plan, life, id) && slabs[i].container < 0 && !isContainer[i];
+  };
+  for (int i = 0; i < end; ++i) {
+    const ir::Node& node = graph.nodes[static_cast<size_t>(i)];
+    const std::vector<size_t> candidates = inPlaceCandidates(node);
+    if (candidates.empty() || !arenaOwned(node.outputs[0])) continue;
+    const int out = node.outputs[0];
+    for (size_t k : candidates) {
+      if (k >= node.inputs.size() || node.inputs[k] == ir::kNoValue) continue;
+      const int in = node.inputs[k];
+      const int root = plan.storageOf[static_cast<size_t>(in)];
+      const auto r = static_cast<size_t>(root);
+      bool shared = false;
+      for (size_t j = 0; j < node.inputs.size(); ++j)
+        shared |= j != k && node.inputs[j] != ir::kNoValue && plan.storageOf[static_cast<size_t>(node.inputs[j])] == root;
+      if (shared || !arenaOwned(root) || storageLast[r] != i || plan.bytes[r] != plan.bytes[static_cast<size_t>(out)] ||
+          plan.bytes[static_cast<size_t>(in)] != plan.bytes[r] ||
+          graph.value(in).type.dtype != graph.value(out).type.dtype) {
+        continue;
+      }
+      for (int& s : plan.storageOf)
+        if (s == out) s = root;  // out itself, and the views of it
+      storageLast[r] = std::max(storageLast[r], storageLast[static_cast<size_t>(out)]);
+      ++plan.inPlaceOutputs;
+      break;
+    }
+  }
+
   std::vector<Interval> intervals;
   for (size_t id = 0; id < n; ++id) {
     const ir::Value& v = graph.values[id];
@@ -215,6 +266,16 @@ MemoryPlan planMemory(const ir::Graph& graph) {
     if (slabs[id].container < 0) continue;
     const int64_t base = plan.offsets[static_cast<size_t>(slabs[id].container)];
     plan.offsets[id] = base + static_cast<int64_t>(slabs[id].offset);
+  }
+  // Outputs computed in place get their input's slot; views stay unplaced (their kernels hand the
+  // source's storage on).
+  for (size_t id = 0; id < n; ++id) {
+    const auto root = static_cast<size_t>(plan.storageOf[id]);
+    if (root != id && producer[id] >= 0 && !sharesInputStorage(graph.nodes[static_cast<size_t>(producer[id])], 0) &&
+        plan.bytes[id] == plan.bytes[root]) {
+      plan.offsets[id] = plan.offsets[root];
+      plan.intermediateBytes += alignUp(plan.bytes[id]);
+    }
   }
   return plan;
 }

@@ -10,6 +10,10 @@
 // one, each input is a contiguous slab of the output. Its inputs are then placed inside the
 // output's slot, each at its slab, so their producers write the result directly and the Concat
 // itself copies nothing (MemoryPlan::inPlaceConcat; the executor skips its kernel).
+//
+// Elementwise ops, and NchwcConv with a residual, write their output over an input that dies at
+// them (same size and type), as ONNX Runtime does: no second slot, and the output's cache lines
+// are already there when it is written.
 #pragma once
 #include <cstdint>
 #include <utility>
@@ -28,16 +32,19 @@ struct MemoryPlan {
   std::vector<int64_t> offsets;  // per value id: byte offset in the arena, kNotPlaced where not placed
   std::vector<uint64_t> bytes;   // per value id: size at these shapes, 0 where unknown or empty
   /// Per value id: the value whose storage it shares (itself unless its op returns a view of its
-  /// input: Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout).
+  /// input: Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout; or it is computed in place).
   std::vector<int> storageOf;
   uint64_t arenaBytes = 0;
-  uint64_t intermediateBytes = 0;  // the placed tensors' sizes (64-byte aligned) added up
+  uint64_t intermediateBytes = 0;  // the placed and in-place tensors' sizes (64-byte aligned) added up
   int placedTensors = 0;
   /// Per node index: a Concat whose inputs are placed in its output's slot at their slabs (its
   /// output is complete once they are computed).
   std::vector<bool> inPlaceConcat;
   int inPlaceConcats = 0;
   uint64_t inPlaceConcatBytes = 0;  // bytes those Concats no longer copy per run
+  /// Outputs computed in place of an input that dies at their node (elementwise ops, NchwcConv's
+  /// residual): such an output's storageOf is that input's storage, and its offset the same.
+  int inPlaceOutputs = 0;
 
   bool placed(int id) const { return offsets[static_cast<size_t>(id)] != kNotPlaced; }
 };

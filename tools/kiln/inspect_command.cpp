@@ -50,6 +50,9 @@ void printArena(const std::string& path) {
     std::cout << "  concats    " << memory.inPlaceConcats << " computed in place (their inputs written into the output: "
               << memory.inPlaceConcatBytes / 1024 << " KiB not copied per run)\n";
   }
+  if (memory.inPlaceOutputs > 0) {
+    std::cout << "  in place   " << memory.inPlaceOutputs << " outputs computed over an input that dies there\n";
+  }
 }
 
 int inspectPlan(const std::string& path) {

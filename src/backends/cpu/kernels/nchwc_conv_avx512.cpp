@@ -122,8 +122,8 @@ inline void accumulatePointwise(const NchwcConvShape& s, int64_t q0, const float
   }
 }
 
-// Residual, clamp and the one store of each accumulator (the rest of the activation, if any,
-// runs over the band afterwards: see convolveGroups).
+// Clamp and the one store of each accumulator (the rest of the activation, if any, runs over
+// the band afterwards: see convolveGroups).
 template <int M, int P>
 inline void storeChunk(const NchwcConvArgs& a, const RegisterEpilogue& epi, const __m512 (&acc)[M][P], int64_t image,
                        int64_t b0, int64_t q0) {
@@ -131,14 +131,8 @@ inline void storeChunk(const NchwcConvArgs& a, const RegisterEpilogue& epi, cons
   const int64_t outPlane = s.outHeight * s.outWidth;
 #pragma GCC unroll 4
   for (int m = 0; m < M; ++m) {
-    const int64_t offset = ((image * s.outBlocks() + b0 + m) * outPlane + q0) * kBlock;
-    float* y = a.y + offset;
-    if (a.residual) {
-      const __mmask16 lanes = laneMask(b0 + m, s.outChannels);
-      const float* z = a.residual + offset;
-#pragma GCC unroll 16
-      for (int p = 0; p < P; ++p) _mm512_storeu_ps(y + p * kBlock, epi.apply(acc[m][p], z + p * kBlock, lanes));
-    } else if (epi.clamp) {
+    float* y = a.y + ((image * s.outBlocks() + b0 + m) * outPlane + q0) * kBlock;
+    if (epi.clamp) {
 #pragma GCC unroll 16
       for (int p = 0; p < P; ++p) _mm512_storeu_ps(y + p * kBlock, epi.clamped(acc[m][p]));
     } else {
@@ -164,7 +158,16 @@ void convolveChunk(const NchwcConvArgs& a, const RegisterEpilogue& epi, int64_t 
   __m512 acc[M][P];
 #pragma GCC unroll 4
   for (int m = 0; m < M; ++m) {
-    if (slab.first) {
+    if (slab.first && a.residual) {
+      // The residual goes in first, so that Y may share its storage (the memory plan computes
+      // a conv in place of a residual that dies there): each residual value is read before the
+      // first slab's store overwrites it. Its padding lanes may hold anything: they read as zero.
+      const __m512 bias = _mm512_loadu_ps(a.bias + (b0 + m) * kBlock);
+      const __mmask16 lanes = laneMask(b0 + m, s.outChannels);
+      const float* z = a.residual + ((image * s.outBlocks() + b0 + m) * outPlane + q0) * kBlock;
+#pragma GCC unroll 16
+      for (int p = 0; p < P; ++p) acc[m][p] = _mm512_add_ps(bias, _mm512_maskz_loadu_ps(lanes, z + p * kBlock));
+    } else if (slab.first) {
       const __m512 bias = _mm512_loadu_ps(a.bias + (b0 + m) * kBlock);
 #pragma GCC unroll 16
       for (int p = 0; p < P; ++p) acc[m][p] = bias;
