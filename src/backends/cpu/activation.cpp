@@ -12,20 +12,30 @@
 namespace kiln::cpu {
 namespace {
 
-// The bias is one value for the row (a conv channel) or one per element (a matmul row).
+// The bias is one value for the row (a conv channel) or one per element (a matmul row). Two
+// vectors per step so that the two exp chains overlap.
 template <ActivationKind K, bool kBiasPerElement>
 void epilogueLoop(const Activation& a, float* row, int64_t n, const float* bias, const float* residual) {
   int64_t i = 0;
   const Float8 rowBias = splat(kBiasPerElement || !bias ? 0.0f : *bias);
-  for (; i + 8 <= n; i += 8) {
-    Float8 v = load8(row + i);
-    if constexpr (kBiasPerElement) v += load8(bias + i);
-    else v += rowBias;
-    if (residual) v += load8(residual + i);
-    store8(row + i, simd::activate<K, Float8, Int8>(a, v));
+  auto in = [&](int64_t j) {
+    Float8 v = load8(row + j);
+    if constexpr (kBiasPerElement) {
+      if (bias) v += load8(bias + j);  // applyEpilogueWithBiasRow allows no bias
+    } else {
+      v += rowBias;
+    }
+    if (residual) v += load8(residual + j);
+    return v;
+  };
+  for (; i + 16 <= n; i += 16) {
+    const Float8 y0 = simd::activate<K, Float8, Int8>(a, in(i)), y1 = simd::activate<K, Float8, Int8>(a, in(i + 8));
+    store8(row + i, y0);
+    store8(row + i + 8, y1);
   }
+  for (; i + 8 <= n; i += 8) store8(row + i, simd::activate<K, Float8, Int8>(a, in(i)));
   for (; i < n; ++i) {
-    const float b = kBiasPerElement ? bias[i] : rowBias[0];
+    const float b = kBiasPerElement ? (bias ? bias[i] : 0.0f) : rowBias[0];
     row[i] = simd::activate<K, float, int32_t>(a, row[i] + b + (residual ? residual[i] : 0.0f));
   }
 }
@@ -42,6 +52,12 @@ void dispatchEpilogue(const Activation& act, float* row, int64_t n, const float*
 template <ActivationKind K>
 void activationLoop(const Activation& a, const float* x, float* y, int64_t n) {
   int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const Float8 y0 = simd::activate<K, Float8, Int8>(a, load8(x + i));
+    const Float8 y1 = simd::activate<K, Float8, Int8>(a, load8(x + i + 8));
+    store8(y + i, y0);
+    store8(y + i + 8, y1);
+  }
   for (; i + 8 <= n; i += 8) store8(y + i, simd::activate<K, Float8, Int8>(a, load8(x + i)));
   for (; i < n; ++i) y[i] = simd::activate<K, float, int32_t>(a, x[i]);
 }

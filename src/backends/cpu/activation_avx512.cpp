@@ -11,11 +11,30 @@ namespace {
 using Float16Lanes = float __attribute__((vector_size(64)));
 using Int16Lanes = int32_t __attribute__((vector_size(64)));
 
+constexpr __mmask16 kAllLanes = 0xFFFF;
+inline __mmask16 firstLanes(int64_t count) { return count >= 16 ? kAllLanes : __mmask16((1u << count) - 1); }
+
+// Full vectors two at a time (the two exp chains overlap; no per-vector tail mask), then the rest
+// of the row with masked loads and stores. in(i, m) gives the input vector at i, out(i, m, v) stores.
+template <ActivationKind K, typename In, typename Out>
+inline void forEachVector(const Activation& a, int64_t n, In in, Out out) {
+  auto act = [&](__m512 v) { return __m512(simd::activate<K, Float16Lanes, Int16Lanes>(a, Float16Lanes(v))); };
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m512 y0 = act(in(i, kAllLanes)), y1 = act(in(i + 16, kAllLanes));
+    out(i, kAllLanes, y0);
+    out(i + 16, kAllLanes, y1);
+  }
+  for (; i < n; i += 16) {
+    const __mmask16 m = firstLanes(n - i);
+    out(i, m, act(in(i, m)));
+  }
+}
+
 template <ActivationKind K, bool kBiasPerElement>
 void epilogueLoop(const Activation& a, float* row, int64_t n, const float* bias, const float* residual) {
   const __m512 rowBias = _mm512_set1_ps(kBiasPerElement || !bias ? 0.0f : *bias);
-  for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 m = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
+  auto in = [&](int64_t i, __mmask16 m) {
     __m512 v = _mm512_maskz_loadu_ps(m, row + i);
     if constexpr (kBiasPerElement) {
       if (bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, bias + i));
@@ -23,18 +42,22 @@ void epilogueLoop(const Activation& a, float* row, int64_t n, const float* bias,
       v = _mm512_add_ps(v, rowBias);
     }
     if (residual) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, residual + i));
-    const Float16Lanes r = simd::activate<K, Float16Lanes, Int16Lanes>(a, Float16Lanes(v));
-    _mm512_mask_storeu_ps(row + i, m, __m512(r));
+    return v;
+  };
+  auto out = [&](int64_t i, __mmask16 m, __m512 v) { _mm512_mask_storeu_ps(row + i, m, v); };
+  // The plain activation (the NchwcConv bands) without the bias and residual tests in the loop.
+  if (!bias && !residual) {
+    forEachVector<K>(a, n, [&](int64_t i, __mmask16 m) { return _mm512_maskz_loadu_ps(m, row + i); }, out);
+  } else {
+    forEachVector<K>(a, n, in, out);
   }
 }
 
 template <ActivationKind K>
 void activationLoop(const Activation& a, const float* x, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 m = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
-    const Float16Lanes v(_mm512_maskz_loadu_ps(m, x + i));
-    _mm512_mask_storeu_ps(y + i, m, __m512(simd::activate<K, Float16Lanes, Int16Lanes>(a, v)));
-  }
+  forEachVector<K>(
+      a, n, [&](int64_t i, __mmask16 m) { return _mm512_maskz_loadu_ps(m, x + i); },
+      [&](int64_t i, __mmask16 m, __m512 v) { _mm512_mask_storeu_ps(y + i, m, v); });
 }
 
 }  // namespace
