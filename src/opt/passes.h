@@ -50,6 +50,11 @@ int fuseConvEpilogues(ir::Graph& graph);
 /// Returns the number of nodes converted to the blocked layout.
 int convertToNchwcLayout(ir::Graph& graph);
 
+/// Mul(X, S) read only by a 1x1 kiln::NchwcConv, S a blocked per-channel scale [N or 1, Cb, 1, 1,
+/// 16] and 8 * Co <= H * W (a squeeze-excitation gate before its projection) -> the NchwcConv's X scale
+/// input (see ir/ops/nchwc.h and fold_se_scale.cpp). Returns the number of Muls removed.
+int foldChannelScaleIntoNchwcConv(ir::Graph& graph);
+
 /// Switches for fuseLayers.
 struct FusionOptions {
   /// Convert to the blocked NCHWc layout (convertToNchwcLayout).

@@ -14,7 +14,10 @@ int fuseLayers(ir::Graph& graph, const FusionOptions& options) {
   removed += fuseMatMulEpilogues(graph);
   removed += packAttentionProjections(graph);
   removed += fuseConvEpilogues(graph);
-  if (options.nchwcLayout) convertToNchwcLayout(graph);
+  if (options.nchwcLayout) {
+    convertToNchwcLayout(graph);
+    removed += foldChannelScaleIntoNchwcConv(graph);
+  }
   removed += eliminateDeadNodes(graph);
   return removed;
 }

@@ -213,6 +213,8 @@ const std::vector<ConvCase>& shapeCases() {
       c.push_back(square("3x3 width " + std::to_string(width), 1, 16, 32, 3, width, 3, 1, 1));
     }
     c.push_back(square("1x1 width 112", 1, 32, 16, 2, 112, 1, 1, 0));
+    // Fewer pixels than one register block of pixels (a single short chunk per output group).
+    c.push_back(square("1x1 40 -> 72 on 1x5 pixels", 1, 40, 72, 1, 5, 1, 1, 0));
     // Input channels in many slabs, not a multiple of 16 (the weights of the next slab prefetched).
     c.push_back(square("3x3 200 -> 72, slabs", 1, 200, 72, 6, 7, 3, 1, 1));
     c.push_back(square("3x3 s2 130 -> 64, slabs", 1, 130, 64, 9, 9, 3, 2, 1));
@@ -258,6 +260,77 @@ TEST_P(NchwcConvKernel, FusedActivations) {
   for (const ConvCase& t : cases) {
     for (const Activation& act : acts) {
       for (bool withResidual : {false, true}) checkCase(t, act, withResidual);
+    }
+  }
+}
+
+// The first convolutions of the benchmark CNNs on a plain (NCHW) image, shrunk: ResNet-50's 7x7
+// s2 p3, MobileNetV2's / EfficientNet's 3x3 s2 p1, SqueezeNet's 3x3 s2 p0 (odd output size),
+// with 1, 3 and 4 input channels, Co not a multiple of 16, rows long enough for several pixel
+// chunks, kernels wider than the image (no interior pixels), stride 1, 3 and dilation.
+TEST_P(NchwcConvKernel, PlainImageFirstConvs) {
+  const auto [isa, threads] = GetParam();
+  if (isa > detectedCpuIsa()) GTEST_SKIP() << "the CPU lacks " << cpuIsaName(isa);
+  ScopedCpuIsaLimit limit(isa);
+  kiln::testing::ScopedThreads scopedThreads(threads);
+  std::vector<ConvCase> cases{
+      plain(square("resnet conv1 7x7 s2 p3, 29x29", 1, 3, 64, 29, 29, 7, 2, 3)),
+      plain(square("mobilenet 3x3 s2 p1, width 61", 1, 3, 32, 12, 61, 3, 2, 1)),
+      plain(square("squeezenet 3x3 s2 p0, odd output", 1, 3, 64, 23, 23, 3, 2, 0)),
+      plain(square("1 channel -> 20, 3x3 s2 p1, batch 2", 2, 1, 20, 15, 16, 3, 2, 1)),
+      plain(square("4 channels -> 40, 7x7 s2 p3", 1, 4, 40, 17, 30, 7, 2, 3)),
+      plain(square("3 -> 56 (groups 2 + 2), 3x3 s1 p1, batch 2", 2, 3, 56, 6, 33, 3, 1, 1)),
+      plain(square("3 -> 24, 7x7 p3 on a 4x5 image (no interior)", 1, 3, 24, 4, 5, 7, 1, 3)),
+      plain(square("3 -> 16, 3x3 s3 p1 (one pixel at a time)", 1, 3, 16, 10, 14, 3, 3, 1)),
+      plain(ConvCase{"3 -> 48, 5x3 s(1,2), pads 2,0,1,2", 1, 3, 48, 9, 26, 5, 3, 1, 2, 2, 0, 1, 2}),
+  };
+  ConvCase dilated = plain(square("3 -> 32, 3x3 s2 dilation 2", 1, 3, 32, 13, 40, 3, 2, 2));
+  dilated.dh = dilated.dw = 2;
+  cases.push_back(dilated);
+  for (const ConvCase& t : cases) {
+    for (bool withResidual : {false, true}) checkCase(t, Activation{}, withResidual);
+  }
+  const std::vector<Activation> acts{{ActivationKind::kRelu, 0, 0}, {ActivationKind::kClip, 0.0f, 0.6f},
+                                     {ActivationKind::kSiLU, 0, 0}, {ActivationKind::kSigmoid, 0, 0}};
+  for (const ConvCase& t : {cases[1], cases[3]}) {
+    for (const Activation& act : acts) {
+      for (bool withResidual : {false, true}) checkCase(t, act, withResidual);
+    }
+  }
+}
+
+// Y computed in place of the residual Z (the memory plan lets a conv overwrite a Z that dies
+// there) equals Y computed into its own buffer.
+TEST_P(NchwcConvKernel, PlainImageInPlaceOfTheResidual) {
+  const auto [isa, threads] = GetParam();
+  if (isa > detectedCpuIsa()) GTEST_SKIP() << "the CPU lacks " << cpuIsaName(isa);
+  ScopedCpuIsaLimit limit(isa);
+  kiln::testing::ScopedThreads scopedThreads(threads);
+  const ConvCase t = plain(square("3 -> 40, 3x3 s2 p1, batch 2", 2, 3, 40, 14, 27, 3, 2, 1));
+  const NchwcConvShape s = shapeOf(t);
+  const int64_t yFloats = t.n * s.outBlocks() * s.outHeight * s.outWidth * kB;
+  const std::vector<float> x = randomFloats(t.n * t.ci * t.h * t.w, 1);
+  const std::vector<float> w = randomFloats(t.co * t.ci * t.kh * t.kw, 2);
+  std::vector<float> bias = randomFloats(s.outBlocks() * kB, 3);
+  std::fill(bias.begin() + t.co, bias.end(), 0.0f);
+  const NchwcPackedWeights packed = packNchwcWeights(w.data(), t.co, t.ci, t.kh, t.kw, NchwcWeightLayout::kPlainInput);
+  const std::vector<float> z = randomFloats(yFloats, 4);
+  NchwcConvArgs args;
+  args.shape = &s;
+  args.x = x.data();
+  args.weights = packed.data.get();
+  args.bias = bias.data();
+  args.act = Activation{ActivationKind::kRelu, 0, 0};
+  std::vector<float> separate(static_cast<size_t>(yFloats)), shared = z;
+  args.residual = z.data();
+  args.y = separate.data();
+  nchwcConv(args);
+  args.residual = shared.data();
+  args.y = shared.data();
+  nchwcConv(args);
+  for (int64_t i = 0; i < yFloats; ++i) {
+    if (i % kB + (i / (s.outHeight * s.outWidth * kB)) % s.outBlocks() * kB < t.co) {
+      ASSERT_EQ(shared[static_cast<size_t>(i)], separate[static_cast<size_t>(i)]) << "at " << i;
     }
   }
 }

@@ -47,6 +47,22 @@ void inferReorderFrom(InferContext& ctx) {
   ctx.setOutput(0, DataType::kFloat32, SymShape{(*x)[0], Dim::known(channels), (*x)[2], (*x)[3]});
 }
 
+// NchwcConv's X scale S: blocked [N or 1, Cb, 1, 1, 16] with X's channel blocks, for a blocked X
+// and group 1 (see nchwc.h).
+void checkInputScale(const InferContext& ctx, const SymShape& x, int64_t group) {
+  requireFloat32(ctx, 4, "X scale S");
+  if (group != 1 || x.size() != 5) ctx.fail("the X scale S needs a blocked X and group 1");
+  const SymShape* scale = ctx.inputShape(4);
+  if (!scale) return;
+  checkBlocked(ctx, *scale, "X scale S", x[1]);
+  auto is = [](const Dim& d, int64_t v) { return d.isKnown() && d.value == v; };
+  const bool batchOk = is((*scale)[0], 1) || (*scale)[0] == x[0];
+  if (!batchOk || !is((*scale)[2], 1) || !is((*scale)[3], 1)) {
+    ctx.fail("X scale S " + symShapeToString(*scale) + " must be [N or 1, C/16, 1, 1, 16] for X " +
+             symShapeToString(x));
+  }
+}
+
 void inferNchwcConv(InferContext& ctx) {
   requireFloat32(ctx, 0, "X");
   requireFloat32(ctx, 1, "W");
@@ -88,6 +104,7 @@ void inferNchwcConv(InferContext& ctx) {
     const SymShape* z = ctx.inputShape(3);
     if (z) checkBlocked(ctx, *z, "residual Z", y[1]);
   }
+  if (ctx.hasInput(4)) checkInputScale(ctx, *x, group);
   ctx.setOutput(0, DataType::kFloat32, y);
 }
 

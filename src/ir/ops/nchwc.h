@@ -18,6 +18,11 @@
 //     plain NCHW [N, Ci, H, W] (the network's image input, few channels); W is Conv's
 //     [Co, Ci / group, kH, kW] (a constant: the kernel re-packs it when it is made); group is 1 or
 //     Ci == Co == group (depthwise, X blocked); B is [Co]; Y and Z are blocked [N, ceil(Co/16), Ho, Wo, 16].
+//   NchwcConv(X, W, [B], [Z], [S]) with the optional X scale S: Y = act(Conv(X * S, W, B) + Z), S a
+//     per-input-channel scale, blocked [N or 1, ceil(Ci/16), 1, 1, 16] (group 1, X blocked). The
+//     kernel multiplies its packed weights by S per image instead of scaling X, which pays where
+//     Co * Ci * kH * kW is well below H * W * Ci: a squeeze-excitation Mul feeding a 1x1
+//     projection on a large map (src/opt/fold_se_scale.cpp).
 //   NchwcMaxPool(X) -> Y, NchwcAveragePool(X) -> Y: MaxPool's / AveragePool's attributes (2-D
 //     window over H and W, no Indices output) on blocked X [N, Cb, H, W, 16] -> Y [N, Cb, Ho, Wo, 16].
 //   NchwcGlobalAveragePool(X) -> Y, NchwcGlobalMaxPool(X) -> Y: blocked X [N, Cb, H, W, 16] ->

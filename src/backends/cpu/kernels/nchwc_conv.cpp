@@ -1,6 +1,7 @@
 // The kiln::NchwcConv kernel: checks the tensors against the contract in ir/ops/nchwc.h, packs the
 // constant W once when the kernel is made (nchwc_conv.h), and runs the AVX-512 or AVX2 direct
-// convolution (nchwc_conv_avx512.cpp, nchwc_conv_avx2.cpp).
+// convolution (nchwc_conv_avx512.cpp, nchwc_conv_avx2.cpp; a plain NCHW X on AVX-512:
+// nchwc_conv_plain_avx512.cpp).
 #include "backends/cpu/kernels/nchwc_conv.h"
 
 #include <algorithm>
@@ -12,6 +13,8 @@
 
 #include "backends/cpu/cpu_isa.h"
 #include "backends/cpu/kernel.h"
+#include "backends/cpu/kernels/nchwc_conv_plain.h"
+#include "backends/cpu/kernels/nchwc_conv_scale.h"
 #include "backends/cpu/kernels/nchwc_winograd.h"
 #include "backends/cpu/thread_pool.h"
 #include "ir/ops/conv_geometry.h"
@@ -125,6 +128,8 @@ void padPlainInput(const NchwcConvShape& s, const float* x, NchwcConvShape& padd
 }  // namespace
 
 void nchwcConv(const NchwcConvArgs& args) {
+  // AVX-512 reads a plain X in place (nchwc_conv_plain_avx512.cpp); AVX2 reads a padded copy.
+  if (args.shape->plainInput && activeCpuIsa() >= CpuIsa::kAvx512) return detail::nchwcPlainConvAvx512(args);
   NchwcConvArgs a = args;
   NchwcConvShape padded;
   if (args.shape->plainInput) {
@@ -196,7 +201,9 @@ PreparedNchwcConv prepare(const KernelCreateInfo& info) {
   if (depthwise) {
     p.blockedWeights = packNchwcWeights(values, p.outChannels, 1, p.kernelH, p.kernelW, NchwcWeightLayout::kDepthwise);
   } else {
-    p.winograd = prepareNchwcWinograd(node, xType, *w);
+    // An X scale (input 4) rescales the direct packing per image; Winograd's is not kept for it.
+    const bool scaledX = node.inputs.size() > 4 && node.inputs[4] != ir::kNoValue;
+    if (!scaledX) p.winograd = prepareNchwcWinograd(node, xType, *w);
     if (xRank != 4 && !p.winograd.data) {
       p.blockedWeights = packNchwcWeights(values, p.outChannels, p.inPerGroup, p.kernelH, p.kernelW,
                                           NchwcWeightLayout::kBlockedInput);
@@ -298,6 +305,7 @@ void runNchwcConv(KernelContext& ctx, const PreparedNchwcConv& p) {
   args.residual = residual ? residual->data<float>() : nullptr;
   args.act = p.act;
   args.y = y.data<float>();
+  if (ctx.hasInput(4)) return runNchwcConvWithInputScale(ctx, args, ctx.input(4));
   if (winograd) return nchwcWinogradConv(args, p.winograd);
   nchwcConv(args);
 }

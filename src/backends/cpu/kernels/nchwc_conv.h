@@ -7,10 +7,10 @@
 //              where ci runs over ciPadded = 16 * ceil(Ci / 16) input channels (zero weights past
 //              Ci): the weights of a slab of whole input blocks are contiguous, so the kernel can
 //              stream (and prefetch) them slab after slab (nchwcBlockedWeightOffset).
-//   plain X:   [ky][kx][ci][M][16] with ci over the Ci channels only (no padding), so that for one
-//              kernel row the (kx, ci) weights are contiguous, as the padded input copy's (kx, ci)
-//              values are: nchwcConv copies a plain X [N, Ci, H, W] into [N, Hp, Wp, Ci] with its
-//              padding.
+//   plain X:   [ky][kx][ci][M][16] with ci over the Ci channels only (no padding). The AVX-512
+//              kernel reads X [N, Ci, H, W] where it lies; the AVX2 one copies it into
+//              [N, Hp, Wp, Ci] with its padding, whose (kx, ci) values for one kernel row are
+//              contiguous like these weights.
 //   depthwise: [channel block][ky][kx][16].
 // Output channels past Co get zero weights and zero bias, so Y's padding channels stay finite.
 #pragma once

@@ -4,9 +4,9 @@
 // bias. For each tap and input channel, M weight vectors are loaded and each pixel's input value
 // is broadcast once into M FMAs; a pixel whose tap falls in the padding reads a block of zeros
 // instead, so borders need no separate path. 1x1 stride-1 convolutions read their consecutive
-// pixels from one pointer, as do the pixels of one output row of an RGB image (plain X, stride 1
-// or 2). Deep layers run input channels in slabs whose weights fit L1 (see convolveGroups); a
-// slab's packed weights are contiguous, and those of the next slab are prefetched meanwhile.
+// pixels from one pointer. Deep layers run input channels in slabs whose weights fit L1 (see
+// convolveGroups); a slab's packed weights are contiguous, and those of the next slab are
+// prefetched meanwhile. A plain (NCHW) X is convolved in nchwc_conv_plain_avx512.cpp instead.
 // Residual, Relu and Clip are applied in registers before the one store; other activations run
 // over each band of stored outputs while it is in L1. Depthwise convolutions are in
 // nchwc_conv_depthwise_avx512.cpp.
@@ -80,36 +80,9 @@ inline void accumulateBlocked(const NchwcConvShape& s, const ChunkOrigins<P>& or
   }
 }
 
-// The same for the padded plain X [Hp][Wp][Ci] (every tap inside it): with no dilation, one
-// kernel row's kW * Ci values of a pixel are contiguous, as are their weights.
-template <int M, int P>
-inline void accumulatePlain(const NchwcConvShape& s, const ChunkOrigins<P>& origins, const float* x,
-                            const float* group, __m512 (&acc)[M][P]) {
-  const int64_t ci = s.inChannels;
-  const int64_t run = s.dilationW == 1 ? s.kernelW : 1;  // kernel columns read as one run
-  // Pixels of one output row read the input strideW * Ci floats apart: RGB images, stride 1 or 2.
-  const int64_t step = origins.iy[P - 1] == origins.iy[0] ? s.strideW * ci : 0;
-  int64_t off[P];
-  const float* px[P];
-  for (int64_t ky = 0; ky < s.kernelH; ++ky) {
-    for (int64_t kx = 0; kx < s.kernelW; kx += run) {
-      origins.tapOffsets(s, ky, kx, off);
-      const float* w = group + (ky * s.kernelW + kx) * ci * M * kBlock;
-      if (step == 6) {
-        multiplyStrided<M, P, 6>(acc, x + off[0] * ci, w, run * ci);
-      } else if (step == 3) {
-        multiplyStrided<M, P, 3>(acc, x + off[0] * ci, w, run * ci);
-      } else {
-#pragma GCC unroll 16
-        for (int p = 0; p < P; ++p) px[p] = x + off[p] * ci;
-        multiplyChannels<M, P>(acc, px, w, run * ci);
-      }
-    }
-  }
-}
-
 // A 1x1 stride-1 convolution (NchwcConvShape::pointwise): the chunk's pixels are consecutive in
-// X as in Y, so one pointer serves them all.
+// X as in Y, so one pointer serves them all. (Software prefetch of the next chunk's X, of the
+// residual or of Y, and a fully unrolled 16-channel loop, measured no faster in whole models.)
 template <int M, int P, bool Prefetch>
 inline void accumulatePointwise(const NchwcConvShape& s, int64_t q0, const float* x, const float* group, int64_t c0,
                                 int64_t c1, WeightPrefetch& prefetch, __m512 (&acc)[M][P]) {
@@ -119,26 +92,6 @@ inline void accumulatePointwise(const NchwcConvShape& s, int64_t q0, const float
     const float* w = group + c * M * kBlock;
     multiplyStrided<M, P, kBlock>(acc, plane, w, std::min(kBlock, c1 - c));
     if constexpr (Prefetch) prefetch.step();
-  }
-}
-
-// Clamp and the one store of each accumulator (the rest of the activation, if any, runs over
-// the band afterwards: see convolveGroups).
-template <int M, int P>
-inline void storeChunk(const NchwcConvArgs& a, const RegisterEpilogue& epi, const __m512 (&acc)[M][P], int64_t image,
-                       int64_t b0, int64_t q0) {
-  const NchwcConvShape& s = *a.shape;
-  const int64_t outPlane = s.outHeight * s.outWidth;
-#pragma GCC unroll 4
-  for (int m = 0; m < M; ++m) {
-    float* y = a.y + ((image * s.outBlocks() + b0 + m) * outPlane + q0) * kBlock;
-    if (epi.clamp) {
-#pragma GCC unroll 16
-      for (int p = 0; p < P; ++p) _mm512_storeu_ps(y + p * kBlock, epi.clamped(acc[m][p]));
-    } else {
-#pragma GCC unroll 16
-      for (int p = 0; p < P; ++p) _mm512_storeu_ps(y + p * kBlock, acc[m][p]);
-    }
   }
 }
 
@@ -155,50 +108,33 @@ void convolveChunk(const NchwcConvArgs& a, const RegisterEpilogue& epi, int64_t 
                    int64_t q0, const ChannelSlab& slab, WeightPrefetch& prefetch) {
   const NchwcConvShape& s = *a.shape;
   const int64_t outPlane = s.outHeight * s.outWidth;
+  const int64_t blockStride = outPlane * kBlock;
+  const int64_t tile = ((image * s.outBlocks() + b0) * outPlane + q0) * kBlock;  // block b0, pixel q0
   __m512 acc[M][P];
+  if (slab.first) {
+    startFromBias<M, P>(acc, a.bias, a.residual ? a.residual + tile : nullptr, blockStride, b0, s.outChannels);
+  } else {
 #pragma GCC unroll 4
-  for (int m = 0; m < M; ++m) {
-    if (slab.first && a.residual) {
-      // The residual goes in first, so that Y may share its storage (the memory plan computes
-      // a conv in place of a residual that dies there): each residual value is read before the
-      // first slab's store overwrites it. Its padding lanes may hold anything: they read as zero.
-      const __m512 bias = _mm512_loadu_ps(a.bias + (b0 + m) * kBlock);
-      const __mmask16 lanes = laneMask(b0 + m, s.outChannels);
-      const float* z = a.residual + ((image * s.outBlocks() + b0 + m) * outPlane + q0) * kBlock;
+    for (int m = 0; m < M; ++m) {
 #pragma GCC unroll 16
-      for (int p = 0; p < P; ++p) acc[m][p] = _mm512_add_ps(bias, _mm512_maskz_loadu_ps(lanes, z + p * kBlock));
-    } else if (slab.first) {
-      const __m512 bias = _mm512_loadu_ps(a.bias + (b0 + m) * kBlock);
-#pragma GCC unroll 16
-      for (int p = 0; p < P; ++p) acc[m][p] = bias;
-    } else {
-      const float* y = a.y + ((image * s.outBlocks() + b0 + m) * outPlane + q0) * kBlock;
-#pragma GCC unroll 16
-      for (int p = 0; p < P; ++p) acc[m][p] = _mm512_loadu_ps(y + p * kBlock);
+      for (int p = 0; p < P; ++p) acc[m][p] = _mm512_loadu_ps(a.y + tile + m * blockStride + p * kBlock);
     }
   }
   const int64_t inPlane = s.height * s.width;
-  if (s.plainInput) {
-    accumulatePlain<M, P>(s, ChunkOrigins<P>(s, q0, P), a.x + image * inPlane * s.inChannels, group, acc);
-  } else if (s.pointwise()) {
+  if (s.pointwise()) {
     accumulatePointwise<M, P, Prefetch>(s, q0, a.x + image * inPlane * s.inBlocks() * kBlock, group, slab.begin,
                                         slab.end, prefetch, acc);
   } else {
     accumulateBlocked<M, P, Prefetch>(s, ChunkOrigins<P>(s, q0, P), a.x + image * inPlane * s.inBlocks() * kBlock,
                                       group, slab.begin, slab.end, prefetch, acc);
   }
-  if (slab.last) return storeChunk<M, P>(a, epi, acc, image, b0, q0);
+  if (slab.last) return storeTile<M, P>(epi, acc, a.y + tile, blockStride);
 #pragma GCC unroll 4
-  for (int m = 0; m < M; ++m) {
-    float* y = a.y + ((image * s.outBlocks() + b0 + m) * outPlane + q0) * kBlock;
+  for (int m = 0; m < M; ++m) {  // partial sums, for the next slab
 #pragma GCC unroll 16
-    for (int p = 0; p < P; ++p) _mm512_storeu_ps(y + p * kBlock, acc[m][p]);
+    for (int p = 0; p < P; ++p) _mm512_storeu_ps(a.y + tile + m * blockStride + p * kBlock, acc[m][p]);
   }
 }
-
-// The most pixels a chunk has for groups of at most M blocks: M * P accumulators, with M weight
-// vectors and a broadcast, fit the 32 registers.
-constexpr int maxPixels(int64_t M) { return M >= 4 ? 6 : M == 3 ? 8 : 12; }
 
 // convolveChunk<M, n> for the run-time n <= P.
 template <int M, int P, bool Prefetch>
@@ -213,8 +149,11 @@ void convolveChunkOfSize(const NchwcConvArgs& a, const RegisterEpilogue& epi, in
 // Bytes of packed weights one group's slab of input channels may take, so that they stay in L1
 // while a band of chunks runs over them.
 constexpr int64_t kSlabWeightBytes = 32 << 10;
-// Output pixels in a band: its partial sums (M blocks each) stay in L1 between slabs.
-constexpr int64_t kBandPixels = 64;
+// Output pixels in a band: its partial sums (M blocks each) stay in L1 or L2 between slabs.
+// Each band of a group reads all of the group's weights again, so a wide band saves weight
+// traffic in deep layers: 128 measured 3-6 % faster than 64 on ResNet-50's 1x1 layers (14 x 14,
+// 1024->256, whose 1 MB of weights are read 2 times instead of 4), and no slower elsewhere.
+constexpr int64_t kBandPixels = 128;
 // All output groups' weights up to this size are read from L2 by band-major tasks (see convolveGroups).
 constexpr int64_t kBandMajorWeightBytes = 1 << 20;
 
@@ -228,16 +167,15 @@ void convolveGroups(const NchwcConvArgs& a) {
   const RegisterEpilogue epi(a.act);
   const int64_t outBlocks = s.outBlocks(), groups = nchwcOutBlockGroups(outBlocks);
   const int64_t widest = nchwcOutBlockGroup(outBlocks, groups - 1).end - nchwcOutBlockGroup(outBlocks, groups - 1).begin;
-  const PixelChunks chunks(s.outHeight * s.outWidth, maxPixels(widest));
-  const int64_t ciStride = s.plainInput ? s.inChannels : s.inBlocks() * kBlock;
+  const PixelChunks chunks(s.outHeight * s.outWidth, maxRegisterPixels(widest));
+  const int64_t ciStride = s.inBlocks() * kBlock;
   const int64_t blockFloats = s.taps() * ciStride * kBlock;  // one output block's packed weights
   const int64_t channelBytes = s.taps() * widest * kBlock * int64_t(sizeof(float));  // per input channel
-  const int64_t slabChannels =
-      s.plainInput ? s.inChannels : std::max<int64_t>(kBlock, kSlabWeightBytes / channelBytes / kBlock * kBlock);
+  const int64_t slabChannels = std::max<int64_t>(kBlock, kSlabWeightBytes / channelBytes / kBlock * kBlock);
   // Bands of several chunks when the channels come in slabs, or when an activation such as SiLU
   // runs over the stored outputs (once per band and block rather than once per chunk).
   const bool wideBands = slabChannels < s.inChannels || epi.rest;
-  int64_t bandChunks = wideBands ? std::max<int64_t>(1, kBandPixels / maxPixels(widest)) : 1;
+  int64_t bandChunks = wideBands ? std::max<int64_t>(1, kBandPixels / maxRegisterPixels(widest)) : 1;
   // A few tasks per thread, so that small maps with few groups (7 x 7, 160 outputs) still keep
   // every thread busy; only two where the weights outweigh X, since each band of a group reads
   // all of the group's weights again.
@@ -271,7 +209,7 @@ void convolveGroups(const NchwcConvArgs& a) {
         // The first band of a group fetches the group's slabs (the others find them in L2) and
         // the last band then leads into the next group: they prefetch the weights that follow.
         WeightPrefetch prefetch;
-        if (!s.plainInput && !bandMajor && (slab.last ? band + 1 == bands : band == 0)) {
+        if (!bandMajor && (slab.last ? band + 1 == bands : band == 0)) {
           const int64_t m = r.end - r.begin, ciEnd = std::min(ciPadded, begin + slabChannels);
           const float* slabEnd = group + ciEnd * s.taps() * m * kBlock;
           const int64_t floats = std::min<int64_t>(weightsEnd - slabEnd, (ciEnd - begin) * s.taps() * m * kBlock);
@@ -287,10 +225,10 @@ void convolveGroups(const NchwcConvArgs& a) {
           const int64_t q0 = chunks.begin(c), n = chunks.length(c);
           const int64_t b0 = r.begin;
           switch (r.end - r.begin) {
-            case 4: return convolveChunkOfSize<4, maxPixels(4), kOn>(a, epi, image, b0, group, q0, n, slab, prefetch);
-            case 3: return convolveChunkOfSize<3, maxPixels(3), kOn>(a, epi, image, b0, group, q0, n, slab, prefetch);
-            case 2: return convolveChunkOfSize<2, maxPixels(2), kOn>(a, epi, image, b0, group, q0, n, slab, prefetch);
-            default: return convolveChunkOfSize<1, maxPixels(1), kOn>(a, epi, image, b0, group, q0, n, slab, prefetch);
+            case 4: return convolveChunkOfSize<4, maxRegisterPixels(4), kOn>(a, epi, image, b0, group, q0, n, slab, prefetch);
+            case 3: return convolveChunkOfSize<3, maxRegisterPixels(3), kOn>(a, epi, image, b0, group, q0, n, slab, prefetch);
+            case 2: return convolveChunkOfSize<2, maxRegisterPixels(2), kOn>(a, epi, image, b0, group, q0, n, slab, prefetch);
+            default: return convolveChunkOfSize<1, maxRegisterPixels(1), kOn>(a, epi, image, b0, group, q0, n, slab, prefetch);
           }
         };
         for (int64_t c = c0; c < c1; ++c) {

@@ -51,6 +51,48 @@ struct RegisterEpilogue {
   }
 };
 
+// The most pixels (or Winograd tiles) a register tile of M output blocks has: M * P
+// accumulators, M weight vectors and a broadcast fit the 32 vector registers.
+constexpr int maxRegisterPixels(int64_t M) { return M >= 4 ? 6 : M == 3 ? 8 : 12; }
+
+// The start of a register tile of output blocks b0 .. b0 + M - 1 x P pixels: each sum starts
+// from its bias plus the residual, the tile's residual values at z (block m at z + m * blockStride,
+// pixel p 16 floats after pixel p - 1), or null. The residual is read here, before any store, so
+// that Y may share Z's storage (the memory plan computes a conv in place of a residual that dies
+// there). Z's padding lanes may hold anything: they read as zero.
+template <int M, int P>
+inline void startFromBias(__m512 (&acc)[M][P], const float* bias, const float* z, int64_t blockStride, int64_t b0,
+                          int64_t channels) {
+#pragma GCC unroll 4
+  for (int m = 0; m < M; ++m) {
+    const __m512 b = _mm512_loadu_ps(bias + (b0 + m) * kBlock);
+    if (z) {
+      const __mmask16 lanes = laneMask(b0 + m, channels);
+#pragma GCC unroll 16
+      for (int p = 0; p < P; ++p) acc[m][p] = _mm512_add_ps(b, _mm512_maskz_loadu_ps(lanes, z + m * blockStride + p * kBlock));
+    } else {
+#pragma GCC unroll 16
+      for (int p = 0; p < P; ++p) acc[m][p] = b;
+    }
+  }
+}
+
+// Stores a register tile at y (block m at y + m * blockStride), clamped where epi says so.
+template <int M, int P>
+inline void storeTile(const RegisterEpilogue& epi, const __m512 (&acc)[M][P], float* y, int64_t blockStride) {
+#pragma GCC unroll 4
+  for (int m = 0; m < M; ++m) {
+    float* row = y + m * blockStride;
+    if (epi.clamp) {
+#pragma GCC unroll 16
+      for (int p = 0; p < P; ++p) _mm512_storeu_ps(row + p * kBlock, epi.clamped(acc[m][p]));
+    } else {
+#pragma GCC unroll 16
+      for (int p = 0; p < P; ++p) _mm512_storeu_ps(row + p * kBlock, acc[m][p]);
+    }
+  }
+}
+
 // acc[m][p] += w[ci][m] * x0[p * S + ci] for ci < count, weights [ci][M][16]: P pixels (or
 // Winograd tiles) S floats apart, read through one pointer with constant offsets (P separate
 // pointers would not fit the general-purpose registers).

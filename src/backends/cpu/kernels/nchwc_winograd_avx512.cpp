@@ -131,9 +131,6 @@ inline void multiplyTiles(const float* v, int64_t blockStride, const float* w, i
   }
 }
 
-// The most tiles a register block has for M output blocks (as the direct kernel's maxPixels).
-constexpr int maxTiles(int M) { return M >= 4 ? 6 : M == 3 ? 8 : 12; }
-
 // multiplyTiles<M, n> for the run-time n <= P.
 template <int M, int P>
 void multiplyTilesOfSize(int64_t n, const float* v, int64_t blockStride, const float* w, int64_t channels, float* out,
@@ -265,7 +262,7 @@ void winogradRows(const NchwcConvArgs& a, const NchwcWinogradWeights& weights, i
       const int64_t productStride = M * count * kBlock;  // per position; blocks count * 16 apart
       float* products = tlsProducts.floats(positions * productStride);
       // Register blocks of nearly equal size (49 tiles at 6: 4 x 6 + 5 x 5, not 8 x 6 + 1).
-      const int64_t chunks = (count + maxTiles(M) - 1) / maxTiles(M), chunkSize = count / chunks;
+      const int64_t chunks = (count + maxRegisterPixels(M) - 1) / maxRegisterPixels(M), chunkSize = count / chunks;
       for (int pos = 0; pos < positions; ++pos) {
         const float* w = weights.data.get() + pos * weightPositionFloats + r.begin * kBlock * s.inChannels;
         const float* vp = v + pos * positionStride + first * kBlock;
@@ -276,10 +273,10 @@ void winogradRows(const NchwcConvArgs& a, const NchwcWinogradWeights& weights, i
           float* oq = out + q * kBlock;
           const int64_t vStride = tiles * kBlock, oStride = count * kBlock;
           switch (M) {
-            case 4: multiplyTilesOfSize<4, maxTiles(4)>(n, vq, vStride, w, s.inChannels, oq, oStride); break;
-            case 3: multiplyTilesOfSize<3, maxTiles(3)>(n, vq, vStride, w, s.inChannels, oq, oStride); break;
-            case 2: multiplyTilesOfSize<2, maxTiles(2)>(n, vq, vStride, w, s.inChannels, oq, oStride); break;
-            default: multiplyTilesOfSize<1, maxTiles(1)>(n, vq, vStride, w, s.inChannels, oq, oStride); break;
+            case 4: multiplyTilesOfSize<4, maxRegisterPixels(4)>(n, vq, vStride, w, s.inChannels, oq, oStride); break;
+            case 3: multiplyTilesOfSize<3, maxRegisterPixels(3)>(n, vq, vStride, w, s.inChannels, oq, oStride); break;
+            case 2: multiplyTilesOfSize<2, maxRegisterPixels(2)>(n, vq, vStride, w, s.inChannels, oq, oStride); break;
+            default: multiplyTilesOfSize<1, maxRegisterPixels(1)>(n, vq, vStride, w, s.inChannels, oq, oStride); break;
           }
           q += n;
         }
