@@ -300,16 +300,18 @@ void blockedGemm(const Problem& p) {
   }
 }
 
-// The part of p covering row tiles [t0, t1) of C (whole micro-tiles of mr rows).
-Problem rowTiles(const Problem& p, int64_t t0, int64_t t1) {
+// The part of p covering rows [i0, i1) of C (i0 a multiple of mr when A is pre-packed).
+Problem rowRange(const Problem& p, int64_t i0, int64_t i1) {
   Problem part = p;
-  const int64_t i0 = t0 * p.ki->mr;
-  part.M = std::min(p.M, t1 * p.ki->mr) - i0;
+  part.M = std::min(p.M, i1) - i0;
   part.a = p.a.shifted(i0, true);
   part.C = p.C + i0 * p.ldc;
   part.row0 = p.row0 + i0;
   return part;
 }
+
+// The part of p covering row tiles [t0, t1) of C (whole micro-tiles of mr rows).
+Problem rowTiles(const Problem& p, int64_t t0, int64_t t1) { return rowRange(p, t0 * p.ki->mr, t1 * p.ki->mr); }
 
 // C split over rows with neither operand pre-packed: rather than every thread packing the same
 // B panel, the threads pack each kc x nc panel together (a share of its strips each), then each
@@ -360,7 +362,9 @@ void sharedPackedBGemm(const Problem& p, ThreadPool& pool) {
   q.b = Operand{};
   q.b.packed = packed;
   q.b.padded = padded;
-  pool.parallelFor((p.M + mr - 1) / mr, [&](int64_t t0, int64_t t1) { blockedGemm(rowTiles(q, t0, t1)); });
+  // A is packed per thread, so the threads' rows need not be whole tiles: equal shares of rows
+  // (1024 rows on 2 threads: 512 each, where whole tiles of 14 would give 518 and 506).
+  pool.parallelFor(p.M, [&](int64_t i0, int64_t i1) { blockedGemm(rowRange(q, i0, i1)); });
 }
 
 void scaleC(int64_t M, int64_t N, float beta, float* C, int64_t ldc) {
