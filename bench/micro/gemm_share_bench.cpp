@@ -15,6 +15,7 @@
 #include "backends/cpu/gemm/sgemm.h"
 #include "backends/cpu/gemm/sgemm_kernels.h"
 #include "backends/cpu/thread_pool.h"
+#include "core/aligned_memory.h"
 #include "peak_fma.h"
 #include "random_data.h"
 
@@ -31,6 +32,17 @@ double median(std::vector<double> v) {
 }
 
 constexpr int64_t kN = 1024;
+
+// A kN x kN operand held as kiln holds tensors (core/aligned_memory.h: 2 MiB aligned, huge pages
+// advised), random (seed) or zero.
+std::shared_ptr<float> matrix(uint32_t seed) {
+  std::shared_ptr<float> m = allocateSharedFloats(kN * kN);
+  if (seed != 0) {
+    const std::vector<float> values = kiln::testing::randomFloats(kN * kN, seed);
+    std::copy(values.begin(), values.end(), m.get());
+  }
+  return m;
+}
 
 // Times `gemm` (2 kN^3 FLOPs on the pool's threads) paired with the FMA peak, 60 times, and sets
 // the counters above.
@@ -74,10 +86,9 @@ void BM_SgemmShareOfPeak(benchmark::State& state) {
   if (!hasAvx512(state)) return;
   cpu::ThreadPool pool(static_cast<int>(state.range(0)));
   cpu::ThreadPoolScope scope(&pool);
-  const std::vector<float> A = kiln::testing::randomFloats(kN * kN, 1), B = kiln::testing::randomFloats(kN * kN, 2);
-  std::vector<float> C(static_cast<size_t>(kN * kN));
+  const std::shared_ptr<float> A = matrix(1), B = matrix(2), C = matrix(0);
   measureShareOfPeak(state, pool, [&] {
-    cpu::sgemm(false, false, kN, kN, kN, 1.0f, A.data(), kN, B.data(), kN, 0.0f, C.data(), kN);
+    cpu::sgemm(false, false, kN, kN, kN, 1.0f, A.get(), kN, B.get(), kN, 0.0f, C.get(), kN);
   });
 }
 BENCHMARK(BM_SgemmShareOfPeak)->ArgNames({"threads"})->Arg(1)->Arg(2)->Iterations(60)->UseRealTime()->Unit(
@@ -94,10 +105,9 @@ void BM_SgemmMicroKernelShareOfPeak(benchmark::State& state) {
   cpu::ThreadPool pool(static_cast<int>(state.range(0)));
   cpu::ThreadPoolScope scope(&pool);
   const cpu::SgemmKernelInfo& ki = cpu::sgemmKernelAvx512();
-  const std::vector<float> A = kiln::testing::randomFloats(kN * kN, 1), B = kiln::testing::randomFloats(kN * kN, 2);
-  std::vector<float> C(static_cast<size_t>(kN * kN));
-  const cpu::PackedMatrix packedA = cpu::packA(false, kN, kN, A.data(), kN);
-  const cpu::PackedMatrix packedB = cpu::packB(false, kN, kN, B.data(), kN);
+  const std::shared_ptr<float> A = matrix(1), B = matrix(2), C = matrix(0);
+  const cpu::PackedMatrix packedA = cpu::packA(false, kN, kN, A.get(), kN);
+  const cpu::PackedMatrix packedB = cpu::packB(false, kN, kN, B.get(), kN);
   const int64_t paddedM = (kN + ki.mr - 1) / ki.mr * ki.mr, paddedN = (kN + ki.nr - 1) / ki.nr * ki.nr;
   measureShareOfPeak(state, pool, [&] {
     pool.parallelFor(paddedM / ki.mr, [&](int64_t s0, int64_t s1) {
@@ -108,7 +118,7 @@ void BM_SgemmMicroKernelShareOfPeak(benchmark::State& state) {
         for (int64_t s = s0; s < s1; ++s) {
           const int64_t i = s * ki.mr, rows = std::min(ki.mr, kN - i);
           for (int64_t j = 0; j < kN; j += ki.nr) {
-            ki.kernel(kc, aBlock + i * kc, bBlock + j * kc, C.data() + i * kN + j, kN, rows, std::min(ki.nr, kN - j),
+            ki.kernel(kc, aBlock + i * kc, bBlock + j * kc, C.get() + i * kN + j, kN, rows, std::min(ki.nr, kN - j),
                       k0 > 0);
           }
         }

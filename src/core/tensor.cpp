@@ -7,6 +7,7 @@
 #include <limits>
 #include <sstream>
 
+#include "core/aligned_memory.h"
 #include "core/dtype_dispatch.h"
 #include "core/low_precision.h"
 #include "kiln/error.h"
@@ -65,7 +66,7 @@ Tensor::Tensor(DataType dtype, Shape shape) : dtype_(dtype), shape_(std::move(sh
     return;
   }
   size_t padded = ((bytes + 63) / 64) * 64;
-  void* p = std::aligned_alloc(64, padded ? padded : 64);
+  void* p = allocateAligned(padded);
   if (!p) throw Error(ErrorCode::kRuntimeError, "out of memory allocating " + std::to_string(bytes) + " bytes");
   std::memset(p, 0, padded ? padded : 64);
   owner_ = std::shared_ptr<const void>(p, [](const void* q) { std::free(const_cast<void*>(q)); });

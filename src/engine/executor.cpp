@@ -7,6 +7,7 @@
 #include <cstring>
 #include <utility>
 
+#include "core/aligned_memory.h"
 #include "kiln/error.h"
 #include "plugin/plugin_node.h"
 
@@ -212,7 +213,7 @@ void Executor::preparePlan(const std::vector<std::pair<int, Tensor>>& inputs, Ex
   if (memory.capacity_ < memory.plan_.arenaBytes) {
     memory.arena_.reset();  // free the smaller arena first
     memory.capacity_ = 0;
-    void* p = std::aligned_alloc(kArenaAlignment, memory.plan_.arenaBytes);
+    void* p = allocateAligned(memory.plan_.arenaBytes);  // kArenaAlignment or more
     if (!p) {
       throw Error(ErrorCode::kRuntimeError,
                   "out of memory allocating the " + std::to_string(memory.plan_.arenaBytes) + "-byte tensor arena");

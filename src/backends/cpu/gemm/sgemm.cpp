@@ -8,41 +8,14 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <cstdlib>
-#include <new>
 
 #include "backends/cpu/gemm/sgemm_kernels.h"
 #include "backends/cpu/gemm/sgemv.h"
 #include "backends/cpu/thread_pool.h"
+#include "core/aligned_memory.h"
 
 namespace kiln::cpu {
 namespace {
-
-// 64-byte aligned floats: each packed strip row then starts on a cache line.
-float* allocateAligned(int64_t count) {
-  const size_t bytes = (static_cast<size_t>(std::max<int64_t>(count, 1)) * sizeof(float) + 63) / 64 * 64;
-  void* p = std::aligned_alloc(64, bytes);
-  if (!p) throw std::bad_alloc();
-  return static_cast<float*>(p);
-}
-
-// A per-thread packing buffer that only grows.
-class ScratchBuffer {
- public:
-  ~ScratchBuffer() { std::free(data_); }
-  float* get(int64_t count) {
-    if (count > capacity_) {
-      std::free(data_);
-      data_ = allocateAligned(count);
-      capacity_ = count;
-    }
-    return data_;
-  }
-
- private:
-  float* data_ = nullptr;
-  int64_t capacity_ = 0;
-};
 
 int64_t roundUp(int64_t n, int64_t step) { return (n + step - 1) / step * step; }
 
@@ -224,7 +197,8 @@ struct Problem {
   int64_t row0 = 0, col0 = 0;  // where this block of C sits in the whole C (epilogue indexing)
 };
 
-thread_local ScratchBuffer tlsPackedA, tlsPackedB, tlsSharedB;
+// Per-thread packing buffers (64-byte aligned: each packed strip row starts on a cache line).
+thread_local ScratchFloats tlsPackedA, tlsPackedB, tlsSharedB;
 
 // The A side of the loop nest for one kc x nc panel of op(B): C[:, j0:j0+nc] (+)= op(A)[:, k0:k0+kc]
 // times the panel, whose strip for column js of the panel is bStrip(js); the epilogue follows the
@@ -347,7 +321,7 @@ constexpr int64_t kMaxSharedPackedB = int64_t{1} << 20;
 // per kc x nc panel: fewer joins, and one thread's stall is not added up panel after panel.
 void sharedPackedBGemm(const Problem& p, ThreadPool& pool) {
   const SgemmKernelInfo& ki = *p.ki;
-  const int64_t mr = ki.mr, nr = ki.nr;
+  const int64_t nr = ki.nr;
   const int64_t padded = roundUp(p.N, nr);
   float* packed = tlsSharedB.get(padded * p.K);
   pool.parallelFor(padded / nr, [&](int64_t s0, int64_t s1) {
@@ -463,9 +437,10 @@ PackedMatrix packWhole(PackedMatrix::Side side, bool trans, int64_t outer, int64
   const bool isA = side == PackedMatrix::Side::kA;
   const int64_t strip = isA ? ki.mr : ki.nr;
   const int64_t padded = roundUp(std::max<int64_t>(outer, 1), strip);
-  float* data = allocateAligned(padded * K);
+  std::shared_ptr<float> storage = allocateSharedFloats(padded * K);
+  float* data = storage.get();
   PackedMatrix packed;
-  packed.data_ = std::shared_ptr<const float>(data, [](const float* p) { std::free(const_cast<float*>(p)); });
+  packed.data_ = std::move(storage);
   for (int64_t k0 = 0; k0 < K && outer > 0; k0 += ki.kc) {
     const int64_t kc = std::min(ki.kc, K - k0);
     if (isA) {

@@ -5,8 +5,6 @@
 #include "backends/cpu/kernels/nchwc_conv.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 #include <optional>
 #include <string>
 #include <vector>
@@ -17,6 +15,7 @@
 #include "backends/cpu/kernels/nchwc_conv_scale.h"
 #include "backends/cpu/kernels/nchwc_winograd.h"
 #include "backends/cpu/thread_pool.h"
+#include "core/aligned_memory.h"
 #include "ir/ops/conv_geometry.h"
 #include "ir/ops/nchwc.h"
 #include "ir/sym_shape.h"
@@ -40,11 +39,8 @@ NchwcPackedWeights packNchwcWeights(const float* w, int64_t outChannels, int64_t
                                                                       : ir::nchwcBlocks(inChannels) * kNchwcBlock;
   NchwcPackedWeights packed;
   packed.floats = outBlocks * kNchwcBlock * taps * ciStride;
-  const size_t bytes = (static_cast<size_t>(packed.floats) * sizeof(float) + 63) / 64 * 64;
-  packed.data = std::shared_ptr<float>(static_cast<float*>(std::aligned_alloc(64, bytes)), std::free);
-  if (!packed.data) throw std::bad_alloc();
+  packed.data = allocateSharedFloats(packed.floats);
   float* out = packed.data.get();
-  std::memset(out, 0, bytes);
   if (layout == NchwcWeightLayout::kDepthwise) {  // [block][tap][16]
     for (int64_t c = 0; c < outChannels; ++c) {
       for (int64_t t = 0; t < taps; ++t) out[((c / kNchwcBlock) * taps + t) * kNchwcBlock + c % kNchwcBlock] = w[c * taps + t];

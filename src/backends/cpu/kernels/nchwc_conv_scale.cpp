@@ -2,12 +2,10 @@
 #include "backends/cpu/kernels/nchwc_conv_scale.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include <memory>
-#include <new>
 #include <string>
 
 #include "backends/cpu/thread_pool.h"
+#include "core/aligned_memory.h"
 #include "ir/ops/nchwc.h"
 
 namespace kiln::cpu {
@@ -47,29 +45,20 @@ void nchwcConvScaledInput(const NchwcConvArgs& args, const float* scale, int64_t
   const int64_t floats = s.outBlocks() * kNchwcBlock * s.taps() * s.inBlocks() * kNchwcBlock;
   // One buffer per calling thread (a thread runs one kernel at a time), grown when needed and
   // kept: a fresh one would be page-faulted in on every run. 64-byte aligned like the packing.
-  struct Buffer {
-    std::unique_ptr<float, decltype(&std::free)> data{nullptr, &std::free};
-    int64_t floats = 0;
-  };
-  thread_local Buffer scaled;
-  if (scaled.floats < floats) {
-    const size_t bytes = (static_cast<size_t>(floats) * sizeof(float) + 63) / 64 * 64;
-    scaled.data.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
-    if (!scaled.data) throw std::bad_alloc();
-    scaled.floats = floats;
-  }
+  thread_local ScratchFloats scaledBuffer;
+  float* scaled = scaledBuffer.get(floats);
   NchwcConvShape image = s;
   image.batch = 1;
   const int64_t xImage = s.inBlocks() * s.height * s.width * kNchwcBlock;
   const int64_t yImage = s.outBlocks() * s.outHeight * s.outWidth * kNchwcBlock;
   for (int64_t n = 0; n < s.batch; ++n) {
     if (n == 0 || scaleImageStride != 0) {
-      scaleNchwcBlockedWeights(s, args.weights, scale + n * scaleImageStride, scaled.data.get());
+      scaleNchwcBlockedWeights(s, args.weights, scale + n * scaleImageStride, scaled);
     }
     NchwcConvArgs a = args;
     a.shape = &image;
     a.x = args.x + n * xImage;
-    a.weights = scaled.data.get();
+    a.weights = scaled;
     a.residual = args.residual ? args.residual + n * yImage : nullptr;
     a.y = args.y + n * yImage;
     nchwcConv(a);

@@ -2,12 +2,10 @@
 // packing, and the dispatch to the AVX-512 kernels (nchwc_winograd_avx512.cpp).
 #include "backends/cpu/kernels/nchwc_winograd.h"
 
-#include <cstdlib>
-#include <cstring>
-#include <new>
 #include <stdexcept>
 
 #include "backends/cpu/cpu_isa.h"
+#include "core/aligned_memory.h"
 #include "ir/node_attrs.h"
 #include "ir/ops/conv_geometry.h"
 #include "ir/ops/nchwc.h"
@@ -60,11 +58,8 @@ NchwcWinogradWeights packNchwcWinogradWeights(const float* w, int64_t outChannel
   packed.inChannels = inChannels;
   packed.outChannels = outChannels;
   packed.floats = positions * positionFloats;
-  const size_t bytes = (static_cast<size_t>(packed.floats) * sizeof(float) + 63) / 64 * 64;
-  packed.data = std::shared_ptr<float>(static_cast<float*>(std::aligned_alloc(64, bytes)), std::free);
-  if (!packed.data) throw std::bad_alloc();
+  packed.data = allocateSharedFloats(packed.floats);
   float* out = packed.data.get();
-  std::memset(out, 0, bytes);
   for (int64_t gi = 0; gi < nchwcOutBlockGroups(outBlocks); ++gi) {
     const NchwcBlockRange r = nchwcOutBlockGroup(outBlocks, gi);
     const int64_t m = r.end - r.begin;

@@ -14,14 +14,12 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <cstdlib>
-#include <memory>
-#include <new>
 
 #include "backends/cpu/activation_simd.h"
 #include "backends/cpu/kernels/nchwc_conv_avx512.h"
 #include "backends/cpu/kernels/nchwc_winograd.h"
 #include "backends/cpu/thread_pool.h"
+#include "core/aligned_memory.h"
 
 namespace kiln::cpu::detail {
 namespace {
@@ -188,28 +186,7 @@ inline void transformOutputTile(const float* p, int64_t positionStride, __m512 b
   }
 }
 
-// A 64-byte aligned float buffer kept by its thread between calls, grown on demand.
-class Scratch {
- public:
-  float* floats(int64_t n) {
-    if (n > size_) {
-      const size_t bytes = (static_cast<size_t>(n) * sizeof(float) + 63) / 64 * 64;
-      data_.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
-      if (!data_) throw std::bad_alloc();
-      size_ = n;
-    }
-    return data_.get();
-  }
-
- private:
-  struct Free {
-    void operator()(float* p) const { std::free(p); }
-  };
-  std::unique_ptr<float, Free> data_;
-  int64_t size_ = 0;
-};
-
-thread_local Scratch tlsTransformedInput, tlsProducts;
+thread_local ScratchFloats tlsTransformedInput, tlsProducts;
 
 // Bytes a band's transformed input and products (4 output blocks) may take: about the 2 MiB L2
 // (ResNet-50's 128-channel 28x28 layers: 0.84-0.89 ms in one band against 1.02 in two of 1 MiB).
@@ -228,7 +205,7 @@ void winogradRows(const NchwcConvArgs& a, const NchwcWinogradWeights& weights, i
   const int64_t inBlocks = s.inBlocks(), outBlocks = s.outBlocks(), groups = nchwcOutBlockGroups(outBlocks);
   const int64_t inPlane = s.height * s.width, outPlane = s.outHeight * s.outWidth;
   const int64_t positionStride = inBlocks * tiles * kBlock;
-  float* v = tlsTransformedInput.floats(positions * positionStride);
+  float* v = tlsTransformedInput.get(positions * positionStride);
 
   // 1. Input transform, one tile row of one channel block per item.
   const float* x = a.x + image * inBlocks * inPlane * kBlock;
@@ -260,7 +237,7 @@ void winogradRows(const NchwcConvArgs& a, const NchwcWinogradWeights& weights, i
       const int M = static_cast<int>(r.end - r.begin);
       const int64_t first = band * bandTiles, count = std::min(tiles, first + bandTiles) - first;
       const int64_t productStride = M * count * kBlock;  // per position; blocks count * 16 apart
-      float* products = tlsProducts.floats(positions * productStride);
+      float* products = tlsProducts.get(positions * productStride);
       // Register blocks of nearly equal size (49 tiles at 6: 4 x 6 + 5 x 5, not 8 x 6 + 1).
       const int64_t chunks = (count + maxRegisterPixels(M) - 1) / maxRegisterPixels(M), chunkSize = count / chunks;
       for (int pos = 0; pos < positions; ++pos) {
