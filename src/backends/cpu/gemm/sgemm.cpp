@@ -216,6 +216,7 @@ void multiplyPanel(const Problem& p, float* packedA, int64_t j0, int64_t nc, int
   // as much as the activation.
   const GemmEpilogue* ep = lastK ? p.ep : nullptr;
   const bool epiloguePerStrip = ep && ki.aStripInL1 && !gemmEpilogueIsInline(*ep);
+  const SgemmMicroKernelFn kernel = p.b.packed && ki.kernelPrepackedB ? ki.kernelPrepackedB : ki.kernel;
   for (int64_t i0 = 0; i0 < p.M; i0 += ki.mc) {
     const int64_t mc = std::min(ki.mc, p.M - i0);
     if (!p.a.packed) packAStrips(ki, p.a.trans, p.a.data, p.a.ld, i0, mc, k0, kc, p.alpha, packedA, balance);
@@ -224,7 +225,7 @@ void multiplyPanel(const Problem& p, float* packedA, int64_t j0, int64_t nc, int
       const float* aStrip = p.a.packed ? p.a.packedStrip(k0, kc, i0 + is) : packedA + n * mr * kc;
       const int64_t cols = std::min(nr, nc - js);
       float* c = p.C + (i0 + is) * p.ldc + j0 + js;
-      ki.kernel(kc, aStrip, bStrip(js), c, p.ldc, rows, cols, accumulate);
+      kernel(kc, aStrip, bStrip(js), c, p.ldc, rows, cols, accumulate);
       if (ep && !epiloguePerStrip) applyGemmEpilogue(*ep, c, p.ldc, rows, cols, p.row0 + i0 + is, p.col0 + j0 + js);
     };
     if (ki.aStripInL1) {

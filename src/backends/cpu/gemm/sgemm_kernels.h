@@ -31,6 +31,9 @@ struct SgemmKernelInfo {
   bool aStripInL1;
   SgemmMicroKernelFn kernel;
   SgemmPackAFn packA;  // an ISA-specific A packer, or nullptr for sgemm.cpp's generic one
+  // The kernel for a B packed whole beforehand (weights, coming from memory rather than from a
+  // panel just packed into L2), or nullptr to use `kernel` for it too.
+  SgemmMicroKernelFn kernelPrepackedB = nullptr;
 };
 
 const SgemmKernelInfo& sgemmKernelAvx2();    // f32_gemm_6x16_fma3
