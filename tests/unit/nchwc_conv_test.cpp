@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "activation_reference.h"
+#include "nchwc_conv_reference.h"
 #include "nchwc_test_layout.h"
 #include "random_data.h"
 #include "backends/cpu/activation.h"
@@ -26,32 +26,17 @@
 namespace kiln::cpu {
 namespace {
 
-using testing::activationReference;
+using kiln::testing::ConvCase;
 using kiln::testing::fromBlocked;
 using kiln::testing::randomFloats;
+using kiln::testing::reference;
+using kiln::testing::shapeOf;
+using kiln::testing::square;
 using kiln::testing::toBlocked;
 
 constexpr int64_t kB = 16;
 const float kNaN = std::numeric_limits<float>::quiet_NaN();
 
-struct ConvCase {
-  std::string name;
-  int64_t n, ci, co, h, w;
-  int64_t kh, kw, sh, sw;
-  int64_t padTop, padLeft, padBottom, padRight;
-  int64_t dh = 1, dw = 1;
-  bool depthwise = false, plain = false;
-
-  int64_t outH() const { return (h + padTop + padBottom - dh * (kh - 1) - 1) / sh + 1; }
-  int64_t outW() const { return (w + padLeft + padRight - dw * (kw - 1) - 1) / sw + 1; }
-  int64_t inPerGroup() const { return depthwise ? 1 : ci; }
-};
-
-// Square kernel k, stride s, symmetric pad p.
-ConvCase square(std::string name, int64_t n, int64_t ci, int64_t co, int64_t h, int64_t w, int64_t k, int64_t s,
-                int64_t p) {
-  return ConvCase{std::move(name), n, ci, co, h, w, k, k, s, s, p, p, p, p};
-}
 ConvCase depthwise(int64_t c, int64_t hw, int64_t k, int64_t s) {
   ConvCase t = square("depthwise " + std::to_string(k) + "x" + std::to_string(k) + " s" + std::to_string(s), 1, c, c, hw,
                       hw, k, s, k / 2);
@@ -61,54 +46,6 @@ ConvCase depthwise(int64_t c, int64_t hw, int64_t k, int64_t s) {
 ConvCase plain(ConvCase t) {
   t.plain = true;
   return t;
-}
-
-// act(conv(x, w) + b + z) in double over NCHW.
-std::vector<float> reference(const ConvCase& t, const std::vector<float>& x, const std::vector<float>& w,
-                             const std::vector<float>& b, const std::vector<float>* z, const Activation& act) {
-  const int64_t oh = t.outH(), ow = t.outW(), cpg = t.inPerGroup();
-  std::vector<float> y(static_cast<size_t>(t.n * t.co * oh * ow));
-  for (int64_t i = 0; i < t.n; ++i)
-    for (int64_t o = 0; o < t.co; ++o)
-      for (int64_t oy = 0; oy < oh; ++oy)
-        for (int64_t ox = 0; ox < ow; ++ox) {
-          double acc = b[o];
-          for (int64_t c = 0; c < cpg; ++c) {
-            const int64_t ic = t.depthwise ? o : c;
-            for (int64_t ky = 0; ky < t.kh; ++ky)
-              for (int64_t kx = 0; kx < t.kw; ++kx) {
-                const int64_t iy = oy * t.sh - t.padTop + ky * t.dh, ix = ox * t.sw - t.padLeft + kx * t.dw;
-                if (iy < 0 || iy >= t.h || ix < 0 || ix >= t.w) continue;
-                acc += double(x[((i * t.ci + ic) * t.h + iy) * t.w + ix]) * w[((o * cpg + c) * t.kh + ky) * t.kw + kx];
-              }
-          }
-          const size_t at = static_cast<size_t>(((i * t.co + o) * oh + oy) * ow + ox);
-          if (z) acc += (*z)[at];
-          y[at] = static_cast<float>(activationReference(act, acc));
-        }
-  return y;
-}
-
-NchwcConvShape shapeOf(const ConvCase& t) {
-  NchwcConvShape s;
-  s.batch = t.n;
-  s.inChannels = t.ci;
-  s.outChannels = t.co;
-  s.height = t.h;
-  s.width = t.w;
-  s.outHeight = t.outH();
-  s.outWidth = t.outW();
-  s.kernelH = t.kh;
-  s.kernelW = t.kw;
-  s.strideH = t.sh;
-  s.strideW = t.sw;
-  s.dilationH = t.dh;
-  s.dilationW = t.dw;
-  s.padTop = t.padTop;
-  s.padLeft = t.padLeft;
-  s.plainInput = t.plain;
-  s.depthwise = t.depthwise;
-  return s;
 }
 
 // Runs the kernel on NCHW data (blocking it as the layout pass would) and returns Y in NCHW;

@@ -8,9 +8,9 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "activation_reference.h"
 #include "backends/cpu/activation.h"
 #include "backends/cpu/cpu_isa.h"
 #include "backends/cpu/kernels/nchwc_conv.h"
@@ -20,6 +20,7 @@
 #include "ir/node_attrs.h"
 #include "kiln/session.h"
 #include "model_builder.h"
+#include "nchwc_conv_reference.h"
 #include "nchwc_test_layout.h"
 #include "opt/passes.h"
 #include "random_data.h"
@@ -28,35 +29,26 @@
 namespace kiln::cpu {
 namespace {
 
+using kiln::testing::ConvCase;
 using kiln::testing::fromBlocked;
 using kiln::testing::randomFloats;
+using kiln::testing::reference;
+using kiln::testing::shapeOf;
+using kiln::testing::square;
 using kiln::testing::toBlocked;
 
 constexpr int64_t kB = 16;
 
-struct ScaleCase {
-  std::string name;
-  int64_t n, ci, co, h, w, k = 1, stride = 1, pad = 0;
+// A square convolution whose X is scaled per channel (and per image unless sharedScale).
+struct ScaleCase : ConvCase {
   bool sharedScale = false;  // S [1, Cb, 1, 1, 16] for every image
 
-  int64_t outH() const { return (h + 2 * pad - k) / stride + 1; }
-  int64_t outW() const { return (w + 2 * pad - k) / stride + 1; }
   int64_t scaleImages() const { return sharedScale ? 1 : n; }
 };
 
-NchwcConvShape shapeOf(const ScaleCase& t) {
-  NchwcConvShape s;
-  s.batch = t.n;
-  s.inChannels = t.ci;
-  s.outChannels = t.co;
-  s.height = t.h;
-  s.width = t.w;
-  s.outHeight = t.outH();
-  s.outWidth = t.outW();
-  s.kernelH = s.kernelW = t.k;
-  s.strideH = s.strideW = t.stride;
-  s.padTop = s.padLeft = t.pad;
-  return s;
+ScaleCase scaleCase(std::string name, int64_t n, int64_t ci, int64_t co, int64_t h, int64_t w, int64_t k = 1,
+                    int64_t stride = 1, int64_t pad = 0, bool sharedScale = false) {
+  return ScaleCase{{square(std::move(name), n, ci, co, h, w, k, stride, pad)}, sharedScale};
 }
 
 // X * S over NCHW x, S [scaleImages, ci].
@@ -72,43 +64,18 @@ std::vector<float> scaledInput(const ScaleCase& t, const std::vector<float>& x, 
   return xs;
 }
 
-// act(conv(x, w) + b + z) in double over NCHW.
-std::vector<float> reference(const ScaleCase& t, const std::vector<float>& x, const std::vector<float>& w,
-                             const std::vector<float>& b, const std::vector<float>* z, const Activation& act) {
-  const int64_t oh = t.outH(), ow = t.outW();
-  std::vector<float> y(static_cast<size_t>(t.n * t.co * oh * ow));
-  for (int64_t i = 0; i < t.n; ++i)
-    for (int64_t o = 0; o < t.co; ++o)
-      for (int64_t oy = 0; oy < oh; ++oy)
-        for (int64_t ox = 0; ox < ow; ++ox) {
-          double acc = b[static_cast<size_t>(o)];
-          for (int64_t c = 0; c < t.ci; ++c)
-            for (int64_t ky = 0; ky < t.k; ++ky)
-              for (int64_t kx = 0; kx < t.k; ++kx) {
-                const int64_t iy = oy * t.stride - t.pad + ky, ix = ox * t.stride - t.pad + kx;
-                if (iy < 0 || iy >= t.h || ix < 0 || ix >= t.w) continue;
-                acc += double(x[static_cast<size_t>(((i * t.ci + c) * t.h + iy) * t.w + ix)]) *
-                       w[static_cast<size_t>(((o * t.ci + c) * t.k + ky) * t.k + kx)];
-              }
-          const size_t at = static_cast<size_t>(((i * t.co + o) * oh + oy) * ow + ox);
-          if (z) acc += (*z)[at];
-          y[at] = static_cast<float>(testing::activationReference(act, acc));
-        }
-  return y;
-}
-
 void checkScaled(const ScaleCase& t, const Activation& act, bool withResidual) {
   SCOPED_TRACE(t.name + (withResidual ? " +residual" : "") + " act " + activationName(act.kind));
   const NchwcConvShape s = shapeOf(t);
   const int64_t inPlane = t.h * t.w, outPlane = s.outHeight * s.outWidth;
-  const std::vector<float> x = randomFloats(t.n * t.ci * inPlane, 1), w = randomFloats(t.co * t.ci * t.k * t.k, 2),
+  const std::vector<float> x = randomFloats(t.n * t.ci * inPlane, 1), w = randomFloats(t.co * t.ci * t.kh * t.kw, 2),
                            b = randomFloats(t.co, 3), z = randomFloats(t.n * t.co * outPlane, 4);
   const std::vector<float> scale = randomFloats(t.scaleImages() * t.ci, 5, 0.0f, 1.0f);  // a sigmoid gate
   const std::vector<float>* zp = withResidual ? &z : nullptr;
   const std::vector<float> xs = scaledInput(t, x, scale);
   const std::vector<float> expected = reference(t, xs, w, b, zp, act);
 
-  const NchwcPackedWeights packed = packNchwcWeights(w.data(), t.co, t.ci, t.k, t.k, NchwcWeightLayout::kBlockedInput);
+  const NchwcPackedWeights packed = packNchwcWeights(w.data(), t.co, t.ci, t.kh, t.kw, NchwcWeightLayout::kBlockedInput);
   std::vector<float> bias(static_cast<size_t>(s.outBlocks() * kB), 0.0f);
   std::copy(b.begin(), b.end(), bias.begin());
   const std::vector<float> xBlocked = toBlocked(x, t.n, t.ci, inPlane), xsBlocked = toBlocked(xs, t.n, t.ci, inPlane);
@@ -135,7 +102,7 @@ void checkScaled(const ScaleCase& t, const Activation& act, bool withResidual) {
   }
   const std::vector<float> got = fromBlocked(y, t.n, t.co, outPlane);
   const std::vector<float> viaMul = fromBlocked(mulThenConv, t.n, t.co, outPlane);
-  const float tolerance = std::sqrt(static_cast<float>(t.ci * t.k * t.k));
+  const float tolerance = std::sqrt(static_cast<float>(t.ci * t.kh * t.kw));
   for (size_t i = 0; i < got.size(); ++i) {
     ASSERT_NEAR(got[i], expected[i], 1e-4f * (tolerance + std::fabs(expected[i]))) << "at " << i;
     ASSERT_NEAR(got[i], viaMul[i], 1e-5f * (tolerance + std::fabs(viaMul[i]))) << "Mul then conv, at " << i;
@@ -150,11 +117,11 @@ TEST_P(NchwcConvScale, MatchesMulThenConv) {
   ScopedCpuIsaLimit limit(isa);
   kiln::testing::ScopedThreads scopedThreads(threads);
   const std::vector<ScaleCase> cases{
-      {"SE projection 40 -> 24 at 9x7, 2 images", 2, 40, 24, 9, 7},
-      {"one scale for 2 images, 72 -> 40", 2, 72, 40, 6, 11, 1, 1, 0, true},
-      {"Co 144 (groups 3 + 3 + 3), Ci 100", 1, 100, 144, 13, 12},
-      {"1x1 300 -> 80, slabs, 2 images", 2, 300, 80, 5, 7},
-      {"3x3 s2 p1, Ci 20 -> 36, 2 images", 2, 20, 36, 9, 10, 3, 2, 1},
+      scaleCase("SE projection 40 -> 24 at 9x7, 2 images", 2, 40, 24, 9, 7),
+      scaleCase("one scale for 2 images, 72 -> 40", 2, 72, 40, 6, 11, 1, 1, 0, true),
+      scaleCase("Co 144 (groups 3 + 3 + 3), Ci 100", 1, 100, 144, 13, 12),
+      scaleCase("1x1 300 -> 80, slabs, 2 images", 2, 300, 80, 5, 7),
+      scaleCase("3x3 s2 p1, Ci 20 -> 36, 2 images", 2, 20, 36, 9, 10, 3, 2, 1),
   };
   const std::vector<Activation> acts{{}, {ActivationKind::kRelu, 0, 0}, {ActivationKind::kSiLU, 0, 0}};
   for (const ScaleCase& t : cases) {
@@ -194,7 +161,7 @@ std::string scaledConvModel(const std::string& name, const ScaleCase& t, const s
 }
 
 TEST(NchwcScaleNode, RunsThroughASessionWithAScalePerImage) {
-  const ScaleCase t{"session", 2, 40, 24, 6, 5};
+  const ScaleCase t = scaleCase("session", 2, 40, 24, 6, 5);
   const std::vector<float> x = randomFloats(t.n * t.ci * t.h * t.w, 6), w = randomFloats(t.co * t.ci, 7),
                            b = randomFloats(t.co, 8), scale = randomFloats(t.n * t.ci, 9, 0.0f, 1.0f);
   const std::vector<int64_t> sShape{t.n, 3, 1, 1, kB};
@@ -211,7 +178,7 @@ TEST(NchwcScaleNode, RunsThroughASessionWithAScalePerImage) {
 }
 
 TEST(NchwcScaleNode, RefusesAScaleThatIsNotPerChannel) {
-  const ScaleCase t{"bad_scale", 1, 40, 24, 6, 5};
+  const ScaleCase t = scaleCase("bad_scale", 1, 40, 24, 6, 5);
   const std::vector<float> w = randomFloats(t.co * t.ci, 7), b = randomFloats(t.co, 8);
   try {
     Session session(scaledConvModel("bad_scale", t, w, b, {1, 3, t.h, 1, kB}));
