@@ -3,8 +3,8 @@
 // its whole 2 MiB chunks advised for transparent huge pages. The kernels walk weights and
 // activations of several MiB with large strides; with 4 KiB pages most of those steps miss the
 // TLB, and on a virtual machine every miss walks two levels of page tables (ResNet-50 on one
-// core: 50 ms with huge pages against 64 ms without, docs/performance.md). Systems where
-// transparent huge pages are "never" simply ignore the advice.
+// core: 47-49 ms fastest with huge pages against 51-60 without, docs/performance.md). Systems
+// where transparent huge pages are "never" simply ignore the advice.
 #pragma once
 #include <cstddef>
 #include <cstdint>
