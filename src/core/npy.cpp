@@ -2,10 +2,10 @@
 
 #include <cstring>
 #include <fstream>
-#include <regex>
 #include <sstream>
 
 #include "core/half.h"
+#include "core/npy_header.h"
 #include "kiln/error.h"
 
 namespace kiln {
@@ -106,31 +106,28 @@ Tensor readNpy(const std::string& path) {
   std::string header(headerLen, '\0');
   if (!in.read(header.data(), headerLen)) fail(path, "truncated header");
 
-  std::smatch m;
-  if (!std::regex_search(header, m, std::regex("'descr':\\s*'([^']*)'"))) fail(path, "header has no 'descr'");
-  std::string descr = m[1];
-  if (std::regex_search(header, m, std::regex("'fortran_order':\\s*True"))) {
-    fail(path, "Fortran-ordered arrays are not supported (save with np.ascontiguousarray)");
-  }
-  if (!std::regex_search(header, m, std::regex("'shape':\\s*\\(([^)]*)\\)"))) fail(path, "header has no 'shape'");
-  Shape shape;
-  std::string dims = m[1];
-  std::regex num("\\d+");
-  for (auto it = std::sregex_iterator(dims.begin(), dims.end(), num); it != std::sregex_iterator(); ++it) {
-    shape.push_back(std::stoll(it->str()));
-  }
+  const NpyHeader parsed = parseNpyHeader(header, path);
+  const std::string& descr = parsed.descr;
+  if (parsed.fortranOrder) fail(path, "Fortran-ordered arrays are not supported (save with np.ascontiguousarray)");
+  const Shape& shape = parsed.shape;
   size_t charsPerString = 0;
   DataType dtype = dtypeFromDescr(descr, path, &charsPerString);
 
   in.seekg(0, std::ios::end);
   uint64_t payload = static_cast<uint64_t>(in.tellg()) - (major == 1 ? 10 : 12) - headerLen;
   in.seekg(static_cast<std::streamoff>((major == 1 ? 10 : 12) + headerLen));
-  int64_t numel = shapeNumel(shape);
-  uint64_t elemBytes = dtype == DataType::kString ? 4 * charsPerString : dataTypeSize(dtype);
-  if (payload < static_cast<uint64_t>(numel) * elemBytes) {
-    fail(path, "the file holds " + std::to_string(payload) + " bytes of data but shape " + shapeToString(shape) +
-                   " of " + descr + " needs " + std::to_string(numel * elemBytes));
+  // The payload must hold shape x element size; checked without overflow before anything is allocated.
+  uint64_t needed = dtype == DataType::kString ? 4 * static_cast<uint64_t>(charsPerString) : dataTypeSize(dtype);
+  for (int64_t d : shape) {
+    if (__builtin_mul_overflow(needed, static_cast<uint64_t>(d), &needed)) {
+      fail(path, "shape " + shapeToString(shape) + " of " + descr + " is too large");
+    }
   }
+  if (payload < needed) {
+    fail(path, "the file holds " + std::to_string(payload) + " bytes of data but shape " + shapeToString(shape) +
+                   " of " + descr + " needs " + std::to_string(needed));
+  }
+  const int64_t numel = shapeNumel(shape);
   Tensor t(dtype, shape);
   if (dtype != DataType::kString) {
     in.read(static_cast<char*>(t.raw()), static_cast<std::streamsize>(t.byteSize()));

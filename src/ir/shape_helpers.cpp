@@ -3,7 +3,7 @@
 namespace kiln::ir {
 
 int64_t normalizeAxis(const Node& node, int64_t axis, int64_t rank) {
-  if (axis < -rank || axis >= std::max<int64_t>(rank, 1)) {
+  if (axis < -rank || axis >= rank) {  // a scalar has no axis at all
     failNode(node, "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
   }
   return axis < 0 ? axis + rank : axis;

@@ -46,10 +46,15 @@ std::vector<std::string> splitWords(const std::string& text) {
   return words;
 }
 
-void parseParams(const char* text, std::vector<std::string>& names, bool& variadic) {
+void parseParams(const char* text, std::vector<std::string>& names, bool& variadic, std::vector<bool>* optional) {
   names = splitWords(text);
   variadic = !names.empty() && names.back().back() == '*';
   if (variadic) names.back().pop_back();
+  for (std::string& name : names) {
+    const bool isOptional = name.back() == '?';
+    if (isOptional) name.pop_back();
+    if (optional) optional->push_back(isOptional);
+  }
 }
 
 // "T: float16 float; T1: int64" -> constraints with ONNX's sets (kiln's own set starts equal).
@@ -192,8 +197,8 @@ OpTypes kilnOpTypes(const std::string& domain, const std::string& opType, int64_
     if (rows[i]->sinceVersion > maxOpset) break;
     TypeSignature s;
     s.sinceVersion = rows[i]->sinceVersion;
-    parseParams(rows[i]->inputs, s.inputs, s.variadicInputs);
-    parseParams(rows[i]->outputs, s.outputs, s.variadicOutputs);
+    parseParams(rows[i]->inputs, s.inputs, s.variadicInputs, &s.optionalInputs);
+    parseParams(rows[i]->outputs, s.outputs, s.variadicOutputs, nullptr);
     s.constraints = parseConstraints(rows[i]->constraints);
     types.signatures.push_back(std::move(s));
   }
@@ -243,6 +248,15 @@ void checkInputTypes(const Node& node, const OpTypes& types, const std::vector<c
                      const std::vector<std::string>& inputNames) {
   const TypeSignature* sig = types.at(node.opset);
   if (!sig) return;
+  // A required input given as "" (or left out) would reach the kernel as nothing.
+  const size_t fixedInputs = sig->inputs.size() - (sig->variadicInputs ? 1 : 0);  // variadic arity is the op's own check
+  for (size_t i = 0; i < fixedInputs; ++i) {
+    if (sig->optionalInputs[i] || (i < inputs.size() && inputs[i])) continue;
+    failNode(node, "input " + std::to_string(i) + " is required by " + node.opType + "-" +
+                       std::to_string(sig->sinceVersion) + " but the node " +
+                       (i < node.inputs.size() ? "gives the empty name \"\"" : "has only " + std::to_string(node.inputs.size()) + " inputs"),
+             ErrorCode::kInvalidModel);
+  }
   for (size_t i = 0; i < inputs.size(); ++i) {
     const TypeInfo* t = inputs[i];
     if (!t || t->isSequence || t->isOptional || t->dtype == DataType::kUndefined) continue;

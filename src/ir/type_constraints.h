@@ -32,6 +32,7 @@ struct TypeSignature {
   int64_t sinceVersion = 1;
   std::vector<std::string> inputs;  // the constraint name of each input ("" or "-": not checked)
   bool variadicInputs = false;      // the last entry covers every further input
+  std::vector<bool> optionalInputs;  // per entry of inputs: ONNX marks it optional (it may be "")
   std::vector<std::string> outputs;
   bool variadicOutputs = false;
   std::vector<TypeConstraint> constraints;

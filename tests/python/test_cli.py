@@ -106,6 +106,21 @@ def test_unsupported_operator_exits_3(kiln, tmp_path):
     assert r.returncode == 3 and "unsupported nodes 1" in r.stdout
 
 
+def test_names_with_control_bytes_are_escaped_in_errors(kiln, tmp_path):
+    graph = helper.make_graph(
+        [helper.make_node("NoSuchOp", ["x"], ["y"], name="line\nbreak\x1b[31m")],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+    )
+    path = tmp_path / "bad.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    r = run(kiln, "run", path)
+    assert r.returncode == 3
+    assert "node 'line\\x0abreak\\x1b[31m' (NoSuchOp)" in r.stderr
+    assert r.stderr.count("\n") == 1 and "\x1b" not in r.stderr
+
+
 def test_malformed_file_is_a_clear_error(kiln, tmp_path):
     path = tmp_path / "junk.onnx"
     path.write_bytes(b"GIF89a definitely not protobuf \xff\xff\xff")

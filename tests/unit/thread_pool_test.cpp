@@ -3,11 +3,17 @@
 
 #include <atomic>
 #include <chrono>
+#include <fstream>
 #include <random>
+#include <string>
 #include <thread>
+
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "backends/cpu/gemm/sgemm.h"
 #include "backends/cpu/thread_pool.h"
+#include "kiln/error.h"
 
 namespace kiln::cpu {
 namespace {
@@ -158,6 +164,31 @@ TEST(ThreadPool, SgemmSplitAcrossThreadsMatchesOneThread) {
     sgemm(false, false, M, N, K, 1.0f, A.data(), K, B.data(), N, 0.0f, parallel.data(), N);
     EXPECT_EQ(serial, parallel) << M << "x" << N << "x" << K;
   }
+}
+
+// Issue 22: a pool the system cannot start (here: too little address space for 1024 thread
+// stacks) must fail with a clear error, not hang while shutting down the threads it did start.
+// Runs in a child process, since it lowers the process's address-space limit.
+TEST(ThreadPoolDeathTest, RefusedThreadsGiveAnErrorInsteadOfAHang) {
+  EXPECT_EXIT(
+      {
+        rlimit limit{};
+        getrlimit(RLIMIT_AS, &limit);
+        std::ifstream statm("/proc/self/statm");
+        uint64_t pages = 0;
+        statm >> pages;
+        // What the process uses now plus 256 MiB: room for ~30 thread stacks of 8 MiB, not 1023.
+        limit.rlim_cur = pages * static_cast<uint64_t>(sysconf(_SC_PAGESIZE)) + (uint64_t{256} << 20);
+        setrlimit(RLIMIT_AS, &limit);
+        try {
+          ThreadPool pool(1024);
+        } catch (const Error& e) {
+          const std::string message = e.what();
+          std::exit(message.find("cannot start 1024 threads: the system refused thread") == 0 ? 0 : 2);
+        }
+        std::exit(3);
+      },
+      ::testing::ExitedWithCode(0), "");
 }
 
 }  // namespace

@@ -128,7 +128,28 @@ TEST(TypeConstraints, SequencesOptionalsAndUnknownDtypesAreNotChecked) {
   EXPECT_NO_THROW(checkInputTypes(node, types, {&unknown}, {"a"}));
   EXPECT_NO_THROW(checkInputTypes(node, types, {&sequence}, {"a"}));
   EXPECT_NO_THROW(checkInputTypes(node, types, {&optional}, {"a"}));
-  EXPECT_NO_THROW(checkInputTypes(node, types, {nullptr}, {""}));
+}
+
+TEST(TypeConstraints, OmittedInputsMustBeOptional) {
+  Node clip;
+  clip.name = "c";
+  clip.opType = "Clip";
+  clip.opset = 13;
+  clip.inputs = {0, kNoValue, kNoValue};
+  TypeInfo x{DataType::kFloat32};
+  EXPECT_NO_THROW(checkInputTypes(clip, kilnOpTypes("", "Clip", 1, 1000), {&x, nullptr, nullptr}, {"x", "", ""}));
+  Node identity;
+  identity.name = "n";
+  identity.opType = "Identity";
+  identity.opset = 16;
+  identity.inputs = {kNoValue};
+  try {
+    checkInputTypes(identity, kilnOpTypes("", "Identity", 1, 1000), {nullptr}, {""});
+    FAIL() << "an omitted required input was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("node 'n' (Identity): input 0 is required by Identity-16 but the node gives the empty name"),
+              std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -19,6 +19,10 @@ Action addOpsCommand(CLI::App& app);
 Action addBenchCommand(CLI::App& app);
 Action addBuildCommand(CLI::App& app);
 
+/// The text with control bytes (names read from a model may hold any) shown as \xNN, so that an
+/// error stays one readable line.
+std::string printable(const std::string& text);
+
 /// Exit codes: 0 success, 1 error, 2 bad usage, 3 unsupported operator or type.
 int exitCodeFor(const std::exception& e);
 

@@ -1,6 +1,8 @@
 // kiln: build, run and inspect ONNX models.
+#include <cstdio>
 #include <iostream>
 #include <map>
+#include <string>
 
 #include "commands.h"
 #include "kiln/error.h"
@@ -25,7 +27,7 @@ int main(int argc, char** argv) {
     try {
       return action();
     } catch (const std::exception& e) {
-      std::cerr << "kiln " << sub->get_name() << ": error: " << e.what() << "\n";
+      std::cerr << "kiln " << sub->get_name() << ": error: " << kiln::cli::printable(e.what()) << "\n";
       return kiln::cli::exitCodeFor(e);
     }
   }
@@ -33,6 +35,20 @@ int main(int argc, char** argv) {
 }
 
 namespace kiln::cli {
+
+std::string printable(const std::string& text) {
+  std::string out;
+  for (unsigned char c : text) {
+    if (c >= 0x20 && c != 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      char hex[5];
+      std::snprintf(hex, sizeof(hex), "\\x%02x", c);
+      out += hex;
+    }
+  }
+  return out;
+}
 
 int exitCodeFor(const std::exception& e) {
   auto* err = dynamic_cast<const Error*>(&e);

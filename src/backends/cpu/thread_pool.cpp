@@ -2,10 +2,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <string>
+#include <system_error>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #endif
+
+#include "kiln/error.h"
 
 namespace kiln::cpu {
 
@@ -41,16 +45,30 @@ uint64_t generationOf(uint64_t claim) { return claim >> 32; }
 
 ThreadPool::ThreadPool(int threads) {
   int total = threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  for (int i = 1; i < total; ++i) workers_.emplace_back([this] { workerLoop(); });
+  for (int i = 1; i < total; ++i) {
+    try {
+      workers_.emplace_back([this] { workerLoop(); });
+    } catch (const std::system_error& e) {
+      // The system refused a thread (its limit on threads or memory): stop the ones started, so
+      // the caller gets an error rather than a pool that never finishes shutting down.
+      stopWorkers();
+      throw Error(ErrorCode::kInvalidArgument, "cannot start " + std::to_string(total) +
+                                                   " threads: the system refused thread " + std::to_string(i + 1) +
+                                                   " (" + e.what() + "); ask for fewer threads");
+    }
+  }
 }
 
-ThreadPool::~ThreadPool() {
+ThreadPool::~ThreadPool() { stopWorkers(); }
+
+void ThreadPool::stopWorkers() {
   {
     std::lock_guard<std::mutex> lock(sleepMutex_);
     stopping_ = true;
   }
   wake_.notify_all();
   for (auto& w : workers_) w.join();
+  workers_.clear();
 }
 
 void ThreadPool::runBlocks(uint64_t generation) {

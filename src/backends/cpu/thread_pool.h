@@ -40,6 +40,7 @@ class ThreadPool {
   int sleepingWorkers() const { return sleeping_.load(std::memory_order_relaxed); }
 
  private:
+  void stopWorkers();
   void workerLoop();
   /// Runs blocks of job `generation` until none is left unclaimed.
   void runBlocks(uint64_t generation);

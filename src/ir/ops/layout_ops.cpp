@@ -161,6 +161,7 @@ void inferSplit(InferContext& ctx) {
     for (size_t i = 0; i < ctx.numOutputs(); ++i) ctx.setOutputType(i, type);
     return;
   }
+  if (in->empty()) ctx.fail("Split needs an input of rank >= 1; input 0 is a scalar", ErrorCode::kInvalidModel);
   const int64_t axis = normalizeAxis(ctx, attrInt(ctx.node(), "axis", 0), static_cast<int64_t>(in->size()));
   const Dim& dim = (*in)[axis];
   auto sizes = splitUnknown ? std::nullopt : splitSizes(ctx.node(), dim.isKnown() ? dim.value : -1, ctx.numOutputs(), split);
