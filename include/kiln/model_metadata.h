@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 
 namespace kiln {
@@ -12,7 +13,7 @@ struct ModelMetadata {
   std::string producerVersion;   // ModelProto.producer_version
   std::string domain;            // ModelProto.domain
   std::string description;       // ModelProto.doc_string
-  int64_t version = 0;           // ModelProto.model_version
+  std::optional<int64_t> version;  // ModelProto.model_version, when the model sets it
   std::string graphName;         // GraphProto.name
   std::string graphDescription;  // GraphProto.doc_string
   std::map<std::string, std::string> custom;  // ModelProto.metadata_props

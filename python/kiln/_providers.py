@@ -46,11 +46,12 @@ def set_default_logger_verbosity(verbosity: int) -> None:
 def normalize_providers(
     providers: Sequence[str | tuple[str, dict[Any, Any]]] | None,
     provider_options: Sequence[dict[Any, Any]] | None,
-) -> tuple[list[str], list[dict[str, str]]]:
-    """The providers a session uses and their options (as str -> str), checked as onnxruntime
-    checks them. Unavailable providers are skipped with a warning; with none left, or none
-    asked for, the session runs on CPUExecutionProvider."""
-    chosen: dict[str, dict[str, str]] = {}
+) -> list[str]:
+    """The providers a session uses, checked as onnxruntime checks them (ValueError).
+    Unavailable providers are skipped with a warning; with none left, or none asked for, the
+    session runs on CPUExecutionProvider. Options are checked, not kept: the CPU provider reads
+    none (onnxruntime's get_provider_options reports none for it either)."""
+    chosen: dict[str, None] = {}
 
     def choose(name: str, options: dict) -> None:
         if name not in get_available_providers():
@@ -62,7 +63,7 @@ def normalize_providers(
         if name in chosen:
             warnings.warn(f"Duplicate provider '{name}' encountered, ignoring.")
             return
-        chosen[name] = {str(k): str(v) for k, v in options.items()}
+        chosen[name] = None
 
     if providers is not None:
         if not isinstance(providers, collections.abc.Sequence) or isinstance(providers, str):
@@ -86,6 +87,19 @@ def normalize_providers(
                     choose(p[0], p[1])
                 else:
                     raise ValueError("'providers' values must be either strings or (string, dict) tuples.")
-    if not chosen:
-        chosen[CPU_PROVIDER] = {}
-    return list(chosen), list(chosen.values())
+    return list(chosen) or [CPU_PROVIDER]
+
+
+def providers_or_fallback(providers, provider_options, fallback_enabled: bool) -> list[str]:
+    """normalize_providers, and as onnxruntime does when that fails and fallback is enabled:
+    print the error and use the fallback provider (the CPU)."""
+    try:
+        return normalize_providers(providers, provider_options)
+    except ValueError as e:
+        if not fallback_enabled:
+            raise
+        print("*************** EP Error ***************")
+        print(f"EP Error {e} when using {providers}")
+        print(f"Falling back to {[CPU_PROVIDER]} and retrying.")
+        print("****************************************")
+        return [CPU_PROVIDER]

@@ -10,7 +10,7 @@ from typing import Any, Sequence
 
 from kiln import _kiln
 from kiln._options import RunOptions, SessionOptions
-from kiln._providers import normalize_providers
+from kiln._providers import providers_or_fallback
 
 
 class NodeArg:
@@ -78,7 +78,8 @@ class InferenceSession:
         else:
             raise TypeError(f"Unable to load from type '{type(path_or_bytes)}'")
         self._sess_options = sess_options if sess_options is not None else SessionOptions()
-        self._providers, self._provider_options = normalize_providers(providers, provider_options)
+        self._providers = providers_or_fallback(providers, provider_options, fallback_enabled=True)
+        self._enable_fallback = True
         self._load()
         self._model_bytes = None  # loaded: kiln keeps its own copy of what it needs
 
@@ -138,18 +139,21 @@ class InferenceSession:
         return list(self._providers)
 
     def get_provider_options(self) -> dict[str, dict[str, str]]:
-        """Each provider's options, as str -> str."""
-        return dict(zip(self._providers, (dict(o) for o in self._provider_options)))
+        """Each provider's options: none for the CPU provider, as in onnxruntime."""
+        return {name: {} for name in self._providers}
 
     def set_providers(self, providers=None, provider_options=None) -> None:
-        """Chooses providers again (the model stays loaded: kiln has only the CPU)."""
-        self._providers, self._provider_options = normalize_providers(providers, provider_options)
+        """Chooses providers again, by the rules of the constructor (the model stays loaded:
+        kiln has only the CPU)."""
+        self._providers = providers_or_fallback(providers, provider_options, self._enable_fallback)
 
     def disable_fallback(self) -> None:
-        """Accepted for compatibility: kiln has no provider to fall back from."""
+        """Bad provider arguments to set_providers then raise instead of falling back to the CPU."""
+        self._enable_fallback = False
 
     def enable_fallback(self) -> None:
-        """Accepted for compatibility: kiln has no provider to fall back from."""
+        """Bad provider arguments fall back to the CPU provider, with a printed error (the default)."""
+        self._enable_fallback = True
 
     # -- running -------------------------------------------------------------------------------
     def run(self, output_names, input_feed, run_options: RunOptions | None = None) -> list:

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -63,7 +64,8 @@ class PySession {
     d["graph_description"] = m.graphDescription;
     d["domain"] = m.domain;
     d["description"] = m.description;
-    d["version"] = m.version;
+    // onnxruntime reports a model without model_version as version INT64_MAX.
+    d["version"] = m.version.value_or(std::numeric_limits<int64_t>::max());
     nb::dict custom;
     for (const auto& [k, v] : m.custom) custom[k.c_str()] = v;
     d["custom_metadata_map"] = custom;

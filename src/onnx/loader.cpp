@@ -271,7 +271,7 @@ void readMetadata(const onnx::ModelProto& proto, ModelMetadata& metadata) {
   metadata.producerVersion = proto.producer_version();
   metadata.domain = proto.domain();
   metadata.description = proto.doc_string();
-  metadata.version = proto.model_version();
+  if (proto.has_model_version()) metadata.version = proto.model_version();
   metadata.graphName = proto.graph().name();
   metadata.graphDescription = proto.graph().doc_string();
   for (const auto& kv : proto.metadata_props()) metadata.custom[kv.key()] = kv.value();

@@ -97,11 +97,16 @@ TEST(SessionMetadata, ReportsTheModelsDescriptiveFields) {
     EXPECT_EQ(meta.producerVersion, "2.5");
     EXPECT_EQ(meta.domain, "org.example");
     EXPECT_EQ(meta.description, "adds one");
-    EXPECT_EQ(meta.version, 7);
+    EXPECT_EQ(meta.version, std::optional<int64_t>(7));
     EXPECT_EQ(meta.graphName, "adder");
     EXPECT_EQ(meta.graphDescription, "the graph");
     EXPECT_EQ(meta.custom, (std::map<std::string, std::string>{{"labels", "cat,dog"}}));
   }
+}
+
+TEST(SessionMetadata, AModelWithoutAVersionSaysSo) {
+  const std::string bytes = makeModel().SerializeAsString();
+  EXPECT_FALSE(Session(bytes.data(), bytes.size()).metadata().version.has_value());
 }
 
 }  // namespace
