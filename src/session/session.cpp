@@ -5,6 +5,7 @@
 
 #include "backends/cpu/thread_pool.h"
 #include "engine/executor.h"
+#include "engine/memory_plan.h"
 #include "ir/op_schema.h"
 #include "onnx/loader.h"
 #include "opt/passes.h"
@@ -74,6 +75,23 @@ void checkInput(const TensorInfo& info, const Tensor& t) {
   }
 }
 
+// True when value `id` is a constant or, through view ops (Reshape, Identity, ...), shows a
+// constant's storage.
+bool showsConstantStorage(const ir::Graph& graph, int id) {
+  for (;;) {
+    if (graph.value(id).constant) return true;
+    // Found by search: passes that rewrite nodes do not all keep Value::producer up to date.
+    auto producer = std::find_if(graph.nodes.begin(), graph.nodes.end(), [&](const ir::Node& n) {
+      return std::find(n.outputs.begin(), n.outputs.end(), id) != n.outputs.end();
+    });
+    if (producer == graph.nodes.end() || producer->outputs[0] != id || !sharesInputStorage(*producer, 0) ||
+        producer->inputs.empty() || producer->inputs[0] == ir::kNoValue) {
+      return false;
+    }
+    id = producer->inputs[0];
+  }
+}
+
 // True when `t`'s storage lies inside (or is) one of the inputs' storage.
 bool overlapsAny(const Tensor& t, const NamedTensors& inputs) {
   if (t.isSequence() || t.isNone() || t.byteSize() == 0) return false;
@@ -99,7 +117,7 @@ struct Session::Impl {
   ExecutorMemory memory;
   IProfiler* profiler = nullptr;
   ModelMetadata metadata;
-  std::vector<bool> constantOutputs;  // per output: a constant (run returns a copy of it)
+  std::vector<bool> constantOutputs;  // per output: a weight or a view of one (run returns a copy)
 
   static void checkOptions(const SessionOptions& options) {
     if (options.threads < 0) throw Error(ErrorCode::kInvalidArgument, "threads must be >= 0 (0 = one per core)");
@@ -145,7 +163,7 @@ void Session::Impl::prepare(ir::Model model, const SessionOptions& options, cons
   }
   for (int id : graph->outputs) {
     outputs.push_back(describeValue(*graph, id));
-    constantOutputs.push_back(graph->value(id).constant.has_value());
+    constantOutputs.push_back(showsConstantStorage(*graph, id));
   }
 }
 
