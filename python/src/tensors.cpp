@@ -156,10 +156,13 @@ std::unique_ptr<HeldBuffer> getBuffer(nb::handle array) {
   return held;
 }
 
+// str(value), as Python prints it.
+std::string strOf(nb::handle value) { return nb::str(value).c_str(); }
+
 std::string typeNameOf(nb::handle value) { return nb::borrow<nb::str>(nb::type_name(value.type())).c_str(); }
 
 [[noreturn]] void unsupportedArray(nb::handle array, const std::string& inputName, const std::string& why) {
-  const std::string dtype = nb::str(array.attr("dtype")).c_str();
+  const std::string dtype = strOf(array.attr("dtype"));
   throw std::runtime_error("input '" + inputName + "': a numpy array of dtype " + dtype + " " + why);
 }
 
@@ -198,9 +201,9 @@ Tensor tensorOfArray(nb::handle array, const std::string& inputName) {
     PyErr_Clear();  // numpy refuses a buffer for ml_dtypes' types
   }
   nb::object dtype = array.attr("dtype");
-  const std::string kind = nb::str(dtype.attr("kind")).c_str();
+  const std::string kind = strOf(dtype.attr("kind"));
   if (kind == "U" || kind == "S" || kind == "O") return stringTensorOf(array, inputName);
-  const std::string name = nb::str(dtype.attr("name")).c_str();
+  const std::string name = strOf(dtype.attr("name"));
   for (const auto& e : kExtensionTypes) {
     if (name != e.mlDtypesName) continue;
     auto held = getBuffer(array.attr("view")(storageDtypeName(e.dtype)));
