@@ -163,9 +163,11 @@ class IOBinding:
         """Nothing to do on the CPU."""
 
     def clear_binding_inputs(self) -> None:
+        """Forgets the bound inputs."""
         self._inputs.clear()
 
     def clear_binding_outputs(self) -> None:
+        """Forgets the bound outputs."""
         self._outputs.clear()
 
     def get_outputs(self) -> list[OrtValue]:

@@ -15,20 +15,25 @@ struct OrtClass {
   OrtCode code;
   const char* className;  // ONNX Runtime's Python class
   const char* codeName;   // the name in its messages
+  const char* doc;
 };
 
 constexpr std::array<OrtClass, 11> kOrtClasses{{
-    {OrtCode::kFail, "Fail", "FAIL"},
-    {OrtCode::kInvalidArgument, "InvalidArgument", "INVALID_ARGUMENT"},
-    {OrtCode::kNoSuchFile, "NoSuchFile", "NO_SUCHFILE"},
-    {OrtCode::kNoModel, "NoModel", "NO_MODEL"},
-    {OrtCode::kEngineError, "EngineError", "ENGINE_ERROR"},
-    {OrtCode::kRuntimeException, "RuntimeException", "RUNTIME_EXCEPTION"},
-    {OrtCode::kInvalidProtobuf, "InvalidProtobuf", "INVALID_PROTOBUF"},
-    {OrtCode::kModelLoaded, "ModelLoaded", "MODEL_LOADED"},
-    {OrtCode::kNotImplemented, "NotImplemented", "NOT_IMPLEMENTED"},
-    {OrtCode::kInvalidGraph, "InvalidGraph", "INVALID_GRAPH"},
-    {OrtCode::kEpFail, "EPFail", "EP_FAIL"},
+    {OrtCode::kFail, "Fail", "FAIL", "A run or a plugin failed (onnxruntime's FAIL)."},
+    {OrtCode::kInvalidArgument, "InvalidArgument", "INVALID_ARGUMENT",
+     "A wrong input name, type, rank or dimension, or a bad option (INVALID_ARGUMENT)."},
+    {OrtCode::kNoSuchFile, "NoSuchFile", "NO_SUCHFILE", "The model file cannot be opened (NO_SUCHFILE)."},
+    {OrtCode::kNoModel, "NoModel", "NO_MODEL", "onnxruntime's NO_MODEL (kiln does not raise it)."},
+    {OrtCode::kEngineError, "EngineError", "ENGINE_ERROR", "onnxruntime's ENGINE_ERROR (kiln does not raise it)."},
+    {OrtCode::kRuntimeException, "RuntimeException", "RUNTIME_EXCEPTION",
+     "onnxruntime's RUNTIME_EXCEPTION (kiln does not raise it)."},
+    {OrtCode::kInvalidProtobuf, "InvalidProtobuf", "INVALID_PROTOBUF",
+     "The model's bytes are not an ONNX ModelProto (INVALID_PROTOBUF)."},
+    {OrtCode::kModelLoaded, "ModelLoaded", "MODEL_LOADED", "onnxruntime's MODEL_LOADED (kiln does not raise it)."},
+    {OrtCode::kNotImplemented, "NotImplemented", "NOT_IMPLEMENTED",
+     "The model uses operators kiln does not implement; the message lists every such node (NOT_IMPLEMENTED)."},
+    {OrtCode::kInvalidGraph, "InvalidGraph", "INVALID_GRAPH", "The model's graph is malformed (INVALID_GRAPH)."},
+    {OrtCode::kEpFail, "EPFail", "EP_FAIL", "onnxruntime's EP_FAIL (kiln does not raise it)."},
 }};
 
 // The Python classes, in kOrtClasses' order; created once, never freed (they live as long as
@@ -68,7 +73,7 @@ void bindErrors(nb::module_& m) {
   for (size_t i = 0; i < kOrtClasses.size(); ++i) {
     // Named as the classes of onnxruntime.capi.onnxruntime_pybind11_state, which derive from Exception.
     const std::string qualified = std::string("kiln.capi.onnxruntime_pybind11_state.") + kOrtClasses[i].className;
-    PyObject* type = PyErr_NewException(qualified.c_str(), PyExc_Exception, nullptr);
+    PyObject* type = PyErr_NewExceptionWithDoc(qualified.c_str(), kOrtClasses[i].doc, PyExc_Exception, nullptr);
     if (!type) throw nb::python_error();
     ortExceptionTypes[i] = type;
     m.attr(kOrtClasses[i].className) = nb::handle(type);
