@@ -150,16 +150,17 @@ class PySession {
     }
     NamedTensors tensors;
     tensors.reserve(feed.size());
-    TensorInfo unknown;  // a name the model does not have: Session::run says so, naming its inputs
     for (auto [key, value] : feed) {
       if (!PyUnicode_Check(key.ptr())) throw nb::type_error("input names must be str");
       std::string name = nb::cast<std::string>(key);
       const TensorInfo* info = findInput(name);
-      if (!info) {
-        unknown.name = name;
-        info = &unknown;
+      // A name the model does not have gets no value: Session::run rejects it, listing the inputs;
+      // but a list needs the input's type first, and onnxruntime fails there.
+      if (!info && PyList_Check(value.ptr())) {
+        throw std::runtime_error("Failed to find input with name: " + name + " in the model input def list");
       }
-      tensors.emplace_back(std::move(name), tensorFromPython(value, *info));
+      Tensor tensor = info ? tensorFromPython(value, *info) : Tensor();
+      tensors.emplace_back(std::move(name), std::move(tensor));
     }
     return tensors;
   }

@@ -61,6 +61,18 @@ def sequence_optional_model(path):
     return _save(helper.make_model(graph, opset_imports=OPSET), path)
 
 
+def sequence_input_model(path):
+    """count = SequenceLength(items), joined = ConcatFromSequence(items, axis=0) for a sequence input."""
+    graph = helper.make_graph(
+        [helper.make_node("SequenceLength", ["items"], ["count"], name="length"),
+         helper.make_node("ConcatFromSequence", ["items"], ["joined"], name="concat", axis=0)],
+        "sequence_input",
+        [helper.make_tensor_sequence_value_info("items", TensorProto.FLOAT, None)],
+        [helper.make_tensor_value_info("count", TensorProto.INT64, []),
+         helper.make_tensor_value_info("joined", TensorProto.FLOAT, None)])
+    return _save(helper.make_model(graph, opset_imports=OPSET), path)
+
+
 def string_model(path):
     """words_out = Identity(words); flags = (words == "cat") for string tensors."""
     cat = numpy_helper.from_array(np.array(["cat"], dtype=object), "cat")

@@ -23,6 +23,7 @@ def paths(tmp_path_factory):
         "symbolic": models.symbolic_model(d / "symbolic.onnx"),
         "fixed": models.fixed_model(d / "fixed.onnx"),
         "sequence_optional": models.sequence_optional_model(d / "seq.onnx"),
+        "sequence_input": models.sequence_input_model(d / "seq_input.onnx"),
         "strings": models.string_model(d / "strings.onnx"),
         "unsupported": models.unsupported_model(d / "unsupported.onnx"),
     }
@@ -35,12 +36,14 @@ FEEDS = {
     "symbolic_overridden": {"x": RNG.standard_normal((2, 4)).astype(np.float32), "b": np.array([1, 2, 3], np.float32)},
     "fixed": {"x": RNG.standard_normal((1, 3, 4, 4)).astype(np.float32)},
     "sequence_optional": {"a": np.array([3, -1, 7], np.int64)},
+    "sequence_input": {"items": [np.ones((2, 3), np.float32), np.arange(3, dtype=np.float32).reshape(1, 3)]},
     "strings": {"words": np.array(["cat", "dog", "cat", "ému"], dtype=object)},
 }
 CASES = [  # (model, feed, load from bytes)
     ("srcnn", "srcnn", False), ("symbolic", "symbolic", False), ("symbolic", "symbolic", True),
     ("symbolic", "symbolic_overridden", False), ("fixed", "fixed", False),
-    ("sequence_optional", "sequence_optional", False), ("strings", "strings", False),
+    ("sequence_optional", "sequence_optional", False), ("sequence_input", "sequence_input", False),
+    ("strings", "strings", False),
 ]
 
 
@@ -118,6 +121,7 @@ ERROR_CASES = {
     # name: (what to do with (module, paths), fragments kiln's message must contain)
     "wrong input name": (lambda rt, p: rt.InferenceSession(p["symbolic"]).run(None, _feed(z=FEEDS["symbolic"]["x"])),
                          ["'z'", "x"]),
+    "wrong input name with a list": (lambda rt, p: rt.InferenceSession(p["symbolic"]).run(None, _feed(z=[1.0])), None),
     "wrong dtype": (lambda rt, p: rt.InferenceSession(p["symbolic"]).run(None, _feed(x=FEEDS["symbolic"]["x"].astype(np.float64))),
                     ["'x'", "float64", "float32"]),
     "wrong rank": (lambda rt, p: rt.InferenceSession(p["symbolic"]).run(None, _feed(x=np.zeros((2, 4, 1), np.float32))),
