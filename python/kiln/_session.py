@@ -84,6 +84,9 @@ class InferenceSession:
         self._model_bytes = None  # loaded: kiln keeps its own copy of what it needs
 
     def _load(self) -> None:
+        # Again after unpickling in another process, which has not loaded them (a no-op otherwise).
+        for library in self._sess_options._custom_ops_libraries:
+            _kiln.load_plugin_library(library)
         settings = self._sess_options._kiln_settings()
         if self._sess_options.optimized_model_filepath:
             warnings.warn("kiln does not write the optimized model (SessionOptions.optimized_model_filepath is ignored)")

@@ -59,7 +59,6 @@ class PySession {
     const ModelMetadata& m = session_->metadata();
     nb::dict d;
     d["producer_name"] = m.producerName;
-    d["producer_version"] = m.producerVersion;
     d["graph_name"] = m.graphName;
     d["graph_description"] = m.graphDescription;
     d["domain"] = m.domain;

@@ -223,3 +223,12 @@ def test_plugin_library_serves_custom_ops(build_dir, tmp_path):
 def test_a_missing_plugin_library_is_named():
     with pytest.raises(kiln.Fail, match="no_such_library.so"):
         kiln.SessionOptions().register_custom_ops_library("/nonexistent/no_such_library.so")
+
+
+def test_paths_and_byte_buffers_load_alike(symbolic):
+    import pathlib
+
+    data = pathlib.Path(symbolic).read_bytes()
+    for source in (pathlib.Path(symbolic), symbolic, data, bytearray(data), memoryview(data)):
+        np.testing.assert_allclose(kiln.InferenceSession(source).run(None, {"x": X})[0], expected_y(symbolic),
+                                   rtol=1e-5, atol=1e-6)
