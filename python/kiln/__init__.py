@@ -35,11 +35,13 @@ from kiln._providers import (
 )
 from kiln._session import InferenceSession, ModelMetadata, NodeArg
 
-# onnxruntime's submodule, for `from onnxruntime.capi import _pybind_state`.
-from kiln import capi  # noqa: E402  (after the names it re-exports)
-
 __version__: str = _kiln.__version__
 SessionIOBinding = IOBinding
+
+# onnxruntime's submodules (kiln.capi._pybind_state, ...), loaded as onnxruntime loads them; last,
+# since they re-export the names above.
+import kiln.capi._pybind_state  # noqa: E402,F401
+from kiln import capi  # noqa: E402
 
 __all__ = [
     "EngineError", "EPFail", "ExecutionMode", "ExecutionOrder", "Fail", "GraphOptimizationLevel",

@@ -163,6 +163,11 @@ def test_errors_match_onnxruntime(paths, case):
         assert fragment in str(kiln_error), (fragment, kiln_error)
 
 
+def test_capi_is_loaded_with_the_package():
+    assert kiln.capi._pybind_state.get_available_providers() == ["CPUExecutionProvider"]
+    assert kiln.capi.onnxruntime_pybind11_state.InvalidArgument is kiln.InvalidArgument
+
+
 def test_error_classes_live_where_onnxruntime_puts_them():
     from kiln.capi import _pybind_state
     from kiln.capi.onnxruntime_pybind11_state import Fail, InvalidArgument, InvalidGraph, NoSuchFile, NotImplemented
