@@ -173,6 +173,7 @@ class PySession {
     }
     if (PyUnicode_Check(names.ptr())) throw nb::type_error("output_names must be a list of str or None, not a str");
     for (nb::handle item : names) {
+      if (!PyUnicode_Check(item.ptr())) throw nb::type_error("output_names must hold str");
       const std::string name = nb::cast<std::string>(item);
       auto it = std::find_if(outputs.begin(), outputs.end(), [&](const TensorInfo& o) { return o.name == name; });
       if (it == outputs.end()) throw OrtError(OrtCode::kInvalidArgument, "Invalid output name:" + name);

@@ -166,12 +166,15 @@ std::string typeNameOf(nb::handle value) { return nb::borrow<nb::str>(nb::type_n
   throw std::runtime_error("input '" + inputName + "': a numpy array of dtype " + dtype + " " + why);
 }
 
-Tensor stringTensorOf(nb::handle array, const std::string& inputName) {
-  nb::object flat = array.attr("ravel")().attr("tolist")();
+// `expected`: the input's element type. For an input that is not a string, the tensor is left
+// empty: Session::run then refuses its type, as onnxruntime does for object arrays.
+Tensor stringTensorOf(nb::handle array, const std::string& inputName, DataType expected) {
   nb::tuple shapeTuple = nb::borrow<nb::tuple>(array.attr("shape"));
   Shape shape;
   for (nb::handle d : shapeTuple) shape.push_back(nb::cast<int64_t>(d));
   Tensor t(DataType::kString, shape);
+  if (expected != DataType::kUndefined && expected != DataType::kString) return t;
+  nb::object flat = array.attr("ravel")().attr("tolist")();
   auto* out = t.data<std::string>();
   size_t i = 0;
   for (nb::handle item : flat) {
@@ -193,7 +196,8 @@ Tensor stringTensorOf(nb::handle array, const std::string& inputName) {
 
 // Any numpy array: numeric through the buffer protocol, strings element by element, ml_dtypes
 // types through a view of their bits.
-Tensor tensorOfArray(nb::handle array, const std::string& inputName) {
+Tensor tensorOfArray(nb::handle array, const TensorInfo& info) {
+  const std::string& inputName = info.name;
   if (auto held = getBuffer(array)) {
     const DataType dtype = dtypeOfFormat(held->view.format, held->view.itemsize);
     if (dtype != DataType::kUndefined) return tensorOfBuffer(std::move(held), dtype);
@@ -202,7 +206,7 @@ Tensor tensorOfArray(nb::handle array, const std::string& inputName) {
   }
   nb::object dtype = array.attr("dtype");
   const std::string kind = strOf(dtype.attr("kind"));
-  if (kind == "U" || kind == "S" || kind == "O") return stringTensorOf(array, inputName);
+  if (kind == "U" || kind == "S" || kind == "O") return stringTensorOf(array, inputName, info.dtype);
   const std::string name = strOf(dtype.attr("name"));
   for (const auto& e : kExtensionTypes) {
     if (name != e.mlDtypesName) continue;
@@ -228,7 +232,7 @@ nb::object numpyDtypeOf(DataType dtype) {
 }  // namespace
 
 Tensor tensorFromPython(nb::handle value, const TensorInfo& info) {
-  if (PyObject_IsInstance(value.ptr(), numpy().ndarrayType.ptr()) == 1) return tensorOfArray(value, info.name);
+  if (PyObject_IsInstance(value.ptr(), numpy().ndarrayType.ptr()) == 1) return tensorOfArray(value, info);
   if (value.is_none() && info.isOptionalType) return Tensor::none(info.dtype, info.isSequence);
   if (PyList_Check(value.ptr())) {
     if (info.isSequence) {
@@ -239,7 +243,7 @@ Tensor tensorFromPython(nb::handle value, const TensorInfo& info) {
       return Tensor::sequence(info.dtype, std::move(items));
     }
     // As ONNX Runtime does: a list becomes an array of the input's element type.
-    if (info.dtype != DataType::kUndefined) return tensorOfArray(numpy().array(value, numpyDtypeOf(info.dtype)), info.name);
+    if (info.dtype != DataType::kUndefined) return tensorOfArray(numpy().array(value, numpyDtypeOf(info.dtype)), info);
   }
   if (isNumberLike(value)) throw std::runtime_error(std::string("Unable to handle object of type ") + nb::repr(value.type()).c_str());
   throw std::runtime_error("Input must be a list of dictionaries or a single numpy array for input '" + info.name + "'.");

@@ -124,6 +124,9 @@ ERROR_CASES = {
     "wrong input name with a list": (lambda rt, p: rt.InferenceSession(p["symbolic"]).run(None, _feed(z=[1.0])), None),
     "wrong dtype": (lambda rt, p: rt.InferenceSession(p["symbolic"]).run(None, _feed(x=FEEDS["symbolic"]["x"].astype(np.float64))),
                     ["'x'", "float64", "float32"]),
+    "object array for a float input": (
+        lambda rt, p: rt.InferenceSession(p["symbolic"]).run(None, _feed(x=FEEDS["symbolic"]["x"].astype(object))),
+        ["'x'", "string", "float32"]),
     "wrong rank": (lambda rt, p: rt.InferenceSession(p["symbolic"]).run(None, _feed(x=np.zeros((2, 4, 1), np.float32))),
                    ["'x'", "rank 3", "rank 2"]),
     "wrong dimension": (lambda rt, p: rt.InferenceSession(p["fixed"]).run(None, {"x": np.zeros((2, 3, 4, 5), np.float32)}),
@@ -140,6 +143,12 @@ ERROR_CASES = {
     "garbage bytes": (lambda rt, p: rt.InferenceSession(b"\x08\x01\x12garbage"), ["not a valid ONNX model"]),
     "not a path or bytes": (lambda rt, p: rt.InferenceSession(42), None),
 }
+
+
+def test_output_names_must_be_strings(paths):
+    for rt in (onnxruntime, kiln):
+        with pytest.raises(TypeError):
+            rt.InferenceSession(paths["symbolic"]).run([1], FEEDS["symbolic"])
 
 
 def _garbage_file(p):
