@@ -121,6 +121,10 @@ bool isCContiguous(const Py_buffer& view) {
 }
 
 void copyStrided(char* dst, const char* src, const Py_buffer& view, int dim) {
+  if (view.ndim == 0) {
+    std::memcpy(dst, src, static_cast<size_t>(view.itemsize));
+    return;
+  }
   const Py_ssize_t n = view.shape[dim];
   const Py_ssize_t stride = view.strides[dim];
   if (dim == view.ndim - 1) {
@@ -149,10 +153,8 @@ Tensor tensorOfBuffer(std::unique_ptr<HeldBuffer> held, DataType dtype) {
 
 std::unique_ptr<HeldBuffer> getBuffer(nb::handle array) {
   auto held = std::make_unique<HeldBuffer>();
-  if (PyObject_GetBuffer(array.ptr(), &held->view, PyBUF_RECORDS_RO) != 0) {
-    held.release();  // nothing to release
-    return nullptr;
-  }
+  // On failure the view stays empty (obj null), which PyBuffer_Release ignores.
+  if (PyObject_GetBuffer(array.ptr(), &held->view, PyBUF_RECORDS_RO) != 0) return nullptr;
   return held;
 }
 

@@ -92,6 +92,14 @@ def test_other_layouts_are_copied_correctly(model_dir, make):
     np.testing.assert_allclose(kiln.InferenceSession(path).run(None, {"x": x})[0], expected, rtol=1e-6, atol=1e-6)
 
 
+def test_misaligned_scalars_and_empty_arrays():
+    raw = np.frombuffer(b"\0" + np.float64(2.5).tobytes(), dtype=np.float64, offset=1).reshape(())
+    address, _, copy = kiln._kiln._input_view(raw)
+    assert address != raw.ctypes.data and copy.shape == () and copy == 2.5
+    _, _, empty = kiln._kiln._input_view(np.zeros((0, 3), np.int32)[:, ::2])
+    assert empty.shape == (0, 2) and empty.dtype == np.int32
+
+
 def test_outputs_own_kilns_buffer_and_inputs_are_untouched(model_dir):
     session = kiln.InferenceSession(models.fixed_model(model_dir / "fixed.onnx"))
     x = np.random.default_rng(2).standard_normal((1, 3, 4, 4)).astype(np.float32)
