@@ -365,6 +365,9 @@ std::string ortTypeName(const TensorInfo& info) {
 }
 
 void bindTensors(nb::module_& m) {
+  // Looked up now, while the import holds the interpreter: a first lookup from two threads at
+  // once could deadlock on the static's guard and the GIL.
+  numpy();
   nb::class_<TensorBuffer>(m, "TensorBuffer", nb::type_slots(tensorBufferSlots),
                            "kiln-owned storage of an output; the numpy array returned by run views it (its .base).")
       .def_prop_ro("address", &TensorBuffer::address, "Address of the tensor's first element.");
