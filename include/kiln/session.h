@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kiln/error.h"
+#include "kiln/model_metadata.h"
 #include "kiln/profiler.h"
 #include "kiln/tensor.h"
 
@@ -44,12 +45,19 @@ using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 class Session {
  public:
   explicit Session(const std::string& modelPath, SessionOptions options = {});
+  /// From a serialized ModelProto in memory (the caller may free it once this returns). External
+  /// data files are looked up in externalDataDir ("" = the current folder); errors call the
+  /// model "<memory>".
+  Session(const void* modelData, size_t modelSize, SessionOptions options = {},
+          const std::string& externalDataDir = "");
   ~Session();
   Session(Session&&) noexcept;
   Session& operator=(Session&&) noexcept;
 
   const std::vector<TensorInfo>& inputs() const;
   const std::vector<TensorInfo>& outputs() const;
+  /// The model's producer, graph name, doc strings, version and metadata_props.
+  const ModelMetadata& metadata() const;
 
   /// Runs the model. Every required input must be given, with the model's dtype and a shape that
   /// agrees with its fixed dims. Returns the outputs in the model's order.

@@ -266,7 +266,20 @@ void checkParsed(bool parsed, const onnx::ModelProto& proto, const std::string& 
   }
 }
 
-ir::Model convertModel(onnx::ModelProto& proto, const std::string& baseDir, const std::string& displayName) {
+void readMetadata(const onnx::ModelProto& proto, ModelMetadata& metadata) {
+  metadata.producerName = proto.producer_name();
+  metadata.producerVersion = proto.producer_version();
+  metadata.domain = proto.domain();
+  metadata.description = proto.doc_string();
+  if (proto.has_model_version()) metadata.version = proto.model_version();
+  metadata.graphName = proto.graph().name();
+  metadata.graphDescription = proto.graph().doc_string();
+  for (const auto& kv : proto.metadata_props()) metadata.custom[kv.key()] = kv.value();
+}
+
+ir::Model convertModel(onnx::ModelProto& proto, const std::string& baseDir, const std::string& displayName,
+                       ModelMetadata* metadata) {
+  if (metadata) readMetadata(proto, *metadata);
   ir::Model model;
   model.path = displayName;
   readModelHeader(proto, model);
@@ -296,16 +309,16 @@ ir::Model convertModel(onnx::ModelProto& proto, const std::string& baseDir, cons
 }  // namespace
 
 ir::Model loadModelFromBytes(const void* data, size_t size, const std::string& baseDir,
-                             const std::string& displayName) {
+                             const std::string& displayName, ModelMetadata* metadata) {
   onnx::ModelProto proto;
   if (size > static_cast<size_t>(INT32_MAX)) {
     throw Error(ErrorCode::kInvalidModel, displayName + ": model is larger than 2 GiB; store the weights as external data");
   }
   checkParsed(proto.ParseFromArray(data, static_cast<int>(size)), proto, displayName);
-  return convertModel(proto, baseDir, displayName);
+  return convertModel(proto, baseDir, displayName, metadata);
 }
 
-ir::Model loadModel(const std::string& path) {
+ir::Model loadModel(const std::string& path, ModelMetadata* metadata) {
   std::error_code ec;
   if (fs::is_directory(path, ec)) throw Error(ErrorCode::kIoError, path + ": is a directory, not a model file");
   std::ifstream file(path, std::ios::binary);
@@ -319,7 +332,7 @@ ir::Model loadModel(const std::string& path) {
   onnx::ModelProto proto;
   checkParsed(proto.ParseFromIstream(&file), proto, path);
   fs::path dir = fs::path(path).parent_path();
-  return convertModel(proto, dir.empty() ? "." : dir.string(), path);
+  return convertModel(proto, dir.empty() ? "." : dir.string(), path, metadata);
 }
 
 }  // namespace kiln::onnx_import

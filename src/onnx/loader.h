@@ -3,13 +3,15 @@
 #include <string>
 
 #include "ir/graph.h"
+#include "kiln/model_metadata.h"
 
 namespace kiln::onnx_import {
 
 /// Loads, sorts and verifies a model. Errors name the file and the node or tensor at fault.
-ir::Model loadModel(const std::string& path);
+/// `metadata`, when given, receives the model's descriptive fields.
+ir::Model loadModel(const std::string& path, ModelMetadata* metadata = nullptr);
 /// Same, from bytes in memory; external data is resolved against baseDir.
 ir::Model loadModelFromBytes(const void* data, size_t size, const std::string& baseDir,
-                             const std::string& displayName);
+                             const std::string& displayName, ModelMetadata* metadata = nullptr);
 
 }  // namespace kiln::onnx_import

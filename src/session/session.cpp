@@ -5,6 +5,7 @@
 
 #include "backends/cpu/thread_pool.h"
 #include "engine/executor.h"
+#include "engine/memory_plan.h"
 #include "ir/op_schema.h"
 #include "onnx/loader.h"
 #include "opt/passes.h"
@@ -74,6 +75,36 @@ void checkInput(const TensorInfo& info, const Tensor& t) {
   }
 }
 
+// True when value `id` is a constant or, through view ops (Reshape, Identity, ...), shows a
+// constant's storage.
+bool showsConstantStorage(const ir::Graph& graph, int id) {
+  for (;;) {
+    if (graph.value(id).constant) return true;
+    // Found by search: passes that rewrite nodes do not all keep Value::producer up to date.
+    auto producer = std::find_if(graph.nodes.begin(), graph.nodes.end(), [&](const ir::Node& n) {
+      return std::find(n.outputs.begin(), n.outputs.end(), id) != n.outputs.end();
+    });
+    if (producer == graph.nodes.end() || producer->outputs[0] != id || !sharesInputStorage(*producer, 0) ||
+        producer->inputs.empty() || producer->inputs[0] == ir::kNoValue) {
+      return false;
+    }
+    id = producer->inputs[0];
+  }
+}
+
+// True when `t`'s storage lies inside (or is) one of the inputs' storage.
+bool overlapsAny(const Tensor& t, const NamedTensors& inputs) {
+  if (t.isSequence() || t.isNone() || t.byteSize() == 0) return false;
+  const auto* begin = static_cast<const char*>(t.raw());
+  const char* end = begin + t.byteSize();
+  for (const auto& [name, in] : inputs) {
+    if (in.isSequence() || in.isNone()) continue;
+    const auto* inBegin = static_cast<const char*>(in.raw());
+    if (begin < inBegin + in.byteSize() && inBegin < end) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 struct Session::Impl {
@@ -85,13 +116,32 @@ struct Session::Impl {
   std::mutex memoryMutex;  // the arena is reused by one run at a time
   ExecutorMemory memory;
   IProfiler* profiler = nullptr;
+  ModelMetadata metadata;
+  std::vector<bool> constantOutputs;  // per output: a weight or a view of one (run returns a copy)
+
+  static void checkOptions(const SessionOptions& options) {
+    if (options.threads < 0) throw Error(ErrorCode::kInvalidArgument, "threads must be >= 0 (0 = one per core)");
+  }
+  /// Optimizes `model` and makes its executor; `modelName` prefixes errors.
+  void prepare(ir::Model model, const SessionOptions& options, const std::string& modelName);
 };
 
 Session::Session(const std::string& modelPath, SessionOptions options) : impl_(std::make_unique<Impl>()) {
-  if (options.threads < 0) throw Error(ErrorCode::kInvalidArgument, "threads must be >= 0 (0 = one per core)");
-  impl_->pool = std::make_unique<cpu::ThreadPool>(options.threads);
-  impl_->profiler = options.profiler;
-  ir::Model model = onnx_import::loadModel(modelPath);
+  Impl::checkOptions(options);
+  impl_->prepare(onnx_import::loadModel(modelPath, &impl_->metadata), options, modelPath);
+}
+
+Session::Session(const void* modelData, size_t modelSize, SessionOptions options, const std::string& externalDataDir)
+    : impl_(std::make_unique<Impl>()) {
+  Impl::checkOptions(options);
+  const std::string name = "<memory>";
+  const std::string baseDir = externalDataDir.empty() ? "." : externalDataDir;
+  impl_->prepare(onnx_import::loadModelFromBytes(modelData, modelSize, baseDir, name, &impl_->metadata), options, name);
+}
+
+void Session::Impl::prepare(ir::Model model, const SessionOptions& options, const std::string& modelName) {
+  pool = std::make_unique<cpu::ThreadPool>(options.threads);
+  profiler = options.profiler;
   auto graph = std::make_shared<ir::Graph>(std::move(model.graph));
   try {
     auto unsupported = findUnsupportedNodes(*graph);
@@ -103,15 +153,18 @@ Session::Session(const std::string& modelPath, SessionOptions options) : impl_(s
         opt::fuseLayers(*graph, opt::FusionOptions{options.nchwcLayout});
       }
     }
-    impl_->executor = std::make_unique<Executor>(graph, Executor::kFreeCopiedWeights);
+    executor = std::make_unique<Executor>(graph, Executor::kFreeCopiedWeights);
   } catch (const Error& e) {
-    throw Error(e.code(), modelPath + ": " + e.what());
+    throw Error(e.code(), modelName + ": " + e.what());
   }
   for (int id : graph->inputs) {
-    impl_->inputs.push_back(describeValue(*graph, id));
-    impl_->inputIds.push_back(id);
+    inputs.push_back(describeValue(*graph, id));
+    inputIds.push_back(id);
   }
-  for (int id : graph->outputs) impl_->outputs.push_back(describeValue(*graph, id));
+  for (int id : graph->outputs) {
+    outputs.push_back(describeValue(*graph, id));
+    constantOutputs.push_back(showsConstantStorage(*graph, id));
+  }
 }
 
 Session::~Session() = default;
@@ -120,6 +173,7 @@ Session& Session::operator=(Session&&) noexcept = default;
 
 const std::vector<TensorInfo>& Session::inputs() const { return impl_->inputs; }
 const std::vector<TensorInfo>& Session::outputs() const { return impl_->outputs; }
+const ModelMetadata& Session::metadata() const { return impl_->metadata; }
 
 NamedTensors Session::run(const NamedTensors& inputs) const {
   std::vector<std::pair<int, Tensor>> feeds;
@@ -148,7 +202,12 @@ NamedTensors Session::run(const NamedTensors& inputs) const {
   ExecutorMemory ownMemory;
   std::vector<Tensor> results = impl_->executor->run(feeds, arena.owns_lock() ? &impl_->memory : &ownMemory, {}, impl_->profiler);
   NamedTensors named;
-  for (size_t i = 0; i < results.size(); ++i) named.emplace_back(impl_->outputs[i].name, std::move(results[i]));
+  for (size_t i = 0; i < results.size(); ++i) {
+    // An output that is a weight or (a view of) an input is copied, so that the caller may
+    // write to it, as ONNX Runtime's outputs allow.
+    if (impl_->constantOutputs[i] || overlapsAny(results[i], inputs)) results[i] = results[i].clone();
+    named.emplace_back(impl_->outputs[i].name, std::move(results[i]));
+  }
   return named;
 }
 

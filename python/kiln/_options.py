@@ -1,0 +1,128 @@
+"""SessionOptions, RunOptions and their enums, as onnxruntime spells them."""
+
+from __future__ import annotations
+
+import enum
+
+from kiln import _kiln
+
+
+class _OrtEnum(enum.IntEnum):
+    """An IntEnum that prints as onnxruntime's enums do ("GraphOptimizationLevel.ORT_ENABLE_ALL")."""
+
+    def __str__(self) -> str:
+        return f"{type(self).__name__}.{self.name}"
+
+
+class GraphOptimizationLevel(_OrtEnum):
+    """How much kiln optimizes the graph.
+
+    ORT_DISABLE_ALL runs the graph as written; ORT_ENABLE_BASIC and ORT_ENABLE_EXTENDED fold
+    constants, remove dead nodes and fuse layers keeping every tensor NCHW; ORT_ENABLE_LAYOUT and
+    ORT_ENABLE_ALL also run convolutions in kiln's blocked NCHWc layout (the default)."""
+
+    ORT_DISABLE_ALL = 0
+    ORT_ENABLE_BASIC = 1
+    ORT_ENABLE_EXTENDED = 2
+    ORT_ENABLE_LAYOUT = 3
+    ORT_ENABLE_ALL = 99
+
+
+class ExecutionMode(_OrtEnum):
+    """Accepted for compatibility: kiln runs nodes in order, each on the intra-op threads."""
+
+    ORT_SEQUENTIAL = 0
+    ORT_PARALLEL = 1
+
+
+class ExecutionOrder(_OrtEnum):
+    """Accepted for compatibility: kiln always runs nodes in topological order."""
+
+    DEFAULT = 0
+    PRIORITY_BASED = 1
+    MEMORY_EFFICIENT = 2
+
+
+class SessionOptions:
+    """Options of an InferenceSession (onnxruntime.SessionOptions).
+
+    Used by kiln: intra_op_num_threads (0 = one thread per core), graph_optimization_level,
+    enable_profiling and profile_file_prefix, register_custom_ops_library. Accepted and kept but
+    without effect on kiln (see docs/python.md): inter_op_num_threads, execution_mode,
+    execution_order, log_severity_level, log_verbosity_level, logid, enable_cpu_mem_arena,
+    enable_mem_pattern, enable_mem_reuse, use_deterministic_compute (kiln's results do not
+    depend on thread count), session config entries. optimized_model_filepath is accepted, and a
+    warning says that kiln does not write the optimized model."""
+
+    def __init__(self) -> None:
+        self.intra_op_num_threads: int = 0
+        self.inter_op_num_threads: int = 0
+        self.graph_optimization_level: GraphOptimizationLevel = GraphOptimizationLevel.ORT_ENABLE_ALL
+        self.execution_mode: ExecutionMode = ExecutionMode.ORT_SEQUENTIAL
+        self.execution_order: ExecutionOrder = ExecutionOrder.DEFAULT
+        self.log_severity_level: int = -1
+        self.log_verbosity_level: int = 0
+        self.logid: str = ""
+        self.enable_cpu_mem_arena: bool = True
+        self.enable_mem_pattern: bool = True
+        self.enable_mem_reuse: bool = True
+        self.enable_profiling: bool = False
+        self.profile_file_prefix: str = "onnxruntime_profile_"
+        self.optimized_model_filepath: str = ""
+        self.use_deterministic_compute: bool = False
+        self._config_entries: dict[str, str] = {}
+        self._custom_ops_libraries: list[str] = []
+
+    def add_session_config_entry(self, key: str, value: str) -> None:
+        """Stores a session config entry (kiln reads none of them)."""
+        self._config_entries[str(key)] = str(value)
+
+    def get_session_config_entry(self, key: str) -> str:
+        """The value stored for `key`; raises Fail when there is none, as onnxruntime does."""
+        if key not in self._config_entries:
+            raise _kiln.Fail(f"[ONNXRuntimeError] : 1 : FAIL : SessionOptions does not have configuration with key: {key}")
+        return self._config_entries[key]
+
+    def register_custom_ops_library(self, library_path: str) -> None:
+        """Loads a kiln plugin library (.so, see docs/plugins.md) now; its plugins then serve
+        the ops they name in every session."""
+        _kiln.load_plugin_library(str(library_path))
+        self._custom_ops_libraries.append(str(library_path))
+
+    def _kiln_settings(self) -> dict:
+        """The kiln::SessionOptions these options mean (arguments of _kiln.Session)."""
+        level = GraphOptimizationLevel(self.graph_optimization_level)
+        threads = int(self.intra_op_num_threads)
+        if threads < 0:
+            raise _kiln.InvalidArgument(
+                f"[ONNXRuntimeError] : 2 : INVALID_ARGUMENT : intra_op_num_threads must be >= 0 (got {threads})"
+            )
+        return {
+            "threads": threads,
+            "optimize": level != GraphOptimizationLevel.ORT_DISABLE_ALL,
+            "nchwc_layout": level >= GraphOptimizationLevel.ORT_ENABLE_LAYOUT,
+            "profile": bool(self.enable_profiling),
+        }
+
+
+class RunOptions:
+    """Options of one run (onnxruntime.RunOptions). kiln honours `terminate` (a run with it set
+    fails at once, as in onnxruntime); the logging fields and config entries are kept, unused."""
+
+    def __init__(self) -> None:
+        self.log_severity_level: int = -1
+        self.log_verbosity_level: int = 0
+        self.logid: str = ""
+        self.terminate: bool = False
+        self.only_execute_path_to_fetches: bool = False
+        self._config_entries: dict[str, str] = {}
+
+    def add_run_config_entry(self, key: str, value: str) -> None:
+        """Stores a run config entry (kiln reads none of them)."""
+        self._config_entries[str(key)] = str(value)
+
+    def get_run_config_entry(self, key: str) -> str:
+        """The value stored for `key`; raises Fail when there is none."""
+        if key not in self._config_entries:
+            raise _kiln.Fail(f"[ONNXRuntimeError] : 1 : FAIL : RunOptions does not have configuration with key: {key}")
+        return self._config_entries[key]

@@ -1,0 +1,1 @@
+"""onnxruntime.capi's place in kiln: the modules packages import from it."""

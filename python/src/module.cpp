@@ -1,0 +1,11 @@
+// kiln._kiln: the compiled half of the kiln Python package (python/kiln is the other).
+#include "bindings.h"
+
+NB_MODULE(_kiln, m) {
+  m.doc() = "kiln's compiled bindings; use the kiln package, which wraps them.";
+  m.attr("__version__") = KILN_VERSION;
+  kiln::python::bindErrors(m);
+  kiln::python::bindTensors(m);
+  kiln::python::bindSession(m);
+  kiln::python::bindPlugins(m);
+}

@@ -1,0 +1,38 @@
+// Collects each layer's time of every run, for InferenceSession.end_profiling's Chrome trace.
+#pragma once
+#include <chrono>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "kiln/profiler.h"
+
+namespace kiln::python {
+
+/// One Chrome-trace "complete" event: a layer's kernel or a whole run.
+struct TraceEvent {
+  std::string name;
+  std::string category;  // "Node" or "Session"
+  std::string opType;    // the layer's op type ("" for a run)
+  std::string shapes;    // the layer's input shapes
+  double startUs = 0;    // since the profiler was made
+  double durationUs = 0;
+  int thread = 0;
+};
+
+class TraceProfiler : public IProfiler {
+ public:
+  void reportLayerTime(const LayerTiming& timing) override;
+  /// Records a whole run that started at `start`, ending now.
+  void recordRun(std::chrono::steady_clock::time_point start);
+  /// The events so far, in the order they ended; clears them.
+  std::vector<TraceEvent> take();
+
+ private:
+  void add(TraceEvent event, std::chrono::steady_clock::time_point end, double durationUs);
+  const std::chrono::steady_clock::time_point origin_ = std::chrono::steady_clock::now();
+  std::mutex mutex_;
+  std::vector<TraceEvent> events_;
+};
+
+}  // namespace kiln::python
