@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "core/aligned_memory.h"
+#include "engine/subgraph.h"
 #include "kiln/error.h"
 #include "plugin/plugin_node.h"
 
@@ -141,7 +142,7 @@ Executor::Executor(std::shared_ptr<const ir::Graph> graph, ir::Graph* freeCopied
 
   for (size_t i = 0; i < graph_->nodes.size(); ++i) {
     const ir::Node& node = graph_->nodes[i];
-    cpu::KernelCreateInfo info{node, {}, {}, {}};
+    cpu::KernelCreateInfo info{node, {}, {}, {}, &executorSubgraphRunners()};
     for (int id : node.inputs) {
       const ir::Value* v = id == ir::kNoValue ? nullptr : &graph_->value(id);
       info.inputTypes.push_back(v ? &v->type : nullptr);

@@ -13,6 +13,8 @@
 
 namespace kiln::cpu {
 
+class SubgraphRunnerFactory;  // backends/cpu/subgraph_runner.h
+
 /// Memory planned for one node output (an arena slot or a caller's buffer); data == nullptr: none.
 struct OutputStorage {
   void* data = nullptr;
@@ -71,6 +73,9 @@ struct KernelCreateInfo {
     ownCopies[i] = true;
   }
   mutable std::vector<bool> ownCopies;  // per input, filled by keepsOwnCopyOf
+  /// Makes the runners of control-flow bodies (If, Loop, Scan, SequenceMap); set by whoever
+  /// creates kernels (the engine's executor, constant folding).
+  const SubgraphRunnerFactory* subgraphs = nullptr;
 };
 
 using KernelFactory = std::function<KernelFn(const KernelCreateInfo&)>;
