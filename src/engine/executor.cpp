@@ -109,7 +109,8 @@ Executor::Executor(std::shared_ptr<const ir::Graph> graph) : Executor(std::move(
 
 Executor::Executor(std::shared_ptr<ir::Graph> graph, FreeCopiedWeights) : Executor(graph, graph.get()) {}
 
-Executor::Executor(std::shared_ptr<const ir::Graph> graph, ir::Graph* freeCopiedWeightsIn) : graph_(std::move(graph)) {
+Executor::Executor(std::shared_ptr<const ir::Graph> graph, ir::Graph* freeCopiedWeightsIn)
+    : graph_(std::move(graph)), shapes_(*graph_) {
   auto problems = findUnsupportedNodes(*graph_);
   if (!problems.empty()) throwUnsupported(problems);
 
@@ -204,7 +205,7 @@ void Executor::preparePlan(const std::vector<std::pair<int, Tensor>>& inputs, Ex
   memory.plan_ = MemoryPlan{};
   std::vector<ir::TypeInfo> types;
   try {
-    memory.plan_ = planMemoryForInputShapes(g, memory.signature_, &types);
+    memory.plan_ = planMemoryForInputShapes(g, shapes_, memory.signature_, &types);
   } catch (const Error&) {
     // Shapes the graph rejects: run unplanned, so the failing node reports the problem itself.
   }
