@@ -86,7 +86,7 @@ class KernelRegistry {
   void add(const std::string& domain, const std::string& opType, KernelFactory factory);
   /// The factory registered for (domain, opType), or else the fallback's answer (plugins).
   const KernelFactory* find(const std::string& domain, const std::string& opType) const;
-  /// Asked by find for an op with no registered kernel (src/plugin sets it at load time).
+  /// Asked by find for an op with no registered kernel (kernels/plugin_kernel.cpp sets it at load time).
   using Fallback = std::function<const KernelFactory*(const std::string& domain, const std::string& opType)>;
   void setFallback(Fallback fallback) { fallback_ = std::move(fallback); }
 
