@@ -22,6 +22,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -359,5 +360,15 @@ struct SimplePluginRegistrar {
 /// Registers a SimplePlugin under a name (and optionally a version and a namespace).
 #define KILN_REGISTER_SIMPLE_PLUGIN(Plugin, ...) \
   static ::kiln::SimplePluginRegistrar<Plugin> KILN_PLUGIN_CONCAT(kilnSimplePluginRegistrar_, __COUNTER__)(__VA_ARGS__)
+
+// ---------------------------------------------------------------------------------------------
+// Threads
+
+/// Splits [0, count) into contiguous ranges and calls fn(begin, end) once per range, on the
+/// intra-op threads of the execution context that runs the plugin (called from enqueue), or as
+/// one call fn(0, count) on the caller when there are none. Returns once every range is done;
+/// fn must be safe to run on several threads at once and must not throw (report errors through
+/// state that enqueue checks afterwards).
+void parallelFor(int64_t count, const std::function<void(int64_t begin, int64_t end)>& fn);
 
 }  // namespace kiln

@@ -7,7 +7,6 @@
 #include "backends/cpu/thread_pool.h"
 #include "engine/api_guard.h"
 #include "engine/engine_impl.h"
-#include "ir/op_schema.h"
 
 namespace kiln {
 
@@ -233,9 +232,10 @@ Result<Dims> ExecutionContext::getTensorShape(const std::string& name) const {
       if (impl_->boundInputs[index].defined()) return impl_->boundInputs[index].shape();
       return impl_->shapes[index] ? *impl_->shapes[index] : p.io[index].dims;
     }
-    // Infer the output from the current input shapes, as the run will.
-    ir::Graph graph = *p.graph;
+    // Resolve the output from the current input shapes with the engine's shape program, as the
+    // run will (no copy of the graph).
     std::vector<Shape> current(p.io.size());
+    std::vector<std::pair<int, Shape>> inputShapes;
     for (size_t i = 0; i < p.io.size(); ++i) {
       if (p.io[i].mode != TensorIOMode::kINPUT) continue;
       bool known = impl_->boundInputs[i].defined() || impl_->shapes[i] || !p.io[i].hasDefault;
@@ -245,11 +245,11 @@ Result<Dims> ExecutionContext::getTensorShape(const std::string& name) const {
       } catch (const Error&) {
         continue;  // still dynamic: its dims stay unknown
       }
-      graph.value(p.io[i].valueId).type.shape = ir::symShapeOf(current[i]);
+      inputShapes.emplace_back(p.io[i].valueId, current[i]);
     }
     if (impl_->outputs[index].defined() && current == impl_->lastRunInputShapes) return impl_->outputs[index].shape();
-    ir::inferShapes(graph);
-    const auto& type = graph.value(p.io[index].valueId).type;
+    const ShapeProgram::Resolution resolved = impl_->engine->executor->shapeProgram().resolve(inputShapes);
+    const ir::TypeInfo& type = resolved.types[static_cast<size_t>(p.io[index].valueId)];
     if (!type.shape) return Dims{};
     Dims dims;
     for (const ir::Dim& d : *type.shape) dims.push_back(d.isKnown() ? d.value : -1);

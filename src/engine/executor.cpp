@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "core/aligned_memory.h"
+#include "engine/subgraph.h"
 #include "kiln/error.h"
 #include "plugin/plugin_node.h"
 
@@ -108,7 +109,8 @@ Executor::Executor(std::shared_ptr<const ir::Graph> graph) : Executor(std::move(
 
 Executor::Executor(std::shared_ptr<ir::Graph> graph, FreeCopiedWeights) : Executor(graph, graph.get()) {}
 
-Executor::Executor(std::shared_ptr<const ir::Graph> graph, ir::Graph* freeCopiedWeightsIn) : graph_(std::move(graph)) {
+Executor::Executor(std::shared_ptr<const ir::Graph> graph, ir::Graph* freeCopiedWeightsIn)
+    : graph_(std::move(graph)), shapes_(*graph_) {
   auto problems = findUnsupportedNodes(*graph_);
   if (!problems.empty()) throwUnsupported(problems);
 
@@ -141,7 +143,7 @@ Executor::Executor(std::shared_ptr<const ir::Graph> graph, ir::Graph* freeCopied
 
   for (size_t i = 0; i < graph_->nodes.size(); ++i) {
     const ir::Node& node = graph_->nodes[i];
-    cpu::KernelCreateInfo info{node, {}, {}, {}};
+    cpu::KernelCreateInfo info{node, {}, {}, {}, &executorSubgraphRunners()};
     for (int id : node.inputs) {
       const ir::Value* v = id == ir::kNoValue ? nullptr : &graph_->value(id);
       info.inputTypes.push_back(v ? &v->type : nullptr);
@@ -203,7 +205,7 @@ void Executor::preparePlan(const std::vector<std::pair<int, Tensor>>& inputs, Ex
   memory.plan_ = MemoryPlan{};
   std::vector<ir::TypeInfo> types;
   try {
-    memory.plan_ = planMemoryForInputShapes(g, memory.signature_, &types);
+    memory.plan_ = planMemoryForInputShapes(g, shapes_, memory.signature_, &types);
   } catch (const Error&) {
     // Shapes the graph rejects: run unplanned, so the failing node reports the problem itself.
   }

@@ -8,6 +8,7 @@
 
 #include "backends/cpu/kernel.h"
 #include "engine/memory_plan.h"
+#include "engine/shape_program.h"
 #include "ir/graph.h"
 #include "ir/op_schema.h"
 #include "kiln/profiler.h"
@@ -110,6 +111,8 @@ class Executor {
            const std::vector<OutputBuffer>& outputBuffers, IProfiler* profiler, std::vector<Tensor>& results) const;
 
   const ir::Graph& graph() const { return *graph_; }
+  /// Resolves the graph's shapes when the input shapes change (compiled with the executor).
+  const ShapeProgram& shapeProgram() const { return shapes_; }
 
   /// Constants every reader of which keeps its own transformed copy (see
   /// KernelCreateInfo::keepsOwnCopyOf): their values are never read at run time, only their shape.
@@ -136,6 +139,7 @@ class Executor {
                     std::vector<Tensor>& results) const;
 
   std::shared_ptr<const ir::Graph> graph_;
+  ShapeProgram shapes_;  // made before the kernels, which may free the weights they copy
   std::vector<Step> steps_;
   std::vector<bool> isNodeOutput_;  // per value id
   std::vector<std::pair<int, int>> producerOf_;  // per value id: (step, output index), (-1, -1) if none

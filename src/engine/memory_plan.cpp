@@ -6,7 +6,6 @@
 
 #include "ir/node_attrs.h"
 #include "ir/op_schema.h"
-#include "opt/passes.h"
 
 namespace kiln {
 
@@ -14,16 +13,16 @@ namespace {
 
 uint64_t alignUp(uint64_t bytes) { return (bytes + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment; }
 
-uint64_t concreteBytes(const ir::Value& v) {
-  if (!v.type.shape || v.type.dtype == DataType::kUndefined || v.type.dtype == DataType::kString) return 0;
-  auto shape = ir::concreteShape(*v.type.shape);
+uint64_t concreteBytes(const ir::TypeInfo& type) {
+  if (!type.shape || type.dtype == DataType::kUndefined || type.dtype == DataType::kString) return 0;
+  auto shape = ir::concreteShape(*type.shape);
   if (!shape) return 0;  // depends on data: not known before the run
   uint64_t n = 1;
   for (int64_t d : *shape) {
     if (d < 0) return 0;
     n *= static_cast<uint64_t>(d);
   }
-  return n * dataTypeSize(v.type.dtype);
+  return n * dataTypeSize(type.dtype);
 }
 
 // A tensor to place: its storage's size and the steps from its producer to its last reader.
@@ -41,13 +40,14 @@ struct Slab {
   uint64_t offset = 0;  // bytes from the start of that slot
 };
 
-std::optional<Shape> staticShapeOf(const ir::Value& v) {
-  if (!v.type.shape || v.type.isSequence || v.type.isOptional) return std::nullopt;
-  return ir::concreteShape(*v.type.shape);
+std::optional<Shape> staticShapeOf(const ir::TypeInfo& type) {
+  if (!type.shape || type.isSequence || type.isOptional) return std::nullopt;
+  return ir::concreteShape(*type.shape);
 }
 
 // What planMemory knows of every value when it looks for Concats to compute in place.
 struct Lifetimes {
+  const std::vector<ir::TypeInfo>& types;  // per value id
   const std::vector<int>& producer;
   const std::vector<bool>& excluded;  // roots handed to the caller
 };
@@ -72,8 +72,8 @@ std::vector<uint64_t> concatSlabs(const ir::Graph& graph, const MemoryPlan& plan
   }
   const int out = node.outputs[0];
   if (!ownsArenaSlot(graph, plan, life, out) || isContainer[static_cast<size_t>(out)]) return {};
-  const ir::Value& outValue = graph.value(out);
-  const auto outShape = staticShapeOf(outValue);
+  const ir::TypeInfo& outType = life.types[static_cast<size_t>(out)];
+  const auto outShape = staticShapeOf(outType);
   if (!outShape || outShape->empty()) return {};
   const auto rank = static_cast<int64_t>(outShape->size());
   int64_t axis = ir::attrInt(node, "axis", 0);
@@ -90,9 +90,9 @@ std::vector<uint64_t> concatSlabs(const ir::Graph& graph, const MemoryPlan& plan
         isContainer[static_cast<size_t>(id)] || std::count(node.inputs.begin(), node.inputs.end(), id) > 1) {
       return {};
     }
-    const ir::Value& v = graph.value(id);
-    const auto shape = staticShapeOf(v);
-    if (v.type.dtype != outValue.type.dtype || !shape || shape->size() != outShape->size()) return {};
+    const ir::TypeInfo& type = life.types[static_cast<size_t>(id)];
+    const auto shape = staticShapeOf(type);
+    if (type.dtype != outType.dtype || !shape || shape->size() != outShape->size()) return {};
     for (size_t d = 0; d < shape->size(); ++d)
       if (static_cast<int64_t>(d) != axis && (*shape)[d] != (*outShape)[d]) return {};
     if (offset % kArenaAlignment != 0) return {};
@@ -130,6 +130,12 @@ bool sharesInputStorage(const ir::Node& node, size_t index) {
 }
 
 MemoryPlan planMemory(const ir::Graph& graph) {
+  std::vector<ir::TypeInfo> types;
+  for (const ir::Value& v : graph.values) types.push_back(v.type);
+  return planMemory(graph, types);
+}
+
+MemoryPlan planMemory(const ir::Graph& graph, const std::vector<ir::TypeInfo>& types) {
   const size_t n = graph.values.size();
   const int end = static_cast<int>(graph.nodes.size());
   MemoryPlan plan;
@@ -138,7 +144,7 @@ MemoryPlan planMemory(const ir::Graph& graph) {
   plan.storageOf.resize(n);
   for (size_t id = 0; id < n; ++id) {
     plan.storageOf[id] = static_cast<int>(id);
-    plan.bytes[id] = concreteBytes(graph.values[id]);
+    plan.bytes[id] = concreteBytes(types[id]);
   }
 
   std::vector<int> producer(n, -1), lastUse(n, -1);
@@ -171,7 +177,7 @@ MemoryPlan planMemory(const ir::Graph& graph) {
   std::vector<bool> isContainer(n, false);
   std::vector<int> storageFirst = producer;
   plan.inPlaceConcat.assign(static_cast<size_t>(end), false);
-  const Lifetimes life{producer, excluded};
+  const Lifetimes life{types, producer, excluded};
   for (int i = 0; i < end; ++i) {
     const ir::Node& node = graph.nodes[static_cast<size_t>(i)];
     std::vector<uint64_t> offsets = concatSlabs(graph, plan, life, slabs, isContainer, node);
@@ -212,7 +218,7 @@ MemoryPlan planMemory(const ir::Graph& graph) {
         shared |= j != k && node.inputs[j] != ir::kNoValue && plan.storageOf[static_cast<size_t>(node.inputs[j])] == root;
       if (shared || !arenaOwned(root) || storageLast[r] != i || plan.bytes[r] != plan.bytes[static_cast<size_t>(out)] ||
           plan.bytes[static_cast<size_t>(in)] != plan.bytes[r] ||
-          graph.value(in).type.dtype != graph.value(out).type.dtype) {
+          types[static_cast<size_t>(in)].dtype != types[static_cast<size_t>(out)].dtype) {
         continue;
       }
       for (int& s : plan.storageOf)
@@ -280,30 +286,18 @@ MemoryPlan planMemory(const ir::Graph& graph) {
   return plan;
 }
 
+MemoryPlan planMemoryForInputShapes(const ir::Graph& graph, const ShapeProgram& shapes,
+                                    const std::vector<std::pair<int, Shape>>& inputShapes,
+                                    std::vector<ir::TypeInfo>* resolvedTypes) {
+  ShapeProgram::Resolution resolved = shapes.resolve(inputShapes);
+  MemoryPlan plan = planMemory(graph, resolved.types);
+  if (resolvedTypes) *resolvedTypes = std::move(resolved.types);
+  return plan;
+}
+
 MemoryPlan planMemoryForInputShapes(const ir::Graph& graph, const std::vector<std::pair<int, Shape>>& inputShapes,
                                     std::vector<ir::TypeInfo>* resolvedTypes) {
-  ir::Graph g = graph;
-  for (const auto& [id, shape] : inputShapes)
-    if (!g.value(id).type.isSequence) g.value(id).type.shape = ir::symShapeOf(shape);  // sequences have no shape
-  // Forget the types recorded at build time (symbolic dims): infer them all from these shapes.
-  for (ir::Node& node : g.nodes)
-    for (int id : node.outputs)
-      if (id != ir::kNoValue) g.value(id).type = ir::TypeInfo{};
-  ir::inferShapes(g);
-  // Shapes computed in the graph (Shape -> Gather -> Concat -> Reshape, as PyTorch exports them)
-  // are known only once those values are: fold them on another copy and take its types. The plan
-  // keeps g's nodes, which are the ones the executor runs.
-  ir::Graph folded = g;
-  opt::foldConstants(folded);
-  for (size_t id = 0; id < g.values.size() && id < folded.values.size(); ++id) {
-    const ir::TypeInfo& known = folded.values[id].type;
-    if (known.shape && ir::concreteShape(*known.shape) && known.dtype != DataType::kUndefined) g.values[id].type = known;
-  }
-  if (resolvedTypes) {
-    resolvedTypes->clear();
-    for (const ir::Value& v : g.values) resolvedTypes->push_back(v.type);
-  }
-  return planMemory(g);
+  return planMemoryForInputShapes(graph, ShapeProgram(graph), inputShapes, resolvedTypes);
 }
 
 MemoryPlan planMemoryAtProfile(const plan::Plan& plan, int profile, OptProfileSelector which) {

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "engine/plan_format.h"
+#include "engine/shape_program.h"
 #include "ir/graph.h"
 #include "kiln/tensor.h"
 
@@ -55,10 +56,16 @@ bool sharesInputStorage(const ir::Node& node, size_t index);
 
 /// Plans a graph whose value types are already resolved for one set of input shapes.
 MemoryPlan planMemory(const ir::Graph& graph);
+/// The same with the value types given apart from the graph (per value id).
+MemoryPlan planMemory(const ir::Graph& graph, const std::vector<ir::TypeInfo>& types);
 
-/// Resolves every value's type from the given input shapes (by value id) on a copy of the graph,
-/// then plans it. Throws the shape inference error when the shapes do not fit the graph.
-/// `resolvedTypes`, when given, receives those types (per value id).
+/// Resolves every value's type from the given input shapes (by value id) with the graph's shape
+/// program (no copy of the graph), then plans it. Throws the shape inference error when the
+/// shapes do not fit the graph. `resolvedTypes`, when given, receives those types (per value id).
+MemoryPlan planMemoryForInputShapes(const ir::Graph& graph, const ShapeProgram& shapes,
+                                    const std::vector<std::pair<int, Shape>>& inputShapes,
+                                    std::vector<ir::TypeInfo>* resolvedTypes = nullptr);
+/// The same, compiling the graph's shape program for this one call.
 MemoryPlan planMemoryForInputShapes(const ir::Graph& graph, const std::vector<std::pair<int, Shape>>& inputShapes,
                                     std::vector<ir::TypeInfo>* resolvedTypes = nullptr);
 

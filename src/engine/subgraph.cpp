@@ -4,10 +4,10 @@
 
 namespace kiln {
 
-SubgraphRunner::SubgraphRunner(std::shared_ptr<const ir::Graph> graph) : executor_(std::move(graph)) {}
+ExecutorSubgraphRunner::ExecutorSubgraphRunner(std::shared_ptr<const ir::Graph> graph) : executor_(std::move(graph)) {}
 
-std::vector<Tensor> SubgraphRunner::run(const std::vector<Tensor>& inputs,
-                                        const std::vector<const Tensor*>& outer) const {
+std::vector<Tensor> ExecutorSubgraphRunner::run(const std::vector<Tensor>& inputs,
+                                                const std::vector<const Tensor*>& outer) const {
   const ir::Graph& g = graph();
   if (inputs.size() != g.inputs.size() || outer.size() != g.outerInputs.size()) {
     throw Error(ErrorCode::kRuntimeError, "subgraph '" + g.name + "' takes " + std::to_string(g.inputs.size()) +
@@ -21,6 +21,22 @@ std::vector<Tensor> SubgraphRunner::run(const std::vector<Tensor>& inputs,
     if (g.outerInputs[i] != ir::kNoValue && outer[i]) bound.emplace_back(g.outerInputs[i], *outer[i]);
   for (size_t i = 0; i < inputs.size(); ++i) bound.emplace_back(g.inputs[i], inputs[i]);
   return executor_.run(bound);
+}
+
+namespace {
+
+class ExecutorSubgraphRunnerFactory final : public cpu::SubgraphRunnerFactory {
+ public:
+  std::shared_ptr<const cpu::SubgraphRunner> makeRunner(std::shared_ptr<const ir::Graph> body) const override {
+    return std::make_shared<ExecutorSubgraphRunner>(std::move(body));
+  }
+};
+
+}  // namespace
+
+const cpu::SubgraphRunnerFactory& executorSubgraphRunners() {
+  static const ExecutorSubgraphRunnerFactory factory;
+  return factory;
 }
 
 }  // namespace kiln

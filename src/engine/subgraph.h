@@ -1,27 +1,28 @@
-// Runs a control-flow body (If branch, Loop/Scan body) from inside a kernel.
+// The engine's runner of control-flow bodies (If branch, Loop/Scan body): an Executor over the
+// body, handed to control-flow kernels through KernelCreateInfo::subgraphs.
 #pragma once
 #include <memory>
 #include <vector>
 
+#include "backends/cpu/subgraph_runner.h"
 #include "engine/executor.h"
 
 namespace kiln {
 
-class SubgraphRunner {
+class ExecutorSubgraphRunner final : public cpu::SubgraphRunner {
  public:
   /// Prepares the kernels of every node of the subgraph; throws listing unsupported nodes.
-  explicit SubgraphRunner(std::shared_ptr<const ir::Graph> graph);
+  explicit ExecutorSubgraphRunner(std::shared_ptr<const ir::Graph> graph);
 
-  const ir::Graph& graph() const { return executor_.graph(); }
-  size_t numInputs() const { return graph().inputs.size(); }
-  size_t numOutputs() const { return graph().outputs.size(); }
-
-  /// Runs the subgraph: `inputs` bind its graph inputs in order, `outer` its outerInputs (the
-  /// owning node's implicit inputs, in order). Returns its outputs in order.
-  std::vector<Tensor> run(const std::vector<Tensor>& inputs, const std::vector<const Tensor*>& outer) const;
+  const ir::Graph& graph() const override { return executor_.graph(); }
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs, const std::vector<const Tensor*>& outer) const override;
 
  private:
   Executor executor_;
 };
+
+/// The factory every kernel the engine (or constant folding) creates is given: bodies run on an
+/// Executor of their own, whose control-flow kernels get this factory again.
+const cpu::SubgraphRunnerFactory& executorSubgraphRunners();
 
 }  // namespace kiln

@@ -1,5 +1,6 @@
 // kiln's network IR: values (named tensors with dtype and symbolic shape) and nodes in topological order.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -55,6 +56,20 @@ struct Node {
   size_t numExplicitInputs() const { return explicitInputs < 0 ? inputs.size() : static_cast<size_t>(explicitInputs); }
 };
 
+/// Counts the copies of graphs made in this process (copy construction and assignment; moves do
+/// not count), so that tests can check that the runtime copies no graph once an engine is built.
+struct GraphCopyCounter {
+  GraphCopyCounter() = default;
+  GraphCopyCounter(const GraphCopyCounter&) { copies.fetch_add(1, std::memory_order_relaxed); }
+  GraphCopyCounter(GraphCopyCounter&&) noexcept = default;
+  GraphCopyCounter& operator=(const GraphCopyCounter&) {
+    copies.fetch_add(1, std::memory_order_relaxed);
+    return *this;
+  }
+  GraphCopyCounter& operator=(GraphCopyCounter&&) noexcept = default;
+  static inline std::atomic<uint64_t> copies{0};
+};
+
 struct Graph {
   std::string name;
   std::vector<Value> values;
@@ -65,6 +80,7 @@ struct Graph {
   /// implicit inputs; kNoValue where this subgraph does not read that input.
   std::vector<int> outerInputs;
   std::unordered_map<std::string, int> valueIds;
+  GraphCopyCounter copyCounter;
 
   int findValue(const std::string& name) const;
   /// Adds a value (names must be unique) and returns its id.

@@ -131,6 +131,19 @@ TypeInfo mergeTypes(const TypeInfo& declared, const TypeInfo& inferred) {
 
 }  // namespace
 
+void inferNodeTypes(const Graph& graph, const Node& node, const OpSchema& schema,
+                    std::vector<const TypeInfo*> inputTypes, std::vector<const Tensor*> inputValues,
+                    const std::vector<TypeInfo*>& outputTypes) {
+  std::vector<std::string> names;
+  for (int id : node.inputs) names.push_back(id == kNoValue ? std::string() : graph.value(id).name);
+  checkInputTypes(node, opTypesOf(schema), inputTypes, names);
+  std::vector<TypeInfo> outputs(node.outputs.size());
+  InferContext ctx(node, std::move(inputTypes), std::move(inputValues), outputs);
+  schema.infer(ctx);
+  for (size_t i = 0; i < node.outputs.size() && i < outputTypes.size(); ++i)
+    if (outputTypes[i]) *outputTypes[i] = mergeTypes(*outputTypes[i], outputs[i]);
+}
+
 void inferShapes(Graph& graph) {
   for (Node& node : graph.nodes) {
     const OpSchema* schema = OpSchemaRegistry::global().find(node.domain, node.opType, node.opset);
@@ -141,17 +154,9 @@ void inferShapes(Graph& graph) {
       types.push_back(id == kNoValue ? nullptr : &graph.value(id).type);
       values.push_back(id == kNoValue || !graph.value(id).constant ? nullptr : &*graph.value(id).constant);
     }
-    std::vector<std::string> names;
-    for (int id : node.inputs) names.push_back(id == kNoValue ? std::string() : graph.value(id).name);
-    checkInputTypes(node, opTypesOf(*schema), types, names);
-    std::vector<TypeInfo> outputs(node.outputs.size());
-    InferContext ctx(node, std::move(types), std::move(values), outputs);
-    schema->infer(ctx);
-    for (size_t i = 0; i < node.outputs.size(); ++i) {
-      if (node.outputs[i] == kNoValue) continue;
-      Value& v = graph.value(node.outputs[i]);
-      v.type = mergeTypes(v.type, outputs[i]);
-    }
+    std::vector<TypeInfo*> outputs;
+    for (int id : node.outputs) outputs.push_back(id == kNoValue ? nullptr : &graph.value(id).type);
+    inferNodeTypes(graph, node, *schema, std::move(types), std::move(values), outputs);
   }
 }
 

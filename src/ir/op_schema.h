@@ -101,6 +101,15 @@ struct OpSchemaRegistrar {
 #define KILN_REGISTER_OP_SCHEMA(...) \
   static ::kiln::ir::OpSchemaRegistrar KILN_CONCAT(kilnOpSchema_, __COUNTER__)(::kiln::ir::OpSchema __VA_ARGS__)
 
+/// Shape/type inference of one node of `graph`: checks the input types (nullptr: omitted) against
+/// the schema, infers from them and the known input values (nullptr: unknown), and merges each
+/// output's result into *outputTypes[k] (nullptr: omitted), keeping what it held where inference
+/// knows less. inferShapes runs it on the graph's own types; the runtime's shape programs on a
+/// table of types of its own, so that the graph is never copied.
+void inferNodeTypes(const Graph& graph, const Node& node, const OpSchema& schema,
+                    std::vector<const TypeInfo*> inputTypes, std::vector<const Tensor*> inputValues,
+                    const std::vector<TypeInfo*>& outputTypes);
+
 /// Runs shape/type inference over the whole graph in order (nodes must be sorted).
 /// Declared output types are kept where inference knows less.
 void inferShapes(Graph& graph);

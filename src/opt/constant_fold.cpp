@@ -2,6 +2,7 @@
 
 #include "backends/cpu/kernel.h"
 #include "engine/executor.h"
+#include "engine/subgraph.h"
 #include "opt/passes.h"
 
 namespace kiln::opt {
@@ -57,7 +58,7 @@ int foldPass(ir::Graph& graph) {
     }
     std::vector<Tensor> values = foldingInputs(graph, node);
     std::vector<const Tensor*> inputs;
-    cpu::KernelCreateInfo info{node, {}, {}};
+    cpu::KernelCreateInfo info{node, {}, {}, {}, &executorSubgraphRunners()};
     for (size_t k = 0; k < node.inputs.size(); ++k) {
       int id = node.inputs[k];
       inputs.push_back(id == ir::kNoValue ? nullptr : &values[k]);

@@ -1,5 +1,5 @@
-// IPlugin's default behaviour, and the fallbacks through which the schema and kernel registries
-// find plugin nodes.
+// IPlugin's default behaviour, and the fallback through which the schema registry finds plugin
+// nodes (the kernel registry's is backends/cpu/kernels/plugin_kernel.cpp).
 #include "ir/op_schema.h"
 #include "kiln/plugin.h"
 #include "plugin/plugin_schema.h"
@@ -31,23 +31,15 @@ const ir::OpSchema& pluginSchema() {
   return schema;
 }
 
-const cpu::KernelFactory& pluginKernelFactory() {
-  static const cpu::KernelFactory factory = makePluginKernel;
-  return factory;
-}
-
-struct InstallFallbacks {
-  InstallFallbacks() {
+struct InstallFallback {
+  InstallFallback() {
     ir::OpSchemaRegistry::global().setFallback([](const std::string& domain, const std::string& opType) {
       return PluginRegistry::global().hasPlugin(opType, domain) ? &pluginSchema() : nullptr;
-    });
-    cpu::KernelRegistry::global().setFallback([](const std::string& domain, const std::string& opType) {
-      return PluginRegistry::global().hasPlugin(opType, domain) ? &pluginKernelFactory() : nullptr;
     });
   }
 };
 
-const InstallFallbacks installFallbacks;
+const InstallFallback installFallback;
 
 }  // namespace
 

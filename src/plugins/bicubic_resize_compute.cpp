@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "backends/cpu/thread_pool.h"
+#include "kiln/plugin.h"
 
 namespace kiln::plugins {
 namespace {
@@ -48,7 +48,7 @@ void bicubicResize(const float* input, float* output, int64_t planes, int64_t in
                    const BicubicAxisPlan& rows, const BicubicAxisPlan& cols) {
   const int64_t outH = static_cast<int64_t>(rows.index.size());
   const int64_t outW = static_cast<int64_t>(cols.index.size());
-  cpu::parallelFor(planes * outH, [&](int64_t begin, int64_t end) {
+  parallelFor(planes * outH, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       const int64_t plane = r / outH, y = r % outH;
       const float* src = input + plane * inH * inW;

@@ -29,7 +29,7 @@ BicubicAxisPlan planBicubicAxis(int64_t inLen, int64_t outLen, bool alignCorners
 
 /// Resizes planes (= N * C) contiguous inH x inW float planes of `input` to outH x outW planes of
 /// `output`, with rows = planBicubicAxis(inH, outH, ..) and cols = planBicubicAxis(inW, outW, ..).
-/// Split over the current thread pool by output rows. Allocates nothing.
+/// Split over the threads by output rows (kiln::parallelFor). Allocates nothing.
 void bicubicResize(const float* input, float* output, int64_t planes, int64_t inH, int64_t inW,
                    const BicubicAxisPlan& rows, const BicubicAxisPlan& cols);
 

@@ -6,8 +6,7 @@
 #include <string>
 #include <utility>
 
-#include "backends/cpu/gemm/sgemm.h"
-#include "backends/cpu/thread_pool.h"
+#include "kiln/plugin.h"
 
 namespace kiln::plugins {
 namespace {
@@ -35,6 +34,28 @@ float sampleBilinear(const float* plane, int64_t height, int64_t width, float y,
   const float v10 = (y1 < height && x0 >= 0) ? plane[y1 * width + x0] : 0.0f;
   const float v11 = (y1 < height && x1 < width) ? plane[y1 * width + x1] : 0.0f;
   return hy * hx * v00 + hy * lx * v01 + ly * hx * v10 + ly * lx * v11;
+}
+
+// Columns of C computed together: a block of B (depth x kColumnBlock floats) stays in cache while
+// every row of A is multiplied into it.
+constexpr int64_t kColumnBlock = 256;
+
+// C[m x n] += A[m x k] * B[k x n], all row-major and dense; split over the threads by blocks of
+// C's columns and rows. The innermost loop runs along a row of B, so the compiler vectorizes it.
+void multiplyAdd(int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c) {
+  const int64_t columnBlocks = (n + kColumnBlock - 1) / kColumnBlock;
+  parallelFor(columnBlocks * m, [&](int64_t begin, int64_t end) {
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t j0 = (task / m) * kColumnBlock, j1 = std::min(n, j0 + kColumnBlock);
+      const int64_t i = task % m;
+      float* row = c + i * n;
+      for (int64_t p = 0; p < k; ++p) {
+        const float scale = a[i * k + p];
+        const float* source = b + p * n;
+        for (int64_t j = j0; j < j1; ++j) row[j] += scale * source[j];
+      }
+    }
+  });
 }
 
 }  // namespace
@@ -107,7 +128,7 @@ void deformableIm2col(const DeformConv2dParams& p, const float* image, const flo
   const int64_t taps = p.kernelHeight * p.kernelWidth;
   const int64_t channelsPerOffsetGroup = p.inChannels / p.offsetGroups;
   // One column row per (input channel, kernel tap), in the weight's (c, i, j) order.
-  cpu::parallelFor(p.inChannels * taps, [&](int64_t begin, int64_t end) {
+  parallelFor(p.inChannels * taps, [&](int64_t begin, int64_t end) {
     for (int64_t row = begin; row < end; ++row) {
       const int64_t c = row / taps, tap = row % taps;
       const int64_t i = tap / p.kernelWidth, j = tap % p.kernelWidth;
@@ -141,12 +162,11 @@ void deformConv2d(const DeformConv2dParams& p, const float* input, const float* 
     const float* imageMask = mask ? mask + n * p.offsetGroups * taps * pixels : nullptr;
     deformableIm2col(p, image, offset + n * 2 * p.offsetGroups * taps * pixels, imageMask, columns);
     float* out = output + n * p.outChannels * pixels;
-    if (bias) {
-      for (int64_t o = 0; o < p.outChannels; ++o) std::fill(out + o * pixels, out + (o + 1) * pixels, bias[o]);
-    }
+    for (int64_t o = 0; o < p.outChannels; ++o)
+      std::fill(out + o * pixels, out + (o + 1) * pixels, bias ? bias[o] : 0.0f);
     for (int64_t g = 0; g < p.groups; ++g) {
-      cpu::sgemm(false, false, outPerGroup, pixels, depth, 1.0f, weight + g * outPerGroup * depth, depth,
-                 columns + g * depth * pixels, pixels, bias ? 1.0f : 0.0f, out + g * outPerGroup * pixels, pixels);
+      multiplyAdd(outPerGroup, pixels, depth, weight + g * outPerGroup * depth, columns + g * depth * pixels,
+                  out + g * outPerGroup * pixels);
     }
   }
 }

@@ -53,7 +53,7 @@ Result<DeformConv2dParams> deformConv2dParams(const std::string& node, const Def
 int64_t deformConv2dColumnsSize(const DeformConv2dParams& p);
 
 /// Fills columns (Cin * kH * kW rows of outH * outW) with the masked, bilinearly sampled taps of
-/// one image; mask may be null (every tap weighs 1). Split over the current thread pool.
+/// one image; mask may be null (every tap weighs 1). Split over the threads (kiln::parallelFor).
 void deformableIm2col(const DeformConv2dParams& p, const float* image, const float* offset, const float* mask,
                       float* columns);
 

@@ -8,7 +8,7 @@
 namespace kiln::plugins {
 
 /// y[i] = x[i] * sigmoid(x[i]) for i in [0, count), within a few float ulp; y may equal x.
-/// Split over the current thread pool (cpu::currentThreadPool) when there is one.
+/// Split over the threads of the context running the plugin (kiln::parallelFor).
 void myselu(const float* x, float* y, int64_t count);
 
 }  // namespace kiln::plugins

@@ -13,6 +13,8 @@
 
 namespace kiln::cpu {
 
+class SubgraphRunnerFactory;  // backends/cpu/subgraph_runner.h
+
 /// Memory planned for one node output (an arena slot or a caller's buffer); data == nullptr: none.
 struct OutputStorage {
   void* data = nullptr;
@@ -71,6 +73,9 @@ struct KernelCreateInfo {
     ownCopies[i] = true;
   }
   mutable std::vector<bool> ownCopies;  // per input, filled by keepsOwnCopyOf
+  /// Makes the runners of control-flow bodies (If, Loop, Scan, SequenceMap); set by whoever
+  /// creates kernels (the engine's executor, constant folding).
+  const SubgraphRunnerFactory* subgraphs = nullptr;
 };
 
 using KernelFactory = std::function<KernelFn(const KernelCreateInfo&)>;
@@ -81,7 +86,7 @@ class KernelRegistry {
   void add(const std::string& domain, const std::string& opType, KernelFactory factory);
   /// The factory registered for (domain, opType), or else the fallback's answer (plugins).
   const KernelFactory* find(const std::string& domain, const std::string& opType) const;
-  /// Asked by find for an op with no registered kernel (src/plugin sets it at load time).
+  /// Asked by find for an op with no registered kernel (kernels/plugin_kernel.cpp sets it at load time).
   using Fallback = std::function<const KernelFactory*(const std::string& domain, const std::string& opType)>;
   void setFallback(Fallback fallback) { fallback_ = std::move(fallback); }
 

@@ -1,11 +1,11 @@
 // Control-flow kernels: If, Loop and Scan run their subgraphs with a SubgraphRunner made once per
-// node at build time. A node's implicit inputs (past node.explicitInputs) are the outer-scope
+// node at build time, by the factory the kernel's creator passes in KernelCreateInfo::subgraphs. A node's implicit inputs (past node.explicitInputs) are the outer-scope
 // values its subgraphs read; they bind positionally to each subgraph's outerInputs.
 #include <memory>
 
 #include "backends/cpu/kernel.h"
 #include "backends/cpu/kernels/copy_util.h"
-#include "engine/subgraph.h"
+#include "backends/cpu/subgraph_runner.h"
 
 namespace kiln::cpu {
 
@@ -16,10 +16,6 @@ std::vector<const Tensor*> implicitInputs(const KernelContext& ctx) {
   for (size_t i = ctx.node().numExplicitInputs(); i < ctx.numInputs(); ++i)
     outer.push_back(ctx.hasInput(i) ? &ctx.input(i) : nullptr);
   return outer;
-}
-
-std::shared_ptr<SubgraphRunner> makeRunner(const ir::Node& node, const char* attr) {
-  return std::make_shared<SubgraphRunner>(ir::attrGraph(node, attr));
 }
 
 bool isTrue(const KernelContext& ctx, const Tensor& t, const char* what) {
@@ -82,8 +78,8 @@ Shape declaredShape(const ir::Graph& body, size_t output) {
 }
 
 KernelFn makeIf(const KernelCreateInfo& info) {
-  auto thenRunner = makeRunner(info.node, "then_branch");
-  auto elseRunner = makeRunner(info.node, "else_branch");
+  auto thenRunner = makeBodyRunner(info, "then_branch");
+  auto elseRunner = makeBodyRunner(info, "else_branch");
   return [thenRunner, elseRunner](KernelContext& ctx) {
     const SubgraphRunner& branch = isTrue(ctx, ctx.input(0), "the condition") ? *thenRunner : *elseRunner;
     std::vector<Tensor> outs = branch.run({}, implicitInputs(ctx));
@@ -93,7 +89,7 @@ KernelFn makeIf(const KernelCreateInfo& info) {
 }
 
 KernelFn makeLoop(const KernelCreateInfo& info) {
-  auto body = makeRunner(info.node, "body");
+  auto body = makeBodyRunner(info, "body");
   return [body](KernelContext& ctx) {
     const size_t carried = ctx.node().numExplicitInputs() - 2;
     const size_t scans = ctx.numOutputs() - carried;
@@ -181,7 +177,7 @@ std::vector<int64_t> intsOrZeros(const ir::Node& node, const char* name, size_t 
 
 KernelFn makeScan(const KernelCreateInfo& info) {
   const ir::Node& node = info.node;
-  auto body = makeRunner(node, "body");
+  auto body = makeBodyRunner(info, "body");
   const bool batched = node.opset < 9;
   const size_t first = batched ? 1 : 0;
   ScanAttrs a;

@@ -8,7 +8,7 @@ IntegerStage::IntegerStage(const KernelCreateInfo& info, const char* integerOp, 
     : picks_(std::move(picks)) {
   const KernelFactory* factory = KernelRegistry::global().find("", integerOp);
   if (!factory) ir::failNode(info.node, std::string("needs the ") + integerOp + " CPU kernel (internal error)");
-  KernelCreateInfo inner{info.node, {}, {}};
+  KernelCreateInfo inner{info.node, {}, {}, {}, info.subgraphs};
   for (size_t i : picks_) {
     inner.inputTypes.push_back(i < info.inputTypes.size() ? info.inputTypes[i] : nullptr);
     inner.constants.push_back(i < info.constants.size() ? info.constants[i] : nullptr);

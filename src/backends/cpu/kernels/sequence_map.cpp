@@ -4,7 +4,7 @@
 #include <memory>
 
 #include "backends/cpu/kernel.h"
-#include "engine/subgraph.h"
+#include "backends/cpu/subgraph_runner.h"
 #include "ir/ops/sequence_map.h"
 
 namespace kiln::cpu {
@@ -17,7 +17,7 @@ bool overlaps(const Tensor& a, const Tensor& b) {
 }
 
 KernelFn makeSequenceMap(const KernelCreateInfo& info) {
-  auto body = std::make_shared<SubgraphRunner>(ir::attrGraph(info.node, "body"));
+  std::shared_ptr<const SubgraphRunner> body = makeBodyRunner(info, "body");
   std::vector<DataType> elementTypes;
   for (const ir::TypeInfo& t : ir::sequenceMapElementTypes(info.node, body->graph(), info.inputTypes))
     elementTypes.push_back(t.dtype);

@@ -1,12 +1,13 @@
-// The CPU kernel of a plugin node. An engine's kernels are shared by execution contexts on many
-// threads, so each concurrent run takes a clone of the plugin from a pool (cloned on demand,
-// returned after the run): configure and enqueue never run concurrently on one instance.
+// The CPU kernel of plugin nodes, found through the kernel registry's fallback for any (domain,
+// op type) that names a registered plugin. An engine's kernels are shared by execution contexts
+// on many threads, so each concurrent run takes a clone of the plugin from a pool (cloned on
+// demand, returned after the run): configure and enqueue never run concurrently on one instance.
 #include <mutex>
 
+#include "backends/cpu/kernel.h"
 #include "plugin/plugin_node.h"
-#include "plugin/plugin_schema.h"
 
-namespace kiln::plugin {
+namespace kiln::cpu {
 
 namespace {
 
@@ -20,9 +21,9 @@ struct Instance {
 class InstancePool {
  public:
   InstancePool(std::shared_ptr<const IPlugin> prototype, std::vector<Tensor> constants)
-      : prototype_(std::move(prototype)), constants_(std::move(constants)), label_(pluginLabel(*prototype_)) {}
+      : prototype_(std::move(prototype)), constants_(std::move(constants)), label_(plugin::pluginLabel(*prototype_)) {}
 
-  void run(cpu::KernelContext& ctx) {
+  void run(KernelContext& ctx) {
     std::unique_ptr<Instance> instance = acquire(ctx);
     try {
       runOn(*instance, ctx);
@@ -34,7 +35,7 @@ class InstancePool {
   }
 
  private:
-  std::unique_ptr<Instance> acquire(cpu::KernelContext& ctx) {
+  std::unique_ptr<Instance> acquire(KernelContext& ctx) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (!free_.empty()) {
@@ -61,7 +62,7 @@ class InstancePool {
   // Runs one plugin call, turning a failed Status or an exception into an error naming the
   // node (ctx.fail adds it) and the plugin.
   template <typename Fn>
-  void call(cpu::KernelContext& ctx, const char* what, Fn&& fn) {
+  void call(KernelContext& ctx, const char* what, Fn&& fn) {
     Status status;
     try {
       status = fn();
@@ -71,7 +72,7 @@ class InstancePool {
     if (!status.ok()) ctx.fail(label_ + " " + what + " failed: " + status.toString());
   }
 
-  void runOn(Instance& instance, cpu::KernelContext& ctx) {
+  void runOn(Instance& instance, KernelContext& ctx) {
     std::vector<PluginTensorDesc> inDescs(ctx.numInputs()), outDescs(ctx.numOutputs());
     std::vector<const Tensor*> inputs(ctx.numInputs(), nullptr);
     std::vector<Tensor*> outputs(ctx.numOutputs(), nullptr);
@@ -118,12 +119,12 @@ class InstancePool {
 
 const char* positionName(int pos, int nbInputs) { return pos < nbInputs ? "input" : "output"; }
 
-}  // namespace
-
-cpu::KernelFn makePluginKernel(const cpu::KernelCreateInfo& info) {
+// Checks the plugin's supported formats for the node's types and returns a kernel that runs the
+// plugin: each concurrent run takes its own clone (configure on new shapes, workspace, enqueue).
+KernelFn makePluginKernel(const KernelCreateInfo& info) {
   const ir::Node& node = info.node;
   if (!node.plugin) {
-    std::string missing = describeMissingPlugin(node);
+    std::string missing = plugin::describeMissingPlugin(node);
     ir::failNode(node, missing.empty() ? "the plugin node has no plugin" : missing, ErrorCode::kUnsupportedNode);
   }
   const IPlugin& plugin = *node.plugin;
@@ -140,7 +141,7 @@ cpu::KernelFn makePluginKernel(const cpu::KernelCreateInfo& info) {
     if (pos < nbInputs && !info.inputTypes[static_cast<size_t>(pos)]) continue;  // omitted optional input
     if (!plugin.supportsFormatCombination(pos, inOut, nbInputs)) {
       int index = pos < nbInputs ? pos : pos - nbInputs;
-      ir::failNode(node, pluginLabel(plugin) + " does not support " + positionName(pos, nbInputs) + " " +
+      ir::failNode(node, plugin::pluginLabel(plugin) + " does not support " + positionName(pos, nbInputs) + " " +
                              std::to_string(index) + " of type " + dataTypeName(inOut[static_cast<size_t>(pos)].type) +
                              " (linear layout)",
                    ErrorCode::kUnsupportedNode);
@@ -149,7 +150,20 @@ cpu::KernelFn makePluginKernel(const cpu::KernelCreateInfo& info) {
   std::vector<Tensor> constants;
   for (const Tensor* c : info.constants) constants.push_back(c ? *c : Tensor());
   auto pool = std::make_shared<InstancePool>(node.plugin, std::move(constants));
-  return [pool](cpu::KernelContext& ctx) { pool->run(ctx); };
+  return [pool](KernelContext& ctx) { pool->run(ctx); };
 }
 
-}  // namespace kiln::plugin
+struct InstallPluginKernelFallback {
+  InstallPluginKernelFallback() {
+    static const KernelFactory factory = makePluginKernel;
+    KernelRegistry::global().setFallback([](const std::string& domain, const std::string& opType) {
+      return PluginRegistry::global().hasPlugin(opType, domain) ? &factory : nullptr;
+    });
+  }
+};
+
+const InstallPluginKernelFallback installPluginKernelFallback;
+
+}  // namespace
+
+}  // namespace kiln::cpu
