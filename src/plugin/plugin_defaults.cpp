@@ -1,5 +1,6 @@
 // IPlugin's default behaviour, and the fallbacks through which the schema and kernel registries
 // find plugin nodes.
+#include "backends/cpu/kernel_registry.h"
 #include "ir/op_schema.h"
 #include "kiln/plugin.h"
 #include "plugin/plugin_schema.h"
