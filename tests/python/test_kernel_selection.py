@@ -50,23 +50,29 @@ def layer_line(text, name):
     raise AssertionError(f"no layer {name} in\n{text}")
 
 
-@pytest.mark.skipif(not has_avx512(), reason="the Winograd and direct NCHWc ids named here are the AVX-512 ones")
 def test_inspect_shows_winograd_for_a_resnet_3x3_and_direct_for_a_1x1(kiln, tmp_path):
+    """On AVX-512 the 3x3 runs Winograd F(4x4); on AVX2 that candidate declines by ISA and the
+    direct convolution takes it."""
     model = resnet_block(tmp_path / "block.onnx")
     plan = tmp_path / "block.kiln"
     built = run(kiln, "build", model, "-o", plan, "--verbose")
     assert built.returncode == 0, built.stderr
-    assert "(NchwcConv): kernel f32_nchwc_conv_winograd_f4x4_avx512" in built.stdout, built.stdout
+    isa, feature = ("avx512", "avx512f") if has_avx512() else ("avx2", "avx2")
+    conv3_kernel = "f32_nchwc_conv_winograd_f4x4_avx512" if has_avx512() else "f32_nchwc_conv_direct_avx2"
+    assert f"(NchwcConv): kernel {conv3_kernel}" in built.stdout, built.stdout
     shown = run(kiln, "inspect", plan)
     assert shown.returncode == 0, shown.stderr
     conv3 = layer_line(shown.stdout, "conv3x3")
-    assert "kernel f32_nchwc_conv_winograd_f4x4_avx512 (avx512f)" in conv3, conv3
+    assert f"kernel {conv3_kernel} ({feature})" in conv3, conv3
+    if not has_avx512():
+        assert "declined f32_nchwc_conv_winograd_f4x4_avx512: needs avx512f" in conv3, conv3
     conv1 = layer_line(shown.stdout, "conv1x1")
-    assert "kernel f32_nchwc_conv_direct_avx512 (avx512f)" in conv1, conv1
+    assert f"kernel f32_nchwc_conv_direct_{isa} ({feature})" in conv1, conv1
     # The candidates tried before it, each with its reason.
-    assert "declined f32_nchwc_conv_winograd_f4x4_avx512: takes 3x3 ungrouped convolutions" in conv1, conv1
-    assert "declined f32_nchwc_conv_depthwise_avx512: group is 1, not depthwise" in conv1, conv1
-    assert "declined f32_nchwc_conv_plain_input_avx512: X is not plain NCHW (rank 4)" in conv1, conv1
+    winograd_reason = "takes 3x3 ungrouped convolutions" if has_avx512() else "needs avx512f"
+    assert f"declined f32_nchwc_conv_winograd_f4x4_avx512: {winograd_reason}" in conv1, conv1
+    assert f"declined f32_nchwc_conv_depthwise_{isa}: group is 1, not depthwise" in conv1, conv1
+    assert f"declined f32_nchwc_conv_plain_input_{isa}: X is not plain NCHW (rank 4)" in conv1, conv1
 
 
 def test_plan_with_chosen_kernels_matches_onnxruntime(kiln, tmp_path):

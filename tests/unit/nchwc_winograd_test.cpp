@@ -212,10 +212,21 @@ std::string chosenKernel(const ir::Node& node, const ir::TypeInfo* x, const Tens
 }
 
 TEST(NchwcWinogradSelection, ChosenOnlyWhereItApplies) {
-  if (activeCpuIsa() < CpuIsa::kAvx512) GTEST_SKIP() << "Winograd needs AVX-512";
   const int64_t c = 64, hw = 56;
   const Tensor w = Tensor::fromVector<float>(DataType::kFloat32, {c, c, 3, 3}, randomFloats(c * c * 9, 5));
   const ir::TypeInfo x = blockedType(c, hw);
+  {
+    // An AVX2 host: no Winograd, declined by name, and the direct AVX2 kernel.
+    ScopedCpuIsaLimit limit(CpuIsa::kAvx2);
+    EXPECT_EQ(chosenKernel(convNode(1, 1), &x, w), "f32_nchwc_conv_direct_avx2");
+    const ir::TypeInfo wType{DataType::kFloat32, ir::symShapeOf(w.shape())};
+    const ir::Node node = convNode(1, 1);
+    const cpu::KernelCreateInfo info{node, {&x, &wType}, {nullptr, &w}, {}};
+    const cpu::KernelSelection s = cpu::KernelRegistry::global().select(info);
+    ASSERT_FALSE(s.declined.empty());
+    EXPECT_EQ(s.declined[0], std::make_pair(std::string("f32_nchwc_conv_winograd_f4x4_avx512"), std::string("needs avx512f")));
+  }
+  if (activeCpuIsa() < CpuIsa::kAvx512) GTEST_SKIP() << "Winograd needs AVX-512";
   // Stride 2, plain X, unknown size, 1x1 kernel: the direct convolution.
   EXPECT_EQ(chosenKernel(convNode(2, 1), &x, w), "f32_nchwc_conv_direct_avx512");
   const ir::TypeInfo plainX{DataType::kFloat32, ir::symShapeOf({1, c, hw, hw})};
@@ -231,9 +242,6 @@ TEST(NchwcWinogradSelection, ChosenOnlyWhereItApplies) {
   const ir::TypeInfo mid = blockedType(c, 12);  // 9 tiles of 4x4, 36 of 2x2
   EXPECT_EQ(nchwcWinogradTile(12, 12), 2);
   EXPECT_EQ(chosenKernel(convNode(1, 1), &mid, w), "f32_nchwc_conv_winograd_f2x2_avx512");
-  // The AVX2 host: no Winograd, declined by name.
-  ScopedCpuIsaLimit limit(CpuIsa::kAvx2);
-  EXPECT_EQ(chosenKernel(convNode(1, 1), &x, w), "f32_nchwc_conv_direct_avx2");
 }
 
 // ---- end to end: Conv (3x3, pad 1) + Add + Relu through a Session ----

@@ -168,12 +168,15 @@ TEST(PlanErrors, MissingCpuFeatures) {
 
 // A layer whose kernel needs an ISA the machine lacks is refused by name, before any kernel is made.
 TEST(PlanErrors, KernelNeedingAMissingIsaIsRefusedNamingTheLayer) {
-  if (cpu::activeCpuIsa() < cpu::CpuIsa::kAvx512) GTEST_SKIP() << "the plan's kernels need AVX-512 to be built here";
   RecordingLogger logger;
   auto bytes = samplePlan(logger);
   ASSERT_FALSE(bytes.empty());
-  const plan::Plan built = plan::readPlan(bytes.data(), bytes.size());
-  ASSERT_EQ(built.layers[0].kernelIsa, "avx512f");
+  plan::Plan built = plan::readPlan(bytes.data(), bytes.size());
+  if (built.layers[0].kernelIsa != "avx512f") {  // built on an AVX2 machine: as if on an AVX-512 one
+    built.layers[0].kernel = "f32_fused_conv_few_outputs_avx512";
+    built.layers[0].kernelIsa = "avx512f";
+    bytes = plan::writePlan(built);
+  }
   try {
     plan::readPlan(bytes.data(), bytes.size(), plan::kBaselineCpuFeatures);  // an AVX2 machine
     FAIL() << "a plan with AVX-512 kernels loaded on an AVX2 machine";
