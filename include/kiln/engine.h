@@ -32,7 +32,10 @@ enum class TensorIOMode { kNONE, kINPUT, kOUTPUT };
 struct LayerInfo {
   std::string name;
   std::string type;    // ONNX operator
-  std::string kernel;  // "cpu Conv float32"
+  std::string kernel;     // the chosen kernel's id: "f32_nchwc_conv_winograd_f4x4_avx512"
+  std::string kernelIsa;  // the CPU feature that kernel needs: "avx2" or "avx512f"
+  /// "id: reason" for each candidate tried before the chosen one, which declined the layer.
+  std::vector<std::string> declinedKernels;
   std::vector<std::string> inputs;
   std::vector<std::string> outputs;
   std::vector<std::string> fusedFrom;  // network layers merged into this one (empty: none)

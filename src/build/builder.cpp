@@ -1,8 +1,10 @@
 // Builder::buildSerializedNetwork: optimize -> select kernels -> plan memory -> serialize.
+#include <algorithm>
 #include <chrono>
 #include <iomanip>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "build/network_impl.h"
 #include "build/profiles.h"
@@ -101,8 +103,9 @@ void checkPrecisions(const NetworkDefinition::Impl& net, const BuilderConfig& co
 }
 
 // Concrete shape inference at one selector of one profile: proves every layer accepts those
-// shapes, and plans the activations' arena.
-MemoryPlan checkProfileShapes(const ir::Graph& graph, const plan::Profile& profile, int index, OptProfileSelector which) {
+// shapes, and plans the arena of the activations and the kernels' workspaces.
+MemoryPlan checkProfileShapes(const ir::Graph& graph, const plan::Profile& profile, int index, OptProfileSelector which,
+                              const KernelMemoryNeeds& kernels) {
   static const char* names[] = {"min", "opt", "max"};
   ir::Graph g = graph;
   std::string given;
@@ -120,20 +123,36 @@ MemoryPlan checkProfileShapes(const ir::Graph& graph, const plan::Profile& profi
     throw Error(e.code(), "optimization profile " + std::to_string(index) + " " + names[static_cast<int>(which)] +
                               " shapes (" + given + "): " + e.what());
   }
-  return planMemory(g);
+  return planMemory(g, &kernels);
 }
 
-std::string kernelName(const ir::Graph& g, const ir::Node& node) {
-  DataType t = DataType::kUndefined;
-  for (int id : node.outputs)
-    if (id != ir::kNoValue && t == DataType::kUndefined) t = g.value(id).type.dtype;
-  const std::string type = t == DataType::kUndefined ? "" : " " + dataTypeName(t);
-  if (node.plugin) {
-    const std::string ns = node.plugin->getPluginNamespace();
-    return "plugin " + (ns.empty() ? "" : ns + "::") + node.plugin->getPluginName() + " v" +
-           node.plugin->getPluginVersion() + type;
+// What the layer records of its kernel: the chosen id, its ISA and the earlier candidates' reasons.
+void describeKernel(const KernelChoice& choice, LayerInfo& info) {
+  info.kernel = choice.id;
+  info.kernelIsa = cpu::isaFeatureName(choice.isa);
+  for (const auto& [id, reason] : choice.declined) info.declinedKernels.push_back(id + ": " + reason);
+}
+
+// The pool the context will most likely run on: the configured threads, else one per hardware thread.
+int plannedThreads(const BuilderConfig& config) {
+  if (config.getThreads() > 0) return config.getThreads();
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
+
+// The graph as the plan stores it: a constant that every reader's kernel keeps packed, in a
+// state the plan holds and the kernel is restored from, is left out (only its dtype and shape).
+std::shared_ptr<ir::Graph> graphForPlan(const ir::Graph& graph, const Executor& kernels) {
+  auto g = std::make_shared<ir::Graph>(graph);
+  for (int id : kernels.constantsWithOwnCopies()) {
+    bool restorable = true;
+    for (size_t i = 0; i < g->nodes.size(); ++i) {
+      const auto& in = g->nodes[i].inputs;
+      if (std::find(in.begin(), in.end(), id) != in.end()) restorable = restorable && kernels.restorable(i);
+    }
+    Tensor& value = *g->value(id).constant;
+    if (restorable) value = Tensor::wrap(value.dtype(), value.shape(), nullptr, nullptr);
   }
-  return "cpu " + node.opType + type;
+  return g;
 }
 
 std::set<std::string> nodeNames(const ir::Graph& g) {
@@ -189,11 +208,16 @@ std::vector<uint8_t> buildPlan(const NetworkDefinition::Impl& net, const Builder
   });
 
   std::vector<LayerInfo> layers;
+  std::unique_ptr<Executor> kernels;
   timer.run("select kernels", [&] {
-    Executor check(graph);  // makes every kernel: factories validate attributes and pre-pack weights
+    // Makes every kernel, the first candidate of its family that supports the layer: factories
+    // validate attributes and pre-pack weights.
+    kernels = std::make_unique<Executor>(graph);
     const ir::Graph& g = *graph;
-    for (const ir::Node& node : g.nodes) {
-      LayerInfo info{node.name, node.opType, kernelName(g, node), {}, {}, opt::fusedFrom(node)};
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      const ir::Node& node = g.nodes[i];
+      LayerInfo info{node.name, node.opType, {}, {}, {}, {}, {}, opt::fusedFrom(node)};
+      describeKernel(kernels->kernelChoices()[i], info);
       std::string outs;
       for (int id : node.outputs) {
         info.outputs.push_back(id == ir::kNoValue ? "" : g.value(id).name);
@@ -201,6 +225,7 @@ std::vector<uint8_t> buildPlan(const NetworkDefinition::Impl& net, const Builder
       }
       for (int id : node.inputs) info.inputs.push_back(id == ir::kNoValue ? "" : g.value(id).name);
       std::string decision = "layer '" + node.name + "' (" + node.opType + "): kernel " + info.kernel + " -> " + outs;
+      for (const std::string& declined : info.declinedKernels) decision += "\n    declined " + declined;
       logger.log(Severity::kVERBOSE, decision);
       report.layerDecisions.push_back(std::move(decision));
       layers.push_back(std::move(info));
@@ -209,10 +234,13 @@ std::vector<uint8_t> buildPlan(const NetworkDefinition::Impl& net, const Builder
   });
 
   timer.run("plan memory", [&] {
+    const KernelMemoryNeeds needs = kernels->memoryNeeds(plannedThreads(config));
+    uint64_t maxWorkspace = 0;  // the largest kernel workspace at the max shapes
     for (size_t p = 0; p < profiles.size(); ++p) {
       for (auto which : {OptProfileSelector::kMIN, OptProfileSelector::kOPT, OptProfileSelector::kMAX}) {
-        MemoryPlan memory = checkProfileShapes(*graph, profiles[p], static_cast<int>(p), which);
+        MemoryPlan memory = checkProfileShapes(*graph, profiles[p], static_cast<int>(p), which, needs);
         const uint64_t bytes = memory.arenaBytes;
+        if (which == OptProfileSelector::kMAX) maxWorkspace = std::max(maxWorkspace, memory.largestWorkspace);
         if (p == 0 && which == OptProfileSelector::kOPT) {
           report.arenaBytes = bytes;
           report.intermediateBytes = memory.intermediateBytes;
@@ -222,9 +250,11 @@ std::vector<uint8_t> buildPlan(const NetworkDefinition::Impl& net, const Builder
     }
     const uint64_t limit = config.getMemoryPoolLimit();
     if (limit && report.maxArenaBytes > limit) {
-      throw Error(ErrorCode::kInvalidArgument, "the activations need " + mib(report.maxArenaBytes) +
-                                                   " at the profiles' max shapes, more than the workspace limit of " +
-                                                   mib(limit));
+      throw Error(ErrorCode::kInvalidArgument,
+                  "the activations and kernel workspaces need " + mib(report.maxArenaBytes) + " (" +
+                      std::to_string(report.maxArenaBytes) + " bytes, the largest workspace " +
+                      std::to_string(maxWorkspace) + " bytes) at the profiles' max shapes, more than the workspace limit of " +
+                      mib(limit) + " (" + std::to_string(limit) + " bytes)");
     }
     return "arena " + mib(report.arenaBytes) + " at opt shapes (intermediates sum " + mib(report.intermediateBytes) +
            "), " + mib(report.maxArenaBytes) + " at max shapes";
@@ -261,8 +291,9 @@ std::vector<uint8_t> buildPlan(const NetworkDefinition::Impl& net, const Builder
       p.io.push_back(std::move(t));
     }
     p.profiles = profiles;
-    p.graph = graph;
+    p.graph = graphForPlan(*graph, *kernels);
     p.layers = layers;
+    p.kernelStates = kernels->kernelStates();
     bytes = plan::writePlan(p);
     report.planBytes = bytes.size();
     return "plan " + mib(bytes.size());

@@ -1,6 +1,11 @@
 // Engine (an inspector over the loaded plan) and Runtime (plan bytes or file -> Engine).
-#include <algorithm>
-#include <fstream>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include "engine/api_guard.h"
 #include "engine/engine_impl.h"
@@ -13,9 +18,10 @@ int Engine::Impl::findIO(const std::string& name) const {
   return -1;
 }
 
-std::shared_ptr<const Engine::Impl> loadEngine(plan::Plan plan) {
+std::shared_ptr<const Engine::Impl> loadEngine(plan::Plan plan, std::shared_ptr<const void> mapping) {
   auto impl = std::make_shared<Engine::Impl>();
   impl->plan = std::move(plan);
+  impl->mapping = std::move(mapping);
   // Outputs in the I/O list follow the graph's output order; the context relies on it.
   size_t k = 0;
   for (const plan::IOTensor& t : impl->plan.io) {
@@ -27,7 +33,12 @@ std::shared_ptr<const Engine::Impl> loadEngine(plan::Plan plan) {
     ++k;
   }
   if (k != impl->plan.graph->outputs.size()) throw Error(ErrorCode::kInvalidPlan, "plan outputs do not match its graph's outputs");
-  impl->executor = std::make_unique<Executor>(impl->plan.graph, Executor::kFreeCopiedWeights);
+  // The kernels the builder chose, made again from the plan (not selected again), those that
+  // pack weights over the packed state the plan holds (in the mapped file: nothing is packed).
+  std::vector<std::string> kernelIds;
+  for (const LayerInfo& layer : impl->plan.layers) kernelIds.push_back(layer.kernel);
+  impl->executor = std::make_unique<Executor>(impl->plan.graph, Executor::kFreeCopiedWeights, kernelIds,
+                                              &impl->plan.kernelStates);
   return impl;
 }
 
@@ -82,35 +93,56 @@ int Engine::getNbLayers() const { return static_cast<int>(impl_->plan.layers.siz
 const LayerInfo& Engine::getLayerInfo(int index) const { return impl_->plan.layers.at(static_cast<size_t>(index)); }
 const PlanInfo& Engine::getPlanInfo() const { return impl_->plan.info; }
 
+namespace {
+
+// Reads and loads a plan; with `owner` (the file's mapping), its constants view the bytes in place.
+std::shared_ptr<const Engine> loadPlanBytes(ILogger& logger, const void* data, size_t size,
+                                            std::shared_ptr<const void> owner) {
+  plan::Plan p = plan::readPlan(data, size, plan::detectCpuFeatures(), owner);
+  if (p.info.kilnVersion != plan::kKilnVersion) {
+    logger.log(Severity::kWARNING, "plan was built by kiln " + p.info.kilnVersion + ", this is kiln " +
+                                       plan::kKilnVersion + " (same plan format; results should match)");
+  }
+  logger.log(Severity::kINFO, "loaded plan: " + std::to_string(p.layers.size()) + " layers, " +
+                                  std::to_string(p.profiles.size()) + " optimization profile(s)");
+  return std::make_shared<const Engine>(loadEngine(std::move(p), std::move(owner)));
+}
+
+}  // namespace
+
+std::shared_ptr<const void> mapPlanFile(const std::string& path, size_t& size) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw Error(ErrorCode::kIoError, path + ": cannot open the plan file: " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw Error(ErrorCode::kIoError, path + ": cannot read the plan file (not a regular file)");
+  }
+  size = static_cast<size_t>(st.st_size);
+  if (size == 0) {
+    ::close(fd);
+    return std::shared_ptr<const void>(std::make_shared<char>(0));  // readPlan reports it truncated
+  }
+  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+  ::close(fd);  // the mapping keeps the file
+  if (p == MAP_FAILED) throw Error(ErrorCode::kIoError, path + ": cannot map the plan file: " + std::strerror(errno));
+  return std::shared_ptr<const void>(p, [size](const void* q) { ::munmap(const_cast<void*>(q), size); });
+}
+
 Result<std::shared_ptr<const Engine>> Runtime::deserializeEngine(const void* data, size_t size) const {
-  return guardResult<std::shared_ptr<const Engine>>(&logger_, [&] {
-    plan::Plan p = plan::readPlan(data, size);
-    if (p.info.kilnVersion != plan::kKilnVersion) {
-      logger_.log(Severity::kWARNING, "plan was built by kiln " + p.info.kilnVersion + ", this is kiln " +
-                                          plan::kKilnVersion + " (same plan format; results should match)");
-    }
-    logger_.log(Severity::kINFO, "loaded plan: " + std::to_string(p.layers.size()) + " layers, " +
-                                     std::to_string(p.profiles.size()) + " optimization profile(s)");
-    return std::make_shared<const Engine>(loadEngine(std::move(p)));
-  });
+  return guardResult<std::shared_ptr<const Engine>>(&logger_, [&] { return loadPlanBytes(logger_, data, size, nullptr); });
 }
 
 Result<std::shared_ptr<const Engine>> Runtime::deserializeEngineFromFile(const std::string& path) const {
-  std::string bytes;
-  Status read = guardStatus(nullptr, [&] {
-    std::ifstream in(path, std::ios::binary | std::ios::ate);
-    if (!in) throw Error(ErrorCode::kIoError, path + ": cannot open the plan file");
-    // One buffer of the file's size: a stringstream would hold the plan twice.
-    bytes.resize(static_cast<size_t>(std::max<std::streamoff>(in.tellg(), 0)));
-    in.seekg(0, std::ios::beg);
-    if (!in.read(bytes.data(), static_cast<std::streamsize>(bytes.size())))
-      throw Error(ErrorCode::kIoError, path + ": cannot read the plan file");
-  });
-  if (!read.ok()) {
-    logger_.log(Severity::kERROR, read.message());
-    return read;
+  std::shared_ptr<const void> mapping;
+  size_t size = 0;
+  Status mapped = guardStatus(nullptr, [&] { mapping = mapPlanFile(path, size); });
+  if (!mapped.ok()) {
+    logger_.log(Severity::kERROR, mapped.message());
+    return mapped;
   }
-  auto engine = deserializeEngine(bytes.data(), bytes.size());
+  auto engine = guardResult<std::shared_ptr<const Engine>>(
+      &logger_, [&] { return loadPlanBytes(logger_, mapping.get(), size, mapping); });
   if (!engine.ok()) return Status(engine.status().code(), path + ": " + engine.status().message());
   return engine;
 }

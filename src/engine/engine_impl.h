@@ -11,13 +11,19 @@ namespace kiln {
 
 struct Engine::Impl {
   plan::Plan plan;
+  std::shared_ptr<const void> mapping;  // the plan file, mapped, when loaded from one
   std::unique_ptr<Executor> executor;
 
   /// Index into plan.io, or -1.
   int findIO(const std::string& name) const;
 };
 
-/// Loads a validated plan: makes the kernels (fails listing unsupported nodes).
-std::shared_ptr<const Engine::Impl> loadEngine(plan::Plan plan);
+/// The whole plan file mapped private (copy-on-write; nothing writes to it), unmapped with its
+/// last owner; `size` receives the file's size. Throws kIoError naming the path.
+std::shared_ptr<const void> mapPlanFile(const std::string& path, size_t& size);
+
+/// Loads a validated plan: makes the kernels it names (fails naming the layer when one cannot be
+/// made). `mapping`, when the plan was read from a mapped file, is kept while the engine lives.
+std::shared_ptr<const Engine::Impl> loadEngine(plan::Plan plan, std::shared_ptr<const void> mapping = nullptr);
 
 }  // namespace kiln

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <utility>
 
+#include "backends/cpu/thread_pool.h"
 #include "core/aligned_memory.h"
 #include "engine/subgraph.h"
 #include "kiln/error.h"
@@ -105,11 +106,61 @@ std::vector<Tensor> runNode(const ir::Node& node, const ir::OpSchema& schema, co
   return outs;
 }
 
-Executor::Executor(std::shared_ptr<const ir::Graph> graph) : Executor(std::move(graph), nullptr) {}
+Executor::Executor(std::shared_ptr<const ir::Graph> graph) : Executor(std::move(graph), nullptr, {}, nullptr) {}
 
-Executor::Executor(std::shared_ptr<ir::Graph> graph, FreeCopiedWeights) : Executor(graph, graph.get()) {}
+Executor::Executor(std::shared_ptr<ir::Graph> graph, FreeCopiedWeights, const std::vector<std::string>& kernelIds,
+                   const std::vector<cpu::KernelState>* states)
+    : Executor(graph, graph.get(), kernelIds, states) {}
 
-Executor::Executor(std::shared_ptr<const ir::Graph> graph, ir::Graph* freeCopiedWeightsIn)
+std::vector<cpu::KernelState> Executor::kernelStates() const {
+  std::vector<cpu::KernelState> states;
+  for (const Step& step : steps_) states.push_back(step.save ? step.save() : cpu::KernelState{});
+  return states;
+}
+
+const cpu::KernelCandidate* Executor::chooseKernel(const cpu::KernelCreateInfo& info, size_t i,
+                                                   const std::vector<std::string>& kernelIds) {
+  const cpu::KernelRegistry& registry = cpu::KernelRegistry::global();
+  KernelChoice& choice = choices_.emplace_back();
+  if (kernelIds.empty()) {
+    cpu::KernelSelection selection = registry.select(info);
+    choice.declined = std::move(selection.declined);
+    if (!selection.chosen) cpu::KernelRegistry::create(info, {nullptr, choice.declined});  // throws with the reasons
+    choice.id = selection.chosen->id;
+    choice.isa = selection.chosen->isa;
+    return selection.chosen;
+  }
+  const ir::Node& node = info.node;
+  const std::string& id = kernelIds.at(i);
+  const std::string layer = "layer '" + node.name + "' (" + node.opType + "): kernel " + id;
+  const cpu::KernelCandidate* c = registry.findById(info, id);
+  if (!c) throw Error(ErrorCode::kInvalidPlan, layer + " is not one this kiln has; rebuild the plan with `kiln build`");
+  if (cpu::activeCpuIsa() < c->isa) {
+    throw Error(ErrorCode::kInvalidPlan, layer + " needs " + cpu::isaFeatureName(c->isa) +
+                                             ", which this CPU lacks; rebuild the plan on this machine");
+  }
+  if (c->supports) {
+    if (std::string reason = c->supports(info); !reason.empty()) {
+      throw Error(ErrorCode::kInvalidPlan, layer + " does not support the node: " + reason);
+    }
+  }
+  choice.id = c->id;
+  choice.isa = c->isa;
+  return c;
+}
+
+KernelMemoryNeeds Executor::memoryNeeds(int threads) const {
+  KernelMemoryNeeds needs;
+  needs.threads = std::max(threads, 1);
+  for (const Step& step : steps_) {
+    needs.rules.push_back(step.rules);
+    needs.workspaces.push_back(step.workspace);
+  }
+  return needs;
+}
+
+Executor::Executor(std::shared_ptr<const ir::Graph> graph, ir::Graph* freeCopiedWeightsIn,
+                   const std::vector<std::string>& kernelIds, const std::vector<cpu::KernelState>* states)
     : graph_(std::move(graph)), shapes_(*graph_) {
   auto problems = findUnsupportedNodes(*graph_);
   if (!problems.empty()) throwUnsupported(problems);
@@ -126,6 +177,10 @@ Executor::Executor(std::shared_ptr<const ir::Graph> graph, ir::Graph* freeCopied
     }
   }
   for (int id : graph_->inputs) hasInputsWithDefaults_ = hasInputsWithDefaults_ || graph_->value(id).constant.has_value();
+  if (!kernelIds.empty() && kernelIds.size() != graph_->nodes.size()) {
+    throw Error(ErrorCode::kInvalidPlan, std::to_string(kernelIds.size()) + " kernel choices for " +
+                                             std::to_string(graph_->nodes.size()) + " nodes");
+  }
 
   std::vector<int> lastUse(graph_->values.size(), -1);
   std::vector<int> readersLeft(graph_->values.size(), 0);  // node inputs not yet given a kernel
@@ -149,8 +204,17 @@ Executor::Executor(std::shared_ptr<const ir::Graph> graph, ir::Graph* freeCopied
       info.inputTypes.push_back(v ? &v->type : nullptr);
       info.constants.push_back(v && v->constant && !graph_->isGraphInput(id) ? &*v->constant : nullptr);
     }
-    Step step{&node, ir::OpSchemaRegistry::global().find(node.domain, node.opType, node.opset),
-              (*cpu::KernelRegistry::global().find(node.domain, node.opType))(info), {}};
+    const cpu::KernelCandidate* candidate = chooseKernel(info, i, kernelIds);
+    const cpu::KernelState* saved = states && i < states->size() ? &(*states)[i] : nullptr;
+    const bool restore = saved && (!saved->blobs.empty() || !saved->params.empty());
+    if (restore && !candidate->restore) {
+      throw Error(ErrorCode::kInvalidPlan, "layer '" + node.name + "': kernel " + candidate->id +
+                                               " keeps no packed state, yet the plan holds one");
+    }
+    cpu::Kernel kernel = restore ? candidate->restore(info, *saved) : candidate->create(info);
+    Step step{&node, ir::OpSchemaRegistry::global().find(node.domain, node.opType, node.opset), std::move(kernel.run),
+              std::move(kernel.workspace), &candidate->memory, {}, std::move(kernel.save),
+              static_cast<bool>(candidate->restore)};
     for (int id : node.inputs) {
       if (id != ir::kNoValue && lastUse[id] == static_cast<int>(i) && !graph_->value(id).constant &&
           std::find(step.release.begin(), step.release.end(), id) == step.release.end()) {
@@ -164,7 +228,13 @@ Executor::Executor(std::shared_ptr<const ir::Graph> graph, ir::Graph* freeCopied
     for (size_t k = 0; k < node.inputs.size(); ++k) {
       const int id = node.inputs[k];
       if (id == ir::kNoValue) continue;
-      if (!info.constants[k] || k >= info.ownCopies.size() || !info.ownCopies[k]) valuesNeeded[id] = true;
+      const bool ownCopy = info.constants[k] && k < info.ownCopies.size() && info.ownCopies[k];
+      if (info.constants[k] && !info.constants[k]->raw() && info.constants[k]->byteSize() && !ownCopy) {
+        // A plan left the values out for kernels that keep them packed; this one reads them.
+        throw Error(ErrorCode::kInvalidPlan, "layer '" + node.name + "': kernel " + choices_.back().id + " reads input '" +
+                                                 graph_->value(id).name + "', whose values the plan does not hold");
+      }
+      if (!ownCopy) valuesNeeded[id] = true;
       if (--readersLeft[id] > 0 || valuesNeeded[id]) continue;
       ownCopied_.push_back(id);
       if (freeCopiedWeightsIn) {  // now, so that all originals and all copies never coexist
@@ -204,8 +274,10 @@ void Executor::preparePlan(const std::vector<std::pair<int, Tensor>>& inputs, Ex
   for (const auto& [id, tensor] : inputs) memory.signature_.emplace_back(id, tensor.shape());
   memory.plan_ = MemoryPlan{};
   std::vector<ir::TypeInfo> types;
+  const cpu::ThreadPool* pool = cpu::currentThreadPool();
+  const KernelMemoryNeeds needs = memoryNeeds(pool ? pool->size() : 1);
   try {
-    memory.plan_ = planMemoryForInputShapes(g, shapes_, memory.signature_, &types);
+    memory.plan_ = planMemoryForInputShapes(g, shapes_, memory.signature_, &types, &needs);
   } catch (const Error&) {
     // Shapes the graph rejects: run unplanned, so the failing node reports the problem itself.
   }
@@ -297,6 +369,7 @@ void Executor::bindNodes(ExecutorMemory& memory, const std::vector<ir::TypeInfo>
     }
     b.inPlaceConcat = plan.inPlaceConcat[s];
     b.context.emplace(node, b.inputs, b.outputs, b.outputTypes, &b.planned);
+    if (plan.workspaceBytes[s]) b.context->setWorkspace(memory.arena_.get() + plan.workspaceOffsets[s], plan.workspaceBytes[s]);
   }
   memory.callerOutputRoots_.clear();
   for (int id : g.outputs) {
@@ -417,7 +490,7 @@ void Executor::runBound(const std::vector<std::pair<int, Tensor>>& inputs, Execu
       typesKnown = !t.isSequence() && !t.isNone() && t.dtype() == memory.staticDtypes_[static_cast<size_t>(id)] &&
                    t.shape() == memory.staticShapes_[static_cast<size_t>(id)];
     }
-    if (typesKnown && sharesInputStorage(node, 0) && node.outputs.size() == 1 && b.inputs[0] &&
+    if (typesKnown && step.rules->outputViewsInput0 && node.outputs.size() == 1 && b.inputs[0] &&
         isViewOf(b.outputs[0], *b.inputs[0], b.outputTypes[0].dtype,
                  memory.staticShapes_[static_cast<size_t>(node.outputs[0])])) {
       // A Reshape-like node whose view from the last run still holds: nothing to do.

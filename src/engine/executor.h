@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backends/cpu/kernel.h"
+#include "backends/cpu/kernel_registry.h"
 #include "engine/memory_plan.h"
 #include "engine/shape_program.h"
 #include "ir/graph.h"
@@ -27,6 +28,14 @@ std::vector<std::string> findUnsupportedNodes(const ir::Graph& graph);
 std::vector<Tensor> runNode(const ir::Node& node, const ir::OpSchema& schema, const cpu::KernelFn& kernel,
                             const std::vector<const Tensor*>& inputs,
                             const std::vector<cpu::OutputStorage>* planned = nullptr);
+
+/// The kernel an Executor made for one node: the candidate's id and ISA, and why the candidates
+/// before it in its family declined (kernel_registry.h).
+struct KernelChoice {
+  std::string id;
+  cpu::CpuIsa isa = cpu::CpuIsa::kAvx2;
+  std::vector<std::pair<std::string, std::string>> declined;  // (id, reason)
+};
 
 /// A caller's buffer that a graph output is computed in directly (zero copy) when its size is
 /// known before the run; otherwise the output is computed elsewhere and the caller copies it.
@@ -96,7 +105,13 @@ class Executor {
   /// placeholder of the same dtype and shape with no data. Weights are thus never held twice, not
   /// even while loading. Only the shapes of such constants may be read afterwards.
   enum FreeCopiedWeights { kFreeCopiedWeights };
-  Executor(std::shared_ptr<ir::Graph> graph, FreeCopiedWeights);
+  /// `kernelIds`, when not empty, has one candidate id per node (a plan's choices): those kernels
+  /// are made instead of selecting again; one missing from the registry, needing an ISA the host
+  /// lacks, or declining the node is a kInvalidPlan error naming the layer, the kernel and why.
+  /// `states`, when given, has one entry per node: a kernel whose entry holds a saved state is
+  /// restored over it (its packed weights used where they lie) instead of packing again.
+  Executor(std::shared_ptr<ir::Graph> graph, FreeCopiedWeights, const std::vector<std::string>& kernelIds = {},
+           const std::vector<cpu::KernelState>* states = nullptr);
 
   /// Runs with the graph inputs given by value id; returns the graph outputs in order. Without
   /// `memory`, every tensor is allocated on its own (control-flow bodies); with it, intermediates
@@ -114,18 +129,35 @@ class Executor {
   /// Resolves the graph's shapes when the input shapes change (compiled with the executor).
   const ShapeProgram& shapeProgram() const { return shapes_; }
 
+  /// Per node, in graph order: the kernel made for it.
+  const std::vector<KernelChoice>& kernelChoices() const { return choices_; }
+  /// Per node: its kernel's packed state (empty for a kernel that keeps none).
+  std::vector<cpu::KernelState> kernelStates() const;
+  /// Per node: whether its kernel keeps a state its candidate can restore from.
+  bool restorable(size_t node) const { return steps_.at(node).save && steps_.at(node).restorable; }
+  /// What the kernels ask of the memory plan (in-place rules, workspaces) on `threads` threads.
+  KernelMemoryNeeds memoryNeeds(int threads) const;
+
   /// Constants every reader of which keeps its own transformed copy (see
   /// KernelCreateInfo::keepsOwnCopyOf): their values are never read at run time, only their shape.
   const std::vector<int>& constantsWithOwnCopies() const { return ownCopied_; }
 
  private:
-  Executor(std::shared_ptr<const ir::Graph> graph, ir::Graph* freeCopiedWeightsIn);
+  Executor(std::shared_ptr<const ir::Graph> graph, ir::Graph* freeCopiedWeightsIn,
+           const std::vector<std::string>& kernelIds, const std::vector<cpu::KernelState>* states);
   struct Step {
     const ir::Node* node;
     const ir::OpSchema* schema;
     cpu::KernelFn kernel;
-    std::vector<int> release;  // values whose last use is this step
+    cpu::WorkspaceFn workspace;           // empty: the kernel needs no scratch memory
+    const cpu::KernelMemoryRules* rules;  // the candidate's, which outlives the executor
+    std::vector<int> release;             // values whose last use is this step
+    std::function<cpu::KernelState()> save;  // empty: no packed state
+    bool restorable = false;                 // its candidate can restore a saved state
   };
+  /// The candidate for node i: the one named in kernelIds, else the first that supports it.
+  const cpu::KernelCandidate* chooseKernel(const cpu::KernelCreateInfo& info, size_t i,
+                                           const std::vector<std::string>& kernelIds);
   /// Plans the memory (and binds the nodes) again when the input shapes differ from the last run's.
   void preparePlan(const std::vector<std::pair<int, Tensor>>& inputs, ExecutorMemory& memory) const;
   void bindNodes(ExecutorMemory& memory, const std::vector<ir::TypeInfo>& types) const;
@@ -145,6 +177,7 @@ class Executor {
   std::vector<std::pair<int, int>> producerOf_;  // per value id: (step, output index), (-1, -1) if none
   bool hasInputsWithDefaults_ = false;           // graph inputs with a value the caller may override
   std::vector<int> ownCopied_;
+  std::vector<KernelChoice> choices_;  // per step
 };
 
 }  // namespace kiln

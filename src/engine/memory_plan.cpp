@@ -103,39 +103,64 @@ std::vector<uint64_t> concatSlabs(const ir::Graph& graph, const MemoryPlan& plan
   return offsets;
 }
 
-// The inputs of `node` whose storage its output 0 may take over (tried in this order): kernels
-// that read each element of that input only to compute the output element at the same place,
-// before writing it. NchwcConv adds its residual Z when it starts each output tile.
-std::vector<size_t> inPlaceCandidates(const ir::Node& node) {
-  if (node.outputs.size() != 1) return {};
-  if (node.domain == "kiln") return node.opType == "NchwcConv" ? std::vector<size_t>{3} : std::vector<size_t>{};
-  if (!node.domain.empty() && node.domain != "ai.onnx") return {};
-  static const char* const kBinary[] = {"Add", "Sub", "Mul", "Div"};
-  static const char* const kUnary[] = {"Relu", "Sigmoid", "Tanh", "Exp", "Neg", "Abs", "Sqrt", "Erf", "LeakyRelu",
-                                       "Elu", "Selu", "HardSigmoid", "HardSwish", "Softplus"};
-  for (const char* op : kBinary)
-    if (node.opType == op && node.opset >= 7) return {0, 1};
-  for (const char* op : kUnary)
-    if (node.opType == op) return {0};
-  return {};
+// The rules of node i's kernel: the given kernels', else what the registry would choose.
+class RulesOf {
+ public:
+  RulesOf(const ir::Graph& graph, const KernelMemoryNeeds* kernels) : kernels_(kernels) {
+    if (kernels_) return;
+    for (const ir::Node& node : graph.nodes) own_.push_back(kernelMemoryRules(graph, node));
+  }
+  const cpu::KernelMemoryRules& operator()(size_t node) const {
+    static const cpu::KernelMemoryRules none;
+    if (!kernels_) return own_[node];
+    const cpu::KernelMemoryRules* r = node < kernels_->rules.size() ? kernels_->rules[node] : nullptr;
+    return r ? *r : none;
+  }
+
+ private:
+  const KernelMemoryNeeds* kernels_;
+  std::vector<cpu::KernelMemoryRules> own_;
+};
+
+// Whether output `index` of node i is a view of its first input.
+bool viewsInput(const RulesOf& rules, size_t node, size_t index) { return index == 0 && rules(node).outputViewsInput0; }
+
+// The scratch bytes node i's kernel declares at the graph's (resolved) input shapes.
+uint64_t workspaceOf(const ir::Graph& graph, const std::vector<ir::TypeInfo>& types, const KernelMemoryNeeds* kernels,
+                     size_t i) {
+  if (!kernels || i >= kernels->workspaces.size() || !kernels->workspaces[i]) return 0;
+  std::vector<Shape> shapes;
+  const ir::Node& node = graph.nodes[i];
+  shapes.reserve(node.inputs.size());
+  std::vector<const Shape*> pointers;
+  for (int id : node.inputs) {
+    std::optional<Shape> shape = id == ir::kNoValue ? std::nullopt : staticShapeOf(types[static_cast<size_t>(id)]);
+    shapes.push_back(shape ? *shape : Shape{});
+    pointers.push_back(shape ? &shapes.back() : nullptr);
+  }
+  return kernels->workspaces[i](pointers, kernels->threads);
 }
 
 }  // namespace
 
-bool sharesInputStorage(const ir::Node& node, size_t index) {
-  if (!node.domain.empty() && node.domain != "ai.onnx") return false;
-  const std::string& op = node.opType;
-  return index == 0 && (op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze" ||
-                        op == "Identity" || op == "Dropout");
+cpu::KernelMemoryRules kernelMemoryRules(const ir::Graph& graph, const ir::Node& node) {
+  cpu::KernelCreateInfo info{node, {}, {}, {}};
+  for (int id : node.inputs) {
+    const ir::Value* v = id == ir::kNoValue ? nullptr : &graph.value(id);
+    info.inputTypes.push_back(v ? &v->type : nullptr);
+    info.constants.push_back(v && v->constant && !graph.isGraphInput(id) ? &*v->constant : nullptr);
+  }
+  const cpu::KernelSelection s = cpu::KernelRegistry::global().select(info);
+  return s.chosen ? s.chosen->memory : cpu::KernelMemoryRules{};
 }
 
-MemoryPlan planMemory(const ir::Graph& graph) {
+MemoryPlan planMemory(const ir::Graph& graph, const KernelMemoryNeeds* kernels) {
   std::vector<ir::TypeInfo> types;
   for (const ir::Value& v : graph.values) types.push_back(v.type);
-  return planMemory(graph, types);
+  return planMemory(graph, types, kernels);
 }
 
-MemoryPlan planMemory(const ir::Graph& graph, const std::vector<ir::TypeInfo>& types) {
+MemoryPlan planMemory(const ir::Graph& graph, const std::vector<ir::TypeInfo>& types, const KernelMemoryNeeds* kernels) {
   const size_t n = graph.values.size();
   const int end = static_cast<int>(graph.nodes.size());
   MemoryPlan plan;
@@ -147,6 +172,7 @@ MemoryPlan planMemory(const ir::Graph& graph, const std::vector<ir::TypeInfo>& t
     plan.bytes[id] = concreteBytes(types[id]);
   }
 
+  const RulesOf rules(graph, kernels);
   std::vector<int> producer(n, -1), lastUse(n, -1);
   for (int i = 0; i < end; ++i) {
     const ir::Node& node = graph.nodes[static_cast<size_t>(i)];
@@ -156,7 +182,7 @@ MemoryPlan planMemory(const ir::Graph& graph, const std::vector<ir::TypeInfo>& t
       int id = node.outputs[k];
       if (id == ir::kNoValue) continue;
       producer[static_cast<size_t>(id)] = i;
-      if (sharesInputStorage(node, k) && !node.inputs.empty() && node.inputs[0] != ir::kNoValue) {
+      if (viewsInput(rules, static_cast<size_t>(i), k) && !node.inputs.empty() && node.inputs[0] != ir::kNoValue) {
         plan.storageOf[static_cast<size_t>(id)] = plan.storageOf[static_cast<size_t>(node.inputs[0])];
       }
     }
@@ -205,8 +231,8 @@ MemoryPlan planMemory(const ir::Graph& graph, const std::vector<ir::TypeInfo>& t
   };
   for (int i = 0; i < end; ++i) {
     const ir::Node& node = graph.nodes[static_cast<size_t>(i)];
-    const std::vector<size_t> candidates = inPlaceCandidates(node);
-    if (candidates.empty() || !arenaOwned(node.outputs[0])) continue;
+    const std::vector<size_t>& candidates = rules(static_cast<size_t>(i)).inPlaceInputs;
+    if (candidates.empty() || node.outputs.size() != 1 || !arenaOwned(node.outputs[0])) continue;
     const int out = node.outputs[0];
     for (size_t k : candidates) {
       if (k >= node.inputs.size() || node.inputs[k] == ir::kNoValue) continue;
@@ -238,17 +264,28 @@ MemoryPlan planMemory(const ir::Graph& graph, const std::vector<ir::TypeInfo>& t
     }
     intervals.push_back({static_cast<int>(id), alignUp(plan.bytes[id]), storageFirst[id], storageLast[id]});
   }
+  // Each kernel's workspace lives for its node only; its pseudo id is n + the node's index.
+  plan.workspaceOffsets.assign(static_cast<size_t>(end), MemoryPlan::kNotPlaced);
+  plan.workspaceBytes.assign(static_cast<size_t>(end), 0);
+  for (int i = 0; i < end; ++i) {
+    const uint64_t bytes = workspaceOf(graph, types, kernels, static_cast<size_t>(i));
+    if (bytes == 0) continue;
+    plan.workspaceBytes[static_cast<size_t>(i)] = bytes;
+    plan.largestWorkspace = std::max(plan.largestWorkspace, bytes);
+    intervals.push_back({static_cast<int>(n) + i, alignUp(bytes), i, i});
+  }
   std::stable_sort(intervals.begin(), intervals.end(), [](const Interval& a, const Interval& b) {
     return a.size != b.size ? a.size > b.size : a.first < b.first;
   });
 
   std::vector<const Interval*> placed;
+  std::vector<int64_t> slot(n + static_cast<size_t>(end), MemoryPlan::kNotPlaced);  // per interval id
   std::vector<std::pair<uint64_t, uint64_t>> busy;  // [offset, offset + size) of overlapping placed tensors
   for (const Interval& t : intervals) {
     busy.clear();
     for (const Interval* p : placed) {
       if (!p->overlaps(t)) continue;
-      uint64_t offset = static_cast<uint64_t>(plan.offsets[static_cast<size_t>(p->id)]);
+      uint64_t offset = static_cast<uint64_t>(slot[static_cast<size_t>(p->id)]);
       busy.emplace_back(offset, offset + p->size);
     }
     std::sort(busy.begin(), busy.end());
@@ -262,11 +299,16 @@ MemoryPlan planMemory(const ir::Graph& graph, const std::vector<ir::TypeInfo>& t
       cursor = std::max(cursor, finish);
     }
     if (best == std::numeric_limits<uint64_t>::max()) best = cursor;  // no gap fits: after the last one
-    plan.offsets[static_cast<size_t>(t.id)] = static_cast<int64_t>(best);
+    slot[static_cast<size_t>(t.id)] = static_cast<int64_t>(best);
     plan.arenaBytes = std::max(plan.arenaBytes, best + t.size);
+    placed.push_back(&t);
+    if (static_cast<size_t>(t.id) >= n) {
+      plan.workspaceOffsets[static_cast<size_t>(t.id) - n] = static_cast<int64_t>(best);
+      continue;
+    }
+    plan.offsets[static_cast<size_t>(t.id)] = static_cast<int64_t>(best);
     plan.intermediateBytes += t.size;
     ++plan.placedTensors;
-    placed.push_back(&t);
   }
   for (size_t id = 0; id < n; ++id) {
     if (slabs[id].container < 0) continue;
@@ -277,7 +319,7 @@ MemoryPlan planMemory(const ir::Graph& graph, const std::vector<ir::TypeInfo>& t
   // source's storage on).
   for (size_t id = 0; id < n; ++id) {
     const auto root = static_cast<size_t>(plan.storageOf[id]);
-    if (root != id && producer[id] >= 0 && !sharesInputStorage(graph.nodes[static_cast<size_t>(producer[id])], 0) &&
+    if (root != id && producer[id] >= 0 && !viewsInput(rules, static_cast<size_t>(producer[id]), 0) &&
         plan.bytes[id] == plan.bytes[root]) {
       plan.offsets[id] = plan.offsets[root];
       plan.intermediateBytes += alignUp(plan.bytes[id]);
@@ -288,16 +330,16 @@ MemoryPlan planMemory(const ir::Graph& graph, const std::vector<ir::TypeInfo>& t
 
 MemoryPlan planMemoryForInputShapes(const ir::Graph& graph, const ShapeProgram& shapes,
                                     const std::vector<std::pair<int, Shape>>& inputShapes,
-                                    std::vector<ir::TypeInfo>* resolvedTypes) {
+                                    std::vector<ir::TypeInfo>* resolvedTypes, const KernelMemoryNeeds* kernels) {
   ShapeProgram::Resolution resolved = shapes.resolve(inputShapes);
-  MemoryPlan plan = planMemory(graph, resolved.types);
+  MemoryPlan plan = planMemory(graph, resolved.types, kernels);
   if (resolvedTypes) *resolvedTypes = std::move(resolved.types);
   return plan;
 }
 
 MemoryPlan planMemoryForInputShapes(const ir::Graph& graph, const std::vector<std::pair<int, Shape>>& inputShapes,
-                                    std::vector<ir::TypeInfo>* resolvedTypes) {
-  return planMemoryForInputShapes(graph, ShapeProgram(graph), inputShapes, resolvedTypes);
+                                    std::vector<ir::TypeInfo>* resolvedTypes, const KernelMemoryNeeds* kernels) {
+  return planMemoryForInputShapes(graph, ShapeProgram(graph), inputShapes, resolvedTypes, kernels);
 }
 
 MemoryPlan planMemoryAtProfile(const plan::Plan& plan, int profile, OptProfileSelector which) {

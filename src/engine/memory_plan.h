@@ -11,14 +11,17 @@
 // output's slot, each at its slab, so their producers write the result directly and the Concat
 // itself copies nothing (MemoryPlan::inPlaceConcat; the executor skips its kernel).
 //
-// Elementwise ops, and NchwcConv with a residual, write their output over an input that dies at
-// them (same size and type), as ONNX Runtime does: no second slot, and the output's cache lines
-// are already there when it is written.
+// Outputs written over an input that dies at their node (same size and type), as ONNX Runtime
+// does: no second slot, and the output's cache lines are already there when it is written. Which
+// inputs a kernel may overwrite, and which outputs are views of their input (Reshape, Identity,
+// ...), the kernels declare (cpu::KernelMemoryRules); so is each kernel's scratch memory (its
+// workspace), placed in the arena for the duration of its node like any tensor.
 #pragma once
 #include <cstdint>
 #include <utility>
 #include <vector>
 
+#include "backends/cpu/kernel_registry.h"
 #include "engine/plan_format.h"
 #include "engine/shape_program.h"
 #include "ir/graph.h"
@@ -47,27 +50,43 @@ struct MemoryPlan {
   /// residual): such an output's storageOf is that input's storage, and its offset the same.
   int inPlaceOutputs = 0;
 
+  /// Per node index: where its kernel's workspace starts in the arena and its size (0: none).
+  std::vector<int64_t> workspaceOffsets;
+  std::vector<uint64_t> workspaceBytes;
+  uint64_t largestWorkspace = 0;  // the largest of workspaceBytes
+
   bool placed(int id) const { return offsets[static_cast<size_t>(id)] != kNotPlaced; }
 };
 
-/// Whether output `index` of `node` is a view of the node's first input (the kernels of these ops
-/// hand their input's storage on with KernelContext::setOutput).
-bool sharesInputStorage(const ir::Node& node, size_t index);
+/// What the kernels made for a graph's nodes ask of the memory plan (Executor::memoryNeeds).
+struct KernelMemoryNeeds {
+  std::vector<const cpu::KernelMemoryRules*> rules;  // per node; null: none
+  std::vector<cpu::WorkspaceFn> workspaces;          // per node; empty: no scratch memory
+  int threads = 1;                                   // the pool the workspaces are sized for
+};
 
-/// Plans a graph whose value types are already resolved for one set of input shapes.
-MemoryPlan planMemory(const ir::Graph& graph);
+/// The memory rules of the kernel the registry would choose for `node` (no rules when none
+/// applies): what planMemory uses when it is not given the kernels.
+cpu::KernelMemoryRules kernelMemoryRules(const ir::Graph& graph, const ir::Node& node);
+
+/// Plans a graph whose value types are already resolved for one set of input shapes, with the
+/// kernels' rules and workspaces when given (else the registry's rules and no workspaces).
+MemoryPlan planMemory(const ir::Graph& graph, const KernelMemoryNeeds* kernels = nullptr);
 /// The same with the value types given apart from the graph (per value id).
-MemoryPlan planMemory(const ir::Graph& graph, const std::vector<ir::TypeInfo>& types);
+MemoryPlan planMemory(const ir::Graph& graph, const std::vector<ir::TypeInfo>& types,
+                      const KernelMemoryNeeds* kernels = nullptr);
 
 /// Resolves every value's type from the given input shapes (by value id) with the graph's shape
 /// program (no copy of the graph), then plans it. Throws the shape inference error when the
 /// shapes do not fit the graph. `resolvedTypes`, when given, receives those types (per value id).
 MemoryPlan planMemoryForInputShapes(const ir::Graph& graph, const ShapeProgram& shapes,
                                     const std::vector<std::pair<int, Shape>>& inputShapes,
-                                    std::vector<ir::TypeInfo>* resolvedTypes = nullptr);
+                                    std::vector<ir::TypeInfo>* resolvedTypes = nullptr,
+                                    const KernelMemoryNeeds* kernels = nullptr);
 /// The same, compiling the graph's shape program for this one call.
 MemoryPlan planMemoryForInputShapes(const ir::Graph& graph, const std::vector<std::pair<int, Shape>>& inputShapes,
-                                    std::vector<ir::TypeInfo>* resolvedTypes = nullptr);
+                                    std::vector<ir::TypeInfo>* resolvedTypes = nullptr,
+                                    const KernelMemoryNeeds* kernels = nullptr);
 
 /// A built engine's plan at the min, opt or max shapes of one optimization profile (the inputs'
 /// own dims when the plan has no profiles; inputs with a default keep its shape).

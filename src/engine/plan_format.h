@@ -7,17 +7,21 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/kernel_registry.h"
 #include "ir/graph.h"
 #include "kiln/engine.h"
 
 namespace kiln::plan {
 
 constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'P', 'L', 'A', 'N'};
-constexpr uint32_t kFormatVersion = 1;
+constexpr uint32_t kFormatVersion = 2;  // 2: layers hold their kernel id, ISA, declined candidates, packed state
 constexpr size_t kHeaderSize = 64;
 constexpr size_t kChecksumOffset = 60;
 constexpr size_t kFormatVersionOffset = 8;
 constexpr size_t kWeightAlignment = 64;
+/// The weight offset of a constant whose values the plan leaves out: every reader's kernel
+/// keeps its own packed copy, stored with the layer (only its dtype and shape are read).
+constexpr uint64_t kNoWeights = ~uint64_t{0};
 constexpr const char* kKilnVersion = "0.1.0";
 
 enum SectionId : uint32_t {
@@ -66,11 +70,17 @@ struct Plan {
   std::vector<Profile> profiles;
   std::shared_ptr<ir::Graph> graph;
   std::vector<LayerInfo> layers;  // one per graph node, same order
+  /// Per layer: its kernel's packed state (empty when it keeps none); read back, the blobs view
+  /// the plan's bytes.
+  std::vector<cpu::KernelState> kernelStates;
 };
 
 std::vector<uint8_t> writePlan(const Plan& plan);
 /// Parses and validates a plan; hostFeatures is the machine's (detectCpuFeatures() by default).
-Plan readPlan(const void* data, size_t size, uint32_t hostFeatures = detectCpuFeatures());
+/// With `owner` (what keeps `data` alive, a memory-mapped file), constants view their bytes in
+/// place instead of copying them; without, they are copied.
+Plan readPlan(const void* data, size_t size, uint32_t hostFeatures = detectCpuFeatures(),
+              std::shared_ptr<const void> owner = nullptr);
 /// True when the bytes start with the plan magic.
 bool looksLikePlan(const void* data, size_t size);
 

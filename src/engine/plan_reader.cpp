@@ -1,8 +1,11 @@
 // Reads a plan, trusting nothing: the header is checked first (size, magic, format version,
 // checksum, CPU features), then every section bound, count, id and tensor size.
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <set>
+
+#include "core/aligned_memory.h"
 
 #include "engine/plan_bytes.h"
 #include "engine/plan_format.h"
@@ -45,7 +48,8 @@ const char* sectionName(uint32_t id) {
 
 class GraphReader {
  public:
-  GraphReader(const uint8_t* data, Section weights) : data_(data), weights_(weights) {}
+  GraphReader(const uint8_t* data, Section weights, std::shared_ptr<const void> owner)
+      : data_(data), weights_(weights), owner_(std::move(owner)) {}
 
   std::shared_ptr<ir::Graph> graph(ByteReader& r, int depth) {
     if (depth > kMaxSubgraphDepth) r.fail("subgraphs are nested more than " + std::to_string(kMaxSubgraphDepth) + " deep");
@@ -155,6 +159,10 @@ class GraphReader {
     }
     const uint64_t offset = r.u64("weight offset");
     const uint64_t bytes = r.u64("weight size");
+    if (offset == kNoWeights && bytes == 0) {  // kept only packed by its readers' kernels
+      if (numel == 0) r.fail("an empty tensor is marked as left out");
+      return Tensor::wrap(t, shape, nullptr, nullptr);
+    }
     if (static_cast<uint64_t>(numel) > weights_.size / dataTypeSize(t) + 1 ||
         bytes != static_cast<uint64_t>(numel) * dataTypeSize(t)) {
       r.fail("tensor " + dataTypeName(t) + "[" + shapeToString(shape) + "] has " + std::to_string(bytes) + " bytes of weights");
@@ -163,8 +171,12 @@ class GraphReader {
       r.fail("weights at offset " + std::to_string(offset) + " (" + std::to_string(bytes) +
              " bytes) lie outside the weights section of " + std::to_string(weights_.size) + " bytes");
     }
+    const uint8_t* at = data_ + weights_.offset + offset;
+    // A mapped file is private copy-on-write memory: viewing it lets the kernel's packing read
+    // the weights where they lie, and the pages of those it keeps packed are never copied.
+    if (owner_ && bytes) return Tensor::wrap(t, shape, const_cast<uint8_t*>(at), owner_);
     Tensor out(t, shape);
-    if (bytes) std::memcpy(out.raw(), data_ + weights_.offset + offset, bytes);
+    if (bytes) std::memcpy(out.raw(), at, bytes);
     return out;
   }
 
@@ -194,6 +206,7 @@ class GraphReader {
 
   const uint8_t* data_;
   Section weights_;
+  std::shared_ptr<const void> owner_;
 };
 
 void checkHeader(const uint8_t* p, size_t size, uint32_t hostFeatures) {
@@ -339,8 +352,64 @@ std::vector<Profile> readProfiles(ByteReader r, const std::vector<IOTensor>& io)
   return profiles;
 }
 
-std::vector<LayerInfo> readLayers(ByteReader r, const ir::Graph& g) {
-  std::vector<LayerInfo> layers(r.count("layer", 16));
+// The CPU feature bit a layer's kernel ISA names; 0 for a name this reader does not know.
+uint32_t isaFeature(const std::string& name) {
+  if (name == "avx2") return kAvx2;
+  if (name == "avx512f") return kAvx512f;
+  return 0;
+}
+
+// Reads layer states whose blobs view the weights section of `data` (kept alive by `owner`), or
+// copies of them when there is no owner.
+class KernelStateReader {
+ public:
+  KernelStateReader(const uint8_t* data, Section weights, std::shared_ptr<const void> owner)
+      : data_(data), weights_(weights), owner_(std::move(owner)) {}
+
+  cpu::KernelState operator()(ByteReader& r, const LayerInfo& layer) {
+    cpu::KernelState state;
+    const std::string params = r.str("kernel parameters");
+    state.params.assign(params.begin(), params.end());
+    const uint32_t blobs = r.count("packed blob", 16);
+    for (uint32_t k = 0; k < blobs; ++k) {
+      const uint64_t offset = r.u64("packed blob offset");
+      const uint64_t bytes = r.u64("packed blob size");
+      if (offset > weights_.size || bytes > weights_.size - offset || offset % kWeightAlignment) {
+        r.fail("layer '" + layer.name + "': packed blob " + std::to_string(k) + " at offset " + std::to_string(offset) +
+               " (" + std::to_string(bytes) + " bytes) lies outside the weights section of " +
+               std::to_string(weights_.size) + " bytes or is not 64-byte aligned");
+      }
+      state.blobs.push_back({data_ + weights_.offset + offset, bytes});
+    }
+    state.owner = owner_;
+    if (!owner_ && !state.blobs.empty()) copyBlobs(state);
+    return state;
+  }
+
+ private:
+  // The caller's bytes may go away after reading: the blobs get one aligned buffer of their own.
+  static void copyBlobs(cpu::KernelState& state) {
+    uint64_t total = 0;
+    for (const cpu::KernelBlob& b : state.blobs) total += (b.bytes + kWeightAlignment - 1) / kWeightAlignment * kWeightAlignment;
+    auto* buffer = static_cast<uint8_t*>(allocateAligned(std::max<uint64_t>(total, 1)));
+    if (!buffer) invalid("out of memory copying " + std::to_string(total) + " bytes of packed weights");
+    state.owner = std::shared_ptr<const void>(buffer, [](const void* q) { std::free(const_cast<void*>(q)); });
+    uint64_t at = 0;
+    for (cpu::KernelBlob& b : state.blobs) {
+      if (b.bytes) std::memcpy(buffer + at, b.data, b.bytes);
+      b.data = buffer + at;
+      at += (b.bytes + kWeightAlignment - 1) / kWeightAlignment * kWeightAlignment;
+    }
+  }
+
+  const uint8_t* data_;
+  Section weights_;
+  std::shared_ptr<const void> owner_;
+};
+
+std::vector<LayerInfo> readLayers(ByteReader r, const ir::Graph& g, uint32_t hostFeatures, KernelStateReader& kernelState,
+                                  std::vector<cpu::KernelState>& states) {
+  std::vector<LayerInfo> layers(r.count("layer", 32));
   if (layers.size() != g.nodes.size()) {
     r.fail(std::to_string(layers.size()) + " layers for " + std::to_string(g.nodes.size()) + " graph nodes");
   }
@@ -349,8 +418,18 @@ std::vector<LayerInfo> readLayers(ByteReader r, const ir::Graph& g) {
     l.name = r.str("layer name");
     l.type = r.str("layer type");
     l.kernel = r.str("kernel");
+    l.kernelIsa = r.str("kernel ISA");
+    const uint32_t feature = isaFeature(l.kernelIsa);
+    if (!feature) r.fail("layer '" + l.name + "': kernel " + l.kernel + " needs unknown ISA '" + l.kernelIsa + "'");
+    if (!(hostFeatures & feature)) {
+      invalid("layer '" + l.name + "' (" + l.type + "): kernel " + l.kernel + " needs " + l.kernelIsa +
+              ", which this machine lacks (it has " + cpuFeatureNames(hostFeatures) + "); rebuild the plan on it");
+    }
+    const uint32_t declined = r.count("declined kernel", 4);
+    for (uint32_t k = 0; k < declined; ++k) l.declinedKernels.push_back(r.str("declined kernel"));
     uint32_t fused = r.count("fused layer", 4);
     for (uint32_t k = 0; k < fused; ++k) l.fusedFrom.push_back(r.str("fused layer name"));
+    states.push_back(kernelState(r, l));
     const ir::Node& node = g.nodes[i];
     for (int id : node.inputs) l.inputs.push_back(id == ir::kNoValue ? "" : g.value(id).name);
     for (int id : node.outputs) l.outputs.push_back(id == ir::kNoValue ? "" : g.value(id).name);
@@ -361,7 +440,7 @@ std::vector<LayerInfo> readLayers(ByteReader r, const ir::Graph& g) {
 
 }  // namespace
 
-Plan readPlan(const void* data, size_t size, uint32_t hostFeatures) {
+Plan readPlan(const void* data, size_t size, uint32_t hostFeatures, std::shared_ptr<const void> owner) {
   const auto* p = static_cast<const uint8_t*>(data);
   if (!p && size) invalid("plan data is null");
   checkHeader(p, size, hostFeatures);
@@ -371,11 +450,13 @@ Plan readPlan(const void* data, size_t size, uint32_t hostFeatures) {
   plan.info = readBuildInfo(sectionReader(p, sections, kBuildInfoSection));
   plan.info.cpuFeatures = cpuFeatureNames(plan.cpuFeatures);
   ByteReader graphReader = sectionReader(p, sections, kGraphSection);
-  plan.graph = GraphReader(p, sections[kWeightsSection]).graph(graphReader, 0);
+  plan.graph = GraphReader(p, sections[kWeightsSection], owner).graph(graphReader, 0);
   expectEnd(graphReader);
   plan.io = readIO(sectionReader(p, sections, kIOSection), *plan.graph);
   plan.profiles = readProfiles(sectionReader(p, sections, kProfilesSection), plan.io);
-  plan.layers = readLayers(sectionReader(p, sections, kLayersSection), *plan.graph);
+  KernelStateReader kernelState(p, sections[kWeightsSection], std::move(owner));
+  plan.layers = readLayers(sectionReader(p, sections, kLayersSection), *plan.graph, hostFeatures, kernelState,
+                           plan.kernelStates);
   // Last: a plugin that is not registered is reported only for an otherwise valid plan.
   if (sections[kPluginsSection].present) readPlugins(sectionReader(p, sections, kPluginsSection), *plan.graph);
   return plan;

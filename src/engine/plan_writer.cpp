@@ -65,6 +65,11 @@ class GraphWriter {
       for (int64_t i = 0; i < t.numel(); ++i) w.str(t.data<std::string>()[i]);
       return;
     }
+    if (!t.raw() && t.byteSize()) {  // a constant only its readers' packed copies hold
+      w.u64(kNoWeights);
+      w.u64(0);
+      return;
+    }
     weights_.alignTo(kWeightAlignment);
     w.u64(weights_.size());
     w.u64(t.byteSize());
@@ -138,14 +143,33 @@ void writeProfiles(ByteWriter& w, const std::vector<Profile>& profiles) {
   }
 }
 
-void writeLayers(ByteWriter& w, const std::vector<LayerInfo>& layers) {
+// A layer's kernel state: its parameters, then each packed blob 64-byte aligned in the weights.
+void writeKernelState(ByteWriter& w, ByteWriter& weights, const cpu::KernelState* state) {
+  w.str(state ? std::string(state->params.begin(), state->params.end()) : std::string());
+  w.u32(state ? static_cast<uint32_t>(state->blobs.size()) : 0);
+  if (!state) return;
+  for (const cpu::KernelBlob& blob : state->blobs) {
+    weights.alignTo(kWeightAlignment);
+    w.u64(weights.size());
+    w.u64(blob.bytes);
+    weights.raw(blob.data, blob.bytes);
+  }
+}
+
+void writeLayers(ByteWriter& w, ByteWriter& weights, const std::vector<LayerInfo>& layers,
+                 const std::vector<cpu::KernelState>& states) {
   w.u32(static_cast<uint32_t>(layers.size()));
-  for (const LayerInfo& l : layers) {
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const LayerInfo& l = layers[i];
     w.str(l.name);
     w.str(l.type);
     w.str(l.kernel);
+    w.str(l.kernelIsa);
+    w.u32(static_cast<uint32_t>(l.declinedKernels.size()));
+    for (const auto& s : l.declinedKernels) w.str(s);
     w.u32(static_cast<uint32_t>(l.fusedFrom.size()));
     for (const auto& s : l.fusedFrom) w.str(s);
+    writeKernelState(w, weights, i < states.size() ? &states[i] : nullptr);
   }
 }
 
@@ -160,7 +184,7 @@ std::vector<uint8_t> writePlan(const Plan& plan) {
   writeIO(sections[1], plan.io);
   writeProfiles(sections[2], plan.profiles);
   GraphWriter(weights).graph(sections[3], *plan.graph);
-  writeLayers(sections[4], plan.layers);
+  writeLayers(sections[4], weights, plan.layers, plan.kernelStates);
   // The plugins section is written only when needed, so plans without plugins stay readable by
   // a kiln that predates it.
   const bool plugins = hasPluginNodes(*plan.graph);

@@ -84,7 +84,7 @@ bool showsConstantStorage(const ir::Graph& graph, int id) {
     auto producer = std::find_if(graph.nodes.begin(), graph.nodes.end(), [&](const ir::Node& n) {
       return std::find(n.outputs.begin(), n.outputs.end(), id) != n.outputs.end();
     });
-    if (producer == graph.nodes.end() || producer->outputs[0] != id || !sharesInputStorage(*producer, 0) ||
+    if (producer == graph.nodes.end() || producer->outputs[0] != id || !kernelMemoryRules(graph, *producer).outputViewsInput0 ||
         producer->inputs.empty() || producer->inputs[0] == ir::kNoValue) {
       return false;
     }

@@ -82,7 +82,8 @@ def test_build_reports_stages_and_a_summary(kiln, tmp_path):
         assert stage in r.stdout, stage
     assert re.search(r"built .*m\.kiln: 1 layers -> 1 after optimization, arena [\d.]+ MiB "
                      r"\(intermediates sum [\d.]+ MiB\), plan [\d.]+ MiB", r.stdout)
-    assert "layer 'conv' (Conv): kernel cpu Conv float32" in r.stdout  # --verbose
+    assert re.search(r"layer 'conv' \(Conv\): kernel f32_conv_\w+_avx(2|512) ", r.stdout), r.stdout  # --verbose
+    assert "declined f32_conv_depthwise_avx512: " in r.stdout  # the earlier candidates, with their reasons
 
 
 def test_inspect_shows_a_plans_layers_io_and_profiles(kiln, tmp_path):
@@ -92,8 +93,8 @@ def test_inspect_shows_a_plans_layers_io_and_profiles(kiln, tmp_path):
                "input:2x3x10x10", "--max-shapes", "input:4x3x10x10", "--fp16").returncode == 0
     r = run(kiln, "inspect", plan)
     assert r.returncode == 0, r.stderr
-    for fragment in ("plan ", "format     1", "cpu        avx2 fma f16c", "flags      fp16", "input  float32[?x3x10x10]",
-                     "0  input  min 1x3x10x10  opt 2x3x10x10  max 4x3x10x10", "conv (Conv)  kernel cpu Conv float32",
+    for fragment in ("plan ", "format     2", "cpu        avx2 fma f16c", "flags      fp16", "input  float32[?x3x10x10]",
+                     "0  input  min 1x3x10x10  opt 2x3x10x10  max 4x3x10x10", "conv (Conv)  kernel f32_conv_", "declined f32_conv_depthwise_avx512: ",
                      "MiB at opt shapes (intermediates sum "):
         assert fragment in r.stdout, fragment
 

@@ -52,7 +52,8 @@ TEST(EngineInspector, DescribesIOProfilesAndLayers) {
   EXPECT_EQ(engine->getNbOptimizationProfiles(), 2);
   EXPECT_EQ(engine->getProfileShape("x", 1, OptProfileSelector::kMAX), (Dims{16, 2}));
   ASSERT_EQ(engine->getNbLayers(), 3);
-  EXPECT_EQ(engine->getLayerInfo(0).kernel, "cpu Relu float32");
+  EXPECT_EQ(engine->getLayerInfo(0).kernel, "any_relu_generic");
+  EXPECT_EQ(engine->getLayerInfo(0).kernelIsa, "avx2");
   EXPECT_EQ(engine->getPlanInfo().kilnVersion, "0.1.0");
   EXPECT_EQ(engine->getPlanInfo().layersAfter, 3);
 }

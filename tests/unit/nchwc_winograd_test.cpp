@@ -2,9 +2,9 @@
 // convolution in double over NCHW: F(2x2,3x3) and F(4x4,3x3), odd sizes (partial tiles), padding
 // 1, 0 and asymmetric, channel counts that are not multiples of 16 (X's padding channels hold NaN,
 // which must not reach Y), several bands of tiles and passes over tile rows, batch 2, bias +
-// residual + Relu / Clip / SiLU, one and two threads; when prepareNchwcWinograd packs weights;
-// and ONNX Conv + Add + Relu models run through a Session, whose layout pass makes them
-// NchwcConv nodes that run Winograd.
+// residual + Relu / Clip / SiLU, one and two threads; which NchwcConv nodes the kernel registry
+// gives a Winograd candidate; and ONNX Conv + Add + Relu models run through a Session, whose
+// layout pass makes them NchwcConv nodes that run Winograd.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -16,6 +16,7 @@
 #include "nchwc_test_layout.h"
 #include "random_data.h"
 #include "backends/cpu/cpu_isa.h"
+#include "backends/cpu/kernel_registry.h"
 #include "backends/cpu/kernels/nchwc_winograd.h"
 #include "ir/sym_shape.h"
 #include "kiln/session.h"
@@ -182,7 +183,7 @@ INSTANTIATE_TEST_SUITE_P(TileAndThreads, NchwcWinograd,
                                   std::to_string(std::get<1>(info.param));
                          });
 
-// ---- prepareNchwcWinograd: which NchwcConv nodes get Winograd weights ----
+// ---- kernel selection: which NchwcConv nodes get a Winograd candidate ----
 
 ir::Node convNode(int64_t stride, int64_t group) {
   ir::Node node;
@@ -193,6 +194,8 @@ ir::Node convNode(int64_t stride, int64_t group) {
   node.attrs["strides"] = std::vector<int64_t>{stride, stride};
   node.attrs["pads"] = std::vector<int64_t>{1, 1, 1, 1};
   node.attrs["group"] = group;
+  node.inputs = {0, 1};
+  node.outputs = {2};
   return node;
 }
 
@@ -200,29 +203,45 @@ ir::TypeInfo blockedType(int64_t channels, int64_t hw) {
   return ir::TypeInfo{DataType::kFloat32, ir::symShapeOf({1, (channels + 15) / 16, hw, hw, kB})};
 }
 
-TEST(NchwcWinogradPrepare, PacksOnlyWhereItApplies) {
+// The id of the candidate the registry chooses for X of type x and constant W.
+std::string chosenKernel(const ir::Node& node, const ir::TypeInfo* x, const Tensor& w) {
+  const ir::TypeInfo wType{DataType::kFloat32, ir::symShapeOf(w.shape())};
+  const cpu::KernelCreateInfo info{node, {x ? x : &wType, &wType}, {nullptr, &w}, {}};
+  const cpu::KernelSelection s = cpu::KernelRegistry::global().select(info);
+  return s.chosen ? s.chosen->id : "none";
+}
+
+TEST(NchwcWinogradSelection, ChosenOnlyWhereItApplies) {
   const int64_t c = 64, hw = 56;
   const Tensor w = Tensor::fromVector<float>(DataType::kFloat32, {c, c, 3, 3}, randomFloats(c * c * 9, 5));
   const ir::TypeInfo x = blockedType(c, hw);
-  // Stride 2, grouped, plain X, unknown size, 1x1 kernel: never.
-  EXPECT_FALSE(prepareNchwcWinograd(convNode(2, 1), &x, w).data);
-  EXPECT_FALSE(prepareNchwcWinograd(convNode(1, 2), &x, w).data);
+  {
+    // An AVX2 host: no Winograd, declined by name, and the direct AVX2 kernel.
+    ScopedCpuIsaLimit limit(CpuIsa::kAvx2);
+    EXPECT_EQ(chosenKernel(convNode(1, 1), &x, w), "f32_nchwc_conv_direct_avx2");
+    const ir::TypeInfo wType{DataType::kFloat32, ir::symShapeOf(w.shape())};
+    const ir::Node node = convNode(1, 1);
+    const cpu::KernelCreateInfo info{node, {&x, &wType}, {nullptr, &w}, {}};
+    const cpu::KernelSelection s = cpu::KernelRegistry::global().select(info);
+    ASSERT_FALSE(s.declined.empty());
+    EXPECT_EQ(s.declined[0], std::make_pair(std::string("f32_nchwc_conv_winograd_f4x4_avx512"), std::string("needs avx512f")));
+  }
+  if (activeCpuIsa() < CpuIsa::kAvx512) GTEST_SKIP() << "Winograd needs AVX-512";
+  // Stride 2, plain X, unknown size, 1x1 kernel: the direct convolution.
+  EXPECT_EQ(chosenKernel(convNode(2, 1), &x, w), "f32_nchwc_conv_direct_avx512");
   const ir::TypeInfo plainX{DataType::kFloat32, ir::symShapeOf({1, c, hw, hw})};
-  EXPECT_FALSE(prepareNchwcWinograd(convNode(1, 1), &plainX, w).data);
+  EXPECT_EQ(chosenKernel(convNode(1, 1), &plainX, w), "f32_nchwc_conv_plain_input_avx512");
   ir::TypeInfo unknown = x;
   (*unknown.shape)[2] = ir::Dim::named("h");
-  EXPECT_FALSE(prepareNchwcWinograd(convNode(1, 1), &unknown, w).data);
-  EXPECT_FALSE(prepareNchwcWinograd(convNode(1, 1), nullptr, w).data);
+  EXPECT_EQ(chosenKernel(convNode(1, 1), &unknown, w), "f32_nchwc_conv_direct_avx512");
   const Tensor w1 = Tensor::fromVector<float>(DataType::kFloat32, {c, c, 1, 1}, randomFloats(c * c, 6));
-  EXPECT_FALSE(prepareNchwcWinograd(convNode(1, 1), &x, w1).data);
-  // ResNet-50's first 3x3 stage: as the rule says, and packed for its tile.
-  const int tile = nchwcWinogradTile(hw, hw);
-  const NchwcWinogradWeights packed = prepareNchwcWinograd(convNode(1, 1), &x, w);
-  EXPECT_EQ(packed.data != nullptr, tile != 0);
-  if (tile != 0) {
-    EXPECT_EQ(packed.tile, tile);
-    EXPECT_EQ(packed.floats, (tile + 2) * (tile + 2) * c * c);
-  }
+  EXPECT_EQ(chosenKernel(convNode(1, 1), &x, w1), "f32_nchwc_conv_direct_avx512");
+  // ResNet-50's first 3x3 stage (14 x 14 tiles of 4 x 4), and 8x8 (4 x 4 tiles of 2 x 2 only).
+  EXPECT_EQ(nchwcWinogradTile(hw, hw), 4);
+  EXPECT_EQ(chosenKernel(convNode(1, 1), &x, w), "f32_nchwc_conv_winograd_f4x4_avx512");
+  const ir::TypeInfo mid = blockedType(c, 12);  // 9 tiles of 4x4, 36 of 2x2
+  EXPECT_EQ(nchwcWinogradTile(12, 12), 2);
+  EXPECT_EQ(chosenKernel(convNode(1, 1), &mid, w), "f32_nchwc_conv_winograd_f2x2_avx512");
 }
 
 // ---- end to end: Conv (3x3, pad 1) + Add + Relu through a Session ----

@@ -198,7 +198,7 @@ TEST(BuilderReport, StagesAndCounts) {
   EXPECT_EQ(report.layersAfter, 1);
   EXPECT_EQ(report.planBytes, plan->size());
   EXPECT_EQ(report.arenaBytes, 0u);  // the only tensor left is the graph output: not in the arena
-  EXPECT_THAT(logger.text(Severity::kVERBOSE), HasSubstr("kernel cpu Add float32"));
+  EXPECT_THAT(logger.text(Severity::kVERBOSE), HasSubstr("layer 'Add_2' (Add): kernel any_add_generic -> Add_2_output float32[1x4]"));
   EXPECT_THAT(logger.text(Severity::kVERBOSE), HasSubstr("node 'Add_1' (Add): folded into a constant"));
 }
 

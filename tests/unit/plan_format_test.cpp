@@ -5,6 +5,8 @@
 #include <cstring>
 #include <random>
 
+#include "backends/cpu/cpu_isa.h"
+#include "backends/cpu/kernel_registry.h"
 #include "engine/plan_bytes.h"
 #include "engine/plan_format.h"
 #include "engine_test_support.h"
@@ -70,7 +72,13 @@ TEST(PlanFormat, RoundTripKeepsIOProfilesLayersAndInfo) {
   EXPECT_EQ(p.layers.size(), p.graph->nodes.size());
   // The Relu is fused into the convolution; the plan keeps the names of the layers it absorbed.
   EXPECT_EQ(p.layers[0].type, "FusedConv");
-  EXPECT_EQ(p.layers[0].kernel, "cpu FusedConv float32");
+  // Its kernel: the first float32 FusedConv candidate that takes 2 -> 3 channels, 3x3 (few
+  // outputs), after the depthwise ones declined, all named with their reasons.
+  const std::string isa = cpu::cpuIsaName(cpu::activeCpuIsa());
+  EXPECT_EQ(p.layers[0].kernel, "f32_fused_conv_few_outputs_" + isa);
+  EXPECT_EQ(p.layers[0].kernelIsa, cpu::isaFeatureName(cpu::activeCpuIsa()));
+  ASSERT_FALSE(p.layers[0].declinedKernels.empty());
+  EXPECT_THAT(p.layers[0].declinedKernels[0], HasSubstr("f32_fused_conv_depthwise_avx512: "));
   EXPECT_EQ(p.layers[0].fusedFrom.size(), 2u);
   // Writing what was read gives the same bytes.
   EXPECT_EQ(plan::writePlan(p), bytes);
@@ -131,8 +139,8 @@ TEST(PlanErrors, OtherFormatVersion) {
   resign(bytes);
   Status s = load(bytes);
   EXPECT_EQ(s.code(), StatusCode::kINVALID_PLAN);
-  EXPECT_THAT(s.message(), HasSubstr("plan format version 2 is not supported"));
-  EXPECT_THAT(s.message(), HasSubstr("reads plan format version 1"));
+  EXPECT_THAT(s.message(), HasSubstr("plan format version " + std::to_string(version) + " is not supported"));
+  EXPECT_THAT(s.message(), HasSubstr("reads plan format version " + std::to_string(plan::kFormatVersion)));
 }
 
 TEST(PlanErrors, NotAPlan) {
@@ -156,6 +164,41 @@ TEST(PlanErrors, MissingCpuFeatures) {
   std::memcpy(&bytes[32], &features, 4);
   resign(bytes);
   EXPECT_THAT(load(bytes).message(), HasSubstr("lacks: bit30"));
+}
+
+// A layer whose kernel needs an ISA the machine lacks is refused by name, before any kernel is made.
+TEST(PlanErrors, KernelNeedingAMissingIsaIsRefusedNamingTheLayer) {
+  RecordingLogger logger;
+  auto bytes = samplePlan(logger);
+  ASSERT_FALSE(bytes.empty());
+  plan::Plan built = plan::readPlan(bytes.data(), bytes.size());
+  if (built.layers[0].kernelIsa != "avx512f") {  // built on an AVX2 machine: as if on an AVX-512 one
+    built.layers[0].kernel = "f32_fused_conv_few_outputs_avx512";
+    built.layers[0].kernelIsa = "avx512f";
+    bytes = plan::writePlan(built);
+  }
+  try {
+    plan::readPlan(bytes.data(), bytes.size(), plan::kBaselineCpuFeatures);  // an AVX2 machine
+    FAIL() << "a plan with AVX-512 kernels loaded on an AVX2 machine";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidPlan);
+    EXPECT_THAT(e.what(), HasSubstr("layer '" + built.layers[0].name + "' (FusedConv): kernel " +
+                                    built.layers[0].kernel + " needs avx512f, which this machine lacks"));
+  }
+}
+
+// The engine makes the kernels the plan names; one this kiln does not have is refused by name.
+TEST(PlanErrors, UnknownKernelIdIsRefusedNamingTheLayer) {
+  RecordingLogger logger;
+  auto bytes = samplePlan(logger);
+  ASSERT_FALSE(bytes.empty());
+  plan::Plan p = plan::readPlan(bytes.data(), bytes.size());
+  p.layers[0].kernel = "f32_fused_conv_imaginary_avx2";
+  std::vector<uint8_t> changed = plan::writePlan(p);
+  Status s = load(changed);
+  EXPECT_EQ(s.code(), StatusCode::kINVALID_PLAN);
+  EXPECT_THAT(s.message(), HasSubstr("layer '" + p.layers[0].name + "' (FusedConv): kernel f32_fused_conv_imaginary_avx2 is "
+                                     "not one this kiln has"));
 }
 
 // Damage behind a valid checksum (a buggy or hostile writer): reading must fail cleanly or

@@ -1,7 +1,11 @@
 // kiln build MODEL.onnx -o MODEL.kiln [--shapes NAME:DIMS]... [--min-shapes/--opt-shapes/--max-shapes NAME:DIMS]...
 //                                     [--fp16] [--int8] [--no-nchwc] [--threads N] [--workspace MiB] [--verbose]
 //                                     [--plugins LIB.so]...
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iomanip>
@@ -19,6 +23,26 @@
 namespace kiln::cli {
 
 namespace {
+
+// Writes the plan to a temporary file in the same folder, then renames it over `path`: an engine
+// that has the old plan memory-mapped keeps reading the old file, never a truncated one.
+void writePlanFile(const std::string& path, const std::vector<uint8_t>& plan) {
+  const std::string temporary = path + ".tmp" + std::to_string(::getpid());
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char*>(plan.data()), static_cast<std::streamsize>(plan.size()));
+    out.close();
+    if (!out) {
+      std::remove(temporary.c_str());
+      throw Error(ErrorCode::kIoError, path + ": cannot write the plan (" + temporary + ")");
+    }
+  }
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    const std::string reason = std::strerror(errno);
+    std::remove(temporary.c_str());
+    throw Error(ErrorCode::kIoError, path + ": cannot replace it with the new plan: " + reason);
+  }
+}
 
 struct BuildOptions {
   std::string model;
@@ -130,9 +154,7 @@ int buildPlan(const BuildOptions& opts) {
       for (const std::string& line : logger.decisions) std::cout << "        " << line << "\n";
   }
   if (!plan.ok()) throw errorFromStatus(plan.status());
-  std::ofstream out(opts.output, std::ios::binary);
-  out.write(reinterpret_cast<const char*>(plan->data()), static_cast<std::streamsize>(plan->size()));
-  if (!out) throw Error(ErrorCode::kIoError, opts.output + ": cannot write the plan");
+  writePlanFile(opts.output, *plan);
   double totalMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   std::cout << "built " << opts.output << ": " << report.layersBefore << " layers -> " << report.layersAfter
             << " after optimization, arena " << mib(report.arenaBytes) << " (intermediates sum "

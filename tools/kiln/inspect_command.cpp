@@ -94,8 +94,9 @@ int inspectPlan(const std::string& path) {
     const LayerInfo& l = engine->getLayerInfo(i);
     std::string fused;
     for (const auto& f : l.fusedFrom) fused += (fused.empty() ? "" : ", ") + f;
-    std::cout << "  " << i << "  " << l.name << " (" << l.type << ")  kernel " << l.kernel << "  fused "
-              << (fused.empty() ? "-" : fused) << "\n";
+    std::cout << "  " << i << "  " << l.name << " (" << l.type << ")  kernel " << l.kernel << " (" << l.kernelIsa
+              << ")  fused " << (fused.empty() ? "-" : fused) << "\n";
+    for (const std::string& declined : l.declinedKernels) std::cout << "       declined " << declined << "\n";
   }
   return 0;
 }

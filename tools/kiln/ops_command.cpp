@@ -2,7 +2,7 @@
 #include <algorithm>
 #include <iostream>
 
-#include "backends/cpu/kernel.h"
+#include "backends/cpu/kernel_registry.h"
 #include "commands.h"
 #include "ir/op_schema.h"
 #include "ir/type_constraints.h"

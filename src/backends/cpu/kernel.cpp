@@ -1,5 +1,8 @@
 #include "backends/cpu/kernel.h"
 
+#include <cstdlib>
+
+#include "core/aligned_memory.h"
 #include "ir/op_schema.h"
 
 namespace kiln::cpu {
@@ -44,21 +47,18 @@ void KernelContext::setOutput(size_t i, Tensor tensor) { outputs_.at(i) = std::m
 
 void KernelContext::fail(const std::string& message, ErrorCode code) const { ir::failNode(node_, message, code); }
 
-KernelRegistry& KernelRegistry::global() {
-  static KernelRegistry registry;
-  return registry;
-}
-
-void KernelRegistry::add(const std::string& domain, const std::string& opType, KernelFactory factory) {
-  entries_.emplace_back(domain, opType, std::move(factory));
-}
-
-const KernelFactory* KernelRegistry::find(const std::string& domain, const std::string& opType) const {
-  const std::string& d = domain == "ai.onnx" ? std::string() : domain;
-  for (const auto& [dom, op, factory] : entries_) {
-    if (op == opType && dom == d) return &factory;
+void* KernelContext::workspace(uint64_t bytes) {
+  if (bytes == 0) return nullptr;
+  if (workspace_ && workspaceBytes_ >= bytes) return workspace_;
+  if (heapWorkspaceBytes_ < bytes) {
+    heapWorkspace_.reset();  // the smaller buffer first
+    heapWorkspaceBytes_ = 0;
+    void* p = allocateAligned(bytes);
+    if (!p) fail("out of memory allocating " + std::to_string(bytes) + " bytes of kernel workspace");
+    heapWorkspace_ = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+    heapWorkspaceBytes_ = bytes;
   }
-  return fallback_ ? fallback_(d, opType) : nullptr;
+  return heapWorkspace_.get();
 }
 
 }  // namespace kiln::cpu

@@ -1,5 +1,6 @@
 // CPU kernel interface: a kernel is a closure made once per node at build time (where it may
-// pre-pack constant weights) and called on every run with the node's tensors.
+// pre-pack constant weights) and called on every run with the node's tensors. The registry that
+// chooses among a family's candidate kernels is in kernel_registry.h.
 #pragma once
 #include <functional>
 #include <memory>
@@ -47,6 +48,16 @@ class KernelContext {
 
   [[noreturn]] void fail(const std::string& message, ErrorCode code = ErrorCode::kRuntimeError) const;
 
+  /// `bytes` of scratch memory for this call, 64-byte aligned and uninitialized: the workspace the
+  /// memory plan reserved for the node (the kernel declared its size, kernel_registry.h) when it is
+  /// large enough, else a heap buffer this context keeps for its next calls (unplanned runs).
+  void* workspace(uint64_t bytes);
+  /// The planned workspace (an arena slice) handed to the kernel on each call; null: none.
+  void setWorkspace(void* data, uint64_t bytes) {
+    workspace_ = data;
+    workspaceBytes_ = bytes;
+  }
+
  private:
   Tensor makeOutput(size_t i, DataType dtype, Shape shape) const;
 
@@ -55,6 +66,10 @@ class KernelContext {
   std::vector<Tensor>& outputs_;
   const std::vector<ir::TypeInfo>& outputTypes_;
   const std::vector<OutputStorage>* planned_;
+  void* workspace_ = nullptr;
+  uint64_t workspaceBytes_ = 0;
+  std::shared_ptr<void> heapWorkspace_;  // for calls with no (or too small a) planned workspace
+  uint64_t heapWorkspaceBytes_ = 0;
 };
 
 using KernelFn = std::function<void(KernelContext&)>;
@@ -80,28 +95,22 @@ struct KernelCreateInfo {
 
 using KernelFactory = std::function<KernelFn(const KernelCreateInfo&)>;
 
-class KernelRegistry {
- public:
-  static KernelRegistry& global();
-  void add(const std::string& domain, const std::string& opType, KernelFactory factory);
-  /// The factory registered for (domain, opType), or else the fallback's answer (plugins).
-  const KernelFactory* find(const std::string& domain, const std::string& opType) const;
-  /// Asked by find for an op with no registered kernel (kernels/plugin_kernel.cpp sets it at load time).
-  using Fallback = std::function<const KernelFactory*(const std::string& domain, const std::string& opType)>;
-  void setFallback(Fallback fallback) { fallback_ = std::move(fallback); }
-
- private:
-  std::vector<std::tuple<std::string, std::string, KernelFactory>> entries_;
-  Fallback fallback_;
+/// How a kernel's output 0 may share memory with its inputs; the memory planner reads it
+/// (engine/memory_plan.h) instead of knowing ops by name.
+struct KernelMemoryRules {
+  /// Inputs whose storage output 0 may take over when such an input dies at the node (same size
+  /// and type), tried in this order: the kernel reads each element of that input only to compute
+  /// the output element at the same place, before writing it.
+  std::vector<size_t> inPlaceInputs;
+  /// Output 0 is a view of input 0: the kernel hands the input's storage on with setOutput.
+  bool outputViewsInput0 = false;
 };
 
+/// Registers a factory as the only candidate of its (domain, op type) family, named
+/// any_<op>_generic (KernelRegistry::addGeneric in kernel_registry.h).
 struct KernelRegistrar {
-  KernelRegistrar(const char* domain, const char* opType, KernelFactory factory) {
-    KernelRegistry::global().add(domain, opType, std::move(factory));
-  }
-  KernelRegistrar(const char* domain, const char* opType, KernelFn fn) {
-    KernelRegistry::global().add(domain, opType, [fn](const KernelCreateInfo&) { return fn; });
-  }
+  KernelRegistrar(const char* domain, const char* opType, KernelFactory factory, KernelMemoryRules rules = {});
+  KernelRegistrar(const char* domain, const char* opType, KernelFn fn, KernelMemoryRules rules = {});
 };
 
 /// Registers a CPU kernel for an ai.onnx op: KILN_REGISTER_CPU_KERNEL("Relu", reluKernel);
@@ -110,5 +119,9 @@ struct KernelRegistrar {
   static ::kiln::cpu::KernelRegistrar KILN_CONCAT(kilnCpuKernel_, __COUNTER__)("", opType, fnOrFactory)
 #define KILN_REGISTER_CPU_KERNEL_DOMAIN(domain, opType, fnOrFactory) \
   static ::kiln::cpu::KernelRegistrar KILN_CONCAT(kilnCpuKernel_, __COUNTER__)(domain, opType, fnOrFactory)
+/// The same with the kernel's memory rules: KILN_REGISTER_CPU_KERNEL_WITH_RULES("Relu", fn, {{0}});
+#define KILN_REGISTER_CPU_KERNEL_WITH_RULES(opType, fnOrFactory, ...) \
+  static ::kiln::cpu::KernelRegistrar KILN_CONCAT(kilnCpuKernel_, __COUNTER__)(  \
+      "", opType, fnOrFactory, ::kiln::cpu::KernelMemoryRules __VA_ARGS__)
 
 }  // namespace kiln::cpu

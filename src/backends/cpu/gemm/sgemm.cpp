@@ -454,6 +454,25 @@ PackedMatrix packWhole(PackedMatrix::Side side, bool trans, int64_t outer, int64
   packed.isa_ = ki.isa;
   packed.rows_ = isA ? outer : K;
   packed.cols_ = isA ? K : outer;
+  packed.floats_ = padded * K;
+  return packed;
+}
+
+int64_t PackedMatrix::packedFloats(Side side, CpuIsa isa, int64_t rows, int64_t cols) {
+  const SgemmKernelInfo& ki = sgemmKernelFor(isa);
+  const bool isA = side == Side::kA;
+  const int64_t outer = isA ? rows : cols, K = isA ? cols : rows;
+  return roundUp(std::max<int64_t>(outer, 1), isA ? ki.mr : ki.nr) * K;
+}
+
+PackedMatrix PackedMatrix::view(Side side, CpuIsa isa, int64_t rows, int64_t cols, std::shared_ptr<const float> data) {
+  PackedMatrix packed;
+  packed.data_ = std::move(data);
+  packed.side_ = side;
+  packed.isa_ = isa;
+  packed.rows_ = rows;
+  packed.cols_ = cols;
+  packed.floats_ = packedFloats(side, isa, rows, cols);
   return packed;
 }
 

@@ -38,6 +38,14 @@ class PackedMatrix {
   int64_t cols() const { return cols_; }
   CpuIsa isa() const { return isa_; }
   const float* data() const { return data_.get(); }
+  /// The packed floats (the layout pads the outer dimension to whole micro-kernel strips).
+  int64_t floats() const { return floats_; }
+
+  /// How many floats packing a rows x cols operand on `side` for `isa` makes.
+  static int64_t packedFloats(Side side, CpuIsa isa, int64_t rows, int64_t cols);
+  /// A matrix packed earlier (by packA / packB for `isa`, e.g. stored in a plan) over `data`,
+  /// which holds packedFloats(side, isa, rows, cols) floats; `data` keeps them alive.
+  static PackedMatrix view(Side side, CpuIsa isa, int64_t rows, int64_t cols, std::shared_ptr<const float> data);
 
  private:
   friend PackedMatrix packWhole(Side, bool, int64_t, int64_t, const float*, int64_t);
@@ -45,6 +53,7 @@ class PackedMatrix {
   Side side_ = Side::kB;
   CpuIsa isa_ = CpuIsa::kAvx2;
   int64_t rows_ = 0, cols_ = 0;
+  int64_t floats_ = 0;
 };
 
 /// Packs op(A) (M x K; A is K x M when transA) as the left operand: Conv weights (W x columns).

@@ -5,6 +5,7 @@
 // by nonpad_kv_seqlen. Rows with every key masked give zeros. Computed in double.
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "backends/cpu/kernels/elementwise_util.h"
 #include "ir/shape_helpers.h"
@@ -61,8 +62,30 @@ T toType(double v) {
   return static_cast<T>(static_cast<ComputeType<T>>(v));
 }
 
-void attentionKernel(KernelContext& ctx) {
-  const ir::Node& node = ctx.node();
+// The attributes, read once when the kernel is made.
+struct AttentionAttrs {
+  int64_t qHeads = 0, kvHeads = 0;
+  bool causal = false;
+  int64_t left = -1, right = -1;
+  double softcap = 0.0;
+  int64_t qkMode = 0;
+  std::optional<double> scale;  // default 1 / sqrt(head size)
+};
+
+AttentionAttrs attentionAttrs(const ir::Node& node) {
+  AttentionAttrs a;
+  a.qHeads = ir::attrInt(node, "q_num_heads", 0);
+  a.kvHeads = ir::attrInt(node, "kv_num_heads", 0);
+  a.causal = ir::attrInt(node, "is_causal", 0) != 0;
+  a.left = ir::attrInt(node, "left_window_size", -1);
+  a.right = ir::attrInt(node, "right_window_size", -1);
+  a.softcap = ir::attrFloat(node, "softcap", 0.0f);
+  a.qkMode = ir::attrInt(node, "qk_matmul_output_mode", 0);
+  if (ir::hasAttr(node, "scale")) a.scale = ir::attrFloat(node, "scale");
+  return a;
+}
+
+void attentionKernel(KernelContext& ctx, const AttentionAttrs& attrs) {
   const Tensor& qT = ctx.input(0);
   const Tensor& kT = ctx.input(1);
   const Tensor& vT = ctx.input(2);
@@ -75,9 +98,9 @@ void attentionKernel(KernelContext& ctx) {
   if (qT.rank() != kT.rank() || qT.rank() != vT.rank() || (qT.rank() != 3 && qT.rank() != 4)) {
     ctx.fail("Q, K and V must all be 3-D or all 4-D", ErrorCode::kInvalidArgument);
   }
-  const HeadView q = headView(ctx, qT, ir::attrInt(node, "q_num_heads", 0), "Q");
-  const HeadView k = headView(ctx, kT, ir::attrInt(node, "kv_num_heads", 0), "K");
-  const HeadView v = headView(ctx, vT, ir::attrInt(node, "kv_num_heads", 0), "V");
+  const HeadView q = headView(ctx, qT, attrs.qHeads, "Q");
+  const HeadView k = headView(ctx, kT, attrs.kvHeads, "K");
+  const HeadView v = headView(ctx, vT, attrs.kvHeads, "V");
   const int64_t batches = qT.dim(0), qHeads = q.heads, kvHeads = k.heads, seq = q.length, dk = k.dim, dv = v.dim;
   if (kvHeads == 0 || qHeads % kvHeads != 0 || v.heads != kvHeads || q.dim != dk || k.length != v.length) {
     ctx.fail("Q " + qT.describe() + ", K " + kT.describe() + " and V " + vT.describe() + " do not fit together", ErrorCode::kInvalidArgument);
@@ -119,11 +142,11 @@ void attentionKernel(KernelContext& ctx) {
     visible = nonpad->toInt64Vector();
     if (static_cast<int64_t>(visible.size()) != batches) ctx.fail("nonpad_kv_seqlen must hold one length per batch", ErrorCode::kInvalidArgument);
   }
-  const bool causal = ir::attrInt(node, "is_causal", 0) != 0;
-  const int64_t left = ir::attrInt(node, "left_window_size", -1), right = ir::attrInt(node, "right_window_size", -1);
-  const double softcap = ir::attrFloat(node, "softcap", 0.0f);
-  const int64_t qkMode = ir::attrInt(node, "qk_matmul_output_mode", 0);
-  const double scale = ir::hasAttr(node, "scale") ? ir::attrFloat(node, "scale") : 1.0 / std::sqrt(static_cast<double>(dk));
+  const bool causal = attrs.causal;
+  const int64_t left = attrs.left, right = attrs.right;
+  const double softcap = attrs.softcap;
+  const int64_t qkMode = attrs.qkMode;
+  const double scale = attrs.scale ? *attrs.scale : 1.0 / std::sqrt(static_cast<double>(dk));
   const double rootScale = std::sqrt(scale);  // applied to Q and K each, as the reference does
 
   Tensor& y = ctx.allocateOutput(0, qT.dtype(), q.fourD ? Shape{batches, qHeads, seq, dv} : Shape{batches, seq, qHeads * dv});
@@ -184,7 +207,9 @@ void attentionKernel(KernelContext& ctx) {
   });
 }
 
-KILN_REGISTER_CPU_KERNEL("Attention", attentionKernel);
+KILN_REGISTER_CPU_KERNEL("Attention", KernelFactory([](const KernelCreateInfo& info) -> KernelFn {
+  return [attrs = attentionAttrs(info.node)](KernelContext& ctx) { attentionKernel(ctx, attrs); };
+}));
 
 }  // namespace
 }  // namespace kiln::cpu

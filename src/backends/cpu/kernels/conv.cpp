@@ -1,7 +1,7 @@
-// CPU kernels for Conv, ConvInteger and kiln's FusedConv (Conv + bias + residual + activation):
-// per image and group, im2col + GEMM (pointwise convolutions multiply the input directly;
-// depthwise ones accumulate each tap directly, with a specialised kernel for 2-D K x K shapes, and
-// so do 2-D ones with few output channels, in conv_few_outputs.h).
+// Conv by im2col + GEMM (pointwise convolutions multiply the input directly; depthwise ones
+// accumulate each tap directly): the last float32 candidate of Conv and kiln::FusedConv
+// (conv_candidates.cpp lists the specialised ones), the kernel of the other dtypes
+// (any_conv_im2col_gemm), and ConvInteger.
 #include <algorithm>
 #include <memory>
 #include <type_traits>
@@ -11,10 +11,8 @@
 #include "backends/cpu/gemm/sgemm.h"
 #include "backends/cpu/gemm/zero_point.h"
 #include "backends/cpu/activation.h"
-#include "backends/cpu/kernel.h"
-#include "backends/cpu/kernels/conv_depthwise.h"
-#include "backends/cpu/kernels/conv_few_outputs.h"
-#include "backends/cpu/kernels/conv_winograd.h"
+#include "backends/cpu/kernel_registry.h"
+#include "backends/cpu/kernels/conv_kernel.h"
 #include "backends/cpu/thread_pool.h"
 #include "ir/ops/conv_geometry.h"
 
@@ -55,34 +53,6 @@ struct ConvEpilogue {
   bool active() const { return act.kind != ActivationKind::kNone || residual; }
 };
 
-// Weights transformed once when the kernel is made (constant float32 W of an ungrouped node):
-// W packed as the GEMM's left operand, Winograd filters for 3x3 kernels and W reordered for the
-// direct few-output kernel when it has few output channels; empty otherwise.
-struct PreparedWeights {
-  PackedMatrix packed;
-  std::shared_ptr<const WinogradWeights> winograd;
-  std::shared_ptr<const FewOutputWeights> fewOutputs;
-};
-
-// Once W is packed, the kernel reads only W's shape (unless a convolution with one input channel
-// per group takes the depthwise path, which reads W itself), so the engine may free the original.
-PreparedWeights prepareWeights(const KernelCreateInfo& info) {
-  PreparedWeights p;
-  const Tensor* w = info.constants.size() > 1 ? info.constants[1] : nullptr;
-  if (!w || w->dtype() != DataType::kFloat32 || w->rank() < 3 || ir::attrInt(info.node, "group", 1) != 1) return p;
-  const int64_t outChannels = w->dim(0), depth = w->numel() / std::max<int64_t>(outChannels, 1);
-  p.packed = packA(false, outChannels, depth, w->data<float>(), depth);
-  if (w->rank() == 4 && w->dim(2) == 3 && w->dim(3) == 3 && outChannels >= 256 && w->dim(1) >= 256) {
-    p.winograd = std::make_shared<const WinogradWeights>(packWinogradFilters(w->data<float>(), outChannels, w->dim(1)));
-  }
-  if (w->rank() == 4 && fewOutputWeightsUseful(1, outChannels, 2, w->dim(2), w->dim(3))) {
-    p.fewOutputs = std::make_shared<const FewOutputWeights>(
-        packFewOutputWeights(w->data<float>(), outChannels, w->dim(1), w->dim(2), w->dim(3)));
-  }
-  if (w->dim(1) > 1) info.keepsOwnCopyOf(1);
-  return p;
-}
-
 // Applies the epilogue to `rows` channel rows of `columns` values starting at out (row stride
 // outSize), bias[m] added when addBias; split over the thread pool by channel.
 template <typename T>
@@ -105,12 +75,12 @@ void finishRows(const ConvEpilogue& e, T* out, const T* residual, const T* bias,
 // C[M x N] (row stride ldc) = W x B then bias, residual and activation while each tile is in
 // cache (float, with W pre-packed when it is constant); other types multiply, then add the bias.
 template <typename T>
-void multiplyWeights(const PreparedWeights& prepared, const ConvEpilogue& e, int64_t M, int64_t N, int64_t K, const T* w,
+void multiplyWeights(const PackedMatrix& packed, const ConvEpilogue& e, int64_t M, int64_t N, int64_t K, const T* w,
                      const T* b, int64_t ldb, const T* bias, const T* residual, T* c, int64_t ldc) {
   if constexpr (std::is_same_v<T, float>) {
     const GemmEpilogue ep{bias, true, e.act, residual, ldc};
-    if (!prepared.packed.empty() && prepared.packed.rows() == M && prepared.packed.cols() == K) {
-      sgemmPacked(prepared.packed, N, 1.0f, false, b, ldb, 0.0f, c, ldc, ep);
+    if (!packed.empty() && packed.rows() == M && packed.cols() == K) {
+      sgemmPacked(packed, N, 1.0f, false, b, ldb, 0.0f, c, ldc, ep);
     } else {
       sgemm(false, false, M, N, K, 1.0f, w, K, b, ldb, 0.0f, c, ldc, ep);
     }
@@ -130,9 +100,19 @@ void parallelIm2col(const T* image, int64_t channels, int64_t imageSize, const S
   });
 }
 
+// Rows of output per im2col block, so that the column buffer stays cache-sized instead of
+// growing with the image.
+int64_t im2colBlockRows(const ir::ConvGeometry& g, int64_t depth, size_t elementSize) {
+  const Shape& outShape = g.output;
+  const int64_t outSize = shapeNumel(outShape);
+  const int64_t rowSize = outSize / std::max<int64_t>(outShape[0], 1);
+  return std::clamp<int64_t>(kColumnBufferBytes / std::max<int64_t>(depth * rowSize * static_cast<int64_t>(elementSize), 1),
+                             1, std::max<int64_t>(outShape[0], 1));
+}
+
 template <typename T>
-void convolve(const ir::ConvGeometry& g, int64_t group, const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y,
-              const ConvEpilogue& epilogue = {}, const PreparedWeights& prepared = {}) {
+void convolve(KernelContext& ctx, const ir::ConvGeometry& g, int64_t group, const Tensor& x, const Tensor& w,
+              const Tensor* bias, Tensor& y, const ConvEpilogue& epilogue = {}, const PackedMatrix& packedW = {}) {
   const int64_t batch = x.dim(0), channels = x.dim(1), outChannels = w.dim(0);
   const Shape imageShape(x.shape().begin() + 2, x.shape().end());
   const Shape& outShape = g.output;
@@ -146,42 +126,13 @@ void convolve(const ir::ConvGeometry& g, int64_t group, const Tensor& x, const T
   const T* pb = bias ? bias->data<T>() : nullptr;
   const T* pr = epilogue.residual ? epilogue.residual->data<T>() : nullptr;
   T* py = y.data<T>();
-  if constexpr (std::is_same_v<T, float>) {
-    if (depthwise && groupOut == 1 && depthwiseConv2dSupported(g)) {
-      depthwiseConv2d(g, batch, channels, imageShape[0], imageShape[1], px, pw, pb, pr, epilogue.act, py);
-      return;
-    }
-    // As for Winograd below: with W packed, only the prepared copy may be read.
-    if (fewOutputConvPreferred(g, group, channels, outChannels) && (prepared.fewOutputs || prepared.packed.empty())) {
-      FewOutputWeights computed;
-      const FewOutputWeights* filters = prepared.fewOutputs.get();
-      if (!filters) {
-        computed = packFewOutputWeights(pw, outChannels, channels, g.kernel[0], g.kernel[1]);
-        filters = &computed;
-      }
-      fewOutputConv2d(g, batch, imageShape[0], imageShape[1], px, *filters, pb, pr, epilogue.act, py);
-      return;
-    }
-    // With W packed when the kernel was made, Winograd runs only if its filters were made too:
-    // the original W may have been freed (see prepareWeights).
-    if (winogradSupported(g, group, channels, outChannels) && (prepared.winograd || prepared.packed.empty())) {
-      WinogradWeights computed;
-      const WinogradWeights* filters = prepared.winograd.get();
-      if (!filters) {
-        computed = packWinogradFilters(pw, outChannels, channels);
-        filters = &computed;
-      }
-      winogradConv2d(g, batch, channels, imageShape[0], imageShape[1], outChannels, px, *filters, py,
-                     WinogradEpilogue{pb, pr, epilogue.act});
-      return;
-    }
-  }
-  // im2col runs over blocks of output rows (first spatial dim) so its buffer stays cache-sized
-  // instead of growing with the image; it writes every element, so it is left uninitialized.
+  // im2col runs over blocks of output rows (first spatial dim), in the workspace; it writes
+  // every element, so the workspace needs no initialization.
   const int64_t rowSize = outSize / std::max<int64_t>(outShape[0], 1);
-  const int64_t blockRows = std::clamp<int64_t>(kColumnBufferBytes / std::max<int64_t>(depth * rowSize * sizeof(T), 1), 1,
-                                                std::max<int64_t>(outShape[0], 1));
-  std::unique_ptr<T[]> col(depthwise || pointwise ? nullptr : new T[static_cast<size_t>(depth * blockRows * rowSize)]);
+  const int64_t blockRows = im2colBlockRows(g, depth, sizeof(T));
+  T* col = depthwise || pointwise
+               ? nullptr
+               : static_cast<T*>(ctx.workspace(static_cast<uint64_t>(depth * blockRows * rowSize) * sizeof(T)));
   ir::ConvGeometry block = g;  // the geometry of one block of rows
   for (int64_t n = 0; n < batch; ++n) {
     for (int64_t gi = 0; gi < group; ++gi) {
@@ -199,7 +150,7 @@ void convolve(const ir::ConvGeometry& g, int64_t group, const Tensor& x, const T
         continue;
       }
       const T* groupWeights = pw + gi * groupOut * depth;
-      const PreparedWeights& packed = group == 1 ? prepared : PreparedWeights{};
+      const PackedMatrix& packed = group == 1 ? packedW : PackedMatrix{};
       if (pointwise) {
         multiplyWeights<T>(packed, epilogue, groupOut, outSize, depth, groupWeights, image, outSize, groupBias, residual, out,
                            outSize);
@@ -210,77 +161,125 @@ void convolve(const ir::ConvGeometry& g, int64_t group, const Tensor& x, const T
         blockShape[0] = std::min(blockRows, outShape[0] - r0);
         block.padsBegin[0] = g.padsBegin[0] - r0 * g.strides[0];  // row r0 becomes the block's row 0
         const int64_t columns = blockShape[0] * rowSize;
-        parallelIm2col(image, groupChannels, imageSize, imageShape, blockShape, block, col.get());
-        multiplyWeights<T>(packed, epilogue, groupOut, columns, depth, groupWeights, col.get(), columns, groupBias,
+        parallelIm2col(image, groupChannels, imageSize, imageShape, blockShape, block, col);
+        multiplyWeights<T>(packed, epilogue, groupOut, columns, depth, groupWeights, col, columns, groupBias,
                            residual ? residual + r0 * rowSize : nullptr, out + r0 * rowSize, outSize);
       }
     }
   }
 }
 
-// Checks X and W against group and returns the geometry for their shapes.
-ir::ConvGeometry checkedGeometry(const KernelContext& ctx, const Tensor& x, const Tensor& w, int64_t group) {
+// Checks X and W against group and returns the geometry for their shapes: the one computed at
+// build time when their spatial sizes are the static ones.
+ir::ConvGeometry checkedGeometry(const KernelContext& ctx, const ConvAttrs& a, const Tensor& x, const Tensor& w) {
   if (x.rank() < 3 || w.rank() != x.rank())
     ctx.fail("X and W must have the same rank >= 3", ErrorCode::kInvalidArgument);
-  if (group <= 0 || x.dim(1) != w.dim(1) * group || w.dim(0) % group != 0) {
-    ctx.fail("channels of X " + x.describe() + " and W " + w.describe() + " do not fit group " + std::to_string(group),
+  if (a.group <= 0 || x.dim(1) != w.dim(1) * a.group || w.dim(0) % a.group != 0) {
+    ctx.fail("channels of X " + x.describe() + " and W " + w.describe() + " do not fit group " + std::to_string(a.group),
              ErrorCode::kInvalidArgument);
   }
-  return ir::convGeometry(ctx.node(), Shape(x.shape().begin() + 2, x.shape().end()),
-                          Shape(w.shape().begin() + 2, w.shape().end()));
+  const Shape xs(x.shape().begin() + 2, x.shape().end()), ws(w.shape().begin() + 2, w.shape().end());
+  if (a.geometry && xs == *a.xSpatial && ws == *a.wSpatial) return *a.geometry;
+  return ir::convGeometry(a.node, xs, ws);
 }
 
-void convKernel(KernelContext& ctx, const PreparedWeights& prepared) {
-  const Tensor& x = ctx.input(0);
-  const Tensor& w = ctx.input(1);
-  const Tensor* bias = ctx.hasInput(2) ? &ctx.input(2) : nullptr;
-  const int64_t group = ir::attrInt(ctx.node(), "group", 1);
-  const ir::ConvGeometry g = checkedGeometry(ctx, x, w, group);
-  if (bias && bias->numel() != w.dim(0))
-    ctx.fail("B must have one value per output channel", ErrorCode::kInvalidArgument);
-  Tensor& y = ctx.output(0);
-  if (y.numel() == 0) return;
-  runConvolutionInFloat(x, w, bias, y, "Conv", [&](auto tag, const Tensor& fx, const Tensor& fw, const Tensor* fb, Tensor& fy) {
-    convolve<typename decltype(tag)::type>(g, group, fx, fw, fb, fy, {}, prepared);
-  });
+Shape spatialOf(const Shape& s) { return s.size() > 2 ? Shape(s.begin() + 2, s.end()) : Shape{}; }
+
+void convKernel(KernelContext& ctx, const ConvAttrs& a) {
+  ConvCall call;
+  if (!startConvCall(ctx, a, call)) return;
+  runConvolutionInFloat(*call.x, *call.w, call.bias, *call.y, "Conv",
+                        [&](auto tag, const Tensor& fx, const Tensor& fw, const Tensor* fb, Tensor& fy) {
+                          convolve<typename decltype(tag)::type>(ctx, call.g, a.group, fx, fw, fb, fy);
+                        });
 }
 
-// kiln::FusedConv: Conv's inputs X, W, B plus an optional residual Z shaped like the output;
-// Y = activation(Conv(X, W, B) + Z).
-KernelFn makeFusedConvKernel(const KernelCreateInfo& info) {
-  const Activation act = fusedActivationOf(info.node);
-  const PreparedWeights prepared = prepareWeights(info);
-  return [act, prepared](KernelContext& ctx) {
-    const Tensor& x = ctx.input(0);
-    const Tensor& w = ctx.input(1);
-    const Tensor* bias = ctx.hasInput(2) ? &ctx.input(2) : nullptr;
-    const Tensor* residual = ctx.hasInput(3) ? &ctx.input(3) : nullptr;
-    if (x.dtype() != DataType::kFloat32 || w.dtype() != DataType::kFloat32 || (bias && bias->dtype() != DataType::kFloat32)) {
-      ctx.fail("FusedConv supports float32 only, got X " + x.describe(), ErrorCode::kUnsupportedNode);
+}  // namespace
+
+ConvAttrs convAttrs(const KernelCreateInfo& info, bool fused) {
+  ConvAttrs a;
+  a.node.name = info.node.name;
+  a.node.opType = info.node.opType;
+  a.node.domain = info.node.domain;
+  a.node.opset = info.node.opset;
+  a.node.attrs = info.node.attrs;
+  a.group = ir::attrInt(info.node, "group", 1);
+  a.fused = fused;
+  if (fused) a.act = fusedActivationOf(info.node);
+  const ir::TypeInfo* x = info.inputTypes.empty() ? nullptr : info.inputTypes[0];
+  const ir::TypeInfo* w = info.inputTypes.size() > 1 ? info.inputTypes[1] : nullptr;
+  // Only the spatial sizes enter the geometry: a dynamic batch keeps it static.
+  auto spatial = [](const ir::TypeInfo* t) -> std::optional<Shape> {
+    if (!t || !t->shape || t->shape->size() < 3) return std::nullopt;
+    Shape s;
+    for (size_t d = 2; d < t->shape->size(); ++d) {
+      if (!(*t->shape)[d].isKnown()) return std::nullopt;
+      s.push_back((*t->shape)[d].value);
     }
-    const int64_t group = ir::attrInt(ctx.node(), "group", 1);
-    const ir::ConvGeometry g = checkedGeometry(ctx, x, w, group);
-    if (bias && bias->numel() != w.dim(0))
-      ctx.fail("B must have one value per output channel", ErrorCode::kInvalidArgument);
-    Tensor& y = ctx.output(0);
-    if (residual && (residual->dtype() != DataType::kFloat32 || residual->shape() != y.shape())) {
-      ctx.fail("residual Z " + residual->describe() + " must be float32 shaped like the output " + y.describe(),
-               ErrorCode::kInvalidArgument);
-    }
-    if (y.numel() == 0) return;
-    convolve<float>(g, group, x, w, bias, y, ConvEpilogue{act, residual}, prepared);
+    return s;
   };
+  a.xSpatial = spatial(x);
+  a.wSpatial = spatial(w);
+  if (a.xSpatial && a.wSpatial && a.xSpatial->size() == a.wSpatial->size()) {
+    a.geometry = ir::convGeometry(info.node, *a.xSpatial, *a.wSpatial);
+  } else {
+    a.xSpatial.reset();
+    a.wSpatial.reset();
+  }
+  return a;
 }
+
+bool startConvCall(KernelContext& ctx, const ConvAttrs& a, ConvCall& call) {
+  call.x = &ctx.input(0);
+  call.w = &ctx.input(1);
+  call.bias = ctx.hasInput(2) ? &ctx.input(2) : nullptr;
+  call.residual = a.fused && ctx.hasInput(3) ? &ctx.input(3) : nullptr;
+  const Tensor& x = *call.x;
+  const Tensor& w = *call.w;
+  if (a.fused &&
+      (x.dtype() != DataType::kFloat32 || w.dtype() != DataType::kFloat32 ||
+       (call.bias && call.bias->dtype() != DataType::kFloat32))) {
+    ctx.fail("FusedConv supports float32 only, got X " + x.describe(), ErrorCode::kUnsupportedNode);
+  }
+  call.g = checkedGeometry(ctx, a, x, w);
+  if (call.bias && call.bias->numel() != w.dim(0))
+    ctx.fail("B must have one value per output channel", ErrorCode::kInvalidArgument);
+  call.y = &ctx.output(0);
+  const Tensor* z = call.residual;
+  if (z && (z->dtype() != DataType::kFloat32 || z->shape() != call.y->shape())) {
+    ctx.fail("residual Z " + z->describe() + " must be float32 shaped like the output " + call.y->describe(),
+             ErrorCode::kInvalidArgument);
+  }
+  return call.y->numel() != 0;
+}
+
+uint64_t im2colWorkspaceBytes(const ConvAttrs& a, const Shape* x, const Shape* w, size_t elementSize) {
+  if (!x || !w || x->size() < 3 || w->size() != x->size() || a.group <= 0) return 0;
+  const Shape xs = spatialOf(*x), ws = spatialOf(*w);
+  const ir::ConvGeometry g = a.geometry && xs == *a.xSpatial && ws == *a.wSpatial ? *a.geometry : ir::convGeometry(a.node, xs, ws);
+  const int64_t groupChannels = (*x)[1] / a.group;
+  if (groupChannels == 1 || isPointwise(g) || g.output.empty()) return 0;
+  for (int64_t d : g.output)
+    if (d <= 0) return 0;
+  const int64_t depth = groupChannels * shapeNumel(g.kernel);
+  const int64_t rowSize = shapeNumel(g.output) / std::max<int64_t>(g.output[0], 1);
+  return static_cast<uint64_t>(depth * im2colBlockRows(g, depth, elementSize) * rowSize) * elementSize;
+}
+
+void convolveIm2colFloat(KernelContext& ctx, const ConvAttrs& a, const ConvCall& call, const PackedMatrix& packed) {
+  convolve<float>(ctx, call.g, a.group, *call.x, *call.w, call.bias, *call.y, ConvEpilogue{a.act, call.residual}, packed);
+}
+
+namespace {
 
 // int32 convolution of 8-bit X and W after subtracting their zero points (x_zero_point per
 // tensor, w_zero_point per tensor or per output channel); padding is thus the zero point.
-void convIntegerKernel(KernelContext& ctx) {
+void convIntegerKernel(KernelContext& ctx, const ConvAttrs& a) {
   const Tensor& x = ctx.input(0);
   const Tensor& w = ctx.input(1);
   const Tensor* xZero = ctx.hasInput(2) ? &ctx.input(2) : nullptr;
   const Tensor* wZero = ctx.hasInput(3) ? &ctx.input(3) : nullptr;
-  const int64_t group = ir::attrInt(ctx.node(), "group", 1);
-  const ir::ConvGeometry g = checkedGeometry(ctx, x, w, group);
+  const ir::ConvGeometry g = checkedGeometry(ctx, a, x, w);
   const int64_t outChannels = w.dim(0);
   for (const std::string& problem :
        {checkZeroPoint(xZero, 1, "x_zero_point"), checkZeroPoint(wZero, outChannels, "w_zero_point")}) {
@@ -290,16 +289,34 @@ void convIntegerKernel(KernelContext& ctx) {
   const Tensor ww = widenMinusZeroPoint(w, wZero, w.numel() / std::max<int64_t>(outChannels, 1), outChannels);
   Tensor& y = ctx.output(0);
   if (y.numel() == 0) return;
-  convolve<int32_t>(g, group, wx, ww, nullptr, y);
+  convolve<int32_t>(ctx, g, a.group, wx, ww, nullptr, y);
 }
+
+// Conv of the dtypes without candidates of their own (float64, float16, bfloat16; float32 has
+// its list in conv_candidates.cpp, whose last candidate takes every float32 node).
+const bool kRegistered = [] {
+  KernelCandidate c;
+  c.id = "any_conv_im2col_gemm";
+  c.create = [](const KernelCreateInfo& info) {
+    ConvAttrs a = convAttrs(info, false);
+    // float64 computes in double, the 16-bit floats in float copies.
+    const bool wide = !info.inputTypes.empty() && info.inputTypes[0] && info.inputTypes[0]->dtype == DataType::kFloat64;
+    const size_t elementSize = wide ? sizeof(double) : sizeof(float);
+    Kernel k;
+    k.workspace = [a, elementSize](const std::vector<const Shape*>& in, int) {
+      return im2colWorkspaceBytes(a, in.empty() ? nullptr : in[0], in.size() > 1 ? in[1] : nullptr, elementSize);
+    };
+    k.run = [a = std::move(a)](KernelContext& ctx) { convKernel(ctx, a); };
+    return k;
+  };
+  KernelRegistry::global().addCandidate("", "Conv", DataType::kUndefined, std::move(c));
+  return true;
+}();
 
 }  // namespace
 
-KILN_REGISTER_CPU_KERNEL("Conv", KernelFactory([](const KernelCreateInfo& info) -> KernelFn {
-  const PreparedWeights prepared = prepareWeights(info);
-  return [prepared](KernelContext& ctx) { convKernel(ctx, prepared); };
+KILN_REGISTER_CPU_KERNEL("ConvInteger", KernelFactory([](const KernelCreateInfo& info) -> KernelFn {
+  return [a = convAttrs(info, false)](KernelContext& ctx) { convIntegerKernel(ctx, a); };
 }));
-KILN_REGISTER_CPU_KERNEL("ConvInteger", KernelFn(convIntegerKernel));
-KILN_REGISTER_CPU_KERNEL_DOMAIN("kiln", "FusedConv", KernelFactory(makeFusedConvKernel));
 
 }  // namespace kiln::cpu

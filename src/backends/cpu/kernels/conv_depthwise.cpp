@@ -97,8 +97,8 @@ bool depthwiseConv2dSupported(const ir::ConvGeometry& g) {
 
 void depthwiseConv2d(const ir::ConvGeometry& g, int64_t batch, int64_t channels, int64_t height, int64_t width,
                      const float* x, const float* w, const float* bias, const float* residual, const Activation& act,
-                     float* y) {
-  if (activeCpuIsa() >= CpuIsa::kAvx512) {
+                     float* y, CpuIsa isa) {
+  if (isa >= CpuIsa::kAvx512) {
     return detail::depthwiseConv2dAvx512(g, batch, channels, height, width, x, w, bias, residual, act, y);
   }
   const int64_t k = g.kernel[0];

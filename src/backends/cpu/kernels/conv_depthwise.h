@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "backends/cpu/activation.h"
+#include "backends/cpu/cpu_isa.h"
 #include "ir/ops/conv_geometry.h"
 
 namespace kiln::cpu {
@@ -13,11 +14,13 @@ namespace kiln::cpu {
 bool depthwiseConv2dSupported(const ir::ConvGeometry& g);
 
 /// y[n, c] = act(conv(x[n, c], w[c]) + bias[c] + residual[n, c]) for all images and channels,
-/// split over the current thread pool (AVX-512 kernel in conv_depthwise_avx512.cpp when the CPU has it). x is [batch, channels, H, W], w is [channels, 1, K, K],
-/// y and residual (may be null) have the output shape; bias may be null.
+/// split over the current thread pool, on the AVX-512 kernel (conv_depthwise_avx512.cpp) or the
+/// AVX2 one as `isa` says (the candidate chosen for the node; the CPU must have it). x is
+/// [batch, channels, H, W], w is [channels, 1, K, K], y and residual (may be null) have the
+/// output shape; bias may be null.
 void depthwiseConv2d(const ir::ConvGeometry& g, int64_t batch, int64_t channels, int64_t height, int64_t width,
                      const float* x, const float* w, const float* bias, const float* residual, const Activation& act,
-                     float* y);
+                     float* y, CpuIsa isa = activeCpuIsa());
 
 namespace detail {
 /// depthwiseConv2d on 16-float vectors; call only when the CPU has AVX-512.

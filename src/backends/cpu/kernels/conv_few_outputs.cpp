@@ -187,8 +187,9 @@ bool fewOutputConvPreferred(const ir::ConvGeometry& g, int64_t group, int64_t in
 }
 
 void fewOutputConv2d(const ir::ConvGeometry& g, int64_t batch, int64_t height, int64_t width, const float* x,
-                     const FewOutputWeights& w, const float* bias, const float* residual, const Activation& act, float* y) {
-  if (activeCpuIsa() >= CpuIsa::kAvx512) return detail::fewOutputConv2dAvx512(g, batch, height, width, x, w, bias, residual, act, y);
+                     const FewOutputWeights& w, const float* bias, const float* residual, const Activation& act, float* y,
+                     CpuIsa isa) {
+  if (isa >= CpuIsa::kAvx512) return detail::fewOutputConv2dAvx512(g, batch, height, width, x, w, bias, residual, act, y);
   fewOutputConv2dAvx2(g, batch, height, width, x, w, bias, residual, act, y);
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backends/cpu/activation.h"
+#include "backends/cpu/cpu_isa.h"
 #include "ir/ops/conv_geometry.h"
 
 namespace kiln::cpu {
@@ -40,9 +41,11 @@ bool fewOutputConvPreferred(const ir::ConvGeometry& g, int64_t group, int64_t in
 /// y[n, co] = act(sum over ci, taps of x[n, ci] * w[co, ci] + bias[co] + residual[n, co]) for
 /// x [batch, w.inChannels, height, width], y and residual (may be null) shaped [batch,
 /// w.outChannels, g.output]; bias may be null. Split over the current thread pool by output rows.
-/// Call only when fewOutputConvPreferred says so. AVX-512 kernel when the CPU has it, else AVX2.
+/// Call only when fewOutputConvPreferred says so. The AVX-512 or the AVX2 kernel as `isa` says
+/// (the candidate chosen for the node; the CPU must have it).
 void fewOutputConv2d(const ir::ConvGeometry& g, int64_t batch, int64_t height, int64_t width, const float* x,
-                     const FewOutputWeights& w, const float* bias, const float* residual, const Activation& act, float* y);
+                     const FewOutputWeights& w, const float* bias, const float* residual, const Activation& act, float* y,
+                     CpuIsa isa = activeCpuIsa());
 
 namespace detail {
 /// A group of output channels [first, first + count) computed together.

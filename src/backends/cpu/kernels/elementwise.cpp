@@ -50,17 +50,17 @@ void sigmoidKernel(KernelContext& ctx) {
     return e / (V(1) + e);
   });
 }
-KILN_REGISTER_CPU_KERNEL("Sigmoid", KernelFn(sigmoidKernel));
-KILN_REGISTER_CPU_KERNEL("Tanh", unaryFloat([](auto x) { return std::tanh(x); }));
-KILN_REGISTER_CPU_KERNEL("Exp", unaryFloat([](auto x) { return std::exp(x); }));
+KILN_REGISTER_CPU_KERNEL_WITH_RULES("Sigmoid", KernelFn(sigmoidKernel), {{0}});
+KILN_REGISTER_CPU_KERNEL_WITH_RULES("Tanh", unaryFloat([](auto x) { return std::tanh(x); }), {{0}});
+KILN_REGISTER_CPU_KERNEL_WITH_RULES("Exp", unaryFloat([](auto x) { return std::exp(x); }), {{0}});
 KILN_REGISTER_CPU_KERNEL("Log", unaryFloat([](auto x) { return std::log(x); }));
-KILN_REGISTER_CPU_KERNEL("Sqrt", unaryFloat([](auto x) { return std::sqrt(x); }));
+KILN_REGISTER_CPU_KERNEL_WITH_RULES("Sqrt", unaryFloat([](auto x) { return std::sqrt(x); }), {{0}});
 KILN_REGISTER_CPU_KERNEL("Reciprocal", unaryFloat([](auto x) { return decltype(x)(1) / x; }));
-KILN_REGISTER_CPU_KERNEL("Erf", unaryFloat([](auto x) { return std::erf(x); }));
-KILN_REGISTER_CPU_KERNEL("Softplus", unaryFloat([](auto x) {
+KILN_REGISTER_CPU_KERNEL_WITH_RULES("Erf", unaryFloat([](auto x) { return std::erf(x); }), {{0}});
+KILN_REGISTER_CPU_KERNEL_WITH_RULES("Softplus", unaryFloat([](auto x) {
   // log(1 + e^x) = max(x, 0) + log1p(e^-|x|), exact for large |x| and overflow-free.
   return std::max(x, decltype(x)(0)) + std::log1p(std::exp(-std::fabs(x)));
-}));
+}), {{0}});
 KILN_REGISTER_CPU_KERNEL("Softsign", unaryFloat([](auto x) { return x / (decltype(x)(1) + std::fabs(x)); }));
 KILN_REGISTER_CPU_KERNEL("Floor", unaryFloat([](auto x) { return std::floor(x); }));
 KILN_REGISTER_CPU_KERNEL("Ceil", unaryFloat([](auto x) { return std::ceil(x); }));
@@ -77,24 +77,24 @@ KILN_REGISTER_CPU_KERNEL("Cosh", unaryFloat([](auto x) { return std::cosh(x); })
 KILN_REGISTER_CPU_KERNEL("Asinh", unaryFloat([](auto x) { return std::asinh(x); }));
 KILN_REGISTER_CPU_KERNEL("Acosh", unaryFloat([](auto x) { return std::acosh(x); }));
 KILN_REGISTER_CPU_KERNEL("Atanh", unaryFloat([](auto x) { return std::atanh(x); }));
-KILN_REGISTER_CPU_KERNEL("HardSwish", unaryFloat([](auto x) {
+KILN_REGISTER_CPU_KERNEL_WITH_RULES("HardSwish", unaryFloat([](auto x) {
   using V = decltype(x);
   return x * std::clamp(x / V(6) + V(0.5), V(0), V(1));
-}));
+}), {{0}});
 KILN_REGISTER_CPU_KERNEL("Mish", unaryFloat([](auto x) {
   using V = decltype(x);
   const V softplus = std::max(x, V(0)) + std::log1p(std::exp(-std::fabs(x)));
   return x * std::tanh(softplus);
 }));
 
-KILN_REGISTER_CPU_KERNEL("LeakyRelu", unaryFloatWithAttrs([](const ir::Node& n) {
+KILN_REGISTER_CPU_KERNEL_WITH_RULES("LeakyRelu", unaryFloatWithAttrs([](const ir::Node& n) {
   const float alpha = ir::attrFloat(n, "alpha", 0.01f);
   return [alpha](auto x) { return x >= 0 ? x : decltype(x)(alpha) * x; };
-}));
-KILN_REGISTER_CPU_KERNEL("Elu", unaryFloatWithAttrs([](const ir::Node& n) {
+}), {{0}});
+KILN_REGISTER_CPU_KERNEL_WITH_RULES("Elu", unaryFloatWithAttrs([](const ir::Node& n) {
   const float alpha = ir::attrFloat(n, "alpha", 1.0f);
   return [alpha](auto x) { return x >= 0 ? x : decltype(x)(alpha) * std::expm1(x); };
-}));
+}), {{0}});
 KILN_REGISTER_CPU_KERNEL("Celu", unaryFloatWithAttrs([](const ir::Node& n) {
   const float alpha = ir::attrFloat(n, "alpha", 1.0f);
   if (alpha == 0.0f) ir::failNode(n, "attribute 'alpha' must not be 0");
@@ -103,22 +103,22 @@ KILN_REGISTER_CPU_KERNEL("Celu", unaryFloatWithAttrs([](const ir::Node& n) {
     return std::max(V(0), x) + std::min(V(0), V(alpha) * std::expm1(x / V(alpha)));
   };
 }));
-KILN_REGISTER_CPU_KERNEL("Selu", unaryFloatWithAttrs([](const ir::Node& n) {
+KILN_REGISTER_CPU_KERNEL_WITH_RULES("Selu", unaryFloatWithAttrs([](const ir::Node& n) {
   const float alpha = ir::attrFloat(n, "alpha", 1.67326319217681884765625f);
   const float gamma = ir::attrFloat(n, "gamma", 1.05070102214813232421875f);
   return [alpha, gamma](auto x) {
     using V = decltype(x);
     return V(gamma) * (x > 0 ? x : V(alpha) * std::expm1(x));
   };
-}));
-KILN_REGISTER_CPU_KERNEL("HardSigmoid", unaryFloatWithAttrs([](const ir::Node& n) {
+}), {{0}});
+KILN_REGISTER_CPU_KERNEL_WITH_RULES("HardSigmoid", unaryFloatWithAttrs([](const ir::Node& n) {
   const float alpha = ir::attrFloat(n, "alpha", 0.2f);
   const float beta = ir::attrFloat(n, "beta", 0.5f);
   return [alpha, beta](auto x) {
     using V = decltype(x);
     return std::clamp(V(alpha) * x + V(beta), V(0), V(1));
   };
-}));
+}), {{0}});
 KILN_REGISTER_CPU_KERNEL("ThresholdedRelu", unaryFloatWithAttrs([](const ir::Node& n) {
   const float alpha = ir::attrFloat(n, "alpha", 1.0f);
   return [alpha](auto x) { return x > decltype(x)(alpha) ? x : decltype(x)(0); };
@@ -162,14 +162,14 @@ KernelFn unaryNumeric(Op op) {
 }
 
 // Relu takes signed integers too (opset 14); written so that NaN stays NaN, like numpy.maximum(x, 0).
-KILN_REGISTER_CPU_KERNEL("Relu", unaryNumeric([](auto x) { return x < 0 ? decltype(x)(0) : x; }));
-KILN_REGISTER_CPU_KERNEL("Neg", unaryNumeric([](auto v) { return wrapSub(decltype(v)(0), v); }));
-KILN_REGISTER_CPU_KERNEL("Abs", unaryNumeric([](auto v) {
+KILN_REGISTER_CPU_KERNEL_WITH_RULES("Relu", unaryNumeric([](auto x) { return x < 0 ? decltype(x)(0) : x; }), {{0}});
+KILN_REGISTER_CPU_KERNEL_WITH_RULES("Neg", unaryNumeric([](auto v) { return wrapSub(decltype(v)(0), v); }), {{0}});
+KILN_REGISTER_CPU_KERNEL_WITH_RULES("Abs", unaryNumeric([](auto v) {
   using V = decltype(v);
   if constexpr (std::is_unsigned_v<V>) return v;
   else if constexpr (std::is_integral_v<V>) return v < 0 ? wrapSub(V(0), v) : v;
   else return std::fabs(v);
-}));
+}), {{0}});
 KILN_REGISTER_CPU_KERNEL("Sign", unaryNumeric([](auto v) {
   using V = decltype(v);
   if constexpr (std::is_floating_point_v<V>) {
@@ -223,10 +223,10 @@ KernelFn binaryNumeric(Op op) {
   };
 }
 
-KILN_REGISTER_CPU_KERNEL("Add", binaryNumeric([](auto x, auto y) { return wrapAdd(x, y); }));
-KILN_REGISTER_CPU_KERNEL("Sub", binaryNumeric([](auto x, auto y) { return wrapSub(x, y); }));
-KILN_REGISTER_CPU_KERNEL("Mul", binaryNumeric([](auto x, auto y) { return wrapMul(x, y); }));
-KILN_REGISTER_CPU_KERNEL("Div", binaryNumeric([](auto x, auto y) {
+KILN_REGISTER_CPU_KERNEL_WITH_RULES("Add", binaryNumeric([](auto x, auto y) { return wrapAdd(x, y); }), {{0, 1}});
+KILN_REGISTER_CPU_KERNEL_WITH_RULES("Sub", binaryNumeric([](auto x, auto y) { return wrapSub(x, y); }), {{0, 1}});
+KILN_REGISTER_CPU_KERNEL_WITH_RULES("Mul", binaryNumeric([](auto x, auto y) { return wrapMul(x, y); }), {{0, 1}});
+KILN_REGISTER_CPU_KERNEL_WITH_RULES("Div", binaryNumeric([](auto x, auto y) {
   using V = decltype(x);
   if constexpr (std::is_integral_v<V>) {
     // Truncates toward zero like C++; division by zero gives 0 (numpy's result) instead of a trap,
@@ -239,7 +239,7 @@ KILN_REGISTER_CPU_KERNEL("Div", binaryNumeric([](auto x, auto y) {
   } else {
     return x / y;
   }
-}));
+}), {{0, 1}});
 
 // Integer power by squaring, wrapping on overflow like numpy; negative exponents truncate 1/x^n.
 template <typename T>

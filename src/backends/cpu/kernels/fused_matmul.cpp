@@ -1,22 +1,42 @@
 // kiln::FusedMatMul: Y = act(A @ B + bias + Z) for float32 A [..., K] and a 2-D B [K, N] (a
-// Linear layer). The stacked rows of A are one GEMM, with B packed once when it is constant and
-// the epilogue applied to each output tile while it is in cache.
+// Linear layer). The stacked rows of A are one GEMM, the epilogue applied to each output tile
+// while it is in cache. Candidates, in order: f32_fused_matmul_packed_b_{avx512,avx2} (a constant
+// B packed once, for that ISA's sgemm micro-kernel), then f32_fused_matmul_sgemm_{avx512,avx2}.
 #include "backends/cpu/activation.h"
 #include "backends/cpu/gemm/sgemm.h"
-#include "backends/cpu/kernel.h"
+#include "backends/cpu/kernel_registry.h"
 
 namespace kiln::cpu {
 namespace {
 
-KernelFn makeFusedMatMulKernel(const KernelCreateInfo& info) {
+std::string packedBDeclines(const KernelCreateInfo& info) {
+  const Tensor* b = info.constants.size() > 1 ? info.constants[1] : nullptr;
+  if (!b) return "B is not a constant";
+  if (b->dtype() != DataType::kFloat32 || b->rank() != 2) return "B " + b->describe() + " is not a 2-D float32 matrix";
+  return "";
+}
+
+// With packConstantB, B packed for `isa`'s micro-kernel, or (with `saved`) the packing a plan holds.
+Kernel makeFusedMatMulKernel(const KernelCreateInfo& info, bool packConstantB, CpuIsa isa, const KernelState* saved) {
   const Activation act = fusedActivationOf(info.node);
   PackedMatrix packed;
   const Tensor* constantB = info.constants.size() > 1 ? info.constants[1] : nullptr;
-  if (constantB && constantB->dtype() == DataType::kFloat32 && constantB->rank() == 2) {
-    packed = packB(false, constantB->dim(0), constantB->dim(1), constantB->data<float>(), constantB->dim(1));
+  if (packConstantB) {
+    const int64_t K = constantB->dim(0), N = constantB->dim(1);
+    using Side = PackedMatrix::Side;
+    packed = saved ? PackedMatrix::view(Side::kB, isa, K, N,
+                                        savedFloats(info.node, *saved, 0, PackedMatrix::packedFloats(Side::kB, isa, K, N)))
+                   : packB(false, K, N, constantB->data<float>(), N);
     info.keepsOwnCopyOf(1);  // float32 A is required, so B is only read packed
   }
-  return [act, packed](KernelContext& ctx) {
+  std::function<KernelState()> save;
+  if (!packed.empty()) {
+    save = [packed] {
+      return KernelState{{}, {{packed.data(), static_cast<uint64_t>(packed.floats()) * sizeof(float)}},
+                         std::shared_ptr<const void>(packed.data(), [](const void*) {})};
+    };
+  }
+  return {[act, packed](KernelContext& ctx) {
     const Tensor& a = ctx.input(0);
     const Tensor& b = ctx.input(1);
     const Tensor* bias = ctx.hasInput(2) ? &ctx.input(2) : nullptr;
@@ -46,11 +66,29 @@ KernelFn makeFusedMatMulKernel(const KernelCreateInfo& info) {
     } else {
       sgemm(false, false, rows, N, K, 1.0f, a.data<float>(), K, b.data<float>(), N, 0.0f, y.data<float>(), N, ep);
     }
-  };
+  },
+          {}, std::move(save)};
 }
 
-}  // namespace
+const bool kRegistered = [] {
+  for (bool packed : {true, false}) {
+    for (CpuIsa isa : {CpuIsa::kAvx512, CpuIsa::kAvx2}) {
+      KernelCandidate c;
+      c.id = std::string("f32_fused_matmul_") + (packed ? "packed_b_" : "sgemm_") + cpuIsaName(isa);
+      c.isa = isa;
+      if (packed) c.supports = packedBDeclines;
+      c.create = [packed, isa](const KernelCreateInfo& info) { return makeFusedMatMulKernel(info, packed, isa, nullptr); };
+      if (packed) {
+        c.restore = [isa](const KernelCreateInfo& info, const KernelState& s) {
+          return makeFusedMatMulKernel(info, true, isa, &s);
+        };
+      }
+      KernelRegistry::global().addCandidate("kiln", "FusedMatMul", DataType::kFloat32, std::move(c));
+    }
+  }
+  return true;
+}();
 
-KILN_REGISTER_CPU_KERNEL_DOMAIN("kiln", "FusedMatMul", KernelFactory(makeFusedMatMulKernel));
+}  // namespace
 
 }  // namespace kiln::cpu

@@ -1,10 +1,12 @@
 // CPU kernels for MatMul (numpy semantics, batch broadcasting), MatMulInteger and Gemm, all on the
-// GEMM routines; a constant float32 B (weights) is packed once when the kernel is made.
+// GEMM routines. Their float32 families first try f32_{matmul,gemm}_packed_b_{avx512,avx2}: a
+// constant 2-D B (weights) packed once, when the kernel is made, for that ISA's sgemm micro-kernel
+// (sgemm itself hands a single row or column to its GEMV); then any_{mat_mul,gemm}_generic.
 #include "backends/cpu/broadcast.h"
 #include "backends/cpu/gemm/float_copy.h"
 #include "backends/cpu/gemm/sgemm.h"
 #include "backends/cpu/gemm/zero_point.h"
-#include "backends/cpu/kernel.h"
+#include "backends/cpu/kernel_registry.h"
 #include "core/dtype_dispatch.h"
 #include "ir/shape_helpers.h"
 
@@ -39,7 +41,17 @@ struct MatMulDims {
   int64_t M = 0, N = 0, K = 0;
 };
 
-MatMulDims matMulDims(const KernelContext& ctx, const Shape& a, const Shape& b) {
+// The node's name and op, kept by a kernel for its error messages (it never reads the node while running).
+ir::Node nodeLabel(const ir::Node& node) {
+  ir::Node label;
+  label.name = node.name;
+  label.opType = node.opType;
+  label.domain = node.domain;
+  label.opset = node.opset;
+  return label;
+}
+
+MatMulDims matMulDims(const KernelContext& ctx, const ir::Node& label, const Shape& a, const Shape& b) {
   if (a.empty() || b.empty()) ctx.fail("MatMul inputs must not be scalars", ErrorCode::kInvalidArgument);
   Shape pa = a, pb = b;
   if (pa.size() == 1) pa.insert(pa.begin(), 1);
@@ -53,7 +65,7 @@ MatMulDims matMulDims(const KernelContext& ctx, const Shape& a, const Shape& b) 
   }
   d.aBatch.assign(pa.begin(), pa.end() - 2);
   d.bBatch.assign(pb.begin(), pb.end() - 2);
-  d.outBatch = ir::broadcastShapes(ctx.node(), d.aBatch, d.bBatch);
+  d.outBatch = ir::broadcastShapes(label, d.aBatch, d.bBatch);
   return d;
 }
 
@@ -84,10 +96,10 @@ PackedMatrix packConstantB(const KernelCreateInfo& info, bool transB) {
   return packB(transB, K, N, b->data<float>(), b->dim(1));
 }
 
-void matMulKernel(KernelContext& ctx, const PackedMatrix& packedB) {
+void matMulKernel(KernelContext& ctx, const ir::Node& label, const PackedMatrix& packedB) {
   const Tensor& a = ctx.input(0);
   const Tensor& b = ctx.input(1);
-  const MatMulDims d = matMulDims(ctx, a.shape(), b.shape());
+  const MatMulDims d = matMulDims(ctx, label, a.shape(), b.shape());
   Tensor& y = ctx.output(0);
   if (y.numel() == 0) return;
   if (!packedB.empty() && a.dtype() == DataType::kFloat32 && b.rank() == 2 && packedB.rows() == d.K &&
@@ -111,12 +123,12 @@ void matMulKernel(KernelContext& ctx, const PackedMatrix& packedB) {
 
 // int32 result of 8-bit operands; a_zero_point is per tensor or per row of A, b_zero_point per
 // tensor or per column of B.
-void matMulIntegerKernel(KernelContext& ctx) {
+void matMulIntegerKernel(KernelContext& ctx, const ir::Node& label) {
   const Tensor& a = ctx.input(0);
   const Tensor& b = ctx.input(1);
   const Tensor* aZero = ctx.hasInput(2) ? &ctx.input(2) : nullptr;
   const Tensor* bZero = ctx.hasInput(3) ? &ctx.input(3) : nullptr;
-  const MatMulDims d = matMulDims(ctx, a.shape(), b.shape());
+  const MatMulDims d = matMulDims(ctx, label, a.shape(), b.shape());
   for (const std::string& problem :
        {checkZeroPoint(aZero, d.M, "a_zero_point"), checkZeroPoint(bZero, d.N, "b_zero_point")}) {
     if (!problem.empty()) ctx.fail(problem, ErrorCode::kInvalidArgument);
@@ -173,10 +185,35 @@ void runGemm(const GemmParams& p, const Tensor& a, const Tensor& b, const Tensor
   }
 }
 
+// "" when input 1 is a constant 2-D float32 B that the packed candidates can keep packed.
+std::string packedBDeclines(const KernelCreateInfo& info) {
+  const Tensor* b = info.constants.size() > 1 ? info.constants[1] : nullptr;
+  if (!b) return "B is not a constant";
+  if (b->dtype() != DataType::kFloat32 || b->rank() != 2 || b->numel() == 0) return "B " + b->describe() + " is not a 2-D float32 matrix";
+  return "";
+}
+
 KernelFn makeMatMulKernel(const KernelCreateInfo& info) {
-  const PackedMatrix packedB = packConstantB(info, false);
-  if (!packedB.empty()) info.keepsOwnCopyOf(1);  // A is float32 too (same type), so B is only read packed
-  return [packedB](KernelContext& ctx) { matMulKernel(ctx, packedB); };
+  return [label = nodeLabel(info.node)](KernelContext& ctx) { matMulKernel(ctx, label, {}); };
+}
+
+KernelBlob blobOf(const PackedMatrix& m) { return {m.data(), static_cast<uint64_t>(m.floats()) * sizeof(float)}; }
+
+// Constant B packed for `isa`'s micro-kernel, or (with `saved`) the packing a plan holds.
+PackedMatrix packedB(const KernelCreateInfo& info, bool transB, CpuIsa isa, const KernelState* saved) {
+  if (!saved) return packConstantB(info, transB);
+  const Tensor& b = *info.constants[1];  // its shape; the plan may hold no values
+  const int64_t K = b.dim(transB ? 1 : 0), N = b.dim(transB ? 0 : 1);
+  using Side = PackedMatrix::Side;
+  return PackedMatrix::view(Side::kB, isa, K, N, savedFloats(info.node, *saved, 0, PackedMatrix::packedFloats(Side::kB, isa, K, N)));
+}
+
+Kernel makePackedMatMulKernel(const KernelCreateInfo& info, CpuIsa isa, const KernelState* saved) {
+  const PackedMatrix b = packedB(info, false, isa, saved);
+  info.keepsOwnCopyOf(1);  // A is float32 too (same type), so B is only read packed
+  return {[label = nodeLabel(info.node), b](KernelContext& ctx) { matMulKernel(ctx, label, b); },
+          {},
+          [b] { return KernelState{{}, {blobOf(b)}, std::shared_ptr<const void>(b.data(), [](const void*) {})}; }};
 }
 
 // Gemm with a constant float32 B: B packed once, and a constant C that is one row (a Linear
@@ -186,9 +223,17 @@ struct PackedGemm {
   std::vector<float> bias;  // beta * C, when C is a constant row of N values
 };
 
-PackedGemm prepareGemm(const KernelCreateInfo& info, const GemmParams& p) {
+PackedGemm prepareGemm(const KernelCreateInfo& info, const GemmParams& p, CpuIsa isa, const KernelState* saved) {
   PackedGemm g;
-  g.b = packConstantB(info, p.transB);
+  g.b = packedB(info, p.transB, isa, saved);
+  if (saved) {  // beta * C, when folded, is its second blob
+    if (saved->blobs.size() > 1) {
+      const int64_t n = g.b.cols();
+      const std::shared_ptr<const float> bias = savedFloats(info.node, *saved, 1, n);
+      g.bias.assign(bias.get(), bias.get() + n);
+    }
+    return g;
+  }
   const Tensor* c = info.constants.size() > 2 ? info.constants[2] : nullptr;
   if (g.b.empty() || !c || c->dtype() != DataType::kFloat32 || p.beta == 0.0f) return g;
   const bool row = c->rank() == 1 || (c->rank() == 2 && c->dim(0) == 1);
@@ -218,15 +263,17 @@ bool runPackedGemm(const GemmParams& p, const PackedGemm& g, const Tensor& a, co
   return true;
 }
 
-KernelFn makeGemmKernel(const KernelCreateInfo& info) {
+GemmParams gemmParams(const ir::Node& node) {
   GemmParams p;
-  p.transA = ir::attrInt(info.node, "transA", 0) != 0;
-  p.transB = ir::attrInt(info.node, "transB", 0) != 0;
-  p.alpha = ir::attrFloat(info.node, "alpha", 1.0f);
-  p.beta = ir::attrFloat(info.node, "beta", 1.0f);
-  const PackedGemm packed = prepareGemm(info, p);
-  if (!packed.b.empty()) info.keepsOwnCopyOf(1);  // float32 A (same type as B) always takes the packed path
-  if (!packed.bias.empty()) info.keepsOwnCopyOf(2);
+  p.transA = ir::attrInt(node, "transA", 0) != 0;
+  p.transB = ir::attrInt(node, "transB", 0) != 0;
+  p.alpha = ir::attrFloat(node, "alpha", 1.0f);
+  p.beta = ir::attrFloat(node, "beta", 1.0f);
+  return p;
+}
+
+// Gemm with B packed (and a constant bias row folded) when `packed` holds them.
+KernelFn gemmKernel(const GemmParams& p, const PackedGemm& packed) {
   return [p, packed](KernelContext& ctx) {
     const Tensor& a = ctx.input(0);
     const Tensor& b = ctx.input(1);
@@ -254,10 +301,41 @@ KernelFn makeGemmKernel(const KernelCreateInfo& info) {
   };
 }
 
+Kernel makePackedGemmKernel(const KernelCreateInfo& info, CpuIsa isa, const KernelState* saved) {
+  const GemmParams p = gemmParams(info.node);
+  auto packed = std::make_shared<const PackedGemm>(prepareGemm(info, p, isa, saved));
+  info.keepsOwnCopyOf(1);  // float32 A (same type as B) always takes the packed path
+  if (!packed->bias.empty()) info.keepsOwnCopyOf(2);
+  return {gemmKernel(p, *packed), {}, [packed] {
+            KernelState state{{}, {blobOf(packed->b)}, packed};
+            if (!packed->bias.empty()) state.blobs.push_back({packed->bias.data(), packed->bias.size() * sizeof(float)});
+            return state;
+          }};
+}
+
+const bool kRegistered = [] {
+  KernelRegistry& r = KernelRegistry::global();
+  for (const char* op : {"MatMul", "Gemm"}) {
+    for (CpuIsa isa : {CpuIsa::kAvx512, CpuIsa::kAvx2}) {
+      KernelCandidate c;
+      c.id = std::string("f32_") + (op == std::string("Gemm") ? "gemm" : "matmul") + "_packed_b_" + cpuIsaName(isa);
+      c.isa = isa;
+      c.supports = packedBDeclines;
+      const auto make = op == std::string("Gemm") ? makePackedGemmKernel : makePackedMatMulKernel;
+      c.create = [make, isa](const KernelCreateInfo& info) { return make(info, isa, nullptr); };
+      c.restore = [make, isa](const KernelCreateInfo& info, const KernelState& s) { return make(info, isa, &s); };
+      r.addCandidate("", op, DataType::kFloat32, std::move(c));
+    }
+  }
+  return true;
+}();
+
 }  // namespace
 
 KILN_REGISTER_CPU_KERNEL("MatMul", KernelFactory(makeMatMulKernel));
-KILN_REGISTER_CPU_KERNEL("Gemm", KernelFactory(makeGemmKernel));
-KILN_REGISTER_CPU_KERNEL("MatMulInteger", KernelFn(matMulIntegerKernel));
+KILN_REGISTER_CPU_KERNEL("Gemm", KernelFactory([](const KernelCreateInfo& info) { return gemmKernel(gemmParams(info.node), {}); }));
+KILN_REGISTER_CPU_KERNEL("MatMulInteger", KernelFactory([](const KernelCreateInfo& info) -> KernelFn {
+  return [label = nodeLabel(info.node)](KernelContext& ctx) { matMulIntegerKernel(ctx, label); };
+}));
 
 }  // namespace kiln::cpu

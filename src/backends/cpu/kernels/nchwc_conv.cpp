@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_isa.h"
-#include "backends/cpu/kernel.h"
+#include "backends/cpu/kernel_registry.h"
 #include "backends/cpu/kernels/nchwc_conv_plain.h"
 #include "backends/cpu/kernels/nchwc_conv_scale.h"
 #include "backends/cpu/kernels/nchwc_winograd.h"
@@ -86,22 +86,23 @@ void interleaveRow(const float* src, int64_t inPlane, int64_t n, float* dst, int
   }
 }
 
-// The plain (NCHW) input copied into [N, Hp, Wp, Ci] with its zero padding, exactly the rows
-// and columns the convolution reads: the kernels need no bounds checks on it, and one kernel
-// row's (kx, ci) values are contiguous, like its packed weights. The image has few channels, so
-// the copy is cheap next to the convolution. It goes to `out`, a buffer of the calling thread
-// reused from call to call (a fresh one would be page-faulted in on every run); every value of
-// it is written, padding included.
-void padPlainInput(const NchwcConvShape& s, const float* x, NchwcConvShape& padded, std::vector<float>& out) {
-  padded = s;
+// The shape of the padded copy of a plain X: exactly the rows and columns the convolution reads.
+NchwcConvShape paddedPlainShape(const NchwcConvShape& s) {
+  NchwcConvShape padded = s;
   padded.height = (s.outHeight - 1) * s.strideH + (s.kernelH - 1) * s.dilationH + 1;
   padded.width = (s.outWidth - 1) * s.strideW + (s.kernelW - 1) * s.dilationW + 1;
   padded.padTop = padded.padLeft = 0;
+  return padded;
+}
+
+// The plain (NCHW) input copied into [N, Hp, Wp, Ci] with its zero padding, exactly the rows
+// and columns the convolution reads: the kernels need no bounds checks on it, and one kernel
+// row's (kx, ci) values are contiguous, like its packed weights. The image has few channels, so
+// the copy is cheap next to the convolution. It goes to `data` (the kernel's workspace, so that
+// it is not page-faulted in on every run); every value of it is written, padding included.
+void padPlainInput(const NchwcConvShape& s, const float* x, const NchwcConvShape& padded, float* data) {
   const int64_t channels = s.inChannels, inPlane = s.height * s.width;
   const int64_t rowFloats = padded.width * channels;
-  const size_t floats = static_cast<size_t>(s.batch * padded.height * rowFloats);
-  if (out.size() < floats) out.resize(floats);
-  float* data = out.data();
   const int64_t begin = std::clamp<int64_t>(s.padLeft, 0, padded.width);
   const int64_t end = std::clamp<int64_t>(s.padLeft + s.width, begin, padded.width);
   parallelForAtLeast(s.batch * padded.height, 16, [&](int64_t r0, int64_t r1) {
@@ -123,27 +124,36 @@ void padPlainInput(const NchwcConvShape& s, const float* x, NchwcConvShape& padd
 
 }  // namespace
 
-void nchwcConv(const NchwcConvArgs& args) {
+int64_t nchwcConvScratchFloats(const NchwcConvShape& s, CpuIsa isa) {
+  if (!s.plainInput || isa >= CpuIsa::kAvx512) return 0;
+  const NchwcConvShape padded = paddedPlainShape(s);
+  return s.batch * padded.height * padded.width * s.inChannels;
+}
+
+void nchwcConv(const NchwcConvArgs& args, CpuIsa isa) {
   // AVX-512 reads a plain X in place (nchwc_conv_plain_avx512.cpp); AVX2 reads a padded copy.
-  if (args.shape->plainInput && activeCpuIsa() >= CpuIsa::kAvx512) return detail::nchwcPlainConvAvx512(args);
+  if (args.shape->plainInput && isa >= CpuIsa::kAvx512) return detail::nchwcPlainConvAvx512(args);
   NchwcConvArgs a = args;
-  NchwcConvShape padded;
+  const NchwcConvShape padded = paddedPlainShape(*args.shape);
+  ScratchFloats own;  // when the caller has no workspace for the copy
   if (args.shape->plainInput) {
-    // One buffer per calling thread: kernels of concurrent runs use different threads, and a
-    // thread runs one kernel at a time.
-    thread_local std::vector<float> paddedInput;
-    padPlainInput(*args.shape, args.x, padded, paddedInput);
+    float* copy = args.scratch ? args.scratch : own.get(nchwcConvScratchFloats(*args.shape, isa));
+    padPlainInput(*args.shape, args.x, padded, copy);
     a.shape = &padded;
-    a.x = paddedInput.data();
+    a.x = copy;
   }
-  if (activeCpuIsa() >= CpuIsa::kAvx512) return detail::nchwcConvAvx512(a);
+  if (isa >= CpuIsa::kAvx512) return detail::nchwcConvAvx512(a);
   detail::nchwcConvAvx2(a);
 }
 
 namespace {
 
+// How a candidate convolves the checked call (its algorithm and ISA, fixed when it is made).
+using NchwcAlgorithm = std::function<void(KernelContext&, NchwcConvArgs&)>;
+
 // What the kernel keeps from the node: W's shape, its packed values and the fused epilogue.
 struct PreparedNchwcConv {
+  ir::Node attrs;  // name, op type and attributes only: the geometry of sizes unknown at build time
   int64_t outChannels = 0, inPerGroup = 0, kernelH = 0, kernelW = 0, group = 1;
   NchwcPackedWeights blockedWeights, plainWeights;  // for a blocked / plain X (depthwise: blocked only)
   NchwcWinogradWeights winograd;  // packed instead of blockedWeights where Winograd runs (nchwc_winograd.h)
@@ -155,6 +165,7 @@ struct PreparedNchwcConv {
   // that runs at that size do not re-read the attributes.
   int64_t staticHeight = -1, staticWidth = -1;
   ir::ConvGeometry staticGeometry;
+  NchwcAlgorithm convolve;
 };
 
 // B [Co] as outBlocks * 16 floats, zero past Co; fails through `fail` when B is not [Co] float32.
@@ -170,7 +181,7 @@ std::vector<float> paddedBias(const Tensor* b, int64_t outChannels, Fail&& fail)
   return bias;
 }
 
-PreparedNchwcConv prepare(const KernelCreateInfo& info) {
+const Tensor& constantWeights(const KernelCreateInfo& info) {
   const ir::Node& node = info.node;
   const Tensor* w = info.constants.size() > 1 ? info.constants[1] : nullptr;
   if (!w) ir::failNode(node, "NchwcConv needs W as a constant (an initializer); it is computed at run time here",
@@ -178,43 +189,46 @@ PreparedNchwcConv prepare(const KernelCreateInfo& info) {
   if (w->dtype() != DataType::kFloat32 || w->rank() != 4) {
     ir::failNode(node, "NchwcConv W must be float32 [Co, Ci / group, kH, kW], got " + w->describe());
   }
+  return *w;
+}
+
+// X's rank at build time, -1 when unknown.
+int64_t xRankOf(const KernelCreateInfo& info) {
+  const ir::TypeInfo* x = info.inputTypes.empty() ? nullptr : info.inputTypes[0];
+  return x && x->shape ? static_cast<int64_t>(x->shape->size()) : -1;
+}
+
+bool hasInputScale(const KernelCreateInfo& info) {
+  return info.node.inputs.size() > 4 && info.node.inputs[4] != ir::kNoValue;
+}
+
+// Attributes, bias and static geometry; the weights are packed by each candidate for its layout.
+PreparedNchwcConv prepareCommon(const KernelCreateInfo& info) {
+  const ir::Node& node = info.node;
+  const Tensor& w = constantWeights(info);
   PreparedNchwcConv p;
-  p.outChannels = w->dim(0);
-  p.inPerGroup = w->dim(1);
-  p.kernelH = w->dim(2);
-  p.kernelW = w->dim(3);
+  p.attrs.name = node.name;
+  p.attrs.opType = node.opType;
+  p.attrs.domain = node.domain;
+  p.attrs.opset = node.opset;
+  p.attrs.attrs = node.attrs;
+  p.outChannels = w.dim(0);
+  p.inPerGroup = w.dim(1);
+  p.kernelH = w.dim(2);
+  p.kernelW = w.dim(3);
   p.group = ir::attrInt(node, "group", 1);
   if (p.group != 1 && (p.inPerGroup != 1 || p.outChannels != p.group)) {
-    ir::failNode(node, "a grouped NchwcConv must be depthwise (W [group, 1, kH, kW]), got W " + w->describe() +
+    ir::failNode(node, "a grouped NchwcConv must be depthwise (W [group, 1, kH, kW]), got W " + w.describe() +
                            " with group " + std::to_string(p.group));
   }
   p.act = fusedActivationOf(node);
-  const bool depthwise = p.group != 1;
-  // X's rank says which layout to pack for; both when it is not known yet.
-  const ir::TypeInfo* xType = info.inputTypes.empty() ? nullptr : info.inputTypes[0];
-  const int64_t xRank = xType && xType->shape ? static_cast<int64_t>(xType->shape->size()) : -1;
-  const float* values = w->data<float>();
-  if (depthwise) {
-    p.blockedWeights = packNchwcWeights(values, p.outChannels, 1, p.kernelH, p.kernelW, NchwcWeightLayout::kDepthwise);
-  } else {
-    // An X scale (input 4) rescales the direct packing per image; Winograd's is not kept for it.
-    const bool scaledX = node.inputs.size() > 4 && node.inputs[4] != ir::kNoValue;
-    if (!scaledX) p.winograd = prepareNchwcWinograd(node, xType, *w);
-    if (xRank != 4 && !p.winograd.data) {
-      p.blockedWeights = packNchwcWeights(values, p.outChannels, p.inPerGroup, p.kernelH, p.kernelW,
-                                          NchwcWeightLayout::kBlockedInput);
-    }
-    if (xRank != 5) {
-      p.plainWeights = packNchwcWeights(values, p.outChannels, p.inPerGroup, p.kernelH, p.kernelW,
-                                        NchwcWeightLayout::kPlainInput);
-    }
-  }
   const Tensor* b = info.constants.size() > 2 ? info.constants[2] : nullptr;
   const bool hasBias = b || (info.inputTypes.size() > 2 && info.inputTypes[2]);
   if (!hasBias || b) {
     p.bias = paddedBias(hasBias ? b : nullptr, p.outChannels,
                         [&](const std::string& message) { ir::failNode(node, message, ErrorCode::kInvalidArgument); });
   }
+  const ir::TypeInfo* xType = info.inputTypes.empty() ? nullptr : info.inputTypes[0];
   const std::optional<Shape> xShape = xType && xType->shape ? ir::concreteShape(*xType->shape) : std::nullopt;
   if (xShape && xShape->size() >= 4) {
     p.staticHeight = (*xShape)[2];
@@ -225,8 +239,8 @@ PreparedNchwcConv prepare(const KernelCreateInfo& info) {
   return p;
 }
 
-void runNchwcConv(KernelContext& ctx, const PreparedNchwcConv& p) {
-  const Tensor& x = ctx.input(0);
+// The call's sizes from X and the kept geometry (computed again only for another spatial size).
+NchwcConvShape callShape(KernelContext& ctx, const PreparedNchwcConv& p, const Tensor& x) {
   if (x.dtype() != DataType::kFloat32) ctx.fail("X must be float32, got " + x.describe(), ErrorCode::kInvalidArgument);
   const bool depthwise = p.group != 1;
   const int64_t inChannels = depthwise ? p.group : p.inPerGroup;
@@ -258,7 +272,7 @@ void runNchwcConv(KernelContext& ctx, const PreparedNchwcConv& p) {
   s.depthwise = depthwise;
   ir::ConvGeometry computed;
   const bool staticSize = s.height == p.staticHeight && s.width == p.staticWidth;
-  if (!staticSize) computed = ir::convGeometry(ctx.node(), {s.height, s.width}, {p.kernelH, p.kernelW});
+  if (!staticSize) computed = ir::convGeometry(p.attrs, {s.height, s.width}, {p.kernelH, p.kernelW});
   const ir::ConvGeometry& g = staticSize ? p.staticGeometry : computed;
   s.outHeight = g.output[0];
   s.outWidth = g.output[1];
@@ -272,7 +286,12 @@ void runNchwcConv(KernelContext& ctx, const PreparedNchwcConv& p) {
     ctx.fail("the kernel " + std::to_string(p.kernelH) + "x" + std::to_string(p.kernelW) +
                  " does not fit the padded input " + x.describe(), ErrorCode::kInvalidArgument);
   }
+  return s;
+}
 
+void runNchwcConv(KernelContext& ctx, const PreparedNchwcConv& p) {
+  const Tensor& x = ctx.input(0);
+  NchwcConvShape s = callShape(ctx, p, x);
   const Shape yShape{s.batch, s.outBlocks(), s.outHeight, s.outWidth, kNchwcBlock};
   std::vector<float> runBias;  // B computed at run time
   if (p.bias.empty()) {
@@ -293,24 +312,224 @@ void runNchwcConv(KernelContext& ctx, const PreparedNchwcConv& p) {
   args.shape = &s;
   args.x = x.data<float>();
   args.weights = (s.plainInput ? p.plainWeights : p.blockedWeights).data.get();
-  const bool winograd = p.winograd.data && !s.plainInput;
-  if (!args.weights && !winograd) {
+  if (!args.weights && !p.winograd.data) {
     ctx.fail("X " + x.describe() + " does not have the rank X had when the kernel was made");
   }
   args.bias = p.bias.empty() ? runBias.data() : p.bias.data();
   args.residual = residual ? residual->data<float>() : nullptr;
   args.act = p.act;
   args.y = y.data<float>();
-  if (ctx.hasInput(4)) return runNchwcConvWithInputScale(ctx, args, ctx.input(4));
-  if (winograd) return nchwcWinogradConv(args, p.winograd);
-  nchwcConv(args);
+  p.convolve(ctx, args);
 }
 
-}  // namespace
+// The saved blob k as the mutable pointer the packings hold (never written through).
+std::shared_ptr<float> savedFloats(const KernelCreateInfo& info, const KernelState& state, size_t k, int64_t floats) {
+  return std::const_pointer_cast<float>(cpu::savedFloats(info.node, state, k, floats));
+}
 
-KILN_REGISTER_CPU_KERNEL_DOMAIN("kiln", "NchwcConv", KernelFactory([](const KernelCreateInfo& info) -> KernelFn {
-  const PreparedNchwcConv prepared = prepare(info);
-  return [prepared](KernelContext& ctx) { runNchwcConv(ctx, prepared); };
-}));
+// Floats packNchwcWeights makes for W [Co, Ci / group, kH, kW] in `layout`.
+int64_t nchwcPackedFloats(const PreparedNchwcConv& p, NchwcWeightLayout layout) {
+  const int64_t ciStride = layout == NchwcWeightLayout::kDepthwise    ? 1
+                           : layout == NchwcWeightLayout::kPlainInput ? p.inPerGroup
+                                                                      : ir::nchwcBlocks(p.inPerGroup) * kNchwcBlock;
+  return ir::nchwcBlocks(p.outChannels) * kNchwcBlock * p.kernelH * p.kernelW * ciStride;
+}
+
+KernelState savedBlobs(const std::vector<const NchwcPackedWeights*>& packed, std::vector<uint8_t> params) {
+  KernelState state;
+  state.params = std::move(params);
+  for (const NchwcPackedWeights* w : packed) {
+    state.blobs.push_back({w->data.get(), static_cast<uint64_t>(w->floats) * sizeof(float)});
+    state.owner = w->data;
+  }
+  return state;
+}
+
+// The candidates, in the order they are tried (the one place NchwcConv's algorithm and ISA are
+// chosen). Each packs W for its own layout only.
+std::string winogradDeclines(const KernelCreateInfo& info, int tile) {
+  if (hasInputScale(info)) return "X has a scale (input 4): the direct packing is rescaled per image";
+  const Tensor& w = constantWeights(info);
+  const ir::TypeInfo* xType = info.inputTypes.empty() ? nullptr : info.inputTypes[0];
+  if (xRankOf(info) != 5) return "X is not blocked (rank 5)";
+  const int64_t group = ir::attrInt(info.node, "group", 1);
+  if (group != 1 || w.dim(2) != 3 || w.dim(3) != 3) return "takes 3x3 ungrouped convolutions";
+  const auto& x = *xType->shape;
+  if (!x[2].isKnown() || !x[3].isKnown()) return "X's spatial size is not static";
+  const ir::ConvGeometry g = ir::convGeometry(info.node, {x[2].value, x[3].value}, {3, 3});
+  for (int d = 0; d < 2; ++d) {
+    if (g.strides[d] != 1 || g.dilations[d] != 1 || g.output[d] <= 0) return "takes stride 1, dilation 1";
+  }
+  const int best = nchwcWinogradTile(g.output[0], g.output[1]);
+  if (best != tile) {
+    return std::to_string(g.output[0]) + "x" + std::to_string(g.output[1]) + " output: " +
+           (best ? "the " + std::to_string(best) + "x" + std::to_string(best) + " tile is faster"
+                 : std::string("too few tiles, direct is faster"));
+  }
+  return "";
+}
+
+// With `saved`, the packed weights are the saved ones (no packing).
+Kernel makeWinograd(const KernelCreateInfo& info, int tile, const KernelState* saved = nullptr) {
+  PreparedNchwcConv p = prepareCommon(info);
+  if (saved) {
+    p.winograd.tile = tile;
+    p.winograd.inChannels = p.inPerGroup;
+    p.winograd.outChannels = p.outChannels;
+    p.winograd.floats = (tile + 2) * (tile + 2) * ir::nchwcBlocks(p.outChannels) * kNchwcBlock * p.inPerGroup;
+    p.winograd.data = savedFloats(info, *saved, 0, p.winograd.floats);
+  } else {
+    const Tensor& w = constantWeights(info);
+    p.winograd = packNchwcWinogradWeights(w.data<float>(), p.outChannels, p.inPerGroup, tile);
+  }
+  p.convolve = [weights = p.winograd](KernelContext& ctx, NchwcConvArgs& args) {
+    args.scratch = static_cast<float*>(ctx.workspace(nchwcWinogradWorkspaceBytes(*args.shape, weights)));
+    nchwcWinogradConv(args, weights);
+  };
+  Kernel k;
+  k.workspace = [weights = p.winograd, p](const std::vector<const Shape*>& in, int threads) -> uint64_t {
+    if (in.empty() || !in[0] || in[0]->size() != 5) return 0;
+    NchwcConvShape s;
+    s.batch = (*in[0])[0];
+    s.inChannels = p.inPerGroup;
+    s.outChannels = p.outChannels;
+    s.height = (*in[0])[2];
+    s.width = (*in[0])[3];
+    const bool staticSize = s.height == p.staticHeight && s.width == p.staticWidth;
+    const ir::ConvGeometry g = staticSize ? p.staticGeometry : ir::convGeometry(p.attrs, {s.height, s.width}, {3, 3});
+    s.outHeight = g.output[0];
+    s.outWidth = g.output[1];
+    if (s.outHeight <= 0 || s.outWidth <= 0) return 0;
+    return nchwcWinogradWorkspaceBytes(s, weights, threads);
+  };
+  k.save = [winograd = p.winograd] {
+    KernelState state;
+    state.blobs.push_back({winograd.data.get(), static_cast<uint64_t>(winograd.floats) * sizeof(float)});
+    state.owner = winograd.data;
+    return state;
+  };
+  k.run = [p = std::move(p)](KernelContext& ctx) { runNchwcConv(ctx, p); };
+  return k;
+}
+
+// A blocked or plain X convolved directly by nchwcConv on `isa`; the plain copy for AVX2 goes to
+// the workspace.
+// With `saved`, the packed weights are the saved ones (no packing).
+Kernel makeDirect(const KernelCreateInfo& info, CpuIsa isa, const KernelState* saved = nullptr) {
+  PreparedNchwcConv p = prepareCommon(info);
+  const int64_t xRank = xRankOf(info);  // which layouts to pack for: both when it is not known
+  // The layouts this node needs, in the order the state stores them.
+  std::vector<std::pair<NchwcPackedWeights*, NchwcWeightLayout>> layouts;
+  if (p.group != 1) {
+    layouts.emplace_back(&p.blockedWeights, NchwcWeightLayout::kDepthwise);
+  } else {
+    if (xRank != 4) layouts.emplace_back(&p.blockedWeights, NchwcWeightLayout::kBlockedInput);
+    if (xRank != 5) layouts.emplace_back(&p.plainWeights, NchwcWeightLayout::kPlainInput);
+  }
+  for (size_t k = 0; k < layouts.size(); ++k) {
+    auto [packed, layout] = layouts[k];
+    if (saved) {
+      packed->floats = nchwcPackedFloats(p, layout);
+      packed->data = savedFloats(info, *saved, k, packed->floats);
+    } else {
+      *packed = packNchwcWeights(constantWeights(info).data<float>(), p.outChannels,
+                                 layout == NchwcWeightLayout::kDepthwise ? 1 : p.inPerGroup, p.kernelH, p.kernelW, layout);
+    }
+  }
+  if (saved && saved->blobs.size() != layouts.size()) {
+    throw Error(ErrorCode::kInvalidPlan, "layer '" + info.node.name + "': " + std::to_string(saved->blobs.size()) +
+                                             " packed weights for the " + std::to_string(layouts.size()) +
+                                             " layouts the kernel packs");
+  }
+  const bool scaled = hasInputScale(info);
+  p.convolve = [isa, scaled](KernelContext& ctx, NchwcConvArgs& args) {
+    if (scaled) return runNchwcConvWithInputScale(ctx, args, ctx.input(4), isa);
+    args.scratch = static_cast<float*>(ctx.workspace(uint64_t(nchwcConvScratchFloats(*args.shape, isa)) * sizeof(float)));
+    nchwcConv(args, isa);
+  };
+  Kernel k;
+  const int64_t blockedFloats = p.blockedWeights.floats;
+  k.workspace = [p, isa, scaled, blockedFloats](const std::vector<const Shape*>& in, int) -> uint64_t {
+    if (in.empty() || !in[0] || in[0]->size() < 4) return 0;
+    if (scaled) return uint64_t(blockedFloats) * sizeof(float);
+    if (in[0]->size() != 4 || isa >= CpuIsa::kAvx512) return 0;
+    NchwcConvShape s;
+    s.plainInput = true;
+    s.batch = (*in[0])[0];
+    s.inChannels = p.inPerGroup;
+    s.height = (*in[0])[2];
+    s.width = (*in[0])[3];
+    s.kernelH = p.kernelH;
+    s.kernelW = p.kernelW;
+    const bool staticSize = s.height == p.staticHeight && s.width == p.staticWidth;
+    const ir::ConvGeometry g =
+        staticSize ? p.staticGeometry : ir::convGeometry(p.attrs, {s.height, s.width}, {p.kernelH, p.kernelW});
+    s.outHeight = g.output[0];
+    s.outWidth = g.output[1];
+    s.strideH = g.strides[0];
+    s.strideW = g.strides[1];
+    s.dilationH = g.dilations[0];
+    s.dilationW = g.dilations[1];
+    if (s.outHeight <= 0 || s.outWidth <= 0) return 0;
+    return uint64_t(nchwcConvScratchFloats(s, isa)) * sizeof(float);
+  };
+  std::vector<NchwcPackedWeights> kept;
+  for (const auto& layout : layouts) kept.push_back(*layout.first);
+  k.save = [kept] {
+    std::vector<const NchwcPackedWeights*> packed;
+    for (const NchwcPackedWeights& w : kept) packed.push_back(&w);
+    return savedBlobs(packed, {});
+  };
+  k.run = [p = std::move(p)](KernelContext& ctx) { runNchwcConv(ctx, p); };
+  return k;
+}
+
+std::string winograd4x4Declines(const KernelCreateInfo& info) { return winogradDeclines(info, 4); }
+std::string winograd2x2Declines(const KernelCreateInfo& info) { return winogradDeclines(info, 2); }
+std::string depthwiseDeclines(const KernelCreateInfo& info) {
+  return ir::attrInt(info.node, "group", 1) != 1 ? "" : "group is 1, not depthwise";
+}
+std::string plainInputDeclines(const KernelCreateInfo& info) {
+  if (ir::attrInt(info.node, "group", 1) != 1) return "depthwise: needs a blocked X";
+  return xRankOf(info) == 4 ? "" : "X is not plain NCHW (rank 4)";
+}
+std::string scaledInputDeclines(const KernelCreateInfo& info) { return hasInputScale(info) ? "" : "X has no scale (input 4)"; }
+std::string directDeclines(const KernelCreateInfo& info) {
+  if (hasInputScale(info)) return "X has a scale (input 4)";
+  return xRankOf(info) == 4 ? "X is plain NCHW (rank 4)" : "";
+}
+
+const bool kRegistered = [] {
+  KernelRegistry& r = KernelRegistry::global();
+  auto add = [&](const std::string& name, CpuIsa isa, std::string (*declines)(const KernelCreateInfo&),
+                 std::function<Kernel(const KernelCreateInfo&)> create,
+                 std::function<Kernel(const KernelCreateInfo&, const KernelState&)> restore) {
+    KernelCandidate c;
+    c.id = "f32_nchwc_conv_" + name + "_" + cpuIsaName(isa);
+    c.isa = isa;
+    c.supports = declines;
+    c.create = std::move(create);
+    c.restore = std::move(restore);
+    // The kernels add the residual Z (input 3) when they start each output tile, before any store.
+    c.memory.inPlaceInputs = {3};
+    r.addCandidate("kiln", "NchwcConv", DataType::kFloat32, std::move(c));
+  };
+  for (int tile : {4, 2}) {
+    const std::string name = "winograd_f" + std::to_string(tile) + "x" + std::to_string(tile);
+    add(name, CpuIsa::kAvx512, tile == 4 ? winograd4x4Declines : winograd2x2Declines,
+        [tile](const KernelCreateInfo& i) { return makeWinograd(i, tile); },
+        [tile](const KernelCreateInfo& i, const KernelState& s) { return makeWinograd(i, tile, &s); });
+  }
+  for (auto [name, declines] : {std::pair{"depthwise", &depthwiseDeclines}, std::pair{"plain_input", &plainInputDeclines},
+                                std::pair{"scaled_input", &scaledInputDeclines}, std::pair{"direct", &directDeclines}}) {
+    for (CpuIsa isa : {CpuIsa::kAvx512, CpuIsa::kAvx2}) {
+      add(name, isa, declines, [isa](const KernelCreateInfo& i) { return makeDirect(i, isa); },
+          [isa](const KernelCreateInfo& i, const KernelState& s) { return makeDirect(i, isa, &s); });
+    }
+  }
+  return true;
+}();
+
+}  // namespace
 
 }  // namespace kiln::cpu

@@ -18,6 +18,7 @@
 #include <memory>
 
 #include "backends/cpu/activation.h"
+#include "backends/cpu/cpu_isa.h"
 
 namespace kiln::cpu {
 
@@ -81,10 +82,18 @@ struct NchwcConvArgs {
   const float* residual = nullptr;  // shaped like y, or null
   Activation act;
   float* y = nullptr;
+  /// Scratch memory of nchwcConvScratchFloats(shape, isa) floats, 64-byte aligned (a kernel's
+  /// planned workspace); null: the call allocates its own.
+  float* scratch = nullptr;
 };
 
-/// Runs the convolution over the current thread pool on the best ISA available (cpu_isa.h).
-void nchwcConv(const NchwcConvArgs& args);
+/// Floats of scratch memory nchwcConv needs for this shape on `isa`: the padded copy of a plain
+/// X that the AVX2 kernel reads (the AVX-512 one reads X in place); 0 for a blocked X.
+int64_t nchwcConvScratchFloats(const NchwcConvShape& shape, CpuIsa isa);
+
+/// Runs the convolution over the current thread pool with the AVX-512 or the AVX2 kernel as
+/// `isa` says (the candidate chosen for the node; the CPU must have it).
+void nchwcConv(const NchwcConvArgs& args, CpuIsa isa = activeCpuIsa());
 
 namespace detail {
 /// The AVX-512 and AVX2 implementations; call nchwcConv instead.

@@ -40,13 +40,11 @@ void scaleNchwcBlockedWeights(const NchwcConvShape& s, const float* packed, cons
   });
 }
 
-void nchwcConvScaledInput(const NchwcConvArgs& args, const float* scale, int64_t scaleImageStride) {
+void nchwcConvScaledInput(const NchwcConvArgs& args, const float* scale, int64_t scaleImageStride, CpuIsa isa) {
   const NchwcConvShape& s = *args.shape;
   const int64_t floats = s.outBlocks() * kNchwcBlock * s.taps() * s.inBlocks() * kNchwcBlock;
-  // One buffer per calling thread (a thread runs one kernel at a time), grown when needed and
-  // kept: a fresh one would be page-faulted in on every run. 64-byte aligned like the packing.
-  thread_local ScratchFloats scaledBuffer;
-  float* scaled = scaledBuffer.get(floats);
+  ScratchFloats own;  // when the caller has no workspace
+  float* scaled = args.scratch ? args.scratch : own.get(floats);
   NchwcConvShape image = s;
   image.batch = 1;
   const int64_t xImage = s.inBlocks() * s.height * s.width * kNchwcBlock;
@@ -59,13 +57,14 @@ void nchwcConvScaledInput(const NchwcConvArgs& args, const float* scale, int64_t
     a.shape = &image;
     a.x = args.x + n * xImage;
     a.weights = scaled;
+    a.scratch = nullptr;  // a blocked X needs none
     a.residual = args.residual ? args.residual + n * yImage : nullptr;
     a.y = args.y + n * yImage;
-    nchwcConv(a);
+    nchwcConv(a, isa);
   }
 }
 
-void runNchwcConvWithInputScale(KernelContext& ctx, const NchwcConvArgs& args, const Tensor& scale) {
+void runNchwcConvWithInputScale(KernelContext& ctx, NchwcConvArgs& args, const Tensor& scale, CpuIsa isa) {
   const NchwcConvShape& s = *args.shape;
   if (s.plainInput || s.depthwise || !args.weights) {
     ctx.fail("the X scale S needs a blocked X, group 1 and direct (not Winograd) weights", ErrorCode::kInvalidArgument);
@@ -77,7 +76,9 @@ void runNchwcConvWithInputScale(KernelContext& ctx, const NchwcConvArgs& args, c
                  std::to_string(s.inBlocks()) + ", 1, 1, 16], one value per input channel",
              ErrorCode::kInvalidArgument);
   }
-  nchwcConvScaledInput(args, scale.data<float>(), perImage && s.batch > 1 ? s.inBlocks() * kNchwcBlock : 0);
+  const int64_t floats = s.outBlocks() * kNchwcBlock * s.taps() * s.inBlocks() * kNchwcBlock;
+  args.scratch = static_cast<float*>(ctx.workspace(static_cast<uint64_t>(floats) * sizeof(float)));
+  nchwcConvScaledInput(args, scale.data<float>(), perImage && s.batch > 1 ? s.inBlocks() * kNchwcBlock : 0, isa);
 }
 
 }  // namespace kiln::cpu

@@ -14,14 +14,16 @@ namespace kiln::cpu {
 /// the padding channels stay zero whatever scale holds there.
 void scaleNchwcBlockedWeights(const NchwcConvShape& shape, const float* packed, const float* scale, float* out);
 
-/// nchwcConv on X * S for a blocked X and group 1: image n reads the scale at
+/// nchwcConv on X * S for a blocked X and group 1 on `isa`: image n reads the scale at
 /// scale + n * scaleImageStride (blocked, ceil(Ci / 16) * 16 floats; stride 0 shares one). Runs image by
-/// image on packed weights scaled into a buffer of the calling thread, reused from call to call.
-void nchwcConvScaledInput(const NchwcConvArgs& args, const float* scale, int64_t scaleImageStride);
+/// image on packed weights scaled into args.scratch (as many floats as the packing; null: a
+/// buffer of its own).
+void nchwcConvScaledInput(const NchwcConvArgs& args, const float* scale, int64_t scaleImageStride,
+                          CpuIsa isa = activeCpuIsa());
 
 /// The NchwcConv kernel's path for its X scale input S: checks S against the call (float32
 /// [N or 1, ceil(Ci / 16), 1, 1, 16], X blocked, group 1, weights packed for a blocked X) and runs
-/// nchwcConvScaledInput; fails through ctx naming what is wrong.
-void runNchwcConvWithInputScale(KernelContext& ctx, const NchwcConvArgs& args, const Tensor& scale);
+/// nchwcConvScaledInput with the kernel's workspace; fails through ctx naming what is wrong.
+void runNchwcConvWithInputScale(KernelContext& ctx, NchwcConvArgs& args, const Tensor& scale, CpuIsa isa);
 
 }  // namespace kiln::cpu

@@ -2,12 +2,12 @@
 // packing, and the dispatch to the AVX-512 kernels (nchwc_winograd_avx512.cpp).
 #include "backends/cpu/kernels/nchwc_winograd.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "backends/cpu/cpu_isa.h"
+#include "backends/cpu/thread_pool.h"
 #include "core/aligned_memory.h"
-#include "ir/node_attrs.h"
-#include "ir/ops/conv_geometry.h"
 #include "ir/ops/nchwc.h"
 
 namespace kiln::cpu {
@@ -86,18 +86,14 @@ NchwcWinogradWeights packNchwcWinogradWeights(const float* w, int64_t outChannel
   return packed;
 }
 
-NchwcWinogradWeights prepareNchwcWinograd(const ir::Node& node, const ir::TypeInfo* xType, const Tensor& w) {
-  if (w.dtype() != DataType::kFloat32 || w.rank() != 4 || w.dim(2) != 3 || w.dim(3) != 3) return {};
-  if (ir::attrInt(node, "group", 1) != 1 || !xType || !xType->shape || xType->shape->size() != 5) return {};
-  const auto& x = *xType->shape;
-  if (!x[2].isKnown() || !x[3].isKnown()) return {};
-  const ir::ConvGeometry g = ir::convGeometry(node, {x[2].value, x[3].value}, {3, 3});
-  for (int d = 0; d < 2; ++d) {
-    if (g.strides[d] != 1 || g.dilations[d] != 1 || g.output[d] <= 0) return {};
-  }
-  const int tile = nchwcWinogradTile(g.output[0], g.output[1]);
-  if (tile == 0) return {};
-  return packNchwcWinogradWeights(w.data<float>(), w.dim(0), w.dim(1), tile);
+uint64_t nchwcWinogradWorkspaceBytes(const NchwcConvShape& shape, const NchwcWinogradWeights& weights, int threads) {
+  if (!weights.data || shape.outHeight <= 0 || shape.outWidth <= 0) return 0;
+  return detail::nchwcWinogradScratchBytes(shape, weights, std::max(threads, 1));
+}
+
+uint64_t nchwcWinogradWorkspaceBytes(const NchwcConvShape& shape, const NchwcWinogradWeights& weights) {
+  const ThreadPool* pool = currentThreadPool();
+  return nchwcWinogradWorkspaceBytes(shape, weights, pool ? pool->size() : 1);
 }
 
 void nchwcWinogradConv(const NchwcConvArgs& args, const NchwcWinogradWeights& weights) {

@@ -186,8 +186,6 @@ inline void transformOutputTile(const float* p, int64_t positionStride, __m512 b
   }
 }
 
-thread_local ScratchFloats tlsTransformedInput, tlsProducts;
-
 // Bytes a band's transformed input and products (4 output blocks) may take: about the 2 MiB L2
 // (ResNet-50's 128-channel 28x28 layers: 0.84-0.89 ms in one band against 1.02 in two of 1 MiB).
 constexpr int64_t kBandBytes = 2 << 20;
@@ -195,17 +193,54 @@ constexpr int64_t kBandBytes = 2 << 20;
 // images (ResNet-50's layers take one pass).
 constexpr int64_t kPassBytes = 8 << 20;
 
-// The output tile rows [ty0, ty1) of one image.
+// How one pass over `tiles` tiles is cut: bands of tiles x groups of output blocks, at least two
+// tasks per thread, and the tasks in `parts` runs of consecutive tasks, one per thread at most,
+// each with its own slice of the products.
+struct Bands {
+  int64_t bandTiles = 0, tasks = 0, parts = 0;
+};
+Bands bandsOf(const NchwcConvShape& s, int positions, int64_t tiles, int64_t threads) {
+  const int64_t groups = nchwcOutBlockGroups(s.outBlocks());
+  const int64_t tileBytes = positions * (s.inBlocks() + kNchwcOutBlocks) * kBlock * int64_t(sizeof(float));
+  int64_t bands = std::max<int64_t>(1, (tiles * tileBytes + kBandBytes - 1) / kBandBytes);
+  if (bands * groups < 2 * threads) bands = std::min(tiles, (2 * threads + groups - 1) / groups);
+  Bands b;
+  b.bandTiles = (tiles + bands - 1) / bands;
+  bands = (tiles + b.bandTiles - 1) / b.bandTiles;
+  b.tasks = bands * groups;
+  b.parts = std::min(b.tasks, threads);
+  return b;
+}
+
+// Tile rows per pass over one image, and the passes' largest tile count.
+int64_t rowsPerPassOf(const NchwcConvShape& s, int m) {
+  const int64_t positions = (m + 2) * (m + 2), tilesW = (s.outWidth + m - 1) / m;
+  const int64_t rowBytes = positions * s.inBlocks() * kBlock * tilesW * int64_t(sizeof(float));
+  return std::max<int64_t>(1, kPassBytes / rowBytes);
+}
+
+// Floats of one pass's transformed input and of one part's products for passes of `rows` tile rows.
+struct PassScratch {
+  int64_t inputFloats = 0, productFloats = 0, parts = 0;
+};
+PassScratch passScratch(const NchwcConvShape& s, int m, int64_t rows, int64_t threads) {
+  const int64_t positions = (m + 2) * (m + 2), tiles = rows * ((s.outWidth + m - 1) / m);
+  const Bands b = bandsOf(s, static_cast<int>(positions), tiles, threads);
+  return {positions * s.inBlocks() * tiles * kBlock, positions * kNchwcOutBlocks * b.bandTiles * kBlock, b.parts};
+}
+
+// The output tile rows [ty0, ty1) of one image; `scratch` holds the transformed input, then
+// `productFloats` floats of products for each part.
 template <int Mt>
-void winogradRows(const NchwcConvArgs& a, const NchwcWinogradWeights& weights, int64_t image, int64_t ty0,
-                  int64_t ty1) {
+void winogradRows(const NchwcConvArgs& a, const NchwcWinogradWeights& weights, int64_t image, int64_t ty0, int64_t ty1,
+                  float* scratch, int64_t inputFloats, int64_t productFloats) {
   const NchwcConvShape& s = *a.shape;
   constexpr int A = Mt + 2, positions = A * A;
   const int64_t rows = ty1 - ty0, tilesW = (s.outWidth + Mt - 1) / Mt, tiles = rows * tilesW;
   const int64_t inBlocks = s.inBlocks(), outBlocks = s.outBlocks(), groups = nchwcOutBlockGroups(outBlocks);
   const int64_t inPlane = s.height * s.width, outPlane = s.outHeight * s.outWidth;
   const int64_t positionStride = inBlocks * tiles * kBlock;
-  float* v = tlsTransformedInput.get(positions * positionStride);
+  float* v = scratch;
 
   // 1. Input transform, one tile row of one channel block per item.
   const float* x = a.x + image * inBlocks * inPlane * kBlock;
@@ -220,74 +255,92 @@ void winogradRows(const NchwcConvArgs& a, const NchwcWinogradWeights& weights, i
     }
   });
 
-  // 2 + 3. Bands of tiles x groups of output blocks.
-  const int64_t tileBytes = positions * (inBlocks + kNchwcOutBlocks) * kBlock * int64_t(sizeof(float));
-  int64_t bands = std::max<int64_t>(1, (tiles * tileBytes + kBandBytes - 1) / kBandBytes);
+  // 2 + 3. Bands of tiles x groups of output blocks, in parts that each own a slice of products.
   const ThreadPool* pool = currentThreadPool();
-  const int64_t threads = pool ? pool->size() : 1;
-  if (bands * groups < 2 * threads) bands = std::min(tiles, (2 * threads + groups - 1) / groups);
-  const int64_t bandTiles = (tiles + bands - 1) / bands;
-  bands = (tiles + bandTiles - 1) / bandTiles;
+  const Bands b = bandsOf(s, positions, tiles, pool ? pool->size() : 1);
+  const int64_t bandTiles = b.bandTiles;
   const RegisterEpilogue epi(a.act);
   const int64_t weightPositionFloats = outBlocks * kBlock * s.inChannels;
-  parallelFor(bands * groups, [&](int64_t t0, int64_t t1) {
-    for (int64_t task = t0; task < t1; ++task) {
-      const int64_t band = task / groups, g = task % groups;
-      const NchwcBlockRange r = nchwcOutBlockGroup(outBlocks, g);
-      const int M = static_cast<int>(r.end - r.begin);
-      const int64_t first = band * bandTiles, count = std::min(tiles, first + bandTiles) - first;
-      const int64_t productStride = M * count * kBlock;  // per position; blocks count * 16 apart
-      float* products = tlsProducts.get(positions * productStride);
-      // Register blocks of nearly equal size (49 tiles at 6: 4 x 6 + 5 x 5, not 8 x 6 + 1).
-      const int64_t chunks = (count + maxRegisterPixels(M) - 1) / maxRegisterPixels(M), chunkSize = count / chunks;
-      for (int pos = 0; pos < positions; ++pos) {
-        const float* w = weights.data.get() + pos * weightPositionFloats + r.begin * kBlock * s.inChannels;
-        const float* vp = v + pos * positionStride + first * kBlock;
-        float* out = products + pos * productStride;
-        for (int64_t chunk = 0, q = 0; chunk < chunks; ++chunk) {
-          const int64_t n = chunkSize + (chunk < count % chunks ? 1 : 0);
-          const float* vq = vp + q * kBlock;
-          float* oq = out + q * kBlock;
-          const int64_t vStride = tiles * kBlock, oStride = count * kBlock;
-          switch (M) {
-            case 4: multiplyTilesOfSize<4, maxRegisterPixels(4)>(n, vq, vStride, w, s.inChannels, oq, oStride); break;
-            case 3: multiplyTilesOfSize<3, maxRegisterPixels(3)>(n, vq, vStride, w, s.inChannels, oq, oStride); break;
-            case 2: multiplyTilesOfSize<2, maxRegisterPixels(2)>(n, vq, vStride, w, s.inChannels, oq, oStride); break;
-            default: multiplyTilesOfSize<1, maxRegisterPixels(1)>(n, vq, vStride, w, s.inChannels, oq, oStride); break;
+  parallelFor(b.parts, [&](int64_t p0, int64_t p1) {
+    for (int64_t part = p0; part < p1; ++part) {
+      float* products = scratch + inputFloats + part * productFloats;
+      for (int64_t task = part * b.tasks / b.parts; task < (part + 1) * b.tasks / b.parts; ++task) {
+        const int64_t band = task / groups, g = task % groups;
+        const NchwcBlockRange r = nchwcOutBlockGroup(outBlocks, g);
+        const int M = static_cast<int>(r.end - r.begin);
+        const int64_t first = band * bandTiles, count = std::min(tiles, first + bandTiles) - first;
+        const int64_t productStride = M * count * kBlock;  // per position; blocks count * 16 apart
+        // Register blocks of nearly equal size (49 tiles at 6: 4 x 6 + 5 x 5, not 8 x 6 + 1).
+        const int64_t chunks = (count + maxRegisterPixels(M) - 1) / maxRegisterPixels(M), chunkSize = count / chunks;
+        for (int pos = 0; pos < positions; ++pos) {
+          const float* w = weights.data.get() + pos * weightPositionFloats + r.begin * kBlock * s.inChannels;
+          const float* vp = v + pos * positionStride + first * kBlock;
+          float* out = products + pos * productStride;
+          for (int64_t chunk = 0, q = 0; chunk < chunks; ++chunk) {
+            const int64_t n = chunkSize + (chunk < count % chunks ? 1 : 0);
+            const float* vq = vp + q * kBlock;
+            float* oq = out + q * kBlock;
+            const int64_t vStride = tiles * kBlock, oStride = count * kBlock;
+            switch (M) {
+              case 4: multiplyTilesOfSize<4, maxRegisterPixels(4)>(n, vq, vStride, w, s.inChannels, oq, oStride); break;
+              case 3: multiplyTilesOfSize<3, maxRegisterPixels(3)>(n, vq, vStride, w, s.inChannels, oq, oStride); break;
+              case 2: multiplyTilesOfSize<2, maxRegisterPixels(2)>(n, vq, vStride, w, s.inChannels, oq, oStride); break;
+              default: multiplyTilesOfSize<1, maxRegisterPixels(1)>(n, vq, vStride, w, s.inChannels, oq, oStride); break;
+            }
+            q += n;
           }
-          q += n;
         }
-      }
-      for (int m = 0; m < M; ++m) {
-        const int64_t b = r.begin + m;
-        const __m512 bias = _mm512_loadu_ps(a.bias + b * kBlock);
-        const __mmask16 lanes = laneMask(b, s.outChannels);
-        const int64_t planeOffset = (image * outBlocks + b) * outPlane * kBlock;
-        OutputTile t{a.y + planeOffset, a.residual ? a.residual + planeOffset : nullptr, 0, 0, s.outHeight, s.outWidth};
-        for (int64_t i = 0; i < count; ++i) {
-          const int64_t tile = first + i;
-          t.oy0 = (ty0 + tile / tilesW) * Mt;
-          t.ox0 = tile % tilesW * Mt;
-          transformOutputTile<Mt>(products + (m * count + i) * kBlock, productStride, bias, epi, lanes, t, a.act);
+        for (int m = 0; m < M; ++m) {
+          const int64_t b = r.begin + m;
+          const __m512 bias = _mm512_loadu_ps(a.bias + b * kBlock);
+          const __mmask16 lanes = laneMask(b, s.outChannels);
+          const int64_t planeOffset = (image * outBlocks + b) * outPlane * kBlock;
+          OutputTile t{a.y + planeOffset, a.residual ? a.residual + planeOffset : nullptr, 0, 0, s.outHeight, s.outWidth};
+          for (int64_t i = 0; i < count; ++i) {
+            const int64_t tile = first + i;
+            t.oy0 = (ty0 + tile / tilesW) * Mt;
+            t.ox0 = tile % tilesW * Mt;
+            transformOutputTile<Mt>(products + (m * count + i) * kBlock, productStride, bias, epi, lanes, t, a.act);
+          }
         }
       }
     }
   });
 }
 
+// The scratch of passes of `rows` tile rows (the full passes) and of the last, shorter one.
+PassScratch largestPassScratch(const NchwcConvShape& s, int m, int64_t threads) {
+  const int64_t tilesH = (s.outHeight + m - 1) / m, rowsPerPass = std::min(tilesH, rowsPerPassOf(s, m));
+  PassScratch full = passScratch(s, m, rowsPerPass, threads);
+  if (tilesH % rowsPerPass != 0) {
+    const PassScratch last = passScratch(s, m, tilesH % rowsPerPass, threads);
+    full.productFloats = std::max(full.productFloats, last.productFloats);
+    full.parts = std::max(full.parts, last.parts);
+  }
+  return full;
+}
+
 }  // namespace
+
+uint64_t nchwcWinogradScratchBytes(const NchwcConvShape& s, const NchwcWinogradWeights& weights, int threads) {
+  const PassScratch p = largestPassScratch(s, weights.tile, threads);
+  return static_cast<uint64_t>(p.inputFloats + p.parts * p.productFloats) * sizeof(float);
+}
 
 void nchwcWinogradAvx512(const NchwcConvArgs& a, const NchwcWinogradWeights& weights) {
   const NchwcConvShape& s = *a.shape;
-  const int64_t m = weights.tile, positions = (m + 2) * (m + 2);
-  const int64_t tilesH = (s.outHeight + m - 1) / m, tilesW = (s.outWidth + m - 1) / m;
-  const int64_t rowBytes = positions * s.inBlocks() * kBlock * tilesW * int64_t(sizeof(float));
-  const int64_t rowsPerPass = std::max<int64_t>(1, kPassBytes / rowBytes);
+  const int m = weights.tile;
+  const int64_t tilesH = (s.outHeight + m - 1) / m;
+  const int64_t rowsPerPass = rowsPerPassOf(s, m);
+  const ThreadPool* pool = currentThreadPool();
+  const PassScratch p = largestPassScratch(s, m, pool ? pool->size() : 1);
+  ScratchFloats own;  // when the caller has no workspace
+  float* scratch = a.scratch ? a.scratch : own.get(p.inputFloats + p.parts * p.productFloats);
   for (int64_t image = 0; image < s.batch; ++image) {
     for (int64_t ty0 = 0; ty0 < tilesH; ty0 += rowsPerPass) {
       const int64_t ty1 = std::min(tilesH, ty0 + rowsPerPass);
-      if (m == 4) winogradRows<4>(a, weights, image, ty0, ty1);
-      else winogradRows<2>(a, weights, image, ty0, ty1);
+      if (m == 4) winogradRows<4>(a, weights, image, ty0, ty1, scratch, p.inputFloats, p.productFloats);
+      else winogradRows<2>(a, weights, image, ty0, ty1, scratch, p.inputFloats, p.productFloats);
     }
   }
 }

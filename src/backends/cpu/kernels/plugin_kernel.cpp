@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "backends/cpu/kernel.h"
+#include "backends/cpu/kernel_registry.h"
 #include "plugin/plugin_node.h"
 
 namespace kiln::cpu {

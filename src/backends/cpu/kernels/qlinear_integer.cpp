@@ -1,5 +1,6 @@
 #include "backends/cpu/kernels/qlinear_integer.h"
 
+#include "backends/cpu/kernel_registry.h"
 #include "backends/cpu/kernels/quantize_math.h"
 
 namespace kiln::cpu {

@@ -126,12 +126,12 @@ void eyeLikeKernel(KernelContext& ctx) {
   });
 }
 
-KILN_REGISTER_CPU_KERNEL("Reshape", reshapeKernel);
-KILN_REGISTER_CPU_KERNEL("Flatten", flattenKernel);
-KILN_REGISTER_CPU_KERNEL("Squeeze", squeezeKernel);
-KILN_REGISTER_CPU_KERNEL("Unsqueeze", unsqueezeKernel);
-KILN_REGISTER_CPU_KERNEL("Identity", identityKernel);
-KILN_REGISTER_CPU_KERNEL("Dropout", dropoutKernel);
+KILN_REGISTER_CPU_KERNEL_WITH_RULES("Reshape", reshapeKernel, {{}, true});
+KILN_REGISTER_CPU_KERNEL_WITH_RULES("Flatten", flattenKernel, {{}, true});
+KILN_REGISTER_CPU_KERNEL_WITH_RULES("Squeeze", squeezeKernel, {{}, true});
+KILN_REGISTER_CPU_KERNEL_WITH_RULES("Unsqueeze", unsqueezeKernel, {{}, true});
+KILN_REGISTER_CPU_KERNEL_WITH_RULES("Identity", identityKernel, {{}, true});
+KILN_REGISTER_CPU_KERNEL_WITH_RULES("Dropout", dropoutKernel, {{}, true});
 KILN_REGISTER_CPU_KERNEL("Shape", shapeKernel);
 KILN_REGISTER_CPU_KERNEL("Size", sizeKernel);
 KILN_REGISTER_CPU_KERNEL("Expand", expandKernel);

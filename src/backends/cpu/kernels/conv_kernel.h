@@ -1,0 +1,51 @@
+// What the convolution kernels of Conv and kiln::FusedConv share: the attributes a kernel keeps
+// from its node when it is made (it never reads the node while running), the checks of each
+// call's tensors, and the im2col + GEMM algorithm every other candidate falls back to. The
+// float32 candidates are listed in conv_candidates.cpp.
+#pragma once
+#include <cstdint>
+#include <optional>
+
+#include "backends/cpu/activation.h"
+#include "backends/cpu/gemm/sgemm.h"
+#include "backends/cpu/kernel.h"
+#include "ir/ops/conv_geometry.h"
+
+namespace kiln::cpu {
+
+struct ConvAttrs {
+  ir::Node node;  // name, op type and attributes only: the geometry of sizes unknown at build time
+  int64_t group = 1;
+  bool fused = false;  // kiln::FusedConv: float32 only, optional residual Z (input 3), an activation
+  Activation act;
+  // X's and W's spatial sizes when both were static at build time, and the geometry at them.
+  std::optional<Shape> xSpatial, wSpatial;
+  std::optional<ir::ConvGeometry> geometry;
+};
+
+/// Reads the node's attributes and static shapes; fails naming the node on bad attributes.
+ConvAttrs convAttrs(const KernelCreateInfo& info, bool fused);
+
+/// The checked tensors of one call.
+struct ConvCall {
+  const Tensor* x = nullptr;
+  const Tensor* w = nullptr;
+  const Tensor* bias = nullptr;
+  const Tensor* residual = nullptr;  // FusedConv's Z, shaped like Y
+  Tensor* y = nullptr;
+  ir::ConvGeometry g;
+};
+
+/// Checks X, W, B (and Z) against the attributes and makes Y; false when Y is empty.
+bool startConvCall(KernelContext& ctx, const ConvAttrs& a, ConvCall& call);
+
+/// Scratch bytes of im2col + GEMM for X and W of these shapes (0 when a shape is unknown or the
+/// convolution reads X directly), elements of `elementSize` bytes.
+uint64_t im2colWorkspaceBytes(const ConvAttrs& a, const Shape* x, const Shape* w, size_t elementSize);
+
+/// y = act(conv(x, w) + bias + residual) in float32 by im2col + GEMM (pointwise: GEMM on X
+/// directly; one input channel per group: taps accumulated directly), W packed when `packed` is
+/// not empty; the column buffer comes from ctx.workspace.
+void convolveIm2colFloat(KernelContext& ctx, const ConvAttrs& a, const ConvCall& call, const PackedMatrix& packed);
+
+}  // namespace kiln::cpu

@@ -1,0 +1,203 @@
+// The kernel registry's candidates (a declining candidate says why and the next one runs; an ISA
+// the host lacks is declined by name), the ids the executor records, and kernel workspaces in the
+// memory plan (a pool limit below the need fails the build with the numbers).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+
+#include "backends/cpu/cpu_isa.h"
+#include "backends/cpu/kernel_registry.h"
+#include "engine/executor.h"
+#include "engine_test_support.h"
+
+namespace kiln {
+namespace {
+
+using namespace kiln::testing;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Pair;
+
+ir::Node fakeNode() {
+  ir::Node node;
+  node.name = "fake1";
+  node.domain = "kiln_test";
+  node.opType = "FakeOp";
+  return node;
+}
+
+const ir::TypeInfo kFloatX{DataType::kFloat32, ir::symShapeOf({2, 3})};
+
+cpu::KernelCandidate candidate(std::string id, cpu::CpuIsa isa, std::string reason, int* ran, int mark) {
+  cpu::KernelCandidate c;
+  c.id = std::move(id);
+  c.isa = isa;
+  if (!reason.empty()) c.supports = [reason](const cpu::KernelCreateInfo&) { return reason; };
+  c.create = [ran, mark](const cpu::KernelCreateInfo&) {
+    return cpu::Kernel{[ran, mark](cpu::KernelContext&) { *ran = mark; }, {}, {}};
+  };
+  return c;
+}
+
+// Runs the kernel the registry makes for the node; returns which candidate's ran.
+int runMadeKernel(const cpu::KernelRegistry& registry, const cpu::KernelCreateInfo& info, int* ran) {
+  *ran = 0;
+  const cpu::Kernel kernel = cpu::KernelRegistry::create(info, registry.select(info));
+  std::vector<Tensor> outs(1);
+  std::vector<ir::TypeInfo> types(1);
+  cpu::KernelContext ctx(info.node, {}, outs, types);
+  kernel.run(ctx);
+  return *ran;
+}
+
+TEST(KernelRegistry, DecliningCandidateSaysWhyAndTheNextRuns) {
+  cpu::KernelRegistry registry;
+  int ran = 0;
+  registry.addCandidate("kiln_test", "FakeOp", DataType::kFloat32,
+                        candidate("f32_fake_tiled_avx2", cpu::CpuIsa::kAvx2, "the tile needs 16 columns", &ran, 1));
+  registry.addCandidate("kiln_test", "FakeOp", DataType::kFloat32, candidate("f32_fake_plain_avx2", cpu::CpuIsa::kAvx2, "", &ran, 2));
+  const ir::Node node = fakeNode();
+  const cpu::KernelCreateInfo info{node, {&kFloatX}, {nullptr}, {}};
+  const cpu::KernelSelection s = registry.select(info);
+  ASSERT_NE(s.chosen, nullptr);
+  EXPECT_EQ(s.chosen->id, "f32_fake_plain_avx2");
+  EXPECT_THAT(s.declined, ElementsAre(Pair("f32_fake_tiled_avx2", "the tile needs 16 columns")));
+  EXPECT_EQ(runMadeKernel(registry, info, &ran), 2);
+}
+
+TEST(KernelRegistry, IsaTheHostLacksIsDeclinedByName) {
+  cpu::KernelRegistry registry;
+  int ran = 0;
+  registry.addCandidate("kiln_test", "FakeOp", DataType::kFloat32, candidate("f32_fake_avx512", cpu::CpuIsa::kAvx512, "", &ran, 1));
+  registry.addCandidate("kiln_test", "FakeOp", DataType::kFloat32, candidate("f32_fake_avx2", cpu::CpuIsa::kAvx2, "", &ran, 2));
+  const ir::Node node = fakeNode();
+  const cpu::KernelCreateInfo info{node, {&kFloatX}, {nullptr}, {}};
+  cpu::ScopedCpuIsaLimit limit(cpu::CpuIsa::kAvx2);
+  const cpu::KernelSelection s = registry.select(info);
+  ASSERT_NE(s.chosen, nullptr);
+  EXPECT_EQ(s.chosen->id, "f32_fake_avx2");
+  EXPECT_THAT(s.declined, ElementsAre(Pair("f32_fake_avx512", "needs avx512f")));
+  EXPECT_EQ(runMadeKernel(registry, info, &ran), 2);
+}
+
+TEST(KernelRegistry, DtypeFamilyFirstThenAnyDtypeAndEveryReasonWhenNoneApplies) {
+  cpu::KernelRegistry registry;
+  int ran = 0;
+  registry.addCandidate("kiln_test", "FakeOp", DataType::kUndefined, candidate("any_fake_generic", cpu::CpuIsa::kAvx2, "", &ran, 3));
+  registry.addCandidate("kiln_test", "FakeOp", DataType::kFloat32,
+                        candidate("f32_fake_fast_avx2", cpu::CpuIsa::kAvx2, "K is not a multiple of 8", &ran, 1));
+  const ir::Node node = fakeNode();
+  const cpu::KernelCreateInfo info{node, {&kFloatX}, {nullptr}, {}};
+  EXPECT_EQ(runMadeKernel(registry, info, &ran), 3);
+  EXPECT_THAT(registry.select(info).declined, ElementsAre(Pair("f32_fake_fast_avx2", "K is not a multiple of 8")));
+  // An int64 input has no family of its own: the any-dtype family serves it.
+  const ir::TypeInfo intX{DataType::kInt64, ir::symShapeOf({2})};
+  const cpu::KernelCreateInfo intInfo{node, {&intX}, {nullptr}, {}};
+  EXPECT_EQ(registry.select(intInfo).chosen->id, "any_fake_generic");
+
+  cpu::KernelRegistry strict;
+  strict.addCandidate("kiln_test", "FakeOp", DataType::kFloat32, candidate("f32_fake_a_avx2", cpu::CpuIsa::kAvx2, "reason a", &ran, 1));
+  strict.addCandidate("kiln_test", "FakeOp", DataType::kFloat32, candidate("f32_fake_b_avx2", cpu::CpuIsa::kAvx2, "reason b", &ran, 2));
+  try {
+    cpu::KernelRegistry::create(info, strict.select(info));
+    FAIL() << "no candidate applies, yet a kernel was made";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kUnsupportedNode);
+    EXPECT_THAT(e.what(), HasSubstr("fake1"));
+    EXPECT_THAT(e.what(), HasSubstr("no CPU kernel supports this node; f32_fake_a_avx2: reason a; f32_fake_b_avx2: reason b"));
+  }
+}
+
+TEST(KernelRegistry, GenericFactoriesAreNamedAfterTheirOp) {
+  cpu::KernelRegistry registry;
+  registry.addGeneric("kiln", "FusedMatMul", [](const cpu::KernelCreateInfo&) { return cpu::KernelFn(); }, {});
+  registry.addGeneric("", "LSTM", [](const cpu::KernelCreateInfo&) { return cpu::KernelFn(); }, {{0}});
+  EXPECT_THAT(registry.candidateIds(), ElementsAre("any_fused_mat_mul_generic", "any_lstm_generic"));
+  // The global registry: every candidate id is unique.
+  std::vector<std::string> ids = cpu::KernelRegistry::global().candidateIds();
+  std::sort(ids.begin(), ids.end());
+  EXPECT_EQ(std::adjacent_find(ids.begin(), ids.end()), ids.end());
+}
+
+// A convolution model (X [1, ci, hw, hw], W [co, ci, k, k], pad k / 2) with the NCHWc layout off.
+std::unique_ptr<NetworkDefinition> convNetwork(ILogger& logger, int64_t ci, int64_t co, int64_t hw, int64_t k) {
+  auto network = std::make_unique<NetworkDefinition>(logger);
+  ITensor* x = network->addInput("x", DataType::kFloat32, {1, ci, hw, hw});
+  std::vector<float> w(static_cast<size_t>(co * ci * k * k), 0.01f);
+  ILayer* conv = network->addConvolution(*x, co, {k, k}, floatWeights(w), floatWeights(std::vector<float>(co, 0.0f)),
+                                         {.padding = {k / 2, k / 2}});
+  conv->getOutput(0)->setName("y").ok();
+  network->markOutput(*conv->getOutput(0)).ok();
+  return network;
+}
+
+TEST(KernelWorkspace, Im2colScratchIsPlannedAndAPoolLimitBelowItFailsWithTheNumbers) {
+  RecordingLogger logger;
+  // 32 -> 32 channels, 3x3, 16x16: im2col + GEMM, whose column buffer is 32 * 9 rows of 16 * 16 floats.
+  const uint64_t columns = 32 * 9 * 16 * 16 * sizeof(float);
+  auto network = convNetwork(logger, 32, 32, 16, 3);
+  BuilderConfig config;
+  config.setFlag(BuilderFlag::kDISABLE_NCHWC_LAYOUT);
+  BuildReport report;
+  auto plan = Builder(logger).buildSerializedNetwork(*network, config, &report);
+  ASSERT_TRUE(plan.ok()) << plan.status().toString();
+  EXPECT_THAT(logger.text(Severity::kVERBOSE), HasSubstr("kernel f32_conv_im2col_gemm_"));
+  // X and Y are the caller's: the arena holds the workspace alone.
+  EXPECT_EQ(report.maxArenaBytes, columns);
+
+  config.setMemoryPoolLimit(columns - 1);
+  auto refused = Builder(logger).buildSerializedNetwork(*network, config);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("the activations and kernel workspaces need 0.28 MiB (" + std::to_string(columns) +
+                        " bytes, the largest workspace " + std::to_string(columns) +
+                        " bytes) at the profiles' max shapes, more than the workspace limit of 0.28 MiB (" +
+                        std::to_string(columns - 1) + " bytes)"));
+}
+
+TEST(KernelWorkspace, ExecutorRecordsTheChosenKernelsAndPlansTheirWorkspaces) {
+  RecordingLogger logger;
+  auto network = convNetwork(logger, 32, 32, 16, 3);
+  BuilderConfig config;
+  config.setFlag(BuilderFlag::kDISABLE_NCHWC_LAYOUT);
+  auto plan = Builder(logger).buildSerializedNetwork(*network, config);
+  ASSERT_TRUE(plan.ok()) << plan.status().toString();
+  auto engine = Runtime(logger).deserializeEngine(plan->data(), plan->size());
+  ASSERT_TRUE(engine.ok()) << engine.status().toString();
+  const LayerInfo& layer = (*engine)->getLayerInfo(0);
+  const std::string isa = cpu::cpuIsaName(cpu::activeCpuIsa());
+  EXPECT_EQ(layer.kernel, "f32_conv_im2col_gemm_" + isa);
+  // Every float32 candidate before it, in order, with its reason.
+  std::vector<std::string> declined;
+  for (const std::string& d : layer.declinedKernels) declined.push_back(d.substr(0, d.find(':')));
+  std::vector<std::string> expected;
+  for (const char* name : {"depthwise", "few_outputs", "winograd_f2x2"})
+    for (const char* candidateIsa : {"avx512", "avx2"}) expected.push_back(std::string("f32_conv_") + name + "_" + candidateIsa);
+  if (isa == "avx2") expected.push_back("f32_conv_im2col_gemm_avx512");
+  EXPECT_EQ(declined, expected);
+  ASSERT_GE(layer.declinedKernels.size(), 6u);  // the AVX2 twins say why on any host
+  EXPECT_THAT(layer.declinedKernels[1], HasSubstr("not depthwise (kernel 3x3, stride 1, group 1, 32 channels)"));
+  EXPECT_THAT(layer.declinedKernels[3], HasSubstr("32 output channels, kernel 3x3, stride 1, group 1: takes"));
+  EXPECT_THAT(layer.declinedKernels[5], HasSubstr("32 -> 32 channels, kernel 3x3"));
+  // It computes the convolution (the column buffer in the planned workspace).
+  auto context = (*engine)->createExecutionContext();
+  ASSERT_TRUE(context.ok());
+  Tensor x(DataType::kFloat32, {1, 32, 16, 16});
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = 0.001f * static_cast<float>(i % 97);
+  ASSERT_TRUE((*context)->setInputTensor("x", x).ok());
+  ASSERT_TRUE((*context)->execute().ok());
+  auto out = (*context)->getOutputTensor("y");
+  ASSERT_TRUE(out.ok());
+  const Tensor& y = *out;
+  // The centre pixel of each output channel: 32 * 9 taps of 0.01 * x.
+  double centre = 0;
+  for (int64_t c = 0; c < 32; ++c)
+    for (int64_t dy = -1; dy <= 1; ++dy)
+      for (int64_t dx = -1; dx <= 1; ++dx) centre += 0.01 * 0.001 * static_cast<double>(((c * 16 + 8 + dy) * 16 + 8 + dx) % 97);
+  EXPECT_NEAR(y.data<float>()[8 * 16 + 8], centre, 1e-4);
+}
+
+}  // namespace
+}  // namespace kiln
