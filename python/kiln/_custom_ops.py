@@ -75,4 +75,4 @@ def custom_op(
 
 
 # kiln's registry is a C++ static that outlives the interpreter: give the functions back first.
-atexit.register(_kiln._deregister_all_custom_ops)
+atexit.register(_kiln._release_custom_ops_at_exit)

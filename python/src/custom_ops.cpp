@@ -32,6 +32,9 @@ struct PyOpState {
   int numOutputs = 1;
 
   std::string label() const { return "Python custom op '" + (domain.empty() ? "" : domain + "::") + name + "'"; }
+  PyOpState() = default;
+  PyOpState(const PyOpState&) = delete;
+  PyOpState& operator=(const PyOpState&) = delete;
   ~PyOpState() {
     releaseAtExit(compute);
     releaseAtExit(shape);
@@ -56,7 +59,10 @@ class PyOpPlugin : public IPlugin {
   std::vector<DimExpr> getOutputDimensions(int outputIndex, const std::vector<ShapeExpr>& inputs) const override {
     if (!interpreterAlive()) throw Error(ErrorCode::kRuntimeError, state_->label() + ": the Python interpreter has shut down");
     nb::gil_scoped_acquire gil;
-    if (state_->shape.is_none()) {
+    if (!state_->compute.is_valid()) {
+      throw Error(ErrorCode::kRuntimeError, state_->label() + ": the Python interpreter is shutting down");
+    }
+    if (!state_->shape.is_valid() || state_->shape.is_none()) {
       if (inputs.empty()) throw Error(ErrorCode::kInvalidArgument, state_->label() + " has no inputs: give it a shape function");
       return inputs[0];
     }
@@ -102,6 +108,9 @@ class PyOpPlugin : public IPlugin {
   Status enqueue(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs, void*) override {
     if (!interpreterAlive()) return Status(StatusCode::kRUNTIME_ERROR, state_->label() + ": the Python interpreter has shut down");
     nb::gil_scoped_acquire gil;
+    if (!state_->compute.is_valid()) {
+      return Status(StatusCode::kRUNTIME_ERROR, state_->label() + ": the Python interpreter is shutting down");
+    }
     try {
       nb::list args;
       for (const Tensor* t : inputs) {
@@ -170,9 +179,12 @@ class PyOpCreator : public IPluginCreator {
   std::shared_ptr<const PyOpState> state_;
 };
 
-// The ops registered from Python, so that they leave the registry before the interpreter does.
+// The ops registered from Python, so that they leave the registry before the interpreter does,
+// and every op state made, so that at exit the functions are released even where an engine still
+// holds the op (the function's globals may hold that engine: a cycle Python's GC cannot see).
 std::mutex registeredMutex;
 std::vector<std::shared_ptr<const PyOpState>> registered;
+std::vector<std::weak_ptr<PyOpState>> allStates;
 
 void deregister(const std::string& domain, const std::string& name, const std::string& version) {
   PluginRegistry::global().deregisterCreator(name, version, domain);
@@ -201,6 +213,7 @@ void bindCustomOps(nb::module_& m) {
         state->outputTypes = outputTypes;
         check(PluginRegistry::global().registerCreator(std::make_shared<PyOpCreator>(state)));
         std::lock_guard<std::mutex> lock(registeredMutex);
+        allStates.push_back(state);
         registered.push_back(std::move(state));
       },
       nb::arg("domain"), nb::arg("name"), nb::arg("version"), nb::arg("compute"), nb::arg("shape").none(),
@@ -208,16 +221,23 @@ void bindCustomOps(nb::module_& m) {
   m.def("_deregister_custom_op", &deregister, nb::arg("domain"), nb::arg("name"), nb::arg("version"),
         "Used by CustomOp.unregister.");
   m.def(
-      "_deregister_all_custom_ops",
+      "_release_custom_ops_at_exit",
       [] {
         std::vector<std::shared_ptr<const PyOpState>> all;
+        std::vector<std::shared_ptr<PyOpState>> alive;
         {
           std::lock_guard<std::mutex> lock(registeredMutex);
           all = registered;
+          for (auto& weak : allStates)
+            if (auto state = weak.lock()) alive.push_back(std::move(state));
         }
         for (const auto& s : all) deregister(s->domain, s->name, s->version);
+        for (const auto& s : alive) {  // with the GIL held: this runs from atexit
+          s->compute.reset();
+          s->shape.reset();
+        }
       },
-      "Run at exit: the registry outlives the interpreter.");
+      "Run at exit: the registry outlives the interpreter; ops still held by engines stop working.");
   m.def(
       "_create_custom_op_plugin",
       [](const std::string& domain, const std::string& name, const std::string& version, nb::dict attrs) {

@@ -192,6 +192,31 @@ def test_four_python_threads_run_a_model_with_a_python_op(scaled_tanh, tmp_path)
         np.testing.assert_allclose(results[i], expected_scaled_tanh(inputs[i], 0.5, 0.0), rtol=1e-6)
 
 
+EXIT_SCRIPT = """
+import numpy as np, kiln
+from onnx import TensorProto, helper
+@kiln.custom_op("d", "Twice")
+def twice(x):
+    return x * 2
+graph = helper.make_graph([helper.make_node("Twice", ["x"], ["y"], domain="d")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("d", 1)])
+session = kiln.InferenceSession(model.SerializeToString())  # a global, alive at exit, holding the op
+print(session.run(None, {"x": np.ones(2, np.float32)})[0].tolist())
+"""
+
+
+def test_interpreter_exits_cleanly_with_a_session_holding_a_python_op():
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", EXIT_SCRIPT], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[2.0, 2.0]"
+    assert "leaked" not in done.stderr, done.stderr  # nanobind's report of objects never freed
+
+
 def test_registering_the_same_op_twice_is_refused(scaled_tanh):
     with pytest.raises(kiln.InvalidArgument, match="ScaledTanh"):
         kiln.custom_op(DOMAIN, "ScaledTanh")(lambda x: x)
