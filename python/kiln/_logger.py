@@ -57,5 +57,6 @@ class Logger(ILogger):
         self.min_severity = Severity(min_severity)
 
     def log(self, severity: Severity, msg: str) -> None:
+        """Prints the message when it is at least as severe as min_severity."""
         if severity <= self.min_severity:
             print(f"[kiln] {Severity(severity).name.lower().replace('_', ' ')}: {msg}", file=sys.stderr)

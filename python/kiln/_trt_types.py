@@ -65,6 +65,7 @@ class Weights:
         self._array = None if a is None else np.ascontiguousarray(a)
 
     def numpy(self) -> np.ndarray | None:
+        """The array (None for no weights)."""
         return self._array
 
     @property

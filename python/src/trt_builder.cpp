@@ -77,8 +77,8 @@ void bindTrtBuilder(nb::module_& m) {
       .value("FP16", FlagIndex::kFP16, "Allow FP16 layers (accepted; layers still run in float32, with a warning).")
       .value("INT8", FlagIndex::kINT8, "Allow INT8 layers (accepted; layers still run in float32, with a warning).")
       .value("DISABLE_NCHWC_LAYOUT", FlagIndex::kDISABLE_NCHWC_LAYOUT, "Keep every tensor NCHW (kiln's own flag).");
-  nb::enum_<MemoryPoolType>(m, "MemoryPoolType", nb::is_arithmetic()).value("WORKSPACE", MemoryPoolType::kWORKSPACE);
-  nb::enum_<NetworkFlag>(m, "NetworkDefinitionCreationFlag", nb::is_arithmetic())
+  nb::enum_<MemoryPoolType>(m, "MemoryPoolType", nb::is_arithmetic(), "Memory pools of set_memory_pool_limit (WORKSPACE: the activation arena).").value("WORKSPACE", MemoryPoolType::kWORKSPACE);
+  nb::enum_<NetworkFlag>(m, "NetworkDefinitionCreationFlag", nb::is_arithmetic(), "create_network flags, accepted as TensorRT's (kiln networks always have explicit batch dims).")
       .value("EXPLICIT_BATCH", NetworkFlag::kEXPLICIT_BATCH)
       .value("STRONGLY_TYPED", NetworkFlag::kSTRONGLY_TYPED);
 

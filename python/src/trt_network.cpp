@@ -125,23 +125,23 @@ std::vector<ITensor*> tensorList(nb::handle inputs) {
 
 void bindEnums(nb::module_& m) {
   nb::enum_<DataType>(m, "DataType", nb::is_arithmetic(), "Element types (TensorRT's names; values are ONNX's).")
-      .value("FLOAT", DataType::kFloat32)
-      .value("HALF", DataType::kFloat16)
-      .value("BF16", DataType::kBFloat16)
-      .value("DOUBLE", DataType::kFloat64)
-      .value("INT8", DataType::kInt8)
-      .value("UINT8", DataType::kUint8)
-      .value("INT16", DataType::kInt16)
-      .value("UINT16", DataType::kUint16)
-      .value("INT32", DataType::kInt32)
-      .value("UINT32", DataType::kUint32)
-      .value("INT64", DataType::kInt64)
-      .value("UINT64", DataType::kUint64)
-      .value("BOOL", DataType::kBool)
-      .value("FP8", DataType::kFloat8E4M3FN)
-      .value("INT4", DataType::kInt4)
-      .value("STRING", DataType::kString);
-  nb::enum_<ActivationType>(m, "ActivationType", nb::is_arithmetic())
+      .value("FLOAT", DataType::kFloat32, "32-bit float (kiln.float32)")
+      .value("HALF", DataType::kFloat16, "16-bit float (kiln.float16)")
+      .value("BF16", DataType::kBFloat16, "bfloat16 (kiln.bfloat16; numpy arrays through ml_dtypes)")
+      .value("DOUBLE", DataType::kFloat64, "64-bit float")
+      .value("INT8", DataType::kInt8, "8-bit signed integer (kiln.int8)")
+      .value("UINT8", DataType::kUint8, "8-bit unsigned integer (kiln.uint8)")
+      .value("INT16", DataType::kInt16, "16-bit signed integer")
+      .value("UINT16", DataType::kUint16, "16-bit unsigned integer")
+      .value("INT32", DataType::kInt32, "32-bit signed integer (kiln.int32)")
+      .value("UINT32", DataType::kUint32, "32-bit unsigned integer")
+      .value("INT64", DataType::kInt64, "64-bit signed integer (kiln.int64)")
+      .value("UINT64", DataType::kUint64, "64-bit unsigned integer")
+      .value("BOOL", DataType::kBool, "boolean (kiln.bool)")
+      .value("FP8", DataType::kFloat8E4M3FN, "float8 e4m3fn")
+      .value("INT4", DataType::kInt4, "4-bit signed integer (one per byte)")
+      .value("STRING", DataType::kString, "string");
+  nb::enum_<ActivationType>(m, "ActivationType", nb::is_arithmetic(), "Activations of add_activation (alpha and beta as ONNX's operators take them).")
       .value("RELU", ActivationType::kRELU)
       .value("SIGMOID", ActivationType::kSIGMOID)
       .value("TANH", ActivationType::kTANH)
@@ -153,8 +153,8 @@ void bindEnums(nb::module_& m) {
       .value("CLIP", ActivationType::kCLIP)
       .value("HARD_SIGMOID", ActivationType::kHARD_SIGMOID)
       .value("THRESHOLDED_RELU", ActivationType::kTHRESHOLDED_RELU);
-  nb::enum_<PoolingType>(m, "PoolingType", nb::is_arithmetic()).value("MAX", PoolingType::kMAX).value("AVERAGE", PoolingType::kAVERAGE);
-  nb::enum_<ElementWiseOperation>(m, "ElementWiseOperation", nb::is_arithmetic())
+  nb::enum_<PoolingType>(m, "PoolingType", nb::is_arithmetic(), "Pooling of add_pooling_nd.").value("MAX", PoolingType::kMAX).value("AVERAGE", PoolingType::kAVERAGE);
+  nb::enum_<ElementWiseOperation>(m, "ElementWiseOperation", nb::is_arithmetic(), "Operations of add_elementwise.")
       .value("SUM", ElementWiseOperation::kSUM)
       .value("PROD", ElementWiseOperation::kPROD)
       .value("MAX", ElementWiseOperation::kMAX)
@@ -162,10 +162,10 @@ void bindEnums(nb::module_& m) {
       .value("SUB", ElementWiseOperation::kSUB)
       .value("DIV", ElementWiseOperation::kDIV)
       .value("POW", ElementWiseOperation::kPOW);
-  nb::enum_<MatrixOperation>(m, "MatrixOperation", nb::is_arithmetic())
+  nb::enum_<MatrixOperation>(m, "MatrixOperation", nb::is_arithmetic(), "add_matrix_multiply: TRANSPOSE swaps an operand's last two dims.")
       .value("NONE", MatrixOperation::kNONE)
       .value("TRANSPOSE", MatrixOperation::kTRANSPOSE);
-  nb::enum_<ResizeMode>(m, "InterpolationMode", nb::is_arithmetic())
+  nb::enum_<ResizeMode>(m, "InterpolationMode", nb::is_arithmetic(), "Resize interpolation (TensorRT 8: ResizeMode).")
       .value("NEAREST", ResizeMode::kNEAREST)
       .value("LINEAR", ResizeMode::kLINEAR)
       .value("CUBIC", ResizeMode::kCUBIC);

@@ -195,7 +195,7 @@ nb::object deserializeEngine(const std::shared_ptr<PyLogger>& logger, const void
 }
 
 void bindTrtRuntime(nb::module_& m) {
-  nb::enum_<TensorIOMode>(m, "TensorIOMode", nb::is_arithmetic())
+  nb::enum_<TensorIOMode>(m, "TensorIOMode", nb::is_arithmetic(), "Whether an engine tensor is an input or an output.")
       .value("NONE", TensorIOMode::kNONE)
       .value("INPUT", TensorIOMode::kINPUT)
       .value("OUTPUT", TensorIOMode::kOUTPUT);
