@@ -196,6 +196,28 @@ def test_conv_relu_fc_network_with_numpy_weights_matches_numpy():
     assert logger.errors() == ""
 
 
+def test_constant_elementwise_and_matrix_multiply_match_numpy():
+    builder = kiln.Builder(kiln.Logger(kiln.Logger.ERROR))
+    network = builder.create_network()
+    a = network.add_input("a", kiln.float32, (2, 3))
+    bias = np.array([[1.0, -2.0, 0.5]], np.float32)
+    constant = network.add_constant((1, 3), bias)
+    added = network.add_elementwise(a, constant.get_output(0), kiln.ElementWiseOperation.SUM)
+    added.name = "add_bias"
+    product = network.add_matrix_multiply(added.get_output(0), kiln.MatrixOperation.NONE, a,
+                                          kiln.MatrixOperation.TRANSPOSE)
+    product.get_output(0).name = "gram"
+    network.mark_output(product.get_output(0))
+    assert network.get_layer(1).name == "add_bias" and len(network) == 3
+    assert product.get_output(0).shape == (2, 2)
+    engine = builder.build_engine(network, builder.create_builder_config())
+    data = RNG.standard_normal((2, 3)).astype(np.float32)
+    got = engine.create_execution_context().infer({"a": data})["gram"]
+    np.testing.assert_allclose(got, (data + bias) @ data.T, rtol=1e-5, atol=1e-6)
+    with pytest.raises(kiln.InvalidArgument, match="Add"):  # shapes that do not broadcast
+        network.add_elementwise(a, network.add_input("b", kiln.float32, (4,)), kiln.ElementWiseOperation.SUM)
+
+
 def test_layer_properties_after_creation():
     network = kiln.Builder(kiln.Logger()).create_network()
     x = network.add_input("x", np.float32, (1, 6, 4, 4))
