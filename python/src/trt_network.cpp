@@ -1,6 +1,6 @@
 // The network definition API (INetworkDefinition, ITensor, ILayer) with TensorRT's Python names,
 // numpy weights, and the layer properties TensorRT lets a script set after creation
-// (conv.stride_nd, shuffle.reshape_dims, ...), which call ILayer::setParams.
+// (conv.stride_nd, shuffle.reshape_dims, ...), which call setLayerParams (kiln/layer_params.h).
 #include <Python.h>
 
 #include <nanobind/stl/string.h>

@@ -11,11 +11,15 @@
 namespace kiln {
 
 void ForwardingLogger::log(Severity severity, const std::string& message) noexcept {
-  if (severity <= Severity::kERROR) lastError_ = message;
+  if (severity <= Severity::kERROR) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    lastError_ = message;
+  }
   target_.log(severity, message);
 }
 
 std::string ForwardingLogger::takeLastError() {
+  std::lock_guard<std::mutex> lock(mutex_);
   std::string message = std::move(lastError_);
   lastError_.clear();
   return message;

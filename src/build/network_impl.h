@@ -4,6 +4,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -27,11 +28,11 @@ struct LayerRecord {
   DataType precision = DataType::kFloat32;
   std::vector<DataType> outputTypes;  // kUndefined: as computed
   LayerParams params;  // std::monostate: none to change
-  /// Adds the layer anew from its inputs and new params (ILayer::setParams); empty without params.
+  /// Adds the layer anew from its inputs and new params (setLayerParams); empty without params.
   std::function<ILayer*(const std::vector<ITensor*>& inputs, const LayerParams& params)> recreate;
 };
 
-/// Passes messages on to the application's logger and keeps the last error (ILayer::setParams
+/// Passes messages on to the application's logger and keeps the last error (setLayerParams
 /// reports why a re-created layer was refused).
 class ForwardingLogger : public ILogger {
  public:
@@ -41,6 +42,7 @@ class ForwardingLogger : public ILogger {
 
  private:
   ILogger& target_;
+  std::mutex mutex_;
   std::string lastError_;
 };
 
