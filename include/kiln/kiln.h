@@ -4,6 +4,7 @@
 #include "kiln/dtype.h"
 #include "kiln/engine.h"
 #include "kiln/error.h"
+#include "kiln/layer_params.h"
 #include "kiln/logger.h"
 #include "kiln/network.h"
 #include "kiln/npy.h"

@@ -35,6 +35,10 @@ from kiln._providers import (
 )
 from kiln._session import InferenceSession, ModelMetadata, NodeArg
 
+# The TensorRT-style API (builder, parser, runtime, network definition, plugins, custom ops).
+from kiln import _trt  # noqa: E402
+from kiln._trt import *  # noqa: E402,F401,F403
+
 __version__: str = _kiln.__version__
 SessionIOBinding = IOBinding
 
@@ -50,4 +54,4 @@ __all__ = [
     "RuntimeException", "SessionIOBinding", "SessionOptions", "__version__", "capi", "get_all_providers",
     "get_available_providers", "get_device", "get_version_string", "load_plugin_library",
     "set_default_logger_severity", "set_default_logger_verbosity",
-]
+] + _trt.__all__

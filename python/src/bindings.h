@@ -14,5 +14,13 @@ void bindTensors(nb::module_& m);
 void bindSession(nb::module_& m);
 /// load_plugin_library: C++ plugin libraries.
 void bindPlugins(nb::module_& m);
+/// The TensorRT-style API (trt_*.cpp): network definition, builder, parser, runtime, plugins.
+void bindTrtNetwork(nb::module_& m);
+void bindTrtBuilder(nb::module_& m);
+void bindTrtParser(nb::module_& m);
+void bindTrtRuntime(nb::module_& m);
+void bindTrtPlugins(nb::module_& m);
+/// Custom ops written in Python (kiln.custom_op).
+void bindCustomOps(nb::module_& m);
 
 }  // namespace kiln::python

@@ -8,4 +8,10 @@ NB_MODULE(_kiln, m) {
   kiln::python::bindTensors(m);
   kiln::python::bindSession(m);
   kiln::python::bindPlugins(m);
+  kiln::python::bindTrtPlugins(m);  // before the network: add_plugin_v2 takes its IPluginV2
+  kiln::python::bindTrtNetwork(m);
+  kiln::python::bindTrtBuilder(m);
+  kiln::python::bindTrtParser(m);
+  kiln::python::bindTrtRuntime(m);
+  kiln::python::bindCustomOps(m);
 }

@@ -1,5 +1,7 @@
 // NetworkDefinition::add*: each layer becomes ONNX nodes (opset 17) and constant values.
+#include <algorithm>
 #include <numeric>
+#include <optional>
 
 #include "build/layer_transaction.h"
 #include "build/network_impl.h"
@@ -37,11 +39,13 @@ std::vector<int64_t> symmetricPads(const std::vector<int64_t>& padding) {
 
 Tensor floatScalar(float v) { return Tensor::fromVector<float>(DataType::kFloat32, {}, {v}); }
 
+Weights weightsOf(const Tensor& t) { return Weights{t.dtype(), t.raw(), t.numel()}; }
+
 }  // namespace
 
 ILayer* NetworkDefinition::addConvolution(ITensor& input, int64_t nbOutputMaps, const Dims& kernelSize,
                                           const Weights& kernel, const Weights& bias, const ConvolutionParams& params) {
-  return addLayer(*impl_, "Conv", [&](LayerTransaction& tx) {
+  ILayer* layer = addLayer(*impl_, "Conv", [&](LayerTransaction& tx) {
     int x = tx.input(input);
     Dims dims = input.getDimensions();
     const size_t spatial = kernelSize.size();
@@ -68,12 +72,23 @@ ILayer* NetworkDefinition::addConvolution(ITensor& input, int64_t nbOutputMaps, 
     };
     return tx.commit(tx.node("Conv", inputs, std::move(attrs)));
   });
+  if (!layer) return nullptr;
+  // The weights as the layer holds them (shared storage), for re-creating it with other params.
+  const ir::Node& conv = impl_->graph.nodes[static_cast<size_t>(impl_->layers.back().nodes.back())];
+  Tensor kernelValues = *impl_->graph.value(conv.inputs[1]).constant;
+  std::optional<Tensor> biasValues;
+  if (conv.inputs.size() > 2) biasValues = *impl_->graph.value(conv.inputs[2]).constant;
+  return impl_->withParams(layer, params, [this, nbOutputMaps, kernelSize, kernelValues, biasValues](
+                                              const std::vector<ITensor*>& in, const LayerParams& p) {
+    return addConvolution(*in.at(0), nbOutputMaps, kernelSize, weightsOf(kernelValues),
+                          biasValues ? weightsOf(*biasValues) : Weights{}, std::get<ConvolutionParams>(p));
+  });
 }
 
 ILayer* NetworkDefinition::addPooling(ITensor& input, PoolingType type, const Dims& windowSize,
                                       const PoolingParams& params) {
   const char* op = type == PoolingType::kMAX ? "MaxPool" : "AveragePool";
-  return addLayer(*impl_, op, [&](LayerTransaction& tx) {
+  ILayer* layer = addLayer(*impl_, op, [&](LayerTransaction& tx) {
     int x = tx.input(input);
     const size_t spatial = windowSize.size();
     if (spatial == 0) tx.fail("windowSize is empty");
@@ -84,6 +99,9 @@ ILayer* NetworkDefinition::addPooling(ITensor& input, PoolingType type, const Di
     };
     if (type == PoolingType::kAVERAGE) attrs["count_include_pad"] = int64_t{params.averageCountExcludesPadding ? 0 : 1};
     return tx.commit(tx.node(op, {x}, std::move(attrs)));
+  });
+  return impl_->withParams(layer, params, [this, type, windowSize](const std::vector<ITensor*>& in, const LayerParams& p) {
+    return addPooling(*in.at(0), type, windowSize, std::get<PoolingParams>(p));
   });
 }
 
@@ -106,13 +124,17 @@ ILayer* NetworkDefinition::addActivation(ITensor& input, ActivationType type, fl
     case ActivationType::kHARD_SIGMOID: spec = {"HardSigmoid", {{"alpha", alpha}, {"beta", beta}}}; break;
     case ActivationType::kTHRESHOLDED_RELU: spec = {"ThresholdedRelu", {{"alpha", alpha}}}; break;
   }
-  return addLayer(*impl_, spec.op, [&](LayerTransaction& tx) {
+  ILayer* layer = addLayer(*impl_, spec.op, [&](LayerTransaction& tx) {
     std::vector<int> inputs{tx.input(input)};
     if (type == ActivationType::kCLIP) {  // opset 11+: min and max are inputs
       inputs.push_back(tx.constant("min", floatScalar(alpha)));
       inputs.push_back(tx.constant("max", floatScalar(beta)));
     }
     return tx.commit(tx.node(spec.op, inputs, spec.attrs));
+  });
+  return impl_->withParams(layer, ActivationParams{type, alpha, beta}, [this](const std::vector<ITensor*>& in, const LayerParams& p) {
+    const auto& a = std::get<ActivationParams>(p);
+    return addActivation(*in.at(0), a.type, a.alpha, a.beta);
   });
 }
 
@@ -172,14 +194,17 @@ ILayer* NetworkDefinition::addFullyConnected(ITensor& input, int64_t nbOutputs, 
 }
 
 ILayer* NetworkDefinition::addSoftMax(ITensor& input, int64_t axis) {
-  return addLayer(*impl_, "Softmax", [&](LayerTransaction& tx) {
+  ILayer* layer = addLayer(*impl_, "Softmax", [&](LayerTransaction& tx) {
     return tx.commit(tx.node("Softmax", {tx.input(input)}, {{"axis", axis}}));
+  });
+  return impl_->withParams(layer, SoftMaxParams{axis}, [this](const std::vector<ITensor*>& in, const LayerParams& p) {
+    return addSoftMax(*in.at(0), std::get<SoftMaxParams>(p).axis);
   });
 }
 
 ILayer* NetworkDefinition::addShuffle(ITensor& input, const ShuffleParams& params) {
   const bool any = !params.firstTranspose.empty() || params.hasReshape || !params.secondTranspose.empty();
-  return addLayer(*impl_, any ? "Shuffle" : "Identity", [&](LayerTransaction& tx) {
+  ILayer* layer = addLayer(*impl_, any ? "Shuffle" : "Identity", [&](LayerTransaction& tx) {
     int x = tx.input(input);
     if (!any) return tx.commit(tx.node("Identity", {x}));
     if (!params.firstTranspose.empty()) x = tx.node("Transpose", {x}, {{"perm", params.firstTranspose}})[0];
@@ -191,10 +216,13 @@ ILayer* NetworkDefinition::addShuffle(ITensor& input, const ShuffleParams& param
     if (!params.secondTranspose.empty()) x = tx.node("Transpose", {x}, {{"perm", params.secondTranspose}})[0];
     return tx.commit({x});
   });
+  return impl_->withParams(layer, params, [this](const std::vector<ITensor*>& in, const LayerParams& p) {
+    return addShuffle(*in.at(0), std::get<ShuffleParams>(p));
+  });
 }
 
 ILayer* NetworkDefinition::addConcatenation(const std::vector<ITensor*>& inputs, int64_t axis) {
-  return addLayer(*impl_, "Concat", [&](LayerTransaction& tx) {
+  ILayer* layer = addLayer(*impl_, "Concat", [&](LayerTransaction& tx) {
     if (inputs.empty()) tx.fail("needs at least one input");
     std::vector<int> ids;
     for (ITensor* t : inputs) {
@@ -203,6 +231,21 @@ ILayer* NetworkDefinition::addConcatenation(const std::vector<ITensor*>& inputs,
     }
     return tx.commit(tx.node("Concat", ids, {{"axis", axis}}));
   });
+  // The layer's inputs are its distinct tensors (in order of first use); the same tensor may be
+  // several operands.
+  std::vector<int> distinct;
+  std::vector<size_t> operandInput;
+  for (ITensor* t : inputs) {
+    auto it = std::find(distinct.begin(), distinct.end(), t->valueId());
+    if (it == distinct.end()) it = distinct.insert(distinct.end(), t->valueId());
+    operandInput.push_back(static_cast<size_t>(it - distinct.begin()));
+  }
+  return impl_->withParams(layer, ConcatenationParams{axis},
+                           [this, operandInput](const std::vector<ITensor*>& in, const LayerParams& p) {
+                             std::vector<ITensor*> operands;
+                             for (size_t k : operandInput) operands.push_back(in.at(k));
+                             return addConcatenation(operands, std::get<ConcatenationParams>(p).axis);
+                           });
 }
 
 ILayer* NetworkDefinition::addConstant(const Dims& dims, const Weights& weights) {
@@ -214,7 +257,7 @@ ILayer* NetworkDefinition::addConstant(const Dims& dims, const Weights& weights)
 }
 
 ILayer* NetworkDefinition::addResize(ITensor& input, const ResizeParams& params) {
-  return addLayer(*impl_, "Resize", [&](LayerTransaction& tx) {
+  ILayer* layer = addLayer(*impl_, "Resize", [&](LayerTransaction& tx) {
     int x = tx.input(input);
     if (params.scales.empty() == params.outputDims.empty()) tx.fail("give either scales or outputDims");
     const char* mode = params.mode == ResizeMode::kNEAREST ? "nearest" : params.mode == ResizeMode::kLINEAR ? "linear" : "cubic";
@@ -233,6 +276,9 @@ ILayer* NetworkDefinition::addResize(ITensor& input, const ResizeParams& params)
                            {"coordinate_transformation_mode", params.coordinateTransformation},
                            {"nearest_mode", params.nearestMode}};
     return tx.commit(tx.node("Resize", inputs, std::move(attrs)));
+  });
+  return impl_->withParams(layer, params, [this](const std::vector<ITensor*>& in, const LayerParams& p) {
+    return addResize(*in.at(0), std::get<ResizeParams>(p));
   });
 }
 
