@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backends/cpu/kernel.h"
+#include "backends/cpu/kernel_registry.h"
 #include "backends/cpu/thread_pool.h"
 #include "ir/ops/nchwc.h"
 #include "random_data.h"

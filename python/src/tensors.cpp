@@ -159,7 +159,8 @@ std::unique_ptr<HeldBuffer> getBuffer(nb::handle array) {
 }
 
 // str(value), as Python prints it.
-std::string strOf(nb::handle value) { return nb::str(value).c_str(); }
+// str(value), as Python prints it (nb::str of a non-str handle does not convert it).
+std::string strOf(nb::handle value) { return nb::cast<std::string>(value.attr("__str__")()); }
 
 std::string typeNameOf(nb::handle value) { return nb::borrow<nb::str>(nb::type_name(value.type())).c_str(); }
 

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "backends/cpu/kernel.h"
+#include "backends/cpu/kernel_registry.h"
 #include "backends/cpu/subgraph_runner.h"
 
 namespace kiln {
