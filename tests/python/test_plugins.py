@@ -61,7 +61,7 @@ def test_shared_library_plugin_built_into_a_plan_and_run_in_a_new_process(kiln, 
     assert json.loads(bench.stdout)["iterations"] == 3
     inspected = run(kiln, "inspect", tmp_path / "m.kiln", "--plugins", plugin_lib)
     assert inspected.returncode == 0, inspected.stderr
-    assert "plugin kiln.test::ScaleCrop v2 float32" in inspected.stdout
+    assert "scale_crop (ScaleCrop)  kernel plugin_kiln.test::ScaleCrop" in inspected.stdout
 
 
 def test_simple_plugin_node_with_json_info(kiln, plugin_lib, tmp_path):

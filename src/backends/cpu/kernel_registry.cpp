@@ -67,7 +67,9 @@ KernelRegistry::Family& KernelRegistry::family(const std::string& domain, const 
   f.domain = d;
   f.opType = opType;
   f.dtype = dtype;
-  f.select = [this](const KernelCreateInfo& info) { return create(info, select(info)).run; };
+  // Chooses within this family's op, not the node's: a kernel may be made for another op's node
+  // (QLinearMatMul runs MatMulInteger's kernel, qlinear_integer.cpp).
+  f.select = [this, d, opType](const KernelCreateInfo& info) { return create(info, selectFor(d, opType, info)).run; };
   return f;
 }
 
@@ -106,15 +108,20 @@ const KernelCandidate* KernelRegistry::pluginCandidate(const std::string& domain
   std::lock_guard<std::mutex> lock(pluginMutex_);
   auto [it, added] = pluginCandidates_.try_emplace({d, opType});
   if (added) {
-    it->second.id = "plugin_" + snakeCase(opType);
+    it->second.id = "plugin_" + (d.empty() ? opType : d + "::" + opType);  // the plugin's namespace and name
     it->second.create = [factory](const KernelCreateInfo& info) { return Kernel{(*factory)(info), {}, {}}; };
   }
   return &it->second;
 }
 
 KernelSelection KernelRegistry::select(const KernelCreateInfo& info) const {
+  return selectFor(info.node.domain, info.node.opType, info);
+}
+
+KernelSelection KernelRegistry::selectFor(const std::string& domain, const std::string& opType,
+                                          const KernelCreateInfo& info) const {
   KernelSelection s;
-  for (const Family* f : familiesFor(info.node.domain, info.node.opType, kernelDtypeKey(info))) {
+  for (const Family* f : familiesFor(domain, opType, kernelDtypeKey(info))) {
     for (const KernelCandidate& c : f->candidates) {
       std::string reason = declineReason(c, info);
       if (reason.empty()) {
@@ -124,7 +131,7 @@ KernelSelection KernelRegistry::select(const KernelCreateInfo& info) const {
       s.declined.emplace_back(c.id, std::move(reason));
     }
   }
-  if (s.declined.empty()) s.chosen = pluginCandidate(info.node.domain, info.node.opType);
+  if (s.declined.empty()) s.chosen = pluginCandidate(domain, opType);
   return s;
 }
 

@@ -112,6 +112,8 @@ class KernelRegistry {
     KernelFactory select;                    // what find() hands out
   };
   Family& family(const std::string& domain, const std::string& opType, DataType dtype);
+  /// select() among the candidates of (domain, opType), whatever op the node is.
+  KernelSelection selectFor(const std::string& domain, const std::string& opType, const KernelCreateInfo& info) const;
   /// The families a node's candidates come from, dtype-specific first.
   std::vector<const Family*> familiesFor(const std::string& domain, const std::string& opType, DataType dtype) const;
   /// The single candidate plugin_<op> wrapping the fallback's factory, made once per op.
