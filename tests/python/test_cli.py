@@ -90,15 +90,21 @@ def test_wrong_input_shape_names_input_and_index(kiln, tmp_path):
     assert "input 'input' has invalid dimensions (index 0: got 2, expected 1)" in r.stderr
 
 
-def test_unsupported_operator_exits_3(kiln, tmp_path):
+def unsupported_op_model(tmp_path, node_name):
+    """A model of one node whose op kiln does not know (NoSuchOp), named `node_name`."""
     graph = helper.make_graph(
-        [helper.make_node("NoSuchOp", ["x"], ["y"], name="mystery")],
+        [helper.make_node("NoSuchOp", ["x"], ["y"], name=node_name)],
         "g",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
     )
     path = tmp_path / "bad.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    return path
+
+
+def test_unsupported_operator_exits_3(kiln, tmp_path):
+    path = unsupported_op_model(tmp_path, "mystery")
     r = run(kiln, "run", path)
     assert r.returncode == 3
     assert "node 'mystery' (NoSuchOp)" in r.stderr
@@ -107,15 +113,7 @@ def test_unsupported_operator_exits_3(kiln, tmp_path):
 
 
 def test_names_with_control_bytes_are_escaped_in_errors(kiln, tmp_path):
-    graph = helper.make_graph(
-        [helper.make_node("NoSuchOp", ["x"], ["y"], name="line\nbreak\x1b[31m")],
-        "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
-    )
-    path = tmp_path / "bad.onnx"
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
-    r = run(kiln, "run", path)
+    r = run(kiln, "run", unsupported_op_model(tmp_path, "line\nbreak\x1b[31m"))
     assert r.returncode == 3
     assert "node 'line\\x0abreak\\x1b[31m' (NoSuchOp)" in r.stderr
     assert r.stderr.count("\n") == 1 and "\x1b" not in r.stderr

@@ -240,6 +240,25 @@ PreparedNchwcConv prepareCommon(const KernelCreateInfo& info) {
 }
 
 // The call's sizes from X and the kept geometry (computed again only for another spatial size).
+// The kernel size and output geometry over s.height x s.width: worked out at creation for the
+// static spatial size, else now.
+void setConvGeometry(NchwcConvShape& s, const PreparedNchwcConv& p) {
+  s.kernelH = p.kernelH;
+  s.kernelW = p.kernelW;
+  ir::ConvGeometry computed;
+  const bool staticSize = s.height == p.staticHeight && s.width == p.staticWidth;
+  if (!staticSize) computed = ir::convGeometry(p.attrs, {s.height, s.width}, {p.kernelH, p.kernelW});
+  const ir::ConvGeometry& g = staticSize ? p.staticGeometry : computed;
+  s.outHeight = g.output[0];
+  s.outWidth = g.output[1];
+  s.strideH = g.strides[0];
+  s.strideW = g.strides[1];
+  s.dilationH = g.dilations[0];
+  s.dilationW = g.dilations[1];
+  s.padTop = g.padsBegin[0];
+  s.padLeft = g.padsBegin[1];
+}
+
 NchwcConvShape callShape(KernelContext& ctx, const PreparedNchwcConv& p, const Tensor& x) {
   if (x.dtype() != DataType::kFloat32) ctx.fail("X must be float32, got " + x.describe(), ErrorCode::kInvalidArgument);
   const bool depthwise = p.group != 1;
@@ -267,21 +286,8 @@ NchwcConvShape callShape(KernelContext& ctx, const PreparedNchwcConv& p, const T
   s.outChannels = p.outChannels;
   s.height = x.dim(2);
   s.width = x.dim(3);
-  s.kernelH = p.kernelH;
-  s.kernelW = p.kernelW;
   s.depthwise = depthwise;
-  ir::ConvGeometry computed;
-  const bool staticSize = s.height == p.staticHeight && s.width == p.staticWidth;
-  if (!staticSize) computed = ir::convGeometry(p.attrs, {s.height, s.width}, {p.kernelH, p.kernelW});
-  const ir::ConvGeometry& g = staticSize ? p.staticGeometry : computed;
-  s.outHeight = g.output[0];
-  s.outWidth = g.output[1];
-  s.strideH = g.strides[0];
-  s.strideW = g.strides[1];
-  s.dilationH = g.dilations[0];
-  s.dilationW = g.dilations[1];
-  s.padTop = g.padsBegin[0];
-  s.padLeft = g.padsBegin[1];
+  setConvGeometry(s, p);
   if (s.outHeight <= 0 || s.outWidth <= 0) {
     ctx.fail("the kernel " + std::to_string(p.kernelH) + "x" + std::to_string(p.kernelW) +
                  " does not fit the padded input " + x.describe(), ErrorCode::kInvalidArgument);
@@ -459,17 +465,7 @@ Kernel makeDirect(const KernelCreateInfo& info, CpuIsa isa, const KernelState* s
     s.inChannels = p.inPerGroup;
     s.height = (*in[0])[2];
     s.width = (*in[0])[3];
-    s.kernelH = p.kernelH;
-    s.kernelW = p.kernelW;
-    const bool staticSize = s.height == p.staticHeight && s.width == p.staticWidth;
-    const ir::ConvGeometry g =
-        staticSize ? p.staticGeometry : ir::convGeometry(p.attrs, {s.height, s.width}, {p.kernelH, p.kernelW});
-    s.outHeight = g.output[0];
-    s.outWidth = g.output[1];
-    s.strideH = g.strides[0];
-    s.strideW = g.strides[1];
-    s.dilationH = g.dilations[0];
-    s.dilationW = g.dilations[1];
+    setConvGeometry(s, p);
     if (s.outHeight <= 0 || s.outWidth <= 0) return 0;
     return uint64_t(nchwcConvScratchFloats(s, isa)) * sizeof(float);
   };
