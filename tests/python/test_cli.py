@@ -119,6 +119,17 @@ def test_names_with_control_bytes_are_escaped_in_errors(kiln, tmp_path):
     assert r.stderr.count("\n") == 1 and "\x1b" not in r.stderr
 
 
+def test_a_bad_plan_is_reported_once(kiln, add_model, tmp_path):
+    plan = tmp_path / "add.kiln"
+    r = run(kiln, "build", add_model, "-o", plan, "--shapes", "x:2x3")
+    assert r.returncode == 0, r.stderr
+    plan.write_bytes(plan.read_bytes()[:100])
+    for command in ("run", "inspect"):
+        r = run(kiln, command, plan)
+        assert r.returncode == 1
+        assert r.stderr.count("\n") == 1 and "add.kiln" in r.stderr, r.stderr
+
+
 def test_malformed_file_is_a_clear_error(kiln, tmp_path):
     path = tmp_path / "junk.onnx"
     path.write_bytes(b"GIF89a definitely not protobuf \xff\xff\xff")

@@ -13,6 +13,7 @@
 #include <set>
 #include <sstream>
 
+#include "cli_logger.h"
 #include "commands.h"
 #include "kiln/builder.h"
 #include "kiln/engine.h"
@@ -55,26 +56,6 @@ struct BuildOptions {
   double workspaceMiB = 0;
   bool verbose = false;
   std::vector<std::string> plugins;
-};
-
-// Warnings go to stderr (errors come back as statuses); with --verbose, each layer's decisions are
-// kept to be printed under the kernel selection stage.
-class CliLogger : public ILogger {
- public:
-  explicit CliLogger(bool verbose) : verbose_(verbose) {}
-  void log(Severity severity, const std::string& message) noexcept override {
-    if (severity == Severity::kWARNING) std::cerr << "warning: " << message << "\n";
-    if (severity == Severity::kVERBOSE && verbose_) {
-      try {
-        decisions.push_back(message);
-      } catch (...) {
-      }
-    }
-  }
-  std::vector<std::string> decisions;
-
- private:
-  bool verbose_;
 };
 
 std::string mib(uint64_t bytes) {

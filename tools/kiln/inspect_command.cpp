@@ -5,6 +5,7 @@
 #include <iostream>
 #include <iterator>
 
+#include "cli_logger.h"
 #include "commands.h"
 #include "engine/executor.h"
 #include "engine/memory_plan.h"
@@ -56,7 +57,7 @@ void printArena(const std::string& path) {
 }
 
 int inspectPlan(const std::string& path) {
-  StderrLogger logger;
+  CliLogger logger;
   auto engine = loadPlanFile(path, logger);
   const PlanInfo& info = engine->getPlanInfo();
   std::cout << "plan " << path << "\n";

@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "cli_logger.h"
 #include "commands.h"
 #include "kiln/npy.h"
 #include "onnx/value_proto.h"
@@ -28,7 +29,7 @@ class SessionRunner : public Runner {
 class PlanRunner : public Runner {
  public:
   PlanRunner(const std::string& path, IProfiler* profiler)
-      : logger_(Severity::kWARNING), engine_(loadPlanFile(path, logger_)) {
+      : engine_(loadPlanFile(path, logger_)) {
     for (int i = 0; i < engine_->getNbIOTensors(); ++i) {
       std::string name = engine_->getIOTensorName(i);
       TensorInfo info;
@@ -69,7 +70,7 @@ class PlanRunner : public Runner {
   static void check(const Status& s) {
     if (!s.ok()) throw errorFromStatus(s);
   }
-  StderrLogger logger_;
+  CliLogger logger_;  // errors come back as statuses: main() prints them once
   std::shared_ptr<const Engine> engine_;
   std::unique_ptr<ExecutionContext> context_;
   std::vector<TensorInfo> inputs_, outputs_;
