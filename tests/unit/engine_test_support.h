@@ -34,6 +34,11 @@ class RecordingLogger : public ILogger {
   std::vector<std::pair<Severity, std::string>> messages_;
 };
 
+/// A float32 tensor of the given shape and values.
+inline Tensor floats(const Shape& shape, const std::vector<float>& v) {
+  return Tensor::fromVector<float>(DataType::kFloat32, shape, v);
+}
+
 inline Weights floatWeights(const std::vector<float>& v) {
   return Weights{DataType::kFloat32, v.data(), static_cast<int64_t>(v.size())};
 }

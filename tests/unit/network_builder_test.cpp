@@ -11,8 +11,6 @@ namespace {
 using namespace kiln::testing;
 using ::testing::HasSubstr;
 
-Tensor floats(const Shape& shape, std::vector<float> v) { return Tensor::fromVector<float>(DataType::kFloat32, shape, v); }
-
 TEST(NetworkApi, InvalidLayersReturnNullAndLogWhy) {
   RecordingLogger logger;
   NetworkDefinition network(logger);

@@ -12,8 +12,6 @@ namespace {
 using namespace kiln::testing;
 using ::testing::HasSubstr;
 
-Tensor floats(const Shape& shape, std::vector<float> v) { return Tensor::fromVector<float>(DataType::kFloat32, shape, v); }
-
 TEST(LayerParams, PoolingStrideAndShuffleSetAfterCreationChangeWhatRuns) {
   RecordingLogger logger;
   NetworkDefinition network(logger);

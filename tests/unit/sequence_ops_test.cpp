@@ -21,7 +21,6 @@ using namespace kiln::testing;
 
 std::vector<float> floatsOf(const Tensor& t) { return std::vector<float>(t.data<float>(), t.data<float>() + t.numel()); }
 
-Tensor floats(Shape shape, std::vector<float> v) { return Tensor::fromVector<float>(DataType::kFloat32, std::move(shape), v); }
 Tensor int64Scalar(int64_t v) { return Tensor::fromVector<int64_t>(DataType::kInt64, {}, {v}); }
 
 // A graph output of unknown shape (a tensor taken out of a sequence).
