@@ -1,5 +1,7 @@
 #include "engine/plan_format.h"
 
+#include "backends/cpu/cpu_isa.h"
+
 namespace kiln::plan {
 
 uint32_t detectCpuFeatures() {
@@ -8,17 +10,23 @@ uint32_t detectCpuFeatures() {
   if (__builtin_cpu_supports("avx2")) f |= kAvx2;
   if (__builtin_cpu_supports("fma")) f |= kFma;
   if (__builtin_cpu_supports("f16c")) f |= kF16c;
-  if (__builtin_cpu_supports("avx512f")) f |= kAvx512f;
+  // The extension bits as the kernels see them (cpu::cpuHas), so that a plan's kernel ISA and this
+  // machine's features are compared the same way.
+  if (cpu::cpuHas(cpu::CpuIsa::kAvx512)) f |= kAvx512f;
+  if (cpu::cpuHas(cpu::CpuIsa::kAvxVnni)) f |= kAvxVnni;
+  if (cpu::cpuHas(cpu::CpuIsa::kAvx512Vnni)) f |= kAvx512Vnni;
+  if (cpu::cpuHas(cpu::CpuIsa::kAvx512Bf16)) f |= kAvx512Bf16;
+  if (cpu::cpuHas(cpu::CpuIsa::kAvx512Fp16)) f |= kAvx512Fp16;
   return f;
 }
 
 std::string cpuFeatureNames(uint32_t features) {
-  static const char* names[] = {"avx2", "fma", "f16c", "avx512f"};
+  static const char* names[] = {"avx2", "fma", "f16c", "avx512f", "avxvnni", "avx512vnni", "avx512bf16", "avx512fp16"};
   std::string s;
   for (uint32_t bit = 0; bit < 32; ++bit) {
     if (!(features & (1u << bit))) continue;
     if (!s.empty()) s += ' ';
-    s += bit < 4 ? names[bit] : "bit" + std::to_string(bit);
+    s += bit < 8 ? names[bit] : "bit" + std::to_string(bit);
   }
   return s.empty() ? "none" : s;
 }

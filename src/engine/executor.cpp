@@ -135,7 +135,7 @@ const cpu::KernelCandidate* Executor::chooseKernel(const cpu::KernelCreateInfo& 
   const std::string layer = "layer '" + node.name + "' (" + node.opType + "): kernel " + id;
   const cpu::KernelCandidate* c = registry.findById(info, id);
   if (!c) throw Error(ErrorCode::kInvalidPlan, layer + " is not one this kiln has; rebuild the plan with `kiln build`");
-  if (cpu::activeCpuIsa() < c->isa) {
+  if (!cpu::cpuSupports(c->isa)) {
     throw Error(ErrorCode::kInvalidPlan, layer + " needs " + cpu::isaFeatureName(c->isa) +
                                              ", which this CPU lacks; rebuild the plan on this machine");
   }

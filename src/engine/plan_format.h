@@ -35,7 +35,16 @@ enum SectionId : uint32_t {
 };
 
 /// CPU features a plan may require (bit set in the header).
-enum CpuFeature : uint32_t { kAvx2 = 1u << 0, kFma = 1u << 1, kF16c = 1u << 2, kAvx512f = 1u << 3 };
+enum CpuFeature : uint32_t {
+  kAvx2 = 1u << 0,
+  kFma = 1u << 1,
+  kF16c = 1u << 2,
+  kAvx512f = 1u << 3,  // with VL, BW and DQ (cpu::CpuIsa::kAvx512)
+  kAvxVnni = 1u << 4,
+  kAvx512Vnni = 1u << 5,
+  kAvx512Bf16 = 1u << 6,
+  kAvx512Fp16 = 1u << 7,
+};
 /// What kiln's kernels are compiled for (docs/design.md: the AVX2 + FMA + F16C baseline).
 constexpr uint32_t kBaselineCpuFeatures = kAvx2 | kFma | kF16c;
 uint32_t detectCpuFeatures();

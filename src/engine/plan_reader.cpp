@@ -356,6 +356,10 @@ std::vector<Profile> readProfiles(ByteReader r, const std::vector<IOTensor>& io)
 uint32_t isaFeature(const std::string& name) {
   if (name == "avx2") return kAvx2;
   if (name == "avx512f") return kAvx512f;
+  if (name == "avxvnni") return kAvxVnni;
+  if (name == "avx512vnni") return kAvx512Vnni | kAvx512f;
+  if (name == "avx512bf16") return kAvx512Bf16 | kAvx512f;
+  if (name == "avx512fp16") return kAvx512Fp16 | kAvx512f;
   return 0;
 }
 
@@ -421,7 +425,7 @@ std::vector<LayerInfo> readLayers(ByteReader r, const ir::Graph& g, uint32_t hos
     l.kernelIsa = r.str("kernel ISA");
     const uint32_t feature = isaFeature(l.kernelIsa);
     if (!feature) r.fail("layer '" + l.name + "': kernel " + l.kernel + " needs unknown ISA '" + l.kernelIsa + "'");
-    if (!(hostFeatures & feature)) {
+    if ((hostFeatures & feature) != feature) {
       invalid("layer '" + l.name + "' (" + l.type + "): kernel " + l.kernel + " needs " + l.kernelIsa +
               ", which this machine lacks (it has " + cpuFeatureNames(hostFeatures) + "); rebuild the plan on it");
     }

@@ -82,6 +82,34 @@ TEST(KernelRegistry, IsaTheHostLacksIsDeclinedByName) {
   EXPECT_EQ(runMadeKernel(registry, info, &ran), 2);
 }
 
+TEST(KernelRegistry, ExtensionIsaIsDeclinedByItsFeatureNameUnderALimit) {
+  cpu::KernelRegistry registry;
+  int ran = 0;
+  registry.addCandidate("kiln_test", "FakeOp", DataType::kFloat32,
+                        candidate("f32_fake_avx512bf16", cpu::CpuIsa::kAvx512Bf16, "", &ran, 1));
+  registry.addCandidate("kiln_test", "FakeOp", DataType::kFloat32, candidate("f32_fake_avx2", cpu::CpuIsa::kAvx2, "", &ran, 2));
+  const ir::Node node = fakeNode();
+  const cpu::KernelCreateInfo info{node, {&kFloatX}, {nullptr}, {}};
+  cpu::ScopedCpuIsaLimit limit(cpu::CpuIsa::kAvx512Vnni);
+  const cpu::KernelSelection s = registry.select(info);
+  ASSERT_NE(s.chosen, nullptr);
+  EXPECT_THAT(s.declined, ElementsAre(Pair("f32_fake_avx512bf16", "needs avx512bf16")));
+}
+
+TEST(CpuIsa, ExtensionLevelsImplyAvx512AndALimitCapsThem) {
+  using cpu::CpuIsa;
+  for (CpuIsa isa : {CpuIsa::kAvx512Vnni, CpuIsa::kAvx512Bf16, CpuIsa::kAvx512Fp16}) {
+    if (cpu::cpuHas(isa)) EXPECT_TRUE(cpu::cpuHas(CpuIsa::kAvx512)) << cpu::cpuIsaName(isa);
+  }
+  if (cpu::cpuHas(CpuIsa::kAvx512Bf16)) EXPECT_TRUE(cpu::cpuHas(CpuIsa::kAvx512Vnni));
+  EXPECT_TRUE(cpu::cpuSupports(CpuIsa::kAvx2));
+  cpu::ScopedCpuIsaLimit limit(CpuIsa::kAvx2);
+  for (CpuIsa isa : {CpuIsa::kAvxVnni, CpuIsa::kAvx512, CpuIsa::kAvx512Vnni, CpuIsa::kAvx512Bf16, CpuIsa::kAvx512Fp16}) {
+    EXPECT_FALSE(cpu::cpuSupports(isa)) << cpu::cpuIsaName(isa);
+  }
+  EXPECT_EQ(cpu::activeCpuIsa(), CpuIsa::kAvx2);
+}
+
 TEST(KernelRegistry, DtypeFamilyFirstThenAnyDtypeAndEveryReasonWhenNoneApplies) {
   cpu::KernelRegistry registry;
   int ran = 0;

@@ -29,7 +29,7 @@ bool isNumeric(DataType t) {
 
 // Why a candidate declines the node, "" when it takes it.
 std::string declineReason(const KernelCandidate& c, const KernelCreateInfo& info) {
-  if (activeCpuIsa() < c.isa) return std::string("needs ") + isaFeatureName(c.isa);
+  if (!cpuSupports(c.isa)) return std::string("needs ") + isaFeatureName(c.isa);
   return c.supports ? c.supports(info) : std::string();
 }
 
@@ -46,7 +46,7 @@ std::shared_ptr<const float> savedFloats(const ir::Node& node, const KernelState
   return std::shared_ptr<const float>(state.owner, static_cast<const float*>(state.blobs[k].data));
 }
 
-const char* isaFeatureName(CpuIsa isa) { return isa == CpuIsa::kAvx512 ? "avx512f" : "avx2"; }
+const char* isaFeatureName(CpuIsa isa) { return isa == CpuIsa::kAvx512 ? "avx512f" : cpuIsaName(isa); }
 
 DataType kernelDtypeKey(const KernelCreateInfo& info) {
   for (const ir::TypeInfo* t : info.inputTypes)

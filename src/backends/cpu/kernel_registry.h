@@ -70,7 +70,8 @@ struct KernelSelection {
   std::vector<std::pair<std::string, std::string>> declined;  // (id, reason), in list order
 };
 
-/// The CPU feature a candidate's ISA needs, as plans and errors name it: "avx2" or "avx512f".
+/// The CPU feature a candidate's ISA needs, as plans and errors name it: "avx2", "avx512f" or the
+/// extension's name (cpuIsaName: "avx512vnni", ...).
 const char* isaFeatureName(CpuIsa isa);
 
 /// The dtype key of a node: the dtype of its first input that is a number (float or integer),
