@@ -8,6 +8,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -312,6 +314,48 @@ TEST(QLinearKernels, RegistryPicksTheWidestIsaAndTheReferenceForDynamicWeights) 
   EXPECT_EQ(s.chosen->id, "any_qlinear_conv_generic");
   ASSERT_FALSE(s.declined.empty());
   EXPECT_EQ(s.declined[0].second, "the weights are not a constant");
+}
+
+NodeUnderTest quantizeNode(const std::string& op, Tensor x, DataType q, int zeroPoint, float scale) {
+  NodeUnderTest n;
+  n.node.name = "q";
+  n.node.opType = op;
+  n.node.opset = 13;
+  n.outShape = x.shape();
+  n.inputs = {std::move(x), floatsOf({}, {scale}), scalarOf(q, zeroPoint)};
+  n.constant = {false, false, false};
+  n.outType = op == "QuantizeLinear" ? q : DataType::kFloat32;
+  return n;
+}
+
+TEST(QuantizePerTensorKernels, MatchTheReferenceKernelsBitForBit) {
+  // Ties, values past both ends of the range, infinities and NaN, in a length that leaves a tail.
+  std::vector<float> values;
+  for (int i = -700; i <= 700; ++i) values.push_back(0.25f * static_cast<float>(i));
+  for (float v : {1e30f, -1e30f, std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                  std::nanf(""), 0.5f, 1.5f, 2.5f, -0.5f, -2.5f}) {
+    values.push_back(v);
+  }
+  const Tensor x = floatsOf({static_cast<int64_t>(values.size())}, values);
+  for (DataType q : {DataType::kUint8, DataType::kInt8}) {
+    for (int zeroPoint : q == DataType::kUint8 ? std::vector<int>{0, 131, 255} : std::vector<int>{-128, 5, 127}) {
+      SCOPED_TRACE(std::string(dataTypeName(q)) + " zero point " + std::to_string(zeroPoint));
+      const NodeUnderTest quantize = quantizeNode("QuantizeLinear", x, q, zeroPoint, 0.5f);
+      const std::vector<uint8_t> expected = runCandidate(quantize, "any_quantize_linear_generic", 1);
+      EXPECT_EQ(runCandidate(quantize, "f32_quantize_linear_per_tensor_avx2", 2), expected);
+      const NodeUnderTest dequantize =
+          quantizeNode("DequantizeLinear", randomBytes(q, {1003}, 9), q, zeroPoint, 0.037f);
+      const std::string id = std::string(q == DataType::kUint8 ? "u8" : "s8") + "_dequantize_linear_per_tensor_avx2";
+      EXPECT_EQ(runCandidate(dequantize, id, 2), runCandidate(dequantize, "any_dequantize_linear_generic", 1));
+    }
+  }
+}
+
+TEST(QuantizePerTensorKernels, DeclinePerAxisScales) {
+  NodeUnderTest n = quantizeNode("QuantizeLinear", floatsOf({2, 3}, {1, 2, 3, 4, 5, 6}), DataType::kUint8, 0, 1.0f);
+  n.inputs[1] = floatsOf({3}, {1.0f, 2.0f, 3.0f});
+  EXPECT_THAT([&] { runCandidate(n, "f32_quantize_linear_per_tensor_avx2", 1); },
+              ::testing::ThrowsMessage<std::runtime_error>(HasSubstr("the scale is not one float32")));
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // The direct depthwise candidate of QLinearConv and ConvInteger (one input channel per group):
-// each output channel accumulates (x - x_zp) * (w - w_zp) tap by tap into an int32 row of the
-// workspace, vectorized over the positions of a row (the loop the compiler widens to AVX2), then
-// finishes the row with the GEMM's epilogue. Padding taps are skipped: they would add
+// each output channel accumulates (x - x_zp) * (w - w_zp) tap by tap into an int32 plane of the
+// workspace, vectorized over the positions of an output row (the loop the compiler widens to
+// AVX2; 2-D convolutions walk rows directly, others through forEachPatchRun), then finishes the
+// plane with the GEMM's epilogue. Padding taps are skipped: they would add
 // (x_zp - x_zp) * w = 0. The weights are few (channels x taps), kept as int16 copies.
 #include <algorithm>
 
@@ -31,8 +32,41 @@ uint64_t workspaceBytes(const QConvDepthwise& k, int64_t outSize, int threads) {
   return static_cast<uint64_t>(std::max(threads, 1)) * rowBytes(outSize) + qconvParamBytes(k.c);
 }
 
+// The 2-D case with plain loops: for each output row, each tap inside the image adds its
+// contiguous (stride 1) or strided run of one input row.
+template <typename T>
+void accumulateChannel2d(const QConvCall& call, const T* image, const int16_t* w, int32_t wZero, int32_t* acc) {
+  const ir::ConvGeometry& g = call.g;
+  const int64_t ih = call.imageShape[0], iw = call.imageShape[1], oh = g.output[0], ow = g.output[1];
+  const int64_t kh = g.kernel[0], kw = g.kernel[1], sh = g.strides[0], sw = g.strides[1];
+  const int32_t xZero = call.xZero;
+  std::fill(acc, acc + oh * ow, 0);
+  for (int64_t oy = 0; oy < oh; ++oy) {
+    int32_t* dst = acc + oy * ow;
+    for (int64_t ky = 0; ky < kh; ++ky) {
+      const int64_t iy = oy * sh - g.padsBegin[0] + ky * g.dilations[0];
+      if (iy < 0 || iy >= ih) continue;
+      const T* row = image + iy * iw;
+      for (int64_t kx = 0; kx < kw; ++kx) {
+        // Output columns ox with 0 <= ox * sw + shift < iw.
+        const int64_t shift = kx * g.dilations[1] - g.padsBegin[1];
+        const int64_t lo = std::min(ow, shift >= 0 ? 0 : (-shift + sw - 1) / sw);
+        const int64_t hi = std::clamp<int64_t>(iw - 1 - shift < 0 ? 0 : (iw - 1 - shift) / sw + 1, lo, ow);
+        const int32_t wk = static_cast<int32_t>(w[ky * kw + kx]) - wZero;
+        if (sw == 1) {
+          const T* src = row + shift;
+          for (int64_t ox = lo; ox < hi; ++ox) dst[ox] += wk * (static_cast<int32_t>(src[ox]) - xZero);
+        } else {
+          for (int64_t ox = lo; ox < hi; ++ox) dst[ox] += wk * (static_cast<int32_t>(row[ox * sw + shift]) - xZero);
+        }
+      }
+    }
+  }
+}
+
 template <typename T>
 void accumulateChannel(const QConvCall& call, const T* image, const int16_t* w, int32_t wZero, int32_t* acc) {
+  if (call.imageShape.size() == 2) return accumulateChannel2d(call, image, w, wZero, acc);
   const ir::ConvGeometry& g = call.g;
   const int64_t stride = g.strides.back();
   const int32_t xZero = call.xZero;

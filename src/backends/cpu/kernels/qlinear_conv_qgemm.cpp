@@ -6,6 +6,7 @@
 // channels, large kernels) take the im2col candidate: their K = channels x taps is small but
 // their positions many, which is the GEMM's best shape anyway.
 #include <algorithm>
+#include <cstring>
 
 #include "backends/cpu/gemm/im2col.h"
 #include "backends/cpu/kernels/qconv_common.h"
@@ -20,6 +21,41 @@ bool isPointwiseGeometry(const ir::ConvGeometry& g) {
     if (g.kernel[d] != 1 || g.strides[d] != 1 || g.padsBegin[d] != 0 || g.padsEnd[d] != 0) return false;
   }
   return true;
+}
+
+// im2col (gemm/im2col.h's layout: row (c, ky, kx), one column per output position) of a 2-D
+// image of bytes with plain loops: each output row of a tap is a copy of part of one input row
+// between padding, without im2col.h's bookkeeping for any rank.
+void im2colBytes2d(const uint8_t* image, int64_t channels, const QConvCall& call, uint8_t pad, uint8_t* col) {
+  const ir::ConvGeometry& g = call.g;
+  const int64_t ih = call.imageShape[0], iw = call.imageShape[1], oh = g.output[0], ow = g.output[1];
+  const int64_t kh = g.kernel[0], kw = g.kernel[1], sh = g.strides[0], sw = g.strides[1];
+  for (int64_t c = 0; c < channels; ++c) {
+    const uint8_t* plane = image + c * ih * iw;
+    for (int64_t ky = 0; ky < kh; ++ky) {
+      for (int64_t kx = 0; kx < kw; ++kx) {
+        uint8_t* dst = col + ((c * kh + ky) * kw + kx) * oh * ow;
+        const int64_t shift = kx * g.dilations[1] - g.padsBegin[1];
+        const int64_t lo = std::min(ow, shift >= 0 ? 0 : (-shift + sw - 1) / sw);
+        const int64_t hi = std::clamp<int64_t>(iw - 1 - shift < 0 ? 0 : (iw - 1 - shift) / sw + 1, lo, ow);
+        for (int64_t oy = 0; oy < oh; ++oy, dst += ow) {
+          const int64_t iy = oy * sh - g.padsBegin[0] + ky * g.dilations[0];
+          if (iy < 0 || iy >= ih) {
+            std::memset(dst, pad, static_cast<size_t>(ow));
+            continue;
+          }
+          const uint8_t* src = plane + iy * iw + shift;
+          std::memset(dst, pad, static_cast<size_t>(lo));
+          if (sw == 1) {
+            std::memcpy(dst + lo, src + lo, static_cast<size_t>(hi - lo));
+          } else {
+            for (int64_t ox = lo; ox < hi; ++ox) dst[ox] = src[ox * sw];
+          }
+          std::memset(dst + hi, pad, static_cast<size_t>(ow - hi));
+        }
+      }
+    }
+  }
 }
 
 struct QConvGemm {
@@ -69,8 +105,12 @@ void runQConvGemm(const QConvGemm& k, KernelContext& ctx) {
         p.activations = {image, 1, call.imageSize, c.xSigned};
       } else {
         parallelFor(c.groupChannels, [&](int64_t c0, int64_t c1) {
-          im2col(image + c0 * call.imageSize, c1 - c0, call.imageShape, call.g.output, call.g,
-                 columns + c0 * c.kernelSize * outSize, pad);
+          uint8_t* dst = columns + c0 * c.kernelSize * outSize;
+          if (call.imageShape.size() == 2) {
+            im2colBytes2d(image + c0 * call.imageSize, c1 - c0, call, pad, dst);
+          } else {
+            im2col(image + c0 * call.imageSize, c1 - c0, call.imageShape, call.g.output, call.g, dst, pad);
+          }
         });
         p.activations = {columns, 1, outSize, c.xSigned};
       }

@@ -95,8 +95,12 @@ Layout layoutOf(QSide weightsSide, CpuIsa isa, int64_t M, int64_t N, int64_t K, 
   return l;
 }
 
-// A zero point of one value or one per index; all zero when absent.
+// A zero point of one value or one per index; all zero when absent. Zero points that are all 0
+// (a quantizer's per-channel zeros) are dropped, so that the tiles skip their terms.
 struct ZeroPoints {
+  ZeroPoints(const int32_t* v, int64_t n) : values(v), count(n) {
+    if (!anyNonZero()) values = nullptr, count = 1;
+  }
   const int32_t* values = nullptr;
   int64_t count = 1;
   bool perIndex() const { return values && count > 1; }
@@ -112,6 +116,7 @@ class QGemmRun {
     zW_ = left ? ZeroPoints{p.zeroLeft, p.zeroLeftCount} : ZeroPoints{p.zeroRight, p.zeroRightCount};
     zA_ = left ? ZeroPoints{p.zeroRight, p.zeroRightCount} : ZeroPoints{p.zeroLeft, p.zeroLeftCount};
     needActSums_ = zW_.anyNonZero();
+    aAddUsed_ = needActSums_ && !zW_.perIndex();  // -zW·(sA - K·zA) with one zW
     actMask_ = p.activations.isSigned ? 0x80 : 0;
     const PackedQMatrix& w = *p.weights;
     kernel_ = l.ki->kernelMaddubs && w.maddubsSafe() ? l.ki->kernelMaddubs : l.ki->kernel;
@@ -155,10 +160,7 @@ class QGemmRun {
     int32_t* sums = slotInts(base, 0);
     int32_t* add = slotInts(base, 1);
     int32_t* adjusted = slotInts(base, 2);  // sA - K * zA, the partner of -zW[w]
-    if (!needActSums_) {
-      std::fill(add, add + aCount, 0);
-      return;
-    }
+    if (!needActSums_) return;
     sumQOuter(p_.activations, aFirst, aCount, p_.K, actMask_, true, sums);
     for (int64_t i = 0; i < aCount; ++i) {
       const int64_t adj = sums[i] - p_.K * static_cast<int64_t>(zA_.at(aFirst + i));
@@ -191,6 +193,7 @@ class QGemmRun {
         const int64_t aCount = std::min(l_.actWidth, l_.actOuter - aFirst);
         // Terms along the weights axis and along the activations axis.
         const int32_t* wA = wAdd_ + wFirst;
+        const int32_t* aA = aAddUsed_ ? aAdd + aLocal : nullptr;
         const int32_t* wP = zW_.perIndex() ? negZW_ + wFirst : nullptr;
         const int32_t* aP = zW_.perIndex() ? aAdjusted + aLocal : nullptr;
         const int32_t* wQ = zA_.perIndex() ? sW + wFirst : nullptr;
@@ -199,15 +202,15 @@ class QGemmRun {
         int64_t row0, col0, rows, cols;
         if (wLeft) {
           kernel_(kGroups, wStrip, aStrip, tile, wCount, false);
-          terms = {wA, aAdd + aLocal, wP, aP, wQ, aQ};
+          terms = {wA, aA, wP, aP, wQ, aQ};
           row0 = wFirst, col0 = aFirst, rows = wCount, cols = aCount;
         } else {
           kernel_(kGroups, aStrip, wStrip, tile, aCount, true);
-          terms = {aAdd + aLocal, wA, aP, wP, aQ, wQ};
+          terms = {aA, wA, aP, wP, aQ, wQ};
           row0 = aFirst, col0 = wFirst, rows = aCount, cols = wCount;
         }
         void* c = static_cast<uint8_t*>(p_.C) + (row0 * p_.ldc + col0) * elem;
-        finishQTile(tile, l_.ki->nr, rows, cols, terms, p_.output, wLeft, wFirst, c, p_.ldc);
+        l_.ki->finish(tile, l_.ki->nr, rows, cols, terms, p_.output, wLeft, wFirst, c, p_.ldc);
       }
     }
   }
@@ -215,8 +218,8 @@ class QGemmRun {
   const QGemmProblem& p_;
   const Layout& l_;
   uint8_t* ws_;
-  ZeroPoints zW_, zA_;
-  bool needActSums_ = false;
+  ZeroPoints zW_{nullptr, 1}, zA_{nullptr, 1};
+  bool needActSums_ = false, aAddUsed_ = false;
   uint8_t actMask_ = 0;
   QGemmMicroKernelFn kernel_;
   int32_t* wAdd_;

@@ -67,7 +67,8 @@ void kernel8x32(int64_t kGroups, const uint8_t* left, const uint8_t* right, int3
 }  // namespace
 
 const QGemmKernelInfo& qgemmKernelAvx512Vnni() {
-  static const QGemmKernelInfo info{CpuIsa::kAvx512Vnni, "u8s8_gemm_8x32_avx512vnni", kMr, kNr, kernel8x32};
+  static const QGemmKernelInfo info{CpuIsa::kAvx512Vnni, "u8s8_gemm_8x32_avx512vnni", kMr, kNr, kernel8x32, nullptr,
+                                    finishQTileAvx512};
   return info;
 }
 

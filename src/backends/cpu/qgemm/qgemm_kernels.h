@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "backends/cpu/cpu_isa.h"
+#include "backends/cpu/qgemm/qgemm_epilogue.h"
 
 namespace kiln::cpu {
 
@@ -26,6 +27,8 @@ struct QGemmKernelInfo {
   /// AVX2 only: the vpmaddubsw kernel that is exact when the s8 operand is maddubsSafe; null
   /// where `kernel` is exact for every input.
   QGemmMicroKernelFn kernelMaddubs = nullptr;
+  /// The epilogue for its tiles (as wide as its vectors).
+  QTileFinishFn finish = finishQTile;
 };
 
 const QGemmKernelInfo& qgemmKernelAvx2();
