@@ -50,6 +50,9 @@ bool startQConvCall(KernelContext& ctx, const QConv& c, int32_t wShift, void* pa
 
 inline uint64_t alignTo64(uint64_t n) { return (n + 63) / 64 * 64; }
 
+/// Taps a depthwise kernel accumulates exactly in float32: 256 * 255 * 255 < 2^24.
+constexpr int64_t kMaxDepthwiseTaps = 256;
+
 /// The depthwise candidate's kernel: one input channel per group, accumulated tap by tap.
 Kernel makeQConvDepthwise(const KernelCreateInfo& info, const QProductSignature& s);
 

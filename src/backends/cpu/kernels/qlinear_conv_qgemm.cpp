@@ -234,6 +234,7 @@ std::vector<KernelCandidate> qconvCandidates(const std::string& prefix, QSignatu
     const Tensor& w = *constantInput(info, s.b);
     if (w.rank() < 3) return "W " + w.describe() + " has no spatial dimensions";
     if (w.dim(1) != 1) return "not one input channel per group";
+    if (w.numel() / w.dim(0) > kMaxDepthwiseTaps) return "more than " + std::to_string(kMaxDepthwiseTaps) + " taps";
     return "";
   };
   depthwise.create = [signature](const KernelCreateInfo& info) { return makeQConvDepthwise(info, signature(info.node)); };

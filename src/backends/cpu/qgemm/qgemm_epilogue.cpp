@@ -20,31 +20,36 @@ inline int32_t wrapMul(int32_t a, int32_t b) {
   return static_cast<int32_t>(static_cast<uint32_t>(a) * static_cast<uint32_t>(b));
 }
 
-// The corrected int32 of row i: 8 lanes from column j, or one.
+// The corrected int32 of row i: 8 lanes from column j, or one. Copies, not references: the
+// output is bytes, which may alias anything, so a reference's fields would be read again after
+// every store.
 struct RowTerms {
   int32_t add = 0, p = 0, q = 0;
-  const QTileTerms* t;
-  RowTerms(const QTileTerms& terms, int64_t i) : t(&terms) {
+  const int32_t* colAdd;
+  const int32_t* colP;
+  const int32_t* colQ;
+  RowTerms(const QTileTerms& terms, int64_t i)
+      : colAdd(terms.colAdd), colP(terms.rowP ? terms.colP : nullptr), colQ(terms.rowQ ? terms.colQ : nullptr) {
     if (terms.rowAdd) add = terms.rowAdd[i];
     if (terms.rowP) p = terms.rowP[i];
     if (terms.rowQ) q = terms.rowQ[i];
   }
   int32_t scalar(int32_t acc, int64_t j) const {
     int32_t v = wrapAdd(acc, add);
-    if (t->colAdd) v = wrapAdd(v, t->colAdd[j]);
-    if (t->rowP) v = wrapAdd(v, wrapMul(p, t->colP[j]));
-    if (t->rowQ) v = wrapAdd(v, wrapMul(q, t->colQ[j]));
+    if (colAdd) v = wrapAdd(v, colAdd[j]);
+    if (colP) v = wrapAdd(v, wrapMul(p, colP[j]));
+    if (colQ) v = wrapAdd(v, wrapMul(q, colQ[j]));
     return v;
   }
   __m256i vector(__m256i acc, int64_t j) const {
     __m256i v = _mm256_add_epi32(acc, _mm256_set1_epi32(add));
-    if (t->colAdd) v = _mm256_add_epi32(v, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t->colAdd + j)));
-    if (t->rowP) {
-      const __m256i cp = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t->colP + j));
+    if (colAdd) v = _mm256_add_epi32(v, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(colAdd + j)));
+    if (colP) {
+      const __m256i cp = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(colP + j));
       v = _mm256_add_epi32(v, _mm256_mullo_epi32(_mm256_set1_epi32(p), cp));
     }
-    if (t->rowQ) {
-      const __m256i cq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t->colQ + j));
+    if (colQ) {
+      const __m256i cq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(colQ + j));
       v = _mm256_add_epi32(v, _mm256_mullo_epi32(_mm256_set1_epi32(q), cq));
     }
     return v;
@@ -60,11 +65,12 @@ inline void storeBytes8(__m256i v, void* dst) {
 }
 
 template <typename Q>
-void finishQuantizedRow(const int32_t* acc, int64_t cols, const RowTerms& row, const QGemmOutput& out,
+void finishQuantizedRow(const int32_t* acc, int64_t cols, const RowTerms row, const QGemmOutput& out,
                         const float* scale, bool scalePerColumn, Q* dst) {
-  const float lo = static_cast<float>(out.lowest - out.zeroPoint), hi = static_cast<float>(out.highest - out.zeroPoint);
+  const int32_t zeroPoint = out.zeroPoint;
+  const float lo = static_cast<float>(out.lowest - zeroPoint), hi = static_cast<float>(out.highest - zeroPoint);
   const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
-  const __m256i zp = _mm256_set1_epi32(out.zeroPoint);
+  const __m256i zp = _mm256_set1_epi32(zeroPoint);
   int64_t j = 0;
   for (; j + 8 <= cols; j += 8) {
     const __m256i v = row.vector(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc + j)), j);
@@ -75,7 +81,7 @@ void finishQuantizedRow(const int32_t* acc, int64_t cols, const RowTerms& row, c
   }
   for (; j < cols; ++j) {
     const float f = static_cast<float>(row.scalar(acc[j], j)) * scale[scalePerColumn ? j : 0];
-    dst[j] = static_cast<Q>(static_cast<int32_t>(std::nearbyint(std::clamp(f, lo, hi))) + out.zeroPoint);
+    dst[j] = static_cast<Q>(static_cast<int32_t>(std::nearbyint(std::clamp(f, lo, hi))) + zeroPoint);
   }
 }
 

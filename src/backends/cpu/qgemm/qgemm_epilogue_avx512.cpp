@@ -8,20 +8,25 @@
 namespace kiln::cpu {
 namespace {
 
+// The terms of one row. Copies, not references: the output is bytes, which may alias anything,
+// so through a reference every field would be read again after every store.
 struct RowTerms16 {
-  __m512i add;
-  __m512i p, q;
-  const QTileTerms& t;
+  __m512i add, p, q;
+  const int32_t* colAdd;
+  const int32_t* colP;
+  const int32_t* colQ;
   RowTerms16(const QTileTerms& terms, int64_t i)
       : add(_mm512_set1_epi32(terms.rowAdd ? terms.rowAdd[i] : 0)),
         p(_mm512_set1_epi32(terms.rowP ? terms.rowP[i] : 0)),
         q(_mm512_set1_epi32(terms.rowQ ? terms.rowQ[i] : 0)),
-        t(terms) {}
+        colAdd(terms.colAdd),
+        colP(terms.rowP ? terms.colP : nullptr),
+        colQ(terms.rowQ ? terms.colQ : nullptr) {}
   __m512i apply(__m512i acc, int64_t j, __mmask16 m) const {
     __m512i v = _mm512_add_epi32(acc, add);
-    if (t.colAdd) v = _mm512_add_epi32(v, _mm512_maskz_loadu_epi32(m, t.colAdd + j));
-    if (t.rowP) v = _mm512_add_epi32(v, _mm512_mullo_epi32(p, _mm512_maskz_loadu_epi32(m, t.colP + j)));
-    if (t.rowQ) v = _mm512_add_epi32(v, _mm512_mullo_epi32(q, _mm512_maskz_loadu_epi32(m, t.colQ + j)));
+    if (colAdd) v = _mm512_add_epi32(v, _mm512_maskz_loadu_epi32(m, colAdd + j));
+    if (colP) v = _mm512_add_epi32(v, _mm512_mullo_epi32(p, _mm512_maskz_loadu_epi32(m, colP + j)));
+    if (colQ) v = _mm512_add_epi32(v, _mm512_mullo_epi32(q, _mm512_maskz_loadu_epi32(m, colQ + j)));
     return v;
   }
 };

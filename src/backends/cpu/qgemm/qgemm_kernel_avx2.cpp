@@ -48,36 +48,49 @@ inline __m256i dot4(__m256i acc, __m256i u, const SplitU8& us, __m256i s) {
   }
 }
 
+// Named accumulators, not an array (qgemm_kernel_avx512vnni.cpp says why).
+#define KILN_QGEMM_ROWS(X) X(0) X(1) X(2) X(3)
 template <int Rows, bool LeftUnsigned, bool Exact>
 void tile4x16(int64_t kGroups, const uint8_t* left, const uint8_t* right, int32_t* tile) {
-  __m256i acc[Rows][2];
-  for (int i = 0; i < Rows; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_si256();
+#define KILN_ZERO(i) __m256i c##i##a = _mm256_setzero_si256(), c##i##b = c##i##a;
+  KILN_QGEMM_ROWS(KILN_ZERO)
   for (int64_t g = 0; g < kGroups; ++g) {
     const __m256i r0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(right));
     const __m256i r1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(right + 32));
     if constexpr (LeftUnsigned) {
-      for (int i = 0; i < Rows; ++i) {
-        const __m256i l = broadcastLane(left + 4 * i);
-        const SplitU8 ls = Exact ? split(l) : SplitU8{};
-        acc[i][0] = dot4<Exact>(acc[i][0], l, ls, r0);
-        acc[i][1] = dot4<Exact>(acc[i][1], l, ls, r1);
-      }
+#define KILN_STEP(i)                                        \
+  if constexpr (Rows > i) {                                 \
+    const __m256i l = broadcastLane(left + 4 * i);          \
+    const SplitU8 ls = Exact ? split(l) : SplitU8{};        \
+    c##i##a = dot4<Exact>(c##i##a, l, ls, r0);              \
+    c##i##b = dot4<Exact>(c##i##b, l, ls, r1);              \
+  }
+      KILN_QGEMM_ROWS(KILN_STEP)
+#undef KILN_STEP
     } else {
       const SplitU8 s0 = Exact ? split(r0) : SplitU8{}, s1 = Exact ? split(r1) : SplitU8{};
-      for (int i = 0; i < Rows; ++i) {
-        const __m256i l = broadcastLane(left + 4 * i);
-        acc[i][0] = dot4<Exact>(acc[i][0], r0, s0, l);
-        acc[i][1] = dot4<Exact>(acc[i][1], r1, s1, l);
-      }
+#define KILN_STEP(i)                                        \
+  if constexpr (Rows > i) {                                 \
+    const __m256i l = broadcastLane(left + 4 * i);          \
+    c##i##a = dot4<Exact>(c##i##a, r0, s0, l);              \
+    c##i##b = dot4<Exact>(c##i##b, r1, s1, l);              \
+  }
+      KILN_QGEMM_ROWS(KILN_STEP)
+#undef KILN_STEP
     }
     left += 4 * kMr;
     right += 4 * kNr;
   }
-  for (int i = 0; i < Rows; ++i) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(tile + i * kNr), acc[i][0]);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(tile + i * kNr + 8), acc[i][1]);
+#define KILN_STORE(i)                                                          \
+  if constexpr (Rows > i) {                                                    \
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(tile + i * kNr), c##i##a);      \
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(tile + i * kNr + 8), c##i##b);  \
   }
+  KILN_QGEMM_ROWS(KILN_STORE)
+#undef KILN_ZERO
+#undef KILN_STORE
 }
+#undef KILN_QGEMM_ROWS
 
 template <bool LeftUnsigned, bool Exact>
 void dispatchRows(int64_t kGroups, const uint8_t* left, const uint8_t* right, int32_t* tile, int64_t rows) {

@@ -18,31 +18,41 @@ inline __m256i broadcastLane(const uint8_t* p) {
   return _mm256_set1_epi32(v);
 }
 
+template <bool LeftUnsigned>
+inline __m256i dot4(__m256i acc, __m256i l, __m256i r) {
+  return LeftUnsigned ? _mm256_dpbusd_avx_epi32(acc, l, r) : _mm256_dpbusd_avx_epi32(acc, r, l);
+}
+
+// Named accumulators, not an array (qgemm_kernel_avx512vnni.cpp says why).
+#define KILN_QGEMM_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
 template <int Rows, bool LeftUnsigned>
 void tile6x16(int64_t kGroups, const uint8_t* left, const uint8_t* right, int32_t* tile) {
-  __m256i acc[Rows][2];
-  for (int i = 0; i < Rows; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_si256();
+#define KILN_ZERO(i) __m256i c##i##a = _mm256_setzero_si256(), c##i##b = c##i##a;
+  KILN_QGEMM_ROWS(KILN_ZERO)
   for (int64_t g = 0; g < kGroups; ++g) {
     const __m256i r0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(right));
     const __m256i r1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(right + 32));
-    for (int i = 0; i < Rows; ++i) {
-      const __m256i l = broadcastLane(left + 4 * i);
-      if constexpr (LeftUnsigned) {
-        acc[i][0] = _mm256_dpbusd_avx_epi32(acc[i][0], l, r0);
-        acc[i][1] = _mm256_dpbusd_avx_epi32(acc[i][1], l, r1);
-      } else {
-        acc[i][0] = _mm256_dpbusd_avx_epi32(acc[i][0], r0, l);
-        acc[i][1] = _mm256_dpbusd_avx_epi32(acc[i][1], r1, l);
-      }
-    }
+#define KILN_STEP(i)                                        \
+  if constexpr (Rows > i) {                                 \
+    const __m256i l = broadcastLane(left + 4 * i);          \
+    c##i##a = dot4<LeftUnsigned>(c##i##a, l, r0);           \
+    c##i##b = dot4<LeftUnsigned>(c##i##b, l, r1);           \
+  }
+    KILN_QGEMM_ROWS(KILN_STEP)
     left += 4 * kMr;
     right += 4 * kNr;
   }
-  for (int i = 0; i < Rows; ++i) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(tile + i * kNr), acc[i][0]);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(tile + i * kNr + 8), acc[i][1]);
+#define KILN_STORE(i)                                                          \
+  if constexpr (Rows > i) {                                                    \
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(tile + i * kNr), c##i##a);      \
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(tile + i * kNr + 8), c##i##b);  \
   }
+  KILN_QGEMM_ROWS(KILN_STORE)
+#undef KILN_ZERO
+#undef KILN_STEP
+#undef KILN_STORE
 }
+#undef KILN_QGEMM_ROWS
 
 template <bool LeftUnsigned>
 void dispatchRows(int64_t kGroups, const uint8_t* left, const uint8_t* right, int32_t* tile, int64_t rows) {
