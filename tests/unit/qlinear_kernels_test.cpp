@@ -158,6 +158,7 @@ const std::vector<ConvCase> kConvCases = {
     {"pointwise", 2, 19, 5, 7, 21, 1, 1, 1, 0, 1, 1, DataType::kUint8, DataType::kInt8, false},
     {"pointwise_s8_per_channel", 1, 64, 6, 6, 40, 1, 1, 1, 0, 1, 1, DataType::kInt8, DataType::kInt8, true},
     {"3x3_stride2_pad", 1, 13, 11, 9, 17, 3, 3, 2, 1, 1, 1, DataType::kUint8, DataType::kInt8, true},
+    {"3x3_stride2_wide_rows", 1, 5, 7, 75, 8, 3, 3, 2, 1, 1, 1, DataType::kUint8, DataType::kInt8, false},
     {"3x3_u8_weights", 2, 8, 7, 7, 9, 3, 3, 1, 1, 1, 1, DataType::kUint8, DataType::kUint8, true},
     {"depthwise", 2, 24, 9, 10, 24, 3, 3, 1, 1, 1, 24, DataType::kUint8, DataType::kInt8, true},
     {"depthwise_stride2_s8", 1, 16, 12, 11, 16, 3, 3, 2, 1, 1, 16, DataType::kInt8, DataType::kInt8, false},
@@ -262,7 +263,7 @@ TEST(MatMulIntegerKernels, MatchTheReferenceKernelWithPerRowAndPerColumnZeroPoin
 
 TEST(QLinearKernels, PackedWeightsRoundTripThroughAPlanState) {
   for (CpuIsa isa : isasOfThisCpu()) {
-    const ConvCase t = kConvCases[7];  // groups: one packed matrix per group
+    const ConvCase t = kConvCases[8];  // groups: one packed matrix per group
     const NodeUnderTest conv = qlinearConv(t);
     const std::string convId = std::string("u8s8_qlinearconv_im2col_") + cpuIsaName(isa);
     KernelState state;
@@ -295,7 +296,7 @@ TEST(QLinearKernels, PackedWeightsRoundTripThroughAPlanState) {
 }
 
 TEST(QLinearKernels, RegistryPicksTheWidestIsaAndTheReferenceForDynamicWeights) {
-  NodeUnderTest n = qlinearConv(kConvCases[2]);
+  NodeUnderTest n = qlinearConv(kConvCases[2]);  // 3x3 stride 2
   const std::vector<ir::TypeInfo> types = n.types();
   KernelCreateInfo info{n.node, {}, {}, {}, nullptr};
   for (size_t i = 0; i < n.inputs.size(); ++i) {

@@ -5,6 +5,8 @@
 // contributes (zp - zp) * w = 0, as ONNX's zero-point padding says). First layers (few input
 // channels, large kernels) take the im2col candidate: their K = channels x taps is small but
 // their positions many, which is the GEMM's best shape anyway.
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -21,6 +23,20 @@ bool isPointwiseGeometry(const ir::ConvGeometry& g) {
     if (g.kernel[d] != 1 || g.strides[d] != 1 || g.padsBegin[d] != 0 || g.padsEnd[d] != 0) return false;
   }
   return true;
+}
+
+// dst[ox] = src[2 * ox] for ox in [lo, hi), 16 at a time from 32 bytes while they lie below
+// src[available] (the end of the input row).
+void copyEvenBytes(const uint8_t* src, int64_t lo, int64_t hi, int64_t available, uint8_t* dst) {
+  const __m128i even = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, -1, -1, -1, -1, -1, -1, -1, -1);
+  int64_t ox = lo;
+  for (; ox + 16 <= hi && 2 * ox + 32 <= available; ox += 16) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * ox));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * ox + 16));
+    const __m128i r = _mm_unpacklo_epi64(_mm_shuffle_epi8(a, even), _mm_shuffle_epi8(b, even));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + ox), r);
+  }
+  for (; ox < hi; ++ox) dst[ox] = src[2 * ox];
 }
 
 // im2col (gemm/im2col.h's layout: row (c, ky, kx), one column per output position) of a 2-D
@@ -48,6 +64,8 @@ void im2colBytes2d(const uint8_t* image, int64_t channels, const QConvCall& call
           std::memset(dst, pad, static_cast<size_t>(lo));
           if (sw == 1) {
             std::memcpy(dst + lo, src + lo, static_cast<size_t>(hi - lo));
+          } else if (sw == 2) {
+            copyEvenBytes(src, lo, hi, iw - shift, dst);
           } else {
             for (int64_t ox = lo; ox < hi; ++ox) dst[ox] = src[ox * sw];
           }
