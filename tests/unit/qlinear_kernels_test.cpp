@@ -317,6 +317,21 @@ TEST(QLinearKernels, RegistryPicksTheWidestIsaAndTheReferenceForDynamicWeights) 
   EXPECT_EQ(s.declined[0].second, "the weights are not a constant");
 }
 
+TEST(QLinearKernels, BadScalesAndZeroPointsAreNamed) {
+  NodeUnderTest conv = qlinearConv(kConvCases[2]);
+  conv.inputs[4] = floatsOf({2}, {0.1f, 0.2f});  // w_scale: 2 values for 17 channels
+  EXPECT_THAT([&] { runCandidate(conv, "u8s8_qlinearconv_im2col_avx2", 1); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("w_scale (input 4) must be float32, one value or 17 values")));
+  NodeUnderTest mm = qlinearMatMul({4, 30}, 20, DataType::kUint8, DataType::kInt8, false);
+  mm.inputs[5] = Tensor(DataType::kInt8, {3});  // b_zero_point: 3 values for 20 columns
+  EXPECT_THAT([&] { runCandidate(mm, "u8s8_qlinearmatmul_avx2", 1); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("b_zero_point (input 5) must be one value or 20 values")));
+  mm = qlinearMatMul({4, 30}, 20, DataType::kUint8, DataType::kInt8, false);
+  mm.inputs[0] = randomBytes(DataType::kUint8, {4, 31}, 1);
+  EXPECT_THAT([&] { runCandidate(mm, "u8s8_qlinearmatmul_avx2", 1); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("must have K = 30 columns")));
+}
+
 NodeUnderTest quantizeNode(const std::string& op, Tensor x, DataType q, int zeroPoint, float scale) {
   NodeUnderTest n;
   n.node.name = "q";

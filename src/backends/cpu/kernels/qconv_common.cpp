@@ -55,38 +55,9 @@ bool startQConvCall(KernelContext& ctx, const QConv& c, int32_t wShift, void* pa
   call.xZero = xZero;
   call.wZeroCount = loadZeroPoints(ctx, s.bZero, "w_zero_point", c.outChannels, wShift, wZero);
   call.wZero = wZero;
-  if (s.bias != kNoInput && ctx.hasInput(static_cast<size_t>(s.bias))) {
-    const Tensor& b = ctx.input(static_cast<size_t>(s.bias));
-    if (b.dtype() != DataType::kInt32 || b.rank() != 1 || b.numel() != c.outChannels) {
-      ctx.fail("B (input " + std::to_string(s.bias) + ") must hold one int32 per output channel (" +
-                   std::to_string(c.outChannels) + "), got " + b.describe(),
-               ErrorCode::kInvalidArgument);
-    }
-    call.bias = b.data<int32_t>();
-  }
-  QGemmOutput& out = call.out;
-  out.dtype = call.y->dtype();
-  if (s.aScale != kNoInput) {
-    int64_t nx = 0, nw = 0, ny = 0;
-    const float xScale = scaleValues(ctx, s.aScale, "x_scale", 1, nx)[0];
-    const float* wScale = scaleValues(ctx, s.bScale, "w_scale", c.outChannels, nw);
-    const bool quantized = s.yScale != kNoInput;
-    const float yScale = quantized ? scaleValues(ctx, s.yScale, "y_scale", 1, ny)[0] : 1.0f;
-    for (int64_t m = 0; m < nw; ++m) {
-      float v = xScale * wScale[m];
-      if (s.alpha != 1.0f) v *= s.alpha;
-      multipliers[m] = quantized ? v / yScale : v;
-    }
-    out.scale = multipliers;
-    out.scaleCount = nw;
-    if (quantized) {
-      if (out.dtype != DataType::kUint8 && out.dtype != DataType::kInt8) ctx.fail("the output must be uint8 or int8");
-      int32_t zp = 0;
-      loadZeroPoints(ctx, s.yZero, "y_zero_point", 1, 0, &zp);
-      out.zeroPoint = zp;
-    }
-    setOutputBounds(out, s.act, yScale);
-  }
+  call.bias = productBias(ctx, s, c.outChannels);
+  call.out = productOutput(ctx, s, call.y->dtype(), c.outChannels, "x_scale", "w_scale", multipliers);
+  const QGemmOutput& out = call.out;
   call.outElement = out.dtype == DataType::kUint8 || out.dtype == DataType::kInt8 ? 1 : 4;
   return true;
 }

@@ -91,6 +91,10 @@ const float* scaleValues(const KernelContext& ctx, int input, const char* name, 
   return t.data<float>();
 }
 
+namespace {
+
+// The output's [lowest, highest] for a quantized dtype narrowed by act (Relu, Clip) at
+// (yScale, zeroPoint), and the float bounds of act for a float output.
 void setOutputBounds(QGemmOutput& out, const Activation& act, float yScale) {
   const bool clip = act.kind == ActivationKind::kClip, relu = act.kind == ActivationKind::kRelu;
   if (out.dtype == DataType::kFloat32) {
@@ -101,14 +105,52 @@ void setOutputBounds(QGemmOutput& out, const Activation& act, float yScale) {
   out.lowest = out.dtype == DataType::kInt8 ? -128 : 0;
   out.highest = out.dtype == DataType::kInt8 ? 127 : 255;
   // Relu is q >= zp; Clip's bounds quantized as QuantizeLinear would (round half to even).
-  auto quantized = [&](float v) {
-    return static_cast<double>(std::nearbyint(v / yScale)) + out.zeroPoint;
-  };
+  auto quantized = [&](float v) { return static_cast<double>(std::nearbyint(v / yScale)) + out.zeroPoint; };
   if (relu) out.lowest = std::max(out.lowest, out.zeroPoint);
   if (clip) {
     out.lowest = static_cast<int32_t>(std::clamp<double>(quantized(act.alpha), out.lowest, out.highest));
     out.highest = static_cast<int32_t>(std::clamp<double>(quantized(act.beta), out.lowest, out.highest));
   }
+}
+
+}  // namespace
+
+QGemmOutput productOutput(const KernelContext& ctx, const QProductSignature& s, DataType dtype, int64_t channels,
+                          const char* aName, const char* bName, float* multipliers) {
+  QGemmOutput out;
+  out.dtype = dtype;
+  if (s.aScale == kNoInput) return out;  // int32
+  int64_t na = 0, nb = 0, ny = 0;
+  const float aScale = scaleValues(ctx, s.aScale, aName, 1, na)[0];
+  const float* bScale = scaleValues(ctx, s.bScale, bName, channels, nb);
+  const bool quantized = s.yScale != kNoInput;
+  const float yScale = quantized ? scaleValues(ctx, s.yScale, "y_scale", 1, ny)[0] : 1.0f;
+  for (int64_t c = 0; c < nb; ++c) {
+    float v = aScale * bScale[c];
+    if (s.alpha != 1.0f) v *= s.alpha;
+    multipliers[c] = quantized ? v / yScale : v;
+  }
+  out.scale = multipliers;
+  out.scaleCount = nb;
+  if (quantized) {
+    if (dtype != DataType::kUint8 && dtype != DataType::kInt8) {
+      ctx.fail(std::string("the output must be uint8 or int8, got ") + dataTypeName(dtype));
+    }
+    loadZeroPoints(ctx, s.yZero, "y_zero_point", 1, 0, &out.zeroPoint);
+  }
+  setOutputBounds(out, s.act, yScale);
+  return out;
+}
+
+const int32_t* productBias(const KernelContext& ctx, const QProductSignature& s, int64_t channels) {
+  if (s.bias == kNoInput || !ctx.hasInput(static_cast<size_t>(s.bias))) return nullptr;
+  const Tensor& b = ctx.input(static_cast<size_t>(s.bias));
+  if (b.dtype() != DataType::kInt32 || b.numel() != channels || b.rank() > 1) {
+    ctx.fail("the bias (input " + std::to_string(s.bias) + ") must hold one int32 per output channel (" +
+                 std::to_string(channels) + "), got " + b.describe(),
+             ErrorCode::kInvalidArgument);
+  }
+  return b.data<int32_t>();
 }
 
 KernelBlob blobOf(const PackedQMatrix& m) { return {m.blob(), m.blobBytes()}; }

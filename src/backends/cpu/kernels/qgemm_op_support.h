@@ -31,9 +31,15 @@ int64_t loadZeroPoints(const KernelContext& ctx, int input, const char* name, in
 /// A float32 scale input's values, checked to be one or `count` values; fails naming the input.
 const float* scaleValues(const KernelContext& ctx, int input, const char* name, int64_t count, int64_t& n);
 
-/// The output's [lowest, highest] for a quantized dtype narrowed by act (Relu, Clip) at
-/// (yScale, zeroPoint), and the float bounds of act for a float output.
-void setOutputBounds(QGemmOutput& out, const Activation& act, float yScale);
+/// What a call's int32 result becomes, for an output of `dtype` with `channels` output channels:
+/// int32 without scales; else the multipliers (aScale * bScale[c] * alpha, / yScale when the
+/// output is quantized; written to `multipliers`, one or `channels` of them), the output zero
+/// point and the bounds of s.act. aName / bName: the scales' ONNX names for errors.
+QGemmOutput productOutput(const KernelContext& ctx, const QProductSignature& s, DataType dtype, int64_t channels,
+                          const char* aName, const char* bName, float* multipliers);
+
+/// The int32 bias input (one value per output channel), or null when the op has none.
+const int32_t* productBias(const KernelContext& ctx, const QProductSignature& s, int64_t channels);
 
 /// The blob of a packed matrix for KernelState, and the k-th matrix a plan's state holds (blob k,
 /// parameter bytes k: the matrices' params() one after another); kInvalidPlan naming the node

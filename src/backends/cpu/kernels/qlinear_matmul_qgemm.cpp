@@ -65,39 +65,8 @@ void runQMatMul(const QMatMul& m, KernelContext& ctx) {
   p.zeroLeftCount = nA > 1 ? rows : 1;
   p.zeroRight = zeroB;
   p.zeroRightCount = loadZeroPoints(ctx, s.bZero, "b_zero_point", m.N, m.b.sourceUnsigned() ? -128 : 0, zeroB);
-  if (s.bias != kNoInput && ctx.hasInput(static_cast<size_t>(s.bias))) {
-    const Tensor& bias = ctx.input(static_cast<size_t>(s.bias));
-    if (bias.dtype() != DataType::kInt32 || bias.numel() != m.N) {
-      ctx.fail("the bias (input " + std::to_string(s.bias) + ") must hold " + std::to_string(m.N) + " int32 values, got " +
-                   bias.describe(),
-               ErrorCode::kInvalidArgument);
-    }
-    p.bias = bias.data<int32_t>();
-  }
-
-  QGemmOutput& out = p.output;
-  out.dtype = y.dtype();
-  if (s.aScale != kNoInput) {
-    int64_t na = 0, nb = 0, ny = 0;
-    const float aScale = scaleValues(ctx, s.aScale, "a_scale", 1, na)[0];
-    const float* bScale = scaleValues(ctx, s.bScale, "b_scale", m.N, nb);
-    const bool quantized = s.yScale != kNoInput;
-    const float yScale = quantized ? scaleValues(ctx, s.yScale, "y_scale", 1, ny)[0] : 1.0f;
-    for (int64_t n = 0; n < nb; ++n) {
-      float v = aScale * bScale[n];
-      if (s.alpha != 1.0f) v *= s.alpha;
-      multipliers[n] = quantized ? v / yScale : v;
-    }
-    out.scale = multipliers;
-    out.scaleCount = nb;
-    if (quantized) {
-      if (out.dtype != DataType::kUint8 && out.dtype != DataType::kInt8) ctx.fail("the output must be uint8 or int8");
-      int32_t zp = 0;
-      loadZeroPoints(ctx, s.yZero, "y_zero_point", 1, 0, &zp);
-      out.zeroPoint = zp;
-    }
-    setOutputBounds(out, s.act, yScale);
-  }
+  p.bias = productBias(ctx, s, m.N);
+  p.output = productOutput(ctx, s, y.dtype(), m.N, "a_scale", "b_scale", multipliers);
   p.C = y.raw();
   p.ldc = m.N;
   qgemm(p, ws);
