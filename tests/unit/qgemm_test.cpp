@@ -80,6 +80,8 @@ void runCase(const Case& c, CpuIsa isa, int threads) {
   };
   std::vector<int32_t> bias(static_cast<size_t>(wOuter));
   for (size_t i = 0; i < bias.size(); ++i) bias[i] = static_cast<int32_t>(i * 977) - 5000;
+  std::vector<float> floatBias(static_cast<size_t>(wOuter));
+  for (size_t i = 0; i < floatBias.size(); ++i) floatBias[i] = 0.25f * static_cast<float>(i % 7) - 0.5f;
   std::vector<float> scales(c.perChannelScale ? static_cast<size_t>(wOuter) : 1);
   for (size_t i = 0; i < scales.size(); ++i) scales[i] = 0.0007f * static_cast<float>(i + 1) + 0.0003f;
   const int32_t yZero = c.out == DataType::kInt8 ? -3 : 17;
@@ -100,7 +102,10 @@ void runCase(const Case& c, CpuIsa isa, int threads) {
       const size_t i = static_cast<size_t>(m * c.N + n);
       expectInt[i] = static_cast<int32_t>(acc);
       const float scaled = static_cast<float>(expectInt[i]) * scales[c.perChannelScale ? static_cast<size_t>(wo) : 0];
-      expectFloat[i] = std::max(scaled, 0.0f);  // a fused Relu
+      // A float bias (one rounding with the product), and a fused Relu.
+      const float withBias = std::fma(static_cast<float>(expectInt[i]), scales[c.perChannelScale ? static_cast<size_t>(wo) : 0],
+                                      floatBias[static_cast<size_t>(wo)]);
+      expectFloat[i] = std::max(withBias, 0.0f);
       expectQ[i] = std::clamp(static_cast<int32_t>(std::nearbyint(scaled)) + yZero, lowest, highest);
     }
   }
@@ -130,6 +135,7 @@ void runCase(const Case& c, CpuIsa isa, int threads) {
   p.output.lowest = lowest;
   p.output.highest = highest;
   p.output.floatLowest = 0.0f;
+  p.output.floatBias = floatBias.data();
   p.ldc = c.N;
   std::vector<uint8_t> workspace(qgemmWorkspaceBytes(c.weightsSide, isa, c.M, c.N, c.K, threads) + 64);
   void* ws = workspace.data() + (64 - reinterpret_cast<uintptr_t>(workspace.data()) % 64) % 64;

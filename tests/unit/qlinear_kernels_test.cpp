@@ -167,8 +167,12 @@ const std::vector<ConvCase> kConvCases = {
     {"first_layer", 1, 3, 23, 21, 16, 7, 7, 2, 3, 1, 1, DataType::kUint8, DataType::kInt8, true},
 };
 
-// The candidates of `prefix` that take this case, on every ISA this CPU has.
-std::vector<std::string> convCandidates(const std::string& prefix, const ConvCase& t) {
+// "u8s8_" or "s8s8_": the candidates' ids spell the activations' type.
+std::string idPrefix(DataType activations) { return activations == DataType::kInt8 ? "s8s8_" : "u8s8_"; }
+
+// The candidates of `op` that take this case, on every ISA this CPU has.
+std::vector<std::string> convCandidates(const std::string& op, const ConvCase& t) {
+  const std::string prefix = idPrefix(t.x) + op;
   if (t.c / t.group == 1) return {prefix + "_depthwise_avx2"};
   std::vector<std::string> ids;
   const bool pointwise = t.kh == 1 && t.kw == 1 && t.stride == 1 && t.pad == 0;
@@ -183,7 +187,7 @@ TEST(QLinearConvKernels, MatchTheReferenceKernelBitForBit) {
   for (const ConvCase& t : kConvCases) {
     const NodeUnderTest n = qlinearConv(t);
     const std::vector<uint8_t> expected = runCandidate(n, "any_qlinear_conv_generic", 1);
-    for (const std::string& id : convCandidates("u8s8_qlinearconv", t)) {
+    for (const std::string& id : convCandidates("qlinearconv", t)) {
       for (int threads : {1, 2}) {
         SCOPED_TRACE(t.name + " " + id + " threads " + std::to_string(threads));
         EXPECT_EQ(runCandidate(n, id, threads), expected);
@@ -196,7 +200,7 @@ TEST(ConvIntegerKernels, MatchTheReferenceKernelBitForBit) {
   for (const ConvCase& t : kConvCases) {
     const NodeUnderTest n = convInteger(t);
     const std::vector<uint8_t> expected = runCandidate(n, "any_conv_integer_generic", 1);
-    for (const std::string& id : convCandidates("u8s8_convinteger", t)) {
+    for (const std::string& id : convCandidates("convinteger", t)) {
       SCOPED_TRACE(t.name + " " + id);
       EXPECT_EQ(runCandidate(n, id, 2), expected);
     }
@@ -235,7 +239,7 @@ TEST(QLinearMatMulKernels, MatchTheReferenceKernelBitForBit) {
     for (CpuIsa isa : isasOfThisCpu()) {
       for (int threads : {1, 2}) {
         SCOPED_TRACE(n.inputs[0].describe() + " x " + n.inputs[3].describe() + " " + cpuIsaName(isa));
-        EXPECT_EQ(runCandidate(n, std::string("u8s8_qlinearmatmul_") + cpuIsaName(isa), threads), expected);
+        EXPECT_EQ(runCandidate(n, idPrefix(n.inputs[0].dtype()) + "qlinearmatmul_" + cpuIsaName(isa), threads), expected);
       }
     }
   }

@@ -227,11 +227,13 @@ QProductSignature convIntegerSignature(const ir::Node&) {
 
 const bool kRegistered = [] {
   KernelRegistry& r = KernelRegistry::global();
+  // The families are keyed by X's type; the ids spell it (the weights may be u8 or s8 in both).
   for (DataType dtype : {DataType::kUint8, DataType::kInt8}) {
-    for (KernelCandidate& c : qconvCandidates("u8s8_qlinearconv", qlinearConvSignature)) {
+    const std::string x = dtype == DataType::kUint8 ? "u8s8" : "s8s8";
+    for (KernelCandidate& c : qconvCandidates(x + "_qlinearconv", qlinearConvSignature)) {
       r.addCandidate("", "QLinearConv", dtype, std::move(c));
     }
-    for (KernelCandidate& c : qconvCandidates("u8s8_convinteger", convIntegerSignature)) {
+    for (KernelCandidate& c : qconvCandidates(x + "_convinteger", convIntegerSignature)) {
       r.addCandidate("", "ConvInteger", dtype, std::move(c));
     }
   }

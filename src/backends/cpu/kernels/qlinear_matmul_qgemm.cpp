@@ -111,10 +111,12 @@ QProductSignature matMulIntegerSignature(const ir::Node&) {
 
 const bool kRegistered = [] {
   KernelRegistry& r = KernelRegistry::global();
+  // The families are keyed by A's type; the ids spell it (B may be u8 or s8 in both).
   for (DataType dtype : {DataType::kUint8, DataType::kInt8}) {
+    const std::string a = dtype == DataType::kUint8 ? "u8s8" : "s8s8";
     for (CpuIsa isa : {CpuIsa::kAvx512Vnni, CpuIsa::kAvxVnni, CpuIsa::kAvx2}) {
-      r.addCandidate("", "QLinearMatMul", dtype, qmatmulCandidate("u8s8_qlinearmatmul", isa, qlinearMatMulSignature));
-      r.addCandidate("", "MatMulInteger", dtype, qmatmulCandidate("u8s8_matmulinteger", isa, matMulIntegerSignature));
+      r.addCandidate("", "QLinearMatMul", dtype, qmatmulCandidate(a + "_qlinearmatmul", isa, qlinearMatMulSignature));
+      r.addCandidate("", "MatMulInteger", dtype, qmatmulCandidate(a + "_matmulinteger", isa, matMulIntegerSignature));
     }
   }
   return true;

@@ -240,12 +240,6 @@ const QGemmKernelInfo& qgemmKernelFor(CpuIsa isa) {
   return qgemmKernelAvx2();
 }
 
-CpuIsa activeQGemmIsa() {
-  if (cpuSupports(CpuIsa::kAvx512Vnni)) return CpuIsa::kAvx512Vnni;
-  if (cpuSupports(CpuIsa::kAvxVnni)) return CpuIsa::kAvxVnni;
-  return CpuIsa::kAvx2;
-}
-
 uint64_t PackedQMatrix::blobBytes(QSide side, CpuIsa isa, int64_t outer, int64_t depth) {
   return roundUp(packedBytes(side, isa, outer, depth), kAlign) + static_cast<uint64_t>(outer) * sizeof(int32_t);
 }

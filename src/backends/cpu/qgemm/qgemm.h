@@ -76,9 +76,6 @@ class PackedQMatrix {
 /// Packs weights (outer x depth) as the left or right operand of `isa`'s micro-kernel.
 PackedQMatrix packQWeights(QSide side, CpuIsa isa, int64_t outer, int64_t depth, const QMatrixView& src);
 
-/// The ISA whose micro-kernel runs now for 8-bit GEMM: kAvx512Vnni, kAvxVnni or kAvx2.
-CpuIsa activeQGemmIsa();
-
 /// What becomes of the int32 result v (zero points and int32 bias already in it), per element.
 struct QGemmOutput {
   DataType dtype = DataType::kInt32;  // kInt32 (v), kUint8 / kInt8 (requantized), kFloat32 (scaled)
@@ -89,7 +86,7 @@ struct QGemmOutput {
   /// Quantized: y = clamp(round_half_even(float(v) * scale) + zeroPoint, lowest, highest), the
   /// bounds the type's range narrowed by a fused Relu / Clip.
   int32_t zeroPoint = 0, lowest = 0, highest = 255;
-  /// Float: y = clamp(float(v) * scale + floatBias[channel], floatLowest, floatHighest); the
+  /// Float: y = clamp(fma(float(v), scale, floatBias[channel]), floatLowest, floatHighest); the
   /// bias, when given, has one value per output channel.
   const float* floatBias = nullptr;
   float floatLowest = -std::numeric_limits<float>::infinity(), floatHighest = std::numeric_limits<float>::infinity();

@@ -2,7 +2,8 @@
 // scalar tail that computes exactly the same: requantization is float(v) * multiplier in float32,
 // clamped to [lowest - zp, highest - zp] (integers, so clamping before rounding equals clamping
 // after), rounded half to even (vcvtps2dq in the default rounding mode) and + zp, as ONNX
-// Runtime's MLAS requantizes.
+// Runtime's MLAS requantizes. A float output is fma(float(v), scale, bias): one rounding, on
+// every path.
 #include "backends/cpu/qgemm/qgemm_epilogue.h"
 
 #include <immintrin.h>
@@ -92,13 +93,13 @@ void finishFloatRow(const int32_t* acc, int64_t cols, const RowTerms& row, const
   for (; j + 8 <= cols; j += 8) {
     const __m256i v = row.vector(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc + j)), j);
     const __m256 s = scalePerColumn ? _mm256_loadu_ps(scale + j) : _mm256_set1_ps(scale[0]);
-    __m256 f = _mm256_mul_ps(_mm256_cvtepi32_ps(v), s);
-    if (bias) f = _mm256_add_ps(f, biasPerColumn ? _mm256_loadu_ps(bias + j) : _mm256_set1_ps(bias[0]));
+    const __m256 b = !bias ? _mm256_setzero_ps() : biasPerColumn ? _mm256_loadu_ps(bias + j) : _mm256_set1_ps(bias[0]);
+    const __m256 f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), s, b);
     _mm256_storeu_ps(dst + j, _mm256_min_ps(_mm256_max_ps(f, vlo), vhi));
   }
   for (; j < cols; ++j) {
-    float f = static_cast<float>(row.scalar(acc[j], j)) * scale[scalePerColumn ? j : 0];
-    if (bias) f += bias[biasPerColumn ? j : 0];
+    const float f = std::fma(static_cast<float>(row.scalar(acc[j], j)), scale[scalePerColumn ? j : 0],
+                             bias ? bias[biasPerColumn ? j : 0] : 0.0f);
     dst[j] = std::min(std::max(f, out.floatLowest), out.floatHighest);
   }
 }

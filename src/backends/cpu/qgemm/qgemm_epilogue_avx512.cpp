@@ -59,15 +59,17 @@ void finishQTileAvx512(const int32_t* tile, int64_t ldTile, int64_t rows, int64_
         continue;
       }
       const __m512 s = scalePerColumn ? _mm512_maskz_loadu_ps(m, scale + j) : _mm512_set1_ps(scale[0]);
-      __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(v), s);
-      if (quantized) {
-        f = _mm512_min_ps(_mm512_max_ps(f, qlo), qhi);
-        const __m512i q = _mm512_add_epi32(_mm512_cvtps_epi32(f), zp);
-        _mm512_mask_cvtepi32_storeu_epi8(static_cast<uint8_t*>(c) + i * ldc + j, m, q);
-      } else {
-        if (bias) f = _mm512_add_ps(f, channelsAreRows ? _mm512_set1_ps(bias[0]) : _mm512_maskz_loadu_ps(m, bias + j));
+      if (!quantized) {
+        const __m512 b = !bias                ? _mm512_setzero_ps()
+                         : channelsAreRows ? _mm512_set1_ps(bias[0])
+                                           : _mm512_maskz_loadu_ps(m, bias + j);
+        const __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(v), s, b);
         _mm512_mask_storeu_ps(static_cast<float*>(c) + i * ldc + j, m, _mm512_min_ps(_mm512_max_ps(f, flo), fhi));
+        continue;
       }
+      const __m512 f = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(v), s), qlo), qhi);
+      _mm512_mask_cvtepi32_storeu_epi8(static_cast<uint8_t*>(c) + i * ldc + j, m,
+                                       _mm512_add_epi32(_mm512_cvtps_epi32(f), zp));
     }
   }
 }
