@@ -179,4 +179,12 @@ PackedQMatrix savedQWeights(const ir::Node& node, const KernelState& state, size
 
 std::string qkernelId(const std::string& prefix, CpuIsa isa) { return prefix + "_" + cpuIsaName(isa); }
 
+std::string qactivationsPrefix(DataType activations) { return activations == DataType::kInt8 ? "s8s8" : "u8s8"; }
+
+QProductSignature integerProductSignature(const ir::Node&) {
+  QProductSignature s;
+  s.a = 0, s.b = 1, s.aZero = 2, s.bZero = 3;
+  return s;
+}
+
 }  // namespace kiln::cpu

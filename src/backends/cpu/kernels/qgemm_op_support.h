@@ -50,5 +50,11 @@ PackedQMatrix savedQWeights(const ir::Node& node, const KernelState& state, size
 
 /// "prefix_isa" for the kernel ids.
 std::string qkernelId(const std::string& prefix, CpuIsa isa);
+/// "u8s8" or "s8s8": how the ids of a family keyed by the activations' type begin (the weights may
+/// be u8 or s8 in both).
+std::string qactivationsPrefix(DataType activations);
+
+/// MatMulInteger's and ConvInteger's inputs: A / X, B / W, their zero points; int32 out.
+QProductSignature integerProductSignature(const ir::Node&);
 
 }  // namespace kiln::cpu

@@ -219,21 +219,14 @@ QProductSignature qlinearConvSignature(const ir::Node&) {
   return s;
 }
 
-QProductSignature convIntegerSignature(const ir::Node&) {
-  QProductSignature s;
-  s.a = 0, s.b = 1, s.aZero = 2, s.bZero = 3;
-  return s;
-}
-
 const bool kRegistered = [] {
   KernelRegistry& r = KernelRegistry::global();
-  // The families are keyed by X's type; the ids spell it (the weights may be u8 or s8 in both).
-  for (DataType dtype : {DataType::kUint8, DataType::kInt8}) {
-    const std::string x = dtype == DataType::kUint8 ? "u8s8" : "s8s8";
+  for (DataType dtype : {DataType::kUint8, DataType::kInt8}) {  // X's type
+    const std::string x = qactivationsPrefix(dtype);
     for (KernelCandidate& c : qconvCandidates(x + "_qlinearconv", qlinearConvSignature)) {
       r.addCandidate("", "QLinearConv", dtype, std::move(c));
     }
-    for (KernelCandidate& c : qconvCandidates(x + "_convinteger", convIntegerSignature)) {
+    for (KernelCandidate& c : qconvCandidates(x + "_convinteger", integerProductSignature)) {
       r.addCandidate("", "ConvInteger", dtype, std::move(c));
     }
   }

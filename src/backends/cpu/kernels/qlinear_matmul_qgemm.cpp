@@ -103,20 +103,13 @@ QProductSignature qlinearMatMulSignature(const ir::Node&) {
   return s;
 }
 
-QProductSignature matMulIntegerSignature(const ir::Node&) {
-  QProductSignature s;
-  s.a = 0, s.b = 1, s.aZero = 2, s.bZero = 3;
-  return s;
-}
-
 const bool kRegistered = [] {
   KernelRegistry& r = KernelRegistry::global();
-  // The families are keyed by A's type; the ids spell it (B may be u8 or s8 in both).
-  for (DataType dtype : {DataType::kUint8, DataType::kInt8}) {
-    const std::string a = dtype == DataType::kUint8 ? "u8s8" : "s8s8";
+  for (DataType dtype : {DataType::kUint8, DataType::kInt8}) {  // A's type
+    const std::string a = qactivationsPrefix(dtype);
     for (CpuIsa isa : {CpuIsa::kAvx512Vnni, CpuIsa::kAvxVnni, CpuIsa::kAvx2}) {
       r.addCandidate("", "QLinearMatMul", dtype, qmatmulCandidate(a + "_qlinearmatmul", isa, qlinearMatMulSignature));
-      r.addCandidate("", "MatMulInteger", dtype, qmatmulCandidate(a + "_matmulinteger", isa, matMulIntegerSignature));
+      r.addCandidate("", "MatMulInteger", dtype, qmatmulCandidate(a + "_matmulinteger", isa, integerProductSignature));
     }
   }
   return true;
