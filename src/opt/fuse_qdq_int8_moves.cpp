@@ -36,10 +36,9 @@ int runInt8DataMovement(ir::Graph& graph) {
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
     ir::Node& n = graph.nodes[i];
     const std::vector<size_t> data = dataInputs(n);
-    if (data.empty() || !onlyReadBy(graph, consumers, n.outputs[0])) continue;
-    const int qIndex = consumers[static_cast<size_t>(n.outputs[0])][0];
-    const auto q = asQuantizer(graph, qIndex);
-    if (!q || removed[static_cast<size_t>(qIndex)] || !perTensorProblem(*q, "Q").empty()) continue;
+    if (data.empty()) continue;
+    const auto q = soleQuantizerOf(graph, consumers, removed, n.outputs[0]);
+    if (!q) continue;
     std::vector<QuantParams> dqs;
     for (size_t k : data) {
       const auto dq = dequantizerOf(graph, n.inputs[k]);
@@ -49,8 +48,8 @@ int runInt8DataMovement(ir::Graph& graph) {
     if (dqs.size() != data.size()) continue;
     for (size_t k = 0; k < data.size(); ++k) n.inputs[data[k]] = dqs[k].quantized;
     n.outputs[0] = q->quantized;
-    recordFusion(n, graph.nodes[static_cast<size_t>(qIndex)]);
-    removed[static_cast<size_t>(qIndex)] = true;
+    recordFusion(n, graph.nodes[static_cast<size_t>(q->node)]);
+    removed[static_cast<size_t>(q->node)] = true;
   }
   return dropNodes(graph, removed);
 }

@@ -44,6 +44,16 @@ std::optional<QuantParams> asQuantizer(const ir::Graph& graph, int index) {
   return paramsOf(graph, index, n.outputs[0]);
 }
 
+std::optional<QuantParams> soleQuantizerOf(const ir::Graph& graph, const std::vector<std::vector<int>>& consumers,
+                                           const std::vector<bool>& removed, int value) {
+  if (!onlyReadBy(graph, consumers, value)) return std::nullopt;
+  const int reader = consumers[static_cast<size_t>(value)][0];
+  if (removed[static_cast<size_t>(reader)]) return std::nullopt;
+  auto q = asQuantizer(graph, reader);
+  if (!q || !perTensorProblem(*q, "Q").empty()) return std::nullopt;
+  return q;
+}
+
 std::string perTensorProblem(const QuantParams& p, const std::string& what) {
   if (!p.scaleValue) return what + " scale is not a constant";
   if (p.scaleValue->numel() != 1) return what + " scale is not a scalar (" + p.scaleValue->describe() + ")";

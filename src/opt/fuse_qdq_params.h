@@ -3,6 +3,7 @@
 #pragma once
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "ir/graph.h"
 
@@ -25,6 +26,11 @@ std::optional<QuantParams> dequantizerOf(const ir::Graph& graph, int value);
 
 /// The node at `index` as a QuantizeLinear to int8 or uint8 (unblocked), if it is one.
 std::optional<QuantParams> asQuantizer(const ir::Graph& graph, int index);
+
+/// The QuantizeLinear with per-tensor constant parameters that alone reads `value` (not a graph
+/// output, not yet removed), if there is one.
+std::optional<QuantParams> soleQuantizerOf(const ir::Graph& graph, const std::vector<std::vector<int>>& consumers,
+                                           const std::vector<bool>& removed, int value);
 
 /// "" when scale and zero point are constants of one value (the scale float32), else why not,
 /// starting with `what` ("x scale is not a scalar").

@@ -57,6 +57,10 @@ int fuseQdqLayers(ir::Graph& graph);
 /// Resize -> Q with equal parameters -> the op on the int8 tensor (see fuse_qdq_int8_moves.cpp).
 int runInt8DataMovement(ir::Graph& graph);
 
+/// DQ(a) [+ DQ(b)] -> Add / Mul / GlobalAveragePool -> Q with per-tensor constant parameters ->
+/// kiln::QLinearAdd / QLinearMul / QLinearGlobalAveragePool (see fuse_qdq_elementwise.cpp).
+int fuseQdqElementwise(ir::Graph& graph);
+
 /// Conv [+ residual Add] [+ activation] -> kiln::FusedConv (float32).
 int fuseConvEpilogues(ir::Graph& graph);
 

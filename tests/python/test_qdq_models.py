@@ -193,3 +193,30 @@ def test_qconv_kernel_matches_onnxruntime_qlinearconv(kiln, tmp_path):
     expected, actual = outputs
     assert actual.shape == expected.shape
     assert np.abs(actual.astype(int) - expected.astype(int)).max() <= 1
+
+
+@pytest.mark.parametrize("op", ["QLinearAdd", "QLinearMul", "QLinearGlobalAveragePool"])
+def test_quantized_elementwise_kernels_match_onnxruntime(kiln, tmp_path, op):
+    rng = np.random.default_rng(5)
+    values = {"x": rng.integers(0, 256, (2, 4, 5, 3)).astype(np.uint8), "x_scale": np.array(0.043, np.float32),
+              "x_zp": np.array(118, np.uint8)}
+    names = ["x", "x_scale", "x_zp"]
+    if op != "QLinearGlobalAveragePool":
+        values.update({"B": rng.integers(0, 256, (4, 1, 3)).astype(np.uint8), "b_scale": np.array(0.021, np.float32),
+                       "b_zp": np.array(140, np.uint8)})
+        names += ["B", "b_scale", "b_zp"]
+    values.update({"y_scale": np.array(0.057 if op != "QLinearMul" else 0.011, np.float32), "y_zp": np.array(121, np.uint8)})
+    names += ["y_scale", "y_zp"]
+    shape = [2, 4, 1, 1] if op == "QLinearGlobalAveragePool" else [2, 4, 5, 3]
+    attrs = {"channels_last": 0} if op == "QLinearGlobalAveragePool" else {}
+    outputs = []
+    for domain in ("com.microsoft", "kiln"):
+        node = helper.make_node(op, names, ["y"], name="q", domain=domain, **(attrs if domain != "kiln" else {}))
+        path = one_node_model(tmp_path / f"{domain}.onnx", node, values, TensorProto.UINT8, shape, [domain])
+        if domain == "kiln":
+            outputs.append(run_kiln(kiln, path, {"x": values["x"]}, tmp_path / domain)[0])
+        else:
+            outputs.append(ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": values["x"]})[0])
+    expected, actual = outputs
+    assert actual.shape == expected.shape
+    assert np.abs(actual.astype(int) - expected.astype(int)).max() <= 1

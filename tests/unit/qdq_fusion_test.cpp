@@ -310,6 +310,63 @@ TEST(QdqFusion, DataMovementWithDifferentParametersStaysFloat) {
   EXPECT_EQ(opTypes(f.after), (Strings{"DequantizeLinear", "MaxPool", "QuantizeLinear"}));
 }
 
+// A residual block as onnxruntime quantizes it: Conv -> Q -> DQ, read by a second Conv and by
+// the Add of the two (each input DQ'd, the sum Q'd), then a global average pool between DQ and Q.
+TEST(QdqFusion, ResidualBlockRunsInt8FromEndToEnd) {
+  ConvModel c(true, "conv1");
+  addQuantParams(c.m, "h", 0.1f, kU8, 128);
+  addQuantize(c.m, "conv1_out", "h", "h", "q1");
+  addDequantize(c.m, "h", "h", "hf", "dq_h");
+  addIntInitializer(c.m, "conv2_W", kS8, {4, 4, 1, 1}, randomInts(16, -100, 100, 4));
+  addQuantParams(c.m, "conv2_W", 0.02f, kS8, 0);
+  addDequantize(c.m, "conv2_W", "conv2_W", "conv2_Wf");
+  addNode(c.m, "Conv", {"hf", "conv2_Wf"}, {"c2"}, "conv2");
+  addQuantParams(c.m, "c2", 0.08f, kU8, 120);
+  addQuantize(c.m, "c2", "c2", "c2q", "q2");
+  addDequantize(c.m, "c2q", "c2", "c2f", "dq_c2");
+  addNode(c.m, "Add", {"hf", "c2f"}, {"sum"}, "add");
+  addQuantParams(c.m, "s", 0.15f, kU8, 125);
+  addQuantize(c.m, "sum", "s", "sq", "q_sum");
+  addDequantize(c.m, "sq", "s", "sf", "dq_sum");
+  addNode(c.m, "GlobalAveragePool", {"sf"}, {"pooled"}, "gap");
+  addQuantParams(c.m, "y", 0.05f, kU8, 128);
+  addQuantize(c.m, "pooled", "y", "y", "q_y");
+  addOutput(c.m, "y", {1, 4, 1, 1}, kU8);
+  Fused f = fuse(c.m, "residual");
+  ASSERT_EQ(opTypes(f.after), (Strings{"QConv", "QConv", "QLinearAdd", "QLinearGlobalAveragePool"}));
+  const ir::Node& add = nodeNamed(f.after, "add");
+  EXPECT_EQ(add.inputs[0], f.after.nodes[0].outputs[0]);
+  EXPECT_EQ(add.inputs[3], f.after.nodes[1].outputs[0]);
+  EXPECT_EQ(opt::fusedFrom(add), (Strings{"add", "dq_h", "dq_c2", "q_sum"}));  // dq_h: its last reader
+  EXPECT_EQ(opt::fusedFrom(nodeNamed(f.after, "gap")), (Strings{"gap", "dq_sum", "q_y"}));
+  compareRuns(f, {1, 3, 6, 6});
+}
+
+// The quantized elementwise ops give the same bytes as DQ -> float op -> Q.
+TEST(QdqFusion, QuantizedAddMulAndPoolAreExact) {
+  for (const std::string op : {"Add", "Mul", "GlobalAveragePool"}) {
+    SCOPED_TRACE(op);
+    auto m = makeModel(13);
+    addInput(m, "x", {1, 3, 5, 7}, kU8);
+    addQuantParams(m, "x", 0.037f, kU8, 131);
+    addDequantize(m, "x", "x", "xf");
+    if (op == "GlobalAveragePool") {
+      addNode(m, op, {"xf"}, {"r"}, "op");
+    } else {
+      addIntInitializer(m, "k", kS8, {3, 1, 1}, {-90, 17, 120});
+      addQuantParams(m, "k", 0.011f, kS8, 3);
+      addDequantize(m, "k", "k", "kf");
+      addNode(m, op, {"xf", "kf"}, {"r"}, "op");
+    }
+    addQuantParams(m, "y", op == "Mul" ? 0.013f : 0.029f, kS8, -4);
+    addQuantize(m, "r", "y", "y", "q");
+    addOutput(m, "y", op == "GlobalAveragePool" ? std::vector<int64_t>{1, 3, 1, 1} : std::vector<int64_t>{1, 3, 5, 7}, kS8);
+    Fused f = fuse(m, "exact_" + op);
+    ASSERT_EQ(opTypes(f.after), Strings{"QLinear" + op});
+    EXPECT_EQ(compareRuns(f, {1, 3, 5, 7}), 0);
+  }
+}
+
 // Each reason a layer stays float32, as kiln build --verbose reports it.
 std::string refusalOf(const onnx::ModelProto& m, const std::string& tag, const std::string& layer) {
   Fused f = fuse(m, tag);

@@ -223,5 +223,39 @@ TEST(QConvKernel, MatchesQLinearConvExactly) {
   EXPECT_THAT(outputs[0], ElementsAreArray(outputs[1]));
 }
 
+// A = x [2] = {10, 200} at 0.1 (zero point 0): 1 and 20; B [1] = {50} at 0.2, zero point 40: 2.
+// C at 0.5, zero point 10: Add 3 and 22 -> 16 and 54; Mul 2 and 40 -> 14 and 90.
+Tensor binaryRun(const std::string& op) {
+  auto m = kilnModel();
+  addInput(m, "x", {2}, kU8);
+  addQuantParams(m, "a", 0.1f, kU8, 0);
+  addIntInitializer(m, "B", kU8, {1}, {50});
+  addQuantParams(m, "b", 0.2f, kU8, 40);
+  addQuantParams(m, "c", 0.5f, kS8, 10);
+  addNode(m, op, {"x", "a_scale", "a_zp", "B", "b_scale", "b_zp", "c_scale", "c_zp"}, {"y"}, "binary");
+  lastNode(m)->set_domain("kiln");
+  addOutput(m, "y", {2}, kS8);
+  return runOne(m, op, Tensor::fromVector(DataType::kUint8, {2}, std::vector<uint8_t>{10, 200}));
+}
+
+TEST(QLinearElementwiseKernel, AddAndMulBroadcastAndRequantize) {
+  EXPECT_THAT(valuesOf<int8_t>(binaryRun("QLinearAdd")), ElementsAre(16, 54));
+  EXPECT_THAT(valuesOf<int8_t>(binaryRun("QLinearMul")), ElementsAre(14, 90));
+}
+
+TEST(QLinearElementwiseKernel, GlobalAveragePoolRoundsTiesToEven) {
+  // Means 1.5 and 10.25 at y_scale 0.5: 3 and 20.5, which rounds to 20.
+  auto m = kilnModel();
+  addInput(m, "x", {1, 2, 2, 2}, kU8);
+  addQuantParams(m, "x", 1.0f, kU8, 0);
+  addQuantParams(m, "y", 0.5f, kU8, 0);
+  addNode(m, "QLinearGlobalAveragePool", {"x", "x_scale", "x_zp", "y_scale", "y_zp"}, {"y"}, "gap");
+  lastNode(m)->set_domain("kiln");
+  addOutput(m, "y", {1, 2, 1, 1}, kU8);
+  const Tensor y = runOne(m, "gap", Tensor::fromVector(DataType::kUint8, {1, 2, 2, 2}, std::vector<uint8_t>{0, 1, 2, 3, 10, 10, 10, 11}));
+  EXPECT_EQ(y.shape(), (Shape{1, 2, 1, 1}));
+  EXPECT_THAT(valuesOf<uint8_t>(y), ElementsAre(3, 20));
+}
+
 }  // namespace
 }  // namespace kiln
