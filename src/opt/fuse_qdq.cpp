@@ -19,7 +19,6 @@ namespace {
 
 bool isOp(const ir::Node& n, const char* op) { return n.domain.empty() && n.opType == op; }
 
-
 // What a Conv, MatMul or Gemm needs of its weight: constant 8-bit data, constant scale and zero
 // point per tensor or per output channel (`channels` values along `axis`).
 std::string weightProblem(const ir::Graph& g, const QuantParams& w, int64_t channels, int64_t axis) {

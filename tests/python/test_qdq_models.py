@@ -143,6 +143,23 @@ def one_node_model(path, node, inputs, output_type, output_shape, domains):
     return path
 
 
+def ort_then_kiln(kiln, make_node, values, output_type, output_shape, domains, tmp_path):
+    """(onnxruntime's output, kiln's) for the one-node models make_node(domain) gives, one per domain
+    (onnxruntime's first, then "kiln"), on input x."""
+    outputs = []
+    for domain in domains:
+        path = one_node_model(tmp_path / f"{domain or 'onnx'}.onnx", make_node(domain), values, output_type, output_shape,
+                              [domain] if domain else [])
+        if domain == "kiln":
+            outputs.append(run_kiln(kiln, path, {"x": values["x"]}, tmp_path / domain)[0])
+        else:
+            session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+            outputs.append(session.run(None, {"x": values["x"]})[0])
+    expected, actual = outputs
+    assert actual.shape == expected.shape and actual.dtype == expected.dtype
+    return expected, actual
+
+
 @pytest.mark.parametrize("trans_b", [0, 1])
 @pytest.mark.parametrize("float_output", [False, True])
 def test_qgemm_kernel_matches_onnxruntime_qgemm(kiln, tmp_path, trans_b, float_output):
@@ -157,16 +174,9 @@ def test_qgemm_kernel_matches_onnxruntime_qgemm(kiln, tmp_path, trans_b, float_o
         values.update({"y_scale": np.array(0.07, np.float32), "y_zp": np.array(117, np.uint8)})
         names += ["y_scale", "y_zp"]
     out_type = TensorProto.FLOAT if float_output else TensorProto.UINT8
-    outputs = []
-    for domain in ("com.microsoft", "kiln"):
-        node = helper.make_node("QGemm", names, ["y"], name="qgemm", domain=domain, transB=trans_b, alpha=1.0)
-        path = one_node_model(tmp_path / f"{domain}.onnx", node, values, out_type, [m, n], [domain])
-        if domain == "kiln":
-            outputs.append(run_kiln(kiln, path, {"x": values["x"]}, tmp_path / domain)[0])
-        else:
-            outputs.append(ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": values["x"]})[0])
-    expected, actual = outputs
-    assert actual.dtype == expected.dtype
+    expected, actual = ort_then_kiln(
+        kiln, lambda domain: helper.make_node("QGemm", names, ["y"], name="qgemm", domain=domain, transB=trans_b, alpha=1.0),
+        values, out_type, [m, n], ["com.microsoft", "kiln"], tmp_path)
     if float_output:
         np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-4)
     else:
@@ -182,16 +192,10 @@ def test_qconv_kernel_matches_onnxruntime_qlinearconv(kiln, tmp_path):
               "B": rng.integers(-2000, 2000, 8).astype(np.int32)}
     names = ["x", "x_scale", "x_zp", "W", "w_scale", "w_zp", "y_scale", "y_zp", "B"]
     attrs = dict(group=2, pads=[1, 1, 0, 2], strides=[2, 1])
-    outputs = []
-    for op, domain in (("QLinearConv", ""), ("QConv", "kiln")):
-        node = helper.make_node(op, names, ["y"], name="conv", domain=domain, **attrs)
-        path = one_node_model(tmp_path / f"{op}.onnx", node, values, TensorProto.UINT8, [1, 8, 4, 9], [domain] if domain else [])
-        if domain:
-            outputs.append(run_kiln(kiln, path, {"x": values["x"]}, tmp_path / op)[0])
-        else:
-            outputs.append(ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": values["x"]})[0])
-    expected, actual = outputs
-    assert actual.shape == expected.shape
+    expected, actual = ort_then_kiln(
+        kiln, lambda domain: helper.make_node("QConv" if domain else "QLinearConv", names, ["y"], name="conv", domain=domain,
+                                              **attrs),
+        values, TensorProto.UINT8, [1, 8, 4, 9], ["", "kiln"], tmp_path)
     assert np.abs(actual.astype(int) - expected.astype(int)).max() <= 1
 
 
@@ -209,14 +213,7 @@ def test_quantized_elementwise_kernels_match_onnxruntime(kiln, tmp_path, op):
     names += ["y_scale", "y_zp"]
     shape = [2, 4, 1, 1] if op == "QLinearGlobalAveragePool" else [2, 4, 5, 3]
     attrs = {"channels_last": 0} if op == "QLinearGlobalAveragePool" else {}
-    outputs = []
-    for domain in ("com.microsoft", "kiln"):
-        node = helper.make_node(op, names, ["y"], name="q", domain=domain, **(attrs if domain != "kiln" else {}))
-        path = one_node_model(tmp_path / f"{domain}.onnx", node, values, TensorProto.UINT8, shape, [domain])
-        if domain == "kiln":
-            outputs.append(run_kiln(kiln, path, {"x": values["x"]}, tmp_path / domain)[0])
-        else:
-            outputs.append(ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": values["x"]})[0])
-    expected, actual = outputs
-    assert actual.shape == expected.shape
+    expected, actual = ort_then_kiln(
+        kiln, lambda domain: helper.make_node(op, names, ["y"], name="q", domain=domain, **(attrs if domain != "kiln" else {})),
+        values, TensorProto.UINT8, shape, ["com.microsoft", "kiln"], tmp_path)
     assert np.abs(actual.astype(int) - expected.astype(int)).max() <= 1

@@ -24,14 +24,22 @@ void requireQuantized(const InferContext& ctx, size_t data, size_t scale, size_t
   if (ctx.inputType(scale) != DataType::kFloat32) ctx.fail("scale input " + std::to_string(scale) + " must be float32");
 }
 
+// The output's dtype: its zero point's (int8 or uint8), beside a float32 scale.
+DataType outputType(const InferContext& ctx, size_t scale, size_t zeroPoint) {
+  ctx.requireInput(scale);
+  ctx.requireInput(zeroPoint);
+  if (ctx.inputType(scale) != DataType::kFloat32) ctx.fail("output scale (input " + std::to_string(scale) + ") must be float32");
+  const DataType out = ctx.inputType(zeroPoint);
+  if (out != DataType::kInt8 && out != DataType::kUint8) {
+    ctx.fail("output zero point (input " + std::to_string(zeroPoint) + ") must be int8 or uint8, got " + dataTypeName(out));
+  }
+  return out;
+}
+
 void inferQLinearBinary(InferContext& ctx) {
   requireQuantized(ctx, 0, 1, 2);
   requireQuantized(ctx, 3, 4, 5);
-  ctx.requireInput(6);
-  ctx.requireInput(7);
-  if (ctx.inputType(6) != DataType::kFloat32) ctx.fail("C_scale must be float32");
-  const DataType out = ctx.inputType(7);
-  if (out != DataType::kInt8 && out != DataType::kUint8) ctx.fail("C_zero_point must be int8 or uint8");
+  const DataType out = outputType(ctx, 6, 7);
   const SymShape* a = ctx.inputShape(0);
   const SymShape* b = ctx.inputShape(3);
   if (a && b) {
@@ -43,11 +51,7 @@ void inferQLinearBinary(InferContext& ctx) {
 
 void inferQLinearGlobalAveragePool(InferContext& ctx) {
   requireQuantized(ctx, 0, 1, 2);
-  ctx.requireInput(3);
-  ctx.requireInput(4);
-  if (ctx.inputType(3) != DataType::kFloat32) ctx.fail("y_scale must be float32");
-  const DataType out = ctx.inputType(4);
-  if (out != DataType::kInt8 && out != DataType::kUint8) ctx.fail("y_zero_point must be int8 or uint8");
+  const DataType out = outputType(ctx, 3, 4);
   const SymShape* x = ctx.inputShape(0);
   if (!x) return ctx.setOutputType(0, out);
   if (x->size() < 3) ctx.fail("X must have rank 3 or more ([N, C, ...]), got " + symShapeToString(*x));
