@@ -296,6 +296,63 @@ TEST(QdqFusion, DataMovementRunsOnTheInt8Tensor) {
   EXPECT_EQ(compareRuns(f, {1, 4, 6, 6}), 0);  // exact
 }
 
+// Every op the rewrite moves onto the int8 tensor has an 8-bit kernel that gives the same bytes;
+// a linear Resize interpolates, so it stays float.
+TEST(QdqFusion, EachDataMovementOpRunsOnInt8) {
+  struct Case {
+    std::string op;
+    std::vector<int64_t> outShape;
+    bool moves = true;
+  };
+  for (const Case& c : std::vector<Case>{{"Transpose", {1, 4, 6, 2}},
+                                         {"Flatten", {1, 48}},
+                                         {"Squeeze", {4, 2, 6}},
+                                         {"Unsqueeze", {1, 1, 4, 2, 6}},
+                                         {"Slice", {1, 2, 2, 6}},
+                                         {"Resize", {1, 4, 4, 12}},
+                                         {"ResizeLinear", {1, 4, 4, 12}, false}}) {
+    SCOPED_TRACE(c.op);
+    auto m = makeModel(13);
+    addInput(m, "x", {1, 4, 2, 6}, kU8);
+    addQuantParams(m, "p", 0.1f, kU8, 128);
+    addDequantize(m, "x", "p", "xf");
+    const std::string op = c.op == "ResizeLinear" ? "Resize" : c.op;
+    if (op == "Transpose") {
+      addNode(m, op, {"xf"}, {"r"}, "op");
+      setInts(lastNode(m), "perm", {0, 1, 3, 2});
+    } else if (op == "Flatten") {
+      addNode(m, op, {"xf"}, {"r"}, "op");
+    } else if (op == "Squeeze" || op == "Unsqueeze") {
+      addInt64Initializer(m, "axes", {0});
+      addNode(m, op, {"xf", "axes"}, {"r"}, "op");
+    } else if (op == "Slice") {
+      addInt64Initializer(m, "starts", {1});
+      addInt64Initializer(m, "ends", {3});
+      addInt64Initializer(m, "axes", {1});
+      addNode(m, op, {"xf", "starts", "ends", "axes"}, {"r"}, "op");
+    } else {
+      addFloatInitializer(m, "scales", {4}, {1.0f, 1.0f, 2.0f, 2.0f});
+      addNode(m, op, {"xf", "", "scales"}, {"r"}, "op");
+      if (c.op == "ResizeLinear") {
+        auto* a = lastNode(m)->add_attribute();
+        a->set_name("mode");
+        a->set_type(onnx::AttributeProto::STRING);
+        a->set_s("linear");
+      }
+    }
+    addQuantize(m, "r", "p", "y", "q");
+    addOutput(m, "y", c.outShape, kU8);
+    Fused f = fuse(m, "move_" + c.op);
+    if (!c.moves) {
+      EXPECT_EQ(opTypes(f.after), (Strings{"DequantizeLinear", op, "QuantizeLinear"}));
+      continue;
+    }
+    ASSERT_EQ(opTypes(f.after), Strings{op});
+    EXPECT_EQ(f.after.value(f.after.nodes[0].inputs[0]).type.dtype, DataType::kUint8);
+    EXPECT_EQ(compareRuns(f, {1, 4, 2, 6}), 0);
+  }
+}
+
 TEST(QdqFusion, DataMovementWithDifferentParametersStaysFloat) {
   auto m = makeModel(13);
   addInput(m, "x", {1, 4, 6, 6}, kU8);
