@@ -104,6 +104,10 @@ def test_build_and_inspect_report_every_layer_as_int8(kiln, float_models, name, 
         for layer in layers:
             assert f"INT8  layer '{layer}' runs as kiln::Q" in text, f"{layer} not reported as INT8:\n{text}"
         assert "FP32  layer" not in text
+    # The plan runs the integer layers as the model does.
+    feeds = {"input": np.random.default_rng(2).standard_normal(SHAPES[name]).astype(np.float32)}
+    np.testing.assert_array_equal(run_kiln(kiln, plan, feeds, tmp_path / "plan")[0],
+                                  run_kiln(kiln, model, feeds, tmp_path / "model")[0])
 
 
 def test_build_reports_why_a_layer_stays_float(kiln, tmp_path):

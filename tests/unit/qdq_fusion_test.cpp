@@ -144,6 +144,29 @@ TEST(QdqFusion, ConvReluQuantizeBecomesOneQConvAndReluIsDropped) {
   compareRuns(f, {1, 3, 6, 6});
 }
 
+// DequantizeLinear and QuantizeLinear without a zero point (0 of uint8): the layer gets zero constants.
+TEST(QdqFusion, AbsentZeroPointsBecomeZeroConstants) {
+  auto m = makeModel(13);
+  addInput(m, "x", {1, 3, 6, 6}, kU8);
+  addFloatInitializer(m, "x_scale", {}, {0.02f});
+  addNode(m, "DequantizeLinear", {"x", "x_scale"}, {"xf"}, "dq_x");
+  addIntInitializer(m, "W", kS8, {4, 3, 3, 3}, randomInts(108, -127, 127, 3));
+  addQuantParams(m, "W", 0.01f, kS8, 0);
+  addDequantize(m, "W", "W", "Wf");
+  addNode(m, "Conv", {"xf", "Wf"}, {"c"}, "conv");
+  addFloatInitializer(m, "y_scale", {}, {0.04f});
+  addNode(m, "QuantizeLinear", {"c", "y_scale"}, {"y"}, "q");
+  addOutput(m, "y", {1, 4, 4, 4}, kU8);
+  Fused f = fuse(m, "no_zero_points");
+  ASSERT_EQ(opTypes(f.after), Strings{"QConv"});
+  for (size_t input : {2u, 7u}) {
+    const Tensor& zero = *f.after.value(f.after.nodes[0].inputs[input]).constant;
+    EXPECT_EQ(zero.dtype(), DataType::kUint8);
+    EXPECT_EQ(zero.data<uint8_t>()[0], 0);
+  }
+  compareRuns(f, {1, 3, 6, 6});
+}
+
 TEST(QdqFusion, ReluIsKeptWhenTheZeroPointDoesNotImplyIt) {
   ConvModel c;
   addNode(c.m, "Relu", {"conv_out"}, {"r"}, "relu");
