@@ -104,11 +104,11 @@ class LayerFusion {
     if (!problem.empty()) return problem;
     const char* xName = isOp(n, "Conv") ? "input X" : "input A";
     const auto x = dequantizerOf(g_, n.inputs[0]);
-    if (!x) return std::string(xName) + " is not dequantized (no DequantizeLinear before it)";
+    if (!x) return notDequantized(n.inputs[0], xName);
     x_ = *x;
     if (problem = perTensorProblem(x_, xName); !problem.empty()) return problem;
     const auto w = dequantizerOf(g_, n.inputs[1]);
-    if (!w) return "weight is not dequantized (no 8-bit DequantizeLinear before it)";
+    if (!w) return notDequantized(n.inputs[1], "weight");
     w_ = *w;
     if (problem = weightProblem(g_, w_, kind_.channels, kind_.weightAxis); !problem.empty()) return problem;
     realScale_ = realScales(kind_.alpha);
@@ -161,6 +161,17 @@ class LayerFusion {
   const ir::Node& node() const { return g_.nodes[index_]; }
 
   const ir::TypeInfo& typeOf(int value) const { return g_.value(value).type; }
+
+  // Why `value` is not the output of a DequantizeLinear the layer can read.
+  std::string notDequantized(int value, const std::string& what) const {
+    const int producer = g_.value(value).producer;
+    if (producer < 0 || !isOp(g_.nodes[static_cast<size_t>(producer)], "DequantizeLinear")) {
+      return what + " is not dequantized (no DequantizeLinear before it)";
+    }
+    const ir::Node& dq = g_.nodes[static_cast<size_t>(producer)];
+    if (ir::attrInt(dq, "block_size", 0) != 0) return what + " is dequantized in blocks (block_size), not per tensor or channel";
+    return what + " is dequantized from " + dataTypeName(typeOf(dq.inputs[0]).dtype) + ", not int8 or uint8";
+  }
 
   std::string matchKind(const ir::Node& n) {
     if (n.inputs.size() < 2 || n.outputs.size() != 1) return "not a two-operand " + n.opType;

@@ -489,6 +489,20 @@ TEST(QdqFusionRefusal, PerChannelActivationScale) {
   EXPECT_THAT(refusalOf(m, "refuse_xs", "conv"), HasSubstr("input X scale is not a scalar"));
 }
 
+TEST(QdqFusionRefusal, SixteenBitActivations) {
+  auto m = makeModel(21);
+  addInput(m, "x", {1, 3, 6, 6}, onnx::TensorProto::UINT16);
+  addFloatInitializer(m, "x_scale", {}, {0.001f});
+  addIntInitializer(m, "x_zp", onnx::TensorProto::UINT16, {}, {32768});
+  addDequantize(m, "x", "x", "xf");
+  addIntInitializer(m, "W", kS8, {4, 3, 1, 1}, randomInts(12, -10, 10, 1));
+  addQuantParams(m, "W", 0.01f, kS8, 0);
+  addDequantize(m, "W", "W", "Wf");
+  addNode(m, "Conv", {"xf", "Wf"}, {"y"}, "conv");
+  addOutput(m, "y", {1, 4, 6, 6}, kF32);
+  EXPECT_EQ(refusalOf(m, "refuse_u16", "conv"), "input X is dequantized from uint16, not int8 or uint8");
+}
+
 TEST(QdqFusionRefusal, GemmWithTransposedA) {
   EXPECT_EQ(refusalOf(gemmModel(1), "refuse_ta", "gemm"), "Gemm with transA = 1 is not fused (kiln::QGemm takes A as [M, K])");
 }
