@@ -187,7 +187,9 @@ TEST(QConvKernel, BiasOfTheWrongLengthIsRefusedNamingTheInput) {
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_THAT(e.what(), HasSubstr("qconv"));
-    EXPECT_THAT(e.what(), HasSubstr("B (input 8) must be int32 with one value per output channel (2), got"));
+    // The integer-GEMM kernel and the reference word it differently; both name the input and the count.
+    EXPECT_THAT(e.what(), HasSubstr("(input 8) must"));
+    EXPECT_THAT(e.what(), HasSubstr("per output channel (2), got int32[3]"));
   }
 }
 
