@@ -257,26 +257,20 @@ void applyQuantizationPlan(const QuantizationPlan& plan, ir::Graph& g) {
     g.value(zeroPoint).constant = parameterTensor(pair.zeroPoints, perAxis);
     for (int id : {scale, zeroPoint}) g.value(id).type.shape = ir::symShapeOf(g.value(id).constant->shape());
     const int quantized = g.addValue(pair.quantized, {DataType::kInt8, type.shape});
-    if (pair.weights.defined()) {
-      g.value(quantized).constant = pair.weights;
-    } else {
-      ir::Node q;
-      q.name = pair.quantizeNode;
-      q.opType = "QuantizeLinear";
-      q.opset = kQdqOpset;
-      q.inputs = {source, scale, zeroPoint};
-      q.outputs = {quantized};
-      g.nodes.push_back(std::move(q));
-    }
+    auto addNode = [&](const char* op, const std::string& name, int in, int out) {
+      ir::Node node;
+      node.name = name;
+      node.opType = op;
+      node.opset = kQdqOpset;
+      node.inputs = {in, scale, zeroPoint};
+      node.outputs = {out};
+      if (perAxis) node.attrs["axis"] = pair.axis;
+      g.nodes.push_back(std::move(node));
+    };
+    if (pair.weights.defined()) g.value(quantized).constant = pair.weights;
+    else addNode("QuantizeLinear", pair.quantizeNode, source, quantized);
     const int dequantized = g.addValue(pair.dequantized, {DataType::kFloat32, type.shape});
-    ir::Node dq;
-    dq.name = pair.dequantizeNode;
-    dq.opType = "DequantizeLinear";
-    dq.opset = kQdqOpset;
-    dq.inputs = {quantized, scale, zeroPoint};
-    dq.outputs = {dequantized};
-    if (perAxis) dq.attrs["axis"] = pair.axis;
-    g.nodes.push_back(std::move(dq));
+    addNode("DequantizeLinear", pair.dequantizeNode, quantized, dequantized);
     for (const auto& [name, slot] : pair.consumers) {
       auto it = nodeIndex.find(name);
       if (it == nodeIndex.end()) throw Error(ErrorCode::kInvalidArgument, "quantization plan: no node '" + name + "'");

@@ -52,7 +52,7 @@ TEST(EntropyCalibration, ClipsALongTail) {
   stats.observeHistogram(x.data(), static_cast<int64_t>(x.size()));
   const ActivationRange range = build::chooseRange(stats, CalibrationAlgoType::kENTROPY_CALIBRATION_2, 0);
   EXPECT_TRUE(range.symmetric);
-  EXPECT_LT(range.max, 0.8 * stats.absMax());
+  EXPECT_LT(range.max, 0.9 * stats.absMax());  // the sparse end of the tail saturates
   EXPECT_GT(range.max, 3.0);  // keeps the bulk: P(|x| > 3) = 5 %
   EXPECT_EQ(range.min, -range.max);
 }
