@@ -68,8 +68,9 @@ class IInt8Calibrator {
   virtual double getPercentile() const noexcept { return 99.99; }
 };
 
-/// Chooses each activation's threshold by least KL divergence between the float histogram of |x|
-/// and its 8-bit quantization (TensorRT's entropy calibration, version 2). Symmetric ranges.
+/// Chooses each activation's threshold T by least KL divergence between the float histogram of |x|
+/// and its 8-bit quantization (TensorRT's entropy calibration, version 2): the range [-T, T], or
+/// [0, T] for a tensor that was never negative.
 class IInt8EntropyCalibrator2 : public IInt8Calibrator {
  public:
   CalibrationAlgoType getAlgorithm() const noexcept final { return CalibrationAlgoType::kENTROPY_CALIBRATION_2; }
@@ -81,8 +82,8 @@ class IInt8MinMaxCalibrator : public IInt8Calibrator {
   CalibrationAlgoType getAlgorithm() const noexcept final { return CalibrationAlgoType::kMINMAX_CALIBRATION; }
 };
 
-/// The getPercentile()-th percentile of |x| (symmetric ranges; override getPercentile to choose it):
-/// outliers beyond it saturate.
+/// T = the getPercentile()-th percentile of |x| (override getPercentile to choose it), ranges as
+/// entropy's: outliers beyond T saturate.
 class IInt8PercentileCalibrator : public IInt8Calibrator {
  public:
   CalibrationAlgoType getAlgorithm() const noexcept final { return CalibrationAlgoType::kPERCENTILE_CALIBRATION; }

@@ -46,7 +46,7 @@ class IInt8Calibrator:
 
 
 class IInt8EntropyCalibrator2(IInt8Calibrator):
-    """Symmetric ranges at the threshold of least KL divergence (TensorRT's entropy calibration)."""
+    """Ranges [-T, T] ([0, T] if never negative), T of least KL divergence (TensorRT's entropy calibration)."""
 
     def get_algorithm(self) -> CalibrationAlgoType:
         return CalibrationAlgoType.ENTROPY_CALIBRATION_2
@@ -60,7 +60,7 @@ class IInt8MinMaxCalibrator(IInt8Calibrator):
 
 
 class IInt8PercentileCalibrator(IInt8Calibrator):
-    """Symmetric ranges at the get_percentile()-th percentile of |x| (kiln's own)."""
+    """Ranges as entropy's, T the get_percentile()-th percentile of |x| (kiln's own)."""
 
     def get_algorithm(self) -> CalibrationAlgoType:
         return CalibrationAlgoType.PERCENTILE_CALIBRATION

@@ -119,12 +119,13 @@ bool needsHistogram(CalibrationAlgoType algo) { return algo != CalibrationAlgoTy
 ActivationRange chooseRange(const TensorStatistics& stats, CalibrationAlgoType algo, double percentile) {
   switch (algo) {
     case CalibrationAlgoType::kMINMAX_CALIBRATION: return {std::min(stats.min(), 0.0), std::max(stats.max(), 0.0), false};
-    case CalibrationAlgoType::kENTROPY_CALIBRATION_2: {
-      const double t = entropyThreshold(stats.histogram(), stats.binWidth());
-      return {-t, t, true};
-    }
+    case CalibrationAlgoType::kENTROPY_CALIBRATION_2:
     case CalibrationAlgoType::kPERCENTILE_CALIBRATION: {
-      const double t = percentileThreshold(stats.histogram(), stats.binWidth(), percentile);
+      const double t = algo == CalibrationAlgoType::kENTROPY_CALIBRATION_2
+                           ? entropyThreshold(stats.histogram(), stats.binWidth())
+                           : percentileThreshold(stats.histogram(), stats.binWidth(), percentile);
+      // A tensor never negative (a Relu's output) spends all 256 levels on [0, T].
+      if (stats.min() >= 0) return {0, t, false};
       return {-t, t, true};
     }
   }

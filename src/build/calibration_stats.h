@@ -53,7 +53,8 @@ struct ActivationRange {
 /// Whether the calibrator needs the histogram pass.
 bool needsHistogram(CalibrationAlgoType algo);
 
-/// `percentile` is only read by kPERCENTILE_CALIBRATION.
+/// `percentile` is only read by kPERCENTILE_CALIBRATION. Entropy and percentile give [-T, T], or
+/// [0, T] (not symmetric) for a tensor that was never negative.
 ActivationRange chooseRange(const TensorStatistics& stats, CalibrationAlgoType algo, double percentile);
 
 /// Signed 8-bit parameters of a range: symmetric: scale = threshold / 127, zero point 0;

@@ -57,6 +57,22 @@ TEST(EntropyCalibration, ClipsALongTail) {
   EXPECT_EQ(range.min, -range.max);
 }
 
+TEST(EntropyCalibration, ANonNegativeTensorGetsAllLevelsOnZeroToThreshold) {
+  std::vector<float> x(4096);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 64) / 8;  // uniform over [0, 7.875]
+  TensorStatistics stats;
+  stats.observeRange(x.data(), static_cast<int64_t>(x.size()));
+  stats.startHistogram();
+  stats.observeHistogram(x.data(), static_cast<int64_t>(x.size()));
+  const ActivationRange range = build::chooseRange(stats, CalibrationAlgoType::kENTROPY_CALIBRATION_2, 0);
+  EXPECT_FALSE(range.symmetric);
+  EXPECT_EQ(range.min, 0);
+  EXPECT_DOUBLE_EQ(range.max, 7.875);  // the data ends at the last bin: nothing to clip
+  const build::Int8Params p = build::int8Params(range);
+  EXPECT_FLOAT_EQ(p.scale, 7.875f / 255);
+  EXPECT_EQ(p.zeroPoint, -128);
+}
+
 TEST(PercentileCalibration, UpperEdgeOfTheBinWhereTheShareIsReached) {
   const std::vector<double> histogram = {50, 30, 15, 4, 1};  // cumulative 50, 80, 95, 99, 100 of 100
   EXPECT_DOUBLE_EQ(build::percentileThreshold(histogram, 2.0, 95), 6.0);
