@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/calibrator.h"
 #include "kiln/logger.h"
 #include "kiln/network.h"
 #include "kiln/status.h"
@@ -26,7 +27,7 @@ namespace kiln {
 
 enum class BuilderFlag : uint32_t {
   kFP16 = 1u << 0,  // allow FP16 layers (accepted and checked; FP16 kernels are not implemented yet)
-  kINT8 = 1u << 1,  // allow INT8 layers (accepted and checked; INT8 kernels are not implemented yet)
+  kINT8 = 1u << 1,  // allow INT8 layers: with a calibrator (setInt8Calibrator), Conv/MatMul/Gemm are quantized
   kDISABLE_NCHWC_LAYOUT = 1u << 2,  // keep every tensor NCHW: no blocked-layout convolutions (to compare)
 };
 
@@ -68,12 +69,17 @@ class BuilderConfig {
   int addOptimizationProfile(const OptimizationProfile& profile);
   int getNbOptimizationProfiles() const { return static_cast<int>(profiles_.size()); }
   const OptimizationProfile& getOptimizationProfile(int index) const { return profiles_.at(static_cast<size_t>(index)); }
+  /// With BuilderFlag::kINT8: the calibrator whose batches (or cache) give the activation ranges of
+  /// the quantized layers (kiln/calibrator.h). Not owned; it must outlive the build.
+  void setInt8Calibrator(IInt8Calibrator* calibrator) { calibrator_ = calibrator; }
+  IInt8Calibrator* getInt8Calibrator() const { return calibrator_; }
 
  private:
   uint64_t workspaceBytes_ = 0;
   int threads_ = 0;
   uint32_t flags_ = 0;
   std::vector<OptimizationProfile> profiles_;
+  IInt8Calibrator* calibrator_ = nullptr;
 };
 
 /// What a build did, stage by stage (also logged at kINFO; per-layer decisions at kVERBOSE).
@@ -91,6 +97,8 @@ struct BuildReport {
   uint64_t maxArenaBytes = 0;    // the arena at the max shapes of the profiles
   uint64_t planBytes = 0;
   std::vector<std::string> layerDecisions;  // one line per layer of the engine
+  /// INT8 calibration: one line per quantized tensor, its range, scale and zero point.
+  std::vector<std::string> quantizedTensors;
 };
 
 class Builder {

@@ -1,6 +1,7 @@
 // Everything of kiln's public API.
 #pragma once
 #include "kiln/builder.h"
+#include "kiln/calibrator.h"
 #include "kiln/dtype.h"
 #include "kiln/engine.h"
 #include "kiln/error.h"

@@ -620,7 +620,7 @@ class BuilderFlag(enum.IntEnum):
 
     INT8 = 1
     """
-    Allow INT8 layers (accepted; layers still run in float32, with a warning).
+    Allow INT8 layers: with config.int8_calibrator, Conv/MatMul/Gemm are quantized.
     """
 
     DISABLE_NCHWC_LAYOUT = 2
@@ -661,8 +661,31 @@ class IOptimizationProfile:
     def __bool__(self) -> bool:
         """True when some input has shapes set."""
 
+class CalibrationAlgoType(enum.Enum):
+    """How INT8 calibration chooses activation ranges."""
+
+    ENTROPY_CALIBRATION_2 = 2
+    """The threshold of least KL divergence (TensorRT's entropy calibration)."""
+
+    MINMAX_CALIBRATION = 3
+    """The smallest and largest value seen."""
+
+    PERCENTILE_CALIBRATION = 4
+    """The get_percentile()-th percentile of |x| (kiln's own)."""
+
 class IBuilderConfig:
-    """Build options: flags, memory limit, threads, optimization profiles."""
+    """
+    Build options: flags, memory limit, threads, optimization profiles, INT8 calibrator.
+    """
+
+    @property
+    def int8_calibrator(self) -> object:
+        """
+        The INT8 calibrator (a subclass of kiln.IInt8EntropyCalibrator2, IInt8MinMaxCalibrator or IInt8PercentileCalibrator) used with BuilderFlag.INT8; None for none.
+        """
+
+    @int8_calibrator.setter
+    def int8_calibrator(self, calibrator: object | None) -> None: ...
 
     def set_flag(self, flag: BuilderFlag) -> None: ...
 

@@ -12,11 +12,13 @@ port by replacing `trt.` with `kiln.` (docs/python.md lists the differences).
     outputs = engine.create_execution_context().infer({"input": array})
 """
 
+from kiln._calibrator import IInt8Calibrator, IInt8EntropyCalibrator2, IInt8MinMaxCalibrator, IInt8PercentileCalibrator
 from kiln._custom_ops import CustomOp, custom_op
 from kiln._kiln import (
     ActivationType,
     Builder,
     BuilderFlag,
+    CalibrationAlgoType,
     DataType,
     DimExpr,
     ElementWiseOperation,
@@ -64,8 +66,9 @@ from kiln._trt_types import (
 from kiln._trt_types import bool  # noqa: A004  (TensorRT's kiln.bool)
 
 __all__ = [
-    "ActivationType", "Builder", "BuilderFlag", "CustomOp", "DataType", "DimExpr", "ElementWiseOperation", "ErrorCode",
-    "IBuilderConfig", "ICudaEngine", "IExecutionContext", "IHostMemory", "ILayer", "ILogger", "INetworkDefinition",
+    "ActivationType", "Builder", "BuilderFlag", "CalibrationAlgoType", "CustomOp", "DataType", "DimExpr",
+    "ElementWiseOperation", "ErrorCode", "IBuilderConfig", "ICudaEngine", "IExecutionContext", "IHostMemory", "IInt8Calibrator", "IInt8EntropyCalibrator2",
+    "IInt8MinMaxCalibrator", "IInt8PercentileCalibrator", "ILayer", "ILogger", "INetworkDefinition",
     "IOptimizationProfile", "IPluginCreator", "IPluginRegistry", "IPluginV2", "ITensor", "InterpolationMode", "Logger",
     "MatrixOperation", "MemoryPoolType", "NetworkDefinitionCreationFlag", "OnnxParser", "ParserError", "PluginField",
     "PluginFieldCollection", "PluginFieldSpec", "PluginFieldType", "PoolingType", "ResizeMode", "Runtime", "Severity",

@@ -6,6 +6,7 @@
 
 #include "kiln/builder.h"
 #include "kiln/error.h"
+#include "trt_calibrator.h"
 #include "trt_common.h"
 
 namespace kiln::python {
@@ -45,9 +46,18 @@ struct PyBuilder {
 // TensorRT's NetworkDefinitionCreationFlag: explicit batch is the only mode kiln has.
 enum class NetworkFlag { kEXPLICIT_BATCH = 0, kSTRONGLY_TYPED = 1 };
 
-std::vector<uint8_t> buildPlan(PyBuilder& b, PyNetwork& network, const BuilderConfig& config) {
+// The Python calibrator set as config.int8_calibrator, kept as an attribute of the config object.
+constexpr const char* kCalibratorAttr = "_int8_calibrator";
+
+std::vector<uint8_t> buildPlan(PyBuilder& b, PyNetwork& network, nb::handle configObject) {
+  BuilderConfig config = nb::cast<const BuilderConfig&>(configObject);
+  std::unique_ptr<PyCalibrator> calibrator;
+  if (nb::hasattr(configObject, kCalibratorAttr) && !configObject.attr(kCalibratorAttr).is_none()) {
+    calibrator = std::make_unique<PyCalibrator>(configObject.attr(kCalibratorAttr));
+    config.setInt8Calibrator(calibrator.get());
+  }
   Result<std::vector<uint8_t>> plan = [&] {
-    nb::gil_scoped_release release;  // Python custom ops' shape functions take it back
+    nb::gil_scoped_release release;  // Python custom ops' shape functions and calibrators take it back
     return b.builder->buildSerializedNetwork(*network.network, config);
   }();
   check(plan.status());
@@ -75,7 +85,7 @@ void bindTrtBuilder(nb::module_& m) {
 
   nb::enum_<FlagIndex>(m, "BuilderFlag", nb::is_arithmetic(), "Build flags, numbered by bit as TensorRT's (1 << int(flag)).")
       .value("FP16", FlagIndex::kFP16, "Allow FP16 layers (accepted; layers still run in float32, with a warning).")
-      .value("INT8", FlagIndex::kINT8, "Allow INT8 layers (accepted; layers still run in float32, with a warning).")
+      .value("INT8", FlagIndex::kINT8, "Allow INT8 layers: with config.int8_calibrator, Conv/MatMul/Gemm are quantized.")
       .value("DISABLE_NCHWC_LAYOUT", FlagIndex::kDISABLE_NCHWC_LAYOUT, "Keep every tensor NCHW (kiln's own flag).");
   nb::enum_<MemoryPoolType>(m, "MemoryPoolType", nb::is_arithmetic(), "Memory pools of set_memory_pool_limit (WORKSPACE: the activation arena).").value("WORKSPACE", MemoryPoolType::kWORKSPACE);
   nb::enum_<NetworkFlag>(m, "NetworkDefinitionCreationFlag", nb::is_arithmetic(), "create_network flags, accepted as TensorRT's (kiln networks always have explicit batch dims).")
@@ -115,7 +125,21 @@ void bindTrtBuilder(nb::module_& m) {
       .def("__bool__", [](const OptimizationProfile& p) { return !p.inputNames().empty(); },
            "True when some input has shapes set.");
 
-  nb::class_<BuilderConfig>(m, "IBuilderConfig", "Build options: flags, memory limit, threads, optimization profiles.")
+  bindTrtCalibrator(m);
+  nb::class_<BuilderConfig>(m, "IBuilderConfig", nb::dynamic_attr(),
+                            "Build options: flags, memory limit, threads, optimization profiles, INT8 calibrator.")
+      .def_prop_rw(
+          "int8_calibrator",
+          [](nb::handle self) -> nb::object {
+            return nb::hasattr(self, kCalibratorAttr) ? nb::object(self.attr(kCalibratorAttr)) : nb::none();
+          },
+          [](nb::handle self, nb::object calibrator) {
+            if (!calibrator.is_none()) PyCalibrator check(calibrator);  // refuses an object that is none
+            nb::setattr(self, kCalibratorAttr, calibrator);
+          },
+          nb::arg("calibrator").none(),
+          "The INT8 calibrator (a subclass of kiln.IInt8EntropyCalibrator2, IInt8MinMaxCalibrator or "
+          "IInt8PercentileCalibrator) used with BuilderFlag.INT8; None for none.")
       .def("set_flag", [](BuilderConfig& c, FlagIndex f) { c.setFlag(flagOf(f)); }, nb::arg("flag"))
       .def("clear_flag", [](BuilderConfig& c, FlagIndex f) { c.clearFlag(flagOf(f)); }, nb::arg("flag"))
       .def("get_flag", [](const BuilderConfig& c, FlagIndex f) { return c.getFlag(flagOf(f)); }, nb::arg("flag"))
@@ -168,7 +192,7 @@ void bindTrtBuilder(nb::module_& m) {
       .def("create_optimization_profile", [](PyBuilder&) { return OptimizationProfile(); })
       .def(
           "build_serialized_network",
-          [](PyBuilder& b, PyNetwork& network, const BuilderConfig& config) {
+          [](PyBuilder& b, PyNetwork& network, nb::handle_t<BuilderConfig> config) {
             return HostMemory{buildPlan(b, network, config)};
           },
           nb::arg("network"), nb::arg("config"),
@@ -176,7 +200,7 @@ void bindTrtBuilder(nb::module_& m) {
           "layer, input or profile) when it cannot be built.")
       .def(
           "build_engine",
-          [](PyBuilder& b, PyNetwork& network, const BuilderConfig& config) {
+          [](PyBuilder& b, PyNetwork& network, nb::handle_t<BuilderConfig> config) {
             std::vector<uint8_t> plan = buildPlan(b, network, config);
             return deserializeEngine(b.logger, plan.data(), plan.size());
           },

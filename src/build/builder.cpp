@@ -6,6 +6,7 @@
 #include <sstream>
 #include <thread>
 
+#include "build/implicit_quantization.h"
 #include "build/int8_report.h"
 #include "build/network_impl.h"
 #include "build/profiles.h"
@@ -94,7 +95,12 @@ void checkPrecisions(const NetworkDefinition::Impl& net, const BuilderConfig& co
                                        "; kiln has no lower-precision kernels yet, it runs in float32");
   }
   if (config.getFlag(BuilderFlag::kFP16)) logger.log(Severity::kWARNING, "kFP16: FP16 kernels are not implemented yet; layers run in float32");
-  if (config.getFlag(BuilderFlag::kINT8)) logger.log(Severity::kWARNING, "kINT8: INT8 kernels are not implemented yet; layers run in float32");
+  if (config.getFlag(BuilderFlag::kINT8) && !config.getInt8Calibrator()) {
+    logger.log(Severity::kWARNING, "kINT8 without a calibrator: only the network's own Q/DQ nodes quantize; other layers run in float32");
+  }
+  if (!config.getFlag(BuilderFlag::kINT8) && config.getInt8Calibrator()) {
+    logger.log(Severity::kWARNING, "an INT8 calibrator is set but not the builder flag kINT8: it is not used");
+  }
 }
 
 [[noreturn]] void throwUnsupportedNodes(const std::vector<std::string>& problems) {
@@ -190,6 +196,12 @@ std::vector<uint8_t> buildPlan(const NetworkDefinition::Impl& net, const Builder
     std::set<std::string> afterFolding = nodeNames(g);
     const int removed = opt::eliminateDeadNodes(g);
     std::set<std::string> afterRemoval = nodeNames(g);
+    std::string int8;
+    if (config.getFlag(BuilderFlag::kINT8) && config.getInt8Calibrator()) {
+      // Folded first so that the Conv is quantized with the BatchNorm's scale in its weights.
+      opt::foldBatchNormIntoConv(g);
+      int8 = ", " + build::quantizeImplicitly(g, profiles[0], *config.getInt8Calibrator(), logger, report);
+    }
     const int fused = opt::fuseLayers(g, opt::FusionOptions{!config.getFlag(BuilderFlag::kDISABLE_NCHWC_LAYOUT)});
     std::map<std::string, std::string> fusedInto = opt::fusedNodeNames(g);
     for (const ir::Node& node : before) {
@@ -205,7 +217,7 @@ std::vector<uint8_t> buildPlan(const NetworkDefinition::Impl& net, const Builder
     report.layersAfter = static_cast<int>(g.nodes.size());
     return std::to_string(report.layersBefore) + " layers -> " + std::to_string(report.layersAfter) + " (" +
            std::to_string(folded) + " folded into constants, " + std::to_string(removed) + " unused removed, " +
-           std::to_string(fused) + " fused)";
+           std::to_string(fused) + " fused)" + int8;
   });
 
   std::vector<LayerInfo> layers;

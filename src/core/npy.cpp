@@ -87,6 +87,10 @@ std::u32string decodeUtf8(const std::string& s) {
 Tensor readNpy(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(path, "cannot open the file");
+  return readNpy(in, path);
+}
+
+Tensor readNpy(std::istream& in, const std::string& path) {
   char magic[8];
   if (!in.read(magic, 8) || std::memcmp(magic, "\x93NUMPY", 6) != 0) fail(path, "not an .npy file (bad magic)");
   int major = static_cast<unsigned char>(magic[6]);

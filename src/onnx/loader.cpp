@@ -203,7 +203,7 @@ ir::Graph GraphConverter::convert(const onnx::GraphProto& proto, std::map<std::s
   for (int i = 0; i < proto.node_size(); ++i) {
     const auto& np = proto.node(i);
     if (opCounts) ++(*opCounts)[np.op_type()];
-    std::string name = np.name().empty() ? np.op_type() + "_" + std::to_string(i) : np.name();
+    std::string name = importedNodeName(np.name(), np.op_type(), i);
     std::string label = "node '" + name + "' (" + np.op_type() + ")";
     if (convertConstantNode(np, graph, label)) continue;
     ir::Node node;
@@ -307,6 +307,10 @@ ir::Model convertModel(onnx::ModelProto& proto, const std::string& baseDir, cons
 }
 
 }  // namespace
+
+std::string importedNodeName(const std::string& name, const std::string& opType, int index) {
+  return name.empty() ? opType + "_" + std::to_string(index) : name;
+}
 
 ir::Model loadModelFromBytes(const void* data, size_t size, const std::string& baseDir,
                              const std::string& displayName, ModelMetadata* metadata) {

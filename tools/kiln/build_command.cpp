@@ -1,6 +1,7 @@
 // kiln build MODEL.onnx -o MODEL.kiln [--shapes NAME:DIMS]... [--min-shapes/--opt-shapes/--max-shapes NAME:DIMS]...
 //                                     [--fp16] [--int8] [--no-nchwc] [--threads N] [--workspace MiB] [--verbose]
-//                                     [--plugins LIB.so]...
+//                                     [--plugins LIB.so]... [--calibration-data DIR|FILE.npz] [--calib FILE]
+//                                     [--calibration-method entropy|minmax|percentile] [--percentile P]
 #include <unistd.h>
 
 #include <cerrno>
@@ -13,6 +14,7 @@
 #include <set>
 #include <sstream>
 
+#include "calibration_options.h"
 #include "cli_logger.h"
 #include "commands.h"
 #include "kiln/builder.h"
@@ -56,6 +58,7 @@ struct BuildOptions {
   double workspaceMiB = 0;
   bool verbose = false;
   std::vector<std::string> plugins;
+  CalibrationOptions calibration;
 };
 
 std::string mib(uint64_t bytes) {
@@ -122,6 +125,12 @@ int buildPlan(const BuildOptions& opts) {
   config.setMemoryPoolLimit(static_cast<uint64_t>(opts.workspaceMiB * (1 << 20)));
   if (opts.fp16) config.setFlag(BuilderFlag::kFP16);
   if (opts.int8) config.setFlag(BuilderFlag::kINT8);
+  std::unique_ptr<build::FileCalibrator> calibrator;
+  if (!opts.calibration.data.empty() || !opts.calibration.cache.empty()) {
+    if (!opts.int8) throw Error(ErrorCode::kInvalidArgument, "--calibration-data and --calib need --int8");
+    calibrator = std::make_unique<build::FileCalibrator>(fileCalibratorOptions(opts.calibration));
+    config.setInt8Calibrator(calibrator.get());
+  }
   if (opts.noNchwc) config.setFlag(BuilderFlag::kDISABLE_NCHWC_LAYOUT);
   OptimizationProfile profile = profileFromOptions(opts);
   if (!profile.inputNames().empty()) config.addOptimizationProfile(profile);
@@ -131,9 +140,13 @@ int buildPlan(const BuildOptions& opts) {
   for (size_t i = 0; i < report.stages.size(); ++i) {
     const auto& s = report.stages[i];
     printStage(static_cast<int>(i) + 2, s.name, s.milliseconds, s.summary);
-    if (s.name == "select kernels")
-      for (const std::string& line : logger.decisions) std::cout << "        " << line << "\n";
+    // INT8 decisions (ranges chosen, layers left float) after the optimize stage that made them.
+    const bool int8Stage = s.name == "optimize";
+    if (int8Stage || s.name == "select kernels")
+      for (const std::string& line : logger.decisions)
+        if ((line.rfind("int8: ", 0) == 0) == int8Stage) std::cout << "        " << line << "\n";
   }
+  if (calibrator && !calibrator->cacheWriteError().empty()) logger.log(Severity::kWARNING, calibrator->cacheWriteError());
   if (!plan.ok()) throw errorFromStatus(plan.status());
   writePlanFile(opts.output, *plan);
   double totalMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
@@ -183,12 +196,13 @@ Action addBuildCommand(CLI::App& app) {
   cmd->add_option("--opt-shapes", opts->optShapes, "NAME:DIMS: typical shape of a dynamic input (repeatable)");
   cmd->add_option("--max-shapes", opts->maxShapes, "NAME:DIMS: largest shape of a dynamic input (repeatable)");
   cmd->add_flag("--fp16", opts->fp16, "allow FP16 layers (no FP16 kernels yet: runs FP32)");
-  cmd->add_flag("--int8", opts->int8, "allow INT8 layers (no INT8 kernels yet: runs FP32)");
+  cmd->add_flag("--int8", opts->int8, "allow INT8 layers: with calibration data or a cache, Conv/MatMul/Gemm are quantized");
   cmd->add_flag("--no-nchwc", opts->noNchwc, "keep every tensor NCHW (no blocked-layout convolutions), to compare");
   cmd->add_option("--threads", opts->threads, "intra-op threads of the engine's contexts (0 = one per hardware thread)");
   cmd->add_option("--workspace", opts->workspaceMiB, "activation memory limit in MiB (0 = none)");
   cmd->add_flag("--verbose", opts->verbose, "print each layer's decisions");
   addPluginOption(*cmd, opts->plugins);
+  addCalibrationOptions(*cmd, opts->calibration);
   return [opts] { return buildPlan(*opts); };
 }
 

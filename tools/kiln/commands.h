@@ -18,6 +18,7 @@ Action addInspectCommand(CLI::App& app);
 Action addOpsCommand(CLI::App& app);
 Action addBenchCommand(CLI::App& app);
 Action addBuildCommand(CLI::App& app);
+Action addQuantizeCommand(CLI::App& app);
 
 /// The text with control bytes (names read from a model may hold any) shown as \xNN, so that an
 /// error stays one readable line.

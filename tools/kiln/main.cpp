@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   add(kiln::cli::addOpsCommand(app));
   add(kiln::cli::addBenchCommand(app));
   add(kiln::cli::addBuildCommand(app));
+  add(kiln::cli::addQuantizeCommand(app));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
