@@ -1,13 +1,16 @@
 """kiln BF16 (`kiln build --bf16`) against kiln FP32 and ONNX Runtime FP32, per model and thread count.
 
-For each model and N in --threads: plans built with `kiln build --threads N` with and without
---bf16, then three persistent workers (bench/workers.py: `kiln bench PLAN --serve`, twice, and
-bench/ort_worker.py on the ONNX file) timed round-robin, a batch each, waiting at each switch until
-the engine that ran last is idle (timing.settle), as run_bench.py does for two. Accuracy on
---accuracy-inputs seeded random inputs (model_inputs.make_inputs, seeds 1..n): the BF16 plan's
-outputs against the FP32 plan's, as SNR in dB over all of them (10 log10 of sum ref^2 over sum
-(bf16 - ref)^2) and, for outputs whose last axis has more than one class, the share of rows whose
-argmax agrees (top-1 agreement). Prints a Markdown table (for docs/performance.md).
+For each model and N in --threads, plans built with `kiln build --threads N`: FP32; --bf16 (each
+eligible layer timed in BF16 and FP32 by the builder, the faster kept); and --bf16 with every
+Conv / MatMul / Gemm node constrained to bf16 (--layer-precisions ...:bf16, prefer), which shows
+what BF16 arithmetic itself costs and loses. Then four persistent workers (bench/workers.py:
+`kiln bench PLAN --serve` three times, bench/ort_worker.py on the ONNX file) timed round-robin, a
+batch each, waiting at each switch until the engine that ran last is idle (timing.settle), as
+run_bench.py does for two. Accuracy on --accuracy-inputs seeded random inputs
+(model_inputs.make_inputs, seeds 1..n), of each BF16 plan against the FP32 plan: SNR in dB over
+all outputs (10 log10 of sum ref^2 over sum (bf16 - ref)^2) and, for outputs whose last axis has
+more than one class, the share of rows whose argmax agrees (top-1 agreement). Prints a Markdown
+table (for docs/performance.md).
 
   .venv/bin/python bench/precision_bench.py --kiln build/kiln --models build/bench-models/resnet50.onnx
 """
@@ -21,6 +24,7 @@ import tempfile
 import time
 
 import numpy as np
+import onnx
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from model_inputs import make_inputs  # noqa: E402
@@ -28,8 +32,15 @@ from timing import SETTLE_S, percentile, settle  # noqa: E402
 from workers import Worker, input_args, ort_worker  # noqa: E402
 
 
-def build_plan(kiln, model, plan, threads, bf16):
-    command = [str(kiln), "build", str(model), "-o", str(plan), "--threads", str(threads)] + (["--bf16"] if bf16 else [])
+def bf16_constraints(model):
+    """--layer-precisions constraining every Conv, MatMul and Gemm node of the model to bf16."""
+    nodes = onnx.load(str(model), load_external_data=False).graph.node
+    names = [n.name for n in nodes if n.op_type in ("Conv", "MatMul", "Gemm") and n.name]
+    return ["--layer-precisions", ",".join(f"{name}:bf16" for name in names), "--precision-constraints", "prefer"]
+
+
+def build_plan(kiln, model, plan, threads, flags):
+    command = [str(kiln), "build", str(model), "-o", str(plan), "--threads", str(threads), *flags]
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} failed:\n{result.stdout}{result.stderr}")
@@ -118,16 +129,15 @@ def main(argv):
         for model in [pathlib.Path(m) for m in args.models.split(",")]:
             inputs = make_inputs(model, work / f"{model.stem}_bench")
             for threads in [int(t) for t in args.threads.split(",")]:
+                flags = {"kiln fp32": [], "kiln bf16": ["--bf16"], "kiln bf16 all": ["--bf16", *bf16_constraints(model)]}
                 plans = {}
-                for bf16 in (False, True):
-                    plans[bf16] = work / f"{model.stem}_{threads}_{'bf16' if bf16 else 'fp32'}.kiln"
-                    build_plan(args.kiln, model, plans[bf16], threads, bf16)
-                precisions = layer_precisions(args.kiln, plans[True])
-                workers = {
-                    "kiln bf16": Worker("kiln bf16", [args.kiln, "bench", str(plans[True]), "--serve", *input_args(inputs)]),
-                    "kiln fp32": Worker("kiln fp32", [args.kiln, "bench", str(plans[False]), "--serve", *input_args(inputs)]),
-                    "ort fp32": ort_worker(model, threads, inputs),
-                }
+                for name, f in flags.items():
+                    plans[name] = work / f"{model.stem}_{threads}_{name.replace(' ', '_')}.kiln"
+                    build_plan(args.kiln, model, plans[name], threads, f)
+                precisions = {name: layer_precisions(args.kiln, plans[name]) for name in ("kiln bf16", "kiln bf16 all")}
+                workers = {name: Worker(name, [args.kiln, "bench", str(plan), "--serve", *input_args(inputs)])
+                           for name, plan in plans.items()}
+                workers["ort fp32"] = ort_worker(model, threads, inputs)
                 try:
                     lat = time_round_robin(workers, args.warmup, args.iterations, args.batch)
                 finally:
@@ -135,21 +145,27 @@ def main(argv):
                         w.close()
                 med = {name: percentile(v, 0.5) for name, v in lat.items()}
                 row = {"model": model.stem, "threads": threads, **{k: round(v, 2) for k, v in med.items()},
-                       "bf16_speedup": round(med["kiln fp32"] / med["kiln bf16"], 2),
-                       "bf16_vs_ort": round(med["ort fp32"] / med["kiln bf16"], 2), "precisions": precisions}
+                       "precisions": precisions}
                 if threads == int(args.threads.split(",")[0]) and args.accuracy_inputs:
-                    snr, top1 = accuracy(args.kiln, model, plans[False], plans[True], args.accuracy_inputs, work / "acc")
-                    row["snr_db"] = round(snr, 1)
-                    row["top1"] = None if top1 is None else round(100 * top1, 1)
+                    for name in ("kiln bf16", "kiln bf16 all"):
+                        snr, top1 = accuracy(args.kiln, model, plans["kiln fp32"], plans[name], args.accuracy_inputs,
+                                             work / f"acc_{name.replace(' ', '_')}")
+                        row[f"{name} snr_db"] = round(snr, 1)
+                        row[f"{name} top1"] = None if top1 is None else round(100 * top1, 1)
                 print(json.dumps(row), flush=True)
                 rows.append(row)
-    print("\n| model | threads | kiln BF16 ms | kiln FP32 ms | ORT FP32 ms | BF16 / FP32 speed-up | BF16 vs ORT | SNR dB | top-1 agreement | layers (inspect) |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("\n| model | threads | kiln FP32 ms | kiln --bf16 ms (timed) | kiln BF16 everywhere ms | ORT FP32 ms | "
+          "FP32 / --bf16 | FP32 / BF16 everywhere | ORT / --bf16 | SNR dB (--bf16, everywhere) | top-1 agreement | "
+          "layers in BF16 (--bf16, everywhere) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        top1 = "" if r.get("top1") is None else f"{r['top1']} %"
-        layers = ", ".join(f"{v} {k}" for k, v in sorted(r["precisions"].items()))
-        print(f"| {r['model']} | {r['threads']} | {r['kiln bf16']} | {r['kiln fp32']} | {r['ort fp32']} | "
-              f"{r['bf16_speedup']}x | {r['bf16_vs_ort']}x | {r.get('snr_db', '')} | {top1} | {layers} |")
+        f32, timed, forced, ort = r["kiln fp32"], r["kiln bf16"], r["kiln bf16 all"], r["ort fp32"]
+        snr = f"{r.get('kiln bf16 snr_db', '')}, {r.get('kiln bf16 all snr_db', '')}" if "kiln bf16 snr_db" in r else ""
+        top1 = f"{r.get('kiln bf16 top1')} %, {r.get('kiln bf16 all top1')} %" if r.get("kiln bf16 top1") is not None else ""
+        counts = ", ".join(str(r["precisions"][n].get("bf16", 0)) + "/" + str(sum(r["precisions"][n].values()))
+                           for n in ("kiln bf16", "kiln bf16 all"))
+        print(f"| {r['model']} | {r['threads']} | {f32} | {timed} | {forced} | {ort} | {f32 / timed:.2f}x | "
+              f"{f32 / forced:.2f}x | {ort / timed:.2f}x | {snr} | {top1} | {counts} |")
     return 0
 
 

@@ -90,8 +90,8 @@ void bindTrtBuilder(nb::module_& m) {
       .value("INT8", FlagIndex::kINT8, "Allow INT8 layers (accepted; layers still run in float32, with a warning).")
       .value("DISABLE_NCHWC_LAYOUT", FlagIndex::kDISABLE_NCHWC_LAYOUT, "Keep every tensor NCHW (kiln's own flag).")
       .value("BF16", FlagIndex::kBF16,
-             "Run Conv, MatMul and Gemm layers in BF16 with FP32 sums where the CPU has AVX512_BF16 (else FP32, with a "
-             "warning).")
+             "Allow BF16 Conv, MatMul and Gemm layers (FP32 sums) where the CPU has AVX512_BF16 and the builder "
+             "measures them faster (else FP32, with a warning without AVX512_BF16).")
       .value("OBEY_PRECISION_CONSTRAINTS", FlagIndex::kOBEY_PRECISION_CONSTRAINTS,
              "Layer precisions (ILayer.precision) must be met; the build fails where one cannot.")
       .value("PREFER_PRECISION_CONSTRAINTS", FlagIndex::kPREFER_PRECISION_CONSTRAINTS,

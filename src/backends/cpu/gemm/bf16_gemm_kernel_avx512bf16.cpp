@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "backends/cpu/gemm/bf16_gemm_kernels.h"
+#include "backends/cpu/gemm/transpose16x16_avx512.h"
 
 namespace kiln::cpu {
 namespace {
@@ -106,35 +107,6 @@ void kernel14x32(int64_t pairs, const uint32_t* a, const uint32_t* b, float* c, 
 // uninitialized" (a GCC 12 false positive); nothing here is.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-
-// Transposes the 16x16 block of 32-bit lanes in r[0..15] (row i in r[i]) in place.
-inline void transpose16x16(__m512 r[16]) {
-  __m512 t[16], u[16];
-#pragma GCC unroll 8
-  for (int i = 0; i < 16; i += 2) {
-    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-  }
-#pragma GCC unroll 4
-  for (int i = 0; i < 16; i += 4) {
-    const __m512d t0 = _mm512_castps_pd(t[i]), t1 = _mm512_castps_pd(t[i + 1]);
-    const __m512d t2 = _mm512_castps_pd(t[i + 2]), t3 = _mm512_castps_pd(t[i + 3]);
-    u[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
-    u[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
-    u[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
-    u[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
-  }
-#pragma GCC unroll 4
-  for (int c = 0; c < 4; ++c) {
-    const __m512 v0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88), v1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xDD);
-    const __m512 w0 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88);
-    const __m512 w1 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xDD);
-    r[c] = _mm512_shuffle_f32x4(v0, w0, 0x88);
-    r[c + 8] = _mm512_shuffle_f32x4(v0, w0, 0xDD);
-    r[c + 4] = _mm512_shuffle_f32x4(v1, w1, 0x88);
-    r[c + 12] = _mm512_shuffle_f32x4(v1, w1, 0xDD);
-  }
-}
 
 // 32 floats of one row from `src` (the first `depth` of them, the rest zero) as 16 BF16 pairs.
 inline __m512 rowPairs(const float* src, int64_t depth) {
