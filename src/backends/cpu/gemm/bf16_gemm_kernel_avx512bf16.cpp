@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "backends/cpu/gemm/bf16_gemm_kernels.h"
+#include "backends/cpu/gemm/gemm_tile_store_avx512.h"
 #include "backends/cpu/gemm/transpose16x16_avx512.h"
 
 namespace kiln::cpu {
@@ -28,8 +29,6 @@ inline void prefetchB(const uint32_t* b) {
   for (int h = 0; h < kHalves; ++h) _mm_prefetch(reinterpret_cast<const char*>(b + kNR * 8 + 16 * h), _MM_HINT_T0);
 }
 
-inline __mmask16 lowLanes(int64_t n) { return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1); }
-
 // A tile of at most 16 columns: only the first B vector of each pair is used.
 template <int R>
 void tile14x16(int64_t pairs, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, int64_t cols,
@@ -46,14 +45,7 @@ void tile14x16(int64_t pairs, const uint32_t* a, const uint32_t* b, float* c, in
     a += kMR;
     b += kNR;
   }
-  const __mmask16 m0 = lowLanes(cols);
-#pragma GCC unroll 14
-  for (int r = 0; r < R; ++r) {
-    float* row = c + r * ldc;
-    __m512 v = acc[r];
-    if (accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m0, row));
-    _mm512_mask_storeu_ps(row, m0, v);
-  }
+  storeTile16<R>(acc, c, ldc, cols, accumulate);
 }
 
 template <int R>
@@ -77,18 +69,7 @@ void tile14x32(int64_t pairs, const uint32_t* a, const uint32_t* b, float* c, in
     a += kMR;
     b += kNR;
   }
-  const __mmask16 m0 = lowLanes(cols), m1 = lowLanes(cols - 16);
-#pragma GCC unroll 14
-  for (int r = 0; r < R; ++r) {
-    float* row = c + r * ldc;
-    __m512 lo = acc0[r], hi = acc1[r];
-    if (accumulate) {
-      lo = _mm512_add_ps(lo, _mm512_maskz_loadu_ps(m0, row));
-      hi = _mm512_add_ps(hi, _mm512_maskz_loadu_ps(m1, row + 16));
-    }
-    _mm512_mask_storeu_ps(row, m0, lo);
-    _mm512_mask_storeu_ps(row + 16, m1, hi);
-  }
+  storeTile32<R>(acc0, acc1, c, ldc, cols, accumulate);
 }
 
 template <int... R>
@@ -110,8 +91,8 @@ void kernel14x32(int64_t pairs, const uint32_t* a, const uint32_t* b, float* c, 
 
 // 32 floats of one row from `src` (the first `depth` of them, the rest zero) as 16 BF16 pairs.
 inline __m512 rowPairs(const float* src, int64_t depth) {
-  const __m512 lo = _mm512_maskz_loadu_ps(lowLanes(depth), src);
-  const __m512 hi = _mm512_maskz_loadu_ps(lowLanes(depth - 16), src + 16);
+  const __m512 lo = _mm512_maskz_loadu_ps(firstLanes(depth), src);
+  const __m512 hi = _mm512_maskz_loadu_ps(firstLanes(depth - 16), src + 16);
   // vcvtne2ps2bf16 puts its second operand in the low 16 BF16: depth d lands in half d of the row.
   return _mm512_castsi512_ps((__m512i)_mm512_cvtne2ps_pbh(hi, lo));
 }
@@ -119,7 +100,7 @@ inline __m512 rowPairs(const float* src, int64_t depth) {
 // A strip of up to 14 rows: 32 depths of 16 rows at a time become 16 rows of 16 pairs,
 // transposed into 16 pairs of 16 rows, of which the strip keeps 14 lanes.
 void packARows(int64_t rows, const float* src, int64_t lda, int64_t depth, int64_t pairs, uint32_t* dst) {
-  const __mmask16 stripMask = lowLanes(kMR);
+  const __mmask16 stripMask = firstLanes(kMR);
   for (int64_t p0 = 0; p0 < pairs; p0 += 16) {
     const int64_t k0 = 2 * p0;
     const int64_t left = depth - k0;
@@ -148,7 +129,7 @@ void packBColumns(int64_t cols, const float* src, int64_t ldb, int64_t depth, in
     const float* even = src + k * ldb;
 #pragma GCC unroll 2
     for (int h = 0; h < kNrVectors; ++h) {
-      const __mmask16 m = lowLanes(cols - 16 * h);
+      const __mmask16 m = firstLanes(cols - 16 * h);
       const __m512 lo = k < depth ? _mm512_maskz_loadu_ps(m, even + 16 * h) : _mm512_setzero_ps();
       const __m512 hi = k + 1 < depth ? _mm512_maskz_loadu_ps(m, even + ldb + 16 * h) : _mm512_setzero_ps();
       const __m512i both = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);

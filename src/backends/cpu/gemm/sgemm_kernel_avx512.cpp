@@ -5,6 +5,7 @@
 #include <immintrin.h>
 
 #include "backends/cpu/gemm/sgemm_kernels.h"
+#include "backends/cpu/gemm/gemm_tile_store_avx512.h"
 #include "backends/cpu/gemm/transpose16x16_avx512.h"
 
 namespace kiln::cpu {
@@ -44,14 +45,7 @@ void tile14x16(int64_t kc, const float* a, const float* b, float* c, int64_t ldc
     a += kMR;
     b += kNR;
   }
-  const __mmask16 m0 = cols >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << cols) - 1);
-#pragma GCC unroll 14
-  for (int r = 0; r < R; ++r) {
-    float* row = c + r * ldc;
-    __m512 v = acc[r];
-    if (accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m0, row));
-    _mm512_mask_storeu_ps(row, m0, v);
-  }
+  storeTile16<R>(acc, c, ldc, cols, accumulate);
 }
 
 template <int R, bool kFarB>
@@ -76,19 +70,7 @@ void tile14x32(int64_t kc, const float* a, const float* b, float* c, int64_t ldc
     a += kMR;
     b += kNR;
   }
-  const __mmask16 m0 = cols >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << cols) - 1);
-  const __mmask16 m1 = cols >= 32 ? __mmask16(0xFFFF) : cols <= 16 ? __mmask16(0) : __mmask16((1u << (cols - 16)) - 1);
-#pragma GCC unroll 14
-  for (int r = 0; r < R; ++r) {
-    float* row = c + r * ldc;
-    __m512 lo = acc0[r], hi = acc1[r];
-    if (accumulate) {
-      lo = _mm512_add_ps(lo, _mm512_maskz_loadu_ps(m0, row));
-      hi = _mm512_add_ps(hi, _mm512_maskz_loadu_ps(m1, row + 16));
-    }
-    _mm512_mask_storeu_ps(row, m0, lo);
-    _mm512_mask_storeu_ps(row + 16, m1, hi);
-  }
+  storeTile32<R>(acc0, acc1, c, ldc, cols, accumulate);
 }
 
 template <bool kFarB>
