@@ -147,12 +147,20 @@ class ExecutionContext {
 class Runtime {
  public:
   explicit Runtime(ILogger& logger) : logger_(logger) {}
-  /// Validates the plan (checksum, version, CPU features, every size and offset) and loads it.
+  /// Validates the plan (checksums, version, CPU features, every size and offset) and loads it;
+  /// the packed weights are copied out of `data`.
   Result<std::shared_ptr<const Engine>> deserializeEngine(const void* data, size_t size) const;
+  /// Memory-maps the plan file and loads it; the kernels' packed weights are used where they lie
+  /// in the mapping. Their checksum (docs/plan-format.md) is checked only after
+  /// setVerifyPackedWeights(true), which reads the whole file at load instead of when the
+  /// layers first run; every other byte is always checked.
   Result<std::shared_ptr<const Engine>> deserializeEngineFromFile(const std::string& path) const;
+  void setVerifyPackedWeights(bool verify) { verifyPackedWeights_ = verify; }
+  bool getVerifyPackedWeights() const { return verifyPackedWeights_; }
 
  private:
   ILogger& logger_;
+  bool verifyPackedWeights_ = false;
 };
 
 inline std::unique_ptr<Runtime> createRuntime(ILogger& logger) { return std::make_unique<Runtime>(logger); }

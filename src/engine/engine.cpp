@@ -97,8 +97,8 @@ namespace {
 
 // Reads and loads a plan; with `owner` (the file's mapping), its constants view the bytes in place.
 std::shared_ptr<const Engine> loadPlanBytes(ILogger& logger, const void* data, size_t size,
-                                            std::shared_ptr<const void> owner) {
-  plan::Plan p = plan::readPlan(data, size, plan::detectCpuFeatures(), owner);
+                                            std::shared_ptr<const void> owner, plan::PackedCheck packedCheck) {
+  plan::Plan p = plan::readPlan(data, size, plan::detectCpuFeatures(), owner, packedCheck);
   if (p.info.kilnVersion != plan::kKilnVersion) {
     logger.log(Severity::kWARNING, "plan was built by kiln " + p.info.kilnVersion + ", this is kiln " +
                                        plan::kKilnVersion + " (same plan format; results should match)");
@@ -130,7 +130,7 @@ std::shared_ptr<const void> mapPlanFile(const std::string& path, size_t& size) {
 }
 
 Result<std::shared_ptr<const Engine>> Runtime::deserializeEngine(const void* data, size_t size) const {
-  return guardResult<std::shared_ptr<const Engine>>(&logger_, [&] { return loadPlanBytes(logger_, data, size, nullptr); });
+  return guardResult<std::shared_ptr<const Engine>>(&logger_, [&] { return loadPlanBytes(logger_, data, size, nullptr, plan::PackedCheck::kVerify); });
 }
 
 Result<std::shared_ptr<const Engine>> Runtime::deserializeEngineFromFile(const std::string& path) const {
@@ -142,7 +142,10 @@ Result<std::shared_ptr<const Engine>> Runtime::deserializeEngineFromFile(const s
     return mapped;
   }
   auto engine = guardResult<std::shared_ptr<const Engine>>(
-      &logger_, [&] { return loadPlanBytes(logger_, mapping.get(), size, mapping); });
+      &logger_, [&] {
+        return loadPlanBytes(logger_, mapping.get(), size, mapping,
+                             verifyPackedWeights_ ? plan::PackedCheck::kVerify : plan::PackedCheck::kSkip);
+      });
   if (!engine.ok()) return Status(engine.status().code(), path + ": " + engine.status().message());
   return engine;
 }

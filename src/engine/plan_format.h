@@ -14,7 +14,9 @@
 namespace kiln::plan {
 
 constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'P', 'L', 'A', 'N'};
-constexpr uint32_t kFormatVersion = 2;  // 2: layers hold their kernel id, ISA, declined candidates, packed state
+// 2: layers hold their kernel id, ISA, declined candidates, packed state; 3: the packed state's
+// blobs have a section of their own, last in the file, with its own checksum.
+constexpr uint32_t kFormatVersion = 3;
 constexpr size_t kHeaderSize = 64;
 constexpr size_t kChecksumOffset = 60;
 constexpr size_t kFormatVersionOffset = 8;
@@ -32,6 +34,7 @@ enum SectionId : uint32_t {
   kLayersSection = 5,
   kWeightsSection = 6,
   kPluginsSection = 7,  // only in plans with plugin nodes
+  kPackedSection = 8,   // the kernels' packed blobs; last in the file
 };
 
 /// CPU features a plan may require (bit set in the header).
@@ -88,8 +91,18 @@ std::vector<uint8_t> writePlan(const Plan& plan);
 /// Parses and validates a plan; hostFeatures is the machine's (detectCpuFeatures() by default).
 /// With `owner` (what keeps `data` alive, a memory-mapped file), constants view their bytes in
 /// place instead of copying them; without, they are copied.
+/// The header checksum covers every byte but the packed blobs (numbers in a kernel's layout, read
+/// by nothing but arithmetic), which have a checksum of their own: kVerify checks it too, reading
+/// the whole file; kSkip leaves those pages untouched until the kernels use them.
+enum class PackedCheck { kSkip, kVerify };
 Plan readPlan(const void* data, size_t size, uint32_t hostFeatures = detectCpuFeatures(),
-              std::shared_ptr<const void> owner = nullptr);
+              std::shared_ptr<const void> owner = nullptr, PackedCheck packedCheck = PackedCheck::kVerify);
+/// The header checksum: CRC-32C of bytes [0, 60) and [64, packedOffset), everything before the
+/// packed section but the checksum itself.
+uint32_t headerChecksum(const uint8_t* plan, uint64_t packedOffset);
+/// Writes the header checksum into a written plan of at least 64 bytes (the writer, and tests
+/// that edit a plan's bytes; with a damaged section table, whatever its entries say).
+void signPlan(std::vector<uint8_t>& plan);
 /// True when the bytes start with the plan magic.
 bool looksLikePlan(const void* data, size_t size);
 

@@ -1,5 +1,5 @@
 // Reads a plan, trusting nothing: the header is checked first (size, magic, format version,
-// checksum, CPU features), then every section bound, count, id and tensor size.
+// checksums, CPU features), then every section bound, count, id and tensor size.
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -43,6 +43,7 @@ const char* sectionName(uint32_t id) {
     case kLayersSection: return "layers";
     case kWeightsSection: return "weights";
     case kPluginsSection: return "plugins";
+    case kPackedSection: return "packed weights";
   }
   return "unknown";
 }
@@ -210,7 +211,38 @@ class GraphReader {
   std::shared_ptr<const void> owner_;
 };
 
-void checkHeader(const uint8_t* p, size_t size, uint32_t hostFeatures) {
+struct PackedEntry {
+  uint64_t offset = 0;
+  uint32_t checksum = 0;
+};
+
+// The packed section's entry in the table, checked to lie after the table and to end the file.
+PackedEntry findPackedEntry(const uint8_t* p, size_t size) {
+  const uint32_t count = load<uint32_t>(p + 36);
+  if (count < 7 || count > 8 || load<uint64_t>(p + 48) != kHeaderSize || size - kHeaderSize < uint64_t{count} * 24) {
+    invalid("plan section table is corrupted");
+  }
+  for (uint32_t i = 0; i < count; ++i) {
+    const uint8_t* e = p + kHeaderSize + i * 24;
+    if (load<uint32_t>(e) != kPackedSection) continue;
+    const PackedEntry packed{load<uint64_t>(e + 8), load<uint32_t>(e + 4)};
+    if (packed.offset < kHeaderSize + uint64_t{count} * 24 || packed.offset > size ||
+        load<uint64_t>(e + 16) != size - packed.offset) {
+      invalid("plan section table is corrupted (the packed weights section does not end the file)");
+    }
+    return packed;
+  }
+  invalid("plan section table is corrupted (no packed weights section)");
+}
+
+void checkCrc(uint32_t computed, uint32_t stored, const char* what) {
+  if (computed == stored) return;
+  char buf[80];
+  std::snprintf(buf, sizeof(buf), "(stored CRC-32C %08x, computed %08x)", stored, computed);
+  invalid(std::string(what) + " " + buf + ": the file is corrupted");
+}
+
+void checkHeader(const uint8_t* p, size_t size, uint32_t hostFeatures, PackedCheck packedCheck) {
   if (size < kHeaderSize) {
     invalid("plan is truncated: " + std::to_string(size) + " bytes, but its header alone is " +
             std::to_string(kHeaderSize) + " bytes");
@@ -229,13 +261,10 @@ void checkHeader(const uint8_t* p, size_t size, uint32_t hostFeatures) {
   if (size > fileSize) {
     invalid("plan is corrupted: it has " + std::to_string(size) + " bytes, its header says " + std::to_string(fileSize));
   }
-  uint32_t crc = crc32c(p, kChecksumOffset);
-  crc = crc32c(p + kHeaderSize, size - kHeaderSize, crc);
-  const uint32_t stored = load<uint32_t>(p + kChecksumOffset);
-  if (crc != stored) {
-    char buf[80];
-    std::snprintf(buf, sizeof(buf), "(stored CRC-32C %08x, computed %08x)", stored, crc);
-    invalid(std::string("plan checksum mismatch ") + buf + ": the file is corrupted");
+  const PackedEntry packed = findPackedEntry(p, size);
+  checkCrc(headerChecksum(p, packed.offset), load<uint32_t>(p + kChecksumOffset), "plan checksum mismatch");
+  if (packedCheck == PackedCheck::kVerify) {
+    checkCrc(crc32c(p + packed.offset, size - packed.offset), packed.checksum, "packed weights checksum mismatch");
   }
   const uint32_t needed = load<uint32_t>(p + 32);
   if (needed & ~hostFeatures) {
@@ -247,16 +276,16 @@ void checkHeader(const uint8_t* p, size_t size, uint32_t hostFeatures) {
 std::vector<Section> readSectionTable(const uint8_t* p, size_t size) {
   const uint32_t count = load<uint32_t>(p + 36);
   const uint64_t tableOffset = load<uint64_t>(p + 48);
-  if ((count != 6 && count != 7) || tableOffset != kHeaderSize || size - kHeaderSize < uint64_t{count} * 24) {
+  if ((count != 7 && count != 8) || tableOffset != kHeaderSize || size - kHeaderSize < uint64_t{count} * 24) {
     invalid("plan section table is corrupted");
   }
-  std::vector<Section> sections(8);
+  std::vector<Section> sections(kPackedSection + 1);
   const uint64_t dataStart = kHeaderSize + uint64_t{count} * 24;
   for (uint32_t i = 0; i < count; ++i) {
     const uint8_t* e = p + kHeaderSize + i * 24;
     const uint32_t id = load<uint32_t>(e);
     Section s{load<uint64_t>(e + 8), load<uint64_t>(e + 16), true};
-    if (id < kBuildInfoSection || id > (count == 7 ? kPluginsSection : kWeightsSection) || sections[id].present) {
+    if (id < kBuildInfoSection || id > kPackedSection || sections[id].present) {
       invalid("plan section table is corrupted (section id " + std::to_string(id) + ")");
     }
     if (s.offset < dataStart || s.offset > size || s.size > size - s.offset || s.offset % kWeightAlignment) {
@@ -264,6 +293,12 @@ std::vector<Section> readSectionTable(const uint8_t* p, size_t size) {
               std::to_string(s.size) + " bytes) lies outside the file of " + std::to_string(size) + " bytes");
     }
     sections[id] = s;
+  }
+  // 7 sections: all but plugins; 8: all.
+  for (uint32_t id = kBuildInfoSection; id <= kPackedSection; ++id) {
+    if (!sections[id].present && !(id == kPluginsSection && count == 7)) {
+      invalid(std::string("plan section table is corrupted (no ") + sectionName(id) + " section)");
+    }
   }
   return sections;
 }
@@ -364,12 +399,12 @@ uint32_t isaFeature(const std::string& name) {
   return 0;
 }
 
-// Reads layer states whose blobs view the weights section of `data` (kept alive by `owner`), or
+// Reads layer states whose blobs view the packed section of `data` (kept alive by `owner`), or
 // copies of them when there is no owner.
 class KernelStateReader {
  public:
-  KernelStateReader(const uint8_t* data, Section weights, std::shared_ptr<const void> owner)
-      : data_(data), weights_(weights), owner_(std::move(owner)) {}
+  KernelStateReader(const uint8_t* data, Section packed, std::shared_ptr<const void> owner)
+      : data_(data), packed_(packed), owner_(std::move(owner)) {}
 
   cpu::KernelState operator()(ByteReader& r, const LayerInfo& layer) {
     cpu::KernelState state;
@@ -379,12 +414,12 @@ class KernelStateReader {
     for (uint32_t k = 0; k < blobs; ++k) {
       const uint64_t offset = r.u64("packed blob offset");
       const uint64_t bytes = r.u64("packed blob size");
-      if (offset > weights_.size || bytes > weights_.size - offset || offset % kWeightAlignment) {
+      if (offset > packed_.size || bytes > packed_.size - offset || offset % kWeightAlignment) {
         r.fail("layer '" + layer.name + "': packed blob " + std::to_string(k) + " at offset " + std::to_string(offset) +
-               " (" + std::to_string(bytes) + " bytes) lies outside the weights section of " +
-               std::to_string(weights_.size) + " bytes or is not 64-byte aligned");
+               " (" + std::to_string(bytes) + " bytes) lies outside the packed weights section of " +
+               std::to_string(packed_.size) + " bytes or is not 64-byte aligned");
       }
-      state.blobs.push_back({data_ + weights_.offset + offset, bytes});
+      state.blobs.push_back({data_ + packed_.offset + offset, bytes});
     }
     state.owner = owner_;
     if (!owner_ && !state.blobs.empty()) copyBlobs(state);
@@ -408,7 +443,7 @@ class KernelStateReader {
   }
 
   const uint8_t* data_;
-  Section weights_;
+  Section packed_;
   std::shared_ptr<const void> owner_;
 };
 
@@ -446,10 +481,11 @@ std::vector<LayerInfo> readLayers(ByteReader r, const ir::Graph& g, uint32_t hos
 
 }  // namespace
 
-Plan readPlan(const void* data, size_t size, uint32_t hostFeatures, std::shared_ptr<const void> owner) {
+Plan readPlan(const void* data, size_t size, uint32_t hostFeatures, std::shared_ptr<const void> owner,
+              PackedCheck packedCheck) {
   const auto* p = static_cast<const uint8_t*>(data);
   if (!p && size) invalid("plan data is null");
-  checkHeader(p, size, hostFeatures);
+  checkHeader(p, size, hostFeatures, packedCheck);
   std::vector<Section> sections = readSectionTable(p, size);
   Plan plan;
   plan.cpuFeatures = load<uint32_t>(p + 32);
@@ -460,7 +496,7 @@ Plan readPlan(const void* data, size_t size, uint32_t hostFeatures, std::shared_
   expectEnd(graphReader);
   plan.io = readIO(sectionReader(p, sections, kIOSection), *plan.graph);
   plan.profiles = readProfiles(sectionReader(p, sections, kProfilesSection), plan.io);
-  KernelStateReader kernelState(p, sections[kWeightsSection], std::move(owner));
+  KernelStateReader kernelState(p, sections[kPackedSection], std::move(owner));
   plan.layers = readLayers(sectionReader(p, sections, kLayersSection), *plan.graph, hostFeatures, kernelState,
                            plan.kernelStates);
   // Last: a plugin that is not registered is reported only for an otherwise valid plan.

@@ -1,6 +1,9 @@
 // Serializes a Plan: header, section table, sections; tensor data goes to the weights section,
 // each blob 64-byte aligned in the file so that it can be memory-mapped in place.
+#include <algorithm>
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include "engine/plan_bytes.h"
 #include "engine/plan_format.h"
@@ -143,20 +146,20 @@ void writeProfiles(ByteWriter& w, const std::vector<Profile>& profiles) {
   }
 }
 
-// A layer's kernel state: its parameters, then each packed blob 64-byte aligned in the weights.
-void writeKernelState(ByteWriter& w, ByteWriter& weights, const cpu::KernelState* state) {
+// A layer's kernel state: its parameters, then each packed blob 64-byte aligned in the packed section.
+void writeKernelState(ByteWriter& w, ByteWriter& packed, const cpu::KernelState* state) {
   w.str(state ? std::string(state->params.begin(), state->params.end()) : std::string());
   w.u32(state ? static_cast<uint32_t>(state->blobs.size()) : 0);
   if (!state) return;
   for (const cpu::KernelBlob& blob : state->blobs) {
-    weights.alignTo(kWeightAlignment);
-    w.u64(weights.size());
+    packed.alignTo(kWeightAlignment);
+    w.u64(packed.size());
     w.u64(blob.bytes);
-    weights.raw(blob.data, blob.bytes);
+    packed.raw(blob.data, blob.bytes);
   }
 }
 
-void writeLayers(ByteWriter& w, ByteWriter& weights, const std::vector<LayerInfo>& layers,
+void writeLayers(ByteWriter& w, ByteWriter& packed, const std::vector<LayerInfo>& layers,
                  const std::vector<cpu::KernelState>& states) {
   w.u32(static_cast<uint32_t>(layers.size()));
   for (size_t i = 0; i < layers.size(); ++i) {
@@ -169,7 +172,7 @@ void writeLayers(ByteWriter& w, ByteWriter& weights, const std::vector<LayerInfo
     for (const auto& s : l.declinedKernels) w.str(s);
     w.u32(static_cast<uint32_t>(l.fusedFrom.size()));
     for (const auto& s : l.fusedFrom) w.str(s);
-    writeKernelState(w, weights, i < states.size() ? &states[i] : nullptr);
+    writeKernelState(w, packed, i < states.size() ? &states[i] : nullptr);
   }
 }
 
@@ -178,20 +181,24 @@ void putAt(std::vector<uint8_t>& bytes, size_t offset, const void* v, size_t n) 
 }  // namespace
 
 std::vector<uint8_t> writePlan(const Plan& plan) {
-  ByteWriter weights;
-  ByteWriter sections[6];
-  writeBuildInfo(sections[0], plan.info);
-  writeIO(sections[1], plan.io);
-  writeProfiles(sections[2], plan.profiles);
-  GraphWriter(weights).graph(sections[3], *plan.graph);
-  writeLayers(sections[4], weights, plan.layers, plan.kernelStates);
+  ByteWriter weights, packed;
+  ByteWriter buildInfo, io, profiles, graph, layers, pluginRecords;
+  writeBuildInfo(buildInfo, plan.info);
+  writeIO(io, plan.io);
+  writeProfiles(profiles, plan.profiles);
+  GraphWriter(weights).graph(graph, *plan.graph);
+  writeLayers(layers, packed, plan.layers, plan.kernelStates);
+  std::vector<std::pair<uint32_t, const std::vector<uint8_t>*>> sections = {
+      {kBuildInfoSection, &buildInfo.bytes()}, {kIOSection, &io.bytes()},      {kProfilesSection, &profiles.bytes()},
+      {kGraphSection, &graph.bytes()},         {kLayersSection, &layers.bytes()}, {kWeightsSection, &weights.bytes()}};
   // The plugins section is written only when needed, so plans without plugins stay readable by
   // a kiln that predates it.
-  const bool plugins = hasPluginNodes(*plan.graph);
-  if (plugins) writePlugins(sections[5], *plan.graph);
-  const uint32_t ids[7] = {kBuildInfoSection, kIOSection,      kProfilesSection, kGraphSection,
-                           kLayersSection,    kWeightsSection, kPluginsSection};
-  const uint32_t count = plugins ? 7 : 6;
+  if (hasPluginNodes(*plan.graph)) {
+    writePlugins(pluginRecords, *plan.graph);
+    sections.emplace_back(kPluginsSection, &pluginRecords.bytes());
+  }
+  sections.emplace_back(kPackedSection, &packed.bytes());  // last: the header checksum stops before it
+  const auto count = static_cast<uint32_t>(sections.size());
 
   ByteWriter file;
   file.raw(kMagic, sizeof(kMagic));
@@ -209,25 +216,46 @@ std::vector<uint8_t> writePlan(const Plan& plan) {
   const size_t table = file.size();
   file.bytes().resize(table + count * 24);
   for (uint32_t s = 0; s < count; ++s) {
+    const auto& [id, body] = sections[s];
     file.alignTo(kWeightAlignment);
-    uint64_t offset = file.size();
-    std::vector<uint8_t>& body = s == 5 ? weights.bytes() : sections[s < 5 ? s : 5].bytes();
-    uint64_t size = body.size();
-    file.raw(body.data(), body.size());
-    size_t entry = table + static_cast<size_t>(s) * 24;
-    uint32_t reserved = 0;
-    putAt(file.bytes(), entry, &ids[s], 4);
-    putAt(file.bytes(), entry + 4, &reserved, 4);
+    const uint64_t offset = file.size();
+    const uint64_t size = body->size();
+    file.raw(body->data(), body->size());
+    // The packed section's own checksum sits in its entry, which the header checksum covers.
+    const uint32_t sectionChecksum = id == kPackedSection ? crc32c(body->data(), body->size()) : 0;
+    const size_t entry = table + static_cast<size_t>(s) * 24;
+    putAt(file.bytes(), entry, &id, 4);
+    putAt(file.bytes(), entry + 4, &sectionChecksum, 4);
     putAt(file.bytes(), entry + 8, &offset, 8);
     putAt(file.bytes(), entry + 16, &size, 8);
   }
   std::vector<uint8_t> bytes = std::move(file.bytes());
   uint64_t total = bytes.size();
   putAt(bytes, 40, &total, 8);
-  uint32_t crc = crc32c(bytes.data(), kChecksumOffset);
-  crc = crc32c(bytes.data() + kHeaderSize, bytes.size() - kHeaderSize, crc);
-  putAt(bytes, kChecksumOffset, &crc, 4);
+  signPlan(bytes);
   return bytes;
+}
+
+uint32_t headerChecksum(const uint8_t* plan, uint64_t packedOffset) {
+  const uint32_t crc = crc32c(plan, kChecksumOffset);
+  return crc32c(plan + kHeaderSize, packedOffset - kHeaderSize, crc);
+}
+
+void signPlan(std::vector<uint8_t>& plan) {
+  // Tests sign damaged plans too: only table entries inside the bytes are read, and a packed
+  // offset outside them signs up to the end.
+  uint32_t count = 0;
+  std::memcpy(&count, &plan[36], 4);
+  const uint64_t entries = std::min<uint64_t>(count, (plan.size() - kHeaderSize) / 24);
+  uint64_t packedOffset = plan.size();
+  for (uint64_t s = 0; s < entries; ++s) {
+    uint32_t id = 0;
+    std::memcpy(&id, &plan[kHeaderSize + s * 24], 4);
+    if (id == kPackedSection) std::memcpy(&packedOffset, &plan[kHeaderSize + s * 24 + 8], 8);
+  }
+  if (packedOffset < kHeaderSize || packedOffset > plan.size()) packedOffset = plan.size();
+  const uint32_t crc = headerChecksum(plan.data(), packedOffset);
+  putAt(plan, kChecksumOffset, &crc, 4);
 }
 
 bool looksLikePlan(const void* data, size_t size) {

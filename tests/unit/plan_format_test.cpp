@@ -44,11 +44,7 @@ std::vector<uint8_t> samplePlan(ILogger& logger) {
 }
 
 // Rewrites the checksum so that a deliberate change reaches the checks after it.
-void resign(std::vector<uint8_t>& bytes) {
-  uint32_t crc = plan::crc32c(bytes.data(), plan::kChecksumOffset);
-  crc = plan::crc32c(bytes.data() + plan::kHeaderSize, bytes.size() - plan::kHeaderSize, crc);
-  std::memcpy(&bytes[plan::kChecksumOffset], &crc, 4);
-}
+void resign(std::vector<uint8_t>& bytes) { plan::signPlan(bytes); }
 
 Status load(const std::vector<uint8_t>& bytes) {
   RecordingLogger logger;

@@ -7,8 +7,10 @@
 
 #include <cstdint>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "engine/engine_impl.h"
 #include "engine_test_support.h"
@@ -144,6 +146,44 @@ TEST(PlanMapping, APackedStateOfTheWrongSizeIsRefusedNamingTheLayer) {
   EXPECT_THAT(engine.status().message(), HasSubstr("layer '" + p.layers[fc].name + "': packed weights 0 have " +
                                                    std::to_string(p.kernelStates[fc].blobs[0].bytes) + " bytes; its kernel packs " +
                                                    std::to_string(p.kernelStates[fc].blobs[0].bytes + 64)));
+}
+
+std::vector<char> readBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::vector<char>(std::istreambuf_iterator<char>(in), {});
+}
+
+void writeBytes(const std::string& path, const std::vector<char>& bytes) {
+  std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+// The packed section ends the file and has a checksum of its own: a mapped load leaves it to the
+// first run unless asked to verify it; a load from bytes, and every other byte, are always checked.
+TEST(PlanMapping, PackedWeightsChecksumIsCheckedOnRequestAndTheRestAlways) {
+  const auto dir = tempDir("plan_packed_checksum");
+  const std::string planPath = buildPlanFile(convMatMulModel(dir), dir);
+  std::vector<char> bytes = readBytes(planPath);
+  bytes[bytes.size() - 10] ^= 1;  // inside the packed weights
+  const std::string damaged = (dir / "damaged.kiln").string();
+  writeBytes(damaged, bytes);
+  RecordingLogger logger;
+  Runtime runtime(logger);
+  EXPECT_TRUE(runtime.deserializeEngineFromFile(damaged).ok());
+  runtime.setVerifyPackedWeights(true);
+  auto verified = runtime.deserializeEngineFromFile(damaged);
+  ASSERT_FALSE(verified.ok());
+  EXPECT_THAT(verified.status().message(), HasSubstr(damaged + ": packed weights checksum mismatch"));
+  auto fromBytes = runtime.deserializeEngine(bytes.data(), bytes.size());
+  ASSERT_FALSE(fromBytes.ok());
+  EXPECT_THAT(fromBytes.status().message(), HasSubstr("packed weights checksum mismatch"));
+
+  std::vector<char> header = readBytes(planPath);
+  header[200] ^= 1;  // in the sections before the packed one
+  writeBytes(damaged, header);
+  runtime.setVerifyPackedWeights(false);
+  auto mapped = runtime.deserializeEngineFromFile(damaged);
+  ASSERT_FALSE(mapped.ok());
+  EXPECT_THAT(mapped.status().message(), HasSubstr("plan checksum mismatch"));
 }
 
 }  // namespace
