@@ -3,6 +3,8 @@
 //   auto outputs = session.run({{"input", tensor}});
 // Errors are thrown as kiln::Error (see error.h), whose message names the file, node or tensor.
 #pragma once
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <utility>
@@ -22,6 +24,16 @@ struct SessionOptions {
   /// keeps every tensor NCHW, to compare.
   bool nchwcLayout = true;
   IProfiler* profiler = nullptr;  // told each layer's time of every run; must outlive the session
+  /// Iterations one Loop node may run per run before the run fails naming it (a model whose loop
+  /// condition never turns false); 0 = no cap.
+  int64_t maxLoopIterations = 0;
+};
+
+/// Options of one run, as ONNX Runtime's RunOptions.
+struct RunOptions {
+  /// Set to true (from any thread) to stop the run: it fails with "run terminated" before the
+  /// next node or loop iteration. Must outlive the run; nullptr = not stoppable.
+  const std::atomic<bool>* terminate = nullptr;
 };
 
 /// An input or output of a model. shape holds -1 where a dim is not fixed; dimNames holds the
@@ -61,7 +73,7 @@ class Session {
 
   /// Runs the model. Every required input must be given, with the model's dtype and a shape that
   /// agrees with its fixed dims. Returns the outputs in the model's order.
-  NamedTensors run(const NamedTensors& inputs) const;
+  NamedTensors run(const NamedTensors& inputs, const RunOptions& options = {}) const;
 
  private:
   struct Impl;

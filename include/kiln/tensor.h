@@ -54,7 +54,8 @@ class Tensor {
   Tensor reshaped(Shape shape) const;
   /// A deep copy with its own storage.
   Tensor clone() const;
-  /// Reads element i converted to int64 / double (any numeric or bool dtype).
+  /// Reads element i converted to int64 / double (any numeric or bool dtype); intAt is exact for
+  /// integer types and saturates floats beyond the int64 range (NaN reads as 0).
   int64_t intAt(int64_t i) const;
   double doubleAt(int64_t i) const;
   /// All elements as int64 (for shape-like tensors).

@@ -6,6 +6,9 @@ import enum
 
 from kiln import _kiln
 
+# Session config entry: iterations one Loop node may run per run before the run fails (0: no cap).
+MAX_LOOP_ITERATIONS_KEY = "kiln.max_loop_iterations"
+
 
 class _OrtEnum(enum.IntEnum):
     """An IntEnum that prints as onnxruntime's enums do ("GraphOptimizationLevel.ORT_ENABLE_ALL")."""
@@ -74,7 +77,7 @@ class SessionOptions:
         self._custom_ops_libraries: list[str] = []
 
     def add_session_config_entry(self, key: str, value: str) -> None:
-        """Stores a session config entry (kiln reads none of them)."""
+        """Stores a session config entry (kiln reads kiln.max_loop_iterations, none of onnxruntime's)."""
         self._config_entries[str(key)] = str(value)
 
     def get_session_config_entry(self, key: str) -> str:
@@ -102,20 +105,45 @@ class SessionOptions:
             "optimize": level != GraphOptimizationLevel.ORT_DISABLE_ALL,
             "nchwc_layout": level >= GraphOptimizationLevel.ORT_ENABLE_LAYOUT,
             "profile": bool(self.enable_profiling),
+            "max_loop_iterations": self._max_loop_iterations(),
         }
+
+    def _max_loop_iterations(self) -> int:
+        """The session config entry kiln.max_loop_iterations (iterations one Loop node may run
+        per run; 0 or absent: no cap)."""
+        text = self._config_entries.get(MAX_LOOP_ITERATIONS_KEY, "0")
+        try:
+            cap = int(text)
+        except ValueError:
+            cap = -1
+        if cap < 0:
+            raise _kiln.InvalidArgument(
+                f"[ONNXRuntimeError] : 2 : INVALID_ARGUMENT : {MAX_LOOP_ITERATIONS_KEY} must be an integer >= 0 (got {text!r})"
+            )
+        return cap
 
 
 class RunOptions:
-    """Options of one run (onnxruntime.RunOptions). kiln honours `terminate` (a run with it set
-    fails at once, as in onnxruntime); the logging fields and config entries are kept, unused."""
+    """Options of one run (onnxruntime.RunOptions). kiln honours `terminate`: a run started with it
+    set fails at once, as in onnxruntime, and setting it from another thread stops the runs using
+    these options before their next layer or loop iteration. The logging fields and config
+    entries are kept, unused."""
 
     def __init__(self) -> None:
         self.log_severity_level: int = -1
         self.log_verbosity_level: int = 0
         self.logid: str = ""
-        self.terminate: bool = False
+        self._terminate = _kiln.RunFlag()
         self.only_execute_path_to_fetches: bool = False
         self._config_entries: dict[str, str] = {}
+
+    @property
+    def terminate(self) -> bool:
+        return self._terminate.value
+
+    @terminate.setter
+    def terminate(self, value: bool) -> None:
+        self._terminate.value = bool(value)
 
     def add_run_config_entry(self, key: str, value: str) -> None:
         """Stores a run config entry (kiln reads none of them)."""

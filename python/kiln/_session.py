@@ -166,7 +166,7 @@ class InferenceSession:
         check_not_terminated(run_options)
         if type(input_feed) is not dict:
             input_feed = dict(input_feed)
-        return self._sess.run(output_names, input_feed)
+        return self._sess.run(output_names, input_feed, run_options._terminate if run_options is not None else None)
 
     def run_with_ort_values(self, output_names, input_dict_ort_values, run_options: RunOptions | None = None) -> list:
         """run() with OrtValue inputs and outputs."""

@@ -3,6 +3,7 @@
 #include <Python.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <limits>
 #include <memory>
@@ -24,6 +25,11 @@ namespace kiln::python {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// The terminate flag of a Python RunOptions, read by the run while the GIL is released.
+struct RunFlag {
+  std::atomic<bool> value{false};
+};
 
 class PySession {
  public:
@@ -71,14 +77,16 @@ class PySession {
     return d;
   }
 
-  nb::list run(nb::handle outputNames, nb::dict feed) {
+  nb::list run(nb::handle outputNames, nb::dict feed, const RunFlag* terminate) {
     const std::vector<size_t> selected = selectOutputs(outputNames);
     NamedTensors inputs = tensorsOf(feed);
     NamedTensors results;
+    RunOptions options;
+    if (terminate) options.terminate = &terminate->value;
     {
       const auto start = Clock::now();
       nb::gil_scoped_release release;
-      results = session_->run(inputs);
+      results = session_->run(inputs, options);
       if (profiler_) profiler_->recordRun(start);
     }
     nb::list out;
@@ -186,39 +194,50 @@ class PySession {
   std::unique_ptr<Session> session_;
 };
 
-SessionOptions makeOptions(int threads, bool optimize, bool nchwcLayout) {
+SessionOptions makeOptions(int threads, bool optimize, bool nchwcLayout, int64_t maxLoopIterations) {
   SessionOptions o;
   o.threads = threads;
   o.optimize = optimize;
   o.nchwcLayout = nchwcLayout;
+  o.maxLoopIterations = maxLoopIterations;
   return o;
 }
 
 }  // namespace
 
 void bindSession(nb::module_& m) {
+  nb::class_<RunFlag>(m, "RunFlag", "A flag another thread may set to stop a run (RunOptions.terminate).")
+      .def(nb::init<>())
+      .def_prop_rw(
+          "value", [](const RunFlag& f) { return f.value.load(); }, [](RunFlag& f, bool v) { f.value.store(v); },
+          "True once the runs given this flag should stop.");
   nb::class_<PySession>(m, "Session", "A loaded model (kiln::Session); kiln.InferenceSession wraps it.")
       .def(
           "__init__",
-          [](PySession* self, const std::string& path, int threads, bool optimize, bool nchwcLayout, bool profile) {
-            new (self) PySession(path, makeOptions(threads, optimize, nchwcLayout), profile);
+          [](PySession* self, const std::string& path, int threads, bool optimize, bool nchwcLayout, bool profile,
+             int64_t maxLoopIterations) {
+            new (self) PySession(path, makeOptions(threads, optimize, nchwcLayout, maxLoopIterations), profile);
           },
           nb::arg("path"), nb::arg("threads") = 0, nb::arg("optimize") = true, nb::arg("nchwc_layout") = true,
-          nb::arg("profile") = false, "Loads and prepares the model file at `path`.")
+          nb::arg("profile") = false, nb::arg("max_loop_iterations") = 0, "Loads and prepares the model file at `path`.")
       .def_static(
           "from_bytes",
-          [](nb::bytes data, int threads, bool optimize, bool nchwcLayout, bool profile, const std::string& externalDataDir) {
-            return new PySession(data, makeOptions(threads, optimize, nchwcLayout), profile, externalDataDir);
+          [](nb::bytes data, int threads, bool optimize, bool nchwcLayout, bool profile, int64_t maxLoopIterations,
+             const std::string& externalDataDir) {
+            return new PySession(data, makeOptions(threads, optimize, nchwcLayout, maxLoopIterations), profile,
+                                 externalDataDir);
           },
           nb::arg("data"), nb::arg("threads") = 0, nb::arg("optimize") = true, nb::arg("nchwc_layout") = true,
-          nb::arg("profile") = false, nb::arg("external_data_dir") = "",
+          nb::arg("profile") = false, nb::arg("max_loop_iterations") = 0, nb::arg("external_data_dir") = "",
           "Loads a serialized ModelProto; external data files are looked up in external_data_dir.")
       .def("inputs", [](const PySession& s) { return s.describe(true); },
            "[(name, shape, type, overridable)] of the model's inputs; shape holds ints, dim names and None.")
       .def("outputs", [](const PySession& s) { return s.describe(false); }, "[(name, shape, type, False)] of the outputs.")
       .def("metadata", &PySession::metadata, "The model's ModelMetadata fields as a dict.")
       .def("run", &PySession::run, nb::arg("output_names").none(), nb::arg("input_feed"),
-           "Runs the model with the GIL released; returns the named outputs (all when None) in order.")
+           nb::arg("terminate").none() = nb::none(),
+           "Runs the model with the GIL released; returns the named outputs (all when None) in order. "
+           "The run stops with an error once `terminate` (a RunFlag) is set, from any thread.")
       .def("take_profile", &PySession::takeProfile, "The trace events recorded since the last call (profile=True).")
       .def("_time_cpp_runs", &PySession::timeCppRuns, nb::arg("input_feed"), nb::arg("iterations"),
            "For benchmarks: seconds of each of `iterations` C++ Session::run calls on the feed.");

@@ -6,6 +6,7 @@
 #include <sstream>
 #include <thread>
 
+#include "build/int8_report.h"
 #include "build/network_impl.h"
 #include "build/precision.h"
 #include "build/profiles.h"
@@ -219,6 +220,10 @@ std::vector<uint8_t> buildPlan(const NetworkDefinition::Impl& net, const Builder
       logger.log(Severity::kVERBOSE, decision);
       report.layerDecisions.push_back(std::move(decision));
       layers.push_back(std::move(info));
+    }
+    for (std::string& line : build::int8LayerReport(g, layers)) {
+      logger.log(Severity::kVERBOSE, line);
+      report.layerDecisions.push_back(std::move(line));
     }
     return std::to_string(layers.size()) + " kernels";
   });

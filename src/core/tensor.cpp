@@ -2,10 +2,12 @@
 
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <sstream>
+#include <type_traits>
 
 #include "core/aligned_memory.h"
 #include "core/dtype_dispatch.h"
@@ -107,7 +109,19 @@ int64_t Tensor::intAt(int64_t i) const {
   if (isLowPrecision(dtype_)) return static_cast<int64_t>(lowPrecisionToFloat(dtype_, data<uint8_t>()[i]));
   return dispatchNumericOrBool(dtype_, "Tensor::intAt", [&](auto tag) -> int64_t {
     using T = typename decltype(tag)::type;
-    return static_cast<int64_t>(static_cast<double>(data<T>()[i]));
+    const T v = data<T>()[i];
+    if constexpr (std::is_same_v<T, uint64_t>) {
+      return v > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX : static_cast<int64_t>(v);
+    } else if constexpr (std::is_integral_v<T>) {
+      return static_cast<int64_t>(v);  // exact: through double, INT64_MAX would become INT64_MIN
+    } else {
+      // Saturating, as a double beyond the int64 range has no int64 value (NaN reads as 0).
+      const double d = static_cast<double>(v);
+      if (d != d) return 0;
+      if (d >= 9223372036854775808.0) return INT64_MAX;
+      if (d < -9223372036854775808.0) return INT64_MIN;
+      return static_cast<int64_t>(d);
+    }
   });
 }
 

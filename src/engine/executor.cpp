@@ -7,6 +7,7 @@
 #include <cstring>
 #include <utility>
 
+#include "backends/cpu/run_control.h"
 #include "backends/cpu/thread_pool.h"
 #include "core/aligned_memory.h"
 #include "engine/subgraph.h"
@@ -473,6 +474,7 @@ void Executor::runBound(const std::vector<std::pair<int, Tensor>>& inputs, Execu
   for (size_t s = 0; s < steps_.size(); ++s) {
     const Step& step = steps_[s];
     const ir::Node& node = *step.node;
+    if (cpu::terminateRequested()) cpu::throwTerminated("node '" + node.name + "' (" + node.opType + ")");
     ExecutorMemory::NodeBinding& b = memory.nodes_[s];
     for (size_t k = 0; k < node.inputs.size(); ++k) {
       if (node.inputs[k] != ir::kNoValue && !b.inputs[k]->defined()) {
@@ -598,6 +600,7 @@ void Executor::runUnplanned(const std::vector<std::pair<int, Tensor>>& inputs, I
       }
       in.push_back(id == ir::kNoValue ? nullptr : values[id]);
     }
+    if (cpu::terminateRequested()) cpu::throwTerminated("node '" + node.name + "' (" + node.opType + ")");
     const auto start = profiler ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     std::vector<Tensor> outs = runNode(node, *step.schema, step.kernel, in);
     if (profiler) reportLayer(profiler, node, in, start);

@@ -16,7 +16,8 @@ bool readsOnlyStaticShape(const ir::Graph& graph, const ir::Node& node) {
   return t.dtype != DataType::kUndefined && t.shape && ir::concreteShape(*t.shape);
 }
 
-bool isFoldable(const ir::Graph& graph, const ir::Node& node) {
+bool isFoldable(const ir::Graph& graph, const ir::Node& node, bool foldDequantize) {
+  if (!foldDequantize && node.domain.empty() && node.opType == "DequantizeLinear") return false;
   const ir::OpSchema* schema = ir::OpSchemaRegistry::global().find(node.domain, node.opType, node.opset);
   if (!schema || !schema->deterministic || !cpu::KernelRegistry::global().find(node.domain, node.opType)) {
     return false;
@@ -48,11 +49,11 @@ std::vector<Tensor> foldingInputs(const ir::Graph& graph, const ir::Node& node) 
 }
 
 // One pass in topological order; chains fold in one pass since folded outputs become constants.
-int foldPass(ir::Graph& graph) {
+int foldPass(ir::Graph& graph, bool foldDequantize) {
   std::vector<ir::Node> kept;
   int folded = 0;
   for (ir::Node& node : graph.nodes) {
-    if (!isFoldable(graph, node)) {
+    if (!isFoldable(graph, node, foldDequantize)) {
       kept.push_back(std::move(node));
       continue;
     }
@@ -92,12 +93,12 @@ int foldPass(ir::Graph& graph) {
 
 }  // namespace
 
-int foldConstants(ir::Graph& graph) {
+int foldConstants(ir::Graph& graph, bool foldDequantize) {
   // Folding can make shapes static downstream (Shape -> Gather -> Concat -> Reshape), which
   // lets more Shape nodes fold: repeat inference and folding until nothing changes.
   int total = 0;
   for (int round = 0; round < 16; ++round) {
-    int folded = foldPass(graph);
+    int folded = foldPass(graph, foldDequantize);
     if (folded == 0) break;
     total += folded;
     ir::inferShapes(graph);

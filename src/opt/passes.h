@@ -11,7 +11,9 @@ namespace kiln::opt {
 /// Evaluates every deterministic node whose inputs are all constants (not overridable graph
 /// inputs), and every Shape/Size node whose input shape is static, replacing their outputs by
 /// constants; re-infers shapes after each round. Returns the number of nodes folded.
-int foldConstants(ir::Graph& graph);
+/// DequantizeLinear is left to fuseLayers unless `foldDequantize`: the QDQ fusions keep a
+/// weight int8, and fuseLayers folds the DQs of constants they leave.
+int foldConstants(ir::Graph& graph, bool foldDequantize = false);
 
 /// Removes nodes whose outputs nobody reads (not graph outputs). Returns the number removed.
 int eliminateDeadNodes(ir::Graph& graph);
@@ -40,6 +42,24 @@ int fuseMatMulEpilogues(ir::Graph& graph);
 /// The Q, K and V projections (FusedMatMuls on one input) of a kiln::FusedAttention -> one
 /// FusedMatMul with the weights side by side, read by the attention in its packed form.
 int packAttentionProjections(ir::Graph& graph);
+
+/// Attribute on a Conv, MatMul or Gemm of a QDQ model that stays float32: why it does not run INT8.
+inline constexpr const char* kInt8RefusalAttr = "kiln_int8_refused";
+/// Attribute on a kiln::QConv / kiln::QGemm with float32 output: why its output is not quantized.
+inline constexpr const char* kInt8FloatOutputAttr = "kiln_int8_float_output";
+
+/// DQ(x) + DQ(constant w) [+ bias] -> Conv / MatMul / Gemm [-> activation] [-> Q] -> kiln::QConv /
+/// kiln::QGemm (see fuse_qdq.cpp); the others record why in kInt8RefusalAttr. Runs before the
+/// float fusions, which would otherwise take the float ops first.
+int fuseQdqLayers(ir::Graph& graph);
+
+/// DQ -> MaxPool / Reshape / Transpose / Flatten / Squeeze / Unsqueeze / Slice / Concat / nearest
+/// Resize -> Q with equal parameters -> the op on the int8 tensor (see fuse_qdq_int8_moves.cpp).
+int runInt8DataMovement(ir::Graph& graph);
+
+/// DQ(a) [+ DQ(b)] -> Add / Mul / GlobalAveragePool -> Q with per-tensor constant parameters ->
+/// kiln::QLinearAdd / QLinearMul / QLinearGlobalAveragePool (see fuse_qdq_elementwise.cpp).
+int fuseQdqElementwise(ir::Graph& graph);
 
 /// Conv [+ residual Add] [+ activation] -> kiln::FusedConv (float32).
 int fuseConvEpilogues(ir::Graph& graph);

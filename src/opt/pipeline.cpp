@@ -7,6 +7,10 @@ namespace kiln::opt {
 
 int fuseLayers(ir::Graph& graph, const FusionOptions& options) {
   int removed = eliminateCommonSubexpressions(graph);
+  removed += runInt8DataMovement(graph);
+  removed += fuseQdqLayers(graph);
+  removed += fuseQdqElementwise(graph);
+  foldConstants(graph, true);  // the weight DQs no quantized layer took
   removed += cancelTransposesAndReshapes(graph);
   removed += foldBatchNormIntoConv(graph);
   removed += fuseLayerNormPattern(graph);

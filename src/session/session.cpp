@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <mutex>
 
+#include "backends/cpu/run_control.h"
 #include "backends/cpu/thread_pool.h"
 #include "engine/executor.h"
 #include "engine/memory_plan.h"
@@ -116,11 +117,15 @@ struct Session::Impl {
   std::mutex memoryMutex;  // the arena is reused by one run at a time
   ExecutorMemory memory;
   IProfiler* profiler = nullptr;
+  int64_t maxLoopIterations = 0;
   ModelMetadata metadata;
   std::vector<bool> constantOutputs;  // per output: a weight or a view of one (run returns a copy)
 
   static void checkOptions(const SessionOptions& options) {
     if (options.threads < 0) throw Error(ErrorCode::kInvalidArgument, "threads must be >= 0 (0 = one per core)");
+    if (options.maxLoopIterations < 0) {
+      throw Error(ErrorCode::kInvalidArgument, "maxLoopIterations must be >= 0 (0 = no cap)");
+    }
   }
   /// Optimizes `model` and makes its executor; `modelName` prefixes errors.
   void prepare(ir::Model model, const SessionOptions& options, const std::string& modelName);
@@ -142,6 +147,7 @@ Session::Session(const void* modelData, size_t modelSize, SessionOptions options
 void Session::Impl::prepare(ir::Model model, const SessionOptions& options, const std::string& modelName) {
   pool = std::make_unique<cpu::ThreadPool>(options.threads);
   profiler = options.profiler;
+  maxLoopIterations = options.maxLoopIterations;
   auto graph = std::make_shared<ir::Graph>(std::move(model.graph));
   try {
     auto unsupported = findUnsupportedNodes(*graph);
@@ -175,7 +181,7 @@ const std::vector<TensorInfo>& Session::inputs() const { return impl_->inputs; }
 const std::vector<TensorInfo>& Session::outputs() const { return impl_->outputs; }
 const ModelMetadata& Session::metadata() const { return impl_->metadata; }
 
-NamedTensors Session::run(const NamedTensors& inputs) const {
+NamedTensors Session::run(const NamedTensors& inputs, const RunOptions& options) const {
   std::vector<std::pair<int, Tensor>> feeds;
   std::vector<bool> given(impl_->inputs.size(), false);
   for (const auto& [name, tensor] : inputs) {
@@ -196,6 +202,8 @@ NamedTensors Session::run(const NamedTensors& inputs) const {
     if (!given[i] && !impl_->inputs[i].optional) badInput("input '" + impl_->inputs[i].name + "' is missing");
   }
   cpu::ThreadPoolScope threads(impl_->pool.get());
+  const cpu::RunControl control{options.terminate, impl_->maxLoopIterations};
+  cpu::RunControlScope controlled(control);
   // Runs on the session's arena (planned again when input shapes change); a run that finds it in
   // use by another thread plans its own.
   std::unique_lock<std::mutex> arena(impl_->memoryMutex, std::try_to_lock);

@@ -4,6 +4,10 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
+#include <thread>
+
 #include "engine/plan_format.h"
 #include "engine_test_support.h"
 #include "ir/node_attrs.h"
@@ -123,6 +127,105 @@ TEST(ControlFlow, LoopCarriedValueGrowsAndScanOutputStacks) {
                      {"x", Tensor::fromVector<float>(DataType::kFloat32, {2}, {7, 8})}});
   EXPECT_THAT(floats(none[0].second), ElementsAre(1));
   EXPECT_EQ(none[1].second.shape(), (Shape{0}));
+}
+
+// count = Loop(M?, cond = true, count = 0) { count += 1; cond = count < limit, or stays true }.
+onnx::ModelProto countingLoopModel(bool withTripCount, bool stopsAtLimit) {
+  auto m = makeModel(13);
+  if (withTripCount) addInput(m, "M", {}, onnx::TensorProto::INT64);
+  addInput(m, "cond", {}, onnx::TensorProto::BOOL);
+  addInput(m, "count0", {}, onnx::TensorProto::INT64);
+  addInput(m, "limit", {}, onnx::TensorProto::INT64);
+  auto* loop = m.mutable_graph()->add_node();
+  loop->set_op_type("Loop");
+  loop->set_name("loop");
+  for (const char* in : {withTripCount ? "M" : "", "cond", "count0"}) loop->add_input(in);
+  loop->add_output("count");
+  auto* body = addGraphAttr(loop, "body");
+  setValueInfo(body->add_input(), "i", onnx::TensorProto::INT64, {});
+  setValueInfo(body->add_input(), "cond_in", onnx::TensorProto::BOOL, {});
+  setValueInfo(body->add_input(), "c", onnx::TensorProto::INT64, {});
+  auto* one = body->add_initializer();
+  one->set_name("one");
+  one->set_data_type(onnx::TensorProto::INT64);
+  one->add_int64_data(1);
+  addGraphNode(body, "Add", {"c", "one"}, {"c_next"});
+  if (stopsAtLimit) {
+    addGraphNode(body, "Less", {"c_next", "limit"}, {"cond_out"});
+  } else {
+    addGraphNode(body, "Identity", {"cond_in"}, {"cond_out"});
+  }
+  setValueInfo(body->add_output(), "cond_out", onnx::TensorProto::BOOL, {});
+  setValueInfo(body->add_output(), "c_next", onnx::TensorProto::INT64, {});
+  addOutput(m, "count", {}, onnx::TensorProto::INT64);
+  return m;
+}
+
+NamedTensors countingLoopInputs(bool withTripCount, int64_t tripCount, int64_t limit) {
+  NamedTensors in;
+  if (withTripCount) in.emplace_back("M", Tensor::fromVector<int64_t>(DataType::kInt64, {}, {tripCount}));
+  in.emplace_back("cond", Tensor::fromVector<uint8_t>(DataType::kBool, {}, {1}));
+  in.emplace_back("count0", Tensor::fromVector<int64_t>(DataType::kInt64, {}, {0}));
+  in.emplace_back("limit", Tensor::fromVector<int64_t>(DataType::kInt64, {}, {limit}));
+  return in;
+}
+
+// A trip count of INT64_MAX is "no bound" read exactly (it once became INT64_MIN through a double
+// and the loop ran zero times); the condition ends it.
+TEST(ControlFlow, LoopWithTripCountInt64MaxRunsUntilItsCondition) {
+  auto dir = tempDir("loop_int64_max");
+  Session s(saveModel(countingLoopModel(true, true), dir / "m.onnx"));
+  for (int64_t m : {INT64_MAX, INT64_MAX - 1}) {
+    auto out = s.run(countingLoopInputs(true, m, 5));
+    EXPECT_EQ(out[0].second.intAt(0), 5) << "M = " << m;
+  }
+  EXPECT_EQ(s.run(countingLoopInputs(true, 3, 5))[0].second.intAt(0), 3);
+}
+
+TEST(ControlFlowErrors, LoopThatNeverEndsStopsAtTheIterationCapNamingTheNode) {
+  auto dir = tempDir("loop_cap");
+  SessionOptions options;
+  options.maxLoopIterations = 50;
+  Session s(saveModel(countingLoopModel(false, false), dir / "m.onnx"), options);
+  try {
+    s.run(countingLoopInputs(false, 0, 0));
+    FAIL() << "a loop whose condition stays true ran to completion";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kRuntimeError);
+    EXPECT_THAT(e.what(), HasSubstr("loop"));
+    EXPECT_THAT(e.what(), HasSubstr("reached the cap of 50 iterations per run"));
+  }
+  // Under the cap, a loop that ends by its condition is unaffected.
+  Session bounded(saveModel(countingLoopModel(false, true), dir / "b.onnx"), options);
+  EXPECT_EQ(bounded.run(countingLoopInputs(false, 0, 50))[0].second.intAt(0), 50);
+}
+
+TEST(ControlFlowErrors, TerminateFlagStopsARunawayLoopFromAnotherThread) {
+  auto dir = tempDir("loop_terminate");
+  Session s(saveModel(countingLoopModel(false, false), dir / "m.onnx"));
+  std::atomic<bool> terminate{false};
+  RunOptions run;
+  run.terminate = &terminate;
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    terminate = true;
+  });
+  try {
+    s.run(countingLoopInputs(false, 0, 0), run);
+    ADD_FAILURE() << "the run did not stop";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kRuntimeError);
+    // Before a body node or the next iteration, whichever the flag is seen at.
+    EXPECT_THAT(e.what(), HasSubstr("run terminated (RunOptions.terminate was set) before "));
+  }
+  stopper.join();
+  // Set before the run: it stops before the first node.
+  try {
+    s.run(countingLoopInputs(false, 0, 0), run);
+    ADD_FAILURE() << "the run did not stop";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("run terminated (RunOptions.terminate was set) before node 'loop' (Loop)"));
+  }
 }
 
 // x is read two levels down (an If inside a Loop body), v one level down; the else branch reads

@@ -5,6 +5,7 @@
 #include <iostream>
 #include <iterator>
 
+#include "build/int8_report.h"
 #include "cli_logger.h"
 #include "commands.h"
 #include "engine/executor.h"
@@ -59,6 +60,17 @@ void printArena(const std::string& path) {
   }
 }
 
+// Which layers run INT8 and why the others do not (a plan built from a QDQ model).
+void printInt8Layers(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const plan::Plan p = plan::readPlan(bytes.data(), bytes.size());
+  const std::vector<std::string> lines = build::int8LayerReport(*p.graph, p.layers);
+  if (lines.empty()) return;
+  std::cout << "int8\n";
+  for (const std::string& line : lines) std::cout << "  " << line << "\n";
+}
+
 int inspectPlan(const std::string& path) {
   CliLogger logger;
   auto engine = loadPlanFile(path, logger);
@@ -102,6 +114,7 @@ int inspectPlan(const std::string& path) {
               << ")  precision " << l.precision << "  fused " << (fused.empty() ? "-" : fused) << "\n";
     for (const std::string& declined : l.declinedKernels) std::cout << "       declined " << declined << "\n";
   }
+  printInt8Layers(path);
   return 0;
 }
 

@@ -57,10 +57,11 @@ void forEachPatchRun(const Shape& image, const Shape& positions, const ir::ConvG
   }
 }
 
-/// col[(c * kernelSize + k) * positionCount + p] = image tap (zero in the padding).
+/// col[(c * kernelSize + k) * positionCount + p] = image tap (padValue in the padding: zero, or
+/// the zero point of a quantized image).
 template <typename T>
 void im2col(const T* image, int64_t channels, const Shape& imageShape, const Shape& positions,
-            const ir::ConvGeometry& g, T* col) {
+            const ir::ConvGeometry& g, T* col, T padValue = T(0)) {
   const int64_t imageSize = shapeNumel(imageShape);
   const int64_t kernelSize = shapeNumel(g.kernel);
   const int64_t positionCount = shapeNumel(positions);
@@ -71,13 +72,13 @@ void im2col(const T* image, int64_t channels, const Shape& imageShape, const Sha
     T* rows = col + c * kernelSize * positionCount;
     forEachPatchRun(imageShape, positions, g, [&](int64_t k, int64_t start, int64_t base, int64_t lo, int64_t hi) {
       T* dst = rows + k * positionCount + start;
-      std::fill(dst, dst + lo, T(0));
+      std::fill(dst, dst + lo, padValue);
       if (stride == 1) {
         std::copy(src + (base + lo), src + (base + hi), dst + lo);
       } else {
         for (int64_t o = lo; o < hi; ++o) dst[o] = src[base + o * stride];
       }
-      std::fill(dst + hi, dst + runLength, T(0));
+      std::fill(dst + hi, dst + runLength, padValue);
     });
   }
 }

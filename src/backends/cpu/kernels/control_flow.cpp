@@ -5,6 +5,7 @@
 
 #include "backends/cpu/kernel.h"
 #include "backends/cpu/kernels/copy_util.h"
+#include "backends/cpu/run_control.h"
 #include "backends/cpu/subgraph_runner.h"
 
 namespace kiln::cpu {
@@ -97,12 +98,18 @@ KernelFn makeLoop(const KernelCreateInfo& info) {
     if (!hasTripCount && !hasCond) ctx.fail("has neither a trip count M nor a condition, so it would never end");
     const int64_t tripCount = hasTripCount ? ctx.input(0).intAt(0) : INT64_MAX;
     bool cond = hasCond ? isTrue(ctx, ctx.input(1), "the condition") : true;
+    const int64_t cap = currentRunControl().maxLoopIterations;
 
     std::vector<Tensor> state(carried + 2);
     for (size_t i = 0; i < carried; ++i) state[2 + i] = ctx.input(2 + i);
     std::vector<std::vector<Tensor>> scanParts(scans);
     const std::vector<const Tensor*> outer = implicitInputs(ctx);
     for (int64_t iter = 0; iter < tripCount && cond; ++iter) {
+      if (terminateRequested()) throwTerminated("iteration " + std::to_string(iter) + " of Loop '" + ctx.node().name + "'");
+      if (cap > 0 && iter == cap) {
+        ctx.fail("reached the cap of " + std::to_string(cap) +
+                 " iterations per run (SessionOptions::maxLoopIterations) with its condition still true");
+      }
       state[0] = Tensor::fromVector<int64_t>(DataType::kInt64, {}, {iter});
       state[1] = Tensor::fromVector<uint8_t>(DataType::kBool, {}, {1});
       std::vector<Tensor> outs = body->run(state, outer);
@@ -147,6 +154,7 @@ std::vector<Tensor> scanOnce(const KernelContext& ctx, const SubgraphRunner& bod
   std::vector<std::vector<Tensor>> parts(a.scanOutputs);
   std::vector<Tensor> bodyInputs(a.states + a.scanInputs);
   for (int64_t t = 0; t < length; ++t) {
+    if (terminateRequested()) throwTerminated("step " + std::to_string(t) + " of Scan '" + ctx.node().name + "'");
     for (size_t i = 0; i < a.states; ++i) bodyInputs[i] = std::move(state[i]);
     for (size_t j = 0; j < a.scanInputs; ++j)
       bodyInputs[a.states + j] = sliceAlong(scanIn[j], inAxes[j], a.inputReverse[j] ? length - 1 - t : t);

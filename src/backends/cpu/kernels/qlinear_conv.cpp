@@ -1,5 +1,7 @@
 // CPU kernel of QLinearConv: ConvInteger's int32 convolution plus the int32 bias, requantized with
-// the multiplier x_scale * w_scale / y_scale (float arithmetic; w_scale per tensor or per output channel).
+// the multiplier x_scale * w_scale / y_scale (float arithmetic; w_scale per tensor or per output
+// channel) as ONNX Runtime does it (requantizeInFloat). The conformance reference of the
+// integer-GEMM candidates (qlinear_conv_qgemm.cpp), which compute the same bit for bit.
 #include "backends/cpu/kernels/qlinear_integer.h"
 #include "backends/cpu/kernels/quantize_math.h"
 
@@ -37,9 +39,9 @@ KernelFn makeQLinearConvKernel(const KernelCreateInfo& info) {
       Q* out = y.data<Q>();
       for (int64_t k = 0; k < y.numel(); ++k) {
         const int64_t channel = (k / spatial) % channels;
-        const double sum = static_cast<double>(acc[k]) + (b ? b[channel] : 0);
-        out[k] = roundAndSaturate<Q>(sum * multipliers[multipliers.size() == 1 ? 0 : static_cast<size_t>(channel)],
-                                     yZeroPoint[0]);
+        const int32_t sum = wrappingAdd(acc[k], b ? b[channel] : 0);
+        out[k] = roundAndSaturate<Q>(
+            requantizeInFloat(sum, multipliers[multipliers.size() == 1 ? 0 : static_cast<size_t>(channel)]), yZeroPoint[0]);
       }
     });
   };

@@ -18,8 +18,15 @@ IntegerStage::IntegerStage(const KernelCreateInfo& info, const char* integerOp, 
 }
 
 Tensor IntegerStage::run(const KernelContext& ctx, const Shape& shape) const {
+  return run(ctx, shape, picks_.size(), Tensor());
+}
+
+Tensor IntegerStage::run(const KernelContext& ctx, const Shape& shape, size_t pick, const Tensor& standIn) const {
   std::vector<const Tensor*> inputs;
-  for (size_t i : picks_) inputs.push_back(ctx.hasInput(i) ? &ctx.input(i) : nullptr);
+  for (size_t k = 0; k < picks_.size(); ++k) {
+    const size_t i = picks_[k];
+    inputs.push_back(k == pick ? &standIn : ctx.hasInput(i) ? &ctx.input(i) : nullptr);
+  }
   std::vector<Tensor> outputs(1);
   const std::vector<ir::TypeInfo> types = {ir::TypeInfo{DataType::kInt32, ir::symShapeOf(shape)}};
   KernelContext inner(ctx.node(), std::move(inputs), outputs, types);

@@ -14,6 +14,8 @@ class IntegerStage {
   IntegerStage(const KernelCreateInfo& info, const char* integerOp, std::vector<size_t> picks);
   /// Runs it on ctx's inputs; returns the int32 result of shape `shape`.
   Tensor run(const KernelContext& ctx, const Shape& shape) const;
+  /// run() with `standIn` in place of the integer op's input `pick` (an operand prepared at build).
+  Tensor run(const KernelContext& ctx, const Shape& shape, size_t pick, const Tensor& standIn) const;
 
  private:
   KernelFn kernel_;

@@ -1,5 +1,7 @@
 // CPU kernel of QLinearMatMul: MatMulInteger's int32 product, requantized with the multiplier
-// a_scale * b_scale / y_scale (computed in the scales' type, as the ONNX reference does).
+// a_scale * b_scale / y_scale (computed in the scales' type, as the ONNX reference does; the
+// product in float32, requantizeInFloat). The conformance reference of the integer-GEMM
+// candidates (qlinear_matmul_qgemm.cpp).
 #include "backends/cpu/kernels/qlinear_integer.h"
 #include "backends/cpu/kernels/quantize_math.h"
 
@@ -20,7 +22,7 @@ void requantizeProduct(const Tensor& product, const MatMulScales& s, int64_t M, 
     const size_t row = s.a.size() == 1 ? 0 : static_cast<size_t>((k / N) % M);
     const size_t col = s.b.size() == 1 ? 0 : static_cast<size_t>(k % N);
     const double multiplier = roundTo<C>(roundTo<C>(roundTo<C>(s.a[row]) * roundTo<C>(s.b[col])) / y);
-    out[k] = roundAndSaturate<Q>(static_cast<double>(acc[k]) * multiplier, s.yZeroPoint[0]);
+    out[k] = roundAndSaturate<Q>(requantizeInFloat(acc[k], multiplier), s.yZeroPoint[0]);
   }
 }
 

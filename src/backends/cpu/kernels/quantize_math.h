@@ -38,6 +38,18 @@ Q roundAndSaturate(double scaled, double zeroPoint) {
                                    static_cast<double>(std::numeric_limits<Q>::max())));
 }
 
+/// An int32 accumulator times a requantization multiplier, as ONNX Runtime (MLAS) computes it:
+/// float(acc) * float(multiplier) in float32 (then roundAndSaturate rounds half to even). The
+/// 8-bit GEMM's epilogue (qgemm_epilogue.cpp) computes exactly this, so the two agree bit for bit.
+inline double requantizeInFloat(int32_t acc, double multiplier) {
+  return static_cast<double>(static_cast<float>(acc) * static_cast<float>(multiplier));
+}
+
+/// a + b wrapping around like the int32 arithmetic of an integer kernel.
+inline int32_t wrappingAdd(int32_t a, int32_t b) {
+  return static_cast<int32_t>(static_cast<uint32_t>(a) + static_cast<uint32_t>(b));
+}
+
 /// roundAndSaturate for a range given at run time (int4, uint4, int2, uint2); NaN gives `lowest`.
 inline int64_t roundAndClamp(double scaled, double zeroPoint, int64_t lowest, int64_t highest) {
   if (std::isnan(scaled)) return lowest;

@@ -1,0 +1,59 @@
+// What the integer convolution kernels (qlinear_conv_qgemm.cpp: 1x1 and im2col GEMMs,
+// qlinear_conv_depthwise.cpp: direct depthwise) share: the kernel's state made from the node,
+// and the checked tensors, geometry and output parameters of one call.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "backends/cpu/kernels/conv_kernel.h"
+#include "backends/cpu/kernels/qgemm_ops.h"
+#include "backends/cpu/qgemm/qgemm.h"
+
+namespace kiln::cpu {
+
+struct QConv {
+  QProductSignature s;
+  ConvAttrs attrs;  // group and the static geometry
+  Shape wShape;
+  int64_t outChannels = 0, groupOut = 0, groupChannels = 0, kernelSize = 0, depth = 0;
+  bool xSigned = false;
+};
+
+/// The attributes and weight shape of a node (W at s.b), as a QConv without weights.
+QConv qconvOf(const KernelCreateInfo& info, const QProductSignature& s);
+
+struct QConvCall {
+  const Tensor* x = nullptr;
+  Tensor* y = nullptr;
+  ir::ConvGeometry g;
+  Shape imageShape;
+  int64_t batch = 0, imageSize = 0, outSize = 0;
+  int32_t xZero = 0;  // as stored in X (not shifted)
+  const int32_t* wZero = nullptr;  // shifted as the weights are stored; 1 or outChannels values
+  int64_t wZeroCount = 1;
+  const int32_t* bias = nullptr;
+  QGemmOutput out;
+  size_t outElement = 1;  // bytes of one output value
+};
+
+/// The geometry of X's shape (checked against W and group); fails naming the node.
+ir::ConvGeometry qconvGeometry(const KernelContext* ctx, const QConv& c, const Shape& x);
+
+/// Bytes at the end of the workspace for a call's per-channel parameters.
+uint64_t qconvParamBytes(const QConv& c);
+
+/// Checks the call's tensors and fills `call`; `params` (qconvParamBytes) holds the multipliers
+/// and zero points; wShift is the weights' storage shift (-128 for packed u8, else 0). False
+/// when Y is empty.
+bool startQConvCall(KernelContext& ctx, const QConv& c, int32_t wShift, void* params, QConvCall& call);
+
+inline uint64_t alignTo64(uint64_t n) { return (n + 63) / 64 * 64; }
+
+/// Taps a depthwise kernel accumulates exactly in float32: 256 * 255 * 255 < 2^24.
+constexpr int64_t kMaxDepthwiseTaps = 256;
+
+/// The depthwise candidate's kernel: one input channel per group, accumulated tap by tap.
+Kernel makeQConvDepthwise(const KernelCreateInfo& info, const QProductSignature& s);
+
+}  // namespace kiln::cpu

@@ -1,0 +1,86 @@
+// Reference CPU kernels of kiln::QLinearAdd, kiln::QLinearMul and kiln::QLinearGlobalAveragePool
+// (ir/ops/quantized_elementwise.cpp). Each repeats the arithmetic of the DequantizeLinear, float op
+// and QuantizeLinear it replaces, so it gives the same bytes: operands dequantized to float as
+// DequantizeLinear does, the op in float (the pooling sum in double, which is exact for planes up
+// to 2^20 elements whatever the order, as GlobalAveragePool sums), quantized as QuantizeLinear does.
+#include "backends/cpu/broadcast.h"
+#include "backends/cpu/kernels/qlinear_integer.h"
+#include "backends/cpu/kernels/quantize_math.h"
+
+namespace kiln::cpu {
+namespace {
+
+// One per-tensor quantization: DequantizeLinear's and QuantizeLinear's formulas.
+struct Quantization {
+  double scale = 1.0, zeroPoint = 0.0;
+
+  float dequantize(double q) const { return static_cast<float>((q - zeroPoint) * scale); }
+  template <typename Q>
+  Q quantize(float x) const {
+    return roundAndSaturate<Q>(roundTo<float>(static_cast<double>(x) / scale), zeroPoint);
+  }
+};
+
+Quantization quantizationAt(const KernelContext& ctx, size_t scale, const char* scaleName, const char* zeroPointName) {
+  return {roundTo<float>(qlinearParams(ctx, scale, scaleName, 1)[0]), qlinearParams(ctx, scale + 1, zeroPointName, 1)[0]};
+}
+
+// Calls fn(const A*) with the data of an int8 or uint8 input.
+template <typename Fn>
+void withEightBit(const Tensor& t, const char* what, Fn&& fn) {
+  if (t.dtype() == DataType::kInt8) return fn(t.data<int8_t>());
+  if (t.dtype() != DataType::kUint8) throwUnsupportedType(t.dtype(), what);
+  fn(t.data<uint8_t>());
+}
+
+template <bool kMul>
+void qlinearBinary(KernelContext& ctx) {
+  const Tensor& a = ctx.input(0);
+  const Tensor& b = ctx.input(3);
+  const Quantization qa = quantizationAt(ctx, 1, "A_scale", "A_zero_point");
+  const Quantization qb = quantizationAt(ctx, 4, "B_scale", "B_zero_point");
+  const Quantization qc = quantizationAt(ctx, 6, "C_scale", "C_zero_point");
+  Tensor& c = ctx.output(0);
+  withEightBit(a, "A", [&](auto* pa) {
+    withEightBit(b, "B", [&](auto* pb) {
+      dispatchQuantized(c.dtype(), "C", [&](auto tag) {
+        using Q = typename decltype(tag)::type;
+        Q* out = c.data<Q>();
+        forEachBroadcastRun<2>(c.shape(), {&a.shape(), &b.shape()}, [&](int64_t o, const auto& at, int64_t n, const auto& step) {
+          for (int64_t j = 0; j < n; ++j) {
+            const float x = qa.dequantize(pa[at[0] + j * step[0]]), y = qb.dequantize(pb[at[1] + j * step[1]]);
+            out[o + j] = qc.quantize<Q>(kMul ? x * y : x + y);
+          }
+        });
+      });
+    });
+  });
+}
+
+void qlinearGlobalAveragePool(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  if (x.rank() < 3) ctx.fail("X must have rank 3 or more, got " + x.describe(), ErrorCode::kInvalidArgument);
+  const Quantization qx = quantizationAt(ctx, 1, "x_scale", "x_zero_point");
+  const Quantization qy = quantizationAt(ctx, 3, "y_scale", "y_zero_point");
+  Tensor& y = ctx.output(0);
+  const int64_t planes = x.dim(0) * x.dim(1);
+  const int64_t size = planes == 0 ? 0 : x.numel() / planes;
+  withEightBit(x, "X", [&](auto* px) {
+    dispatchQuantized(y.dtype(), "Y", [&](auto tag) {
+      using Q = typename decltype(tag)::type;
+      for (int64_t p = 0; p < planes; ++p) {
+        double sum = 0;
+        for (int64_t i = 0; i < size; ++i) sum += qx.dequantize(px[p * size + i]);
+        y.data<Q>()[p] = qy.quantize<Q>(static_cast<float>(sum / static_cast<double>(size)));
+      }
+    });
+  });
+}
+
+}  // namespace
+
+KILN_REGISTER_CPU_KERNEL_DOMAIN("kiln", "QLinearAdd", qlinearBinary<false>);
+KILN_REGISTER_CPU_KERNEL_DOMAIN("kiln", "QLinearMul", qlinearBinary<true>);
+KILN_REGISTER_CPU_KERNEL_DOMAIN("kiln", "QLinearGlobalAveragePool", qlinearGlobalAveragePool);
+
+}  // namespace kiln::cpu

@@ -1,0 +1,69 @@
+// kiln-internal quantized operators (domain "kiln", opset 1) that opt/fuse_qdq_elementwise.cpp makes
+// of DQ -> op -> Q in QDQ models, with com.microsoft's QLinear* inputs; every scale and zero point
+// is one value, and the output's dtype is its zero point's:
+//   QLinearAdd(A, A_scale, A_zero_point, B, B_scale, B_zero_point, C_scale, C_zero_point) -> C
+//   QLinearMul(the same inputs) -> C                                    A and B broadcast as numpy
+//   QLinearGlobalAveragePool(X, x_scale, x_zero_point, y_scale, y_zero_point) -> Y   X [N, C, ...], Y [N, C, 1, ...]
+// Each computes what DequantizeLinear, the float op and QuantizeLinear compute (docs/precision.md).
+#include "ir/shape_helpers.h"
+
+namespace kiln::ir {
+namespace {
+
+void requireQuantized(const InferContext& ctx, size_t data, size_t scale, size_t zeroPoint) {
+  for (size_t i : {data, scale, zeroPoint}) ctx.requireInput(i);
+  for (size_t i : {data, zeroPoint}) {
+    const DataType t = ctx.inputType(i);
+    if (t != DataType::kInt8 && t != DataType::kUint8) {
+      ctx.fail("input " + std::to_string(i) + " must be int8 or uint8, got " + dataTypeName(t));
+    }
+  }
+  if (ctx.inputType(data) != ctx.inputType(zeroPoint)) {
+    ctx.fail("input " + std::to_string(data) + " and its zero point (input " + std::to_string(zeroPoint) + ") differ in type");
+  }
+  if (ctx.inputType(scale) != DataType::kFloat32) ctx.fail("scale input " + std::to_string(scale) + " must be float32");
+}
+
+// The output's dtype: its zero point's (int8 or uint8), beside a float32 scale.
+DataType outputType(const InferContext& ctx, size_t scale, size_t zeroPoint) {
+  ctx.requireInput(scale);
+  ctx.requireInput(zeroPoint);
+  if (ctx.inputType(scale) != DataType::kFloat32) ctx.fail("output scale (input " + std::to_string(scale) + ") must be float32");
+  const DataType out = ctx.inputType(zeroPoint);
+  if (out != DataType::kInt8 && out != DataType::kUint8) {
+    ctx.fail("output zero point (input " + std::to_string(zeroPoint) + ") must be int8 or uint8, got " + dataTypeName(out));
+  }
+  return out;
+}
+
+void inferQLinearBinary(InferContext& ctx) {
+  requireQuantized(ctx, 0, 1, 2);
+  requireQuantized(ctx, 3, 4, 5);
+  const DataType out = outputType(ctx, 6, 7);
+  const SymShape* a = ctx.inputShape(0);
+  const SymShape* b = ctx.inputShape(3);
+  if (a && b) {
+    ctx.setOutput(0, out, broadcastSymShapes(ctx, *a, *b));
+  } else {
+    ctx.setOutputType(0, out);
+  }
+}
+
+void inferQLinearGlobalAveragePool(InferContext& ctx) {
+  requireQuantized(ctx, 0, 1, 2);
+  const DataType out = outputType(ctx, 3, 4);
+  const SymShape* x = ctx.inputShape(0);
+  if (!x) return ctx.setOutputType(0, out);
+  if (x->size() < 3) ctx.fail("X must have rank 3 or more ([N, C, ...]), got " + symShapeToString(*x));
+  SymShape y(x->begin(), x->begin() + 2);
+  y.resize(x->size(), Dim::known(1));
+  ctx.setOutput(0, out, y);
+}
+
+}  // namespace
+
+KILN_REGISTER_OP_SCHEMA({"kiln", "QLinearAdd", 1, 1000, inferQLinearBinary});
+KILN_REGISTER_OP_SCHEMA({"kiln", "QLinearMul", 1, 1000, inferQLinearBinary});
+KILN_REGISTER_OP_SCHEMA({"kiln", "QLinearGlobalAveragePool", 1, 1000, inferQLinearGlobalAveragePool});
+
+}  // namespace kiln::ir

@@ -1,0 +1,69 @@
+#!/usr/bin/python3
+"""Export the small float models tests/python/test_qdq_models.py quantizes.
+
+Runs under Debian's system python (torch 1.13), not the repo venv:
+
+    /usr/bin/python3 tests/python/qdq_export_models.py OUT_DIR
+
+Writes OUT_DIR/convnet.onnx (convolutions with a residual block, max and global average
+pooling, a Linear head: Conv, MaxPool, Add, GlobalAveragePool, Flatten, Gemm) and OUT_DIR/mlp.onnx
+(two transformer-style MLP blocks on [1, 8, 32]: MatMul + Add, GELU, residual Add, LayerNorm,
+then a mean over tokens and a Linear head: Gemm). Weights are random (seed 0).
+"""
+import pathlib
+import sys
+
+import torch
+import torch.nn as nn
+
+
+class ConvNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 16, 3, padding=1)
+        self.pool = nn.MaxPool2d(2)
+        self.conv_a = nn.Conv2d(16, 16, 3, padding=1)
+        self.conv_b = nn.Conv2d(16, 16, 3, padding=1)
+        self.down = nn.Conv2d(16, 32, 1, stride=2)
+        self.head = nn.Linear(32, 10)
+
+    def forward(self, x):
+        x = self.pool(torch.relu(self.stem(x)))
+        x = torch.relu(x + self.conv_b(torch.relu(self.conv_a(x))))
+        x = torch.relu(self.down(x))
+        x = torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1)
+        return self.head(x)
+
+
+class Block(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.up = nn.Linear(width, 2 * width)
+        self.down = nn.Linear(2 * width, width)
+        self.norm = nn.LayerNorm(width)
+
+    def forward(self, x):
+        return self.norm(x + self.down(nn.functional.gelu(self.up(x))))
+
+
+class Mlp(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.Sequential(Block(32), Block(32))
+        self.head = nn.Linear(32, 10)
+
+    def forward(self, x):
+        return self.head(self.blocks(x).mean(dim=1))
+
+
+def main(out):
+    out.mkdir(parents=True, exist_ok=True)
+    for name, module, shape in [("convnet", ConvNet(), (1, 3, 32, 32)), ("mlp", Mlp(), (1, 8, 32))]:
+        torch.manual_seed(0)
+        module = type(module)().eval()
+        torch.onnx.export(module, (torch.randn(shape),), str(out / f"{name}.onnx"), input_names=["input"],
+                          output_names=["output"], opset_version=13)
+
+
+if __name__ == "__main__":
+    main(pathlib.Path(sys.argv[1]))

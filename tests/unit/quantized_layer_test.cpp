@@ -1,0 +1,261 @@
+// The reference kernels of kiln::QConv and kiln::QGemm on one-node models, against values worked
+// out by hand in each test (docs/precision.md gives the arithmetic), and QConv against
+// QLinearConv, whose requantization it must reproduce exactly.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "kiln/session.h"
+#include "quantized_model_builder.h"
+
+namespace kiln {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::ElementsAreArray;
+using ::testing::HasSubstr;
+using namespace kiln::testing;
+
+constexpr int kU8 = onnx::TensorProto::UINT8;
+constexpr int kS8 = onnx::TensorProto::INT8;
+constexpr int kI32 = onnx::TensorProto::INT32;
+
+// A model of one kiln-domain node whose only graph input is "x".
+onnx::ModelProto kilnModel() {
+  auto m = makeModel(13);
+  auto* op = m.add_opset_import();
+  op->set_domain("kiln");
+  op->set_version(1);
+  return m;
+}
+
+void setString(onnx::NodeProto* node, const std::string& name, const std::string& value) {
+  auto* a = node->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::STRING);
+  a->set_s(value);
+}
+
+void setFloats(onnx::NodeProto* node, const std::string& name, const std::vector<float>& values) {
+  auto* a = node->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::FLOATS);
+  for (float v : values) a->add_floats(v);
+}
+
+template <typename T>
+std::vector<T> valuesOf(const Tensor& t) {
+  return std::vector<T>(t.data<T>(), t.data<T>() + t.numel());
+}
+
+Tensor runOne(const onnx::ModelProto& m, const std::string& tag, const Tensor& x) {
+  Session session(saveModel(m, tempDir("qlayer_" + tag) / "model.onnx"));
+  return session.run({{"x", x}})[0].second;
+}
+
+// A [2, 3] (u8, zero point 10, scale 0.5) times B [3, 2] (s8, scales 0.25 and 0.5 per column)
+// plus C = [4, -8]: sums + C = [[-66, 152], [-1246, 1462]], real values [[-8.25, 38],
+// [-155.75, 365.5]]; at y_scale 2, zero point 100: [[96, 119], [22, 255 (saturated)]].
+struct GemmCase {
+  bool transB = false;
+  float alpha = 1.0f;
+  std::string activation;
+  std::vector<float> params;
+  bool quantizedOutput = true;
+
+  onnx::ModelProto model() const {
+    auto m = kilnModel();
+    addInput(m, "x", {2, 3}, kU8);
+    addQuantParams(m, "a", 0.5f, kU8, 10);
+    if (transB) {
+      addIntInitializer(m, "B", kS8, {2, 3}, {1, 3, -5, -2, 4, 6});
+    } else {
+      addIntInitializer(m, "B", kS8, {3, 2}, {1, -2, 3, 4, -5, 6});
+    }
+    addFloatInitializer(m, "b_scale", {2}, {0.25f, 0.5f});
+    addIntInitializer(m, "b_zp", kS8, {2}, {0, 0});
+    addIntInitializer(m, "C", kI32, {2}, {4, -8});
+    addQuantParams(m, "y", 2.0f, kU8, 100);
+    std::vector<std::string> inputs{"x", "a_scale", "a_zp", "B", "b_scale", "b_zp", "C"};
+    if (quantizedOutput) inputs.insert(inputs.end(), {"y_scale", "y_zp"});
+    addNode(m, "QGemm", inputs, {"y"}, "qgemm");
+    auto* node = lastNode(m);
+    node->set_domain("kiln");
+    if (transB) setInt(node, "transB", 1);
+    if (alpha != 1.0f) setFloat(node, "alpha", alpha);
+    if (!activation.empty()) setString(node, "activation", activation);
+    if (!params.empty()) setFloats(node, "activation_params", params);
+    addOutput(m, "y", {2, 2}, quantizedOutput ? kU8 : onnx::TensorProto::FLOAT);
+    return m;
+  }
+  Tensor run(const std::string& tag) const {
+    return runOne(model(), tag, Tensor::fromVector(DataType::kUint8, {2, 3}, std::vector<uint8_t>{10, 20, 30, 0, 5, 255}));
+  }
+};
+
+TEST(QGemmKernel, RequantizesPerColumnWithBias) {
+  EXPECT_THAT(valuesOf<uint8_t>(GemmCase{}.run("plain")), ElementsAre(96, 119, 22, 255));
+}
+
+TEST(QGemmKernel, TransposedBGivesTheSameResult) {
+  GemmCase c;
+  c.transB = true;
+  EXPECT_THAT(valuesOf<uint8_t>(c.run("transb")), ElementsAre(96, 119, 22, 255));
+}
+
+TEST(QGemmKernel, AlphaScalesTheSumAndTheBias) {
+  // Real values doubled: [[-16.5, 76], [-311.5, 731]] / 2 + 100 -> 91.75 rounds to 92.
+  GemmCase c;
+  c.alpha = 2.0f;
+  EXPECT_THAT(valuesOf<uint8_t>(c.run("alpha")), ElementsAre(92, 138, 0, 255));
+}
+
+TEST(QGemmKernel, ReluBoundsTheQuantizedValueAtTheZeroPoint) {
+  GemmCase c;
+  c.activation = "Relu";
+  EXPECT_THAT(valuesOf<uint8_t>(c.run("relu")), ElementsAre(100, 119, 100, 255));
+}
+
+TEST(QGemmKernel, LeakyReluAppliesToTheRealValue) {
+  // [[-4.125, 38], [-77.875, 365.5]] / 2 = [[-2.0625, 19], [-38.94, 182.75]] -> + 100.
+  GemmCase c;
+  c.activation = "LeakyRelu";
+  c.params = {0.5f};
+  EXPECT_THAT(valuesOf<uint8_t>(c.run("leaky")), ElementsAre(98, 119, 61, 255));
+}
+
+TEST(QGemmKernel, FloatOutputWithoutYScale) {
+  GemmCase c;
+  c.quantizedOutput = false;
+  EXPECT_THAT(valuesOf<float>(c.run("float")), ElementsAre(-8.25f, 38.0f, -155.75f, 365.5f));
+}
+
+// X [1, 1, 3, 3] = 0..8 (u8, zero point 2, scale 0.5), W [2, 1, 2, 2] = [[1, 0], [0, -1]] and
+// [[2, 1], [1, 2]] (s8, scales 1 and 0.5), B = [1, -3]: sums + B = [-3 x 4] and [-3, 3, 15, 21],
+// real values [-1.5 x 4] and [-0.75, 0.75, 3.75, 5.25]; at y_scale 0.25, zero point 10 (s8):
+// [4 x 4] and [7, 13, 25, 31].
+onnx::ModelProto convModel(const std::string& activation, const std::vector<float>& params, bool quantizedOutput) {
+  auto m = kilnModel();
+  addInput(m, "x", {1, 1, 3, 3}, kU8);
+  addQuantParams(m, "x", 0.5f, kU8, 2);
+  addIntInitializer(m, "W", kS8, {2, 1, 2, 2}, {1, 0, 0, -1, 2, 1, 1, 2});
+  addFloatInitializer(m, "w_scale", {2}, {1.0f, 0.5f});
+  addIntInitializer(m, "w_zp", kS8, {2}, {0, 0});
+  addQuantParams(m, "y", 0.25f, kS8, 10);
+  addIntInitializer(m, "B", kI32, {2}, {1, -3});
+  std::vector<std::string> inputs{"x", "x_scale", "x_zp", "W", "w_scale", "w_zp", "y_scale", "y_zp", "B"};
+  if (!quantizedOutput) inputs[6] = inputs[7] = "";
+  addNode(m, "QConv", inputs, {"y"}, "qconv");
+  auto* node = lastNode(m);
+  node->set_domain("kiln");
+  if (!activation.empty()) setString(node, "activation", activation);
+  if (!params.empty()) setFloats(node, "activation_params", params);
+  addOutput(m, "y", {1, 2, 2, 2}, quantizedOutput ? kS8 : onnx::TensorProto::FLOAT);
+  return m;
+}
+
+Tensor convInput() { return Tensor::fromVector(DataType::kUint8, {1, 1, 3, 3}, std::vector<uint8_t>{0, 1, 2, 3, 4, 5, 6, 7, 8}); }
+
+TEST(QConvKernel, RequantizesPerChannelWithBias) {
+  EXPECT_THAT(valuesOf<int8_t>(runOne(convModel("", {}, true), "conv", convInput())), ElementsAre(4, 4, 4, 4, 7, 13, 25, 31));
+}
+
+TEST(QConvKernel, ClipBoundsTheRealValue) {
+  // Clip(0, 1): [0 x 4] and [0, 0.75, 1, 1] -> 10 + value / 0.25.
+  EXPECT_THAT(valuesOf<int8_t>(runOne(convModel("Clip", {0.0f, 1.0f}, true), "clip", convInput())),
+              ElementsAre(10, 10, 10, 10, 10, 13, 14, 14));
+}
+
+TEST(QConvKernel, FloatOutputWithoutYScale) {
+  EXPECT_THAT(valuesOf<float>(runOne(convModel("", {}, false), "convf", convInput())),
+              ElementsAre(-1.5f, -1.5f, -1.5f, -1.5f, -0.75f, 0.75f, 3.75f, 5.25f));
+}
+
+TEST(QConvKernel, SigmoidOutputIsQuantizedFromTheActivatedRealValue) {
+  // sigmoid(-1.5) = 0.1824 -> 0.73 steps -> 11; sigmoid(5.25) = 0.9948 -> 3.98 -> 14.
+  EXPECT_THAT(valuesOf<int8_t>(runOne(convModel("Sigmoid", {}, true), "sigmoid", convInput())),
+              ElementsAre(11, 11, 11, 11, 11, 13, 14, 14));
+}
+
+TEST(QConvKernel, BiasOfTheWrongLengthIsRefusedNamingTheInput) {
+  auto m = convModel("", {}, true);
+  m.mutable_graph()->mutable_initializer(7)->add_int32_data(5);
+  m.mutable_graph()->mutable_initializer(7)->set_dims(0, 3);
+  try {
+    runOne(m, "badbias", convInput());
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("qconv"));
+    EXPECT_THAT(e.what(), HasSubstr("B (input 8) must be int32 with one value per output channel (2), got"));
+  }
+}
+
+// QConv without activation is QLinearConv: same inputs, same bytes out, on random data with
+// padding, stride and groups.
+TEST(QConvKernel, MatchesQLinearConvExactly) {
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> u8(0, 255), s8(-128, 127);
+  std::vector<int32_t> w(4 * 2 * 3 * 3), bias(4);
+  for (int32_t& v : w) v = s8(rng);
+  for (int32_t& v : bias) v = s8(rng) * 20;
+  std::vector<uint8_t> x(1 * 4 * 7 * 6);
+  for (uint8_t& v : x) v = static_cast<uint8_t>(u8(rng));
+  std::vector<int8_t> outputs[2];
+  for (int k = 0; k < 2; ++k) {
+    auto m = kilnModel();
+    addInput(m, "x", {1, 4, 7, 6}, kU8);
+    addQuantParams(m, "x", 0.037f, kU8, 131);
+    addIntInitializer(m, "W", kS8, {4, 2, 3, 3}, w);
+    addFloatInitializer(m, "w_scale", {4}, {0.011f, 0.0073f, 0.02f, 0.0051f});
+    addIntInitializer(m, "w_zp", kS8, {4}, {0, 0, 0, 0});
+    addQuantParams(m, "y", 0.093f, kS8, -7);
+    addIntInitializer(m, "B", kI32, {4}, bias);
+    addNode(m, k == 0 ? "QConv" : "QLinearConv", {"x", "x_scale", "x_zp", "W", "w_scale", "w_zp", "y_scale", "y_zp", "B"},
+            {"y"}, "conv");
+    if (k == 0) lastNode(m)->set_domain("kiln");
+    setInt(lastNode(m), "group", 2);
+    setInts(lastNode(m), "pads", {1, 0, 1, 2});
+    setInts(lastNode(m), "strides", {2, 1});
+    addOutput(m, "y", {1, 4, 4, 6}, kS8);
+    outputs[k] = valuesOf<int8_t>(runOne(m, k == 0 ? "rq" : "rql", Tensor::fromVector(DataType::kUint8, {1, 4, 7, 6}, x)));
+  }
+  EXPECT_THAT(outputs[0], ElementsAreArray(outputs[1]));
+}
+
+// A = x [2] = {10, 200} at 0.1 (zero point 0): 1 and 20; B [1] = {50} at 0.2, zero point 40: 2.
+// C at 0.5, zero point 10: Add 3 and 22 -> 16 and 54; Mul 2 and 40 -> 14 and 90.
+Tensor binaryRun(const std::string& op) {
+  auto m = kilnModel();
+  addInput(m, "x", {2}, kU8);
+  addQuantParams(m, "a", 0.1f, kU8, 0);
+  addIntInitializer(m, "B", kU8, {1}, {50});
+  addQuantParams(m, "b", 0.2f, kU8, 40);
+  addQuantParams(m, "c", 0.5f, kS8, 10);
+  addNode(m, op, {"x", "a_scale", "a_zp", "B", "b_scale", "b_zp", "c_scale", "c_zp"}, {"y"}, "binary");
+  lastNode(m)->set_domain("kiln");
+  addOutput(m, "y", {2}, kS8);
+  return runOne(m, op, Tensor::fromVector(DataType::kUint8, {2}, std::vector<uint8_t>{10, 200}));
+}
+
+TEST(QLinearElementwiseKernel, AddAndMulBroadcastAndRequantize) {
+  EXPECT_THAT(valuesOf<int8_t>(binaryRun("QLinearAdd")), ElementsAre(16, 54));
+  EXPECT_THAT(valuesOf<int8_t>(binaryRun("QLinearMul")), ElementsAre(14, 90));
+}
+
+TEST(QLinearElementwiseKernel, GlobalAveragePoolRoundsTiesToEven) {
+  // Means 1.5 and 10.25 at y_scale 0.5: 3 and 20.5, which rounds to 20.
+  auto m = kilnModel();
+  addInput(m, "x", {1, 2, 2, 2}, kU8);
+  addQuantParams(m, "x", 1.0f, kU8, 0);
+  addQuantParams(m, "y", 0.5f, kU8, 0);
+  addNode(m, "QLinearGlobalAveragePool", {"x", "x_scale", "x_zp", "y_scale", "y_zp"}, {"y"}, "gap");
+  lastNode(m)->set_domain("kiln");
+  addOutput(m, "y", {1, 2, 1, 1}, kU8);
+  const Tensor y = runOne(m, "gap", Tensor::fromVector(DataType::kUint8, {1, 2, 2, 2}, std::vector<uint8_t>{0, 1, 2, 3, 10, 10, 10, 11}));
+  EXPECT_EQ(y.shape(), (Shape{1, 2, 1, 1}));
+  EXPECT_THAT(valuesOf<uint8_t>(y), ElementsAre(3, 20));
+}
+
+}  // namespace
+}  // namespace kiln
