@@ -29,6 +29,12 @@ enum class BuilderFlag : uint32_t {
   kFP16 = 1u << 0,  // allow FP16 layers (accepted and checked; FP16 kernels are not implemented yet)
   kINT8 = 1u << 1,  // allow INT8 layers: with a calibrator (setInt8Calibrator), Conv/MatMul/Gemm are quantized
   kDISABLE_NCHWC_LAYOUT = 1u << 2,  // keep every tensor NCHW: no blocked-layout convolutions (to compare)
+  // Precision (docs/precision.md): kBF16 runs Conv, MatMul, Gemm and their fused forms in BF16
+  // with FP32 sums where the CPU has AVX512_BF16 (else a warning and FP32); the constraint flags
+  // make ILayer::setPrecision binding (kOBEY: an error when it cannot be met) or a preference.
+  kBF16 = 1u << 3,
+  kOBEY_PRECISION_CONSTRAINTS = 1u << 4,
+  kPREFER_PRECISION_CONSTRAINTS = 1u << 5,
 };
 
 enum class OptProfileSelector { kMIN = 0, kOPT = 1, kMAX = 2 };

@@ -39,6 +39,9 @@ struct LayerInfo {
   std::vector<std::string> inputs;
   std::vector<std::string> outputs;
   std::vector<std::string> fusedFrom;  // network layers merged into this one (empty: none)
+  /// What it computes in: "fp32", "bf16" (BuilderFlag::kBF16), "fp16", "int8", or its output's
+  /// type ("int64", ...) for a layer that does no arithmetic in floats.
+  std::string precision;
 };
 
 /// How and where a plan was built.

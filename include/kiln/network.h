@@ -114,10 +114,15 @@ class ILayer {
   Status setInput(int index, ITensor& tensor);
   int getNbOutputs() const;
   ITensor* getOutput(int index) const;
-  /// Precision the layer should compute in (kFloat32 default). Anything else needs the matching
-  /// BuilderFlag; lower-precision kernels do not exist yet, so the builder warns and keeps FP32.
+  /// Precision the layer should compute in: a constraint the builder obeys under
+  /// BuilderFlag::kOBEY_PRECISION_CONSTRAINTS (an error when it cannot) or follows where it can
+  /// under kPREFER_PRECISION_CONSTRAINTS, and ignores (with a warning) without either. kFloat32
+  /// keeps the layer out of kBF16's autocast; kBFloat16 needs kBF16, kFloat16 kFP16 (FP16 kernels
+  /// are not implemented yet: it runs FP32, with a warning). docs/precision.md.
   void setPrecision(DataType type);
-  DataType getPrecision() const;
+  DataType getPrecision() const;  // kFloat32 when not set
+  bool precisionIsSet() const;
+  void resetPrecision();
   /// Output type; the builder adds a Cast where it differs from the computed type.
   void setOutputType(int index, DataType type);
   DataType getOutputType(int index) const;

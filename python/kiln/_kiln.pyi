@@ -626,6 +626,21 @@ class BuilderFlag(enum.IntEnum):
     DISABLE_NCHWC_LAYOUT = 2
     """Keep every tensor NCHW (kiln's own flag)."""
 
+    BF16 = 3
+    """
+    Allow BF16 Conv, MatMul and Gemm layers (FP32 sums) where the CPU has AVX512_BF16 and the builder measures them faster (else FP32, with a warning without AVX512_BF16).
+    """
+
+    OBEY_PRECISION_CONSTRAINTS = 4
+    """
+    Layer precisions (ILayer.precision) must be met; the build fails where one cannot.
+    """
+
+    PREFER_PRECISION_CONSTRAINTS = 5
+    """
+    Layer precisions (ILayer.precision) are met where a kernel allows, else a warning.
+    """
+
 class MemoryPoolType(enum.IntEnum):
     """
     Memory pools of set_memory_pool_limit (WORKSPACE: the activation arena).

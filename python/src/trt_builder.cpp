@@ -29,12 +29,24 @@ PyType_Slot hostMemorySlots[] = {{Py_bf_getbuffer, reinterpret_cast<void*>(hostM
 enum class MemoryPoolType { kWORKSPACE = 0 };
 
 // BuilderFlag by bit index, as TensorRT numbers its flags (config.flags = 1 << int(BuilderFlag.FP16)).
-enum class FlagIndex : uint32_t { kFP16 = 0, kINT8 = 1, kDISABLE_NCHWC_LAYOUT = 2 };
+enum class FlagIndex : uint32_t {
+  kFP16 = 0,
+  kINT8 = 1,
+  kDISABLE_NCHWC_LAYOUT = 2,
+  kBF16 = 3,
+  kOBEY_PRECISION_CONSTRAINTS = 4,
+  kPREFER_PRECISION_CONSTRAINTS = 5
+};
 static_assert(1u << static_cast<uint32_t>(FlagIndex::kFP16) == static_cast<uint32_t>(BuilderFlag::kFP16));
 static_assert(1u << static_cast<uint32_t>(FlagIndex::kINT8) == static_cast<uint32_t>(BuilderFlag::kINT8));
 static_assert(1u << static_cast<uint32_t>(FlagIndex::kDISABLE_NCHWC_LAYOUT) ==
               static_cast<uint32_t>(BuilderFlag::kDISABLE_NCHWC_LAYOUT));
-constexpr uint32_t kKnownFlags = 0b111;
+static_assert(1u << static_cast<uint32_t>(FlagIndex::kBF16) == static_cast<uint32_t>(BuilderFlag::kBF16));
+static_assert(1u << static_cast<uint32_t>(FlagIndex::kOBEY_PRECISION_CONSTRAINTS) ==
+              static_cast<uint32_t>(BuilderFlag::kOBEY_PRECISION_CONSTRAINTS));
+static_assert(1u << static_cast<uint32_t>(FlagIndex::kPREFER_PRECISION_CONSTRAINTS) ==
+              static_cast<uint32_t>(BuilderFlag::kPREFER_PRECISION_CONSTRAINTS));
+constexpr uint32_t kKnownFlags = 0b111111;
 
 BuilderFlag flagOf(FlagIndex index) { return static_cast<BuilderFlag>(1u << static_cast<uint32_t>(index)); }
 
@@ -86,7 +98,14 @@ void bindTrtBuilder(nb::module_& m) {
   nb::enum_<FlagIndex>(m, "BuilderFlag", nb::is_arithmetic(), "Build flags, numbered by bit as TensorRT's (1 << int(flag)).")
       .value("FP16", FlagIndex::kFP16, "Allow FP16 layers (accepted; layers still run in float32, with a warning).")
       .value("INT8", FlagIndex::kINT8, "Allow INT8 layers: with config.int8_calibrator, Conv/MatMul/Gemm are quantized.")
-      .value("DISABLE_NCHWC_LAYOUT", FlagIndex::kDISABLE_NCHWC_LAYOUT, "Keep every tensor NCHW (kiln's own flag).");
+      .value("DISABLE_NCHWC_LAYOUT", FlagIndex::kDISABLE_NCHWC_LAYOUT, "Keep every tensor NCHW (kiln's own flag).")
+      .value("BF16", FlagIndex::kBF16,
+             "Allow BF16 Conv, MatMul and Gemm layers (FP32 sums) where the CPU has AVX512_BF16 and the builder "
+             "measures them faster (else FP32, with a warning without AVX512_BF16).")
+      .value("OBEY_PRECISION_CONSTRAINTS", FlagIndex::kOBEY_PRECISION_CONSTRAINTS,
+             "Layer precisions (ILayer.precision) must be met; the build fails where one cannot.")
+      .value("PREFER_PRECISION_CONSTRAINTS", FlagIndex::kPREFER_PRECISION_CONSTRAINTS,
+             "Layer precisions (ILayer.precision) are met where a kernel allows, else a warning.");
   nb::enum_<MemoryPoolType>(m, "MemoryPoolType", nb::is_arithmetic(), "Memory pools of set_memory_pool_limit (WORKSPACE: the activation arena).").value("WORKSPACE", MemoryPoolType::kWORKSPACE);
   nb::enum_<NetworkFlag>(m, "NetworkDefinitionCreationFlag", nb::is_arithmetic(), "create_network flags, accepted as TensorRT's (kiln networks always have explicit batch dims).")
       .value("EXPLICIT_BATCH", NetworkFlag::kEXPLICIT_BATCH)

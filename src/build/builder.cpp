@@ -9,11 +9,13 @@
 #include "build/implicit_quantization.h"
 #include "build/int8_report.h"
 #include "build/network_impl.h"
+#include "build/precision.h"
 #include "build/profiles.h"
 #include "engine/api_guard.h"
 #include "engine/executor.h"
 #include "engine/plan_format.h"
 #include "ir/op_schema.h"
+#include "ir/precision.h"
 #include "kiln/plugin.h"
 #include "opt/passes.h"
 
@@ -74,32 +76,6 @@ void applyOutputTypes(const NetworkDefinition::Impl& net, ir::Graph& g) {
       node.attrs["to"] = static_cast<int64_t>(want);
       g.nodes.push_back(std::move(node));
     }
-  }
-}
-
-void checkPrecisions(const NetworkDefinition::Impl& net, const BuilderConfig& config, ILogger& logger) {
-  for (const LayerRecord& layer : net.layers) {
-    const DataType p = layer.precision;
-    if (p == DataType::kFloat32 || p == DataType::kUndefined) continue;
-    const bool fp16 = p == DataType::kFloat16 || p == DataType::kBFloat16;
-    const bool int8 = p == DataType::kInt8 || p == DataType::kUint8;
-    if (!fp16 && !int8) {
-      throw Error(ErrorCode::kInvalidArgument, "layer '" + layer.name + "' asks for precision " + dataTypeName(p) +
-                                                   "; layers compute in float32, float16 or int8");
-    }
-    if ((fp16 && !config.getFlag(BuilderFlag::kFP16)) || (int8 && !config.getFlag(BuilderFlag::kINT8))) {
-      throw Error(ErrorCode::kInvalidArgument, "layer '" + layer.name + "' asks for precision " + dataTypeName(p) +
-                                                   " but the builder flag " + (fp16 ? "kFP16" : "kINT8") + " is not set");
-    }
-    logger.log(Severity::kWARNING, "layer '" + layer.name + "' asks for " + dataTypeName(p) +
-                                       "; kiln has no lower-precision kernels yet, it runs in float32");
-  }
-  if (config.getFlag(BuilderFlag::kFP16)) logger.log(Severity::kWARNING, "kFP16: FP16 kernels are not implemented yet; layers run in float32");
-  if (config.getFlag(BuilderFlag::kINT8) && !config.getInt8Calibrator()) {
-    logger.log(Severity::kWARNING, "kINT8 without a calibrator: only the network's own Q/DQ nodes quantize; other layers run in float32");
-  }
-  if (!config.getFlag(BuilderFlag::kINT8) && config.getInt8Calibrator()) {
-    logger.log(Severity::kWARNING, "an INT8 calibrator is set but not the builder flag kINT8: it is not used");
   }
 }
 
@@ -177,12 +153,13 @@ std::vector<uint8_t> buildPlan(const NetworkDefinition::Impl& net, const Builder
   StageTimer timer(report, logger);
   auto graph = std::make_shared<ir::Graph>(net.graph);
   std::vector<plan::Profile> profiles;
+  build::PrecisionRequest request;
 
   timer.run("optimize", [&] {
     ir::Graph& g = *graph;
     if (g.outputs.empty()) throw Error(ErrorCode::kInvalidArgument, "the network has no outputs; mark one with markOutput");
     if (config.getThreads() < 0) throw Error(ErrorCode::kInvalidArgument, "threads must be >= 0 (0 = one per hardware thread)");
-    checkPrecisions(net, config, logger);
+    request = build::precisionRequest(net, config, logger);
     applyOutputTypes(net, g);
     auto unsupported = findUnsupportedNodes(g);
     if (!unsupported.empty()) throwUnsupportedNodes(unsupported);
@@ -200,10 +177,12 @@ std::vector<uint8_t> buildPlan(const NetworkDefinition::Impl& net, const Builder
     if (config.getFlag(BuilderFlag::kINT8) && config.getInt8Calibrator()) {
       // Folded first so that the Conv is quantized with the BatchNorm's scale in its weights.
       opt::foldBatchNormIntoConv(g);
+      build::pinFloatLayers(g, request);
       int8 = ", " + build::quantizeImplicitly(g, profiles[0], *config.getInt8Calibrator(), logger, report);
     }
     const int fused = opt::fuseLayers(g, opt::FusionOptions{!config.getFlag(BuilderFlag::kDISABLE_NCHWC_LAYOUT)});
     std::map<std::string, std::string> fusedInto = opt::fusedNodeNames(g);
+    const std::vector<std::string> precisions = build::markPrecisions(g, request, logger);
     for (const ir::Node& node : before) {
       if (!afterFolding.count(node.name)) {
         report.layerDecisions.push_back(node.label() + ": folded into a constant");
@@ -214,6 +193,7 @@ std::vector<uint8_t> buildPlan(const NetworkDefinition::Impl& net, const Builder
       }
     }
     for (const std::string& line : report.layerDecisions) logger.log(Severity::kVERBOSE, line);
+    report.layerDecisions.insert(report.layerDecisions.end(), precisions.begin(), precisions.end());
     report.layersAfter = static_cast<int>(g.nodes.size());
     return std::to_string(report.layersBefore) + " layers -> " + std::to_string(report.layersAfter) + " (" +
            std::to_string(folded) + " folded into constants, " + std::to_string(removed) + " unused removed, " +
@@ -225,12 +205,17 @@ std::vector<uint8_t> buildPlan(const NetworkDefinition::Impl& net, const Builder
   timer.run("select kernels", [&] {
     // Makes every kernel, the first candidate of its family that supports the layer: factories
     // validate attributes and pre-pack weights.
+    for (std::string& line : build::timePrecisions(*graph, profiles[0], plannedThreads(config), request, logger))
+      report.layerDecisions.push_back(std::move(line));
     kernels = std::make_unique<Executor>(graph);
+    for (std::string& line : build::settlePrecisions(*graph, kernels->kernelChoices(), request, logger))
+      report.layerDecisions.push_back(std::move(line));
     const ir::Graph& g = *graph;
     for (size_t i = 0; i < g.nodes.size(); ++i) {
       const ir::Node& node = g.nodes[i];
-      LayerInfo info{node.name, node.opType, {}, {}, {}, {}, {}, opt::fusedFrom(node)};
+      LayerInfo info{node.name, node.opType, {}, {}, {}, {}, {}, opt::fusedFrom(node), {}};
       describeKernel(kernels->kernelChoices()[i], info);
+      info.precision = ir::layerPrecision(g, node);
       std::string outs;
       for (int id : node.outputs) {
         info.outputs.push_back(id == ir::kNoValue ? "" : g.value(id).name);
@@ -238,6 +223,7 @@ std::vector<uint8_t> buildPlan(const NetworkDefinition::Impl& net, const Builder
       }
       for (int id : node.inputs) info.inputs.push_back(id == ir::kNoValue ? "" : g.value(id).name);
       std::string decision = "layer '" + node.name + "' (" + node.opType + "): kernel " + info.kernel + " -> " + outs;
+      if (!ir::nodePrecision(node).empty()) decision += ", precision " + info.precision;
       for (const std::string& declined : info.declinedKernels) decision += "\n    declined " + declined;
       logger.log(Severity::kVERBOSE, decision);
       report.layerDecisions.push_back(std::move(decision));

@@ -204,8 +204,18 @@ ITensor* ILayer::getOutput(int index) const {
   return network_->impl().tensor(rec.outputs[static_cast<size_t>(index)]);
 }
 
-void ILayer::setPrecision(DataType type) { record(network_, index_).precision = type; }
+void ILayer::setPrecision(DataType type) {
+  LayerRecord& rec = record(network_, index_);
+  rec.precision = type;
+  rec.precisionSet = true;
+}
 DataType ILayer::getPrecision() const { return record(network_, index_).precision; }
+bool ILayer::precisionIsSet() const { return record(network_, index_).precisionSet; }
+void ILayer::resetPrecision() {
+  LayerRecord& rec = record(network_, index_);
+  rec.precision = DataType::kFloat32;
+  rec.precisionSet = false;
+}
 
 void ILayer::setOutputType(int index, DataType type) {
   LayerRecord& rec = record(network_, index_);

@@ -26,6 +26,7 @@ struct LayerRecord {
   std::vector<std::vector<std::pair<int, int>>> inputSlots;  // per input: (node index, input slot)
   std::vector<int> outputs;  // value ids
   DataType precision = DataType::kFloat32;
+  bool precisionSet = false;  // setPrecision was called (a constraint, kFloat32 included)
   std::vector<DataType> outputTypes;  // kUndefined: as computed
   LayerParams params;  // std::monostate: none to change
   /// Adds the layer anew from its inputs and new params (setLayerParams); empty without params.

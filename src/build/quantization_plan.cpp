@@ -7,7 +7,7 @@
 
 #include "ir/node_attrs.h"
 #include "ir/op_schema.h"
-#include "ir/precision_attr.h"
+#include "ir/precision.h"
 #include "kiln/error.h"
 
 namespace kiln::build {

@@ -39,7 +39,7 @@ struct QuantizationTargets {
 };
 
 /// The Conv (constant weights), MatMul and Gemm nodes of a sorted graph with inferred types that
-/// can be quantized: float32 inputs, not pinned to fp32 (ir/precision_attr.h), not excluded, not
+/// can be quantized: float32 inputs, not pinned to fp32 (ir/precision.h), not excluded, not
 /// already reading a DequantizeLinear.
 QuantizationTargets findQuantizationTargets(const ir::Graph& graph, const QuantizeOptions& options);
 

@@ -10,6 +10,7 @@
 #include "engine/plan_bytes.h"
 #include "engine/plan_format.h"
 #include "engine/plan_plugins.h"
+#include "ir/precision.h"
 
 namespace kiln::plan {
 
@@ -472,6 +473,7 @@ std::vector<LayerInfo> readLayers(ByteReader r, const ir::Graph& g, uint32_t hos
     const ir::Node& node = g.nodes[i];
     for (int id : node.inputs) l.inputs.push_back(id == ir::kNoValue ? "" : g.value(id).name);
     for (int id : node.outputs) l.outputs.push_back(id == ir::kNoValue ? "" : g.value(id).name);
+    l.precision = ir::layerPrecision(g, node);
   }
   expectEnd(r);
   return layers;

@@ -12,7 +12,7 @@
 #include "graph_loading.h"
 #include "kiln/calibrator.h"
 #include "kiln/onnx_parser.h"
-#include "ir/precision_attr.h"
+#include "ir/precision.h"
 
 namespace kiln {
 namespace {

@@ -69,12 +69,14 @@ TEST(PlanFormat, RoundTripKeepsIOProfilesLayersAndInfo) {
   // The Relu is fused into the convolution; the plan keeps the names of the layers it absorbed.
   EXPECT_EQ(p.layers[0].type, "FusedConv");
   // Its kernel: the first float32 FusedConv candidate that takes 2 -> 3 channels, 3x3 (few
-  // outputs), after the depthwise ones declined, all named with their reasons.
+  // outputs), after the BF16 one (for layers marked bf16) and the depthwise ones declined, all
+  // named with their reasons.
   const std::string isa = cpu::cpuIsaName(cpu::activeCpuIsa());
   EXPECT_EQ(p.layers[0].kernel, "f32_fused_conv_few_outputs_" + isa);
   EXPECT_EQ(p.layers[0].kernelIsa, cpu::isaFeatureName(cpu::activeCpuIsa()));
-  ASSERT_FALSE(p.layers[0].declinedKernels.empty());
-  EXPECT_THAT(p.layers[0].declinedKernels[0], HasSubstr("f32_fused_conv_depthwise_avx512: "));
+  ASSERT_GE(p.layers[0].declinedKernels.size(), 2u);
+  EXPECT_THAT(p.layers[0].declinedKernels[0], HasSubstr("bf16_fused_conv_im2col_gemm_avx512bf16: "));
+  EXPECT_THAT(p.layers[0].declinedKernels[1], HasSubstr("f32_fused_conv_depthwise_avx512: "));
   EXPECT_EQ(p.layers[0].fusedFrom.size(), 2u);
   // Writing what was read gives the same bytes.
   EXPECT_EQ(plan::writePlan(p), bytes);

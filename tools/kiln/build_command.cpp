@@ -1,6 +1,7 @@
 // kiln build MODEL.onnx -o MODEL.kiln [--shapes NAME:DIMS]... [--min-shapes/--opt-shapes/--max-shapes NAME:DIMS]...
-//                                     [--fp16] [--int8] [--no-nchwc] [--threads N] [--workspace MiB] [--verbose]
-//                                     [--plugins LIB.so]... [--calibration-data DIR|FILE.npz] [--calib FILE]
+//                                     [--fp16] [--bf16] [--int8] [--no-nchwc] [--threads N] [--workspace MiB]
+//                                     [--layer-precisions NAME:TYPE,...] [--precision-constraints obey|prefer]
+//                                     [--verbose] [--plugins LIB.so]... [--calibration-data DIR|FILE.npz] [--calib FILE]
 //                                     [--calibration-method entropy|minmax|percentile] [--percentile P]
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include <set>
 #include <sstream>
 
+#include "build/precision.h"
 #include "calibration_options.h"
 #include "cli_logger.h"
 #include "commands.h"
@@ -52,7 +54,10 @@ struct BuildOptions {
   std::string output;
   std::vector<std::string> shapes, minShapes, optShapes, maxShapes;
   bool fp16 = false;
+  bool bf16 = false;
   bool int8 = false;
+  std::string layerPrecisions;       // trtexec's --layerPrecisions syntax
+  std::string precisionConstraints;  // "obey", "prefer" or "" (prefer when layerPrecisions is given)
   bool noNchwc = false;
   int threads = 0;
   double workspaceMiB = 0;
@@ -71,6 +76,27 @@ void printStage(int index, const std::string& name, double ms, const std::string
   std::cout << "[" << index << "/5] " << std::left << std::setw(15) << name << std::right << std::fixed
             << std::setprecision(1) << std::setw(9) << ms << " ms  " << summary << "\n"
             << std::defaultfloat;
+}
+
+// --bf16, --layer-precisions and --precision-constraints on the config and the network's layers.
+void applyPrecisionOptions(const BuildOptions& opts, NetworkDefinition& network, BuilderConfig& config) {
+  if (opts.bf16) config.setFlag(BuilderFlag::kBF16);
+  const std::string& constraints = opts.precisionConstraints;
+  if (constraints == "obey") {
+    config.setFlag(BuilderFlag::kOBEY_PRECISION_CONSTRAINTS);
+  } else if (constraints == "prefer" || (constraints.empty() && !opts.layerPrecisions.empty())) {
+    config.setFlag(BuilderFlag::kPREFER_PRECISION_CONSTRAINTS);
+  } else if (!constraints.empty()) {
+    throw Error(ErrorCode::kInvalidArgument, "--precision-constraints takes obey or prefer, not '" + constraints + "'");
+  }
+  if (opts.layerPrecisions.empty()) return;
+  for (const auto& [name, type] : build::parseLayerPrecisions(opts.layerPrecisions)) {
+    ILayer* layer = nullptr;
+    for (int i = 0; i < network.getNbLayers() && !layer; ++i)
+      if (network.getLayer(i)->getName() == name) layer = network.getLayer(i);
+    if (!layer) throw Error(ErrorCode::kInvalidArgument, "--layer-precisions: the model has no layer named '" + name + "'");
+    layer->setPrecision(type);
+  }
 }
 
 OptimizationProfile profileFromOptions(const BuildOptions& opts) {
@@ -132,6 +158,7 @@ int buildPlan(const BuildOptions& opts) {
     config.setInt8Calibrator(calibrator.get());
   }
   if (opts.noNchwc) config.setFlag(BuilderFlag::kDISABLE_NCHWC_LAYOUT);
+  applyPrecisionOptions(opts, *network, config);
   OptimizationProfile profile = profileFromOptions(opts);
   if (!profile.inputNames().empty()) config.addOptimizationProfile(profile);
 
@@ -196,6 +223,11 @@ Action addBuildCommand(CLI::App& app) {
   cmd->add_option("--opt-shapes", opts->optShapes, "NAME:DIMS: typical shape of a dynamic input (repeatable)");
   cmd->add_option("--max-shapes", opts->maxShapes, "NAME:DIMS: largest shape of a dynamic input (repeatable)");
   cmd->add_flag("--fp16", opts->fp16, "allow FP16 layers (no FP16 kernels yet: runs FP32)");
+  cmd->add_flag("--bf16", opts->bf16, "run Conv, MatMul and Gemm layers in BF16 with FP32 sums (AVX512_BF16; else FP32, with a warning)");
+  cmd->add_option("--layer-precisions", opts->layerPrecisions,
+                  "NAME:TYPE,...: per-layer precision (fp32, bf16, fp16, int8), e.g. fc:fp32 keeps layer fc in FP32");
+  cmd->add_option("--precision-constraints", opts->precisionConstraints,
+                  "obey (an error when a layer's precision cannot be met) or prefer (the default with --layer-precisions)");
   cmd->add_flag("--int8", opts->int8, "allow INT8 layers: with calibration data or a cache, Conv/MatMul/Gemm are quantized");
   cmd->add_flag("--no-nchwc", opts->noNchwc, "keep every tensor NCHW (no blocked-layout convolutions), to compare");
   cmd->add_option("--threads", opts->threads, "intra-op threads of the engine's contexts (0 = one per hardware thread)");

@@ -35,6 +35,9 @@ std::string flagsText(uint32_t flags) {
   if (flags & static_cast<uint32_t>(BuilderFlag::kFP16)) s += " fp16";
   if (flags & static_cast<uint32_t>(BuilderFlag::kINT8)) s += " int8";
   if (flags & static_cast<uint32_t>(BuilderFlag::kDISABLE_NCHWC_LAYOUT)) s += " no-nchwc";
+  if (flags & static_cast<uint32_t>(BuilderFlag::kBF16)) s += " bf16";
+  if (flags & static_cast<uint32_t>(BuilderFlag::kOBEY_PRECISION_CONSTRAINTS)) s += " obey-precision-constraints";
+  if (flags & static_cast<uint32_t>(BuilderFlag::kPREFER_PRECISION_CONSTRAINTS)) s += " prefer-precision-constraints";
   return s.empty() ? "none" : s.substr(1);
 }
 
@@ -108,7 +111,7 @@ int inspectPlan(const std::string& path) {
     std::string fused;
     for (const auto& f : l.fusedFrom) fused += (fused.empty() ? "" : ", ") + f;
     std::cout << "  " << i << "  " << l.name << " (" << l.type << ")  kernel " << l.kernel << " (" << l.kernelIsa
-              << ")  fused " << (fused.empty() ? "-" : fused) << "\n";
+              << ")  precision " << l.precision << "  fused " << (fused.empty() ? "-" : fused) << "\n";
     for (const std::string& declined : l.declinedKernels) std::cout << "       declined " << declined << "\n";
   }
   printInt8Layers(path);

@@ -5,6 +5,8 @@
 #include <immintrin.h>
 
 #include "backends/cpu/gemm/sgemm_kernels.h"
+#include "backends/cpu/gemm/gemm_tile_store_avx512.h"
+#include "backends/cpu/gemm/transpose16x16_avx512.h"
 
 namespace kiln::cpu {
 namespace {
@@ -43,14 +45,7 @@ void tile14x16(int64_t kc, const float* a, const float* b, float* c, int64_t ldc
     a += kMR;
     b += kNR;
   }
-  const __mmask16 m0 = cols >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << cols) - 1);
-#pragma GCC unroll 14
-  for (int r = 0; r < R; ++r) {
-    float* row = c + r * ldc;
-    __m512 v = acc[r];
-    if (accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m0, row));
-    _mm512_mask_storeu_ps(row, m0, v);
-  }
+  storeTile16<R>(acc, c, ldc, cols, accumulate);
 }
 
 template <int R, bool kFarB>
@@ -75,19 +70,7 @@ void tile14x32(int64_t kc, const float* a, const float* b, float* c, int64_t ldc
     a += kMR;
     b += kNR;
   }
-  const __mmask16 m0 = cols >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << cols) - 1);
-  const __mmask16 m1 = cols >= 32 ? __mmask16(0xFFFF) : cols <= 16 ? __mmask16(0) : __mmask16((1u << (cols - 16)) - 1);
-#pragma GCC unroll 14
-  for (int r = 0; r < R; ++r) {
-    float* row = c + r * ldc;
-    __m512 lo = acc0[r], hi = acc1[r];
-    if (accumulate) {
-      lo = _mm512_add_ps(lo, _mm512_maskz_loadu_ps(m0, row));
-      hi = _mm512_add_ps(hi, _mm512_maskz_loadu_ps(m1, row + 16));
-    }
-    _mm512_mask_storeu_ps(row, m0, lo);
-    _mm512_mask_storeu_ps(row + 16, m1, hi);
-  }
+  storeTile32<R>(acc0, acc1, c, ldc, cols, accumulate);
 }
 
 template <bool kFarB>
@@ -115,36 +98,6 @@ void kernel14x32(int64_t kc, const float* a, const float* b, float* c, int64_t l
 // uninitialized" (a GCC 12 false positive); nothing here is.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-
-// Transposes the 16x16 block in r[0..15] (row i in r[i]) in place: 4 rounds of 16 shuffles.
-inline void transpose16x16(__m512 r[16]) {
-  __m512 t[16], u[16];
-#pragma GCC unroll 8
-  for (int i = 0; i < 16; i += 2) {
-    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-  }
-#pragma GCC unroll 4
-  for (int i = 0; i < 16; i += 4) {
-    const __m512d t0 = _mm512_castps_pd(t[i]), t1 = _mm512_castps_pd(t[i + 1]);
-    const __m512d t2 = _mm512_castps_pd(t[i + 2]), t3 = _mm512_castps_pd(t[i + 3]);
-    u[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
-    u[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
-    u[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
-    u[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
-  }
-  // 128-bit lane L of u[4g + c] is column 4L + c of rows 4g..4g+3; gather the lanes per column.
-#pragma GCC unroll 4
-  for (int c = 0; c < 4; ++c) {
-    const __m512 v0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88), v1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xDD);
-    const __m512 w0 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88);
-    const __m512 w1 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xDD);
-    r[c] = _mm512_shuffle_f32x4(v0, w0, 0x88);
-    r[c + 8] = _mm512_shuffle_f32x4(v0, w0, 0xDD);
-    r[c + 4] = _mm512_shuffle_f32x4(v1, w1, 0x88);
-    r[c + 12] = _mm512_shuffle_f32x4(v1, w1, 0xDD);
-  }
-}
 
 // A strip of 14 rows: 16 depths of each row are loaded at once (one cache line when aligned),
 // the 16x16 block (rows 14 and 15 zero) is transposed and each depth's 14 values stored.

@@ -73,14 +73,15 @@ void finishRows(const ConvEpilogue& e, T* out, const T* residual, const T* bias,
 }
 
 // C[M x N] (row stride ldc) = W x B then bias, residual and activation while each tile is in
-// cache (float, with W pre-packed when it is constant); other types multiply, then add the bias.
+// cache (float, with W's product done by `packed` when its kernel keeps W packed); other types
+// multiply, then add the bias.
 template <typename T>
-void multiplyWeights(const PackedMatrix& packed, const ConvEpilogue& e, int64_t M, int64_t N, int64_t K, const T* w,
-                     const T* b, int64_t ldb, const T* bias, const T* residual, T* c, int64_t ldc) {
+void multiplyWeights(const PackedWeightsProduct* packed, const ConvEpilogue& e, int64_t M, int64_t N, int64_t K,
+                     const T* w, const T* b, int64_t ldb, const T* bias, const T* residual, T* c, int64_t ldc) {
   if constexpr (std::is_same_v<T, float>) {
     const GemmEpilogue ep{bias, true, e.act, residual, ldc};
-    if (!packed.empty() && packed.rows() == M && packed.cols() == K) {
-      sgemmPacked(packed, N, 1.0f, false, b, ldb, 0.0f, c, ldc, ep);
+    if (packed) {
+      (*packed)(N, b, ldb, c, ldc, ep);
     } else {
       sgemm(false, false, M, N, K, 1.0f, w, K, b, ldb, 0.0f, c, ldc, ep);
     }
@@ -112,7 +113,8 @@ int64_t im2colBlockRows(const ir::ConvGeometry& g, int64_t depth, size_t element
 
 template <typename T>
 void convolve(KernelContext& ctx, const ir::ConvGeometry& g, int64_t group, const Tensor& x, const Tensor& w,
-              const Tensor* bias, Tensor& y, const ConvEpilogue& epilogue = {}, const PackedMatrix& packedW = {}) {
+              const Tensor* bias, Tensor& y, const ConvEpilogue& epilogue = {},
+              const PackedWeightsProduct* packedW = nullptr) {
   const int64_t batch = x.dim(0), channels = x.dim(1), outChannels = w.dim(0);
   const Shape imageShape(x.shape().begin() + 2, x.shape().end());
   const Shape& outShape = g.output;
@@ -150,7 +152,7 @@ void convolve(KernelContext& ctx, const ir::ConvGeometry& g, int64_t group, cons
         continue;
       }
       const T* groupWeights = pw + gi * groupOut * depth;
-      const PackedMatrix& packed = group == 1 ? packedW : PackedMatrix{};
+      const PackedWeightsProduct* packed = group == 1 ? packedW : nullptr;
       if (pointwise) {
         multiplyWeights<T>(packed, epilogue, groupOut, outSize, depth, groupWeights, image, outSize, groupBias, residual, out,
                            outSize);
@@ -267,7 +269,22 @@ uint64_t im2colWorkspaceBytes(const ConvAttrs& a, const Shape* x, const Shape* w
 }
 
 void convolveIm2colFloat(KernelContext& ctx, const ConvAttrs& a, const ConvCall& call, const PackedMatrix& packed) {
-  convolve<float>(ctx, call.g, a.group, *call.x, *call.w, call.bias, *call.y, ConvEpilogue{a.act, call.residual}, packed);
+  const int64_t M = call.w->dim(0), K = call.w->numel() / std::max<int64_t>(M, 1);
+  if (packed.empty() || packed.rows() != M || packed.cols() != K) {
+    convolve<float>(ctx, call.g, a.group, *call.x, *call.w, call.bias, *call.y, ConvEpilogue{a.act, call.residual});
+    return;
+  }
+  const PackedWeightsProduct product = [&packed](int64_t N, const float* b, int64_t ldb, float* c, int64_t ldc,
+                                                 const GemmEpilogue& ep) {
+    sgemmPacked(packed, N, 1.0f, false, b, ldb, 0.0f, c, ldc, ep);
+  };
+  convolveIm2colFloat(ctx, a, call, product);
+}
+
+void convolveIm2colFloat(KernelContext& ctx, const ConvAttrs& a, const ConvCall& call,
+                         const PackedWeightsProduct& product) {
+  convolve<float>(ctx, call.g, a.group, *call.x, *call.w, call.bias, *call.y, ConvEpilogue{a.act, call.residual},
+                  &product);
 }
 
 namespace {

@@ -1,5 +1,6 @@
 // The float32 kernels of Conv and kiln::FusedConv, in the order they are tried (the one place
-// their algorithm and ISA are chosen): depthwise K x K, few output channels, Winograd F(2x2, 3x3),
+// their algorithm and ISA are chosen): BF16 im2col + GEMM for layers the builder marked bf16
+// (bf16_candidates.h), depthwise K x K, few output channels, Winograd F(2x2, 3x3),
 // then im2col + GEMM, which takes every node. Each but the last needs X's and W's spatial sizes
 // static (a dynamic batch is fine), so that its choice holds for every run. The GEMM-based ones
 // come twice, for the AVX-512 and AVX2 micro-kernels of sgemm (gemm/sgemm.h), which packs W for one.
@@ -7,6 +8,7 @@
 #include <string>
 
 #include "backends/cpu/kernel_registry.h"
+#include "backends/cpu/kernels/bf16_candidates.h"
 #include "backends/cpu/kernels/conv_depthwise.h"
 #include "backends/cpu/kernels/conv_few_outputs.h"
 #include "backends/cpu/kernels/conv_kernel.h"
@@ -208,6 +210,7 @@ void addConvCandidates(const char* domain, const char* opType, const std::string
     c.restore = std::move(restore);
     r.addCandidate(domain, opType, DataType::kFloat32, std::move(c));
   };
+  addBf16ConvCandidate(r, domain, opType, prefix == "f32_conv" ? "bf16_conv" : "bf16_fused_conv", fused);
   for (CpuIsa isa : {CpuIsa::kAvx512, CpuIsa::kAvx2}) {
     add("depthwise", isa, depthwiseDeclines, [fused, isa](const KernelCreateInfo& i) { return makeDepthwise(i, fused, isa); });
   }

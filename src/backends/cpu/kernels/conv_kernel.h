@@ -4,6 +4,7 @@
 // float32 candidates are listed in conv_candidates.cpp.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <optional>
 
 #include "backends/cpu/activation.h"
@@ -47,5 +48,14 @@ uint64_t im2colWorkspaceBytes(const ConvAttrs& a, const Shape* x, const Shape* w
 /// directly; one input channel per group: taps accumulated directly), W packed when `packed` is
 /// not empty; the column buffer comes from ctx.workspace.
 void convolveIm2colFloat(KernelContext& ctx, const ConvAttrs& a, const ConvCall& call, const PackedMatrix& packed);
+
+/// C[M x N] (row stride ldc) = epilogue(W x B) with the constant W of an ungrouped convolution
+/// held packed by its kernel (M output channels, K = depth), B a column block (row stride ldb).
+using PackedWeightsProduct =
+    std::function<void(int64_t N, const float* b, int64_t ldb, float* c, int64_t ldc, const GemmEpilogue& ep)>;
+
+/// convolveIm2colFloat with the weight products done by `product` (BF16 kernels).
+void convolveIm2colFloat(KernelContext& ctx, const ConvAttrs& a, const ConvCall& call,
+                         const PackedWeightsProduct& product);
 
 }  // namespace kiln::cpu

@@ -1,7 +1,7 @@
 // The kiln::NchwcConv kernel: checks the tensors against the contract in ir/ops/nchwc.h, packs the
 // constant W once when the kernel is made (nchwc_conv.h), and runs the AVX-512 or AVX2 direct
 // convolution (nchwc_conv_avx512.cpp, nchwc_conv_avx2.cpp; a plain NCHW X on AVX-512:
-// nchwc_conv_plain_avx512.cpp).
+// nchwc_conv_plain_avx512.cpp), or for layers marked bf16 the BF16 one (nchwc_conv_bf16.h).
 #include "backends/cpu/kernels/nchwc_conv.h"
 
 #include <algorithm>
@@ -11,6 +11,8 @@
 
 #include "backends/cpu/cpu_isa.h"
 #include "backends/cpu/kernel_registry.h"
+#include "backends/cpu/kernels/bf16_candidates.h"
+#include "backends/cpu/kernels/nchwc_conv_bf16.h"
 #include "backends/cpu/kernels/nchwc_conv_plain.h"
 #include "backends/cpu/kernels/nchwc_conv_scale.h"
 #include "backends/cpu/kernels/nchwc_winograd.h"
@@ -480,6 +482,41 @@ Kernel makeDirect(const KernelCreateInfo& info, CpuIsa isa, const KernelState* s
   return k;
 }
 
+// BF16 direct convolution of a blocked X (layers marked bf16; Winograd is not used for them).
+std::string bf16DirectDeclines(const KernelCreateInfo& info) {
+  if (std::string p = bf16PrecisionDeclines(info); !p.empty()) return p;
+  if (hasInputScale(info)) return "X has a scale (input 4)";
+  if (ir::attrInt(info.node, "group", 1) != 1) return "depthwise (takes group 1)";
+  return xRankOf(info) == 5 ? "" : "X is not blocked (rank 5)";
+}
+
+// With `saved`, the BF16 packing is the saved one.
+Kernel makeBf16Direct(const KernelCreateInfo& info, const KernelState* saved) {
+  PreparedNchwcConv p = prepareCommon(info);
+  const int64_t taps = p.kernelH * p.kernelW;
+  if (saved) {
+    p.blockedWeights.floats = nchwcBf16WeightWords(p.outChannels, p.inPerGroup, taps);
+    p.blockedWeights.data = savedFloats(info, *saved, 0, p.blockedWeights.floats);
+  } else {
+    const NchwcPackedWeights blocked = packNchwcWeights(constantWeights(info).data<float>(), p.outChannels, p.inPerGroup,
+                                                        p.kernelH, p.kernelW, NchwcWeightLayout::kBlockedInput);
+    p.blockedWeights = packNchwcBf16Weights(blocked, p.outChannels, p.inPerGroup, taps);
+  }
+  const auto* words = reinterpret_cast<const uint32_t*>(p.blockedWeights.data.get());
+  p.convolve = [words](KernelContext& ctx, NchwcConvArgs& args) {
+    auto* pairs = static_cast<uint32_t*>(ctx.workspace(nchwcConvBf16ScratchBytes(*args.shape)));
+    detail::nchwcConvBf16Avx512(args, words, pairs);
+  };
+  Kernel k;
+  k.workspace = [](const std::vector<const Shape*>& in, int) -> uint64_t {
+    if (in.empty() || !in[0] || in[0]->size() != 5) return 0;
+    return static_cast<uint64_t>(shapeNumel(*in[0])) * sizeof(uint16_t);  // X in BF16
+  };
+  k.save = [w = p.blockedWeights] { return savedBlobs({&w}, {}); };
+  k.run = [p = std::move(p)](KernelContext& ctx) { runNchwcConv(ctx, p); };
+  return k;
+}
+
 std::string winograd4x4Declines(const KernelCreateInfo& info) { return winogradDeclines(info, 4); }
 std::string winograd2x2Declines(const KernelCreateInfo& info) { return winogradDeclines(info, 2); }
 std::string depthwiseDeclines(const KernelCreateInfo& info) {
@@ -510,6 +547,14 @@ const bool kRegistered = [] {
     c.memory.inPlaceInputs = {3};
     r.addCandidate("kiln", "NchwcConv", DataType::kFloat32, std::move(c));
   };
+  KernelCandidate bf16;
+  bf16.id = "bf16_nchwc_conv_direct_avx512bf16";
+  bf16.isa = CpuIsa::kAvx512Bf16;
+  bf16.supports = bf16DirectDeclines;
+  bf16.create = [](const KernelCreateInfo& i) { return makeBf16Direct(i, nullptr); };
+  bf16.restore = [](const KernelCreateInfo& i, const KernelState& s) { return makeBf16Direct(i, &s); };
+  bf16.memory.inPlaceInputs = {3};  // as the FP32 kernels: Z is read at the start of each tile
+  r.addCandidate("kiln", "NchwcConv", DataType::kFloat32, std::move(bf16));
   for (int tile : {4, 2}) {
     const std::string name = "winograd_f" + std::to_string(tile) + "x" + std::to_string(tile);
     add(name, CpuIsa::kAvx512, tile == 4 ? winograd4x4Declines : winograd2x2Declines,
