@@ -27,14 +27,26 @@ class TensorBuffer:
     def address(self) -> int:
         """Address of the tensor's first element."""
 
+class RunFlag:
+    """A flag another thread may set to stop a run (RunOptions.terminate)."""
+
+    def __init__(self) -> None: ...
+
+    @property
+    def value(self) -> bool:
+        """True once the runs given this flag should stop."""
+
+    @value.setter
+    def value(self, arg: bool, /) -> None: ...
+
 class Session:
     """A loaded model (kiln::Session); kiln.InferenceSession wraps it."""
 
-    def __init__(self, path: str, threads: int = 0, optimize: bool = True, nchwc_layout: bool = True, profile: bool = False) -> None:
+    def __init__(self, path: str, threads: int = 0, optimize: bool = True, nchwc_layout: bool = True, profile: bool = False, max_loop_iterations: int = 0) -> None:
         """Loads and prepares the model file at `path`."""
 
     @staticmethod
-    def from_bytes(data: bytes, threads: int = 0, optimize: bool = True, nchwc_layout: bool = True, profile: bool = False, external_data_dir: str = '') -> Session:
+    def from_bytes(data: bytes, threads: int = 0, optimize: bool = True, nchwc_layout: bool = True, profile: bool = False, max_loop_iterations: int = 0, external_data_dir: str = '') -> Session:
         """
         Loads a serialized ModelProto; external data files are looked up in external_data_dir.
         """
@@ -50,9 +62,9 @@ class Session:
     def metadata(self) -> dict:
         """The model's ModelMetadata fields as a dict."""
 
-    def run(self, output_names: object | None, input_feed: dict) -> list:
+    def run(self, output_names: object | None, input_feed: dict, terminate: RunFlag | None = None) -> list:
         """
-        Runs the model with the GIL released; returns the named outputs (all when None) in order.
+        Runs the model with the GIL released; returns the named outputs (all when None) in order. The run stops with an error once `terminate` (a RunFlag) is set, from any thread.
         """
 
     def take_profile(self) -> list:
