@@ -263,10 +263,37 @@ T integerPow(T base, T exponent) {
 // Pow: the output has the base's type. With equal types, floats use pow in their compute type and
 // integers exact integer powers; otherwise the exponent is widened to double and the power is
 // computed in double, then converted to the base's type (int base ** float exponent truncates).
+// A float power by one exponent of 1, 2, 3 or 0.5, as ONNX Runtime computes them (x, x*x, x*x*x,
+// sqrt): exponents models use in LayerNorm and GELU decompositions, where pow is the slow part.
+// Returns false for other exponents.
+template <typename T>
+bool powBySmallExponent(const Tensor& a, T exponent, Tensor& y) {
+  const T* x = a.data<T>();
+  T* out = y.data<T>();
+  const int64_t n = a.numel();
+  if (exponent == T(1)) {
+    std::copy(x, x + n, out);
+  } else if (exponent == T(2)) {
+    for (int64_t i = 0; i < n; ++i) out[i] = x[i] * x[i];
+  } else if (exponent == T(3)) {
+    for (int64_t i = 0; i < n; ++i) out[i] = x[i] * x[i] * x[i];
+  } else if (exponent == T(0.5)) {
+    for (int64_t i = 0; i < n; ++i) out[i] = std::sqrt(x[i]);
+  } else {
+    return false;
+  }
+  return true;
+}
+
 void powKernel(KernelContext& ctx) {
   const Tensor& a = ctx.input(0);
   const Tensor& b = ctx.input(1);
   Tensor& y = ctx.output(0);
+  // One exponent: y has a's elements in a's order (only its rank may grow).
+  if (b.numel() == 1 && a.dtype() == b.dtype() && y.numel() == a.numel()) {
+    if (a.dtype() == DataType::kFloat32 && powBySmallExponent(a, b.data<float>()[0], y)) return;
+    if (a.dtype() == DataType::kFloat64 && powBySmallExponent(a, b.data<double>()[0], y)) return;
+  }
   if (a.dtype() == b.dtype()) {
     dispatchNumeric(a.dtype(), "Pow", [&](auto tag) {
       using T = typename decltype(tag)::type;
