@@ -6,6 +6,7 @@
 
 #include "backends/cpu/activation_row.h"
 #include "backends/cpu/kernels/elementwise_util.h"
+#include "backends/cpu/kernels/vector_math.h"
 #include "ir/shape_helpers.h"
 
 namespace kiln::cpu {
@@ -51,12 +52,26 @@ void sigmoidKernel(KernelContext& ctx) {
   });
 }
 KILN_REGISTER_CPU_KERNEL_WITH_RULES("Sigmoid", KernelFn(sigmoidKernel), {{0}});
-KILN_REGISTER_CPU_KERNEL_WITH_RULES("Tanh", unaryFloat([](auto x) { return std::tanh(x); }), {{0}});
-KILN_REGISTER_CPU_KERNEL_WITH_RULES("Exp", unaryFloat([](auto x) { return std::exp(x); }), {{0}});
+// Float32 through libmvec (vector_math.h); other float types element by element.
+template <VectorMathFn kFn>
+void vectorMathKernel(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  if (x.dtype() == DataType::kFloat32) {
+    applyVectorMath(kFn, x.data<float>(), ctx.output(0).data<float>(), x.numel());
+    return;
+  }
+  applyUnaryFloat(ctx, [](auto v) {
+    if constexpr (kFn == VectorMathFn::kErf) return std::erf(v);
+    else if constexpr (kFn == VectorMathFn::kTanh) return std::tanh(v);
+    else return std::exp(v);
+  });
+}
+KILN_REGISTER_CPU_KERNEL_WITH_RULES("Tanh", KernelFn(vectorMathKernel<VectorMathFn::kTanh>), {{0}});
+KILN_REGISTER_CPU_KERNEL_WITH_RULES("Exp", KernelFn(vectorMathKernel<VectorMathFn::kExp>), {{0}});
 KILN_REGISTER_CPU_KERNEL("Log", unaryFloat([](auto x) { return std::log(x); }));
 KILN_REGISTER_CPU_KERNEL_WITH_RULES("Sqrt", unaryFloat([](auto x) { return std::sqrt(x); }), {{0}});
 KILN_REGISTER_CPU_KERNEL("Reciprocal", unaryFloat([](auto x) { return decltype(x)(1) / x; }));
-KILN_REGISTER_CPU_KERNEL_WITH_RULES("Erf", unaryFloat([](auto x) { return std::erf(x); }), {{0}});
+KILN_REGISTER_CPU_KERNEL_WITH_RULES("Erf", KernelFn(vectorMathKernel<VectorMathFn::kErf>), {{0}});
 KILN_REGISTER_CPU_KERNEL_WITH_RULES("Softplus", unaryFloat([](auto x) {
   // log(1 + e^x) = max(x, 0) + log1p(e^-|x|), exact for large |x| and overflow-free.
   return std::max(x, decltype(x)(0)) + std::log1p(std::exp(-std::fabs(x)));
