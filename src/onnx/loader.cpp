@@ -263,7 +263,7 @@ namespace {
 // protobuf refuses messages nested deeper than this (its default recursion limit).
 constexpr int kProtobufNestingLimit = 100;
 // Depth up to which a failed parse is retried to tell deep nesting from damage.
-constexpr int kDiagnosticNestingLimit = 1000;
+constexpr int kDiagnosticNestingLimit = 8000;  // If/Loop nested 2000 deep: about 6000
 
 // Whether the model parses when messages may nest deeper than protobuf's default limit: the one
 // parse failure that is not a damaged file (If/Loop/Scan subgraphs nested about 33 levels deep).

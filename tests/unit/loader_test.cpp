@@ -160,6 +160,8 @@ TEST(LoaderErrors, SubgraphsNestedDeeperThanProtobufsLimitAreNamedAsSuch) {
   const std::string bytes = nestedIfModel(60).SerializeAsString();
   writeBytes(dir / "m.onnx", bytes);
   expectError([&] { onnx_import::loadModel((dir / "m.onnx").string()); }, {"m.onnx", "nest more than 100 levels deep"});
+  writeBytes(dir / "deep.onnx", nestedIfModel(2000).SerializeAsString());
+  expectError([&] { onnx_import::loadModel((dir / "deep.onnx").string()); }, {"deep.onnx", "nest more than 100 levels deep"});
   expectError([&] { onnx_import::loadModelFromBytes(bytes.data(), bytes.size(), ".", "<bytes>"); },
               {"<bytes>", "nest more than 100 levels deep"});
   // Within the limit the same structure loads.
