@@ -19,7 +19,7 @@ namespace {
 // Run by the Python: a missing package becomes one line that says what to install.
 constexpr const char* kBootstrap = R"(import sys
 try:
-    import uvicorn, kiln.serve.app
+    import kiln.serve.app, uvicorn
     from kiln.serve.__main__ import main
 except ModuleNotFoundError as e:
     sys.exit(f"kiln serve: {sys.executable} cannot import {e.name}: install the kiln Python package with its "
