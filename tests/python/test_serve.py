@@ -35,6 +35,9 @@ def repository(tmp_path_factory, repo_root):
     plan = build_plan(onnx_path, max_batch_size=8, opt_batch_size=4, precision="fp32", threads=1)
     (repo / "planned" / "1" / "model.kiln").write_bytes(plan)
     (repo / "planned" / "config.pbtxt").write_text(batching_config("planned", max_batch_size=8, preferred=(4,), delay_us=1000))
+    # An ONNX model the server builds into an FP16 plan at load (kiln's precision parameter).
+    add_model(repo, "half", batching_config("half", max_batch_size=8, preferred=(4,), delay_us=1000)
+              + 'parameters { key: "precision" value: { string_value: "fp16" } }\n')
     # Two versions: the latest is served by default.
     add_model(repo, "versioned", version="1", seed=1)
     add_model(repo, "versioned", version="2", seed=2)
@@ -93,6 +96,14 @@ def test_plan_model_equals_session(client, repository):
     np.testing.assert_allclose(result.as_numpy("y"), y, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(result.as_numpy("z"), z, rtol=1e-5, atol=1e-5)
     assert client.get_model_metadata("planned")["platform"] == "kiln_plan"
+
+
+def test_precision_parameter_builds_a_plan(client, repository):
+    x = np.random.default_rng(3).standard_normal((2, 16)).astype(np.float32)
+    y, _ = session_outputs(repository, "mlp", {"x": x})
+    result = triton_infer(client, "half", x, outputs=["y"])
+    np.testing.assert_allclose(result.as_numpy("y"), y, rtol=2e-2, atol=2e-2)
+    assert client.get_model_metadata("half")["platform"] == "kiln_plan"
 
 
 def test_latest_version_is_served(client, repository):

@@ -28,6 +28,9 @@ def repository(tmp_path_factory):
     add_model(repo, "misconfigured", 'name: "misconfigured"\ninput [ { name: "nope" data_type: TYPE_FP32 dims: [ 16 ] } ]\n')
     add_model(repo, "unbatchable", 'max_batch_size: 4\n', maker=_fixed_shape_model)
     add_model(repo, "badsyntax", "max_batch_size: [ oops\n")
+    add_model(repo, "gpu", "instance_group [ { count: 1 kind: KIND_GPU } ]\n")
+    add_model(repo, "badparameter", 'parameters { key: "threads" value: { string_value: "many" } }\n')
+    add_model(repo, "badprecision", 'max_batch_size: 4\nparameters { key: "precision" value: { string_value: "fp8" } }\n')
     # One instance, a long batching delay and a queue of 2: requests that cannot join the batch
     # being formed (they ask for another output) wait in the queue and fill it.
     add_model(repo, "held", f"""max_batch_size: 8
@@ -142,6 +145,9 @@ def test_failed_models_are_reported_and_the_rest_serve(server):
     assert index["unbatchable"]["reason"] == (
         "max_batch_size 4 needs a variable dim 0 (the batch) in every input and output; input 'x' has shape [1, 4]")
     assert "badsyntax/config.pbtxt" in index["badsyntax"]["reason"]
+    assert index["gpu"]["reason"] == "instance_group kind KIND_GPU is not supported: kiln runs on the CPU (KIND_CPU)"
+    assert index["badparameter"]["reason"] == "parameter threads is 'many', not an integer"
+    assert index["badprecision"]["reason"] == "precision 'fp8' is not one of fp32, fp16, bf16"
     status, body = infer(server, "broken", request(np.zeros((1, 16), np.float32)))
     assert status == 503 and body["error"].startswith("model 'broken' is not ready: UNAVAILABLE (")
     assert http("GET", f"{server.url}/v2/health/live")[0] == 200

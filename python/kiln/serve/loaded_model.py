@@ -29,7 +29,20 @@ def parameter(config, key: str, default: str) -> str:
     return config.parameters[key].string_value if key in config.parameters else default
 
 
+def int_parameter(config, key: str, default: int) -> int:
+    text = parameter(config, key, str(default))
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"parameter {key} is '{text}', not an integer") from None
+
+
 def instance_count(config, options: ServerOptions) -> int:
+    """Instances from the config's instance_group (CPU kinds only), else the server's --instances."""
+    for group in config.instance_group:
+        kind = group.DESCRIPTOR.fields_by_name["kind"].enum_type.values_by_number[group.kind].name
+        if kind not in ("KIND_AUTO", "KIND_CPU"):
+            raise ValueError(f"instance_group kind {kind} is not supported: kiln runs on the CPU (KIND_CPU)")
     counts = [g.count if g.count > 0 else 1 for g in config.instance_group]
     return sum(counts) if counts else options.instances
 
@@ -37,7 +50,7 @@ def instance_count(config, options: ServerOptions) -> int:
 def make_runner(name: str, version: str, path: pathlib.Path, config, options: ServerOptions, instances: int):
     """A SessionRunner for an ONNX file, an EngineRunner for a plan: a model.kiln file, a plan of
     options.plan_dir, or one built now when the config asks for a precision."""
-    threads = int(parameter(config, "threads", str(options.threads)))
+    threads = int_parameter(config, "threads", options.threads)
     precision = parameter(config, "precision", "fp32")
     check_precision(precision)
     prebuilt = options.plan_dir / name / version / "model.kiln" if options.plan_dir else None
@@ -58,7 +71,7 @@ def plan_for(path: pathlib.Path, config, threads: int) -> bytes:
         max_batch_size=policy.max_batch_size,
         opt_batch_size=policy.target_rows or 1,
         precision=parameter(config, "precision", "fp32"),
-        threads=int(parameter(config, "threads", str(threads))),
+        threads=int_parameter(config, "threads", threads),
     )
 
 

@@ -145,6 +145,8 @@ class ModelScheduler:
         try:
             loop = asyncio.get_running_loop()
             results, compute_ns = await loop.run_in_executor(self._executor, self._run_batch, batch, instance)
+        except Exception as e:  # the thread pool itself failed: every request gets the error
+            results, compute_ns = [e] * len(batch), 0
         finally:
             self._free_instances.put_nowait(instance)
         done_rows = sum(r.rows for r, result in zip(batch, results) if not isinstance(result, BaseException))
