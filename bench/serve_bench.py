@@ -45,10 +45,13 @@ def closed_loop(clients, requests, send):
     return time.perf_counter() - start, latencies
 
 
-def report(name, seconds, latencies):
-    ms = np.array(latencies) * 1e3
-    print(f"{name:<28} {len(latencies) / seconds:9.1f} req/s   p50 {np.percentile(ms, 50):7.2f} ms   p99 {np.percentile(ms, 99):7.2f} ms")
-    return len(latencies) / seconds
+def report(name, runs):
+    """One line per mode over its rounds: the median throughput, p50/p99 of every latency."""
+    rates = [len(latencies) / seconds for seconds, latencies in runs]
+    ms = np.array([t for _, latencies in runs for t in latencies]) * 1e3
+    spread = f"(rounds {min(rates):.0f}..{max(rates):.0f})" if len(runs) > 1 else ""
+    print(f"{name:<28} {np.median(rates):9.1f} req/s {spread:<18} p50 {np.percentile(ms, 50):7.2f} ms   p99 {np.percentile(ms, 99):7.2f} ms")
+    return float(np.median(rates))
 
 
 def main():
@@ -56,6 +59,7 @@ def main():
     p.add_argument("--clients", type=int, default=8)
     p.add_argument("--requests", type=int, default=200, help="requests per client")
     p.add_argument("--threads", type=int, default=0, help="intra-op threads of the model (0: one per core)")
+    p.add_argument("--rounds", type=int, default=3, help="rounds of the three modes, interleaved (the load of a shared machine varies)")
     p.add_argument("--kiln", type=pathlib.Path, default=ROOT / "build" / "kiln")
     args = p.parse_args()
 
@@ -73,25 +77,29 @@ def main():
         options = kiln.SessionOptions()
         options.intra_op_num_threads = args.threads
         session = kiln.InferenceSession(str(model), options)
-        direct = report("direct Session loop", *closed_loop(args.clients, args.requests, lambda x: session.run(None, {"x": x})))
-
+        runs = {"direct": [], "unbatched": [], "batched": []}
         server = Server(args.kiln, repo, "--threads", str(args.threads), "--log-level", "warning")
         try:
-            results = {}
+            senders = {"direct": lambda x: session.run(None, {"x": x})}
             for name in ("unbatched", "batched"):
                 local = threading.local()
 
-                def send(x, name=name):
+                def send(x, name=name, local=local):
                     if not hasattr(local, "client"):
                         local.client = th.InferenceServerClient(server.address)
                     inp = th.InferInput("x", list(x.shape), "FP32")
                     inp.set_data_from_numpy(x)
                     local.client.infer(name, [inp], outputs=[th.InferRequestedOutput("y")])
 
-                label = "kiln serve, batching " + ("on" if name == "batched" else "off")
-                results[name] = report(label, *closed_loop(args.clients, args.requests, send))
+                senders[name] = send
+            for _ in range(args.rounds):
+                for name, send in senders.items():
+                    runs[name].append(closed_loop(args.clients, args.requests, send))
         finally:
             server.stop()
+        direct = report("direct Session loop", runs["direct"])
+        results = {name: report("kiln serve, batching " + ("on" if name == "batched" else "off"), runs[name])
+                   for name in ("unbatched", "batched")}
         print(f"batching on / off: {results['batched'] / results['unbatched']:.2f}x; "
               f"batching on / direct Session loop: {results['batched'] / direct:.2f}x")
 
