@@ -178,6 +178,18 @@ def test_full_queue_gets_503(server):
         assert first.result()[0] == 200 and [q.result()[0] for q in queued] == [200, 200]
 
 
+def test_unload_answers_requests_in_flight_first(server):
+    x = np.ones((1, 16), np.float32)
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        held = pool.submit(infer, server, "held", request(x, outputs=["y"]))  # in the batch being formed
+        time.sleep(0.3)
+        assert http("POST", f"{server.url}/v2/repository/models/held/unload")[0] == 200
+        assert held.done() and held.result()[0] == 200
+    status, body = infer(server, "held", request(x))
+    assert status == 503 and body["error"] == "model 'held' is not ready: UNAVAILABLE (unloaded)"
+    assert http("POST", f"{server.url}/v2/repository/models/held/load")[0] == 200
+
+
 def test_sigterm_drains_requests_in_flight(kiln, repository, tmp_path):
     server = Server(kiln, repository, log_path=tmp_path / "serve.log")
     x = np.ones((1, 16), np.float32)

@@ -25,7 +25,7 @@ from kiln.serve.stats import ModelStats
 
 
 class OverloadedError(Exception):
-    """The model's queue is full."""
+    """The model's queue is full, or the model is being unloaded: the request is refused at once."""
 
 
 @dataclasses.dataclass
@@ -71,6 +71,8 @@ class ModelScheduler:
         self._instances = instances
         self._executor = concurrent.futures.ThreadPoolExecutor(instances, thread_name_prefix=f"kiln-{name}")
         self._running: set[asyncio.Task] = set()
+        self._in_flight = 0  # submitted, not yet answered (queued, in a batch being formed, or running)
+        self._closing = False
         self._batcher = asyncio.get_running_loop().create_task(self._form_batches())
 
     @property
@@ -80,18 +82,22 @@ class ModelScheduler:
     def submit(self, feed: dict, output_names: list[str] | None, rows: int) -> asyncio.Future:
         """Queues one request (rows: its dim 0 when batching, else 1); the future gets its outputs
         (a list of arrays in output_names' order) or the exception its run raised."""
+        if self._closing:
+            raise OverloadedError(f"model '{self.name}' is being unloaded")
         if len(self._pending) >= self._max_queue:
             raise OverloadedError(
                 f"model '{self.name}' is overloaded: {len(self._pending)} requests are queued, the limit (max_queue) is {self._max_queue}"
             )
         future = asyncio.get_running_loop().create_future()
         self._pending.append(_Request(feed, output_names, rows, _merge_key(feed, output_names), future, time.monotonic_ns()))
+        self._in_flight += 1
         self._arrived.set()
         return future
 
     async def close(self) -> None:
-        """Lets the queued and running requests finish, then stops the batcher and the threads."""
-        while self._pending or self._running:
+        """Refuses new requests, lets every submitted one finish, then stops the batcher and the threads."""
+        self._closing = True
+        while self._in_flight:
             await asyncio.sleep(0.01)
         self._batcher.cancel()
         self._executor.shutdown(wait=True)
@@ -152,6 +158,7 @@ class ModelScheduler:
         done_rows = sum(r.rows for r, result in zip(batch, results) if not isinstance(result, BaseException))
         if done_rows:
             self._stats.record_execution(done_rows, compute_ns)
+        self._in_flight -= len(batch)
         for request, result in zip(batch, results):
             self._stats.record_queue(start_ns - request.enqueued_ns)
             if not request.future.done():  # a client that went away cancels its future
