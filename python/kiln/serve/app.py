@@ -3,6 +3,7 @@ uvicorn in `kiln serve`, and by Ray Serve's ingress in kiln.serve.ray."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -25,6 +26,10 @@ from kiln.serve.scheduler import OverloadedError
 from kiln.serve.stats import StatsCollector
 
 log = logging.getLogger("kiln.serve")
+
+# Requests and responses larger than this are decoded and encoded on a worker thread, so that a
+# big JSON tensor does not hold up the event loop (and every other client) while it is converted.
+OFFLOAD_BYTES = 1 << 18
 
 # What the Session API raises for a bad feed (wrong name, dtype, shape): the client's fault.
 REQUEST_ERRORS = (kiln.InvalidArgument, ValueError, TypeError)
@@ -187,7 +192,7 @@ class _Api:
         start = time.monotonic_ns()
         ok = False
         try:
-            infer_request = parse_infer_request(body, request.headers.get(HEADER_LENGTH))
+            infer_request = await _maybe_offload(len(body), parse_infer_request, body, request.headers.get(HEADER_LENGTH))
             rows = _batch_rows(model, infer_request.feed)
             try:
                 future = model.scheduler.submit(infer_request.feed, infer_request.output_names, rows)
@@ -198,11 +203,18 @@ class _Api:
             except REQUEST_ERRORS as e:
                 raise bad_request(str(e)) from None
             names = infer_request.output_names or [o.name for o in model.runner.outputs]
-            content, headers = encode_response(model.name, model.version, infer_request, names, arrays)
+            size = sum(getattr(a, "nbytes", 0) for a in arrays)
+            content, headers = await _maybe_offload(size, encode_response, model.name, model.version, infer_request, names, arrays)
             ok = True
         finally:
             model.stats.record_request(ok, time.monotonic_ns() - start)
         return Response(content, headers=headers)
+
+
+async def _maybe_offload(size: int, function, *args):
+    if size > OFFLOAD_BYTES:
+        return await asyncio.to_thread(function, *args)
+    return function(*args)
 
 
 def _batch_rows(model, feed: dict) -> int:
