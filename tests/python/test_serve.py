@@ -11,6 +11,7 @@ import pytest
 
 import kiln
 from kiln.serve.plans import build_plan
+from kiln.serve.repository_plans import build_plans
 
 from serve_models import add_model, batching_config, mlp_model
 from serve_process import Server, http
@@ -189,3 +190,23 @@ def test_stats_and_metrics_count_requests(client, server):
     assert metrics['nv_inference_count_total{model="plain",version="1"}'] == after["inference_count"]
     assert 'nv_inference_queue_duration_us_total{model="mlp",version="1"}' in metrics
     assert 'nv_inference_compute_infer_duration_us_total{model="mlp",version="1"}' in metrics
+
+
+def test_plan_dir_serves_plans_built_once(kiln, tmp_path):
+    repo = tmp_path / "repository"
+    add_model(repo, "prebuilt", "max_batch_size: 8\n")
+    add_model(repo, "dynamic")  # a variable batch dim and no max_batch_size: no plan, served from ONNX
+    outcome = build_plans(repo, tmp_path / "plans")
+    assert outcome["prebuilt/1"] == "built"
+    assert outcome["dynamic/1"].startswith("not built: ") and "a plan needs max_batch_size > 0" in outcome["dynamic/1"]
+    assert (tmp_path / "plans" / "prebuilt" / "1" / "model.kiln").read_bytes()[:8] == b"KILNPLAN"
+    server = Server(kiln, repo, "--plan-dir", str(tmp_path / "plans"))
+    try:
+        with tritonclient_http.InferenceServerClient(server.address) as c:
+            assert c.get_model_metadata("prebuilt")["platform"] == "kiln_plan"
+            assert c.get_model_metadata("dynamic")["platform"] == "kiln_onnx"
+            x = np.random.default_rng(4).standard_normal((3, 16)).astype(np.float32)
+            y, _ = session_outputs(repo, "prebuilt", {"x": x})
+            np.testing.assert_allclose(triton_infer(c, "prebuilt", x, outputs=["y"]).as_numpy("y"), y, rtol=1e-5, atol=1e-5)
+    finally:
+        server.stop()
