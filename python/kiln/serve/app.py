@@ -202,6 +202,9 @@ class _Api:
                 arrays = await future
             except REQUEST_ERRORS as e:
                 raise bad_request(str(e)) from None
+            except Exception as e:  # the model failed on a valid request
+                log.error("model '%s' failed: %s", model.name, e)
+                raise ServeError(500, str(e)) from None
             names = infer_request.output_names or [o.name for o in model.runner.outputs]
             size = sum(getattr(a, "nbytes", 0) for a in arrays)
             content, headers = await _maybe_offload(size, encode_response, model.name, model.version, infer_request, names, arrays)

@@ -7,8 +7,8 @@ import dataclasses
 import pathlib
 
 from kiln.serve.datatypes import config_from_v2, v2_from_config
-from kiln.serve.options import ServerOptions
 from kiln.serve.model_config import ModelConfig, data_type_name, data_type_value
+from kiln.serve.options import ServerOptions
 from kiln.serve.plans import build_plan, check_precision
 from kiln.serve.runners import EngineRunner, SessionRunner, is_plan_file
 from kiln.serve.scheduler import BatchPolicy, ModelScheduler

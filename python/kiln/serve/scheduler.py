@@ -68,7 +68,6 @@ class ModelScheduler:
         self._free_instances: asyncio.Queue[int] = asyncio.Queue()
         for i in range(instances):
             self._free_instances.put_nowait(i)
-        self._instances = instances
         self._executor = concurrent.futures.ThreadPoolExecutor(instances, thread_name_prefix=f"kiln-{name}")
         self._running: set[asyncio.Task] = set()
         self._in_flight = 0  # submitted, not yet answered (queued, in a batch being formed, or running)
@@ -128,7 +127,7 @@ class ModelScheduler:
             self._arrived.clear()
             try:
                 await asyncio.wait_for(self._arrived.wait(), remaining)
-            except TimeoutError:
+            except asyncio.TimeoutError:  # (TimeoutError itself from Python 3.11 on)
                 pass
 
     def _take_joining(self, batch: list[_Request], rows: int) -> int:
