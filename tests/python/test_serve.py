@@ -13,12 +13,16 @@ import kiln
 from kiln.serve.plans import build_plan
 from kiln.serve.repository_plans import build_plans
 
+from onnx import TensorProto
+from python_api_models import identity_model, string_model
 from serve_models import add_model, batching_config, mlp_model
 from serve_process import Server, http
 
 tritonclient_http = pytest.importorskip("tritonclient.http")
 
 CLIENTS = 8
+ELEMENT_TYPES = {"FP16": TensorProto.FLOAT16, "FP64": TensorProto.DOUBLE, "INT64": TensorProto.INT64,
+                 "INT8": TensorProto.INT8, "UINT8": TensorProto.UINT8, "BOOL": TensorProto.BOOL}
 REQUESTS_PER_CLIENT = 200
 
 
@@ -39,6 +43,9 @@ def repository(tmp_path_factory, repo_root):
     # An ONNX model the server builds into an FP16 plan at load (kiln's precision parameter).
     add_model(repo, "half", batching_config("half", max_batch_size=8, preferred=(4,), delay_us=1000)
               + 'parameters { key: "precision" value: { string_value: "fp16" } }\n')
+    add_model(repo, "strings", maker=string_model)
+    for name, element_type in ELEMENT_TYPES.items():
+        add_model(repo, f"identity_{name.lower()}", maker=lambda path, t=element_type: identity_model(path, t))
     # Two versions: the latest is served by default.
     add_model(repo, "versioned", version="1", seed=1)
     add_model(repo, "versioned", version="2", seed=2)
@@ -210,3 +217,26 @@ def test_plan_dir_serves_plans_built_once(kiln, tmp_path):
             np.testing.assert_allclose(triton_infer(c, "prebuilt", x, outputs=["y"]).as_numpy("y"), y, rtol=1e-5, atol=1e-5)
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize("binary", [True, False], ids=["binary", "json"])
+@pytest.mark.parametrize("datatype", list(ELEMENT_TYPES))
+def test_element_types_round_trip(client, datatype, binary):
+    x = (np.random.default_rng(5).standard_normal((2, 3)) * 50).astype(tritonclient_http.triton_to_np_dtype(datatype))
+    inp = tritonclient_http.InferInput("x", [2, 3], datatype)
+    inp.set_data_from_numpy(x, binary_data=binary)
+    result = client.infer(f"identity_{datatype.lower()}", [inp], outputs=[tritonclient_http.InferRequestedOutput(n, binary_data=binary) for n in ("y", "z")])
+    for name in ("y", "z"):
+        assert result.as_numpy(name).dtype == x.dtype
+        np.testing.assert_array_equal(result.as_numpy(name), x)
+
+
+@pytest.mark.parametrize("binary", [True, False], ids=["binary", "json"])
+def test_bytes_tensors(client, binary):
+    words = np.array([b"cat", b"dog", "caf\u00e9".encode()], dtype=object)
+    inp = tritonclient_http.InferInput("words", [3], "BYTES")
+    inp.set_data_from_numpy(words, binary_data=binary)
+    outputs = [tritonclient_http.InferRequestedOutput(n, binary_data=binary) for n in ("words_out", "is_cat")]
+    result = client.infer("strings", [inp], outputs=outputs)
+    assert [w if isinstance(w, bytes) else w.encode() for w in result.as_numpy("words_out")] == list(words)
+    np.testing.assert_array_equal(result.as_numpy("is_cat"), [True, False, False])
