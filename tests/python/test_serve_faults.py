@@ -165,24 +165,38 @@ def test_unload_and_load_again(server):
     assert infer(server, "plain", request(x))[0] == 200
 
 
+def pending(server, model):
+    """The server's nv_inference_pending_request_count for the model (requests not yet running)."""
+    text = http("GET", f"{server.url}/metrics")[1].decode()
+    prefix = f'nv_inference_pending_request_count{{model="{model}",version="1"}} '
+    return next(float(line[len(prefix):]) for line in text.splitlines() if line.startswith(prefix))
+
+
+def wait_pending(server, model, count, timeout=30):
+    deadline = time.monotonic() + timeout
+    while pending(server, model) != count:
+        assert time.monotonic() < deadline, f"{model}: {pending(server, model)} requests pending, waited for {count}"
+        time.sleep(0.05)
+
+
 def test_full_queue_gets_503(server):
     x = np.ones((1, 16), np.float32)
+    # Three requests that cannot join each other (other outputs): one forms a batch and waits for
+    # more, two wait in the queue, which is then full.
     with concurrent.futures.ThreadPoolExecutor(3) as pool:
-        first = pool.submit(infer, server, "held", request(x, outputs=["y"]))  # forms a batch, waits
-        time.sleep(0.3)
-        queued = [pool.submit(infer, server, "held", request(x, outputs=["z"])) for _ in range(2)]
-        time.sleep(0.3)
-        status, body = infer(server, "held", request(x, outputs=["z"]))
+        held = [pool.submit(infer, server, "held", request(x, outputs=outputs)) for outputs in (["y"], ["z"], ["y", "z"])]
+        wait_pending(server, "held", 3)
+        status, body = infer(server, "held", request(x, outputs=["z", "y"]))
         assert status == 503
         assert body["error"] == "model 'held' is overloaded: 2 requests are queued, the limit (max_queue) is 2"
-        assert first.result()[0] == 200 and [q.result()[0] for q in queued] == [200, 200]
+        assert [h.result()[0] for h in held] == [200, 200, 200]
 
 
 def test_unload_answers_requests_in_flight_first(server):
     x = np.ones((1, 16), np.float32)
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         held = pool.submit(infer, server, "held", request(x, outputs=["y"]))  # in the batch being formed
-        time.sleep(0.3)
+        wait_pending(server, "held", 1)
         assert http("POST", f"{server.url}/v2/repository/models/held/unload")[0] == 200
         assert held.done() and held.result()[0] == 200
     status, body = infer(server, "held", request(x))
@@ -195,11 +209,11 @@ def test_sigterm_drains_requests_in_flight(kiln, repository, tmp_path):
     x = np.ones((1, 16), np.float32)
     with concurrent.futures.ThreadPoolExecutor(3) as pool:
         # Held in the batcher for OVERLOAD_DELAY_US when the signal comes.
-        pending = [pool.submit(infer, server, "held", request(x, outputs=["y"])) for _ in range(3)]
-        time.sleep(0.5)
+        in_flight = [pool.submit(infer, server, "held", request(x, outputs=["y"])) for _ in range(3)]
+        wait_pending(server, "held", 3)
         started = time.monotonic()
         server.process.send_signal(signal.SIGTERM)
-        results = [p.result(timeout=30) for p in pending]
+        results = [p.result(timeout=30) for p in in_flight]
     assert [status for status, _ in results] == [200, 200, 200]
     assert server.process.wait(30) == -signal.SIGTERM
     assert time.monotonic() - started < 30

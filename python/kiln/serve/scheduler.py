@@ -71,12 +71,14 @@ class ModelScheduler:
         self._executor = concurrent.futures.ThreadPoolExecutor(instances, thread_name_prefix=f"kiln-{name}")
         self._running: set[asyncio.Task] = set()
         self._in_flight = 0  # submitted, not yet answered (queued, in a batch being formed, or running)
+        self._executing = 0  # of those, the requests of batches running now
         self._closing = False
         self._batcher = asyncio.get_running_loop().create_task(self._form_batches())
 
     @property
     def queued(self) -> int:
-        return len(self._pending)
+        """Requests received and not yet running: queued, or in the batch being formed."""
+        return self._in_flight - self._executing
 
     def submit(self, feed: dict, output_names: list[str] | None, rows: int) -> asyncio.Future:
         """Queues one request (rows: its dim 0 when batching, else 1); the future gets its outputs
@@ -147,6 +149,7 @@ class ModelScheduler:
     # -- running -------------------------------------------------------------------------------
     async def _execute(self, batch: list[_Request], instance: int) -> None:
         start_ns = time.monotonic_ns()
+        self._executing += len(batch)
         try:
             loop = asyncio.get_running_loop()
             results, compute_ns = await loop.run_in_executor(self._executor, self._run_batch, batch, instance)
@@ -158,6 +161,7 @@ class ModelScheduler:
         if done_rows:
             self._stats.record_execution(done_rows, compute_ns)
         self._in_flight -= len(batch)
+        self._executing -= len(batch)
         for request, result in zip(batch, results):
             self._stats.record_queue(start_ns - request.enqueued_ns)
             if not request.future.done():  # a client that went away cancels its future

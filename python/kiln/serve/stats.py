@@ -37,7 +37,7 @@ class ModelStats:
         self.execution_count = 0
         self.last_inference_ms = 0
         self.batches: dict[int, _Duration] = collections.defaultdict(_Duration)
-        self.queued = lambda: 0  # the scheduler's queue length, set when it starts
+        self.queued = lambda: 0  # the scheduler's requests not yet running, set when it starts
 
     def record_request(self, ok: bool, duration_ns: int) -> None:
         (self.success if ok else self.fail).add(duration_ns)
@@ -96,7 +96,9 @@ class StatsCollector:
             "compute_us": CounterMetricFamily(
                 "nv_inference_compute_infer_duration_us", "Time the model computed (microseconds)", labels=labels
             ),
-            "pending": GaugeMetricFamily("nv_inference_pending_request_count", "Requests waiting in the queue now", labels=labels),
+            "pending": GaugeMetricFamily(
+                "nv_inference_pending_request_count", "Requests received and not yet running (queued or in the batch being formed)", labels=labels
+            ),
         }
         for s in self._all_stats():
             key = [s.name, s.version]
