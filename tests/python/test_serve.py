@@ -240,3 +240,12 @@ def test_bytes_tensors(client, binary):
     result = client.infer("strings", [inp], outputs=outputs)
     assert [w if isinstance(w, bytes) else w.encode() for w in result.as_numpy("words_out")] == list(words)
     np.testing.assert_array_equal(result.as_numpy("is_cat"), [True, False, False])
+
+
+@pytest.mark.parametrize("algorithm", ["gzip", "deflate"])
+def test_compressed_requests(client, repository, algorithm):
+    x = np.random.default_rng(6).standard_normal((2, 16)).astype(np.float32)
+    inp = tritonclient_http.InferInput("x", [2, 16], "FP32")
+    inp.set_data_from_numpy(x)
+    result = client.infer("mlp", [inp], request_compression_algorithm=algorithm)
+    np.testing.assert_array_equal(result.as_numpy("y"), session_outputs(repository, "mlp", {"x": x})[0])

@@ -128,6 +128,21 @@ def test_request_over_the_size_limit_is_refused(server):
     assert infer(server, "plain", request(x))[0] == 200  # the server goes on
 
 
+def test_compressed_request_limits(server):
+    import zlib
+    body = json.dumps(request(np.zeros((1, 16), np.float32))).encode()
+    status, response = infer(server, "plain", zlib.compress(body), {"Content-Encoding": "deflate"})
+    assert status == 200, response
+    bomb = zlib.compress(b" " * (MAX_REQUEST_BYTES * 4))  # small on the wire, too large inflated
+    status, response = infer(server, "plain", bomb, {"Content-Encoding": "deflate"})
+    assert status == 413
+    assert response["error"] == f"the decompressed request body exceeds the limit of {MAX_REQUEST_BYTES} bytes (max_request_bytes)"
+    status, response = infer(server, "plain", b"not gzip", {"Content-Encoding": "gzip"})
+    assert status == 400 and response["error"].startswith("the gzip request body cannot be decompressed: ")
+    status, response = infer(server, "plain", body, {"Content-Encoding": "br"})
+    assert status == 400 and response["error"] == "Content-Encoding 'br' is not supported (gzip, deflate or none)"
+
+
 def test_unknown_model_and_version(server):
     status, body = infer(server, "nosuch", request(np.zeros((1, 16), np.float32)))
     assert status == 404 and body["error"].startswith("model 'nosuch' is not in the repository")

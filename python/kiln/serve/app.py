@@ -20,7 +20,7 @@ import kiln
 from kiln.serve.errors import ServeError, bad_request
 from kiln.serve.model_config import config_to_dict
 from kiln.serve.options import ServerOptions
-from kiln.serve.protocol import HEADER_LENGTH, encode_response, parse_infer_request
+from kiln.serve.protocol import HEADER_LENGTH, decompress_body, encode_response, parse_infer_request
 from kiln.serve.repository import ModelRepository
 from kiln.serve.scheduler import OverloadedError
 from kiln.serve.stats import StatsCollector
@@ -185,10 +185,9 @@ class _Api:
 
     async def infer(self, request: Request) -> Response:
         model = self._model(request)
-        encoding = request.headers.get("content-encoding", "identity")
-        if encoding != "identity":
-            raise bad_request(f"Content-Encoding '{encoding}' is not supported; send the request uncompressed")
         body = await self._read_body(request)
+        encoding = request.headers.get("content-encoding", "identity").strip().lower()
+        body = await _maybe_offload(len(body), decompress_body, body, encoding, self.options.max_request_bytes)
         start = time.monotonic_ns()
         ok = False
         try:

@@ -8,13 +8,15 @@ import dataclasses
 import json
 import math
 import struct
+import zlib
 
 import numpy as np
 
 from kiln.serve.datatypes import numpy_dtype, v2_from_numpy
-from kiln.serve.errors import bad_request
+from kiln.serve.errors import ServeError, bad_request
 
 HEADER_LENGTH = "Inference-Header-Content-Length"
+_WBITS = {"gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}  # what tritonclient's request compression sends
 
 
 @dataclasses.dataclass
@@ -24,6 +26,23 @@ class InferRequest:
     output_names: list[str] | None  # None: every output of the model
     binary_outputs: dict[str, bool]  # per requested output
     binary_default: bool  # the request's binary_data_output parameter
+
+
+def decompress_body(body: bytes, encoding: str, limit: int) -> bytes:
+    """The body of a request sent with Content-Encoding gzip or deflate, refused (413) once it
+    inflates past `limit` bytes."""
+    if encoding == "identity":
+        return body
+    if encoding not in _WBITS:
+        raise bad_request(f"Content-Encoding '{encoding}' is not supported (gzip, deflate or none)")
+    inflater = zlib.decompressobj(_WBITS[encoding])
+    try:
+        data = inflater.decompress(body, limit + 1)
+    except zlib.error as e:
+        raise bad_request(f"the {encoding} request body cannot be decompressed: {e}") from None
+    if len(data) > limit:
+        raise ServeError(413, f"the decompressed request body exceeds the limit of {limit} bytes (max_request_bytes)")
+    return data
 
 
 def parse_infer_request(body: bytes, header_length: str | None) -> InferRequest:
