@@ -235,6 +235,17 @@ def test_sigterm_drains_requests_in_flight(kiln, repository, tmp_path):
     assert "Finished server process" in (tmp_path / "serve.log").read_text()
 
 
+def test_drain_timeout_bounds_the_shutdown(kiln, repository, tmp_path):
+    server = Server(kiln, repository, "--drain-timeout", "0.2", log_path=tmp_path / "serve.log")
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        held = pool.submit(http, "POST", f"{server.url}/v2/models/held/infer", request(np.ones((1, 16), np.float32), outputs=["y"]))
+        wait_pending(server, "held", 1)
+        server.process.send_signal(signal.SIGTERM)
+        status, body, _ = held.result(timeout=30)  # cut off before its 1.5 s batching delay ended
+    assert (status, body) == (500, b"Internal Server Error")
+    assert server.process.wait(30) == -signal.SIGTERM
+
+
 def test_kiln_serve_names_the_missing_package(kiln, tmp_path):
     result = subprocess.run([str(kiln), "serve", str(tmp_path)], env={"KILN_PYTHON": "/usr/bin/python3", "PATH": "/usr/bin:/bin"},
                             capture_output=True, text=True, timeout=60)

@@ -22,9 +22,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--max-request-bytes", type=int, default=defaults.max_request_bytes, help="larger request bodies get 413")
     p.add_argument("--max-queue", type=int, default=defaults.max_queue, help="queued requests per model beyond which requests get 503")
     p.add_argument("--plan-dir", type=pathlib.Path, help="prebuilt plans, <plan-dir>/<model>/<version>/model.kiln, served instead of model.onnx")
+    p.add_argument("--drain-timeout", type=float, default=30.0,
+                   help="seconds SIGTERM waits for requests in flight before closing their connections (default 30)")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     args = p.parse_args(argv)
-    for name in ("threads", "max_request_bytes"):
+    for name in ("threads", "max_request_bytes", "drain_timeout"):
         if getattr(args, name) < 0:
             p.error(f"--{name.replace('_', '-')} must be >= 0")
     for name in ("instances", "max_queue"):
@@ -44,7 +46,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s: %(name)s: %(message)s")
     options = ServerOptions(args.threads, args.instances, args.max_queue, args.max_request_bytes, args.plan_dir)
     app = create_app(args.repository, options)
-    uvicorn.run(app, host=args.host, port=args.http_port, log_level=args.log_level, lifespan="on")
+    uvicorn.run(app, host=args.host, port=args.http_port, log_level=args.log_level, lifespan="on",
+                timeout_graceful_shutdown=args.drain_timeout)
     return 0
 
 
