@@ -54,10 +54,12 @@ def check_sub_model(kiln, tmp_path, full, feeds, inputs, outputs, rtol=1e-4, ato
     got = dict(zip(outputs, session.run(outputs, sub_feeds)))
     by_kiln = kiln_run(kiln, sub_path, sub_feeds, tmp_path)
     for name in outputs:
-        np.testing.assert_allclose(got[name], reference[name], rtol=1e-6, atol=1e-6, err_msg=f"ORT, tensor {name}")
+        # ORT itself fuses the sub-model differently from the whole: both within float32 rounding
+        # of the reference (as tests/python/test_models.py: rtol plus atol of the tensor's scale).
         scale = float(np.max(np.abs(reference[name]))) if reference[name].size else 0.0
-        np.testing.assert_allclose(by_kiln[name], reference[name], rtol=rtol, atol=atol * max(scale, 1.0),
-                                   err_msg=f"kiln, tensor {name}")
+        for engine, value in (("onnxruntime", got[name]), ("kiln", by_kiln[name])):
+            np.testing.assert_allclose(value, reference[name], rtol=rtol, atol=atol * max(scale, 1.0),
+                                       err_msg=f"{engine}, tensor {name}")
     sub = onnx.load(str(sub_path))
     assert [i.name for i in sub.graph.input] == inputs and [o.name for o in sub.graph.output] == outputs
     return sub
