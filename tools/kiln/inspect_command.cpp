@@ -178,7 +178,10 @@ plan::Plan buildInMemory(const std::string& path, const std::vector<std::string>
     for (int k = 0; k < 3; ++k) profile.setDimensions(name, static_cast<OptProfileSelector>(k), shape);
   if (!profile.inputNames().empty()) config.addOptimizationProfile(profile);
   auto bytes = builder->buildSerializedNetwork(*network, config);
-  if (!bytes.ok()) throw errorFromStatus(bytes.status());
+  if (!bytes.ok()) {
+    const std::string hint = shapes.empty() ? " (--graph builds the model: fix dynamic inputs with --shapes NAME:DIMS)" : "";
+    throw errorFromStatus(Status(bytes.status().code(), bytes.status().message() + hint));
+  }
   return plan::readPlan(bytes->data(), bytes->size());
 }
 
