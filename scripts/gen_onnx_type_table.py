@@ -76,6 +76,7 @@ def write_operator_table(schemas):
         "",
         f"const int64_t kOnnxLatestOpset = {onnx.defs.onnx_opset_version()};",
         f"const int64_t kOnnxLatestIrVersion = {onnx.IR_VERSION};",
+        f"const int kOnnxLatestDataType = {max(onnx.TensorProto.DataType.values())};",
         "",
         "const OnnxOperatorRow kOnnxOperatorRows[] = {",
     ]

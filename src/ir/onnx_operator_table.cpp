@@ -7,6 +7,7 @@ namespace kiln::ir {
 
 const int64_t kOnnxLatestOpset = 28;
 const int64_t kOnnxLatestIrVersion = 14;
+const int kOnnxLatestDataType = 28;
 
 const OnnxOperatorRow kOnnxOperatorRows[] = {
     {"", "Abs", 1, 1, 1, 1, 1, "consumed_inputs:ints", false},

@@ -19,8 +19,10 @@ struct OnnxOperatorRow {
 
 extern const OnnxOperatorRow kOnnxOperatorRows[];
 extern const size_t kOnnxOperatorRowCount;
-/// The newest ai.onnx opset and IR version the onnx package that made the table knows.
+/// The newest ai.onnx opset, IR version and element type (TensorProto.DataType) the onnx package
+/// that made the table knows.
 extern const int64_t kOnnxLatestOpset;
 extern const int64_t kOnnxLatestIrVersion;
+extern const int kOnnxLatestDataType;
 
 }  // namespace kiln::ir

@@ -88,7 +88,7 @@ void ModelChecker::checkValueInfo(const onnx::ValueInfoProto& info, const std::s
   if (type.has_tensor_type()) {
     const int elem = type.tensor_type().elem_type();
     if (elem == onnx::TensorProto::UNDEFINED) add("type", where + " has no element type (elem_type is 0)");
-    else if (!onnx::TensorProto::DataType_IsValid(elem)) add("type", where + " has element type " + std::to_string(elem) + ", which ONNX does not define");
+    else if (elem < 0 || elem > ir::kOnnxLatestDataType) add("type", where + " has element type " + std::to_string(elem) + ", which ONNX does not define");
   } else if (type.value_case() == onnx::TypeProto::VALUE_NOT_SET) {
     if (needsType) add("type", where + " has an empty type");
   }

@@ -1,6 +1,7 @@
 """kiln check: planted defects in small models, each found with a message naming the node, the
 tensor and the rule; several at once in one model; clean models (built here and exported from
 PyTorch) pass with exit code 0."""
+import pathlib
 import subprocess
 
 import numpy as np
@@ -258,8 +259,15 @@ def loop_model(tmp_path):
     return save(tmp_path, nodes, [float_input("x", [2])], [float_input("y", [2])], [trips])
 
 
+def float8_cast(tmp_path):
+    """Element types newer than Debian's libonnx (float8, opset 19) are valid ONNX."""
+    nodes = [helper.make_node("Cast", ["x"], ["y"], name="cast", to=TensorProto.FLOAT8E4M3FN)]
+    return save(tmp_path, nodes, [float_input("x", [2])], [helper.make_tensor_value_info("y", TensorProto.FLOAT8E4M3FN, [2])],
+                opset=19)
+
+
 def test_check_clean_small_models(kiln, tmp_path):
-    for make in (relu_chain, loop_model):
+    for make in (relu_chain, loop_model, float8_cast):
         r = run_check(kiln, make(tmp_path))
         assert r.returncode == 0, r.stdout + r.stderr
         assert "no problems found" in r.stdout
@@ -272,3 +280,22 @@ def test_check_clean_exported_models(kiln, model_exporter, name):
     r = run_check(kiln, path)
     assert r.returncode == 0, r.stdout + r.stderr
     assert f"{path}: no problems found" in r.stdout
+
+
+ONNX_TEST_DATA = pathlib.Path("/usr/share/libonnx-testdata/data")
+
+
+@pytest.mark.heavy
+@pytest.mark.skipif(not ONNX_TEST_DATA.is_dir(), reason="Debian's libonnx-testdata is not installed (scripts/setup)")
+def test_check_passes_onnx_test_models(kiln):
+    """ONNX's own test models are valid: none may break an ONNX rule; kiln may lack an operator
+    (exit code 3, [kiln-support] lines only)."""
+    models = sorted(ONNX_TEST_DATA.glob("*/*/model.onnx"))
+    assert len(models) > 1000
+    wrong = []
+    for path in models:
+        r = run_check(kiln, path)
+        rules = {line.split("]")[0] + "]" for line in r.stdout.splitlines() if line.startswith("  [")}
+        if r.returncode not in (0, 3) or not rules <= {"  [kiln-support]"}:
+            wrong.append(f"{path}: exit {r.returncode}\n{r.stdout}{r.stderr}")
+    assert not wrong, "\n".join(wrong[:5])
