@@ -1,6 +1,8 @@
 // kiln extract MODEL.onnx --inputs T1,T2 --outputs T3 -o SUB.onnx: the smallest sub-model computing
 // the outputs from the inputs (onnx/model_extract.h), as onnx.utils.extract_model.
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "commands.h"
 #include "onnx/model_extract.h"
@@ -19,6 +21,7 @@ Action addExtractCommand(CLI::App& app) {
   cmd->add_option("--outputs", opts->outputs, "T3,...: the sub-model's outputs")->delimiter(',')->required();
   cmd->add_option("-o,--output", opts->output, "SUB.onnx: where to write the sub-model")->required();
   return [opts] {
+    std::erase(opts->inputs, std::string());  // `--inputs ""`: none (outputs computed from weights alone)
     onnx_import::extractModel(opts->model, opts->inputs, opts->outputs, opts->output);
     std::cout << "wrote " << opts->output << " (" << opts->inputs.size() << " inputs, " << opts->outputs.size()
               << " outputs)\n";
