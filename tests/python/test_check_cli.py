@@ -212,16 +212,58 @@ def test_check_unsupported_op_prints_plugin_skeletons(kiln, tmp_path):
         assert text in out, f"{text!r} not in:\n{out}"
 
 
-def test_skeletons_compile(kiln, repo_root, tmp_path):
-    out = run_check(kiln, unsupported_op(tmp_path)).stdout
-    cpp = out[out.index("// fancy_scale_plugin.cpp"):out.index("# for node 'fancy'")]
-    python = out[out.index("# for node 'fancy'"):]
+def two_output_op(tmp_path):
+    """kiln.test::ScaleCrop, the test plugin library's two-output plugin (tests/plugins)."""
+    node = helper.make_node("ScaleCrop", ["x", "bias"], ["y", "crop"], name="scale_crop", domain="kiln.test",
+                            alpha=2.0, crop_divisor=3, plugin_version="2", names=["a", "b"])
+    return save(tmp_path, [node], [float_input("x", [2, 4])], [float_input("y", None), float_input("crop", None)],
+                [weights("bias", [4])], domains=["kiln.test"])
+
+
+def skeletons(out, node):
+    """The C++ and the Python skeleton printed for the node."""
+    cpp_start = out.index("plugin skeleton:\n") + len("plugin skeleton:\n")
+    python_start = out.index(f"# for node '{node}'")
+    return out[cpp_start:python_start], out[python_start:]
+
+
+def compile_cpp(repo_root, tmp_path, source):
+    (tmp_path / "plugin.cpp").write_text(source)
+    return subprocess.run(["g++", "-std=c++20", "-fsyntax-only", "-Wall", "-Werror", "-Wno-unused-variable",
+                           f"-I{repo_root / 'include'}", str(tmp_path / "plugin.cpp")],
+                          capture_output=True, text=True, timeout=TIMEOUT_S)
+
+
+@pytest.mark.parametrize("make, node", [(unsupported_op, "fancy"), (two_output_op, "scale_crop")])
+def test_skeletons_compile(kiln, repo_root, tmp_path, make, node):
+    cpp, python = skeletons(run_check(kiln, make(tmp_path)).stdout, node)
     compile(python, "skeleton.py", "exec")  # raises SyntaxError if the text is not Python
-    (tmp_path / "fancy_scale_plugin.cpp").write_text(cpp)
-    r = subprocess.run(["g++", "-std=c++20", "-fsyntax-only", "-Wall", "-Werror", "-Wno-unused-variable",
-                        f"-I{repo_root / 'include'}", str(tmp_path / "fancy_scale_plugin.cpp")],
-                       capture_output=True, text=True, timeout=TIMEOUT_S)
-    assert r.returncode == 0, r.stderr
+    r = compile_cpp(repo_root, tmp_path, cpp)
+    assert r.returncode == 0, r.stderr + cpp
+
+
+def test_two_output_skeleton_is_a_full_plugin(kiln, tmp_path):
+    cpp, python = skeletons(run_check(kiln, two_output_op(tmp_path)).stdout, "scale_crop")
+    for text in ["class ScaleCrop : public kiln::IPlugin", "int getNbOutputs() const override { return 2; }",
+                 'std::string getPluginVersion() const override { return "2"; }',
+                 'const float alpha = fields_.getFloat("alpha", 2.0f);',
+                 'const int64_t crop_divisor = fields_.getInt("crop_divisor", 3);',
+                 'const std::vector<std::string> names = fields_.getStrings("names");',
+                 "KILN_REGISTER_PLUGIN(ScaleCropCreator);", "//   output 1: 'crop'"]:
+        assert text in cpp, f"{text!r} not in:\n{cpp}"
+    assert "plugin_version" not in cpp.split("#include")[1]  # the version selects the plugin; it is no field
+    assert '@kiln.custom_op("kiln.test", "ScaleCrop", num_outputs=2, version="2")' in python
+    assert "def scale_crop(x, bias, *, alpha=2.0, crop_divisor=3, names=(\"a\", \"b\")):" in python
+
+
+def test_check_with_the_plugin_loaded(kiln, build_dir, tmp_path):
+    library = build_dir / "tests" / "plugins" / "libkiln_test_plugins.so"
+    if not library.is_file():
+        pytest.skip(f"test plugin library not built: {library}")
+    path = two_output_op(tmp_path)
+    assert run_check(kiln, path).returncode == 3
+    r = run_check(kiln, path, "--plugins", library)
+    assert r.returncode == 0 and "no problems found" in r.stdout, r.stdout + r.stderr
 
 
 def test_check_shapes_option(kiln, tmp_path):

@@ -58,21 +58,21 @@ std::string floatText(float f) {
 }
 
 // The C++ line that reads an attribute as a plugin field, the node's value as the default.
-std::string cppField(const std::string& name, const ir::Attribute& a) {
+std::string cppField(const std::string& name, const ir::Attribute& a, const std::string& fields) {
   const std::string var = identifier(name, "attr_");
   const std::string q = quote(name);
   auto intText = [](int64_t v) { return std::to_string(v); };
   auto floatLiteral = [](float v) { return floatText(v) + "f"; };
-  if (auto* v = std::get_if<int64_t>(&a)) return "const int64_t " + var + " = fields().getInt(" + q + ", " + intText(*v) + ");";
-  if (auto* v = std::get_if<float>(&a)) return "const float " + var + " = fields().getFloat(" + q + ", " + floatLiteral(*v) + ");";
-  if (auto* v = std::get_if<std::string>(&a)) return "const std::string " + var + " = fields().getString(" + q + ", " + quote(*v) + ");";
+  if (auto* v = std::get_if<int64_t>(&a)) return "const int64_t " + var + " = " + fields + ".getInt(" + q + ", " + intText(*v) + ");";
+  if (auto* v = std::get_if<float>(&a)) return "const float " + var + " = " + fields + ".getFloat(" + q + ", " + floatLiteral(*v) + ");";
+  if (auto* v = std::get_if<std::string>(&a)) return "const std::string " + var + " = " + fields + ".getString(" + q + ", " + quote(*v) + ");";
   if (auto* v = std::get_if<std::vector<int64_t>>(&a))
-    return "const std::vector<int64_t> " + var + " = fields().getInts(" + q + ", " + list(*v, intText, "{", "}") + ");";
+    return "const std::vector<int64_t> " + var + " = " + fields + ".getInts(" + q + ", " + list(*v, intText, "{", "}") + ");";
   if (auto* v = std::get_if<std::vector<float>>(&a))
-    return "const std::vector<float> " + var + " = fields().getFloats(" + q + ", " + list(*v, floatLiteral, "{", "}") + ");";
+    return "const std::vector<float> " + var + " = " + fields + ".getFloats(" + q + ", " + list(*v, floatLiteral, "{", "}") + ");";
   if (std::holds_alternative<std::vector<std::string>>(a))
-    return "const std::vector<std::string> " + var + " = fields().getStrings(" + q + ");";
-  if (std::holds_alternative<Tensor>(a)) return "const kiln::Tensor& " + var + " = fields().getTensor(" + q + ");";
+    return "const std::vector<std::string> " + var + " = " + fields + ".getStrings(" + q + ");";
+  if (std::holds_alternative<Tensor>(a)) return "const kiln::Tensor& " + var + " = " + fields + ".getTensor(" + q + ");";
   return "// attribute " + q + " is a " + std::string(ir::attributeKindName(a)) + ", which plugin fields cannot hold";
 }
 
@@ -108,31 +108,78 @@ std::vector<std::string> fieldNames(const ir::Node& node) {
 
 }  // namespace
 
+namespace {
+
+// The plugin's computation: its fields read with the node's values as defaults, the inputs' data.
+void writeCppRunBody(std::ostringstream& s, const ir::Node& node, const std::string& fields, const std::string& in) {
+  for (const std::string& name : fieldNames(node)) s << "    " << cppField(name, node.attrs.at(name), fields) << "\n";
+  for (size_t i = 0; i < node.numExplicitInputs(); ++i)
+    s << "    const float* in" << i << " = " << in << "[" << i << "] ? " << in << "[" << i << "]->data<float>() : nullptr;\n";
+}
+
+// The full path, for nodes of several outputs: an IPlugin with its fields as state, and its creator.
+void writeFullCppPlugin(std::ostringstream& s, const ir::Node& node, const std::string& cls, const std::string& version) {
+  s << "class " << cls << " : public kiln::IPlugin {\n"
+    << " public:\n"
+    << "  explicit " << cls << "(kiln::PluginFields fields) : fields_(std::move(fields)) {}\n"
+    << "  std::string getPluginName() const override { return " << quote(node.opType) << "; }\n"
+    << "  std::string getPluginVersion() const override { return " << quote(version) << "; }\n"
+    << "  std::string getPluginNamespace() const override { return " << quote(node.domain) << "; }\n"
+    << "  int getNbOutputs() const override { return " << node.outputs.size() << "; }\n"
+    << "  std::vector<kiln::DimExpr> getOutputDimensions(int output, const std::vector<kiln::ShapeExpr>& in) const override {\n"
+    << "    return in.at(0);  // output `output`'s dims as expressions of the input dims\n"
+    << "  }\n"
+    << "  kiln::Status enqueue(const std::vector<const kiln::Tensor*>& in, const std::vector<kiln::Tensor*>& out,\n"
+    << "                       void* workspace) override {\n";
+  writeCppRunBody(s, node, "fields_", "in");
+  for (size_t k = 0; k < node.outputs.size(); ++k) s << "    float* out" << k << " = out[" << k << "]->data<float>();\n";
+  s << "    // compute every element of each output here\n"
+    << "    return kiln::Status();\n"
+    << "  }\n"
+    << "  std::vector<uint8_t> serialize() const override { return fields_.serialize(); }\n"
+    << "  std::unique_ptr<kiln::IPlugin> clone() const override { return std::make_unique<" << cls << ">(*this); }\n\n"
+    << " private:\n"
+    << "  kiln::PluginFields fields_;\n"
+    << "};\n\n"
+    << "class " << cls << "Creator : public kiln::IPluginCreator {\n"
+    << " public:\n"
+    << "  std::string getPluginName() const override { return " << quote(node.opType) << "; }\n"
+    << "  std::string getPluginVersion() const override { return " << quote(version) << "; }\n"
+    << "  std::string getPluginNamespace() const override { return " << quote(node.domain) << "; }\n"
+    << "  std::unique_ptr<kiln::IPlugin> createPlugin(const std::string&, const kiln::PluginFields& fields) const override {\n"
+    << "    return std::make_unique<" << cls << ">(fields);\n"
+    << "  }\n"
+    << "  std::unique_ptr<kiln::IPlugin> deserializePlugin(const std::string&, const void* data, size_t size) const override {\n"
+    << "    return std::make_unique<" << cls << ">(kiln::PluginFields::deserialize(data, size));\n"
+    << "  }\n"
+    << "};\n"
+    << "KILN_REGISTER_PLUGIN(" << cls << "Creator);\n";
+}
+
+}  // namespace
+
 std::string cppPluginSkeleton(const ir::Graph& graph, const ir::Node& node) {
   const std::string cls = identifier(node.opType, "Op");
-  const std::string version = plugin::requestedVersion(node);
+  const std::string requested = plugin::requestedVersion(node);
+  const std::string version = requested.empty() ? "1" : requested;
   std::ostringstream s;
   s << "// " << snakeCase(node.opType) << "_plugin.cpp -> lib" << snakeCase(node.opType) << "_plugin.so, for "
-    << node.label() << "\n" << ioComment(graph, node, "//   ");
+    << node.label() << "\n" << ioComment(graph, node, "//   ") << "#include \"kiln/plugin.h\"\n\n";
   if (node.outputs.size() != 1) {
-    s << "// A node of " << node.outputs.size() << " outputs needs the full path: a kiln::IPlugin with getNbOutputs() "
-      << "returning " << node.outputs.size() << " and its kiln::IPluginCreator (docs/plugins.md, \"The full path\").\n";
+    writeFullCppPlugin(s, node, cls, version);
     return s.str();
   }
-  s << "#include \"kiln/plugin.h\"\n\n"
-    << "struct " << cls << " : kiln::SimplePlugin<" << cls << "> {\n"
+  s << "struct " << cls << " : kiln::SimplePlugin<" << cls << "> {\n"
     << "  kiln::Status run(const std::vector<const kiln::Tensor*>& in, kiln::Tensor& out) override {\n";
-  for (const std::string& name : fieldNames(node)) s << "    " << cppField(name, node.attrs.at(name)) << "\n";
-  for (size_t i = 0; i < node.numExplicitInputs(); ++i)
-    s << "    const float* in" << i << " = in[" << i << "] ? in[" << i << "]->data<float>() : nullptr;\n";
+  writeCppRunBody(s, node, "fields()", "in");
   s << "    float* y = out.data<float>();\n"
     << "    // compute all out.numel() values of y here\n"
     << "    return kiln::Status();\n"
     << "  }\n"
     << "  // The output has input 0's dims unless outputDims(inputs) is overridden.\n"
     << "};\n"
-    << "KILN_REGISTER_SIMPLE_PLUGIN(" << cls << ", " << quote(node.opType) << ", "
-    << quote(version.empty() ? "1" : version) << ", " << quote(node.domain) << ");\n";
+    << "KILN_REGISTER_SIMPLE_PLUGIN(" << cls << ", " << quote(node.opType) << ", " << quote(version) << ", "
+    << quote(node.domain) << ");\n";
   return s.str();
 }
 

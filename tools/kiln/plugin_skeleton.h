@@ -8,8 +8,8 @@
 
 namespace kiln::cli {
 
-/// C++ source of a SimplePlugin for the node (a node of several outputs needs the full IPlugin
-/// path; the text says so).
+/// C++ source of a SimplePlugin for the node, or for a node of several outputs of an IPlugin
+/// with its fields as state and its creator (docs/plugins.md, "The full path").
 std::string cppPluginSkeleton(const ir::Graph& graph, const ir::Node& node);
 /// Python source of a kiln.custom_op for the node.
 std::string pythonPluginSkeleton(const ir::Graph& graph, const ir::Node& node);
