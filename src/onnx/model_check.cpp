@@ -162,6 +162,7 @@ void ModelChecker::checkOrder(const onnx::GraphProto& graph, const std::set<std:
 
 void ModelChecker::checkGraph(const onnx::GraphProto& graph, const std::set<std::string>& outer, const std::string& scope,
                               bool isMain) {
+  if (graph.name().empty()) add("graph", scope + (isMain ? "the graph" : "the subgraph") + " has no name");
   std::set<std::string> defined = outer;  // names are unique across a graph and its enclosing ones
   auto define = [&](const std::string& name, const std::string& what) {
     if (!defined.insert(name).second) add("unique-names", scope + "tensor " + quoted(name) + " is defined again as " + what);
@@ -176,6 +177,10 @@ void ModelChecker::checkGraph(const onnx::GraphProto& graph, const std::set<std:
     define(init.name(), "an initializer");
     initializerTypes[init.name()] = init.data_type();
     checkTensor(init, where);
+  }
+  for (const onnx::SparseTensorProto& sparse : graph.sparse_initializer()) {
+    define(sparse.values().name(), "a sparse initializer");
+    initializerTypes[sparse.values().name()] = sparse.values().data_type();
   }
   std::set<std::string> inputs;
   for (const onnx::ValueInfoProto& in : graph.input()) {
@@ -197,6 +202,7 @@ void ModelChecker::checkGraph(const onnx::GraphProto& graph, const std::set<std:
     const onnx::NodeProto& node = graph.node(i);
     const std::string label = scope + "node '" + importedNodeName(node.name(), node.op_type(), i) + "' (" + node.op_type() + ")";
     for (const std::string& out : node.output()) if (!out.empty()) define(out, "an output of " + label);
+    if (node.op_type().empty()) add("operator-schema", label + " has no op_type");
     const std::string domain = node.domain() == "ai.onnx" ? "" : node.domain();
     auto opset = opsets_.find(domain);
     if (opset == opsets_.end()) {

@@ -147,7 +147,16 @@ def output_not_produced(tmp_path):
     return save(tmp_path, nodes, [float_input("x", [2])], [float_input("y", [2]), float_input("z", [2])])
 
 
+def unnamed_graph(tmp_path):
+    path = relu_chain(tmp_path)
+    model = onnx.load(path)
+    model.graph.name = ""
+    onnx.save(model, path)
+    return path
+
+
 DEFECTS = [
+    (unnamed_graph, ["[graph] the graph has no name"]),
     (cycle, ["[cycle] 2 nodes form or depend on a cycle: node 'add' (Add), node 'relu' (Relu)"]),
     (wrong_order, ["[topological-order] node 'second' (Relu) input 0 't' is produced by a later node, node 'first' (Relu)"]),
     (duplicate_output, ["[unique-names] tensor 'y' is defined again as an output of node 'b' (Neg)"]),
@@ -254,6 +263,15 @@ def test_two_output_skeleton_is_a_full_plugin(kiln, tmp_path):
     assert "plugin_version" not in cpp.split("#include")[1]  # the version selects the plugin; it is no field
     assert '@kiln.custom_op("kiln.test", "ScaleCrop", num_outputs=2, version="2")' in python
     assert "def scale_crop(x, bias, *, alpha=2.0, crop_divisor=3, names=(\"a\", \"b\")):" in python
+
+
+def test_kiln_plugin_node_is_no_onnx_defect(kiln, tmp_path):
+    """kiln's `Plugin` node (the simple path of docs/plugins.md) is not an unknown ai.onnx operator."""
+    node = helper.make_node("Plugin", ["x"], ["y"], name="clamp", info='{"lo": -0.5}')
+    node.attribute.append(helper.make_attribute("name", "NoSuchClamp"))
+    r = run_check(kiln, save(tmp_path, [node], [float_input("x", [2])], [float_input("y", [2])]))
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "[operator-schema]" not in r.stdout and "[kiln-support] node 'clamp'" in r.stdout
 
 
 def test_check_with_the_plugin_loaded(kiln, build_dir, tmp_path):
