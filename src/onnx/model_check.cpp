@@ -7,7 +7,7 @@
 #include <map>
 #include <set>
 
-#include "ir/onnx_operator_table.h"
+#include "ir/onnx_type_table.h"
 #include "kiln/error.h"
 #include "onnx/loader.h"
 #include "onnx/model_file.h"

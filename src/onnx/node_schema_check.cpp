@@ -4,7 +4,7 @@
 #include <set>
 #include <sstream>
 
-#include "ir/onnx_operator_table.h"
+#include "ir/onnx_type_table.h"
 
 namespace kiln::onnx_import {
 

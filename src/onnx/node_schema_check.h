@@ -1,4 +1,4 @@
-// A node checked against ONNX's operator rules for its opset (src/ir/onnx_operator_table.h):
+// A node checked against ONNX's operator rules for its opset (src/ir/onnx_type_table.h):
 // the operator exists and is not deprecated there, its input and output counts, and its
 // attributes' names, types and required ones.
 #pragma once
