@@ -2,7 +2,6 @@
 
 #include <onnx/onnx_pb.h>
 
-#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <set>

@@ -8,7 +8,6 @@
 #include <optional>
 #include <set>
 
-#include "ir/op_schema.h"
 #include "ir/shape_inference_report.h"
 #include "kiln/error.h"
 #include "onnx/graph_names.h"
