@@ -282,6 +282,13 @@ def test_check_with_the_plugin_loaded(kiln, build_dir, tmp_path):
     assert run_check(kiln, path).returncode == 3
     r = run_check(kiln, path, "--plugins", library)
     assert r.returncode == 0 and "no problems found" in r.stdout, r.stdout + r.stderr
+    # A plugin op in the default domain is no ONNX operator: a problem unless a plugin runs it.
+    node = helper.make_node("TestClamp", ["x"], ["y"], name="clamp")
+    path = save(tmp_path, [node], [float_input("x", [2])], [float_input("y", [2])], name="clamp.onnx")
+    r = run_check(kiln, path)
+    assert r.returncode == 1 and "[operator-schema] node 'clamp' (TestClamp): ai.onnx has no operator 'TestClamp'" in r.stdout
+    r = run_check(kiln, path, "--plugins", library)
+    assert r.returncode == 0 and "no problems found" in r.stdout, r.stdout + r.stderr
 
 
 def test_check_shapes_option(kiln, tmp_path):
