@@ -150,8 +150,9 @@ onnx::ModelProto Extractor::extract(const std::vector<std::string>& inputs, cons
   for (const std::string& name : inputs) {
     if (ends.insert(name).second) *graph.add_input() = valueInfo(name);
   }
+  std::set<std::string> written;
   for (const std::string& name : outputs) {
-    *graph.add_output() = valueInfo(name);
+    if (written.insert(name).second) *graph.add_output() = valueInfo(name);
     ends.insert(name);
   }
   for (const onnx::ValueInfoProto& vi : graph_.value_info())
