@@ -60,6 +60,7 @@ class Extractor {
   }
   void collectNeeded(const std::set<std::string>& inputs, const std::vector<std::string>& outputs);
   onnx::ValueInfoProto valueInfo(const std::string& name);
+  std::vector<int> sortedNodes() const;
 
   std::string path_;
   std::string baseDir_;
@@ -98,6 +99,36 @@ void Extractor::collectNeeded(const std::set<std::string>& inputs, const std::ve
       }
     }
   }
+}
+
+// The kept nodes in topological order, each as early as the model has it (kiln loads models whose
+// nodes are out of order; onnx.checker and other runtimes need the order).
+std::vector<int> Extractor::sortedNodes() const {
+  std::map<int, std::set<int>> waitsFor;  // node -> kept nodes whose outputs it reads
+  std::map<int, std::vector<int>> readers;
+  for (int i : nodes_) {
+    std::set<std::string> reads(graph_.node(i).input().begin(), graph_.node(i).input().end());
+    for (const std::string& outer : outerScopeReads(graph_.node(i))) reads.insert(outer);
+    for (const std::string& name : reads) {
+      auto it = producer_.find(name);
+      if (it != producer_.end() && nodes_.count(it->second) && it->second != i && waitsFor[i].insert(it->second).second)
+        readers[it->second].push_back(i);
+    }
+  }
+  std::set<int> ready;
+  for (int i : nodes_) if (waitsFor[i].empty()) ready.insert(i);
+  std::vector<int> order;
+  while (!ready.empty()) {
+    const int i = *ready.begin();
+    ready.erase(ready.begin());
+    order.push_back(i);
+    for (int r : readers[i]) {
+      waitsFor[r].erase(i);
+      if (waitsFor[r].empty()) ready.insert(r);
+    }
+  }
+  if (order.size() != nodes_.size()) fail("the nodes computing the outputs form a cycle");
+  return order;
 }
 
 // A tensor's declared type, else its initializer's, else the one kiln infers.
@@ -139,7 +170,7 @@ onnx::ModelProto Extractor::extract(const std::vector<std::string>& inputs, cons
   graph.set_name(graph_.name());
   graph.set_doc_string(graph_.doc_string());
   std::set<std::string> used;  // every name the kept nodes read or write
-  for (int i : nodes_) {
+  for (int i : sortedNodes()) {
     const onnx::NodeProto& node = graph_.node(i);
     *graph.add_node() = node;
     used.insert(node.input().begin(), node.input().end());

@@ -183,6 +183,19 @@ def test_extract_external_data_is_copied(kiln, tmp_path):
     assert {i.name: numpy_helper.to_array(i).tolist() for i in sub.graph.initializer} == {"one": [[1.0] * 3] * 2, "trips": 3}
 
 
+def test_extract_sorts_nodes_of_an_unsorted_model(kiln, tmp_path):
+    """kiln runs a model whose nodes are out of order; the sub-model is in order for onnx.checker."""
+    nodes = [helper.make_node("Relu", ["t2"], ["y"], name="last"), helper.make_node("Neg", ["t1"], ["t2"], name="middle"),
+             helper.make_node("Sigmoid", ["x"], ["t1"], name="first")]
+    model = helper.make_model(helper.make_graph(nodes, "g", [float_info("x", [3])], [float_info("y", [3])]),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    onnx.save(model, tmp_path / "unsorted.onnx")
+    r = extract(kiln, tmp_path / "unsorted.onnx", ["x"], ["y"], tmp_path / "sub.onnx")
+    assert r.returncode == 0, r.stderr
+    onnx.checker.check_model(str(tmp_path / "sub.onnx"), full_check=True)
+    assert [n.name for n in onnx.load(str(tmp_path / "sub.onnx")).graph.node] == ["first", "middle", "last"]
+
+
 def test_extract_refuses_uncomputable_output(kiln, tmp_path):
     full = loop_model(tmp_path)
     r = extract(kiln, full, ["bias"], ["y"], tmp_path / "sub.onnx")
