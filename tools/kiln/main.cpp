@@ -19,6 +19,8 @@ int main(int argc, char** argv) {
   add(kiln::cli::addBuildCommand(app));
   add(kiln::cli::addQuantizeCommand(app));
   add(kiln::cli::addServeCommand(app));
+  add(kiln::cli::addCheckCommand(app));
+  add(kiln::cli::addExtractCommand(app));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
