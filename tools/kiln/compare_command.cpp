@@ -70,7 +70,7 @@ NamedTensors runReference(const CompareOptions& opts, const NamedTensors& inputs
   return openModel(opts.model, options)->run(inputs);
 }
 
-// The model's outputs the plan has too, and the plan's outputs the model does not compute.
+// The names of the plan's outputs.
 std::vector<std::string> planOutputNames(const Runner& plan) {
   std::vector<std::string> names;
   for (const TensorInfo& info : plan.outputs()) names.push_back(info.name);

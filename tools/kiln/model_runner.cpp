@@ -54,8 +54,8 @@ class PlanRunner : public Runner {
   }
   bool isPlan() const override { return true; }
   NamedTensors run(const NamedTensors& inputs) override {
-    for (const auto& [name, tensor] : inputs) check(context_->setInputTensor(name, tensor));
-    check(context_->execute());
+    for (const auto& [name, tensor] : inputs) checkStatus(context_->setInputTensor(name, tensor));
+    checkStatus(context_->execute());
     NamedTensors outputs;
     for (const TensorInfo& info : outputs_) {
       auto t = context_->getOutputTensor(info.name);
@@ -66,9 +66,6 @@ class PlanRunner : public Runner {
   }
 
  private:
-  static void check(const Status& s) {
-    if (!s.ok()) throw errorFromStatus(s);
-  }
   std::shared_ptr<const Engine> engine_;
   std::unique_ptr<ExecutionContext> context_;
   std::vector<TensorInfo> inputs_, outputs_;

@@ -3,42 +3,21 @@
 #include <algorithm>
 #include <iostream>
 #include <map>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "build/file_calibrator.h"
-#include "build/precision.h"
 #include "cli_logger.h"
+#include "ir/precision.h"
 #include "commands.h"
 #include "compare_report.h"
 #include "kiln/builder.h"
 #include "kiln/onnx_parser.h"
+#include "network_options.h"
 
 namespace kiln::cli {
 
 namespace {
-
-void check(const Status& status) {
-  if (!status.ok()) throw errorFromStatus(status);
-}
-
-// Marks `names` (or, with `all`, every layer's outputs) as network outputs.
-void markNetworkOutputs(NetworkDefinition& network, const std::vector<std::string>& names, bool all) {
-  std::map<std::string, ITensor*> tensors;
-  for (int i = 0; i < network.getNbLayers(); ++i) {
-    ILayer* layer = network.getLayer(i);
-    for (int k = 0; k < layer->getNbOutputs(); ++k) {
-      ITensor* t = layer->getOutput(k);
-      if (!t) continue;
-      tensors.emplace(t->getName(), t);
-      if (all && !t->isNetworkOutput()) check(network.markOutput(*t));
-    }
-  }
-  for (const std::string& name : names) {
-    auto it = tensors.find(name);
-    if (it == tensors.end()) throw Error(ErrorCode::kInvalidArgument, "--outputs: the model has no tensor named '" + name + "'");
-    if (!it->second->isNetworkOutput()) check(network.markOutput(*it->second));
-  }
-}
 
 // What one build is asked for.
 struct BuildRequest {
@@ -64,7 +43,7 @@ class PrecisionBuilder {
     auto builder = createBuilder(logger_);
     auto network = builder->createNetwork();
     OnnxParser parser(*network, logger_);
-    check(parser.parseFromFile(model_));
+    checkStatus(parser.parseFromFile(model_));
     markNetworkOutputs(*network, request.marked, request.markAll);
     BuilderConfig config;
     config.setThreads(threads_);
@@ -77,7 +56,7 @@ class PrecisionBuilder {
     }
     if (request.reduced && !request.layerPrecisions.empty()) {
       config.setFlag(BuilderFlag::kPREFER_PRECISION_CONSTRAINTS);
-      for (const auto& [name, type] : build::parseLayerPrecisions(request.layerPrecisions)) layer(*network, name)->setPrecision(type);
+      setLayerPrecisions(*network, request.layerPrecisions);
     }
     OptimizationProfile profile;
     for (const auto& [name, tensor] : inputs)
@@ -95,7 +74,7 @@ class PrecisionBuilder {
   std::vector<std::string> eligibleLayers() {
     auto network = createBuilder(logger_)->createNetwork();
     OnnxParser parser(*network, logger_);
-    check(parser.parseFromFile(model_));
+    checkStatus(parser.parseFromFile(model_));
     std::vector<std::string> names;
     for (int i = 0; i < network->getNbLayers(); ++i) {
       const std::string& type = network->getLayer(i)->getType();
@@ -107,28 +86,21 @@ class PrecisionBuilder {
   std::string precisionName() const { return opts_.int8 ? "int8" : "bf16"; }
 
  private:
-  static ILayer* layer(NetworkDefinition& network, const std::string& name) {
-    for (int i = 0; i < network.getNbLayers(); ++i)
-      if (network.getLayer(i)->getName() == name) return network.getLayer(i);
-    throw Error(ErrorCode::kInvalidArgument, "--layer-precisions: the model has no layer named '" + name + "'");
-  }
-
   std::string model_;
   const PrecisionBuildOptions& opts_;
   int threads_;
   CliLogger logger_;
 };
 
-// The user's --layer-precisions with each of `pinned` set to fp32.
+// The user's --layer-precisions (NAME:TYPE,...) with each of `pinned` set to fp32 instead.
 std::string withPinned(const std::string& layerPrecisions, const std::vector<std::string>& pinned) {
-  std::map<std::string, DataType> layers =
-      layerPrecisions.empty() ? std::map<std::string, DataType>{} : build::parseLayerPrecisions(layerPrecisions);
-  for (const std::string& name : pinned) layers[name] = DataType::kFloat32;
   std::string text;
-  for (const auto& [name, type] : layers) {
-    text += (text.empty() ? "" : ",") + name + ":" +
-            (type == DataType::kFloat32 ? "fp32" : type == DataType::kBFloat16 ? "bf16" : type == DataType::kFloat16 ? "fp16" : "int8");
+  std::stringstream entries(layerPrecisions);
+  for (std::string entry; std::getline(entries, entry, ',');) {
+    const std::string name = entry.substr(0, entry.rfind(':'));
+    if (std::find(pinned.begin(), pinned.end(), name) == pinned.end()) text += (text.empty() ? "" : ",") + entry;
   }
+  for (const std::string& name : pinned) text += (text.empty() ? "" : ",") + name + ":" + ir::kPrecisionFp32;
   return text;
 }
 
