@@ -242,3 +242,23 @@ def test_bisect_finds_the_layer_that_must_stay_fp32(kiln, tmp_path):
     assert code == 0, report
     (y,) = report["tensors"]
     assert y["name"] == "y" and y["max_abs"] > 0  # `tolerant` really ran in BF16
+
+
+def test_int8_build_compared_and_bisected_against_fp32(kiln, tmp_path):
+    model = resnet_style_model(tmp_path / "resnet.onnx")
+    calibration = tmp_path / "calib.npz"
+    np.savez(calibration, x=np.random.default_rng(0).standard_normal((8, 1, 3, 16, 16)).astype(np.float32))
+    code, report = compare_json(kiln, model, "--int8", "--calibration-data", calibration, "--atol", "0.05", "--rtol", "0.05")
+    by_name = {t["name"]: t for t in report["tensors"]}
+    assert len(by_name) == 18 and report["tested"] == "kiln plan, int8" and report["reference"] == "kiln plan, fp32"
+    assert by_name["stem.conv"]["max_abs"] > 0  # really quantized
+    assert by_name["probs"]["cosine"] > 0.99
+    # A tolerance INT8 cannot meet on the output: bisect names layers to keep in FP32, and that build passes.
+    args = ["--int8", "--calibration-data", calibration, "--outputs", "probs", "--atol", "1e-4", "--rtol", "1e-3"]
+    code, report = compare_json(kiln, model, *args, "--bisect")
+    assert code == 1
+    bisect = report["bisect"]
+    assert bisect["candidates"] == ["stem_conv", "block.a_conv", "block.b_conv", "down_conv", "fc"]
+    assert bisect["found"] and bisect["fp32_layers"] and bisect["builds"] == 6
+    code, report = compare_json(kiln, model, *args, "--layer-precisions", bisect["layer_precisions"])
+    assert code == 0, report

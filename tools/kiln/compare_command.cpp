@@ -70,64 +70,59 @@ NamedTensors runReference(const CompareOptions& opts, const NamedTensors& inputs
   return openModel(opts.model, options)->run(inputs);
 }
 
-// The names of the plan's outputs.
-std::vector<std::string> planOutputNames(const Runner& plan) {
-  std::vector<std::string> names;
-  for (const TensorInfo& info : plan.outputs()) names.push_back(info.name);
-  return names;
+// The saved folder's inputs for those the options do not give.
+void addSavedInputs(InputOptions& in, const SavedOutputs& saved) {
+  for (const std::string& file : saved.inputFiles) {
+    const std::string name = file.substr(0, file.find('='));
+    bool given = false;
+    for (const std::string& mine : in.inputs) given = given || mine.rfind(name + "=", 0) == 0;
+    if (!given) in.inputs.push_back(file);
+  }
+}
+
+// The plan (tested) against the ONNX model as kiln runs it, on the tensors the plan outputs.
+ComparedRuns runPlanAgainstModel(const CompareOptions& opts, const InputOptions& in,
+                                 const std::map<std::string, TensorOrigin>& origins) {
+  auto plan = openModel(opts.against, SessionOptions{});
+  NamedTensors inputs = makeInputs(*plan, in);
+  SessionOptions options;
+  options.threads = opts.threads;
+  for (const TensorInfo& info : plan->outputs())
+    if (origins.count(info.name)) options.extraOutputs.push_back(info.name);
+  return {plan->run(inputs), openModel(opts.model, options)->run(inputs), "plan " + opts.against,
+          "kiln, optimized, on " + opts.model};
+}
+
+// kiln as it optimizes (tested) against its reference mode or saved outputs.
+ComparedRuns runModel(const CompareOptions& opts, const InputOptions& in, SavedOutputs& saved) {
+  auto runner = openModel(opts.model, markedSession(opts));
+  NamedTensors inputs = makeInputs(*runner, in);
+  ComparedRuns runs{runner->run(inputs), {}, "kiln, optimized", ""};
+  if (opts.reference) {
+    runs.reference = runReference(opts, inputs);
+    runs.referenceName = "kiln, reference (no fusion, NCHW, most general kernels, avx2)";
+  } else {
+    runs.reference = std::move(saved.outputs);
+    runs.referenceName = saved.engine + " (" + opts.refOutputs + ")";
+  }
+  return runs;
 }
 
 int compareModel(const CompareOptions& opts) {
   checkOneReference(opts);
   loadPlugins(opts.plugins);
   const auto origins = tensorOrigins(opts.model);
-  CompareReport report;
   InputOptions in = opts.in;
   SavedOutputs saved;
   if (!opts.refOutputs.empty()) {
     saved = readSavedOutputs(opts.refOutputs);
-    for (const std::string& file : saved.inputFiles) {
-      const std::string name = file.substr(0, file.find('='));
-      bool given = false;
-      for (const std::string& mine : in.inputs) given = given || mine.rfind(name + "=", 0) == 0;
-      if (!given) in.inputs.push_back(file);
-    }
+    addSavedInputs(in, saved);
   }
-  NamedTensors tested, reference;
-  std::string testedName = "kiln, optimized", referenceName;
-  if (!opts.against.empty()) {
-    // The plan is tested against the ONNX model as kiln runs it, on the tensors the plan outputs.
-    auto plan = openModel(opts.against, SessionOptions{});
-    NamedTensors inputs = makeInputs(*plan, in);
-    tested = plan->run(inputs);
-    SessionOptions options;
-    options.threads = opts.threads;
-    for (const std::string& name : planOutputNames(*plan))
-      if (origins.count(name)) options.extraOutputs.push_back(name);
-    reference = openModel(opts.model, options)->run(inputs);
-    testedName = "plan " + opts.against;
-    referenceName = "kiln, optimized, on " + opts.model;
-  } else if (opts.precision.bf16 || opts.precision.int8) {
-    PrecisionComparison builds = runPrecisionBuilds(opts.model, opts.precision, opts.marked.names, in, opts.threads);
-    tested = std::move(builds.tested);
-    reference = std::move(builds.reference);
-    testedName = builds.testedName;
-    referenceName = builds.referenceName;
-  } else {
-    auto runner = openModel(opts.model, markedSession(opts));
-    NamedTensors inputs = makeInputs(*runner, in);
-    tested = runner->run(inputs);
-    if (opts.reference) {
-      reference = runReference(opts, inputs);
-      referenceName = "kiln, reference (no fusion, NCHW, most general kernels, avx2)";
-    } else {
-      reference = std::move(saved.outputs);
-      referenceName = saved.engine + " (" + opts.refOutputs + ")";
-    }
-  }
-  report = compareOutputs(tested, reference, origins, opts.tolerance);
-  report.tested = testedName;
-  report.reference = referenceName;
+  const ComparedRuns runs = !opts.against.empty() ? runPlanAgainstModel(opts, in, origins)
+                            : opts.precision.bf16 || opts.precision.int8
+                                ? runPrecisionBuilds(opts.model, opts.precision, opts.marked.names, in, opts.threads)
+                                : runModel(opts, in, saved);
+  CompareReport report = compareRuns(runs, origins, opts.tolerance);
   report.notRead = saved.skipped;
   nlohmann::json json = reportJson(report);
   if (!opts.json) printReport(std::cout, report);

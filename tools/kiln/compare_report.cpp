@@ -79,6 +79,14 @@ CompareReport compareOutputs(const NamedTensors& tested, const NamedTensors& ref
   return report;
 }
 
+CompareReport compareRuns(const ComparedRuns& runs, const std::map<std::string, TensorOrigin>& origins,
+                          const Tolerance& tolerance) {
+  CompareReport report = compareOutputs(runs.tested, runs.reference, origins, tolerance);
+  report.tested = runs.testedName;
+  report.reference = runs.referenceName;
+  return report;
+}
+
 void printReport(std::ostream& out, const CompareReport& report) {
   out << "tested:    " << report.tested << "\nreference: " << report.reference << "\ntolerance: |d| <= "
       << report.tolerance.atol << " + " << report.tolerance.rtol << " * |reference|\n";

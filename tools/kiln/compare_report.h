@@ -23,6 +23,12 @@ struct TensorOrigin {
 /// The producer of every tensor of the model's top-level graph, by tensor name.
 std::map<std::string, TensorOrigin> tensorOrigins(const std::string& modelPath);
 
+/// What two configurations computed on the same inputs, and what each was.
+struct ComparedRuns {
+  NamedTensors tested, reference;
+  std::string testedName, referenceName;
+};
+
 struct CompareReport {
   std::string tested, reference;  // what ran on each side
   Tolerance tolerance;
@@ -36,6 +42,8 @@ struct CompareReport {
 /// Compares every tensor both sides have, ordered by their producers in `origins`.
 CompareReport compareOutputs(const NamedTensors& tested, const NamedTensors& reference,
                              const std::map<std::string, TensorOrigin>& origins, const Tolerance& tolerance);
+CompareReport compareRuns(const ComparedRuns& runs, const std::map<std::string, TensorOrigin>& origins,
+                          const Tolerance& tolerance);
 
 void printReport(std::ostream& out, const CompareReport& report);
 nlohmann::json reportJson(const CompareReport& report);

@@ -114,13 +114,13 @@ void addPrecisionBuildOptions(CLI::App& cmd, PrecisionBuildOptions& opts) {
   addCalibrationOptions(cmd, opts.calibration);
 }
 
-PrecisionComparison runPrecisionBuilds(const std::string& model, const PrecisionBuildOptions& opts,
-                                       const std::vector<std::string>& marked, const InputOptions& in, int threads) {
+ComparedRuns runPrecisionBuilds(const std::string& model, const PrecisionBuildOptions& opts,
+                                const std::vector<std::string>& marked, const InputOptions& in, int threads) {
   if (opts.bf16 && opts.int8) throw Error(ErrorCode::kInvalidArgument, "give --bf16 or --int8, not both");
   PrecisionBuilder builder(model, opts, threads);
   NamedTensors inputs = builder.makeInputsFor(in);
   const bool all = marked.empty();
-  PrecisionComparison out;
+  ComparedRuns out;
   out.reference = builder.build({false, marked, all, ""}, inputs)->run(inputs);
   out.tested = builder.build({true, marked, all, opts.layerPrecisions}, inputs)->run(inputs);
   out.referenceName = "kiln plan, fp32";

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "calibration_options.h"
+#include "compare_report.h"
 #include "kiln/session.h"
 #include "model_runner.h"
 #include "tensor_compare.h"
@@ -25,15 +26,10 @@ struct PrecisionBuildOptions {
 /// Adds --bf16, --int8, --layer-precisions and the calibration options.
 void addPrecisionBuildOptions(CLI::App& cmd, PrecisionBuildOptions& opts);
 
-struct PrecisionComparison {
-  NamedTensors tested, reference;
-  std::string testedName, referenceName;
-};
-
 /// Builds the model in FP32 and with the options' precision, marking `marked` (every tensor when
 /// empty), and runs both on the same inputs (dynamic dims fixed to the inputs' shapes).
-PrecisionComparison runPrecisionBuilds(const std::string& model, const PrecisionBuildOptions& opts,
-                                       const std::vector<std::string>& marked, const InputOptions& in, int threads);
+ComparedRuns runPrecisionBuilds(const std::string& model, const PrecisionBuildOptions& opts,
+                                const std::vector<std::string>& marked, const InputOptions& in, int threads);
 
 /// Finds the fewest Conv / MatMul / Gemm layers that, kept in FP32 (--layer-precisions NAME:fp32),
 /// make the reduced-precision build's model outputs (and `marked`) pass against FP32's: starting
