@@ -25,7 +25,7 @@ TensorDiff compareTensors(const std::string& name, const Tensor& tested, const T
     diff.problem = "shape " + shapeToString(tested.shape()) + ", reference " + shapeToString(reference.shape());
     return diff;
   }
-  if (tested.dtype() != reference.dtype() && (tested.dtype() == DataType::kBool) != (reference.dtype() == DataType::kBool)) {
+  if (tested.dtype() != reference.dtype()) {
     diff.problem = "type " + dataTypeName(tested.dtype()) + ", reference " + dataTypeName(reference.dtype());
     return diff;
   }
