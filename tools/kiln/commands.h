@@ -20,6 +20,7 @@ Action addBenchCommand(CLI::App& app);
 Action addBuildCommand(CLI::App& app);
 Action addQuantizeCommand(CLI::App& app);
 Action addCompareCommand(CLI::App& app);
+Action addServeCommand(CLI::App& app);
 
 /// The text with control bytes (names read from a model may hold any) shown as \xNN, so that an
 /// error stays one readable line.

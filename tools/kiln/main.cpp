@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   add(kiln::cli::addBuildCommand(app));
   add(kiln::cli::addQuantizeCommand(app));
   add(kiln::cli::addCompareCommand(app));
+  add(kiln::cli::addServeCommand(app));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

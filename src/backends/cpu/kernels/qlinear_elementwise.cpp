@@ -1,9 +1,11 @@
-// Reference CPU kernels of kiln::QLinearAdd, kiln::QLinearMul and kiln::QLinearGlobalAveragePool
+// CPU kernels of kiln::QLinearAdd, kiln::QLinearMul and kiln::QLinearGlobalAveragePool
 // (ir/ops/quantized_elementwise.cpp). Each repeats the arithmetic of the DequantizeLinear, float op
 // and QuantizeLinear it replaces, so it gives the same bytes: operands dequantized to float as
 // DequantizeLinear does, the op in float (the pooling sum in double, which is exact for planes up
 // to 2^20 elements whatever the order, as GlobalAveragePool sums), quantized as QuantizeLinear does.
+// Add and Mul with 8-bit outputs run eight lanes at a time (qlinear_binary_run.h).
 #include "backends/cpu/broadcast.h"
+#include "backends/cpu/kernels/qlinear_binary_run.h"
 #include "backends/cpu/kernels/qlinear_integer.h"
 #include "backends/cpu/kernels/quantize_math.h"
 
@@ -15,6 +17,7 @@ struct Quantization {
   double scale = 1.0, zeroPoint = 0.0;
 
   float dequantize(double q) const { return static_cast<float>((q - zeroPoint) * scale); }
+  FloatQuantization inFloat() const { return {static_cast<float>(scale), static_cast<float>(zeroPoint)}; }
   template <typename Q>
   Q quantize(float x) const {
     return roundAndSaturate<Q>(roundTo<float>(static_cast<double>(x) / scale), zeroPoint);
@@ -33,7 +36,7 @@ void withEightBit(const Tensor& t, const char* what, Fn&& fn) {
   fn(t.data<uint8_t>());
 }
 
-template <bool kMul>
+template <QLinearBinaryOp kOp>
 void qlinearBinary(KernelContext& ctx) {
   const Tensor& a = ctx.input(0);
   const Tensor& b = ctx.input(3);
@@ -47,9 +50,14 @@ void qlinearBinary(KernelContext& ctx) {
         using Q = typename decltype(tag)::type;
         Q* out = c.data<Q>();
         forEachBroadcastRun<2>(c.shape(), {&a.shape(), &b.shape()}, [&](int64_t o, const auto& at, int64_t n, const auto& step) {
-          for (int64_t j = 0; j < n; ++j) {
-            const float x = qa.dequantize(pa[at[0] + j * step[0]]), y = qb.dequantize(pb[at[1] + j * step[1]]);
-            out[o + j] = qc.quantize<Q>(kMul ? x * y : x + y);
+          if constexpr (sizeof(Q) == 1) {
+            qlinearBinaryRun(kOp, pa + at[0], step[0], qa.inFloat(), pb + at[1], step[1], qb.inFloat(), out + o, n,
+                             qc.inFloat());
+          } else {  // 16- and 32-bit outputs (QuantizeLinear-21 types): element by element
+            for (int64_t j = 0; j < n; ++j) {
+              const float x = qa.dequantize(pa[at[0] + j * step[0]]), y = qb.dequantize(pb[at[1] + j * step[1]]);
+              out[o + j] = qc.quantize<Q>(kOp == QLinearBinaryOp::kMul ? x * y : x + y);
+            }
           }
         });
       });
@@ -79,8 +87,8 @@ void qlinearGlobalAveragePool(KernelContext& ctx) {
 
 }  // namespace
 
-KILN_REGISTER_CPU_KERNEL_DOMAIN("kiln", "QLinearAdd", qlinearBinary<false>);
-KILN_REGISTER_CPU_KERNEL_DOMAIN("kiln", "QLinearMul", qlinearBinary<true>);
+KILN_REGISTER_CPU_KERNEL_DOMAIN("kiln", "QLinearAdd", qlinearBinary<QLinearBinaryOp::kAdd>);
+KILN_REGISTER_CPU_KERNEL_DOMAIN("kiln", "QLinearMul", qlinearBinary<QLinearBinaryOp::kMul>);
 KILN_REGISTER_CPU_KERNEL_DOMAIN("kiln", "QLinearGlobalAveragePool", qlinearGlobalAveragePool);
 
 }  // namespace kiln::cpu
