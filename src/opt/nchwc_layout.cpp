@@ -88,8 +88,8 @@ class NchwcRewriter {
     if (z != kNoValue && !(hasTwin(z) && twinOf(z).channels == outChannels) && nchwChannels(g_, z) != outChannels) {
       return false;
     }
-    const bool depthwise = ir::attrInt(node, "group", 1) != 1;
-    const bool plainX = !depthwise && !hasTwin(x) && inChannels < kMinBlockedInputChannels;
+    const bool grouped = ir::attrInt(node, "group", 1) != 1;  // depthwise or grouped: X blocked
+    const bool plainX = !grouped && !hasTwin(x) && inChannels < kMinBlockedInputChannels;
     std::vector<int> inputs = {plainX ? x : blocked(x, inChannels), node.inputs[1]};
     inputs.push_back(node.inputs.size() > 2 ? node.inputs[2] : kNoValue);
     inputs.push_back(z == kNoValue ? kNoValue : blocked(z, outChannels));

@@ -6,6 +6,7 @@
 
 #include "ir/node_attrs.h"
 #include "ir/ops/nchwc.h"
+#include "ir/ops/nchwc_groups.h"
 #include "opt/rewrite_util.h"
 
 namespace kiln::opt {
@@ -29,7 +30,9 @@ bool wantsNchwc(const ir::Graph& graph, const ir::Node& node) {
   if (group == 1) {
     return outChannels >= kMinNchwcConvChannels && w->dim(1) == *inChannels;
   }
-  return group == *inChannels && outChannels == group && w->dim(1) == 1 && group >= kMinNchwcConvChannels;
+  if (w->dim(1) * group != *inChannels) return false;
+  if (w->dim(1) == 1 && outChannels == group) return group >= kMinNchwcConvChannels;  // depthwise
+  return outChannels >= kMinNchwcConvChannels && ir::nchwcGroupSlices(*inChannels, outChannels, group).slices > 0;
 }
 
 bool isBlockedUnaryOp(const std::string& opType) {

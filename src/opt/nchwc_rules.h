@@ -25,7 +25,9 @@ inline constexpr int64_t kReduceAxesInputOpset = 18;
 std::optional<int64_t> nchwChannels(const ir::Graph& graph, int valueId);
 
 /// Whether a Conv / kiln::FusedConv becomes a kiln::NchwcConv: float32, 2-D, constant W, and
-/// group 1 with >= 16 output channels, or depthwise (group == Ci == Co) with >= 16 channels.
+/// group 1 with >= 16 output channels, depthwise (group == Ci == Co) with >= 16 channels, or
+/// grouped with >= 16 output channels in groups that split into whole blocks (8 or a multiple of
+/// 16 channels per group, ir/ops/nchwc_groups.h); other grouped convolutions stay FusedConvs.
 /// 3x3 stride-1 convolutions run blocked too: NchwcConv picks Winograd for them where it pays
 /// (backends/cpu/kernels/nchwc_winograd.h), faster than the plain Winograd with its two reorders.
 bool wantsNchwc(const ir::Graph& graph, const ir::Node& node);

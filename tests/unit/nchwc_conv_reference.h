@@ -9,6 +9,7 @@
 #include "activation_reference.h"
 #include "backends/cpu/activation.h"
 #include "backends/cpu/kernels/nchwc_conv.h"
+#include "ir/ops/nchwc_groups.h"
 
 namespace kiln::testing {
 
@@ -19,10 +20,11 @@ struct ConvCase {
   int64_t padTop, padLeft, padBottom, padRight;
   int64_t dh = 1, dw = 1;
   bool depthwise = false, plain = false;
+  int64_t group = 1;  // grouped (not depthwise): Ci / group -> Co / group channels per group
 
   int64_t outH() const { return (h + padTop + padBottom - dh * (kh - 1) - 1) / sh + 1; }
   int64_t outW() const { return (w + padLeft + padRight - dw * (kw - 1) - 1) / sw + 1; }
-  int64_t inPerGroup() const { return depthwise ? 1 : ci; }
+  int64_t inPerGroup() const { return depthwise ? 1 : ci / group; }
 };
 
 // Square kernel k, stride s, symmetric pad p.
@@ -43,7 +45,7 @@ inline std::vector<float> reference(const ConvCase& t, const std::vector<float>&
         for (int64_t ox = 0; ox < ow; ++ox) {
           double acc = b[o];
           for (int64_t c = 0; c < cpg; ++c) {
-            const int64_t ic = t.depthwise ? o : c;
+            const int64_t ic = t.depthwise ? o : o / (t.co / t.group) * cpg + c;
             for (int64_t ky = 0; ky < t.kh; ++ky)
               for (int64_t kx = 0; kx < t.kw; ++kx) {
                 const int64_t iy = oy * t.sh - t.padTop + ky * t.dh, ix = ox * t.sw - t.padLeft + kx * t.dw;
@@ -77,6 +79,10 @@ inline cpu::NchwcConvShape shapeOf(const ConvCase& t) {
   s.padLeft = t.padLeft;
   s.plainInput = t.plain;
   s.depthwise = t.depthwise;
+  if (t.group != 1) {
+    s.groups = t.group;
+    s.groupsPerSlice = ir::nchwcGroupSlices(t.ci, t.co, t.group).groupsPerSlice;
+  }
   return s;
 }
 

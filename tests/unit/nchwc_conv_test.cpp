@@ -19,6 +19,7 @@
 #include "backends/cpu/activation.h"
 #include "backends/cpu/cpu_isa.h"
 #include "backends/cpu/kernels/nchwc_conv.h"
+#include "backends/cpu/kernels/nchwc_conv_grouped.h"
 #include "model_builder.h"
 #include "scoped_threads.h"
 #include "kiln/session.h"
@@ -54,9 +55,12 @@ std::vector<float> runKernel(const ConvCase& t, const std::vector<float>& x, con
                              const std::vector<float>& b, const std::vector<float>* z, const Activation& act) {
   const NchwcConvShape s = shapeOf(t);
   const int64_t outPlane = s.outHeight * s.outWidth;
-  const NchwcPackedWeights packed = packNchwcWeights(
-      w.data(), t.co, t.inPerGroup(), t.kh, t.kw,
-      t.depthwise ? NchwcWeightLayout::kDepthwise : t.plain ? NchwcWeightLayout::kPlainInput : NchwcWeightLayout::kBlockedInput);
+  const NchwcPackedWeights packed =
+      t.group != 1 ? packNchwcGroupedWeights(w.data(), t.co, t.ci, t.group, t.kh, t.kw)
+                   : packNchwcWeights(w.data(), t.co, t.inPerGroup(), t.kh, t.kw,
+                                      t.depthwise ? NchwcWeightLayout::kDepthwise
+                                      : t.plain   ? NchwcWeightLayout::kPlainInput
+                                                  : NchwcWeightLayout::kBlockedInput);
   const std::vector<float> xIn = t.plain ? x : toBlocked(x, t.n, t.ci, t.h * t.w);
   std::vector<float> bias(static_cast<size_t>(s.outBlocks() * kB), 0.0f);
   std::copy(b.begin(), b.end(), bias.begin());
@@ -195,6 +199,43 @@ TEST_P(NchwcConvKernel, FusedActivations) {
                                      {ActivationKind::kHardSigmoid, 0.2f, 0.5f}, {ActivationKind::kHardSwish, 0, 0},
                                      {ActivationKind::kSiLU, 0, 0},         {ActivationKind::kGelu, 0, 0}};
   for (const ConvCase& t : cases) {
+    for (const Activation& act : acts) {
+      for (bool withResidual : {false, true}) checkCase(t, act, withResidual);
+    }
+  }
+}
+
+ConvCase grouped(ConvCase t, int64_t group) {
+  t.group = group;
+  return t;
+}
+
+// Grouped convolutions as RegNet, ResNeXt and detection necks have them, run as slices of whole
+// blocks: 8 channels per group (two groups to a slice; 13 groups: the last slice holds one, and
+// X's NaN padding channels sit right after it), 16, 32, 48 and 64 per group, 8 -> 16 per group,
+// 3x3 and 1x1, strides 1 and 2, pads, batch 2, channels in slabs; with the fused epilogues.
+TEST_P(NchwcConvKernel, GroupedConvolutions) {
+  const auto [isa, threads] = GetParam();
+  if (isa > detectedCpuIsa()) GTEST_SKIP() << "the CPU lacks " << cpuIsaName(isa);
+  ScopedCpuIsaLimit limit(isa);
+  kiln::testing::ScopedThreads scopedThreads(threads);
+  const std::vector<ConvCase> cases{
+      grouped(square("8 per group, 104 channels, 3x3 s1", 1, 104, 104, 9, 9, 3, 1, 1), 13),
+      grouped(square("8 per group, 3x3 s2, batch 2", 2, 48, 48, 14, 13, 3, 2, 1), 6),
+      grouped(square("16 per group, 3x3 s1", 1, 64, 64, 10, 11, 3, 1, 1), 4),
+      grouped(square("32 per group, 1x1", 1, 128, 128, 7, 7, 1, 1, 0), 4),
+      grouped(square("64 per group, 3x3 s2, batch 2", 2, 128, 128, 15, 15, 3, 2, 1), 2),
+      grouped(square("64 per group, 3x3 at 7x7, slabs", 1, 512, 512, 7, 7, 3, 1, 1), 8),
+      grouped(square("8 -> 16 per group, 1x1 s2", 1, 32, 64, 12, 12, 1, 2, 0), 4),
+      grouped(square("48 -> 32 per group, 3x3 s1, batch 2", 2, 96, 64, 6, 9, 3, 1, 1), 2),
+      grouped(ConvCase{"16 per group, asymmetric pads, stride (2, 1)", 1, 48, 48, 9, 11, 3, 3, 2, 1, 0, 1, 2, 0}, 3),
+  };
+  for (const ConvCase& t : cases) {
+    for (bool withResidual : {false, true}) checkCase(t, Activation{}, withResidual);
+  }
+  const std::vector<Activation> acts{{ActivationKind::kRelu, 0, 0}, {ActivationKind::kClip, 0.0f, 0.6f},
+                                     {ActivationKind::kSiLU, 0, 0}};
+  for (const ConvCase& t : {cases[0], cases[1], cases[5]}) {
     for (const Activation& act : acts) {
       for (bool withResidual : {false, true}) checkCase(t, act, withResidual);
     }

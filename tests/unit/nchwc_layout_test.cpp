@@ -19,6 +19,7 @@
 #include "model_builder.h"
 #include "random_data.h"
 #include "onnx/loader.h"
+#include "ir/ops/nchwc_groups.h"
 #include "opt/nchwc_rules.h"
 #include "opt/passes.h"
 #include "single_node_model.h"
@@ -159,7 +160,7 @@ TEST(NchwcLayout, ConvolutionsTheKernelCannotTakeStayPlain) {
   addConv(m, "to3", "x", "a", 32, 3);    // too few output channels
   addNode(m, "Conv", {"x", "w_in"}, {"b"}, "runtime_w");
   setInts(lastNode(m), "pads", {1, 1, 1, 1});
-  addConv(m, "grouped", "x", "c", 32, 32, 3, 4);  // grouped, not depthwise
+  addConv(m, "grouped", "x", "c", 32, 32, 3, 8);  // 4 channels per group: not blockable
   addOutput(m, "a", {1, 3, 8, 8});
   addOutput(m, "b", {1, 32, 8, 8});
   addOutput(m, "c", {1, 32, 8, 8});
@@ -193,6 +194,51 @@ TEST(NchwcLayout, StrideOneThreeByThreeConvsRunBlockedForWinograd) {
   EXPECT_TRUE(opt::wantsNchwc(g, nodeNamed(g, "strided")));
   EXPECT_TRUE(opt::wantsNchwc(g, nodeNamed(g, "narrow")));
   EXPECT_TRUE(opt::wantsNchwc(g, nodeNamed(g, "small3x3")));
+}
+
+// RegNet / ResNeXt blocks: 1x1, grouped 3x3 (8 channels per group, 104 channels: the last
+// block half full; 16 and 32 per group; stride 2), 1x1, all blocked with one reorder at each end.
+TEST(NchwcLayout, GroupedConvsOfWholeBlocksRunBlockedWithoutReorders) {
+  auto m = makeModel(13);
+  addInput(m, "x", {1, 48, 12, 12});
+  addConv(m, "expand", "x", "e", 48, 104, 1);
+  addNode(m, "Relu", {"e"}, {"er"}, "relu");
+  addConv(m, "g8", "er", "a", 104, 104, 3, 13);
+  addConv(m, "reduce", "a", "b", 104, 96, 1);
+  addConv(m, "g16s2", "b", "c", 96, 96, 3, 6);
+  setInts(lastNode(m), "strides", {2, 2});
+  addConv(m, "g48to32", "c", "d", 96, 64, 3, 2);
+  addConv(m, "project", "d", "y", 64, 32, 1);
+  addOutput(m, "y", {1, 32, 6, 6});
+  ir::Graph g = converted(m, "grouped", nullptr);
+  EXPECT_EQ(opTypes(g), (Strings{"ReorderToNchwc", "NchwcConv", "Relu", "NchwcConv", "NchwcConv", "NchwcConv",
+                                 "NchwcConv", "NchwcConv", "ReorderFromNchwc"}));
+  EXPECT_EQ(ir::attrInt(nodeNamed(g, "g8"), "group"), 13);
+  // Through the whole pipeline, blocked grouped convs compute what the plain ones do (a short
+  // chain: the sums of a long one outgrow the comparison's relative bound).
+  auto n = makeModel(13);
+  addInput(n, "x", {2, 104, 9, 9});
+  addConv(n, "g8", "x", "a", 104, 104, 3, 13);
+  addNode(n, "Relu", {"a"}, {"ar"}, "relu");
+  addConv(n, "g8s2", "ar", "y", 104, 104, 3, 13);
+  setInts(lastNode(n), "strides", {2, 2});
+  addOutput(n, "y", {2, 104, 5, 5});
+  const ir::Graph fused = fuseAndCompare(n, "grouped_numerics", {{2, 104, 9, 9}});
+  EXPECT_EQ(opTypes(fused), (Strings{"ReorderToNchwc", "NchwcConv", "NchwcConv", "ReorderFromNchwc"}));
+}
+
+// Groups of 8 -> 16 channels in an odd number of groups would need a last slice that ends inside
+// a block of Y (ir/ops/nchwc_groups.h): that convolution stays plain, with reorders around it.
+TEST(NchwcLayout, GroupedConvsThatDoNotSplitIntoBlocksStayPlain) {
+  auto m = makeModel(13);
+  addInput(m, "x", {1, 24, 8, 8});
+  addConv(m, "g", "x", "y", 24, 48, 3, 3);
+  addOutput(m, "y", {1, 48, 8, 8});
+  ir::Graph g = converted(m, "grouped_plain", nullptr);
+  EXPECT_EQ(opTypes(g), (Strings{"Conv"}));
+  EXPECT_EQ(ir::nchwcGroupSlices(24, 48, 3).whyNot,
+            "24 -> 48 channels in 3 groups: the last slice of 2 groups would not end on the tensor's last block");
+  EXPECT_EQ(ir::nchwcGroupSlices(32, 32, 8).whyNot, "32 -> 32 channels in 8 groups: takes 8 or a multiple of 16 channels per group");
 }
 
 TEST(NchwcLayout, DepthwiseRunsBlockedAndASmallOutputConvReadsNchw) {

@@ -5,6 +5,7 @@
 // residual + Relu / Clip / SiLU, one and two threads; which NchwcConv nodes the kernel registry
 // gives a Winograd candidate; and ONNX Conv + Add + Relu models run through a Session, whose
 // layout pass makes them NchwcConv nodes that run Winograd.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -243,6 +244,36 @@ TEST(NchwcWinogradSelection, ChosenOnlyWhereItApplies) {
   const ir::TypeInfo mid = blockedType(c, 12);  // 9 tiles of 4x4, 36 of 2x2
   EXPECT_EQ(nchwcWinogradTile(12, 12), 2);
   EXPECT_EQ(chosenKernel(convNode(1, 1), &mid, w), "f32_nchwc_conv_winograd_f2x2_avx512");
+}
+
+// A grouped 3x3 conv (8 channels per group, RegNet's) takes the grouped candidate, after the
+// depthwise one declines it by name; Winograd and the direct kernel are for group 1.
+TEST(NchwcConvSelection, GroupedConvsTakeTheGroupedCandidate) {
+  const int64_t c = 64, group = 8;
+  const Tensor w = Tensor::fromVector<float>(DataType::kFloat32, {c, c / group, 3, 3}, randomFloats(c * 8 * 9, 7));
+  const ir::TypeInfo x = blockedType(c, 14);
+  const ir::TypeInfo wType{DataType::kFloat32, ir::symShapeOf(w.shape())};
+  const ir::Node node = convNode(1, group);
+  const cpu::KernelCreateInfo info{node, {&x, &wType}, {nullptr, &w}, {}};
+  const std::string isa = activeCpuIsa() >= CpuIsa::kAvx512 ? "avx512" : "avx2";
+  const cpu::KernelSelection s = cpu::KernelRegistry::global().select(info);
+  ASSERT_NE(s.chosen, nullptr);
+  EXPECT_EQ(s.chosen->id, "f32_nchwc_conv_grouped_" + isa);
+  EXPECT_THAT(s.declined, ::testing::Contains(std::make_pair("f32_nchwc_conv_depthwise_" + isa,
+                                                             std::string("grouped with more than one channel per group, not depthwise"))));
+  if (activeCpuIsa() >= CpuIsa::kAvx512) {
+    EXPECT_THAT(s.declined, ::testing::Contains(std::make_pair(std::string("f32_nchwc_conv_winograd_f4x4_avx512"),
+                                                               std::string("takes 3x3 ungrouped convolutions"))));
+  }
+  // Groups of 4 channels are not blocked: no NchwcConv candidate takes them.
+  const Tensor w4 = Tensor::fromVector<float>(DataType::kFloat32, {c, 4, 3, 3}, randomFloats(c * 4 * 9, 8));
+  const ir::TypeInfo w4Type{DataType::kFloat32, ir::symShapeOf(w4.shape())};
+  const ir::Node node4 = convNode(1, 16);
+  const cpu::KernelSelection s4 = cpu::KernelRegistry::global().select({node4, {&x, &w4Type}, {nullptr, &w4}, {}});
+  EXPECT_EQ(s4.chosen, nullptr);
+  EXPECT_THAT(s4.declined, ::testing::Contains(std::make_pair(
+                               "f32_nchwc_conv_grouped_" + isa,
+                               std::string("64 -> 64 channels in 16 groups: takes 8 or a multiple of 16 channels per group"))));
 }
 
 // ---- end to end: Conv (3x3, pad 1) + Add + Relu through a Session ----

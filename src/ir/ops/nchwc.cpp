@@ -1,6 +1,7 @@
 // Shape rules of the blocked-layout ops ReorderToNchwc, ReorderFromNchwc, NchwcConv, the windowed
 // NchwcMaxPool / NchwcAveragePool and the global NchwcGlobalAveragePool / NchwcGlobalMaxPool (see nchwc.h).
 #include "ir/ops/nchwc.h"
+#include "ir/ops/nchwc_groups.h"
 
 #include "ir/ops/conv_geometry.h"
 #include "ir/ops/pool_geometry.h"
@@ -75,11 +76,16 @@ void inferNchwcConv(InferContext& ctx) {
   const Dim& outChannels = (*w)[0];
   Dim inChannels = (*w)[1];
   if (group != 1) {
-    if (!((*w)[1].isKnown() && (*w)[1].value == 1) || !(outChannels.isKnown() && outChannels.value == group)) {
-      ctx.fail("a grouped NchwcConv must be depthwise (W [group, 1, kH, kW]), got W " + symShapeToString(*w) +
-               " with group " + std::to_string(group));
+    const bool known = (*w)[1].isKnown() && outChannels.isKnown();
+    const NchwcGroupSlices slices =
+        known ? nchwcGroupSlices((*w)[1].value * group, outChannels.value, group) : NchwcGroupSlices{};
+    const bool depthwise = known && (*w)[1].value == 1 && outChannels.value == group;
+    if (!depthwise && slices.slices == 0) {
+      ctx.fail("a grouped NchwcConv must be depthwise (W [group, 1, kH, kW]) or split into whole channel blocks, "
+               "got W " + symShapeToString(*w) + " with group " + std::to_string(group) +
+               (known ? ": " + slices.whyNot : std::string()));
     }
-    inChannels = Dim::known(group);
+    inChannels = Dim::known((*w)[1].value * group);
   }
   if (ctx.hasInput(2)) {
     const SymShape* b = ctx.inputShape(2);
@@ -89,7 +95,7 @@ void inferNchwcConv(InferContext& ctx) {
   }
   if (!x) return ctx.setOutputType(0, DataType::kFloat32);
   if (x->size() == 4) {
-    if (group != 1) ctx.fail("a depthwise NchwcConv needs a blocked X, got " + symShapeToString(*x));
+    if (group != 1) ctx.fail("a grouped NchwcConv needs a blocked X, got " + symShapeToString(*x));
     if ((*x)[1].isKnown() && inChannels.isKnown() && (*x)[1].value != inChannels.value) {
       ctx.fail("X " + symShapeToString(*x) + " has " + (*x)[1].toString() + " channels but W expects " +
                inChannels.toString());

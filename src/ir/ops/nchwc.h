@@ -16,8 +16,10 @@
 //   NchwcConv(X, W, [B], [Z]) -> Y = act(Conv(X, W, B) + Z): Conv's attributes (2-D only) and
 //     FusedConv's "activation" / "activation_params". X is blocked [N, ceil(Ci/16), H, W, 16], or a
 //     plain NCHW [N, Ci, H, W] (the network's image input, few channels); W is Conv's
-//     [Co, Ci / group, kH, kW] (a constant: the kernel re-packs it when it is made); group is 1 or
-//     Ci == Co == group (depthwise, X blocked); B is [Co]; Y and Z are blocked [N, ceil(Co/16), Ho, Wo, 16].
+//     [Co, Ci / group, kH, kW] (a constant: the kernel re-packs it when it is made); group is 1,
+//     Ci == Co == group (depthwise, X blocked), or groups that split into slices of whole blocks
+//     (8 or a multiple of 16 channels per group, X blocked: nchwc_groups.h); B is [Co]; Y and Z
+//     are blocked [N, ceil(Co/16), Ho, Wo, 16].
 //   NchwcConv(X, W, [B], [Z], [S]) with the optional X scale S: Y = act(Conv(X * S, W, B) + Z), S a
 //     per-input-channel scale, blocked [N or 1, ceil(Ci/16), 1, 1, 16] (group 1, X blocked). The
 //     kernel multiplies its packed weights by S per image instead of scaling X, which pays where

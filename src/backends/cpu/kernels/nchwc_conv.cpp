@@ -1,7 +1,8 @@
 // The kiln::NchwcConv kernel: checks the tensors against the contract in ir/ops/nchwc.h, packs the
 // constant W once when the kernel is made (nchwc_conv.h), and runs the AVX-512 or AVX2 direct
 // convolution (nchwc_conv_avx512.cpp, nchwc_conv_avx2.cpp; a plain NCHW X on AVX-512:
-// nchwc_conv_plain_avx512.cpp), or for layers marked bf16 the BF16 one (nchwc_conv_bf16.h).
+// nchwc_conv_plain_avx512.cpp; grouped: slice by slice, nchwc_conv_grouped.h), or for layers
+// marked bf16 the BF16 one (nchwc_conv_bf16.h).
 #include "backends/cpu/kernels/nchwc_conv.h"
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include "backends/cpu/kernel_registry.h"
 #include "backends/cpu/kernels/bf16_candidates.h"
 #include "backends/cpu/kernels/nchwc_conv_bf16.h"
+#include "backends/cpu/kernels/nchwc_conv_grouped.h"
 #include "backends/cpu/kernels/nchwc_conv_plain.h"
 #include "backends/cpu/kernels/nchwc_conv_scale.h"
 #include "backends/cpu/kernels/nchwc_winograd.h"
@@ -20,6 +22,7 @@
 #include "core/aligned_memory.h"
 #include "ir/ops/conv_geometry.h"
 #include "ir/ops/nchwc.h"
+#include "ir/ops/nchwc_groups.h"
 #include "ir/sym_shape.h"
 
 namespace kiln::cpu {
@@ -157,6 +160,8 @@ using NchwcAlgorithm = std::function<void(KernelContext&, NchwcConvArgs&)>;
 struct PreparedNchwcConv {
   ir::Node attrs;  // name, op type and attributes only: the geometry of sizes unknown at build time
   int64_t outChannels = 0, inPerGroup = 0, kernelH = 0, kernelW = 0, group = 1;
+  bool depthwise = false;      // group == Ci == Co
+  int64_t groupsPerSlice = 1;  // grouped, not depthwise: the model's groups in one block slice
   NchwcPackedWeights blockedWeights, plainWeights;  // for a blocked / plain X (depthwise: blocked only)
   NchwcWinogradWeights winograd;  // packed instead of blockedWeights where Winograd runs (nchwc_winograd.h)
   Activation act;
@@ -219,9 +224,14 @@ PreparedNchwcConv prepareCommon(const KernelCreateInfo& info) {
   p.kernelH = w.dim(2);
   p.kernelW = w.dim(3);
   p.group = ir::attrInt(node, "group", 1);
-  if (p.group != 1 && (p.inPerGroup != 1 || p.outChannels != p.group)) {
-    ir::failNode(node, "a grouped NchwcConv must be depthwise (W [group, 1, kH, kW]), got W " + w.describe() +
-                           " with group " + std::to_string(p.group));
+  p.depthwise = p.group != 1 && p.inPerGroup == 1 && p.outChannels == p.group;
+  if (p.group != 1 && !p.depthwise) {
+    const ir::NchwcGroupSlices slices = ir::nchwcGroupSlices(p.inPerGroup * p.group, p.outChannels, p.group);
+    if (slices.slices == 0) {
+      ir::failNode(node, "W " + w.describe() + " with group " + std::to_string(p.group) +
+                             " is neither depthwise nor blockable: " + slices.whyNot);
+    }
+    p.groupsPerSlice = slices.groupsPerSlice;
   }
   p.act = fusedActivationOf(node);
   const Tensor* b = info.constants.size() > 2 ? info.constants[2] : nullptr;
@@ -263,11 +273,12 @@ void setConvGeometry(NchwcConvShape& s, const PreparedNchwcConv& p) {
 
 NchwcConvShape callShape(KernelContext& ctx, const PreparedNchwcConv& p, const Tensor& x) {
   if (x.dtype() != DataType::kFloat32) ctx.fail("X must be float32, got " + x.describe(), ErrorCode::kInvalidArgument);
-  const bool depthwise = p.group != 1;
-  const int64_t inChannels = depthwise ? p.group : p.inPerGroup;
+  const int64_t inChannels = p.depthwise ? p.group : p.inPerGroup * p.group;
   NchwcConvShape s;
   if (x.rank() == 4) {
-    if (depthwise) ctx.fail("a depthwise NchwcConv needs a blocked X, got " + x.describe(), ErrorCode::kInvalidArgument);
+    if (p.group != 1) {
+      ctx.fail("a grouped NchwcConv needs a blocked X, got " + x.describe(), ErrorCode::kInvalidArgument);
+    }
     if (x.dim(1) != inChannels) {
       ctx.fail("X " + x.describe() + " has " + std::to_string(x.dim(1)) + " channels but W expects " +
                    std::to_string(inChannels), ErrorCode::kInvalidArgument);
@@ -288,7 +299,11 @@ NchwcConvShape callShape(KernelContext& ctx, const PreparedNchwcConv& p, const T
   s.outChannels = p.outChannels;
   s.height = x.dim(2);
   s.width = x.dim(3);
-  s.depthwise = depthwise;
+  s.depthwise = p.depthwise;
+  if (!p.depthwise) {
+    s.groups = p.group;
+    s.groupsPerSlice = p.groupsPerSlice;
+  }
   setConvGeometry(s, p);
   if (s.outHeight <= 0 || s.outWidth <= 0) {
     ctx.fail("the kernel " + std::to_string(p.kernelH) + "x" + std::to_string(p.kernelW) +
@@ -337,6 +352,9 @@ std::shared_ptr<float> savedFloats(const KernelCreateInfo& info, const KernelSta
 
 // Floats packNchwcWeights makes for W [Co, Ci / group, kH, kW] in `layout`.
 int64_t nchwcPackedFloats(const PreparedNchwcConv& p, NchwcWeightLayout layout) {
+  if (p.group != 1 && !p.depthwise) {
+    return nchwcGroupedWeightFloats(p.outChannels, p.inPerGroup * p.group, p.group, p.kernelH, p.kernelW);
+  }
   const int64_t ciStride = layout == NchwcWeightLayout::kDepthwise    ? 1
                            : layout == NchwcWeightLayout::kPlainInput ? p.inPerGroup
                                                                       : ir::nchwcBlocks(p.inPerGroup) * kNchwcBlock;
@@ -428,8 +446,10 @@ Kernel makeDirect(const KernelCreateInfo& info, CpuIsa isa, const KernelState* s
   const int64_t xRank = xRankOf(info);  // which layouts to pack for: both when it is not known
   // The layouts this node needs, in the order the state stores them.
   std::vector<std::pair<NchwcPackedWeights*, NchwcWeightLayout>> layouts;
-  if (p.group != 1) {
+  if (p.depthwise) {
     layouts.emplace_back(&p.blockedWeights, NchwcWeightLayout::kDepthwise);
+  } else if (p.group != 1) {  // grouped: blocked X only, packed slice by slice
+    layouts.emplace_back(&p.blockedWeights, NchwcWeightLayout::kBlockedInput);
   } else {
     if (xRank != 4) layouts.emplace_back(&p.blockedWeights, NchwcWeightLayout::kBlockedInput);
     if (xRank != 5) layouts.emplace_back(&p.plainWeights, NchwcWeightLayout::kPlainInput);
@@ -439,6 +459,9 @@ Kernel makeDirect(const KernelCreateInfo& info, CpuIsa isa, const KernelState* s
     if (saved) {
       packed->floats = nchwcPackedFloats(p, layout);
       packed->data = savedFloats(info, *saved, k, packed->floats);
+    } else if (p.group != 1 && !p.depthwise) {
+      *packed = packNchwcGroupedWeights(constantWeights(info).data<float>(), p.outChannels, p.inPerGroup * p.group,
+                                        p.group, p.kernelH, p.kernelW);
     } else {
       *packed = packNchwcWeights(constantWeights(info).data<float>(), p.outChannels,
                                  layout == NchwcWeightLayout::kDepthwise ? 1 : p.inPerGroup, p.kernelH, p.kernelW, layout);
@@ -486,7 +509,7 @@ Kernel makeDirect(const KernelCreateInfo& info, CpuIsa isa, const KernelState* s
 std::string bf16DirectDeclines(const KernelCreateInfo& info) {
   if (std::string p = bf16PrecisionDeclines(info); !p.empty()) return p;
   if (hasInputScale(info)) return "X has a scale (input 4)";
-  if (ir::attrInt(info.node, "group", 1) != 1) return "depthwise (takes group 1)";
+  if (ir::attrInt(info.node, "group", 1) != 1) return "grouped or depthwise (takes group 1)";
   return xRankOf(info) == 5 ? "" : "X is not blocked (rank 5)";
 }
 
@@ -519,15 +542,32 @@ Kernel makeBf16Direct(const KernelCreateInfo& info, const KernelState* saved) {
 
 std::string winograd4x4Declines(const KernelCreateInfo& info) { return winogradDeclines(info, 4); }
 std::string winograd2x2Declines(const KernelCreateInfo& info) { return winogradDeclines(info, 2); }
+// group == Ci == Co: W is [group, 1, kH, kW].
+bool isDepthwise(const KernelCreateInfo& info) {
+  const int64_t group = ir::attrInt(info.node, "group", 1);
+  const Tensor& w = constantWeights(info);
+  return group != 1 && w.dim(0) == group && w.dim(1) == 1;
+}
 std::string depthwiseDeclines(const KernelCreateInfo& info) {
-  return ir::attrInt(info.node, "group", 1) != 1 ? "" : "group is 1, not depthwise";
+  if (ir::attrInt(info.node, "group", 1) == 1) return "group is 1, not depthwise";
+  return isDepthwise(info) ? "" : "grouped with more than one channel per group, not depthwise";
+}
+std::string groupedDeclines(const KernelCreateInfo& info) {
+  const int64_t group = ir::attrInt(info.node, "group", 1);
+  if (group == 1) return "group is 1";
+  if (isDepthwise(info)) return "depthwise";
+  if (hasInputScale(info)) return "X has a scale (input 4)";
+  if (xRankOf(info) != 5) return "X is not blocked (rank 5)";
+  const Tensor& w = constantWeights(info);
+  return ir::nchwcGroupSlices(w.dim(1) * group, w.dim(0), group).whyNot;
 }
 std::string plainInputDeclines(const KernelCreateInfo& info) {
-  if (ir::attrInt(info.node, "group", 1) != 1) return "depthwise: needs a blocked X";
+  if (ir::attrInt(info.node, "group", 1) != 1) return "grouped: needs a blocked X";
   return xRankOf(info) == 4 ? "" : "X is not plain NCHW (rank 4)";
 }
 std::string scaledInputDeclines(const KernelCreateInfo& info) { return hasInputScale(info) ? "" : "X has no scale (input 4)"; }
 std::string directDeclines(const KernelCreateInfo& info) {
+  if (ir::attrInt(info.node, "group", 1) != 1) return "grouped (takes group 1)";
   if (hasInputScale(info)) return "X has a scale (input 4)";
   return xRankOf(info) == 4 ? "X is plain NCHW (rank 4)" : "";
 }
@@ -561,7 +601,8 @@ const bool kRegistered = [] {
         [tile](const KernelCreateInfo& i) { return makeWinograd(i, tile); },
         [tile](const KernelCreateInfo& i, const KernelState& s) { return makeWinograd(i, tile, &s); });
   }
-  for (auto [name, declines] : {std::pair{"depthwise", &depthwiseDeclines}, std::pair{"plain_input", &plainInputDeclines},
+  for (auto [name, declines] : {std::pair{"depthwise", &depthwiseDeclines}, std::pair{"grouped", &groupedDeclines},
+                                std::pair{"plain_input", &plainInputDeclines},
                                 std::pair{"scaled_input", &scaledInputDeclines}, std::pair{"direct", &directDeclines}}) {
     for (CpuIsa isa : {CpuIsa::kAvx512, CpuIsa::kAvx2}) {
       add(name, isa, declines, [isa](const KernelCreateInfo& i) { return makeDirect(i, isa); },

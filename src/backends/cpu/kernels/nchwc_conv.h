@@ -12,6 +12,9 @@
 //              [N, Hp, Wp, Ci] with its padding, whose (kx, ci) values for one kernel row are
 //              contiguous like these weights.
 //   depthwise: [channel block][ky][kx][16].
+//   grouped:   each slice's weights packed for a blocked X as above, as a dense convolution of
+//              the slice's channels (zero between its groups), slice after slice
+//              (nchwc_conv_grouped.h).
 // Output channels past Co get zero weights and zero bias, so Y's padding channels stay finite.
 #pragma once
 #include <cstdint>
@@ -52,10 +55,15 @@ struct NchwcConvShape {
   int64_t padTop = 0, padLeft = 0;
   bool plainInput = false;  // X is NCHW [N, Ci, H, W] instead of blocked
   bool depthwise = false;   // group == Ci == Co
+  // A grouped convolution (not depthwise, blocked X): `groups` groups of Ci / groups -> Co / groups
+  // channels, run groupsPerSlice to a slice (nchwc_conv_grouped.h, ir/ops/nchwc_groups.h).
+  int64_t groups = 1, groupsPerSlice = 1;
 
   int64_t inBlocks() const { return (inChannels + 15) / 16; }
   int64_t outBlocks() const { return (outChannels + 15) / 16; }
   int64_t taps() const { return kernelH * kernelW; }
+  /// The independent block slices of the convolution: 1 unless grouped.
+  int64_t slices() const { return (groups + groupsPerSlice - 1) / groupsPerSlice; }
   /// 1x1, stride 1, no padding, blocked X: output pixel q reads input pixel q.
   bool pointwise() const {
     return !plainInput && !depthwise && kernelH == 1 && kernelW == 1 && strideH == 1 && strideW == 1 && padTop == 0 &&

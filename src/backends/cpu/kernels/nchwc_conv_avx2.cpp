@@ -1,12 +1,14 @@
 // NchwcConv on 8-float vectors (the AVX2 baseline; each 16-channel block is two vectors). One
 // output block at a time for a chunk of up to 6 pixels: 12 accumulators started from the bias,
 // each input channel's value broadcast once per pixel and multiplied by the block's two weight
-// vectors. The activation runs as a second pass over the chunk while it is in L1.
+// vectors. The activation runs as a second pass over the chunk while it is in L1. A grouped
+// convolution runs slice by slice (nchwc_conv_grouped.h).
 #include <immintrin.h>
 
 #include <algorithm>
 
 #include "backends/cpu/kernels/nchwc_conv.h"
+#include "backends/cpu/kernels/nchwc_conv_grouped.h"
 #include "backends/cpu/kernels/nchwc_conv_tiling.h"
 #include "backends/cpu/thread_pool.h"
 
@@ -150,14 +152,19 @@ void nchwcConvAvx2(const NchwcConvArgs& a) {
     });
     return;
   }
-  const int64_t groups = nchwcOutBlockGroups(outBlocks);
-  const int64_t ciStride = s.plainInput ? s.inChannels : s.inBlocks() * kBlock;
+  // Each (image, slice) is a convolution of its own (one slice unless grouped: nchwc_conv_grouped.h).
+  const int64_t slices = s.slices();
+  const NchwcConvShape first = nchwcSliceShape(s, 0);  // the sizes of every slice's blocks
+  const int64_t sliceOutBlocks = first.outBlocks(), groups = nchwcOutBlockGroups(sliceOutBlocks);
+  const int64_t ciStride = s.plainInput ? s.inChannels : first.inBlocks() * kBlock;
   const int64_t blockFloats = s.taps() * ciStride * kBlock;  // one output block's packed weights
-  parallelFor(s.batch * groups * chunks.count, [&](int64_t t0, int64_t t1) {
-    forEachChunkTask(t0, t1, groups, chunks.count, [&](int64_t image, int64_t g, int64_t c) {
-      const NchwcBlockRange r = nchwcOutBlockGroup(outBlocks, g);
+  parallelFor(s.batch * slices * groups * chunks.count, [&](int64_t t0, int64_t t1) {
+    forEachChunkTask(t0, t1, groups, chunks.count, [&](int64_t task, int64_t g, int64_t c) {
+      const NchwcConvShape slice = nchwcSliceShape(s, task % slices);
+      const NchwcConvArgs sliced = nchwcSliceArgs(a, slice, task / slices, task % slices);
+      const NchwcBlockRange r = nchwcOutBlockGroup(sliceOutBlocks, g);
       for (int64_t b = r.begin; b < r.end; ++b) {
-        convolveChunk<kMaxPixels>(a, image, b, b - r.begin, r.end - r.begin, a.weights + r.begin * blockFloats,
+        convolveChunk<kMaxPixels>(sliced, 0, b, b - r.begin, r.end - r.begin, sliced.weights + r.begin * blockFloats,
                                   chunks.begin(c), static_cast<int>(chunks.length(c)));
       }
     });

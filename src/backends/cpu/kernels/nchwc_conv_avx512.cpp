@@ -1,4 +1,5 @@
-// NchwcConv on 16-float vectors (one channel block per vector), group 1.
+// NchwcConv on 16-float vectors (one channel block per vector), group 1 or grouped in slices of
+// whole blocks (nchwc_conv_grouped.h).
 // A register block of M output blocks (M <= 4, a packed group) x P output pixels (consecutive in
 // row-major order; P <= 6, 8 or 12 as M is 4, 3 or less) is M * P accumulators started from the
 // bias. For each tap and input channel, M weight vectors are loaded and each pixel's input value
@@ -18,6 +19,7 @@
 #include "backends/cpu/activation_simd.h"
 #include "backends/cpu/kernels/nchwc_conv.h"
 #include "backends/cpu/kernels/nchwc_conv_avx512.h"
+#include "backends/cpu/kernels/nchwc_conv_grouped.h"
 #include "backends/cpu/kernels/nchwc_conv_tiling.h"
 #include "backends/cpu/thread_pool.h"
 
@@ -157,14 +159,16 @@ constexpr int64_t kBandPixels = 128;
 // All output groups' weights up to this size are read from L2 by band-major tasks (see convolveGroups).
 constexpr int64_t kBandMajorWeightBytes = 1 << 20;
 
-// Tasks are (image, group of output blocks, band of pixel chunks). When a group's weights for
+// Tasks are (image and slice, group of output blocks, band of pixel chunks): each slice of a
+// grouped convolution is a convolution of its own (nchwc_conv_grouped.h). When a group's weights for
 // all input channels are larger than kSlabWeightBytes, the input channels are cut into slabs
 // and each band runs slab by slab, so that the weights come from L1 rather than L2 (deep layers:
 // 512 channels x 3 x 3 are 1.2 MB per group). Otherwise a band is one chunk, unless an
 // activation runs over the stored band. Bands shrink so that each thread gets a few tasks.
-void convolveGroups(const NchwcConvArgs& a) {
-  const NchwcConvShape& s = *a.shape;
-  const RegisterEpilogue epi(a.act);
+void convolveGroups(const NchwcConvArgs& whole) {
+  const int64_t slices = whole.shape->slices(), images = whole.shape->batch * slices;
+  const NchwcConvShape s = nchwcSliceShape(*whole.shape, 0);  // the sizes of every slice's blocks
+  const RegisterEpilogue epi(whole.act);
   const int64_t outBlocks = s.outBlocks(), groups = nchwcOutBlockGroups(outBlocks);
   const int64_t widest = nchwcOutBlockGroup(outBlocks, groups - 1).end - nchwcOutBlockGroup(outBlocks, groups - 1).begin;
   const PixelChunks chunks(s.outHeight * s.outWidth, maxRegisterPixels(widest));
@@ -184,10 +188,9 @@ void convolveGroups(const NchwcConvArgs& a) {
   const int64_t tasksPerThread = weightBytes > inputBytes ? 2 : 4;
   const ThreadPool* pool = currentThreadPool();
   const int64_t wantedBands =
-      (tasksPerThread * (pool ? pool->size() : 1) + s.batch * groups - 1) / (s.batch * groups);
+      (tasksPerThread * (pool ? pool->size() : 1) + images * groups - 1) / (images * groups);
   bandChunks = std::clamp<int64_t>(chunks.count / wantedBands, 1, bandChunks);
   const int64_t bands = (chunks.count + bandChunks - 1) / bandChunks;
-  const float* weightsEnd = a.weights + outBlocks * blockFloats;
   const int64_t ciPadded = s.inBlocks() * kBlock;
   // Task order. Group-major (bands fastest) reads each group's weights once while the input
   // streams past, and prefetches the weights that follow; band-major (groups fastest) reads each
@@ -198,14 +201,18 @@ void convolveGroups(const NchwcConvArgs& a) {
   const int64_t outputBytes = s.outHeight * s.outWidth * outBlocks * kBlock * int64_t(sizeof(float));
   const bool bandMajor =
       groups > 1 && weightBytes <= kBandMajorWeightBytes && weightBytes <= inputBytes && outputBytes <= inputBytes;
-  parallelFor(s.batch * groups * bands, [&](int64_t t0, int64_t t1) {
-    const auto runTask = [&](int64_t image, int64_t g, int64_t band) {
+  parallelFor(images * groups * bands, [&](int64_t t0, int64_t t1) {
+    const auto runTask = [&](int64_t task, int64_t g, int64_t band) {
+      const NchwcConvShape slice = nchwcSliceShape(*whole.shape, task % slices);
+      const NchwcConvArgs a = nchwcSliceArgs(whole, slice, task / slices, task % slices);
+      const int64_t image = 0;  // a's pointers are at the slice of its image
+      const float* weightsEnd = a.weights + outBlocks * blockFloats;
       const NchwcBlockRange r = nchwcOutBlockGroup(outBlocks, g);
       const float* group = a.weights + r.begin * blockFloats;
       const int64_t c0 = band * bandChunks, c1 = std::min(chunks.count, c0 + bandChunks);
-      for (int64_t begin = 0; begin < s.inChannels; begin += slabChannels) {
-        const ChannelSlab slab{begin, std::min(s.inChannels, begin + slabChannels), begin == 0,
-                               begin + slabChannels >= s.inChannels};
+      for (int64_t begin = 0; begin < slice.inChannels; begin += slabChannels) {
+        const ChannelSlab slab{begin, std::min(slice.inChannels, begin + slabChannels), begin == 0,
+                               begin + slabChannels >= slice.inChannels};
         // The first band of a group fetches the group's slabs (the others find them in L2) and
         // the last band then leads into the next group: they prefetch the weights that follow.
         WeightPrefetch prefetch;
@@ -245,7 +252,7 @@ void convolveGroups(const NchwcConvArgs& a) {
       }
     };
     if (bandMajor) {
-      forEachChunkTask(t0, t1, bands, groups, [&](int64_t image, int64_t band, int64_t g) { runTask(image, g, band); });
+      forEachChunkTask(t0, t1, bands, groups, [&](int64_t task, int64_t band, int64_t g) { runTask(task, g, band); });
     } else {
       forEachChunkTask(t0, t1, groups, bands, runTask);
     }
