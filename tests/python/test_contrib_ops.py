@@ -1,0 +1,255 @@
+"""ONNX Runtime's com.microsoft contrib operators: each case builds one node with onnx.helper
+(opset import com.microsoft 1), runs it in onnxruntime and in kiln on the same random inputs
+(fixed seed) and compares. Integer products are exact in both, so the quantized ops match to
+float rounding; the float ops match to a few ulps of their math functions."""
+import numpy as np
+import onnx
+import onnxruntime
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import kiln
+
+MS = "com.microsoft"
+ONNX_TYPES = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.int8): TensorProto.INT8,
+              np.dtype(np.uint8): TensorProto.UINT8, np.dtype(np.int32): TensorProto.INT32}
+
+
+def contrib_model(op, inputs, outputs, constants=(), domain=MS, **attrs):
+    """One `op` node. inputs: (name, array) pairs in the op's order, array None for an omitted
+    input; those named in `constants` are initializers, the others graph inputs. outputs: float32
+    names, None for an omitted output."""
+    while inputs and inputs[-1][1] is None:
+        inputs = inputs[:-1]
+    node = helper.make_node(op, [n if a is not None else "" for n, a in inputs], [o or "" for o in outputs],
+                            domain=domain, name=f"{op}_node", **attrs)
+    graph_inputs = [helper.make_tensor_value_info(n, ONNX_TYPES[a.dtype], a.shape)
+                    for n, a in inputs if a is not None and n not in constants]
+    graph_outputs = [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs if o]
+    initializers = [numpy_helper.from_array(a, n) for n, a in inputs if a is not None and n in constants]
+    graph = helper.make_graph([node], op, graph_inputs, graph_outputs, initializers)
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)]
+    return helper.make_model(graph, opset_imports=opsets).SerializeToString()
+
+
+def feeds_of(inputs, constants=()):
+    return {n: a for n, a in inputs if a is not None and n not in constants}
+
+
+def run_both(model, feeds):
+    """(onnxruntime's outputs, kiln's outputs); onnxruntime on one thread, so that it runs each
+    dynamic quantization over the whole batch as kiln does."""
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = 1
+    ort = onnxruntime.InferenceSession(model, options, providers=["CPUExecutionProvider"]).run(None, feeds)
+    ours = kiln.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, feeds)
+    assert len(ort) == len(ours)
+    return ort, ours
+
+
+def check(op, inputs, outputs, constants=(), rtol=1e-5, atol=1e-5, domain=MS, **attrs):
+    """Runs the node in both and compares every output."""
+    model = contrib_model(op, inputs, outputs, constants, domain=domain, **attrs)
+    ort, ours = run_both(model, feeds_of(inputs, constants))
+    for name, want, got in zip([o for o in outputs if o], ort, ours):
+        assert got.shape == want.shape, name
+        assert got.dtype == want.dtype, name
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, err_msg=f"{op} output {name}")
+
+
+def rng(seed=0):
+    return np.random.default_rng(seed)
+
+
+def int8_weights(r, shape, dtype):
+    lo, hi = (-127, 128) if dtype == np.int8 else (0, 256)
+    return r.integers(lo, hi, shape).astype(dtype)
+
+
+# ---- dynamic quantization: what quantize_dynamic writes ----------------------------------------
+
+PRODUCT_CASES = [  # (A shape, B shape, B dtype, per-column b parameters, zero points, bias)
+    ((4, 8), (8, 5), np.int8, False, False, False),
+    ((4, 8), (8, 5), np.uint8, False, True, True),
+    ((2, 3, 16), (16, 7), np.int8, True, True, True),
+    ((2, 3, 16), (16, 7), np.uint8, True, False, False),
+    ((1, 33), (33, 40), np.int8, False, True, True),
+]
+
+
+def scales(r, count):
+    return (r.random(count) * 0.05 + 0.01).astype(np.float32)
+
+
+@pytest.mark.parametrize("a_shape,b_shape,b_type,per_column,zero_points,bias", PRODUCT_CASES)
+@pytest.mark.parametrize("b_constant", [True, False], ids=["B_constant", "B_fed"])
+def test_dynamic_quantize_matmul(a_shape, b_shape, b_type, per_column, zero_points, bias, b_constant):
+    r = rng(1)
+    n = b_shape[-1]
+    count = n if per_column else 1
+    inputs = [("A", r.standard_normal(a_shape).astype(np.float32)), ("B", int8_weights(r, b_shape, b_type)),
+              ("b_scale", scales(r, count)), ("b_zero_point", int8_weights(r, (count,), b_type) if zero_points else None),
+              ("bias", r.standard_normal(n).astype(np.float32) if bias else None)]
+    constants = {"b_scale", "b_zero_point", "bias"} | ({"B"} if b_constant else set())
+    check("DynamicQuantizeMatMul", inputs, ["Y"], constants)
+
+
+# onnxruntime has no int8 x uint8 kernel of MatMulIntegerToFloat.
+INTEGER_PRODUCT_CASES = [(np.uint8,) + c for c in PRODUCT_CASES] + [(np.int8,) + c for c in PRODUCT_CASES if c[2] == np.int8]
+
+
+@pytest.mark.parametrize("a_type,a_shape,b_shape,b_type,per_column,zero_points,bias", INTEGER_PRODUCT_CASES)
+@pytest.mark.parametrize("b_constant", [True, False], ids=["B_constant", "B_fed"])
+def test_matmul_integer_to_float(a_shape, b_shape, b_type, per_column, zero_points, bias, a_type, b_constant):
+    r = rng(2)
+    n = b_shape[-1]
+    count = n if per_column else 1
+    inputs = [("A", int8_weights(r, a_shape, a_type)), ("B", int8_weights(r, b_shape, b_type)),
+              ("a_scale", np.array([0.02], np.float32)), ("b_scale", scales(r, count)),
+              ("a_zero_point", int8_weights(r, (1,), a_type) if zero_points else None),
+              ("b_zero_point", int8_weights(r, (count,), b_type) if zero_points else None),
+              ("bias", r.standard_normal(n).astype(np.float32) if bias else None)]
+    constants = {"a_scale", "b_scale", "a_zero_point", "b_zero_point", "bias"} | ({"B"} if b_constant else set())
+    check("MatMulIntegerToFloat", inputs, ["Y"], constants)
+
+
+LSTM_CASES = [  # (direction, weight dtype, per-channel, zero points, bias, initial states, peepholes, extra attributes)
+    ("forward", np.int8, False, False, True, False, False, {}),
+    ("forward", np.uint8, False, True, True, True, False, {}),
+    ("reverse", np.int8, True, False, True, True, False, {}),
+    ("bidirectional", np.int8, False, False, True, True, True, {}),
+    ("bidirectional", np.uint8, True, True, False, False, False, {}),
+    ("forward", np.int8, False, False, True, False, True, {"input_forget": 1}),
+    ("forward", np.int8, False, False, True, False, False, {"clip": 0.5}),
+    ("forward", np.int8, False, False, True, False, False,
+     {"activations": ["HardSigmoid", "Tanh", "Relu"], "activation_alpha": [0.3], "activation_beta": [0.4]}),
+    ("forward", np.int8, False, True, True, True, False, {"sequence_lens": [6, 4, 2]}),
+]
+
+
+@pytest.mark.parametrize("direction,w_type,per_channel,zero_points,bias,states,peepholes,attrs", LSTM_CASES)
+def test_dynamic_quantize_lstm(direction, w_type, per_channel, zero_points, bias, states, peepholes, attrs):
+    attrs = dict(attrs)
+    r = rng(3)
+    seq, batch, size, hidden = 6, 3, 5, 4
+    dirs = 2 if direction == "bidirectional" else 1
+    count = (dirs, 4 * hidden) if per_channel else (dirs,)
+    a = {"X": r.standard_normal((seq, batch, size)).astype(np.float32),
+         "W": int8_weights(r, (dirs, size, 4 * hidden), w_type), "R": int8_weights(r, (dirs, hidden, 4 * hidden), w_type)}
+    if bias:
+        a["B"] = (r.standard_normal((dirs, 8 * hidden)) * 0.5).astype(np.float32)
+    if states:
+        a["initial_h"] = r.standard_normal((dirs, batch, hidden)).astype(np.float32)
+        a["initial_c"] = r.standard_normal((dirs, batch, hidden)).astype(np.float32)
+    if peepholes:
+        a["P"] = r.standard_normal((dirs, 3 * hidden)).astype(np.float32)
+    a["W_scale"] = (r.random(count) * 0.01 + 0.005).astype(np.float32)
+    a["R_scale"] = (r.random(count) * 0.01 + 0.005).astype(np.float32)
+    # onnxruntime needs all 12 inputs, the zero points too: zeros stand for "none".
+    # onnxruntime takes a per-channel zero point only when all its values are the same.
+    for name in ("W_zero_point", "R_zero_point"):
+        if per_channel:
+            a[name] = np.full(count, int8_weights(r, (), w_type) if zero_points else 0, w_type)
+        else:
+            a[name] = int8_weights(r, count, w_type) if zero_points else np.zeros(count, w_type)
+    if "sequence_lens" in attrs:
+        a["sequence_lens"] = np.array(attrs.pop("sequence_lens"), np.int32)
+    names = ["X", "W", "R", "B", "sequence_lens", "initial_h", "initial_c", "P",
+             "W_scale", "W_zero_point", "R_scale", "R_zero_point"]
+    inputs = [(k, a.get(k)) for k in names]
+    constants = set(names) - {"X", "initial_h", "initial_c"}
+    # Once an entry's sequence has ended, onnxruntime's per-step quantization range is not quite
+    # kiln's (which spans the entries still running), so those steps agree to a quantization step.
+    atol = 1e-3 if "sequence_lens" in a else 1e-5
+    check("DynamicQuantizeLSTM", inputs, ["Y", "Y_h", "Y_c"], constants, rtol=1e-4, atol=atol,
+          hidden_size=hidden, direction=direction, **attrs)
+
+
+# ---- what the transformer optimizer writes -----------------------------------------------------
+
+def test_gelu():
+    check("Gelu", [("X", rng(4).standard_normal((3, 5, 17)).astype(np.float32) * 3)], ["Y"])
+
+
+@pytest.mark.parametrize("alpha", [None, 1.0, 2.5])
+def test_quick_gelu(alpha):
+    x = rng(5).standard_normal((2, 7, 9)).astype(np.float32) * 4
+    check("QuickGelu", [("X", x)], ["Y"], **({} if alpha is None else {"alpha": alpha}))
+
+
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_fast_gelu(with_bias):
+    r = rng(6)
+    inputs = [("X", r.standard_normal((2, 4, 24)).astype(np.float32) * 3),
+              ("bias", r.standard_normal(24).astype(np.float32) if with_bias else None)]
+    check("FastGelu", inputs, ["Y"], {"bias"})
+
+
+def test_bias_gelu():
+    r = rng(7)
+    check("BiasGelu", [("A", r.standard_normal((2, 3, 20)).astype(np.float32) * 3),
+                       ("B", r.standard_normal(20).astype(np.float32))], ["C"], {"B"})
+
+
+SKIP_CASES = [  # (input shape, skip shape, beta, bias, outputs)
+    ((2, 5, 16), (2, 5, 16), True, True, ["output"]),
+    ((2, 5, 16), (2, 5, 16), False, False, ["output", "mean", "inv_std_var", "sum"]),
+    ((2, 5, 19), (5, 19), True, True, ["output", None, None, "sum"]),
+    ((2, 5, 19), (1, 5, 19), True, False, ["output", None, "inv_std_var"]),
+    ((6, 32), (6, 32), True, True, ["output", None, None, "sum"]),
+]
+
+
+def skip_norm_inputs(r, x_shape, skip_shape, beta, bias):
+    hidden = x_shape[-1]
+    vector = lambda present: r.standard_normal(hidden).astype(np.float32) if present else None  # noqa: E731
+    return [("input", r.standard_normal(x_shape).astype(np.float32)), ("skip", r.standard_normal(skip_shape).astype(np.float32)),
+            ("gamma", vector(True)), ("beta", vector(beta)), ("bias", vector(bias))]
+
+
+@pytest.mark.parametrize("x_shape,skip_shape,beta,bias,outputs", SKIP_CASES)
+@pytest.mark.parametrize("epsilon", [None, 1e-5])
+def test_skip_layer_normalization(x_shape, skip_shape, beta, bias, outputs, epsilon):
+    inputs = skip_norm_inputs(rng(8), x_shape, skip_shape, beta, bias)
+    attrs = {} if epsilon is None else {"epsilon": epsilon}
+    check("SkipLayerNormalization", inputs, outputs, {"gamma", "beta", "bias"}, **attrs)
+
+
+@pytest.mark.parametrize("x_shape,skip_shape,beta,bias,outputs", SKIP_CASES)
+def test_skip_simplified_layer_normalization(x_shape, skip_shape, beta, bias, outputs):
+    inputs = [i for i in skip_norm_inputs(rng(9), x_shape, skip_shape, False, bias) if i[0] != "beta"]
+    check("SkipSimplifiedLayerNormalization", inputs, outputs, {"gamma", "bias"}, epsilon=1e-6)
+
+
+@pytest.mark.parametrize("shape,axis,outputs", [((2, 3, 16), -1, ["Y"]), ((4, 10), 1, ["Y", "inv_std_var"]),
+                                                ((2, 3, 8), 1, ["Y", "inv_std_var"])])
+def test_simplified_layer_normalization(shape, axis, outputs):
+    r = rng(10)
+    inputs = [("X", r.standard_normal(shape).astype(np.float32)), ("scale", r.standard_normal(shape[axis:]).astype(np.float32))]
+    check("SimplifiedLayerNormalization", inputs, outputs, {"scale"}, domain="", axis=axis, epsilon=1e-5)
+
+
+def test_bias_add_against_numpy():
+    """onnxruntime implements BiasAdd for CUDA only: compared with X + bias + skip."""
+    r = rng(11)
+    x, bias, skip = (r.standard_normal(s).astype(np.float32) for s in ((2, 3, 8), (8,), (2, 3, 8)))
+    model = contrib_model("BiasAdd", [("X", x), ("bias", bias), ("skip", skip)], ["Y"], {"bias"})
+    got = kiln.InferenceSession(model).run(None, {"X": x, "skip": skip})[0]
+    np.testing.assert_allclose(got, x + bias + skip, rtol=1e-6, atol=1e-6)
+
+
+# ---- what an unsupported contrib op gives --------------------------------------------------------
+
+def test_unsupported_contrib_ops_are_named_together_with_domain_and_version():
+    nodes = [helper.make_node(op, ["input_ids"], [f"{op}_out"], domain=MS, name=f"{op}_node")
+             for op in ("BeamSearch", "GreedySearch")]
+    graph = helper.make_graph(nodes, "search", [helper.make_tensor_value_info("input_ids", TensorProto.INT32, [1, 4])],
+                              [helper.make_tensor_value_info(f"{op}_out", TensorProto.INT32, None)
+                               for op in ("BeamSearch", "GreedySearch")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)])
+    with pytest.raises(kiln.NotImplemented) as info:
+        kiln.InferenceSession(model.SerializeToString())
+    message = str(info.value)
+    assert "2 unsupported nodes" in message, message
+    for op in ("BeamSearch", "GreedySearch"):
+        assert f"node '{op}_node' (com.microsoft::{op}): operator com.microsoft::{op} at opset 1 is not supported" in message
