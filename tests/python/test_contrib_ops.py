@@ -229,6 +229,47 @@ def test_simplified_layer_normalization(shape, axis, outputs):
     check("SimplifiedLayerNormalization", inputs, outputs, {"scale"}, domain="", axis=axis, epsilon=1e-5)
 
 
+ATTENTION_CASES = [  # (mask form, unidirectional, attention_bias heads, extra attributes)
+    (None, 0, None, {}),
+    ("lengths", 0, None, {}),
+    ("2d", 0, None, {}),
+    ("3d", 0, None, {"mask_filter_value": -1000.0}),
+    (None, 1, None, {}),
+    ("2d", 1, 4, {}),
+    (None, 0, 1, {"scale": 0.3}),
+    ("lengths", 0, None, {"qkv_hidden_sizes": [32, 32, 32]}),
+]
+
+
+@pytest.mark.parametrize("mask,unidirectional,bias_heads,attrs", ATTENTION_CASES)
+def test_attention(mask, unidirectional, bias_heads, attrs):
+    r = rng(12)
+    batch, seq, hidden_in, hidden, heads = 2, 5, 24, 32, 4
+    mask_index = None
+    if mask == "lengths":
+        mask_index = np.array([5, 3], np.int32)
+    elif mask == "2d":
+        mask_index = (r.random((batch, seq)) > 0.3).astype(np.int32)
+        mask_index[:, 0] = 1
+    elif mask == "3d":
+        mask_index = (r.random((batch, seq, seq)) > 0.3).astype(np.int32)
+    inputs = [("input", r.standard_normal((batch, seq, hidden_in)).astype(np.float32)),
+              ("weights", (r.standard_normal((hidden_in, 3 * hidden)) * 0.3).astype(np.float32)),
+              ("bias", r.standard_normal(3 * hidden).astype(np.float32)),
+              ("mask_index", mask_index), ("past", None),
+              ("attention_bias", r.standard_normal((1, bias_heads, seq, seq)).astype(np.float32) if bias_heads else None)]
+    check("Attention", inputs, ["output"], {"weights", "bias"}, rtol=1e-4, atol=1e-5,
+          num_heads=heads, unidirectional=unidirectional, **attrs)
+
+
+def test_attention_kv_cache_is_refused_by_name():
+    r = rng(13)
+    inputs = [("input", r.standard_normal((1, 3, 8)).astype(np.float32)), ("weights", r.standard_normal((8, 24)).astype(np.float32))]
+    model = contrib_model("Attention", inputs, ["output", "present"], {"weights"}, num_heads=2)
+    with pytest.raises(kiln.NotImplemented, match="Attention_node.*output 'present' \\(the KV cache\\) is not supported"):
+        kiln.InferenceSession(model)
+
+
 def test_bias_add_against_numpy():
     """onnxruntime implements BiasAdd for CUDA only: compared with X + bias + skip."""
     r = rng(11)

@@ -1,0 +1,73 @@
+// Shape and type rules of com.microsoft Attention (version 1), the self-attention block ONNX
+// Runtime's transformer optimizer writes for BERT-like models (float32):
+//   Attention(input [B, S, Hin], weights [Hin, 3 * hidden], [bias [3 * hidden]], [mask_index int32],
+//             [past], [attention_bias [B or 1, heads or 1, S, S]], [past_sequence_length])
+//     -> output [B, S, hidden], [present]
+// num_heads splits hidden; mask_index is [B] (keys past each batch entry's length masked), [B, S]
+// or [B, S, S] (0 = masked); masked scores get mask_filter_value (-10000) as ONNX Runtime does.
+// kiln does not implement past / present (KV cache), qkv_hidden_sizes of different sizes, or
+// do_rotary: such a node fails when it is loaded, naming the input or attribute.
+#include "ir/shape_helpers.h"
+
+namespace kiln::ir {
+namespace {
+
+void inferContribAttention(InferContext& ctx) {
+  for (size_t i = 0; i < 2; ++i) ctx.requireInput(i);
+  for (size_t i : {0, 1, 2, 5}) {
+    if (ctx.hasInput(i) && ctx.inputType(i) != DataType::kFloat32) {
+      ctx.fail("input " + std::to_string(i) + " must be float32 (kiln implements Attention for float32), got " +
+                   dataTypeName(ctx.inputType(i)),
+               ErrorCode::kUnsupportedNode);
+    }
+  }
+  if (ctx.hasInput(3) && ctx.inputType(3) != DataType::kInt32) ctx.fail("mask_index must be int32");
+  for (size_t i : {4, 6}) {
+    if (ctx.hasInput(i)) {
+      ctx.fail(std::string("input '") + (i == 4 ? "past" : "past_sequence_length") +
+                   "' (the KV cache) is not supported by kiln's Attention",
+               ErrorCode::kUnsupportedNode);
+    }
+  }
+  const Node& node = ctx.node();
+  if (ctx.node().outputs.size() > 1 && ctx.node().outputs[1] != kNoValue) {
+    ctx.fail("output 'present' (the KV cache) is not supported by kiln's Attention", ErrorCode::kUnsupportedNode);
+  }
+  for (const char* attr : {"do_rotary", "past_present_share_buffer"}) {
+    if (attrInt(node, attr, 0) != 0) {
+      ctx.fail(std::string("attribute '") + attr + "' = 1 is not supported by kiln's Attention", ErrorCode::kUnsupportedNode);
+    }
+  }
+  const int64_t heads = attrInt(node, "num_heads", 0);
+  if (heads <= 0) ctx.fail("attribute 'num_heads' must be positive");
+  if (hasAttr(node, "qkv_hidden_sizes")) {
+    const std::vector<int64_t> sizes = attrInts(node, "qkv_hidden_sizes");
+    if (sizes.size() != 3 || sizes[0] != sizes[1] || sizes[1] != sizes[2]) {
+      ctx.fail("attribute 'qkv_hidden_sizes' with different Q, K and V sizes is not supported by kiln's Attention",
+               ErrorCode::kUnsupportedNode);
+    }
+  }
+  const SymShape* x = ctx.inputShape(0);
+  const SymShape* w = ctx.inputShape(1);
+  if (x && x->size() != 3) ctx.fail("input must be 3-D [batch, sequence, input_hidden], got " + symShapeToString(*x));
+  if (w && w->size() != 2) ctx.fail("weights must be 2-D [input_hidden, 3 * hidden], got " + symShapeToString(*w));
+  Dim hidden = Dim::unknown();
+  if (w && (*w)[1].isKnown()) {
+    if ((*w)[1].value % (3 * heads) != 0) {
+      ctx.fail("weights " + symShapeToString(*w) + ": the width must be 3 * hidden with hidden a multiple of num_heads " +
+               std::to_string(heads));
+    }
+    hidden = Dim::known((*w)[1].value / 3);
+  }
+  if (x && w && (*x)[2].isKnown() && (*w)[0].isKnown() && (*x)[2].value != (*w)[0].value) {
+    ctx.fail("input " + symShapeToString(*x) + " and weights " + symShapeToString(*w) + " differ in input_hidden");
+  }
+  if (!x) return ctx.setOutputType(0, DataType::kFloat32);
+  ctx.setOutput(0, DataType::kFloat32, SymShape{(*x)[0], (*x)[1], hidden});
+}
+
+}  // namespace
+
+KILN_REGISTER_OP_SCHEMA({"com.microsoft", "Attention", 1, 1000, inferContribAttention});
+
+}  // namespace kiln::ir
