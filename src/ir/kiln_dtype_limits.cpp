@@ -59,6 +59,24 @@ const DTypeLimit kDTypeLimits[] = {
     {"", "Optional", "*", 0, "not checked: optional op"},
     {"", "OptionalGetElement", "*", 0, "not checked: optional op"},
     {"", "OptionalHasElement", "*", 0, "not checked: optional op"},
+    // ONNX Runtime's contrib operators have no ONNX schema: their shape rules check the dtypes,
+    // listed here for docs/operators.md (kiln's and onnxruntime's CPU dtypes).
+    {"", "SimplifiedLayerNormalization", "*", 0,
+     "onnxruntime's op (its ONNX-domain registration): X, scale float32 (onnxruntime: float16, float32, float64)"},
+    {"com.microsoft", "Attention", "*", 0,
+     "float32, mask_index int32 (onnxruntime: float32); no past / present, qkv_hidden_sizes all equal"},
+    {"com.microsoft", "BiasAdd", "*", 0, "float32 (onnxruntime: CUDA only)"},
+    {"com.microsoft", "BiasGelu", "*", 0, "float32 (onnxruntime: float32)"},
+    {"com.microsoft", "DynamicQuantizeLSTM", "*", 0,
+     "X float32; W, R int8 or uint8 (onnxruntime: the same)"},
+    {"com.microsoft", "DynamicQuantizeMatMul", "*", 0, "A float32; B int8 or uint8 (onnxruntime: the same)"},
+    {"com.microsoft", "FastGelu", "*", 0, "float32 (onnxruntime: float32)"},
+    {"com.microsoft", "Gelu", "*", 0, "float32 (onnxruntime: float32)"},
+    {"com.microsoft", "MatMulIntegerToFloat", "*", 0,
+     "A, B int8 or uint8, float32 scales and output (onnxruntime: the same, without int8 A x uint8 B)"},
+    {"com.microsoft", "QuickGelu", "*", 0, "float32 (onnxruntime: float32)"},
+    {"com.microsoft", "SkipLayerNormalization", "*", 0, "float32 (onnxruntime: float32, float64, float16)"},
+    {"com.microsoft", "SkipSimplifiedLayerNormalization", "*", 0, "float32 (onnxruntime: float32, float64, float16)"},
 };
 
 const size_t kDTypeLimitCount = sizeof(kDTypeLimits) / sizeof(kDTypeLimits[0]);

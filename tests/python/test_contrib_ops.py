@@ -229,6 +229,40 @@ def test_simplified_layer_normalization(shape, axis, outputs):
     check("SimplifiedLayerNormalization", inputs, outputs, {"scale"}, domain="", axis=axis, epsilon=1e-5)
 
 
+@pytest.mark.parametrize("segments,mask,positions,outputs", [
+    (False, False, None, ["output", "mask_index"]),
+    (True, True, None, ["output", "mask_index"]),
+    (True, True, "batch", ["output", "mask_index", "embedding_sum"]),
+    (False, True, "shared", ["output", None, "embedding_sum"]),
+])
+def test_embed_layer_normalization(segments, mask, positions, outputs):
+    r = rng(14)
+    batch, seq, vocab, hidden, max_positions = 2, 6, 30, 16, 10
+    ids = r.integers(0, vocab, (batch, seq)).astype(np.int32)
+    position_ids = None
+    if positions == "batch":
+        position_ids = r.integers(0, max_positions, (batch, seq)).astype(np.int32)
+    elif positions == "shared":
+        position_ids = np.arange(2, 2 + seq, dtype=np.int32).reshape(1, seq)
+    inputs = [("input_ids", ids), ("segment_ids", r.integers(0, 2, (batch, seq)).astype(np.int32) if segments else None),
+              ("word_embedding", r.standard_normal((vocab, hidden)).astype(np.float32)),
+              ("position_embedding", r.standard_normal((max_positions, hidden)).astype(np.float32)),
+              ("segment_embedding", r.standard_normal((2, hidden)).astype(np.float32) if segments else None),
+              ("gamma", r.standard_normal(hidden).astype(np.float32)), ("beta", r.standard_normal(hidden).astype(np.float32)),
+              ("mask", (r.random((batch, seq)) > 0.3).astype(np.int32) if mask else None), ("position_ids", position_ids)]
+    constants = {"word_embedding", "position_embedding", "segment_embedding", "gamma", "beta"}
+    model = contrib_model("EmbedLayerNormalization", inputs, outputs, constants, epsilon=1e-5)
+    # mask_index is int32: declare the outputs' types as onnxruntime infers them.
+    m = onnx.load_from_string(model)
+    for o in m.graph.output:
+        if o.name == "mask_index":
+            o.type.tensor_type.elem_type = TensorProto.INT32
+    ort, ours = run_both(m.SerializeToString(), feeds_of(inputs, constants))
+    for name, want, got in zip([o for o in outputs if o], ort, ours):
+        assert got.dtype == want.dtype and got.shape == want.shape, name
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=name)
+
+
 ATTENTION_CASES = [  # (mask form, unidirectional, attention_bias heads, extra attributes)
     (None, 0, None, {}),
     ("lengths", 0, None, {}),

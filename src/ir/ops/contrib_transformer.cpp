@@ -11,6 +11,10 @@
 //   SkipSimplifiedLayerNormalization(input, skip, gamma, [bias]): the same with RMS statistics
 //   SimplifiedLayerNormalization(X, scale) -> Y, [inv_std_var]: RMS normalization over the
 //     dimensions from `axis` (ONNX Runtime registers it in the ONNX domain, opset 1)
+//   EmbedLayerNormalization(input_ids [B, S] int32, [segment_ids], word_embedding [V, H],
+//     position_embedding [P, H], [segment_embedding], gamma, beta, [mask [B, S] int32],
+//     [position_ids]) -> output [B, S, H], [mask_index [B] int32], [embedding_sum [B, S, H]]:
+//     LayerNormalization of the sum of the three embeddings
 // A bias, beta or gamma is 1-D with one value per element of the last dimension.
 #include "ir/shape_helpers.h"
 
@@ -130,8 +134,40 @@ void inferSimplifiedLayerNorm(InferContext& ctx) {
   setStatsOutput(ctx, 1, attrInt(ctx.node(), "axis", -1));
 }
 
+void requireInt32(const InferContext& ctx, size_t i, const char* name) {
+  if (ctx.hasInput(i) && ctx.inputType(i) != DataType::kInt32) {
+    ctx.fail(std::string(name) + " must be int32, got " + dataTypeName(ctx.inputType(i)));
+  }
+}
+
+void inferEmbedLayerNorm(InferContext& ctx) {
+  for (size_t i : {0, 2, 3, 5, 6}) ctx.requireInput(i);
+  requireInt32(ctx, 0, "input_ids");
+  requireInt32(ctx, 1, "segment_ids");
+  requireInt32(ctx, 7, "mask");
+  requireInt32(ctx, 8, "position_ids");
+  if (ctx.hasInput(1) != ctx.hasInput(4)) ctx.fail("segment_ids and segment_embedding must be given together");
+  for (size_t i : {2, 3, 4, 5, 6}) requireFloat32(ctx, i);
+  const SymShape* ids = ctx.inputShape(0);
+  const SymShape* words = ctx.inputShape(2);
+  if (ids && ids->size() != 2) ctx.fail("input_ids must be 2-D [batch, sequence], got " + symShapeToString(*ids));
+  if (words && words->size() != 2) ctx.fail("word_embedding must be 2-D [vocabulary, hidden], got " + symShapeToString(*words));
+  const Dim hidden = words ? (*words)[1] : Dim::unknown();
+  const Dim batch = ids ? (*ids)[0] : Dim::unknown();
+  const SymShape out = ids ? SymShape{(*ids)[0], (*ids)[1], hidden} : SymShape{};
+  if (ids) {
+    ctx.setOutput(0, DataType::kFloat32, out);
+    ctx.setOutput(2, DataType::kFloat32, out);
+  } else {
+    ctx.setOutputType(0, DataType::kFloat32);
+    ctx.setOutputType(2, DataType::kFloat32);
+  }
+  ctx.setOutput(1, DataType::kInt32, SymShape{batch});
+}
+
 }  // namespace
 
+KILN_REGISTER_OP_SCHEMA({"com.microsoft", "EmbedLayerNormalization", 1, 1000, inferEmbedLayerNorm});
 KILN_REGISTER_OP_SCHEMA({"com.microsoft", "Gelu", 1, 1000, inferFloatUnary});
 KILN_REGISTER_OP_SCHEMA({"com.microsoft", "QuickGelu", 1, 1000, inferFloatUnary});
 KILN_REGISTER_OP_SCHEMA({"com.microsoft", "FastGelu", 1, 1000, inferBiasActivation});
