@@ -1,6 +1,6 @@
 // kiln-internal quantized operators (domain "kiln", opset 1) that opt/fuse_qdq_elementwise.cpp makes
 // of DQ -> op -> Q in QDQ models, with com.microsoft's QLinear* inputs; every scale and zero point
-// is one value, and the output's dtype is its zero point's:
+// is one value (an omitted zero point is 0), and the output's dtype is its zero point's (X's):
 //   QLinearAdd(A, A_scale, A_zero_point, B, B_scale, B_zero_point, C_scale, C_zero_point) -> C
 //   QLinearMul(the same inputs) -> C                                    A and B broadcast as numpy
 //   QLinearGlobalAveragePool(X, x_scale, x_zero_point, y_scale, y_zero_point) -> Y   X [N, C, ...], Y [N, C, 1, ...]
@@ -11,25 +11,25 @@ namespace kiln::ir {
 namespace {
 
 void requireQuantized(const InferContext& ctx, size_t data, size_t scale, size_t zeroPoint) {
-  for (size_t i : {data, scale, zeroPoint}) ctx.requireInput(i);
+  for (size_t i : {data, scale}) ctx.requireInput(i);
   for (size_t i : {data, zeroPoint}) {
+    if (!ctx.hasInput(i)) continue;  // an omitted zero point is 0
     const DataType t = ctx.inputType(i);
     if (t != DataType::kInt8 && t != DataType::kUint8) {
       ctx.fail("input " + std::to_string(i) + " must be int8 or uint8, got " + dataTypeName(t));
     }
   }
-  if (ctx.inputType(data) != ctx.inputType(zeroPoint)) {
+  if (ctx.hasInput(zeroPoint) && ctx.inputType(data) != ctx.inputType(zeroPoint)) {
     ctx.fail("input " + std::to_string(data) + " and its zero point (input " + std::to_string(zeroPoint) + ") differ in type");
   }
   if (ctx.inputType(scale) != DataType::kFloat32) ctx.fail("scale input " + std::to_string(scale) + " must be float32");
 }
 
-// The output's dtype: its zero point's (int8 or uint8), beside a float32 scale.
+// The output's dtype: its zero point's (int8 or uint8; X's when it is omitted), beside a float32 scale.
 DataType outputType(const InferContext& ctx, size_t scale, size_t zeroPoint) {
   ctx.requireInput(scale);
-  ctx.requireInput(zeroPoint);
   if (ctx.inputType(scale) != DataType::kFloat32) ctx.fail("output scale (input " + std::to_string(scale) + ") must be float32");
-  const DataType out = ctx.inputType(zeroPoint);
+  const DataType out = ctx.inputType(ctx.hasInput(zeroPoint) ? zeroPoint : 0);
   if (out != DataType::kInt8 && out != DataType::kUint8) {
     ctx.fail("output zero point (input " + std::to_string(zeroPoint) + ") must be int8 or uint8, got " + dataTypeName(out));
   }
@@ -50,6 +50,9 @@ void inferQLinearBinary(InferContext& ctx) {
 }
 
 void inferQLinearGlobalAveragePool(InferContext& ctx) {
+  if (attrInt(ctx.node(), "channels_last", 0) != 0) {
+    ctx.fail("attribute 'channels_last' = 1 is not supported (X must be [N, C, ...])", ErrorCode::kUnsupportedNode);
+  }
   requireQuantized(ctx, 0, 1, 2);
   const DataType out = outputType(ctx, 3, 4);
   const SymShape* x = ctx.inputShape(0);
@@ -65,5 +68,9 @@ void inferQLinearGlobalAveragePool(InferContext& ctx) {
 KILN_REGISTER_OP_SCHEMA({"kiln", "QLinearAdd", 1, 1000, inferQLinearBinary});
 KILN_REGISTER_OP_SCHEMA({"kiln", "QLinearMul", 1, 1000, inferQLinearBinary});
 KILN_REGISTER_OP_SCHEMA({"kiln", "QLinearGlobalAveragePool", 1, 1000, inferQLinearGlobalAveragePool});
+// The same ops as ONNX Runtime's quantizer writes them (QOperator format), zero points optional.
+KILN_REGISTER_OP_SCHEMA({"com.microsoft", "QLinearAdd", 1, 1000, inferQLinearBinary});
+KILN_REGISTER_OP_SCHEMA({"com.microsoft", "QLinearMul", 1, 1000, inferQLinearBinary});
+KILN_REGISTER_OP_SCHEMA({"com.microsoft", "QLinearGlobalAveragePool", 1, 1000, inferQLinearGlobalAveragePool});
 
 }  // namespace kiln::ir

@@ -22,7 +22,8 @@ struct Quantization {
 };
 
 Quantization quantizationAt(const KernelContext& ctx, size_t scale, const char* scaleName, const char* zeroPointName) {
-  return {roundTo<float>(qlinearParams(ctx, scale, scaleName, 1)[0]), qlinearParams(ctx, scale + 1, zeroPointName, 1)[0]};
+  const double zeroPoint = ctx.hasInput(scale + 1) ? qlinearParams(ctx, scale + 1, zeroPointName, 1)[0] : 0.0;
+  return {roundTo<float>(qlinearParams(ctx, scale, scaleName, 1)[0]), zeroPoint};
 }
 
 // Calls fn(const A*) with the data of an int8 or uint8 input.
@@ -82,5 +83,8 @@ void qlinearGlobalAveragePool(KernelContext& ctx) {
 KILN_REGISTER_CPU_KERNEL_DOMAIN("kiln", "QLinearAdd", qlinearBinary<false>);
 KILN_REGISTER_CPU_KERNEL_DOMAIN("kiln", "QLinearMul", qlinearBinary<true>);
 KILN_REGISTER_CPU_KERNEL_DOMAIN("kiln", "QLinearGlobalAveragePool", qlinearGlobalAveragePool);
+KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "QLinearAdd", qlinearBinary<false>);
+KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "QLinearMul", qlinearBinary<true>);
+KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "QLinearGlobalAveragePool", qlinearGlobalAveragePool);
 
 }  // namespace kiln::cpu
