@@ -2,6 +2,9 @@
 (opset import com.microsoft 1), runs it in onnxruntime and in kiln on the same random inputs
 (fixed seed) and compares. Integer products are exact in both, so the quantized ops match to
 float rounding; the float ops match to a few ulps of their math functions."""
+import pathlib
+import re
+
 import numpy as np
 import onnx
 import onnxruntime
@@ -407,3 +410,96 @@ def test_unsupported_contrib_ops_are_named_together_with_domain_and_version():
     assert "2 unsupported nodes" in message, message
     for op in ("BeamSearch", "GreedySearch"):
         assert f"node '{op}_node' (com.microsoft::{op}): operator com.microsoft::{op} at opset 1 is not supported" in message
+
+
+# ---- models straight from onnxruntime's tools ----------------------------------------------------
+
+def lstm_matmul_model(path):
+    """A float LSTM followed by a MatMul projection, the shape of a small OCR / speech head."""
+    r = rng(20)
+    seq, batch, size, hidden = 7, 2, 16, 12
+    weights = {"W": r.standard_normal((1, 4 * hidden, size)) * 0.3, "R": r.standard_normal((1, 4 * hidden, hidden)) * 0.3,
+               "B": r.standard_normal((1, 8 * hidden)) * 0.1, "M": r.standard_normal((hidden, 10))}
+    nodes = [helper.make_node("LSTM", ["x", "W", "R", "B"], ["y", "", ""], hidden_size=hidden, name="lstm"),
+             helper.make_node("Squeeze", ["y", "axis"], ["ys"], name="squeeze"),
+             helper.make_node("MatMul", ["ys", "M"], ["out"], name="projection")]
+    initializers = [numpy_helper.from_array(v.astype(np.float32), k) for k, v in weights.items()]
+    initializers.append(numpy_helper.from_array(np.array([1], np.int64), "axis"))
+    graph = helper.make_graph(nodes, "lstm_head", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [seq, batch, size])],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)], initializers)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return r.standard_normal((seq, batch, size)).astype(np.float32)
+
+
+@pytest.mark.parametrize("weight_type", ["QInt8", "QUInt8"])
+def test_quantize_dynamic_lstm_model_and_its_onnxruntime_optimized_form(tmp_path, weight_type):
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    x = lstm_matmul_model(tmp_path / "float.onnx")
+    quantize_dynamic(str(tmp_path / "float.onnx"), str(tmp_path / "quantized.onnx"), weight_type=getattr(QuantType, weight_type))
+    quantized = onnx.load(tmp_path / "quantized.onnx")
+    assert ("com.microsoft", "DynamicQuantizeLSTM") in {(n.domain, n.op_type) for n in quantized.graph.node}
+    ort, ours = run_both(quantized.SerializeToString(), {"x": x})
+    np.testing.assert_allclose(ours[0], ort[0], rtol=1e-4, atol=1e-4)
+    # onnxruntime's saved optimized model fuses the dynamic MatMul into its contrib ops too.
+    options = onnxruntime.SessionOptions()
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+    options.optimized_model_filepath = str(tmp_path / "optimized.onnx")
+    onnxruntime.InferenceSession(str(tmp_path / "quantized.onnx"), options, providers=["CPUExecutionProvider"])
+    optimized = onnx.load(tmp_path / "optimized.onnx")
+    contrib = {n.op_type for n in optimized.graph.node if n.domain == MS}
+    assert "DynamicQuantizeLSTM" in contrib and contrib & {"DynamicQuantizeMatMul", "MatMulIntegerToFloat"}, contrib
+    ort, ours = run_both(optimized.SerializeToString(), {"x": x})
+    np.testing.assert_allclose(ours[0], ort[0], rtol=1e-4, atol=1e-4)
+
+
+def bert_feeds(batch=2, seq=16):
+    r = rng(21)
+    mask = np.ones((batch, seq), np.int64)
+    mask[-1, seq // 2:] = 0  # the last sequence is half padding
+    return {"input_ids": r.integers(0, 30522, (batch, seq), dtype=np.int64), "attention_mask": mask}
+
+
+@pytest.mark.heavy
+def test_transformer_optimizer_bert_encoder(model_exporter, tmp_path):
+    """tests/models' BERT-shaped encoder (2 layers, 768 wide) through onnxruntime's transformer
+    optimizer: it fuses EmbedLayerNormalization, SkipLayerNormalization and BiasGelu (its attention
+    pattern, query scaled before Q K^T, is not one the optimizer fuses into Attention)."""
+    from onnxruntime.transformers.optimizer import optimize_model
+    source = model_exporter(["bert_encoder"]) / "bert_encoder.onnx"
+    optimized = optimize_model(str(source), model_type="bert", num_heads=12, hidden_size=768, opt_level=0)
+    path = tmp_path / "bert_optimized.onnx"
+    optimized.save_model_to_file(str(path))
+    ops = {n.op_type for n in onnx.load(path).graph.node if n.domain == MS}
+    assert {"EmbedLayerNormalization", "SkipLayerNormalization", "BiasGelu"} <= ops, ops
+    ort, ours = run_both(str(path), bert_feeds())
+    np.testing.assert_allclose(ours[0], ort[0], rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.heavy
+def test_quantize_dynamic_bert_encoder(model_exporter, tmp_path):
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    source = model_exporter(["bert_encoder"]) / "bert_encoder.onnx"
+    quantize_dynamic(str(source), str(tmp_path / "bert_quantized.onnx"), weight_type=QuantType.QInt8)
+    ort, ours = run_both(str(tmp_path / "bert_quantized.onnx"), bert_feeds())
+    np.testing.assert_allclose(ours[0], ort[0], rtol=1e-3, atol=2e-3)
+
+
+# ---- docs/operators.md accounts for every contrib op onnxruntime runs on CPU ---------------------
+
+def test_operators_doc_lists_every_onnxruntime_cpu_contrib_op():
+    """Each com.microsoft(.nchwc) op with an onnxruntime CPU kernel is either a row of the
+    generated table (kiln runs it) or named in the not-implemented list with its reason."""
+    from onnxruntime.capi import onnxruntime_pybind11_state as capi
+    doc = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "operators.md").read_text()
+    table_ops = set(re.findall(r"^\| (com\.microsoft[.a-z]*) \| (\w+) \|", doc, re.M))
+    section = doc[doc.index("Not implemented (onnxruntime"):doc.index("Also refused by name")]
+    not_done = {op for line in section.splitlines() if line.startswith("| `")
+                for op in re.findall(r"`(\w+)`", line.split(" | ")[0])}
+    ort_ops = {(k.domain, k.op_name) for k in capi.get_all_opkernel_def()
+               if k.provider == "CPUExecutionProvider" and k.domain.startswith("com.microsoft")}
+    assert len(ort_ops) > 50
+    missing = sorted(f"{d}::{op}" for d, op in ort_ops if (d, op) not in table_ops and op not in not_done)
+    assert not missing, f"docs/operators.md does not account for {missing}"
+    for domain, op in table_ops:  # what the table shows as run really is onnxruntime's op or kiln's addition
+        assert (domain, op) in ort_ops or op == "BiasAdd", op
+        assert op not in not_done, f"{op} is both run and listed as not implemented"
