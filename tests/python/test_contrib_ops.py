@@ -354,6 +354,18 @@ def test_qlinear_binary_omitted_zero_points_are_zero(op):
     assert np.abs(got.astype(np.int32) - want.astype(np.int32)).max() <= 1
 
 
+@pytest.mark.parametrize("op,attrs", [("QLinearSigmoid", {}), ("QLinearLeakyRelu", {}), ("QLinearLeakyRelu", {"alpha": 0.3})])
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+def test_qlinear_unary(op, attrs, dtype):
+    r = rng(22)
+    x = np.arange(256).astype(np.int64) + np.iinfo(dtype).min  # every value an 8-bit x can take
+    inputs = [("X", np.concatenate([x, r.integers(np.iinfo(dtype).min, np.iinfo(dtype).max + 1, 100)]).astype(dtype)),
+              ("X_scale", np.array(0.04, np.float32)), ("X_zero_point", quantized(r, (), dtype)),
+              ("Y_scale", np.array(0.005 if op == "QLinearSigmoid" else 0.03, np.float32)),
+              ("Y_zero_point", np.array(np.iinfo(dtype).min if op == "QLinearSigmoid" else 3, dtype))]
+    check(op, inputs, [("Y", dtype)], {"X_scale", "X_zero_point", "Y_scale", "Y_zero_point"}, **attrs)
+
+
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])
 def test_qlinear_global_average_pool(dtype):
     r = rng(17)

@@ -4,6 +4,8 @@
 //   QLinearAdd(A, A_scale, A_zero_point, B, B_scale, B_zero_point, C_scale, C_zero_point) -> C
 //   QLinearMul(the same inputs) -> C                                    A and B broadcast as numpy
 //   QLinearGlobalAveragePool(X, x_scale, x_zero_point, y_scale, y_zero_point) -> Y   X [N, C, ...], Y [N, C, 1, ...]
+// and, in the com.microsoft domain only (what ONNX Runtime's quantizer writes), QLinearSigmoid and
+// QLinearLeakyRelu(X, X_scale, X_zero_point, Y_scale, Y_zero_point) -> Y of X's shape and type.
 // Each computes what DequantizeLinear, the float op and QuantizeLinear compute (docs/precision.md).
 #include "ir/shape_helpers.h"
 
@@ -63,6 +65,19 @@ void inferQLinearGlobalAveragePool(InferContext& ctx) {
   ctx.setOutput(0, out, y);
 }
 
+// com.microsoft QLinearSigmoid / QLinearLeakyRelu: X, X_scale, [X_zero_point], Y_scale, [Y_zero_point].
+void inferQLinearUnary(InferContext& ctx) {
+  requireQuantized(ctx, 0, 1, 2);
+  const DataType out = outputType(ctx, 3, 4);
+  if (out != ctx.inputType(0)) ctx.fail("Y_zero_point must have X's type " + dataTypeName(ctx.inputType(0)));
+  const SymShape* x = ctx.inputShape(0);
+  if (x) {
+    ctx.setOutput(0, out, *x);
+  } else {
+    ctx.setOutputType(0, out);
+  }
+}
+
 }  // namespace
 
 KILN_REGISTER_OP_SCHEMA({"kiln", "QLinearAdd", 1, 1000, inferQLinearBinary});
@@ -72,5 +87,7 @@ KILN_REGISTER_OP_SCHEMA({"kiln", "QLinearGlobalAveragePool", 1, 1000, inferQLine
 KILN_REGISTER_OP_SCHEMA({"com.microsoft", "QLinearAdd", 1, 1000, inferQLinearBinary});
 KILN_REGISTER_OP_SCHEMA({"com.microsoft", "QLinearMul", 1, 1000, inferQLinearBinary});
 KILN_REGISTER_OP_SCHEMA({"com.microsoft", "QLinearGlobalAveragePool", 1, 1000, inferQLinearGlobalAveragePool});
+KILN_REGISTER_OP_SCHEMA({"com.microsoft", "QLinearSigmoid", 1, 1000, inferQLinearUnary});
+KILN_REGISTER_OP_SCHEMA({"com.microsoft", "QLinearLeakyRelu", 1, 1000, inferQLinearUnary});
 
 }  // namespace kiln::ir

@@ -1,8 +1,13 @@
 // Reference CPU kernels of kiln::QLinearAdd, kiln::QLinearMul and kiln::QLinearGlobalAveragePool
-// (ir/ops/quantized_elementwise.cpp). Each repeats the arithmetic of the DequantizeLinear, float op
+// (ir/ops/quantized_elementwise.cpp), also registered for com.microsoft with QLinearSigmoid and
+// QLinearLeakyRelu. Each repeats the arithmetic of the DequantizeLinear, float op
 // and QuantizeLinear it replaces, so it gives the same bytes: operands dequantized to float as
 // DequantizeLinear does, the op in float (the pooling sum in double, which is exact for planes up
 // to 2^20 elements whatever the order, as GlobalAveragePool sums), quantized as QuantizeLinear does.
+#include <array>
+#include <cmath>
+#include <limits>
+
 #include "backends/cpu/broadcast.h"
 #include "backends/cpu/kernels/qlinear_integer.h"
 #include "backends/cpu/kernels/quantize_math.h"
@@ -78,6 +83,34 @@ void qlinearGlobalAveragePool(KernelContext& ctx) {
   });
 }
 
+// y = quantize(f(dequantize(x))) through a table of the 256 values an 8-bit x can take.
+template <typename Fn>
+KernelFn qlinearUnary(Fn f) {
+  return [f](KernelContext& ctx) {
+    const Tensor& x = ctx.input(0);
+    const Quantization qx = quantizationAt(ctx, 1, "X_scale", "X_zero_point");
+    const Quantization qy = quantizationAt(ctx, 3, "Y_scale", "Y_zero_point");
+    Tensor& y = ctx.output(0);
+    withEightBit(x, "X", [&](auto* px) {
+      using Q = std::remove_const_t<std::remove_pointer_t<decltype(px)>>;
+      std::array<Q, 256> table;
+      for (int v = 0; v < 256; ++v) {
+        const Q q = static_cast<Q>(v + std::numeric_limits<Q>::lowest());
+        table[static_cast<size_t>(v)] = qy.quantize<Q>(f(qx.dequantize(q)));
+      }
+      Q* out = y.data<Q>();
+      for (int64_t i = 0; i < x.numel(); ++i) out[i] = table[static_cast<size_t>(px[i] - std::numeric_limits<Q>::lowest())];
+    });
+  };
+}
+
+KernelFactory qlinearLeakyRelu() {
+  return [](const KernelCreateInfo& info) -> KernelFn {
+    const float alpha = ir::attrFloat(info.node, "alpha", 0.01f);
+    return qlinearUnary([alpha](float v) { return v >= 0.0f ? v : alpha * v; });
+  };
+}
+
 }  // namespace
 
 KILN_REGISTER_CPU_KERNEL_DOMAIN("kiln", "QLinearAdd", qlinearBinary<false>);
@@ -86,5 +119,8 @@ KILN_REGISTER_CPU_KERNEL_DOMAIN("kiln", "QLinearGlobalAveragePool", qlinearGloba
 KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "QLinearAdd", qlinearBinary<false>);
 KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "QLinearMul", qlinearBinary<true>);
 KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "QLinearGlobalAveragePool", qlinearGlobalAveragePool);
+KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "QLinearSigmoid",
+                                qlinearUnary([](float v) { return 1.0f / (1.0f + std::exp(-v)); }));
+KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "QLinearLeakyRelu", qlinearLeakyRelu());
 
 }  // namespace kiln::cpu
