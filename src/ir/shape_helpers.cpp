@@ -114,7 +114,9 @@ TypeInfo inferThroughOp(const InferContext& ctx, const char* opType, int64_t ops
     values.push_back(types[k].dtype == ctx.inputType(i) ? ctx.inputValue(i) : nullptr);
   }
   std::vector<TypeInfo> outputs(1);
-  InferContext inner(ctx.node(), typePointers, values, outputs);
+  Node atOpset = ctx.node();  // the other op's rule runs at the opset asked for, not this node's
+  atOpset.opset = opset;
+  InferContext inner(atOpset, typePointers, values, outputs);
   schema->infer(inner);
   return outputs[0];
 }

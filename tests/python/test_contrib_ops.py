@@ -318,6 +318,29 @@ def test_fused_conv(activation, params, with_sum):
     check("FusedConv", inputs, ["Y"], {"W", "B"}, rtol=1e-4, atol=1e-4, pads=[1, 1, 1, 1], strides=[2, 2], **attrs)
 
 
+@pytest.mark.parametrize("activation,attrs", [("Relu", {}), ("LeakyRelu", {"activation_alpha": 0.2}), ("Sigmoid", {}),
+                                              ("HardSigmoid", {"activation_alpha": 0.3, "activation_beta": 0.4})])
+@pytest.mark.parametrize("trans_b,with_c", [(0, True), (1, False)])
+def test_fused_gemm(activation, attrs, trans_b, with_c):
+    r = rng(23)
+    inputs = [("A", r.standard_normal((5, 8)).astype(np.float32)),
+              ("B", r.standard_normal((6, 8) if trans_b else (8, 6)).astype(np.float32)),
+              ("C", r.standard_normal(6).astype(np.float32) if with_c else None)]
+    check("FusedGemm", inputs, ["Y"], {"B", "C"}, rtol=1e-4, atol=1e-5, activation=activation, transB=trans_b,
+          alpha=0.8, beta=1.5, **attrs)
+
+
+@pytest.mark.parametrize("a_shape,b_shape,trans_a,trans_b", [
+    ((4, 6), (6, 5), 0, 0), ((6, 4), (6, 5), 1, 0), ((4, 6), (5, 6), 0, 1), ((2, 3, 6, 4), (5, 6), 1, 1),
+    ((2, 4, 6), (2, 5, 6), 0, 1)])
+@pytest.mark.parametrize("b_constant", [True, False], ids=["B_constant", "B_fed"])
+def test_fused_matmul(a_shape, b_shape, trans_a, trans_b, b_constant):
+    r = rng(24)
+    inputs = [("A", r.standard_normal(a_shape).astype(np.float32)), ("B", r.standard_normal(b_shape).astype(np.float32))]
+    check("FusedMatMul", inputs, ["Y"], {"B"} if b_constant else set(), rtol=1e-4, atol=1e-5, alpha=0.5,
+          transA=trans_a, transB=trans_b)
+
+
 def quantized(r, shape, dtype):
     return int8_weights(r, shape, dtype)
 
