@@ -15,7 +15,8 @@ import kiln
 
 MS = "com.microsoft"
 ONNX_TYPES = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.int8): TensorProto.INT8,
-              np.dtype(np.uint8): TensorProto.UINT8, np.dtype(np.int32): TensorProto.INT32}
+              np.dtype(np.uint8): TensorProto.UINT8, np.dtype(np.int32): TensorProto.INT32,
+              np.dtype(np.int64): TensorProto.INT64}
 
 
 def contrib_model(op, inputs, outputs, constants=(), domain=MS, **attrs):
@@ -419,6 +420,26 @@ def test_qgemm(a_type, b_type, output, trans_b, with_c, per_column):
         out = [("Y", a_type)]
     constants = {n for n, _ in inputs if n != "A"}
     check("QGemm", inputs, out, constants, rtol=1e-5, atol=1e-4, transB=trans_b, alpha=0.7)
+
+
+@pytest.mark.parametrize("layout,positions,attrs", [
+    ("3d", "batch", {"num_heads": 4}),
+    ("3d", "batch", {}),
+    ("3d", "offset", {"num_heads": 4, "interleaved": 1}),
+    ("4d", "batch", {"interleaved": 1}),
+    ("4d", "offset", {}),
+    ("3d", "batch", {"num_heads": 4, "rotary_embedding_dim": 4}),
+])
+def test_rotary_embedding(layout, positions, attrs):
+    r = rng(25)
+    batch, seq, heads, head_size, max_positions = 2, 5, 4, 8, 16
+    rotary = attrs.get("rotary_embedding_dim", head_size)
+    shape = (batch, seq, heads * head_size) if layout == "3d" else (batch, heads, seq, head_size)
+    angles = r.random((max_positions, rotary // 2)) * 3
+    ids = r.integers(0, max_positions - seq, (batch, seq)) if positions == "batch" else np.array([3])
+    inputs = [("input", r.standard_normal(shape).astype(np.float32)), ("position_ids", ids.astype(np.int64)),
+              ("cos_cache", np.cos(angles).astype(np.float32)), ("sin_cache", np.sin(angles).astype(np.float32))]
+    check("RotaryEmbedding", inputs, ["output"], {"cos_cache", "sin_cache"}, **attrs)
 
 
 def test_bias_add_against_numpy():
