@@ -297,6 +297,35 @@ def test_attention(mask, unidirectional, bias_heads, attrs):
           num_heads=heads, unidirectional=unidirectional, **attrs)
 
 
+@pytest.mark.parametrize("mask,unidirectional,bias,attention_bias,attrs", [
+    (None, 0, False, False, {}),
+    (None, 0, True, False, {}),
+    ("lengths", 0, True, False, {}),
+    ("2d", 0, False, True, {}),
+    (None, 1, True, False, {"scale": 0.25}),
+    ("2d", 0, True, False, {"mask_filter_value": -500.0}),
+])
+def test_multi_head_attention(mask, unidirectional, bias, attention_bias, attrs):
+    r = rng(26)
+    batch, seq, kv_seq, heads, head, value_head = 2, 4, 6, 3, 8, 5
+    if unidirectional:
+        kv_seq = seq
+    key_padding = None
+    if mask == "lengths":
+        key_padding = np.array([kv_seq, 3], np.int32)
+    elif mask == "2d":
+        key_padding = (r.random((batch, kv_seq)) > 0.3).astype(np.int32)
+        key_padding[:, 0] = 1
+    inputs = [("query", r.standard_normal((batch, seq, heads * head)).astype(np.float32)),
+              ("key", r.standard_normal((batch, kv_seq, heads * head)).astype(np.float32)),
+              ("value", r.standard_normal((batch, kv_seq, heads * value_head)).astype(np.float32)),
+              ("bias", r.standard_normal(heads * (2 * head + value_head)).astype(np.float32) if bias else None),
+              ("key_padding_mask", key_padding),
+              ("attention_bias", r.standard_normal((batch, heads, seq, kv_seq)).astype(np.float32) if attention_bias else None)]
+    check("MultiHeadAttention", inputs, ["output"], {"bias"}, rtol=1e-4, atol=1e-5, num_heads=heads,
+          unidirectional=unidirectional, **attrs)
+
+
 def test_attention_kv_cache_is_refused_by_name():
     r = rng(13)
     inputs = [("input", r.standard_normal((1, 3, 8)).astype(np.float32)), ("weights", r.standard_normal((8, 24)).astype(np.float32))]

@@ -1,5 +1,5 @@
-// Shape and type rules of com.microsoft Attention (version 1), the self-attention block ONNX
-// Runtime's transformer optimizer writes for BERT-like models (float32):
+// Shape and type rules of com.microsoft Attention and MultiHeadAttention (version 1), the attention
+// blocks ONNX Runtime's transformer optimizer writes (float32). Attention, for BERT-like models:
 //   Attention(input [B, S, Hin], weights [Hin, 3 * hidden], [bias [3 * hidden]], [mask_index int32],
 //             [past], [attention_bias [B or 1, heads or 1, S, S]], [past_sequence_length])
 //     -> output [B, S, hidden], [present]
@@ -66,8 +66,49 @@ void inferContribAttention(InferContext& ctx) {
   ctx.setOutput(0, DataType::kFloat32, SymShape{(*x)[0], (*x)[1], hidden});
 }
 
+// MultiHeadAttention(query [B, S, D], key [B, L, D], value [B, L, Dv], [bias [2 D + Dv]],
+// [key_padding_mask int32], [attention_bias]) -> output [B, S, Dv]: the projected form only
+// (no packed QKV, no 4-D key / value, no past / present KV cache, no qk output).
+void inferMultiHeadAttention(InferContext& ctx) {
+  for (size_t i = 0; i < 3; ++i) {
+    if (!ctx.hasInput(i)) {
+      ctx.fail("query, key and value must all be given (the packed forms are not supported)", ErrorCode::kUnsupportedNode);
+    }
+  }
+  for (size_t i : {0, 1, 2, 3, 5}) {
+    if (ctx.hasInput(i) && ctx.inputType(i) != DataType::kFloat32) {
+      ctx.fail("input " + std::to_string(i) + " must be float32 (kiln implements MultiHeadAttention for float32), got " +
+                   dataTypeName(ctx.inputType(i)),
+               ErrorCode::kUnsupportedNode);
+    }
+  }
+  if (ctx.hasInput(4) && ctx.inputType(4) != DataType::kInt32) ctx.fail("key_padding_mask must be int32");
+  for (size_t i = 6; i < ctx.numInputs(); ++i) {
+    if (ctx.hasInput(i)) ctx.fail("input " + std::to_string(i) + " (the KV cache) is not supported", ErrorCode::kUnsupportedNode);
+  }
+  for (size_t i = 1; i < ctx.node().outputs.size(); ++i) {
+    if (ctx.node().outputs[i] != kNoValue) {
+      ctx.fail("output " + std::to_string(i) + " (present key / value, qk) is not supported", ErrorCode::kUnsupportedNode);
+    }
+  }
+  const int64_t heads = attrInt(ctx.node(), "num_heads", 0);
+  if (heads <= 0) ctx.fail("attribute 'num_heads' must be positive");
+  const SymShape* q = ctx.inputShape(0);
+  const SymShape* v = ctx.inputShape(2);
+  for (size_t i = 0; i < 3; ++i) {
+    const SymShape* s = ctx.inputShape(i);
+    if (s && s->size() != 3) {
+      ctx.fail("input " + std::to_string(i) + " must be 3-D [batch, length, num_heads * head size], got " + symShapeToString(*s),
+               ErrorCode::kUnsupportedNode);
+    }
+  }
+  if (!q) return ctx.setOutputType(0, DataType::kFloat32);
+  ctx.setOutput(0, DataType::kFloat32, SymShape{(*q)[0], (*q)[1], v ? (*v)[2] : Dim::unknown()});
+}
+
 }  // namespace
 
 KILN_REGISTER_OP_SCHEMA({"com.microsoft", "Attention", 1, 1000, inferContribAttention});
+KILN_REGISTER_OP_SCHEMA({"com.microsoft", "MultiHeadAttention", 1, 1000, inferMultiHeadAttention});
 
 }  // namespace kiln::ir
