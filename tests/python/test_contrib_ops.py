@@ -16,7 +16,7 @@ import kiln
 MS = "com.microsoft"
 ONNX_TYPES = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.int8): TensorProto.INT8,
               np.dtype(np.uint8): TensorProto.UINT8, np.dtype(np.int32): TensorProto.INT32,
-              np.dtype(np.int64): TensorProto.INT64}
+              np.dtype(np.int64): TensorProto.INT64, np.dtype(np.bool_): TensorProto.BOOL}
 
 
 def contrib_model(op, inputs, outputs, constants=(), domain=MS, **attrs):
@@ -417,6 +417,53 @@ def test_qlinear_unary(op, attrs, dtype):
               ("Y_scale", np.array(0.005 if op == "QLinearSigmoid" else 0.03, np.float32)),
               ("Y_zero_point", np.array(np.iinfo(dtype).min if op == "QLinearSigmoid" else 3, dtype))]
     check(op, inputs, [("Y", dtype)], {"X_scale", "X_zero_point", "Y_scale", "Y_zero_point"}, **attrs)
+
+
+def quantized_io(r, x_shape, dtype, y_scale=0.03):
+    return [("X", quantized(r, x_shape, dtype)), ("X_scale", np.array(0.05, np.float32)), ("X_zero_point", quantized(r, (), dtype)),
+            ("Y_scale", np.array(y_scale, np.float32)), ("Y_zero_point", quantized(r, (), dtype))]
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+@pytest.mark.parametrize("attrs", [{"kernel_shape": [3, 3]}, {"kernel_shape": [2, 2], "strides": [2, 2]},
+                                   {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "count_include_pad": 1},
+                                   {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "ceil_mode": 1, "strides": [2, 2]}])
+def test_qlinear_average_pool(dtype, attrs):
+    inputs = quantized_io(rng(27), (2, 3, 7, 8), dtype)
+    check("QLinearAveragePool", inputs, [("Y", dtype)], {"X_scale", "X_zero_point", "Y_scale", "Y_zero_point"}, **attrs)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+@pytest.mark.parametrize("attrs", [{"opset": 13}, {"opset": 13, "axis": 1}, {"opset": 11, "axis": 1}])
+def test_qlinear_softmax(dtype, attrs):
+    r = rng(28)
+    inputs = quantized_io(r, (2, 5, 6), dtype, y_scale=1 / 256)
+    inputs[-1] = ("Y_zero_point", np.array(np.iinfo(dtype).min, dtype))  # onnxruntime's requirement: the range [0, 1)
+    check("QLinearSoftmax", inputs, [("Y", dtype)], {"X_scale", "X_zero_point", "Y_scale", "Y_zero_point"}, **attrs)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+@pytest.mark.parametrize("axis", [1, -1])
+def test_qlinear_concat(dtype, axis):
+    r = rng(29)
+    inputs = [("Y_scale", np.array(0.04, np.float32)), ("Y_zero_point", quantized(r, (), dtype))]
+    for k, shape in enumerate([(2, 3, 4), (2, 3, 4) if axis == -1 else (2, 5, 4), (2, 3, 2) if axis == -1 else (2, 1, 4)]):
+        inputs += [(f"X{k}", quantized(r, shape, dtype)), (f"X{k}_scale", np.array(0.02 * (k + 1), np.float32)),
+                   (f"X{k}_zero_point", quantized(r, (), dtype))]
+    constants = {n for n, _ in inputs if n.endswith(("scale", "zero_point"))}
+    check("QLinearConcat", inputs, [("Y", dtype)], constants, axis=axis)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+def test_qlinear_where(dtype):
+    r = rng(30)
+    inputs = [("condition", r.random((2, 3, 4)) > 0.5), ("X", quantized(r, (2, 3, 4), dtype)),
+              ("x_scale", np.array(0.05, np.float32)), ("x_zero_point", quantized(r, (), dtype)),
+              ("Y", quantized(r, (3, 1), dtype)), ("y_scale", np.array(0.02, np.float32)),
+              ("y_zero_point", quantized(r, (), dtype)), ("z_scale", np.array(0.04, np.float32)),
+              ("z_zero_point", quantized(r, (), dtype))]
+    constants = {n for n, _ in inputs if n.endswith(("scale", "zero_point"))}
+    check("QLinearWhere", inputs, [("Z", dtype)], constants)
 
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])

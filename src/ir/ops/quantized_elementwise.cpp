@@ -5,7 +5,8 @@
 //   QLinearMul(the same inputs) -> C                                    A and B broadcast as numpy
 //   QLinearGlobalAveragePool(X, x_scale, x_zero_point, y_scale, y_zero_point) -> Y   X [N, C, ...], Y [N, C, 1, ...]
 // and, in the com.microsoft domain only (what ONNX Runtime's quantizer writes), QLinearSigmoid and
-// QLinearLeakyRelu(X, X_scale, X_zero_point, Y_scale, Y_zero_point) -> Y of X's shape and type.
+// QLinearLeakyRelu(X, X_scale, X_zero_point, Y_scale, Y_zero_point) -> Y of X's shape and type,
+// QLinearAveragePool and QLinearSoftmax (the same inputs), QLinearConcat and QLinearWhere.
 // Each computes what DequantizeLinear, the float op and QuantizeLinear compute (docs/precision.md).
 #include "ir/shape_helpers.h"
 
@@ -78,6 +79,58 @@ void inferQLinearUnary(InferContext& ctx) {
   }
 }
 
+void setQuantizedOutput(InferContext& ctx, DataType out, const TypeInfo& shaped) {
+  if (shaped.shape) {
+    ctx.setOutput(0, out, *shaped.shape);
+  } else {
+    ctx.setOutputType(0, out);
+  }
+}
+
+void refuseChannelsLast(const InferContext& ctx) {
+  if (attrInt(ctx.node(), "channels_last", 0) != 0) {
+    ctx.fail("attribute 'channels_last' = 1 is not supported (X must be [N, C, ...])", ErrorCode::kUnsupportedNode);
+  }
+}
+
+// com.microsoft QLinearAveragePool: AveragePool's attributes and shape rule.
+void inferQLinearAveragePool(InferContext& ctx) {
+  refuseChannelsLast(ctx);
+  requireQuantized(ctx, 0, 1, 2);
+  setQuantizedOutput(ctx, outputType(ctx, 3, 4), inferThroughOp(ctx, "AveragePool", 19, {0}, {DataType::kFloat32}));
+}
+
+// com.microsoft QLinearSoftmax: X's shape; "opset" names the Softmax semantics (13+: one axis).
+void inferQLinearSoftmax(InferContext& ctx) {
+  requireQuantized(ctx, 0, 1, 2);
+  if (!hasAttr(ctx.node(), "opset")) ctx.fail("attribute 'opset' is required");
+  setQuantizedOutput(ctx, outputType(ctx, 3, 4), inferThroughOp(ctx, "Softmax", 13, {0}, {DataType::kFloat32}));
+}
+
+// com.microsoft QLinearConcat(Y_scale, Y_zero_point, X0, X0_scale, X0_zero_point, X1, ...).
+void inferQLinearConcat(InferContext& ctx) {
+  ctx.requireInput(1);
+  if (ctx.numInputs() < 5 || (ctx.numInputs() - 2) % 3 != 0) {
+    ctx.fail("inputs must be Y_scale, Y_zero_point and then (X, X_scale, X_zero_point) triples");
+  }
+  std::vector<size_t> picks;
+  for (size_t i = 2; i < ctx.numInputs(); i += 3) {
+    requireQuantized(ctx, i, i + 1, i + 2);
+    picks.push_back(i);
+  }
+  setQuantizedOutput(ctx, outputType(ctx, 0, 1), inferThroughOp(ctx, "Concat", 13, picks,
+                                                                std::vector<DataType>(picks.size(), DataType::kUint8)));
+}
+
+// com.microsoft QLinearWhere(condition, X, x_scale, x_zero_point, Y, y_scale, y_zero_point, z_scale, z_zero_point).
+void inferQLinearWhere(InferContext& ctx) {
+  requireQuantized(ctx, 1, 2, 3);
+  requireQuantized(ctx, 4, 5, 6);
+  ctx.requireInput(8);
+  setQuantizedOutput(ctx, outputType(ctx, 7, 8),
+                     inferThroughOp(ctx, "Where", 16, {0, 1, 4}, {DataType::kBool, DataType::kUint8, DataType::kUint8}));
+}
+
 }  // namespace
 
 KILN_REGISTER_OP_SCHEMA({"kiln", "QLinearAdd", 1, 1000, inferQLinearBinary});
@@ -89,5 +142,9 @@ KILN_REGISTER_OP_SCHEMA({"com.microsoft", "QLinearMul", 1, 1000, inferQLinearBin
 KILN_REGISTER_OP_SCHEMA({"com.microsoft", "QLinearGlobalAveragePool", 1, 1000, inferQLinearGlobalAveragePool});
 KILN_REGISTER_OP_SCHEMA({"com.microsoft", "QLinearSigmoid", 1, 1000, inferQLinearUnary});
 KILN_REGISTER_OP_SCHEMA({"com.microsoft", "QLinearLeakyRelu", 1, 1000, inferQLinearUnary});
+KILN_REGISTER_OP_SCHEMA({"com.microsoft", "QLinearAveragePool", 1, 1000, inferQLinearAveragePool});
+KILN_REGISTER_OP_SCHEMA({"com.microsoft", "QLinearSoftmax", 1, 1000, inferQLinearSoftmax});
+KILN_REGISTER_OP_SCHEMA({"com.microsoft", "QLinearConcat", 1, 1000, inferQLinearConcat});
+KILN_REGISTER_OP_SCHEMA({"com.microsoft", "QLinearWhere", 1, 1000, inferQLinearWhere});
 
 }  // namespace kiln::ir

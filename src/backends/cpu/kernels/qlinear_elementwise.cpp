@@ -9,35 +9,10 @@
 #include <limits>
 
 #include "backends/cpu/broadcast.h"
-#include "backends/cpu/kernels/qlinear_integer.h"
-#include "backends/cpu/kernels/quantize_math.h"
+#include "backends/cpu/kernels/qlinear_quantization.h"
 
 namespace kiln::cpu {
 namespace {
-
-// One per-tensor quantization: DequantizeLinear's and QuantizeLinear's formulas.
-struct Quantization {
-  double scale = 1.0, zeroPoint = 0.0;
-
-  float dequantize(double q) const { return static_cast<float>((q - zeroPoint) * scale); }
-  template <typename Q>
-  Q quantize(float x) const {
-    return roundAndSaturate<Q>(roundTo<float>(static_cast<double>(x) / scale), zeroPoint);
-  }
-};
-
-Quantization quantizationAt(const KernelContext& ctx, size_t scale, const char* scaleName, const char* zeroPointName) {
-  const double zeroPoint = ctx.hasInput(scale + 1) ? qlinearParams(ctx, scale + 1, zeroPointName, 1)[0] : 0.0;
-  return {roundTo<float>(qlinearParams(ctx, scale, scaleName, 1)[0]), zeroPoint};
-}
-
-// Calls fn(const A*) with the data of an int8 or uint8 input.
-template <typename Fn>
-void withEightBit(const Tensor& t, const char* what, Fn&& fn) {
-  if (t.dtype() == DataType::kInt8) return fn(t.data<int8_t>());
-  if (t.dtype() != DataType::kUint8) throwUnsupportedType(t.dtype(), what);
-  fn(t.data<uint8_t>());
-}
 
 template <bool kMul>
 void qlinearBinary(KernelContext& ctx) {
