@@ -544,6 +544,35 @@ def test_unsupported_contrib_ops_are_named_together_with_domain_and_version():
         assert f"node '{op}_node' (com.microsoft::{op}): operator com.microsoft::{op} at opset 1 is not supported" in message
 
 
+def pack_bits(values, bits):
+    """uint8 bytes holding `bits`-bit values along the last axis, low bits first."""
+    per_byte = 8 // bits
+    v = values.reshape(*values.shape[:-1], -1, per_byte).astype(np.uint8)
+    return sum(v[..., i] << (i * bits) for i in range(per_byte)).astype(np.uint8)
+
+
+@pytest.mark.parametrize("bits,block_size,K,zero_points,bias,b_constant", [
+    (4, 32, 64, None, False, True), (4, 16, 48, "packed", True, True), (4, 32, 40, "float", False, True),
+    (8, 32, 64, "packed", True, True), (2, 16, 32, None, False, True), (4, 32, 64, "packed", True, False)])
+def test_matmul_nbits(bits, block_size, K, zero_points, bias, b_constant):
+    r = rng(31)
+    N = 12
+    blocks = (K + block_size - 1) // block_size
+    q = r.integers(0, 1 << bits, (N, blocks, block_size))
+    inputs = [("A", r.standard_normal((3, 2, K)).astype(np.float32)), ("B", pack_bits(q, bits)),
+              ("scales", (r.random(N * blocks) * 0.1 + 0.01).astype(np.float32))]
+    if zero_points == "packed":
+        zp = r.integers(0, 1 << bits, (N, -(-blocks * bits // 8) * 8 // bits))
+        inputs.append(("zero_points", pack_bits(zp, bits).reshape(-1)))
+    elif zero_points == "float":
+        inputs.append(("zero_points", (r.random(N * blocks) * (1 << bits)).astype(np.float32)))
+    else:
+        inputs.append(("zero_points", None))
+    inputs += [("g_idx", None), ("bias", r.standard_normal(N).astype(np.float32) if bias else None)]
+    constants = {"scales", "zero_points", "bias"} | ({"B"} if b_constant else set())
+    check("MatMulNBits", inputs, ["Y"], constants, rtol=1e-4, atol=1e-4, K=K, N=N, bits=bits, block_size=block_size)
+
+
 # ---- models straight from onnxruntime's tools ----------------------------------------------------
 
 def lstm_matmul_model(path):
