@@ -89,6 +89,7 @@ const DTypeLimit kDTypeLimits[] = {
     {"com.microsoft", "RotaryEmbedding", "*", 0, "float32, position_ids int64 (onnxruntime: float32, float16); is_packed_batching not supported"},
     {"com.microsoft", "MatMulIntegerToFloat", "*", 0,
      "A, B int8 or uint8, float32 scales and output (onnxruntime: the same, without int8 A x uint8 B)"},
+    {"com.microsoft", "NhwcMaxPool", "*", 0, "int8 or uint8 (onnxruntime: the same)"},
     {"com.microsoft", "QGemm", "*", 0,
      "A, B int8 or uint8, C int32, float32 or 8-bit output (onnxruntime: the same)"},
     {"com.microsoft", "QLinearAdd", "*", 0, "int8 or uint8 (onnxruntime: the same)"},
@@ -97,6 +98,7 @@ const DTypeLimit kDTypeLimits[] = {
     {"com.microsoft", "QuickGelu", "*", 0, "float32 (onnxruntime: float32)"},
     {"com.microsoft", "SkipLayerNormalization", "*", 0, "float32 (onnxruntime: float32, float64, float16)"},
     {"com.microsoft", "SkipSimplifiedLayerNormalization", "*", 0, "float32 (onnxruntime: float32, float64, float16)"},
+    {"com.microsoft", "TransposeMatMul", "*", 0, "float32 (onnxruntime: float32)"},
 };
 
 const size_t kDTypeLimitCount = sizeof(kDTypeLimits) / sizeof(kDTypeLimits[0]);

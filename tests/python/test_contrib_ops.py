@@ -371,6 +371,13 @@ def test_fused_matmul(a_shape, b_shape, trans_a, trans_b, b_constant):
           transA=trans_a, transB=trans_b)
 
 
+@pytest.mark.parametrize("a_shape,b_shape,trans_a,trans_b", [((6, 4), (6, 5), 1, 0), ((2, 4, 6), (5, 6), 0, 1)])
+def test_transpose_matmul(a_shape, b_shape, trans_a, trans_b):
+    r = rng(32)
+    inputs = [("A", r.standard_normal(a_shape).astype(np.float32)), ("B", r.standard_normal(b_shape).astype(np.float32))]
+    check("TransposeMatMul", inputs, ["Y"], {"B"}, rtol=1e-4, atol=1e-5, alpha=2.0, transA=trans_a, transB=trans_b)
+
+
 def quantized(r, shape, dtype):
     return int8_weights(r, shape, dtype)
 
@@ -434,7 +441,7 @@ def test_qlinear_average_pool(dtype, attrs):
 
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])
-@pytest.mark.parametrize("attrs", [{"opset": 13}, {"opset": 13, "axis": 1}, {"opset": 11, "axis": 1}])
+@pytest.mark.parametrize("attrs", [{"opset": 13}, {"opset": 13, "axis": 1}, {"opset": 11, "axis": 1}, {"opset": 11}])
 def test_qlinear_softmax(dtype, attrs):
     r = rng(28)
     inputs = quantized_io(r, (2, 5, 6), dtype, y_scale=1 / 256)
@@ -464,6 +471,14 @@ def test_qlinear_where(dtype):
               ("z_zero_point", quantized(r, (), dtype))]
     constants = {n for n, _ in inputs if n.endswith(("scale", "zero_point"))}
     check("QLinearWhere", inputs, [("Z", dtype)], constants)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+@pytest.mark.parametrize("attrs", [{"kernel_shape": [3, 3]}, {"kernel_shape": [2, 2], "strides": [2, 2]},
+                                   {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "strides": [2, 2], "ceil_mode": 1},
+                                   {"kernel_shape": [2, 2], "dilations": [2, 2]}])
+def test_nhwc_max_pool(dtype, attrs):
+    check("NhwcMaxPool", [("x", quantized(rng(33), (2, 7, 8, 5), dtype))], [("y", dtype)], **attrs)
 
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])

@@ -70,5 +70,7 @@ void inferFusedMatMul(InferContext& ctx) {
 
 KILN_REGISTER_OP_SCHEMA({"com.microsoft", "FusedGemm", 1, 1000, inferFusedGemm});
 KILN_REGISTER_OP_SCHEMA({"com.microsoft", "FusedMatMul", 1, 1000, inferFusedMatMul});
+// TransposeMatMul is FusedMatMul's older name (without transBatchA / transBatchB).
+KILN_REGISTER_OP_SCHEMA({"com.microsoft", "TransposeMatMul", 1, 1000, inferFusedMatMul});
 
 }  // namespace kiln::ir

@@ -106,5 +106,6 @@ KernelFn makeFusedMatMulKernel(const KernelCreateInfo& info) {
 
 KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "FusedGemm", KernelFactory(makeFusedGemmKernel));
 KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "FusedMatMul", KernelFactory(makeFusedMatMulKernel));
+KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "TransposeMatMul", KernelFactory(makeFusedMatMulKernel));
 
 }  // namespace kiln::cpu

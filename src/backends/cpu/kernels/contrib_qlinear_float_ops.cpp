@@ -5,7 +5,7 @@
 // the Concat and Where kernels.
 #include <memory>
 
-#include "backends/cpu/kernel_registry.h"
+#include "backends/cpu/kernels/onnx_stage.h"
 #include "backends/cpu/kernels/qlinear_quantization.h"
 
 namespace kiln::cpu {
@@ -29,37 +29,6 @@ Tensor quantizeTensor(const Tensor& x, const Quantization& q, DataType dtype, co
 
 namespace {
 
-// An ONNX op's CPU kernel made for a copy of the node (same attributes) at `opset`, run on
-// stand-in inputs: the float or requantized stage of a QLinear op.
-class OnnxStage {
- public:
-  OnnxStage(const KernelCreateInfo& info, const char* opType, int64_t opset, std::vector<ir::TypeInfo> inputTypes)
-      : node_(std::make_shared<ir::Node>(info.node)), types_(std::make_shared<std::vector<ir::TypeInfo>>(std::move(inputTypes))) {
-    node_->domain = "";
-    node_->opType = opType;
-    node_->opset = opset;
-    const KernelFactory* factory = KernelRegistry::global().find("", opType);
-    if (!factory) ir::failNode(info.node, std::string("needs the ") + opType + " CPU kernel (internal error)");
-    KernelCreateInfo inner{*node_, {}, std::vector<const Tensor*>(types_->size(), nullptr), {}, info.subgraphs};
-    for (const ir::TypeInfo& t : *types_) inner.inputTypes.push_back(&t);
-    fn_ = (*factory)(inner);
-  }
-  ir::Node& node() { return *node_; }
-  /// The op's output, of `dtype` and the node's output shape.
-  Tensor run(KernelContext& ctx, std::vector<const Tensor*> inputs, DataType dtype) const {
-    std::vector<Tensor> outputs(1);
-    const std::vector<ir::TypeInfo> types = {ir::TypeInfo{dtype, ir::symShapeOf(ctx.output(0).shape())}};
-    KernelContext inner(*node_, std::move(inputs), outputs, types);
-    fn_(inner);
-    return outputs[0];
-  }
-
- private:
-  std::shared_ptr<ir::Node> node_;
-  std::shared_ptr<std::vector<ir::TypeInfo>> types_;
-  KernelFn fn_;
-};
-
 const ir::TypeInfo& typeOf(const KernelCreateInfo& info, size_t i) {
   if (i >= info.inputTypes.size() || !info.inputTypes[i]) ir::failNode(info.node, "input " + std::to_string(i) + " has no type");
   return *info.inputTypes[i];
@@ -72,8 +41,12 @@ ir::TypeInfo withDtype(ir::TypeInfo t, DataType dtype) {
 
 // QLinearAveragePool / QLinearSoftmax: quantize(op(dequantize(X))).
 KernelFn makeFloatStageKernel(const KernelCreateInfo& info, const char* opType, int64_t opset) {
-  auto stage = std::make_shared<OnnxStage>(info, opType, opset, std::vector{withDtype(typeOf(info, 0), DataType::kFloat32)});
-  if (std::string(opType) == "Softmax") stage->node().attrs["axis"] = ir::attrInt(info.node, "axis", -1);
+  // QLinearSoftmax's axis defaults to -1 whatever its "opset" (Softmax's before 13: 1).
+  const int64_t axis = ir::attrInt(info.node, "axis", -1);
+  auto stage = std::make_shared<OnnxStage>(info, opType, opset, std::vector{withDtype(typeOf(info, 0), DataType::kFloat32)},
+                                           [&](ir::Node& node) {
+                                             if (std::string(opType) == "Softmax") node.attrs["axis"] = axis;
+                                           });
   return [stage](KernelContext& ctx) {
     const Tensor x = dequantizeTensor(ctx.input(0), quantizationAt(ctx, 1, "X_scale", "X_zero_point"), "X");
     Tensor& y = ctx.output(0);
