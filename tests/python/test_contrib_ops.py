@@ -326,6 +326,28 @@ def test_multi_head_attention(mask, unidirectional, bias, attention_bias, attrs)
           unidirectional=unidirectional, **attrs)
 
 
+@pytest.mark.parametrize("w_type,mask,zero_points,per_column,unidirectional", [
+    (np.int8, None, False, False, 0), (np.int8, "2d", True, False, 0), (np.uint8, "lengths", True, True, 0),
+    (np.int8, None, True, True, 1)])
+def test_qattention(w_type, mask, zero_points, per_column, unidirectional):
+    r = rng(34)
+    batch, seq, hidden_in, hidden, heads = 2, 5, 16, 24, 3
+    mask_index = None
+    if mask == "lengths":
+        mask_index = np.array([5, 2], np.int32)
+    elif mask == "2d":
+        mask_index = (r.random((batch, seq)) > 0.3).astype(np.int32)
+        mask_index[:, 0] = 1
+    count = 3 * hidden if per_column else 1
+    inputs = [("input", quantized(r, (batch, seq, hidden_in), np.uint8)), ("weight", quantized(r, (hidden_in, 3 * hidden), w_type)),
+              ("bias", r.standard_normal(3 * hidden).astype(np.float32)), ("input_scale", np.array(0.02, np.float32)),
+              ("weight_scale", (r.random(count) * 0.01 + 0.002).astype(np.float32)), ("mask_index", mask_index),
+              ("input_zero_point", quantized(r, (), np.uint8) if zero_points else None),
+              ("weight_zero_point", (quantized(r, (), w_type) if zero_points else None))]
+    constants = {"weight", "bias", "input_scale", "weight_scale", "input_zero_point", "weight_zero_point"}
+    check("QAttention", inputs, ["output"], constants, rtol=1e-4, atol=1e-4, num_heads=heads, unidirectional=unidirectional)
+
+
 def test_attention_kv_cache_is_refused_by_name():
     r = rng(13)
     inputs = [("input", r.standard_normal((1, 3, 8)).astype(np.float32)), ("weights", r.standard_normal((8, 24)).astype(np.float32))]

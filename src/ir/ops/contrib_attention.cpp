@@ -1,5 +1,6 @@
-// Shape and type rules of com.microsoft Attention and MultiHeadAttention (version 1), the attention
-// blocks ONNX Runtime's transformer optimizer writes (float32). Attention, for BERT-like models:
+// Shape and type rules of com.microsoft Attention, QAttention and MultiHeadAttention (version 1),
+// the attention blocks ONNX Runtime's transformer optimizer (and its quantizer, QAttention) writes
+// (float32). Attention, for BERT-like models:
 //   Attention(input [B, S, Hin], weights [Hin, 3 * hidden], [bias [3 * hidden]], [mask_index int32],
 //             [past], [attention_bias [B or 1, heads or 1, S, S]], [past_sequence_length])
 //     -> output [B, S, hidden], [present]
@@ -12,30 +13,24 @@
 namespace kiln::ir {
 namespace {
 
-void inferContribAttention(InferContext& ctx) {
-  for (size_t i = 0; i < 2; ++i) ctx.requireInput(i);
-  for (size_t i : {0, 1, 2, 5}) {
-    if (ctx.hasInput(i) && ctx.inputType(i) != DataType::kFloat32) {
-      ctx.fail("input " + std::to_string(i) + " must be float32 (kiln implements Attention for float32), got " +
-                   dataTypeName(ctx.inputType(i)),
-               ErrorCode::kUnsupportedNode);
-    }
+void refuseInput(const InferContext& ctx, size_t i, const char* name) {
+  if (ctx.hasInput(i)) {
+    ctx.fail(std::string("input '") + name + "' (the KV cache) is not supported by kiln's " + ctx.node().opType,
+             ErrorCode::kUnsupportedNode);
   }
-  if (ctx.hasInput(3) && ctx.inputType(3) != DataType::kInt32) ctx.fail("mask_index must be int32");
-  for (size_t i : {4, 6}) {
-    if (ctx.hasInput(i)) {
-      ctx.fail(std::string("input '") + (i == 4 ? "past" : "past_sequence_length") +
-                   "' (the KV cache) is not supported by kiln's Attention",
-               ErrorCode::kUnsupportedNode);
-    }
-  }
+}
+
+// What Attention and QAttention share: the attributes kiln refuses, and output [B, S, hidden]
+// from input [B, S, Hin] and weights [Hin, 3 * hidden].
+void inferAttentionBlock(InferContext& ctx) {
   const Node& node = ctx.node();
-  if (ctx.node().outputs.size() > 1 && ctx.node().outputs[1] != kNoValue) {
-    ctx.fail("output 'present' (the KV cache) is not supported by kiln's Attention", ErrorCode::kUnsupportedNode);
+  const std::string op = node.opType;
+  if (node.outputs.size() > 1 && node.outputs[1] != kNoValue) {
+    ctx.fail("output 'present' (the KV cache) is not supported by kiln's " + op, ErrorCode::kUnsupportedNode);
   }
   for (const char* attr : {"do_rotary", "past_present_share_buffer"}) {
     if (attrInt(node, attr, 0) != 0) {
-      ctx.fail(std::string("attribute '") + attr + "' = 1 is not supported by kiln's Attention", ErrorCode::kUnsupportedNode);
+      ctx.fail(std::string("attribute '") + attr + "' = 1 is not supported by kiln's " + op, ErrorCode::kUnsupportedNode);
     }
   }
   const int64_t heads = attrInt(node, "num_heads", 0);
@@ -43,7 +38,7 @@ void inferContribAttention(InferContext& ctx) {
   if (hasAttr(node, "qkv_hidden_sizes")) {
     const std::vector<int64_t> sizes = attrInts(node, "qkv_hidden_sizes");
     if (sizes.size() != 3 || sizes[0] != sizes[1] || sizes[1] != sizes[2]) {
-      ctx.fail("attribute 'qkv_hidden_sizes' with different Q, K and V sizes is not supported by kiln's Attention",
+      ctx.fail("attribute 'qkv_hidden_sizes' with different Q, K and V sizes is not supported by kiln's " + op,
                ErrorCode::kUnsupportedNode);
     }
   }
@@ -64,6 +59,38 @@ void inferContribAttention(InferContext& ctx) {
   }
   if (!x) return ctx.setOutputType(0, DataType::kFloat32);
   ctx.setOutput(0, DataType::kFloat32, SymShape{(*x)[0], (*x)[1], hidden});
+}
+
+void requireType(const InferContext& ctx, size_t i, DataType type, const char* what) {
+  if (ctx.hasInput(i) && ctx.inputType(i) != type) {
+    ctx.fail("input " + std::to_string(i) + " must be " + what + ", got " + dataTypeName(ctx.inputType(i)),
+             ErrorCode::kUnsupportedNode);
+  }
+}
+
+void inferContribAttention(InferContext& ctx) {
+  for (size_t i = 0; i < 2; ++i) ctx.requireInput(i);
+  for (size_t i : {0, 1, 2, 5}) requireType(ctx, i, DataType::kFloat32, "float32 (kiln implements Attention for float32)");
+  if (ctx.hasInput(3) && ctx.inputType(3) != DataType::kInt32) ctx.fail("mask_index must be int32");
+  refuseInput(ctx, 4, "past");
+  refuseInput(ctx, 6, "past_sequence_length");
+  inferAttentionBlock(ctx);
+}
+
+// QAttention(input 8-bit, weight 8-bit, bias, input_scale, weight_scale, [mask_index],
+// [input_zero_point], [weight_zero_point], [past]): Attention on the dequantized projection
+// (input - zp) x (weight - zp) * input_scale * weight_scale + bias.
+void inferQAttention(InferContext& ctx) {
+  for (size_t i = 0; i < 5; ++i) ctx.requireInput(i);
+  for (size_t i : {0, 1}) {
+    const DataType t = ctx.inputType(i);
+    if (t != DataType::kInt8 && t != DataType::kUint8) ctx.fail("input " + std::to_string(i) + " must be int8 or uint8");
+    if (ctx.hasInput(i + 6) && ctx.inputType(i + 6) != t) ctx.fail("a zero point must have its operand's type");
+  }
+  for (size_t i : {2, 3, 4}) requireType(ctx, i, DataType::kFloat32, "float32 (kiln implements QAttention for float32)");
+  if (ctx.hasInput(5) && ctx.inputType(5) != DataType::kInt32) ctx.fail("mask_index must be int32");
+  refuseInput(ctx, 8, "past");
+  inferAttentionBlock(ctx);
 }
 
 // MultiHeadAttention(query [B, S, D], key [B, L, D], value [B, L, Dv], [bias [2 D + Dv]],
@@ -110,5 +137,6 @@ void inferMultiHeadAttention(InferContext& ctx) {
 
 KILN_REGISTER_OP_SCHEMA({"com.microsoft", "Attention", 1, 1000, inferContribAttention});
 KILN_REGISTER_OP_SCHEMA({"com.microsoft", "MultiHeadAttention", 1, 1000, inferMultiHeadAttention});
+KILN_REGISTER_OP_SCHEMA({"com.microsoft", "QAttention", 1, 1000, inferQAttention});
 
 }  // namespace kiln::ir

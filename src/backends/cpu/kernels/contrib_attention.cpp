@@ -1,4 +1,4 @@
-// CPU kernels of com.microsoft Attention and MultiHeadAttention (ir/ops/contrib_attention.cpp),
+// CPU kernels of com.microsoft Attention, QAttention and MultiHeadAttention (ir/ops/contrib_attention.cpp),
 // float32, on the fused attention of kiln::FusedAttention (fused_attention.h): Attention's Q, K
 // and V projections as one GEMM into a packed [B, S, 3 * hidden] buffer, MultiHeadAttention's
 // projected query, key and value read in place (copied when a bias is added). The mask index,
@@ -9,10 +9,13 @@
 #include <vector>
 
 #include "backends/cpu/gemm/sgemm.h"
+#include "backends/cpu/kernels/contrib_quantized_matmul.h"
 #include "backends/cpu/kernels/fused_attention.h"
 
 namespace kiln::cpu {
 namespace {
+
+constexpr size_t kNoBias = 1000;  // an input index past the node's: no attention bias
 
 struct AttentionAttrs {
   int64_t heads = 0;
@@ -79,13 +82,26 @@ float scaleFor(const AttentionAttrs& a, int64_t headSize) {
   return a.scale == 0.0f ? 1.0f / std::sqrt(static_cast<float>(headSize)) : a.scale;
 }
 
-void runAttention(KernelContext& ctx, const AttentionAttrs& a) {
+void checkAttentionOperands(const KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   const Tensor& w = ctx.input(1);
   if (x.rank() != 3 || w.rank() != 2 || w.dim(0) != x.dim(2)) {
     ctx.fail("input " + x.describe() + " and weights " + w.describe() + " must be [B, S, Hin] and [Hin, 3 * hidden]",
              ErrorCode::kInvalidArgument);
   }
+}
+
+// The attention of the packed projection qkv [B, S, 3 * hidden], the mask index at `maskInput`.
+void attendPacked(KernelContext& ctx, const AttentionAttrs& a, const Tensor& qkv, size_t maskInput, size_t biasInput) {
+  const AttentionOperands o = packedAttentionOperands(ctx, qkv, a.heads);
+  const std::optional<Tensor> mask = attentionMask(ctx, a, maskInput, biasInput, o.B, o.Sq, o.Sq);
+  fusedAttention(ctx, o, mask ? &*mask : nullptr, scaleFor(a, o.Dk), ctx.output(0));
+}
+
+void runAttention(KernelContext& ctx, const AttentionAttrs& a) {
+  checkAttentionOperands(ctx);
+  const Tensor& x = ctx.input(0);
+  const Tensor& w = ctx.input(1);
   const int64_t B = x.dim(0), S = x.dim(1), Hin = x.dim(2), width = w.dim(1);
   Tensor qkv(DataType::kFloat32, Shape{B, S, width});
   float* p = qkv.data<float>();
@@ -99,9 +115,7 @@ void runAttention(KernelContext& ctx, const AttentionAttrs& a) {
       for (int64_t j = 0; j < width; ++j) p[r * width + j] += bias.data<float>()[j];
     }
   }
-  const AttentionOperands o = packedAttentionOperands(ctx, qkv, a.heads);
-  const std::optional<Tensor> mask = attentionMask(ctx, a, 3, 5, B, S, S);
-  fusedAttention(ctx, o, mask ? &*mask : nullptr, scaleFor(a, o.Dk), ctx.output(0));
+  attendPacked(ctx, a, qkv, 3, 5);
 }
 
 // MultiHeadAttention's query (0), key (1) and value (2), [B, length, heads * head size] each, plus
@@ -158,6 +172,21 @@ KernelFn makeAttentionKernel(const KernelCreateInfo& info) {
   return [a = attentionAttrs(info)](KernelContext& ctx) { runAttention(ctx, a); };
 }
 
+// QAttention's projection on MatMulInteger (its integer GEMM for constant weights), in float as
+// MatMulIntegerToFloat's output stage, then Attention's.
+KernelFn makeQAttentionKernel(const KernelCreateInfo& info) {
+  const AttentionAttrs a = attentionAttrs(info);
+  IntegerStage integer(info, "MatMulInteger", {0, 1, 6, 7});  // input, weight and their zero points
+  return [a, integer](KernelContext& ctx) {
+    checkAttentionOperands(ctx);
+    const Tensor& x = ctx.input(0);
+    Tensor qkv(DataType::kFloat32, Shape{x.dim(0), x.dim(1), ctx.input(1).dim(1)});
+    const float inputScale = static_cast<float>(qlinearParams(ctx, 3, "input_scale", 1)[0]);
+    scaleIntegerProduct(ctx, {4, 2}, integer.run(ctx, qkv.shape()), inputScale, qkv);
+    attendPacked(ctx, a, qkv, 5, kNoBias);
+  };
+}
+
 KernelFn makeMultiHeadAttentionKernel(const KernelCreateInfo& info) {
   return [a = attentionAttrs(info)](KernelContext& ctx) { runMultiHeadAttention(ctx, a); };
 }
@@ -166,5 +195,6 @@ KernelFn makeMultiHeadAttentionKernel(const KernelCreateInfo& info) {
 
 KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "Attention", KernelFactory(makeAttentionKernel));
 KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "MultiHeadAttention", KernelFactory(makeMultiHeadAttentionKernel));
+KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "QAttention", KernelFactory(makeQAttentionKernel));
 
 }  // namespace kiln::cpu

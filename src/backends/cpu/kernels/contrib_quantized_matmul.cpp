@@ -5,22 +5,13 @@
 // to uint8 as DynamicQuantizeLinear does.
 #include <memory>
 
-#include "backends/cpu/kernels/qlinear_integer.h"
+#include "backends/cpu/kernels/contrib_quantized_matmul.h"
 #include "backends/cpu/kernels/quantize_dynamic.h"
 #include "backends/cpu/kernels/quantize_math.h"
 
 namespace kiln::cpu {
-namespace {
 
-constexpr size_t kOmitted = 1000;  // a pick past the node's inputs
-
-// Where a product's float parameters b_scale and bias are.
-struct FloatProductInputs {
-  size_t bScale, bias;
-};
-
-// y = float(product) * (aScale * b_scale[n]) + bias[n] over the rows of y.
-void scaleProduct(const KernelContext& ctx, const FloatProductInputs& in, const Tensor& product, float aScale, Tensor& y) {
+void scaleIntegerProduct(const KernelContext& ctx, const FloatProductInputs& in, const Tensor& product, float aScale, Tensor& y) {
   const int64_t N = y.rank() >= 1 ? y.dim(y.rank() - 1) : 1;
   const std::vector<double> bScale = qlinearParams(ctx, in.bScale, "b_scale", N);
   std::vector<float> multiplier(bScale.size());
@@ -44,13 +35,17 @@ void scaleProduct(const KernelContext& ctx, const FloatProductInputs& in, const 
   }
 }
 
+namespace {
+
+constexpr size_t kOmitted = 1000;  // a pick past the node's inputs
+
 KernelFn makeMatMulIntegerToFloatKernel(const KernelCreateInfo& info) {
   // MatMulInteger takes A, B, a_zero_point, b_zero_point.
   IntegerStage integer(info, "MatMulInteger", {0, 1, 4, 5});
   return [integer](KernelContext& ctx) {
     const float aScale = static_cast<float>(qlinearParams(ctx, 2, "a_scale", 1)[0]);
     Tensor& y = ctx.output(0);
-    scaleProduct(ctx, {3, 6}, integer.run(ctx, y.shape()), aScale, y);
+    scaleIntegerProduct(ctx, {3, 6}, integer.run(ctx, y.shape()), aScale, y);
   };
 }
 
@@ -69,7 +64,7 @@ KernelFn makeDynamicQuantizeMatMulKernel(const KernelCreateInfo& info) {
     Tensor zp(DataType::kUint8, Shape{});
     zp.data<uint8_t>()[0] = q.zeroPoint;
     Tensor& y = ctx.output(0);
-    scaleProduct(ctx, {2, 4}, integer.run(ctx, y.shape(), {&aq, nullptr, &zp}), q.scale, y);
+    scaleIntegerProduct(ctx, {2, 4}, integer.run(ctx, y.shape(), {&aq, nullptr, &zp}), q.scale, y);
   };
 }
 
