@@ -91,7 +91,7 @@ const DTypeLimit kDTypeLimits[] = {
      "A, B int8 or uint8, float32 scales and output (onnxruntime: the same, without int8 A x uint8 B)"},
     {"com.microsoft", "NhwcMaxPool", "*", 0, "int8 or uint8 (onnxruntime: the same)"},
     {"com.microsoft", "QAttention", "*", 0,
-     "input, weight int8 or uint8, float32 scales and output (onnxruntime: input uint8); no past / present"},
+     "input, weight int8 or uint8 (compared with onnxruntime for uint8 input), float32 scales and output; no past / present"},
     {"com.microsoft", "QGemm", "*", 0,
      "A, B int8 or uint8, C int32, float32 or 8-bit output (onnxruntime: the same)"},
     {"com.microsoft", "QLinearAdd", "*", 0, "int8 or uint8 (onnxruntime: the same)"},
