@@ -74,6 +74,8 @@ const DTypeLimit kDTypeLimits[] = {
      "ids and mask int32, embeddings float32 (onnxruntime: the same)"},
     {"com.microsoft", "FastGelu", "*", 0, "float32 (onnxruntime: float32)"},
     {"com.microsoft", "FusedConv", "*", 0, "float32 (onnxruntime: float32); activation Tanh not supported"},
+    {"com.microsoft", "GatherBlockQuantized", "*", 0,
+     "data uint8 (bits 2, 4, 8), float32 scales (onnxruntime: also int4, uint4, float8, float4 data, float16 scales)"},
     {"com.microsoft", "Gelu", "*", 0, "float32 (onnxruntime: float32)"},
     {"com.microsoft", "FusedGemm", "*", 0, "float32 (onnxruntime: float32); activation Relu, LeakyRelu, Sigmoid or HardSigmoid"},
     {"com.microsoft", "FusedMatMul", "*", 0, "float32 (onnxruntime: float32, float64); transBatchA / transBatchB not supported"},

@@ -610,6 +610,34 @@ def test_matmul_nbits(bits, block_size, K, zero_points, bias, b_constant):
     check("MatMulNBits", inputs, ["Y"], constants, rtol=1e-4, atol=1e-4, K=K, N=N, bits=bits, block_size=block_size)
 
 
+def pack_rows(values, bits):
+    """pack_bits with each row (last axis) padded to whole bytes, as zero points are stored."""
+    per_byte = 8 // bits
+    pad = -values.shape[-1] % per_byte
+    return pack_bits(np.pad(values, [(0, 0)] * (values.ndim - 1) + [(0, pad)]), bits)
+
+
+@pytest.mark.parametrize("bits,shape,quantize_axis,block_size,zero_points,indices", [
+    (4, (10, 64), 1, 32, False, [[0, 3], [9, -1]]),
+    (4, (10, 64), -1, 16, True, [2, 2, 7]),
+    (8, (6, 48), 1, 16, True, [5, 0]),
+    (2, (8, 64), 1, 32, True, [[1], [4]]),
+    (4, (5, 4, 32), 2, 16, True, [4, 1]),
+])
+def test_gather_block_quantized(bits, shape, quantize_axis, block_size, zero_points, indices):
+    r = rng(35)
+    logical = np.array(shape)
+    axis = quantize_axis % len(shape)
+    blocked = logical.copy()
+    blocked[axis] = -(-logical[axis] // block_size)
+    inputs = [("data", pack_bits(r.integers(0, 1 << bits, tuple(logical)), bits)),
+              ("indices", np.array(indices, np.int64)),
+              ("scales", (r.random(tuple(blocked)) * 0.1 + 0.01).astype(np.float32)),
+              ("zero_points", pack_rows(r.integers(0, 1 << bits, tuple(blocked)), bits) if zero_points else None)]
+    check("GatherBlockQuantized", inputs, ["output"], {"data", "scales", "zero_points"}, bits=bits,
+          block_size=block_size, quantize_axis=quantize_axis, gather_axis=0)
+
+
 # ---- models straight from onnxruntime's tools ----------------------------------------------------
 
 def lstm_matmul_model(path):
