@@ -16,7 +16,8 @@ import kiln
 MS = "com.microsoft"
 ONNX_TYPES = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.int8): TensorProto.INT8,
               np.dtype(np.uint8): TensorProto.UINT8, np.dtype(np.int32): TensorProto.INT32,
-              np.dtype(np.int64): TensorProto.INT64, np.dtype(np.bool_): TensorProto.BOOL}
+              np.dtype(np.int64): TensorProto.INT64, np.dtype(np.bool_): TensorProto.BOOL,
+              np.dtype(np.int16): TensorProto.INT16, np.dtype(np.uint16): TensorProto.UINT16}
 
 
 def contrib_model(op, inputs, outputs, constants=(), domain=MS, **attrs):
@@ -402,6 +403,37 @@ def test_transpose_matmul(a_shape, b_shape, trans_a, trans_b):
 
 def quantized(r, shape, dtype):
     return int8_weights(r, shape, dtype)
+
+
+@pytest.mark.parametrize("dtype,axis,per_axis", [(np.uint8, 1, False), (np.int8, 1, True), (np.int16, 0, True),
+                                            (np.uint16, 1, False)])
+def test_quantize_and_dequantize_linear(dtype, axis, per_axis):
+    r = rng(36)
+    x = (r.standard_normal((3, 4, 5)) * 4).astype(np.float32)
+    count = x.shape[axis] if per_axis else 1
+    scale = (r.random(count) * 0.05 + 0.01).astype(np.float32).reshape(count if per_axis else ())
+    info = np.iinfo(dtype)
+    zero = r.integers(info.min // 4, info.max // 4, count).astype(dtype).reshape(count if per_axis else ())
+    check("QuantizeLinear", [("x", x), ("y_scale", scale), ("y_zero_point", zero)], [("y", dtype)],
+          {"y_scale", "y_zero_point"}, axis=axis)
+    q = r.integers(info.min, info.max, x.shape).astype(dtype)
+    check("DequantizeLinear", [("x", q), ("x_scale", scale), ("x_zero_point", zero)], ["y"],
+          {"x_scale", "x_zero_point"}, axis=axis)
+
+
+@pytest.mark.parametrize("x_type,w_type", [(np.uint8, np.int8), (np.uint8, np.uint8), (np.int8, np.int8)])
+@pytest.mark.parametrize("attrs", [{}, {"pads": [1, 1, 1, 1], "strides": [2, 2]}, {"group": 2}])
+def test_contrib_qlinear_conv(x_type, w_type, attrs):
+    r = rng(37)
+    groups = attrs.get("group", 1)
+    inputs = [("x", quantized(r, (1, 4, 6, 6), x_type)), ("x_scale", np.array(0.05, np.float32)),
+              ("x_zero_point", quantized(r, (), x_type)), ("w", quantized(r, (6, 4 // groups, 3, 3), w_type)),
+              ("w_scale", (r.random(6) * 0.01 + 0.005).astype(np.float32)),
+              ("w_zero_point", np.zeros(6, w_type) if w_type == np.int8 else quantized(r, (6,), w_type)),
+              ("y_scale", np.array(0.2, np.float32)), ("y_zero_point", quantized(r, (), x_type)),
+              ("B", r.integers(-300, 300, 6).astype(np.int32))]
+    constants = {n for n, _ in inputs if n != "x"}
+    check("QLinearConv", inputs, [("y", x_type)], constants, **attrs)
 
 
 @pytest.mark.parametrize("op", ["QLinearAdd", "QLinearMul"])

@@ -13,9 +13,11 @@ namespace kiln::cpu {
 /// stand-in inputs: the float stage of a quantized op, or an op on another layout's data.
 class OnnxStage {
  public:
-  /// `adjust` may change the copy's attributes before the kernel reads them.
+  /// An input type of dtype kUndefined stands for an omitted input. `adjust` may change the
+  /// copy's attributes before the kernel reads them; `constants` (none by
+  /// default) are the values of constant inputs, for kernels that pack them.
   OnnxStage(const KernelCreateInfo& info, const char* opType, int64_t opset, std::vector<ir::TypeInfo> inputTypes,
-            const std::function<void(ir::Node&)>& adjust = {})
+            const std::function<void(ir::Node&)>& adjust = {}, std::vector<const Tensor*> constants = {})
       : node_(std::make_shared<ir::Node>(info.node)), types_(std::make_shared<std::vector<ir::TypeInfo>>(std::move(inputTypes))) {
     node_->domain = "";
     node_->opType = opType;
@@ -23,8 +25,9 @@ class OnnxStage {
     if (adjust) adjust(*node_);
     const KernelFactory* factory = KernelRegistry::global().find("", opType);
     if (!factory) ir::failNode(info.node, std::string("needs the ") + opType + " CPU kernel (internal error)");
-    KernelCreateInfo inner{*node_, {}, std::vector<const Tensor*>(types_->size(), nullptr), {}, info.subgraphs};
-    for (const ir::TypeInfo& t : *types_) inner.inputTypes.push_back(&t);
+    constants.resize(types_->size(), nullptr);
+    KernelCreateInfo inner{*node_, {}, std::move(constants), {}, info.subgraphs};
+    for (const ir::TypeInfo& t : *types_) inner.inputTypes.push_back(t.dtype == DataType::kUndefined ? nullptr : &t);
     fn_ = (*factory)(inner);
   }
   /// The op's output, of `dtype` and the node's output shape.
