@@ -6,7 +6,7 @@
 #include <set>
 
 #include "core/aligned_memory.h"
-
+#include "core/tensor_limits.h"
 #include "engine/plan_bytes.h"
 #include "engine/plan_format.h"
 #include "engine/plan_plugins.h"
@@ -17,7 +17,6 @@ namespace kiln::plan {
 namespace {
 
 constexpr int kMaxSubgraphDepth = 32;
-constexpr uint32_t kMaxRank = 64;
 
 [[noreturn]] void invalid(const std::string& message) { throw Error(ErrorCode::kInvalidPlan, message); }
 
@@ -70,7 +69,7 @@ class GraphReader {
       v.type.isOptional = (typeFlags & 4) != 0;
       if (typeFlags & 1) {
         uint32_t rank = r.count("rank", 12);
-        if (rank > kMaxRank) r.fail("value '" + v.name + "' has rank " + std::to_string(rank));
+        if (rank > kMaxTensorRank) r.fail("value '" + v.name + "' has rank " + std::to_string(rank));
         ir::SymShape shape;
         for (uint32_t k = 0; k < rank; ++k) {
           int64_t value = r.i64("dim");
@@ -144,7 +143,7 @@ class GraphReader {
   Tensor tensor(ByteReader& r) {
     DataType t = dtype(r, false);
     Shape shape = r.i64s("tensor dims");
-    if (shape.size() > kMaxRank) r.fail("a tensor has rank " + std::to_string(shape.size()));
+    if (shape.size() > kMaxTensorRank) r.fail("a tensor has rank " + std::to_string(shape.size()));
     for (int64_t d : shape)
       if (d < 0) r.fail("a tensor has dim " + std::to_string(d));
     int64_t numel = 0;
@@ -329,7 +328,7 @@ PlanInfo readBuildInfo(ByteReader r) {
 
 Dims readDims(ByteReader& r, const char* what) {
   Dims d = r.i64s(what);
-  if (d.size() > kMaxRank) r.fail(std::string(what) + " has rank " + std::to_string(d.size()));
+  if (d.size() > kMaxTensorRank) r.fail(std::string(what) + " has rank " + std::to_string(d.size()));
   for (int64_t x : d)
     if (x < -1) r.fail(std::string(what) + " has dim " + std::to_string(x));
   return d;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/tensor_limits.h"
 #include "ir/type_constraints.h"
 
 namespace kiln::ir {
@@ -35,7 +36,19 @@ std::optional<std::vector<int64_t>> InferContext::inputInts(size_t i) const {
 
 void InferContext::setOutput(size_t i, DataType dtype, SymShape shape) {
   if (i >= outputs_.size()) return;  // optional output not requested
+  if (shape.size() > kMaxTensorRank) {
+    fail("output " + std::to_string(i) + " would have rank " + std::to_string(shape.size()) + ", more than kiln's " +
+         std::to_string(kMaxTensorRank) + " dimensions");
+  }
   outputs_[i] = TypeInfo{dtype, std::move(shape)};
+}
+
+SymShape InferContext::unknownDims(int64_t rank, size_t from) const {
+  if (rank < 0 || static_cast<size_t>(rank) > kMaxTensorRank) {
+    fail("input " + std::to_string(from) + " holds " + std::to_string(rank) +
+         " values, the output's rank, which must be at most kiln's " + std::to_string(kMaxTensorRank));
+  }
+  return SymShape(static_cast<size_t>(rank), Dim::unknown());
 }
 
 void InferContext::setOutputType(size_t i, DataType dtype) {

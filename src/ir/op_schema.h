@@ -38,6 +38,8 @@ class InferContext {
   void setOutput(size_t i, DataType dtype, const Shape& shape) { setOutput(i, dtype, symShapeOf(shape)); }
   /// Output of known dtype whose rank is not known until run time.
   void setOutputType(size_t i, DataType dtype);
+  /// A shape of `rank` unknown dims, the rank read from input `from`'s length; fails past kMaxTensorRank.
+  SymShape unknownDims(int64_t rank, size_t from) const;
   /// Whether input i is a sequence value (sequence ops; see Tensor::sequence).
   bool inputIsSequence(size_t i) const;
   /// Output i is a sequence of tensors of `elementType`.

@@ -1,9 +1,13 @@
 #include "onnx/loader.h"
 
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <onnx/onnx_pb.h>
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 
@@ -256,8 +260,30 @@ void readModelHeader(const onnx::ModelProto& proto, ir::Model& model) {
 
 namespace {
 
-void checkParsed(bool parsed, const onnx::ModelProto& proto, const std::string& displayName) {
+// protobuf refuses messages nested deeper than this (its default recursion limit).
+constexpr int kProtobufNestingLimit = 100;
+// Depth up to which a failed parse is retried to tell deep nesting from damage.
+constexpr int kDiagnosticNestingLimit = 8000;  // If/Loop nested 2000 deep: about 6000
+
+// Whether the model parses when messages may nest deeper than protobuf's default limit: the one
+// parse failure that is not a damaged file (If/Loop/Scan subgraphs nested about 33 levels deep).
+bool parsesWhenNestedDeeper(google::protobuf::io::ZeroCopyInputStream& in) {
+  google::protobuf::io::CodedInputStream coded(&in);
+  coded.SetRecursionLimit(kDiagnosticNestingLimit);
+  onnx::ModelProto proto;
+  return proto.ParseFromCodedStream(&coded) && coded.ConsumedEntireMessage();
+}
+
+// nestedTooDeep re-reads the model into parsesWhenNestedDeeper; it is called only after a failure.
+void checkParsed(bool parsed, const onnx::ModelProto& proto, const std::string& displayName,
+                 const std::function<bool()>& nestedTooDeep) {
   if (!parsed) {
+    if (nestedTooDeep()) {
+      throw Error(ErrorCode::kInvalidModel,
+                  displayName + ": not a valid ONNX model for kiln: its protobuf messages nest more than " +
+                      std::to_string(kProtobufNestingLimit) +
+                      " levels deep (each If/Loop/Scan subgraph inside another adds 3 levels), the most kiln reads");
+    }
     throw Error(ErrorCode::kInvalidModel,
                 displayName + ": not a valid ONNX model (the protobuf could not be parsed; the file may be truncated or corrupted)");
   }
@@ -318,7 +344,10 @@ ir::Model loadModelFromBytes(const void* data, size_t size, const std::string& b
   if (size > static_cast<size_t>(INT32_MAX)) {
     throw Error(ErrorCode::kInvalidModel, displayName + ": model is larger than 2 GiB; store the weights as external data");
   }
-  checkParsed(proto.ParseFromArray(data, static_cast<int>(size)), proto, displayName);
+  checkParsed(proto.ParseFromArray(data, static_cast<int>(size)), proto, displayName, [&] {
+    google::protobuf::io::ArrayInputStream in(data, static_cast<int>(size));
+    return parsesWhenNestedDeeper(in);
+  });
   return convertModel(proto, baseDir, displayName, metadata);
 }
 
@@ -334,7 +363,11 @@ ir::Model loadModel(const std::string& path, ModelMetadata* metadata) {
   }
   // Parsed from the stream, so the file's bytes are never held in memory beside the protobuf.
   onnx::ModelProto proto;
-  checkParsed(proto.ParseFromIstream(&file), proto, path);
+  checkParsed(proto.ParseFromIstream(&file), proto, path, [&] {
+    std::ifstream again(path, std::ios::binary);
+    google::protobuf::io::IstreamInputStream in(&again);
+    return again && parsesWhenNestedDeeper(in);
+  });
   fs::path dir = fs::path(path).parent_path();
   return convertModel(proto, dir.empty() ? "." : dir.string(), path, metadata);
 }

@@ -103,7 +103,9 @@ Status installModel(NetworkDefinition& network_, ILogger& logger_, std::vector<P
   } catch (const Error& e) {
     int node = nodeNamedIn(g, e.what());
     report(node >= 0 ? ParserErrorCode::kINVALID_NODE : codeFor(e), &g, node, displayName + ": " + e.what());
-    return Status(StatusCode::kINVALID_VALUE, errors_.back().message);
+    // What inference finds unsupported (a type kiln cannot hold) stays unsupported, as in Session.
+    const StatusCode code = e.code() == ErrorCode::kUnsupportedNode ? StatusCode::kUNSUPPORTED_NODE : StatusCode::kINVALID_VALUE;
+    return Status(code, errors_.back().message);
   }
   network_.impl().adoptGraph(std::move(g), displayName);
   logger_.log(Severity::kINFO, displayName + ": parsed " + std::to_string(network_.getNbLayers()) + " layers");

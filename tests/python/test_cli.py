@@ -112,6 +112,40 @@ def test_unsupported_operator_exits_3(kiln, tmp_path):
     assert r.returncode == 3 and "unsupported nodes 1" in r.stdout
 
 
+def test_a_type_kiln_cannot_hold_exits_3_from_every_command(kiln, tmp_path):
+    graph = helper.make_graph(
+        [helper.make_node("Cast", ["x"], ["y"], to=12345, name="cast")],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+    )
+    path = tmp_path / "cast.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    for command in (["inspect", path], ["run", path], ["build", path, "-o", tmp_path / "cast.kiln"]):
+        r = run(kiln, *command)
+        assert r.returncode == 3, (command[0], r.returncode, r.stderr)
+        assert "node 'cast' (Cast): cannot cast to element type 12345" in r.stderr + r.stdout, command[0]
+
+
+@pytest.mark.parametrize("op, shape_input", [("Reshape", 1), ("Expand", 1), ("ConstantOfShape", 0)])
+def test_a_shape_input_of_a_billion_values_is_refused_by_rank(kiln, tmp_path, op, shape_input):
+    # The output's rank is the shape input's length: once a std::bad_alloc naming nothing.
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])] if shape_input == 1 else []
+    inputs.insert(shape_input, helper.make_tensor_value_info("s", TensorProto.INT64, [1000000000]))
+    graph = helper.make_graph(
+        [helper.make_node(op, [i.name for i in inputs], ["y"], name="grow")], "g", inputs,
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
+    path = tmp_path / "rank.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    for command in ("inspect", "run"):
+        r = run(kiln, command, path)
+        assert r.returncode == 1, (command, r.returncode, r.stderr)
+        text = r.stderr + r.stdout
+        assert f"node 'grow' ({op}): input {shape_input} holds 1000000000 values" in text, text
+        assert "at most kiln's 64" in text
+
+
 def test_names_with_control_bytes_are_escaped_in_errors(kiln, tmp_path):
     r = run(kiln, "run", unsupported_op_model(tmp_path, "line\nbreak\x1b[31m"))
     assert r.returncode == 3

@@ -116,6 +116,60 @@ TEST(LoaderErrors, TruncatedFile) {
   expectError([&] { onnx_import::loadModel((dir / "m.onnx").string()); }, {"m.onnx", "not a valid ONNX model"});
 }
 
+// If nodes nested `depth` deep: each then-branch holds the next If; the innermost branches are
+// Identity of the outer scope's "x".
+onnx::ModelProto nestedIfModel(int depth) {
+  auto m = makeModel();
+  addInput(m, "x", {1});
+  addInput(m, "c", {}, onnx::TensorProto::BOOL);
+  onnx::GraphProto* graph = m.mutable_graph();
+  for (int level = 0; level < depth; ++level) {
+    onnx::NodeProto* node = graph->add_node();
+    node->set_op_type("If");
+    node->add_input("c");
+    node->add_output("y" + std::to_string(level));
+    auto* out = graph->add_output();
+    out->set_name("y" + std::to_string(level));
+    out->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+    onnx::AttributeProto* elseBranch = node->add_attribute();
+    elseBranch->set_name("else_branch");
+    elseBranch->set_type(onnx::AttributeProto::GRAPH);
+    onnx::GraphProto* leaf = elseBranch->mutable_g();
+    leaf->set_name("else" + std::to_string(level));
+    onnx::NodeProto* id = leaf->add_node();
+    id->set_op_type("Identity");
+    id->add_input("x");
+    id->add_output("y" + std::to_string(level + 1));
+    leaf->add_output()->set_name("y" + std::to_string(level + 1));
+    onnx::AttributeProto* thenBranch = node->add_attribute();
+    thenBranch->set_name("then_branch");
+    thenBranch->set_type(onnx::AttributeProto::GRAPH);
+    graph = thenBranch->mutable_g();
+    graph->set_name("then" + std::to_string(level));
+  }
+  onnx::NodeProto* id = graph->add_node();
+  id->set_op_type("Identity");
+  id->add_input("x");
+  id->add_output("y" + std::to_string(depth));
+  graph->add_output()->set_name("y" + std::to_string(depth));
+  return m;
+}
+
+TEST(LoaderErrors, SubgraphsNestedDeeperThanProtobufsLimitAreNamedAsSuch) {
+  auto dir = tempDir("nested");
+  const std::string bytes = nestedIfModel(60).SerializeAsString();
+  writeBytes(dir / "m.onnx", bytes);
+  expectError([&] { onnx_import::loadModel((dir / "m.onnx").string()); }, {"m.onnx", "nest more than 100 levels deep"});
+  writeBytes(dir / "deep.onnx", nestedIfModel(2000).SerializeAsString());
+  expectError([&] { onnx_import::loadModel((dir / "deep.onnx").string()); }, {"deep.onnx", "nest more than 100 levels deep"});
+  expectError([&] { onnx_import::loadModelFromBytes(bytes.data(), bytes.size(), ".", "<bytes>"); },
+              {"<bytes>", "nest more than 100 levels deep"});
+  // Within the limit the same structure loads.
+  const std::string shallow = nestedIfModel(5).SerializeAsString();
+  writeBytes(dir / "shallow.onnx", shallow);
+  EXPECT_NO_THROW(onnx_import::loadModel((dir / "shallow.onnx").string()));
+}
+
 TEST(LoaderErrors, WrongMagic) {
   auto dir = tempDir("magic");
   writeBytes(dir / "m.onnx", "\x89PNG\r\n\x1a\n this is an image, not a model");

@@ -162,6 +162,8 @@ const std::vector<ConvCase> kConvCases = {
     {"3x3_u8_weights", 2, 8, 7, 7, 9, 3, 3, 1, 1, 1, 1, DataType::kUint8, DataType::kUint8, true},
     {"depthwise", 2, 24, 9, 10, 24, 3, 3, 1, 1, 1, 24, DataType::kUint8, DataType::kInt8, true},
     {"depthwise_stride2_s8", 1, 16, 12, 11, 16, 3, 3, 2, 1, 1, 16, DataType::kInt8, DataType::kInt8, false},
+    {"depthwise_5x5_dilated_u8_weights", 1, 20, 13, 9, 20, 5, 5, 1, 2, 2, 20, DataType::kUint8, DataType::kUint8, true},
+    {"depthwise_small_planes_batch3", 3, 33, 7, 7, 33, 3, 3, 2, 1, 1, 33, DataType::kInt8, DataType::kInt8, true},
     {"dilated", 1, 12, 14, 13, 10, 3, 3, 1, 2, 2, 1, DataType::kUint8, DataType::kInt8, false},
     {"groups", 1, 16, 8, 8, 12, 3, 3, 1, 1, 1, 4, DataType::kUint8, DataType::kInt8, true},
     {"first_layer", 1, 3, 23, 21, 16, 7, 7, 2, 3, 1, 1, DataType::kUint8, DataType::kInt8, true},
@@ -173,7 +175,11 @@ std::string idPrefix(DataType activations) { return activations == DataType::kIn
 // The candidates of `op` that take this case, on every ISA this CPU has.
 std::vector<std::string> convCandidates(const std::string& op, const ConvCase& t) {
   const std::string prefix = idPrefix(t.x) + op;
-  if (t.c / t.group == 1) return {prefix + "_depthwise_avx2"};
+  if (t.c / t.group == 1) {
+    std::vector<std::string> ids{prefix + "_depthwise_avx2"};
+    if (cpuHas(CpuIsa::kAvx512)) ids.push_back(prefix + "_depthwise_avx512");
+    return ids;
+  }
   std::vector<std::string> ids;
   const bool pointwise = t.kh == 1 && t.kw == 1 && t.stride == 1 && t.pad == 0;
   for (CpuIsa isa : isasOfThisCpu()) {
@@ -267,7 +273,7 @@ TEST(MatMulIntegerKernels, MatchTheReferenceKernelWithPerRowAndPerColumnZeroPoin
 
 TEST(QLinearKernels, PackedWeightsRoundTripThroughAPlanState) {
   for (CpuIsa isa : isasOfThisCpu()) {
-    const ConvCase t = kConvCases[8];  // groups: one packed matrix per group
+    const ConvCase t = kConvCases[10];  // groups: one packed matrix per group
     const NodeUnderTest conv = qlinearConv(t);
     const std::string convId = std::string("u8s8_qlinearconv_im2col_") + cpuIsaName(isa);
     KernelState state;

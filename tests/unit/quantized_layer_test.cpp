@@ -4,6 +4,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <random>
 
 #include "kiln/session.h"
@@ -243,6 +245,77 @@ Tensor binaryRun(const std::string& op) {
 TEST(QLinearElementwiseKernel, AddAndMulBroadcastAndRequantize) {
   EXPECT_THAT(valuesOf<int8_t>(binaryRun("QLinearAdd")), ElementsAre(16, 54));
   EXPECT_THAT(valuesOf<int8_t>(binaryRun("QLinearMul")), ElementsAre(14, 90));
+}
+
+// The DequantizeLinear -> Add/Mul -> QuantizeLinear arithmetic in double, rounded to float after
+// each step as the float ops round: what the eight-lane kernel must reproduce byte for byte.
+int32_t chainReference(bool mul, int32_t a, float sa, int32_t za, int32_t b, float sb, int32_t zb, float sc, int32_t zc,
+                       int32_t lowest, int32_t highest) {
+  const float x = static_cast<float>((a - za) * static_cast<double>(sa));
+  const float y = static_cast<float>((b - zb) * static_cast<double>(sb));
+  const float r = mul ? x * y : x + y;
+  const float scaled = static_cast<float>(static_cast<double>(r) / sc);
+  return static_cast<int32_t>(std::clamp(std::nearbyint(static_cast<double>(scaled)) + zc, double(lowest), double(highest)));
+}
+
+struct BinaryCase {
+  bool mul;
+  int typeA, typeB, typeC;
+  Shape shapeB;
+};
+
+// Random 8-bit operands over a [2, 3, 5, 7] output (runs of 7 and 105 elements: vector body and
+// scalar tail), B full-size, per-channel broadcast or a scalar, every signedness of A, B and C.
+TEST(QLinearElementwiseKernel, VectorRunsMatchTheDequantizeOpQuantizeChain) {
+  std::mt19937 rng(7);
+  const Shape shapeA{2, 3, 5, 7};
+  int cases = 0;
+  for (bool mul : {false, true}) {
+    for (int ta : {kU8, kS8}) {
+      for (int tb : {kU8, kS8}) {
+        for (int tc : {kU8, kS8}) {
+          for (const Shape& sbShape : {Shape{2, 3, 5, 7}, Shape{1, 3, 1, 1}, Shape{1}}) {
+            auto range = [](int t) { return t == kU8 ? std::pair{0, 255} : std::pair{-128, 127}; };
+            auto draw = [&](int t, int64_t count) {
+              std::uniform_int_distribution<int> d(range(t).first, range(t).second);
+              std::vector<int32_t> v(static_cast<size_t>(count));
+              for (int32_t& e : v) e = d(rng);
+              return v;
+            };
+            const std::vector<int32_t> a = draw(ta, shapeNumel(shapeA)), b = draw(tb, shapeNumel(sbShape));
+            const int32_t za = ta == kU8 ? 128 : -3, zb = tb == kU8 ? 101 : 5, zc = tc == kU8 ? 77 : -20;
+            // The small output scale saturates some sums; ties are common at these scales.
+            const float sa = 0.05f, sb = 0.125f, sc = mul ? 0.75f : 0.0625f;
+            auto m = kilnModel();
+            addInput(m, "x", shapeA, ta);
+            addQuantParams(m, "a", sa, ta, za);
+            addIntInitializer(m, "B", tb, sbShape, b);
+            addQuantParams(m, "b", sb, tb, zb);
+            addQuantParams(m, "c", sc, tc, zc);
+            addNode(m, mul ? "QLinearMul" : "QLinearAdd", {"x", "a_scale", "a_zp", "B", "b_scale", "b_zp", "c_scale", "c_zp"},
+                    {"y"}, "binary");
+            lastNode(m)->set_domain("kiln");
+            addOutput(m, "y", shapeA, tc);
+            Tensor x(ta == kU8 ? DataType::kUint8 : DataType::kInt8, shapeA);
+            for (int64_t i = 0; i < x.numel(); ++i) {
+              if (ta == kU8) x.data<uint8_t>()[i] = static_cast<uint8_t>(a[i]);
+              else x.data<int8_t>()[i] = static_cast<int8_t>(a[i]);
+            }
+            const Tensor y = runOne(m, "vec" + std::to_string(cases++), x);
+            const auto [lowest, highest] = range(tc);
+            for (int64_t i = 0; i < y.numel(); ++i) {
+              // Index of B for output element i: [n, c, h, w] -> B's broadcast position.
+              const int64_t w = i % 7, h = (i / 7) % 5, c = (i / 35) % 3, n = i / 105;
+              const int64_t bi = sbShape.size() == 1 ? 0 : sbShape[3] == 1 ? c : ((n * 3 + c) * 5 + h) * 7 + w;
+              const int32_t expected = chainReference(mul, a[i], sa, za, b[bi], sb, zb, sc, zc, lowest, highest);
+              const int32_t got = tc == kU8 ? y.data<uint8_t>()[i] : y.data<int8_t>()[i];
+              ASSERT_EQ(got, expected) << (mul ? "Mul" : "Add") << " case " << cases << " element " << i;
+            }
+          }
+        }
+      }
+    }
+  }
 }
 
 TEST(QLinearElementwiseKernel, GlobalAveragePoolRoundsTiesToEven) {

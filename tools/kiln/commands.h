@@ -19,6 +19,7 @@ Action addOpsCommand(CLI::App& app);
 Action addBenchCommand(CLI::App& app);
 Action addBuildCommand(CLI::App& app);
 Action addQuantizeCommand(CLI::App& app);
+Action addServeCommand(CLI::App& app);
 
 /// The text with control bytes (names read from a model may hold any) shown as \xNN, so that an
 /// error stays one readable line.

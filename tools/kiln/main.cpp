@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   add(kiln::cli::addBenchCommand(app));
   add(kiln::cli::addBuildCommand(app));
   add(kiln::cli::addQuantizeCommand(app));
+  add(kiln::cli::addServeCommand(app));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -177,7 +177,7 @@ void inferReshape(InferContext& ctx) {
     for (int64_t t : *target) out.push_back(t > 0 || (t == 0 && allowZero) ? Dim::known(t) : Dim::unknown());
     ctx.setOutput(0, type, out);
   } else if (auto targetShape = ctx.inputConcreteShape(1); targetShape && targetShape->size() == 1) {
-    ctx.setOutput(0, type, SymShape(static_cast<size_t>((*targetShape)[0]), Dim::unknown()));
+    ctx.setOutput(0, type, ctx.unknownDims((*targetShape)[0], 1));
   } else {
     ctx.setOutputType(0, type);
   }
@@ -264,8 +264,8 @@ void inferExpand(InferContext& ctx) {
       if (d < 0) ctx.fail("shape entry " + std::to_string(d) + " is negative");
     ctx.setOutput(0, type, broadcastSymShapes(ctx, *in, symShapeOf(*target)));
   } else if (auto targetShape = ctx.inputConcreteShape(1); in && targetShape && targetShape->size() == 1) {
-    size_t rank = std::max(in->size(), static_cast<size_t>((*targetShape)[0]));
-    ctx.setOutput(0, type, SymShape(rank, Dim::unknown()));
+    const SymShape target = ctx.unknownDims((*targetShape)[0], 1);
+    ctx.setOutput(0, type, SymShape(std::max(in->size(), target.size()), Dim::unknown()));
   } else {
     ctx.setOutputType(0, type);
   }
@@ -283,7 +283,7 @@ void inferConstantOfShape(InferContext& ctx) {
       if (d < 0) ctx.fail("shape entry " + std::to_string(d) + " is negative", ErrorCode::kInvalidArgument);
     ctx.setOutput(0, type, *dims);
   } else if (auto shapeShape = ctx.inputConcreteShape(0); shapeShape && shapeShape->size() == 1) {
-    ctx.setOutput(0, type, SymShape(static_cast<size_t>((*shapeShape)[0]), Dim::unknown()));
+    ctx.setOutput(0, type, ctx.unknownDims((*shapeShape)[0], 0));
   } else {
     ctx.setOutputType(0, type);
   }

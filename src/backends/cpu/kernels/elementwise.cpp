@@ -7,6 +7,7 @@
 #include "backends/cpu/activation_row.h"
 #include "backends/cpu/kernels/elementwise_util.h"
 #include "backends/cpu/kernels/gelu_functions.h"
+#include "backends/cpu/kernels/vector_math.h"
 #include "ir/shape_helpers.h"
 
 namespace kiln::cpu {
@@ -52,12 +53,26 @@ void sigmoidKernel(KernelContext& ctx) {
   });
 }
 KILN_REGISTER_CPU_KERNEL_WITH_RULES("Sigmoid", KernelFn(sigmoidKernel), {{0}});
-KILN_REGISTER_CPU_KERNEL_WITH_RULES("Tanh", unaryFloat([](auto x) { return std::tanh(x); }), {{0}});
-KILN_REGISTER_CPU_KERNEL_WITH_RULES("Exp", unaryFloat([](auto x) { return std::exp(x); }), {{0}});
+// Float32 through libmvec (vector_math.h); other float types element by element.
+template <VectorMathFn kFn>
+void vectorMathKernel(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  if (x.dtype() == DataType::kFloat32) {
+    applyVectorMath(kFn, x.data<float>(), ctx.output(0).data<float>(), x.numel());
+    return;
+  }
+  applyUnaryFloat(ctx, [](auto v) {
+    if constexpr (kFn == VectorMathFn::kErf) return std::erf(v);
+    else if constexpr (kFn == VectorMathFn::kTanh) return std::tanh(v);
+    else return std::exp(v);
+  });
+}
+KILN_REGISTER_CPU_KERNEL_WITH_RULES("Tanh", KernelFn(vectorMathKernel<VectorMathFn::kTanh>), {{0}});
+KILN_REGISTER_CPU_KERNEL_WITH_RULES("Exp", KernelFn(vectorMathKernel<VectorMathFn::kExp>), {{0}});
 KILN_REGISTER_CPU_KERNEL("Log", unaryFloat([](auto x) { return std::log(x); }));
 KILN_REGISTER_CPU_KERNEL_WITH_RULES("Sqrt", unaryFloat([](auto x) { return std::sqrt(x); }), {{0}});
 KILN_REGISTER_CPU_KERNEL("Reciprocal", unaryFloat([](auto x) { return decltype(x)(1) / x; }));
-KILN_REGISTER_CPU_KERNEL_WITH_RULES("Erf", unaryFloat([](auto x) { return std::erf(x); }), {{0}});
+KILN_REGISTER_CPU_KERNEL_WITH_RULES("Erf", KernelFn(vectorMathKernel<VectorMathFn::kErf>), {{0}});
 KILN_REGISTER_CPU_KERNEL_WITH_RULES("Softplus", unaryFloat([](auto x) {
   // log(1 + e^x) = max(x, 0) + log1p(e^-|x|), exact for large |x| and overflow-free.
   return std::max(x, decltype(x)(0)) + std::log1p(std::exp(-std::fabs(x)));
@@ -251,10 +266,37 @@ T integerPow(T base, T exponent) {
 // Pow: the output has the base's type. With equal types, floats use pow in their compute type and
 // integers exact integer powers; otherwise the exponent is widened to double and the power is
 // computed in double, then converted to the base's type (int base ** float exponent truncates).
+// A float power by one exponent of 1, 2, 3 or 0.5, as ONNX Runtime computes them (x, x*x, x*x*x,
+// sqrt): exponents models use in LayerNorm and GELU decompositions, where pow is the slow part.
+// Returns false for other exponents.
+template <typename T>
+bool powBySmallExponent(const Tensor& a, T exponent, Tensor& y) {
+  const T* x = a.data<T>();
+  T* out = y.data<T>();
+  const int64_t n = a.numel();
+  if (exponent == T(1)) {
+    std::copy(x, x + n, out);
+  } else if (exponent == T(2)) {
+    for (int64_t i = 0; i < n; ++i) out[i] = x[i] * x[i];
+  } else if (exponent == T(3)) {
+    for (int64_t i = 0; i < n; ++i) out[i] = x[i] * x[i] * x[i];
+  } else if (exponent == T(0.5)) {
+    for (int64_t i = 0; i < n; ++i) out[i] = std::sqrt(x[i]);
+  } else {
+    return false;
+  }
+  return true;
+}
+
 void powKernel(KernelContext& ctx) {
   const Tensor& a = ctx.input(0);
   const Tensor& b = ctx.input(1);
   Tensor& y = ctx.output(0);
+  // One exponent: y has a's elements in a's order (only its rank may grow).
+  if (b.numel() == 1 && a.dtype() == b.dtype() && y.numel() == a.numel()) {
+    if (a.dtype() == DataType::kFloat32 && powBySmallExponent(a, b.data<float>()[0], y)) return;
+    if (a.dtype() == DataType::kFloat64 && powBySmallExponent(a, b.data<double>()[0], y)) return;
+  }
   if (a.dtype() == b.dtype()) {
     dispatchNumeric(a.dtype(), "Pow", [&](auto tag) {
       using T = typename decltype(tag)::type;

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "backends/cpu/kernels/conv_kernel.h"
@@ -55,5 +56,10 @@ constexpr int64_t kMaxDepthwiseTaps = 256;
 
 /// The depthwise candidate's kernel: one input channel per group, accumulated tap by tap.
 Kernel makeQConvDepthwise(const KernelCreateInfo& info, const QProductSignature& s);
+
+/// The AVX-512 depthwise candidate (sixteen channels at a time): why it cannot run c ("" if it can),
+/// beyond what the plane-by-plane candidate needs, and its kernel.
+std::string qconvDepthwiseChannelsDeclines(const QConv& c);
+Kernel makeQConvDepthwiseChannels(const KernelCreateInfo& info, const QProductSignature& s);
 
 }  // namespace kiln::cpu

@@ -235,21 +235,37 @@ const bool kRegistered = [] {
 
 }  // namespace
 
+namespace {
+
+// Why neither depthwise candidate can run the node ("" if they can).
+std::string depthwiseDeclines(const KernelCreateInfo& info, const QProductSignature& s) {
+  std::string reason = qproductDeclines(info, s, 0);
+  if (!reason.empty()) return reason;
+  const Tensor& w = *constantInput(info, s.b);
+  if (w.rank() < 3) return "W " + w.describe() + " has no spatial dimensions";
+  if (w.dim(1) != 1) return "not one input channel per group";
+  if (w.numel() / w.dim(0) > kMaxDepthwiseTaps) return "more than " + std::to_string(kMaxDepthwiseTaps) + " taps";
+  return "";
+}
+
+}  // namespace
+
 std::vector<KernelCandidate> qconvCandidates(const std::string& prefix, QSignatureFn signature) {
   std::vector<KernelCandidate> list;
+  KernelCandidate channels;
+  channels.id = prefix + "_depthwise_avx512";
+  channels.isa = CpuIsa::kAvx512;
+  channels.supports = [signature](const KernelCreateInfo& info) -> std::string {
+    const QProductSignature s = signature(info.node);
+    const std::string reason = depthwiseDeclines(info, s);
+    return reason.empty() ? qconvDepthwiseChannelsDeclines(qconvOf(info, s)) : reason;
+  };
+  channels.create = [signature](const KernelCreateInfo& info) { return makeQConvDepthwiseChannels(info, signature(info.node)); };
+  list.push_back(std::move(channels));
   KernelCandidate depthwise;
   depthwise.id = prefix + "_depthwise_avx2";
   depthwise.isa = CpuIsa::kAvx2;
-  depthwise.supports = [signature](const KernelCreateInfo& info) -> std::string {
-    const QProductSignature s = signature(info.node);
-    std::string reason = qproductDeclines(info, s, 0);
-    if (!reason.empty()) return reason;
-    const Tensor& w = *constantInput(info, s.b);
-    if (w.rank() < 3) return "W " + w.describe() + " has no spatial dimensions";
-    if (w.dim(1) != 1) return "not one input channel per group";
-    if (w.numel() / w.dim(0) > kMaxDepthwiseTaps) return "more than " + std::to_string(kMaxDepthwiseTaps) + " taps";
-    return "";
-  };
+  depthwise.supports = [signature](const KernelCreateInfo& info) { return depthwiseDeclines(info, signature(info.node)); };
   depthwise.create = [signature](const KernelCreateInfo& info) { return makeQConvDepthwise(info, signature(info.node)); };
   list.push_back(std::move(depthwise));
   for (bool pointwise : {true, false}) {

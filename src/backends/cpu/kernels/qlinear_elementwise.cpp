@@ -1,20 +1,22 @@
-// Reference CPU kernels of kiln::QLinearAdd, kiln::QLinearMul and kiln::QLinearGlobalAveragePool
+// CPU kernels of kiln::QLinearAdd, kiln::QLinearMul and kiln::QLinearGlobalAveragePool
 // (ir/ops/quantized_elementwise.cpp), also registered for com.microsoft with QLinearSigmoid and
-// QLinearLeakyRelu. Each repeats the arithmetic of the DequantizeLinear, float op
-// and QuantizeLinear it replaces, so it gives the same bytes: operands dequantized to float as
-// DequantizeLinear does, the op in float (the pooling sum in double, which is exact for planes up
-// to 2^20 elements whatever the order, as GlobalAveragePool sums), quantized as QuantizeLinear does.
+// QLinearLeakyRelu. Each repeats the arithmetic of the DequantizeLinear, float op and QuantizeLinear
+// it replaces, so it gives the same bytes: operands dequantized to float as DequantizeLinear does,
+// the op in float (the pooling sum in double, which is exact for planes up to 2^20 elements whatever
+// the order, as GlobalAveragePool sums), quantized as QuantizeLinear does. Add and Mul with 8-bit
+// outputs run eight lanes at a time (qlinear_binary_run.h).
 #include <array>
 #include <cmath>
 #include <limits>
 
 #include "backends/cpu/broadcast.h"
+#include "backends/cpu/kernels/qlinear_binary_run.h"
 #include "backends/cpu/kernels/qlinear_quantization.h"
 
 namespace kiln::cpu {
 namespace {
 
-template <bool kMul>
+template <QLinearBinaryOp kOp>
 void qlinearBinary(KernelContext& ctx) {
   const Tensor& a = ctx.input(0);
   const Tensor& b = ctx.input(3);
@@ -28,9 +30,14 @@ void qlinearBinary(KernelContext& ctx) {
         using Q = typename decltype(tag)::type;
         Q* out = c.data<Q>();
         forEachBroadcastRun<2>(c.shape(), {&a.shape(), &b.shape()}, [&](int64_t o, const auto& at, int64_t n, const auto& step) {
-          for (int64_t j = 0; j < n; ++j) {
-            const float x = qa.dequantize(pa[at[0] + j * step[0]]), y = qb.dequantize(pb[at[1] + j * step[1]]);
-            out[o + j] = qc.quantize<Q>(kMul ? x * y : x + y);
+          if constexpr (sizeof(Q) == 1) {
+            qlinearBinaryRun(kOp, pa + at[0], step[0], qa.inFloat(), pb + at[1], step[1], qb.inFloat(), out + o, n,
+                             qc.inFloat());
+          } else {  // 16- and 32-bit outputs (QuantizeLinear-21 types): element by element
+            for (int64_t j = 0; j < n; ++j) {
+              const float x = qa.dequantize(pa[at[0] + j * step[0]]), y = qb.dequantize(pb[at[1] + j * step[1]]);
+              out[o + j] = qc.quantize<Q>(kOp == QLinearBinaryOp::kMul ? x * y : x + y);
+            }
           }
         });
       });
@@ -88,11 +95,11 @@ KernelFactory qlinearLeakyRelu() {
 
 }  // namespace
 
-KILN_REGISTER_CPU_KERNEL_DOMAIN("kiln", "QLinearAdd", qlinearBinary<false>);
-KILN_REGISTER_CPU_KERNEL_DOMAIN("kiln", "QLinearMul", qlinearBinary<true>);
+KILN_REGISTER_CPU_KERNEL_DOMAIN("kiln", "QLinearAdd", qlinearBinary<QLinearBinaryOp::kAdd>);
+KILN_REGISTER_CPU_KERNEL_DOMAIN("kiln", "QLinearMul", qlinearBinary<QLinearBinaryOp::kMul>);
 KILN_REGISTER_CPU_KERNEL_DOMAIN("kiln", "QLinearGlobalAveragePool", qlinearGlobalAveragePool);
-KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "QLinearAdd", qlinearBinary<false>);
-KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "QLinearMul", qlinearBinary<true>);
+KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "QLinearAdd", qlinearBinary<QLinearBinaryOp::kAdd>);
+KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "QLinearMul", qlinearBinary<QLinearBinaryOp::kMul>);
 KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "QLinearGlobalAveragePool", qlinearGlobalAveragePool);
 KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "QLinearSigmoid",
                                 qlinearUnary([](float v) { return 1.0f / (1.0f + std::exp(-v)); }));

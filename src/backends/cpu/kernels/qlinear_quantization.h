@@ -2,6 +2,7 @@
 // by side), and the tensor-wide conversions of the ops that compute in float between a
 // DequantizeLinear and a QuantizeLinear (com.microsoft QLinearAveragePool, QLinearSoftmax, ...).
 #pragma once
+#include "backends/cpu/kernels/qlinear_binary_run.h"
 #include "backends/cpu/kernels/qlinear_integer.h"
 #include "backends/cpu/kernels/quantize_math.h"
 
@@ -12,6 +13,7 @@ struct Quantization {
   double scale = 1.0, zeroPoint = 0.0;
 
   float dequantize(double q) const { return static_cast<float>((q - zeroPoint) * scale); }
+  FloatQuantization inFloat() const { return {static_cast<float>(scale), static_cast<float>(zeroPoint)}; }
   template <typename Q>
   Q quantize(float x) const {
     return roundAndSaturate<Q>(roundTo<float>(static_cast<double>(x) / scale), zeroPoint);
