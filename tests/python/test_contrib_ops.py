@@ -265,6 +265,18 @@ def test_embed_layer_normalization(segments, mask, positions, outputs):
     check("EmbedLayerNormalization", inputs, outputs, constants, epsilon=1e-5)
 
 
+def attention_mask(r, form, batch, keys, lengths):
+    """An int32 mask index: None, "lengths" (keys per batch entry), "2d" [batch, keys] or "3d"
+    [batch, keys, keys] of 0/1 with the first key always visible."""
+    if form == "lengths":
+        return np.array(lengths, np.int32)
+    if form in ("2d", "3d"):
+        mask = (r.random((batch, keys) if form == "2d" else (batch, keys, keys)) > 0.3).astype(np.int32)
+        mask[..., 0] = 1
+        return mask
+    return None
+
+
 ATTENTION_CASES = [  # (mask form, unidirectional, attention_bias heads, extra attributes)
     (None, 0, None, {}),
     ("lengths", 0, None, {}),
@@ -281,14 +293,7 @@ ATTENTION_CASES = [  # (mask form, unidirectional, attention_bias heads, extra a
 def test_attention(mask, unidirectional, bias_heads, attrs):
     r = rng(12)
     batch, seq, hidden_in, hidden, heads = 2, 5, 24, 32, 4
-    mask_index = None
-    if mask == "lengths":
-        mask_index = np.array([5, 3], np.int32)
-    elif mask == "2d":
-        mask_index = (r.random((batch, seq)) > 0.3).astype(np.int32)
-        mask_index[:, 0] = 1
-    elif mask == "3d":
-        mask_index = (r.random((batch, seq, seq)) > 0.3).astype(np.int32)
+    mask_index = attention_mask(r, mask, batch, seq, [5, 3])
     inputs = [("input", r.standard_normal((batch, seq, hidden_in)).astype(np.float32)),
               ("weights", (r.standard_normal((hidden_in, 3 * hidden)) * 0.3).astype(np.float32)),
               ("bias", r.standard_normal(3 * hidden).astype(np.float32)),
@@ -311,12 +316,7 @@ def test_multi_head_attention(mask, unidirectional, bias, attention_bias, attrs)
     batch, seq, kv_seq, heads, head, value_head = 2, 4, 6, 3, 8, 5
     if unidirectional:
         kv_seq = seq
-    key_padding = None
-    if mask == "lengths":
-        key_padding = np.array([kv_seq, 3], np.int32)
-    elif mask == "2d":
-        key_padding = (r.random((batch, kv_seq)) > 0.3).astype(np.int32)
-        key_padding[:, 0] = 1
+    key_padding = attention_mask(r, mask, batch, kv_seq, [kv_seq, 3])
     inputs = [("query", r.standard_normal((batch, seq, heads * head)).astype(np.float32)),
               ("key", r.standard_normal((batch, kv_seq, heads * head)).astype(np.float32)),
               ("value", r.standard_normal((batch, kv_seq, heads * value_head)).astype(np.float32)),
@@ -333,12 +333,7 @@ def test_multi_head_attention(mask, unidirectional, bias, attention_bias, attrs)
 def test_qattention(w_type, mask, zero_points, per_column, unidirectional):
     r = rng(34)
     batch, seq, hidden_in, hidden, heads = 2, 5, 16, 24, 3
-    mask_index = None
-    if mask == "lengths":
-        mask_index = np.array([5, 2], np.int32)
-    elif mask == "2d":
-        mask_index = (r.random((batch, seq)) > 0.3).astype(np.int32)
-        mask_index[:, 0] = 1
+    mask_index = attention_mask(r, mask, batch, seq, [5, 2])
     count = 3 * hidden if per_column else 1
     inputs = [("input", quantized(r, (batch, seq, hidden_in), np.uint8)), ("weight", quantized(r, (hidden_in, 3 * hidden), w_type)),
               ("bias", r.standard_normal(3 * hidden).astype(np.float32)), ("input_scale", np.array(0.02, np.float32)),
