@@ -80,6 +80,7 @@ const DTypeLimit kDTypeLimits[] = {
     {"com.microsoft", "Gelu", "*", 0, "float32 (onnxruntime: float32)"},
     {"com.microsoft", "FusedGemm", "*", 0, "float32 (onnxruntime: float32); activation Relu, LeakyRelu, Sigmoid or HardSigmoid"},
     {"com.microsoft", "FusedMatMul", "*", 0, "float32 (onnxruntime: float32, float64); transBatchA / transBatchB not supported"},
+    {"com.microsoft", "MatMulInteger16", "*", 0, "A, B int16, Y int32 (onnxruntime: the same)"},
     {"com.microsoft", "MatMulNBits", "*", 0,
      "A float32, B uint8 (2, 4 or 8 bits), zero points uint8 or float32 (onnxruntime: A float32 or float16); no g_idx"},
     {"com.microsoft", "MultiHeadAttention", "*", 0, "float32, key_padding_mask int32 (onnxruntime: float32); 3-D query, key and value only, no KV cache"},

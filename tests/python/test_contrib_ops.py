@@ -123,6 +123,13 @@ def test_matmul_integer_to_float(a_shape, b_shape, b_type, per_column, zero_poin
     check("MatMulIntegerToFloat", inputs, ["Y"], constants)
 
 
+@pytest.mark.parametrize("a_shape,b_shape", [((4, 6), (6, 5)), ((2, 3, 8), (8, 4)), ((2, 1, 3, 8), (2, 8, 5))])
+def test_matmul_integer16(a_shape, b_shape):
+    r = rng(38)
+    inputs = [("A", r.integers(-3000, 3000, a_shape).astype(np.int16)), ("B", r.integers(-3000, 3000, b_shape).astype(np.int16))]
+    check("MatMulInteger16", inputs, [("Y", np.int32)])
+
+
 LSTM_CASES = [  # (direction, weight dtype, per-channel, zero points, bias, initial states, peepholes, extra attributes)
     ("forward", np.int8, False, False, True, False, False, {}),
     ("forward", np.uint8, False, True, True, True, False, {}),

@@ -4,7 +4,8 @@
 //     Y = a_scale * b_scale[n] * ((A - a_zp) x (B - b_zp[n])) + bias[n], A and B 8-bit, Y float32
 //   DynamicQuantizeMatMul(A, B, b_scale, [b_zero_point], [bias]) -> Y
 //     the same with float A quantized first as DynamicQuantizeLinear does (uint8, per tensor)
-// Both multiply as MatMulInteger (numpy matmul broadcasting), whose shape rule they use.
+//   MatMulInteger16(A, B) -> Y: int16 operands, their int32 product (no zero points)
+// All multiply as MatMulInteger (numpy matmul broadcasting), whose shape rule they use.
 #include "ir/shape_helpers.h"
 
 namespace kiln::ir {
@@ -48,8 +49,22 @@ void inferDynamicQuantizeMatMul(InferContext& ctx) {
   setProductOutput(ctx, {0, 1, kOmitted, 3}, {DataType::kUint8}, 4);
 }
 
+void inferMatMulInteger16(InferContext& ctx) {
+  for (size_t i = 0; i < 2; ++i) {
+    ctx.requireInput(i);
+    if (ctx.inputType(i) != DataType::kInt16) {
+      ctx.fail("input " + std::to_string(i) + " must be int16 (onnxruntime's CPU kernel), got " + dataTypeName(ctx.inputType(i)),
+               ErrorCode::kUnsupportedNode);
+    }
+  }
+  const TypeInfo integer = inferThroughOp(ctx, "MatMulInteger", 10, {0, 1}, {DataType::kInt8, DataType::kInt8});
+  if (!integer.shape) return ctx.setOutputType(0, DataType::kInt32);
+  ctx.setOutput(0, DataType::kInt32, *integer.shape);
+}
+
 }  // namespace
 
+KILN_REGISTER_OP_SCHEMA({"com.microsoft", "MatMulInteger16", 1, 1000, inferMatMulInteger16});
 KILN_REGISTER_OP_SCHEMA({"com.microsoft", "MatMulIntegerToFloat", 1, 1000, inferMatMulIntegerToFloat});
 KILN_REGISTER_OP_SCHEMA({"com.microsoft", "DynamicQuantizeMatMul", 1, 1000, inferDynamicQuantizeMatMul});
 

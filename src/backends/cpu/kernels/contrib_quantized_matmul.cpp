@@ -2,10 +2,12 @@
 // contrib_quantized_matmul.cpp): MatMulInteger's int32 product (its integer-GEMM candidates when B
 // is a constant, qlinear_matmul_qgemm.cpp), then y = float(v) * (a_scale * b_scale[n]) + bias[n]
 // in float32, as ONNX Runtime's output stage computes it. DynamicQuantizeMatMul first quantizes A
-// to uint8 as DynamicQuantizeLinear does.
+// to uint8 as DynamicQuantizeLinear does. MatMulInteger16 runs the int32 MatMul kernel on its
+// int16 operands widened to int32 (the sums wrap around in int32 as onnxruntime's do).
 #include <memory>
 
 #include "backends/cpu/kernels/contrib_quantized_matmul.h"
+#include "backends/cpu/kernels/onnx_stage.h"
 #include "backends/cpu/kernels/quantize_dynamic.h"
 #include "backends/cpu/kernels/quantize_math.h"
 
@@ -68,8 +70,28 @@ KernelFn makeDynamicQuantizeMatMulKernel(const KernelCreateInfo& info) {
   };
 }
 
+Tensor widenedToInt32(const Tensor& x) {
+  Tensor y(DataType::kInt32, x.shape());
+  for (int64_t i = 0; i < x.numel(); ++i) y.data<int32_t>()[i] = x.data<int16_t>()[i];
+  return y;
+}
+
+KernelFn makeMatMulInteger16Kernel(const KernelCreateInfo& info) {
+  std::vector<ir::TypeInfo> types;
+  for (size_t i = 0; i < 2; ++i) {
+    types.push_back(info.inputTypes[i] ? *info.inputTypes[i] : ir::TypeInfo{});
+    types.back().dtype = DataType::kInt32;
+  }
+  auto matmul = std::make_shared<OnnxStage>(info, "MatMul", 13, std::move(types));
+  return [matmul](KernelContext& ctx) {
+    const Tensor a = widenedToInt32(ctx.input(0)), b = widenedToInt32(ctx.input(1));
+    ctx.setOutput(0, matmul->run(ctx, {&a, &b}, DataType::kInt32));
+  };
+}
+
 }  // namespace
 
+KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "MatMulInteger16", KernelFactory(makeMatMulInteger16Kernel));
 KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "MatMulIntegerToFloat", KernelFactory(makeMatMulIntegerToFloatKernel));
 KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "DynamicQuantizeMatMul", KernelFactory(makeDynamicQuantizeMatMulKernel));
 
