@@ -11,6 +11,7 @@ struct LayerTiming {
   std::string opType;  // "Conv", "kiln::FusedConv", ...
   std::string shapes;  // the input shapes, e.g. "1x64x56x56 64x64x3x3 64"
   double ms = 0;       // wall-clock time of its kernel, shape inference included
+  std::string kernel;  // the kernel candidate that ran it ("f32_nchwc_conv_direct_avx512", ...)
 };
 
 class IProfiler {

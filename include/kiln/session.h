@@ -27,6 +27,20 @@ struct SessionOptions {
   /// Iterations one Loop node may run per run before the run fails naming it (a model whose loop
   /// condition never turns false); 0 = no cap.
   int64_t maxLoopIterations = 0;
+  /// Intermediate tensors (ONNX tensor names of the top-level graph) that run() returns after the
+  /// model's outputs, in this order, as ONNX Runtime does for a tensor added as a graph output.
+  /// A marked tensor is a graph output to the optimizer: fusions that would remove it leave it
+  /// alone, so its value is the one the unfused graph computes (docs/debugging.md). An unknown
+  /// name is an error naming it.
+  std::vector<std::string> extraOutputs;
+  /// Marks every tensor a node of the top-level graph computes (after extraOutputs, in
+  /// topological order), like Polygraphy's `--onnx-outputs mark all`.
+  bool markAllOutputs = false;
+  /// Reference mode for comparisons: each node gets the most general kernel of its family (the
+  /// last candidate that supports it: im2col + GEMM rather than Winograd, plain sgemm rather than
+  /// packed weights) instead of the first. Combine with optimize = false for no fusion and no
+  /// layout change.
+  bool referenceKernels = false;
 };
 
 /// Options of one run, as ONNX Runtime's RunOptions.

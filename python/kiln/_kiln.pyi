@@ -1,5 +1,6 @@
 """kiln's compiled bindings; use the kiln package, which wraps them."""
 
+from collections.abc import Sequence
 import enum
 from typing import TypeAlias
 
@@ -42,11 +43,13 @@ class RunFlag:
 class Session:
     """A loaded model (kiln::Session); kiln.InferenceSession wraps it."""
 
-    def __init__(self, path: str, threads: int = 0, optimize: bool = True, nchwc_layout: bool = True, profile: bool = False, max_loop_iterations: int = 0) -> None:
-        """Loads and prepares the model file at `path`."""
+    def __init__(self, path: str, threads: int = 0, optimize: bool = True, nchwc_layout: bool = True, profile: bool = False, max_loop_iterations: int = 0, extra_outputs: Sequence[str] = [], mark_all_outputs: bool = False) -> None:
+        """
+        Loads and prepares the model file at `path`; extra_outputs (and with mark_all_outputs every node output) become outputs after the model's own.
+        """
 
     @staticmethod
-    def from_bytes(data: bytes, threads: int = 0, optimize: bool = True, nchwc_layout: bool = True, profile: bool = False, max_loop_iterations: int = 0, external_data_dir: str = '') -> Session:
+    def from_bytes(data: bytes, threads: int = 0, optimize: bool = True, nchwc_layout: bool = True, profile: bool = False, max_loop_iterations: int = 0, extra_outputs: Sequence[str] = [], mark_all_outputs: bool = False, external_data_dir: str = '') -> Session:
         """
         Loads a serialized ModelProto; external data files are looked up in external_data_dir.
         """
@@ -67,8 +70,10 @@ class Session:
         Runs the model with the GIL released; returns the named outputs (all when None) in order. The run stops with an error once `terminate` (a RunFlag) is set, from any thread.
         """
 
-    def take_profile(self) -> list:
-        """The trace events recorded since the last call (profile=True)."""
+    def take_profile(self, pid: int) -> str:
+        """
+        The trace events recorded since the last call (profile=True), as Chrome-trace JSON.
+        """
 
 def load_plugin_library(path: str) -> None:
     """

@@ -8,6 +8,11 @@ from kiln import _kiln
 
 # Session config entry: iterations one Loop node may run per run before the run fails (0: no cap).
 MAX_LOOP_ITERATIONS_KEY = "kiln.max_loop_iterations"
+# Session config entries: intermediate tensors returned as outputs after the model's own
+# ("a,b": by name; kiln.mark_all_outputs "1": every node output), like adding them to the graph's
+# outputs for onnxruntime. Fusions that would remove a marked tensor are skipped.
+EXTRA_OUTPUTS_KEY = "kiln.extra_outputs"
+MARK_ALL_OUTPUTS_KEY = "kiln.mark_all_outputs"
 
 
 class _OrtEnum(enum.IntEnum):
@@ -54,7 +59,8 @@ class SessionOptions:
     without effect on kiln (see docs/python.md): inter_op_num_threads, execution_mode,
     execution_order, log_severity_level, log_verbosity_level, logid, enable_cpu_mem_arena,
     enable_mem_pattern, enable_mem_reuse, use_deterministic_compute (kiln's results do not
-    depend on thread count), session config entries. optimized_model_filepath is accepted, and a
+    depend on thread count), session config entries other than kiln's (kiln.max_loop_iterations,
+    kiln.extra_outputs, kiln.mark_all_outputs). optimized_model_filepath is accepted, and a
     warning says that kiln does not write the optimized model."""
 
     def __init__(self) -> None:
@@ -77,7 +83,8 @@ class SessionOptions:
         self._custom_ops_libraries: list[str] = []
 
     def add_session_config_entry(self, key: str, value: str) -> None:
-        """Stores a session config entry (kiln reads kiln.max_loop_iterations, none of onnxruntime's)."""
+        """Stores a session config entry (kiln reads kiln.max_loop_iterations, kiln.extra_outputs and
+        kiln.mark_all_outputs, none of onnxruntime's)."""
         self._config_entries[str(key)] = str(value)
 
     def get_session_config_entry(self, key: str) -> str:
@@ -106,7 +113,23 @@ class SessionOptions:
             "nchwc_layout": level >= GraphOptimizationLevel.ORT_ENABLE_LAYOUT,
             "profile": bool(self.enable_profiling),
             "max_loop_iterations": self._max_loop_iterations(),
+            "extra_outputs": self._extra_outputs(),
+            "mark_all_outputs": self._mark_all_outputs(),
         }
+
+    def _extra_outputs(self) -> list[str]:
+        """The names in the session config entry kiln.extra_outputs (comma-separated)."""
+        text = self._config_entries.get(EXTRA_OUTPUTS_KEY, "")
+        return [name.strip() for name in text.split(",") if name.strip()]
+
+    def _mark_all_outputs(self) -> bool:
+        """The session config entry kiln.mark_all_outputs: "1" (or "0", the default)."""
+        text = self._config_entries.get(MARK_ALL_OUTPUTS_KEY, "0")
+        if text not in ("0", "1"):
+            raise _kiln.InvalidArgument(
+                f"[ONNXRuntimeError] : 2 : INVALID_ARGUMENT : {MARK_ALL_OUTPUTS_KEY} must be 0 or 1 (got {text!r})"
+            )
+        return text == "1"
 
     def _max_loop_iterations(self) -> int:
         """The session config entry kiln.max_loop_iterations (iterations one Loop node may run

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime
-import json
 import os
 import warnings
 from typing import Any, Sequence
@@ -194,14 +193,11 @@ class InferenceSession:
         path; "" when profiling is not enabled."""
         if not self._sess_options.enable_profiling:
             return ""
-        pid = os.getpid()
-        events = self._sess.take_profile()
-        for e in events:
-            e["pid"] = pid
+        trace = self._sess.take_profile(os.getpid())
         stamp = self._profiling_start.strftime("%Y-%m-%d_%H-%M-%S")
         path = f"{self._sess_options.profile_file_prefix}_{stamp}.json"
         with open(path, "w", encoding="utf-8") as f:
-            json.dump(events, f)
+            f.write(trace)
         return path
 
     def get_profiling_start_time_ns(self) -> int:

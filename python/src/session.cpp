@@ -18,7 +18,7 @@
 #include "errors.h"
 #include "kiln/session.h"
 #include "tensors.h"
-#include "trace_profiler.h"
+#include "engine/trace_profiler.h"
 
 namespace kiln::python {
 
@@ -94,28 +94,8 @@ class PySession {
     return out;
   }
 
-  /// The profile's events as dicts of Chrome's trace format (less "pid"), oldest first.
-  nb::list takeProfile() {
-    nb::list events;
-    if (!profiler_) return events;
-    for (const TraceEvent& e : profiler_->take()) {
-      nb::dict d;
-      d["cat"] = e.category;
-      d["name"] = e.name;
-      d["ph"] = "X";
-      d["ts"] = e.startUs;
-      d["dur"] = e.durationUs;
-      d["tid"] = e.thread;
-      nb::dict args;
-      if (!e.opType.empty()) {
-        args["op_name"] = e.opType;
-        args["input_shapes"] = e.shapes;
-      }
-      d["args"] = args;
-      events.append(d);
-    }
-    return events;
-  }
+  /// The profile's events since the last call, oldest first, as Chrome-trace JSON (pid `pid`).
+  std::string takeProfile(int pid) { return profiler_ ? chromeTraceJson(profiler_->take(), pid) : "[]"; }
 
   /// For bench/python_overhead.py: `iterations` calls of the C++ Session::run on `feed`
   /// (converted once), each timed; the seconds of each.
@@ -194,12 +174,15 @@ class PySession {
   std::unique_ptr<Session> session_;
 };
 
-SessionOptions makeOptions(int threads, bool optimize, bool nchwcLayout, int64_t maxLoopIterations) {
+SessionOptions makeOptions(int threads, bool optimize, bool nchwcLayout, int64_t maxLoopIterations,
+                           std::vector<std::string> extraOutputs, bool markAllOutputs) {
   SessionOptions o;
   o.threads = threads;
   o.optimize = optimize;
   o.nchwcLayout = nchwcLayout;
   o.maxLoopIterations = maxLoopIterations;
+  o.extraOutputs = std::move(extraOutputs);
+  o.markAllOutputs = markAllOutputs;
   return o;
 }
 
@@ -215,20 +198,30 @@ void bindSession(nb::module_& m) {
       .def(
           "__init__",
           [](PySession* self, const std::string& path, int threads, bool optimize, bool nchwcLayout, bool profile,
-             int64_t maxLoopIterations) {
-            new (self) PySession(path, makeOptions(threads, optimize, nchwcLayout, maxLoopIterations), profile);
+             int64_t maxLoopIterations, std::vector<std::string> extraOutputs, bool markAllOutputs) {
+            new (self) PySession(path,
+                                 makeOptions(threads, optimize, nchwcLayout, maxLoopIterations, std::move(extraOutputs),
+                                             markAllOutputs),
+                                 profile);
           },
           nb::arg("path"), nb::arg("threads") = 0, nb::arg("optimize") = true, nb::arg("nchwc_layout") = true,
-          nb::arg("profile") = false, nb::arg("max_loop_iterations") = 0, "Loads and prepares the model file at `path`.")
+          nb::arg("profile") = false, nb::arg("max_loop_iterations") = 0,
+          nb::arg("extra_outputs") = std::vector<std::string>{}, nb::arg("mark_all_outputs") = false,
+          "Loads and prepares the model file at `path`; extra_outputs (and with mark_all_outputs every node "
+          "output) become outputs after the model's own.")
       .def_static(
           "from_bytes",
           [](nb::bytes data, int threads, bool optimize, bool nchwcLayout, bool profile, int64_t maxLoopIterations,
-             const std::string& externalDataDir) {
-            return new PySession(data, makeOptions(threads, optimize, nchwcLayout, maxLoopIterations), profile,
-                                 externalDataDir);
+             std::vector<std::string> extraOutputs, bool markAllOutputs, const std::string& externalDataDir) {
+            return new PySession(data,
+                                 makeOptions(threads, optimize, nchwcLayout, maxLoopIterations, std::move(extraOutputs),
+                                             markAllOutputs),
+                                 profile, externalDataDir);
           },
           nb::arg("data"), nb::arg("threads") = 0, nb::arg("optimize") = true, nb::arg("nchwc_layout") = true,
-          nb::arg("profile") = false, nb::arg("max_loop_iterations") = 0, nb::arg("external_data_dir") = "",
+          nb::arg("profile") = false, nb::arg("max_loop_iterations") = 0,
+          nb::arg("extra_outputs") = std::vector<std::string>{}, nb::arg("mark_all_outputs") = false,
+          nb::arg("external_data_dir") = "",
           "Loads a serialized ModelProto; external data files are looked up in external_data_dir.")
       .def("inputs", [](const PySession& s) { return s.describe(true); },
            "[(name, shape, type, overridable)] of the model's inputs; shape holds ints, dim names and None.")
@@ -238,7 +231,8 @@ void bindSession(nb::module_& m) {
            nb::arg("terminate").none() = nb::none(),
            "Runs the model with the GIL released; returns the named outputs (all when None) in order. "
            "The run stops with an error once `terminate` (a RunFlag) is set, from any thread.")
-      .def("take_profile", &PySession::takeProfile, "The trace events recorded since the last call (profile=True).")
+      .def("take_profile", &PySession::takeProfile, nb::arg("pid"),
+           "The trace events recorded since the last call (profile=True), as Chrome-trace JSON.")
       .def("_time_cpp_runs", &PySession::timeCppRuns, nb::arg("input_feed"), nb::arg("iterations"),
            "For benchmarks: seconds of each of `iterations` C++ Session::run calls on the feed.");
 }

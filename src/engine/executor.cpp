@@ -107,11 +107,12 @@ std::vector<Tensor> runNode(const ir::Node& node, const ir::OpSchema& schema, co
   return outs;
 }
 
-Executor::Executor(std::shared_ptr<const ir::Graph> graph) : Executor(std::move(graph), nullptr, {}, nullptr) {}
+Executor::Executor(std::shared_ptr<const ir::Graph> graph)
+    : Executor(std::move(graph), nullptr, {}, nullptr, KernelPolicy::kFirstSupporting) {}
 
 Executor::Executor(std::shared_ptr<ir::Graph> graph, FreeCopiedWeights, const std::vector<std::string>& kernelIds,
-                   const std::vector<cpu::KernelState>* states)
-    : Executor(graph, graph.get(), kernelIds, states) {}
+                   const std::vector<cpu::KernelState>* states, KernelPolicy policy)
+    : Executor(graph, graph.get(), kernelIds, states, policy) {}
 
 std::vector<cpu::KernelState> Executor::kernelStates() const {
   std::vector<cpu::KernelState> states;
@@ -124,7 +125,8 @@ const cpu::KernelCandidate* Executor::chooseKernel(const cpu::KernelCreateInfo& 
   const cpu::KernelRegistry& registry = cpu::KernelRegistry::global();
   KernelChoice& choice = choices_.emplace_back();
   if (kernelIds.empty()) {
-    cpu::KernelSelection selection = registry.select(info);
+    cpu::KernelSelection selection =
+        policy_ == KernelPolicy::kMostGeneral ? registry.selectMostGeneral(info) : registry.select(info);
     choice.declined = std::move(selection.declined);
     if (!selection.chosen) cpu::KernelRegistry::create(info, {nullptr, choice.declined});  // throws with the reasons
     choice.id = selection.chosen->id;
@@ -161,8 +163,9 @@ KernelMemoryNeeds Executor::memoryNeeds(int threads) const {
 }
 
 Executor::Executor(std::shared_ptr<const ir::Graph> graph, ir::Graph* freeCopiedWeightsIn,
-                   const std::vector<std::string>& kernelIds, const std::vector<cpu::KernelState>* states)
-    : graph_(std::move(graph)), shapes_(*graph_) {
+                   const std::vector<std::string>& kernelIds, const std::vector<cpu::KernelState>* states,
+                   KernelPolicy policy)
+    : graph_(std::move(graph)), shapes_(*graph_), policy_(policy) {
   auto problems = findUnsupportedNodes(*graph_);
   if (!problems.empty()) throwUnsupported(problems);
 
@@ -438,11 +441,11 @@ void Executor::run(const std::vector<std::pair<int, Tensor>>& inputs, ExecutorMe
 
 namespace {
 
-void reportLayer(IProfiler* profiler, const ir::Node& node, const std::vector<const Tensor*>& in,
-                 std::chrono::steady_clock::time_point start) {
+void reportLayer(IProfiler* profiler, const ir::Node& node, const std::string& kernel,
+                 const std::vector<const Tensor*>& in, std::chrono::steady_clock::time_point start) {
   const std::chrono::duration<double, std::milli> elapsed = std::chrono::steady_clock::now() - start;
   const std::string op = node.domain.empty() ? node.opType : node.domain + "::" + node.opType;
-  profiler->reportLayerTime({node.name, op, describeInputShapes(in), elapsed.count()});
+  profiler->reportLayerTime({node.name, op, describeInputShapes(in), elapsed.count(), kernel});
 }
 
 }  // namespace
@@ -496,7 +499,7 @@ void Executor::runBound(const std::vector<std::pair<int, Tensor>>& inputs, Execu
         isViewOf(b.outputs[0], *b.inputs[0], b.outputTypes[0].dtype,
                  memory.staticShapes_[static_cast<size_t>(node.outputs[0])])) {
       // A Reshape-like node whose view from the last run still holds: nothing to do.
-      if (profiler) reportLayer(profiler, node, b.inputs, start);
+      if (profiler) reportLayer(profiler, node, choices_[s].id, b.inputs, start);
       continue;
     }
     // Outputs in a planned slot are views made once and kept while they still fit the slot; the
@@ -522,7 +525,7 @@ void Executor::runBound(const std::vector<std::pair<int, Tensor>>& inputs, Execu
         uint8_t* slab = arena + plan.offsets[static_cast<size_t>(node.inputs[k])];
         if (in.raw() != slab && in.byteSize()) std::memcpy(slab, in.raw(), in.byteSize());
       }
-      if (profiler) reportLayer(profiler, node, b.inputs, start);
+      if (profiler) reportLayer(profiler, node, choices_[s].id, b.inputs, start);
       continue;
     }
     if (!typesKnown) inferOutputTypes(node, *step.schema, b.inputs, b.outputTypes);
@@ -538,7 +541,7 @@ void Executor::runBound(const std::vector<std::pair<int, Tensor>>& inputs, Execu
     }
     if (!typesKnown && b.typesKnown) b.typesKnown = false;  // its resolved types were overwritten
     checkOutputsMade(node, b.outputs);
-    if (profiler) reportLayer(profiler, node, b.inputs, start);
+    if (profiler) reportLayer(profiler, node, choices_[s].id, b.inputs, start);
     for (size_t k = 0; k < node.outputs.size(); ++k) {
       const int id = node.outputs[k];
       if (id == ir::kNoValue || !inArena(b.outputs[k].raw())) continue;
@@ -603,7 +606,7 @@ void Executor::runUnplanned(const std::vector<std::pair<int, Tensor>>& inputs, I
     if (cpu::terminateRequested()) cpu::throwTerminated("node '" + node.name + "' (" + node.opType + ")");
     const auto start = profiler ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     std::vector<Tensor> outs = runNode(node, *step.schema, step.kernel, in);
-    if (profiler) reportLayer(profiler, node, in, start);
+    if (profiler) reportLayer(profiler, node, choices_[static_cast<size_t>(&step - steps_.data())].id, in, start);
     for (size_t k = 0; k < node.outputs.size(); ++k) {
       const int id = node.outputs[k];
       if (id == ir::kNoValue) continue;

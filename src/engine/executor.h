@@ -105,13 +105,17 @@ class Executor {
   /// placeholder of the same dtype and shape with no data. Weights are thus never held twice, not
   /// even while loading. Only the shapes of such constants may be read afterwards.
   enum FreeCopiedWeights { kFreeCopiedWeights };
+  /// How kernels are chosen without kernelIds: the first candidate that supports a node (the
+  /// fastest), or the most general one (KernelRegistry::selectMostGeneral, reference runs).
+  enum class KernelPolicy { kFirstSupporting, kMostGeneral };
   /// `kernelIds`, when not empty, has one candidate id per node (a plan's choices): those kernels
   /// are made instead of selecting again; one missing from the registry, needing an ISA the host
   /// lacks, or declining the node is a kInvalidPlan error naming the layer, the kernel and why.
   /// `states`, when given, has one entry per node: a kernel whose entry holds a saved state is
   /// restored over it (its packed weights used where they lie) instead of packing again.
   Executor(std::shared_ptr<ir::Graph> graph, FreeCopiedWeights, const std::vector<std::string>& kernelIds = {},
-           const std::vector<cpu::KernelState>* states = nullptr);
+           const std::vector<cpu::KernelState>* states = nullptr,
+           KernelPolicy policy = KernelPolicy::kFirstSupporting);
 
   /// Runs with the graph inputs given by value id; returns the graph outputs in order. Without
   /// `memory`, every tensor is allocated on its own (control-flow bodies); with it, intermediates
@@ -144,7 +148,8 @@ class Executor {
 
  private:
   Executor(std::shared_ptr<const ir::Graph> graph, ir::Graph* freeCopiedWeightsIn,
-           const std::vector<std::string>& kernelIds, const std::vector<cpu::KernelState>* states);
+           const std::vector<std::string>& kernelIds, const std::vector<cpu::KernelState>* states,
+           KernelPolicy policy);
   struct Step {
     const ir::Node* node;
     const ir::OpSchema* schema;
@@ -155,7 +160,7 @@ class Executor {
     std::function<cpu::KernelState()> save;  // empty: no packed state
     bool restorable = false;                 // its candidate can restore a saved state
   };
-  /// The candidate for node i: the one named in kernelIds, else the first that supports it.
+  /// The candidate for node i: the one named in kernelIds, else the one policy_ picks.
   const cpu::KernelCandidate* chooseKernel(const cpu::KernelCreateInfo& info, size_t i,
                                            const std::vector<std::string>& kernelIds);
   /// Plans the memory (and binds the nodes) again when the input shapes differ from the last run's.
@@ -178,6 +183,7 @@ class Executor {
   bool hasInputsWithDefaults_ = false;           // graph inputs with a value the caller may override
   std::vector<int> ownCopied_;
   std::vector<KernelChoice> choices_;  // per step
+  KernelPolicy policy_ = KernelPolicy::kFirstSupporting;
 };
 
 }  // namespace kiln

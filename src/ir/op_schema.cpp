@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/tensor_limits.h"
+#include "ir/shape_inference_report.h"
 #include "ir/type_constraints.h"
 
 namespace kiln::ir {
@@ -157,20 +158,50 @@ void inferNodeTypes(const Graph& graph, const Node& node, const OpSchema& schema
     if (outputTypes[i]) *outputTypes[i] = mergeTypes(*outputTypes[i], outputs[i]);
 }
 
+namespace {
+
+// inferNodeTypes on the graph's own types and constants.
+void inferNodeInGraph(Graph& graph, const Node& node, const OpSchema& schema) {
+  std::vector<const TypeInfo*> types;
+  std::vector<const Tensor*> values;
+  for (int id : node.inputs) {
+    types.push_back(id == kNoValue ? nullptr : &graph.value(id).type);
+    values.push_back(id == kNoValue || !graph.value(id).constant ? nullptr : &*graph.value(id).constant);
+  }
+  std::vector<TypeInfo*> outputs;
+  for (int id : node.outputs) outputs.push_back(id == kNoValue ? nullptr : &graph.value(id).type);
+  inferNodeTypes(graph, node, schema, std::move(types), std::move(values), outputs);
+}
+
+}  // namespace
+
 void inferShapes(Graph& graph) {
   for (Node& node : graph.nodes) {
     const OpSchema* schema = OpSchemaRegistry::global().find(node.domain, node.opType, node.opset);
     if (!schema) continue;  // reported by the unsupported-op check
-    std::vector<const TypeInfo*> types;
-    std::vector<const Tensor*> values;
-    for (int id : node.inputs) {
-      types.push_back(id == kNoValue ? nullptr : &graph.value(id).type);
-      values.push_back(id == kNoValue || !graph.value(id).constant ? nullptr : &*graph.value(id).constant);
-    }
-    std::vector<TypeInfo*> outputs;
-    for (int id : node.outputs) outputs.push_back(id == kNoValue ? nullptr : &graph.value(id).type);
-    inferNodeTypes(graph, node, *schema, std::move(types), std::move(values), outputs);
+    inferNodeInGraph(graph, node, *schema);
   }
+}
+
+std::vector<std::string> inferShapesCollectingErrors(Graph& graph) {
+  std::vector<std::string> errors;
+  std::vector<bool> unknown(graph.values.size(), false);  // outputs of nodes that were not inferred
+  for (Node& node : graph.nodes) {
+    const OpSchema* schema = OpSchemaRegistry::global().find(node.domain, node.opType, node.opset);
+    bool inferred = schema && std::none_of(node.inputs.begin(), node.inputs.end(),
+                                           [&](int id) { return id != kNoValue && unknown[id]; });
+    if (inferred) {
+      try {
+        inferNodeInGraph(graph, node, *schema);
+      } catch (const Error& e) {
+        errors.push_back(e.what());
+        inferred = false;
+      }
+    }
+    if (!inferred)
+      for (int id : node.outputs) if (id != kNoValue) unknown[id] = true;
+  }
+  return errors;
 }
 
 }  // namespace kiln::ir

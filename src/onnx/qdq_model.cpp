@@ -2,12 +2,13 @@
 
 #include <onnx/onnx_pb.h>
 
-#include <fstream>
 #include <map>
 #include <set>
 
 #include "kiln/error.h"
+#include "onnx/graph_names.h"
 #include "onnx/loader.h"
+#include "onnx/model_file.h"
 #include "onnx/tensor_proto.h"
 
 namespace kiln::onnx_import {
@@ -47,18 +48,6 @@ onnx::NodeProto qdqNode(const std::string& op, const std::string& name, const st
     axis->set_i(pair.axis);
   }
   return node;
-}
-
-// Every tensor name a node of the graph or of its subgraphs reads, and the graph's outputs.
-void collectReadNames(const onnx::GraphProto& graph, std::set<std::string>& names) {
-  for (const onnx::NodeProto& node : graph.node()) {
-    for (const std::string& in : node.input()) names.insert(in);
-    for (const onnx::AttributeProto& a : node.attribute()) {
-      if (a.has_g()) collectReadNames(a.g(), names);
-      for (const onnx::GraphProto& g : a.graphs()) collectReadNames(g, names);
-    }
-  }
-  for (const onnx::ValueInfoProto& out : graph.output()) names.insert(out.name());
 }
 
 // Drops the float weights the int8 ones replaced, unless something still reads them (or they are
@@ -132,15 +121,9 @@ void applyQuantizationPlan(const build::QuantizationPlan& plan, onnx::ModelProto
 }
 
 void writeQdqModel(const std::string& modelPath, const build::QuantizationPlan& plan, const std::string& outputPath) {
-  std::ifstream in(modelPath, std::ios::binary);
-  if (!in) throw Error(ErrorCode::kIoError, modelPath + ": cannot open the model file");
-  onnx::ModelProto model;
-  if (!model.ParseFromIstream(&in) || !model.has_graph()) {
-    throw Error(ErrorCode::kInvalidModel, modelPath + ": not a valid ONNX model (the protobuf could not be parsed)");
-  }
+  onnx::ModelProto model = readModelProto(modelPath);
   applyQuantizationPlan(plan, model);
-  std::ofstream out(outputPath, std::ios::binary | std::ios::trunc);
-  if (!out || !model.SerializeToOstream(&out)) throw Error(ErrorCode::kIoError, outputPath + ": cannot write the model");
+  writeModelProto(model, outputPath);
 }
 
 }  // namespace kiln::onnx_import

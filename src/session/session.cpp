@@ -106,6 +106,25 @@ bool overlapsAny(const Tensor& t, const NamedTensors& inputs) {
   return false;
 }
 
+// Appends the tensors `options` marks (extraOutputs, then with markAllOutputs every node output
+// in topological order) to the graph's outputs, each once; an unknown name is an error naming it.
+void markOutputs(ir::Graph& graph, const SessionOptions& options) {
+  auto mark = [&](int id) {
+    if (std::find(graph.outputs.begin(), graph.outputs.end(), id) == graph.outputs.end()) graph.outputs.push_back(id);
+  };
+  for (const std::string& name : options.extraOutputs) {
+    const int id = graph.findValue(name);
+    if (name.empty() || id == ir::kNoValue) {
+      throw Error(ErrorCode::kInvalidArgument, "cannot mark '" + name + "' as an output: the graph has no tensor of that name");
+    }
+    mark(id);
+  }
+  if (!options.markAllOutputs) return;
+  for (const ir::Node& node : graph.nodes)
+    for (int id : node.outputs)
+      if (id != ir::kNoValue) mark(id);
+}
+
 }  // namespace
 
 struct Session::Impl {
@@ -151,6 +170,7 @@ void Session::Impl::prepare(ir::Model model, const SessionOptions& options, cons
   auto graph = std::make_shared<ir::Graph>(std::move(model.graph));
   try {
     auto unsupported = findUnsupportedNodes(*graph);
+    markOutputs(*graph, options);
     if (unsupported.empty()) {
       ir::inferShapes(*graph);
       if (options.optimize) {
@@ -159,7 +179,9 @@ void Session::Impl::prepare(ir::Model model, const SessionOptions& options, cons
         opt::fuseLayers(*graph, opt::FusionOptions{options.nchwcLayout});
       }
     }
-    executor = std::make_unique<Executor>(graph, Executor::kFreeCopiedWeights);
+    executor = std::make_unique<Executor>(graph, Executor::kFreeCopiedWeights, std::vector<std::string>{}, nullptr,
+                                          options.referenceKernels ? Executor::KernelPolicy::kMostGeneral
+                                                                   : Executor::KernelPolicy::kFirstSupporting);
   } catch (const Error& e) {
     throw Error(e.code(), modelName + ": " + e.what());
   }

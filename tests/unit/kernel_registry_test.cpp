@@ -138,6 +138,24 @@ TEST(KernelRegistry, DtypeFamilyFirstThenAnyDtypeAndEveryReasonWhenNoneApplies) 
   }
 }
 
+TEST(KernelRegistry, MostGeneralIsTheLastCandidateThatSupportsTheNode) {
+  cpu::KernelRegistry registry;
+  int ran = 0;
+  registry.addCandidate("kiln_test", "FakeOp", DataType::kUndefined, candidate("any_fake_generic", cpu::CpuIsa::kAvx2, "", &ran, 4));
+  registry.addCandidate("kiln_test", "FakeOp", DataType::kFloat32, candidate("f32_fake_fast_avx2", cpu::CpuIsa::kAvx2, "", &ran, 1));
+  registry.addCandidate("kiln_test", "FakeOp", DataType::kFloat32,
+                        candidate("f32_fake_tiled_avx2", cpu::CpuIsa::kAvx2, "needs 16 columns", &ran, 2));
+  const ir::Node node = fakeNode();
+  const cpu::KernelCreateInfo info{node, {&kFloatX}, {nullptr}, {}};
+  EXPECT_EQ(registry.select(info).chosen->id, "f32_fake_fast_avx2");
+  const cpu::KernelSelection general = registry.selectMostGeneral(info);
+  ASSERT_NE(general.chosen, nullptr);
+  EXPECT_EQ(general.chosen->id, "any_fake_generic");
+  EXPECT_THAT(general.declined,
+              ElementsAre(Pair("f32_fake_tiled_avx2", "needs 16 columns"),
+                          Pair("f32_fake_fast_avx2", "passed over: reference kernels take the most general candidate")));
+}
+
 TEST(KernelRegistry, GenericFactoriesAreNamedAfterTheirOp) {
   cpu::KernelRegistry registry;
   registry.addGeneric("kiln", "FusedMatMul", [](const cpu::KernelCreateInfo&) { return cpu::KernelFn(); }, {});

@@ -1,4 +1,5 @@
-// kiln bench MODEL|PLAN [--threads N] [--warmup N] [--iterations N] [--shapes ...] [--json] [--no-nchwc]:
+// kiln bench MODEL|PLAN [--threads N] [--warmup N] [--iterations N] [--shapes ...] [--json] [--no-nchwc]
+//                      [--profile] [--trace FILE.json] [--export-times FILE.json]:
 // latency statistics over repeated runs on the same inputs, like trtexec's summary.
 // With --serve it becomes a persistent worker for the bench/ harness (see bench_serve.h).
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include "layer_profile.h"
 #include "model_runner.h"
 #include "plugin_options.h"
+#include "trace_file.h"
 
 namespace kiln::cli {
 
@@ -29,7 +31,22 @@ struct BenchOptions {
   bool serve = false;
   bool profile = false;
   bool noNchwc = false;
+  std::string trace;        // Chrome-trace JSON of the timed runs
+  std::string exportTimes;  // per-run times, as trtexec --exportTimes
   std::vector<std::string> plugins;
+};
+
+// Tells every profiler given (--profile's table, --trace's events) each layer's time.
+class Profilers : public IProfiler {
+ public:
+  explicit Profilers(std::vector<IProfiler*> profilers) : profilers_(std::move(profilers)) {}
+  void reportLayerTime(const LayerTiming& timing) override {
+    for (IProfiler* p : profilers_) p->reportLayerTime(timing);
+  }
+  bool empty() const { return profilers_.empty(); }
+
+ private:
+  std::vector<IProfiler*> profilers_;
 };
 
 // The value below which `fraction` of the sorted samples lie (nearest rank).
@@ -43,16 +60,27 @@ int benchModel(const BenchOptions& opts) {
     throw Error(ErrorCode::kInvalidArgument, "--iterations must be >= 1 and --warmup >= 0");
   }
   LayerProfile profile;
-  std::unique_ptr<Runner> runner = openModel(opts.model, opts.threads, opts.profile ? &profile : nullptr, !opts.noNchwc);
+  TraceProfiler trace;
+  std::vector<IProfiler*> wanted;
+  if (opts.profile) wanted.push_back(&profile);
+  if (!opts.trace.empty()) wanted.push_back(&trace);
+  Profilers profilers(wanted);
+  std::unique_ptr<Runner> runner = openModel(opts.model, opts.threads, profilers.empty() ? nullptr : &profilers, !opts.noNchwc);
   NamedTensors inputs = makeInputs(*runner, opts.in);
   for (int i = 0; i < opts.warmup; ++i) runner->run(inputs);
   profile.clear();
+  trace.take();  // the warm-up runs' events
   std::vector<double> ms;
+  std::vector<RunTime> runs;
   for (int i = 0; i < opts.iterations; ++i) {
     auto start = std::chrono::steady_clock::now();
     runner->run(inputs);
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    runs.push_back({start, std::chrono::steady_clock::now()});
+    if (!opts.trace.empty()) trace.recordRun(start);
+    ms.push_back(std::chrono::duration<double, std::milli>(runs.back().end - start).count());
   }
+  if (!opts.trace.empty()) writeTraceFile(opts.trace, trace.take());
+  if (!opts.exportTimes.empty()) writeRunTimes(opts.exportTimes, runs);
   std::vector<double> sorted = ms;
   std::sort(sorted.begin(), sorted.end());
   const double mean = std::accumulate(ms.begin(), ms.end(), 0.0) / static_cast<double>(ms.size());
@@ -91,6 +119,11 @@ Action addBenchCommand(CLI::App& app) {
   cmd->add_flag("--no-nchwc", opts->noNchwc, "keep every tensor NCHW (no blocked-layout convolutions), to compare");
   cmd->add_flag("--profile", opts->profile,
                 "time every layer during the timed runs; print the slowest layers and the time per operator");
+  cmd->add_option("--trace", opts->trace,
+                  "FILE.json: write the timed runs as a Chrome trace / Perfetto JSON (one event per layer per run, "
+                  "with op, input shapes and kernel, and one per run)");
+  cmd->add_option("--export-times", opts->exportTimes,
+                  "FILE.json: write each timed run's start, end and latency in ms (as trtexec --exportTimes)");
   cmd->add_flag("--serve", opts->serve,
                 "worker mode for bench/run_bench.py: read 'load', 'run K', 'quit' from stdin, print JSON lines");
   addPluginOption(*cmd, opts->plugins);

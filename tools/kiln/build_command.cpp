@@ -3,6 +3,7 @@
 //                                     [--layer-precisions NAME:TYPE,...] [--precision-constraints obey|prefer]
 //                                     [--verbose] [--plugins LIB.so]... [--calibration-data DIR|FILE.npz] [--calib FILE]
 //                                     [--calibration-method entropy|minmax|percentile] [--percentile P]
+//                                     [--outputs NAME,...] [--mark-all]
 #include <unistd.h>
 
 #include <cerrno>
@@ -15,13 +16,14 @@
 #include <set>
 #include <sstream>
 
-#include "build/precision.h"
 #include "calibration_options.h"
 #include "cli_logger.h"
 #include "commands.h"
 #include "kiln/builder.h"
 #include "kiln/engine.h"
 #include "kiln/onnx_parser.h"
+#include "model_runner.h"
+#include "network_options.h"
 #include "plugin_options.h"
 #include "tensor_summary.h"
 
@@ -64,6 +66,7 @@ struct BuildOptions {
   bool verbose = false;
   std::vector<std::string> plugins;
   CalibrationOptions calibration;
+  MarkOptions marked;  // intermediate tensors made outputs of the plan
 };
 
 std::string mib(uint64_t bytes) {
@@ -89,14 +92,7 @@ void applyPrecisionOptions(const BuildOptions& opts, NetworkDefinition& network,
   } else if (!constraints.empty()) {
     throw Error(ErrorCode::kInvalidArgument, "--precision-constraints takes obey or prefer, not '" + constraints + "'");
   }
-  if (opts.layerPrecisions.empty()) return;
-  for (const auto& [name, type] : build::parseLayerPrecisions(opts.layerPrecisions)) {
-    ILayer* layer = nullptr;
-    for (int i = 0; i < network.getNbLayers() && !layer; ++i)
-      if (network.getLayer(i)->getName() == name) layer = network.getLayer(i);
-    if (!layer) throw Error(ErrorCode::kInvalidArgument, "--layer-precisions: the model has no layer named '" + name + "'");
-    layer->setPrecision(type);
-  }
+  if (!opts.layerPrecisions.empty()) setLayerPrecisions(network, opts.layerPrecisions);
 }
 
 OptimizationProfile profileFromOptions(const BuildOptions& opts) {
@@ -143,6 +139,7 @@ int buildPlan(const BuildOptions& opts) {
     }
     throw errorFromStatus(Status(parsed.code(), message));
   }
+  markNetworkOutputs(*network, opts.marked.names, opts.marked.all);
   double parseMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   printStage(1, "parse", parseMs, opts.model + ": " + std::to_string(network->getNbLayers()) + " layers");
 
@@ -235,6 +232,7 @@ Action addBuildCommand(CLI::App& app) {
   cmd->add_flag("--verbose", opts->verbose, "print each layer's decisions");
   addPluginOption(*cmd, opts->plugins);
   addCalibrationOptions(*cmd, opts->calibration);
+  addMarkOptions(*cmd, opts->marked);
   return [opts] { return buildPlan(*opts); };
 }
 

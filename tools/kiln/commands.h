@@ -19,7 +19,10 @@ Action addOpsCommand(CLI::App& app);
 Action addBenchCommand(CLI::App& app);
 Action addBuildCommand(CLI::App& app);
 Action addQuantizeCommand(CLI::App& app);
+Action addCompareCommand(CLI::App& app);
 Action addServeCommand(CLI::App& app);
+Action addCheckCommand(CLI::App& app);
+Action addExtractCommand(CLI::App& app);
 
 /// The text with control bytes (names read from a model may hold any) shown as \xNN, so that an
 /// error stays one readable line.
@@ -30,6 +33,10 @@ int exitCodeFor(const std::exception& e);
 
 /// The kiln::Error for a failed Status (so that exit codes follow the error kind).
 Error errorFromStatus(const Status& status);
+/// Throws errorFromStatus(status) when it failed.
+inline void checkStatus(const Status& status) {
+  if (!status.ok()) throw errorFromStatus(status);
+}
 /// True when the file starts with the plan magic ("KILNPLAN").
 bool isPlanFile(const std::string& path);
 /// Loads a plan file; throws kiln::Error on failure.

@@ -1,5 +1,6 @@
-// kiln inspect MODEL|PLAN: what a model holds and whether kiln supports it, or what a built
-// plan holds (I/O, profiles, layers and the kernels chosen).
+// kiln inspect MODEL|PLAN [--graph FILE] [--graph-onnx FILE] [--shapes NAME:DIMS]...: what a model
+// holds and whether kiln supports it, or what a built plan holds (I/O, profiles, layers and the
+// kernels chosen); --graph draws the optimized network, --graph-onnx the model as imported.
 #include <fstream>
 #include <iomanip>
 #include <iostream>
@@ -10,9 +11,14 @@
 #include "commands.h"
 #include "engine/executor.h"
 #include "engine/memory_plan.h"
+#include "graph_drawing.h"
 #include "ir/op_schema.h"
+#include "ir/shape_inference_report.h"
+#include "kiln/builder.h"
+#include "kiln/onnx_parser.h"
 #include "onnx/loader.h"
 #include "plugin_options.h"
+#include "tensor_summary.h"
 
 namespace kiln::cli {
 
@@ -152,17 +158,74 @@ int inspectModel(const std::string& path) {
   return 3;
 }
 
+std::vector<char> readFileBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(ErrorCode::kIoError, path + ": cannot open the file");
+  return std::vector<char>((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// The model built as `kiln build` does with its defaults (--shapes fixing dynamic inputs), read
+// back as a plan: the optimized network with each layer's kernel and precision.
+plan::Plan buildInMemory(const std::string& path, const std::vector<std::string>& shapes) {
+  CliLogger logger;
+  auto builder = createBuilder(logger);
+  auto network = builder->createNetwork();
+  OnnxParser parser(*network, logger);
+  if (Status parsed = parser.parseFromFile(path); !parsed.ok()) throw errorFromStatus(parsed);
+  BuilderConfig config;
+  OptimizationProfile profile;
+  for (const auto& [name, shape] : parseShapeOptions(shapes))
+    for (int k = 0; k < 3; ++k) profile.setDimensions(name, static_cast<OptProfileSelector>(k), shape);
+  if (!profile.inputNames().empty()) config.addOptimizationProfile(profile);
+  auto bytes = builder->buildSerializedNetwork(*network, config);
+  if (!bytes.ok()) {
+    const std::string hint = shapes.empty() ? " (--graph builds the model: fix dynamic inputs with --shapes NAME:DIMS)" : "";
+    throw errorFromStatus(Status(bytes.status().code(), bytes.status().message() + hint));
+  }
+  return plan::readPlan(bytes->data(), bytes->size());
+}
+
+struct GraphOptions {
+  std::string optimized;  // --graph
+  std::string imported;   // --graph-onnx
+  std::vector<std::string> shapes;
+};
+
+void drawGraphs(const std::string& path, const GraphOptions& opts) {
+  const bool plan = isPlanFile(path);
+  if (!opts.imported.empty()) {
+    if (plan) throw Error(ErrorCode::kInvalidArgument, path + ": --graph-onnx needs an ONNX model; a plan holds only the optimized network");
+    ir::Model model = onnx_import::loadModel(path);
+    ir::inferShapesCollectingErrors(model.graph);  // shapes where kiln can infer them
+    writeGraphPicture(modelGraphToDot(model.graph), opts.imported);
+    std::cout << "drew " << opts.imported << " (the ONNX model as imported: " << model.graph.nodes.size() << " nodes)\n";
+  }
+  if (!opts.optimized.empty()) {
+    std::vector<char> bytes;
+    const plan::Plan p = plan ? (bytes = readFileBytes(path), plan::readPlan(bytes.data(), bytes.size()))
+                              : buildInMemory(path, opts.shapes);
+    writeGraphPicture(planToDot(p), opts.optimized);
+    std::cout << "drew " << opts.optimized << " (the optimized network: " << p.layers.size() << " layers)\n";
+  }
+}
+
 }  // namespace
 
 Action addInspectCommand(CLI::App& app) {
   auto model = std::make_shared<std::string>();
   CLI::App* cmd = app.add_subcommand("inspect", "Show a model's or plan's inputs, outputs, operators and support");
   auto plugins = std::make_shared<std::vector<std::string>>();
+  auto graphs = std::make_shared<GraphOptions>();
   cmd->add_option("model", *model, "ONNX model file or kiln plan")->required();
+  cmd->add_option("--graph", graphs->optimized, "FILE.svg|.png|.dot: draw the optimized network (Graphviz)");
+  cmd->add_option("--graph-onnx", graphs->imported, "FILE.svg|.png|.dot: draw the ONNX model as imported");
+  cmd->add_option("--shapes", graphs->shapes, "NAME:DIMS: fixed shape of a dynamic input when --graph builds a model (repeatable)");
   addPluginOption(*cmd, *plugins);
-  return [model, plugins] {
+  return [model, plugins, graphs] {
     loadPlugins(*plugins);
-    return inspectModel(*model);
+    const int code = inspectModel(*model);
+    if (code == 0) drawGraphs(*model, *graphs);
+    return code;
   };
 }
 

@@ -18,7 +18,10 @@ int main(int argc, char** argv) {
   add(kiln::cli::addBenchCommand(app));
   add(kiln::cli::addBuildCommand(app));
   add(kiln::cli::addQuantizeCommand(app));
+  add(kiln::cli::addCompareCommand(app));
   add(kiln::cli::addServeCommand(app));
+  add(kiln::cli::addCheckCommand(app));
+  add(kiln::cli::addExtractCommand(app));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

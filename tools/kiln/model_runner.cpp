@@ -28,8 +28,7 @@ class SessionRunner : public Runner {
 
 class PlanRunner : public Runner {
  public:
-  PlanRunner(const std::string& path, IProfiler* profiler)
-      : engine_(loadPlanFile(path, logger_)) {
+  PlanRunner(std::shared_ptr<const Engine> engine, IProfiler* profiler) : engine_(std::move(engine)) {
     for (int i = 0; i < engine_->getNbIOTensors(); ++i) {
       std::string name = engine_->getIOTensorName(i);
       TensorInfo info;
@@ -55,8 +54,8 @@ class PlanRunner : public Runner {
   }
   bool isPlan() const override { return true; }
   NamedTensors run(const NamedTensors& inputs) override {
-    for (const auto& [name, tensor] : inputs) check(context_->setInputTensor(name, tensor));
-    check(context_->execute());
+    for (const auto& [name, tensor] : inputs) checkStatus(context_->setInputTensor(name, tensor));
+    checkStatus(context_->execute());
     NamedTensors outputs;
     for (const TensorInfo& info : outputs_) {
       auto t = context_->getOutputTensor(info.name);
@@ -67,10 +66,6 @@ class PlanRunner : public Runner {
   }
 
  private:
-  static void check(const Status& s) {
-    if (!s.ok()) throw errorFromStatus(s);
-  }
-  CliLogger logger_;  // errors come back as statuses: main() prints them once
   std::shared_ptr<const Engine> engine_;
   std::unique_ptr<ExecutionContext> context_;
   std::vector<TensorInfo> inputs_, outputs_;
@@ -146,18 +141,41 @@ onnx_import::ValueType valueTypeOf(const TensorInfo& info) { return {info.dtype,
 std::string describeValueType(const TensorInfo& info) { return onnx_import::describeValueType(valueTypeOf(info)); }
 
 std::unique_ptr<Runner> openModel(const std::string& path, int threads, IProfiler* profiler, bool nchwcLayout) {
-  if (isPlanFile(path)) {
-    if (!nchwcLayout) {
-      throw Error(ErrorCode::kInvalidArgument, path + " is a plan, laid out when it was built; build it with "
-                                                      "`kiln build --no-nchwc` to keep its tensors NCHW");
-    }
-    return std::make_unique<PlanRunner>(path, profiler);
-  }
   SessionOptions options;
   options.threads = threads;
   options.profiler = profiler;
   options.nchwcLayout = nchwcLayout;
-  return std::make_unique<SessionRunner>(path, options);
+  return openModel(path, options);
+}
+
+std::unique_ptr<Runner> openModel(const std::string& path, const SessionOptions& options) {
+  if (!isPlanFile(path)) return std::make_unique<SessionRunner>(path, options);
+  if (!options.nchwcLayout) {
+    throw Error(ErrorCode::kInvalidArgument, path + " is a plan, laid out when it was built; build it with "
+                                                    "`kiln build --no-nchwc` to keep its tensors NCHW");
+  }
+  if (!options.extraOutputs.empty() || options.markAllOutputs) {
+    throw Error(ErrorCode::kInvalidArgument, path + " is a plan, whose outputs were chosen when it was built; build it "
+                                                    "with `kiln build --outputs NAME,...` or `--mark-all` to see intermediate tensors");
+  }
+  if (!options.optimize || options.referenceKernels) {
+    throw Error(ErrorCode::kInvalidArgument, path + " is a plan, optimized and given its kernels when it was built; "
+                                                    "reference runs need the ONNX model");
+  }
+  CliLogger logger;  // errors come back as statuses: main() prints them once
+  return std::make_unique<PlanRunner>(loadPlanFile(path, logger), options.profiler);
+}
+
+std::unique_ptr<Runner> engineRunner(std::shared_ptr<const Engine> engine, IProfiler* profiler) {
+  return std::make_unique<PlanRunner>(std::move(engine), profiler);
+}
+
+void addMarkOptions(CLI::App& cmd, MarkOptions& opts) {
+  cmd.add_option("--outputs", opts.names,
+                 "NAME,...: intermediate tensors to return too, after the model's outputs (fusions that would remove "
+                 "them are skipped)")
+      ->delimiter(',');
+  cmd.add_flag("--mark-all", opts.all, "return every tensor the graph computes (all node outputs, topological order)");
 }
 
 void addInputOptions(CLI::App& cmd, InputOptions& opts) {

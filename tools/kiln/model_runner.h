@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/engine.h"
 #include "kiln/session.h"
 #include "onnx/value_proto.h"
 
@@ -29,6 +30,20 @@ class Runner {
 /// model's tensors NCHW (a plan was laid out when it was built: it refuses false).
 std::unique_ptr<Runner> openModel(const std::string& path, int threads, IProfiler* profiler = nullptr,
                                   bool nchwcLayout = true);
+/// The same with every Session option (marked outputs, reference kernels). A plan keeps what its
+/// build chose: it refuses marked outputs and the options a build decides (optimize = false,
+/// reference kernels, no NCHWc), and runs on the thread count it was built for.
+std::unique_ptr<Runner> openModel(const std::string& path, const SessionOptions& options);
+
+/// A Runner for a built engine (kiln compare's in-memory builds).
+std::unique_ptr<Runner> engineRunner(std::shared_ptr<const Engine> engine, IProfiler* profiler = nullptr);
+
+/// Adds --outputs NAME,... and --mark-all (intermediate tensors returned as outputs) to a subcommand.
+struct MarkOptions {
+  std::vector<std::string> names;
+  bool all = false;
+};
+void addMarkOptions(CLI::App& cmd, MarkOptions& opts);
 
 struct InputOptions {
   std::vector<std::string> inputs;  // NAME=FILE.npy or NAME=FILE.pb

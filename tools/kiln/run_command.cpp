@@ -1,4 +1,5 @@
 // kiln run MODEL|PLAN [--input NAME=FILE.npy|FILE.pb]... [--shapes NAME:1x3x224x224]... [--seed N]
+//                    [--outputs NAME,...] [--mark-all]
 //                    [--output-dir DIR] [--threads N] [--no-nchwc] [--plugins LIB.so]...
 // MODEL is an ONNX file (run with Session) or a plan from `kiln build` (run with an engine).
 #include <chrono>
@@ -25,6 +26,7 @@ namespace {
 struct RunOptions {
   std::string model;
   InputOptions in;
+  MarkOptions marked;
   std::string outputDir;
   int threads = 0;
   bool noNchwc = false;
@@ -88,7 +90,16 @@ void writeOutputs(const NamedTensors& outputs, const std::vector<TensorInfo>& in
 
 int runModel(const RunOptions& opts) {
   loadPlugins(opts.plugins);
-  std::unique_ptr<Runner> runner = openModel(opts.model, opts.threads, nullptr, !opts.noNchwc);
+  SessionOptions options;
+  options.threads = opts.threads;
+  options.nchwcLayout = !opts.noNchwc;
+  options.extraOutputs = opts.marked.names;
+  options.markAllOutputs = opts.marked.all;
+  std::unique_ptr<Runner> runner = openModel(opts.model, options);
+  if (options.markAllOutputs || !options.extraOutputs.empty()) {
+    std::cerr << "note: marked tensors are outputs to the optimizer: fusions that would remove one are not made, so "
+                 "each has the unfused graph's value (docs/debugging.md)\n";
+  }
   printModelSummary(*runner, opts.model);
   NamedTensors inputs = makeInputs(*runner, opts.in);
   auto start = std::chrono::steady_clock::now();
@@ -109,6 +120,7 @@ Action addRunCommand(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("run", "Run a model once on given or random inputs");
   cmd->add_option("model", opts->model, "ONNX model file or kiln plan")->required();
   addInputOptions(*cmd, opts->in);
+  addMarkOptions(*cmd, opts->marked);
   cmd->add_option("--output-dir", opts->outputDir, "write each output as DIR/<name>.npy (sequences, optionals, bfloat16 and other types numpy lacks: "
                  "DIR/<name>.pb) and DIR/outputs.json");
   cmd->add_option("--threads", opts->threads, "intra-op threads (0 = one per hardware thread)");

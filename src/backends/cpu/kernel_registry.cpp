@@ -136,6 +136,23 @@ KernelSelection KernelRegistry::selectFor(const std::string& domain, const std::
   return s;
 }
 
+KernelSelection KernelRegistry::selectMostGeneral(const KernelCreateInfo& info) const {
+  KernelSelection s;
+  for (const Family* f : familiesFor(info.node.domain, info.node.opType, kernelDtypeKey(info))) {
+    for (const KernelCandidate& c : f->candidates) {
+      std::string reason = declineReason(c, info);
+      if (!reason.empty()) {
+        s.declined.emplace_back(c.id, std::move(reason));
+        continue;
+      }
+      if (s.chosen) s.declined.emplace_back(s.chosen->id, "passed over: reference kernels take the most general candidate");
+      s.chosen = &c;
+    }
+  }
+  if (!s.chosen && s.declined.empty()) s.chosen = pluginCandidate(info.node.domain, info.node.opType);
+  return s;
+}
+
 const KernelCandidate* KernelRegistry::findById(const KernelCreateInfo& info, const std::string& id) const {
   for (const Family* f : familiesFor(info.node.domain, info.node.opType, kernelDtypeKey(info)))
     for (const KernelCandidate& c : f->candidates)

@@ -91,6 +91,10 @@ class KernelRegistry {
   /// The first candidate that supports the node, with the reasons of those before it; chosen is
   /// null when every candidate declines (or the op has none).
   KernelSelection select(const KernelCreateInfo& info) const;
+  /// The last candidate that supports the node (the most general one of its families: a family's
+  /// list ends with the kernel that takes every node), for reference runs that compare the
+  /// specialised kernels against it; the supporting candidates passed over are listed as declined.
+  KernelSelection selectMostGeneral(const KernelCreateInfo& info) const;
   /// The candidate with this id in the node's families, or null.
   const KernelCandidate* findById(const KernelCreateInfo& info, const std::string& id) const;
   /// Makes the chosen candidate's kernel; throws naming the node and every reason when none applies.

@@ -1,4 +1,5 @@
-// Collects each layer's time of every run, for InferenceSession.end_profiling's Chrome trace.
+// Collects each layer's time of every run as Chrome-trace events: InferenceSession.end_profiling
+// (python/src/session.cpp) and `kiln bench --trace` (tools/kiln/trace_file.cpp) write them.
 #pragma once
 #include <chrono>
 #include <mutex>
@@ -7,7 +8,7 @@
 
 #include "kiln/profiler.h"
 
-namespace kiln::python {
+namespace kiln {
 
 /// One Chrome-trace "complete" event: a layer's kernel or a whole run.
 struct TraceEvent {
@@ -15,6 +16,7 @@ struct TraceEvent {
   std::string category;  // "Node" or "Session"
   std::string opType;    // the layer's op type ("" for a run)
   std::string shapes;    // the layer's input shapes
+  std::string kernel;    // the kernel candidate that ran it ("" for a run)
   double startUs = 0;    // since the profiler was made
   double durationUs = 0;
   int thread = 0;
@@ -35,4 +37,9 @@ class TraceProfiler : public IProfiler {
   std::vector<TraceEvent> events_;
 };
 
-}  // namespace kiln::python
+/// The events as a Chrome-trace / Perfetto JSON array of "complete" events (ph "X", ts and dur in
+/// microseconds, tid the thread's number, pid `pid`); a layer's args hold op_name, input_shapes
+/// and kernel.
+std::string chromeTraceJson(const std::vector<TraceEvent>& events, int pid);
+
+}  // namespace kiln

@@ -1,9 +1,10 @@
-#include "trace_profiler.h"
+#include "engine/trace_profiler.h"
 
 #include <atomic>
+#include <nlohmann/json.hpp>
 #include <utility>
 
-namespace kiln::python {
+namespace kiln {
 
 namespace {
 
@@ -25,7 +26,8 @@ void TraceProfiler::add(TraceEvent event, std::chrono::steady_clock::time_point 
 }
 
 void TraceProfiler::reportLayerTime(const LayerTiming& timing) {
-  add(TraceEvent{timing.name, "Node", timing.opType, timing.shapes}, std::chrono::steady_clock::now(), timing.ms * 1000.0);
+  add(TraceEvent{timing.name, "Node", timing.opType, timing.shapes, timing.kernel}, std::chrono::steady_clock::now(),
+      timing.ms * 1000.0);
 }
 
 void TraceProfiler::recordRun(std::chrono::steady_clock::time_point start) {
@@ -38,4 +40,15 @@ std::vector<TraceEvent> TraceProfiler::take() {
   return std::exchange(events_, {});
 }
 
-}  // namespace kiln::python
+std::string chromeTraceJson(const std::vector<TraceEvent>& events, int pid) {
+  nlohmann::json trace = nlohmann::json::array();
+  for (const TraceEvent& e : events) {
+    nlohmann::json args = nlohmann::json::object();
+    if (!e.opType.empty()) args = {{"op_name", e.opType}, {"input_shapes", e.shapes}, {"kernel", e.kernel}};
+    trace.push_back({{"cat", e.category}, {"name", e.name}, {"ph", "X"}, {"ts", e.startUs}, {"dur", e.durationUs},
+                     {"pid", pid}, {"tid", e.thread}, {"args", args}});
+  }
+  return trace.dump();
+}
+
+}  // namespace kiln
