@@ -94,4 +94,31 @@ void inferBroadcastBool(InferContext& ctx) {
   }
 }
 
+TypeInfo inferThroughOp(const InferContext& ctx, const char* opType, int64_t opset, const std::vector<size_t>& picks,
+                        const std::vector<DataType>& dtypes) {
+  const OpSchema* schema = OpSchemaRegistry::global().find("", opType, opset);
+  if (!schema) ctx.fail(std::string("needs the ") + opType + " shape rule (internal error)");
+  std::vector<TypeInfo> types(picks.size());
+  std::vector<const TypeInfo*> typePointers;
+  std::vector<const Tensor*> values;
+  for (size_t k = 0; k < picks.size(); ++k) {
+    const size_t i = picks[k];
+    if (!ctx.hasInput(i)) {
+      typePointers.push_back(nullptr);
+      values.push_back(nullptr);
+      continue;
+    }
+    types[k].dtype = k < dtypes.size() && dtypes[k] != DataType::kUndefined ? dtypes[k] : ctx.inputType(i);
+    if (const SymShape* shape = ctx.inputShape(i)) types[k].shape = *shape;
+    typePointers.push_back(&types[k]);
+    values.push_back(types[k].dtype == ctx.inputType(i) ? ctx.inputValue(i) : nullptr);
+  }
+  std::vector<TypeInfo> outputs(1);
+  Node atOpset = ctx.node();  // the other op's rule runs at the opset asked for, not this node's
+  atOpset.opset = opset;
+  InferContext inner(atOpset, typePointers, values, outputs);
+  schema->infer(inner);
+  return outputs[0];
+}
+
 }  // namespace kiln::ir

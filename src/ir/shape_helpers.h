@@ -19,4 +19,11 @@ void inferBroadcast(InferContext& ctx);
 /// Like inferBroadcast, but the output is bool (comparisons).
 void inferBroadcastBool(InferContext& ctx);
 
+/// Output 0 of another op's shape rule (domain "", at `opset`) run on this node's inputs `picks`
+/// (that op's inputs in order; an index past the node's inputs: omitted), each pick's dtype
+/// replaced by `dtypes[k]` where given (kUndefined: keep): how a quantized op borrows the shape
+/// rule of the integer op it is built on.
+TypeInfo inferThroughOp(const InferContext& ctx, const char* opType, int64_t opset, const std::vector<size_t>& picks,
+                        const std::vector<DataType>& dtypes = {});
+
 }  // namespace kiln::ir

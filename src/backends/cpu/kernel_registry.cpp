@@ -81,7 +81,8 @@ void KernelRegistry::addCandidate(const std::string& domain, const std::string& 
 void KernelRegistry::addGeneric(const std::string& domain, const std::string& opType, KernelFactory factory,
                                 KernelMemoryRules rules) {
   KernelCandidate c;
-  c.id = "any_" + snakeCase(opType) + "_generic";
+  // ONNX Runtime's contrib ops share names with ONNX ops (Gelu, Attention): "ms_" keeps ids apart.
+  c.id = "any_" + std::string(domain == "com.microsoft" ? "ms_" : "") + snakeCase(opType) + "_generic";
   c.create = [factory = std::move(factory)](const KernelCreateInfo& info) { return Kernel{factory(info), {}, {}}; };
   c.memory = std::move(rules);
   addCandidate(domain, opType, DataType::kUndefined, std::move(c));

@@ -84,7 +84,8 @@ class KernelRegistry {
 
   /// Appends a candidate to the family (domain, opType, dtype); kUndefined: any dtype.
   void addCandidate(const std::string& domain, const std::string& opType, DataType dtype, KernelCandidate candidate);
-  /// A factory as the single candidate any_<op>_generic of (domain, opType) for any dtype.
+  /// A factory as the single candidate any_<op>_generic (any_ms_<op>_generic for com.microsoft) of
+  /// (domain, opType) for any dtype.
   void addGeneric(const std::string& domain, const std::string& opType, KernelFactory factory, KernelMemoryRules rules);
 
   /// The first candidate that supports the node, with the reasons of those before it; chosen is

@@ -86,6 +86,8 @@ void inferFusedAttention(InferContext& ctx) {
 
 KILN_REGISTER_OP_SCHEMA({"kiln", "FusedAttention", 1, 1000, inferFusedAttention});
 KILN_REGISTER_OP_SCHEMA({"kiln", "FusedConv", 1, 1000, [](InferContext& ctx) { inferExtending(ctx, "Conv", 3); }});
+// ONNX Runtime's FusedConv (com.microsoft 1) is the same op: kiln's mirrors it.
+KILN_REGISTER_OP_SCHEMA({"com.microsoft", "FusedConv", 1, 1000, [](InferContext& ctx) { inferExtending(ctx, "Conv", 3); }});
 KILN_REGISTER_OP_SCHEMA({"kiln", "FusedMatMul", 1, 1000, inferFusedMatMul});
 
 }  // namespace kiln::ir

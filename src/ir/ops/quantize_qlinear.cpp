@@ -23,32 +23,13 @@ void requireScales(const InferContext& ctx, std::initializer_list<size_t> inputs
 // Runs the shape rule of `integerOp` on the inputs at `picks` (its inputs in order) and gives
 // output 0 that shape with y_zero_point's (input 7's) type.
 void inferThroughIntegerOp(InferContext& ctx, const char* integerOp, const std::vector<size_t>& picks) {
-  const OpSchema* schema = OpSchemaRegistry::global().find("", integerOp, std::max<int64_t>(ctx.opset(), 10));
-  if (!schema) ctx.fail(std::string("needs the ") + integerOp + " shape rule (internal error)");
-  std::vector<TypeInfo> types(picks.size());
-  std::vector<const TypeInfo*> typePointers;
-  std::vector<const Tensor*> values;
-  for (size_t k = 0; k < picks.size(); ++k) {
-    const size_t i = picks[k];
-    if (!ctx.hasInput(i)) {
-      typePointers.push_back(nullptr);
-      values.push_back(nullptr);
-      continue;
-    }
-    types[k].dtype = ctx.inputType(i);
-    if (const SymShape* shape = ctx.inputShape(i)) types[k].shape = *shape;
-    typePointers.push_back(&types[k]);
-    values.push_back(ctx.inputValue(i));
-  }
-  std::vector<TypeInfo> outputs(1);
-  InferContext inner(ctx.node(), typePointers, values, outputs);
-  schema->infer(inner);
+  const TypeInfo integer = inferThroughOp(ctx, integerOp, std::max<int64_t>(ctx.opset(), 10), picks);
   const DataType y = ctx.inputType(7);
   if (y != DataType::kInt8 && y != DataType::kUint8) {
     ctx.fail("y_zero_point must be int8 or uint8, got " + dataTypeName(y), ErrorCode::kUnsupportedNode);
   }
-  if (outputs[0].shape) {
-    ctx.setOutput(0, y, *outputs[0].shape);
+  if (integer.shape) {
+    ctx.setOutput(0, y, *integer.shape);
   } else {
     ctx.setOutputType(0, y);
   }

@@ -106,5 +106,7 @@ void inferQGemm(InferContext& ctx) {
 
 KILN_REGISTER_OP_SCHEMA({"kiln", "QConv", 1, 1000, inferQConv});
 KILN_REGISTER_OP_SCHEMA({"kiln", "QGemm", 1, 1000, inferQGemm});
+// kiln::QGemm is com.microsoft's QGemm (what ONNX Runtime's quantizer writes for Gemm), extended.
+KILN_REGISTER_OP_SCHEMA({"com.microsoft", "QGemm", 1, 1000, inferQGemm});
 
 }  // namespace kiln::ir

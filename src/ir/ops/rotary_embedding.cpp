@@ -1,5 +1,5 @@
-// Shape rules of RotaryEmbedding (opset 23): the output has the input's shape and type; input is
-// (B, H, S, D) or (B, S, H * D) with num_heads.
+// Shape rules of RotaryEmbedding (opset 23, and com.microsoft's): the output has the input's shape
+// and type; input is (B, H, S, D) or (B, S, H * D) with num_heads.
 #include "ir/shape_helpers.h"
 
 namespace kiln::ir {
@@ -15,8 +15,25 @@ void inferRotaryEmbedding(InferContext& ctx) {
   inferSameAsInput0(ctx);
 }
 
+// com.microsoft RotaryEmbedding (version 1): input, position_ids (int64, [batch, sequence] or
+// [1]), cos_cache, sin_cache; a 3-D input may leave num_heads 0 when heads are rotated whole.
+void inferContribRotaryEmbedding(InferContext& ctx) {
+  for (size_t i = 0; i < 4; ++i) ctx.requireInput(i);
+  const DataType type = ctx.inputType(0);
+  if (type != DataType::kFloat32) ctx.fail("input must be float32, got " + dataTypeName(type), ErrorCode::kUnsupportedNode);
+  if (ctx.inputType(1) != DataType::kInt64) ctx.fail("position_ids must be int64, got " + dataTypeName(ctx.inputType(1)));
+  if (ctx.inputType(2) != type || ctx.inputType(3) != type) ctx.fail("cos_cache and sin_cache must have the input's type");
+  if (attrInt(ctx.node(), "is_packed_batching", 0) != 0) {
+    ctx.fail("attribute 'is_packed_batching' = 1 is not supported", ErrorCode::kUnsupportedNode);
+  }
+  const SymShape* in = ctx.inputShape(0);
+  if (in && in->size() != 3 && in->size() != 4) ctx.fail("input must be 3-D or 4-D, got " + symShapeToString(*in));
+  inferSameAsInput0(ctx);
+}
+
 }  // namespace
 
 KILN_REGISTER_OP_SCHEMA({"", "RotaryEmbedding", 23, 1000, inferRotaryEmbedding});
+KILN_REGISTER_OP_SCHEMA({"com.microsoft", "RotaryEmbedding", 1, 1000, inferContribRotaryEmbedding});
 
 }  // namespace kiln::ir

@@ -16,7 +16,7 @@ namespace kiln::cpu {
 void addBf16MatMulCandidate(KernelRegistry& registry, const std::string& opType);
 /// Adds bf16_fused_matmul_packed_b_avx512bf16 to kiln::FusedMatMul's float32 family.
 void addBf16FusedMatMulCandidate(KernelRegistry& registry);
-/// Adds <prefix>_im2col_gemm_avx512bf16 (prefix "bf16_conv" or "bf16_fused_conv").
+/// Adds <prefix>_im2col_gemm_avx512bf16 (prefix "bf16_conv", "bf16_fused_conv" or "bf16_ms_fused_conv").
 void addBf16ConvCandidate(KernelRegistry& registry, const char* domain, const char* opType, const std::string& prefix,
                           bool fused);
 

@@ -210,7 +210,7 @@ void addConvCandidates(const char* domain, const char* opType, const std::string
     c.restore = std::move(restore);
     r.addCandidate(domain, opType, DataType::kFloat32, std::move(c));
   };
-  addBf16ConvCandidate(r, domain, opType, prefix == "f32_conv" ? "bf16_conv" : "bf16_fused_conv", fused);
+  addBf16ConvCandidate(r, domain, opType, "bf16" + prefix.substr(prefix.find('_')), fused);
   for (CpuIsa isa : {CpuIsa::kAvx512, CpuIsa::kAvx2}) {
     add("depthwise", isa, depthwiseDeclines, [fused, isa](const KernelCreateInfo& i) { return makeDepthwise(i, fused, isa); });
   }
@@ -231,6 +231,8 @@ void addConvCandidates(const char* domain, const char* opType, const std::string
 const bool kRegistered = [] {
   addConvCandidates("", "Conv", "f32_conv", false);
   addConvCandidates("kiln", "FusedConv", "f32_fused_conv", true);
+  // ONNX Runtime's FusedConv (its saved optimized models) has kiln::FusedConv's inputs and attributes.
+  addConvCandidates("com.microsoft", "FusedConv", "f32_ms_fused_conv", true);
   return true;
 }();
 

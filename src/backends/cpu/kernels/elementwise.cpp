@@ -6,6 +6,7 @@
 
 #include "backends/cpu/activation_row.h"
 #include "backends/cpu/kernels/elementwise_util.h"
+#include "backends/cpu/kernels/gelu_functions.h"
 #include "backends/cpu/kernels/vector_math.h"
 #include "ir/shape_helpers.h"
 
@@ -139,19 +140,6 @@ KILN_REGISTER_CPU_KERNEL("ThresholdedRelu", unaryFloatWithAttrs([](const ir::Nod
   return [alpha](auto x) { return x > decltype(x)(alpha) ? x : decltype(x)(0); };
 }));
 
-// Gelu(x) = x/2 * (1 + erf(x/sqrt2)) = x/2 * erfc(-x/sqrt2); erfc keeps precision for x << 0,
-// where 1 + erf would cancel.
-constexpr auto geluExact = [](auto x) {
-  using V = decltype(x);
-  return V(0.5) * x * std::erfc(-x * V(M_SQRT1_2));
-};
-// The tanh approximation x/2 * (1 + tanh(z)) is evaluated as x * sigmoid(2z), which does not
-// cancel for z << 0.
-constexpr auto geluTanh = [](auto x) {
-  using V = decltype(x);
-  const V twoSqrt2OverPi = V(1.5957691216057308);
-  return x / (V(1) + std::exp(-twoSqrt2OverPi * (x + V(0.044715) * x * x * x)));
-};
 KILN_REGISTER_CPU_KERNEL("Gelu", KernelFactory([](const KernelCreateInfo& info) -> KernelFn {
   const std::string approximate = ir::attrString(info.node, "approximate", "none");
   if (approximate == "tanh") return unaryFloat(geluTanh);

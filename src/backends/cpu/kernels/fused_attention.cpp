@@ -8,8 +8,9 @@
 #include <array>
 #include <vector>
 
+#include "backends/cpu/kernels/fused_attention.h"
+
 #include "backends/cpu/gemm/sgemm.h"
-#include "backends/cpu/kernel.h"
 #include "backends/cpu/kernels/softmax_exp.h"
 #include "backends/cpu/thread_pool.h"
 
@@ -36,15 +37,6 @@ bool maskStrides(const Shape& mask, const std::array<int64_t, 4>& full, std::arr
   return true;
 }
 
-// Q, K and V as row-major [batch, length] rows, each row holding the heads side by side.
-struct AttentionOperands {
-  const float* q = nullptr;
-  const float* k = nullptr;
-  const float* v = nullptr;
-  int64_t qRow = 0, kRow = 0, vRow = 0;  // floats from one row to the next
-  int64_t B = 0, Sq = 0, Sk = 0, H = 0, Dk = 0, Dv = 0;
-};
-
 AttentionOperands separateOperands(KernelContext& ctx) {
   const Tensor& q = ctx.input(0);
   const Tensor& k = ctx.input(1);
@@ -68,9 +60,9 @@ AttentionOperands separateOperands(KernelContext& ctx) {
   return o;
 }
 
-// The packed form: rows of [Q | K | V], each H * D wide.
-AttentionOperands packedOperands(KernelContext& ctx, int64_t heads) {
-  const Tensor& qkv = ctx.input(0);
+}  // namespace
+
+AttentionOperands packedAttentionOperands(const KernelContext& ctx, const Tensor& qkv, int64_t heads) {
   if (qkv.dtype() != DataType::kFloat32 || qkv.rank() != 3 || heads <= 0 || qkv.dim(2) % (3 * heads) != 0) {
     ctx.fail("packed QKV " + qkv.describe() + " must be float32 [batch, length, 3 * " + std::to_string(heads) +
                  " * dim]",
@@ -82,10 +74,7 @@ AttentionOperands packedOperands(KernelContext& ctx, int64_t heads) {
           qkv.dim(0), qkv.dim(1), qkv.dim(1), heads, D, D};
 }
 
-void fusedAttentionKernel(KernelContext& ctx, float scale, int64_t packedHeads) {
-  const bool packed = !ctx.hasInput(1) && !ctx.hasInput(2);
-  const AttentionOperands o = packed ? packedOperands(ctx, packedHeads) : separateOperands(ctx);
-  const Tensor* mask = ctx.hasInput(3) ? &ctx.input(3) : nullptr;
+void fusedAttention(const KernelContext& ctx, const AttentionOperands& o, const Tensor* mask, float scale, Tensor& y) {
   const int64_t B = o.B, Sq = o.Sq, H = o.H, Dk = o.Dk, Sk = o.Sk, Dv = o.Dv;
   std::array<int64_t, 4> ms{};
   if (mask && (mask->dtype() != DataType::kFloat32 || !maskStrides(mask->shape(), {B, H, Sq, Sk}, &ms))) {
@@ -93,7 +82,6 @@ void fusedAttentionKernel(KernelContext& ctx, float scale, int64_t packedHeads) 
                  std::to_string(H) + "x" + std::to_string(Sq) + "x" + std::to_string(Sk) + "]",
              ErrorCode::kInvalidArgument);
   }
-  Tensor& y = ctx.output(0);
   if (y.numel() == 0) return;
   float* py = y.data<float>();
   if (Sk == 0) {  // no keys: every output row is an empty sum
@@ -126,6 +114,14 @@ void fusedAttentionKernel(KernelContext& ctx, float scale, int64_t packedHeads) 
             H * Dv);
     }
   });
+}
+
+namespace {
+
+void fusedAttentionKernel(KernelContext& ctx, float scale, int64_t packedHeads) {
+  const bool packed = !ctx.hasInput(1) && !ctx.hasInput(2);
+  const AttentionOperands o = packed ? packedAttentionOperands(ctx, ctx.input(0), packedHeads) : separateOperands(ctx);
+  fusedAttention(ctx, o, ctx.hasInput(3) ? &ctx.input(3) : nullptr, scale, ctx.output(0));
 }
 
 KernelFn makeFusedAttentionKernel(const KernelCreateInfo& info) {

@@ -28,10 +28,20 @@ std::vector<C> expandParam(const KernelContext& ctx, const Tensor& t, const Shap
   return v;
 }
 
+// Which statistics a layer norm writes as outputs 1 and 2.
+enum class NormStatsOutputs { kMeanThenInvStd, kInvStdOnly };
+
+void storeStats(KernelContext& ctx, NormStatsOutputs stats, const std::vector<double>& means,
+                const std::vector<double>& invStds) {
+  const bool invStdOnly = stats == NormStatsOutputs::kInvStdOnly;
+  if (ctx.wantsOutput(1)) storeDoubles(ctx.output(1), invStdOnly ? invStds : means);
+  if (!invStdOnly && ctx.wantsOutput(2)) storeDoubles(ctx.output(2), invStds);
+}
+
 // X of type T normalized over its trailing dims into Y of type O (RMSNormalization's Y has the
 // scale's type; LayerNormalization's has X's).
 template <typename T, typename O>
-void layerNorm(KernelContext& ctx, int64_t axis, double epsilon, bool rms) {
+void layerNorm(KernelContext& ctx, int64_t axis, double epsilon, bool rms, NormStatsOutputs stats) {
   using C = ComputeType<T>;
   const Tensor& x = ctx.input(0);
   const Shape normShape(x.shape().begin() + axis, x.shape().end());
@@ -58,8 +68,7 @@ void layerNorm(KernelContext& ctx, int64_t axis, double epsilon, bool rms) {
     } else {
       normalizeRows(0, rows);
     }
-    if (ctx.wantsOutput(1)) storeDoubles(ctx.output(1), means);
-    if (ctx.wantsOutput(2)) storeDoubles(ctx.output(2), invStds);
+    storeStats(ctx, stats, means, invStds);
     return;
   }
   for (int64_t r = 0; r < rows; ++r) {
@@ -72,28 +81,31 @@ void layerNorm(KernelContext& ctx, int64_t axis, double epsilon, bool rms) {
     means[static_cast<size_t>(r)] = s.mean;
     invStds[static_cast<size_t>(r)] = s.invStd;
   }
-  if (ctx.wantsOutput(1)) storeDoubles(ctx.output(1), means);
-  if (ctx.wantsOutput(2)) storeDoubles(ctx.output(2), invStds);
+  storeStats(ctx, stats, means, invStds);
 }
 
 KernelFn makeLayerNorm(const KernelCreateInfo& info) {
   const int64_t axisAttr = ir::attrInt(info.node, "axis", -1);
   const double epsilon = ir::attrFloat(info.node, "epsilon", 1e-5f);
-  const bool rms = info.node.opType == "RMSNormalization";
-  return [axisAttr, epsilon, rms](KernelContext& ctx) {
+  // com.microsoft's SimplifiedLayerNormalization (in the ONNX domain) is RMSNormalization with
+  // the inverse standard deviation as its only statistics output.
+  const bool simplified = info.node.opType == "SimplifiedLayerNormalization";
+  const bool rms = simplified || info.node.opType == "RMSNormalization";
+  const NormStatsOutputs stats = simplified ? NormStatsOutputs::kInvStdOnly : NormStatsOutputs::kMeanThenInvStd;
+  return [axisAttr, epsilon, rms, stats](KernelContext& ctx) {
     const Tensor& x = ctx.input(0);
     const int64_t axis = ir::normalizeAxis(ctx.node(), axisAttr, static_cast<int64_t>(x.rank()));
     const Tensor& y = ctx.output(0);
     if (y.dtype() == x.dtype()) {
       dispatchFloat(x.dtype(), ctx.node().opType.c_str(), [&](auto tag) {
         using T = typename decltype(tag)::type;
-        layerNorm<T, T>(ctx, axis, epsilon, rms);
+        layerNorm<T, T>(ctx, axis, epsilon, rms, stats);
       });
       return;
     }
     dispatchFloat(x.dtype(), ctx.node().opType.c_str(), [&](auto inTag) {
       dispatchFloat(y.dtype(), ctx.node().opType.c_str(), [&](auto outTag) {
-        layerNorm<typename decltype(inTag)::type, typename decltype(outTag)::type>(ctx, axis, epsilon, rms);
+        layerNorm<typename decltype(inTag)::type, typename decltype(outTag)::type>(ctx, axis, epsilon, rms, stats);
       });
     });
   };
@@ -155,6 +167,7 @@ KernelFn makeGroupNorm(const KernelCreateInfo& info) {
 
 KILN_REGISTER_CPU_KERNEL("LayerNormalization", KernelFactory(makeLayerNorm));
 KILN_REGISTER_CPU_KERNEL("RMSNormalization", KernelFactory(makeLayerNorm));
+KILN_REGISTER_CPU_KERNEL("SimplifiedLayerNormalization", KernelFactory(makeLayerNorm));
 KILN_REGISTER_CPU_KERNEL("InstanceNormalization", KernelFactory(makeGroupNorm));
 KILN_REGISTER_CPU_KERNEL("GroupNormalization", KernelFactory(makeGroupNorm));
 

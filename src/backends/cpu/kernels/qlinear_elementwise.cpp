@@ -1,40 +1,20 @@
 // CPU kernels of kiln::QLinearAdd, kiln::QLinearMul and kiln::QLinearGlobalAveragePool
-// (ir/ops/quantized_elementwise.cpp). Each repeats the arithmetic of the DequantizeLinear, float op
-// and QuantizeLinear it replaces, so it gives the same bytes: operands dequantized to float as
-// DequantizeLinear does, the op in float (the pooling sum in double, which is exact for planes up
-// to 2^20 elements whatever the order, as GlobalAveragePool sums), quantized as QuantizeLinear does.
-// Add and Mul with 8-bit outputs run eight lanes at a time (qlinear_binary_run.h).
+// (ir/ops/quantized_elementwise.cpp), also registered for com.microsoft with QLinearSigmoid and
+// QLinearLeakyRelu. Each repeats the arithmetic of the DequantizeLinear, float op and QuantizeLinear
+// it replaces, so it gives the same bytes: operands dequantized to float as DequantizeLinear does,
+// the op in float (the pooling sum in double, which is exact for planes up to 2^20 elements whatever
+// the order, as GlobalAveragePool sums), quantized as QuantizeLinear does. Add and Mul with 8-bit
+// outputs run eight lanes at a time (qlinear_binary_run.h).
+#include <array>
+#include <cmath>
+#include <limits>
+
 #include "backends/cpu/broadcast.h"
 #include "backends/cpu/kernels/qlinear_binary_run.h"
-#include "backends/cpu/kernels/qlinear_integer.h"
-#include "backends/cpu/kernels/quantize_math.h"
+#include "backends/cpu/kernels/qlinear_quantization.h"
 
 namespace kiln::cpu {
 namespace {
-
-// One per-tensor quantization: DequantizeLinear's and QuantizeLinear's formulas.
-struct Quantization {
-  double scale = 1.0, zeroPoint = 0.0;
-
-  float dequantize(double q) const { return static_cast<float>((q - zeroPoint) * scale); }
-  FloatQuantization inFloat() const { return {static_cast<float>(scale), static_cast<float>(zeroPoint)}; }
-  template <typename Q>
-  Q quantize(float x) const {
-    return roundAndSaturate<Q>(roundTo<float>(static_cast<double>(x) / scale), zeroPoint);
-  }
-};
-
-Quantization quantizationAt(const KernelContext& ctx, size_t scale, const char* scaleName, const char* zeroPointName) {
-  return {roundTo<float>(qlinearParams(ctx, scale, scaleName, 1)[0]), qlinearParams(ctx, scale + 1, zeroPointName, 1)[0]};
-}
-
-// Calls fn(const A*) with the data of an int8 or uint8 input.
-template <typename Fn>
-void withEightBit(const Tensor& t, const char* what, Fn&& fn) {
-  if (t.dtype() == DataType::kInt8) return fn(t.data<int8_t>());
-  if (t.dtype() != DataType::kUint8) throwUnsupportedType(t.dtype(), what);
-  fn(t.data<uint8_t>());
-}
 
 template <QLinearBinaryOp kOp>
 void qlinearBinary(KernelContext& ctx) {
@@ -85,10 +65,44 @@ void qlinearGlobalAveragePool(KernelContext& ctx) {
   });
 }
 
+// y = quantize(f(dequantize(x))) through a table of the 256 values an 8-bit x can take.
+template <typename Fn>
+KernelFn qlinearUnary(Fn f) {
+  return [f](KernelContext& ctx) {
+    const Tensor& x = ctx.input(0);
+    const Quantization qx = quantizationAt(ctx, 1, "X_scale", "X_zero_point");
+    const Quantization qy = quantizationAt(ctx, 3, "Y_scale", "Y_zero_point");
+    Tensor& y = ctx.output(0);
+    withEightBit(x, "X", [&](auto* px) {
+      using Q = std::remove_const_t<std::remove_pointer_t<decltype(px)>>;
+      std::array<Q, 256> table;
+      for (int v = 0; v < 256; ++v) {
+        const Q q = static_cast<Q>(v + std::numeric_limits<Q>::lowest());
+        table[static_cast<size_t>(v)] = qy.quantize<Q>(f(qx.dequantize(q)));
+      }
+      Q* out = y.data<Q>();
+      for (int64_t i = 0; i < x.numel(); ++i) out[i] = table[static_cast<size_t>(px[i] - std::numeric_limits<Q>::lowest())];
+    });
+  };
+}
+
+KernelFactory qlinearLeakyRelu() {
+  return [](const KernelCreateInfo& info) -> KernelFn {
+    const float alpha = ir::attrFloat(info.node, "alpha", 0.01f);
+    return qlinearUnary([alpha](float v) { return v >= 0.0f ? v : alpha * v; });
+  };
+}
+
 }  // namespace
 
 KILN_REGISTER_CPU_KERNEL_DOMAIN("kiln", "QLinearAdd", qlinearBinary<QLinearBinaryOp::kAdd>);
 KILN_REGISTER_CPU_KERNEL_DOMAIN("kiln", "QLinearMul", qlinearBinary<QLinearBinaryOp::kMul>);
 KILN_REGISTER_CPU_KERNEL_DOMAIN("kiln", "QLinearGlobalAveragePool", qlinearGlobalAveragePool);
+KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "QLinearAdd", qlinearBinary<QLinearBinaryOp::kAdd>);
+KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "QLinearMul", qlinearBinary<QLinearBinaryOp::kMul>);
+KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "QLinearGlobalAveragePool", qlinearGlobalAveragePool);
+KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "QLinearSigmoid",
+                                qlinearUnary([](float v) { return 1.0f / (1.0f + std::exp(-v)); }));
+KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "QLinearLeakyRelu", qlinearLeakyRelu());
 
 }  // namespace kiln::cpu

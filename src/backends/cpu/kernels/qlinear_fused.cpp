@@ -160,16 +160,17 @@ Kernel makeQGemmKernel(const KernelCreateInfo& info) {
   return k;
 }
 
-void addReference(const char* op, const char* id, Kernel (*make)(const KernelCreateInfo&)) {
+void addReference(const char* domain, const char* op, const char* id, Kernel (*make)(const KernelCreateInfo&)) {
   KernelCandidate c;
   c.id = id;
   c.create = make;
-  KernelRegistry::global().addCandidate("kiln", op, DataType::kUndefined, std::move(c));
+  KernelRegistry::global().addCandidate(domain, op, DataType::kUndefined, std::move(c));
 }
 
 const bool kRegistered = [] {
-  addReference("QConv", "any_qconv_reference", makeQConvKernel);
-  addReference("QGemm", "any_qgemm_reference", makeQGemmKernel);
+  addReference("kiln", "QConv", "any_qconv_reference", makeQConvKernel);
+  addReference("kiln", "QGemm", "any_qgemm_reference", makeQGemmKernel);
+  addReference("com.microsoft", "QGemm", "any_ms_qgemm_reference", makeQGemmKernel);
   return true;
 }();
 

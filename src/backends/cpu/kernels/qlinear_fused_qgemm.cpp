@@ -45,6 +45,7 @@ const bool kRegistered = [] {
     for (KernelCandidate& c : qconvCandidates(a + "_qconv", qconvSignature)) r.addCandidate("kiln", "QConv", dtype, std::move(c));
     for (CpuIsa isa : {CpuIsa::kAvx512Vnni, CpuIsa::kAvxVnni, CpuIsa::kAvx2}) {
       r.addCandidate("kiln", "QGemm", dtype, qmatmulCandidate(a + "_qgemm", isa, qgemmSignature));
+      r.addCandidate("com.microsoft", "QGemm", dtype, qmatmulCandidate(a + "_ms_qgemm", isa, qgemmSignature));
     }
   }
   return true;

@@ -10,12 +10,17 @@ namespace kiln::cpu {
 
 class IntegerStage {
  public:
-  /// Makes the kernel of `integerOp` for a node whose inputs `picks` are that op's inputs, in order.
-  IntegerStage(const KernelCreateInfo& info, const char* integerOp, std::vector<size_t> picks);
+  /// Makes the kernel of `integerOp` for a node whose inputs `picks` are that op's inputs, in order
+  /// (a pick past the node's inputs: omitted). `standInTypes[k]`, where given, is the type of the
+  /// operand that run() will be handed in place of pick k (an operand the op quantizes itself).
+  IntegerStage(const KernelCreateInfo& info, const char* integerOp, std::vector<size_t> picks,
+               const std::vector<const ir::TypeInfo*>& standInTypes = {});
   /// Runs it on ctx's inputs; returns the int32 result of shape `shape`.
   Tensor run(const KernelContext& ctx, const Shape& shape) const;
   /// run() with `standIn` in place of the integer op's input `pick` (an operand prepared at build).
   Tensor run(const KernelContext& ctx, const Shape& shape, size_t pick, const Tensor& standIn) const;
+  /// run() with `standIns[k]`, where not null, in place of the integer op's input k.
+  Tensor run(const KernelContext& ctx, const Shape& shape, const std::vector<const Tensor*>& standIns) const;
 
  private:
   KernelFn kernel_;

@@ -75,12 +75,18 @@ RecurrentDims recurrentDims(KernelContext& ctx, const RecurrentAttrs& attrs, int
 /// Number of valid steps of each batch entry (sequence_lens, input 4), seq when absent.
 std::vector<int64_t> sequenceLengths(KernelContext& ctx, const RecurrentDims& dims);
 
-/// The recurrence order shared by RNN, GRU and LSTM: for each step s, calls fn(t, b) for every
-/// batch entry b whose sequence is longer than s, where t is the time index s reads (counted
-/// back from the entry's own length when reverse).
-template <typename Fn>
-void forEachRecurrentStep(const RecurrentDims& dims, const std::vector<int64_t>& lengths, bool reverse, Fn&& fn) {
+struct NoStepHook {
+  void operator()(int64_t) const {}
+};
+
+/// The recurrence order shared by RNN, GRU and LSTM: for each step s, calls stepBegins(s) and then
+/// fn(t, b) for every batch entry b whose sequence is longer than s, where t is the time index s
+/// reads (counted back from the entry's own length when reverse).
+template <typename Fn, typename StepFn = NoStepHook>
+void forEachRecurrentStep(const RecurrentDims& dims, const std::vector<int64_t>& lengths, bool reverse, Fn&& fn,
+                          StepFn&& stepBegins = {}) {
   for (int64_t s = 0; s < dims.seq; ++s) {
+    stepBegins(s);
     for (int64_t b = 0; b < dims.batch; ++b) {
       const int64_t len = lengths[static_cast<size_t>(b)];
       if (s < len) fn(reverse ? len - 1 - s : s, b);
@@ -185,23 +191,31 @@ struct DirectionWeights {
   std::vector<Acc> rb;  // [gates * hidden]
 };
 
+/// Direction d's two bias halves (Wb, Rb) of input B ([directions, 2 * gates * hidden]), zeros
+/// when B is omitted.
+template <typename Acc, typename T>
+void directionBiases(KernelContext& ctx, const RecurrentDims& dims, int64_t gates, int64_t d, std::vector<Acc>& wb,
+                     std::vector<Acc>& rb) {
+  const int64_t n = gates * dims.hidden;
+  wb.assign(static_cast<size_t>(n), Acc(0));
+  rb.assign(static_cast<size_t>(n), Acc(0));
+  if (!ctx.hasInput(3)) return;
+  const Tensor& b = ctx.input(3);
+  if (b.shape() != Shape{dims.directions, 2 * n}) {
+    ctx.fail("B has shape " + shapeToString(b.shape()) + ", expected " + shapeToString({dims.directions, 2 * n}));
+  }
+  const T* bias = b.data<T>() + d * 2 * n;
+  wb = toVector<Acc>(bias, n);
+  rb = toVector<Acc>(bias + n, n);
+}
+
 template <typename Acc, typename T>
 DirectionWeights<Acc> directionWeights(KernelContext& ctx, const RecurrentDims& dims, int64_t gates, int64_t d) {
   const int64_t n = gates * dims.hidden;
   DirectionWeights<Acc> w;
   w.wt = transposed<Acc>(ctx.input(1).data<T>() + d * n * dims.input, n, dims.input);
   w.rt = transposed<Acc>(ctx.input(2).data<T>() + d * n * dims.hidden, n, dims.hidden);
-  w.wb.assign(static_cast<size_t>(n), Acc(0));
-  w.rb.assign(static_cast<size_t>(n), Acc(0));
-  if (ctx.hasInput(3)) {
-    const Tensor& b = ctx.input(3);
-    if (b.shape() != Shape{dims.directions, 2 * n}) {
-      ctx.fail("B has shape " + shapeToString(b.shape()) + ", expected " + shapeToString({dims.directions, 2 * n}));
-    }
-    const T* bias = b.data<T>() + d * 2 * n;
-    w.wb = toVector<Acc>(bias, n);
-    w.rb = toVector<Acc>(bias + n, n);
-  }
+  directionBiases<Acc, T>(ctx, dims, gates, d, w.wb, w.rb);
   return w;
 }
 

@@ -64,7 +64,36 @@ void rotaryEmbeddingKernel(KernelContext& ctx) {
   });
 }
 
+// com.microsoft RotaryEmbedding(input, position_ids, cos_cache, sin_cache): ONNX's op with the
+// inputs in another order, position_ids [batch, sequence] or one offset ([1]: positions offset + s),
+// and num_heads of a 3-D input 0 when each head is rotated whole (head size 2 * cos_cache's width).
+void contribRotaryEmbeddingKernel(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const Tensor& ids = ctx.input(1);
+  if (x.rank() != 3 && x.rank() != 4) ctx.fail("input must be 3-D or 4-D, got " + x.describe(), ErrorCode::kInvalidArgument);
+  const int64_t batches = x.dim(0), seq = x.rank() == 4 ? x.dim(2) : x.dim(1);
+  Tensor positions = ids;
+  if (ids.numel() == 1) {
+    positions = Tensor(DataType::kInt64, Shape{batches, seq});
+    for (int64_t i = 0; i < batches * seq; ++i) positions.data<int64_t>()[i] = ids.intAt(0) + i % seq;
+  }
+  ir::Node node = ctx.node();
+  if (x.rank() == 3 && ir::attrInt(node, "num_heads", 0) == 0) {
+    const int64_t headSize = ir::attrInt(node, "rotary_embedding_dim", 0) > 0 ? 0 : 2 * ctx.input(2).shape().back();
+    if (headSize <= 0 || x.dim(2) % headSize != 0) {
+      ctx.fail("a 3-D input needs num_heads unless each head is rotated whole", ErrorCode::kInvalidArgument);
+    }
+    node.attrs["num_heads"] = x.dim(2) / headSize;
+  }
+  std::vector<Tensor> outputs(1);
+  const std::vector<ir::TypeInfo> types = {ir::TypeInfo{x.dtype(), ir::symShapeOf(x.shape())}};
+  KernelContext onnx(node, {&x, &ctx.input(2), &ctx.input(3), &positions}, outputs, types);
+  rotaryEmbeddingKernel(onnx);
+  ctx.setOutput(0, outputs[0]);
+}
+
 KILN_REGISTER_CPU_KERNEL("RotaryEmbedding", rotaryEmbeddingKernel);
+KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "RotaryEmbedding", contribRotaryEmbeddingKernel);
 
 }  // namespace
 }  // namespace kiln::cpu
