@@ -23,7 +23,16 @@ bool isKnownConstant(const ir::Graph& graph, int id) {
 bool isLarge(const ir::TypeInfo& type) {
   if (!type.shape) return false;
   const auto shape = ir::concreteShape(*type.shape);
-  return shape && shapeNumel(*shape) > ShapeProgram::kMaxShapeValueElements;
+  if (!shape) return false;
+  // Multiplied here rather than by shapeNumel, which throws where a declared shape overflows int64:
+  // such a value is large, and is refused by name when a tensor of it is made.
+  int64_t n = 1;
+  for (int64_t d : *shape) {
+    if (d == 0) return false;
+    if (d > ShapeProgram::kMaxShapeValueElements / n) return true;
+    n *= d;
+  }
+  return n > ShapeProgram::kMaxShapeValueElements;
 }
 
 // A node whose outputs are known once the input shapes are: a deterministic op with a kernel and

@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 
+#include "ir/onnx_type_table.h"
 #include "ir/op_schema.h"
 #include "kiln/error.h"
 #include "onnx/implicit_inputs.h"
@@ -243,6 +244,22 @@ ir::Graph GraphConverter::convert(const onnx::GraphProto& proto, std::map<std::s
   return graph;
 }
 
+// A file format newer than kiln knows, or an opset version below ONNX's first, cannot be read as meant.
+// A missing ir_version is tolerated (older exporters and hand-built models leave it out; `kiln check` flags it).
+void checkVersions(const onnx::ModelProto& proto, const std::string& displayName) {
+  if (proto.ir_version() > ir::kOnnxLatestIrVersion) {
+    throw Error(ErrorCode::kInvalidModel, displayName + ": ir_version " + std::to_string(proto.ir_version()) +
+                                              " is newer than the newest kiln knows (" +
+                                              std::to_string(ir::kOnnxLatestIrVersion) + ")");
+  }
+  for (const auto& op : proto.opset_import()) {
+    if (op.version() >= 1) continue;
+    const std::string domain = op.domain().empty() ? "ai.onnx" : op.domain();
+    throw Error(ErrorCode::kInvalidModel, displayName + ": opset_import imports domain '" + domain + "' at version " +
+                                              std::to_string(op.version()) + "; opset versions start at 1");
+  }
+}
+
 void readModelHeader(const onnx::ModelProto& proto, ir::Model& model) {
   model.irVersion = proto.ir_version();
   model.producerName = proto.producer_name();
@@ -308,6 +325,7 @@ ir::Model convertModel(onnx::ModelProto& proto, const std::string& baseDir, cons
   if (metadata) readMetadata(proto, *metadata);
   ir::Model model;
   model.path = displayName;
+  checkVersions(proto, displayName);
   readModelHeader(proto, model);
   // The weights' bytes move from the protobuf into the tensors instead of being copied, so a model
   // is not held twice in memory while it loads.

@@ -119,6 +119,15 @@ Shape randomInputShape(const Runner& runner, const TensorInfo& info, const std::
   return shape;
 }
 
+// A random value for an input; a shape too large to hold is refused naming the input.
+Tensor randomInput(const TensorInfo& info, DataType dtype, const Shape& shape, uint64_t seed) {
+  try {
+    return randomTensor(dtype, shape, seed);
+  } catch (const Error& e) {
+    throw Error(e.code(), "input '" + info.name + "': " + e.what());
+  }
+}
+
 // An input's value from a .npy file (tensors), or a .pb file: a TensorProto, SequenceProto or
 // OptionalProto, read as the input's declared type asks.
 Tensor readInputFile(const TensorInfo& info, const std::string& path) {
@@ -207,7 +216,7 @@ NamedTensors makeInputs(const Runner& session, const InputOptions& opts) {
                                                    "=FILE.pb (a SequenceProto or OptionalProto)");
     } else if (!info.optional) {
       DataType dtype = info.dtype == DataType::kUndefined ? DataType::kFloat32 : info.dtype;
-      inputs.emplace_back(info.name, randomTensor(dtype, randomInputShape(session, info, shapes), opts.seed * 7919 + index));
+      inputs.emplace_back(info.name, randomInput(info, dtype, randomInputShape(session, info, shapes), opts.seed * 7919 + index));
     }
   }
   return inputs;

@@ -7,6 +7,21 @@
 
 namespace kiln::cpu {
 
+namespace {
+
+// Output i in the storage the memory plan gave it when it fits there, else in a tensor of its own.
+Tensor plannedOrNewTensor(const std::vector<OutputStorage>* planned, size_t i, DataType dtype, Shape shape) {
+  if (planned && i < planned->size() && dtype != DataType::kString && dataTypeSize(dtype) != 0) {
+    const OutputStorage& slot = (*planned)[i];
+    if (slot.data && static_cast<uint64_t>(shapeNumel(shape)) <= slot.bytes / dataTypeSize(dtype)) {
+      return Tensor::wrap(dtype, std::move(shape), slot.data, slot.owner);
+    }
+  }
+  return Tensor(dtype, std::move(shape));  // data-dependent size, or nothing planned
+}
+
+}  // namespace
+
 KernelContext::KernelContext(const ir::Node& node, std::vector<const Tensor*> inputs, std::vector<Tensor>& outputs,
                              const std::vector<ir::TypeInfo>& outputTypes, const std::vector<OutputStorage>* planned)
     : node_(node), inputs_(std::move(inputs)), outputs_(outputs), outputTypes_(outputTypes), planned_(planned) {}
@@ -34,13 +49,11 @@ Tensor& KernelContext::allocateOutput(size_t i, DataType dtype, Shape shape) {
 }
 
 Tensor KernelContext::makeOutput(size_t i, DataType dtype, Shape shape) const {
-  if (planned_ && i < planned_->size() && dtype != DataType::kString && dataTypeSize(dtype) != 0) {
-    const OutputStorage& slot = (*planned_)[i];
-    if (slot.data && static_cast<uint64_t>(shapeNumel(shape)) <= slot.bytes / dataTypeSize(dtype)) {
-      return Tensor::wrap(dtype, std::move(shape), slot.data, slot.owner);
-    }
+  try {
+    return plannedOrNewTensor(planned_, i, dtype, std::move(shape));
+  } catch (const Error& e) {  // a shape too large to hold, computed from run-time values
+    fail("output " + std::to_string(i) + ": " + e.what(), e.code());
   }
-  return Tensor(dtype, std::move(shape));  // data-dependent size, or nothing planned
 }
 
 void KernelContext::setOutput(size_t i, Tensor tensor) { outputs_.at(i) = std::move(tensor); }
