@@ -4,9 +4,9 @@ import importlib
 import os
 import pathlib
 import resource
+import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -39,24 +39,38 @@ def limit_address_space():
     resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE_LIMIT, ADDRESS_SPACE_LIMIT))
 
 
+# Runs argv[2:] and writes its peak RSS (KiB) to argv[1]. kiln is started from this small process, not
+# from pytest's, because a child's ru_maxrss starts at its parent's RSS when it forks (the high-water
+# mark survives exec), and pytest's grows past the limit once the model tests have run.
+MEASURE_PEAK = """
+import os, signal, sys
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.argv[2], sys.argv[2:])
+_, status, usage = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as f:
+    f.write(str(usage.ru_maxrss))
+if os.WIFSIGNALED(status):
+    signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+    os.kill(os.getpid(), os.WTERMSIG(status))
+sys.exit(os.WEXITSTATUS(status))
+"""
+
+
 def run_bounded(command, cwd):
-    """Runs `command`; returns (exit code, stdout + stderr, peak RSS in KiB) of that child alone."""
+    """Runs `command`; returns (exit code, stdout + stderr, peak RSS in KiB of that command alone)."""
     log = cwd / "kiln-output.txt"
+    peak = cwd / "kiln-peak-rss.txt"
     with open(log, "wb") as out:
-        child = subprocess.Popen(command, cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
-                                 preexec_fn=limit_address_space)
-    deadline = time.monotonic() + TIMEOUT_S
-    # Reaped here with wait4 (not Popen.wait) for the child's own rusage.
-    pid, status, usage = os.wait4(child.pid, os.WNOHANG)
-    while pid == 0:
-        if time.monotonic() > deadline:
-            child.kill()
-            os.wait4(child.pid, 0)
-            pytest.fail(f"{' '.join(command)} ran past {TIMEOUT_S} s", pytrace=False)
-        time.sleep(0.01)
-        pid, status, usage = os.wait4(child.pid, os.WNOHANG)
-    child.returncode = os.waitstatus_to_exitcode(status)
-    return child.returncode, log.read_bytes().decode(errors="backslashreplace"), usage.ru_maxrss
+        child = subprocess.Popen([sys.executable, "-c", MEASURE_PEAK, str(peak), *command], cwd=cwd, stdout=out,
+                                 stderr=subprocess.STDOUT, preexec_fn=limit_address_space, start_new_session=True)
+    try:
+        child.wait(timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.wait()
+        pytest.fail(f"{' '.join(command)} ran past {TIMEOUT_S} s", pytrace=False)
+    return child.returncode, log.read_bytes().decode(errors="backslashreplace"), int(peak.read_text())
 
 
 def case_param(case):
