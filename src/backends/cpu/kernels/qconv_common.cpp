@@ -62,4 +62,19 @@ bool startQConvCall(KernelContext& ctx, const QConv& c, int32_t wShift, void* pa
   return true;
 }
 
+std::vector<int16_t> depthwiseWeights(const KernelCreateInfo& info, const QProductSignature& s) {
+  const Tensor& w = *constantInput(info, s.b);
+  std::vector<int16_t> values(static_cast<size_t>(w.numel()));
+  for (int64_t i = 0; i < w.numel(); ++i) {
+    values[static_cast<size_t>(i)] = w.dtype() == DataType::kInt8 ? w.data<int8_t>()[i] : w.data<uint8_t>()[i];
+  }
+  return values;
+}
+
+const Shape* qconvInputShape(const QConv& c, const std::vector<const Shape*>& shapes) {
+  const size_t input = static_cast<size_t>(c.s.a);
+  const Shape* x = input < shapes.size() ? shapes[input] : nullptr;
+  return x && x->size() == c.wShape.size() ? x : nullptr;
+}
+
 }  // namespace kiln::cpu

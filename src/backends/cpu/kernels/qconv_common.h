@@ -54,6 +54,11 @@ inline uint64_t alignTo64(uint64_t n) { return (n + 63) / 64 * 64; }
 /// Taps a depthwise kernel accumulates exactly in float32: 256 * 255 * 255 < 2^24.
 constexpr int64_t kMaxDepthwiseTaps = 256;
 
+/// W (constant, at s.b) as int16 values in its own order: the depthwise candidates' weights.
+std::vector<int16_t> depthwiseWeights(const KernelCreateInfo& info, const QProductSignature& s);
+/// X's shape among a workspace query's shapes when it has W's rank, else null.
+const Shape* qconvInputShape(const QConv& c, const std::vector<const Shape*>& shapes);
+
 /// The depthwise candidate's kernel: one input channel per group, accumulated tap by tap.
 Kernel makeQConvDepthwise(const KernelCreateInfo& info, const QProductSignature& s);
 

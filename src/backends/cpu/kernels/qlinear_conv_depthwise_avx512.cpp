@@ -216,17 +216,12 @@ std::string qconvDepthwiseChannelsDeclines(const QConv& c) {
 Kernel makeQConvDepthwiseChannels(const KernelCreateInfo& info, const QProductSignature& s) {
   auto k = std::make_shared<QConvDepthwiseChannels>();
   k->c = qconvOf(info, s);
-  const Tensor& w = *constantInput(info, s.b);
-  k->w.resize(static_cast<size_t>(w.numel()));
-  for (int64_t i = 0; i < w.numel(); ++i) {
-    k->w[static_cast<size_t>(i)] = w.dtype() == DataType::kInt8 ? w.data<int8_t>()[i] : w.data<uint8_t>()[i];
-  }
+  k->w = depthwiseWeights(info, s);
   Kernel kernel;
   kernel.run = [k](KernelContext& ctx) { runQConvDepthwiseChannels(*k, ctx); };
-  const int input = s.a;
-  kernel.workspace = [k, input](const std::vector<const Shape*>& shapes, int threads) -> uint64_t {
-    const Shape* x = static_cast<size_t>(input) < shapes.size() ? shapes[static_cast<size_t>(input)] : nullptr;
-    if (!x || x->size() != k->c.wShape.size()) return 0;
+  kernel.workspace = [k](const std::vector<const Shape*>& shapes, int threads) -> uint64_t {
+    const Shape* x = qconvInputShape(k->c, shapes);
+    if (!x) return 0;
     const ir::ConvGeometry g = qconvGeometry(nullptr, k->c, *x);
     return workspaceBytes(k->c, paddedPlaneOf(g), shapeNumel(g.output), threads);
   };
