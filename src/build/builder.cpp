@@ -1,4 +1,6 @@
 // Builder::buildSerializedNetwork: optimize -> select kernels -> plan memory -> serialize.
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <iomanip>
@@ -87,6 +89,28 @@ void applyOutputTypes(const NetworkDefinition::Impl& net, ir::Graph& g) {
 
 // Concrete shape inference at one selector of one profile: proves every layer accepts those
 // shapes, and plans the arena of the activations and the kernels' workspaces.
+// Fails naming the first tensor of `g` (shapes inferred) that could never be allocated here: more
+// bytes than the machine's physical memory, or a size past 2^64. `where` says at which shapes.
+void checkTensorsFitInMemory(const ir::Graph& g, const std::string& where) {
+  static const uint64_t physical = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(sysconf(_SC_PAGE_SIZE));
+  for (const ir::Value& v : g.values) {
+    if (v.constant || !v.type.shape || v.type.dtype == DataType::kString || v.type.dtype == DataType::kUndefined) continue;
+    const auto shape = ir::concreteShape(*v.type.shape);
+    if (!shape) continue;
+    uint64_t bytes = dataTypeSize(v.type.dtype);
+    bool overflow = false;
+    for (int64_t d : *shape) overflow = overflow || d < 0 || __builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes);
+    if (!overflow && bytes <= physical) continue;
+    const std::string owner = v.producer >= 0 ? "node '" + g.nodes[static_cast<size_t>(v.producer)].name + "' (" +
+                                                    g.nodes[static_cast<size_t>(v.producer)].opType + "): output '" + v.name + "'"
+                                              : "input '" + v.name + "'";
+    throw Error(ErrorCode::kInvalidArgument,
+                where + ": " + owner + " " + dataTypeName(v.type.dtype) + "[" + shapeToString(*shape) + "] needs " +
+                    (overflow ? std::string("more than 2^64 bytes") : std::to_string(bytes >> 20) + " MiB") +
+                    ", more than this machine's memory (" + std::to_string(physical >> 20) + " MiB)");
+  }
+}
+
 MemoryPlan checkProfileShapes(const ir::Graph& graph, const plan::Profile& profile, int index, OptProfileSelector which,
                               const KernelMemoryNeeds& kernels) {
   static const char* names[] = {"min", "opt", "max"};
@@ -106,6 +130,8 @@ MemoryPlan checkProfileShapes(const ir::Graph& graph, const plan::Profile& profi
     throw Error(e.code(), "optimization profile " + std::to_string(index) + " " + names[static_cast<int>(which)] +
                               " shapes (" + given + "): " + e.what());
   }
+  checkTensorsFitInMemory(g, "optimization profile " + std::to_string(index) + " " + names[static_cast<int>(which)] +
+                                 " shapes (" + given + ")");
   return planMemory(g, &kernels);
 }
 

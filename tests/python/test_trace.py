@@ -24,8 +24,9 @@ def test_trace_has_one_event_per_layer_per_run_and_times_one_entry_per_run(kiln,
     for e in nodes:
         assert e["ph"] == "X" and e["dur"] >= 0 and isinstance(e["tid"], int) and isinstance(e["pid"], int)
         assert e["args"]["op_name"] and e["args"]["input_shapes"] and e["args"]["kernel"]
-        # Each layer lies inside one run (a little slack for the clock's rounding).
-        assert sum(r["ts"] - 1 <= e["ts"] and e["ts"] + e["dur"] <= r["ts"] + r["dur"] + 1 for r in runs) == 1
+        # Each layer lies inside a run (a little slack for the clock's rounding, so an event at the boundary
+        # of two back-to-back runs may fit both; the counts above give each layer one event per run).
+        assert any(r["ts"] - 1 <= e["ts"] and e["ts"] + e["dur"] <= r["ts"] + r["dur"] + 1 for r in runs)
     for name in layers:  # a layer runs the kernel its engine chose, every run
         assert len({e["args"]["kernel"] for e in nodes if e["name"] == name}) == 1
     entries = json.loads(times.read_text())
