@@ -78,6 +78,10 @@ void sortTopologically(Graph& graph) {
   for (size_t i = 0; i < n; ++i) {
     for (int out : graph.nodes[i].outputs) {
       if (out == kNoValue) continue;
+      if (graph.isGraphInput(out)) {
+        throw Error(ErrorCode::kInvalidModel, graph.nodes[i].label() + " writes '" + graph.value(out).name +
+                                                  "', which is a graph input (a tensor has one producer)");
+      }
       if (producer[out] != -1) {
         throw Error(ErrorCode::kInvalidModel, "tensor '" + graph.value(out).name + "' is produced by both " +
                                                   graph.nodes[producer[out]].label() + " and " +

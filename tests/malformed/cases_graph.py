@@ -48,7 +48,7 @@ CASES = [
     Case("duplicate-producer", load("inspect", [("Relu", ["x"], ["y"], "first"), ("Neg", ["x"], ["y"], "second")]),
          1, ["tensor 'y' is produced by both node 'first' (Relu) and node 'second' (Neg)"]),
     Case("output-overwrites-graph-input", load("inspect", [("Relu", ["x"], ["x"], "r")], outputs=("x",)),
-         1, ["node 'r' (Relu)"]),
+         1, ["node 'r' (Relu) writes 'x', which is a graph input"]),
     Case("duplicate-initializer", load("inspect", [("Add", ["x", "w"], ["y"], "add")],
                                        initializers=[weight([2], float_data=[1, 2]), weight([2], float_data=[3, 4])]),
          1, ["initializer 'w' is defined twice"]),
