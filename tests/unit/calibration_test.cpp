@@ -302,13 +302,25 @@ struct BuiltNet {
   std::string error;
 };
 
-BuiltNet buildConvNet(testing::RecordingLogger& logger, IInt8Calibrator* calibrator, const onnx::ModelProto& model = convNet()) {
+// `pinFp32`: a layer set to kFLOAT through ILayer::setPrecision, with kOBEY_PRECISION_CONSTRAINTS.
+BuiltNet buildConvNet(testing::RecordingLogger& logger, IInt8Calibrator* calibrator, const onnx::ModelProto& model = convNet(),
+                      const std::string& pinFp32 = "") {
   Builder builder(logger);
   auto network = builder.createNetwork();
   const std::string path = testing::saveModel(model, testing::tempDir("int8_build") / "m.onnx");
   OnnxParser parser(*network, logger);
   EXPECT_TRUE(parser.parseFromFile(path).ok());
   BuilderConfig config;
+  if (!pinFp32.empty()) {
+    bool found = false;
+    for (int i = 0; i < network->getNbLayers(); ++i) {
+      if (network->getLayer(i)->getName() != pinFp32) continue;
+      network->getLayer(i)->setPrecision(DataType::kFloat32);
+      found = true;
+    }
+    EXPECT_TRUE(found) << pinFp32;
+    config.setFlag(BuilderFlag::kOBEY_PRECISION_CONSTRAINTS);
+  }
   if (calibrator) {
     config.setFlag(BuilderFlag::kINT8);
     config.setInt8Calibrator(calibrator);
@@ -358,6 +370,28 @@ TEST(Int8Build, CalibratedConvNetMatchesFloatWithinItsQuantizationError) {
   BuiltNet again = buildConvNet(logger, &cached);
   ASSERT_TRUE(again.engine) << again.error;
   EXPECT_EQ(runNet(*again.engine, x), a);
+}
+
+TEST(Int8Build, ALayerSetToFloatThroughTheNetworkStaysFloat) {
+  testing::RecordingLogger logger;
+  TestCalibrator calibrator(4, fillWave);
+  BuiltNet pinned = buildConvNet(logger, &calibrator, convNet(), "conv2");
+  ASSERT_TRUE(pinned.engine) << pinned.error;
+  // conv1 is quantized (its output r1 too, as int8 output); conv2 stays a float Conv marked fp32.
+  bool conv1Int8 = false, conv2Float = false;
+  for (const std::string& line : pinned.report.layerDecisions) {
+    conv1Int8 = conv1Int8 || line.rfind("layer 'conv1' (QConv)", 0) == 0;
+    conv2Float = conv2Float || (line.rfind("layer 'conv2' (Conv)", 0) == 0 && line.find("precision fp32") != std::string::npos);
+  }
+  EXPECT_TRUE(conv1Int8);
+  EXPECT_TRUE(conv2Float);
+  // Without the pin conv2 is quantized as well.
+  TestCalibrator again(4, fillWave);
+  BuiltNet all = buildConvNet(logger, &again);
+  ASSERT_TRUE(all.engine) << all.error;
+  bool conv2Int8 = false;
+  for (const std::string& line : all.report.layerDecisions) conv2Int8 = conv2Int8 || line.rfind("layer 'conv2' (QConv)", 0) == 0;
+  EXPECT_TRUE(conv2Int8);
 }
 
 TEST(Int8Build, BadCalibratorsAreNamed) {
