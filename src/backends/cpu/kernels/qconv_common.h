@@ -3,6 +3,7 @@
 // and the checked tensors, geometry and output parameters of one call.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -53,6 +54,12 @@ inline uint64_t alignTo64(uint64_t n) { return (n + 63) / 64 * 64; }
 
 /// Taps a depthwise kernel accumulates exactly in float32: 256 * 255 * 255 < 2^24.
 constexpr int64_t kMaxDepthwiseTaps = 256;
+
+/// Threads of the current pool (1 without one): the depthwise candidates' per-thread scratch count.
+int poolThreads();
+/// Splits [0, items) into min(threads, items) contiguous parts, fn(part, begin, end) each, over the
+/// current pool when there is more than one part: `part` indexes the caller's per-thread scratch.
+void forEachThreadPart(int64_t items, int threads, const std::function<void(int64_t, int64_t, int64_t)>& fn);
 
 /// W (constant, at s.b) as int16 values in its own order: the depthwise candidates' weights.
 std::vector<int16_t> depthwiseWeights(const KernelCreateInfo& info, const QProductSignature& s);

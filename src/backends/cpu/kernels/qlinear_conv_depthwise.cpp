@@ -14,7 +14,6 @@
 #include "backends/cpu/kernels/qconv_common.h"
 #include "backends/cpu/kernels/qgemm_op_support.h"
 #include "backends/cpu/qgemm/qgemm_epilogue.h"
-#include "backends/cpu/thread_pool.h"
 
 namespace kiln::cpu {
 namespace {
@@ -23,11 +22,6 @@ struct QConvDepthwise {
   QConv c;
   std::vector<int16_t> w;  // outChannels x kernelSize, as W stores them
 };
-
-int currentThreads() {
-  const ThreadPool* pool = currentThreadPool();
-  return pool ? pool->size() : 1;
-}
 
 uint64_t planeBytes(int64_t n) { return alignTo64(static_cast<uint64_t>(n) * 4); }
 
@@ -85,7 +79,7 @@ void accumulateNd(const QConvCall& call, const float* plane, const float* w, flo
 
 void runQConvDepthwise(const QConvDepthwise& k, KernelContext& ctx) {
   const QConv& c = k.c;
-  const int threads = currentThreads();
+  const int threads = poolThreads();
   const Shape& xs = ctx.input(static_cast<size_t>(c.s.a)).shape();
   const int64_t outSize = shapeNumel(qconvGeometry(&ctx, c, xs).output);
   const int64_t imageSize = shapeNumel(Shape(xs.begin() + 2, xs.end()));
@@ -126,15 +120,7 @@ void runQConvDepthwise(const QConvDepthwise& k, KernelContext& ctx) {
       finishQTile(acc, outSize, 1, outSize, terms, call.out, true, m, y, outSize);
     }
   };
-  ThreadPool* pool = currentThreadPool();
-  const int64_t parts = std::min<int64_t>(threads, rows);
-  if (pool && parts > 1) {
-    pool->parallelFor(parts, [&](int64_t p0, int64_t p1) {
-      for (int64_t part = p0; part < p1; ++part) channelRows(part, part * rows / parts, (part + 1) * rows / parts);
-    });
-  } else {
-    channelRows(0, 0, rows);
-  }
+  forEachThreadPart(rows, threads, channelRows);
 }
 
 }  // namespace

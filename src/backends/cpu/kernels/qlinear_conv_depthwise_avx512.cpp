@@ -19,7 +19,6 @@
 #include "backends/cpu/kernels/qconv_common.h"
 #include "backends/cpu/kernels/qgemm_op_support.h"
 #include "backends/cpu/qgemm/qgemm_epilogue.h"
-#include "backends/cpu/thread_pool.h"
 
 namespace kiln::cpu {
 namespace {
@@ -52,11 +51,6 @@ uint64_t threadBytes(const PaddedPlane& p, int64_t outSize, int64_t taps) {
 
 uint64_t workspaceBytes(const QConv& c, const PaddedPlane& p, int64_t outSize, int threads) {
   return static_cast<uint64_t>(std::max(threads, 1)) * threadBytes(p, outSize, c.kernelSize) + qconvParamBytes(c);
-}
-
-int currentThreads() {
-  const ThreadPool* pool = currentThreadPool();
-  return pool ? pool->size() : 1;
 }
 
 // block[(py * cols + px) * kLanes + lane] = x[channel0 + lane][py - padTop][px - padLeft] - x_zp,
@@ -142,7 +136,7 @@ void sumBlock(const float* block, const PaddedPlane& p, const float* weights, co
 
 void runQConvDepthwiseChannels(const QConvDepthwiseChannels& k, KernelContext& ctx) {
   const QConv& c = k.c;
-  const int threads = currentThreads();
+  const int threads = poolThreads();
   const Shape& xs = ctx.input(static_cast<size_t>(c.s.a)).shape();
   const ir::ConvGeometry geometry = qconvGeometry(&ctx, c, xs);
   const PaddedPlane padded = paddedPlaneOf(geometry);
@@ -194,15 +188,7 @@ void runQConvDepthwiseChannels(const QConvDepthwiseChannels& k, KernelContext& c
       finishQTileAvx512(sums, outSize, lanes, outSize, terms, call.out, true, c0, y, outSize);
     }
   };
-  ThreadPool* pool = currentThreadPool();
-  const int64_t parts = std::min<int64_t>(threads, items);
-  if (pool && parts > 1) {
-    pool->parallelFor(parts, [&](int64_t p0, int64_t p1) {
-      for (int64_t part = p0; part < p1; ++part) runItems(part, part * items / parts, (part + 1) * items / parts);
-    });
-  } else {
-    runItems(0, 0, items);
-  }
+  forEachThreadPart(items, threads, runItems);
 }
 
 }  // namespace
