@@ -1,6 +1,4 @@
 // Builder::buildSerializedNetwork: optimize -> select kernels -> plan memory -> serialize.
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <iomanip>
@@ -13,6 +11,7 @@
 #include "build/network_impl.h"
 #include "build/precision.h"
 #include "build/profiles.h"
+#include "core/tensor_limits.h"
 #include "engine/api_guard.h"
 #include "engine/executor.h"
 #include "engine/plan_format.h"
@@ -92,7 +91,7 @@ void applyOutputTypes(const NetworkDefinition::Impl& net, ir::Graph& g) {
 // Fails naming the first tensor of `g` (shapes inferred) that could never be allocated here: more
 // bytes than the machine's physical memory, or a size past 2^64. `where` says at which shapes.
 void checkTensorsFitInMemory(const ir::Graph& g, const std::string& where) {
-  static const uint64_t physical = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(sysconf(_SC_PAGE_SIZE));
+  const uint64_t physical = physicalMemoryBytes();
   for (const ir::Value& v : g.values) {
     if (v.constant || !v.type.shape || v.type.dtype == DataType::kString || v.type.dtype == DataType::kUndefined) continue;
     const auto shape = ir::concreteShape(*v.type.shape);

@@ -1,7 +1,5 @@
 #include "kiln/tensor.h"
 
-#include <unistd.h>
-
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -12,6 +10,7 @@
 #include "core/aligned_memory.h"
 #include "core/dtype_dispatch.h"
 #include "core/low_precision.h"
+#include "core/tensor_limits.h"
 #include "kiln/error.h"
 
 namespace kiln {
@@ -42,8 +41,7 @@ namespace {
 
 // Refuses allocations larger than the machine's physical memory instead of dying in the allocator.
 void checkAllocationSize(size_t bytes, DataType dtype, const Shape& shape) {
-  static const size_t physical = static_cast<size_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
-  if (bytes > physical) {
+  if (bytes > physicalMemoryBytes()) {
     throw Error(ErrorCode::kInvalidArgument, "tensor " + dataTypeName(dtype) + "[" + shapeToString(shape) +
                                                  "] needs " + std::to_string(bytes >> 20) +
                                                  " MiB, more than this machine's memory");
