@@ -127,6 +127,11 @@ class ExecutionContext {
   /// An output of the last run (shares the context's storage until the next run).
   Result<Tensor> getOutputTensor(const std::string& name) const;
 
+  /// Intra-op threads of this context's runs, including the caller's (0: one per hardware thread);
+  /// by default the engine's (BuilderConfig::setThreads). Contexts of one engine may differ.
+  Status setThreads(int threads);
+  int getThreads() const;
+
   /// Reports each layer's time of every later run to `profiler` (nullptr: stop); the profiler
   /// must outlive those runs.
   void setProfiler(IProfiler* profiler);

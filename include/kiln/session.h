@@ -41,6 +41,11 @@ struct SessionOptions {
   /// packed weights) instead of the first. Combine with optimize = false for no fusion and no
   /// layout change.
   bool referenceKernels = false;
+  /// BuilderFlag::kBF16 for the session's build: Conv, MatMul, Gemm and their fused forms compute
+  /// in BF16 with FP32 sums where the CPU has AVX512_BF16 (else a warning, and FP32); see
+  /// docs/precision.md. Without an optimization profile the layers are not timed: every eligible
+  /// layer runs BF16.
+  bool bf16 = false;
 };
 
 /// Options of one run, as ONNX Runtime's RunOptions.

@@ -13,6 +13,9 @@ MAX_LOOP_ITERATIONS_KEY = "kiln.max_loop_iterations"
 # outputs for onnxruntime. Fusions that would remove a marked tensor are skipped.
 EXTRA_OUTPUTS_KEY = "kiln.extra_outputs"
 MARK_ALL_OUTPUTS_KEY = "kiln.mark_all_outputs"
+# Session config entry: "bf16" computes Conv, MatMul and Gemm in BF16 with FP32 sums where the CPU
+# has AVX512_BF16 (kiln::SessionOptions::bf16, docs/precision.md); "fp32" (the default) does not.
+PRECISION_KEY = "kiln.precision"
 
 
 class _OrtEnum(enum.IntEnum):
@@ -60,7 +63,7 @@ class SessionOptions:
     execution_order, log_severity_level, log_verbosity_level, logid, enable_cpu_mem_arena,
     enable_mem_pattern, enable_mem_reuse, use_deterministic_compute (kiln's results do not
     depend on thread count), session config entries other than kiln's (kiln.max_loop_iterations,
-    kiln.extra_outputs, kiln.mark_all_outputs). optimized_model_filepath is accepted, and a
+    kiln.extra_outputs, kiln.mark_all_outputs, kiln.precision). optimized_model_filepath is accepted, and a
     warning says that kiln does not write the optimized model."""
 
     def __init__(self) -> None:
@@ -83,8 +86,8 @@ class SessionOptions:
         self._custom_ops_libraries: list[str] = []
 
     def add_session_config_entry(self, key: str, value: str) -> None:
-        """Stores a session config entry (kiln reads kiln.max_loop_iterations, kiln.extra_outputs and
-        kiln.mark_all_outputs, none of onnxruntime's)."""
+        """Stores a session config entry (kiln reads kiln.max_loop_iterations, kiln.extra_outputs,
+        kiln.mark_all_outputs and kiln.precision, none of onnxruntime's)."""
         self._config_entries[str(key)] = str(value)
 
     def get_session_config_entry(self, key: str) -> str:
@@ -115,7 +118,17 @@ class SessionOptions:
             "max_loop_iterations": self._max_loop_iterations(),
             "extra_outputs": self._extra_outputs(),
             "mark_all_outputs": self._mark_all_outputs(),
+            "bf16": self._precision() == "bf16",
         }
+
+    def _precision(self) -> str:
+        """The session config entry kiln.precision: "fp32" (the default) or "bf16"."""
+        text = self._config_entries.get(PRECISION_KEY, "fp32")
+        if text not in ("fp32", "bf16"):
+            raise _kiln.InvalidArgument(
+                f"[ONNXRuntimeError] : 2 : INVALID_ARGUMENT : {PRECISION_KEY} must be fp32 or bf16 (got {text!r})"
+            )
+        return text
 
     def _extra_outputs(self) -> list[str]:
         """The names in the session config entry kiln.extra_outputs (comma-separated)."""

@@ -6,6 +6,7 @@
 #include <sstream>
 #include <thread>
 
+#include "build/compile.h"
 #include "build/implicit_quantization.h"
 #include "build/int8_report.h"
 #include "build/network_impl.h"
@@ -52,8 +53,8 @@ class StageTimer {
 
 // Inserts a Cast after each layer output whose requested type differs from the computed one;
 // the Cast's output takes over the tensor's name and its consumers.
-void applyOutputTypes(const NetworkDefinition::Impl& net, ir::Graph& g) {
-  for (const LayerRecord& layer : net.layers) {
+void applyOutputTypes(const std::vector<LayerRecord>& layers, ir::Graph& g) {
+  for (const LayerRecord& layer : layers) {
     for (size_t k = 0; k < layer.outputs.size(); ++k) {
       const DataType want = layer.outputTypes[k];
       const int id = layer.outputs[k];
@@ -173,39 +174,71 @@ std::string describeValue(const ir::Value& v) {
   return v.name + " " + dataTypeName(v.type.dtype) + "[" + (v.type.shape ? ir::symShapeToString(*v.type.shape) : "?") + "]";
 }
 
-std::vector<uint8_t> buildPlan(const NetworkDefinition::Impl& net, const BuilderConfig& config, ILogger& logger,
-                           BuildReport& report) {
+// The plan's I/O list: inputs (dims -1 where dynamic) then outputs, in the graph's order.
+std::vector<plan::IOTensor> ioTensors(const ir::Graph& g, const std::vector<plan::Profile>& profiles) {
+  std::vector<plan::IOTensor> io;
+  for (int id : g.inputs) {
+    const ir::Value& v = g.value(id);
+    const bool hasShape = v.type.shape && !v.type.isSequence;
+    plan::IOTensor t{v.name, TensorIOMode::kINPUT, v.type.dtype, hasShape || !profiles.empty(), {}, v.constant.has_value(), id};
+    // With profiles every input has a rank (resolveProfiles); without, the declared one if any.
+    const size_t rank = !profiles.empty() ? profiles[0].find(v.name)->dims[0].size() : hasShape ? v.type.shape->size() : 0;
+    for (size_t i = 0; i < rank; ++i) {
+      bool fixed = v.type.shape && (*v.type.shape)[i].isKnown();
+      t.dims.push_back(fixed ? (*v.type.shape)[i].value : -1);
+    }
+    io.push_back(std::move(t));
+  }
+  for (int id : g.outputs) {
+    const ir::Value& v = g.value(id);
+    const bool hasShape = v.type.shape && !v.type.isSequence;
+    plan::IOTensor t{v.name, TensorIOMode::kOUTPUT, v.type.dtype, hasShape, {}, false, id};
+    if (hasShape)
+      for (const ir::Dim& d : *v.type.shape) t.dims.push_back(d.isKnown() ? d.value : -1);
+    io.push_back(std::move(t));
+  }
+  return io;
+}
+
+}  // namespace
+
+namespace build {
+
+CompiledNetwork compileNetwork(ir::Graph graphIn, const std::vector<LayerRecord>& networkLayers, const std::string& source,
+                               const BuilderConfig& config, const CompileOptions& options, ILogger& logger,
+                               BuildReport& report) {
   StageTimer timer(report, logger);
-  auto graph = std::make_shared<ir::Graph>(net.graph);
+  auto graph = std::make_shared<ir::Graph>(std::move(graphIn));
   std::vector<plan::Profile> profiles;
   build::PrecisionRequest request;
 
   timer.run("optimize", [&] {
     ir::Graph& g = *graph;
-    if (g.outputs.empty()) throw Error(ErrorCode::kInvalidArgument, "the network has no outputs; mark one with markOutput");
     if (config.getThreads() < 0) throw Error(ErrorCode::kInvalidArgument, "threads must be >= 0 (0 = one per hardware thread)");
-    request = build::precisionRequest(net, config, logger);
-    applyOutputTypes(net, g);
+    request = build::precisionRequest(networkLayers, g, config, logger);
+    applyOutputTypes(networkLayers, g);
     auto unsupported = findUnsupportedNodes(g);
     if (!unsupported.empty()) throwUnsupportedNodes(unsupported);
     ir::sortTopologically(g);
     ir::verifyGraph(g);
     ir::inferShapes(g);
-    profiles = build::resolveProfiles(g, config);
+    if (!options.unboundedShapes) profiles = build::resolveProfiles(g, config);
     report.layersBefore = static_cast<int>(g.nodes.size());
     std::vector<ir::Node> before = g.nodes;
-    const int folded = opt::foldConstants(g);
+    const int folded = options.optimize ? opt::foldConstants(g) : 0;
     std::set<std::string> afterFolding = nodeNames(g);
-    const int removed = opt::eliminateDeadNodes(g);
+    const int removed = options.optimize ? opt::eliminateDeadNodes(g) : 0;
     std::set<std::string> afterRemoval = nodeNames(g);
     std::string int8;
     if (config.getFlag(BuilderFlag::kINT8) && config.getInt8Calibrator()) {
+      if (profiles.empty()) throw Error(ErrorCode::kInvalidArgument, "INT8 calibration needs an optimization profile");
       // Folded first so that the Conv is quantized with the BatchNorm's scale in its weights.
       opt::foldBatchNormIntoConv(g);
       build::pinFloatLayers(g, request);
       int8 = ", " + build::quantizeImplicitly(g, profiles[0], *config.getInt8Calibrator(), logger, report);
     }
-    const int fused = opt::fuseLayers(g, opt::FusionOptions{!config.getFlag(BuilderFlag::kDISABLE_NCHWC_LAYOUT)});
+    const int fused =
+        options.optimize ? opt::fuseLayers(g, opt::FusionOptions{!config.getFlag(BuilderFlag::kDISABLE_NCHWC_LAYOUT)}) : 0;
     std::map<std::string, std::string> fusedInto = opt::fusedNodeNames(g);
     const std::vector<std::string> precisions = build::markPrecisions(g, request, logger);
     for (const ir::Node& node : before) {
@@ -228,11 +261,17 @@ std::vector<uint8_t> buildPlan(const NetworkDefinition::Impl& net, const Builder
   std::vector<LayerInfo> layers;
   std::unique_ptr<Executor> kernels;
   timer.run("select kernels", [&] {
-    // Makes every kernel, the first candidate of its family that supports the layer: factories
-    // validate attributes and pre-pack weights.
-    for (std::string& line : build::timePrecisions(*graph, profiles[0], plannedThreads(config), request, logger))
-      report.layerDecisions.push_back(std::move(line));
-    kernels = std::make_unique<Executor>(graph);
+    // BF16 is timed at the opt shapes; without a profile the heuristics' marks stand.
+    if (!profiles.empty()) {
+      for (std::string& line : build::timePrecisions(*graph, profiles[0], plannedThreads(config), request, logger))
+        report.layerDecisions.push_back(std::move(line));
+    }
+    // Makes every kernel, the candidate of its family the policy picks: factories validate
+    // attributes and pre-pack weights.
+    kernels = options.freeCopiedWeights
+                  ? std::make_unique<Executor>(graph, Executor::kFreeCopiedWeights, std::vector<std::string>{}, nullptr,
+                                               options.kernelPolicy)
+                  : std::make_unique<Executor>(graph, options.kernelPolicy);
     for (std::string& line : build::settlePrecisions(*graph, kernels->kernelChoices(), request, logger))
       report.layerDecisions.push_back(std::move(line));
     const ir::Graph& g = *graph;
@@ -261,7 +300,7 @@ std::vector<uint8_t> buildPlan(const NetworkDefinition::Impl& net, const Builder
     return std::to_string(layers.size()) + " kernels";
   });
 
-  timer.run("plan memory", [&] {
+  if (!profiles.empty()) timer.run("plan memory", [&] {
     const KernelMemoryNeeds needs = kernels->memoryNeeds(plannedThreads(config));
     uint64_t maxWorkspace = 0;  // the largest kernel workspace at the max shapes
     for (size_t p = 0; p < profiles.size(); ++p) {
@@ -288,40 +327,38 @@ std::vector<uint8_t> buildPlan(const NetworkDefinition::Impl& net, const Builder
            "), " + mib(report.maxArenaBytes) + " at max shapes";
   });
 
+  CompiledNetwork compiled;
+  plan::Plan& p = compiled.plan;
+  p.info.formatVersion = plan::kFormatVersion;
+  p.info.kilnVersion = plan::kKilnVersion;
+  p.info.threads = config.getThreads();
+  p.info.workspaceBytes = config.getMemoryPoolLimit();
+  p.info.builderFlags = config.getFlags();
+  p.info.layersBefore = report.layersBefore;
+  p.info.layersAfter = report.layersAfter;
+  p.info.arenaBytes = report.arenaBytes;
+  p.info.source = source;
+  p.io = ioTensors(*graph, profiles);
+  p.profiles = std::move(profiles);
+  p.graph = std::move(graph);
+  p.layers = std::move(layers);
+  compiled.kernels = std::move(kernels);
+  return compiled;
+}
+
+}  // namespace build
+
+namespace {
+
+std::vector<uint8_t> buildPlan(const NetworkDefinition::Impl& net, const BuilderConfig& config, ILogger& logger,
+                               BuildReport& report) {
+  if (net.graph.outputs.empty()) throw Error(ErrorCode::kInvalidArgument, "the network has no outputs; mark one with markOutput");
+  build::CompiledNetwork compiled = build::compileNetwork(net.graph, net.layers, net.source, config, {}, logger, report);
   std::vector<uint8_t> bytes;
-  timer.run("serialize", [&] {
-    plan::Plan p;
-    p.info.formatVersion = plan::kFormatVersion;
-    p.info.kilnVersion = plan::kKilnVersion;
-    p.info.threads = config.getThreads();
-    p.info.workspaceBytes = config.getMemoryPoolLimit();
-    p.info.builderFlags = config.getFlags();
-    p.info.layersBefore = report.layersBefore;
-    p.info.layersAfter = report.layersAfter;
-    p.info.arenaBytes = report.arenaBytes;
-    p.info.source = net.source;
-    const ir::Graph& g = *graph;
-    for (int id : g.inputs) {
-      const ir::Value& v = g.value(id);
-      plan::IOTensor t{v.name, TensorIOMode::kINPUT, v.type.dtype, true, {}, v.constant.has_value(), id};
-      const plan::ProfileEntry* e = profiles[0].find(v.name);
-      for (size_t i = 0; i < e->dims[0].size(); ++i) {
-        bool fixed = v.type.shape && (*v.type.shape)[i].isKnown();
-        t.dims.push_back(fixed ? (*v.type.shape)[i].value : -1);
-      }
-      p.io.push_back(std::move(t));
-    }
-    for (int id : g.outputs) {
-      const ir::Value& v = g.value(id);
-      plan::IOTensor t{v.name, TensorIOMode::kOUTPUT, v.type.dtype, v.type.shape.has_value(), {}, false, id};
-      if (v.type.shape)
-        for (const ir::Dim& d : *v.type.shape) t.dims.push_back(d.isKnown() ? d.value : -1);
-      p.io.push_back(std::move(t));
-    }
-    p.profiles = profiles;
-    p.graph = graphForPlan(*graph, *kernels);
-    p.layers = layers;
-    p.kernelStates = kernels->kernelStates();
+  StageTimer(report, logger).run("serialize", [&] {
+    plan::Plan& p = compiled.plan;
+    p.graph = graphForPlan(*p.graph, *compiled.kernels);
+    p.kernelStates = compiled.kernels->kernelStates();
     bytes = plan::writePlan(p);
     report.planBytes = bytes.size();
     return "plan " + mib(bytes.size());

@@ -60,7 +60,8 @@ DataType pinnedPrecision(const ir::Node& node, const PrecisionRequest& request, 
   return DataType::kUndefined;
 }
 
-PrecisionRequest precisionRequest(const NetworkDefinition::Impl& net, const BuilderConfig& config, ILogger& logger) {
+PrecisionRequest precisionRequest(const std::vector<LayerRecord>& layers, const ir::Graph& graph, const BuilderConfig& config,
+                                  ILogger& logger) {
   PrecisionRequest request;
   request.bf16 = config.getFlag(BuilderFlag::kBF16);
   if (config.getFlag(BuilderFlag::kOBEY_PRECISION_CONSTRAINTS)) {
@@ -69,7 +70,7 @@ PrecisionRequest precisionRequest(const NetworkDefinition::Impl& net, const Buil
     request.constraints = PrecisionConstraints::kPrefer;
   }
   bool ignored = false;
-  for (const LayerRecord& layer : net.layers) {
+  for (const LayerRecord& layer : layers) {
     if (!layer.precisionSet) continue;
     const DataType p = layer.precision;
     const bool fp16 = p == DataType::kFloat16, bf16 = p == DataType::kBFloat16;
@@ -93,7 +94,7 @@ PrecisionRequest precisionRequest(const NetworkDefinition::Impl& net, const Buil
                                          "; kiln has no kernels of that precision for it here, it runs in float32");
       continue;
     }
-    for (int node : layer.nodes) request.layers[net.graph.nodes[static_cast<size_t>(node)].name] = p;
+    for (int node : layer.nodes) request.layers[graph.nodes[static_cast<size_t>(node)].name] = p;
   }
   if (ignored) {
     logger.log(Severity::kWARNING, "layer precisions are ignored without kOBEY_PRECISION_CONSTRAINTS or "

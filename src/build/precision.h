@@ -25,10 +25,11 @@ struct PrecisionRequest {
   std::map<std::string, DataType> layers;
 };
 
-/// The request of a build: its flags and, under kOBEY/kPREFER_PRECISION_CONSTRAINTS, the layers'
-/// setPrecision (without either flag they are ignored, with a warning, as TensorRT does). Throws
-/// kInvalidArgument for a precision no flag allows.
-PrecisionRequest precisionRequest(const NetworkDefinition::Impl& net, const BuilderConfig& config, ILogger& logger);
+/// The request of a build: its flags and, under kOBEY/kPREFER_PRECISION_CONSTRAINTS, the
+/// setPrecision of the network layers (over `graph`'s nodes; without either flag they are ignored,
+/// with a warning, as TensorRT does). Throws kInvalidArgument for a precision no flag allows.
+PrecisionRequest precisionRequest(const std::vector<LayerRecord>& layers, const ir::Graph& graph, const BuilderConfig& config,
+                                  ILogger& logger);
 
 /// The precision the request pins the node to (through any network node fused into it), or
 /// kUndefined; the name of the network layer that asked goes to `who`.

@@ -18,27 +18,43 @@ int Engine::Impl::findIO(const std::string& name) const {
   return -1;
 }
 
-std::shared_ptr<const Engine::Impl> loadEngine(plan::Plan plan, std::shared_ptr<const void> mapping) {
-  auto impl = std::make_shared<Engine::Impl>();
-  impl->plan = std::move(plan);
-  impl->mapping = std::move(mapping);
-  // Outputs in the I/O list follow the graph's output order; the context relies on it.
+namespace {
+
+// Outputs in the I/O list follow the graph's output order; the context relies on it.
+void checkOutputOrder(const plan::Plan& plan) {
   size_t k = 0;
-  for (const plan::IOTensor& t : impl->plan.io) {
+  for (const plan::IOTensor& t : plan.io) {
     if (t.mode != TensorIOMode::kOUTPUT) continue;
-    const auto& outs = impl->plan.graph->outputs;
+    const auto& outs = plan.graph->outputs;
     if (k >= outs.size() || outs[k] != t.valueId) {
       throw Error(ErrorCode::kInvalidPlan, "plan outputs do not match its graph's outputs");
     }
     ++k;
   }
-  if (k != impl->plan.graph->outputs.size()) throw Error(ErrorCode::kInvalidPlan, "plan outputs do not match its graph's outputs");
+  if (k != plan.graph->outputs.size()) throw Error(ErrorCode::kInvalidPlan, "plan outputs do not match its graph's outputs");
+}
+
+}  // namespace
+
+std::shared_ptr<const Engine::Impl> loadEngine(plan::Plan plan, std::shared_ptr<const void> mapping) {
+  checkOutputOrder(plan);
+  auto impl = std::make_shared<Engine::Impl>();
+  impl->plan = std::move(plan);
+  impl->mapping = std::move(mapping);
   // The kernels the builder chose, made again from the plan (not selected again), those that
   // pack weights over the packed state the plan holds (in the mapped file: nothing is packed).
   std::vector<std::string> kernelIds;
   for (const LayerInfo& layer : impl->plan.layers) kernelIds.push_back(layer.kernel);
   impl->executor = std::make_unique<Executor>(impl->plan.graph, Executor::kFreeCopiedWeights, kernelIds,
                                               &impl->plan.kernelStates);
+  return impl;
+}
+
+std::shared_ptr<const Engine::Impl> engineFromKernels(plan::Plan plan, std::unique_ptr<Executor> kernels) {
+  checkOutputOrder(plan);
+  auto impl = std::make_shared<Engine::Impl>();
+  impl->plan = std::move(plan);
+  impl->executor = std::move(kernels);
   return impl;
 }
 

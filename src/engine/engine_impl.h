@@ -26,4 +26,7 @@ std::shared_ptr<const void> mapPlanFile(const std::string& path, size_t& size);
 /// made). `mapping`, when the plan was read from a mapped file, is kept while the engine lives.
 std::shared_ptr<const Engine::Impl> loadEngine(plan::Plan plan, std::shared_ptr<const void> mapping = nullptr);
 
+/// An engine over kernels a build just made for `plan`'s graph (a Session's: nothing serialized).
+std::shared_ptr<const Engine::Impl> engineFromKernels(plan::Plan plan, std::unique_ptr<Executor> kernels);
+
 }  // namespace kiln

@@ -4,39 +4,10 @@
 #include <cstring>
 #include <optional>
 
-#include "backends/cpu/thread_pool.h"
 #include "engine/api_guard.h"
-#include "engine/engine_impl.h"
+#include "engine/execution_context_impl.h"
 
 namespace kiln {
-
-struct ExecutionContext::Impl {
-  std::shared_ptr<const Engine::Impl> engine;
-  int profile = 0;
-  std::vector<std::optional<Shape>> shapes;  // per I/O tensor: input shapes set by the user
-  std::vector<void*> addresses;
-  std::vector<uint64_t> capacities;
-  std::vector<Tensor> boundInputs;
-  std::vector<Tensor> outputs;             // per I/O tensor: outputs of the last run
-  std::vector<Shape> lastRunInputShapes;   // per I/O tensor
-  // Kept from run to run so that a run at unchanged shapes allocates nothing of its own.
-  std::vector<std::pair<int, Tensor>> feeds;
-  std::vector<Shape> runShapes;  // per I/O tensor
-  std::vector<OutputBuffer> buffers;
-  std::vector<Tensor> results;
-  std::shared_future<Status> pending;
-  std::unique_ptr<cpu::ThreadPool> pool;  // made on the first run, sized by the engine's threads
-  ExecutorMemory memory;                  // the arena, planned again when input shapes change
-  IProfiler* profiler = nullptr;
-
-  const plan::Plan& plan() const { return engine->plan; }
-  size_t io(const std::string& name, const char* what) const;
-  std::string dimsText(const Dims& dims) const;
-  void checkShape(size_t index, const Shape& shape) const;
-  Shape inputShape(size_t index) const;  // the shape an input will run with
-  void checkShapeValues(size_t index, const Tensor& t) const;
-  void run();
-};
 
 namespace {
 [[noreturn]] void badArgument(const std::string& message) { throw Error(ErrorCode::kInvalidArgument, message); }
@@ -126,7 +97,7 @@ void ExecutionContext::Impl::checkShapeValues(size_t index, const Tensor& t) con
 
 void ExecutionContext::Impl::run() {
   const plan::Plan& p = plan();
-  if (!pool) pool = std::make_unique<cpu::ThreadPool>(p.info.threads);
+  if (!pool) pool = std::make_shared<cpu::ThreadPool>(threads >= 0 ? threads : p.info.threads);
   cpu::ThreadPoolScope threads(pool.get());
   runShapes.resize(p.io.size());
   size_t fed = 0;
@@ -154,8 +125,10 @@ void ExecutionContext::Impl::run() {
       badArgument("input '" + t.name + "' needs " + std::to_string(value.byteSize()) + " bytes for shape " +
                   shapeToString(value.shape()) + ", its buffer has " + std::to_string(capacities[i]));
     }
-    checkShape(i, value.shape());
-    checkShapeValues(i, value);
+    if (!value.isSequence() && !value.isNone()) {  // those have no shape of their own
+      checkShape(i, value.shape());
+      checkShapeValues(i, value);
+    }
     runShapes[i] = value.shape();
   }
   feeds.resize(fed);
@@ -187,17 +160,35 @@ ExecutionContext::~ExecutionContext() {
   if (impl_ && impl_->pending.valid()) impl_->pending.wait();
 }
 
+ExecutionContext::Impl::Impl(std::shared_ptr<const Engine::Impl> engineImpl) : engine(std::move(engineImpl)) {
+  const size_t n = engine->plan.io.size();
+  shapes.resize(n);
+  addresses.assign(n, nullptr);
+  capacities.assign(n, 0);
+  boundInputs.resize(n);
+  outputs.resize(n);
+}
+
+void ExecutionContext::Impl::bindTensor(size_t index, const Tensor& tensor) {
+  boundInputs[index] = tensor;
+  shapes[index] = tensor.shape();
+  addresses[index] = nullptr;
+}
+
+void ExecutionContext::Impl::clearBindings() {
+  for (size_t i = 0; i < boundInputs.size(); ++i) {
+    boundInputs[i] = Tensor();
+    shapes[i].reset();
+    addresses[i] = nullptr;
+    outputs[i] = Tensor();
+  }
+  for (auto& feed : feeds) feed.second = Tensor();
+  for (Tensor& result : results) result = Tensor();
+}
+
 Result<std::unique_ptr<ExecutionContext>> Engine::createExecutionContext() const {
   return guardResult<std::unique_ptr<ExecutionContext>>(nullptr, [&] {
-    auto impl = std::make_unique<ExecutionContext::Impl>();
-    impl->engine = impl_;
-    const size_t n = impl_->plan.io.size();
-    impl->shapes.resize(n);
-    impl->addresses.assign(n, nullptr);
-    impl->capacities.assign(n, 0);
-    impl->boundInputs.resize(n);
-    impl->outputs.resize(n);
-    return std::make_unique<ExecutionContext>(std::move(impl));
+    return std::make_unique<ExecutionContext>(std::make_unique<ExecutionContext::Impl>(impl_));
   });
 }
 
@@ -211,6 +202,16 @@ Status ExecutionContext::setOptimizationProfile(int index) {
 }
 
 int ExecutionContext::getOptimizationProfile() const { return impl_->profile; }
+
+Status ExecutionContext::setThreads(int threads) {
+  if (threads < 0) return Status(StatusCode::kINVALID_ARGUMENT, "setThreads: threads must be >= 0 (0 = one per hardware thread)");
+  if (impl_->pending.valid()) impl_->pending.wait();  // the pool may be in use by an enqueued run
+  if (threads != impl_->threads) impl_->pool.reset();
+  impl_->threads = threads;
+  return Status();
+}
+
+int ExecutionContext::getThreads() const { return impl_->threads >= 0 ? impl_->threads : impl_->plan().info.threads; }
 
 void ExecutionContext::setProfiler(IProfiler* profiler) { impl_->profiler = profiler; }
 IProfiler* ExecutionContext::getProfiler() const { return impl_->profiler; }
@@ -280,9 +281,7 @@ Status ExecutionContext::setInputTensor(const std::string& name, const Tensor& t
                   dataTypeName(t.dtype));
     }
     impl_->checkShape(i, tensor.shape());
-    impl_->boundInputs[i] = tensor;
-    impl_->shapes[i] = tensor.shape();
-    impl_->addresses[i] = nullptr;
+    impl_->bindTensor(i, tensor);
   });
 }
 

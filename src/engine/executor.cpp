@@ -107,8 +107,8 @@ std::vector<Tensor> runNode(const ir::Node& node, const ir::OpSchema& schema, co
   return outs;
 }
 
-Executor::Executor(std::shared_ptr<const ir::Graph> graph)
-    : Executor(std::move(graph), nullptr, {}, nullptr, KernelPolicy::kFirstSupporting) {}
+Executor::Executor(std::shared_ptr<const ir::Graph> graph, KernelPolicy policy)
+    : Executor(std::move(graph), nullptr, {}, nullptr, policy) {}
 
 Executor::Executor(std::shared_ptr<ir::Graph> graph, FreeCopiedWeights, const std::vector<std::string>& kernelIds,
                    const std::vector<cpu::KernelState>* states, KernelPolicy policy)

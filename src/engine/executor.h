@@ -97,17 +97,17 @@ class ExecutorMemory {
 
 class Executor {
  public:
+  /// How kernels are chosen without kernelIds: the first candidate that supports a node (the
+  /// fastest), or the most general one (KernelRegistry::selectMostGeneral, reference runs).
+  enum class KernelPolicy { kFirstSupporting, kMostGeneral };
   /// Creates a kernel for every node; throws listing all unsupported nodes.
-  explicit Executor(std::shared_ptr<const ir::Graph> graph);
+  explicit Executor(std::shared_ptr<const ir::Graph> graph, KernelPolicy policy = KernelPolicy::kFirstSupporting);
   /// The same for a graph the caller owns alone, whose weights kernels copy are then freed: the
   /// values of a constant every reader of which keeps its own copy (KernelCreateInfo::keepsOwnCopyOf,
   /// e.g. packed weights) are replaced, as soon as its last reader's kernel is made, by a
   /// placeholder of the same dtype and shape with no data. Weights are thus never held twice, not
   /// even while loading. Only the shapes of such constants may be read afterwards.
   enum FreeCopiedWeights { kFreeCopiedWeights };
-  /// How kernels are chosen without kernelIds: the first candidate that supports a node (the
-  /// fastest), or the most general one (KernelRegistry::selectMostGeneral, reference runs).
-  enum class KernelPolicy { kFirstSupporting, kMostGeneral };
   /// `kernelIds`, when not empty, has one candidate id per node (a plan's choices): those kernels
   /// are made instead of selecting again; one missing from the registry, needing an ISA the host
   /// lacks, or declining the node is a kInvalidPlan error naming the layer, the kernel and why.

@@ -4,12 +4,10 @@
 #include <mutex>
 
 #include "backends/cpu/run_control.h"
-#include "backends/cpu/thread_pool.h"
-#include "engine/executor.h"
-#include "engine/memory_plan.h"
+#include "build/compile.h"
+#include "engine/execution_context_impl.h"
 #include "ir/op_schema.h"
 #include "onnx/loader.h"
-#include "opt/passes.h"
 
 namespace kiln {
 
@@ -129,12 +127,14 @@ void markOutputs(ir::Graph& graph, const SessionOptions& options) {
 
 struct Session::Impl {
   std::vector<TensorInfo> inputs;
-  std::vector<int> inputIds;
   std::vector<TensorInfo> outputs;
-  std::unique_ptr<Executor> executor;
-  std::unique_ptr<cpu::ThreadPool> pool;
-  std::mutex memoryMutex;  // the arena is reused by one run at a time
-  ExecutorMemory memory;
+  std::vector<size_t> inputIO;  // per input: its index in the engine's I/O list
+  std::shared_ptr<const Engine::Impl> engine;
+  std::shared_ptr<cpu::ThreadPool> pool;  // shared by the contexts
+  std::mutex contextsMutex;
+  /// Contexts not running now: a run takes one (or makes one when all are busy, so concurrent
+  /// runs each have their own arena) and puts it back.
+  std::vector<std::unique_ptr<ExecutionContext::Impl>> idleContexts;
   IProfiler* profiler = nullptr;
   int64_t maxLoopIterations = 0;
   ModelMetadata metadata;
@@ -146,8 +146,25 @@ struct Session::Impl {
       throw Error(ErrorCode::kInvalidArgument, "maxLoopIterations must be >= 0 (0 = no cap)");
     }
   }
-  /// Optimizes `model` and makes its executor; `modelName` prefixes errors.
+  /// Builds the engine of `model` and describes its inputs and outputs; `modelName` prefixes errors.
   void prepare(ir::Model model, const SessionOptions& options, const std::string& modelName);
+  std::unique_ptr<ExecutionContext::Impl> takeContext();
+  void returnContext(std::unique_ptr<ExecutionContext::Impl> context);
+
+  // Takes an idle context for one run, and gives it back with its bindings cleared however the
+  // run ends.
+  class ContextLease {
+   public:
+    explicit ContextLease(Impl& session) : session_(session), context_(session.takeContext()) {}
+    ~ContextLease() { session_.returnContext(std::move(context_)); }
+    ContextLease(const ContextLease&) = delete;
+    ContextLease& operator=(const ContextLease&) = delete;
+    ExecutionContext::Impl* operator->() const { return context_.get(); }
+
+   private:
+    Impl& session_;
+    std::unique_ptr<ExecutionContext::Impl> context_;
+  };
 };
 
 Session::Session(const std::string& modelPath, SessionOptions options) : impl_(std::make_unique<Impl>()) {
@@ -163,36 +180,64 @@ Session::Session(const void* modelData, size_t modelSize, SessionOptions options
   impl_->prepare(onnx_import::loadModelFromBytes(modelData, modelSize, baseDir, name, &impl_->metadata), options, name);
 }
 
+// The session's build: heuristic kernel choices (it starts fast), no optimization profile (dynamic
+// dims take any size), the kernels kept in memory instead of a plan.
 void Session::Impl::prepare(ir::Model model, const SessionOptions& options, const std::string& modelName) {
-  pool = std::make_unique<cpu::ThreadPool>(options.threads);
+  pool = std::make_shared<cpu::ThreadPool>(options.threads);
   profiler = options.profiler;
   maxLoopIterations = options.maxLoopIterations;
-  auto graph = std::make_shared<ir::Graph>(std::move(model.graph));
+  BuilderConfig config;
+  config.setThreads(options.threads);
+  if (!options.nchwcLayout) config.setFlag(BuilderFlag::kDISABLE_NCHWC_LAYOUT);
+  if (options.bf16) config.setFlag(BuilderFlag::kBF16);
+  build::CompileOptions compile;
+  compile.optimize = options.optimize;
+  compile.kernelPolicy =
+      options.referenceKernels ? Executor::KernelPolicy::kMostGeneral : Executor::KernelPolicy::kFirstSupporting;
+  compile.unboundedShapes = true;
+  compile.freeCopiedWeights = true;
+  StderrLogger warnings(Severity::kWARNING);
+  BuildReport report;
   try {
-    auto unsupported = findUnsupportedNodes(*graph);
-    markOutputs(*graph, options);
-    if (unsupported.empty()) {
-      ir::inferShapes(*graph);
-      if (options.optimize) {
-        opt::foldConstants(*graph);
-        opt::eliminateDeadNodes(*graph);
-        opt::fuseLayers(*graph, opt::FusionOptions{options.nchwcLayout});
-      }
-    }
-    executor = std::make_unique<Executor>(graph, Executor::kFreeCopiedWeights, std::vector<std::string>{}, nullptr,
-                                          options.referenceKernels ? Executor::KernelPolicy::kMostGeneral
-                                                                   : Executor::KernelPolicy::kFirstSupporting);
+    markOutputs(model.graph, options);
+    build::CompiledNetwork compiled =
+        build::compileNetwork(std::move(model.graph), {}, modelName, config, compile, warnings, report);
+    engine = engineFromKernels(std::move(compiled.plan), std::move(compiled.kernels));
   } catch (const Error& e) {
     throw Error(e.code(), modelName + ": " + e.what());
   }
-  for (int id : graph->inputs) {
-    inputs.push_back(describeValue(*graph, id));
-    inputIds.push_back(id);
+  const ir::Graph& graph = *engine->plan.graph;
+  const std::vector<plan::IOTensor>& io = engine->plan.io;
+  for (int id : graph.inputs) {
+    inputs.push_back(describeValue(graph, id));
+    const auto at = std::find_if(io.begin(), io.end(), [&](const plan::IOTensor& t) { return t.valueId == id; });
+    inputIO.push_back(static_cast<size_t>(at - io.begin()));
   }
-  for (int id : graph->outputs) {
-    outputs.push_back(describeValue(*graph, id));
-    constantOutputs.push_back(showsConstantStorage(*graph, id));
+  for (int id : graph.outputs) {
+    outputs.push_back(describeValue(graph, id));
+    constantOutputs.push_back(showsConstantStorage(graph, id));
   }
+}
+
+std::unique_ptr<ExecutionContext::Impl> Session::Impl::takeContext() {
+  {
+    std::lock_guard<std::mutex> lock(contextsMutex);
+    if (!idleContexts.empty()) {
+      auto context = std::move(idleContexts.back());
+      idleContexts.pop_back();
+      return context;
+    }
+  }
+  auto context = std::make_unique<ExecutionContext::Impl>(engine);
+  context->pool = pool;
+  context->profiler = profiler;
+  return context;
+}
+
+void Session::Impl::returnContext(std::unique_ptr<ExecutionContext::Impl> context) {
+  context->clearBindings();
+  std::lock_guard<std::mutex> lock(contextsMutex);
+  idleContexts.push_back(std::move(context));
 }
 
 Session::~Session() = default;
@@ -204,7 +249,7 @@ const std::vector<TensorInfo>& Session::outputs() const { return impl_->outputs;
 const ModelMetadata& Session::metadata() const { return impl_->metadata; }
 
 NamedTensors Session::run(const NamedTensors& inputs, const RunOptions& options) const {
-  std::vector<std::pair<int, Tensor>> feeds;
+  std::vector<std::pair<size_t, Tensor>> feeds;  // (input index, value)
   std::vector<bool> given(impl_->inputs.size(), false);
   for (const auto& [name, tensor] : inputs) {
     auto it = std::find_if(impl_->inputs.begin(), impl_->inputs.end(),
@@ -218,19 +263,20 @@ NamedTensors Session::run(const NamedTensors& inputs, const RunOptions& options)
     if (given[index]) badInput("input '" + name + "' is given twice");
     given[index] = true;
     checkInput(*it, tensor);
-    feeds.emplace_back(impl_->inputIds[index], tensor);
+    feeds.emplace_back(index, tensor);
   }
   for (size_t i = 0; i < given.size(); ++i) {
     if (!given[i] && !impl_->inputs[i].optional) badInput("input '" + impl_->inputs[i].name + "' is missing");
   }
-  cpu::ThreadPoolScope threads(impl_->pool.get());
   const cpu::RunControl control{options.terminate, impl_->maxLoopIterations};
   cpu::RunControlScope controlled(control);
-  // Runs on the session's arena (planned again when input shapes change); a run that finds it in
-  // use by another thread plans its own.
-  std::unique_lock<std::mutex> arena(impl_->memoryMutex, std::try_to_lock);
-  ExecutorMemory ownMemory;
-  std::vector<Tensor> results = impl_->executor->run(feeds, arena.owns_lock() ? &impl_->memory : &ownMemory, {}, impl_->profiler);
+  Impl::ContextLease context(*impl_);
+  for (const auto& [index, tensor] : feeds) context->bindTensor(impl_->inputIO[index], tensor);
+  context->run();
+  std::vector<Tensor> results;
+  const std::vector<plan::IOTensor>& io = impl_->engine->plan.io;
+  for (size_t i = 0; i < io.size(); ++i)
+    if (io[i].mode == TensorIOMode::kOUTPUT) results.push_back(context->outputs[i]);
   NamedTensors named;
   for (size_t i = 0; i < results.size(); ++i) {
     // An output that is a weight or (a view of) an input is copied, so that the caller may

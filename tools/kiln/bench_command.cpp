@@ -112,7 +112,7 @@ Action addBenchCommand(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("bench", "Time repeated runs of a model and report latency statistics");
   cmd->add_option("model", opts->model, "ONNX model file or kiln plan")->required();
   addInputOptions(*cmd, opts->in);
-  cmd->add_option("--threads", opts->threads, "intra-op threads (0 = one per hardware thread; plans use their own)");
+  cmd->add_option("--threads", opts->threads, "intra-op threads (0 = one per hardware thread; for a plan, 0 keeps the count it was built with)");
   cmd->add_option("--warmup", opts->warmup, "untimed runs first (default 5)");
   cmd->add_option("--iterations", opts->iterations, "timed runs (default 30)");
   cmd->add_flag("--json", opts->json, "print the statistics as JSON");

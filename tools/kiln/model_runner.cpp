@@ -28,7 +28,8 @@ class SessionRunner : public Runner {
 
 class PlanRunner : public Runner {
  public:
-  PlanRunner(std::shared_ptr<const Engine> engine, IProfiler* profiler) : engine_(std::move(engine)) {
+  /// threads > 0 overrides the thread count the plan was built with.
+  PlanRunner(std::shared_ptr<const Engine> engine, IProfiler* profiler, int threads) : engine_(std::move(engine)) {
     for (int i = 0; i < engine_->getNbIOTensors(); ++i) {
       std::string name = engine_->getIOTensorName(i);
       TensorInfo info;
@@ -44,6 +45,7 @@ class PlanRunner : public Runner {
     if (!context.ok()) throw errorFromStatus(context.status());
     context_ = std::move(*context);
     context_->setProfiler(profiler);
+    if (threads > 0) checkStatus(context_->setThreads(threads));
   }
   const std::vector<TensorInfo>& inputs() const override { return inputs_; }
   const std::vector<TensorInfo>& outputs() const override { return outputs_; }
@@ -172,11 +174,11 @@ std::unique_ptr<Runner> openModel(const std::string& path, const SessionOptions&
                                                     "reference runs need the ONNX model");
   }
   CliLogger logger;  // errors come back as statuses: main() prints them once
-  return std::make_unique<PlanRunner>(loadPlanFile(path, logger), options.profiler);
+  return std::make_unique<PlanRunner>(loadPlanFile(path, logger), options.profiler, options.threads);
 }
 
 std::unique_ptr<Runner> engineRunner(std::shared_ptr<const Engine> engine, IProfiler* profiler) {
-  return std::make_unique<PlanRunner>(std::move(engine), profiler);
+  return std::make_unique<PlanRunner>(std::move(engine), profiler, 0);
 }
 
 void addMarkOptions(CLI::App& cmd, MarkOptions& opts) {

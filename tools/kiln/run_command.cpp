@@ -123,7 +123,7 @@ Action addRunCommand(CLI::App& app) {
   addMarkOptions(*cmd, opts->marked);
   cmd->add_option("--output-dir", opts->outputDir, "write each output as DIR/<name>.npy (sequences, optionals, bfloat16 and other types numpy lacks: "
                  "DIR/<name>.pb) and DIR/outputs.json");
-  cmd->add_option("--threads", opts->threads, "intra-op threads (0 = one per hardware thread)");
+  cmd->add_option("--threads", opts->threads, "intra-op threads (0 = one per hardware thread; for a plan, 0 keeps the count it was built with)");
   cmd->add_flag("--no-nchwc", opts->noNchwc, "keep every tensor NCHW (no blocked-layout convolutions), to compare");
   addPluginOption(*cmd, opts->plugins);
   return [opts] { return runModel(*opts); };
