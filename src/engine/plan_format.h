@@ -15,15 +15,28 @@ namespace kiln::plan {
 
 constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'P', 'L', 'A', 'N'};
 // 2: layers hold their kernel id, ISA, declined candidates, packed state; 3: the packed state's
-// blobs have a section of their own, last in the file, with its own checksum.
-constexpr uint32_t kFormatVersion = 3;
+// blobs have a section of their own, last in the file, with its own checksum; 4: large float
+// constants lie in that section too (tensor records say where their bytes are).
+constexpr uint32_t kFormatVersion = 4;
 constexpr size_t kHeaderSize = 64;
 constexpr size_t kChecksumOffset = 60;
 constexpr size_t kFormatVersionOffset = 8;
 constexpr size_t kWeightAlignment = 64;
-/// The weight offset of a constant whose values the plan leaves out: every reader's kernel
-/// keeps its own packed copy, stored with the layer (only its dtype and shape are read).
-constexpr uint64_t kNoWeights = ~uint64_t{0};
+/// Where a tensor record's bytes are.
+enum class TensorStorage : uint8_t {
+  kWeights = 0,  // the weights section, under the header checksum
+  /// The packed section, under its own checksum (checked on request, docs/plan-format.md): float
+  /// constants of more than kMaxShapeValueElements elements, which only arithmetic reads. No
+  /// shape is computed from them at build or load: shape-determining float inputs (Resize
+  /// scales, Range bounds) have at most a few elements per dim of a rank <= 64.
+  kPacked = 1,
+  /// Left out: every reader's kernel keeps its own packed copy, stored with the layer (only the
+  /// constant's dtype and shape are read).
+  kNone = 2,
+};
+/// Float constants above this many elements go to the packed section (ShapeProgram's limit on
+/// what a shape value holds).
+constexpr int64_t kLargestShapeLikeConstant = 4096;
 constexpr const char* kKilnVersion = "0.1.0";
 
 enum SectionId : uint32_t {

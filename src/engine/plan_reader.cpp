@@ -49,8 +49,8 @@ const char* sectionName(uint32_t id) {
 
 class GraphReader {
  public:
-  GraphReader(const uint8_t* data, Section weights, std::shared_ptr<const void> owner)
-      : data_(data), weights_(weights), owner_(std::move(owner)) {}
+  GraphReader(const uint8_t* data, Section weights, Section packed, std::shared_ptr<const void> owner)
+      : data_(data), weights_(weights), packed_(packed), owner_(std::move(owner)) {}
 
   std::shared_ptr<ir::Graph> graph(ByteReader& r, int depth) {
     if (depth > kMaxSubgraphDepth) r.fail("subgraphs are nested more than " + std::to_string(kMaxSubgraphDepth) + " deep");
@@ -158,21 +158,35 @@ class GraphReader {
       for (int64_t i = 0; i < numel; ++i) s.data<std::string>()[i] = r.str("string element");
       return s;
     }
+    const uint8_t storage = r.u8("tensor storage");
     const uint64_t offset = r.u64("weight offset");
     const uint64_t bytes = r.u64("weight size");
-    if (offset == kNoWeights && bytes == 0) {  // kept only packed by its readers' kernels
+    if (storage == static_cast<uint8_t>(TensorStorage::kNone)) {  // kept only packed by its readers' kernels
       if (numel == 0) r.fail("an empty tensor is marked as left out");
+      if (offset || bytes) r.fail("a tensor left out of the plan has weights at offset " + std::to_string(offset));
       return Tensor::wrap(t, shape, nullptr, nullptr);
     }
-    if (static_cast<uint64_t>(numel) > weights_.size / dataTypeSize(t) + 1 ||
+    const bool inPacked = storage == static_cast<uint8_t>(TensorStorage::kPacked);
+    if (!inPacked && storage != static_cast<uint8_t>(TensorStorage::kWeights)) {
+      r.fail("tensor storage code " + std::to_string(storage) + " is not valid");
+    }
+    const bool floats = t == DataType::kFloat32 || t == DataType::kFloat16 || t == DataType::kBFloat16 ||
+                        t == DataType::kFloat64;
+    // Only large float data may lie outside the header checksum (TensorStorage::kPacked).
+    if (inPacked && (!floats || numel <= kLargestShapeLikeConstant)) {
+      r.fail("tensor " + dataTypeName(t) + "[" + shapeToString(shape) + "] may not lie in the packed weights section");
+    }
+    const Section& section = inPacked ? packed_ : weights_;
+    const char* sectionName = inPacked ? "packed weights" : "weights";
+    if (static_cast<uint64_t>(numel) > section.size / dataTypeSize(t) + 1 ||
         bytes != static_cast<uint64_t>(numel) * dataTypeSize(t)) {
       r.fail("tensor " + dataTypeName(t) + "[" + shapeToString(shape) + "] has " + std::to_string(bytes) + " bytes of weights");
     }
-    if (offset > weights_.size || bytes > weights_.size - offset) {
-      r.fail("weights at offset " + std::to_string(offset) + " (" + std::to_string(bytes) +
-             " bytes) lie outside the weights section of " + std::to_string(weights_.size) + " bytes");
+    if (offset > section.size || bytes > section.size - offset) {
+      r.fail("weights at offset " + std::to_string(offset) + " (" + std::to_string(bytes) + " bytes) lie outside the " +
+             sectionName + " section of " + std::to_string(section.size) + " bytes");
     }
-    const uint8_t* at = data_ + weights_.offset + offset;
+    const uint8_t* at = data_ + section.offset + offset;
     // A mapped file is private copy-on-write memory: viewing it lets the kernel's packing read
     // the weights where they lie, and the pages of those it keeps packed are never copied.
     if (owner_ && bytes) return Tensor::wrap(t, shape, const_cast<uint8_t*>(at), owner_);
@@ -207,6 +221,7 @@ class GraphReader {
 
   const uint8_t* data_;
   Section weights_;
+  Section packed_;
   std::shared_ptr<const void> owner_;
 };
 
@@ -491,7 +506,7 @@ Plan readPlan(const void* data, size_t size, uint32_t hostFeatures, std::shared_
   plan.info = readBuildInfo(sectionReader(p, sections, kBuildInfoSection));
   plan.info.cpuFeatures = cpuFeatureNames(plan.cpuFeatures);
   ByteReader graphReader = sectionReader(p, sections, kGraphSection);
-  plan.graph = GraphReader(p, sections[kWeightsSection], owner).graph(graphReader, 0);
+  plan.graph = GraphReader(p, sections[kWeightsSection], sections[kPackedSection], owner).graph(graphReader, 0);
   expectEnd(graphReader);
   plan.io = readIO(sectionReader(p, sections, kIOSection), *plan.graph);
   plan.profiles = readProfiles(sectionReader(p, sections, kProfilesSection), plan.io);

@@ -1,5 +1,6 @@
-// Serializes a Plan: header, section table, sections; tensor data goes to the weights section,
-// each blob 64-byte aligned in the file so that it can be memory-mapped in place.
+// Serializes a Plan: header, section table, sections; tensor data goes to the weights section
+// (large float constants and the kernels' packed blobs to the packed section), each blob 64-byte
+// aligned in the file so that it can be memory-mapped in place.
 #include <algorithm>
 #include <cstring>
 #include <utility>
@@ -15,7 +16,7 @@ namespace {
 
 class GraphWriter {
  public:
-  explicit GraphWriter(ByteWriter& weights) : weights_(weights) {}
+  GraphWriter(ByteWriter& weights, ByteWriter& packed) : weights_(weights), packed_(packed) {}
 
   void graph(ByteWriter& w, const ir::Graph& g) {
     w.str(g.name);
@@ -69,14 +70,20 @@ class GraphWriter {
       return;
     }
     if (!t.raw() && t.byteSize()) {  // a constant only its readers' packed copies hold
-      w.u64(kNoWeights);
+      w.u8(static_cast<uint8_t>(TensorStorage::kNone));
+      w.u64(0);
       w.u64(0);
       return;
     }
-    weights_.alignTo(kWeightAlignment);
-    w.u64(weights_.size());
+    const bool floats = t.dtype() == DataType::kFloat32 || t.dtype() == DataType::kFloat16 ||
+                        t.dtype() == DataType::kBFloat16 || t.dtype() == DataType::kFloat64;
+    const bool packed = floats && t.numel() > kLargestShapeLikeConstant;
+    ByteWriter& section = packed ? packed_ : weights_;
+    w.u8(static_cast<uint8_t>(packed ? TensorStorage::kPacked : TensorStorage::kWeights));
+    section.alignTo(kWeightAlignment);
+    w.u64(section.size());
     w.u64(t.byteSize());
-    weights_.raw(t.raw(), t.byteSize());
+    section.raw(t.raw(), t.byteSize());
   }
 
   void attribute(ByteWriter& w, const ir::Attribute& a) {
@@ -108,6 +115,7 @@ class GraphWriter {
   }
 
   ByteWriter& weights_;
+  ByteWriter& packed_;
 };
 
 void writeBuildInfo(ByteWriter& w, const PlanInfo& info) {
@@ -186,7 +194,7 @@ std::vector<uint8_t> writePlan(const Plan& plan) {
   writeBuildInfo(buildInfo, plan.info);
   writeIO(io, plan.io);
   writeProfiles(profiles, plan.profiles);
-  GraphWriter(weights).graph(graph, *plan.graph);
+  GraphWriter(weights, packed).graph(graph, *plan.graph);
   writeLayers(layers, packed, plan.layers, plan.kernelStates);
   std::vector<std::pair<uint32_t, const std::vector<uint8_t>*>> sections = {
       {kBuildInfoSection, &buildInfo.bytes()}, {kIOSection, &io.bytes()},      {kProfilesSection, &profiles.bytes()},

@@ -186,5 +186,68 @@ TEST(PlanMapping, PackedWeightsChecksumIsCheckedOnRequestAndTheRestAlways) {
   EXPECT_THAT(mapped.status().message(), HasSubstr("plan checksum mismatch"));
 }
 
+// ids [N] int64 -> Gather(table [6000, 8] float, ids) -> Add(bias [8]) -> y: the table is a large
+// float constant no kernel packs (an embedding), the bias a small one.
+std::string embeddingModel(const std::filesystem::path& dir) {
+  onnx::ModelProto model = makeModel(13);
+  auto* ids = model.mutable_graph()->add_input();
+  setValueInfo(ids, "ids", onnx::TensorProto::INT64, {4});
+  addFloatInitializer(model, "table", {6000, 8}, randomFloats(6000 * 8, 21));
+  addFloatInitializer(model, "bias", {8}, randomFloats(8, 22));
+  addNode(model, "Gather", {"table", "ids"}, {"rows"}, "embed");
+  addNode(model, "Add", {"rows", "bias"}, {"y"}, "add");
+  addOutput(model, "y", {4, 8});
+  return saveModel(model, dir / "embedding.onnx");
+}
+
+// Large float constants lie in the packed section (plan format 4): a mapped load serves them from
+// the file without reading them, under the packed checksum; small ones stay under the header's.
+TEST(PlanMapping, LargeFloatConstantsAreServedFromThePackedSectionOfTheMapping) {
+  const auto dir = tempDir("plan_large_constants");
+  const std::string modelPath = embeddingModel(dir);
+  const std::string planPath = buildPlanFile(modelPath, dir);
+  size_t size = 0;
+  std::shared_ptr<const void> mapping = mapPlanFile(planPath, size);
+  plan::Plan plan = plan::readPlan(mapping.get(), size, plan::detectCpuFeatures(), mapping, plan::PackedCheck::kSkip);
+  const ir::Value& table = plan.graph->value(plan.graph->findValue("table"));
+  ASSERT_TRUE(table.constant.has_value());
+  EXPECT_TRUE(insideFileMapping(table.constant->raw(), table.constant->byteSize(), planPath));
+  const auto* file = static_cast<const uint8_t*>(mapping.get());
+  const auto* at = static_cast<const uint8_t*>(table.constant->raw());
+
+  Tensor ids = Tensor::fromVector<int64_t>(DataType::kInt64, {4}, {0, 5999, 17, 17});
+  Session session(modelPath);
+  const Tensor want = session.run({{"ids", ids}})[0].second;
+  RecordingLogger logger;
+  Runtime runtime(logger);
+  auto engine = runtime.deserializeEngineFromFile(planPath);
+  ASSERT_TRUE(engine.ok()) << engine.status().toString();
+  auto context = (*engine)->createExecutionContext();
+  EXPECT_EQ(values(runContext(**context, **engine, {{"ids", ids}})["y"]), values(want));
+
+  // A flipped bit in the table passes a mapped load unless verified (it lies in the packed
+  // section, after the weights section that holds the small bias); one in the bias never does.
+  const size_t tableOffset = static_cast<size_t>(at - file);
+  std::vector<char> bytes = readBytes(planPath);
+  bytes[tableOffset + 100] ^= 1;
+  const std::string damaged = (dir / "damaged.kiln").string();
+  writeBytes(damaged, bytes);
+  EXPECT_TRUE(runtime.deserializeEngineFromFile(damaged).ok());
+  runtime.setVerifyPackedWeights(true);
+  auto verified = runtime.deserializeEngineFromFile(damaged);
+  ASSERT_FALSE(verified.ok());
+  EXPECT_THAT(verified.status().message(), HasSubstr("packed weights checksum mismatch"));
+  runtime.setVerifyPackedWeights(false);
+  const ir::Value& bias = plan.graph->value(plan.graph->findValue("bias"));
+  const size_t biasOffset = static_cast<size_t>(static_cast<const uint8_t*>(bias.constant->raw()) - file);
+  EXPECT_LT(biasOffset, tableOffset);
+  std::vector<char> biasDamaged = readBytes(planPath);
+  biasDamaged[biasOffset] ^= 1;
+  writeBytes(damaged, biasDamaged);
+  auto mapped = runtime.deserializeEngineFromFile(damaged);
+  ASSERT_FALSE(mapped.ok());
+  EXPECT_THAT(mapped.status().message(), HasSubstr("plan checksum mismatch"));
+}
+
 }  // namespace
 }  // namespace kiln
