@@ -127,6 +127,45 @@ TEST(PlanMapping, PackedWeightsAreServedFromTheMappedFileAndOutputsMatchTheOnnxP
   EXPECT_EQ(values(runContext(**context2, **loaded, {{"x", x}})["y"]), values(fromOnnx[0].second));
 }
 
+// x [1, 32, 16, 16] -> Conv 5x5 (32 -> 3, pad 2): the few-output-channels kernel's case.
+std::string fewOutputsModel(const std::filesystem::path& dir) {
+  onnx::ModelProto model = makeModel(13);
+  addInput(model, "x", {1, 32, 16, 16});
+  addFloatInitializer(model, "w", {3, 32, 5, 5}, randomFloats(3 * 32 * 25, 31));
+  addNode(model, "Conv", {"x", "w"}, {"y"}, "conv");
+  setInts(lastNode(model), "kernel_shape", {5, 5});
+  setInts(lastNode(model), "pads", {2, 2, 2, 2});
+  addOutput(model, "y", {1, 3, 16, 16});
+  return saveModel(model, dir / "few_outputs.onnx");
+}
+
+TEST(PlanMapping, TheFewOutputsConvIsRestoredFromTheMappedFile) {
+  const auto dir = tempDir("plan_few_outputs");
+  const std::string model = fewOutputsModel(dir);
+  const std::string planPath = std::filesystem::canonical(buildPlanFile(model, dir)).string();
+  size_t size = 0;
+  std::shared_ptr<const void> mapping = mapPlanFile(planPath, size);
+  plan::Plan plan = plan::readPlan(mapping.get(), size, plan::detectCpuFeatures(), mapping);
+  const ir::Value& w = plan.graph->value(plan.graph->valueIds.at("w"));
+  ASSERT_TRUE(w.constant);
+  EXPECT_EQ(w.constant->raw(), nullptr) << "W is written in the plan besides its packed copy";
+  auto impl = loadEngine(std::move(plan), mapping);
+  ASSERT_EQ(impl->plan.layers.size(), 1u);
+  EXPECT_THAT(impl->plan.layers[0].kernel, HasSubstr("few_outputs"));
+  const std::vector<cpu::KernelState> states = impl->executor->kernelStates();
+  ASSERT_EQ(states[0].blobs.size(), 1u);
+  EXPECT_TRUE(insideFileMapping(states[0].blobs[0].data, states[0].blobs[0].bytes, planPath));
+  EXPECT_EQ(states[0].blobs[0].bytes, 3u * 32 * 25 * sizeof(float));
+
+  Engine engine(impl);
+  auto context = engine.createExecutionContext();
+  ASSERT_TRUE(context.ok());
+  Tensor x = Tensor::fromVector<float>(DataType::kFloat32, {1, 32, 16, 16}, randomFloats(32 * 16 * 16, 32));
+  SessionOptions options;
+  options.threads = 1;
+  EXPECT_EQ(values(runContext(**context, engine, {{"x", x}})["y"]), values(Session(model, options).run({{"x", x}})[0].second));
+}
+
 TEST(PlanMapping, APackedStateOfTheWrongSizeIsRefusedNamingTheLayer) {
   const auto dir = tempDir("plan_mapping_damaged");
   const std::string planPath = buildPlanFile(convMatMulModel(dir), dir);

@@ -49,6 +49,9 @@ std::string shapeText(const ConvAttrs& a) {
   return "kernel " + k + ", stride " + std::to_string(a.geometry->strides[0]) + ", group " + std::to_string(a.group);
 }
 
+// The shape of constant W (its values may have been left out of a plan).
+const Tensor* constantWShape(const KernelCreateInfo& info) { return info.constants.size() > 1 ? info.constants[1] : nullptr; }
+
 const Tensor* constantW(const KernelCreateInfo& info) {
   const Tensor* w = info.constants.size() > 1 ? info.constants[1] : nullptr;
   return w && w->dtype() == DataType::kFloat32 ? w : nullptr;
@@ -88,26 +91,40 @@ std::string fewOutputsDeclines(const KernelCreateInfo& info, bool fused) {
   return "";
 }
 
-Kernel makeFewOutputs(const KernelCreateInfo& info, bool fused, CpuIsa isa) {
+// With `saved`, W's reordering is the saved one (no packing).
+Kernel makeFewOutputs(const KernelCreateInfo& info, bool fused, CpuIsa isa, const KernelState* saved = nullptr) {
   ConvAttrs a = convAttrs(info, fused);
   std::shared_ptr<const FewOutputWeights> packed;
-  if (const Tensor* w = constantW(info)) {
+  if (saved) {
+    const Tensor* w = constantWShape(info);
+    if (!w) throw Error(ErrorCode::kInvalidPlan, "layer '" + info.node.name + "': packed weights for a W the kernel does not pack");
+    FewOutputWeights p{w->dim(0), w->dim(1), w->dim(2), w->dim(3), {}};
+    p.packed = savedFloats(info.node, *saved, 0, p.floats());
+    packed = std::make_shared<const FewOutputWeights>(std::move(p));
+    info.keepsOwnCopyOf(1);
+  } else if (const Tensor* w = constantW(info)) {
     packed = std::make_shared<const FewOutputWeights>(
         packFewOutputWeights(w->data<float>(), w->dim(0), w->dim(1), w->dim(2), w->dim(3)));
     info.keepsOwnCopyOf(1);
   }
-  return {[a = std::move(a), packed, isa](KernelContext& ctx) {
-            ConvCall c;
-            if (!startConvCall(ctx, a, c)) return;
-            const Tensor& x = *c.x;
-            FewOutputWeights computed;  // W computed at run time
-            if (!packed) computed = packFewOutputWeights(c.w->data<float>(), c.w->dim(0), c.w->dim(1), c.w->dim(2), c.w->dim(3));
-            fewOutputConv2d(c.g, x.dim(0), x.dim(2), x.dim(3), x.data<float>(), packed ? *packed : computed,
-                            c.bias ? c.bias->data<float>() : nullptr, c.residual ? c.residual->data<float>() : nullptr,
-                            a.act, c.y->data<float>(), isa);
-          },
-          {},
-          {}};
+  Kernel k{[a = std::move(a), packed, isa](KernelContext& ctx) {
+             ConvCall c;
+             if (!startConvCall(ctx, a, c)) return;
+             const Tensor& x = *c.x;
+             FewOutputWeights computed;  // W computed at run time
+             if (!packed) computed = packFewOutputWeights(c.w->data<float>(), c.w->dim(0), c.w->dim(1), c.w->dim(2), c.w->dim(3));
+             fewOutputConv2d(c.g, x.dim(0), x.dim(2), x.dim(3), x.data<float>(), packed ? *packed : computed,
+                             c.bias ? c.bias->data<float>() : nullptr, c.residual ? c.residual->data<float>() : nullptr,
+                             a.act, c.y->data<float>(), isa);
+           },
+           {},
+           {}};
+  if (packed) {
+    k.save = [packed] {
+      return KernelState{{}, {{packed->packed.get(), static_cast<uint64_t>(packed->floats()) * sizeof(float)}}, packed};
+    };
+  }
+  return k;
 }
 
 std::string winogradDeclines(const KernelCreateInfo& info, bool fused) {
@@ -127,9 +144,6 @@ PackedMatrix savedMatrix(const KernelCreateInfo& info, const KernelState& state,
   return PackedMatrix::view(side, isa, rows, cols,
                             savedFloats(info.node, state, k, PackedMatrix::packedFloats(side, isa, rows, cols)));
 }
-
-// The shape of constant W (its values may have been left out of a plan).
-const Tensor* constantWShape(const KernelCreateInfo& info) { return info.constants.size() > 1 ? info.constants[1] : nullptr; }
 
 // With `saved`, the 16 packed filter matrices are the saved ones (no packing).
 Kernel makeWinograd(const KernelCreateInfo& info, bool fused, CpuIsa isa, const KernelState* saved = nullptr) {
@@ -216,7 +230,8 @@ void addConvCandidates(const char* domain, const char* opType, const std::string
   }
   for (CpuIsa isa : {CpuIsa::kAvx512, CpuIsa::kAvx2}) {
     add("few_outputs", isa, fewOutputsDeclines,
-        [fused, isa](const KernelCreateInfo& i) { return makeFewOutputs(i, fused, isa); });
+        [fused, isa](const KernelCreateInfo& i) { return makeFewOutputs(i, fused, isa); },
+        [fused, isa](const KernelCreateInfo& i, const KernelState& s) { return makeFewOutputs(i, fused, isa, &s); });
   }
   for (CpuIsa isa : {CpuIsa::kAvx512, CpuIsa::kAvx2}) {
     add("winograd_f2x2", isa, winogradDeclines, [fused, isa](const KernelCreateInfo& i) { return makeWinograd(i, fused, isa); },

@@ -118,7 +118,7 @@ void fewOutputConv2dAvx2(const ir::ConvGeometry& g, int64_t batch, int64_t heigh
     for (int64_t i = begin; i < end; ++i) {
       const int64_t n = i / p.outH, oy = i % p.outH;
       for (const detail::FewOutputGroup& grp : groups) {
-        const RowJob job{x + n * inSize, w.packed.data() + grp.first * w.inChannels * taps, bias ? bias + grp.first : nullptr,
+        const RowJob job{x + n * inSize, w.packed.get() + grp.first * w.inChannels * taps, bias ? bias + grp.first : nullptr,
                          y + n * outSize + grp.first * planeOut, oy};
         switch (grp.count) {
           case 1: convolveRow<1, 8>(p, job); break;
@@ -157,9 +157,10 @@ FewOutputWeights packFewOutputWeights(const float* w, int64_t outChannels, int64
                                       int64_t kernelW) {
   FewOutputWeights p{outChannels, inChannels, kernelH, kernelW, {}};
   const int64_t taps = kernelH * kernelW;
-  p.packed.resize(static_cast<size_t>(outChannels * inChannels * taps));
+  std::shared_ptr<float> packed(new float[static_cast<size_t>(p.floats())], std::default_delete<float[]>());
+  p.packed = packed;
   for (const detail::FewOutputGroup& grp : detail::fewOutputGroups(outChannels)) {
-    float* dst = p.packed.data() + grp.first * inChannels * taps;
+    float* dst = packed.get() + grp.first * inChannels * taps;
     for (int64_t ci = 0; ci < inChannels; ++ci) {
       for (int64_t t = 0; t < taps; ++t) {
         for (int64_t c = 0; c < grp.count; ++c) {

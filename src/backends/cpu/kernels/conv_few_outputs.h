@@ -5,6 +5,7 @@
 // into registers, Co output channels x several 16-float vectors of one output row at a time.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "backends/cpu/activation.h"
@@ -19,10 +20,12 @@ constexpr int64_t kFewOutputsChannelBlock = 4;
 
 /// W [Co, Ci, KH, KW] reordered for fewOutputConv2d: per group of output channels (see
 /// kFewOutputsChannelBlock), the values [ci][ky][kx][c] so that the weights of one tap for all
-/// channels of the group lie together.
+/// channels of the group lie together. `packed` holds floats() values: packFewOutputWeights'
+/// own, or a plan's (a restored kernel views them where they lie).
 struct FewOutputWeights {
   int64_t outChannels = 0, inChannels = 0, kernelH = 0, kernelW = 0;
-  std::vector<float> packed;
+  std::shared_ptr<const float> packed;
+  int64_t floats() const { return outChannels * inChannels * kernelH * kernelW; }
 };
 
 /// Packs W (float32, [outChannels, inChannels, kernelH, kernelW], row-major).

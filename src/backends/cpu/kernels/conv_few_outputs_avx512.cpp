@@ -147,7 +147,7 @@ void fewOutputConv2dAvx512(const ir::ConvGeometry& g, int64_t batch, int64_t hei
       for (const FewOutputGroup& grp : groups) {
         const int64_t offset = n * outSize + grp.first * planeOut;
         const RowJob job{x + n * inSize,
-                         w.packed.data() + grp.first * w.inChannels * taps,
+                         w.packed.get() + grp.first * w.inChannels * taps,
                          bias ? bias + grp.first : nullptr,
                          residual ? residual + offset : nullptr,
                          y + offset,
