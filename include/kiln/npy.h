@@ -17,6 +17,8 @@ Tensor readNpy(std::istream& in, const std::string& path);
 /// Reads an .npz file (numpy.savez / savez_compressed: a zip of .npy files, stored or deflated):
 /// the arrays in the archive's order, named by their entry without ".npy".
 std::vector<std::pair<std::string, Tensor>> readNpz(const std::string& path);
+/// The same from the archive's bytes in memory; `path` names it in errors.
+std::vector<std::pair<std::string, Tensor>> readNpzBytes(const std::string& bytes, const std::string& path);
 /// Writes an .npy file (bfloat16 is written as float32, which numpy cannot hold natively).
 void writeNpy(const std::string& path, const Tensor& tensor);
 

@@ -99,7 +99,10 @@ std::string entryBytes(const std::string& bytes, const ZipEntry& e, const std::s
 std::vector<std::pair<std::string, Tensor>> readNpz(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(path, "cannot open the file");
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return readNpzBytes(std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()), path);
+}
+
+std::vector<std::pair<std::string, Tensor>> readNpzBytes(const std::string& bytes, const std::string& path) {
   std::vector<std::pair<std::string, Tensor>> arrays;
   for (const ZipEntry& e : readDirectory(bytes, path)) {
     std::string name = e.name;

@@ -115,7 +115,11 @@ std::string describeValueType(const ValueType& type) {
 }
 
 Tensor readValueFile(const std::string& path, const ValueType& expected, const std::string& what) {
-  const std::string bytes = readBytes(path, what);
+  return readValueBytes(readBytes(path, what), path, expected, what);
+}
+
+Tensor readValueBytes(const std::string& bytes, const std::string& path, const ValueType& expected,
+                      const std::string& what) {
   const std::string where = what + " (" + path + ")";
   auto wrongMessage = [&] {
     fail(what + " is " + describeValueType(expected) + "; " + path + " holds " + messageKind(bytes) + ", not " +

@@ -22,6 +22,9 @@ std::string describeValueType(const ValueType& type);
 /// for a sequence, an OptionalProto for an optional. `what` names the value in errors ("input
 /// 'x'"); a file of another message, or of another element type, is refused naming what it holds.
 Tensor readValueFile(const std::string& path, const ValueType& expected, const std::string& what);
+/// The same from the file's bytes in memory; `path` names it in errors.
+Tensor readValueBytes(const std::string& bytes, const std::string& path, const ValueType& expected,
+                      const std::string& what);
 
 /// Writes `value` to a .pb file as the message for `type`: a value that is a sequence, or none,
 /// is written as one whatever `type` says. `name` goes to the message's name field.

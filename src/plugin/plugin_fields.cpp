@@ -256,7 +256,9 @@ PluginFields PluginFields::fromJson(const std::string& text) {
   }
   if (!json.is_object()) throw Error(ErrorCode::kInvalidArgument, "plugin info must be a JSON object, got: " + text);
   PluginFields fields;
-  for (const auto& [name, v] : json.items()) {
+  for (const auto& item : json.items()) {
+    const std::string& name = item.key();  // not a structured binding: clang 14 cannot capture one
+    const nlohmann::json& v = item.value();
     auto bad = [&] {
       throw Error(ErrorCode::kInvalidArgument, "plugin info member '" + name + "' is " + v.dump() +
                                                    ": expected a number, a string, or an array of numbers or of strings");

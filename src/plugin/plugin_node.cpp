@@ -55,7 +55,11 @@ std::shared_ptr<const IPlugin> createPlugin(const IPluginCreator& creator, const
   const std::string who = nodeLabel + ": plugin " + quoted(creator.getPluginName());
   const std::vector<PluginFieldSpec> specs = creator.getFieldNames();
   PluginFields fields;
-  for (const auto& [name, value] : given.all()) {
+  // Named references rather than a structured binding: clang 14 (the fuzz build) cannot capture
+  // a binding in a lambda.
+  for (const auto& field : given.all()) {
+    const std::string& name = field.first;
+    const auto& value = field.second;
     const PluginFieldType type = given.type(name);
     auto spec = std::find_if(specs.begin(), specs.end(), [&](const PluginFieldSpec& s) { return s.name == name; });
     if (specs.empty()) {

@@ -1,5 +1,7 @@
 #include "backends/cpu/cpu_isa.h"
 
+#include <cpuid.h>
+
 #include <algorithm>
 #include <atomic>
 
@@ -9,6 +11,15 @@ namespace {
 constexpr int kNoLimit = 1 << 30;
 std::atomic<int> isaLimit{kNoLimit};
 
+// A CPUID leaf 7 feature bit (reg: 0 eax, 1 ebx, 2 ecx, 3 edx), for the features that
+// __builtin_cpu_supports does not know in every compiler kiln builds with (clang 14, the fuzz
+// build's, lacks "avx512fp16" and "avxvnni").
+bool cpuidLeaf7Bit(unsigned subleaf, int reg, unsigned bit) {
+  unsigned r[4] = {};
+  if (!__get_cpuid_count(7, subleaf, &r[0], &r[1], &r[2], &r[3])) return false;
+  return (r[reg] >> bit) & 1u;
+}
+
 // Bit k set: the CPU has CpuIsa level k.
 unsigned detect() {
   __builtin_cpu_init();
@@ -17,9 +28,9 @@ unsigned detect() {
                       __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq");
   const bool vnni512 = avx512 && __builtin_cpu_supports("avx512vnni");
   const bool bf16 = vnni512 && __builtin_cpu_supports("avx512bf16");
-  const bool fp16 = bf16 && __builtin_cpu_supports("avx512fp16");
+  const bool fp16 = bf16 && cpuidLeaf7Bit(0, 3, 23);
   auto bit = [](CpuIsa isa, bool has) { return has ? 1u << static_cast<int>(isa) : 0u; };
-  return bit(CpuIsa::kAvx2, true) | bit(CpuIsa::kAvxVnni, __builtin_cpu_supports("avxvnni")) |
+  return bit(CpuIsa::kAvx2, true) | bit(CpuIsa::kAvxVnni, cpuidLeaf7Bit(1, 0, 4)) |
          bit(CpuIsa::kAvx512, avx512) | bit(CpuIsa::kAvx512Vnni, vnni512) | bit(CpuIsa::kAvx512Bf16, bf16) |
          bit(CpuIsa::kAvx512Fp16, fp16);
 }

@@ -1,0 +1,68 @@
+// What every fuzz target shares: the contract that bad input is refused with a kiln::Error (any
+// other exception escapes to libFuzzer, which reports it as a crash), a logger that keeps quiet,
+// and a reader of little-endian fields from the fuzzer's bytes.
+#pragma once
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "kiln/error.h"
+#include "kiln/logger.h"
+#include "kiln/status.h"
+
+namespace kiln::fuzz {
+
+/// Runs `work`; a kiln::Error is the expected way to refuse an input. std::bad_alloc, out_of_range
+/// and friends are not caught: an input that raises them found a missing check.
+template <class Work>
+void refusedOnlyByKilnErrors(Work&& work) {
+  try {
+    work();
+  } catch (const kiln::Error&) {
+  }
+}
+
+/// A Status from the status-returning API is a refusal too, unless it hides what guardStatus
+/// (engine/api_guard.h) caught: another exception (kINTERNAL_ERROR) or a std::bad_alloc.
+inline void refusedOnlyByKilnErrors(const Status& status) {
+  const bool badAlloc = status.code() == StatusCode::kOUT_OF_MEMORY && status.message() == "out of memory";
+  if (status.code() == StatusCode::kINTERNAL_ERROR || badAlloc) {
+    std::fprintf(stderr, "kiln fuzz: not a kiln::Error: %s\n", status.toString().c_str());
+    std::abort();
+  }
+}
+
+/// Drops every message: the fuzzer's output stays its own.
+class SilentLogger : public ILogger {
+ public:
+  void log(Severity, const std::string&) noexcept override {}
+};
+
+/// Reads the fuzzer's bytes front to back; past the end every read gives zeros.
+class ByteReader {
+ public:
+  ByteReader(const uint8_t* data, size_t size) : data_(data), size_(size) {}
+  uint8_t u8() { return pos_ < size_ ? data_[pos_++] : 0; }
+  uint16_t u16() { return static_cast<uint16_t>(u8() | (u8() << 8)); }
+  /// The rest of the bytes.
+  const uint8_t* rest() const { return data_ + pos_; }
+  size_t remaining() const { return size_ - pos_; }
+  /// Copies up to `n` bytes into `out` (zero-filling the rest of it).
+  void fill(void* out, size_t n) {
+    const size_t take = std::min(n, remaining());
+    std::memcpy(out, data_ + pos_, take);
+    std::memset(static_cast<uint8_t*>(out) + take, 0, n - take);
+    pos_ += take;
+  }
+
+ private:
+  const uint8_t* data_;
+  size_t size_;
+  size_t pos_ = 0;
+};
+
+}  // namespace kiln::fuzz
