@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -10,9 +11,13 @@
 namespace kiln {
 
 void* allocateAligned(size_t bytes) {
+  if (bytes > SIZE_MAX - kHugePageBytes) return nullptr;  // rounding up would wrap
   const size_t padded = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;
   if (padded < kHugePageBytes) return std::aligned_alloc(64, padded);
-  void* p = std::aligned_alloc(kHugePageBytes, padded);
+  // aligned_alloc takes a size that is a multiple of the alignment; the rounded-up tail is never
+  // touched, so it costs address space only.
+  const size_t chunks = (padded + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
+  void* p = std::aligned_alloc(kHugePageBytes, chunks);
   // Only the whole 2 MiB chunks: the tail stays on small pages, so a buffer takes no more
   // resident memory than it uses. Advice, not a requirement: a failure changes nothing.
   if (p) madvise(p, padded / kHugePageBytes * kHugePageBytes, MADV_HUGEPAGE);

@@ -26,7 +26,12 @@ DataType dtypeFromDescr(const std::string& descr, const std::string& path, size_
   for (const auto& [name, type] : table)
     if (descr == name) return type;
   if (descr.size() > 2 && descr.compare(0, 2, "<U") == 0) {
-    *charsPerString = std::stoul(descr.substr(2));
+    // At most 9 digits, so that 4 bytes a character times the count cannot overflow.
+    const std::string digits = descr.substr(2);
+    if (digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) {
+      fail(path, "malformed .npy string dtype '" + descr + "' (expected '<U' and a character count below 10^9)");
+    }
+    *charsPerString = std::stoul(digits);
     return DataType::kString;
   }
   fail(path, "unsupported .npy dtype '" + descr + "' (big-endian, object or structured arrays are not supported)");
@@ -137,7 +142,8 @@ Tensor readNpy(std::istream& in, const std::string& path) {
     in.read(static_cast<char*>(t.raw()), static_cast<std::streamsize>(t.byteSize()));
     return t;
   }
-  std::vector<char32_t> chars(charsPerString);
+  if (numel == 0) return t;
+  std::vector<char32_t> chars(charsPerString);  // numel strings of this many fit in the payload
   for (int64_t i = 0; i < numel; ++i) {
     in.read(reinterpret_cast<char*>(chars.data()), static_cast<std::streamsize>(4 * charsPerString));
     std::string& s = t.data<std::string>()[i];

@@ -39,12 +39,15 @@ std::string shapeToString(const Shape& shape) {
 
 namespace {
 
-// Refuses allocations larger than the machine's physical memory instead of dying in the allocator.
+// Refuses allocations larger than the machine's physical memory (or the lowered tensorByteLimit)
+// instead of dying in the allocator.
 void checkAllocationSize(size_t bytes, DataType dtype, const Shape& shape) {
-  if (bytes > physicalMemoryBytes()) {
-    throw Error(ErrorCode::kInvalidArgument, "tensor " + dataTypeName(dtype) + "[" + shapeToString(shape) +
-                                                 "] needs " + std::to_string(bytes >> 20) +
-                                                 " MiB, more than this machine's memory");
+  const uint64_t limit = tensorByteLimit();
+  if (bytes > limit) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "tensor " + dataTypeName(dtype) + "[" + shapeToString(shape) + "] needs " + std::to_string(bytes >> 20) +
+                    " MiB, " + (limit == physicalMemoryBytes() ? std::string("more than this machine's memory")
+                                                              : "over the tensor limit of " + std::to_string(limit >> 20) + " MiB"));
   }
 }
 
@@ -103,8 +106,20 @@ Tensor Tensor::clone() const {
   return t;
 }
 
+namespace {
+
+// Saturating, as a double beyond the int64 range has no int64 value (NaN reads as 0).
+int64_t saturatedInt64(double d) {
+  if (d != d) return 0;
+  if (d >= 9223372036854775808.0) return INT64_MAX;
+  if (d < -9223372036854775808.0) return INT64_MIN;
+  return static_cast<int64_t>(d);
+}
+
+}  // namespace
+
 int64_t Tensor::intAt(int64_t i) const {
-  if (isLowPrecision(dtype_)) return static_cast<int64_t>(lowPrecisionToFloat(dtype_, data<uint8_t>()[i]));
+  if (isLowPrecision(dtype_)) return saturatedInt64(lowPrecisionToFloat(dtype_, data<uint8_t>()[i]));
   return dispatchNumericOrBool(dtype_, "Tensor::intAt", [&](auto tag) -> int64_t {
     using T = typename decltype(tag)::type;
     const T v = data<T>()[i];
@@ -113,12 +128,7 @@ int64_t Tensor::intAt(int64_t i) const {
     } else if constexpr (std::is_integral_v<T>) {
       return static_cast<int64_t>(v);  // exact: through double, INT64_MAX would become INT64_MIN
     } else {
-      // Saturating, as a double beyond the int64 range has no int64 value (NaN reads as 0).
-      const double d = static_cast<double>(v);
-      if (d != d) return 0;
-      if (d >= 9223372036854775808.0) return INT64_MAX;
-      if (d < -9223372036854775808.0) return INT64_MIN;
-      return static_cast<int64_t>(d);
+      return saturatedInt64(static_cast<double>(v));
     }
   });
 }
@@ -137,6 +147,7 @@ double Tensor::doubleAt(int64_t i) const {
 
 std::vector<int64_t> Tensor::toInt64Vector() const {
   std::vector<int64_t> v(static_cast<size_t>(numel()));
+  if (v.empty()) return v;  // an empty tensor may have no storage: no memcpy from a null pointer
   if (dtype_ == DataType::kInt64) {
     std::memcpy(v.data(), data_, v.size() * 8);
   } else {

@@ -12,4 +12,11 @@ constexpr size_t kMaxTensorRank = 64;
 /// This machine's physical memory in bytes: no single tensor may need more.
 uint64_t physicalMemoryBytes();
 
+/// The most bytes one Tensor may allocate: physicalMemoryBytes(), unless lowered by
+/// setTensorByteLimit. The fuzz targets (tests/fuzz) lower it so that an input asking for
+/// gigabytes is refused at once, as on a small machine, instead of hitting the fuzzer's RSS limit.
+uint64_t tensorByteLimit();
+/// Sets tensorByteLimit (capped at physical memory); 0 restores the default.
+void setTensorByteLimit(uint64_t bytes);
+
 }  // namespace kiln

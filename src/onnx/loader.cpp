@@ -38,7 +38,9 @@ class GraphConverter {
   [[noreturn]] void fail(const std::string& message) const {
     throw Error(ErrorCode::kInvalidModel, file_ + ": " + message);
   }
-  ir::TypeInfo typeFromProto(const onnx::TypeProto& type) const;
+  /// `what` names the value in errors ("graph input 'x'").
+  ir::TypeInfo typeFromProto(const onnx::TypeProto& type, const std::string& what) const;
+  DataType elementType(int32_t elemType, const std::string& what) const;
   ir::Attribute attributeFromProto(const onnx::AttributeProto& a, const std::string& nodeLabel,
                                    std::map<std::string, int>* opCounts);
   bool convertConstantNode(const onnx::NodeProto& node, ir::Graph& graph, const std::string& label);
@@ -50,22 +52,32 @@ class GraphConverter {
   std::map<std::string, std::shared_ptr<std::string>> rawInitializers_;
 };
 
-ir::TypeInfo GraphConverter::typeFromProto(const onnx::TypeProto& type) const {
+DataType GraphConverter::elementType(int32_t elemType, const std::string& what) const {
+  // Complex types are ONNX types kiln refuses later, naming the node that uses them; a code past
+  // the last type kiln knows (kInt2) is refused here.
+  const auto dtype = static_cast<DataType>(elemType);
+  if (elemType < 0 || elemType > static_cast<int32_t>(DataType::kInt2)) {
+    fail(what + " has elem_type " + std::to_string(elemType) + ", which is not an ONNX data type kiln knows");
+  }
+  return dtype;
+}
+
+ir::TypeInfo GraphConverter::typeFromProto(const onnx::TypeProto& type, const std::string& what) const {
   ir::TypeInfo info;
   if (type.has_optional_type()) {  // an optional tensor or sequence
     const onnx::TypeProto& element = type.optional_type().elem_type();
     if (!element.has_tensor_type() && !element.has_sequence_type()) return info;  // optional maps
-    info = typeFromProto(element);
+    info = typeFromProto(element, what);
     info.isOptional = true;
     return info;
   }
   if (type.has_sequence_type() && type.sequence_type().elem_type().has_tensor_type()) {
-    info.dtype = static_cast<DataType>(type.sequence_type().elem_type().tensor_type().elem_type());
+    info.dtype = elementType(type.sequence_type().elem_type().tensor_type().elem_type(), what);
     info.isSequence = true;  // the items' shapes are not tracked
     return info;
   }
   if (!type.has_tensor_type()) return info;  // maps, optionals, sequences of non-tensors
-  info.dtype = static_cast<DataType>(type.tensor_type().elem_type());
+  info.dtype = elementType(type.tensor_type().elem_type(), what);
   if (type.tensor_type().has_shape()) {
     ir::SymShape shape;
     for (const auto& d : type.tensor_type().shape().dim()) {
@@ -196,20 +208,21 @@ ir::Graph GraphConverter::convert(const onnx::GraphProto& proto, std::map<std::s
   for (const auto& in : proto.input()) {
     int id = graph.findValue(in.name());
     if (id == ir::kNoValue) {
-      id = graph.addValue(in.name(), typeFromProto(in.type()));
+      id = graph.addValue(in.name(), typeFromProto(in.type(), "graph input '" + in.name() + "'"));
     }  // else: an initializer that is also an input, an overridable default
     if (graph.isGraphInput(id)) fail("graph input '" + in.name() + "' is listed twice");
     graph.inputs.push_back(id);
   }
   for (const auto& vi : proto.value_info()) {
     int id = graph.valueId(vi.name());
-    if (!graph.value(id).constant) graph.value(id).type = typeFromProto(vi.type());
+    if (!graph.value(id).constant) graph.value(id).type = typeFromProto(vi.type(), "value_info '" + vi.name() + "'");
   }
   for (int i = 0; i < proto.node_size(); ++i) {
     const auto& np = proto.node(i);
     if (opCounts) ++(*opCounts)[np.op_type()];
     std::string name = importedNodeName(np.name(), np.op_type(), i);
     std::string label = "node '" + name + "' (" + np.op_type() + ")";
+    if (np.output_size() == 0) fail(label + " has no outputs; every ONNX operator has at least one");
     if (convertConstantNode(np, graph, label)) continue;
     ir::Node node;
     node.name = name;
@@ -232,7 +245,7 @@ ir::Graph GraphConverter::convert(const onnx::GraphProto& proto, std::map<std::s
   for (const auto& out : proto.output()) {
     int id = isSubgraph ? graph.valueId(out.name()) : graph.findValue(out.name());
     if (id == ir::kNoValue) fail("graph output '" + out.name() + "' is not produced by any node, initializer or input");
-    ir::TypeInfo declared = typeFromProto(out.type());
+    ir::TypeInfo declared = typeFromProto(out.type(), "graph output '" + out.name() + "'");
     ir::Value& v = graph.value(id);
     if (v.type.dtype == DataType::kUndefined) v.type.dtype = declared.dtype;
     if (!v.type.shape) v.type.shape = declared.shape;

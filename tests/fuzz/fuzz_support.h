@@ -10,6 +10,7 @@
 #include <cstring>
 #include <string>
 
+#include "core/tensor_limits.h"
 #include "kiln/error.h"
 #include "kiln/logger.h"
 #include "kiln/status.h"
@@ -35,6 +36,14 @@ inline void refusedOnlyByKilnErrors(const Status& status) {
     std::abort();
   }
 }
+
+/// The most bytes a tensor may take in a fuzz run: a larger one is refused with a kiln::Error, as
+/// on a machine with that much memory, so that the fuzzer's RSS limit (scripts/fuzz) is left for
+/// allocations kiln makes without checking.
+inline constexpr uint64_t kFuzzTensorByteLimit = uint64_t{256} << 20;
+
+/// Called first by each target's LLVMFuzzerInitialize.
+inline void setUpFuzzing() { setTensorByteLimit(kFuzzTensorByteLimit); }
 
 /// Drops every message: the fuzzer's output stays its own.
 class SilentLogger : public ILogger {

@@ -6,6 +6,11 @@
 #include "fuzz_support.h"
 #include "kiln/npy.h"
 
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  kiln::fuzz::setUpFuzzing();
+  return 0;
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string bytes(reinterpret_cast<const char*>(data), size);
   kiln::fuzz::refusedOnlyByKilnErrors([&] {

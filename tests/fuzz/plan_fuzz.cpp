@@ -48,6 +48,11 @@ void fixSizesAndChecksums(std::vector<uint8_t>& bytes) {
 
 }  // namespace
 
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  kiln::fuzz::setUpFuzzing();
+  return 0;
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<uint8_t> bytes(data, data + size);
   fixSizesAndChecksums(bytes);

@@ -85,6 +85,11 @@ void fillValues(Tensor& t, fuzz::ByteReader& in) {
 
 }  // namespace
 
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  kiln::fuzz::setUpFuzzing();
+  return 0;
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::vector<fs::path> models = nodeTestModels();
   fuzz::ByteReader in(data, size);

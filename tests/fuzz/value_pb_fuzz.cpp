@@ -6,6 +6,11 @@
 #include "fuzz_support.h"
 #include "onnx/value_proto.h"
 
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  kiln::fuzz::setUpFuzzing();
+  return 0;
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   kiln::fuzz::ByteReader in(data, size);
   const uint8_t kind = in.u8();

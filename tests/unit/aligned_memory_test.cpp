@@ -30,6 +30,15 @@ TEST(AlignedMemory, SmallBuffersOnCacheLinesLargeOnes2MiB) {
   }
 }
 
+// A size near SIZE_MAX cannot be rounded up to a cache line (it used to wrap to a tiny buffer).
+TEST(AlignedMemory, SizeThatCannotBeRoundedUpIsRefused) {
+  for (size_t bytes : {SIZE_MAX, SIZE_MAX - 63, SIZE_MAX - kHugePageBytes + 1}) {
+    void* p = allocateAligned(bytes);
+    EXPECT_EQ(p, nullptr) << bytes;
+    std::free(p);
+  }
+}
+
 TEST(AlignedMemory, SharedFloatsAreZeroed) {
   const int64_t count = (int64_t{3} << 20) / 4 + 5;  // past 2 MiB: the huge-page path
   std::shared_ptr<float> floats = allocateSharedFloats(count);

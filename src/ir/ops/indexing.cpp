@@ -92,7 +92,7 @@ void inferOneHot(InferContext& ctx) {
   Dim depth = Dim::unknown();
   if (const Tensor* d = ctx.inputValue(1)) {
     if (d->numel() != 1) ctx.fail("depth must hold one value, got " + d->describe());
-    const int64_t v = static_cast<int64_t>(d->doubleAt(0));
+    const int64_t v = d->intAt(0);  // saturating: a float depth of 1e30 or NaN has no int64 value
     if (v < 1) ctx.fail("depth " + std::to_string(v) + " must be positive", ErrorCode::kInvalidArgument);
     depth = Dim::known(v);
   }

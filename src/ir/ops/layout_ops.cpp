@@ -28,6 +28,7 @@ std::vector<int64_t> transposePerm(const Node& node, size_t rank) {
 std::optional<std::vector<int64_t>> splitSizes(const Node& node, int64_t dim, size_t numOutputs,
                                                const std::optional<std::vector<int64_t>>& split) {
   const int64_t n = static_cast<int64_t>(numOutputs);
+  if (n == 0) failNode(node, "Split has no outputs");
   if (split) {
     if (split->size() != numOutputs) {
       failNode(node, "split has " + std::to_string(split->size()) + " sizes for " + std::to_string(n) + " outputs");
@@ -35,7 +36,7 @@ std::optional<std::vector<int64_t>> splitSizes(const Node& node, int64_t dim, si
     int64_t total = 0;
     for (int64_t s : *split) {
       if (s < 0) failNode(node, "split size " + std::to_string(s) + " is negative");
-      total += s;
+      if (__builtin_add_overflow(total, s, &total)) failNode(node, "split sizes add up to more than int64 holds", ErrorCode::kInvalidArgument);
     }
     if (dim >= 0 && total != dim) {
       failNode(node, "split sizes add up to " + std::to_string(total) + ", the dim is " + std::to_string(dim),
@@ -125,7 +126,9 @@ void inferConcat(InferContext& ctx) {
       const Dim& dim = (*s)[d];
       if (d == axis) {
         totalKnown = totalKnown && dim.isKnown();
-        total += dim.isKnown() ? dim.value : 0;
+        if (__builtin_add_overflow(total, dim.isKnown() ? dim.value : 0, &total)) {
+          ctx.fail("inputs along axis " + std::to_string(axis) + " add up past int64", ErrorCode::kInvalidArgument);
+        }
       } else if (dim.isKnown()) {
         if (out[d].isKnown() && out[d].value != dim.value) {
           ctx.fail("input shapes " + symShapeToString(*first) + " and " + symShapeToString(*s) +
@@ -221,17 +224,27 @@ void inferPad(InferContext& ctx) {
   std::vector<int64_t> amounts = padAmounts(ctx.node(), in->size(), *pads, axes);
   SymShape out = *in;
   for (size_t i = 0; i < in->size(); ++i) {
-    int64_t added = amounts[i] + amounts[in->size() + i];
+    const int64_t begin = amounts[i], end = amounts[in->size() + i];
+    int64_t added = 0;
+    if (__builtin_add_overflow(begin, end, &added)) {
+      ctx.fail("pads " + std::to_string(begin) + " and " + std::to_string(end) + " of axis " + std::to_string(i) +
+                   " add up past int64", ErrorCode::kInvalidArgument);
+    }
     if (added == 0) continue;
     if (!out[i].isKnown()) {
       out[i] = Dim::unknown();
       continue;
     }
-    if (out[i].value + added < 0) {
+    int64_t size = 0;
+    if (__builtin_add_overflow(out[i].value, added, &size)) {
+      ctx.fail("pads " + std::to_string(begin) + " and " + std::to_string(end) + " make axis " + std::to_string(i) +
+                   " longer than int64 holds", ErrorCode::kInvalidArgument);
+    }
+    if (size < 0) {
       ctx.fail("pads remove more than the " + std::to_string(out[i].value) + " elements of axis " + std::to_string(i),
                ErrorCode::kInvalidArgument);
     }
-    out[i] = Dim::known(out[i].value + added);
+    out[i] = Dim::known(size);
   }
   ctx.setOutput(0, type, out);
 }

@@ -1,6 +1,8 @@
 #include "ir/ops/pool_geometry.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <string>
 
 #include "ir/node_attrs.h"
 
@@ -19,8 +21,6 @@ std::vector<int64_t> readPositive(const Node& node, const char* name, size_t cou
   }
   return v;
 }
-
-int64_t floorDiv(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 
 }  // namespace
 
@@ -53,37 +53,50 @@ PoolAttrs readPoolAttrs(const Node& node, size_t spatialRank) {
 }
 
 PoolDim resolvePoolDim(const Node& node, const PoolAttrs& attrs, size_t i, int64_t inSize) {
+  // In 128 bits: the kernel, dilation, stride and pads of a bad model may each be near INT64_MAX,
+  // and their sums and products must not wrap.
+  using Wide = __int128;
+  const auto fitsInt64 = [](Wide v) { return v >= INT64_MIN && v <= INT64_MAX; };
   PoolDim d;
   d.in = inSize;
   d.kernel = attrs.kernel[i];
   d.stride = attrs.strides[i];
   d.dilation = attrs.dilations[i];
-  const int64_t window = (d.kernel - 1) * d.dilation + 1;
+  const Wide window = Wide{d.kernel - 1} * d.dilation + 1;
+  const std::string geometry = "kernel_shape " + std::to_string(d.kernel) + ", dilation " + std::to_string(d.dilation) +
+                               ", stride " + std::to_string(d.stride) + " on input size " + std::to_string(inSize);
   if (attrs.autoPad == "SAME_UPPER" || attrs.autoPad == "SAME_LOWER") {
-    d.out = (inSize + d.stride - 1) / d.stride;
-    int64_t total = std::max<int64_t>(0, (d.out - 1) * d.stride + window - inSize);
-    d.padBegin = attrs.autoPad == "SAME_UPPER" ? total / 2 : total - total / 2;
-    d.padEnd = total - d.padBegin;
+    const Wide out = (Wide{inSize} + d.stride - 1) / d.stride;
+    const Wide total = std::max<Wide>(0, (out - 1) * d.stride + window - inSize);
+    if (!fitsInt64(total)) failNode(node, "pooling window too large: " + geometry + " needs pads past int64", ErrorCode::kInvalidArgument);
+    d.out = static_cast<int64_t>(out);
+    const auto pads = static_cast<int64_t>(total);
+    d.padBegin = attrs.autoPad == "SAME_UPPER" ? pads / 2 : pads - pads / 2;
+    d.padEnd = pads - d.padBegin;
     return d;
   }
   if (attrs.autoPad == "NOTSET") {
     d.padBegin = attrs.pads[i];
     d.padEnd = attrs.pads[i + attrs.kernel.size()];
   }
-  const int64_t span = inSize + d.padBegin + d.padEnd - window;
+  const Wide span = Wide{inSize} + d.padBegin + d.padEnd - window;
   if (span < 0) {
-    failNode(node, "pooling window of " + std::to_string(window) + " does not fit input size " +
-                       std::to_string(inSize) + " with pads " + std::to_string(d.padBegin) + "+" +
-                       std::to_string(d.padEnd),
+    const std::string windowText = fitsInt64(window) ? std::to_string(static_cast<int64_t>(window)) : "more than 2^63";
+    failNode(node, "pooling window of " + windowText + " does not fit input size " + std::to_string(inSize) +
+                       " with pads " + std::to_string(d.padBegin) + "+" + std::to_string(d.padEnd),
              ErrorCode::kInvalidArgument);
   }
+  Wide out = span / d.stride + 1;
   if (attrs.ceilMode) {
-    d.out = (span + d.stride - 1) / d.stride + 1;
+    out = (span + d.stride - 1) / d.stride + 1;
     // The last window must start inside the input or its begin padding (ONNX reference rule).
-    if ((d.out - 1) * d.stride >= inSize + d.padBegin) --d.out;
-  } else {
-    d.out = floorDiv(span, d.stride) + 1;
+    if ((out - 1) * d.stride >= Wide{inSize} + d.padBegin) --out;
   }
+  if (!fitsInt64(out)) {
+    failNode(node, "pooling output size past int64: " + geometry + ", pads " + std::to_string(d.padBegin) + "+" +
+                       std::to_string(d.padEnd), ErrorCode::kInvalidArgument);
+  }
+  d.out = static_cast<int64_t>(out);
   return d;
 }
 

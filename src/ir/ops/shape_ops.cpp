@@ -15,10 +15,11 @@ struct SymCount {
   int64_t factor = 1;
   std::map<std::string, int> symbols;
   bool unknown = false;
+  bool overflow = false;  // the known dims' product is past int64
 
   void multiply(const Dim& d) {
     if (d.isKnown()) {
-      factor *= d.value;
+      overflow = overflow || __builtin_mul_overflow(factor, d.value, &factor);
     } else if (!d.symbol.empty()) {
       ++symbols[d.symbol];
     } else {
@@ -27,17 +28,20 @@ struct SymCount {
   }
 };
 
-SymCount countOf(const SymShape& shape, size_t begin, size_t end, size_t skip = SIZE_MAX) {
+SymCount countOf(const Node& node, const SymShape& shape, size_t begin, size_t end, size_t skip = SIZE_MAX) {
   SymCount c;
   for (size_t i = begin; i < end; ++i)
     if (i != skip) c.multiply(shape[i]);
+  if (c.overflow) {
+    failNode(node, "shape " + symShapeToString(shape) + " has more elements than int64 holds", ErrorCode::kInvalidArgument);
+  }
   return c;
 }
 
 }  // namespace
 
-Dim productDim(const SymShape& shape, size_t begin, size_t end) {
-  SymCount c = countOf(shape, begin, end);
+Dim productDim(const Node& node, const SymShape& shape, size_t begin, size_t end) {
+  SymCount c = countOf(node, shape, begin, end);
   if (c.unknown) return Dim::unknown();
   if (c.symbols.empty()) return Dim::known(c.factor);
   if (c.factor == 1 && c.symbols.size() == 1 && c.symbols.begin()->second == 1) {
@@ -70,8 +74,8 @@ SymShape reshapeSymShape(const Node& node, const SymShape& in, const std::vector
   }
   if (hasZero && inferred != SIZE_MAX) failNode(node, "shape has both -1 and 0 with allowzero=1");
 
-  SymCount inCount = countOf(in, 0, in.size());
-  SymCount outCount = countOf(out, 0, out.size(), inferred);
+  SymCount inCount = countOf(node, in, 0, in.size());
+  SymCount outCount = countOf(node, out, 0, out.size(), inferred);
   auto describe = [&] {
     std::string s;
     for (size_t i = 0; i < target.size(); ++i) {
@@ -194,7 +198,7 @@ void inferFlatten(InferContext& ctx) {
   int64_t axis = attrInt(ctx.node(), "axis", 1);
   if (axis < -rank || axis > rank) ctx.fail("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
   if (axis < 0) axis += rank;
-  ctx.setOutput(0, type, SymShape{productDim(*in, 0, axis), productDim(*in, axis, in->size())});
+  ctx.setOutput(0, type, SymShape{productDim(ctx.node(), *in, 0, axis), productDim(ctx.node(), *in, axis, in->size())});
 }
 
 void inferSqueeze(InferContext& ctx) {

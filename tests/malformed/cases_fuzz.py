@@ -1,0 +1,83 @@
+"""What the fuzz targets (tests/fuzz, docs/reliability.md "Fuzzing") found, each reduced to a small
+case: nodes with no outputs, int64 overflow in Pad, pooling, Flatten and Concat shapes, float
+depths with no int64 value, element types past the last ONNX type, malformed .npy string dtypes."""
+import numpy as np
+from onnx import TensorProto, helper
+
+from case import Case
+from model_builders import FLOAT, INT64, INT64_MAX, INT64_MIN, const, graph, info, model, one_node, save
+from cases_plans_inputs import header, npy, relu_with_input
+
+
+def with_idle_node(op, inputs=(), initializers=(), opset=17, **attrs):
+    """Relu(x) -> y beside a node 'n' of `op` on x (and `inputs`) that has no outputs at all."""
+    def make(d):
+        g = graph([helper.make_node(op, ["x", *inputs], [], name="n", **attrs), helper.make_node("Relu", ["x"], ["y"], name="r")],
+                  [info("x", FLOAT, [1, 2, 2])], [info("y")], list(initializers))
+        return ["build", save(d, model(g, opset=opset)), "-o", d / "model.kiln"]
+    return make
+
+
+def inspect(op, inputs, opset=17, outputs=None, **attrs):
+    def make(d):
+        return ["inspect", save(d, one_node(op, inputs, outputs=outputs, opset=opset, **attrs))]
+    return make
+
+
+def run(op, inputs, opset=17, **attrs):
+    def make(d):
+        return ["run", save(d, one_node(op, inputs, opset=opset, **attrs))]
+    return make
+
+
+def pads(values):
+    return [info("x", FLOAT, [3]), const("p", values)]
+
+
+def pool(**attrs):
+    return inspect("MaxPool", [info("x", FLOAT, [1, 1, 5])], **attrs)
+
+
+def elem_type(where, code):
+    def make(d):
+        m = one_node("Relu", [info("x", code if where == "input" else FLOAT, [2])],
+                     outputs=[info("y", code if where == "output" else FLOAT, [2])])
+        return ["build", save(d, m), "-o", d / "model.kiln"]
+    return make
+
+
+BN_PARAMS = [const(n, [1, 1], np.float32) for n in ("s", "b", "m", "v")]
+NODE = "node 'n'"
+CASES = [
+    Case("split-no-outputs-num-outputs-0", with_idle_node("Split", opset=18, num_outputs=0), 1,
+         ["node 'n' (Split) has no outputs"]),
+    Case("split-no-outputs", with_idle_node("Split"), 1, ["node 'n' (Split) has no outputs"]),
+    Case("batchnorm-no-outputs", with_idle_node("BatchNormalization", ["s", "b", "m", "v"], BN_PARAMS), 1,
+         ["node 'n' (BatchNormalization) has no outputs"]),
+    Case("split-sizes-overflow", inspect("Split", [info("x", FLOAT, [3]), const("s", [INT64_MAX, INT64_MAX])],
+                                         outputs=[info("a"), info("b")]), 1, [NODE, "split sizes add up to more than int64 holds"]),
+    Case("pad-int64-min-pads", inspect("Pad", pads([INT64_MIN, -1])), 1, [NODE, "add up past int64"]),
+    Case("pad-int64-max-pads", inspect("Pad", pads([INT64_MAX, 1])), 1, [NODE, "add up past int64"]),
+    Case("pad-past-int64-axis", inspect("Pad", pads([INT64_MAX - 1, 0])), 1, [NODE, "longer than int64 holds"]),
+    Case("maxpool-window-past-int64", pool(kernel_shape=[INT64_MAX], dilations=[2]), 1,
+         [NODE, "pooling window of more than 2^63 does not fit input size 5"]),
+    Case("maxpool-pads-past-int64", pool(kernel_shape=[1], pads=[INT64_MAX, INT64_MAX]), 1,
+         [NODE, "pooling output size past int64"]),
+    Case("maxpool-same-upper-stride-int64-max", pool(kernel_shape=[2], strides=[INT64_MAX], auto_pad="SAME_UPPER"), 0,
+         ["y  float32[1x1x1]"]),
+    Case("onehot-depth-nan", run("OneHot", [const("i", [0, 1]), const("depth", [np.nan], np.float32),
+                                            const("v", [0, 1], np.float32)]), 1, [NODE, "depth 0 must be positive"]),
+    Case("onehot-depth-1e30", run("OneHot", [const("i", [0, 1]), const("depth", [1e30], np.float32),
+                                             const("v", [0, 1], np.float32)]), 1, [NODE, "output 0", "9223372036854775807"]),
+    Case("flatten-count-past-int64", inspect("Flatten", [info("x", FLOAT, [1 << 32, 1 << 32, 2])], axis=2), 1,
+         [NODE, "has more elements than int64 holds"]),
+    Case("concat-axis-past-int64", inspect("Concat", [info("a", FLOAT, [INT64_MAX]), info("b", FLOAT, [INT64_MAX])], axis=0),
+         1, [NODE, "inputs along axis 0 add up past int64"]),
+    Case("reshape-to-empty-shape", run("Reshape", [info("x", FLOAT, [1]), const("s", np.zeros(0, np.int64))]), 0, ["y  float32[]"]),
+    Case("elem-type-65-input", elem_type("input", 65), 1, ["graph input 'x' has elem_type 65, which is not an ONNX data type kiln knows"]),
+    Case("elem-type-65-output", elem_type("output", 65), 1, ["graph output 'y' has elem_type 65"]),
+    Case("npy-unicode-count-not-a-number", relu_with_input(npy(header("(2, 3)", descr="<Uxy"))), 1,
+         ["x.npy: malformed .npy string dtype '<Uxy'"]),
+    Case("npy-unicode-count-huge", relu_with_input(npy(header("(0,)", descr="<U99999999999"))), 1,
+         ["x.npy: malformed .npy string dtype '<U99999999999'"]),
+]
