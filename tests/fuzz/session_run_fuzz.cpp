@@ -44,8 +44,9 @@ std::vector<fs::path> nodeTestModels() {
 // The model's session, or nullptr when kiln refuses the model (an unsupported op): made once.
 const Session* sessionFor(const fs::path& model) {
   static std::map<fs::path, std::unique_ptr<Session>> sessions;
-  auto [it, added] = sessions.try_emplace(model);
-  if (!added) return it->second.get();
+  const auto found = sessions.find(model);
+  if (found != sessions.end()) return found->second.get();
+  std::unique_ptr<Session>& session = sessions[model];
   if (std::getenv("KILN_FUZZ_VERBOSE")) std::fprintf(stderr, "kiln fuzz: model %s\n", model.c_str());
   SessionOptions options;
   options.threads = 1;
@@ -53,9 +54,9 @@ const Session* sessionFor(const fs::path& model) {
   std::ifstream in(model, std::ios::binary);
   const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   fuzz::refusedOnlyByKilnErrors([&] {
-    it->second = std::make_unique<Session>(bytes.data(), bytes.size(), options, model.parent_path().string());
+    session = std::make_unique<Session>(bytes.data(), bytes.size(), options, model.parent_path().string());
   });
-  return it->second.get();
+  return session.get();
 }
 
 bool fuzzable(const TensorInfo& info) {
