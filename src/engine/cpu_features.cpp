@@ -1,5 +1,7 @@
 #include "engine/plan_format.h"
 
+#include <cpuid.h>
+
 #include "backends/cpu/cpu_isa.h"
 
 namespace kiln::plan {
@@ -9,7 +11,9 @@ uint32_t detectCpuFeatures() {
   uint32_t f = 0;
   if (__builtin_cpu_supports("avx2")) f |= kAvx2;
   if (__builtin_cpu_supports("fma")) f |= kFma;
-  if (__builtin_cpu_supports("f16c")) f |= kF16c;
+  // CPUID rather than __builtin_cpu_supports("f16c"), which clang 14 (the fuzz build) lacks.
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C)) f |= kF16c;
   // The extension bits as the kernels see them (cpu::cpuHas), so that a plan's kernel ISA and this
   // machine's features are compared the same way.
   if (cpu::cpuHas(cpu::CpuIsa::kAvx512)) f |= kAvx512f;

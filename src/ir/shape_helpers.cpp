@@ -2,6 +2,15 @@
 
 namespace kiln::ir {
 
+int64_t multiplyDims(const Node& node, int64_t a, int64_t b, const std::string& what) {
+  int64_t product = 0;
+  if (__builtin_mul_overflow(a, b, &product)) {
+    failNode(node, what + " would be " + std::to_string(a) + " x " + std::to_string(b) + ", past int64",
+             ErrorCode::kInvalidArgument);
+  }
+  return product;
+}
+
 int64_t normalizeAxis(const Node& node, int64_t axis, int64_t rank) {
   if (axis < -rank || axis >= rank) {  // a scalar has no axis at all
     failNode(node, "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));

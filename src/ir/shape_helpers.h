@@ -7,6 +7,9 @@ namespace kiln::ir {
 /// Normalizes a possibly negative axis into [0, rank); fails naming the node if out of range.
 int64_t normalizeAxis(const InferContext& ctx, int64_t axis, int64_t rank);
 int64_t normalizeAxis(const Node& node, int64_t axis, int64_t rank);
+/// a * b, or a failure naming the node when the product of these dims is past int64
+/// (`what` says which: "output dim 0").
+int64_t multiplyDims(const Node& node, int64_t a, int64_t b, const std::string& what);
 /// Numpy-style multidirectional broadcast of symbolic shapes; fails on incompatible known dims.
 SymShape broadcastSymShapes(const InferContext& ctx, const SymShape& a, const SymShape& b);
 /// Concrete broadcast used by kernels; throws naming the node.

@@ -251,7 +251,9 @@ const ModelMetadata& Session::metadata() const { return impl_->metadata; }
 NamedTensors Session::run(const NamedTensors& inputs, const RunOptions& options) const {
   std::vector<std::pair<size_t, Tensor>> feeds;  // (input index, value)
   std::vector<bool> given(impl_->inputs.size(), false);
-  for (const auto& [name, tensor] : inputs) {
+  for (const auto& input : inputs) {
+    const std::string& name = input.first;  // not a structured binding: clang 14 cannot capture one
+    const Tensor& tensor = input.second;
     auto it = std::find_if(impl_->inputs.begin(), impl_->inputs.end(),
                            [&](const TensorInfo& i) { return i.name == name; });
     if (it == impl_->inputs.end()) {

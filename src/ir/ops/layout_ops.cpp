@@ -192,7 +192,8 @@ void inferTile(InferContext& ctx) {
       int64_t r = (*repeats)[i];
       if (r < 0) ctx.fail("repeat " + std::to_string(r) + " is negative", ErrorCode::kInvalidArgument);
       const Dim& d = (*in)[i];
-      out[i] = r == 1 ? d : (d.isKnown() ? Dim::known(d.value * r) : (r == 0 ? Dim::known(0) : Dim::unknown()));
+      const std::string what = "output dim " + std::to_string(i);
+      out[i] = r == 1 ? d : (d.isKnown() ? Dim::known(multiplyDims(ctx.node(), d.value, r, what)) : (r == 0 ? Dim::known(0) : Dim::unknown()));
     }
   }
   ctx.setOutput(0, type, out);
@@ -270,7 +271,7 @@ void inferBlockRearrange(InferContext& ctx, bool toSpace) {
     if (!d.isKnown()) {
       out[i] = Dim::unknown();
     } else if (multiply) {
-      out[i] = Dim::known(d.value * b);
+      out[i] = Dim::known(multiplyDims(ctx.node(), d.value, b, "output dim " + std::to_string(i)));
     } else {
       if (d.value % b != 0) {
         ctx.fail("dim " + std::to_string(d.value) + " of " + symShapeToString(*in) + " is not divisible by " +
@@ -282,12 +283,14 @@ void inferBlockRearrange(InferContext& ctx, bool toSpace) {
   };
   const Dim c = (*in)[1];
   if (toSpace) {
-    if (c.isKnown() && c.value % (b * b) != 0) {
+    const int64_t b2 = multiplyDims(ctx.node(), b, b, "blocksize^2");
+    if (c.isKnown() && c.value % b2 != 0) {
       ctx.fail("channels " + std::to_string(c.value) + " are not divisible by blocksize^2", ErrorCode::kInvalidArgument);
     }
-    out[1] = c.isKnown() ? Dim::known(c.value / (b * b)) : Dim::unknown();
+    out[1] = c.isKnown() ? Dim::known(c.value / b2) : Dim::unknown();
   } else {
-    out[1] = c.isKnown() ? Dim::known(c.value * b * b) : Dim::unknown();
+    const std::string what = "output channels";
+    out[1] = c.isKnown() ? Dim::known(multiplyDims(ctx.node(), multiplyDims(ctx.node(), c.value, b, what), b, what)) : Dim::unknown();
   }
   scale(2, toSpace);
   scale(3, toSpace);

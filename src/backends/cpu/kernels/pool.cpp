@@ -38,8 +38,9 @@ template <typename T, typename Op>
 void rowPool(const Tensor& x, Tensor& y, const PoolWindows& w, Op op) {
   using C = ComputeType<T>;
   const int64_t planes = x.dim(0) * x.dim(1);
-  const auto [d0, d1, d2] = w.dilation;
-  const auto [n0, n1, n2] = w.in;
+  // Named copies, not structured bindings: clang 14 (the fuzz build) cannot capture bindings.
+  const int64_t d0 = w.dilation[0], d1 = w.dilation[1];
+  const int64_t n1 = w.in[1], n2 = w.in[2];
   const int64_t out2 = w.out[2];
   const int64_t s2 = w.lastStride;
   // Planes are independent: each thread pools a contiguous block of them.
@@ -125,8 +126,9 @@ void maxPoolWithIndices(const Tensor& x, Tensor& y, Tensor& indices, bool column
   const int64_t planes = x.dim(0) * x.dim(1);
   const int64_t inPlane = w.inPlane();
   const int64_t outPlane = w.outPlane();
-  const auto [d0, d1, d2] = w.dilation;
-  const auto [n0, n1, n2] = w.in;
+  // Named copies, not structured bindings: clang 14 (the fuzz build) cannot capture bindings.
+  const int64_t d0 = w.dilation[0], d1 = w.dilation[1], d2 = w.dilation[2];
+  const int64_t n0 = w.in[0], n1 = w.in[1], n2 = w.in[2];
   parallelForAtLeast(planes, planesPerThread(w), [&](int64_t pBegin, int64_t pEnd) {
     for (int64_t p = pBegin; p < pEnd; ++p) {
       const T* src = x.data<T>() + p * inPlane;

@@ -61,7 +61,8 @@ void quantizeToLowPrecision(const KernelContext& ctx, const ir::QuantLayout& lay
   LowPrecisionOptions options;
   options.saturate = ctx.node().opset < 19 || ir::attrInt(ctx.node(), "saturate", 1) != 0;
   const bool integer = !isFloatingPoint(q);
-  const auto [lowest, highest] = integer ? lowPrecisionIntegerRange(q) : std::pair<int64_t, int64_t>{0, 0};
+  const std::pair<int64_t, int64_t> range = integer ? lowPrecisionIntegerRange(q) : std::pair<int64_t, int64_t>{0, 0};
+  const int64_t lowest = range.first, highest = range.second;  // not bindings: clang 14 cannot capture them
   forEachElement(layout, y.numel(), [&](int64_t k, int64_t p) {
     const double scaled = roundTo<C>(roundTo<C>(toDouble(in[k])) / scales[static_cast<size_t>(p)]);
     const double zeroPoint = zeroPoints[hasZeroPoint ? static_cast<size_t>(p) : 0];
