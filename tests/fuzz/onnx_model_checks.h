@@ -1,5 +1,6 @@
 // The checks the two ONNX fuzz targets (raw bytes, and ModelProto-aware mutation) run on a model:
-// what `kiln inspect MODEL` does, loading, importing and inferring shapes.
+// what `kiln inspect MODEL` does, loading, importing and inferring shapes. Defines the targets'
+// libFuzzer entry points: include it in one file of each.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -27,3 +28,13 @@ inline void loadImportAndInfer(const uint8_t* data, size_t size) {
 }
 
 }  // namespace kiln::fuzz
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  kiln::fuzz::setUpFuzzing();
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  kiln::fuzz::loadImportAndInfer(data, size);
+  return 0;
+}

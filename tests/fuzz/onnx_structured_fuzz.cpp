@@ -264,13 +264,3 @@ extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max
   std::memcpy(data, bytes.data(), bytes.size());
   return bytes.size();
 }
-
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  kiln::fuzz::setUpFuzzing();
-  return 0;
-}
-
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  kiln::fuzz::loadImportAndInfer(data, size);
-  return 0;
-}
