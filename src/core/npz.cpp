@@ -80,6 +80,12 @@ std::string entryBytes(const std::string& bytes, const ZipEntry& e, const std::s
     throw Error(ErrorCode::kInvalidArgument,
                 where + ": compression method " + std::to_string(e.method) + " (only stored and deflated entries are read)");
   }
+  // Deflate turns a byte into at most 1032 (zlib's documented limit): a larger claimed size is a
+  // damaged or hostile header, refused before its buffer is allocated.
+  if (e.size > e.compressedSize * 1032 + 64) {
+    throw Error(ErrorCode::kInvalidArgument, where + ": claims " + std::to_string(e.size) + " bytes inflated from " +
+                                                 std::to_string(e.compressedSize) + ", more than deflate can produce");
+  }
   std::string out(e.size, '\0');
   z_stream z{};
   if (inflateInit2(&z, -MAX_WBITS) != Z_OK) throw Error(ErrorCode::kRuntimeError, where + ": zlib failed to start");

@@ -54,11 +54,12 @@ constexpr std::array<const char*, 16> kAttributeNames = {
 
 class ModelMutator {
  public:
-  ModelMutator(onnx::ModelProto& model, unsigned seed) : model_(model), rng_(seed) {
-    collectGraphs(*model_.mutable_graph());
-  }
+  ModelMutator(onnx::ModelProto& model, unsigned seed) : model_(model), rng_(seed) {}
 
   void mutate() {
+    // Collected again each time: the last mutation may have deleted a node holding a subgraph.
+    graphs_.clear();
+    collectGraphs(*model_.mutable_graph());
     onnx::GraphProto& g = *graphs_[pick(rng_, graphs_.size())];
     switch (rng_() % 11) {
       case 0: mutateValueInfoDims(g); break;

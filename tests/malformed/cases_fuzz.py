@@ -2,10 +2,10 @@
 case: nodes with no outputs, int64 overflow in Pad, pooling, Flatten and Concat shapes, float
 depths with no int64 value, element types past the last ONNX type, malformed .npy string dtypes."""
 import numpy as np
-from onnx import TensorProto, helper
+from onnx import helper
 
 from case import Case
-from model_builders import FLOAT, INT64, INT64_MAX, INT64_MIN, const, graph, info, model, one_node, save
+from model_builders import FLOAT, INT64_MAX, INT64_MIN, const, feeds, graph, info, model, one_node, save
 from cases_plans_inputs import header, npy, relu_with_input
 
 
@@ -80,4 +80,50 @@ CASES = [
          ["x.npy: malformed .npy string dtype '<Uxy'"]),
     Case("npy-unicode-count-huge", relu_with_input(npy(header("(0,)", descr="<U99999999999"))), 1,
          ["x.npy: malformed .npy string dtype '<U99999999999'"]),
+]
+
+
+def npz_claiming(size):
+    """An .npz of one deflated entry whose headers claim `size` bytes inflated."""
+    def write(d):
+        import io
+        import struct
+        import zipfile
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+            z.writestr("x.npy", b"\0" * 100)
+        data = bytearray(buf.getvalue())
+        for signature, offset in ((b"PK\x03\x04", 22), (b"PK\x01\x02", 24)):
+            at = data.find(signature)
+            data[at + offset:at + offset + 4] = struct.pack("<I", size)
+        (d / "x.npz").write_bytes(bytes(data))
+        return d / "x.npz"
+    return write
+
+
+def calibrated_with(write):
+    """kiln build --int8 of a Relu model with the calibration data file `write(d)` returns."""
+    def make(d):
+        m = one_node("Relu", [info("x", FLOAT, [2, 3])])
+        return ["build", save(d, m), "-o", d / "model.kiln", "--int8", "--calibration-data", write(d)]
+    return make
+
+
+CASES += [
+    Case("npz-entry-claims-2-gib", calibrated_with(npz_claiming(1 << 31)), 1,
+         ["x.npz: entry 'x.npy': claims 2147483648 bytes inflated from", "more than deflate can produce"]),
+]
+
+
+def softmax_of(values):
+    def make(d):
+        m = one_node("Softmax", [info("x", FLOAT, [len(values)])])
+        return ["run", save(d, m), *feeds(d, x=np.array(values, np.float32))]
+    return make
+
+
+CASES += [
+    # A NaN input reached a float -> int conversion in the scalar exp (undefined behaviour, UBSan's
+    # finding in session_run); NaN in, NaN out, as in ONNX Runtime.
+    Case("softmax-nan-input", softmax_of([np.nan, 1, 2]), 0, ["y  float32[3]", "nan"]),
 ]

@@ -65,6 +65,9 @@ inline V expKernel(V x) {
     if constexpr (std::is_same_v<V, float>) return c;
     else return V{} + c;
   };
+  if constexpr (std::is_same_v<V, float>) {
+    if (x != x) return x;  // NaN stays NaN (and never reaches the float -> int conversion below)
+  }
   x = x < constant(-87.3f) ? constant(-87.3f) : x;
   x = x > constant(88.3f) ? constant(88.3f) : x;
   if constexpr (sizeof(V) == 64) return expOn16Lanes<V>(x);
