@@ -127,3 +127,18 @@ CASES += [
     # finding in session_run); NaN in, NaN out, as in ONNX Runtime.
     Case("softmax-nan-input", softmax_of([np.nan, 1, 2]), 0, ["y  float32[3]", "nan"]),
 ]
+
+
+def float_range(start, limit, delta):
+    def make(d):
+        m = one_node("Range", [info(n, FLOAT, []) for n in ("start", "limit", "delta")])
+        scalars = {"start": start, "limit": limit, "delta": delta}
+        return ["run", save(d, m), *feeds(d, **{n: np.array(v, np.float32) for n, v in scalars.items()})]
+    return make
+
+
+CASES += [
+    # A count far below int64's range was converted to int64 (undefined behaviour, session_run);
+    # a range that goes the wrong way is empty.
+    Case("range-float-count-below-int64", float_range(0, -7e37, 1e-7), 0, ["y  float32[0]"]),
+]

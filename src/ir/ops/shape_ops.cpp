@@ -311,7 +311,8 @@ void inferRange(InferContext& ctx) {
   if (d == 0) ctx.fail("delta is 0", ErrorCode::kInvalidArgument);
   double count = std::ceil((limit->doubleAt(0) - start->doubleAt(0)) / d);
   if (!(count < 9e18)) ctx.fail("the range is too long", ErrorCode::kInvalidArgument);
-  ctx.setOutput(0, type, Shape{std::max<int64_t>(0, static_cast<int64_t>(count))});
+  // Clamped before the conversion: a count below int64's range (-7e44) has no int64 value.
+  ctx.setOutput(0, type, Shape{count > 0 ? static_cast<int64_t>(count) : int64_t{0}});
 }
 
 void inferEyeLike(InferContext& ctx) {
