@@ -64,6 +64,11 @@ class BuilderConfig {
   /// Largest activation arena the engine may need at the profiles' max shapes; 0 = no limit.
   void setMemoryPoolLimit(uint64_t bytes) { workspaceBytes_ = bytes; }
   uint64_t getMemoryPoolLimit() const { return workspaceBytes_; }
+  /// The largest single buffer the build may need (a tensor at the profiles' shapes, constant
+  /// folding's); a profile whose shapes need more fails naming the tensor. 0 = this machine's
+  /// physical memory.
+  void setAllocationLimit(uint64_t bytes) { allocationLimit_ = bytes; }
+  uint64_t getAllocationLimit() const { return allocationLimit_; }
   /// Intra-op threads for contexts of the engine; 0 = one per hardware thread.
   void setThreads(int threads) { threads_ = threads; }
   int getThreads() const { return threads_; }
@@ -82,6 +87,7 @@ class BuilderConfig {
 
  private:
   uint64_t workspaceBytes_ = 0;
+  uint64_t allocationLimit_ = 0;
   int threads_ = 0;
   uint32_t flags_ = 0;
   std::vector<OptimizationProfile> profiles_;

@@ -132,6 +132,12 @@ class ExecutionContext {
   Status setThreads(int threads);
   int getThreads() const;
 
+  /// The largest single buffer this context's runs may allocate (a tensor, the activation arena,
+  /// a kernel workspace); a run whose shapes need more fails at once naming the node, output and
+  /// shape. 0 (the default) = this machine's physical memory.
+  void setAllocationLimit(uint64_t bytes);
+  uint64_t getAllocationLimit() const;
+
   /// Reports each layer's time of every later run to `profiler` (nullptr: stop); the profiler
   /// must outlive those runs.
   void setProfiler(IProfiler* profiler);

@@ -89,10 +89,11 @@ void applyOutputTypes(const std::vector<LayerRecord>& layers, ir::Graph& g) {
 
 // Concrete shape inference at one selector of one profile: proves every layer accepts those
 // shapes, and plans the arena of the activations and the kernels' workspaces.
-// Fails naming the first tensor of `g` (shapes inferred) that could never be allocated here: more
-// bytes than the machine's physical memory, or a size past 2^64. `where` says at which shapes.
+// Fails naming the first tensor of `g` (shapes inferred) that could never be allocated: more bytes
+// than the allocation limit (BuilderConfig::setAllocationLimit, by default this machine's memory),
+// or a size past 2^64. `where` says at which shapes.
 void checkTensorsFitInMemory(const ir::Graph& g, const std::string& where) {
-  const uint64_t physical = physicalMemoryBytes();
+  const uint64_t limit = allocationLimitBytes();
   for (const ir::Value& v : g.values) {
     if (v.constant || !v.type.shape || v.type.dtype == DataType::kString || v.type.dtype == DataType::kUndefined) continue;
     const auto shape = ir::concreteShape(*v.type.shape);
@@ -100,14 +101,14 @@ void checkTensorsFitInMemory(const ir::Graph& g, const std::string& where) {
     uint64_t bytes = dataTypeSize(v.type.dtype);
     bool overflow = false;
     for (int64_t d : *shape) overflow = overflow || d < 0 || __builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes);
-    if (!overflow && bytes <= physical) continue;
+    if (!overflow && bytes <= limit) continue;
     const std::string owner = v.producer >= 0 ? "node '" + g.nodes[static_cast<size_t>(v.producer)].name + "' (" +
                                                     g.nodes[static_cast<size_t>(v.producer)].opType + "): output '" + v.name + "'"
                                               : "input '" + v.name + "'";
     throw Error(ErrorCode::kInvalidArgument,
                 where + ": " + owner + " " + dataTypeName(v.type.dtype) + "[" + shapeToString(*shape) + "] needs " +
-                    (overflow ? std::string("more than 2^64 bytes") : std::to_string(bytes >> 20) + " MiB") +
-                    ", more than this machine's memory (" + std::to_string(physical >> 20) + " MiB)");
+                    (overflow ? std::string("more than 2^64 bytes") : byteCountText(bytes)) + ", " +
+                    allocationLimitText());
   }
 }
 
@@ -373,7 +374,10 @@ Result<std::vector<uint8_t>> Builder::buildSerializedNetwork(const NetworkDefini
   BuildReport local;
   BuildReport& r = report ? *report : local;
   r = BuildReport{};
-  return guardResult<std::vector<uint8_t>>(&logger_, [&] { return buildPlan(network.impl(), config, logger_, r); });
+  return guardResult<std::vector<uint8_t>>(&logger_, [&] {
+    AllocationLimitScope limit(config.getAllocationLimit());
+    return buildPlan(network.impl(), config, logger_, r);
+  });
 }
 
 }  // namespace kiln

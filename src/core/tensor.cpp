@@ -37,19 +37,6 @@ std::string shapeToString(const Shape& shape) {
   return s;
 }
 
-namespace {
-
-// Refuses allocations larger than the machine's physical memory instead of dying in the allocator.
-void checkAllocationSize(size_t bytes, DataType dtype, const Shape& shape) {
-  if (bytes > physicalMemoryBytes()) {
-    throw Error(ErrorCode::kInvalidArgument, "tensor " + dataTypeName(dtype) + "[" + shapeToString(shape) +
-                                                 "] needs " + std::to_string(bytes >> 20) +
-                                                 " MiB, more than this machine's memory");
-  }
-}
-
-}  // namespace
-
 Tensor::Tensor(DataType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
   if (!isSupportedDataType(dtype)) throwUnsupportedType(dtype, "tensor");
   int64_t n = shapeNumel(shape_);
@@ -58,7 +45,7 @@ Tensor::Tensor(DataType dtype, Shape shape) : dtype_(dtype), shape_(std::move(sh
     throw Error(ErrorCode::kInvalidArgument, "tensor shape " + shapeToString(shape_) + " is too large");
   }
   size_t bytes = static_cast<size_t>(n) * elem;
-  checkAllocationSize(bytes, dtype, shape_);
+  checkAllocation(bytes, "tensor " + dataTypeName(dtype) + "[" + shapeToString(shape_) + "]");
   if (dtype == DataType::kString) {
     auto strings = std::shared_ptr<std::string[]>(new std::string[n > 0 ? n : 1]);
     data_ = strings.get();

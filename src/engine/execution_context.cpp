@@ -4,6 +4,7 @@
 #include <cstring>
 #include <optional>
 
+#include "core/tensor_limits.h"
 #include "engine/api_guard.h"
 #include "engine/execution_context_impl.h"
 
@@ -98,6 +99,7 @@ void ExecutionContext::Impl::checkShapeValues(size_t index, const Tensor& t) con
 void ExecutionContext::Impl::run() {
   const plan::Plan& p = plan();
   if (!pool) pool = std::make_shared<cpu::ThreadPool>(threads >= 0 ? threads : p.info.threads);
+  AllocationLimitScope limit(allocationLimit);
   cpu::ThreadPoolScope threads(pool.get());
   runShapes.resize(p.io.size());
   size_t fed = 0;
@@ -210,6 +212,9 @@ Status ExecutionContext::setThreads(int threads) {
   impl_->threads = threads;
   return Status();
 }
+
+void ExecutionContext::setAllocationLimit(uint64_t bytes) { impl_->allocationLimit = bytes; }
+uint64_t ExecutionContext::getAllocationLimit() const { return impl_->allocationLimit; }
 
 int ExecutionContext::getThreads() const { return impl_->threads >= 0 ? impl_->threads : impl_->plan().info.threads; }
 

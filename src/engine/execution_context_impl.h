@@ -33,6 +33,7 @@ struct ExecutionContext::Impl {
   int threads = -1;
   ExecutorMemory memory;  // the arena, planned again when input shapes change
   IProfiler* profiler = nullptr;
+  uint64_t allocationLimit = 0;  // setAllocationLimit; 0: physical memory
 
   explicit Impl(std::shared_ptr<const Engine::Impl> engine);
   const plan::Plan& plan() const { return engine->plan; }

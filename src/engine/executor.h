@@ -163,6 +163,8 @@ class Executor {
   /// The candidate for node i: the one named in kernelIds, else the one policy_ picks.
   const cpu::KernelCandidate* chooseKernel(const cpu::KernelCreateInfo& info, size_t i,
                                            const std::vector<std::string>& kernelIds);
+  void checkPlanFitsTheLimit(const MemoryPlan& plan, const std::vector<ir::TypeInfo>& types,
+                             const std::vector<std::pair<int, Shape>>& signature) const;
   /// Plans the memory (and binds the nodes) again when the input shapes differ from the last run's.
   void preparePlan(const std::vector<std::pair<int, Tensor>>& inputs, ExecutorMemory& memory) const;
   void bindNodes(ExecutorMemory& memory, const std::vector<ir::TypeInfo>& types) const;

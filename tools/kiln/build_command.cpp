@@ -63,6 +63,7 @@ struct BuildOptions {
   bool noNchwc = false;
   int threads = 0;
   double workspaceMiB = 0;
+  double memoryLimitMiB = 0;
   bool verbose = false;
   std::vector<std::string> plugins;
   CalibrationOptions calibration;
@@ -146,6 +147,7 @@ int buildPlan(const BuildOptions& opts) {
   BuilderConfig config;
   config.setThreads(opts.threads);
   config.setMemoryPoolLimit(static_cast<uint64_t>(opts.workspaceMiB * (1 << 20)));
+  config.setAllocationLimit(static_cast<uint64_t>(opts.memoryLimitMiB * (1 << 20)));
   if (opts.fp16) config.setFlag(BuilderFlag::kFP16);
   if (opts.int8) config.setFlag(BuilderFlag::kINT8);
   std::unique_ptr<build::FileCalibrator> calibrator;
@@ -229,6 +231,10 @@ Action addBuildCommand(CLI::App& app) {
   cmd->add_flag("--no-nchwc", opts->noNchwc, "keep every tensor NCHW (no blocked-layout convolutions), to compare");
   cmd->add_option("--threads", opts->threads, "intra-op threads of the engine's contexts (0 = one per hardware thread)");
   cmd->add_option("--workspace", opts->workspaceMiB, "activation memory limit in MiB (0 = none)");
+  cmd->add_option("--memory-limit", opts->memoryLimitMiB,
+                  "MiB: the largest single tensor the profiles' shapes may need; more fails naming it (0 = this "
+                  "machine's memory)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--verbose", opts->verbose, "print each layer's decisions");
   addPluginOption(*cmd, opts->plugins);
   addCalibrationOptions(*cmd, opts->calibration);

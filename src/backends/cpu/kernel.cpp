@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "core/aligned_memory.h"
+#include "core/tensor_limits.h"
 #include "ir/op_schema.h"
 
 namespace kiln::cpu {
@@ -64,6 +65,11 @@ void* KernelContext::workspace(uint64_t bytes) {
   if (bytes == 0) return nullptr;
   if (workspace_ && workspaceBytes_ >= bytes) return workspace_;
   if (heapWorkspaceBytes_ < bytes) {
+    try {
+      checkAllocation(bytes, "its workspace");
+    } catch (const Error& e) {
+      fail(e.what(), e.code());
+    }
     heapWorkspace_.reset();  // the smaller buffer first
     heapWorkspaceBytes_ = 0;
     void* p = allocateAligned(bytes);
