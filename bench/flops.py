@@ -1,7 +1,10 @@
-"""Multiply-accumulate count of an ONNX model's Conv, ConvTranspose, Gemm and MatMul nodes.
+"""Multiply-accumulate count of an ONNX model's Conv, ConvTranspose, Gemm, MatMul and recurrent nodes.
 
-Shapes come from onnx.shape_inference, so the model needs static input shapes. Other ops (elementwise,
-pooling, softmax, resize) are not counted: GFLOP = 2 x MACs of those four ops, the usual convention.
+Shapes come from onnx.shape_inference, so the model needs static input shapes (a free first dim is the
+batch, given to model_gflop; other free dims count as 1, as bench/model_inputs.py makes them). Other ops
+(elementwise, pooling, softmax, resize) are not counted: GFLOP = 2 x MACs of those ops, the usual convention.
+An LSTM, GRU or RNN counts its input and recurrence products, every time step and direction (the gates'
+elementwise work is not counted).
 """
 import math
 
@@ -57,6 +60,10 @@ def node_macs(node, shapes):
     if node.op_type == "MatMul":
         a, out = _known(node, shapes, node.input[0], node.output[0])
         return math.prod(out) * a[-1]
+    if node.op_type in ("LSTM", "GRU", "RNN"):
+        x, weight, recurrence = _known(node, shapes, *node.input[:3])
+        steps_times_batch = x[0] * x[1]  # layout 0 or 1: the first two dims are sequence and batch either way
+        return steps_times_batch * (math.prod(weight) + math.prod(recurrence))
     return 0
 
 
@@ -66,6 +73,19 @@ def model_macs(model):
     return sum(node_macs(node, shapes) for node in model.graph.node)
 
 
-def model_gflop(path):
-    """GFLOP (2 x MACs / 1e9) of the ONNX model at `path`."""
-    return 2.0 * model_macs(onnx.load(str(path))) / 1e9
+def fix_free_dims(model, batch):
+    """Sets the inputs' free dims in place: a first dim to `batch`, the others to 1."""
+    initializers = {init.name for init in model.graph.initializer}
+    for value in model.graph.input:
+        if value.name in initializers:
+            continue
+        for axis, dim in enumerate(value.type.tensor_type.shape.dim):
+            if not dim.HasField("dim_value"):
+                dim.dim_value = batch if axis == 0 else 1
+
+
+def model_gflop(path, batch=1):
+    """GFLOP (2 x MACs / 1e9) of the ONNX model at `path`, a free batch dim set to `batch`."""
+    model = onnx.load(str(path))
+    fix_free_dims(model, batch)
+    return 2.0 * model_macs(model) / 1e9
