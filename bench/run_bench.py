@@ -138,10 +138,15 @@ def git_commit():
 
 
 def cpu_model():
+    """lscpu's model name, with the family and model numbers that tell apart CPUs of the same name."""
+    fields = {}
     for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines():
-        if line.startswith("Model name:"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown"
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    name = fields.get("Model name") or platform.processor() or "unknown"
+    if "CPU family" in fields and "Model" in fields:
+        name += f" (family {fields['CPU family']}, model {fields['Model']})"
+    return name
 
 
 def load_average():

@@ -112,7 +112,7 @@ def test_run_bench_checks_times_and_reports_a_tiny_model(kiln, repo_root, tiny_m
     r = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     text = results.read_text()
-    assert "## 1 thread" in text and "Geometric mean of kiln/ORT over 1 models" in text
+    assert "## Batch 1, 1 thread" in text and "Geometric mean of kiln/ORT over 1 models" in text
     cells = table_row(text, "## Batch 1, 1 thread", "tiny")
     assert cells[1] == "2.13e-05" and cells[2] == "4"  # GFLOP, timed runs
     assert float(cells[7]) > 0  # kiln/ORT ratio
