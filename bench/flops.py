@@ -1,15 +1,22 @@
 """Multiply-accumulate count of an ONNX model's Conv, ConvTranspose, Gemm, MatMul and recurrent nodes.
 
 Shapes come from onnx.shape_inference, so the model needs static input shapes (a free first dim is the
-batch, given to model_gflop; other free dims count as 1, as bench/model_inputs.py makes them). Other ops
+batch, given to model_gflop; other free dims count as 1, as bench/model_inputs.py makes them). Where
+inference leaves a counted node's shapes unknown (a Slice whose ends are computed in the graph, as
+torchvision's ShuffleNet exports its channel split), one onnxruntime run on zero inputs that returns those
+tensors too measures them. Other ops
 (elementwise, pooling, softmax, resize) are not counted: GFLOP = 2 x MACs of those ops, the usual convention.
 An LSTM, GRU or RNN counts its input and recurrence products, every time step and direction (the gates'
 elementwise work is not counted).
 """
 import math
 
+import numpy as np
 import onnx
+import onnx.helper
 import onnx.shape_inference
+
+COUNTED = ("Conv", "ConvTranspose", "Gemm", "MatMul", "LSTM", "GRU", "RNN")
 
 
 def _shapes(model):
@@ -24,7 +31,42 @@ def _shapes(model):
             shapes[value.name] = [d.dim_value if d.HasField("dim_value") else None for d in tensor_type.shape.dim]
     for init in graph.initializer:
         shapes[init.name] = list(init.dims)
+    unknown = sorted({name for node in graph.node if node.op_type in COUNTED for name in _counted_tensors(node)
+                      if shapes.get(name) is None or None in shapes[name]})
+    if unknown:
+        shapes.update(_shapes_from_a_run(inferred, unknown))
     return shapes
+
+
+def _counted_tensors(node):
+    """The tensors whose shapes node_macs reads."""
+    if node.op_type in ("Conv", "ConvTranspose"):
+        return [node.input[0], node.input[1], node.output[0]]
+    if node.op_type in ("Gemm", "MatMul"):
+        return [node.input[0], node.output[0]]
+    return list(node.input[:3])
+
+
+def _shapes_from_a_run(model, names):
+    """Shapes of `names`, measured by running `model` (static inputs) once in onnxruntime on zeros."""
+    import onnxruntime  # only this fallback needs it
+
+    types = {v.name: v.type.tensor_type.elem_type for v in list(model.graph.value_info) + list(model.graph.input)}
+    probe = onnx.ModelProto()
+    probe.CopyFrom(model)
+    present = {o.name for o in probe.graph.output}
+    initializers = {init.name for init in probe.graph.initializer}
+    wanted = [n for n in names if n not in initializers]
+    for name in wanted:
+        if name not in present:
+            probe.graph.output.append(
+                onnx.helper.make_tensor_value_info(name, types.get(name) or onnx.TensorProto.FLOAT, None))
+    session = onnxruntime.InferenceSession(probe.SerializeToString(), providers=["CPUExecutionProvider"])
+    feeds = {}
+    for value in session.get_inputs():
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(types[value.name])
+        feeds[value.name] = np.zeros(value.shape, dtype=dtype)
+    return {name: list(array.shape) for name, array in zip(wanted, session.run(wanted, feeds))}
 
 
 def _attribute(node, name, default):

@@ -169,7 +169,11 @@ def check_accuracy(result, kiln, input_files, work_dir, options, log):
 
 
 def benchmark_model(result, kiln, work_dir, options, log):
-    result.gflop = flops.model_gflop(result.path, result.batch)
+    try:
+        result.gflop = flops.model_gflop(result.path, result.batch)
+    except Exception as error:  # a model whose work cannot be counted is still checked and timed
+        result.gflop = float("nan")
+        log(f"{result.name} batch {result.batch}: GFLOP not counted: {error}")
     input_files = make_inputs(result.path, work_dir / "inputs", batch=result.batch)
     log(f"{result.name} batch {result.batch}: {result.gflop:.2f} GFLOP, inputs {', '.join(input_files)}")
     check_accuracy(result, kiln, input_files, work_dir / "kiln-outputs", options, log)

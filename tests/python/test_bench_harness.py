@@ -136,6 +136,23 @@ def test_flops_scale_with_the_batch_and_count_lstm_products(bench_modules, tiny_
     assert flops.model_gflop(path) == pytest.approx(2 * seq * batch * 4 * hidden * (inputs + hidden) / 1e9)
 
 
+def test_flops_measure_shapes_inference_leaves_unknown(bench_modules, tmp_path):
+    _, flops = bench_modules
+    # x[:, :max(shape(x)) / 2] @ w: onnx shape inference does not follow the slice end through ReduceMax
+    constants = {"two": np.array([2], np.int64), "zero": np.array([0], np.int64), "one": np.array([1], np.int64),
+                 "w": np.ones((4, 3), np.float32)}
+    graph = helper.make_graph(
+        [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("ReduceMax", ["s"], ["m"], keepdims=1),
+         helper.make_node("Div", ["m", "two"], ["half"]), helper.make_node("Slice", ["x", "zero", "half", "one"], ["h"]),
+         helper.make_node("MatMul", ["h", "w"], ["y"])], "sliced",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [onnx.numpy_helper.from_array(value, name) for name, value in constants.items()])
+    path = tmp_path / "sliced.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    assert flops.model_gflop(path) == pytest.approx(2 * 3 * 4 / 1e9)  # 1x3 outputs, 4 products each
+
+
 def test_run_cap_keeps_the_least_runs_and_fits_the_budget(repo_root, monkeypatch):
     monkeypatch.syspath_prepend(str(repo_root / "bench"))
     import timing
