@@ -234,3 +234,26 @@ def test_results_blocks_are_replaced_in_place_and_added_before_the_history(repo_
     path.write_text("<!-- begin latency -->\nno end\n")
     with pytest.raises(ValueError, match="no '<!-- end latency -->'"):
         results_file.update_block(path, "latency", ["x"])
+
+
+def test_op_shares_lists_both_engines_ops_over_the_timed_runs(kiln, repo_root, tiny_model, monkeypatch):
+    command = [sys.executable, str(repo_root / "bench/op_shares.py"), str(tiny_model), "--kiln", str(kiln),
+               "--warmup", "1", "--iterations", "3", "--top", "20"]
+    r = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in r.stdout.splitlines()
+            if line.startswith("| ") and not line.startswith("| kiln op")]
+    kiln_ops = {row[0].split(" (")[0] for row in rows if row[0]}
+    ort_ops = {row[3] for row in rows if row[3]}
+    assert {"Conv", "Gather"} <= ort_ops  # ORT fuses MatMul + Add into Gemm
+    assert kiln_ops and all(float(row[1]) >= 0 for row in rows if row[0])
+    assert sum(float(row[2]) for row in rows if row[0]) == pytest.approx(100, abs=len(rows))  # shares of all ops
+    monkeypatch.syspath_prepend(str(repo_root / "bench"))
+    import op_shares
+
+    events = [{"name": "model_run", "ts": t, "dur": 10} for t in (0, 100, 200)]
+    events += [{"name": "a", "ts": t + 1, "dur": 4000, "args": {"op_name": "Conv"}} for t in (0, 100, 200)]
+    ops, run_ms = op_shares.op_times(events, 2, lambda e: e["args"]["op_name"])
+    assert ops == {"Conv": 4.0} and run_ms == pytest.approx(0.01)  # the first (warm-up) run left out
+    with pytest.raises(ValueError, match="3 model_run events, expected at least 4"):
+        op_shares.op_times(events, 4, lambda e: e["args"]["op_name"])
