@@ -141,7 +141,7 @@ def latency_report(environment, results, batch_sizes, thread_counts, peak, toler
     lines = ["Produced by `bench/run_bench.py` (see [bench/README.md](README.md) for the method).", ""]
     lines += [f"- **{key}**: {value}" for key, value in environment.items()]
     lines += ["", f"Peak FP32 FMA throughput: {peak.per_core_gflops:.1f} GFLOP/s per core, {peak.source}.",
-              "GFLOP counts 2 × the multiply-accumulates of Conv, ConvTranspose, Gemm and MatMul "
+              "GFLOP counts 2 × the multiply-accumulates of Conv, ConvTranspose, Gemm, MatMul and LSTM / GRU / RNN "
               "(shapes from onnx.shape_inference).", ""]
     lines += summary_section(results, batch_sizes, thread_counts)
     for batch in batch_sizes:
