@@ -38,7 +38,8 @@ class CRNN(nn.Module):
             *conv_block(256, 512, batch_norm=True), *conv_block(512, 512), nn.MaxPool2d((2, 2), (2, 1), (0, 1)),
             *conv_block(512, 512, kernel=2, padding=0, batch_norm=True),
         )
-        self.sequence = nn.Sequential(BidirectionalLSTM(512, HIDDEN, HIDDEN), BidirectionalLSTM(HIDDEN, HIDDEN, CLASSES))
+        self.sequence = nn.Sequential(BidirectionalLSTM(512, HIDDEN, HIDDEN),
+                                      BidirectionalLSTM(HIDDEN, HIDDEN, CLASSES))
 
     def forward(self, image):
         columns = self.features(image).squeeze(2).permute(2, 0, 1)  # batch x 512 x 1 x 26 -> 26 x batch x 512

@@ -52,8 +52,8 @@ def summary_section(results, batch_sizes, thread_counts):
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     lines.append("| **geometric mean** | " + " | ".join(
         f"**{geometric_mean(per_column[c]):.2f}**" if per_column[c] else "—" for c in columns) + " |")
-    lines += ["", f"Geometric mean over all {len(every)} model × batch × thread cells: **{geometric_mean(every):.2f}**; "
-              f"≤ 0.90 in {sum(v <= 0.90 for v in every)} of them, ≤ 1.00 in {sum(v <= 1.0 for v in every)}.", ""]
+    lines += ["", f"Geometric mean over all {len(every)} model × batch × thread cells: "
+              f"**{geometric_mean(every):.2f}**; ≤ 0.90 in {sum(v <= 0.90 for v in every)} of them, ≤ 1.00 in {sum(v <= 1.0 for v in every)}.", ""]
     return lines
 
 
@@ -72,10 +72,12 @@ def accuracy_section(results, tolerance, near_zero):
     ]
     for result in results:
         if result.accuracy_failure:
-            lines.append(f"| {result.name} | {result.batch} | — | — | — | — | — | **FAIL**: {result.accuracy_failure} |")
+            lines.append(f"| {result.name} | {result.batch} | — | — | — | — | — | "
+                         f"**FAIL**: {result.accuracy_failure} |")
         for error in result.errors:
             verdict = "pass" if error.passed(tolerance) else f"**FAIL** {error.problem}".rstrip()
-            lines.append(f"| {result.name} | {result.batch} | {error.name} | {error.max_error:.2e} | {error.max_relative_large:.2e} | "
+            lines.append(f"| {result.name} | {result.batch} | {error.name} | {error.max_error:.2e} | "
+                         f"{error.max_relative_large:.2e} | "
                          f"{error.max_abs_error:.2e} | {error.max_abs_reference:.3g} | {verdict} |")
     return lines
 
@@ -99,7 +101,8 @@ def timing_section(results, batch, threads, peak):
         kiln, ort = timing["kiln"], timing["ort"]
         ratio = kiln.median_ms / ort.median_ms
         ratios.append(ratio)
-        cells = [result.name, f"{result.gflop:.3g}", str(len(kiln.latencies_ms)), _ms(kiln.median_ms), _ms(kiln.p90_ms), _ms(ort.median_ms),
+        cells = [result.name, f"{result.gflop:.3g}", str(len(kiln.latencies_ms)),
+                 _ms(kiln.median_ms), _ms(kiln.p90_ms), _ms(ort.median_ms),
                  _ms(ort.p90_ms), f"{ratio:.2f}"]
         for engine in (kiln, ort):
             achieved = result.gflop / (engine.median_ms / 1e3)
@@ -130,7 +133,8 @@ def memory_section(results, thread_counts):
             timing = result.timings.get(threads)
             if timing:
                 kiln, ort = timing["kiln"], timing["ort"]
-                lines.append(f"| {result.name} | {result.batch} | {threads} | {_mib(kiln.baseline_kib)} | {_mib(kiln.peak_kib)} | "
+                lines.append(f"| {result.name} | {result.batch} | {threads} | {_mib(kiln.baseline_kib)} | "
+                             f"{_mib(kiln.peak_kib)} | "
                              f"{_mib(kiln.model_kib)} | {_mib(ort.baseline_kib)} | {_mib(ort.peak_kib)} | "
                              f"{_mib(ort.model_kib)} |")
     return lines

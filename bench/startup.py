@@ -158,7 +158,8 @@ def report_lines(results, environment):
                  f"{session:.2f}", f"{plan:.2f}", f"{opened:.2f}"]
         lines.append("| " + " | ".join(cells) + " |")
     count = len(ratios["session"])
-    lines += ["", f"Geometric means over {count} models: Session/ORT total **{geometric_mean(ratios['session']):.2f}**, "
+    lines += ["", f"Geometric means over {count} models: Session/ORT total "
+              f"**{geometric_mean(ratios['session']):.2f}**, "
               f"plan/ORT total **{geometric_mean(ratios['plan']):.2f}**, Session/ORT open "
               f"**{geometric_mean(ratios['open']):.2f}** (≤ 0.5 on {sum(v <= 0.5 for v in ratios['open'])} of "
               f"{count})."]

@@ -143,7 +143,8 @@ def test_flops_measure_shapes_inference_leaves_unknown(bench_modules, tmp_path):
                  "w": np.ones((4, 3), np.float32)}
     graph = helper.make_graph(
         [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("ReduceMax", ["s"], ["m"], keepdims=1),
-         helper.make_node("Div", ["m", "two"], ["half"]), helper.make_node("Slice", ["x", "zero", "half", "one"], ["h"]),
+         helper.make_node("Div", ["m", "two"], ["half"]),
+         helper.make_node("Slice", ["x", "zero", "half", "one"], ["h"]),
          helper.make_node("MatMul", ["h", "w"], ["y"])], "sliced",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
@@ -223,7 +224,8 @@ def test_results_blocks_are_replaced_in_place_and_added_before_the_history(repo_
 
     path = tmp_path / "results.md"
     results_file.update_block(path, "latency", ["one"])
-    assert path.read_text() == "# kiln vs ONNX Runtime on the CPU\n\n<!-- begin latency -->\none\n<!-- end latency -->\n"
+    title = "# kiln vs ONNX Runtime on the CPU\n\n"
+    assert path.read_text() == title + "<!-- begin latency -->\none\n<!-- end latency -->\n"
     path.write_text(path.read_text() + "\n## History\n\nold\n")
     results_file.update_block(path, "startup", ["two"])
     results_file.update_block(path, "latency", ["three", "lines"])
