@@ -201,7 +201,7 @@ def test_startup_times_session_plan_and_ort_and_keeps_the_latency_block(kiln, re
     text = results.read_text()
     assert "latency tables\n<!-- end latency -->" in text and "<!-- begin startup -->" in text
     cells = table_row(text, "## Start-up", "tiny")
-    assert cells[1] == "1" and len(cells) == 17
+    assert cells[1] == "1" and len(cells) == 18
     numbers = [float(cell) for cell in cells[2:]]
     assert all(value > 0 for value in numbers[1:])  # build s, open / first run / totals, ratios
     session_open, session_first, session_total = numbers[2:5]
