@@ -21,6 +21,7 @@
 #include "kiln/calibrator.h"
 #include "kiln/logger.h"
 #include "kiln/network.h"
+#include "kiln/optimization_profile.h"
 #include "kiln/status.h"
 
 namespace kiln {
@@ -35,28 +36,6 @@ enum class BuilderFlag : uint32_t {
   kBF16 = 1u << 3,
   kOBEY_PRECISION_CONSTRAINTS = 1u << 4,
   kPREFER_PRECISION_CONSTRAINTS = 1u << 5,
-};
-
-enum class OptProfileSelector { kMIN = 0, kOPT = 1, kMAX = 2 };
-
-/// For each dynamic input: the smallest, typical and largest dims it will be run with (and for
-/// shape inputs, the range of their values).
-class OptimizationProfile {
- public:
-  void setDimensions(const std::string& inputName, OptProfileSelector which, const Dims& dims);
-  /// Empty when not set.
-  Dims getDimensions(const std::string& inputName, OptProfileSelector which) const;
-  void setShapeValues(const std::string& inputName, OptProfileSelector which, const std::vector<int64_t>& values);
-  std::vector<int64_t> getShapeValues(const std::string& inputName, OptProfileSelector which) const;
-  /// Inputs that have dims or values set.
-  std::vector<std::string> inputNames() const;
-
- private:
-  struct Entry {
-    Dims dims[3];
-    std::vector<int64_t> values[3];
-  };
-  std::map<std::string, Entry> entries_;
 };
 
 class BuilderConfig {

@@ -17,9 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "kiln/builder.h"
 #include "kiln/logger.h"
-#include "kiln/network.h"
+#include "kiln/optimization_profile.h"
 #include "kiln/profiler.h"
 #include "kiln/status.h"
 #include "kiln/tensor.h"
@@ -68,13 +67,13 @@ class Engine {
   TensorIOMode getTensorIOMode(const std::string& name) const;  // kNONE for an unknown name
   DataType getTensorDataType(const std::string& name) const;
   /// -1 where a dim is dynamic; empty for an unknown name.
-  Dims getTensorShape(const std::string& name) const;
+  Shape getTensorShape(const std::string& name) const;
   /// True for an input that has a default value (an ONNX initializer listed as an input).
   bool hasDefaultValue(const std::string& name) const;
 
   int getNbOptimizationProfiles() const;
   /// Empty when the name is not an input or the profile does not exist.
-  Dims getProfileShape(const std::string& inputName, int profileIndex, OptProfileSelector which) const;
+  Shape getProfileShape(const std::string& inputName, int profileIndex, OptProfileSelector which) const;
   std::vector<int64_t> getProfileShapeValues(const std::string& inputName, int profileIndex,
                                              OptProfileSelector which) const;
 
@@ -113,10 +112,10 @@ class ExecutionContext {
   int getOptimizationProfile() const;
   /// Sets a dynamic input's shape; rejected (naming the input, index, value and range) when it
   /// is outside the profile or disagrees with a fixed dim.
-  Status setInputShape(const std::string& name, const Dims& dims);
+  Status setInputShape(const std::string& name, const Shape& dims);
   /// An input's shape, or an output's shape resolved from the input shapes (-1 where it depends
   /// on data not yet computed; the exact shape after execute()).
-  Result<Dims> getTensorShape(const std::string& name) const;
+  Result<Shape> getTensorShape(const std::string& name) const;
   /// Binds user memory (bytes, if not 0, is the buffer's size and is checked). Inputs are read in
   /// place (zero copy). An output whose size the input shapes determine is computed in the buffer
   /// itself; one whose size depends on the data (NonZero, ...), or whose buffer overlaps a bound

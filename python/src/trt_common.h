@@ -53,8 +53,8 @@ std::shared_ptr<PyLogger> makeLogger(nb::handle logger);
 void check(const Status& status);
 
 /// A dims tuple from any sequence of ints (a tuple, list, numpy shape or kiln Dims).
-Dims dimsOf(nb::handle sequence, const char* what);
-nb::tuple dimsTuple(const Dims& dims);
+Shape dimsOf(nb::handle sequence, const char* what);
+nb::tuple dimsTuple(const Shape& dims);
 
 /// isinstance(object, cls), and the name of an object's type ("list", "numpy.ndarray" as "ndarray").
 bool isInstance(nb::handle object, nb::handle cls);

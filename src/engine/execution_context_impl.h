@@ -38,7 +38,7 @@ struct ExecutionContext::Impl {
   explicit Impl(std::shared_ptr<const Engine::Impl> engine);
   const plan::Plan& plan() const { return engine->plan; }
   size_t io(const std::string& name, const char* what) const;
-  std::string dimsText(const Dims& dims) const;
+  std::string dimsText(const Shape& dims) const;
   void checkShape(size_t index, const Shape& shape) const;
   Shape inputShape(size_t index) const;  // the shape an input will run with
   void checkShapeValues(size_t index, const Tensor& t) const;

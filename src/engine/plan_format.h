@@ -72,14 +72,14 @@ struct IOTensor {
   TensorIOMode mode = TensorIOMode::kNONE;
   DataType dtype = DataType::kUndefined;
   bool hasShape = false;
-  Dims dims;               // -1 where dynamic
+  Shape dims;               // -1 where dynamic
   bool hasDefault = false;  // an input with a default value
   int valueId = -1;        // in the graph
 };
 
 struct ProfileEntry {
   std::string input;
-  Dims dims[3];                       // min, opt, max
+  Shape dims[3];                       // min, opt, max
   std::vector<int64_t> values[3];     // for shape inputs; empty otherwise
 };
 

@@ -341,8 +341,8 @@ PlanInfo readBuildInfo(ByteReader r) {
   return info;
 }
 
-Dims readDims(ByteReader& r, const char* what) {
-  Dims d = r.i64s(what);
+Shape readDims(ByteReader& r, const char* what) {
+  Shape d = r.i64s(what);
   if (d.size() > kMaxTensorRank) r.fail(std::string(what) + " has rank " + std::to_string(d.size()));
   for (int64_t x : d)
     if (x < -1) r.fail(std::string(what) + " has dim " + std::to_string(x));
@@ -380,7 +380,7 @@ std::vector<Profile> readProfiles(ByteReader r, const std::vector<IOTensor>& io)
     p.entries.resize(r.count("profile entry", 28));
     for (ProfileEntry& e : p.entries) {
       e.input = r.str("profile input");
-      for (Dims& d : e.dims) d = readDims(r, "profile dims");
+      for (Shape& d : e.dims) d = readDims(r, "profile dims");
       for (auto& v : e.values) v = r.i64s("profile values");
       auto it = std::find_if(io.begin(), io.end(), [&](const IOTensor& t) {
         return t.name == e.input && t.mode == TensorIOMode::kINPUT;

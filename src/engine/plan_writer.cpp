@@ -148,7 +148,7 @@ void writeProfiles(ByteWriter& w, const std::vector<Profile>& profiles) {
     w.u32(static_cast<uint32_t>(p.entries.size()));
     for (const ProfileEntry& e : p.entries) {
       w.str(e.input);
-      for (const Dims& d : e.dims) w.i64s(d);
+      for (const Shape& d : e.dims) w.i64s(d);
       for (const auto& v : e.values) w.i64s(v);
     }
   }

@@ -181,7 +181,7 @@ TEST(PlanMapping, APackedStateOfTheWrongSizeIsRefusedNamingTheLayer) {
   RecordingLogger logger;
   auto engine = Runtime(logger).deserializeEngine(damaged.data(), damaged.size());
   ASSERT_FALSE(engine.ok());
-  EXPECT_EQ(engine.status().code(), StatusCode::kINVALID_PLAN);
+  EXPECT_EQ(engine.status().code(), ErrorCode::kInvalidPlan);
   EXPECT_THAT(engine.status().message(), HasSubstr("layer '" + p.layers[fc].name + "': packed weights 0 have " +
                                                    std::to_string(p.kernelStates[fc].blobs[0].bytes) + " bytes; its kernel packs " +
                                                    std::to_string(p.kernelStates[fc].blobs[0].bytes + 64)));

@@ -206,7 +206,7 @@ TEST(ContextThreads, EachContextChoosesItsThreadCount) {
   const Tensor input = rows(8, 3);
   EXPECT_EQ(values(runContext(**one, *engine, {{"x", input}})["y"]), values(runContext(**two, *engine, {{"x", input}})["y"]));
   Status bad = (*two)->setThreads(-1);
-  EXPECT_EQ(bad.code(), StatusCode::kINVALID_ARGUMENT);
+  EXPECT_EQ(bad.code(), ErrorCode::kInvalidArgument);
   EXPECT_THAT(bad.message(), HasSubstr("threads must be >= 0"));
 }
 

@@ -186,17 +186,7 @@ int buildPlan(const BuildOptions& opts) {
 }  // namespace
 
 Error errorFromStatus(const Status& status) {
-  ErrorCode code = ErrorCode::kRuntimeError;
-  switch (status.code()) {
-    case StatusCode::kUNSUPPORTED_NODE: code = ErrorCode::kUnsupportedNode; break;
-    case StatusCode::kINVALID_PLAN: code = ErrorCode::kInvalidPlan; break;
-    case StatusCode::kIO_ERROR: code = ErrorCode::kIoError; break;
-    case StatusCode::kINVALID_ARGUMENT: code = ErrorCode::kInvalidArgument; break;
-    case StatusCode::kINVALID_GRAPH:
-    case StatusCode::kINVALID_VALUE: code = ErrorCode::kInvalidModel; break;
-    default: break;
-  }
-  return Error(code, status.message());
+  return Error(status.ok() ? ErrorCode::kInternalError : status.code(), status.message());
 }
 
 bool isPlanFile(const std::string& path) {

@@ -29,7 +29,7 @@ std::string describeValue(const ir::Value& v) {
   return v.name + "  " + dataTypeName(v.type.dtype) + "[" + shape + "]";
 }
 
-std::string dimsText(const Dims& dims) {
+std::string dimsText(const Shape& dims) {
   if (dims.empty()) return "scalar";
   std::string s;
   for (size_t i = 0; i < dims.size(); ++i) s += (i ? "x" : "") + (dims[i] < 0 ? std::string("?") : std::to_string(dims[i]));

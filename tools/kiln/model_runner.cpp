@@ -52,7 +52,7 @@ class PlanRunner : public Runner {
   const std::vector<TensorInfo>& inputs() const override { return inputs_; }
   const std::vector<TensorInfo>& outputs() const override { return outputs_; }
   std::optional<Shape> preferredShape(const TensorInfo& info) const override {
-    Dims opt = engine_->getProfileShape(info.name, 0, OptProfileSelector::kOPT);
+    Shape opt = engine_->getProfileShape(info.name, 0, OptProfileSelector::kOPT);
     if (opt.empty() && !info.shape.empty()) return std::nullopt;
     return opt;
   }
