@@ -3,6 +3,7 @@
 // while running. nodeLabel is the node's identity for error messages; bindKernel turns a function
 // that reads the parameters and one that runs with them into a kernel factory.
 #pragma once
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -28,6 +29,12 @@ KernelFactory bindKernel(Read read, Run run) {
       return [params = read(info.node), run](KernelContext& ctx) { run(ctx, params); };
     }
   };
+}
+
+/// An int attribute when the node has it (an axis whose absence means "flattened").
+inline std::optional<int64_t> optionalAttrInt(const ir::Node& node, const std::string& name) {
+  if (!ir::hasAttr(node, name)) return std::nullopt;
+  return ir::attrInt(node, name);
 }
 
 /// The op type, for kernels that serve several ops and name the op in their dtype errors.
