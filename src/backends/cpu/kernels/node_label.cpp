@@ -11,4 +11,13 @@ ir::Node nodeLabel(const ir::Node& node) {
   return label;
 }
 
+ir::Node nodeLabelWithAttrs(const ir::Node& node, std::initializer_list<const char*> names) {
+  ir::Node label = nodeLabel(node);
+  for (const char* name : names) {
+    auto it = node.attrs.find(name);
+    if (it != node.attrs.end()) label.attrs.emplace(it->first, it->second);
+  }
+  return label;
+}
+
 }  // namespace kiln::cpu

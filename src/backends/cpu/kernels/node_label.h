@@ -3,6 +3,7 @@
 // while running. nodeLabel is the node's identity for error messages; bindKernel turns a function
 // that reads the parameters and one that runs with them into a kernel factory.
 #pragma once
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -16,6 +17,10 @@ namespace kiln::cpu {
 /// ir helpers a kernel calls while running (shape rules that fail naming the node) can be given
 /// its identity without the graph.
 ir::Node nodeLabel(const ir::Node& node);
+/// nodeLabel plus the named attributes the node has, for the ir shape rules a kernel shares with
+/// inference that read attributes while they check run-time shapes (transposePerm reads "perm",
+/// splitSizes "num_outputs"), so that both apply one rule.
+ir::Node nodeLabelWithAttrs(const ir::Node& node, std::initializer_list<const char*> names);
 
 /// A factory whose kernel runs run(ctx, params) with params = read(node) (or read(info) when read
 /// takes the whole KernelCreateInfo), read once when the kernel is made: a bad attribute fails
