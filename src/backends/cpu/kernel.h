@@ -34,7 +34,6 @@ class KernelContext {
   KernelContext(const KernelContext& outer, std::vector<const Tensor*> inputs, std::vector<Tensor>& outputs,
                 const std::vector<ir::TypeInfo>& outputTypes);
 
-  const ir::Node& node() const { return node_; }  // being removed: kernels bind their attributes when made
   // The node is kept only to name it in fail() and to tell which outputs the graph uses: a kernel
   // reads its attributes when it is made (kernels/node_label.h), never through its context.
   size_t numInputs() const { return inputs_.size(); }
