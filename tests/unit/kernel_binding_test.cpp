@@ -14,7 +14,9 @@ namespace {
 using ::testing::HasSubstr;
 
 // A KernelContext offers no way to reach its node's attributes.
-static_assert(!requires(const cpu::KernelContext& ctx) { ctx.node(); });
+template <typename Context>
+constexpr bool kHasNodeAccessor = requires(const Context& ctx) { ctx.node(); };
+static_assert(!kHasNodeAccessor<cpu::KernelContext>);
 
 ir::Node makeNode(std::string name, std::string opType, int64_t opset, ir::AttributeMap attrs = {}) {
   ir::Node node;
