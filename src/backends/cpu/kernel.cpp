@@ -27,6 +27,10 @@ KernelContext::KernelContext(const ir::Node& node, std::vector<const Tensor*> in
                              const std::vector<ir::TypeInfo>& outputTypes, const std::vector<OutputStorage>* planned)
     : node_(node), inputs_(std::move(inputs)), outputs_(outputs), outputTypes_(outputTypes), planned_(planned) {}
 
+KernelContext::KernelContext(const KernelContext& outer, std::vector<const Tensor*> inputs, std::vector<Tensor>& outputs,
+                             const std::vector<ir::TypeInfo>& outputTypes)
+    : KernelContext(outer.node_, std::move(inputs), outputs, outputTypes) {}
+
 const Tensor& KernelContext::input(size_t i) const {
   if (!hasInput(i)) fail("input " + std::to_string(i) + " is required", ErrorCode::kInvalidModel);
   return *inputs_[i];

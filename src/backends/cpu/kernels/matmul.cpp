@@ -9,6 +9,7 @@
 #include "backends/cpu/gemm/zero_point.h"
 #include "backends/cpu/kernel_registry.h"
 #include "backends/cpu/kernels/bf16_candidates.h"
+#include "backends/cpu/kernels/node_label.h"
 #include "core/dtype_dispatch.h"
 #include "ir/shape_helpers.h"
 
@@ -42,16 +43,6 @@ struct MatMulDims {
   Shape aBatch, bBatch, outBatch;
   int64_t M = 0, N = 0, K = 0;
 };
-
-// The node's name and op, kept by a kernel for its error messages (it never reads the node while running).
-ir::Node nodeLabel(const ir::Node& node) {
-  ir::Node label;
-  label.name = node.name;
-  label.opType = node.opType;
-  label.domain = node.domain;
-  label.opset = node.opset;
-  return label;
-}
 
 MatMulDims matMulDims(const KernelContext& ctx, const ir::Node& label, const Shape& a, const Shape& b) {
   if (a.empty() || b.empty()) ctx.fail("MatMul inputs must not be scalars", ErrorCode::kInvalidArgument);
