@@ -93,7 +93,7 @@ def test_inspect_shows_a_plans_layers_io_and_profiles(kiln, tmp_path):
                "input:2x3x10x10", "--max-shapes", "input:4x3x10x10", "--fp16").returncode == 0
     r = run(kiln, "inspect", plan)
     assert r.returncode == 0, r.stderr
-    for fragment in ("plan ", "format     4", "cpu        avx2 fma f16c", "flags      fp16", "input  float32[?x3x10x10]",
+    for fragment in ("plan ", "format     5", "cpu        avx2 fma f16c", "flags      fp16", "input  float32[?x3x10x10]",
                      "0  input  min 1x3x10x10  opt 2x3x10x10  max 4x3x10x10", "conv (Conv)  kernel f32_conv_", "declined f32_conv_depthwise_avx512: ",
                      "MiB at opt shapes (intermediates sum "):
         assert fragment in r.stdout, fragment
