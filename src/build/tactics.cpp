@@ -181,11 +181,6 @@ std::vector<LayerTactics> selectTactics(const ir::Graph& graph, const plan::Prof
       timed.push_back({alternatives.supporting[k], tacticKey(*concrete, node, threads, alternatives.supporting[k]->id), {}, {}});
     }
     if (timed.size() < 2) continue;
-    std::mt19937 rng(1);  // every layer's inputs from the same seed: deterministic whatever the order
-    std::vector<Tensor> made;
-    const auto inputs = timingInputs(*concrete, node, info, rng, made);
-    const ir::OpSchema* schema = ir::OpSchemaRegistry::global().find(node.domain, node.opType, node.opset);
-    if (!inputs || !schema) continue;
     std::vector<Timed*> todo;
     for (Timed& t : timed) {
       if (options.cache) t.ms = options.cache->query(t.key);
@@ -196,6 +191,11 @@ std::vector<LayerTactics> selectTactics(const ir::Graph& graph, const plan::Prof
       lt.source = "timing cache";
       ++report.tacticLayersFromCache;
     } else {
+      std::mt19937 rng(1);  // every layer's inputs from the same seed: deterministic whatever the order
+      std::vector<Tensor> made;
+      const auto inputs = timingInputs(*concrete, node, info, rng, made);
+      const ir::OpSchema* schema = ir::OpSchemaRegistry::global().find(node.domain, node.opType, node.opset);
+      if (!inputs || !schema) continue;  // not timeable here: the heuristics choose
       lt.source = "timed";
       ++report.tacticLayersTimed;
       report.tacticRuns += timeCandidates(node, *schema, info, *inputs, tacticRepeats(options.level), todo);
