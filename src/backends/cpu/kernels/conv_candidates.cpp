@@ -164,7 +164,7 @@ Kernel makeWinograd(const KernelCreateInfo& info, bool fused, CpuIsa isa, const 
     packed = std::make_shared<const WinogradWeights>(std::move(filters));
     info.keepsOwnCopyOf(1);
   } else if (const Tensor* w = constantW(info)) {
-    packed = std::make_shared<const WinogradWeights>(packWinogradFilters(w->data<float>(), w->dim(0), w->dim(1)));
+    packed = std::make_shared<const WinogradWeights>(packWinogradFilters(w->data<float>(), w->dim(0), w->dim(1), isa));
     info.keepsOwnCopyOf(1);
   }
   std::function<KernelState()> save;
@@ -176,12 +176,12 @@ Kernel makeWinograd(const KernelCreateInfo& info, bool fused, CpuIsa isa, const 
       return state;
     };
   }
-  return {[a = std::move(a), packed](KernelContext& ctx) {
+  return {[a = std::move(a), packed, isa](KernelContext& ctx) {
             ConvCall c;
             if (!startConvCall(ctx, a, c)) return;
             const Tensor& x = *c.x;
             WinogradWeights computed;  // W computed at run time
-            if (!packed) computed = packWinogradFilters(c.w->data<float>(), c.w->dim(0), c.w->dim(1));
+            if (!packed) computed = packWinogradFilters(c.w->data<float>(), c.w->dim(0), c.w->dim(1), isa);
             winogradConv2d(c.g, x.dim(0), x.dim(1), x.dim(2), x.dim(3), c.w->dim(0), x.data<float>(),
                            packed ? *packed : computed, c.y->data<float>(),
                            WinogradEpilogue{c.bias ? c.bias->data<float>() : nullptr,
@@ -200,7 +200,7 @@ Kernel makeIm2col(const KernelCreateInfo& info, bool fused, CpuIsa isa, const Ke
   if (w && w->rank() >= 3 && a.group == 1) {
     const int64_t outChannels = w->dim(0), depth = w->numel() / std::max<int64_t>(outChannels, 1);
     packed = saved ? savedMatrix(info, *saved, 0, PackedMatrix::Side::kA, isa, outChannels, depth)
-                   : packA(false, outChannels, depth, w->data<float>(), depth);
+                   : packA(false, outChannels, depth, w->data<float>(), depth, isa);
     if (w->dim(1) > 1) info.keepsOwnCopyOf(1);
   }
   if (saved && packed.empty()) throw Error(ErrorCode::kInvalidPlan, "layer '" + info.node.name + "': packed weights for a W the kernel does not pack");

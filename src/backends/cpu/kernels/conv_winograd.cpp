@@ -83,12 +83,12 @@ std::vector<float> winogradFilters(const float* w, int64_t outChannels, int64_t 
   return u;
 }
 
-WinogradWeights packWinogradFilters(const float* w, int64_t outChannels, int64_t channels) {
+WinogradWeights packWinogradFilters(const float* w, int64_t outChannels, int64_t channels, CpuIsa isa) {
   const std::vector<float> u = winogradFilters(w, outChannels, channels);
   WinogradWeights packed;
   packed.u.reserve(16);
   for (int xi = 0; xi < 16; ++xi) {
-    packed.u.push_back(packA(false, outChannels, channels, u.data() + xi * outChannels * channels, channels));
+    packed.u.push_back(packA(false, outChannels, channels, u.data() + xi * outChannels * channels, channels, isa));
   }
   return packed;
 }

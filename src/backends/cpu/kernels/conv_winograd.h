@@ -25,7 +25,7 @@ std::vector<float> winogradFilters(const float* w, int64_t outChannels, int64_t 
 struct WinogradWeights {
   std::vector<PackedMatrix> u;
 };
-WinogradWeights packWinogradFilters(const float* w, int64_t outChannels, int64_t channels);
+WinogradWeights packWinogradFilters(const float* w, int64_t outChannels, int64_t channels, CpuIsa isa = activeCpuIsa());
 
 /// What follows the convolution, applied to each run of finished output rows while it is in
 /// cache: y = act(y + bias[o] + residual), residual shaped like y (both optional).
