@@ -56,7 +56,10 @@ std::vector<uint8_t> build(ILogger& logger, const NetworkDefinition& network, co
 
 plan::Plan readPlan(const std::vector<uint8_t>& bytes) { return plan::readPlan(bytes.data(), bytes.size()); }
 
-std::unique_ptr<ITimingCache> emptyCache() { return std::move(*createTimingCache(nullptr, 0)); }
+std::unique_ptr<ITimingCache> emptyCache() {
+  auto cache = createTimingCache(nullptr, 0);
+  return std::move(*cache);
+}
 
 // A cache with `from`'s entries, each key and time passed through `edit`.
 template <typename Edit>
