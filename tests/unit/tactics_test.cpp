@@ -134,12 +134,18 @@ TEST(Tactics, LevelThreeRecordsTimingsAndTheFastestAndALoadMakesIt) {
   for (size_t i = 0; i < recorded.size(); ++i) EXPECT_EQ(choices[i].id, recorded[i].kernel) << recorded[i].name;
 }
 
+// A level-3 build into an empty cache: the cache it fills.
+std::unique_ptr<ITimingCache> coldBuild(ILogger& logger, const ConvNet& net, BuildReport& report) {
+  auto cache = emptyCache();
+  build(logger, *net.network, config(3, cache.get()), report);
+  return cache;
+}
+
 TEST(Tactics, TimingCacheAnswersARebuildAndItsWinnerIsRecordedAndLoaded) {
   RecordingLogger logger;
   ConvNet net(logger);
-  auto cold = emptyCache();
   BuildReport first;
-  build(logger, *net.network, config(3, cold.get()), first);
+  auto cold = coldBuild(logger, net, first);
   ASSERT_GE(first.tacticLayersTimed, 1);
   ASSERT_GT(cold->size(), 0);
   // Plant times that make, for each layer, the candidate the cold build found slowest the fastest.
@@ -189,9 +195,8 @@ TEST(Tactics, CacheMissTimesAndAddsEntries) {
 TEST(Tactics, EntriesOfAnotherCpuAreNotUsed) {
   RecordingLogger logger;
   ConvNet net(logger);
-  auto cold = emptyCache();
   BuildReport first;
-  build(logger, *net.network, config(3, cold.get()), first);
+  auto cold = coldBuild(logger, net, first);
   const std::string mine = timingCacheCpuKey();
   auto foreign = editedCache(*cold, [&](std::string& key, double&) { key = "cpu=Some Other CPU|avx2 fma" + key.substr(mine.size()); });
   ASSERT_EQ(foreign->entriesForOtherCpus(), cold->size());
