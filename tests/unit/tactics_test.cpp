@@ -135,9 +135,11 @@ TEST(Tactics, LevelThreeRecordsTimingsAndTheFastestAndALoadMakesIt) {
 }
 
 // A level-3 build into an empty cache: the cache it fills.
-std::unique_ptr<ITimingCache> coldBuild(ILogger& logger, const ConvNet& net, BuildReport& report) {
+std::unique_ptr<ITimingCache> coldBuild(ILogger& logger, const ConvNet& net, BuildReport& report,
+                                        std::vector<uint8_t>* plan = nullptr) {
   auto cache = emptyCache();
-  build(logger, *net.network, config(3, cache.get()), report);
+  std::vector<uint8_t> bytes = build(logger, *net.network, config(3, cache.get()), report);
+  if (plan) *plan = std::move(bytes);
   return cache;
 }
 
@@ -145,21 +147,30 @@ TEST(Tactics, TimingCacheAnswersARebuildAndItsWinnerIsRecordedAndLoaded) {
   RecordingLogger logger;
   ConvNet net(logger);
   BuildReport first;
-  auto cold = coldBuild(logger, net, first);
+  std::vector<uint8_t> coldPlan;
+  auto cold = coldBuild(logger, net, first, &coldPlan);
+  std::map<std::string, std::string> coldKernel;  // layer name -> the cold build's kernel
+  for (const LayerInfo& l : readPlan(coldPlan).layers) coldKernel[l.name] = l.kernel;
   ASSERT_GE(first.tacticLayersTimed, 1);
   ASSERT_GT(cold->size(), 0);
-  // Plant times that make, for each layer, the candidate the cold build found slowest the fastest.
-  std::map<std::string, std::pair<std::string, double>> slowest;  // layer part -> (kernel, ms)
+  // Plant times that make, for each layer, a candidate other than the cold build's winner the
+  // fastest: the first such in key order, so neither list order nor the cold times pick it.
+  std::map<std::string, std::pair<std::string, double>> fastest;  // layer part -> (kernel, ms)
   for (const std::string& key : cold->keys()) {
     const std::string layer = key.substr(0, key.rfind(";kernel="));
     const double ms = *cold->query(key);
-    if (!slowest.count(layer) || ms > slowest[layer].second) slowest[layer] = {kernelOf(key), ms};
+    if (!fastest.count(layer) || ms < fastest[layer].second) fastest[layer] = {kernelOf(key), ms};
+  }
+  std::map<std::string, std::string> chosen;  // layer part -> planted winner
+  for (const std::string& key : cold->keys()) {
+    const std::string layer = key.substr(0, key.rfind(";kernel="));
+    if (!chosen.count(layer) && kernelOf(key) != fastest[layer].first) chosen[layer] = kernelOf(key);
   }
   auto planted = editedCache(*cold, [&](std::string& key, double& ms) {
-    ms = kernelOf(key) == slowest[key.substr(0, key.rfind(";kernel="))].first ? 0.001 : 1.0;
+    ms = kernelOf(key) == chosen[key.substr(0, key.rfind(";kernel="))] ? 0.001 : 1.0;
   });
   std::set<std::string> plantedWinners;
-  for (const auto& [layer, winner] : slowest) plantedWinners.insert(winner.first);
+  for (const auto& [layer, winner] : chosen) plantedWinners.insert(winner);
 
   BuildReport second;
   const std::vector<uint8_t> bytes = build(logger, *net.network, config(3, planted.get()), second);
@@ -174,6 +185,7 @@ TEST(Tactics, TimingCacheAnswersARebuildAndItsWinnerIsRecordedAndLoaded) {
     ids.push_back(l.kernel);
     if (l.kernelChoice != "timing cache") continue;
     EXPECT_TRUE(plantedWinners.count(l.kernel)) << l.name << ": " << l.kernel;
+    EXPECT_NE(l.kernel, coldKernel[l.name]) << l.name << ": the cache's times, not the cold build's, choose";
   }
   auto engine = loadEngine(std::move(p2));
   for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(engine->executor->kernelChoices()[i].id, ids[i]);
