@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 
+#include "backends/cpu/cpu_isa.h"
 #include "backends/cpu/kernel_registry.h"
 #include "build/layer_timing.h"
 #include "engine/engine_impl.h"
@@ -20,10 +21,13 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// x [1, 32, 14, 14] -> conv 3x3 (pad 1) -> Relu -> conv 1x1 (32 -> 16) -> y.
+// x [1, 32, 14, 14] -> conv 3x3 (pad 1) -> Relu -> conv 1x1 (32 -> 16) -> fully connected
+// (3136 -> 10) -> y. The fully connected layer has two candidates even on an AVX2-only host
+// (packed B and the any-dtype Gemm), so something is timed on every CPU.
 struct ConvNet {
   std::vector<float> w1 = randomFloats(32 * 32 * 9, 1), b1 = randomFloats(32, 2);
   std::vector<float> w2 = randomFloats(16 * 32, 3), b2 = randomFloats(16, 4);
+  std::vector<float> w3 = randomFloats(10 * 16 * 14 * 14, 5), b3 = randomFloats(10, 6);
   std::unique_ptr<NetworkDefinition> network;
 
   explicit ConvNet(ILogger& logger) : network(std::make_unique<NetworkDefinition>(logger)) {
@@ -35,8 +39,10 @@ struct ConvNet {
     ITensor* h = network->addActivation(*c1->getOutput(0), ActivationType::kRELU)->getOutput(0);
     ILayer* c2 = network->addConvolution(*h, 16, {1, 1}, floatWeights(w2), floatWeights(b2));
     c2->setName("conv1x1");
-    EXPECT_TRUE(c2->getOutput(0)->setName("y").ok());
-    EXPECT_TRUE(network->markOutput(*c2->getOutput(0)).ok());
+    ILayer* fc = network->addFullyConnected(*c2->getOutput(0), 10, floatWeights(w3), floatWeights(b3));
+    fc->setName("fc");
+    EXPECT_TRUE(fc->getOutput(0)->setName("y").ok());
+    EXPECT_TRUE(network->markOutput(*fc->getOutput(0)).ok());
   }
 };
 
@@ -141,6 +147,26 @@ std::unique_ptr<ITimingCache> coldBuild(ILogger& logger, const ConvNet& net, Bui
   std::vector<uint8_t> bytes = build(logger, *net.network, config(3, cache.get()), report);
   if (plan) *plan = std::move(bytes);
   return cache;
+}
+
+// Under an AVX2 limit (an AVX2-only CPU, as tests force it) the AVX-512 candidates decline and
+// the rest are timed: the fully connected layer's packed-B and any-dtype Gemm at least.
+TEST(Tactics, AnAvx2LimitedHostTimesWhatItCanRun) {
+  cpu::ScopedCpuIsaLimit limit(cpu::CpuIsa::kAvx2);
+  RecordingLogger logger;
+  ConvNet net(logger);
+  BuildReport report;
+  plan::Plan p = readPlan(build(logger, *net.network, config(3), report));
+  EXPECT_GE(report.tacticLayersTimed, 1);
+  std::vector<std::string> ids;
+  for (const LayerInfo& l : p.layers) {
+    ids.push_back(l.kernel);
+    EXPECT_EQ(l.kernel.find("avx512"), std::string::npos) << l.name << ": " << l.kernel;
+    for (const TacticTiming& t : l.tactics)
+      if (t.kernel.find("avx512") != std::string::npos) EXPECT_LT(t.milliseconds, 0) << l.name << ": " << t.kernel;
+  }
+  auto engine = loadEngine(std::move(p));
+  for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(engine->executor->kernelChoices()[i].id, ids[i]);
 }
 
 TEST(Tactics, TimingCacheAnswersARebuildAndItsWinnerIsRecordedAndLoaded) {
