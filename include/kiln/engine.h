@@ -28,6 +28,13 @@ namespace kiln {
 enum class TensorIOMode { kNONE, kINPUT, kOUTPUT };
 
 /// One layer of a built engine and the kernel chosen for it (an engine inspector).
+/// One candidate kernel of a layer as the builder's tactic selection saw it.
+struct TacticTiming {
+  std::string kernel;         // candidate id
+  double milliseconds = -1;   // its median time at the opt shapes; < 0: not timed
+  std::string note;           // why it was not timed (declined the layer, failed), "" when timed
+};
+
 struct LayerInfo {
   std::string name;
   std::string type;    // ONNX operator
@@ -41,6 +48,12 @@ struct LayerInfo {
   /// What it computes in: "fp32", "bf16" (BuilderFlag::kBF16), "fp16", "int8", or its output's
   /// type ("int64", ...) for a layer that does no arithmetic in floats.
   std::string precision;
+  /// How the kernel was chosen: "heuristics" (the first candidate that supports the layer and
+  /// that the heuristics prefer), "timed" (the fastest of the timed candidates) or "timing cache"
+  /// (the fastest by a timing cache's times).
+  std::string kernelChoice = "heuristics";
+  /// With "timed" or "timing cache": every candidate, timed ones first, with its time or why not.
+  std::vector<TacticTiming> tactics;
 };
 
 /// How and where a plan was built.
@@ -55,6 +68,7 @@ struct PlanInfo {
   int layersAfter = 0;
   uint64_t arenaBytes = 0;
   std::string source;  // the model or network it was built from
+  int builderOptimizationLevel = 0;  // BuilderConfig::setBuilderOptimizationLevel (0: heuristics only)
 };
 
 class ExecutionContext;

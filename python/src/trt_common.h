@@ -11,6 +11,7 @@
 #include "kiln/logger.h"
 #include "kiln/network.h"
 #include "kiln/status.h"
+#include "kiln/timing_cache.h"
 
 namespace kiln::python {
 
@@ -51,6 +52,9 @@ std::shared_ptr<PyLogger> makeLogger(nb::handle logger);
 /// Throws the kiln::Error of a failed Status (the bindings' translator raises kiln's exception
 /// classes: InvalidArgument, Fail, NoSuchFile, ...); does nothing when it succeeded.
 void check(const Status& status);
+
+/// An ITimingCache from serialized bytes (b'' for an empty one); raises on a malformed cache.
+std::unique_ptr<ITimingCache> timingCacheFromBytes(nb::bytes data);
 
 /// A dims tuple from any sequence of ints (a tuple, list, numpy shape or kiln Dims).
 Shape dimsOf(nb::handle sequence, const char* what);

@@ -12,6 +12,7 @@
 #include "build/network_impl.h"
 #include "build/precision.h"
 #include "build/profiles.h"
+#include "build/tactics.h"
 #include "core/tensor_limits.h"
 #include "engine/api_guard.h"
 #include "engine/executor.h"
@@ -143,6 +144,16 @@ void describeKernel(const KernelChoice& choice, LayerInfo& info) {
   for (const auto& [id, reason] : choice.declined) info.declinedKernels.push_back(id + ": " + reason);
 }
 
+// A timed layer's record: how its kernel was chosen, every candidate's time, and the reasons of
+// those that were not timed.
+void describeTactics(const build::LayerTactics& tactics, LayerInfo& info) {
+  info.kernelChoice = tactics.source;
+  info.tactics = tactics.timings;
+  info.declinedKernels.clear();
+  for (const TacticTiming& t : tactics.timings)
+    if (t.milliseconds < 0) info.declinedKernels.push_back(t.kernel + ": " + t.note);
+}
+
 // The pool the context will most likely run on: the configured threads, else one per hardware thread.
 int plannedThreads(const BuilderConfig& config) {
   if (config.getThreads() > 0) return config.getThreads();
@@ -216,6 +227,10 @@ CompiledNetwork compileNetwork(ir::Graph graphIn, const std::vector<LayerRecord>
   timer.run("optimize", [&] {
     ir::Graph& g = *graph;
     if (config.getThreads() < 0) throw Error(ErrorCode::kInvalidArgument, "threads must be >= 0 (0 = one per hardware thread)");
+    if (config.getBuilderOptimizationLevel() < 0 || config.getBuilderOptimizationLevel() > 5) {
+      throw Error(ErrorCode::kInvalidArgument, "builder optimization level " +
+                                                   std::to_string(config.getBuilderOptimizationLevel()) + " is not in 0..5");
+    }
     request = build::precisionRequest(networkLayers, g, config, logger);
     applyOutputTypes(networkLayers, g);
     auto unsupported = findUnsupportedNodes(g);
@@ -267,19 +282,28 @@ CompiledNetwork compileNetwork(ir::Graph graphIn, const std::vector<LayerRecord>
       for (std::string& line : build::timePrecisions(*graph, profiles[0], plannedThreads(config), request, logger))
         report.layerDecisions.push_back(std::move(line));
     }
-    // Makes every kernel, the candidate of its family the policy picks: factories validate
-    // attributes and pre-pack weights.
+    // Tactics: the fastest candidate of each timed layer (none at level 0, or without a profile).
+    std::vector<build::LayerTactics> tactics(graph->nodes.size());
+    if (!profiles.empty() && options.kernelPolicy == Executor::KernelPolicy::kFirstSupporting) {
+      const build::TacticOptions to{config.getBuilderOptimizationLevel(), plannedThreads(config), config.getTimingCache()};
+      tactics = build::selectTactics(*graph, profiles[0], to, logger, report);
+    }
+    std::vector<std::string> ids;
+    for (const build::LayerTactics& t : tactics) ids.push_back(t.kernel);
+    if (std::all_of(ids.begin(), ids.end(), [](const std::string& id) { return id.empty(); })) ids.clear();
+    // Makes every kernel, the tactic's or the candidate of its family the policy picks:
+    // factories validate attributes and pre-pack weights.
     kernels = options.freeCopiedWeights
-                  ? std::make_unique<Executor>(graph, Executor::kFreeCopiedWeights, std::vector<std::string>{}, nullptr,
-                                               options.kernelPolicy)
-                  : std::make_unique<Executor>(graph, options.kernelPolicy);
+                  ? std::make_unique<Executor>(graph, Executor::kFreeCopiedWeights, ids, nullptr, options.kernelPolicy)
+                  : std::make_unique<Executor>(graph, ids, options.kernelPolicy);
     for (std::string& line : build::settlePrecisions(*graph, kernels->kernelChoices(), request, logger))
       report.layerDecisions.push_back(std::move(line));
     const ir::Graph& g = *graph;
     for (size_t i = 0; i < g.nodes.size(); ++i) {
       const ir::Node& node = g.nodes[i];
-      LayerInfo info{node.name, node.opType, {}, {}, {}, {}, {}, opt::fusedFrom(node), {}};
+      LayerInfo info{node.name, node.opType, {}, {}, {}, {}, {}, opt::fusedFrom(node), {}, "heuristics", {}};
       describeKernel(kernels->kernelChoices()[i], info);
+      if (!tactics[i].kernel.empty()) describeTactics(tactics[i], info);
       info.precision = ir::layerPrecision(g, node);
       std::string outs;
       for (int id : node.outputs) {
@@ -298,7 +322,13 @@ CompiledNetwork compileNetwork(ir::Graph graphIn, const std::vector<LayerRecord>
       logger.log(Severity::kVERBOSE, line);
       report.layerDecisions.push_back(std::move(line));
     }
-    return std::to_string(layers.size()) + " kernels";
+    std::string summary = std::to_string(layers.size()) + " kernels";
+    if (config.getBuilderOptimizationLevel() > 0 && !profiles.empty()) {
+      summary += ", tactics at optimization level " + std::to_string(config.getBuilderOptimizationLevel()) + ": " +
+                 std::to_string(report.tacticLayersTimed) + " layers timed (" + std::to_string(report.tacticRuns) +
+                 " runs), " + std::to_string(report.tacticLayersFromCache) + " from the timing cache";
+    }
+    return summary;
   });
 
   if (!profiles.empty()) timer.run("plan memory", [&] {
@@ -335,6 +365,7 @@ CompiledNetwork compileNetwork(ir::Graph graphIn, const std::vector<LayerRecord>
   p.info.threads = config.getThreads();
   p.info.workspaceBytes = config.getMemoryPoolLimit();
   p.info.builderFlags = config.getFlags();
+  p.info.builderOptimizationLevel = config.getBuilderOptimizationLevel();
   p.info.layersBefore = report.layersBefore;
   p.info.layersAfter = report.layersAfter;
   p.info.arenaBytes = report.arenaBytes;

@@ -111,6 +111,9 @@ std::vector<Tensor> runNode(const ir::Node& node, const ir::OpSchema& schema, co
 Executor::Executor(std::shared_ptr<const ir::Graph> graph, KernelPolicy policy)
     : Executor(std::move(graph), nullptr, {}, nullptr, policy) {}
 
+Executor::Executor(std::shared_ptr<const ir::Graph> graph, const std::vector<std::string>& kernelIds, KernelPolicy policy)
+    : Executor(std::move(graph), nullptr, kernelIds, nullptr, policy) {}
+
 Executor::Executor(std::shared_ptr<ir::Graph> graph, FreeCopiedWeights, const std::vector<std::string>& kernelIds,
                    const std::vector<cpu::KernelState>* states, KernelPolicy policy)
     : Executor(graph, graph.get(), kernelIds, states, policy) {}
@@ -125,7 +128,7 @@ const cpu::KernelCandidate* Executor::chooseKernel(const cpu::KernelCreateInfo& 
                                                    const std::vector<std::string>& kernelIds) {
   const cpu::KernelRegistry& registry = cpu::KernelRegistry::global();
   KernelChoice& choice = choices_.emplace_back();
-  if (kernelIds.empty()) {
+  if (kernelIds.empty() || kernelIds.at(i).empty()) {
     cpu::KernelSelection selection =
         policy_ == KernelPolicy::kMostGeneral ? registry.selectMostGeneral(info) : registry.select(info);
     choice.declined = std::move(selection.declined);

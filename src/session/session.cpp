@@ -192,6 +192,7 @@ void Session::Impl::prepare(ir::Model model, const SessionOptions& options, cons
   AllocationLimitScope limit(allocationLimit);
   BuilderConfig config;
   config.setThreads(options.threads);
+  config.setBuilderOptimizationLevel(0);  // heuristics only: nothing timed (it has no profile either)
   if (!options.nchwcLayout) config.setFlag(BuilderFlag::kDISABLE_NCHWC_LAYOUT);
   if (options.bf16) config.setFlag(BuilderFlag::kBF16);
   build::CompileOptions compile;

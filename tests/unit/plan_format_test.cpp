@@ -38,6 +38,7 @@ std::vector<uint8_t> samplePlan(ILogger& logger) {
   BuilderConfig config;
   config.addOptimizationProfile(profile);
   config.setThreads(3);
+  config.setBuilderOptimizationLevel(0);  // the heuristics' kernels, which the tests below name
   auto plan = Builder(logger).buildSerializedNetwork(*network, config);
   EXPECT_TRUE(plan.ok()) << plan.status().toString();
   return plan.ok() ? *plan : std::vector<uint8_t>{};

@@ -49,6 +49,7 @@ std::string buildPlanFile(const std::string& modelPath, const std::filesystem::p
   EXPECT_TRUE(parser.parseFromFile(modelPath).ok());
   BuilderConfig config;
   config.setThreads(1);
+  config.setBuilderOptimizationLevel(0);  // the heuristics' kernels, which the tests name
   auto plan = Builder(logger).buildSerializedNetwork(network, config);
   EXPECT_TRUE(plan.ok()) << plan.status().toString();
   const std::string path = (dir / "model.kiln").string();

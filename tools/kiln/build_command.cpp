@@ -4,9 +4,7 @@
 //                                     [--verbose] [--plugins LIB.so]... [--calibration-data DIR|FILE.npz] [--calib FILE]
 //                                     [--calibration-method entropy|minmax|percentile] [--percentile P]
 //                                     [--outputs NAME,...] [--mark-all]
-#include <unistd.h>
-
-#include <cerrno>
+//                                     [--builder-optimization-level 0..5] [--timing-cache FILE]
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -25,31 +23,13 @@
 #include "model_runner.h"
 #include "network_options.h"
 #include "plugin_options.h"
+#include "replace_file.h"
 #include "tensor_summary.h"
+#include "timing_cache_file.h"
 
 namespace kiln::cli {
 
 namespace {
-
-// Writes the plan to a temporary file in the same folder, then renames it over `path`: an engine
-// that has the old plan memory-mapped keeps reading the old file, never a truncated one.
-void writePlanFile(const std::string& path, const std::vector<uint8_t>& plan) {
-  const std::string temporary = path + ".tmp" + std::to_string(::getpid());
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    out.write(reinterpret_cast<const char*>(plan.data()), static_cast<std::streamsize>(plan.size()));
-    out.close();
-    if (!out) {
-      std::remove(temporary.c_str());
-      throw Error(ErrorCode::kIoError, path + ": cannot write the plan (" + temporary + ")");
-    }
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    const std::string reason = std::strerror(errno);
-    std::remove(temporary.c_str());
-    throw Error(ErrorCode::kIoError, path + ": cannot replace it with the new plan: " + reason);
-  }
-}
 
 struct BuildOptions {
   std::string model;
@@ -65,6 +45,8 @@ struct BuildOptions {
   double workspaceMiB = 0;
   double memoryLimitMiB = 0;
   bool verbose = false;
+  int optimizationLevel = 3;  // BuilderConfig::setBuilderOptimizationLevel
+  std::string timingCache;    // file read (when present) and written back
   std::vector<std::string> plugins;
   CalibrationOptions calibration;
   MarkOptions marked;  // intermediate tensors made outputs of the plan
@@ -160,6 +142,12 @@ int buildPlan(const BuildOptions& opts) {
   applyPrecisionOptions(opts, *network, config);
   OptimizationProfile profile = profileFromOptions(opts);
   if (!profile.inputNames().empty()) config.addOptimizationProfile(profile);
+  config.setBuilderOptimizationLevel(opts.optimizationLevel);
+  std::unique_ptr<ITimingCache> cache;
+  if (!opts.timingCache.empty()) {
+    cache = readTimingCacheFile(opts.timingCache, logger);
+    config.setTimingCache(cache.get());
+  }
 
   BuildReport report;
   auto plan = builder->buildSerializedNetwork(*network, config, &report);
@@ -174,7 +162,8 @@ int buildPlan(const BuildOptions& opts) {
   }
   if (calibrator && !calibrator->cacheWriteError().empty()) logger.log(Severity::kWARNING, calibrator->cacheWriteError());
   if (!plan.ok()) throw errorFromStatus(plan.status());
-  writePlanFile(opts.output, *plan);
+  replaceFile(opts.output, *plan, "plan");  // an engine mapping the old plan keeps the old file
+  if (cache) writeTimingCacheFile(opts.timingCache, *cache);
   double totalMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   std::cout << "built " << opts.output << ": " << report.layersBefore << " layers -> " << report.layersAfter
             << " after optimization, arena " << mib(report.arenaBytes) << " (intermediates sum "
@@ -225,6 +214,12 @@ Action addBuildCommand(CLI::App& app) {
                   "MiB: the largest single tensor the profiles' shapes may need; more fails naming it (0 = this "
                   "machine's memory)")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--builder-optimization-level", opts->optimizationLevel,
+                  "0 = heuristic kernel choices (no timing); 1..5 = time each conv / GEMM / MatMul layer's candidate "
+                  "kernels and keep the fastest, more timed runs at higher levels (default 3)")
+      ->check(CLI::Range(0, 5));
+  cmd->add_option("--timing-cache", opts->timingCache,
+                  "FILE: tactic times of earlier builds, read if it exists and written back after the build");
   cmd->add_flag("--verbose", opts->verbose, "print each layer's decisions");
   addPluginOption(*cmd, opts->plugins);
   addCalibrationOptions(*cmd, opts->calibration);

@@ -81,12 +81,12 @@ void batchedMatMul(const MatMulDims& d, const T* a, const T* b, T* y) {
       });
 }
 
-// A constant 2-D float32 B (a Linear layer's weights) packed once for the GEMM micro-kernel.
-PackedMatrix packConstantB(const KernelCreateInfo& info, bool transB) {
+// A constant 2-D float32 B (a Linear layer's weights) packed once for `isa`'s GEMM micro-kernel.
+PackedMatrix packConstantB(const KernelCreateInfo& info, bool transB, CpuIsa isa) {
   const Tensor* b = info.constants.size() > 1 ? info.constants[1] : nullptr;
   if (!b || b->dtype() != DataType::kFloat32 || b->rank() != 2 || b->numel() == 0) return {};
   const int64_t K = b->dim(transB ? 1 : 0), N = b->dim(transB ? 0 : 1);
-  return packB(transB, K, N, b->data<float>(), b->dim(1));
+  return packB(transB, K, N, b->data<float>(), b->dim(1), isa);
 }
 
 void matMulKernel(KernelContext& ctx, const ir::Node& label, const PackedMatrix& packedB) {
@@ -194,7 +194,7 @@ KernelBlob blobOf(const PackedMatrix& m) { return {m.data(), static_cast<uint64_
 
 // Constant B packed for `isa`'s micro-kernel, or (with `saved`) the packing a plan holds.
 PackedMatrix packedB(const KernelCreateInfo& info, bool transB, CpuIsa isa, const KernelState* saved) {
-  if (!saved) return packConstantB(info, transB);
+  if (!saved) return packConstantB(info, transB, isa);
   const Tensor& b = *info.constants[1];  // its shape; the plan may hold no values
   const int64_t K = b.dim(transB ? 1 : 0), N = b.dim(transB ? 0 : 1);
   using Side = PackedMatrix::Side;
