@@ -263,7 +263,7 @@ TEST(Tactics, CacheBytesRoundTripAndDamageIsRefusedByMessage) {
   auto refused = [](std::vector<uint8_t> b, const std::string& expected) {
     auto r = createTimingCache(b.data(), b.size(), "t.cache");
     ASSERT_FALSE(r.ok()) << expected;
-    EXPECT_EQ(r.status().code(), StatusCode::kINVALID_ARGUMENT);
+    EXPECT_EQ(r.status().code(), ErrorCode::kInvalidArgument);
     EXPECT_THAT(r.status().message(), HasSubstr("timing cache 't.cache': "));
     EXPECT_THAT(r.status().message(), HasSubstr(expected));
   };
