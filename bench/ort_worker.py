@@ -48,10 +48,13 @@ def serve(options):
         if words[0] == "quit":
             return 0
         if words[0] == "load":
+            start = time.perf_counter()
             session = open_session(options.model, options.threads)
+            load_ms = (time.perf_counter() - start) * 1e3
             inputs = read_inputs(options.input)
             described = [{"name": n, "dtype": str(v.dtype), "shape": list(v.shape)} for n, v in inputs.items()]
-            reply({"event": "loaded", "model": options.model, "threads": options.threads, "inputs": described})
+            reply({"event": "loaded", "model": options.model, "threads": options.threads, "load_ms": load_ms,
+                   "inputs": described})
         elif words[0] == "run" and len(words) == 2 and words[1].isdigit() and int(words[1]) >= 1:
             if session is None:
                 raise ValueError("'run' before 'load'")

@@ -3,13 +3,14 @@
 
 Run with the repository venv (onnx, onnxruntime, numpy):
 
-    .venv/bin/python bench/run_bench.py [--kiln build/kiln] [--models resnet50,...] [--threads 1,2]
-        [--iterations 30] [--warmup 5] [--quick] [--results bench/results.md]
+    .venv/bin/python bench/run_bench.py [--kiln build/kiln] [--models resnet50,...] [--batch-sizes 1,8]
+        [--threads 1,2] [--iterations 30] [--warmup 5] [--max-seconds S] [--quick] [--results bench/results.md]
 
-For each model: export it if missing (bench/export_models.py under /usr/bin/python3), make seeded random
-inputs, check that kiln's outputs match ORT's, then for each thread count time both engines as
-persistent workers in alternating batches (see bench/README.md). A model whose outputs do not match is
-reported loudly and makes the exit code 1, but is still timed. --models also accepts .onnx paths.
+For each model and batch size: export it if missing (bench/export_models.py under /usr/bin/python3, one
+static-shaped file per batch size), make seeded random inputs, check that kiln's outputs match ORT's, then
+for each thread count time both engines as persistent workers in alternating batches (see
+bench/README.md). A model whose outputs do not match is reported loudly and makes the exit code 1, but is
+still timed. --models also accepts .onnx paths; a batch size other than 1 needs a free first input dim there.
 """
 import argparse
 import datetime
@@ -32,10 +33,11 @@ import peak as peak_module  # noqa: E402
 import report  # noqa: E402
 import timing  # noqa: E402
 import workers  # noqa: E402
-from model_inputs import make_inputs  # noqa: E402
+import results_file  # noqa: E402
+from model_inputs import has_free_batch, make_inputs  # noqa: E402
+from model_names import DEFAULT_MODELS, model_file_name  # noqa: E402
 
 REPO_ROOT = BENCH_DIR.parent
-DEFAULT_MODELS = ["resnet50", "mobilenet_v2", "efficientnet_b0", "squeezenet1_1", "bert_encoder_4l", "srcnn"]
 SYSTEM_PYTHON = "/usr/bin/python3"  # torch lives there, not in the venv
 
 
@@ -43,6 +45,7 @@ SYSTEM_PYTHON = "/usr/bin/python3"  # torch lives there, not in the venv
 class ModelResult:
     name: str
     path: pathlib.Path
+    batch: int = 1
     gflop: float = 0.0
     errors: list = field(default_factory=list)  # accuracy.OutputError per output
     accuracy_failure: str = ""  # kiln could not run the model at all
@@ -60,8 +63,13 @@ def parse_args(argv):
                         help="comma-separated model names of bench/export_models.py or .onnx paths")
     parser.add_argument("--model-dir", default=str(REPO_ROOT / "build" / "bench-models"),
                         help="where exported models are kept (default build/bench-models)")
+    parser.add_argument("--batch-sizes", default="1", help="comma-separated batch sizes (default 1)")
     parser.add_argument("--threads", default="1,2", help="comma-separated thread counts (default 1,2)")
     parser.add_argument("--iterations", type=int, default=30, help="timed runs per engine (default 30)")
+    parser.add_argument("--max-seconds", type=float,
+                        help="fewer timed runs (but at least --min-iterations) where a model, batch size and thread "
+                             "count would take longer than this for both engines, judged by the warm-up runs")
+    parser.add_argument("--min-iterations", type=int, default=5, help="least timed runs under --max-seconds (5)")
     parser.add_argument("--warmup", type=int, default=5, help="untimed runs per engine first (default 5)")
     parser.add_argument("--batch", type=int, default=3, help="runs per engine before switching (default 3)")
     parser.add_argument("--quick", action="store_true",
@@ -84,26 +92,39 @@ def parse_args(argv):
         if "--warmup" not in explicit:
             options.warmup = 1
     options.thread_counts = [int(t) for t in options.threads.split(",")]
-    if options.iterations < 1 or options.warmup < 0 or options.batch < 1 or min(options.thread_counts) < 1:
-        parser.error("--iterations, --batch and every --threads value must be >= 1, --warmup >= 0")
+    options.batch_sizes = [int(b) for b in options.batch_sizes.split(",")]
+    if options.iterations < 1 or options.warmup < 0 or options.batch < 1 or min(options.thread_counts) < 1 \
+            or min(options.batch_sizes) < 1 or options.min_iterations < 1:
+        parser.error("--iterations, --min-iterations, --batch and every --threads and --batch-sizes value must be "
+                     ">= 1, --warmup >= 0")
+    if options.max_seconds is not None and (options.max_seconds <= 0 or options.warmup < 1):
+        parser.error("--max-seconds must be > 0 and needs --warmup >= 1 (the warm-up runs tell how long a run takes)")
     return options
 
 
 def resolve_models(options, log):
-    """(name, path) per requested model, exporting the missing named ones."""
+    """(name, batch, path) per requested model and batch size, batch sizes outermost, exporting the missing
+    named ones. An .onnx path serves every batch size through its free first input dim."""
     names = [m for m in options.models.split(",") if m]
     exportable = [n for n in names if not n.endswith(".onnx")]
-    missing = [n for n in exportable if not (pathlib.Path(options.model_dir) / f"{n}.onnx").exists()]
-    if missing:
-        command = [SYSTEM_PYTHON, str(BENCH_DIR / "export_models.py"), "--out", options.model_dir, "--only", *missing]
-        log("exporting: " + shlex.join(command))
-        subprocess.run(command, check=True)
+    model_dir = pathlib.Path(options.model_dir)
+    for batch in options.batch_sizes:
+        missing = [n for n in exportable if not (model_dir / model_file_name(n, batch)).exists()]
+        if missing:
+            command = [SYSTEM_PYTHON, str(BENCH_DIR / "export_models.py"), "--out", options.model_dir,
+                       "--batch", str(batch), "--only", *missing]
+            log("exporting: " + shlex.join(command))
+            subprocess.run(command, check=True)
     models = []
-    for name in names:
-        path = pathlib.Path(name) if name.endswith(".onnx") else pathlib.Path(options.model_dir) / f"{name}.onnx"
-        if not path.exists():
-            raise SystemExit(f"run_bench: model file {path} does not exist")
-        models.append((path.stem, path.resolve()))
+    for batch in options.batch_sizes:
+        for name in names:
+            path = pathlib.Path(name) if name.endswith(".onnx") else model_dir / model_file_name(name, batch)
+            if not path.exists():
+                raise SystemExit(f"run_bench: model file {path} does not exist")
+            if name.endswith(".onnx") and batch != 1 and not has_free_batch(path):
+                raise SystemExit(f"run_bench: {path} has a static first dim on every input, so it cannot run at "
+                                 f"batch {batch}; export it with a free batch dim")
+            models.append((path.stem if name.endswith(".onnx") else name, batch, path.resolve()))
     return models
 
 
@@ -117,10 +138,15 @@ def git_commit():
 
 
 def cpu_model():
+    """lscpu's model name, with the family and model numbers that tell apart CPUs of the same name."""
+    fields = {}
     for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines():
-        if line.startswith("Model name:"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown"
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    name = fields.get("Model name") or platform.processor() or "unknown"
+    if "CPU family" in fields and "Model" in fields:
+        name += f" (family {fields['CPU family']}, model {fields['Model']})"
+    return name
 
 
 def load_average():
@@ -143,9 +169,13 @@ def check_accuracy(result, kiln, input_files, work_dir, options, log):
 
 
 def benchmark_model(result, kiln, work_dir, options, log):
-    result.gflop = flops.model_gflop(result.path)
-    input_files = make_inputs(result.path, work_dir / "inputs")
-    log(f"{result.name}: {result.gflop:.2f} GFLOP, inputs {', '.join(input_files)}")
+    try:
+        result.gflop = flops.model_gflop(result.path, result.batch)
+    except Exception as error:  # a model whose work cannot be counted is still checked and timed
+        result.gflop = float("nan")
+        log(f"{result.name} batch {result.batch}: GFLOP not counted: {error}")
+    input_files = make_inputs(result.path, work_dir / "inputs", batch=result.batch)
+    log(f"{result.name} batch {result.batch}: {result.gflop:.2f} GFLOP, inputs {', '.join(input_files)}")
     check_accuracy(result, kiln, input_files, work_dir / "kiln-outputs", options, log)
     if result.accuracy_failure:
         result.timing_failure = "kiln cannot run it"
@@ -153,7 +183,8 @@ def benchmark_model(result, kiln, work_dir, options, log):
     for threads in options.thread_counts:
         try:
             result.timings[threads] = timing.time_side_by_side(
-                kiln, result.path, input_files, threads, options.warmup, options.iterations, options.batch, log)
+                kiln, result.path, input_files, threads, options.warmup, options.iterations, options.batch, log,
+                options.max_seconds, options.min_iterations)
         except workers.WorkerError as error:
             result.timing_failure = str(error).splitlines()[0]
             log(f"TIMING FAILURE {result.name}, {threads} threads: {error}")
@@ -182,9 +213,9 @@ def main(argv):
     log(f"peak {peak.per_core_gflops:.1f} GFLOP/s per core ({peak.source})")
     results = []
     with tempfile.TemporaryDirectory(prefix="kiln-bench-") as tmp:
-        for name, path in models:
-            result = ModelResult(name, path)
-            benchmark_model(result, kiln, pathlib.Path(tmp) / name, options, log)
+        for name, batch, path in models:
+            result = ModelResult(name, path, batch)
+            benchmark_model(result, kiln, pathlib.Path(tmp) / f"{name}-b{batch}", options, log)
             results.append(result)
     environment = {
         "Date": started.strftime("%Y-%m-%d %H:%M UTC"),
@@ -192,17 +223,20 @@ def main(argv):
         "kiln": f"commit {git_commit()}, binary {os.path.relpath(kiln, REPO_ROOT)}",
         "ONNX Runtime": f"{onnxruntime.__version__} (CPUExecutionProvider, sequential, inter-op 1 thread)",
         "Runs": f"{options.warmup} warm-up + {options.iterations} timed per engine, alternating in batches of "
-                f"{options.batch}",
+                f"{options.batch}" + ("" if options.max_seconds is None else
+                                      f"; fewer (at least {options.min_iterations}) where that would take over "
+                                      f"{options.max_seconds:g} s for both engines (the tables give the count)"),
         "Load average (1, 5, 15 min)": f"{load_before} at the start, {load_average()} at the end",
         "Priority": f"harness and workers at nice {os.getpriority(os.PRIO_PROCESS, 0)}",
         "Command": f"`{command}`",
     }
     for index, note in enumerate(options.note, 1):
         environment[f"Note {index}" if len(options.note) > 1 else "Note"] = note
-    report.write_results(options.results, environment, results, options.thread_counts, peak, options.tolerance,
-                         options.near_zero)
+    results_file.update_block(options.results, "latency",
+                              report.latency_report(environment, results, options.batch_sizes, options.thread_counts,
+                                                    peak, options.tolerance, options.near_zero))
     log(f"wrote {options.results}")
-    failed = [r.name for r in results if not r.accurate(options.tolerance) or r.timing_failure]
+    failed = [f"{r.name} (batch {r.batch})" for r in results if not r.accurate(options.tolerance) or r.timing_failure]
     if failed:
         log(f"FAILED: {', '.join(failed)} (outputs differ from ORT's or a run failed; see {options.results})")
         return 1

@@ -68,16 +68,29 @@ class EngineTiming:
         return self.peak_kib - self.baseline_kib
 
 
-def time_side_by_side(kiln, model, input_files, threads, warmup, iterations, batch, log=print):
-    """Returns {"kiln": EngineTiming, "ort": EngineTiming}."""
+def affordable_iterations(warmup_ms, iterations, max_seconds, min_iterations):
+    """Timed runs per engine that fit in `max_seconds` for both engines together, judged by the slowest
+    warm-up run of each (None: no limit); never fewer than `min_iterations` nor more than `iterations`."""
+    if max_seconds is None or not all(warmup_ms.values()):
+        return iterations
+    per_round_ms = sum(max(latencies) for latencies in warmup_ms.values())
+    return max(min(min_iterations, iterations), min(iterations, int(max_seconds * 1e3 / per_round_ms)))
+
+
+def time_side_by_side(kiln, model, input_files, threads, warmup, iterations, batch, log=print, max_seconds=None,
+                      min_iterations=5):
+    """Returns {"kiln": EngineTiming, "ort": EngineTiming}. With `max_seconds`, fewer timed runs than
+    `iterations` when they would take longer than that (see affordable_iterations)."""
     with kiln_worker(kiln, model, threads, input_files) as kiln_w, ort_worker(model, threads, input_files) as ort_w:
         workers = {"kiln": kiln_w, "ort": ort_w}
         timings = {name: EngineTiming(baseline_kib=w.baseline_kib) for name, w in workers.items()}
         for worker in workers.values():
             worker.load()
-        for worker in workers.values():
-            if warmup:
-                worker.run(warmup)
+        warmup_ms = {name: worker.run(warmup) if warmup else [] for name, worker in workers.items()}
+        planned = affordable_iterations(warmup_ms, iterations, max_seconds, min_iterations)
+        if planned < iterations:
+            log(f"  {planned} timed runs per engine instead of {iterations}: --max-seconds {max_seconds:g}")
+        iterations = planned
         order = ["kiln", "ort"]
         done = 0
         last = None

@@ -3,8 +3,10 @@
 
 Every `#include "<dir>/..."` under src/ is read. A file of one layer may include headers of its
 own layer and of the layers below it, and the public API (include/kiln). The example plugins
-(src/plugins) may include only the public API and their own headers. Each violation is printed
-as `FILE:LINE: ...` naming both layers; the exit status is 1 when there is any.
+(src/plugins) may include only the public API and their own headers. The runtime's public header
+(include/kiln/engine.h, and every kiln header it includes) may not reach the build-time API
+(builder.h, network.h, onnx_parser.h, session.h): a program that only runs plans includes it alone.
+Each violation is printed as `FILE:LINE: ...`; the exit status is 1 when there is any.
 
 Usage: scripts/check_layers.py [--root REPO]
 """
@@ -65,6 +67,33 @@ def check_file(path: pathlib.Path, src: pathlib.Path, include: pathlib.Path):
     return problems
 
 
+RUNTIME_HEADER = "kiln/engine.h"
+BUILD_TIME_HEADERS = {"kiln/builder.h", "kiln/network.h", "kiln/onnx_parser.h", "kiln/session.h"}
+
+
+def check_runtime_header(include: pathlib.Path):
+    """Walks the kiln headers include/kiln/engine.h includes (transitively); one problem per
+    include of a build-time header on the way."""
+    problems, seen, pending = [], {RUNTIME_HEADER}, [RUNTIME_HEADER]
+    while pending:
+        header = pending.pop()
+        path = include / header
+        if not path.is_file():
+            continue
+        for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+            match = INCLUDE.match(line)
+            if not match or not match.group(1).startswith(PUBLIC_API + "/"):
+                continue
+            target = match.group(1)
+            if target in BUILD_TIME_HEADERS:
+                problems.append(f'include/{header}:{number}: the runtime header {RUNTIME_HEADER} reaches "{target}", '
+                                "part of the build-time API; the runtime must not depend on it")
+            elif target not in seen:
+                seen.add(target)
+                pending.append(target)
+    return problems
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", type=pathlib.Path, default=pathlib.Path(__file__).resolve().parent.parent,
@@ -80,6 +109,7 @@ def main() -> int:
         if path.suffix in SOURCE_SUFFIXES and path.is_file():
             checked += 1
             problems += check_file(path, src, include)
+    problems += check_runtime_header(include)
     for problem in problems:
         print(problem)
     if problems:

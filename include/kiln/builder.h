@@ -21,7 +21,9 @@
 #include "kiln/calibrator.h"
 #include "kiln/logger.h"
 #include "kiln/network.h"
+#include "kiln/optimization_profile.h"
 #include "kiln/status.h"
+#include "kiln/timing_cache.h"
 
 namespace kiln {
 
@@ -37,33 +39,16 @@ enum class BuilderFlag : uint32_t {
   kPREFER_PRECISION_CONSTRAINTS = 1u << 5,
 };
 
-enum class OptProfileSelector { kMIN = 0, kOPT = 1, kMAX = 2 };
-
-/// For each dynamic input: the smallest, typical and largest dims it will be run with (and for
-/// shape inputs, the range of their values).
-class OptimizationProfile {
- public:
-  void setDimensions(const std::string& inputName, OptProfileSelector which, const Dims& dims);
-  /// Empty when not set.
-  Dims getDimensions(const std::string& inputName, OptProfileSelector which) const;
-  void setShapeValues(const std::string& inputName, OptProfileSelector which, const std::vector<int64_t>& values);
-  std::vector<int64_t> getShapeValues(const std::string& inputName, OptProfileSelector which) const;
-  /// Inputs that have dims or values set.
-  std::vector<std::string> inputNames() const;
-
- private:
-  struct Entry {
-    Dims dims[3];
-    std::vector<int64_t> values[3];
-  };
-  std::map<std::string, Entry> entries_;
-};
-
 class BuilderConfig {
  public:
   /// Largest activation arena the engine may need at the profiles' max shapes; 0 = no limit.
   void setMemoryPoolLimit(uint64_t bytes) { workspaceBytes_ = bytes; }
   uint64_t getMemoryPoolLimit() const { return workspaceBytes_; }
+  /// The largest single buffer the build may need (a tensor at the profiles' shapes, constant
+  /// folding's); a profile whose shapes need more fails naming the tensor. 0 = this machine's
+  /// physical memory.
+  void setAllocationLimit(uint64_t bytes) { allocationLimit_ = bytes; }
+  uint64_t getAllocationLimit() const { return allocationLimit_; }
   /// Intra-op threads for contexts of the engine; 0 = one per hardware thread.
   void setThreads(int threads) { threads_ = threads; }
   int getThreads() const { return threads_; }
@@ -79,13 +64,28 @@ class BuilderConfig {
   /// the quantized layers (kiln/calibrator.h). Not owned; it must outlive the build.
   void setInt8Calibrator(IInt8Calibrator* calibrator) { calibrator_ = calibrator; }
   IInt8Calibrator* getInt8Calibrator() const { return calibrator_; }
+  /// How hard the builder looks for fast kernels (trtexec's --builderOptimizationLevel), 0..5:
+  /// 0 takes the heuristics' kernel for every layer (no timing; what Session uses); 1 and more
+  /// time every candidate kernel of each convolution, GEMM / MatMul and attention layer at the
+  /// first profile's opt shapes and keep the fastest, with more timed runs per candidate at higher
+  /// levels (median of 3, 5, 7, 11, 15) and, from 3, the any-dtype kernels timed too. A value
+  /// outside 0..5 fails the build.
+  void setBuilderOptimizationLevel(int level) { optimizationLevel_ = level; }
+  int getBuilderOptimizationLevel() const { return optimizationLevel_; }
+  /// Times of earlier builds to use, and to add this build's to (not owned; may be shared by
+  /// several builds, one at a time). Null: time every tactic.
+  void setTimingCache(ITimingCache* cache) { timingCache_ = cache; }
+  ITimingCache* getTimingCache() const { return timingCache_; }
 
  private:
   uint64_t workspaceBytes_ = 0;
+  uint64_t allocationLimit_ = 0;
   int threads_ = 0;
   uint32_t flags_ = 0;
   std::vector<OptimizationProfile> profiles_;
   IInt8Calibrator* calibrator_ = nullptr;
+  int optimizationLevel_ = 3;
+  ITimingCache* timingCache_ = nullptr;
 };
 
 /// What a build did, stage by stage (also logged at kINFO; per-layer decisions at kVERBOSE).
@@ -105,6 +105,9 @@ struct BuildReport {
   std::vector<std::string> layerDecisions;  // one line per layer of the engine
   /// INT8 calibration: one line per quantized tensor, its range, scale and zero point.
   std::vector<std::string> quantizedTensors;
+  int tacticLayersTimed = 0;      // layers whose candidates were timed
+  int tacticLayersFromCache = 0;  // layers chosen from the timing cache alone (nothing timed)
+  int64_t tacticRuns = 0;         // kernel runs made to time them (warm-up included)
 };
 
 class Builder {

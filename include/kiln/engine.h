@@ -17,9 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "kiln/builder.h"
 #include "kiln/logger.h"
-#include "kiln/network.h"
+#include "kiln/optimization_profile.h"
 #include "kiln/profiler.h"
 #include "kiln/status.h"
 #include "kiln/tensor.h"
@@ -29,6 +28,13 @@ namespace kiln {
 enum class TensorIOMode { kNONE, kINPUT, kOUTPUT };
 
 /// One layer of a built engine and the kernel chosen for it (an engine inspector).
+/// One candidate kernel of a layer as the builder's tactic selection saw it.
+struct TacticTiming {
+  std::string kernel;         // candidate id
+  double milliseconds = -1;   // its median time at the opt shapes; < 0: not timed
+  std::string note;           // why it was not timed (declined the layer, failed), "" when timed
+};
+
 struct LayerInfo {
   std::string name;
   std::string type;    // ONNX operator
@@ -42,6 +48,12 @@ struct LayerInfo {
   /// What it computes in: "fp32", "bf16" (BuilderFlag::kBF16), "fp16", "int8", or its output's
   /// type ("int64", ...) for a layer that does no arithmetic in floats.
   std::string precision;
+  /// How the kernel was chosen: "heuristics" (the first candidate that supports the layer and
+  /// that the heuristics prefer), "timed" (the fastest of the timed candidates) or "timing cache"
+  /// (the fastest by a timing cache's times).
+  std::string kernelChoice = "heuristics";
+  /// With "timed" or "timing cache": every candidate, timed ones first, with its time or why not.
+  std::vector<TacticTiming> tactics;
 };
 
 /// How and where a plan was built.
@@ -56,6 +68,7 @@ struct PlanInfo {
   int layersAfter = 0;
   uint64_t arenaBytes = 0;
   std::string source;  // the model or network it was built from
+  int builderOptimizationLevel = 0;  // BuilderConfig::setBuilderOptimizationLevel (0: heuristics only)
 };
 
 class ExecutionContext;
@@ -68,13 +81,13 @@ class Engine {
   TensorIOMode getTensorIOMode(const std::string& name) const;  // kNONE for an unknown name
   DataType getTensorDataType(const std::string& name) const;
   /// -1 where a dim is dynamic; empty for an unknown name.
-  Dims getTensorShape(const std::string& name) const;
+  Shape getTensorShape(const std::string& name) const;
   /// True for an input that has a default value (an ONNX initializer listed as an input).
   bool hasDefaultValue(const std::string& name) const;
 
   int getNbOptimizationProfiles() const;
   /// Empty when the name is not an input or the profile does not exist.
-  Dims getProfileShape(const std::string& inputName, int profileIndex, OptProfileSelector which) const;
+  Shape getProfileShape(const std::string& inputName, int profileIndex, OptProfileSelector which) const;
   std::vector<int64_t> getProfileShapeValues(const std::string& inputName, int profileIndex,
                                              OptProfileSelector which) const;
 
@@ -113,10 +126,10 @@ class ExecutionContext {
   int getOptimizationProfile() const;
   /// Sets a dynamic input's shape; rejected (naming the input, index, value and range) when it
   /// is outside the profile or disagrees with a fixed dim.
-  Status setInputShape(const std::string& name, const Dims& dims);
+  Status setInputShape(const std::string& name, const Shape& dims);
   /// An input's shape, or an output's shape resolved from the input shapes (-1 where it depends
   /// on data not yet computed; the exact shape after execute()).
-  Result<Dims> getTensorShape(const std::string& name) const;
+  Result<Shape> getTensorShape(const std::string& name) const;
   /// Binds user memory (bytes, if not 0, is the buffer's size and is checked). Inputs are read in
   /// place (zero copy). An output whose size the input shapes determine is computed in the buffer
   /// itself; one whose size depends on the data (NonZero, ...), or whose buffer overlaps a bound
@@ -131,6 +144,12 @@ class ExecutionContext {
   /// by default the engine's (BuilderConfig::setThreads). Contexts of one engine may differ.
   Status setThreads(int threads);
   int getThreads() const;
+
+  /// The largest single buffer this context's runs may allocate (a tensor, the activation arena,
+  /// a kernel workspace); a run whose shapes need more fails at once naming the node, output and
+  /// shape. 0 (the default) = this machine's physical memory.
+  void setAllocationLimit(uint64_t bytes);
+  uint64_t getAllocationLimit() const;
 
   /// Reports each layer's time of every later run to `profiler` (nullptr: stop); the profiler
   /// must outlive those runs.

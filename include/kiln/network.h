@@ -17,11 +17,9 @@
 #include "kiln/dtype.h"
 #include "kiln/logger.h"
 #include "kiln/status.h"
+#include "kiln/tensor.h"
 
 namespace kiln {
-
-/// Tensor dimensions; -1 marks a dynamic dim (set per run within an optimization profile).
-using Dims = std::vector<int64_t>;
 
 /// Host values for a layer's weights; copied when the layer is added.
 struct Weights {
@@ -46,22 +44,22 @@ enum class MatrixOperation { kNONE, kTRANSPOSE };  // kTRANSPOSE swaps the last 
 enum class ResizeMode { kNEAREST, kLINEAR, kCUBIC };
 
 struct ConvolutionParams {
-  Dims strides;     // default 1 per spatial dim
-  Dims padding;     // symmetric padding per spatial dim, default 0
-  Dims dilations;   // default 1
+  Shape strides;     // default 1 per spatial dim
+  Shape padding;     // symmetric padding per spatial dim, default 0
+  Shape dilations;   // default 1
   int64_t groups = 1;
 };
 
 struct PoolingParams {
-  Dims strides;     // default 1 per spatial dim (ONNX's default; TensorRT tutorials set it)
-  Dims padding;     // symmetric, default 0
+  Shape strides;     // default 1 per spatial dim (ONNX's default; TensorRT tutorials set it)
+  Shape padding;     // symmetric, default 0
   bool averageCountExcludesPadding = true;
 };
 
 /// addShuffle: an optional transpose, an optional reshape, an optional second transpose.
 struct ShuffleParams {
   std::vector<int64_t> firstTranspose;   // permutation; empty: none
-  Dims reshapeDims;                      // ONNX Reshape semantics: 0 copies the dim, -1 is inferred
+  Shape reshapeDims;                      // ONNX Reshape semantics: 0 copies the dim, -1 is inferred
   bool hasReshape = false;
   std::vector<int64_t> secondTranspose;  // permutation; empty: none
 };
@@ -69,7 +67,7 @@ struct ShuffleParams {
 struct ResizeParams {
   ResizeMode mode = ResizeMode::kNEAREST;
   std::vector<float> scales;  // one per dim, or
-  Dims outputDims;            // the output shape
+  Shape outputDims;            // the output shape
   std::string coordinateTransformation = "half_pixel";  // ONNX coordinate_transformation_mode
   std::string nearestMode = "round_prefer_floor";
 };
@@ -78,61 +76,62 @@ class NetworkDefinition;
 class IPlugin;
 class PluginFields;
 
-/// A tensor of a network; owned by the network.
+/// A tensor of a network: an interface, made and owned by the network (its methods hand out
+/// pointers to them; an ITensor of another network, or of the caller's own making, is refused).
 class ITensor {
  public:
-  const std::string& getName() const;
+  virtual const std::string& getName() const = 0;
   /// Renames the tensor; fails if the name is taken.
-  Status setName(const std::string& name);
+  virtual Status setName(const std::string& name) = 0;
   /// Dims as shape inference knows them (-1 where dynamic or unknown); empty with hasShape() false
   /// when the rank is unknown.
-  Dims getDimensions() const;
-  bool hasShape() const;
-  DataType getType() const;
-  bool isNetworkInput() const;
-  bool isNetworkOutput() const;
+  virtual Shape getDimensions() const = 0;
+  virtual bool hasShape() const = 0;
+  virtual DataType getType() const = 0;
+  virtual bool isNetworkInput() const = 0;
+  virtual bool isNetworkOutput() const = 0;
 
- /// Handles are made by the network; applications get them from its methods.
-  ITensor(NetworkDefinition* network, int valueId) : network_(network), valueId_(valueId) {}
-  int valueId() const { return valueId_; }
+  ITensor(const ITensor&) = delete;
+  ITensor& operator=(const ITensor&) = delete;
 
- private:
-  NetworkDefinition* network_;
-  int valueId_;
+ protected:
+  ITensor() = default;
+  virtual ~ITensor() = default;
 };
 
-/// A layer of a network: one or a few ONNX nodes (addShuffle may add Transpose + Reshape).
+/// A layer of a network: one or a few ONNX nodes (addShuffle may add Transpose + Reshape). An
+/// interface, made and owned by the network.
 class ILayer {
  public:
-  const std::string& getName() const;
-  void setName(const std::string& name);
+  virtual const std::string& getName() const = 0;
+  virtual void setName(const std::string& name) = 0;
   /// The ONNX operator it runs ("Conv", "MaxPool", ...; "Constant" for addConstant).
-  const std::string& getType() const;
-  int getNbInputs() const;
-  ITensor* getInput(int index) const;
+  virtual const std::string& getType() const = 0;
+  virtual int getNbInputs() const = 0;
+  virtual ITensor* getInput(int index) const = 0;
   /// Replaces input `index`; fails (and keeps the old input) if the layer would be invalid.
-  Status setInput(int index, ITensor& tensor);
-  int getNbOutputs() const;
-  ITensor* getOutput(int index) const;
+  virtual Status setInput(int index, ITensor& tensor) = 0;
+  virtual int getNbOutputs() const = 0;
+  virtual ITensor* getOutput(int index) const = 0;
   /// Precision the layer should compute in: a constraint the builder obeys under
   /// BuilderFlag::kOBEY_PRECISION_CONSTRAINTS (an error when it cannot) or follows where it can
   /// under kPREFER_PRECISION_CONSTRAINTS, and ignores (with a warning) without either. kFloat32
   /// keeps the layer out of kBF16's autocast; kBFloat16 needs kBF16, kFloat16 kFP16 (FP16 kernels
   /// are not implemented yet: it runs FP32, with a warning). docs/precision.md.
-  void setPrecision(DataType type);
-  DataType getPrecision() const;  // kFloat32 when not set
-  bool precisionIsSet() const;
-  void resetPrecision();
+  virtual void setPrecision(DataType type) = 0;
+  virtual DataType getPrecision() const = 0;  // kFloat32 when not set
+  virtual bool precisionIsSet() const = 0;
+  virtual void resetPrecision() = 0;
   /// Output type; the builder adds a Cast where it differs from the computed type.
-  void setOutputType(int index, DataType type);
-  DataType getOutputType(int index) const;
+  virtual void setOutputType(int index, DataType type) = 0;
+  virtual DataType getOutputType(int index) const = 0;
 
- /// Handles are made by the network; applications get them from its methods.
-  ILayer(NetworkDefinition* network, int index) : network_(network), index_(index) {}
+  ILayer(const ILayer&) = delete;
+  ILayer& operator=(const ILayer&) = delete;
 
- private:
-  NetworkDefinition* network_;
-  int index_;
+ protected:
+  ILayer() = default;
+  virtual ~ILayer() = default;
 };
 
 class NetworkDefinition {
@@ -143,14 +142,14 @@ class NetworkDefinition {
   NetworkDefinition& operator=(const NetworkDefinition&) = delete;
 
   /// dims: -1 for dynamic dims.
-  ITensor* addInput(const std::string& name, DataType type, const Dims& dims);
+  ITensor* addInput(const std::string& name, DataType type, const Shape& dims);
   Status markOutput(ITensor& tensor);
 
   /// Conv: kernel has nbOutputMaps * (C / groups) * prod(kernelSize) values (OIHW), bias
   /// nbOutputMaps values or none.
-  ILayer* addConvolution(ITensor& input, int64_t nbOutputMaps, const Dims& kernelSize, const Weights& kernel,
+  ILayer* addConvolution(ITensor& input, int64_t nbOutputMaps, const Shape& kernelSize, const Weights& kernel,
                          const Weights& bias, const ConvolutionParams& params = {});
-  ILayer* addPooling(ITensor& input, PoolingType type, const Dims& windowSize, const PoolingParams& params = {});
+  ILayer* addPooling(ITensor& input, PoolingType type, const Shape& windowSize, const PoolingParams& params = {});
   ILayer* addActivation(ITensor& input, ActivationType type, float alpha = 0.0f, float beta = 0.0f);
   /// numpy broadcasting between a and b.
   ILayer* addElementWise(ITensor& a, ITensor& b, ElementWiseOperation op);
@@ -160,7 +159,7 @@ class NetworkDefinition {
   ILayer* addSoftMax(ITensor& input, int64_t axis = -1);
   ILayer* addShuffle(ITensor& input, const ShuffleParams& params);
   ILayer* addConcatenation(const std::vector<ITensor*>& inputs, int64_t axis);
-  ILayer* addConstant(const Dims& dims, const Weights& weights);
+  ILayer* addConstant(const Shape& dims, const Weights& weights);
   ILayer* addResize(ITensor& input, const ResizeParams& params);
   /// A plugin layer (include/kiln/plugin.h): a clone of `plugin`, whose creator must be
   /// registered (a plan re-creates the plugin through the registry). Outputs: getNbOutputs().

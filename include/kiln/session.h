@@ -46,6 +46,10 @@ struct SessionOptions {
   /// docs/precision.md. Without an optimization profile the layers are not timed: every eligible
   /// layer runs BF16.
   bool bf16 = false;
+  /// The largest single buffer the session may allocate (a tensor, the activation arena, a kernel
+  /// workspace): a run whose shapes need more fails at once naming the node, output and shape
+  /// instead of exhausting memory. 0 = this machine's physical memory.
+  uint64_t allocationLimitBytes = 0;
 };
 
 /// Options of one run, as ONNX Runtime's RunOptions.

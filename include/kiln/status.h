@@ -10,39 +10,23 @@
 
 namespace kiln {
 
-enum class StatusCode {
-  kSUCCESS,
-  kINVALID_ARGUMENT,   // a bad value from the caller: unknown tensor name, shape outside the profile, ...
-  kINVALID_GRAPH,      // the network or model is malformed
-  kINVALID_VALUE,      // a node or layer has an invalid attribute or input
-  kUNSUPPORTED_NODE,   // an operator, attribute or type kiln does not implement
-  kINVALID_PLAN,       // a plan file is truncated, corrupted, or from another format version or machine
-  kIO_ERROR,           // a file could not be read or written
-  kRUNTIME_ERROR,      // a kernel failed while running
-  kOUT_OF_MEMORY,      // an allocation failed or exceeds a limit
-  kINTERNAL_ERROR,     // a bug in kiln
-};
-
-/// "SUCCESS", "INVALID_ARGUMENT", ...
-const char* statusCodeName(StatusCode code);
-
 class [[nodiscard]] Status {
  public:
   Status() = default;  // success
-  Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
+  Status(ErrorCode code, std::string message) : code_(code), message_(std::move(message)) {}
   static Status success() { return Status(); }
-  /// The status matching an internal error (kiln::Error codes map onto StatusCode).
+  /// The status of a kiln::Error: its code and message.
   static Status fromError(const Error& error);
 
-  bool ok() const { return code_ == StatusCode::kSUCCESS; }
+  bool ok() const { return code_ == ErrorCode::kSuccess; }
   explicit operator bool() const { return ok(); }
-  StatusCode code() const { return code_; }
+  ErrorCode code() const { return code_; }
   const std::string& message() const { return message_; }
   /// "INVALID_PLAN: model.kiln: plan is truncated ..." ("SUCCESS" when ok).
   std::string toString() const;
 
  private:
-  StatusCode code_ = StatusCode::kSUCCESS;
+  ErrorCode code_ = ErrorCode::kSuccess;
   std::string message_;
 };
 
@@ -52,7 +36,7 @@ class [[nodiscard]] Result {
  public:
   Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit, like std::optional
   Result(Status status) : status_(std::move(status)) {
-    if (status_.ok()) status_ = Status(StatusCode::kINTERNAL_ERROR, "a Result was made from a success Status without a value");
+    if (status_.ok()) status_ = Status(ErrorCode::kInternalError, "a Result was made from a success Status without a value");
   }
 
   bool ok() const { return value_.has_value(); }

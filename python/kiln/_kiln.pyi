@@ -43,13 +43,13 @@ class RunFlag:
 class Session:
     """A loaded model (kiln::Session); kiln.InferenceSession wraps it."""
 
-    def __init__(self, path: str, threads: int = 0, optimize: bool = True, nchwc_layout: bool = True, profile: bool = False, max_loop_iterations: int = 0, extra_outputs: Sequence[str] = [], mark_all_outputs: bool = False, bf16: bool = False) -> None:
+    def __init__(self, path: str, threads: int = 0, optimize: bool = True, nchwc_layout: bool = True, profile: bool = False, max_loop_iterations: int = 0, extra_outputs: Sequence[str] = [], mark_all_outputs: bool = False, bf16: bool = False, allocation_limit_bytes: int = 0) -> None:
         """
         Loads and prepares the model file at `path`; extra_outputs (and with mark_all_outputs every node output) become outputs after the model's own.
         """
 
     @staticmethod
-    def from_bytes(data: bytes, threads: int = 0, optimize: bool = True, nchwc_layout: bool = True, profile: bool = False, max_loop_iterations: int = 0, extra_outputs: Sequence[str] = [], mark_all_outputs: bool = False, bf16: bool = False, external_data_dir: str = '') -> Session:
+    def from_bytes(data: bytes, threads: int = 0, optimize: bool = True, nchwc_layout: bool = True, profile: bool = False, max_loop_iterations: int = 0, extra_outputs: Sequence[str] = [], mark_all_outputs: bool = False, bf16: bool = False, allocation_limit_bytes: int = 0, external_data_dir: str = '') -> Session:
         """
         Loads a serialized ModelProto; external data files are looked up in external_data_dir.
         """
@@ -613,6 +613,26 @@ class INetworkDefinition:
 
     add_plugin = add_plugin_v2
 
+class ITimingCache:
+    """Tactic times of earlier builds (kiln::ITimingCache)."""
+
+    def serialize(self) -> bytes:
+        """
+        The cache as bytes, to write to a file and pass to create_timing_cache later.
+        """
+
+    def combine(self, input_cache: ITimingCache, ignore_mismatch: bool = False) -> bool:
+        """
+        Adds the other cache's entries this one lacks (entries of other CPUs are kept and never used here).
+        """
+
+    def reset(self) -> bool: ...
+
+    def __len__(self) -> int: ...
+
+    @property
+    def entries_for_other_cpus(self) -> int: ...
+
 class IHostMemory:
     """
     A serialized engine (plan); supports the buffer protocol, so open(path, 'wb').write(plan) and bytes(plan) work.
@@ -754,6 +774,27 @@ class IBuilderConfig:
 
     @num_threads.setter
     def num_threads(self, arg: int, /) -> None: ...
+
+    @property
+    def builder_optimization_level(self) -> int:
+        """
+        0: heuristic kernel choices, no timing; 1..5 (default 3): time the candidate kernels of conv, GEMM and MatMul layers and keep the fastest (docs/cpp-api.md).
+        """
+
+    @builder_optimization_level.setter
+    def builder_optimization_level(self, arg: int, /) -> None: ...
+
+    def create_timing_cache(self, serialized_timing_cache: bytes) -> ITimingCache:
+        """
+        An ITimingCache from ITimingCache.serialize()'s bytes (b'' for an empty one).
+        """
+
+    def set_timing_cache(self, cache: object | None, ignore_mismatch: bool = False) -> bool:
+        """
+        Times of earlier builds to use, and to add this build's to; None: no cache.
+        """
+
+    def get_timing_cache(self) -> object: ...
 
     def add_optimization_profile(self, profile: IOptimizationProfile) -> int:
         """Adds a copy of the profile; returns its index."""

@@ -16,6 +16,10 @@ MARK_ALL_OUTPUTS_KEY = "kiln.mark_all_outputs"
 # Session config entry: "bf16" computes Conv, MatMul and Gemm in BF16 with FP32 sums where the CPU
 # has AVX512_BF16 (kiln::SessionOptions::bf16, docs/precision.md); "fp32" (the default) does not.
 PRECISION_KEY = "kiln.precision"
+# Session config entry: the largest buffer (tensor, activation arena, kernel workspace) the session
+# may allocate, in MiB (kiln::SessionOptions::allocationLimitBytes; 0 or absent: this machine's
+# memory); a shape that needs more fails naming the node and output, before anything is allocated.
+MEMORY_LIMIT_KEY = "kiln.memory_limit_mb"
 
 
 class _OrtEnum(enum.IntEnum):
@@ -63,7 +67,7 @@ class SessionOptions:
     execution_order, log_severity_level, log_verbosity_level, logid, enable_cpu_mem_arena,
     enable_mem_pattern, enable_mem_reuse, use_deterministic_compute (kiln's results do not
     depend on thread count), session config entries other than kiln's (kiln.max_loop_iterations,
-    kiln.extra_outputs, kiln.mark_all_outputs, kiln.precision). optimized_model_filepath is accepted, and a
+    kiln.extra_outputs, kiln.mark_all_outputs, kiln.precision, kiln.memory_limit_mb). optimized_model_filepath is accepted, and a
     warning says that kiln does not write the optimized model."""
 
     def __init__(self) -> None:
@@ -87,7 +91,7 @@ class SessionOptions:
 
     def add_session_config_entry(self, key: str, value: str) -> None:
         """Stores a session config entry (kiln reads kiln.max_loop_iterations, kiln.extra_outputs,
-        kiln.mark_all_outputs and kiln.precision, none of onnxruntime's)."""
+        kiln.mark_all_outputs, kiln.precision and kiln.memory_limit_mb, none of onnxruntime's)."""
         self._config_entries[str(key)] = str(value)
 
     def get_session_config_entry(self, key: str) -> str:
@@ -115,7 +119,8 @@ class SessionOptions:
             "optimize": level != GraphOptimizationLevel.ORT_DISABLE_ALL,
             "nchwc_layout": level >= GraphOptimizationLevel.ORT_ENABLE_LAYOUT,
             "profile": bool(self.enable_profiling),
-            "max_loop_iterations": self._max_loop_iterations(),
+            "max_loop_iterations": self._non_negative_entry(MAX_LOOP_ITERATIONS_KEY),
+            "allocation_limit_bytes": self._non_negative_entry(MEMORY_LIMIT_KEY) << 20,
             "extra_outputs": self._extra_outputs(),
             "mark_all_outputs": self._mark_all_outputs(),
             "bf16": self._precision() == "bf16",
@@ -144,19 +149,19 @@ class SessionOptions:
             )
         return text == "1"
 
-    def _max_loop_iterations(self) -> int:
-        """The session config entry kiln.max_loop_iterations (iterations one Loop node may run
-        per run; 0 or absent: no cap)."""
-        text = self._config_entries.get(MAX_LOOP_ITERATIONS_KEY, "0")
+    def _non_negative_entry(self, key: str) -> int:
+        """An integer session config entry >= 0 (kiln.max_loop_iterations: iterations one Loop node
+        may run per run; kiln.memory_limit_mb); 0 when absent, which means no cap."""
+        text = self._config_entries.get(key, "0")
         try:
-            cap = int(text)
+            value = int(text)
         except ValueError:
-            cap = -1
-        if cap < 0:
+            value = -1
+        if value < 0:
             raise _kiln.InvalidArgument(
-                f"[ONNXRuntimeError] : 2 : INVALID_ARGUMENT : {MAX_LOOP_ITERATIONS_KEY} must be an integer >= 0 (got {text!r})"
+                f"[ONNXRuntimeError] : 2 : INVALID_ARGUMENT : {key} must be an integer >= 0 (got {text!r})"
             )
-        return cap
+        return value
 
 
 class RunOptions:

@@ -17,6 +17,7 @@ void bindPlugins(nb::module_& m);
 /// The TensorRT-style API (trt_*.cpp): network definition, builder, parser, runtime, plugins.
 void bindTrtNetwork(nb::module_& m);
 void bindTrtBuilder(nb::module_& m);
+void bindTrtTimingCache(nb::module_& m);
 void bindTrtParser(nb::module_& m);
 void bindTrtRuntime(nb::module_& m);
 void bindTrtPlugins(nb::module_& m);

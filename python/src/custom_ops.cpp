@@ -106,10 +106,10 @@ class PyOpPlugin : public IPlugin {
   }
 
   Status enqueue(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs, void*) override {
-    if (!interpreterAlive()) return Status(StatusCode::kRUNTIME_ERROR, state_->label() + ": the Python interpreter has shut down");
+    if (!interpreterAlive()) return Status(ErrorCode::kRuntimeError, state_->label() + ": the Python interpreter has shut down");
     nb::gil_scoped_acquire gil;
     if (!state_->compute.is_valid()) {
-      return Status(StatusCode::kRUNTIME_ERROR, state_->label() + ": the Python interpreter is shutting down");
+      return Status(ErrorCode::kRuntimeError, state_->label() + ": the Python interpreter is shutting down");
     }
     try {
       nb::list args;
@@ -131,7 +131,7 @@ class PyOpPlugin : public IPlugin {
         for (nb::handle r : result) results.push_back(nb::borrow(r));
       }
       if (results.size() != outputs.size()) {
-        return Status(StatusCode::kRUNTIME_ERROR, state_->label() + " returned " + std::to_string(results.size()) +
+        return Status(ErrorCode::kRuntimeError, state_->label() + " returned " + std::to_string(results.size()) +
                                                       " outputs, it has " + std::to_string(outputs.size()));
       }
       nb::module_ np = nb::module_::import_("numpy");
@@ -140,7 +140,7 @@ class PyOpPlugin : public IPlugin {
         Shape got;
         for (nb::handle d : value.attr("shape")) got.push_back(nb::cast<int64_t>(d));
         if (got != outputs[i]->shape()) {
-          return Status(StatusCode::kRUNTIME_ERROR, state_->label() + " returned output " + std::to_string(i) +
+          return Status(ErrorCode::kRuntimeError, state_->label() + " returned output " + std::to_string(i) +
                                                         " of shape " + shapeToString(got) +
                                                         "; its shape function gives " + shapeToString(outputs[i]->shape()));
         }
@@ -148,9 +148,9 @@ class PyOpPlugin : public IPlugin {
       }
       return Status();
     } catch (nb::python_error& e) {
-      return Status(StatusCode::kRUNTIME_ERROR, state_->label() + " raised " + describe(e));
+      return Status(ErrorCode::kRuntimeError, state_->label() + " raised " + describe(e));
     } catch (const std::exception& e) {
-      return Status(StatusCode::kRUNTIME_ERROR, state_->label() + ": " + e.what());
+      return Status(ErrorCode::kRuntimeError, state_->label() + ": " + e.what());
     }
   }
 

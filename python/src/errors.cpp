@@ -45,13 +45,17 @@ OrtCode ortCodeOf(const Error& e) {
     case ErrorCode::kInvalidArgument: return OrtCode::kInvalidArgument;
     case ErrorCode::kUnsupportedNode: return OrtCode::kNotImplemented;
     case ErrorCode::kIoError: return OrtCode::kNoSuchFile;
+    case ErrorCode::kInvalidValue: return OrtCode::kInvalidGraph;
     case ErrorCode::kInvalidModel:
       // The loader's one message for bytes that are not a ModelProto (src/onnx/loader.cpp);
       // ONNX Runtime calls that INVALID_PROTOBUF and any other bad model INVALID_GRAPH.
       return std::string(e.what()).find("not a valid ONNX model") != std::string::npos ? OrtCode::kInvalidProtobuf
                                                                                         : OrtCode::kInvalidGraph;
+    case ErrorCode::kSuccess:
     case ErrorCode::kInvalidPlan:
-    case ErrorCode::kRuntimeError: return OrtCode::kFail;
+    case ErrorCode::kRuntimeError:
+    case ErrorCode::kOutOfMemory:
+    case ErrorCode::kInternalError: return OrtCode::kFail;
   }
   return OrtCode::kFail;
 }

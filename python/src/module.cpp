@@ -10,6 +10,7 @@ NB_MODULE(_kiln, m) {
   kiln::python::bindPlugins(m);
   kiln::python::bindTrtPlugins(m);  // before the network: add_plugin_v2 takes its IPluginV2
   kiln::python::bindTrtNetwork(m);
+  kiln::python::bindTrtTimingCache(m);  // before the builder config, which makes and takes caches
   kiln::python::bindTrtBuilder(m);
   kiln::python::bindTrtParser(m);
   kiln::python::bindTrtRuntime(m);

@@ -2,10 +2,12 @@
 #include <Python.h>
 
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
 
 #include "kiln/builder.h"
 #include "kiln/error.h"
+#include "kiln/timing_cache.h"
 #include "trt_calibrator.h"
 #include "trt_common.h"
 
@@ -60,6 +62,8 @@ enum class NetworkFlag { kEXPLICIT_BATCH = 0, kSTRONGLY_TYPED = 1 };
 
 // The Python calibrator set as config.int8_calibrator, kept as an attribute of the config object.
 constexpr const char* kCalibratorAttr = "_int8_calibrator";
+// The ITimingCache set with config.set_timing_cache, kept (alive) as an attribute of the config object.
+constexpr const char* kTimingCacheAttr = "_timing_cache";
 
 std::vector<uint8_t> buildPlan(PyBuilder& b, PyNetwork& network, nb::handle configObject) {
   BuilderConfig config = nb::cast<const BuilderConfig&>(configObject);
@@ -68,6 +72,8 @@ std::vector<uint8_t> buildPlan(PyBuilder& b, PyNetwork& network, nb::handle conf
     calibrator = std::make_unique<PyCalibrator>(configObject.attr(kCalibratorAttr));
     config.setInt8Calibrator(calibrator.get());
   }
+  if (nb::hasattr(configObject, kTimingCacheAttr) && !configObject.attr(kTimingCacheAttr).is_none())
+    config.setTimingCache(nb::cast<ITimingCache*>(configObject.attr(kTimingCacheAttr)));
   Result<std::vector<uint8_t>> plan = [&] {
     nb::gil_scoped_release release;  // Python custom ops' shape functions and calibrators take it back
     return b.builder->buildSerializedNetwork(*network.network, config);
@@ -186,6 +192,25 @@ void bindTrtBuilder(nb::module_& m) {
                    "TensorRT 8's name for the WORKSPACE pool limit.")
       .def_prop_rw("num_threads", &BuilderConfig::getThreads, &BuilderConfig::setThreads,
                    "Intra-op threads of the engine's contexts; 0: one per hardware thread (kiln's own).")
+      .def_prop_rw("builder_optimization_level", &BuilderConfig::getBuilderOptimizationLevel,
+                   &BuilderConfig::setBuilderOptimizationLevel,
+                   "0: heuristic kernel choices, no timing; 1..5 (default 3): time the candidate kernels of conv, "
+                   "GEMM and MatMul layers and keep the fastest (docs/cpp-api.md).")
+      .def("create_timing_cache", [](const BuilderConfig&, nb::bytes data) { return timingCacheFromBytes(data); },
+           nb::arg("serialized_timing_cache"), "An ITimingCache from ITimingCache.serialize()'s bytes (b'' for an empty one).")
+      .def(
+          "set_timing_cache",
+          [](nb::handle self, nb::handle cache, bool) {
+            if (!cache.is_none()) nb::cast<ITimingCache*>(cache);  // refuses what is not an ITimingCache
+            nb::setattr(self, kTimingCacheAttr, cache);
+            return true;
+          },
+          nb::arg("cache").none(), nb::arg("ignore_mismatch") = false,
+          "Times of earlier builds to use, and to add this build's to; None: no cache.")
+      .def("get_timing_cache",
+           [](nb::handle self) -> nb::object {
+             return nb::hasattr(self, kTimingCacheAttr) ? nb::object(self.attr(kTimingCacheAttr)) : nb::none();
+           })
       .def("add_optimization_profile", &BuilderConfig::addOptimizationProfile, nb::arg("profile"),
            "Adds a copy of the profile; returns its index.")
       .def_prop_ro("num_optimization_profiles", &BuilderConfig::getNbOptimizationProfiles)

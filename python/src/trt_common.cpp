@@ -61,28 +61,16 @@ std::shared_ptr<PyLogger> makeLogger(nb::handle logger) {
 }
 
 void check(const Status& status) {
-  switch (status.code()) {
-    case StatusCode::kSUCCESS: return;
-    case StatusCode::kINVALID_ARGUMENT: throw Error(ErrorCode::kInvalidArgument, status.message());
-    case StatusCode::kINVALID_GRAPH:
-    case StatusCode::kINVALID_VALUE: throw Error(ErrorCode::kInvalidModel, status.message());
-    case StatusCode::kUNSUPPORTED_NODE: throw Error(ErrorCode::kUnsupportedNode, status.message());
-    case StatusCode::kINVALID_PLAN: throw Error(ErrorCode::kInvalidPlan, status.message());
-    case StatusCode::kIO_ERROR: throw Error(ErrorCode::kIoError, status.message());
-    case StatusCode::kRUNTIME_ERROR:
-    case StatusCode::kOUT_OF_MEMORY:
-    case StatusCode::kINTERNAL_ERROR: throw Error(ErrorCode::kRuntimeError, status.message());
-  }
-  throw Error(ErrorCode::kRuntimeError, status.message());
+  if (!status.ok()) throw Error(status.code(), status.message());
 }
 
-Dims dimsOf(nb::handle sequence, const char* what) {
+Shape dimsOf(nb::handle sequence, const char* what) {
   if (PyLong_Check(sequence.ptr())) return {nb::cast<int64_t>(sequence)};
   if (!PySequence_Check(sequence.ptr()) && !nb::hasattr(sequence, "__iter__")) {
     throw nb::type_error((std::string(what) + " must be a sequence of ints, not " +
                           typeName(sequence)).c_str());
   }
-  Dims dims;
+  Shape dims;
   for (nb::handle d : sequence) {
     if (!PyLong_Check(d.ptr()) && !PyIndex_Check(d.ptr())) {
       throw nb::type_error((std::string(what) + " must hold ints; got a " + typeName(d)).c_str());
@@ -92,7 +80,7 @@ Dims dimsOf(nb::handle sequence, const char* what) {
   return dims;
 }
 
-nb::tuple dimsTuple(const Dims& dims) {
+nb::tuple dimsTuple(const Shape& dims) {
   nb::list items;
   for (int64_t d : dims) items.append(d);
   return nb::tuple(items);

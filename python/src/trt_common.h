@@ -11,6 +11,7 @@
 #include "kiln/logger.h"
 #include "kiln/network.h"
 #include "kiln/status.h"
+#include "kiln/timing_cache.h"
 
 namespace kiln::python {
 
@@ -52,9 +53,12 @@ std::shared_ptr<PyLogger> makeLogger(nb::handle logger);
 /// classes: InvalidArgument, Fail, NoSuchFile, ...); does nothing when it succeeded.
 void check(const Status& status);
 
+/// An ITimingCache from serialized bytes (b'' for an empty one); raises on a malformed cache.
+std::unique_ptr<ITimingCache> timingCacheFromBytes(nb::bytes data);
+
 /// A dims tuple from any sequence of ints (a tuple, list, numpy shape or kiln Dims).
-Dims dimsOf(nb::handle sequence, const char* what);
-nb::tuple dimsTuple(const Dims& dims);
+Shape dimsOf(nb::handle sequence, const char* what);
+nb::tuple dimsTuple(const Shape& dims);
 
 /// isinstance(object, cls), and the name of an object's type ("list", "numpy.ndarray" as "ndarray").
 bool isInstance(nb::handle object, nb::handle cls);

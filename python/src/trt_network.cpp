@@ -88,7 +88,7 @@ void paramsProperty(nb::class_<PyLayer>& cls, const char* name, Get get, Set set
 }
 
 // A dims property that convolution and pooling layers both have (strides, padding).
-void spatialProperty(nb::class_<PyLayer>& cls, const char* name, Dims ConvolutionParams::*conv, Dims PoolingParams::*pool,
+void spatialProperty(nb::class_<PyLayer>& cls, const char* name, Shape ConvolutionParams::*conv, Shape PoolingParams::*pool,
                      const char* doc) {
   cls.def_prop_rw(
       name,
@@ -98,7 +98,7 @@ void spatialProperty(nb::class_<PyLayer>& cls, const char* name, Dims Convolutio
         return dimsTuple(paramsOf<PoolingParams>(l, name).*pool);
       },
       [=](PyLayer& l, nb::handle v) {
-        Dims dims = dimsOf(v, name);
+        Shape dims = dimsOf(v, name);
         if (std::holds_alternative<ConvolutionParams>(l.params())) {
           updateParams<ConvolutionParams>(l, name, [&](ConvolutionParams& p) { p.*conv = dims; });
         } else {
@@ -216,7 +216,7 @@ void bindLayer(nb::module_& m) {
           "get_output_type", [](const PyLayer& l, int i) { return l.layer->getOutputType(i); }, nb::arg("index"))
       .def("__repr__", [](const PyLayer& l) { return "<kiln.ILayer " + l.label() + ">"; });
 
-  auto dims = [](const Dims& d) { return dimsTuple(d); };
+  auto dims = [](const Shape& d) { return dimsTuple(d); };
   auto toDims = [](const char* what) { return [what](nb::handle v) { return dimsOf(v, what); }; };
   // Convolution and pooling (TensorRT 8's 2-D stride / padding are the same values).
   for (const char* name : {"stride_nd", "stride"}) {
@@ -269,7 +269,7 @@ void bindLayer(nb::module_& m) {
       cls, "reshape_dims", [=](const ShuffleParams& p) { return p.hasReshape ? nb::object(dims(p.reshapeDims)) : nb::none(); },
       [=](ShuffleParams& p, nb::handle v) {
         p.hasReshape = !v.is_none();
-        p.reshapeDims = v.is_none() ? Dims{} : toDims("reshape_dims")(v);
+        p.reshapeDims = v.is_none() ? Shape{} : toDims("reshape_dims")(v);
       },
       "Shuffle: the reshape (0 copies a dim, -1 is inferred), None for none.");
   paramsProperty<ShuffleParams>(cls, "second_transpose", [=](const ShuffleParams& p) { return dims(p.secondTranspose); },

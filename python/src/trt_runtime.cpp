@@ -73,7 +73,7 @@ nb::list profileShapes(const Engine& e, const std::string& name, int profile) {
   }
   nb::list shapes;
   for (auto s : {OptProfileSelector::kMIN, OptProfileSelector::kOPT, OptProfileSelector::kMAX}) {
-    Dims d = e.getProfileShape(name, profile, s);
+    Shape d = e.getProfileShape(name, profile, s);
     if (d.empty()) d = e.getTensorShape(name);  // a fixed input: its one shape
     shapes.append(dimsTuple(d));
   }
@@ -155,7 +155,7 @@ nb::dict infer(PyContext& c, nb::dict feed) {
   for (int i = 0; i < e.getNbIOTensors(); ++i) {
     const std::string name = e.getIOTensorName(i);
     if (e.getTensorIOMode(name) != TensorIOMode::kOUTPUT) continue;
-    Result<Dims> shape = c.context->getTensorShape(name);
+    Result<Shape> shape = c.context->getTensorShape(name);
     check(shape.status());
     const bool known = std::all_of(shape->begin(), shape->end(), [](int64_t d) { return d >= 0; });
     if (!known || e.getTensorDataType(name) == DataType::kString) {
@@ -326,7 +326,7 @@ void bindTrtRuntime(nb::module_& m) {
       .def(
           "get_tensor_shape",
           [](const PyContext& c, const std::string& name) {
-            Result<Dims> d = c.context->getTensorShape(tensorName(eng(*c.engine), nb::str(name.c_str())));
+            Result<Shape> d = c.context->getTensorShape(tensorName(eng(*c.engine), nb::str(name.c_str())));
             check(d.status());
             return dimsTuple(*d);
           },
@@ -383,7 +383,7 @@ void bindTrtRuntime(nb::module_& m) {
       .def(
           "get_binding_shape",
           [](const PyContext& c, int index) {
-            Result<Dims> d = c.context->getTensorShape(tensorName(eng(*c.engine), nb::int_(index)));
+            Result<Shape> d = c.context->getTensorShape(tensorName(eng(*c.engine), nb::int_(index)));
             check(d.status());
             return dimsTuple(*d);
           },
@@ -392,7 +392,7 @@ void bindTrtRuntime(nb::module_& m) {
                    [](const PyContext& c) {
                      const Engine& e = eng(*c.engine);
                      for (int i = 0; i < e.getNbIOTensors(); ++i) {
-                       Result<Dims> d = c.context->getTensorShape(e.getIOTensorName(i));
+                       Result<Shape> d = c.context->getTensorShape(e.getIOTensorName(i));
                        if (!d.ok()) return false;
                        for (int64_t v : *d)
                          if (v < 0) return false;

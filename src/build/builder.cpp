@@ -12,6 +12,7 @@
 #include "build/network_impl.h"
 #include "build/precision.h"
 #include "build/profiles.h"
+#include "build/tactics.h"
 #include "core/tensor_limits.h"
 #include "engine/api_guard.h"
 #include "engine/executor.h"
@@ -89,10 +90,11 @@ void applyOutputTypes(const std::vector<LayerRecord>& layers, ir::Graph& g) {
 
 // Concrete shape inference at one selector of one profile: proves every layer accepts those
 // shapes, and plans the arena of the activations and the kernels' workspaces.
-// Fails naming the first tensor of `g` (shapes inferred) that could never be allocated here: more
-// bytes than the machine's physical memory, or a size past 2^64. `where` says at which shapes.
+// Fails naming the first tensor of `g` (shapes inferred) that could never be allocated: more bytes
+// than the allocation limit (BuilderConfig::setAllocationLimit, by default this machine's memory),
+// or a size past 2^64. `where` says at which shapes.
 void checkTensorsFitInMemory(const ir::Graph& g, const std::string& where) {
-  const uint64_t physical = physicalMemoryBytes();
+  const uint64_t limit = allocationLimitBytes();
   for (const ir::Value& v : g.values) {
     if (v.constant || !v.type.shape || v.type.dtype == DataType::kString || v.type.dtype == DataType::kUndefined) continue;
     const auto shape = ir::concreteShape(*v.type.shape);
@@ -100,14 +102,14 @@ void checkTensorsFitInMemory(const ir::Graph& g, const std::string& where) {
     uint64_t bytes = dataTypeSize(v.type.dtype);
     bool overflow = false;
     for (int64_t d : *shape) overflow = overflow || d < 0 || __builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes);
-    if (!overflow && bytes <= physical) continue;
+    if (!overflow && bytes <= limit) continue;
     const std::string owner = v.producer >= 0 ? "node '" + g.nodes[static_cast<size_t>(v.producer)].name + "' (" +
                                                     g.nodes[static_cast<size_t>(v.producer)].opType + "): output '" + v.name + "'"
                                               : "input '" + v.name + "'";
     throw Error(ErrorCode::kInvalidArgument,
                 where + ": " + owner + " " + dataTypeName(v.type.dtype) + "[" + shapeToString(*shape) + "] needs " +
-                    (overflow ? std::string("more than 2^64 bytes") : std::to_string(bytes >> 20) + " MiB") +
-                    ", more than this machine's memory (" + std::to_string(physical >> 20) + " MiB)");
+                    (overflow ? std::string("more than 2^64 bytes") : byteCountText(bytes)) + ", " +
+                    allocationLimitText());
   }
 }
 
@@ -140,6 +142,16 @@ void describeKernel(const KernelChoice& choice, LayerInfo& info) {
   info.kernel = choice.id;
   info.kernelIsa = cpu::isaFeatureName(choice.isa);
   for (const auto& [id, reason] : choice.declined) info.declinedKernels.push_back(id + ": " + reason);
+}
+
+// A timed layer's record: how its kernel was chosen, every candidate's time, and the reasons of
+// those that were not timed.
+void describeTactics(const build::LayerTactics& tactics, LayerInfo& info) {
+  info.kernelChoice = tactics.source;
+  info.tactics = tactics.timings;
+  info.declinedKernels.clear();
+  for (const TacticTiming& t : tactics.timings)
+    if (t.milliseconds < 0) info.declinedKernels.push_back(t.kernel + ": " + t.note);
 }
 
 // The pool the context will most likely run on: the configured threads, else one per hardware thread.
@@ -215,6 +227,10 @@ CompiledNetwork compileNetwork(ir::Graph graphIn, const std::vector<LayerRecord>
   timer.run("optimize", [&] {
     ir::Graph& g = *graph;
     if (config.getThreads() < 0) throw Error(ErrorCode::kInvalidArgument, "threads must be >= 0 (0 = one per hardware thread)");
+    if (config.getBuilderOptimizationLevel() < 0 || config.getBuilderOptimizationLevel() > 5) {
+      throw Error(ErrorCode::kInvalidArgument, "builder optimization level " +
+                                                   std::to_string(config.getBuilderOptimizationLevel()) + " is not in 0..5");
+    }
     request = build::precisionRequest(networkLayers, g, config, logger);
     applyOutputTypes(networkLayers, g);
     auto unsupported = findUnsupportedNodes(g);
@@ -266,19 +282,28 @@ CompiledNetwork compileNetwork(ir::Graph graphIn, const std::vector<LayerRecord>
       for (std::string& line : build::timePrecisions(*graph, profiles[0], plannedThreads(config), request, logger))
         report.layerDecisions.push_back(std::move(line));
     }
-    // Makes every kernel, the candidate of its family the policy picks: factories validate
-    // attributes and pre-pack weights.
+    // Tactics: the fastest candidate of each timed layer (none at level 0, or without a profile).
+    std::vector<build::LayerTactics> tactics(graph->nodes.size());
+    if (!profiles.empty() && options.kernelPolicy == Executor::KernelPolicy::kFirstSupporting) {
+      const build::TacticOptions to{config.getBuilderOptimizationLevel(), plannedThreads(config), config.getTimingCache()};
+      tactics = build::selectTactics(*graph, profiles[0], to, logger, report);
+    }
+    std::vector<std::string> ids;
+    for (const build::LayerTactics& t : tactics) ids.push_back(t.kernel);
+    if (std::all_of(ids.begin(), ids.end(), [](const std::string& id) { return id.empty(); })) ids.clear();
+    // Makes every kernel, the tactic's or the candidate of its family the policy picks:
+    // factories validate attributes and pre-pack weights.
     kernels = options.freeCopiedWeights
-                  ? std::make_unique<Executor>(graph, Executor::kFreeCopiedWeights, std::vector<std::string>{}, nullptr,
-                                               options.kernelPolicy)
-                  : std::make_unique<Executor>(graph, options.kernelPolicy);
+                  ? std::make_unique<Executor>(graph, Executor::kFreeCopiedWeights, ids, nullptr, options.kernelPolicy)
+                  : std::make_unique<Executor>(graph, ids, options.kernelPolicy);
     for (std::string& line : build::settlePrecisions(*graph, kernels->kernelChoices(), request, logger))
       report.layerDecisions.push_back(std::move(line));
     const ir::Graph& g = *graph;
     for (size_t i = 0; i < g.nodes.size(); ++i) {
       const ir::Node& node = g.nodes[i];
-      LayerInfo info{node.name, node.opType, {}, {}, {}, {}, {}, opt::fusedFrom(node), {}};
+      LayerInfo info{node.name, node.opType, {}, {}, {}, {}, {}, opt::fusedFrom(node), {}, "heuristics", {}};
       describeKernel(kernels->kernelChoices()[i], info);
+      if (!tactics[i].kernel.empty()) describeTactics(tactics[i], info);
       info.precision = ir::layerPrecision(g, node);
       std::string outs;
       for (int id : node.outputs) {
@@ -297,7 +322,13 @@ CompiledNetwork compileNetwork(ir::Graph graphIn, const std::vector<LayerRecord>
       logger.log(Severity::kVERBOSE, line);
       report.layerDecisions.push_back(std::move(line));
     }
-    return std::to_string(layers.size()) + " kernels";
+    std::string summary = std::to_string(layers.size()) + " kernels";
+    if (config.getBuilderOptimizationLevel() > 0 && !profiles.empty()) {
+      summary += ", tactics at optimization level " + std::to_string(config.getBuilderOptimizationLevel()) + ": " +
+                 std::to_string(report.tacticLayersTimed) + " layers timed (" + std::to_string(report.tacticRuns) +
+                 " runs), " + std::to_string(report.tacticLayersFromCache) + " from the timing cache";
+    }
+    return summary;
   });
 
   if (!profiles.empty()) timer.run("plan memory", [&] {
@@ -334,6 +365,7 @@ CompiledNetwork compileNetwork(ir::Graph graphIn, const std::vector<LayerRecord>
   p.info.threads = config.getThreads();
   p.info.workspaceBytes = config.getMemoryPoolLimit();
   p.info.builderFlags = config.getFlags();
+  p.info.builderOptimizationLevel = config.getBuilderOptimizationLevel();
   p.info.layersBefore = report.layersBefore;
   p.info.layersAfter = report.layersAfter;
   p.info.arenaBytes = report.arenaBytes;
@@ -373,7 +405,10 @@ Result<std::vector<uint8_t>> Builder::buildSerializedNetwork(const NetworkDefini
   BuildReport local;
   BuildReport& r = report ? *report : local;
   r = BuildReport{};
-  return guardResult<std::vector<uint8_t>>(&logger_, [&] { return buildPlan(network.impl(), config, logger_, r); });
+  return guardResult<std::vector<uint8_t>>(&logger_, [&] {
+    AllocationLimitScope limit(config.getAllocationLimit());
+    return buildPlan(network.impl(), config, logger_, r);
+  });
 }
 
 }  // namespace kiln

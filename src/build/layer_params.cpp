@@ -74,9 +74,8 @@ std::pair<ir::Node*, size_t> producerOf(ir::Graph& graph, const std::vector<int>
 }  // namespace
 
 int NetworkDefinition::Impl::layerIndex(const ILayer& handle) const {
-  for (size_t i = 0; i < layerHandles.size(); ++i)
-    if (layerHandles[i].get() == &handle) return static_cast<int>(i);
-  return -1;
+  const auto* own = dynamic_cast<const NetworkLayer*>(&handle);
+  return own && &own->network() == &network ? own->index() : -1;
 }
 
 LayerParams getLayerParams(const NetworkDefinition& network, const ILayer& layer) {
@@ -88,12 +87,12 @@ LayerParams getLayerParams(const NetworkDefinition& network, const ILayer& layer
 Status setLayerParams(NetworkDefinition& network, ILayer& layer, const LayerParams& params) {
   NetworkDefinition::Impl& impl = network.impl();
   const int index = impl.layerIndex(layer);
-  if (index < 0) return Status(StatusCode::kINVALID_ARGUMENT, "layer '" + layer.getName() + "' is not a layer of this network");
+  if (index < 0) return Status(ErrorCode::kInvalidArgument, "layer '" + layer.getName() + "' is not a layer of this network");
   const LayerRecord& old = impl.layers.at(static_cast<size_t>(index));
   const std::string label = old.type + " layer '" + old.name + "'";
-  if (!old.recreate) return Status(StatusCode::kINVALID_ARGUMENT, label + " has no parameters to change");
+  if (!old.recreate) return Status(ErrorCode::kInvalidArgument, label + " has no parameters to change");
   if (params.index() != old.params.index()) {
-    return Status(StatusCode::kINVALID_ARGUMENT,
+    return Status(ErrorCode::kInvalidArgument,
                   label + " takes " + paramsKind(old.params) + ", not " + paramsKind(params));
   }
   std::vector<ITensor*> inputs;
@@ -101,7 +100,7 @@ Status setLayerParams(NetworkDefinition& network, ILayer& layer, const LayerPara
   const auto recreate = old.recreate;  // adding a layer moves the records
   (void)impl.forwarder.takeLastError();
   if (!recreate(inputs, params)) {
-    return Status(StatusCode::kINVALID_ARGUMENT, label + ": the new parameters are refused: " + impl.forwarder.takeLastError());
+    return Status(ErrorCode::kInvalidArgument, label + ": the new parameters are refused: " + impl.forwarder.takeLastError());
   }
   return guardStatus(&impl.logger, [&] {
     LayerRecord fresh = std::move(impl.layers.back());

@@ -33,7 +33,7 @@ void LayerTransaction::fail(const std::string& message) const {
 }
 
 int LayerTransaction::input(const ITensor& tensor) {
-  int id = tensor.valueId();
+  int id = valueIdIn(net_.network, tensor);
   if (id < 0 || static_cast<size_t>(id) >= valueMark_) fail("an input tensor does not belong to this network");
   for (size_t i = 0; i < record_.inputs.size(); ++i)
     if (record_.inputs[i] == id) return id;

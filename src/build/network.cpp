@@ -10,13 +10,13 @@ namespace kiln {
 
 ITensor* NetworkDefinition::Impl::tensor(int valueId) {
   auto& handle = tensorHandles[valueId];
-  if (!handle) handle = std::make_unique<ITensor>(&network, valueId);
+  if (!handle) handle = std::make_unique<NetworkTensor>(network, valueId);
   return handle.get();
 }
 
 ILayer* NetworkDefinition::Impl::layer(int index) {
   while (layerHandles.size() <= static_cast<size_t>(index)) {
-    layerHandles.push_back(std::make_unique<ILayer>(&network, static_cast<int>(layerHandles.size())));
+    layerHandles.push_back(std::make_unique<NetworkLayer>(network, static_cast<int>(layerHandles.size())));
   }
   return layerHandles[static_cast<size_t>(index)].get();
 }
@@ -67,7 +67,7 @@ NetworkDefinition::~NetworkDefinition() = default;
 
 ILogger& NetworkDefinition::logger() const { return impl_->logger; }
 
-ITensor* NetworkDefinition::addInput(const std::string& name, DataType type, const Dims& dims) {
+ITensor* NetworkDefinition::addInput(const std::string& name, DataType type, const Shape& dims) {
   ITensor* result = nullptr;
   (void)guardStatus(&impl_->logger, [&] {
     if (name.empty()) throw Error(ErrorCode::kInvalidArgument, "addInput: the input needs a name");
@@ -91,8 +91,10 @@ ITensor* NetworkDefinition::addInput(const std::string& name, DataType type, con
 
 Status NetworkDefinition::markOutput(ITensor& tensor) {
   return guardStatus(&impl_->logger, [&] {
+    const int id = valueIdIn(*this, tensor);
+    if (id < 0) throw Error(ErrorCode::kInvalidArgument, "markOutput: the tensor is not a tensor of this network");
     auto& outs = impl_->graph.outputs;
-    if (std::find(outs.begin(), outs.end(), tensor.valueId()) == outs.end()) outs.push_back(tensor.valueId());
+    if (std::find(outs.begin(), outs.end(), id) == outs.end()) outs.push_back(id);
   });
 }
 
@@ -112,12 +114,17 @@ ILayer* NetworkDefinition::getLayer(int index) const {
   return impl_->layer(index);
 }
 
-// ITensor
+// NetworkTensor
 
-const std::string& ITensor::getName() const { return network_->impl().graph.value(valueId_).name; }
+int valueIdIn(const NetworkDefinition& network, const ITensor& tensor) {
+  const auto* own = dynamic_cast<const NetworkTensor*>(&tensor);
+  return own && &own->network() == &network ? own->valueId() : -1;
+}
 
-Status ITensor::setName(const std::string& name) {
-  auto& impl = network_->impl();
+const std::string& NetworkTensor::getName() const { return network_.impl().graph.value(valueId_).name; }
+
+Status NetworkTensor::setName(const std::string& name) {
+  auto& impl = network_.impl();
   return guardStatus(&impl.logger, [&] {
     ir::Graph& g = impl.graph;
     ir::Value& v = g.value(valueId_);
@@ -132,54 +139,50 @@ Status ITensor::setName(const std::string& name) {
   });
 }
 
-Dims ITensor::getDimensions() const {
-  const auto& type = network_->impl().graph.value(valueId_).type;
-  Dims dims;
+Shape NetworkTensor::getDimensions() const {
+  const auto& type = network_.impl().graph.value(valueId_).type;
+  Shape dims;
   if (type.shape)
     for (const ir::Dim& d : *type.shape) dims.push_back(d.isKnown() ? d.value : -1);
   return dims;
 }
 
-bool ITensor::hasShape() const { return network_->impl().graph.value(valueId_).type.shape.has_value(); }
-DataType ITensor::getType() const { return network_->impl().graph.value(valueId_).type.dtype; }
-bool ITensor::isNetworkInput() const { return network_->impl().graph.isGraphInput(valueId_); }
-bool ITensor::isNetworkOutput() const {
-  const auto& outs = network_->impl().graph.outputs;
+bool NetworkTensor::hasShape() const { return network_.impl().graph.value(valueId_).type.shape.has_value(); }
+DataType NetworkTensor::getType() const { return network_.impl().graph.value(valueId_).type.dtype; }
+bool NetworkTensor::isNetworkInput() const { return network_.impl().graph.isGraphInput(valueId_); }
+bool NetworkTensor::isNetworkOutput() const {
+  const auto& outs = network_.impl().graph.outputs;
   return std::find(outs.begin(), outs.end(), valueId_) != outs.end();
 }
 
-// ILayer
+// NetworkLayer
 
-namespace {
-LayerRecord& record(NetworkDefinition* network, int index) {
-  return network->impl().layers.at(static_cast<size_t>(index));
-}
-}  // namespace
+LayerRecord& NetworkLayer::record() const { return network_.impl().layers.at(static_cast<size_t>(index_)); }
 
-const std::string& ILayer::getName() const { return record(network_, index_).name; }
+const std::string& NetworkLayer::getName() const { return record().name; }
 
-void ILayer::setName(const std::string& name) {
-  LayerRecord& rec = record(network_, index_);
+void NetworkLayer::setName(const std::string& name) {
+  LayerRecord& rec = record();
   rec.name = name;
-  auto& nodes = network_->impl().graph.nodes;
+  auto& nodes = network_.impl().graph.nodes;
   for (size_t k = 0; k < rec.nodes.size(); ++k) {
     nodes[static_cast<size_t>(rec.nodes[k])].name = rec.nodes.size() == 1 ? name : name + "_" + std::to_string(k);
   }
 }
 
-const std::string& ILayer::getType() const { return record(network_, index_).type; }
-int ILayer::getNbInputs() const { return static_cast<int>(record(network_, index_).inputs.size()); }
-ITensor* ILayer::getInput(int index) const {
-  const LayerRecord& rec = record(network_, index_);
+const std::string& NetworkLayer::getType() const { return record().type; }
+int NetworkLayer::getNbInputs() const { return static_cast<int>(record().inputs.size()); }
+ITensor* NetworkLayer::getInput(int index) const {
+  const LayerRecord& rec = record();
   if (index < 0 || index >= static_cast<int>(rec.inputs.size())) return nullptr;
-  return network_->impl().tensor(rec.inputs[static_cast<size_t>(index)]);
+  return network_.impl().tensor(rec.inputs[static_cast<size_t>(index)]);
 }
 
-Status ILayer::setInput(int index, ITensor& tensor) {
-  auto& impl = network_->impl();
-  LayerRecord& rec = record(network_, index_);
+Status NetworkLayer::setInput(int index, ITensor& tensor) {
+  auto& impl = network_.impl();
+  LayerRecord& rec = record();
   if (index < 0 || index >= static_cast<int>(rec.inputs.size())) {
-    return Status(StatusCode::kINVALID_ARGUMENT, "layer '" + rec.name + "' has no input " + std::to_string(index));
+    return Status(ErrorCode::kInvalidArgument, "layer '" + rec.name + "' has no input " + std::to_string(index));
   }
   const int old = rec.inputs[static_cast<size_t>(index)];
   auto assign = [&](int id) {
@@ -188,7 +191,9 @@ Status ILayer::setInput(int index, ITensor& tensor) {
       impl.graph.nodes[static_cast<size_t>(node)].inputs[static_cast<size_t>(slot)] = id;
     }
   };
-  assign(tensor.valueId());
+  const int id = valueIdIn(network_, tensor);
+  if (id < 0) return Status(ErrorCode::kInvalidArgument, "layer '" + rec.name + "': the new input is not a tensor of this network");
+  assign(id);
   Status status = guardStatus(&impl.logger, [&] { impl.refreshShapes(); });
   if (!status.ok()) {
     assign(old);
@@ -197,36 +202,36 @@ Status ILayer::setInput(int index, ITensor& tensor) {
   return status;
 }
 
-int ILayer::getNbOutputs() const { return static_cast<int>(record(network_, index_).outputs.size()); }
-ITensor* ILayer::getOutput(int index) const {
-  const LayerRecord& rec = record(network_, index_);
+int NetworkLayer::getNbOutputs() const { return static_cast<int>(record().outputs.size()); }
+ITensor* NetworkLayer::getOutput(int index) const {
+  const LayerRecord& rec = record();
   if (index < 0 || index >= static_cast<int>(rec.outputs.size())) return nullptr;
-  return network_->impl().tensor(rec.outputs[static_cast<size_t>(index)]);
+  return network_.impl().tensor(rec.outputs[static_cast<size_t>(index)]);
 }
 
-void ILayer::setPrecision(DataType type) {
-  LayerRecord& rec = record(network_, index_);
+void NetworkLayer::setPrecision(DataType type) {
+  LayerRecord& rec = record();
   rec.precision = type;
   rec.precisionSet = true;
 }
-DataType ILayer::getPrecision() const { return record(network_, index_).precision; }
-bool ILayer::precisionIsSet() const { return record(network_, index_).precisionSet; }
-void ILayer::resetPrecision() {
-  LayerRecord& rec = record(network_, index_);
+DataType NetworkLayer::getPrecision() const { return record().precision; }
+bool NetworkLayer::precisionIsSet() const { return record().precisionSet; }
+void NetworkLayer::resetPrecision() {
+  LayerRecord& rec = record();
   rec.precision = DataType::kFloat32;
   rec.precisionSet = false;
 }
 
-void ILayer::setOutputType(int index, DataType type) {
-  LayerRecord& rec = record(network_, index_);
+void NetworkLayer::setOutputType(int index, DataType type) {
+  LayerRecord& rec = record();
   if (index >= 0 && index < static_cast<int>(rec.outputTypes.size())) rec.outputTypes[static_cast<size_t>(index)] = type;
 }
 
-DataType ILayer::getOutputType(int index) const {
-  const LayerRecord& rec = record(network_, index_);
+DataType NetworkLayer::getOutputType(int index) const {
+  const LayerRecord& rec = record();
   if (index < 0 || index >= static_cast<int>(rec.outputs.size())) return DataType::kUndefined;
   DataType set = rec.outputTypes[static_cast<size_t>(index)];
-  return set != DataType::kUndefined ? set : network_->impl().graph.value(rec.outputs[static_cast<size_t>(index)]).type.dtype;
+  return set != DataType::kUndefined ? set : network_.impl().graph.value(rec.outputs[static_cast<size_t>(index)]).type.dtype;
 }
 
 }  // namespace kiln

@@ -33,6 +33,57 @@ struct LayerRecord {
   std::function<ILayer*(const std::vector<ITensor*>& inputs, const LayerParams& params)> recreate;
 };
 
+/// The network's own ITensor: a value of its graph.
+class NetworkTensor final : public ITensor {
+ public:
+  NetworkTensor(NetworkDefinition& network, int valueId) : network_(network), valueId_(valueId) {}
+  const std::string& getName() const override;
+  Status setName(const std::string& name) override;
+  Shape getDimensions() const override;
+  bool hasShape() const override;
+  DataType getType() const override;
+  bool isNetworkInput() const override;
+  bool isNetworkOutput() const override;
+
+  const NetworkDefinition& network() const { return network_; }
+  int valueId() const { return valueId_; }
+
+ private:
+  NetworkDefinition& network_;
+  int valueId_;
+};
+
+/// The network's own ILayer: a record of its layers.
+class NetworkLayer final : public ILayer {
+ public:
+  NetworkLayer(NetworkDefinition& network, int index) : network_(network), index_(index) {}
+  const std::string& getName() const override;
+  void setName(const std::string& name) override;
+  const std::string& getType() const override;
+  int getNbInputs() const override;
+  ITensor* getInput(int index) const override;
+  Status setInput(int index, ITensor& tensor) override;
+  int getNbOutputs() const override;
+  ITensor* getOutput(int index) const override;
+  void setPrecision(DataType type) override;
+  DataType getPrecision() const override;
+  bool precisionIsSet() const override;
+  void resetPrecision() override;
+  void setOutputType(int index, DataType type) override;
+  DataType getOutputType(int index) const override;
+
+  const NetworkDefinition& network() const { return network_; }
+  int index() const { return index_; }
+
+ private:
+  LayerRecord& record() const;
+  NetworkDefinition& network_;
+  int index_;
+};
+
+/// The value id of `tensor` in `network`; -1 when it is not one of that network's tensors.
+int valueIdIn(const NetworkDefinition& network, const ITensor& tensor);
+
 /// Passes messages on to the application's logger and keeps the last error (setLayerParams
 /// reports why a re-created layer was refused).
 class ForwardingLogger : public ILogger {
@@ -55,8 +106,8 @@ struct NetworkDefinition::Impl {
   ILogger& logger;  // the forwarder
   ir::Graph graph;
   std::vector<LayerRecord> layers;
-  std::map<int, std::unique_ptr<ITensor>> tensorHandles;  // by value id
-  std::vector<std::unique_ptr<ILayer>> layerHandles;
+  std::map<int, std::unique_ptr<NetworkTensor>> tensorHandles;  // by value id
+  std::vector<std::unique_ptr<NetworkLayer>> layerHandles;
   std::string source = "network definition";
 
   ITensor* tensor(int valueId);

@@ -22,7 +22,7 @@ ILayer* addLayer(NetworkDefinition::Impl& impl, const std::string& type, Fn&& bu
 }
 
 // A per-spatial-dim parameter: the given values, or `fallback` for each dim when empty.
-std::vector<int64_t> perDim(const LayerTransaction& tx, const Dims& given, size_t n, int64_t fallback, const char* what) {
+std::vector<int64_t> perDim(const LayerTransaction& tx, const Shape& given, size_t n, int64_t fallback, const char* what) {
   if (given.empty()) return std::vector<int64_t>(n, fallback);
   if (given.size() != n) {
     tx.fail(std::string(what) + " has " + std::to_string(given.size()) + " values for " + std::to_string(n) +
@@ -43,11 +43,11 @@ Weights weightsOf(const Tensor& t) { return Weights{t.dtype(), t.raw(), t.numel(
 
 }  // namespace
 
-ILayer* NetworkDefinition::addConvolution(ITensor& input, int64_t nbOutputMaps, const Dims& kernelSize,
+ILayer* NetworkDefinition::addConvolution(ITensor& input, int64_t nbOutputMaps, const Shape& kernelSize,
                                           const Weights& kernel, const Weights& bias, const ConvolutionParams& params) {
   ILayer* layer = addLayer(*impl_, "Conv", [&](LayerTransaction& tx) {
     int x = tx.input(input);
-    Dims dims = input.getDimensions();
+    Shape dims = input.getDimensions();
     const size_t spatial = kernelSize.size();
     if (spatial == 0) tx.fail("kernelSize is empty");
     if (dims.size() != spatial + 2) {
@@ -85,7 +85,7 @@ ILayer* NetworkDefinition::addConvolution(ITensor& input, int64_t nbOutputMaps, 
   });
 }
 
-ILayer* NetworkDefinition::addPooling(ITensor& input, PoolingType type, const Dims& windowSize,
+ILayer* NetworkDefinition::addPooling(ITensor& input, PoolingType type, const Shape& windowSize,
                                       const PoolingParams& params) {
   const char* op = type == PoolingType::kMAX ? "MaxPool" : "AveragePool";
   ILayer* layer = addLayer(*impl_, op, [&](LayerTransaction& tx) {
@@ -178,7 +178,7 @@ ILayer* NetworkDefinition::addFullyConnected(ITensor& input, int64_t nbOutputs, 
                                              const Weights& bias) {
   return addLayer(*impl_, "Gemm", [&](LayerTransaction& tx) {
     int x = tx.input(input);
-    Dims dims = input.getDimensions();
+    Shape dims = input.getDimensions();
     if (!input.hasShape() || dims.size() < 2) tx.fail("input '" + input.getName() + "' needs a known rank of at least 2");
     int64_t k = 1;
     for (size_t i = 1; i < dims.size(); ++i) {
@@ -233,11 +233,13 @@ ILayer* NetworkDefinition::addConcatenation(const std::vector<ITensor*>& inputs,
   });
   // The layer's inputs are its distinct tensors (in order of first use); the same tensor may be
   // several operands.
+  if (!layer) return nullptr;
   std::vector<int> distinct;
   std::vector<size_t> operandInput;
   for (ITensor* t : inputs) {
-    auto it = std::find(distinct.begin(), distinct.end(), t->valueId());
-    if (it == distinct.end()) it = distinct.insert(distinct.end(), t->valueId());
+    const int id = valueIdIn(*this, *t);
+    auto it = std::find(distinct.begin(), distinct.end(), id);
+    if (it == distinct.end()) it = distinct.insert(distinct.end(), id);
     operandInput.push_back(static_cast<size_t>(it - distinct.begin()));
   }
   return impl_->withParams(layer, ConcatenationParams{axis},
@@ -248,7 +250,7 @@ ILayer* NetworkDefinition::addConcatenation(const std::vector<ITensor*>& inputs,
                            });
 }
 
-ILayer* NetworkDefinition::addConstant(const Dims& dims, const Weights& weights) {
+ILayer* NetworkDefinition::addConstant(const Shape& dims, const Weights& weights) {
   return addLayer(*impl_, "Constant", [&](LayerTransaction& tx) {
     for (int64_t d : dims)
       if (d < 0) tx.fail("dims must be fixed, got " + shapeToString(dims));

@@ -2,13 +2,13 @@
 
 namespace kiln {
 
-void OptimizationProfile::setDimensions(const std::string& inputName, OptProfileSelector which, const Dims& dims) {
+void OptimizationProfile::setDimensions(const std::string& inputName, OptProfileSelector which, const Shape& dims) {
   entries_[inputName].dims[static_cast<int>(which)] = dims;
 }
 
-Dims OptimizationProfile::getDimensions(const std::string& inputName, OptProfileSelector which) const {
+Shape OptimizationProfile::getDimensions(const std::string& inputName, OptProfileSelector which) const {
   auto it = entries_.find(inputName);
-  return it == entries_.end() ? Dims{} : it->second.dims[static_cast<int>(which)];
+  return it == entries_.end() ? Shape{} : it->second.dims[static_cast<int>(which)];
 }
 
 void OptimizationProfile::setShapeValues(const std::string& inputName, OptProfileSelector which,

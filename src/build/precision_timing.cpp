@@ -5,13 +5,13 @@
 // same random inputs at the first profile's opt shapes, on a pool of the engine's threads, best
 // of a few alternating runs; the layer keeps BF16 only where it is clearly faster.
 #include <algorithm>
-#include <chrono>
 #include <random>
 
 #include <cstdio>
 
 #include "backends/cpu/kernel_registry.h"
 #include "backends/cpu/thread_pool.h"
+#include "build/layer_timing.h"
 #include "build/precision.h"
 #include "build/profiles.h"
 #include "engine/plan_format.h"
@@ -27,49 +27,10 @@ constexpr int kRounds = 5;  // alternating runs of each kernel after one warm-up
 // far as single timed runs can tell, and FP32 is the more accurate.
 constexpr double kBf16Margin = 0.95;
 
-Tensor randomTensor(DataType type, const Shape& shape, std::mt19937& rng) {
-  Tensor t(type, shape);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  float* p = t.data<float>();
-  for (int64_t i = 0; i < t.numel(); ++i) p[i] = dist(rng);
-  return t;
-}
-
-// The graph with every value's shape at the profile's opt shapes, or nullopt when inference fails.
-std::optional<ir::Graph> graphAtOptShapes(const ir::Graph& graph, const plan::Profile& profile) {
-  ir::Graph g = graph;
-  for (const auto& [id, shape] : profileShapes(graph, profile, OptProfileSelector::kOPT)) {
-    if (!g.value(id).constant) g.value(id).type.shape = ir::symShapeOf(shape);
-  }
-  for (ir::Node& node : g.nodes)
-    for (int id : node.outputs)
-      if (id != ir::kNoValue) g.value(id).type = ir::TypeInfo{};
-  try {
-    ir::inferShapes(g);
-  } catch (const Error&) {
-    return std::nullopt;
-  }
-  return g;
-}
-
-cpu::KernelCreateInfo createInfo(const ir::Graph& g, const ir::Node& node) {
-  cpu::KernelCreateInfo info{node, {}, {}, {}, nullptr};
-  for (int id : node.inputs) {
-    const ir::Value* v = id == ir::kNoValue ? nullptr : &g.value(id);
-    info.inputTypes.push_back(v ? &v->type : nullptr);
-    info.constants.push_back(v && v->constant && !g.isGraphInput(id) ? &*v->constant : nullptr);
-  }
-  return info;
-}
-
 // Seconds of the best of kRounds runs of each kernel, alternating (after a warm-up run of each).
 std::pair<double, double> timeBoth(const ir::Node& node, const ir::OpSchema& schema, const cpu::KernelFn& a,
                                    const cpu::KernelFn& b, const std::vector<const Tensor*>& inputs) {
-  auto once = [&](const cpu::KernelFn& k) {
-    const auto start = std::chrono::steady_clock::now();
-    runNode(node, schema, k, inputs, nullptr);
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  };
+  auto once = [&](const cpu::KernelFn& k) { return timeKernelOnce(node, schema, k, inputs); };
   once(a);
   once(b);
   double bestA = 1e30, bestB = 1e30;
@@ -102,12 +63,12 @@ std::vector<std::string> timePrecisions(ir::Graph& graph, const plan::Profile& p
     if (ir::nodePrecision(node) != ir::kPrecisionBf16) continue;
     std::string who;
     if (pinnedPrecision(node, request, &who) == DataType::kBFloat16) continue;
-    const cpu::KernelCreateInfo info = createInfo(graph, node);
+    const cpu::KernelCreateInfo info = timingCreateInfo(graph, node);
     const cpu::KernelSelection bf16 = registry.select(info);
     if (!bf16.chosen || bf16.chosen->id.rfind("bf16_", 0) != 0) continue;  // settlePrecisions reports it
     ir::Node fp32Node = node;
     fp32Node.attrs[ir::kPrecisionAttr] = ir::kPrecisionFp32;
-    const cpu::KernelCreateInfo fp32Info = createInfo(graph, fp32Node);
+    const cpu::KernelCreateInfo fp32Info = timingCreateInfo(graph, fp32Node);
     const cpu::KernelSelection fp32 = registry.select(fp32Info);
     if (!fp32.chosen) continue;
     if (!triedShapes) {
@@ -115,29 +76,13 @@ std::vector<std::string> timePrecisions(ir::Graph& graph, const plan::Profile& p
       triedShapes = true;
     }
     if (!concrete) break;
-    // Inputs: the constants themselves, random floats for the rest (a layer with other inputs is not timed).
     std::vector<Tensor> made;
-    made.reserve(node.inputs.size());
-    std::vector<const Tensor*> inputs;
-    bool timeable = true;
-    for (size_t k = 0; k < node.inputs.size() && timeable; ++k) {
-      const int id = node.inputs[k];
-      if (id == ir::kNoValue) {
-        inputs.push_back(nullptr);
-      } else if (info.constants[k]) {
-        inputs.push_back(info.constants[k]);
-      } else {
-        const ir::TypeInfo& t = concrete->value(id).type;
-        const std::optional<Shape> shape = t.shape ? ir::concreteShape(*t.shape) : std::nullopt;
-        timeable = shape && t.dtype == DataType::kFloat32;
-        if (timeable) inputs.push_back(&made.emplace_back(randomTensor(t.dtype, *shape, rng)));
-      }
-    }
+    const auto inputs = timingInputs(*concrete, node, info, rng, made);
     const ir::OpSchema* schema = ir::OpSchemaRegistry::global().find(node.domain, node.opType, node.opset);
-    if (!timeable || !schema) continue;
+    if (!inputs || !schema) continue;
     const cpu::Kernel bf16Kernel = bf16.chosen->create(info);
     const cpu::Kernel fp32Kernel = fp32.chosen->create(fp32Info);
-    const auto [tb, tf] = timeBoth(node, *schema, bf16Kernel.run, fp32Kernel.run, inputs);
+    const auto [tb, tf] = timeBoth(node, *schema, bf16Kernel.run, fp32Kernel.run, *inputs);
     const std::string times = bf16.chosen->id + " " + ms(tb) + ", " + fp32.chosen->id + " " + ms(tf);
     if (tb < kBf16Margin * tf) {
       decisions.push_back(node.label() + ": precision bf16: faster (" + times + ")");

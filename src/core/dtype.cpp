@@ -87,14 +87,18 @@ void throwUnsupportedType(DataType type, const char* what) {
 
 const char* errorCodeName(ErrorCode code) {
   switch (code) {
-    case ErrorCode::kInvalidArgument: return "invalid argument";
-    case ErrorCode::kInvalidModel: return "invalid model";
-    case ErrorCode::kUnsupportedNode: return "unsupported";
-    case ErrorCode::kInvalidPlan: return "invalid plan";
-    case ErrorCode::kRuntimeError: return "runtime error";
-    case ErrorCode::kIoError: return "I/O error";
+    case ErrorCode::kSuccess: return "SUCCESS";
+    case ErrorCode::kInvalidArgument: return "INVALID_ARGUMENT";
+    case ErrorCode::kInvalidModel: return "INVALID_MODEL";
+    case ErrorCode::kInvalidValue: return "INVALID_VALUE";
+    case ErrorCode::kUnsupportedNode: return "UNSUPPORTED_NODE";
+    case ErrorCode::kInvalidPlan: return "INVALID_PLAN";
+    case ErrorCode::kIoError: return "IO_ERROR";
+    case ErrorCode::kRuntimeError: return "RUNTIME_ERROR";
+    case ErrorCode::kOutOfMemory: return "OUT_OF_MEMORY";
+    case ErrorCode::kInternalError: return "INTERNAL_ERROR";
   }
-  return "error";
+  return "UNKNOWN";
 }
 
 }  // namespace kiln

@@ -37,22 +37,6 @@ std::string shapeToString(const Shape& shape) {
   return s;
 }
 
-namespace {
-
-// Refuses allocations larger than the machine's physical memory (or the lowered tensorByteLimit)
-// instead of dying in the allocator.
-void checkAllocationSize(size_t bytes, DataType dtype, const Shape& shape) {
-  const uint64_t limit = tensorByteLimit();
-  if (bytes > limit) {
-    throw Error(ErrorCode::kInvalidArgument,
-                "tensor " + dataTypeName(dtype) + "[" + shapeToString(shape) + "] needs " + std::to_string(bytes >> 20) +
-                    " MiB, " + (limit == physicalMemoryBytes() ? std::string("more than this machine's memory")
-                                                              : "over the tensor limit of " + std::to_string(limit >> 20) + " MiB"));
-  }
-}
-
-}  // namespace
-
 Tensor::Tensor(DataType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
   if (!isSupportedDataType(dtype)) throwUnsupportedType(dtype, "tensor");
   int64_t n = shapeNumel(shape_);
@@ -61,7 +45,7 @@ Tensor::Tensor(DataType dtype, Shape shape) : dtype_(dtype), shape_(std::move(sh
     throw Error(ErrorCode::kInvalidArgument, "tensor shape " + shapeToString(shape_) + " is too large");
   }
   size_t bytes = static_cast<size_t>(n) * elem;
-  checkAllocationSize(bytes, dtype, shape_);
+  checkAllocation(bytes, "tensor " + dataTypeName(dtype) + "[" + shapeToString(shape_) + "]");
   if (dtype == DataType::kString) {
     auto strings = std::shared_ptr<std::string[]>(new std::string[n > 0 ? n : 1]);
     data_ = strings.get();

@@ -2,25 +2,40 @@
 
 #include <unistd.h>
 
-#include <algorithm>
-#include <atomic>
+#include "kiln/error.h"
 
 namespace kiln {
+
+namespace {
+thread_local uint64_t tlsLimit = 0;  // 0: physical memory
+}  // namespace
 
 uint64_t physicalMemoryBytes() {
   static const uint64_t bytes = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(sysconf(_SC_PAGE_SIZE));
   return bytes;
 }
 
-namespace {
-std::atomic<uint64_t> tensorLimit{0};  // 0: physical memory
-}  // namespace
+uint64_t allocationLimitBytes() { return tlsLimit ? tlsLimit : physicalMemoryBytes(); }
 
-uint64_t tensorByteLimit() {
-  const uint64_t limit = tensorLimit.load(std::memory_order_relaxed);
-  return limit ? limit : physicalMemoryBytes();
+AllocationLimitScope::AllocationLimitScope(uint64_t bytes) : previous_(tlsLimit) {
+  if (bytes) tlsLimit = bytes;
 }
 
-void setTensorByteLimit(uint64_t bytes) { tensorLimit.store(std::min(bytes, physicalMemoryBytes()), std::memory_order_relaxed); }
+AllocationLimitScope::~AllocationLimitScope() { tlsLimit = previous_; }
+
+std::string byteCountText(uint64_t bytes) {
+  return bytes < (uint64_t{10} << 20) ? std::to_string(bytes) + " bytes" : std::to_string(bytes >> 20) + " MiB";
+}
+
+std::string allocationLimitText() {
+  const std::string limit = byteCountText(allocationLimitBytes());
+  return tlsLimit ? "over the allocation limit of " + limit : "more than this machine's memory (" + limit + ")";
+}
+
+void checkAllocation(uint64_t bytes, const std::string& what) {
+  const uint64_t limit = allocationLimitBytes();
+  if (bytes <= limit) return;
+  throw Error(ErrorCode::kInvalidArgument, what + " needs " + byteCountText(bytes) + ", " + allocationLimitText());
+}
 
 }  // namespace kiln

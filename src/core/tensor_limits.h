@@ -3,20 +3,44 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace kiln {
 
 /// The most dimensions a kiln tensor may have (numpy's limit too).
 constexpr size_t kMaxTensorRank = 64;
 
-/// This machine's physical memory in bytes: no single tensor may need more.
+/// This machine's physical memory in bytes.
 uint64_t physicalMemoryBytes();
 
-/// The most bytes one Tensor may allocate: physicalMemoryBytes(), unless lowered by
-/// setTensorByteLimit. The fuzz targets (tests/fuzz) lower it so that an input asking for
-/// gigabytes is refused at once, as on a small machine, instead of hitting the fuzzer's RSS limit.
-uint64_t tensorByteLimit();
-/// Sets tensorByteLimit (capped at physical memory); 0 restores the default.
-void setTensorByteLimit(uint64_t bytes);
+/// The largest single buffer kiln allocates (a tensor, the activation arena, a kernel workspace)
+/// on this thread: the innermost AllocationLimitScope's, else this machine's physical memory.
+uint64_t allocationLimitBytes();
+
+/// Sets allocationLimitBytes() on the calling thread for the scope's lifetime (0: keeps the limit
+/// in force). Sessions, execution contexts and builds open one over their work
+/// (SessionOptions::allocationLimitBytes, ExecutionContext::setAllocationLimit,
+/// BuilderConfig::setAllocationLimit, the CLI's --memory-limit).
+class AllocationLimitScope {
+ public:
+  explicit AllocationLimitScope(uint64_t bytes);
+  ~AllocationLimitScope();
+  AllocationLimitScope(const AllocationLimitScope&) = delete;
+  AllocationLimitScope& operator=(const AllocationLimitScope&) = delete;
+
+ private:
+  uint64_t previous_;
+};
+
+/// "N bytes" below 10 MiB, else "N MiB" (rounded down).
+std::string byteCountText(uint64_t bytes);
+
+/// "over the allocation limit of L", or "more than this machine's memory (P)" when no scope set
+/// one: what a refusal says of the limit.
+std::string allocationLimitText();
+
+/// Throws kiln::Error (kInvalidArgument) "WHAT needs " + byteCountText(bytes) + ", " + allocationLimitText()
+/// when `bytes` exceeds allocationLimitBytes(); `what` names the buffer.
+void checkAllocation(uint64_t bytes, const std::string& what);
 
 }  // namespace kiln

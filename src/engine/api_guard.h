@@ -21,11 +21,11 @@ Status guardStatus(ILogger* logger, Fn&& fn) {
   } catch (const Error& e) {
     status = Status::fromError(e);
   } catch (const std::bad_alloc&) {
-    status = Status(StatusCode::kOUT_OF_MEMORY, "out of memory");
+    status = Status(ErrorCode::kOutOfMemory, "out of memory");
   } catch (const std::exception& e) {
-    status = Status(StatusCode::kINTERNAL_ERROR, std::string("internal error: ") + e.what());
+    status = Status(ErrorCode::kInternalError, std::string("internal error: ") + e.what());
   } catch (...) {
-    status = Status(StatusCode::kINTERNAL_ERROR, "internal error: unknown exception");
+    status = Status(ErrorCode::kInternalError, "internal error: unknown exception");
   }
   if (logger) logger->log(Severity::kERROR, status.message());
   return status;

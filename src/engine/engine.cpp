@@ -75,9 +75,9 @@ DataType Engine::getTensorDataType(const std::string& name) const {
   return i < 0 ? DataType::kUndefined : impl_->plan.io[static_cast<size_t>(i)].dtype;
 }
 
-Dims Engine::getTensorShape(const std::string& name) const {
+Shape Engine::getTensorShape(const std::string& name) const {
   int i = impl_->findIO(name);
-  return i < 0 ? Dims{} : impl_->plan.io[static_cast<size_t>(i)].dims;
+  return i < 0 ? Shape{} : impl_->plan.io[static_cast<size_t>(i)].dims;
 }
 
 bool Engine::hasDefaultValue(const std::string& name) const {
@@ -94,9 +94,9 @@ const plan::ProfileEntry* profileEntry(const plan::Plan& p, const std::string& i
 }
 }  // namespace
 
-Dims Engine::getProfileShape(const std::string& inputName, int profileIndex, OptProfileSelector which) const {
+Shape Engine::getProfileShape(const std::string& inputName, int profileIndex, OptProfileSelector which) const {
   const auto* e = profileEntry(impl_->plan, inputName, profileIndex);
-  return e ? e->dims[static_cast<int>(which)] : Dims{};
+  return e ? e->dims[static_cast<int>(which)] : Shape{};
 }
 
 std::vector<int64_t> Engine::getProfileShapeValues(const std::string& inputName, int profileIndex,

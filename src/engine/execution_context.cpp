@@ -4,6 +4,7 @@
 #include <cstring>
 #include <optional>
 
+#include "core/tensor_limits.h"
 #include "engine/api_guard.h"
 #include "engine/execution_context_impl.h"
 
@@ -23,7 +24,7 @@ size_t ExecutionContext::Impl::io(const std::string& name, const char* what) con
   return static_cast<size_t>(i);
 }
 
-std::string ExecutionContext::Impl::dimsText(const Dims& dims) const {
+std::string ExecutionContext::Impl::dimsText(const Shape& dims) const {
   if (dims.empty()) return "scalar";
   std::string s;
   for (size_t i = 0; i < dims.size(); ++i) s += (i ? "x" : "") + (dims[i] < 0 ? std::string("?") : std::to_string(dims[i]));
@@ -98,6 +99,7 @@ void ExecutionContext::Impl::checkShapeValues(size_t index, const Tensor& t) con
 void ExecutionContext::Impl::run() {
   const plan::Plan& p = plan();
   if (!pool) pool = std::make_shared<cpu::ThreadPool>(threads >= 0 ? threads : p.info.threads);
+  AllocationLimitScope limit(allocationLimit);
   cpu::ThreadPoolScope threads(pool.get());
   runShapes.resize(p.io.size());
   size_t fed = 0;
@@ -194,7 +196,7 @@ Result<std::unique_ptr<ExecutionContext>> Engine::createExecutionContext() const
 
 Status ExecutionContext::setOptimizationProfile(int index) {
   if (index < 0 || index >= static_cast<int>(impl_->plan().profiles.size())) {
-    return Status(StatusCode::kINVALID_ARGUMENT, "optimization profile " + std::to_string(index) + " does not exist (the engine has " +
+    return Status(ErrorCode::kInvalidArgument, "optimization profile " + std::to_string(index) + " does not exist (the engine has " +
                                                      std::to_string(impl_->plan().profiles.size()) + ")");
   }
   impl_->profile = index;
@@ -204,19 +206,22 @@ Status ExecutionContext::setOptimizationProfile(int index) {
 int ExecutionContext::getOptimizationProfile() const { return impl_->profile; }
 
 Status ExecutionContext::setThreads(int threads) {
-  if (threads < 0) return Status(StatusCode::kINVALID_ARGUMENT, "setThreads: threads must be >= 0 (0 = one per hardware thread)");
+  if (threads < 0) return Status(ErrorCode::kInvalidArgument, "setThreads: threads must be >= 0 (0 = one per hardware thread)");
   if (impl_->pending.valid()) impl_->pending.wait();  // the pool may be in use by an enqueued run
   if (threads != impl_->threads) impl_->pool.reset();
   impl_->threads = threads;
   return Status();
 }
 
+void ExecutionContext::setAllocationLimit(uint64_t bytes) { impl_->allocationLimit = bytes; }
+uint64_t ExecutionContext::getAllocationLimit() const { return impl_->allocationLimit; }
+
 int ExecutionContext::getThreads() const { return impl_->threads >= 0 ? impl_->threads : impl_->plan().info.threads; }
 
 void ExecutionContext::setProfiler(IProfiler* profiler) { impl_->profiler = profiler; }
 IProfiler* ExecutionContext::getProfiler() const { return impl_->profiler; }
 
-Status ExecutionContext::setInputShape(const std::string& name, const Dims& dims) {
+Status ExecutionContext::setInputShape(const std::string& name, const Shape& dims) {
   return guardStatus(nullptr, [&] {
     size_t i = impl_->io(name, "setInputShape");
     impl_->checkShape(i, dims);
@@ -225,8 +230,8 @@ Status ExecutionContext::setInputShape(const std::string& name, const Dims& dims
   });
 }
 
-Result<Dims> ExecutionContext::getTensorShape(const std::string& name) const {
-  return guardResult<Dims>(nullptr, [&]() -> Dims {
+Result<Shape> ExecutionContext::getTensorShape(const std::string& name) const {
+  return guardResult<Shape>(nullptr, [&]() -> Shape {
     const plan::Plan& p = impl_->plan();
     size_t index = impl_->io(name, "getTensorShape");
     if (p.io[index].mode == TensorIOMode::kINPUT) {
@@ -251,8 +256,8 @@ Result<Dims> ExecutionContext::getTensorShape(const std::string& name) const {
     if (impl_->outputs[index].defined() && current == impl_->lastRunInputShapes) return impl_->outputs[index].shape();
     const ShapeProgram::Resolution resolved = impl_->engine->executor->shapeProgram().resolve(inputShapes);
     const ir::TypeInfo& type = resolved.types[static_cast<size_t>(p.io[index].valueId)];
-    if (!type.shape) return Dims{};
-    Dims dims;
+    if (!type.shape) return Shape{};
+    Shape dims;
     for (const ir::Dim& d : *type.shape) dims.push_back(d.isKnown() ? d.value : -1);
     return dims;
   });
@@ -305,7 +310,7 @@ CompletionEvent ExecutionContext::enqueue() {
 }
 
 Status CompletionEvent::wait() const {
-  if (!done_.valid()) return Status(StatusCode::kINVALID_ARGUMENT, "no inference was enqueued");
+  if (!done_.valid()) return Status(ErrorCode::kInvalidArgument, "no inference was enqueued");
   return done_.get();
 }
 

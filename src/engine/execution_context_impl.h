@@ -33,11 +33,12 @@ struct ExecutionContext::Impl {
   int threads = -1;
   ExecutorMemory memory;  // the arena, planned again when input shapes change
   IProfiler* profiler = nullptr;
+  uint64_t allocationLimit = 0;  // setAllocationLimit; 0: physical memory
 
   explicit Impl(std::shared_ptr<const Engine::Impl> engine);
   const plan::Plan& plan() const { return engine->plan; }
   size_t io(const std::string& name, const char* what) const;
-  std::string dimsText(const Dims& dims) const;
+  std::string dimsText(const Shape& dims) const;
   void checkShape(size_t index, const Shape& shape) const;
   Shape inputShape(size_t index) const;  // the shape an input will run with
   void checkShapeValues(size_t index, const Tensor& t) const;

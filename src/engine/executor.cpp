@@ -10,6 +10,7 @@
 #include "backends/cpu/run_control.h"
 #include "backends/cpu/thread_pool.h"
 #include "core/aligned_memory.h"
+#include "core/tensor_limits.h"
 #include "engine/subgraph.h"
 #include "kiln/error.h"
 #include "plugin/plugin_node.h"
@@ -110,6 +111,9 @@ std::vector<Tensor> runNode(const ir::Node& node, const ir::OpSchema& schema, co
 Executor::Executor(std::shared_ptr<const ir::Graph> graph, KernelPolicy policy)
     : Executor(std::move(graph), nullptr, {}, nullptr, policy) {}
 
+Executor::Executor(std::shared_ptr<const ir::Graph> graph, const std::vector<std::string>& kernelIds, KernelPolicy policy)
+    : Executor(std::move(graph), nullptr, kernelIds, nullptr, policy) {}
+
 Executor::Executor(std::shared_ptr<ir::Graph> graph, FreeCopiedWeights, const std::vector<std::string>& kernelIds,
                    const std::vector<cpu::KernelState>* states, KernelPolicy policy)
     : Executor(graph, graph.get(), kernelIds, states, policy) {}
@@ -124,7 +128,7 @@ const cpu::KernelCandidate* Executor::chooseKernel(const cpu::KernelCreateInfo& 
                                                    const std::vector<std::string>& kernelIds) {
   const cpu::KernelRegistry& registry = cpu::KernelRegistry::global();
   KernelChoice& choice = choices_.emplace_back();
-  if (kernelIds.empty()) {
+  if (kernelIds.empty() || kernelIds.at(i).empty()) {
     cpu::KernelSelection selection =
         policy_ == KernelPolicy::kMostGeneral ? registry.selectMostGeneral(info) : registry.select(info);
     choice.declined = std::move(selection.declined);
@@ -270,6 +274,34 @@ bool isViewOf(const Tensor& view, const Tensor& source, DataType dtype, const Sh
 
 }  // namespace
 
+// Refuses a plan that needs a buffer over the allocation limit (core/tensor_limits.h) before
+// anything is allocated: the first tensor or workspace too large is named with its node, else the
+// arena as a whole with the input shapes.
+void Executor::checkPlanFitsTheLimit(const MemoryPlan& plan, const std::vector<ir::TypeInfo>& types,
+                                     const std::vector<std::pair<int, Shape>>& signature) const {
+  const uint64_t limit = allocationLimitBytes();
+  if (plan.arenaBytes <= limit) return;
+  const ir::Graph& g = *graph_;
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    const ir::Node& node = *steps_[i].node;
+    for (int id : node.outputs) {
+      if (id == ir::kNoValue || plan.bytes[static_cast<size_t>(id)] <= limit) continue;
+      const ir::TypeInfo& type = types[static_cast<size_t>(id)];
+      const std::string shape = type.shape ? ir::symShapeToString(*type.shape) : "?";
+      ir::failNode(node, "output '" + g.value(id).name + "' " + dataTypeName(type.dtype) + "[" + shape + "] needs " +
+                             byteCountText(plan.bytes[static_cast<size_t>(id)]) + ", " + allocationLimitText(),
+                   ErrorCode::kInvalidArgument);
+    }
+    if (i < plan.workspaceBytes.size() && plan.workspaceBytes[i] > limit) {
+      ir::failNode(node, "its workspace needs " + byteCountText(plan.workspaceBytes[i]) + ", " + allocationLimitText(),
+                   ErrorCode::kInvalidArgument);
+    }
+  }
+  std::string shapes;
+  for (const auto& [id, shape] : signature) shapes += (shapes.empty() ? "" : ", ") + g.value(id).name + ":" + shapeToString(shape);
+  checkAllocation(plan.arenaBytes, "the tensor arena (every intermediate of a run) for input shapes " + shapes);
+}
+
 void Executor::preparePlan(const std::vector<std::pair<int, Tensor>>& inputs, ExecutorMemory& memory) const {
   if (memory.planned_ && memory.executor_ == this && sameShapes(memory.signature_, inputs)) return;
   const ir::Graph& g = *graph_;
@@ -289,6 +321,7 @@ void Executor::preparePlan(const std::vector<std::pair<int, Tensor>>& inputs, Ex
   memory.planned_ = true;
   ++memory.planCount_;
   if (memory.capacity_ < memory.plan_.arenaBytes) {
+    checkPlanFitsTheLimit(memory.plan_, types, memory.signature_);
     memory.arena_.reset();  // free the smaller arena first
     memory.capacity_ = 0;
     void* p = allocateAligned(memory.plan_.arenaBytes);  // kArenaAlignment or more

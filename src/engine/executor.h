@@ -102,14 +102,17 @@ class Executor {
   enum class KernelPolicy { kFirstSupporting, kMostGeneral };
   /// Creates a kernel for every node; throws listing all unsupported nodes.
   explicit Executor(std::shared_ptr<const ir::Graph> graph, KernelPolicy policy = KernelPolicy::kFirstSupporting);
+  /// The same with the kernels of `kernelIds` (as below), for a graph shared with the caller.
+  Executor(std::shared_ptr<const ir::Graph> graph, const std::vector<std::string>& kernelIds, KernelPolicy policy);
   /// The same for a graph the caller owns alone, whose weights kernels copy are then freed: the
   /// values of a constant every reader of which keeps its own copy (KernelCreateInfo::keepsOwnCopyOf,
   /// e.g. packed weights) are replaced, as soon as its last reader's kernel is made, by a
   /// placeholder of the same dtype and shape with no data. Weights are thus never held twice, not
   /// even while loading. Only the shapes of such constants may be read afterwards.
   enum FreeCopiedWeights { kFreeCopiedWeights };
-  /// `kernelIds`, when not empty, has one candidate id per node (a plan's choices): those kernels
-  /// are made instead of selecting again; one missing from the registry, needing an ISA the host
+  /// `kernelIds`, when not empty, has one candidate id per node (a plan's choices, or the
+  /// builder's timed tactics; "" for a node the policy chooses for): those kernels are made
+  /// instead of selecting again; one missing from the registry, needing an ISA the host
   /// lacks, or declining the node is a kInvalidPlan error naming the layer, the kernel and why.
   /// `states`, when given, has one entry per node: a kernel whose entry holds a saved state is
   /// restored over it (its packed weights used where they lie) instead of packing again.
@@ -163,6 +166,8 @@ class Executor {
   /// The candidate for node i: the one named in kernelIds, else the one policy_ picks.
   const cpu::KernelCandidate* chooseKernel(const cpu::KernelCreateInfo& info, size_t i,
                                            const std::vector<std::string>& kernelIds);
+  void checkPlanFitsTheLimit(const MemoryPlan& plan, const std::vector<ir::TypeInfo>& types,
+                             const std::vector<std::pair<int, Shape>>& signature) const;
   /// Plans the memory (and binds the nodes) again when the input shapes differ from the last run's.
   void preparePlan(const std::vector<std::pair<int, Tensor>>& inputs, ExecutorMemory& memory) const;
   void bindNodes(ExecutorMemory& memory, const std::vector<ir::TypeInfo>& types) const;

@@ -32,6 +32,7 @@ class ByteWriter {
   void u64(uint64_t v) { put(v); }
   void i64(int64_t v) { put(v); }
   void f32(float v) { put(v); }
+  void f64(double v) { put(v); }
   void str(const std::string& s) {
     u32(static_cast<uint32_t>(s.size()));
     raw(s.data(), s.size());
@@ -70,6 +71,7 @@ class ByteReader {
   uint64_t u64(const char* what) { return get<uint64_t>(what); }
   int64_t i64(const char* what) { return get<int64_t>(what); }
   float f32(const char* what) { return get<float>(what); }
+  double f64(const char* what) { return get<double>(what); }
   std::string str(const char* what) {
     uint32_t n = u32(what);
     need(n, what);

@@ -16,8 +16,10 @@ namespace kiln::plan {
 constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'P', 'L', 'A', 'N'};
 // 2: layers hold their kernel id, ISA, declined candidates, packed state; 3: the packed state's
 // blobs have a section of their own, last in the file, with its own checksum; 4: large float
-// constants lie in that section too (tensor records say where their bytes are).
-constexpr uint32_t kFormatVersion = 4;
+// constants lie in that section too (tensor records say where their bytes are); 5: the build
+// info holds the builder optimization level, layers how their kernel was chosen and the timed
+// tactics.
+constexpr uint32_t kFormatVersion = 5;
 constexpr size_t kHeaderSize = 64;
 constexpr size_t kChecksumOffset = 60;
 constexpr size_t kFormatVersionOffset = 8;
@@ -72,14 +74,14 @@ struct IOTensor {
   TensorIOMode mode = TensorIOMode::kNONE;
   DataType dtype = DataType::kUndefined;
   bool hasShape = false;
-  Dims dims;               // -1 where dynamic
+  Shape dims;               // -1 where dynamic
   bool hasDefault = false;  // an input with a default value
   int valueId = -1;        // in the graph
 };
 
 struct ProfileEntry {
   std::string input;
-  Dims dims[3];                       // min, opt, max
+  Shape dims[3];                       // min, opt, max
   std::vector<int64_t> values[3];     // for shape inputs; empty otherwise
 };
 

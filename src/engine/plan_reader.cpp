@@ -336,13 +336,15 @@ PlanInfo readBuildInfo(ByteReader r) {
   info.layersAfter = r.i32("layer count");
   info.arenaBytes = r.u64("arena size");
   info.source = r.str("source");
+  info.builderOptimizationLevel = r.i32("builder optimization level");
   if (info.threads < 0) r.fail("thread count is negative");
+  if (info.builderOptimizationLevel < 0 || info.builderOptimizationLevel > 5) r.fail("builder optimization level is not in 0..5");
   expectEnd(r);
   return info;
 }
 
-Dims readDims(ByteReader& r, const char* what) {
-  Dims d = r.i64s(what);
+Shape readDims(ByteReader& r, const char* what) {
+  Shape d = r.i64s(what);
   if (d.size() > kMaxTensorRank) r.fail(std::string(what) + " has rank " + std::to_string(d.size()));
   for (int64_t x : d)
     if (x < -1) r.fail(std::string(what) + " has dim " + std::to_string(x));
@@ -380,7 +382,7 @@ std::vector<Profile> readProfiles(ByteReader r, const std::vector<IOTensor>& io)
     p.entries.resize(r.count("profile entry", 28));
     for (ProfileEntry& e : p.entries) {
       e.input = r.str("profile input");
-      for (Dims& d : e.dims) d = readDims(r, "profile dims");
+      for (Shape& d : e.dims) d = readDims(r, "profile dims");
       for (auto& v : e.values) v = r.i64s("profile values");
       auto it = std::find_if(io.begin(), io.end(), [&](const IOTensor& t) {
         return t.name == e.input && t.mode == TensorIOMode::kINPUT;
@@ -483,6 +485,17 @@ std::vector<LayerInfo> readLayers(ByteReader r, const ir::Graph& g, uint32_t hos
     for (uint32_t k = 0; k < declined; ++k) l.declinedKernels.push_back(r.str("declined kernel"));
     uint32_t fused = r.count("fused layer", 4);
     for (uint32_t k = 0; k < fused; ++k) l.fusedFrom.push_back(r.str("fused layer name"));
+    l.kernelChoice = r.str("kernel choice");
+    if (l.kernelChoice != "heuristics" && l.kernelChoice != "timed" && l.kernelChoice != "timing cache")
+      r.fail("layer '" + l.name + "': unknown kernel choice '" + l.kernelChoice + "'");
+    const uint32_t tactics = r.count("tactic", 16);
+    for (uint32_t k = 0; k < tactics; ++k) {
+      TacticTiming& t = l.tactics.emplace_back();
+      t.kernel = r.str("tactic kernel");
+      t.milliseconds = r.f64("tactic time");
+      t.note = r.str("tactic note");
+      if (!(t.milliseconds < 0 || t.milliseconds >= 0)) r.fail("layer '" + l.name + "': tactic " + t.kernel + " has a NaN time");
+    }
     states.push_back(kernelState(r, l));
     const ir::Node& node = g.nodes[i];
     for (int id : node.inputs) l.inputs.push_back(id == ir::kNoValue ? "" : g.value(id).name);

@@ -127,6 +127,7 @@ void writeBuildInfo(ByteWriter& w, const PlanInfo& info) {
   w.i32(info.layersAfter);
   w.u64(info.arenaBytes);
   w.str(info.source);
+  w.i32(info.builderOptimizationLevel);
 }
 
 void writeIO(ByteWriter& w, const std::vector<IOTensor>& io) {
@@ -148,7 +149,7 @@ void writeProfiles(ByteWriter& w, const std::vector<Profile>& profiles) {
     w.u32(static_cast<uint32_t>(p.entries.size()));
     for (const ProfileEntry& e : p.entries) {
       w.str(e.input);
-      for (const Dims& d : e.dims) w.i64s(d);
+      for (const Shape& d : e.dims) w.i64s(d);
       for (const auto& v : e.values) w.i64s(v);
     }
   }
@@ -180,6 +181,13 @@ void writeLayers(ByteWriter& w, ByteWriter& packed, const std::vector<LayerInfo>
     for (const auto& s : l.declinedKernels) w.str(s);
     w.u32(static_cast<uint32_t>(l.fusedFrom.size()));
     for (const auto& s : l.fusedFrom) w.str(s);
+    w.str(l.kernelChoice);
+    w.u32(static_cast<uint32_t>(l.tactics.size()));
+    for (const TacticTiming& t : l.tactics) {
+      w.str(t.kernel);
+      w.f64(t.milliseconds);
+      w.str(t.note);
+    }
     writeKernelState(w, packed, i < states.size() ? &states[i] : nullptr);
   }
 }

@@ -11,10 +11,14 @@ int64_t multiplyDims(const Node& node, int64_t a, int64_t b, const std::string& 
   return product;
 }
 
+bool axisInRange(int64_t axis, int64_t rank) { return axis >= -rank && axis < rank; }  // a scalar has none
+
+std::string axisRangeMessage(int64_t axis, int64_t rank) {
+  return "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank);
+}
+
 int64_t normalizeAxis(const Node& node, int64_t axis, int64_t rank) {
-  if (axis < -rank || axis >= rank) {  // a scalar has no axis at all
-    failNode(node, "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
-  }
+  if (!axisInRange(axis, rank)) failNode(node, axisRangeMessage(axis, rank));
   return axis < 0 ? axis + rank : axis;
 }
 
@@ -46,19 +50,26 @@ SymShape broadcastSymShapes(const InferContext& ctx, const SymShape& a, const Sy
   return out;
 }
 
-Shape broadcastShapes(const Node& node, const Shape& a, const Shape& b) {
+std::optional<Shape> tryBroadcastShapes(const Shape& a, const Shape& b) {
   size_t rank = std::max(a.size(), b.size());
   Shape out(rank);
   for (size_t i = 0; i < rank; ++i) {
     int64_t da = i + a.size() >= rank ? a[i + a.size() - rank] : 1;
     int64_t db = i + b.size() >= rank ? b[i + b.size() - rank] : 1;
-    if (da != db && da != 1 && db != 1) {
-      failNode(node, "cannot broadcast shapes " + shapeToString(a) + " and " + shapeToString(b),
-               ErrorCode::kInvalidArgument);
-    }
+    if (da != db && da != 1 && db != 1) return std::nullopt;
     out[i] = da == 1 ? db : da;
   }
   return out;
+}
+
+std::string broadcastMessage(const Shape& a, const Shape& b) {
+  return "cannot broadcast shapes " + shapeToString(a) + " and " + shapeToString(b);
+}
+
+Shape broadcastShapes(const Node& node, const Shape& a, const Shape& b) {
+  std::optional<Shape> out = tryBroadcastShapes(a, b);
+  if (!out) failNode(node, broadcastMessage(a, b), ErrorCode::kInvalidArgument);
+  return *out;
 }
 
 void inferSameAsInput0(InferContext& ctx) {

@@ -14,6 +14,12 @@ int64_t multiplyDims(const Node& node, int64_t a, int64_t b, const std::string& 
 SymShape broadcastSymShapes(const InferContext& ctx, const SymShape& a, const SymShape& b);
 /// Concrete broadcast used by kernels; throws naming the node.
 Shape broadcastShapes(const Node& node, const Shape& a, const Shape& b);
+/// The checks of normalizeAxis and broadcastShapes without a node, for callers that fail through
+/// their own context (kernels while running, backends/cpu/kernels/run_checks.h).
+bool axisInRange(int64_t axis, int64_t rank);
+std::string axisRangeMessage(int64_t axis, int64_t rank);
+std::optional<Shape> tryBroadcastShapes(const Shape& a, const Shape& b);
+std::string broadcastMessage(const Shape& a, const Shape& b);
 
 /// Output 0 has the dtype and shape of input 0 (unary elementwise ops).
 void inferSameAsInput0(InferContext& ctx);

@@ -29,14 +29,14 @@ PluginRegistry& PluginRegistry::global() {
 }
 
 Status PluginRegistry::registerCreator(std::shared_ptr<IPluginCreator> creator) {
-  if (!creator) return Status(StatusCode::kINVALID_ARGUMENT, "registerCreator: the creator is null");
+  if (!creator) return Status(ErrorCode::kInvalidArgument, "registerCreator: the creator is null");
   const std::string name = creator->getPluginName(), version = creator->getPluginVersion(),
                     ns = creator->getPluginNamespace();
-  if (name.empty()) return Status(StatusCode::kINVALID_ARGUMENT, "registerCreator: a plugin creator has an empty name");
+  if (name.empty()) return Status(ErrorCode::kInvalidArgument, "registerCreator: a plugin creator has an empty name");
   std::lock_guard<std::mutex> lock(mutex_);
   for (const auto& c : creators_) {
     if (c->getPluginName() == name && c->getPluginVersion() == version && c->getPluginNamespace() == ns) {
-      return Status(StatusCode::kINVALID_ARGUMENT, describeKey(name, version, ns) + " is already registered");
+      return Status(ErrorCode::kInvalidArgument, describeKey(name, version, ns) + " is already registered");
     }
   }
   creators_.push_back(std::move(creator));
@@ -88,12 +88,12 @@ void PluginRegistry::addLoadedLibrary(const std::string& path) {
 }
 
 Status loadPluginLibrary(const std::string& path) {
-  if (path.empty()) return Status(StatusCode::kINVALID_ARGUMENT, "loadPluginLibrary: the path is empty");
+  if (path.empty()) return Status(ErrorCode::kInvalidArgument, "loadPluginLibrary: the path is empty");
   // dlopen searches LD_LIBRARY_PATH for a bare name; a path with a '/' is taken as is.
   std::error_code ec;
   const bool hasSlash = path.find('/') != std::string::npos;
   if (hasSlash && !std::filesystem::exists(path, ec)) {
-    return Status(StatusCode::kIO_ERROR, path + ": cannot load the plugin library: the file does not exist");
+    return Status(ErrorCode::kIoError, path + ": cannot load the plugin library: the file does not exist");
   }
   std::string key = hasSlash ? std::filesystem::absolute(path, ec).lexically_normal().string() : path;
   for (const std::string& loaded : PluginRegistry::global().getLoadedLibraries())
@@ -102,7 +102,7 @@ Status loadPluginLibrary(const std::string& path) {
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   if (!handle) {
     const char* why = dlerror();
-    return Status(StatusCode::kIO_ERROR, path + ": cannot load the plugin library: " + (why ? why : "unknown dlopen error"));
+    return Status(ErrorCode::kIoError, path + ": cannot load the plugin library: " + (why ? why : "unknown dlopen error"));
   }
   PluginRegistry::global().addLoadedLibrary(key);
   return Status();

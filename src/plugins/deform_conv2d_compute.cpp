@@ -18,7 +18,7 @@ std::string dimsText(const std::vector<int64_t>& dims) {
 }
 
 Status invalid(const std::string& node, const std::string& what) {
-  return Status(StatusCode::kINVALID_VALUE, "deform_conv2d node '" + node + "': " + what);
+  return Status(ErrorCode::kInvalidValue, "deform_conv2d node '" + node + "': " + what);
 }
 
 // torchvision's bilinear_interpolate for deformable convolution: 0 for a point at or beyond one

@@ -41,7 +41,7 @@ class DeformConv2d : public IPlugin {
   }
   Status configure(const std::vector<PluginTensorDesc>& in, const std::vector<PluginTensorDesc>&) override {
     if (useMask_ && !(in.size() > 3 && in[3].present)) {
-      return Status(StatusCode::kINVALID_VALUE, node_ + ": use_mask is 1 but the mask input is absent");
+      return Status(ErrorCode::kInvalidValue, node_ + ": use_mask is 1 but the mask input is absent");
     }
     auto p = params(in);
     if (!p.ok()) return p.status();

@@ -72,7 +72,7 @@ Status installModel(NetworkDefinition& network_, ILogger& logger_, std::vector<P
   };
   if (!network_.impl().empty()) {
     report(ParserErrorCode::kINVALID_GRAPH, nullptr, -1, displayName + ": the network must be empty before parsing");
-    return Status(StatusCode::kINVALID_ARGUMENT, errors_.back().message);
+    return Status(ErrorCode::kInvalidArgument, errors_.back().message);
   }
   ir::Model model;
   try {
@@ -82,7 +82,7 @@ Status installModel(NetworkDefinition& network_, ILogger& logger_, std::vector<P
     return Status::fromError(e);
   } catch (const std::exception& e) {
     report(ParserErrorCode::kINTERNAL_ERROR, nullptr, -1, displayName + ": " + e.what());
-    return Status(StatusCode::kINTERNAL_ERROR, errors_.back().message);
+    return Status(ErrorCode::kInternalError, errors_.back().message);
   }
   ir::Graph& g = model.graph;
   // Every unsupported node at once, each its own error.
@@ -94,7 +94,7 @@ Status installModel(NetworkDefinition& network_, ILogger& logger_, std::vector<P
            problem[0] + (missingPlugin.empty() ? "" : "; " + missingPlugin));
   }
   if (!errors_.empty()) {
-    return Status(StatusCode::kUNSUPPORTED_NODE, displayName + ": " + std::to_string(errors_.size()) +
+    return Status(ErrorCode::kUnsupportedNode, displayName + ": " + std::to_string(errors_.size()) +
                                                      " unsupported node" + (errors_.size() > 1 ? "s" : "") +
                                                      ", first: " + errors_[0].message);
   }
@@ -104,7 +104,7 @@ Status installModel(NetworkDefinition& network_, ILogger& logger_, std::vector<P
     int node = nodeNamedIn(g, e.what());
     report(node >= 0 ? ParserErrorCode::kINVALID_NODE : codeFor(e), &g, node, displayName + ": " + e.what());
     // What inference finds unsupported (a type kiln cannot hold) stays unsupported, as in Session.
-    const StatusCode code = e.code() == ErrorCode::kUnsupportedNode ? StatusCode::kUNSUPPORTED_NODE : StatusCode::kINVALID_VALUE;
+    const ErrorCode code = e.code() == ErrorCode::kUnsupportedNode ? ErrorCode::kUnsupportedNode : ErrorCode::kInvalidValue;
     return Status(code, errors_.back().message);
   }
   network_.impl().adoptGraph(std::move(g), displayName);

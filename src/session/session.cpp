@@ -5,6 +5,7 @@
 
 #include "backends/cpu/run_control.h"
 #include "build/compile.h"
+#include "core/tensor_limits.h"
 #include "engine/execution_context_impl.h"
 #include "ir/op_schema.h"
 #include "onnx/loader.h"
@@ -137,6 +138,7 @@ struct Session::Impl {
   std::vector<std::unique_ptr<ExecutionContext::Impl>> idleContexts;
   IProfiler* profiler = nullptr;
   int64_t maxLoopIterations = 0;
+  uint64_t allocationLimit = 0;
   ModelMetadata metadata;
   std::vector<bool> constantOutputs;  // per output: a weight or a view of one (run returns a copy)
 
@@ -186,8 +188,11 @@ void Session::Impl::prepare(ir::Model model, const SessionOptions& options, cons
   pool = std::make_shared<cpu::ThreadPool>(options.threads);
   profiler = options.profiler;
   maxLoopIterations = options.maxLoopIterations;
+  allocationLimit = options.allocationLimitBytes;
+  AllocationLimitScope limit(allocationLimit);
   BuilderConfig config;
   config.setThreads(options.threads);
+  config.setBuilderOptimizationLevel(0);  // heuristics only: nothing timed (it has no profile either)
   if (!options.nchwcLayout) config.setFlag(BuilderFlag::kDISABLE_NCHWC_LAYOUT);
   if (options.bf16) config.setFlag(BuilderFlag::kBF16);
   build::CompileOptions compile;
@@ -231,6 +236,7 @@ std::unique_ptr<ExecutionContext::Impl> Session::Impl::takeContext() {
   auto context = std::make_unique<ExecutionContext::Impl>(engine);
   context->pool = pool;
   context->profiler = profiler;
+  context->allocationLimit = allocationLimit;
   return context;
 }
 

@@ -43,7 +43,9 @@ inline void refusedOnlyByKilnErrors(const Status& status) {
 inline constexpr uint64_t kFuzzTensorByteLimit = uint64_t{256} << 20;
 
 /// Called first by each target's LLVMFuzzerInitialize.
-inline void setUpFuzzing() { setTensorByteLimit(kFuzzTensorByteLimit); }
+// The allocation limit holds on the thread that opens the scope: LLVMFuzzerInitialize runs on the
+// thread that then runs every input, and session_run runs its sessions on one thread.
+inline void setUpFuzzing() { static AllocationLimitScope limit(kFuzzTensorByteLimit); }
 
 /// Drops every message: the fuzzer's output stays its own.
 class SilentLogger : public ILogger {

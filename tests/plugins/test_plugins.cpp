@@ -14,7 +14,7 @@ using kiln::PluginFields;
 using kiln::PluginFieldType;
 using kiln::ShapeExpr;
 using kiln::Status;
-using kiln::StatusCode;
+using kiln::ErrorCode;
 using kiln::Tensor;
 
 // ---- The full path: kiln.test::ScaleCrop
@@ -45,7 +45,7 @@ class ScaleCrop : public IPlugin {
   Status configure(const std::vector<kiln::PluginTensorDesc>& in, const std::vector<kiln::PluginTensorDesc>&) override {
     width_ = in[0].dims.back();
     if (in[1].dims.size() != 1 || in[1].dims[0] != width_) {
-      return Status(StatusCode::kINVALID_VALUE, "bias must have one value per column (" + std::to_string(width_) + ")");
+      return Status(ErrorCode::kInvalidValue, "bias must have one value per column (" + std::to_string(width_) + ")");
     }
     ++configureCount_;
     return Status();
@@ -113,7 +113,7 @@ KILN_REGISTER_SIMPLE_PLUGIN(TestClamp, "TestClamp");
 // ---- A plugin whose enqueue fails: kiln.test::AlwaysFails.
 struct AlwaysFails : kiln::SimplePlugin<AlwaysFails> {
   Status run(const std::vector<const Tensor*>&, Tensor&) override {
-    return Status(StatusCode::kRUNTIME_ERROR, "AlwaysFails refuses to compute (as the test wants)");
+    return Status(ErrorCode::kRuntimeError, "AlwaysFails refuses to compute (as the test wants)");
   }
 };
 KILN_REGISTER_SIMPLE_PLUGIN(AlwaysFails, "AlwaysFails", "1", "kiln.test");

@@ -74,3 +74,14 @@ def test_downward_public_and_system_includes_pass(tree_copy, script):
     plant(tree_copy / "src" / "plugins" / "myselu_plugin.cpp", '#include "kiln/tensor.h"', 1)
     result = run_check(tree_copy, script)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_runtime_header_may_not_reach_the_build_time_api(tree_copy, script):
+    # Planted in a header engine.h includes: the walk follows kiln's own includes.
+    plant(tree_copy / "include" / "kiln" / "optimization_profile.h", '#include "kiln/network.h"', 10)
+    result = run_check(tree_copy, script)
+    assert result.returncode == 1
+    assert result.stdout.splitlines() == [
+        'include/kiln/optimization_profile.h:10: the runtime header kiln/engine.h reaches "kiln/network.h", '
+        "part of the build-time API; the runtime must not depend on it"
+    ]

@@ -1,6 +1,6 @@
 """Stopping runaway runs from Python: RunOptions.terminate set from another thread stops a run in
 progress, and the session config entry kiln.max_loop_iterations caps a Loop whose condition never
-turns false (issue 22)."""
+turns false, and kiln.memory_limit_mb refuses a run whose buffers are over it (issue 22)."""
 import threading
 
 import numpy as np
@@ -74,3 +74,37 @@ def test_max_loop_iterations_must_be_a_non_negative_integer(tmp_path):
     options.add_session_config_entry("kiln.max_loop_iterations", "-5")
     with pytest.raises(kiln.InvalidArgument, match="kiln.max_loop_iterations must be an integer >= 0"):
         kiln.InferenceSession(endless_loop_model(tmp_path / "endless.onnx"), options)
+
+
+def tile_model(path):
+    """y = Tile(Relu(x), repeats): the output's size follows the run-time repeats."""
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Tile", ["r", "repeats"], ["y"], name="grow")],
+        "tile",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 4]),
+            helper.make_tensor_value_info("repeats", TensorProto.INT64, [2]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    return str(path)
+
+
+def test_memory_limit_refuses_a_run_whose_output_is_over_it_and_runs_smaller_ones(tmp_path):
+    options = kiln.SessionOptions()
+    options.add_session_config_entry("kiln.memory_limit_mb", "1")
+    session = kiln.InferenceSession(tile_model(tmp_path / "tile.onnx"), options)
+    x = np.arange(-8, 8, dtype=np.float32).reshape(4, 4)
+    small = session.run(None, {"x": x, "repeats": np.array([2, 3], np.int64)})[0]
+    np.testing.assert_array_equal(small, np.tile(np.maximum(x, 0), (2, 3)))
+    # 4*256 x 4*512 floats = 8 MiB, over the 1 MiB limit.
+    with pytest.raises(kiln.InvalidArgument, match=r"grow.*needs 8388608 bytes, over the allocation limit of 1048576 bytes"):
+        session.run(None, {"x": x, "repeats": np.array([256, 512], np.int64)})
+
+
+def test_memory_limit_must_be_a_non_negative_integer(tmp_path):
+    options = kiln.SessionOptions()
+    options.add_session_config_entry("kiln.memory_limit_mb", "lots")
+    with pytest.raises(kiln.InvalidArgument, match="kiln.memory_limit_mb must be an integer >= 0"):
+        kiln.InferenceSession(tile_model(tmp_path / "tile.onnx"), options)

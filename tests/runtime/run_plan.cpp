@@ -23,11 +23,11 @@ int fail(const std::string& message) {
 
 // sin(0.37 i) over the input's elements, at its fixed dims or the opt shape of profile 0.
 kiln::Result<kiln::Tensor> patternInput(const kiln::Engine& engine, const std::string& name) {
-  kiln::Dims dims = engine.getTensorShape(name);
+  kiln::Shape dims = engine.getTensorShape(name);
   for (int64_t d : dims)
     if (d < 0) dims = engine.getProfileShape(name, 0, kiln::OptProfileSelector::kOPT);
   if (engine.getTensorDataType(name) != kiln::DataType::kFloat32) {
-    return kiln::Status(kiln::StatusCode::kINVALID_ARGUMENT, "input '" + name + "' is not float32");
+    return kiln::Status(kiln::ErrorCode::kInvalidArgument, "input '" + name + "' is not float32");
   }
   kiln::Tensor t(kiln::DataType::kFloat32, dims);
   float* data = t.data<float>();

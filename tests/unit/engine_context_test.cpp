@@ -48,9 +48,9 @@ TEST(EngineInspector, DescribesIOProfilesAndLayers) {
   EXPECT_EQ(engine->getTensorIOMode("z"), TensorIOMode::kOUTPUT);
   EXPECT_EQ(engine->getTensorIOMode("nope"), TensorIOMode::kNONE);
   EXPECT_EQ(engine->getTensorDataType("y"), DataType::kFloat32);
-  EXPECT_EQ(engine->getTensorShape("y"), (Dims{-1, 2}));
+  EXPECT_EQ(engine->getTensorShape("y"), (Shape{-1, 2}));
   EXPECT_EQ(engine->getNbOptimizationProfiles(), 2);
-  EXPECT_EQ(engine->getProfileShape("x", 1, OptProfileSelector::kMAX), (Dims{16, 2}));
+  EXPECT_EQ(engine->getProfileShape("x", 1, OptProfileSelector::kMAX), (Shape{16, 2}));
   ASSERT_EQ(engine->getNbLayers(), 3);
   EXPECT_EQ(engine->getLayerInfo(0).kernel, "any_relu_generic");
   EXPECT_EQ(engine->getLayerInfo(0).kernelIsa, "avx2");
@@ -65,9 +65,9 @@ TEST(ExecutionContext, ZeroCopyBuffersResolvedShapesAndProfiles) {
   auto context = engine->createExecutionContext();
   ASSERT_TRUE(context.ok());
   ExecutionContext& ctx = **context;
-  EXPECT_EQ(*ctx.getTensorShape("y"), (Dims{-1, 2}));
+  EXPECT_EQ(*ctx.getTensorShape("y"), (Shape{-1, 2}));
   ASSERT_TRUE(ctx.setInputShape("x", {3, 2}).ok());
-  EXPECT_EQ(*ctx.getTensorShape("y"), (Dims{3, 2}));
+  EXPECT_EQ(*ctx.getTensorShape("y"), (Shape{3, 2}));
   std::vector<float> x{-1, 2, -3, 4, 5, -6}, y(6), z(6);
   ASSERT_TRUE(ctx.setTensorAddress("x", x.data(), x.size() * 4).ok());
   ASSERT_TRUE(ctx.setTensorAddress("y", y.data(), y.size() * 4).ok());
@@ -93,7 +93,7 @@ TEST(ExecutionContext, ErrorsNameTheTensor) {
   auto context = engine->createExecutionContext();
   ExecutionContext& ctx = **context;
   Status s = ctx.execute();
-  EXPECT_EQ(s.code(), StatusCode::kINVALID_ARGUMENT);
+  EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("input 'x' has no data"));
   EXPECT_THAT(ctx.setInputShape("w", {1, 2}).message(), HasSubstr("'w' is not an input or output of the engine (it has: x, y, z)"));
   EXPECT_THAT(ctx.setInputShape("y", {1, 2}).message(), HasSubstr("'y' is an output"));

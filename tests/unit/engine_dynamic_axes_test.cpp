@@ -22,7 +22,7 @@ using ::testing::HasSubstr;
 struct Export {
   const char* name;
   std::vector<std::string> dims;  // "" fixed as in the static export
-  Dims minDims, maxDims;
+  Shape minDims, maxDims;
   std::array<bool, 3> ortAccepts;  // for 1x3x10x10, 2x3x10x10, 1x3x20x20
   std::array<const char*, 3> ortComplaint;
 };

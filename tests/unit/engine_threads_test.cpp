@@ -104,7 +104,7 @@ TEST(EngineThreads, EnqueueReturnsAHandleToWaitOn) {
   auto viaExecute = values(runContext(**context, *engine, {{"x", x}})["y"]);
   EXPECT_EQ(viaExecute.size(), static_cast<size_t>(x.dim(0)) * 10);
   EXPECT_EQ(viaEnqueue, viaExecute);
-  EXPECT_EQ(CompletionEvent().wait().code(), StatusCode::kINVALID_ARGUMENT);
+  EXPECT_EQ(CompletionEvent().wait().code(), ErrorCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -129,12 +129,12 @@ onnx::ModelProto attentionModel(const AttentionSpec& s) {
   return m;
 }
 
-struct Dims {
+struct AttentionDims {
   int64_t B, Sq, Sk, H, D, Dv;
 };
 
 // softmax(scale * q k^T + mask) v per batch and head, in double; mask is [B, H, Sq, Sk] expanded.
-std::vector<double> attentionReference(const Dims& d, const std::vector<float>& q, const std::vector<float>& k,
+std::vector<double> attentionReference(const AttentionDims& d, const std::vector<float>& q, const std::vector<float>& k,
                                        const std::vector<float>& v, const std::vector<double>& mask, double scale) {
   std::vector<double> y(static_cast<size_t>(d.B * d.Sq * d.H * d.Dv));
   std::vector<double> p(static_cast<size_t>(d.Sk));
@@ -162,7 +162,7 @@ std::vector<double> attentionReference(const Dims& d, const std::vector<float>& 
 }
 
 // A mask of `shape` (right-aligned onto [B, H, Sq, Sk]) and its expansion to the full scores.
-std::vector<double> expandMask(const Dims& d, const Shape& shape, const std::vector<float>& mask) {
+std::vector<double> expandMask(const AttentionDims& d, const Shape& shape, const std::vector<float>& mask) {
   std::vector<double> full(static_cast<size_t>(d.B * d.H * d.Sq * d.Sk));
   const Shape target{d.B, d.H, d.Sq, d.Sk};
   Shape padded(4 - shape.size(), 1);
@@ -186,7 +186,7 @@ std::vector<DimSpec> fixed(const Shape& s) { return std::vector<DimSpec>(s.begin
 
 // Fuses the pattern for these dims and mask shape, checks it became one FusedAttention node, and
 // compares its output on random inputs with the reference, on 1 and 2 threads and on each ISA.
-void checkFusedAgainstReference(const Dims& d, const Shape& maskShape, bool withMask) {
+void checkFusedAgainstReference(const AttentionDims& d, const Shape& maskShape, bool withMask) {
   SCOPED_TRACE("B=" + std::to_string(d.B) + " Sq=" + std::to_string(d.Sq) + " Sk=" + std::to_string(d.Sk) +
                " H=" + std::to_string(d.H) + " D=" + std::to_string(d.D) + " mask=" + (withMask ? shapeToString(maskShape) : "none"));
   AttentionSpec spec;
@@ -253,7 +253,7 @@ TEST(AttentionFusion, SymbolicShapesWithPaddingMaskFuse) {
   opt::fuseLayers(g);
   ASSERT_EQ(opTypes(g), Strings{"FusedAttention"});
   EXPECT_FLOAT_EQ(ir::attrFloat(g.nodes[0], "scale"), 1.0f / std::sqrt(8.0f));
-  const Dims d{3, 6, 6, 2, 8, 8};
+  const AttentionDims d{3, 6, 6, 2, 8, 8};
   const auto q = randomValues(3 * 6 * 2 * 8, 5), k = randomValues(3 * 6 * 2 * 8, 6), v = randomValues(3 * 6 * 2 * 8, 7);
   const auto mask = randomValues(3 * 6, 8, -10.0f, 0.0f);
   std::vector<Tensor> out = runGraph(g, {Tensor::fromVector(DataType::kFloat32, {3, 6, 2, 8}, q),

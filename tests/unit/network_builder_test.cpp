@@ -26,7 +26,7 @@ TEST(NetworkApi, InvalidLayersReturnNullAndLogWhy) {
   EXPECT_THAT(logger.text(), HasSubstr("'x' is defined twice"));
   ILayer* conv = network.addConvolution(*x, 4, {3, 3}, floatWeights(w), {});
   ASSERT_NE(conv, nullptr);
-  EXPECT_EQ(conv->getOutput(0)->getDimensions(), (Dims{1, 4, 6, 6}));
+  EXPECT_EQ(conv->getOutput(0)->getDimensions(), (Shape{1, 4, 6, 6}));
   EXPECT_EQ(network.getNbLayers(), 1);
 }
 
@@ -50,8 +50,8 @@ TEST(NetworkApi, LayersComputeWhatTheirOnnxOperatorsDo) {
   upsample.scales = {1.0f, 2.0f};
   ILayer* resize = network.addResize(*a, upsample);
   for (ILayer* l : {sub, mm, shuf, constant, cat, soft, resize}) ASSERT_NE(l, nullptr) << logger.text();
-  EXPECT_EQ(shuf->getOutput(0)->getDimensions(), (Dims{1, 6}));
-  EXPECT_EQ(resize->getOutput(0)->getDimensions(), (Dims{2, 6}));
+  EXPECT_EQ(shuf->getOutput(0)->getDimensions(), (Shape{1, 6}));
+  EXPECT_EQ(resize->getOutput(0)->getDimensions(), (Shape{2, 6}));
   for (ILayer* l : {sub, mm, shuf, cat, soft, resize}) network.markOutput(*l->getOutput(0)).ok();
 
   auto engine = buildEngine(logger, network);
@@ -107,7 +107,7 @@ class BuilderValidation : public ::testing::Test {
     auto plan = Builder(logger).buildSerializedNetwork(*network, config);
     return plan.ok() ? Status() : plan.status();
   }
-  static OptimizationProfile profile(Dims lo, Dims opt, Dims hi) {
+  static OptimizationProfile profile(Shape lo, Shape opt, Shape hi) {
     OptimizationProfile p;
     p.setDimensions("x", OptProfileSelector::kMIN, lo);
     p.setDimensions("x", OptProfileSelector::kOPT, opt);

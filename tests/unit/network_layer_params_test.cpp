@@ -17,16 +17,16 @@ TEST(LayerParams, PoolingStrideAndShuffleSetAfterCreationChangeWhatRuns) {
   NetworkDefinition network(logger);
   ITensor* x = network.addInput("x", DataType::kFloat32, {1, 1, 4, 4});
   ILayer* pool = network.addPooling(*x, PoolingType::kMAX, {2, 2});
-  ASSERT_EQ(pool->getOutput(0)->getDimensions(), (Dims{1, 1, 3, 3}));
+  ASSERT_EQ(pool->getOutput(0)->getDimensions(), (Shape{1, 1, 3, 3}));
   ITensor* pooled = pool->getOutput(0);
   pool->setName("pool");
   PoolingParams strided = std::get<PoolingParams>(getLayerParams(network, *pool));
   strided.strides = {2, 2};
   ASSERT_TRUE(setLayerParams(network, *pool, strided).ok()) << logger.text();
   EXPECT_EQ(pool->getOutput(0), pooled);  // same tensor, new shape
-  EXPECT_EQ(pooled->getDimensions(), (Dims{1, 1, 2, 2}));
+  EXPECT_EQ(pooled->getDimensions(), (Shape{1, 1, 2, 2}));
   EXPECT_EQ(pool->getName(), "pool");
-  EXPECT_EQ(std::get<PoolingParams>(getLayerParams(network, *pool)).strides, (Dims{2, 2}));
+  EXPECT_EQ(std::get<PoolingParams>(getLayerParams(network, *pool)).strides, (Shape{2, 2}));
 
   ILayer* shuffle = network.addShuffle(*pooled, {});  // identity at first
   ShuffleParams flat;
@@ -57,7 +57,7 @@ TEST(LayerParams, ConvolutionPaddingAndActivationAlphaKeepTheWeights) {
   ConvolutionParams padded;
   padded.padding = {1, 1};
   ASSERT_TRUE(setLayerParams(network, *conv, padded).ok()) << logger.text();
-  EXPECT_EQ(conv->getOutput(0)->getDimensions(), (Dims{1, 1, 4, 4}));
+  EXPECT_EQ(conv->getOutput(0)->getDimensions(), (Shape{1, 1, 4, 4}));
   ILayer* leaky = network.addActivation(*conv->getOutput(0), ActivationType::kLEAKY_RELU, 0.5f);
   ActivationParams slope = std::get<ActivationParams>(getLayerParams(network, *leaky));
   EXPECT_EQ(slope.alpha, 0.5f);
@@ -110,9 +110,9 @@ TEST(LayerParams, ConcatenationOfOneTensorTwiceKeepsBothOperands) {
   NetworkDefinition network(logger);
   ITensor* x = network.addInput("x", DataType::kFloat32, {1, 2});
   ILayer* cat = network.addConcatenation({x, x}, 0);
-  ASSERT_EQ(cat->getOutput(0)->getDimensions(), (Dims{2, 2}));
+  ASSERT_EQ(cat->getOutput(0)->getDimensions(), (Shape{2, 2}));
   ASSERT_TRUE(setLayerParams(network, *cat, ConcatenationParams{1}).ok()) << logger.text();
-  EXPECT_EQ(cat->getOutput(0)->getDimensions(), (Dims{1, 4}));
+  EXPECT_EQ(cat->getOutput(0)->getDimensions(), (Shape{1, 4}));
 }
 
 }  // namespace

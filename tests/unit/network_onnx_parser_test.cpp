@@ -27,7 +27,7 @@ TEST(OnnxParser, ParsesAModelIntoLayersAndBuildsIt) {
   EXPECT_EQ(network.getNbLayers(), 2);
   EXPECT_EQ(network.getLayer(1)->getName(), "relu");
   EXPECT_EQ(network.getLayer(1)->getType(), "Relu");
-  EXPECT_EQ(network.getInput(0)->getDimensions(), (Dims{-1, 3}));
+  EXPECT_EQ(network.getInput(0)->getDimensions(), (Shape{-1, 3}));
   OptimizationProfile p;
   for (auto which : {OptProfileSelector::kMIN, OptProfileSelector::kOPT, OptProfileSelector::kMAX})
     p.setDimensions("x", which, {2, 3});
@@ -53,7 +53,7 @@ TEST(OnnxParser, ReportsEveryUnsupportedNodeInOnePass) {
   NetworkDefinition network(logger);
   OnnxParser parser(network, logger);
   Status s = parser.parseFromFile(path);
-  EXPECT_EQ(s.code(), StatusCode::kUNSUPPORTED_NODE);
+  EXPECT_EQ(s.code(), ErrorCode::kUnsupportedNode);
   ASSERT_EQ(parser.getNbErrors(), 2);
   EXPECT_EQ(parser.getError(0).code, ParserErrorCode::kUNSUPPORTED_NODE);
   EXPECT_EQ(parser.getError(0).nodeIndex, 0);
@@ -77,7 +77,7 @@ TEST(OnnxParser, MalformedMissingAndInvalidModels) {
   {
     NetworkDefinition network(logger);
     OnnxParser parser(network, logger);
-    EXPECT_EQ(parser.parseFromFile("/nonexistent/m.onnx").code(), StatusCode::kIO_ERROR);
+    EXPECT_EQ(parser.parseFromFile("/nonexistent/m.onnx").code(), ErrorCode::kIoError);
     EXPECT_EQ(parser.getError(0).code, ParserErrorCode::kIO_ERROR);
   }
   {

@@ -24,13 +24,13 @@ TEST(NetworkTutorial, MaxPool2x2Stride2) {
   ILayer* pool = network->addPooling(*x, PoolingType::kMAX, {2, 2}, {.strides = {2, 2}});
   ASSERT_NE(pool, nullptr) << logger.text();
   EXPECT_EQ(pool->getType(), "MaxPool");
-  EXPECT_EQ(pool->getOutput(0)->getDimensions(), (Dims{1, 3, 112, 112}));
+  EXPECT_EQ(pool->getOutput(0)->getDimensions(), (Shape{1, 3, 112, 112}));
   pool->getOutput(0)->setName("output").ok();
   ASSERT_TRUE(network->markOutput(*pool->getOutput(0)).ok());
 
   auto engine = buildEngine(logger, *network);
   ASSERT_TRUE(engine);
-  EXPECT_EQ(engine->getTensorShape("output"), (Dims{1, 3, 112, 112}));
+  EXPECT_EQ(engine->getTensorShape("output"), (Shape{1, 3, 112, 112}));
   auto context = engine->createExecutionContext();
   ASSERT_TRUE(context.ok());
 
@@ -40,7 +40,7 @@ TEST(NetworkTutorial, MaxPool2x2Stride2) {
   ASSERT_TRUE((*context)->setTensorAddress("input", in.data(), in.size() * 4).ok());
   ASSERT_TRUE((*context)->setTensorAddress("output", out.data(), out.size() * 4).ok());
   ASSERT_TRUE((*context)->execute().ok());
-  EXPECT_EQ(*(*context)->getTensorShape("output"), (Dims{1, 3, 112, 112}));
+  EXPECT_EQ(*(*context)->getTensorShape("output"), (Shape{1, 3, 112, 112}));
   for (int c = 0; c < 3; ++c) {
     for (int i = 0; i < 112; ++i) {
       for (int j = 0; j < 112; ++j) {
@@ -88,7 +88,7 @@ class DynamicConvTutorial : public ::testing::Test {
     ILayer* conv = network->addConvolution(*x, 1, {3, 3}, floatWeights(weights), floatWeights({0.0f}),
                                            {.padding = {1, 1}});
     ASSERT_NE(conv, nullptr) << logger.text();
-    EXPECT_EQ(conv->getOutput(0)->getDimensions(), (Dims{-1, 1, -1, -1}));
+    EXPECT_EQ(conv->getOutput(0)->getDimensions(), (Shape{-1, 1, -1, -1}));
     ILayer* relu = network->addActivation(*conv->getOutput(0), ActivationType::kRELU);
     ASSERT_NE(relu, nullptr);
     relu->getOutput(0)->setName("output").ok();
@@ -109,12 +109,12 @@ TEST_F(DynamicConvTutorial, RunsAtBatchTwoWithHandCheckedOutputs) {
   config.addOptimizationProfile(profile);
   auto engine = buildEngine(logger, *network, config);
   ASSERT_TRUE(engine);
-  EXPECT_EQ(engine->getTensorShape("input"), (Dims{-1, 1, -1, -1}));
-  EXPECT_EQ(engine->getProfileShape("input", 0, OptProfileSelector::kMAX), (Dims{10, 1, 5, 5}));
+  EXPECT_EQ(engine->getTensorShape("input"), (Shape{-1, 1, -1, -1}));
+  EXPECT_EQ(engine->getProfileShape("input", 0, OptProfileSelector::kMAX), (Shape{10, 1, 5, 5}));
   auto context = engine->createExecutionContext();
   ASSERT_TRUE(context.ok());
   ASSERT_TRUE((*context)->setInputShape("input", {2, 1, 3, 3}).ok());
-  EXPECT_EQ(*(*context)->getTensorShape("output"), (Dims{2, 1, 3, 3}));
+  EXPECT_EQ(*(*context)->getTensorShape("output"), (Shape{2, 1, 3, 3}));
 
   std::vector<float> in{1, 1, 1, 1, 1, 1, 1, 1, 1, -1, 1, 1, 1, 0, 1, 1, 1, -1};
   std::vector<float> out(18);
@@ -136,7 +136,7 @@ TEST_F(DynamicConvTutorial, ShapesOutsideTheProfileAreRejected) {
   auto context = engine->createExecutionContext();
   ASSERT_TRUE(context.ok());
   Status s = (*context)->setInputShape("input", {11, 1, 3, 3});
-  EXPECT_EQ(s.code(), StatusCode::kINVALID_ARGUMENT);
+  EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("input 'input'"));
   EXPECT_THAT(s.message(), HasSubstr("index 0: got 11, expected 1..10 (optimization profile 0)"));
   s = (*context)->setInputShape("input", {1, 1, 6, 2});
@@ -152,7 +152,7 @@ TEST_F(DynamicConvTutorial, BuildWithoutAProfileIsRejected) {
   Builder builder(logger);
   auto plan = builder.buildSerializedNetwork(*network, BuilderConfig{});
   ASSERT_FALSE(plan.ok());
-  EXPECT_EQ(plan.status().code(), StatusCode::kINVALID_ARGUMENT);
+  EXPECT_EQ(plan.status().code(), ErrorCode::kInvalidArgument);
   EXPECT_THAT(plan.status().message(), HasSubstr("input 'input' has dynamic dims"));
   EXPECT_THAT(plan.status().message(), HasSubstr("no optimization profile"));
 }

@@ -97,7 +97,7 @@ TEST(PluginRegistry, RegistersFindsAndRemovesCreators) {
   ASSERT_TRUE(r.registerCreator(std::make_shared<NamedCreator>("RegistryProbe", "10")).ok());
   ASSERT_TRUE(r.registerCreator(std::make_shared<NamedCreator>("RegistryProbe", "9")).ok());
   Status dup = r.registerCreator(std::make_shared<NamedCreator>("RegistryProbe", "9"));
-  EXPECT_EQ(dup.code(), StatusCode::kINVALID_ARGUMENT);
+  EXPECT_EQ(dup.code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(dup.message().find("plugin 'RegistryProbe' (version '9', namespace 'unit.test') is already registered"),
             std::string::npos);
   EXPECT_EQ(r.getCreator("RegistryProbe", "", "unit.test")->getPluginVersion(), "10");  // the highest
@@ -111,10 +111,10 @@ TEST(PluginRegistry, RegistersFindsAndRemovesCreators) {
 
 TEST(PluginRegistry, LoadPluginLibraryNamesThePathAndTheReason) {
   Status missing = loadPluginLibrary("/nonexistent/libnothing.so");
-  EXPECT_EQ(missing.code(), StatusCode::kIO_ERROR);
+  EXPECT_EQ(missing.code(), ErrorCode::kIoError);
   EXPECT_NE(missing.message().find("/nonexistent/libnothing.so: cannot load the plugin library"), std::string::npos);
   Status notElf = loadPluginLibrary(KILN_SOURCE_DIR "/CMakeLists.txt");  // dlerror's reason
-  EXPECT_EQ(notElf.code(), StatusCode::kIO_ERROR);
+  EXPECT_EQ(notElf.code(), ErrorCode::kIoError);
   EXPECT_NE(notElf.message().find("CMakeLists.txt: cannot load the plugin library: "), std::string::npos);
   EXPECT_NE(notElf.message().find("header"), std::string::npos) << notElf.message();  // "invalid ELF header"
 

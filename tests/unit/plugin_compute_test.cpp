@@ -362,7 +362,7 @@ TEST(PluginDeformConv2d, BadShapesNameTheTensorAndExpectedValue) {
                      std::optional<std::vector<int64_t>> mask, std::optional<std::vector<int64_t>> bias) {
     auto p = deformConv2dParams("dcn1", a, {1, 4, 5, 5}, weight, offset, mask, bias);
     EXPECT_FALSE(p.ok());
-    EXPECT_EQ(p.status().code(), StatusCode::kINVALID_VALUE);
+    EXPECT_EQ(p.status().code(), ErrorCode::kInvalidValue);
     return p.status().message();
   };
   const std::string offsetMessage = message({6, 2, 3, 3}, {1, 18, 3, 3}, std::nullopt, std::nullopt);

@@ -175,7 +175,7 @@ TEST(PluginModel, NetworkAddPluginWithFields) {
   ILayer* layer = network->addPlugin({x, b->getOutput(0)}, "ScaleCrop", fields, "2", "kiln.test");
   ASSERT_NE(layer, nullptr) << logger.text();
   EXPECT_EQ(layer->getNbOutputs(), 2);
-  EXPECT_EQ(layer->getOutput(1)->getDimensions(), (Dims{2, 2}));
+  EXPECT_EQ(layer->getOutput(1)->getDimensions(), (Shape{2, 2}));
   ASSERT_TRUE(network->markOutput(*layer->getOutput(0)).ok());
   ASSERT_TRUE(network->markOutput(*layer->getOutput(1)).ok());
   auto engine = testing::buildEngine(logger, *network);
@@ -205,7 +205,7 @@ TEST(PluginErrors, MissingPluginAtParseListsOpDomainVersionAndLibraries) {
   auto network = builder->createNetwork();
   OnnxParser parser(*network, logger);
   Status s = parser.parseFromFile(saveToTemp(m, "plugin_missing_parse"));
-  EXPECT_EQ(s.code(), StatusCode::kUNSUPPORTED_NODE);
+  EXPECT_EQ(s.code(), ErrorCode::kUnsupportedNode);
   ASSERT_EQ(parser.getNbErrors(), 2);
   const std::string first = parser.getError(0).toString();
   EXPECT_NE(first.find("kiln.test::NoSuchPlugin"), std::string::npos) << first;
@@ -280,7 +280,7 @@ TEST(PluginErrors, MissingPluginAtPlanLoadNamesIt) {
   ASSERT_TRUE(PluginRegistry::global().deregisterCreator("Doubler", "3", "unit"));
   auto missing = Runtime(logger).deserializeEngine(plan->data(), plan->size());
   ASSERT_FALSE(missing.ok());
-  EXPECT_EQ(missing.status().code(), StatusCode::kUNSUPPORTED_NODE);
+  EXPECT_EQ(missing.status().code(), ErrorCode::kUnsupportedNode);
   EXPECT_NE(missing.status().message().find("the plan needs plugin 'Doubler' (version '3', namespace 'unit') for "
                                             "node '"),
             std::string::npos) << missing.status().message();

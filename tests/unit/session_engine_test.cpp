@@ -134,6 +134,57 @@ TEST(SessionEngine, Bf16OptionComputesInBf16WhereTheCpuHasIt) {
   EXPECT_LT(bf16Error, kIn * 0.3 * 2 * std::ldexp(1.0, -8));
 }
 
+// SessionOptions::allocationLimitBytes: a shape whose tensors need more than the limit fails at
+// once, naming the node, the output and the shape; smaller shapes still run.
+TEST(SessionEngine, AnAllocationLimitRefusesAShapeNamingTheNodeAndOutput) {
+  const std::string bytes = matmulModel();
+  SessionOptions options;
+  options.allocationLimitBytes = 64 << 10;
+  Session session(bytes.data(), bytes.size(), options);
+  const Tensor small = rows(8, 1);
+  EXPECT_LT(maxError(session.run({{"x", small}})[0].second, reference(small)), 1e-4);
+  try {
+    session.run({{"x", rows(1000, 2)}});  // h and y: 1000 x 48 floats = 192000 bytes each
+    FAIL() << "a run over the allocation limit succeeded";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("(MatMul): output 'h' float32[1000x48] needs 192000 bytes, over the allocation limit of 65536 bytes"));
+  }
+  EXPECT_LT(maxError(session.run({{"x", small}})[0].second, reference(small)), 1e-4);
+}
+
+TEST(ContextThreads, AContextsAllocationLimitCoversItsRuns) {
+  RecordingLogger logger;
+  NetworkDefinition network(logger);
+  ITensor* x = network.addInput("x", DataType::kFloat32, {-1, kIn});
+  ILayer* fc = network.addFullyConnected(*x, kOut, floatWeights(weights()), {});
+  ILayer* relu = network.addActivation(*fc->getOutput(0), ActivationType::kRELU);
+  ASSERT_TRUE(relu->getOutput(0)->setName("y").ok());
+  ASSERT_TRUE(network.markOutput(*relu->getOutput(0)).ok());
+  OptimizationProfile profile;
+  profile.setDimensions("x", OptProfileSelector::kMIN, {1, kIn});
+  profile.setDimensions("x", OptProfileSelector::kOPT, {8, kIn});
+  profile.setDimensions("x", OptProfileSelector::kMAX, {4096, kIn});
+  BuilderConfig config;
+  config.addOptimizationProfile(profile);
+  auto engine = buildEngine(logger, network, config);
+  ASSERT_TRUE(engine);
+  auto context = engine->createExecutionContext();
+  ASSERT_TRUE(context.ok());
+  (*context)->setAllocationLimit(64 << 10);
+  EXPECT_EQ((*context)->getAllocationLimit(), 64u << 10);
+  ASSERT_TRUE((*context)->setInputTensor("x", rows(4000, 3)).ok());
+  Status s = (*context)->execute();
+  EXPECT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr("needs 768000 bytes, over the allocation limit of 65536 bytes"));
+
+  // The build checks the profiles' shapes against its own limit.
+  config.setAllocationLimit(64 << 10);
+  auto plan = Builder(logger).buildSerializedNetwork(network, config);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_THAT(plan.status().message(), HasSubstr("optimization profile 0 max shapes (x:4096x64): input 'x' float32[4096x64] needs "
+                                                      "1048576 bytes, over the allocation limit of 65536 bytes"));
+}
+
 // An engine built for one thread: each context may choose its own count.
 TEST(ContextThreads, EachContextChoosesItsThreadCount) {
   RecordingLogger logger;
@@ -155,7 +206,7 @@ TEST(ContextThreads, EachContextChoosesItsThreadCount) {
   const Tensor input = rows(8, 3);
   EXPECT_EQ(values(runContext(**one, *engine, {{"x", input}})["y"]), values(runContext(**two, *engine, {{"x", input}})["y"]));
   Status bad = (*two)->setThreads(-1);
-  EXPECT_EQ(bad.code(), StatusCode::kINVALID_ARGUMENT);
+  EXPECT_EQ(bad.code(), ErrorCode::kInvalidArgument);
   EXPECT_THAT(bad.message(), HasSubstr("threads must be >= 0"));
 }
 

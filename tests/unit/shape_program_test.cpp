@@ -266,7 +266,7 @@ TEST(ShapeProgram, AnEngineResolvesOutputShapesAndRunsAtNewShapesWithoutCopyingT
     SCOPED_TRACE(shapeToString(shape));
     ASSERT_TRUE((*context)->setInputShape("x", shape).ok());
     EXPECT_EQ(*(*context)->getTensorShape("y"), shape);
-    EXPECT_EQ(*(*context)->getTensorShape("flat"), (Dims{shape[0] * shape[1], 8}));
+    EXPECT_EQ(*(*context)->getTensorShape("flat"), (Shape{shape[0] * shape[1], 8}));
     auto outputs = runContext(**context, *engine, {{"x", ramp(shape)}});
     EXPECT_EQ(outputs["y"].shape(), shape);
     EXPECT_EQ(outputs["flat"].shape(), (Shape{shape[0] * shape[1], 8}));

@@ -45,13 +45,15 @@ int serveBench(const std::string& model, int threads, const InputOptions& in) {
       if (command == "quit") return 0;
       if (command == "load") {
         if (runner) throw Error(ErrorCode::kInvalidArgument, "'load' sent twice");
+        auto start = std::chrono::steady_clock::now();
         runner = openModel(model, threads);
+        const double loadMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
         inputs = makeInputs(*runner, in);
         nlohmann::json described = nlohmann::json::array();
         for (const auto& [name, tensor] : inputs) {
           described.push_back({{"name", name}, {"dtype", dataTypeName(tensor.dtype())}, {"shape", tensor.shape()}});
         }
-        reply({{"event", "loaded"}, {"model", model}, {"threads", threads}, {"inputs", described}});
+        reply({{"event", "loaded"}, {"model", model}, {"threads", threads}, {"load_ms", loadMs}, {"inputs", described}});
       } else if (command == "run") {
         int count = 0;
         if (!(words >> count) || count < 1) {

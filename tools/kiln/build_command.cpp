@@ -4,9 +4,7 @@
 //                                     [--verbose] [--plugins LIB.so]... [--calibration-data DIR|FILE.npz] [--calib FILE]
 //                                     [--calibration-method entropy|minmax|percentile] [--percentile P]
 //                                     [--outputs NAME,...] [--mark-all]
-#include <unistd.h>
-
-#include <cerrno>
+//                                     [--builder-optimization-level 0..5] [--timing-cache FILE]
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -25,31 +23,13 @@
 #include "model_runner.h"
 #include "network_options.h"
 #include "plugin_options.h"
+#include "replace_file.h"
 #include "tensor_summary.h"
+#include "timing_cache_file.h"
 
 namespace kiln::cli {
 
 namespace {
-
-// Writes the plan to a temporary file in the same folder, then renames it over `path`: an engine
-// that has the old plan memory-mapped keeps reading the old file, never a truncated one.
-void writePlanFile(const std::string& path, const std::vector<uint8_t>& plan) {
-  const std::string temporary = path + ".tmp" + std::to_string(::getpid());
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    out.write(reinterpret_cast<const char*>(plan.data()), static_cast<std::streamsize>(plan.size()));
-    out.close();
-    if (!out) {
-      std::remove(temporary.c_str());
-      throw Error(ErrorCode::kIoError, path + ": cannot write the plan (" + temporary + ")");
-    }
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    const std::string reason = std::strerror(errno);
-    std::remove(temporary.c_str());
-    throw Error(ErrorCode::kIoError, path + ": cannot replace it with the new plan: " + reason);
-  }
-}
 
 struct BuildOptions {
   std::string model;
@@ -63,7 +43,10 @@ struct BuildOptions {
   bool noNchwc = false;
   int threads = 0;
   double workspaceMiB = 0;
+  double memoryLimitMiB = 0;
   bool verbose = false;
+  int optimizationLevel = 3;  // BuilderConfig::setBuilderOptimizationLevel
+  std::string timingCache;    // file read (when present) and written back
   std::vector<std::string> plugins;
   CalibrationOptions calibration;
   MarkOptions marked;  // intermediate tensors made outputs of the plan
@@ -146,6 +129,7 @@ int buildPlan(const BuildOptions& opts) {
   BuilderConfig config;
   config.setThreads(opts.threads);
   config.setMemoryPoolLimit(static_cast<uint64_t>(opts.workspaceMiB * (1 << 20)));
+  config.setAllocationLimit(static_cast<uint64_t>(opts.memoryLimitMiB * (1 << 20)));
   if (opts.fp16) config.setFlag(BuilderFlag::kFP16);
   if (opts.int8) config.setFlag(BuilderFlag::kINT8);
   std::unique_ptr<build::FileCalibrator> calibrator;
@@ -158,6 +142,12 @@ int buildPlan(const BuildOptions& opts) {
   applyPrecisionOptions(opts, *network, config);
   OptimizationProfile profile = profileFromOptions(opts);
   if (!profile.inputNames().empty()) config.addOptimizationProfile(profile);
+  config.setBuilderOptimizationLevel(opts.optimizationLevel);
+  std::unique_ptr<ITimingCache> cache;
+  if (!opts.timingCache.empty()) {
+    cache = readTimingCacheFile(opts.timingCache, logger);
+    config.setTimingCache(cache.get());
+  }
 
   BuildReport report;
   auto plan = builder->buildSerializedNetwork(*network, config, &report);
@@ -172,7 +162,8 @@ int buildPlan(const BuildOptions& opts) {
   }
   if (calibrator && !calibrator->cacheWriteError().empty()) logger.log(Severity::kWARNING, calibrator->cacheWriteError());
   if (!plan.ok()) throw errorFromStatus(plan.status());
-  writePlanFile(opts.output, *plan);
+  replaceFile(opts.output, *plan, "plan");  // an engine mapping the old plan keeps the old file
+  if (cache) writeTimingCacheFile(opts.timingCache, *cache);
   double totalMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   std::cout << "built " << opts.output << ": " << report.layersBefore << " layers -> " << report.layersAfter
             << " after optimization, arena " << mib(report.arenaBytes) << " (intermediates sum "
@@ -184,17 +175,7 @@ int buildPlan(const BuildOptions& opts) {
 }  // namespace
 
 Error errorFromStatus(const Status& status) {
-  ErrorCode code = ErrorCode::kRuntimeError;
-  switch (status.code()) {
-    case StatusCode::kUNSUPPORTED_NODE: code = ErrorCode::kUnsupportedNode; break;
-    case StatusCode::kINVALID_PLAN: code = ErrorCode::kInvalidPlan; break;
-    case StatusCode::kIO_ERROR: code = ErrorCode::kIoError; break;
-    case StatusCode::kINVALID_ARGUMENT: code = ErrorCode::kInvalidArgument; break;
-    case StatusCode::kINVALID_GRAPH:
-    case StatusCode::kINVALID_VALUE: code = ErrorCode::kInvalidModel; break;
-    default: break;
-  }
-  return Error(code, status.message());
+  return Error(status.ok() ? ErrorCode::kInternalError : status.code(), status.message());
 }
 
 bool isPlanFile(const std::string& path) {
@@ -229,6 +210,16 @@ Action addBuildCommand(CLI::App& app) {
   cmd->add_flag("--no-nchwc", opts->noNchwc, "keep every tensor NCHW (no blocked-layout convolutions), to compare");
   cmd->add_option("--threads", opts->threads, "intra-op threads of the engine's contexts (0 = one per hardware thread)");
   cmd->add_option("--workspace", opts->workspaceMiB, "activation memory limit in MiB (0 = none)");
+  cmd->add_option("--memory-limit", opts->memoryLimitMiB,
+                  "MiB: the largest single tensor the profiles' shapes may need; more fails naming it (0 = this "
+                  "machine's memory)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--builder-optimization-level", opts->optimizationLevel,
+                  "0 = heuristic kernel choices (no timing); 1..5 = time each conv / GEMM / MatMul layer's candidate "
+                  "kernels and keep the fastest, more timed runs at higher levels (default 3)")
+      ->check(CLI::Range(0, 5));
+  cmd->add_option("--timing-cache", opts->timingCache,
+                  "FILE: tactic times of earlier builds, read if it exists and written back after the build");
   cmd->add_flag("--verbose", opts->verbose, "print each layer's decisions");
   addPluginOption(*cmd, opts->plugins);
   addCalibrationOptions(*cmd, opts->calibration);

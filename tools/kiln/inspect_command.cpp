@@ -1,10 +1,11 @@
-// kiln inspect MODEL|PLAN [--graph FILE] [--graph-onnx FILE] [--shapes NAME:DIMS]...: what a model
+// kiln inspect MODEL|PLAN [--verbose] [--graph FILE] [--graph-onnx FILE] [--shapes NAME:DIMS]...: what a model
 // holds and whether kiln supports it, or what a built plan holds (I/O, profiles, layers and the
-// kernels chosen); --graph draws the optimized network, --graph-onnx the model as imported.
+// kernels chosen; --verbose adds each layer's timed tactics); --graph draws the optimized network, --graph-onnx the model as imported.
 #include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <iterator>
+#include <sstream>
 
 #include "build/int8_report.h"
 #include "cli_logger.h"
@@ -29,7 +30,7 @@ std::string describeValue(const ir::Value& v) {
   return v.name + "  " + dataTypeName(v.type.dtype) + "[" + shape + "]";
 }
 
-std::string dimsText(const Dims& dims) {
+std::string dimsText(const Shape& dims) {
   if (dims.empty()) return "scalar";
   std::string s;
   for (size_t i = 0; i < dims.size(); ++i) s += (i ? "x" : "") + (dims[i] < 0 ? std::string("?") : std::to_string(dims[i]));
@@ -77,7 +78,32 @@ void printInt8Layers(const std::string& path) {
   for (const std::string& line : lines) std::cout << "  " << line << "\n";
 }
 
-int inspectPlan(const std::string& path) {
+std::string msText(double ms) {
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(3) << ms << " ms";
+  return os.str();
+}
+
+// --verbose: how the layer's kernel was chosen, each candidate's time and why the others were not timed.
+void printTactics(const LayerInfo& l) {
+  if (l.tactics.empty()) {
+    std::cout << "       choice  heuristics (the first candidate that supports the layer and is preferred)\n";
+    return;
+  }
+  int timed = 0;
+  for (const TacticTiming& t : l.tactics) timed += t.milliseconds >= 0;
+  std::cout << "       choice  " << l.kernelChoice << ": fastest of " << timed << " timed candidates\n";
+  for (const TacticTiming& t : l.tactics) {
+    std::cout << "       tactic  " << t.kernel << "  ";
+    if (t.milliseconds >= 0) {
+      std::cout << msText(t.milliseconds) << (t.kernel == l.kernel ? "  <- chosen" : "") << "\n";
+    } else {
+      std::cout << "not timed: " << t.note << "\n";
+    }
+  }
+}
+
+int inspectPlan(const std::string& path, bool verbose) {
   CliLogger logger;
   auto engine = loadPlanFile(path, logger);
   const PlanInfo& info = engine->getPlanInfo();
@@ -88,6 +114,8 @@ int inspectPlan(const std::string& path) {
   std::cout << "  threads    " << info.threads << (info.threads == 0 ? " (one per hardware thread)" : "") << "\n";
   std::cout << "  workspace  " << (info.workspaceBytes ? std::to_string(info.workspaceBytes >> 20) + " MiB" : "no limit") << "\n";
   std::cout << "  flags      " << flagsText(info.builderFlags) << "\n";
+  std::cout << "  opt level  " << info.builderOptimizationLevel
+            << (info.builderOptimizationLevel == 0 ? " (heuristics only)" : " (tactics timed)") << "\n";
   std::cout << "  layers     " << info.layersBefore << " in the network, " << info.layersAfter
             << " after optimization\n";
   printArena(path);
@@ -118,14 +146,18 @@ int inspectPlan(const std::string& path) {
     for (const auto& f : l.fusedFrom) fused += (fused.empty() ? "" : ", ") + f;
     std::cout << "  " << i << "  " << l.name << " (" << l.type << ")  kernel " << l.kernel << " (" << l.kernelIsa
               << ")  precision " << l.precision << "  fused " << (fused.empty() ? "-" : fused) << "\n";
+    if (verbose) {
+      printTactics(l);
+      if (!l.tactics.empty()) continue;  // the tactics list the candidates that declined
+    }
     for (const std::string& declined : l.declinedKernels) std::cout << "       declined " << declined << "\n";
   }
   printInt8Layers(path);
   return 0;
 }
 
-int inspectModel(const std::string& path) {
-  if (isPlanFile(path)) return inspectPlan(path);
+int inspectModel(const std::string& path, bool verbose) {
+  if (isPlanFile(path)) return inspectPlan(path, verbose);
   ir::Model model = onnx_import::loadModel(path);
   auto unsupported = findUnsupportedNodes(model.graph);
   if (unsupported.empty()) ir::inferShapes(model.graph);  // show output shapes as kiln infers them
@@ -164,8 +196,8 @@ std::vector<char> readFileBytes(const std::string& path) {
   return std::vector<char>((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-// The model built as `kiln build` does with its defaults (--shapes fixing dynamic inputs), read
-// back as a plan: the optimized network with each layer's kernel and precision.
+// The model built as `kiln build --builder-optimization-level 0` does (--shapes fixing dynamic
+// inputs), read back as a plan: the optimized network with each layer's kernel and precision.
 plan::Plan buildInMemory(const std::string& path, const std::vector<std::string>& shapes) {
   CliLogger logger;
   auto builder = createBuilder(logger);
@@ -173,6 +205,7 @@ plan::Plan buildInMemory(const std::string& path, const std::vector<std::string>
   OnnxParser parser(*network, logger);
   if (Status parsed = parser.parseFromFile(path); !parsed.ok()) throw errorFromStatus(parsed);
   BuilderConfig config;
+  config.setBuilderOptimizationLevel(0);  // a picture of the network: the heuristics' kernels, no timing
   OptimizationProfile profile;
   for (const auto& [name, shape] : parseShapeOptions(shapes))
     for (int k = 0; k < 3; ++k) profile.setDimensions(name, static_cast<OptProfileSelector>(k), shape);
@@ -220,10 +253,12 @@ Action addInspectCommand(CLI::App& app) {
   cmd->add_option("--graph", graphs->optimized, "FILE.svg|.png|.dot: draw the optimized network (Graphviz)");
   cmd->add_option("--graph-onnx", graphs->imported, "FILE.svg|.png|.dot: draw the ONNX model as imported");
   cmd->add_option("--shapes", graphs->shapes, "NAME:DIMS: fixed shape of a dynamic input when --graph builds a model (repeatable)");
+  auto verbose = std::make_shared<bool>(false);
+  cmd->add_flag("--verbose,-v", *verbose, "for a plan: per layer, how its kernel was chosen, the candidates' times and why others declined");
   addPluginOption(*cmd, *plugins);
-  return [model, plugins, graphs] {
+  return [model, plugins, graphs, verbose] {
     loadPlugins(*plugins);
-    const int code = inspectModel(*model);
+    const int code = inspectModel(*model, *verbose);
     if (code == 0) drawGraphs(*model, *graphs);
     return code;
   };

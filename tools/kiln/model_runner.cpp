@@ -29,7 +29,8 @@ class SessionRunner : public Runner {
 class PlanRunner : public Runner {
  public:
   /// threads > 0 overrides the thread count the plan was built with.
-  PlanRunner(std::shared_ptr<const Engine> engine, IProfiler* profiler, int threads) : engine_(std::move(engine)) {
+  PlanRunner(std::shared_ptr<const Engine> engine, IProfiler* profiler, int threads, uint64_t allocationLimit = 0)
+      : engine_(std::move(engine)) {
     for (int i = 0; i < engine_->getNbIOTensors(); ++i) {
       std::string name = engine_->getIOTensorName(i);
       TensorInfo info;
@@ -46,11 +47,12 @@ class PlanRunner : public Runner {
     context_ = std::move(*context);
     context_->setProfiler(profiler);
     if (threads > 0) checkStatus(context_->setThreads(threads));
+    context_->setAllocationLimit(allocationLimit);
   }
   const std::vector<TensorInfo>& inputs() const override { return inputs_; }
   const std::vector<TensorInfo>& outputs() const override { return outputs_; }
   std::optional<Shape> preferredShape(const TensorInfo& info) const override {
-    Dims opt = engine_->getProfileShape(info.name, 0, OptProfileSelector::kOPT);
+    Shape opt = engine_->getProfileShape(info.name, 0, OptProfileSelector::kOPT);
     if (opt.empty() && !info.shape.empty()) return std::nullopt;
     return opt;
   }
@@ -174,7 +176,8 @@ std::unique_ptr<Runner> openModel(const std::string& path, const SessionOptions&
                                                     "reference runs need the ONNX model");
   }
   CliLogger logger;  // errors come back as statuses: main() prints them once
-  return std::make_unique<PlanRunner>(loadPlanFile(path, logger), options.profiler, options.threads);
+  return std::make_unique<PlanRunner>(loadPlanFile(path, logger), options.profiler, options.threads,
+                                      options.allocationLimitBytes);
 }
 
 std::unique_ptr<Runner> engineRunner(std::shared_ptr<const Engine> engine, IProfiler* profiler) {

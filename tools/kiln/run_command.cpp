@@ -29,6 +29,7 @@ struct RunOptions {
   MarkOptions marked;
   std::string outputDir;
   int threads = 0;
+  double memoryLimitMiB = 0;
   bool noNchwc = false;
   std::vector<std::string> plugins;
 };
@@ -92,6 +93,7 @@ int runModel(const RunOptions& opts) {
   loadPlugins(opts.plugins);
   SessionOptions options;
   options.threads = opts.threads;
+  options.allocationLimitBytes = static_cast<uint64_t>(opts.memoryLimitMiB * (1 << 20));
   options.nchwcLayout = !opts.noNchwc;
   options.extraOutputs = opts.marked.names;
   options.markAllOutputs = opts.marked.all;
@@ -124,6 +126,10 @@ Action addRunCommand(CLI::App& app) {
   cmd->add_option("--output-dir", opts->outputDir, "write each output as DIR/<name>.npy (sequences, optionals, bfloat16 and other types numpy lacks: "
                  "DIR/<name>.pb) and DIR/outputs.json");
   cmd->add_option("--threads", opts->threads, "intra-op threads (0 = one per hardware thread; for a plan, 0 keeps the count it was built with)");
+  cmd->add_option("--memory-limit", opts->memoryLimitMiB,
+                  "MiB: the largest single buffer (tensor, arena, workspace) the run may allocate; a shape needing more "
+                  "fails naming the node (0 = this machine's memory)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--no-nchwc", opts->noNchwc, "keep every tensor NCHW (no blocked-layout convolutions), to compare");
   addPluginOption(*cmd, opts->plugins);
   return [opts] { return runModel(*opts); };

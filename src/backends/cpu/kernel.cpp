@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "core/aligned_memory.h"
+#include "core/tensor_limits.h"
 #include "ir/op_schema.h"
 
 namespace kiln::cpu {
@@ -25,6 +26,10 @@ Tensor plannedOrNewTensor(const std::vector<OutputStorage>* planned, size_t i, D
 KernelContext::KernelContext(const ir::Node& node, std::vector<const Tensor*> inputs, std::vector<Tensor>& outputs,
                              const std::vector<ir::TypeInfo>& outputTypes, const std::vector<OutputStorage>* planned)
     : node_(node), inputs_(std::move(inputs)), outputs_(outputs), outputTypes_(outputTypes), planned_(planned) {}
+
+KernelContext::KernelContext(const KernelContext& outer, std::vector<const Tensor*> inputs, std::vector<Tensor>& outputs,
+                             const std::vector<ir::TypeInfo>& outputTypes)
+    : KernelContext(outer.node_, std::move(inputs), outputs, outputTypes) {}
 
 const Tensor& KernelContext::input(size_t i) const {
   if (!hasInput(i)) fail("input " + std::to_string(i) + " is required", ErrorCode::kInvalidModel);
@@ -64,6 +69,11 @@ void* KernelContext::workspace(uint64_t bytes) {
   if (bytes == 0) return nullptr;
   if (workspace_ && workspaceBytes_ >= bytes) return workspace_;
   if (heapWorkspaceBytes_ < bytes) {
+    try {
+      checkAllocation(bytes, "its workspace");
+    } catch (const Error& e) {
+      fail(e.what(), e.code());
+    }
     heapWorkspace_.reset();  // the smaller buffer first
     heapWorkspaceBytes_ = 0;
     void* p = allocateAligned(bytes);

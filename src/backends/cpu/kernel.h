@@ -29,8 +29,13 @@ class KernelContext {
   /// view of it when the tensor fits, else allocate on the heap.
   KernelContext(const ir::Node& node, std::vector<const Tensor*> inputs, std::vector<Tensor>& outputs,
                 const std::vector<ir::TypeInfo>& outputTypes, const std::vector<OutputStorage>* planned = nullptr);
+  /// A context for a stage of the same node run on other tensors (a kernel made of another op's
+  /// kernel, kernels/onnx_stage.h): its failures name the outer node, and nothing is planned.
+  KernelContext(const KernelContext& outer, std::vector<const Tensor*> inputs, std::vector<Tensor>& outputs,
+                const std::vector<ir::TypeInfo>& outputTypes);
 
-  const ir::Node& node() const { return node_; }
+  // The node is kept only to name it in fail() and to tell which outputs the graph uses: a kernel
+  // reads its attributes when it is made (kernels/node_label.h), never through its context.
   size_t numInputs() const { return inputs_.size(); }
   bool hasInput(size_t i) const { return i < inputs_.size() && inputs_[i] != nullptr; }
   const Tensor& input(size_t i) const;

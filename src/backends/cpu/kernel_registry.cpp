@@ -33,6 +33,13 @@ std::string declineReason(const KernelCandidate& c, const KernelCreateInfo& info
   return c.supports ? c.supports(info) : std::string();
 }
 
+// Why the heuristics pass over a candidate that supports the node, "" when they pick it.
+std::string passedOverReason(const KernelCandidate& c, const KernelCreateInfo& info) {
+  if (!c.prefers) return "";
+  std::string reason = c.prefers(info);
+  return reason.empty() ? reason : "heuristics: " + reason;
+}
+
 }  // namespace
 
 std::shared_ptr<const float> savedFloats(const ir::Node& node, const KernelState& state, size_t k, int64_t floats) {
@@ -125,6 +132,7 @@ KernelSelection KernelRegistry::selectFor(const std::string& domain, const std::
   for (const Family* f : familiesFor(domain, opType, kernelDtypeKey(info))) {
     for (const KernelCandidate& c : f->candidates) {
       std::string reason = declineReason(c, info);
+      if (reason.empty()) reason = passedOverReason(c, info);
       if (reason.empty()) {
         s.chosen = &c;
         return s;
@@ -134,6 +142,22 @@ KernelSelection KernelRegistry::selectFor(const std::string& domain, const std::
   }
   if (s.declined.empty()) s.chosen = pluginCandidate(domain, opType);
   return s;
+}
+
+KernelAlternatives KernelRegistry::alternatives(const KernelCreateInfo& info) const {
+  KernelAlternatives a;
+  for (const Family* f : familiesFor(info.node.domain, info.node.opType, kernelDtypeKey(info))) {
+    for (const KernelCandidate& c : f->candidates) {
+      std::string reason = declineReason(c, info);
+      if (!reason.empty()) {
+        a.declined.emplace_back(c.id, std::move(reason));
+        continue;
+      }
+      a.supporting.push_back(&c);
+      a.generic.push_back(f->dtype == DataType::kUndefined);
+    }
+  }
+  return a;
 }
 
 KernelSelection KernelRegistry::selectMostGeneral(const KernelCreateInfo& info) const {

@@ -1,9 +1,12 @@
 // The CPU kernel registry (oneDNN's dispatch style): per family (domain, op type, dtype of the
 // node's first numeric input) an ordered list of candidates, each with a stable id that spells
 // dtype, op, algorithm / tile and ISA (XNNPACK style: f32_nchwc_conv_winograd_f4x4_avx512), the
-// ISA it needs, and a supports() that returns why it declines. The first candidate that supports
-// a node is made for it; a family's list is its one place of ISA dispatch. Families registered
-// for a dtype are tried before the family for any dtype (kUndefined) of the same op.
+// ISA it needs, a supports() that returns why it cannot run a node, and optionally a prefers()
+// that returns why the heuristics pass it over although it could run it. Without timing (builder
+// optimization level 0) the first candidate that supports and is preferred for a node is made
+// for it; the builder's tactic selection (build/tactics.h) instead times every candidate that
+// supports the node and keeps the fastest. A family's list is its one place of ISA dispatch.
+// Families registered for a dtype are tried before the family for any dtype (kUndefined).
 #pragma once
 #include <cstdint>
 #include <deque>
@@ -57,6 +60,10 @@ struct KernelCandidate {
   CpuIsa isa = CpuIsa::kAvx2;  // the least ISA it runs on; a host below it declines "needs avx512f"
   /// "" when it can run this node, else the reason it declines; empty: supports every node.
   std::function<std::string(const KernelCreateInfo&)> supports;
+  /// Asked only when it supports the node: "" when the heuristics pick it, else why they expect
+  /// another candidate to be faster (it still runs the node; timed tactics may choose it); empty:
+  /// always preferred.
+  std::function<std::string(const KernelCreateInfo&)> prefers;
   std::function<Kernel(const KernelCreateInfo&)> create;
   /// Makes the kernel over a state its save() wrote (no packing; throws kInvalidPlan naming the
   /// node when the state does not fit it); empty: the candidate has no state to restore.
@@ -68,6 +75,14 @@ struct KernelCandidate {
 struct KernelSelection {
   const KernelCandidate* chosen = nullptr;
   std::vector<std::pair<std::string, std::string>> declined;  // (id, reason), in list order
+};
+
+/// Every candidate that can run a node (the tactics a builder may time), in list order, and
+/// why the others cannot.
+struct KernelAlternatives {
+  std::vector<const KernelCandidate*> supporting;
+  std::vector<bool> generic;  // per supporting candidate: from the any-dtype family
+  std::vector<std::pair<std::string, std::string>> declined;  // (id, reason)
 };
 
 /// The CPU feature a candidate's ISA needs, as plans and errors name it: "avx2", "avx512f" or the
@@ -88,9 +103,11 @@ class KernelRegistry {
   /// (domain, opType) for any dtype.
   void addGeneric(const std::string& domain, const std::string& opType, KernelFactory factory, KernelMemoryRules rules);
 
-  /// The first candidate that supports the node, with the reasons of those before it; chosen is
-  /// null when every candidate declines (or the op has none).
+  /// The first candidate that supports the node and that the heuristics prefer (prefers()), with
+  /// the reasons of those before it; chosen is null when every candidate declines (or the op has none).
   KernelSelection select(const KernelCreateInfo& info) const;
+  /// Every candidate that supports the node, preferred or not (no plugin candidates).
+  KernelAlternatives alternatives(const KernelCreateInfo& info) const;
   /// The last candidate that supports the node (the most general one of its families: a family's
   /// list ends with the kernel that takes every node), for reference runs that compare the
   /// specialised kernels against it; the supporting candidates passed over are listed as declined.

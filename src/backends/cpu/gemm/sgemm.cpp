@@ -433,8 +433,8 @@ void sgemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alph
 
 // Packs a whole operand (outer = M rows of op(A), or N columns of op(B), over depth K) strip by
 // strip, one kc block after another, as blockedGemm reads a pre-packed operand.
-PackedMatrix packWhole(PackedMatrix::Side side, bool trans, int64_t outer, int64_t K, const float* X, int64_t ld) {
-  const SgemmKernelInfo& ki = sgemmKernelFor(activeCpuIsa());
+PackedMatrix packWhole(PackedMatrix::Side side, bool trans, int64_t outer, int64_t K, const float* X, int64_t ld, CpuIsa isa) {
+  const SgemmKernelInfo& ki = sgemmKernelFor(isa);
   const bool isA = side == PackedMatrix::Side::kA;
   const int64_t strip = isA ? ki.mr : ki.nr;
   const int64_t padded = roundUp(std::max<int64_t>(outer, 1), strip);
@@ -476,12 +476,12 @@ PackedMatrix PackedMatrix::view(Side side, CpuIsa isa, int64_t rows, int64_t col
   return packed;
 }
 
-PackedMatrix packA(bool transA, int64_t M, int64_t K, const float* A, int64_t lda) {
-  return packWhole(PackedMatrix::Side::kA, transA, M, K, A, lda);
+PackedMatrix packA(bool transA, int64_t M, int64_t K, const float* A, int64_t lda, CpuIsa isa) {
+  return packWhole(PackedMatrix::Side::kA, transA, M, K, A, lda, isa);
 }
 
-PackedMatrix packB(bool transB, int64_t K, int64_t N, const float* B, int64_t ldb) {
-  return packWhole(PackedMatrix::Side::kB, transB, N, K, B, ldb);
+PackedMatrix packB(bool transB, int64_t K, int64_t N, const float* B, int64_t ldb, CpuIsa isa) {
+  return packWhole(PackedMatrix::Side::kB, transB, N, K, B, ldb, isa);
 }
 
 void sgemmPacked(bool transA, int64_t M, float alpha, const float* A, int64_t lda, const PackedMatrix& B, float beta,

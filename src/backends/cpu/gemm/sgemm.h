@@ -23,8 +23,8 @@ void sgemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alph
 void sgemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
            const float* B, int64_t ldb, float beta, float* C, int64_t ldc, const GemmEpilogue& epilogue);
 
-/// A constant GEMM operand packed once into the micro-kernel's layout (for the ISA active when
-/// it was packed), so every later product skips that packing: weights packed when a kernel is
+/// A constant GEMM operand packed once into the micro-kernel's layout (for the ISA it was packed
+/// for; products with it run that ISA's micro-kernel), so every later product skips that packing: weights packed when a kernel is
 /// created. Copies share the packed data (immutable), so kernels may be copied freely.
 class PackedMatrix {
  public:
@@ -48,7 +48,7 @@ class PackedMatrix {
   static PackedMatrix view(Side side, CpuIsa isa, int64_t rows, int64_t cols, std::shared_ptr<const float> data);
 
  private:
-  friend PackedMatrix packWhole(Side, bool, int64_t, int64_t, const float*, int64_t);
+  friend PackedMatrix packWhole(Side, bool, int64_t, int64_t, const float*, int64_t, CpuIsa);
   std::shared_ptr<const float> data_;
   Side side_ = Side::kB;
   CpuIsa isa_ = CpuIsa::kAvx2;
@@ -56,10 +56,11 @@ class PackedMatrix {
   int64_t floats_ = 0;
 };
 
-/// Packs op(A) (M x K; A is K x M when transA) as the left operand: Conv weights (W x columns).
-PackedMatrix packA(bool transA, int64_t M, int64_t K, const float* A, int64_t lda);
+/// Packs op(A) (M x K; A is K x M when transA) as the left operand: Conv weights (W x columns),
+/// for the micro-kernel of `isa` (a kernel candidate's own ISA; by default the active one).
+PackedMatrix packA(bool transA, int64_t M, int64_t K, const float* A, int64_t lda, CpuIsa isa = activeCpuIsa());
 /// Packs op(B) (K x N; B is N x K when transB) as the right operand: MatMul and Gemm weights.
-PackedMatrix packB(bool transB, int64_t K, int64_t N, const float* B, int64_t ldb);
+PackedMatrix packB(bool transB, int64_t K, int64_t N, const float* B, int64_t ldb, CpuIsa isa = activeCpuIsa());
 
 /// C = epilogue(alpha * op(A) * B + beta * C) with B from packB; M x N x K as in sgemm, with
 /// K == B.rows() and N == B.cols().

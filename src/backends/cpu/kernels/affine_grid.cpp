@@ -1,6 +1,7 @@
 // CPU kernel of AffineGrid: grid[n, (d,) h, w] = theta[n] @ (x_w, y_h, (z_d,) 1), where the base
 // coordinates span [-1, 1] over pixel centers (align_corners) or pixel edges (default).
 #include "backends/cpu/kernels/elementwise_util.h"
+#include "backends/cpu/kernels/node_label.h"
 
 namespace kiln::cpu {
 namespace {
@@ -11,10 +12,9 @@ double baseCoordinate(int64_t i, int64_t size, bool alignCorners) {
   return -1.0 + (2.0 * static_cast<double>(i) + 1.0) / static_cast<double>(size);
 }
 
-void affineGridKernel(KernelContext& ctx) {
+void affineGridKernel(KernelContext& ctx, bool alignCorners) {
   const Tensor& theta = ctx.input(0);
   const std::vector<int64_t> size = ctx.input(1).toInt64Vector();
-  const bool alignCorners = ir::attrInt(ctx.node(), "align_corners", 0) != 0;
   if (size.size() != 4 && size.size() != 5) ctx.fail("size must hold 4 or 5 values, got " + std::to_string(size.size()), ErrorCode::kInvalidArgument);
   const auto r = static_cast<int64_t>(size.size()) - 2;
   if (theta.rank() != 3 || theta.dim(0) != size[0] || theta.dim(1) != r || theta.dim(2) != r + 1) {
@@ -54,7 +54,8 @@ void affineGridKernel(KernelContext& ctx) {
   });
 }
 
-KILN_REGISTER_CPU_KERNEL("AffineGrid", affineGridKernel);
+KILN_REGISTER_CPU_KERNEL("AffineGrid", bindKernel([](const ir::Node& node) { return ir::attrInt(node, "align_corners", 0) != 0; },
+                                                  affineGridKernel));
 
 }  // namespace
 }  // namespace kiln::cpu

@@ -1,14 +1,13 @@
 // CPU kernel of BitCast (opset 26): the same bytes read as another type of the same width.
 #include <cstring>
 
-#include "backends/cpu/kernel.h"
+#include "backends/cpu/kernels/node_label.h"
 
 namespace kiln::cpu {
 namespace {
 
-void bitCastKernel(KernelContext& ctx) {
+void bitCastKernel(KernelContext& ctx, DataType to) {
   const Tensor& x = ctx.input(0);
-  const auto to = static_cast<DataType>(ir::attrInt(ctx.node(), "to"));
   if (x.dtype() == DataType::kString || to == DataType::kString || dataTypeSize(x.dtype()) != dataTypeSize(to)) {
     ctx.fail("BitCast needs non-string types of the same width: " + dataTypeName(x.dtype()) + " to " + dataTypeName(to), ErrorCode::kInvalidArgument);
   }
@@ -21,7 +20,8 @@ void bitCastKernel(KernelContext& ctx) {
   }
 }
 
-KILN_REGISTER_CPU_KERNEL("BitCast", bitCastKernel);
+KILN_REGISTER_CPU_KERNEL("BitCast", bindKernel([](const ir::Node& node) { return static_cast<DataType>(ir::attrInt(node, "to")); },
+                                               bitCastKernel));
 
 }  // namespace
 }  // namespace kiln::cpu

@@ -1,23 +1,24 @@
 // CPU kernels for BitShift and the Bitwise* operators on integer tensors.
 #include "backends/cpu/kernels/elementwise_util.h"
+#include "backends/cpu/kernels/node_label.h"
 
 namespace kiln::cpu {
 namespace {
 
 template <typename Op>
-KernelFn bitwiseBinary(Op op) {
-  return [op](KernelContext& ctx) {
+KernelFn bitwiseBinary(std::string opType, Op op) {
+  return [opType, op](KernelContext& ctx) {
     const Tensor& a = ctx.input(0);
-    dispatchInteger(a.dtype(), ctx.node().opType.c_str(), [&](auto tag) {
+    dispatchInteger(a.dtype(), opType.c_str(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       mapBinary<T, T>(a, ctx.input(1), ctx.output(0), op);
     });
   };
 }
 
-KILN_REGISTER_CPU_KERNEL("BitwiseAnd", bitwiseBinary([](auto x, auto y) { return static_cast<decltype(x)>(x & y); }));
-KILN_REGISTER_CPU_KERNEL("BitwiseOr", bitwiseBinary([](auto x, auto y) { return static_cast<decltype(x)>(x | y); }));
-KILN_REGISTER_CPU_KERNEL("BitwiseXor", bitwiseBinary([](auto x, auto y) { return static_cast<decltype(x)>(x ^ y); }));
+KILN_REGISTER_CPU_KERNEL("BitwiseAnd", bitwiseBinary("BitwiseAnd", [](auto x, auto y) { return static_cast<decltype(x)>(x & y); }));
+KILN_REGISTER_CPU_KERNEL("BitwiseOr", bitwiseBinary("BitwiseOr", [](auto x, auto y) { return static_cast<decltype(x)>(x | y); }));
+KILN_REGISTER_CPU_KERNEL("BitwiseXor", bitwiseBinary("BitwiseXor", [](auto x, auto y) { return static_cast<decltype(x)>(x ^ y); }));
 KILN_REGISTER_CPU_KERNEL("BitwiseNot", KernelFn([](KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   dispatchInteger(x.dtype(), "BitwiseNot", [&](auto tag) {
@@ -52,8 +53,8 @@ T shiftRight(T x, T amount) {
 
 KILN_REGISTER_CPU_KERNEL("BitShift", KernelFactory([](const KernelCreateInfo& info) -> KernelFn {
   const std::string direction = ir::attrString(info.node, "direction");
-  if (direction == "LEFT") return bitwiseBinary([](auto x, auto y) { return shiftLeft(x, y); });
-  if (direction == "RIGHT") return bitwiseBinary([](auto x, auto y) { return shiftRight(x, y); });
+  if (direction == "LEFT") return bitwiseBinary("BitShift", [](auto x, auto y) { return shiftLeft(x, y); });
+  if (direction == "RIGHT") return bitwiseBinary("BitShift", [](auto x, auto y) { return shiftRight(x, y); });
   ir::failNode(info.node, "attribute 'direction' must be LEFT or RIGHT, got '" + direction + "'");
 }));
 

@@ -7,6 +7,7 @@
 
 #include "backends/cpu/kernels/cast_low_precision.h"
 #include "backends/cpu/kernels/elementwise_util.h"
+#include "backends/cpu/kernels/node_label.h"
 
 namespace kiln::cpu {
 namespace {
@@ -119,7 +120,7 @@ bool parseNumber(const std::string& text, T& out) {
   return end != begin && onlySpacesFrom(end);
 }
 
-void castKernel(KernelContext& ctx) {
+void castKernel(KernelContext& ctx, const LowPrecisionOptions& options) {
   const Tensor& x = ctx.input(0);
   Tensor& y = ctx.output(0);
   const int64_t n = x.numel();
@@ -130,7 +131,7 @@ void castKernel(KernelContext& ctx) {
   } else if (from == to) {
     if (n) std::memcpy(y.raw(), x.raw(), x.byteSize());
   } else if ((isLowPrecision(from) || isLowPrecision(to)) && from != DataType::kString && to != DataType::kString) {
-    castLowPrecision(x, y, castOptions(ctx.node()));
+    castLowPrecision(x, y, options);
   } else if (to == DataType::kString) {
     dispatchNumericOrBool(from, "Cast", [&](auto tag) {
       using From = typename decltype(tag)::type;
@@ -163,8 +164,8 @@ void castKernel(KernelContext& ctx) {
 }
 
 // Cast's `saturate` and `round_mode` attributes only affect float8 targets (castLowPrecision).
-KILN_REGISTER_CPU_KERNEL("Cast", KernelFn(castKernel));
-KILN_REGISTER_CPU_KERNEL("CastLike", KernelFn(castKernel));
+KILN_REGISTER_CPU_KERNEL("Cast", bindKernel(castOptions, castKernel));
+KILN_REGISTER_CPU_KERNEL("CastLike", bindKernel(castOptions, castKernel));
 
 }  // namespace
 }  // namespace kiln::cpu

@@ -4,17 +4,17 @@
 #include <cmath>
 
 #include "backends/cpu/kernels/elementwise_util.h"
+#include "backends/cpu/kernels/node_label.h"
 #include "ir/shape_helpers.h"
 
 namespace kiln::cpu {
 namespace {
 
-void causalConvWithStateKernel(KernelContext& ctx) {
+void causalConvWithStateKernel(KernelContext& ctx, bool silu) {
   const Tensor& x = ctx.input(0);
   const Tensor& w = ctx.input(1);
   const Tensor* bias = ctx.hasInput(2) ? &ctx.input(2) : nullptr;
   const Tensor* past = ctx.hasInput(3) ? &ctx.input(3) : nullptr;
-  const bool silu = ir::attrString(ctx.node(), "activation", "none") != "none";
   if (x.rank() != 3) ctx.fail("input must be (batch, channels, length), got " + x.describe(), ErrorCode::kInvalidArgument);
   const int64_t batches = x.dim(0), channels = x.dim(1), length = x.dim(2);
   if (w.rank() != 3 || w.dim(0) != channels || w.dim(1) != 1 || w.dim(2) < 1) {
@@ -56,7 +56,9 @@ void causalConvWithStateKernel(KernelContext& ctx) {
   });
 }
 
-KILN_REGISTER_CPU_KERNEL("CausalConvWithState", causalConvWithStateKernel);
+KILN_REGISTER_CPU_KERNEL("CausalConvWithState",
+                         bindKernel([](const ir::Node& node) { return ir::attrString(node, "activation", "none") != "none"; },
+                                    causalConvWithStateKernel));
 
 }  // namespace
 }  // namespace kiln::cpu

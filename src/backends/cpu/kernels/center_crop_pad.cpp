@@ -1,16 +1,17 @@
 // CPU kernel of CenterCropPad: per listed axis, a larger input is cropped to its center (the
 // extra odd element is dropped at the end) and a smaller one is centered in zeros.
 #include "backends/cpu/kernels/copy_util.h"
-#include "ir/shape_helpers.h"
+#include "backends/cpu/kernels/node_label.h"
+#include "backends/cpu/kernels/run_checks.h"
 
 namespace kiln::cpu {
 namespace {
 
-void centerCropPadKernel(KernelContext& ctx) {
+void centerCropPadKernel(KernelContext& ctx, const std::vector<int64_t>& axesAttr) {
   const Tensor& x = ctx.input(0);
   const std::vector<int64_t> target = ctx.input(1).toInt64Vector();
   const auto rank = static_cast<int64_t>(x.rank());
-  std::vector<int64_t> axes = ir::attrInts(ctx.node(), "axes", {});
+  std::vector<int64_t> axes = axesAttr;
   if (axes.empty()) {
     for (int64_t i = 0; i < rank; ++i) axes.push_back(i);
   }
@@ -21,7 +22,7 @@ void centerCropPadKernel(KernelContext& ctx) {
   // Output index o reads input index o + shift (negative shift: padding before the input).
   std::vector<int64_t> shift(static_cast<size_t>(rank), 0);
   for (size_t i = 0; i < axes.size(); ++i) {
-    const int64_t a = ir::normalizeAxis(ctx.node(), axes[i], rank);
+    const int64_t a = normalizeAxis(ctx, axes[i], rank);
     if (target[i] < 0) ctx.fail("shape values must not be negative", ErrorCode::kInvalidArgument);
     const int64_t dim = x.dim(static_cast<size_t>(a));
     outShape[a] = target[i];
@@ -51,7 +52,8 @@ void centerCropPadKernel(KernelContext& ctx) {
   });
 }
 
-KILN_REGISTER_CPU_KERNEL("CenterCropPad", centerCropPadKernel);
+KILN_REGISTER_CPU_KERNEL("CenterCropPad",
+                         bindKernel([](const ir::Node& node) { return ir::attrInts(node, "axes", {}); }, centerCropPadKernel));
 
 }  // namespace
 }  // namespace kiln::cpu

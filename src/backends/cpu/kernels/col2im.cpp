@@ -3,20 +3,29 @@
 // the padding are dropped), so overlapping blocks sum.
 #include "backends/cpu/kernels/copy_util.h"
 #include "backends/cpu/kernels/elementwise_util.h"
+#include "backends/cpu/kernels/node_label.h"
 
 namespace kiln::cpu {
 namespace {
 
-void col2ImKernel(KernelContext& ctx) {
+// The attributes; an empty one takes its default for the rank of image_shape.
+struct Col2ImAttrs {
+  std::vector<int64_t> dilations, strides, pads;
+};
+
+Col2ImAttrs col2ImAttrs(const ir::Node& node) {
+  return {ir::attrInts(node, "dilations", {}), ir::attrInts(node, "strides", {}), ir::attrInts(node, "pads", {})};
+}
+
+void col2ImKernel(KernelContext& ctx, const Col2ImAttrs& attrs) {
   const Tensor& x = ctx.input(0);
   const std::vector<int64_t> image = ctx.input(1).toInt64Vector();
   const std::vector<int64_t> block = ctx.input(2).toInt64Vector();
   const size_t r = image.size();
   if (block.size() != r || r == 0) ctx.fail("image_shape and block_shape must have the same non-zero length", ErrorCode::kInvalidArgument);
-  const ir::Node& node = ctx.node();
-  const std::vector<int64_t> dilations = ir::attrInts(node, "dilations", std::vector<int64_t>(r, 1));
-  const std::vector<int64_t> strides = ir::attrInts(node, "strides", std::vector<int64_t>(r, 1));
-  const std::vector<int64_t> pads = ir::attrInts(node, "pads", std::vector<int64_t>(2 * r, 0));
+  const std::vector<int64_t> dilations = attrs.dilations.empty() ? std::vector<int64_t>(r, 1) : attrs.dilations;
+  const std::vector<int64_t> strides = attrs.strides.empty() ? std::vector<int64_t>(r, 1) : attrs.strides;
+  const std::vector<int64_t> pads = attrs.pads.empty() ? std::vector<int64_t>(2 * r, 0) : attrs.pads;
   if (dilations.size() != r || strides.size() != r || pads.size() != 2 * r) {
     ctx.fail("dilations and strides need " + std::to_string(r) + " values and pads " + std::to_string(2 * r), ErrorCode::kInvalidModel);
   }
@@ -74,7 +83,7 @@ void col2ImKernel(KernelContext& ctx) {
   });
 }
 
-KILN_REGISTER_CPU_KERNEL("Col2Im", col2ImKernel);
+KILN_REGISTER_CPU_KERNEL("Col2Im", bindKernel(col2ImAttrs, col2ImKernel));
 
 }  // namespace
 }  // namespace kiln::cpu

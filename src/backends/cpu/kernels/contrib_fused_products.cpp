@@ -93,7 +93,7 @@ KernelFn makeFusedMatMulKernel(const KernelCreateInfo& info) {
     };
     std::vector<Tensor> outputs(1);
     const std::vector<ir::TypeInfo> types = {ir::TypeInfo{DataType::kFloat32, ir::symShapeOf(ctx.output(0).shape())}};
-    KernelContext product(ctx.node(), {operand(0, *a, ta), operand(1, *b, tb)}, outputs, types);
+    KernelContext product(ctx, {operand(0, *a, ta), operand(1, *b, tb)}, outputs, types);
     matmul(product);
     Tensor& y = ctx.output(0);
     const float* src = outputs[0].data<float>();

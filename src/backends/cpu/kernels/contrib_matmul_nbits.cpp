@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "backends/cpu/kernel_registry.h"
+#include "backends/cpu/kernels/node_label.h"
 
 namespace kiln::cpu {
 namespace {
@@ -81,16 +82,16 @@ KernelFn makeMatMulNBitsKernel(const KernelCreateInfo& info) {
   const KernelFactory* factory = KernelRegistry::global().find("", "MatMul");
   if (!factory) ir::failNode(info.node, "needs the MatMul CPU kernel (internal error)");
   KernelFn matmul = (*factory)(KernelCreateInfo{info.node, {&(*types)[0], &(*types)[1]}, {nullptr, weights.get()}, {}, info.subgraphs});
-  return [matmul, weights, types, l](KernelContext& ctx) {
+  return [matmul, weights, types, l, label = nodeLabel(info.node)](KernelContext& ctx) {
     std::shared_ptr<const Tensor> w = weights;
     if (!w) {
-      w = std::make_shared<const Tensor>(dequantizeWeights(ctx.node(), l, ctx.input(1), ctx.input(2),
+      w = std::make_shared<const Tensor>(dequantizeWeights(label, l, ctx.input(1), ctx.input(2),
                                                            ctx.hasInput(3) ? &ctx.input(3) : nullptr));
     }
     Tensor& y = ctx.output(0);
     std::vector<Tensor> outputs(1);
     const std::vector<ir::TypeInfo> outTypes = {ir::TypeInfo{DataType::kFloat32, ir::symShapeOf(y.shape())}};
-    KernelContext product(ctx.node(), {&ctx.input(0), w.get()}, outputs, outTypes);
+    KernelContext product(ctx, {&ctx.input(0), w.get()}, outputs, outTypes);
     matmul(product);
     if (ctx.hasInput(5)) {
       const Tensor& bias = ctx.input(5);

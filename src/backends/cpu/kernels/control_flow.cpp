@@ -12,9 +12,10 @@ namespace kiln::cpu {
 
 namespace {
 
-std::vector<const Tensor*> implicitInputs(const KernelContext& ctx) {
+// The outer-scope values the bodies read: the node's inputs after its `explicitInputs` declared ones.
+std::vector<const Tensor*> implicitInputs(const KernelContext& ctx, size_t explicitInputs) {
   std::vector<const Tensor*> outer;
-  for (size_t i = ctx.node().numExplicitInputs(); i < ctx.numInputs(); ++i)
+  for (size_t i = explicitInputs; i < ctx.numInputs(); ++i)
     outer.push_back(ctx.hasInput(i) ? &ctx.input(i) : nullptr);
   return outer;
 }
@@ -81,9 +82,9 @@ Shape declaredShape(const ir::Graph& body, size_t output) {
 KernelFn makeIf(const KernelCreateInfo& info) {
   auto thenRunner = makeBodyRunner(info, "then_branch");
   auto elseRunner = makeBodyRunner(info, "else_branch");
-  return [thenRunner, elseRunner](KernelContext& ctx) {
+  return [thenRunner, elseRunner, explicitInputs = info.node.numExplicitInputs()](KernelContext& ctx) {
     const SubgraphRunner& branch = isTrue(ctx, ctx.input(0), "the condition") ? *thenRunner : *elseRunner;
-    std::vector<Tensor> outs = branch.run({}, implicitInputs(ctx));
+    std::vector<Tensor> outs = branch.run({}, implicitInputs(ctx, explicitInputs));
     for (size_t i = 0; i < ctx.numOutputs(); ++i)
       if (ctx.wantsOutput(i)) ctx.setOutput(i, std::move(outs.at(i)));
   };
@@ -91,8 +92,8 @@ KernelFn makeIf(const KernelCreateInfo& info) {
 
 KernelFn makeLoop(const KernelCreateInfo& info) {
   auto body = makeBodyRunner(info, "body");
-  return [body](KernelContext& ctx) {
-    const size_t carried = ctx.node().numExplicitInputs() - 2;
+  return [body, explicitInputs = info.node.numExplicitInputs(), name = info.node.name](KernelContext& ctx) {
+    const size_t carried = explicitInputs - 2;
     const size_t scans = ctx.numOutputs() - carried;
     const bool hasTripCount = ctx.hasInput(0), hasCond = ctx.hasInput(1);
     if (!hasTripCount && !hasCond) ctx.fail("has neither a trip count M nor a condition, so it would never end");
@@ -103,9 +104,9 @@ KernelFn makeLoop(const KernelCreateInfo& info) {
     std::vector<Tensor> state(carried + 2);
     for (size_t i = 0; i < carried; ++i) state[2 + i] = ctx.input(2 + i);
     std::vector<std::vector<Tensor>> scanParts(scans);
-    const std::vector<const Tensor*> outer = implicitInputs(ctx);
+    const std::vector<const Tensor*> outer = implicitInputs(ctx, explicitInputs);
     for (int64_t iter = 0; iter < tripCount && cond; ++iter) {
-      if (terminateRequested()) throwTerminated("iteration " + std::to_string(iter) + " of Loop '" + ctx.node().name + "'");
+      if (terminateRequested()) throwTerminated("iteration " + std::to_string(iter) + " of Loop '" + name + "'");
       if (cap > 0 && iter == cap) {
         ctx.fail("reached the cap of " + std::to_string(cap) +
                  " iterations per run (SessionOptions::maxLoopIterations) with its condition still true");
@@ -133,6 +134,8 @@ size_t normalizedAxis(const KernelContext& ctx, int64_t axis, size_t rank, const
 }
 
 struct ScanAttrs {
+  std::string name;  // the node's, for the message of a terminated run
+  size_t explicitInputs = 0;
   size_t states = 0, scanInputs = 0, scanOutputs = 0;
   std::vector<int64_t> inputAxes, inputReverse, outputAxes, outputReverse;
 };
@@ -154,7 +157,7 @@ std::vector<Tensor> scanOnce(const KernelContext& ctx, const SubgraphRunner& bod
   std::vector<std::vector<Tensor>> parts(a.scanOutputs);
   std::vector<Tensor> bodyInputs(a.states + a.scanInputs);
   for (int64_t t = 0; t < length; ++t) {
-    if (terminateRequested()) throwTerminated("step " + std::to_string(t) + " of Scan '" + ctx.node().name + "'");
+    if (terminateRequested()) throwTerminated("step " + std::to_string(t) + " of Scan '" + a.name + "'");
     for (size_t i = 0; i < a.states; ++i) bodyInputs[i] = std::move(state[i]);
     for (size_t j = 0; j < a.scanInputs; ++j)
       bodyInputs[a.states + j] = sliceAlong(scanIn[j], inAxes[j], a.inputReverse[j] ? length - 1 - t : t);
@@ -189,6 +192,8 @@ KernelFn makeScan(const KernelCreateInfo& info) {
   const bool batched = node.opset < 9;
   const size_t first = batched ? 1 : 0;
   ScanAttrs a;
+  a.name = node.name;
+  a.explicitInputs = node.numExplicitInputs();
   a.scanInputs = static_cast<size_t>(ir::attrInt(node, "num_scan_inputs"));
   if (a.scanInputs + first > node.numExplicitInputs()) ir::failNode(node, "num_scan_inputs is larger than its inputs");
   a.states = node.numExplicitInputs() - first - a.scanInputs;
@@ -205,7 +210,7 @@ KernelFn makeScan(const KernelCreateInfo& info) {
     a.outputReverse = intsOrZeros(node, "scan_output_directions", a.scanOutputs);
   }
   return [body, a, first, batched](KernelContext& ctx) {
-    const std::vector<const Tensor*> outer = implicitInputs(ctx);
+    const std::vector<const Tensor*> outer = implicitInputs(ctx, a.explicitInputs);
     auto input = [&](size_t i) -> const Tensor& { return ctx.input(first + i); };
     if (!batched) {
       std::vector<Tensor> state, scanIn;

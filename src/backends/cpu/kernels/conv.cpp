@@ -13,6 +13,7 @@
 #include "backends/cpu/activation.h"
 #include "backends/cpu/kernel_registry.h"
 #include "backends/cpu/kernels/conv_kernel.h"
+#include "backends/cpu/kernels/node_label.h"
 #include "backends/cpu/thread_pool.h"
 #include "ir/ops/conv_geometry.h"
 
@@ -200,11 +201,7 @@ void convKernel(KernelContext& ctx, const ConvAttrs& a) {
 
 ConvAttrs convAttrs(const KernelCreateInfo& info, bool fused) {
   ConvAttrs a;
-  a.node.name = info.node.name;
-  a.node.opType = info.node.opType;
-  a.node.domain = info.node.domain;
-  a.node.opset = info.node.opset;
-  a.node.attrs = info.node.attrs;
+  a.node = nodeLabelWithAttrs(info.node, {"kernel_shape", "strides", "dilations", "pads", "auto_pad"});
   a.group = ir::attrInt(info.node, "group", 1);
   a.fused = fused;
   if (fused) a.act = fusedActivationOf(info.node);

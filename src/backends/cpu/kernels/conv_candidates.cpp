@@ -1,6 +1,7 @@
 // The float32 kernels of Conv and kiln::FusedConv, in the order they are tried (the one place
 // their algorithm and ISA are chosen): BF16 im2col + GEMM for layers the builder marked bf16
-// (bf16_candidates.h), depthwise K x K, few output channels, Winograd F(2x2, 3x3),
+// (bf16_candidates.h), depthwise K x K, few output channels, Winograd F(2x2, 3x3) (which the
+// heuristics keep for 256 channels or more; timed tactics try it on every 3x3 it can run),
 // then im2col + GEMM, which takes every node. Each but the last needs X's and W's spatial sizes
 // static (a dynamic batch is fine), so that its choice holds for every run. The GEMM-based ones
 // come twice, for the AVX-512 and AVX2 micro-kernels of sgemm (gemm/sgemm.h), which packs W for one.
@@ -130,11 +131,17 @@ Kernel makeFewOutputs(const KernelCreateInfo& info, bool fused, CpuIsa isa, cons
 std::string winogradDeclines(const KernelCreateInfo& info, bool fused) {
   const StaticConv s = staticConv(info, fused);
   if (!s.problem.empty()) return s.problem;
-  if (!winogradSupported(*s.attrs.geometry, s.attrs.group, s.channels, s.outChannels)) {
-    return std::to_string(s.channels) + " -> " + std::to_string(s.outChannels) + " channels, " + shapeText(s.attrs) +
-           ": takes 3x3 stride-1 ungrouped convolutions with 256 channels or more in and out";
+  if (!winogradApplies(*s.attrs.geometry, s.attrs.group)) {
+    return shapeText(s.attrs) + ": takes 3x3 stride-1 dilation-1 ungrouped convolutions with outputs of 2x2 or more";
   }
   return "";
+}
+
+std::string winogradPassedOver(const KernelCreateInfo& info, bool fused) {
+  const StaticConv s = staticConv(info, fused);
+  if (winogradPreferred(*s.attrs.geometry, s.channels, s.outChannels)) return "";
+  return std::to_string(s.channels) + " -> " + std::to_string(s.outChannels) +
+         " channels: im2col + GEMM is expected to be faster below 256 channels in and out or outputs under 4x4";
 }
 
 // A packed matrix's bytes as a state blob, and one back from a saved state (checked against its size).
@@ -157,7 +164,7 @@ Kernel makeWinograd(const KernelCreateInfo& info, bool fused, CpuIsa isa, const 
     packed = std::make_shared<const WinogradWeights>(std::move(filters));
     info.keepsOwnCopyOf(1);
   } else if (const Tensor* w = constantW(info)) {
-    packed = std::make_shared<const WinogradWeights>(packWinogradFilters(w->data<float>(), w->dim(0), w->dim(1)));
+    packed = std::make_shared<const WinogradWeights>(packWinogradFilters(w->data<float>(), w->dim(0), w->dim(1), isa));
     info.keepsOwnCopyOf(1);
   }
   std::function<KernelState()> save;
@@ -169,12 +176,12 @@ Kernel makeWinograd(const KernelCreateInfo& info, bool fused, CpuIsa isa, const 
       return state;
     };
   }
-  return {[a = std::move(a), packed](KernelContext& ctx) {
+  return {[a = std::move(a), packed, isa](KernelContext& ctx) {
             ConvCall c;
             if (!startConvCall(ctx, a, c)) return;
             const Tensor& x = *c.x;
             WinogradWeights computed;  // W computed at run time
-            if (!packed) computed = packWinogradFilters(c.w->data<float>(), c.w->dim(0), c.w->dim(1));
+            if (!packed) computed = packWinogradFilters(c.w->data<float>(), c.w->dim(0), c.w->dim(1), isa);
             winogradConv2d(c.g, x.dim(0), x.dim(1), x.dim(2), x.dim(3), c.w->dim(0), x.data<float>(),
                            packed ? *packed : computed, c.y->data<float>(),
                            WinogradEpilogue{c.bias ? c.bias->data<float>() : nullptr,
@@ -193,7 +200,7 @@ Kernel makeIm2col(const KernelCreateInfo& info, bool fused, CpuIsa isa, const Ke
   if (w && w->rank() >= 3 && a.group == 1) {
     const int64_t outChannels = w->dim(0), depth = w->numel() / std::max<int64_t>(outChannels, 1);
     packed = saved ? savedMatrix(info, *saved, 0, PackedMatrix::Side::kA, isa, outChannels, depth)
-                   : packA(false, outChannels, depth, w->data<float>(), depth);
+                   : packA(false, outChannels, depth, w->data<float>(), depth, isa);
     if (w->dim(1) > 1) info.keepsOwnCopyOf(1);
   }
   if (saved && packed.empty()) throw Error(ErrorCode::kInvalidPlan, "layer '" + info.node.name + "': packed weights for a W the kernel does not pack");
@@ -215,11 +222,13 @@ void addConvCandidates(const char* domain, const char* opType, const std::string
   KernelRegistry& r = KernelRegistry::global();
   auto add = [&](const std::string& name, CpuIsa isa, std::string (*declines)(const KernelCreateInfo&, bool),
                  std::function<Kernel(const KernelCreateInfo&)> create,
-                 std::function<Kernel(const KernelCreateInfo&, const KernelState&)> restore = {}) {
+                 std::function<Kernel(const KernelCreateInfo&, const KernelState&)> restore = {},
+                 std::string (*passedOver)(const KernelCreateInfo&, bool) = nullptr) {
     KernelCandidate c;
     c.id = prefix + "_" + name + "_" + cpuIsaName(isa);
     c.isa = isa;
     if (declines) c.supports = [declines, fused](const KernelCreateInfo& info) { return declines(info, fused); };
+    if (passedOver) c.prefers = [passedOver, fused](const KernelCreateInfo& info) { return passedOver(info, fused); };
     c.create = std::move(create);
     c.restore = std::move(restore);
     r.addCandidate(domain, opType, DataType::kFloat32, std::move(c));
@@ -235,7 +244,8 @@ void addConvCandidates(const char* domain, const char* opType, const std::string
   }
   for (CpuIsa isa : {CpuIsa::kAvx512, CpuIsa::kAvx2}) {
     add("winograd_f2x2", isa, winogradDeclines, [fused, isa](const KernelCreateInfo& i) { return makeWinograd(i, fused, isa); },
-        [fused, isa](const KernelCreateInfo& i, const KernelState& s) { return makeWinograd(i, fused, isa, &s); });
+        [fused, isa](const KernelCreateInfo& i, const KernelState& s) { return makeWinograd(i, fused, isa, &s); },
+        winogradPassedOver);
   }
   for (CpuIsa isa : {CpuIsa::kAvx512, CpuIsa::kAvx2}) {
     add("im2col_gemm", isa, nullptr, [fused, isa](const KernelCreateInfo& i) { return makeIm2col(i, fused, isa); },

@@ -15,7 +15,7 @@
 namespace kiln::cpu {
 
 struct ConvAttrs {
-  ir::Node node;  // name, op type and attributes only: the geometry of sizes unknown at build time
+  ir::Node node;  // label with the attributes ir::convGeometry reads, for sizes unknown at build time
   int64_t group = 1;
   bool fused = false;  // kiln::FusedConv: float32 only, optional residual Z (input 3), an activation
   Activation act;

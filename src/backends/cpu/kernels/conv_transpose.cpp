@@ -5,7 +5,7 @@
 #include "backends/cpu/gemm/float_copy.h"
 #include "backends/cpu/gemm/im2col.h"
 #include "backends/cpu/gemm/sgemm.h"
-#include "backends/cpu/kernel.h"
+#include "backends/cpu/kernels/node_label.h"
 #include "ir/ops/conv_geometry.h"
 
 namespace kiln::cpu {
@@ -53,11 +53,21 @@ void convolveTransposed(const ir::ConvGeometry& g, int64_t group, const Tensor& 
   }
 }
 
-void convTransposeKernel(KernelContext& ctx) {
+struct ConvTransposeAttrs {
+  ir::Node geometry;  // label with the attributes ir::convTransposeGeometry reads at each run's sizes
+  int64_t group = 1;
+};
+
+ConvTransposeAttrs convTransposeAttrs(const ir::Node& node) {
+  return {nodeLabelWithAttrs(node, {"kernel_shape", "strides", "dilations", "pads", "auto_pad", "output_padding", "output_shape"}),
+          ir::attrInt(node, "group", 1)};
+}
+
+void convTransposeKernel(KernelContext& ctx, const ConvTransposeAttrs& attrs) {
   const Tensor& x = ctx.input(0);
   const Tensor& w = ctx.input(1);
   const Tensor* bias = ctx.hasInput(2) ? &ctx.input(2) : nullptr;
-  const int64_t group = ir::attrInt(ctx.node(), "group", 1);
+  const int64_t group = attrs.group;
   if (x.rank() < 3 || w.rank() != x.rank())
     ctx.fail("X and W must have the same rank >= 3", ErrorCode::kInvalidArgument);
   if (group <= 0 || x.dim(1) != w.dim(0) || x.dim(1) % group != 0) {
@@ -67,7 +77,7 @@ void convTransposeKernel(KernelContext& ctx) {
   if (bias && bias->numel() != w.dim(1) * group) {
     ctx.fail("B must have one value per output channel", ErrorCode::kInvalidArgument);
   }
-  const ir::ConvGeometry g = ir::convTransposeGeometry(ctx.node(), Shape(x.shape().begin() + 2, x.shape().end()),
+  const ir::ConvGeometry g = ir::convTransposeGeometry(attrs.geometry, Shape(x.shape().begin() + 2, x.shape().end()),
                                                        Shape(w.shape().begin() + 2, w.shape().end()));
   Tensor& y = ctx.output(0);
   if (y.numel() == 0) return;
@@ -78,6 +88,6 @@ void convTransposeKernel(KernelContext& ctx) {
 
 }  // namespace
 
-KILN_REGISTER_CPU_KERNEL("ConvTranspose", KernelFn(convTransposeKernel));
+KILN_REGISTER_CPU_KERNEL("ConvTranspose", bindKernel(convTransposeAttrs, convTransposeKernel));
 
 }  // namespace kiln::cpu

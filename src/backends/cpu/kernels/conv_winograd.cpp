@@ -44,9 +44,13 @@ inline void transformOutputTile(const float m[16], float y[2][2]) {
 
 }  // namespace
 
-bool winogradSupported(const ir::ConvGeometry& g, int64_t group, int64_t channels, int64_t outChannels) {
+bool winogradApplies(const ir::ConvGeometry& g, int64_t group) {
   if (g.kernel.size() != 2 || g.kernel[0] != 3 || g.kernel[1] != 3 || group != 1) return false;
   if (g.strides[0] != 1 || g.strides[1] != 1 || g.dilations[0] != 1 || g.dilations[1] != 1) return false;
+  return g.output[0] >= 2 && g.output[1] >= 2;
+}
+
+bool winogradPreferred(const ir::ConvGeometry& g, int64_t channels, int64_t outChannels) {
   // The transforms cost per channel what the 16 GEMMs cost per channel pair, so with few channels
   // im2col + GEMM wins: measured (BM_Conv3x3*, Sapphire Rapids, 1 thread) Winograd 6.9 vs 3.2 ms
   // at 64 channels 56x56, 4.2 vs 2.7 at 128 x 28x28, but 1.4 vs 2.7 at 256 x 14x14, 2.3 vs 3.3
@@ -79,12 +83,12 @@ std::vector<float> winogradFilters(const float* w, int64_t outChannels, int64_t 
   return u;
 }
 
-WinogradWeights packWinogradFilters(const float* w, int64_t outChannels, int64_t channels) {
+WinogradWeights packWinogradFilters(const float* w, int64_t outChannels, int64_t channels, CpuIsa isa) {
   const std::vector<float> u = winogradFilters(w, outChannels, channels);
   WinogradWeights packed;
   packed.u.reserve(16);
   for (int xi = 0; xi < 16; ++xi) {
-    packed.u.push_back(packA(false, outChannels, channels, u.data() + xi * outChannels * channels, channels));
+    packed.u.push_back(packA(false, outChannels, channels, u.data() + xi * outChannels * channels, channels, isa));
   }
   return packed;
 }

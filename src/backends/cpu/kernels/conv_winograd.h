@@ -11,8 +11,11 @@
 
 namespace kiln::cpu {
 
-/// Whether the Winograd path applies and pays off for this geometry and channel counts.
-bool winogradSupported(const ir::ConvGeometry& g, int64_t group, int64_t channels, int64_t outChannels);
+/// Whether the Winograd path can run this geometry (3x3, stride 1, dilation 1, ungrouped).
+bool winogradApplies(const ir::ConvGeometry& g, int64_t group);
+/// Whether the heuristics expect it to beat im2col + GEMM at these channel counts (a builder at
+/// optimization level 1 or more times both instead of asking).
+bool winogradPreferred(const ir::ConvGeometry& g, int64_t channels, int64_t outChannels);
 
 /// The transformed filters U = G w G^T, laid out [16][outChannels][channels], from w [OC, IC, 3, 3].
 std::vector<float> winogradFilters(const float* w, int64_t outChannels, int64_t channels);
@@ -22,7 +25,7 @@ std::vector<float> winogradFilters(const float* w, int64_t outChannels, int64_t 
 struct WinogradWeights {
   std::vector<PackedMatrix> u;
 };
-WinogradWeights packWinogradFilters(const float* w, int64_t outChannels, int64_t channels);
+WinogradWeights packWinogradFilters(const float* w, int64_t outChannels, int64_t channels, CpuIsa isa = activeCpuIsa());
 
 /// What follows the convolution, applied to each run of finished output rows while it is in
 /// cache: y = act(y + bias[o] + residual), residual shaped like y (both optional).

@@ -2,19 +2,18 @@
 // and/or reversed, as CumSum does for sums.
 #include "backends/cpu/kernels/elementwise_util.h"
 #include "backends/cpu/kernels/reduce_runs.h"
-#include "ir/shape_helpers.h"
+#include "backends/cpu/kernels/node_label.h"
+#include "backends/cpu/kernels/run_checks.h"
 
 namespace kiln::cpu {
 namespace {
 
-void cumProdKernel(KernelContext& ctx) {
+void cumProdKernel(KernelContext& ctx, const CumulativeAttrs& attrs) {
   const Tensor& x = ctx.input(0);
-  const ir::Node& node = ctx.node();
   const std::vector<int64_t> axisValue = ctx.input(1).toInt64Vector();
   if (axisValue.size() != 1) ctx.fail("axis must hold one value", ErrorCode::kInvalidArgument);
-  const auto axis = static_cast<size_t>(ir::normalizeAxis(node, axisValue[0], static_cast<int64_t>(x.rank())));
-  const bool exclusive = ir::attrInt(node, "exclusive", 0) != 0;
-  const bool reverse = ir::attrInt(node, "reverse", 0) != 0;
+  const auto axis = static_cast<size_t>(normalizeAxis(ctx, axisValue[0], static_cast<int64_t>(x.rank())));
+  const bool exclusive = attrs.exclusive, reverse = attrs.reverse;
   const AxisBlocks b = x.rank() == 0 ? AxisBlocks{} : axisBlocks(x.shape(), axis);
   Tensor& y = ctx.output(0);
   dispatchNumeric(x.dtype(), "CumProd", [&](auto tag) {
@@ -38,7 +37,7 @@ void cumProdKernel(KernelContext& ctx) {
   });
 }
 
-KILN_REGISTER_CPU_KERNEL("CumProd", cumProdKernel);
+KILN_REGISTER_CPU_KERNEL("CumProd", bindKernel(cumulativeAttrs, cumProdKernel));
 
 }  // namespace
 }  // namespace kiln::cpu

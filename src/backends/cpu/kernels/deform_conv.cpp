@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "backends/cpu/kernels/elementwise_util.h"
+#include "backends/cpu/kernels/node_label.h"
 #include "ir/shape_helpers.h"
 
 namespace kiln::cpu {
@@ -27,18 +28,27 @@ double bilinearAt(const T* plane, int64_t height, int64_t width, double y, doubl
   return sum;
 }
 
-void deformConvKernel(KernelContext& ctx) {
+struct DeformConvAttrs {
+  int64_t group = 1, offsetGroup = 1;
+  std::vector<int64_t> strides, dilations, pads;
+};
+
+DeformConvAttrs deformConvAttrs(const ir::Node& node) {
+  return {ir::attrInt(node, "group", 1), ir::attrInt(node, "offset_group", 1), ir::attrInts(node, "strides", {1, 1}),
+          ir::attrInts(node, "dilations", {1, 1}), ir::attrInts(node, "pads", {0, 0, 0, 0})};
+}
+
+void deformConvKernel(KernelContext& ctx, const DeformConvAttrs& attrs) {
   const Tensor& x = ctx.input(0);
   const Tensor& w = ctx.input(1);
   const Tensor& offset = ctx.input(2);
   const Tensor* bias = ctx.hasInput(3) ? &ctx.input(3) : nullptr;
   const Tensor* mask = ctx.hasInput(4) ? &ctx.input(4) : nullptr;
-  const ir::Node& node = ctx.node();
   if (x.rank() != 4 || w.rank() != 4 || offset.rank() != 4) ctx.fail("X, W and offset must be 4-D", ErrorCode::kInvalidArgument);
-  const int64_t group = ir::attrInt(node, "group", 1), offsetGroup = ir::attrInt(node, "offset_group", 1);
-  const std::vector<int64_t> strides = ir::attrInts(node, "strides", {1, 1});
-  const std::vector<int64_t> dilations = ir::attrInts(node, "dilations", {1, 1});
-  const std::vector<int64_t> pads = ir::attrInts(node, "pads", {0, 0, 0, 0});
+  const int64_t group = attrs.group, offsetGroup = attrs.offsetGroup;
+  const std::vector<int64_t>& strides = attrs.strides;
+  const std::vector<int64_t>& dilations = attrs.dilations;
+  const std::vector<int64_t>& pads = attrs.pads;
   const int64_t batches = x.dim(0), channels = x.dim(1), height = x.dim(2), width = x.dim(3);
   const int64_t outChannels = w.dim(0), kh = w.dim(2), kw = w.dim(3), taps = kh * kw;
   const int64_t oh = offset.dim(2), ow = offset.dim(3);
@@ -88,7 +98,7 @@ void deformConvKernel(KernelContext& ctx) {
   });
 }
 
-KILN_REGISTER_CPU_KERNEL("DeformConv", deformConvKernel);
+KILN_REGISTER_CPU_KERNEL("DeformConv", bindKernel(deformConvAttrs, deformConvKernel));
 
 }  // namespace
 }  // namespace kiln::cpu

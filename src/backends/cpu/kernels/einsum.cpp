@@ -1,6 +1,7 @@
 // CPU kernel of Einsum: for every output element, sums the product of the inputs over the
 // labels the output omits. Repeated labels in a term read diagonals; size-1 axes broadcast.
 #include "backends/cpu/kernels/elementwise_util.h"
+#include "backends/cpu/kernels/node_label.h"
 #include "ir/ops/einsum_equation.h"
 
 namespace kiln::cpu {
@@ -24,12 +25,18 @@ struct LabelCounter {
   }
 };
 
-void einsumKernel(KernelContext& ctx) {
-  const ir::Node& node = ctx.node();
+struct EinsumAttrs {
+  ir::Node label;  // parseEinsum names the node when the equation does not fit the input ranks
+  std::string equation;
+};
+
+EinsumAttrs einsumAttrs(const ir::Node& node) { return {nodeLabel(node), ir::attrString(node, "equation")}; }
+
+void einsumKernel(KernelContext& ctx, const EinsumAttrs& attrs) {
   const size_t n = ctx.numInputs();
   std::vector<int64_t> ranks;
   for (size_t k = 0; k < n; ++k) ranks.push_back(static_cast<int64_t>(ctx.input(k).rank()));
-  const ir::EinsumEquation eq = ir::parseEinsum(node, ir::attrString(node, "equation"), ranks);
+  const ir::EinsumEquation eq = ir::parseEinsum(attrs.label, attrs.equation, ranks);
 
   const auto labels = static_cast<size_t>(eq.labelCount);
   std::vector<int64_t> sizes(labels, 1);
@@ -115,7 +122,7 @@ void einsumKernel(KernelContext& ctx) {
   });
 }
 
-KILN_REGISTER_CPU_KERNEL("Einsum", einsumKernel);
+KILN_REGISTER_CPU_KERNEL("Einsum", bindKernel(einsumAttrs, einsumKernel));
 
 }  // namespace
 }  // namespace kiln::cpu

@@ -8,71 +8,79 @@
 #include "backends/cpu/kernels/elementwise_util.h"
 #include "backends/cpu/kernels/gelu_functions.h"
 #include "backends/cpu/kernels/vector_math.h"
-#include "ir/shape_helpers.h"
+#include "backends/cpu/kernels/node_label.h"
+#include "backends/cpu/kernels/run_checks.h"
 
 namespace kiln::cpu {
 namespace {
 
 // Applies fn (called with float or double) to every element of a floating-point tensor.
+// `opType` names the op in the error for an unsupported dtype.
 template <typename Fn>
-void applyUnaryFloat(KernelContext& ctx, const Fn& fn) {
+void applyUnaryFloat(KernelContext& ctx, const std::string& opType, const Fn& fn) {
   const Tensor& x = ctx.input(0);
   Tensor& y = ctx.output(0);
-  dispatchFloat(x.dtype(), ctx.node().opType.c_str(), [&](auto tag) {
+  dispatchFloat(x.dtype(), opType.c_str(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     mapUnary<T, T>(x, y, fn);
   });
 }
 
+// The kernel of a float unary op with this scalar function.
+template <typename Fn>
+KernelFn unaryFloatFor(std::string opType, Fn fn) {
+  return [opType, fn](KernelContext& ctx) { applyUnaryFloat(ctx, opType, fn); };
+}
+
 // A float unary op whose scalar function is fixed.
 template <typename Fn>
-KernelFn unaryFloat(Fn fn) {
-  return [fn](KernelContext& ctx) { applyUnaryFloat(ctx, fn); };
+KernelFactory unaryFloat(Fn fn) {
+  return [fn](const KernelCreateInfo& info) -> KernelFn { return unaryFloatFor(info.node.opType, fn); };
 }
 
 // A float unary op whose scalar function depends on attributes: makeFn(node) is called once when
 // the kernel is built and returns the scalar function.
 template <typename MakeFn>
 KernelFactory unaryFloatWithAttrs(MakeFn makeFn) {
-  return [makeFn](const KernelCreateInfo& info) -> KernelFn { return unaryFloat(makeFn(info.node)); };
+  return [makeFn](const KernelCreateInfo& info) -> KernelFn { return unaryFloatFor(info.node.opType, makeFn(info.node)); };
 }
 
 // Float32 runs the vectorised fused-activation code (activation_row.h); the other types widen per
 // element and use std::exp, written so that exp never overflows: for x < 0, e^x / (1 + e^x).
-void sigmoidKernel(KernelContext& ctx) {
+void sigmoidKernel(KernelContext& ctx, const std::string& opType) {
   const Tensor& x = ctx.input(0);
   if (x.dtype() == DataType::kFloat32) {
     applyActivationInParallel(Activation{ActivationKind::kSigmoid}, x.data<float>(), ctx.output(0).data<float>(), x.numel());
     return;
   }
-  applyUnaryFloat(ctx, [](auto v) {
+  applyUnaryFloat(ctx, opType, [](auto v) {
     using V = decltype(v);
     if (v >= 0) return V(1) / (V(1) + std::exp(-v));
     const V e = std::exp(v);
     return e / (V(1) + e);
   });
 }
-KILN_REGISTER_CPU_KERNEL_WITH_RULES("Sigmoid", KernelFn(sigmoidKernel), {{0}});
+KILN_REGISTER_CPU_KERNEL_WITH_RULES("Sigmoid", bindKernel(opTypeOf, sigmoidKernel), {{0}});
 // Float32 through libmvec (vector_math.h); other float types element by element.
 template <VectorMathFn kFn>
-void vectorMathKernel(KernelContext& ctx) {
+void vectorMathKernel(KernelContext& ctx, const std::string& opType) {
   const Tensor& x = ctx.input(0);
   if (x.dtype() == DataType::kFloat32) {
     applyVectorMath(kFn, x.data<float>(), ctx.output(0).data<float>(), x.numel());
     return;
   }
-  applyUnaryFloat(ctx, [](auto v) {
+  applyUnaryFloat(ctx, opType, [](auto v) {
     if constexpr (kFn == VectorMathFn::kErf) return std::erf(v);
     else if constexpr (kFn == VectorMathFn::kTanh) return std::tanh(v);
     else return std::exp(v);
   });
 }
-KILN_REGISTER_CPU_KERNEL_WITH_RULES("Tanh", KernelFn(vectorMathKernel<VectorMathFn::kTanh>), {{0}});
-KILN_REGISTER_CPU_KERNEL_WITH_RULES("Exp", KernelFn(vectorMathKernel<VectorMathFn::kExp>), {{0}});
+KILN_REGISTER_CPU_KERNEL_WITH_RULES("Tanh", bindKernel(opTypeOf, vectorMathKernel<VectorMathFn::kTanh>), {{0}});
+KILN_REGISTER_CPU_KERNEL_WITH_RULES("Exp", bindKernel(opTypeOf, vectorMathKernel<VectorMathFn::kExp>), {{0}});
 KILN_REGISTER_CPU_KERNEL("Log", unaryFloat([](auto x) { return std::log(x); }));
 KILN_REGISTER_CPU_KERNEL_WITH_RULES("Sqrt", unaryFloat([](auto x) { return std::sqrt(x); }), {{0}});
 KILN_REGISTER_CPU_KERNEL("Reciprocal", unaryFloat([](auto x) { return decltype(x)(1) / x; }));
-KILN_REGISTER_CPU_KERNEL_WITH_RULES("Erf", KernelFn(vectorMathKernel<VectorMathFn::kErf>), {{0}});
+KILN_REGISTER_CPU_KERNEL_WITH_RULES("Erf", bindKernel(opTypeOf, vectorMathKernel<VectorMathFn::kErf>), {{0}});
 KILN_REGISTER_CPU_KERNEL_WITH_RULES("Softplus", unaryFloat([](auto x) {
   // log(1 + e^x) = max(x, 0) + log1p(e^-|x|), exact for large |x| and overflow-free.
   return std::max(x, decltype(x)(0)) + std::log1p(std::exp(-std::fabs(x)));
@@ -142,26 +150,26 @@ KILN_REGISTER_CPU_KERNEL("ThresholdedRelu", unaryFloatWithAttrs([](const ir::Nod
 
 KILN_REGISTER_CPU_KERNEL("Gelu", KernelFactory([](const KernelCreateInfo& info) -> KernelFn {
   const std::string approximate = ir::attrString(info.node, "approximate", "none");
-  if (approximate == "tanh") return unaryFloat(geluTanh);
+  if (approximate == "tanh") return unaryFloatFor(info.node.opType, geluTanh);
   if (approximate != "none") {
     ir::failNode(info.node, "attribute 'approximate' must be 'none' or 'tanh', got '" + approximate + "'");
   }
-  return unaryFloat(geluExact);
+  return unaryFloatFor(info.node.opType, geluExact);
 }));
 
 // ---- Arithmetic on every numeric type ----
 
 // Ops that accept every numeric type.
 template <typename Op>
-KernelFn unaryNumeric(Op op) {
-  return [op](KernelContext& ctx) {
+KernelFactory unaryNumeric(Op op) {
+  return bindKernel(opTypeOf, [op](KernelContext& ctx, const std::string& opType) {
     const Tensor& x = ctx.input(0);
     Tensor& y = ctx.output(0);
-    dispatchNumeric(x.dtype(), ctx.node().opType.c_str(), [&](auto tag) {
+    dispatchNumeric(x.dtype(), opType.c_str(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       mapUnary<T, T>(x, y, op);
     });
-  };
+  });
 }
 
 // Relu takes signed integers too (opset 14); written so that NaN stays NaN, like numpy.maximum(x, 0).
@@ -183,9 +191,26 @@ KILN_REGISTER_CPU_KERNEL("Sign", unaryNumeric([](auto v) {
 
 // Opset 1-6 Add/Sub/Mul/Div: with broadcast=1, B's dims line up with A's starting at `axis`
 // (by default at the end); otherwise the shapes must be equal. Returns B viewed at A's rank.
-Tensor legacyBroadcastOperand(const KernelContext& ctx, const Tensor& a, const Tensor& b) {
-  const ir::Node& node = ctx.node();
-  if (ir::attrInt(node, "broadcast", 0) == 0) {
+struct BinaryAttrs {
+  std::string opType;
+  bool legacy = false;           // opset 1-6: the broadcast and axis attributes below apply
+  bool broadcast = false;
+  std::optional<int64_t> axis;   // none: B lines up with A's last dims
+};
+
+BinaryAttrs binaryAttrs(const ir::Node& node) {
+  BinaryAttrs a;
+  a.opType = node.opType;
+  a.legacy = node.opset < 7;
+  if (a.legacy) {
+    a.broadcast = ir::attrInt(node, "broadcast", 0) != 0;
+    a.axis = optionalAttrInt(node, "axis");
+  }
+  return a;
+}
+
+Tensor legacyBroadcastOperand(const KernelContext& ctx, const BinaryAttrs& attrs, const Tensor& a, const Tensor& b) {
+  if (!attrs.broadcast) {
     if (a.shape() != b.shape()) {
       ctx.fail("shapes " + shapeToString(a.shape()) + " and " + shapeToString(b.shape()) +
                    " differ and attribute 'broadcast' is 0", ErrorCode::kInvalidArgument);
@@ -195,7 +220,7 @@ Tensor legacyBroadcastOperand(const KernelContext& ctx, const Tensor& a, const T
   const int64_t rankA = static_cast<int64_t>(a.rank());
   const int64_t rankB = static_cast<int64_t>(b.rank());
   if (rankB > rankA) ctx.fail("B has a higher rank than A", ErrorCode::kInvalidArgument);
-  int64_t axis = ir::attrInt(node, "axis", rankA - rankB);
+  int64_t axis = attrs.axis ? *attrs.axis : rankA - rankB;
   if (axis < 0) axis += rankA;
   if (axis < 0 || axis + rankB > rankA) {
     ctx.fail("attribute 'axis' does not place B's shape " + shapeToString(b.shape()) + " inside A's " +
@@ -214,16 +239,16 @@ Tensor legacyBroadcastOperand(const KernelContext& ctx, const Tensor& a, const T
 }
 
 template <typename Op>
-KernelFn binaryNumeric(Op op) {
-  return [op](KernelContext& ctx) {
+KernelFactory binaryNumeric(Op op) {
+  return bindKernel(binaryAttrs, [op](KernelContext& ctx, const BinaryAttrs& attrs) {
     const Tensor& a = ctx.input(0);
-    const Tensor b = ctx.node().opset < 7 ? legacyBroadcastOperand(ctx, a, ctx.input(1)) : ctx.input(1);
+    const Tensor b = attrs.legacy ? legacyBroadcastOperand(ctx, attrs, a, ctx.input(1)) : ctx.input(1);
     Tensor& y = ctx.output(0);
-    dispatchNumeric(a.dtype(), ctx.node().opType.c_str(), [&](auto tag) {
+    dispatchNumeric(a.dtype(), attrs.opType.c_str(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       mapBinary<T, T>(a, b, y, op);
     });
-  };
+  });
 }
 
 KILN_REGISTER_CPU_KERNEL_WITH_RULES("Add", binaryNumeric([](auto x, auto y) { return wrapAdd(x, y); }), {{0, 1}});
@@ -346,8 +371,7 @@ V modValue(V x, V y, bool cStyle) {
   }
 }
 
-void modKernel(KernelContext& ctx) {
-  const bool cStyle = ir::attrInt(ctx.node(), "fmod", 0) != 0;
+void modKernel(KernelContext& ctx, bool cStyle) {
   const Tensor& a = ctx.input(0);
   const Tensor& b = ctx.input(1);
   Tensor& y = ctx.output(0);
@@ -357,7 +381,7 @@ void modKernel(KernelContext& ctx) {
     else mapBinary<T, T>(a, b, y, [](auto p, auto q) { return modValue(p, q, false); });
   });
 }
-KILN_REGISTER_CPU_KERNEL("Mod", KernelFn(modKernel));
+KILN_REGISTER_CPU_KERNEL("Mod", bindKernel([](const ir::Node& node) { return ir::attrInt(node, "fmod", 0) != 0; }, modKernel));
 
 // True for PRelu-1/6 models (old PyTorch exports) whose 1-D slope holds one value per channel
 // (axis 1) instead of broadcasting numpy-style from the last axis.
@@ -366,15 +390,15 @@ bool isLegacyChannelSlope(int64_t opset, const Shape& x, const Shape& slope) {
 }
 
 // PRelu: slope broadcasts unidirectionally onto X (the output has X's shape).
-void preluKernel(KernelContext& ctx) {
+void preluKernel(KernelContext& ctx, int64_t opset) {
   const Tensor& x = ctx.input(0);
   Tensor slope = ctx.input(1);
-  if (isLegacyChannelSlope(ctx.node().opset, x.shape(), slope.shape())) {
+  if (isLegacyChannelSlope(opset, x.shape(), slope.shape())) {
     Shape perChannel(x.rank() - 1, 1);
     perChannel[0] = slope.dim(0);
     slope = slope.reshaped(perChannel);
   }
-  if (ir::broadcastShapes(ctx.node(), x.shape(), slope.shape()) != x.shape()) {
+  if (broadcastShapes(ctx, x.shape(), slope.shape()) != x.shape()) {
     ctx.fail("slope shape " + shapeToString(slope.shape()) + " does not broadcast to X shape " +
              shapeToString(x.shape()), ErrorCode::kInvalidArgument);
   }
@@ -384,11 +408,25 @@ void preluKernel(KernelContext& ctx) {
     mapBinary<T, T>(x, slope, y, [](auto v, auto s) { return v < 0 ? wrapMul(s, v) : v; });
   });
 }
-KILN_REGISTER_CPU_KERNEL("PRelu", KernelFn(preluKernel));
+KILN_REGISTER_CPU_KERNEL("PRelu", bindKernel([](const ir::Node& node) { return node.opset; }, preluKernel));
 
 // Clip: bounds come from attributes min/max before opset 11 and from optional scalar inputs after.
 // y = min(max(x, lo), hi), so lo > hi yields hi everywhere and NaN inputs stay NaN.
-void clipKernel(KernelContext& ctx) {
+// Clip's min and max attributes (before opset 11); none: unbounded on that side.
+struct ClipAttrs {
+  std::optional<double> min, max;
+};
+
+ClipAttrs clipAttrs(const ir::Node& node) {
+  ClipAttrs a;
+  if (node.opset < 11) {
+    if (ir::hasAttr(node, "min")) a.min = ir::attrFloat(node, "min");
+    if (ir::hasAttr(node, "max")) a.max = ir::attrFloat(node, "max");
+  }
+  return a;
+}
+
+void clipKernel(KernelContext& ctx, const ClipAttrs& attrs) {
   const Tensor& x = ctx.input(0);
   Tensor& y = ctx.output(0);
   dispatchNumeric(x.dtype(), "Clip", [&](auto tag) {
@@ -400,17 +438,15 @@ void clipKernel(KernelContext& ctx) {
       lo = -std::numeric_limits<C>::infinity();
       hi = std::numeric_limits<C>::infinity();
     }
-    if (ctx.node().opset < 11) {
-      // Attribute bounds are floats; clamp them into C's range before converting.
-      auto attrBound = [&](const char* name, C fallback) {
-        if (!ir::hasAttr(ctx.node(), name)) return fallback;
-        const double v = ir::attrFloat(ctx.node(), name);
-        if constexpr (std::is_floating_point_v<C>) return static_cast<C>(v);
-        else return static_cast<C>(std::clamp(v, double(std::numeric_limits<C>::lowest()), double(std::numeric_limits<C>::max())));
-      };
-      lo = attrBound("min", lo);
-      hi = attrBound("max", hi);
-    }
+    // Attribute bounds are floats; clamp them into C's range before converting.
+    auto attrBound = [&](const std::optional<double>& bound, C fallback) {
+      if (!bound) return fallback;
+      const double v = *bound;
+      if constexpr (std::is_floating_point_v<C>) return static_cast<C>(v);
+      else return static_cast<C>(std::clamp(v, double(std::numeric_limits<C>::lowest()), double(std::numeric_limits<C>::max())));
+    };
+    lo = attrBound(attrs.min, lo);
+    hi = attrBound(attrs.max, hi);
     auto bound = [&](size_t i, C& value) {
       if (!ctx.hasInput(i)) return;
       const Tensor& t = ctx.input(i);
@@ -423,12 +459,20 @@ void clipKernel(KernelContext& ctx) {
     mapUnary<T, T>(x, y, [lo, hi](C v) { return std::min(std::max(v, lo), hi); });
   });
 }
-KILN_REGISTER_CPU_KERNEL("Clip", KernelFn(clipKernel));
+KILN_REGISTER_CPU_KERNEL("Clip", bindKernel(clipAttrs, clipKernel));
 
 // Shrink: x < -lambd -> x + bias, x > lambd -> x - bias, else 0. Integers compare and add in double.
-void shrinkKernel(KernelContext& ctx) {
-  const double lambd = ir::attrFloat(ctx.node(), "lambd", 0.5f);
-  const double bias = ir::attrFloat(ctx.node(), "bias", 0.0f);
+struct ShrinkAttrs {
+  double lambd = 0.5, bias = 0.0;
+};
+
+ShrinkAttrs shrinkAttrs(const ir::Node& node) {
+  return {ir::attrFloat(node, "lambd", 0.5f), ir::attrFloat(node, "bias", 0.0f)};
+}
+
+void shrinkKernel(KernelContext& ctx, const ShrinkAttrs& attrs) {
+  const double lambd = attrs.lambd;
+  const double bias = attrs.bias;
   const Tensor& x = ctx.input(0);
   Tensor& y = ctx.output(0);
   dispatchNumeric(x.dtype(), "Shrink", [&](auto tag) {
@@ -444,7 +488,7 @@ void shrinkKernel(KernelContext& ctx) {
     });
   });
 }
-KILN_REGISTER_CPU_KERNEL("Shrink", KernelFn(shrinkKernel));
+KILN_REGISTER_CPU_KERNEL("Shrink", bindKernel(shrinkAttrs, shrinkKernel));
 
 }  // namespace
 }  // namespace kiln::cpu

@@ -28,7 +28,7 @@ Kernel makeFusedMatMulKernel(const KernelCreateInfo& info, bool packConstantB, C
     using Side = PackedMatrix::Side;
     packed = saved ? PackedMatrix::view(Side::kB, isa, K, N,
                                         savedFloats(info.node, *saved, 0, PackedMatrix::packedFloats(Side::kB, isa, K, N)))
-                   : packB(false, K, N, constantB->data<float>(), N);
+                   : packB(false, K, N, constantB->data<float>(), N, isa);
     info.keepsOwnCopyOf(1);  // float32 A is required, so B is only read packed
   }
   std::function<KernelState()> save;

@@ -5,6 +5,7 @@
 
 #include "backends/cpu/kernels/elementwise_util.h"
 #include "ir/shape_helpers.h"
+#include "backends/cpu/kernels/node_label.h"
 
 namespace kiln::cpu {
 namespace {
@@ -89,27 +90,37 @@ int axisTaps(double x, const AxisRange& a, Interp interp, Padding padding, Tap* 
   return 4;
 }
 
-Interp parseInterp(const std::string& mode, KernelContext& ctx) {
+Interp parseInterp(const std::string& mode, const ir::Node& node) {
   if (mode == "nearest") return Interp::kNearest;
   if (mode == "bilinear" || mode == "linear") return Interp::kLinear;
   if (mode == "bicubic" || mode == "cubic") return Interp::kCubic;
-  ctx.fail("unknown mode '" + mode + "'", ErrorCode::kInvalidModel);
+  ir::failNode(node, "unknown mode '" + mode + "'", ErrorCode::kInvalidModel);
 }
 
-Padding parsePadding(const std::string& mode, KernelContext& ctx) {
+Padding parsePadding(const std::string& mode, const ir::Node& node) {
   if (mode == "zeros") return Padding::kZeros;
   if (mode == "border") return Padding::kBorder;
   if (mode == "reflection") return Padding::kReflection;
-  ctx.fail("unknown padding_mode '" + mode + "'", ErrorCode::kInvalidModel);
+  ir::failNode(node, "unknown padding_mode '" + mode + "'", ErrorCode::kInvalidModel);
 }
 
-void gridSampleKernel(KernelContext& ctx) {
+struct GridSampleAttrs {
+  Interp interp = Interp::kLinear;
+  Padding padding = Padding::kZeros;
+  bool alignCorners = false;
+};
+
+GridSampleAttrs gridSampleAttrs(const ir::Node& node) {
+  return {parseInterp(ir::attrString(node, "mode", node.opset < 20 ? "bilinear" : "linear"), node),
+          parsePadding(ir::attrString(node, "padding_mode", "zeros"), node), ir::attrInt(node, "align_corners", 0) != 0};
+}
+
+void gridSampleKernel(KernelContext& ctx, const GridSampleAttrs& attrs) {
   const Tensor& x = ctx.input(0);
   const Tensor& grid = ctx.input(1);
-  const ir::Node& node = ctx.node();
-  const Interp interp = parseInterp(ir::attrString(node, "mode", node.opset < 20 ? "bilinear" : "linear"), ctx);
-  const Padding padding = parsePadding(ir::attrString(node, "padding_mode", "zeros"), ctx);
-  const bool alignCorners = ir::attrInt(node, "align_corners", 0) != 0;
+  const Interp interp = attrs.interp;
+  const Padding padding = attrs.padding;
+  const bool alignCorners = attrs.alignCorners;
   if (x.rank() < 3) ctx.fail("X must have rank >= 3, got " + x.describe(), ErrorCode::kInvalidArgument);
   const size_t r = x.rank() - 2;
   if (grid.rank() != r + 2 || grid.dim(0) != x.dim(0) || grid.shape().back() != static_cast<int64_t>(r)) {
@@ -188,7 +199,7 @@ void gridSampleKernel(KernelContext& ctx) {
   });
 }
 
-KILN_REGISTER_CPU_KERNEL("GridSample", gridSampleKernel);
+KILN_REGISTER_CPU_KERNEL("GridSample", bindKernel(gridSampleAttrs, gridSampleKernel));
 
 }  // namespace
 }  // namespace kiln::cpu

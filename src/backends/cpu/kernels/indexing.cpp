@@ -1,15 +1,19 @@
 // CPU kernels of ops that read elements by index: Gather, GatherElements, GatherND, OneHot.
 // Indices may be negative (counted from the end); out-of-range indices are errors.
 #include "backends/cpu/kernels/copy_util.h"
-#include "ir/ops/shape_rules.h"
+#include "backends/cpu/kernels/node_label.h"
+#include "backends/cpu/kernels/run_checks.h"
 
 namespace kiln::cpu {
 namespace {
 
-void gatherKernel(KernelContext& ctx) {
+// The "axis" attribute of Gather, GatherElements (default 0) and OneHot (default -1).
+int64_t axisAttr(const ir::Node& node) { return ir::attrInt(node, "axis", node.opType == "OneHot" ? -1 : 0); }
+
+void gatherKernel(KernelContext& ctx, int64_t axisAttr) {
   const Tensor& data = ctx.input(0);
   Tensor& y = ctx.output(0);
-  const int64_t axis = ir::normalizeAxis(ctx.node(), ir::attrInt(ctx.node(), "axis", 0), static_cast<int64_t>(data.rank()));
+  const int64_t axis = normalizeAxis(ctx, axisAttr, static_cast<int64_t>(data.rank()));
   const int64_t axisDim = data.dim(axis);
   std::vector<int64_t> indices = indexValues(ctx, ctx.input(1));
   for (int64_t& i : indices) i = checkedIndex(ctx, i, axisDim);
@@ -32,11 +36,11 @@ void gatherKernel(KernelContext& ctx) {
   });
 }
 
-void gatherElementsKernel(KernelContext& ctx) {
+void gatherElementsKernel(KernelContext& ctx, int64_t axisAttr) {
   const Tensor& data = ctx.input(0);
   const Tensor& indexTensor = ctx.input(1);
   Tensor& y = ctx.output(0);
-  const int64_t axis = ir::normalizeAxis(ctx.node(), ir::attrInt(ctx.node(), "axis", 0), static_cast<int64_t>(data.rank()));
+  const int64_t axis = normalizeAxis(ctx, axisAttr, static_cast<int64_t>(data.rank()));
   const std::vector<int64_t> offsets = elementOffsets(ctx, data.shape(), indexTensor, axis);
   dispatchStorage(data.dtype(), "GatherElements", [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -46,11 +50,16 @@ void gatherElementsKernel(KernelContext& ctx) {
   });
 }
 
-void gatherNDKernel(KernelContext& ctx) {
+// GatherND's batch_dims (opset 12 on).
+size_t batchDimsAttr(const ir::Node& node) {
+  return static_cast<size_t>(node.opset >= 12 ? ir::attrInt(node, "batch_dims", 0) : 0);
+}
+
+void gatherNDKernel(KernelContext& ctx, size_t batchDims) {
   const Tensor& data = ctx.input(0);
   const Tensor& indexTensor = ctx.input(1);
   Tensor& y = ctx.output(0);
-  const size_t b = static_cast<size_t>(ctx.node().opset >= 12 ? ir::attrInt(ctx.node(), "batch_dims", 0) : 0);
+  const size_t b = batchDims;
   const size_t k = static_cast<size_t>(indexTensor.dim(indexTensor.rank() - 1));
   for (size_t d = 0; d < b; ++d) {
     if (indexTensor.dim(d) != data.dim(d)) ctx.fail("batch dims of data and indices differ", ErrorCode::kInvalidArgument);
@@ -76,11 +85,11 @@ void gatherNDKernel(KernelContext& ctx) {
   });
 }
 
-void oneHotKernel(KernelContext& ctx) {
+void oneHotKernel(KernelContext& ctx, int64_t axisAttr) {
   const Tensor& values = ctx.input(2);
   Tensor& y = ctx.output(0);
   const int64_t rank = static_cast<int64_t>(y.rank());
-  const int64_t axis = ir::normalizeAxis(ctx.node(), ir::attrInt(ctx.node(), "axis", -1), rank);
+  const int64_t axis = normalizeAxis(ctx, axisAttr, rank);
   const int64_t depth = y.dim(axis);
   const int64_t inner = dimProduct(y.shape(), axis + 1, rank);
   const int64_t outer = dimProduct(y.shape(), 0, axis);
@@ -101,10 +110,10 @@ void oneHotKernel(KernelContext& ctx) {
   });
 }
 
-KILN_REGISTER_CPU_KERNEL("Gather", gatherKernel);
-KILN_REGISTER_CPU_KERNEL("GatherElements", gatherElementsKernel);
-KILN_REGISTER_CPU_KERNEL("GatherND", gatherNDKernel);
-KILN_REGISTER_CPU_KERNEL("OneHot", oneHotKernel);
+KILN_REGISTER_CPU_KERNEL("Gather", bindKernel(axisAttr, gatherKernel));
+KILN_REGISTER_CPU_KERNEL("GatherElements", bindKernel(axisAttr, gatherElementsKernel));
+KILN_REGISTER_CPU_KERNEL("GatherND", bindKernel(batchDimsAttr, gatherNDKernel));
+KILN_REGISTER_CPU_KERNEL("OneHot", bindKernel(axisAttr, oneHotKernel));
 
 }  // namespace
 }  // namespace kiln::cpu

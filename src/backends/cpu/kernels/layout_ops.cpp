@@ -2,26 +2,32 @@
 // DepthToSpace, SpaceToDepth, Trilu, ReverseSequence. All work on every dtype.
 #include "backends/cpu/kernels/copy_util.h"
 #include "backends/cpu/thread_pool.h"
+#include "backends/cpu/kernels/node_label.h"
+#include "backends/cpu/kernels/run_checks.h"
 #include "ir/ops/shape_rules.h"
 
 namespace kiln::cpu {
 namespace {
 
-void transposeKernel(KernelContext& ctx) {
+// Transpose keeps "perm" for ir::transposePerm, which checks it against each run's rank.
+ir::Node transposeAttrs(const ir::Node& node) { return nodeLabelWithAttrs(node, {"perm"}); }
+
+void transposeKernel(KernelContext& ctx, const ir::Node& attrs) {
   const Tensor& x = ctx.input(0);
   Tensor& y = ctx.output(0);
-  std::vector<int64_t> perm = ir::transposePerm(ctx.node(), x.rank());
+  std::vector<int64_t> perm = ir::transposePerm(attrs, x.rank());
   std::vector<int64_t> inStrides = contiguousStrides(x.shape());
   std::vector<int64_t> strides;
   for (int64_t p : perm) strides.push_back(inStrides[p]);
   copyStridedTensor(x, 0, strides, y, "Transpose");
 }
 
-void concatKernel(KernelContext& ctx) {
+// Concat's axis (required from opset 4, 1 by default before).
+int64_t concatAxis(const ir::Node& node) { return node.opset < 4 ? ir::attrInt(node, "axis", 1) : ir::attrInt(node, "axis"); }
+
+void concatKernel(KernelContext& ctx, int64_t axisAttr) {
   Tensor& y = ctx.output(0);
-  const ir::Node& node = ctx.node();
-  const int64_t axis = ir::normalizeAxis(
-      node, node.opset < 4 ? ir::attrInt(node, "axis", 1) : ir::attrInt(node, "axis"), static_cast<int64_t>(y.rank()));
+  const int64_t axis = normalizeAxis(ctx, axisAttr, static_cast<int64_t>(y.rank()));
   const int64_t outer = dimProduct(y.shape(), 0, axis);
   const int64_t inner = dimProduct(y.shape(), axis + 1, y.rank());
   const int64_t outRow = y.dim(axis) * inner;
@@ -62,14 +68,28 @@ void concatKernel(KernelContext& ctx) {
   });
 }
 
-void splitKernel(KernelContext& ctx) {
+struct SplitAttrs {
+  ir::Node label;  // with num_outputs, for ir::splitSizes
+  int64_t axis = 0;
+  bool splitIsInput = false;                  // opset 13 on: sizes in input 1, else the attribute
+  std::optional<std::vector<int64_t>> split;  // the attribute, before opset 13
+};
+
+SplitAttrs splitAttrs(const ir::Node& node) {
+  SplitAttrs a;
+  a.label = nodeLabelWithAttrs(node, {"num_outputs"});
+  a.axis = ir::attrInt(node, "axis", 0);
+  a.splitIsInput = node.opset >= 13;
+  if (!a.splitIsInput && ir::hasAttr(node, "split")) a.split = ir::attrInts(node, "split");
+  return a;
+}
+
+void splitKernel(KernelContext& ctx, const SplitAttrs& attrs) {
   const Tensor& x = ctx.input(0);
-  const ir::Node& node = ctx.node();
-  const int64_t axis = ir::normalizeAxis(node, ir::attrInt(node, "axis", 0), static_cast<int64_t>(x.rank()));
-  std::optional<std::vector<int64_t>> split;
-  if (node.opset < 13 && ir::hasAttr(node, "split")) split = ir::attrInts(node, "split");
-  if (node.opset >= 13 && ctx.hasInput(1)) split = ctx.input(1).toInt64Vector();
-  std::vector<int64_t> sizes = *ir::splitSizes(node, x.dim(axis), ctx.numOutputs(), split);
+  const int64_t axis = normalizeAxis(ctx, attrs.axis, static_cast<int64_t>(x.rank()));
+  std::optional<std::vector<int64_t>> split = attrs.split;
+  if (attrs.splitIsInput && ctx.hasInput(1)) split = ctx.input(1).toInt64Vector();
+  std::vector<int64_t> sizes = *ir::splitSizes(attrs.label, x.dim(axis), ctx.numOutputs(), split);
   const int64_t outer = dimProduct(x.shape(), 0, axis);
   const int64_t inner = dimProduct(x.shape(), axis + 1, x.rank());
   const int64_t inRow = x.dim(axis) * inner;
@@ -107,15 +127,25 @@ void tileKernel(KernelContext& ctx) {
 }
 
 // Both ops are a transpose of a 6-D view of the NCHW input.
-void blockRearrange(KernelContext& ctx, bool toSpace) {
+struct BlockAttrs {
+  std::string opType;
+  int64_t blocksize = 1;
+  bool crd = false;
+};
+
+BlockAttrs blockAttrs(const ir::Node& node) {
+  // "mode" exists from opset 11 (DepthToSpace) and 25 (SpaceToDepth); DCR is the default.
+  return {node.opType, ir::attrInt(node, "blocksize"), ir::attrString(node, "mode", "DCR") == "CRD"};
+}
+
+void blockRearrange(KernelContext& ctx, const BlockAttrs& attrs, bool toSpace) {
   const Tensor& x = ctx.input(0);
   Tensor& y = ctx.output(0);
-  const int64_t b = ir::attrInt(ctx.node(), "blocksize");
+  const int64_t b = attrs.blocksize;
   const int64_t n = x.dim(0), c = x.dim(1), h = x.dim(2), w = x.dim(3);
   Shape view;
   std::vector<int64_t> perm;
-  // "mode" exists from opset 11 (DepthToSpace) and 25 (SpaceToDepth); DCR is the default.
-  const bool crd = ir::attrString(ctx.node(), "mode", "DCR") == "CRD";
+  const bool crd = attrs.crd;
   if (!toSpace) {
     view = {n, c, h / b, b, w / b, b};
     perm = crd ? std::vector<int64_t>{0, 1, 3, 5, 2, 4} : std::vector<int64_t>{0, 3, 5, 1, 2, 4};
@@ -133,16 +163,15 @@ void blockRearrange(KernelContext& ctx, bool toSpace) {
     outView.push_back(view[p]);
     strides.push_back(viewStrides[p]);
   }
-  dispatchStorage(x.dtype(), ctx.node().opType.c_str(), [&](auto tag) {
+  dispatchStorage(x.dtype(), attrs.opType.c_str(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     copyStrided(x.data<T>(), outView, strides, y.data<T>());
   });
 }
 
-void triluKernel(KernelContext& ctx) {
+void triluKernel(KernelContext& ctx, bool upper) {
   const Tensor& x = ctx.input(0);
   Tensor& y = ctx.output(0);
-  const bool upper = ir::attrInt(ctx.node(), "upper", 1) != 0;
   int64_t k = 0;
   if (ctx.hasInput(1)) {
     if (ctx.input(1).numel() != 1) ctx.fail("k must be a scalar, got " + ctx.input(1).describe());
@@ -166,10 +195,9 @@ void triluKernel(KernelContext& ctx) {
   });
 }
 
-void reverseSequenceKernel(KernelContext& ctx) {
+void reverseSequenceKernel(KernelContext& ctx, bool timeFirst) {
   const Tensor& x = ctx.input(0);
   Tensor& y = ctx.output(0);
-  const bool timeFirst = ir::attrInt(ctx.node(), "time_axis", 0) == 0;
   const int64_t steps = x.dim(timeFirst ? 0 : 1);
   const int64_t batch = x.dim(timeFirst ? 1 : 0);
   const int64_t inner = dimProduct(x.shape(), 2, x.rank());
@@ -197,14 +225,20 @@ void reverseSequenceKernel(KernelContext& ctx) {
   });
 }
 
-KILN_REGISTER_CPU_KERNEL("Transpose", transposeKernel);
-KILN_REGISTER_CPU_KERNEL("Concat", concatKernel);
-KILN_REGISTER_CPU_KERNEL("Split", splitKernel);
+KILN_REGISTER_CPU_KERNEL("Transpose", bindKernel(transposeAttrs, transposeKernel));
+KILN_REGISTER_CPU_KERNEL("Concat", bindKernel(concatAxis, concatKernel));
+KILN_REGISTER_CPU_KERNEL("Split", bindKernel(splitAttrs, splitKernel));
 KILN_REGISTER_CPU_KERNEL("Tile", tileKernel);
-KILN_REGISTER_CPU_KERNEL("DepthToSpace", [](KernelContext& ctx) { blockRearrange(ctx, true); });
-KILN_REGISTER_CPU_KERNEL("SpaceToDepth", [](KernelContext& ctx) { blockRearrange(ctx, false); });
-KILN_REGISTER_CPU_KERNEL("Trilu", triluKernel);
-KILN_REGISTER_CPU_KERNEL("ReverseSequence", reverseSequenceKernel);
+KILN_REGISTER_CPU_KERNEL("DepthToSpace", bindKernel(blockAttrs, [](KernelContext& ctx, const BlockAttrs& attrs) {
+                           blockRearrange(ctx, attrs, true);
+                         }));
+KILN_REGISTER_CPU_KERNEL("SpaceToDepth", bindKernel(blockAttrs, [](KernelContext& ctx, const BlockAttrs& attrs) {
+                           blockRearrange(ctx, attrs, false);
+                         }));
+KILN_REGISTER_CPU_KERNEL("Trilu", bindKernel([](const ir::Node& node) { return ir::attrInt(node, "upper", 1) != 0; }, triluKernel));
+KILN_REGISTER_CPU_KERNEL("ReverseSequence",
+                         bindKernel([](const ir::Node& node) { return ir::attrInt(node, "time_axis", 0) == 0; },
+                                    reverseSequenceKernel));
 
 }  // namespace
 }  // namespace kiln::cpu

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "backends/cpu/kernels/elementwise_util.h"
+#include "backends/cpu/kernels/node_label.h"
 #include "ir/shape_helpers.h"
 
 namespace kiln::cpu {
@@ -27,20 +28,30 @@ void storeFloats(const std::vector<float>& v, Tensor& t) {
   });
 }
 
-void linearAttentionKernel(KernelContext& ctx) {
-  const ir::Node& node = ctx.node();
+struct LinearAttentionAttrs {
+  std::string rule;
+  int64_t qHeads = 0, kvHeads = 0;
+  double scale = 0;
+};
+
+LinearAttentionAttrs linearAttentionAttrs(const ir::Node& node) {
+  return {ir::attrString(node, "update_rule", "gated_delta"), ir::attrInt(node, "q_num_heads"),
+          ir::attrInt(node, "kv_num_heads"), ir::attrFloat(node, "scale", 0.0f)};
+}
+
+void linearAttentionKernel(KernelContext& ctx, const LinearAttentionAttrs& attrs) {
   const Tensor& query = ctx.input(0);
   const Tensor& key = ctx.input(1);
   const Tensor& value = ctx.input(2);
   const Tensor* past = ctx.hasInput(3) ? &ctx.input(3) : nullptr;
   const Tensor* decay = ctx.hasInput(4) ? &ctx.input(4) : nullptr;
   const Tensor* beta = ctx.hasInput(5) ? &ctx.input(5) : nullptr;
-  const std::string rule = ir::attrString(node, "update_rule", "gated_delta");
+  const std::string& rule = attrs.rule;
   const bool gated = rule == "gated" || rule == "gated_delta";
   const bool delta = rule == "delta" || rule == "gated_delta";
   if (gated != (decay != nullptr)) ctx.fail("update_rule '" + rule + (gated ? "' needs" : "' forbids") + " the decay input", ErrorCode::kInvalidModel);
   if (delta != (beta != nullptr)) ctx.fail("update_rule '" + rule + (delta ? "' needs" : "' forbids") + " the beta input", ErrorCode::kInvalidModel);
-  const int64_t qHeads = ir::attrInt(node, "q_num_heads"), kvHeads = ir::attrInt(node, "kv_num_heads");
+  const int64_t qHeads = attrs.qHeads, kvHeads = attrs.kvHeads;
   if (query.rank() != 3 || key.rank() != 3 || value.rank() != 3) ctx.fail("query, key and value must be (B, T, H * D)", ErrorCode::kInvalidArgument);
   const int64_t batches = query.dim(0), steps = query.dim(1);
   if (qHeads <= 0 || kvHeads <= 0 || qHeads % kvHeads != 0 || query.dim(2) % qHeads != 0 || value.dim(2) % kvHeads != 0) {
@@ -58,7 +69,7 @@ void linearAttentionKernel(KernelContext& ctx) {
   if (beta && (beta->rank() != 3 || (beta->dim(2) != kvHeads && beta->dim(2) != 1))) {
     ctx.fail("beta " + beta->describe() + " must end in kv_num_heads or 1", ErrorCode::kInvalidArgument);
   }
-  const double scaleAttr = ir::attrFloat(node, "scale", 0.0f);
+  const double scaleAttr = attrs.scale;
   const float scale = scaleAttr == 0.0 ? 1.0f / std::sqrt(static_cast<float>(dk)) : static_cast<float>(scaleAttr);
 
   const std::vector<float> q = floatValues(query), k = floatValues(key), v = floatValues(value);
@@ -107,7 +118,7 @@ void linearAttentionKernel(KernelContext& ctx) {
   if (ctx.wantsOutput(1)) storeFloats(state, ctx.allocateOutput(1, past ? past->dtype() : query.dtype(), {batches, kvHeads, dk, dv}));
 }
 
-KILN_REGISTER_CPU_KERNEL("LinearAttention", linearAttentionKernel);
+KILN_REGISTER_CPU_KERNEL("LinearAttention", bindKernel(linearAttentionAttrs, linearAttentionKernel));
 
 }  // namespace
 }  // namespace kiln::cpu

@@ -3,14 +3,15 @@
 #include <limits>
 
 #include "backends/cpu/kernels/elementwise_util.h"
+#include "backends/cpu/kernels/node_label.h"
 
 namespace kiln::cpu {
 namespace {
 
 // A comparison over numeric types (plus bool and string when `anyType`), bool output.
 template <bool anyType, typename Op>
-KernelFn comparison(Op op) {
-  return [op](KernelContext& ctx) {
+KernelFn comparison(std::string opType, Op op) {
+  return [opType, op](KernelContext& ctx) {
     const Tensor& a = ctx.input(0);
     const Tensor& b = ctx.input(1);
     Tensor& y = ctx.output(0);
@@ -18,16 +19,16 @@ KernelFn comparison(Op op) {
       using T = typename decltype(tag)::type;
       mapBinary<T, bool>(a, b, y, op);
     };
-    if constexpr (anyType) dispatchAll(a.dtype(), ctx.node().opType.c_str(), run);
-    else dispatchNumeric(a.dtype(), ctx.node().opType.c_str(), run);
+    if constexpr (anyType) dispatchAll(a.dtype(), opType.c_str(), run);
+    else dispatchNumeric(a.dtype(), opType.c_str(), run);
   };
 }
 
-KILN_REGISTER_CPU_KERNEL("Equal", comparison<true>([](const auto& x, const auto& y) { return x == y; }));
-KILN_REGISTER_CPU_KERNEL("Less", comparison<false>([](auto x, auto y) { return x < y; }));
-KILN_REGISTER_CPU_KERNEL("Greater", comparison<false>([](auto x, auto y) { return x > y; }));
-KILN_REGISTER_CPU_KERNEL("LessOrEqual", comparison<false>([](auto x, auto y) { return x <= y; }));
-KILN_REGISTER_CPU_KERNEL("GreaterOrEqual", comparison<false>([](auto x, auto y) { return x >= y; }));
+KILN_REGISTER_CPU_KERNEL("Equal", comparison<true>("Equal", [](const auto& x, const auto& y) { return x == y; }));
+KILN_REGISTER_CPU_KERNEL("Less", comparison<false>("Less", [](auto x, auto y) { return x < y; }));
+KILN_REGISTER_CPU_KERNEL("Greater", comparison<false>("Greater", [](auto x, auto y) { return x > y; }));
+KILN_REGISTER_CPU_KERNEL("LessOrEqual", comparison<false>("LessOrEqual", [](auto x, auto y) { return x <= y; }));
+KILN_REGISTER_CPU_KERNEL("GreaterOrEqual", comparison<false>("GreaterOrEqual", [](auto x, auto y) { return x >= y; }));
 
 template <typename Op>
 KernelFn boolBinary(Op op) {
@@ -78,9 +79,16 @@ KILN_REGISTER_CPU_KERNEL("IsNaN", KernelFn([](KernelContext& ctx) {
   });
 }));
 
-KILN_REGISTER_CPU_KERNEL("IsInf", KernelFn([](KernelContext& ctx) {
-  const bool positive = ir::attrInt(ctx.node(), "detect_positive", 1) != 0;
-  const bool negative = ir::attrInt(ctx.node(), "detect_negative", 1) != 0;
+struct IsInfAttrs {
+  bool positive = true, negative = true;
+};
+
+IsInfAttrs isInfAttrs(const ir::Node& node) {
+  return {ir::attrInt(node, "detect_positive", 1) != 0, ir::attrInt(node, "detect_negative", 1) != 0};
+}
+
+KILN_REGISTER_CPU_KERNEL("IsInf", bindKernel(isInfAttrs, [](KernelContext& ctx, const IsInfAttrs& attrs) {
+  const bool positive = attrs.positive, negative = attrs.negative;
   const Tensor& x = ctx.input(0);
   dispatchFloat(x.dtype(), "IsInf", [&](auto tag) {
     using T = typename decltype(tag)::type;

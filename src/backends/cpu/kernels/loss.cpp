@@ -5,6 +5,7 @@
 
 #include "backends/cpu/kernels/elementwise_util.h"
 #include "ir/shape_helpers.h"
+#include "backends/cpu/kernels/node_label.h"
 
 namespace kiln::cpu {
 namespace {
@@ -59,12 +60,29 @@ void storeDoubles(const std::vector<double>& v, Tensor& t) {
 }
 
 /// The weighted negative log-likelihood of `logProb` (N, C, D) at the target classes, reduced.
+struct LossAttrs {
+  std::string reduction;
+  bool hasIgnore = false;
+  int64_t ignoreIndex = 0;
+};
+
+LossAttrs lossAttrs(const ir::Node& node) {
+  LossAttrs a;
+  a.reduction = ir::attrString(node, "reduction", "mean");
+  if (a.reduction != "none" && a.reduction != "sum" && a.reduction != "mean") {
+    ir::failNode(node, "reduction must be none, sum or mean, got '" + a.reduction + "'");
+  }
+  a.hasIgnore = ir::hasAttr(node, "ignore_index");
+  a.ignoreIndex = a.hasIgnore ? ir::attrInt(node, "ignore_index") : 0;
+  return a;
+}
+
 template <typename T>
-void nllReduce(KernelContext& ctx, const std::vector<double>& logProb, const LossLayout& l, const Tensor& target) {
-  const ir::Node& node = ctx.node();
-  const std::string reduction = ir::attrString(node, "reduction", "mean");
-  const bool hasIgnore = ir::hasAttr(node, "ignore_index");
-  const int64_t ignoreIndex = hasIgnore ? ir::attrInt(node, "ignore_index") : 0;
+void nllReduce(KernelContext& ctx, const LossAttrs& attrs, const std::vector<double>& logProb, const LossLayout& l,
+               const Tensor& target) {
+  const std::string& reduction = attrs.reduction;
+  const bool hasIgnore = attrs.hasIgnore;
+  const int64_t ignoreIndex = attrs.ignoreIndex;
   std::vector<double> weight;
   if (ctx.hasInput(2)) {
     const Tensor& w = ctx.input(2);
@@ -103,36 +121,34 @@ void nllReduce(KernelContext& ctx, const std::vector<double>& logProb, const Los
   if (reduction == "mean") {
     // Without weights and ignore_index every position counts once (numpy's mean).
     value = (weight.empty() && !hasIgnore) ? lossSum / static_cast<double>(count) : lossSum / weightSum;
-  } else if (reduction != "sum") {
-    ctx.fail("reduction must be none, sum or mean, got '" + reduction + "'");
   }
   storeDoubles<T>({value}, ctx.allocateOutput(0, dataTypeOf<T>(), {}));
 }
 
-void nllLossKernel(KernelContext& ctx) {
+void nllLossKernel(KernelContext& ctx, const LossAttrs& attrs) {
   const Tensor& x = ctx.input(0);
   const Tensor& target = ctx.input(1);
   const LossLayout l = lossLayout(ctx, x, target);
   dispatchFloat(x.dtype(), "NegativeLogLikelihoodLoss", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    nllReduce<T>(ctx, toDoubles<T>(x), l, target);
+    nllReduce<T>(ctx, attrs, toDoubles<T>(x), l, target);
   });
 }
 
-void softmaxCrossEntropyKernel(KernelContext& ctx) {
+void softmaxCrossEntropyKernel(KernelContext& ctx, const LossAttrs& attrs) {
   const Tensor& x = ctx.input(0);
   const Tensor& target = ctx.input(1);
   const LossLayout l = lossLayout(ctx, x, target);
   dispatchFloat(x.dtype(), "SoftmaxCrossEntropyLoss", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const std::vector<double> logProb = logSoftmaxAxis1(toDoubles<T>(x), l);
-    nllReduce<T>(ctx, logProb, l, target);
+    nllReduce<T>(ctx, attrs, logProb, l, target);
     if (ctx.wantsOutput(1)) storeDoubles<T>(logProb, ctx.allocateOutput(1, x.dtype(), x.shape()));
   });
 }
 
-KILN_REGISTER_CPU_KERNEL("NegativeLogLikelihoodLoss", nllLossKernel);
-KILN_REGISTER_CPU_KERNEL("SoftmaxCrossEntropyLoss", softmaxCrossEntropyKernel);
+KILN_REGISTER_CPU_KERNEL("NegativeLogLikelihoodLoss", bindKernel(lossAttrs, nllLossKernel));
+KILN_REGISTER_CPU_KERNEL("SoftmaxCrossEntropyLoss", bindKernel(lossAttrs, softmaxCrossEntropyKernel));
 
 }  // namespace
 }  // namespace kiln::cpu

@@ -9,6 +9,7 @@
 #include "backends/cpu/gemm/zero_point.h"
 #include "backends/cpu/kernel_registry.h"
 #include "backends/cpu/kernels/bf16_candidates.h"
+#include "backends/cpu/kernels/node_label.h"
 #include "core/dtype_dispatch.h"
 #include "ir/shape_helpers.h"
 
@@ -42,16 +43,6 @@ struct MatMulDims {
   Shape aBatch, bBatch, outBatch;
   int64_t M = 0, N = 0, K = 0;
 };
-
-// The node's name and op, kept by a kernel for its error messages (it never reads the node while running).
-ir::Node nodeLabel(const ir::Node& node) {
-  ir::Node label;
-  label.name = node.name;
-  label.opType = node.opType;
-  label.domain = node.domain;
-  label.opset = node.opset;
-  return label;
-}
 
 MatMulDims matMulDims(const KernelContext& ctx, const ir::Node& label, const Shape& a, const Shape& b) {
   if (a.empty() || b.empty()) ctx.fail("MatMul inputs must not be scalars", ErrorCode::kInvalidArgument);
@@ -90,12 +81,12 @@ void batchedMatMul(const MatMulDims& d, const T* a, const T* b, T* y) {
       });
 }
 
-// A constant 2-D float32 B (a Linear layer's weights) packed once for the GEMM micro-kernel.
-PackedMatrix packConstantB(const KernelCreateInfo& info, bool transB) {
+// A constant 2-D float32 B (a Linear layer's weights) packed once for `isa`'s GEMM micro-kernel.
+PackedMatrix packConstantB(const KernelCreateInfo& info, bool transB, CpuIsa isa) {
   const Tensor* b = info.constants.size() > 1 ? info.constants[1] : nullptr;
   if (!b || b->dtype() != DataType::kFloat32 || b->rank() != 2 || b->numel() == 0) return {};
   const int64_t K = b->dim(transB ? 1 : 0), N = b->dim(transB ? 0 : 1);
-  return packB(transB, K, N, b->data<float>(), b->dim(1));
+  return packB(transB, K, N, b->data<float>(), b->dim(1), isa);
 }
 
 void matMulKernel(KernelContext& ctx, const ir::Node& label, const PackedMatrix& packedB) {
@@ -203,7 +194,7 @@ KernelBlob blobOf(const PackedMatrix& m) { return {m.data(), static_cast<uint64_
 
 // Constant B packed for `isa`'s micro-kernel, or (with `saved`) the packing a plan holds.
 PackedMatrix packedB(const KernelCreateInfo& info, bool transB, CpuIsa isa, const KernelState* saved) {
-  if (!saved) return packConstantB(info, transB);
+  if (!saved) return packConstantB(info, transB, isa);
   const Tensor& b = *info.constants[1];  // its shape; the plan may hold no values
   const int64_t K = b.dim(transB ? 1 : 0), N = b.dim(transB ? 0 : 1);
   using Side = PackedMatrix::Side;

@@ -5,14 +5,14 @@
 
 #include "backends/cpu/kernels/copy_util.h"
 #include "backends/cpu/kernels/elementwise_util.h"
+#include "backends/cpu/kernels/node_label.h"
 #include "ir/shape_helpers.h"
 
 namespace kiln::cpu {
 namespace {
 
-void binarizerKernel(KernelContext& ctx) {
+void binarizerKernel(KernelContext& ctx, double threshold) {
   const Tensor& x = ctx.input(0);
-  const double threshold = ir::attrFloat(ctx.node(), "threshold", 0.0f);
   Tensor& y = ctx.output(0);
   dispatchNumeric(x.dtype(), "Binarizer", [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -123,7 +123,9 @@ KernelFn makeLabelEncoder(const KernelCreateInfo& info) {
   };
 }
 
-KILN_REGISTER_CPU_KERNEL_DOMAIN("ai.onnx.ml", "Binarizer", binarizerKernel);
+KILN_REGISTER_CPU_KERNEL_DOMAIN(
+    "ai.onnx.ml", "Binarizer",
+    bindKernel([](const ir::Node& node) { return static_cast<double>(ir::attrFloat(node, "threshold", 0.0f)); }, binarizerKernel));
 KILN_REGISTER_CPU_KERNEL_DOMAIN("ai.onnx.ml", "ArrayFeatureExtractor", arrayFeatureExtractorKernel);
 KILN_REGISTER_CPU_KERNEL_DOMAIN("ai.onnx.ml", "LabelEncoder", KernelFactory(makeLabelEncoder));
 

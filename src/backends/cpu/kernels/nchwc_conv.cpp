@@ -373,7 +373,7 @@ KernelState savedBlobs(const std::vector<const NchwcPackedWeights*>& packed, std
 
 // The candidates, in the order they are tried (the one place NchwcConv's algorithm and ISA are
 // chosen). Each packs W for its own layout only.
-std::string winogradDeclines(const KernelCreateInfo& info, int tile) {
+std::string winogradDeclines(const KernelCreateInfo& info) {
   if (hasInputScale(info)) return "X has a scale (input 4): the direct packing is rescaled per image";
   const Tensor& w = constantWeights(info);
   const ir::TypeInfo* xType = info.inputTypes.empty() ? nullptr : info.inputTypes[0];
@@ -386,13 +386,19 @@ std::string winogradDeclines(const KernelCreateInfo& info, int tile) {
   for (int d = 0; d < 2; ++d) {
     if (g.strides[d] != 1 || g.dilations[d] != 1 || g.output[d] <= 0) return "takes stride 1, dilation 1";
   }
-  const int best = nchwcWinogradTile(g.output[0], g.output[1]);
-  if (best != tile) {
-    return std::to_string(g.output[0]) + "x" + std::to_string(g.output[1]) + " output: " +
-           (best ? "the " + std::to_string(best) + "x" + std::to_string(best) + " tile is faster"
-                 : std::string("too few tiles, direct is faster"));
-  }
   return "";
+}
+
+// The heuristics' tile for the output size (nchwcWinogradTile): the other tile, or direct when
+// there are too few tiles, is passed over; timed tactics try all three.
+std::string winogradPassedOver(const KernelCreateInfo& info, int tile) {
+  const auto& x = *info.inputTypes[0]->shape;
+  const ir::ConvGeometry g = ir::convGeometry(info.node, {x[2].value, x[3].value}, {3, 3});
+  const int best = nchwcWinogradTile(g.output[0], g.output[1]);
+  if (best == tile) return "";
+  return std::to_string(g.output[0]) + "x" + std::to_string(g.output[1]) + " output: " +
+         (best ? "the " + std::to_string(best) + "x" + std::to_string(best) + " tile is expected to be faster"
+               : std::string("too few tiles, direct is expected to be faster"));
 }
 
 // With `saved`, the packed weights are the saved ones (no packing).
@@ -540,8 +546,8 @@ Kernel makeBf16Direct(const KernelCreateInfo& info, const KernelState* saved) {
   return k;
 }
 
-std::string winograd4x4Declines(const KernelCreateInfo& info) { return winogradDeclines(info, 4); }
-std::string winograd2x2Declines(const KernelCreateInfo& info) { return winogradDeclines(info, 2); }
+std::string winograd4x4PassedOver(const KernelCreateInfo& info) { return winogradPassedOver(info, 4); }
+std::string winograd2x2PassedOver(const KernelCreateInfo& info) { return winogradPassedOver(info, 2); }
 // group == Ci == Co: W is [group, 1, kH, kW].
 bool isDepthwise(const KernelCreateInfo& info) {
   const int64_t group = ir::attrInt(info.node, "group", 1);
@@ -576,11 +582,13 @@ const bool kRegistered = [] {
   KernelRegistry& r = KernelRegistry::global();
   auto add = [&](const std::string& name, CpuIsa isa, std::string (*declines)(const KernelCreateInfo&),
                  std::function<Kernel(const KernelCreateInfo&)> create,
-                 std::function<Kernel(const KernelCreateInfo&, const KernelState&)> restore) {
+                 std::function<Kernel(const KernelCreateInfo&, const KernelState&)> restore,
+                 std::string (*passedOver)(const KernelCreateInfo&) = nullptr) {
     KernelCandidate c;
     c.id = "f32_nchwc_conv_" + name + "_" + cpuIsaName(isa);
     c.isa = isa;
     c.supports = declines;
+    if (passedOver) c.prefers = passedOver;
     c.create = std::move(create);
     c.restore = std::move(restore);
     // The kernels add the residual Z (input 3) when they start each output tile, before any store.
@@ -597,9 +605,10 @@ const bool kRegistered = [] {
   r.addCandidate("kiln", "NchwcConv", DataType::kFloat32, std::move(bf16));
   for (int tile : {4, 2}) {
     const std::string name = "winograd_f" + std::to_string(tile) + "x" + std::to_string(tile);
-    add(name, CpuIsa::kAvx512, tile == 4 ? winograd4x4Declines : winograd2x2Declines,
+    add(name, CpuIsa::kAvx512, winogradDeclines,
         [tile](const KernelCreateInfo& i) { return makeWinograd(i, tile); },
-        [tile](const KernelCreateInfo& i, const KernelState& s) { return makeWinograd(i, tile, &s); });
+        [tile](const KernelCreateInfo& i, const KernelState& s) { return makeWinograd(i, tile, &s); },
+        tile == 4 ? winograd4x4PassedOver : winograd2x2PassedOver);
   }
   for (auto [name, declines] : {std::pair{"depthwise", &depthwiseDeclines}, std::pair{"grouped", &groupedDeclines},
                                 std::pair{"plain_input", &plainInputDeclines},

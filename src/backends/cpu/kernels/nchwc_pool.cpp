@@ -109,22 +109,22 @@ void checkBlockedInput(const KernelContext& ctx) {
 }
 
 KernelFn makeNchwcMaxPool(const KernelCreateInfo& info) {
-  const ir::PoolAttrs attrs = ir::readPoolAttrs(info.node, 2);
+  const BoundPoolAttrs attrs = bindPoolAttrs(info.node, 2);
   return [attrs](KernelContext& ctx) {
     checkBlockedInput(ctx);
     const Tensor& x = ctx.input(0);
-    const PoolWindows w = makePoolWindows(ctx, attrs, planeShape(x));
+    const PoolWindows w = makePoolWindows(ctx, attrs, attrs.attrs, planeShape(x));
     blockedPool(x, ctx.output(0), w, MaxLanes{});
   };
 }
 
 KernelFn makeNchwcAveragePool(const KernelCreateInfo& info) {
-  const ir::PoolAttrs attrs = ir::readPoolAttrs(info.node, 2);
+  const BoundPoolAttrs attrs = bindPoolAttrs(info.node, 2);
   const bool countPadding = ir::attrInt(info.node, "count_include_pad", 0) != 0;
   return [attrs, countPadding](KernelContext& ctx) {
     checkBlockedInput(ctx);
     const Tensor& x = ctx.input(0);
-    const PoolWindows w = makePoolWindows(ctx, attrs, planeShape(x));
+    const PoolWindows w = makePoolWindows(ctx, attrs, attrs.attrs, planeShape(x));
     blockedPool(x, ctx.output(0), w, AverageLanes{countPadding});
   };
 }

@@ -4,7 +4,7 @@
 #include <array>
 #include <numeric>
 
-#include "backends/cpu/kernel.h"
+#include "backends/cpu/kernels/node_label.h"
 
 namespace kiln::cpu {
 namespace {
@@ -46,7 +46,7 @@ const Tensor* scalarInput(KernelContext& ctx, size_t i) {
   return &t;
 }
 
-void nonMaxSuppressionKernel(KernelContext& ctx) {
+void nonMaxSuppressionKernel(KernelContext& ctx, bool centerPoint) {
   const Tensor& boxes = ctx.input(0);
   const Tensor& scores = ctx.input(1);
   if (boxes.rank() != 3 || boxes.dim(2) != 4) ctx.fail("boxes must be [batches, boxes, 4], got " + boxes.describe(), ErrorCode::kInvalidArgument);
@@ -59,7 +59,6 @@ void nonMaxSuppressionKernel(KernelContext& ctx) {
   const int64_t maxPerClass = maxOut ? std::max<int64_t>(0, maxOut->intAt(0)) : 0;
   const float iouThreshold = iouIn ? static_cast<float>(iouIn->doubleAt(0)) : 0.0f;
   if (iouThreshold < 0 || iouThreshold > 1) ctx.fail("iou_threshold must be in [0, 1], got " + std::to_string(iouThreshold), ErrorCode::kInvalidArgument);
-  const bool centerPoint = ir::attrInt(ctx.node(), "center_point_box", 0) == 1;
   const int64_t batches = boxes.dim(0), numBoxes = boxes.dim(1), classes = scores.dim(1);
 
   std::vector<std::array<int64_t, 3>> selected;
@@ -90,7 +89,9 @@ void nonMaxSuppressionKernel(KernelContext& ctx) {
   for (const auto& s : selected) p = std::copy(s.begin(), s.end(), p);
 }
 
-KILN_REGISTER_CPU_KERNEL("NonMaxSuppression", nonMaxSuppressionKernel);
+KILN_REGISTER_CPU_KERNEL("NonMaxSuppression",
+                         bindKernel([](const ir::Node& node) { return ir::attrInt(node, "center_point_box", 0) == 1; },
+                                    nonMaxSuppressionKernel));
 
 }  // namespace
 }  // namespace kiln::cpu

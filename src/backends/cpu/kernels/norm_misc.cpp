@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "backends/cpu/kernels/norm_util.h"
+#include "backends/cpu/kernels/run_checks.h"
 #include "ir/shape_helpers.h"
 
 namespace kiln::cpu {
@@ -40,7 +41,7 @@ KernelFn makeLpNorm(const KernelCreateInfo& info) {
   const int64_t p = ir::attrInt(info.node, "p", 2);
   return [axisAttr, p](KernelContext& ctx) {
     const Tensor& x = ctx.input(0);
-    const int64_t axis = ir::normalizeAxis(ctx.node(), axisAttr, static_cast<int64_t>(x.rank()));
+    const int64_t axis = normalizeAxis(ctx, axisAttr, static_cast<int64_t>(x.rank()));
     if (x.rank() == 0) ctx.fail("expects an input of rank >= 1", ErrorCode::kInvalidArgument);
     Tensor& y = ctx.output(0);
     dispatchFloat(x.dtype(), "LpNormalization", [&](auto tag) {
@@ -113,7 +114,7 @@ KernelFn makeMeanVarianceNorm(const KernelCreateInfo& info) {
   return [axes, normalizeVariance](KernelContext& ctx) {
     const Tensor& x = ctx.input(0);
     std::vector<bool> reduced(x.rank(), false);
-    for (int64_t a : axes) reduced[static_cast<size_t>(ir::normalizeAxis(ctx.node(), a, static_cast<int64_t>(x.rank())))] = true;
+    for (int64_t a : axes) reduced[static_cast<size_t>(normalizeAxis(ctx, a, static_cast<int64_t>(x.rank())))] = true;
     Tensor& y = ctx.output(0);
     dispatchFloat(x.dtype(), "MeanVarianceNormalization", [&](auto tag) {
       meanVarianceNormalize<typename decltype(tag)::type>(x, y, reduced, normalizeVariance);

@@ -3,22 +3,22 @@
 // (groups of channels).
 #include "backends/cpu/kernels/norm_util.h"
 #include "backends/cpu/thread_pool.h"
-#include "ir/shape_helpers.h"
+#include "backends/cpu/kernels/run_checks.h"
 
 namespace kiln::cpu {
 namespace {
 
 // Scale or bias (of any float type) broadcast to the normalized shape, in compute type C.
 template <typename C>
-std::vector<C> expandParam(const KernelContext& ctx, const Tensor& t, const Shape& target) {
+std::vector<C> expandParam(const KernelContext& ctx, const std::string& opType, const Tensor& t, const Shape& target) {
   Tensor expanded = t;
   if (t.shape() != target) {
-    if (ir::broadcastShapes(ctx.node(), t.shape(), target) != target) {
+    if (broadcastShapes(ctx, t.shape(), target) != target) {
       ctx.fail("cannot broadcast " + shapeToString(t.shape()) + " to " + shapeToString(target),
                ErrorCode::kInvalidArgument);
     }
     expanded = Tensor(t.dtype(), target);
-    dispatchFloat(t.dtype(), ctx.node().opType.c_str(), [&](auto tag) {
+    dispatchFloat(t.dtype(), opType.c_str(), [&](auto tag) {
       using P = typename decltype(tag)::type;
       mapBinary<P, P>(t, Tensor(t.dtype(), target), expanded, [](auto a, auto) { return a; });
     });
@@ -41,14 +41,15 @@ void storeStats(KernelContext& ctx, NormStatsOutputs stats, const std::vector<do
 // X of type T normalized over its trailing dims into Y of type O (RMSNormalization's Y has the
 // scale's type; LayerNormalization's has X's).
 template <typename T, typename O>
-void layerNorm(KernelContext& ctx, int64_t axis, double epsilon, bool rms, NormStatsOutputs stats) {
+void layerNorm(KernelContext& ctx, const std::string& opType, int64_t axis, double epsilon, bool rms,
+               NormStatsOutputs stats) {
   using C = ComputeType<T>;
   const Tensor& x = ctx.input(0);
   const Shape normShape(x.shape().begin() + axis, x.shape().end());
   const int64_t len = shapeNumel(normShape);
   const int64_t rows = len == 0 ? 0 : x.numel() / len;
-  std::vector<C> scale = expandParam<C>(ctx, ctx.input(1), normShape);
-  std::vector<C> bias = ctx.hasInput(2) ? expandParam<C>(ctx, ctx.input(2), normShape) : std::vector<C>(len, C(0));
+  std::vector<C> scale = expandParam<C>(ctx, opType, ctx.input(1), normShape);
+  std::vector<C> bias = ctx.hasInput(2) ? expandParam<C>(ctx, opType, ctx.input(2), normShape) : std::vector<C>(len, C(0));
   Tensor& y = ctx.output(0);
   std::vector<double> means(static_cast<size_t>(rows)), invStds(static_cast<size_t>(rows));
   if constexpr (std::is_same_v<T, float> && std::is_same_v<O, float>) {
@@ -92,20 +93,20 @@ KernelFn makeLayerNorm(const KernelCreateInfo& info) {
   const bool simplified = info.node.opType == "SimplifiedLayerNormalization";
   const bool rms = simplified || info.node.opType == "RMSNormalization";
   const NormStatsOutputs stats = simplified ? NormStatsOutputs::kInvStdOnly : NormStatsOutputs::kMeanThenInvStd;
-  return [axisAttr, epsilon, rms, stats](KernelContext& ctx) {
+  return [opType = info.node.opType, axisAttr, epsilon, rms, stats](KernelContext& ctx) {
     const Tensor& x = ctx.input(0);
-    const int64_t axis = ir::normalizeAxis(ctx.node(), axisAttr, static_cast<int64_t>(x.rank()));
+    const int64_t axis = normalizeAxis(ctx, axisAttr, static_cast<int64_t>(x.rank()));
     const Tensor& y = ctx.output(0);
     if (y.dtype() == x.dtype()) {
-      dispatchFloat(x.dtype(), ctx.node().opType.c_str(), [&](auto tag) {
+      dispatchFloat(x.dtype(), opType.c_str(), [&](auto tag) {
         using T = typename decltype(tag)::type;
-        layerNorm<T, T>(ctx, axis, epsilon, rms, stats);
+        layerNorm<T, T>(ctx, opType, axis, epsilon, rms, stats);
       });
       return;
     }
-    dispatchFloat(x.dtype(), ctx.node().opType.c_str(), [&](auto inTag) {
-      dispatchFloat(y.dtype(), ctx.node().opType.c_str(), [&](auto outTag) {
-        layerNorm<typename decltype(inTag)::type, typename decltype(outTag)::type>(ctx, axis, epsilon, rms, stats);
+    dispatchFloat(x.dtype(), opType.c_str(), [&](auto inTag) {
+      dispatchFloat(y.dtype(), opType.c_str(), [&](auto outTag) {
+        layerNorm<typename decltype(inTag)::type, typename decltype(outTag)::type>(ctx, opType, axis, epsilon, rms, stats);
       });
     });
   };
@@ -148,7 +149,7 @@ KernelFn makeGroupNorm(const KernelCreateInfo& info) {
   const bool instance = info.node.opType == "InstanceNormalization";
   const int64_t groupsAttr = instance ? 0 : ir::attrInt(info.node, "num_groups");
   const double epsilon = ir::attrFloat(info.node, "epsilon", 1e-5f);
-  return [instance, groupsAttr, epsilon](KernelContext& ctx) {
+  return [opType = info.node.opType, instance, groupsAttr, epsilon](KernelContext& ctx) {
     const Tensor& x = ctx.input(0);
     const int64_t channels = x.dim(1);
     const int64_t groups = instance ? channels : groupsAttr;
@@ -159,7 +160,7 @@ KernelFn makeGroupNorm(const KernelCreateInfo& info) {
     std::vector<double> scale = perChannel(ctx, tensorToDoubles(ctx.input(1)), channels, groups);
     std::vector<double> bias = perChannel(ctx, tensorToDoubles(ctx.input(2)), channels, groups);
     Tensor& y = ctx.output(0);
-    dispatchFloat(x.dtype(), ctx.node().opType.c_str(), [&](auto tag) {
+    dispatchFloat(x.dtype(), opType.c_str(), [&](auto tag) {
       groupNorm<typename decltype(tag)::type>(x, y, groups, scale, bias, epsilon);
     });
   };

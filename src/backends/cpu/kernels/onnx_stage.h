@@ -29,6 +29,7 @@ class OnnxStage {
     KernelCreateInfo inner{*node_, {}, std::move(constants), {}, info.subgraphs};
     for (const ir::TypeInfo& t : *types_) inner.inputTypes.push_back(t.dtype == DataType::kUndefined ? nullptr : &t);
     fn_ = (*factory)(inner);
+    node_->attrs.clear();  // the kernel has read them; the copy now only names the node in errors
   }
   /// The op's output, of `dtype` and the node's output shape.
   Tensor run(KernelContext& ctx, std::vector<const Tensor*> inputs, DataType dtype) const {
@@ -44,7 +45,7 @@ class OnnxStage {
   }
 
  private:
-  std::shared_ptr<ir::Node> node_;
+  std::shared_ptr<ir::Node> node_;  // the staged op's identity (name, op, outputs) for its context
   std::shared_ptr<std::vector<ir::TypeInfo>> types_;
   KernelFn fn_;
 };

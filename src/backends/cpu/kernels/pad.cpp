@@ -1,5 +1,6 @@
 // CPU kernel of Pad (constant, reflect, edge and wrap modes; negative pads crop), every dtype.
 #include "backends/cpu/kernels/copy_util.h"
+#include "backends/cpu/kernels/node_label.h"
 #include "ir/ops/shape_rules.h"
 
 namespace kiln::cpu {
@@ -7,13 +8,33 @@ namespace {
 
 enum class PadMode { kConstant, kReflect, kEdge, kWrap };
 
-PadMode padMode(const KernelContext& ctx) {
-  std::string mode = ir::attrString(ctx.node(), "mode", "constant");
+PadMode padMode(const ir::Node& node) {
+  std::string mode = ir::attrString(node, "mode", "constant");
   if (mode == "constant") return PadMode::kConstant;
   if (mode == "reflect") return PadMode::kReflect;
   if (mode == "edge") return PadMode::kEdge;
-  if (mode == "wrap" && ctx.node().opset >= 19) return PadMode::kWrap;
-  ctx.fail("unsupported mode '" + mode + "'", ErrorCode::kUnsupportedNode);
+  if (mode == "wrap" && node.opset >= 19) return PadMode::kWrap;
+  ir::failNode(node, "unsupported mode '" + mode + "'", ErrorCode::kUnsupportedNode);
+}
+
+struct PadAttrs {
+  ir::Node label;  // padAmounts names the node when the pads do not fit the rank
+  PadMode mode = PadMode::kConstant;
+  bool fromAttributes = false;  // opset < 11: pads and value are attributes, not inputs
+  std::vector<int64_t> pads;
+  float value = 0.0f;
+};
+
+PadAttrs padAttrs(const ir::Node& node) {
+  PadAttrs a;
+  a.label = nodeLabel(node);
+  a.mode = padMode(node);
+  a.fromAttributes = node.opset < 11;
+  if (a.fromAttributes) {
+    a.pads = ir::attrInts(node, "pads");
+    a.value = ir::attrFloat(node, "value", 0.0f);
+  }
+  return a;
 }
 
 // For each output position along one axis, the input position it reads, or -1 for the pad value.
@@ -46,15 +67,14 @@ std::vector<int64_t> sourceIndices(const KernelContext& ctx, PadMode mode, int64
 }
 
 // A one-element tensor of the data's dtype holding the constant pad value.
-Tensor padValue(const KernelContext& ctx, DataType dtype) {
-  const ir::Node& node = ctx.node();
-  if (node.opset >= 11 && ctx.hasInput(2) && ctx.input(2).numel() > 0) {
+Tensor padValue(const KernelContext& ctx, const PadAttrs& attrs, DataType dtype) {
+  if (!attrs.fromAttributes && ctx.hasInput(2) && ctx.input(2).numel() > 0) {
     if (ctx.input(2).dtype() != dtype) ctx.fail("constant_value's type differs from the data's");
     return ctx.input(2);
   }
   Tensor value(dtype, {});
-  if (node.opset < 11 && dtype != DataType::kString) {
-    const float v = ir::attrFloat(node, "value", 0.0f);
+  if (attrs.fromAttributes && dtype != DataType::kString) {
+    const float v = attrs.value;
     dispatchNumericOrBool(dtype, "Pad", [&](auto tag) {
       using T = typename decltype(tag)::type;
       value.data<T>()[0] = static_cast<T>(v);
@@ -63,24 +83,23 @@ Tensor padValue(const KernelContext& ctx, DataType dtype) {
   return value;
 }
 
-void padKernel(KernelContext& ctx) {
+void padKernel(KernelContext& ctx, const PadAttrs& attrs) {
   const Tensor& x = ctx.input(0);
-  const ir::Node& node = ctx.node();
   const size_t rank = x.rank();
-  const PadMode mode = padMode(ctx);
+  const PadMode mode = attrs.mode;
   std::vector<int64_t> amounts;
-  if (node.opset < 11) {
-    amounts = ir::padAmounts(node, rank, ir::attrInts(node, "pads"), std::nullopt);
+  if (attrs.fromAttributes) {
+    amounts = ir::padAmounts(attrs.label, rank, attrs.pads, std::nullopt);
   } else {
     std::optional<std::vector<int64_t>> axes;
     if (ctx.hasInput(3)) axes = ctx.input(3).toInt64Vector();
-    amounts = ir::padAmounts(node, rank, ctx.input(1).toInt64Vector(), axes);
+    amounts = ir::padAmounts(attrs.label, rank, ctx.input(1).toInt64Vector(), axes);
   }
   Tensor& y = ctx.output(0);
   if (y.numel() == 0) return;
   std::vector<std::vector<int64_t>> maps;
   for (size_t d = 0; d < rank; ++d) maps.push_back(sourceIndices(ctx, mode, x.dim(d), y.dim(d), amounts[d]));
-  const Tensor value = padValue(ctx, x.dtype());
+  const Tensor value = padValue(ctx, attrs, x.dtype());
   const std::vector<int64_t> strides = contiguousStrides(x.shape());
 
   dispatchStorage(x.dtype(), "Pad", [&](auto tag) {
@@ -117,7 +136,7 @@ void padKernel(KernelContext& ctx) {
   });
 }
 
-KILN_REGISTER_CPU_KERNEL("Pad", padKernel);
+KILN_REGISTER_CPU_KERNEL("Pad", bindKernel(padAttrs, padKernel));
 
 }  // namespace
 }  // namespace kiln::cpu

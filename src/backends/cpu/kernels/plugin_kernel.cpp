@@ -68,7 +68,7 @@ class InstancePool {
     try {
       status = fn();
     } catch (const std::exception& e) {
-      status = Status(StatusCode::kRUNTIME_ERROR, e.what());
+      status = Status(ErrorCode::kRuntimeError, e.what());
     }
     if (!status.ok()) ctx.fail(label_ + " " + what + " failed: " + status.toString());
   }

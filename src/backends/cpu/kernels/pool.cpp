@@ -11,17 +11,12 @@ namespace {
 
 using ir::PoolAttrs;
 
-PoolAttrs readAttrs(const KernelCreateInfo& info) {
-  const ir::TypeInfo* x = info.inputTypes.empty() ? nullptr : info.inputTypes[0];
-  if (!x || !x->shape || x->shape->size() < 3) return {};  // read at run time, once the rank is known
-  return ir::readPoolAttrs(info.node, x->shape->size() - 2);
-}
-
 // Attributes read at build time when the rank is known, else on each run.
-PoolAttrs attrsFor(const KernelContext& ctx, const PoolAttrs& built) {
-  if (!built.kernel.empty()) return built;
-  if (ctx.input(0).rank() < 3) ctx.fail("expects an input of rank >= 3");
-  return ir::readPoolAttrs(ctx.node(), ctx.input(0).rank() - 2);
+BoundPoolAttrs readAttrs(const KernelCreateInfo& info) {
+  const ir::TypeInfo* x = info.inputTypes.empty() ? nullptr : info.inputTypes[0];
+  std::optional<size_t> spatialRank;
+  if (x && x->shape && x->shape->size() >= 3) spatialRank = x->shape->size() - 2;
+  return bindPoolAttrs(info.node, spatialRank);
 }
 
 // Planes per thread worth a dispatch: each plane reads about inPlane elements.
@@ -165,11 +160,11 @@ void maxPoolWithIndices(const Tensor& x, Tensor& y, Tensor& indices, bool column
 }
 
 KernelFn makeMaxPool(const KernelCreateInfo& info) {
-  PoolAttrs built = readAttrs(info);
+  BoundPoolAttrs built = readAttrs(info);
   const bool columnMajor = ir::attrInt(info.node, "storage_order", 0) == 1;
   return [built, columnMajor](KernelContext& ctx) {
     const Tensor& x = ctx.input(0);
-    PoolWindows w = makePoolWindows(ctx, attrsFor(ctx, built), x.shape());
+    PoolWindows w = makePoolWindows(ctx, built, poolAttrsFor(ctx, built), x.shape());
     Tensor& y = ctx.output(0);
     dispatchNumeric(x.dtype(), "MaxPool", [&](auto tag) {
       using T = typename decltype(tag)::type;
@@ -183,11 +178,11 @@ KernelFn makeMaxPool(const KernelCreateInfo& info) {
 }
 
 KernelFn makeAveragePool(const KernelCreateInfo& info) {
-  PoolAttrs built = readAttrs(info);
+  BoundPoolAttrs built = readAttrs(info);
   const bool countPadding = ir::attrInt(info.node, "count_include_pad", 0) != 0;
   return [built, countPadding](KernelContext& ctx) {
     const Tensor& x = ctx.input(0);
-    PoolWindows w = makePoolWindows(ctx, attrsFor(ctx, built), x.shape());
+    PoolWindows w = makePoolWindows(ctx, built, poolAttrsFor(ctx, built), x.shape());
     Tensor& y = ctx.output(0);
     dispatchFloat(x.dtype(), "AveragePool", [&](auto tag) {
       using T = typename decltype(tag)::type;
@@ -197,11 +192,11 @@ KernelFn makeAveragePool(const KernelCreateInfo& info) {
 }
 
 KernelFn makeLpPool(const KernelCreateInfo& info) {
-  PoolAttrs built = readAttrs(info);
+  BoundPoolAttrs built = readAttrs(info);
   const double power = readLpPower(info.node);
   return [built, power](KernelContext& ctx) {
     const Tensor& x = ctx.input(0);
-    PoolWindows w = makePoolWindows(ctx, attrsFor(ctx, built), x.shape());
+    PoolWindows w = makePoolWindows(ctx, built, poolAttrsFor(ctx, built), x.shape());
     Tensor& y = ctx.output(0);
     dispatchFloat(x.dtype(), "LpPool", [&](auto tag) {
       using T = typename decltype(tag)::type;

@@ -64,11 +64,11 @@ void globalPool(const Tensor& x, Tensor& y, GlobalKind kind, double power) {
 KernelFactory globalKernel(GlobalKind kind) {
   return [kind](const KernelCreateInfo& info) -> KernelFn {
     const double power = kind == GlobalKind::kLp ? readLpPower(info.node) : 1.0;
-    return [kind, power](KernelContext& ctx) {
+    return [kind, power, opType = info.node.opType](KernelContext& ctx) {
       const Tensor& x = ctx.input(0);
       if (x.rank() < 3) ctx.fail("expects an input of rank >= 3");
       Tensor& y = ctx.output(0);
-      dispatchFloat(x.dtype(), ctx.node().opType.c_str(), [&](auto tag) {
+      dispatchFloat(x.dtype(), opType.c_str(), [&](auto tag) {
         using T = typename decltype(tag)::type;
         globalPool<T>(x, y, kind, power);
       });

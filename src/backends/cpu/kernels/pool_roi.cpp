@@ -4,6 +4,8 @@
 #include <limits>
 
 #include "backends/cpu/kernels/elementwise_util.h"
+#include "backends/cpu/kernels/node_label.h"
+#include "backends/cpu/kernels/pool_window.h"
 #include "ir/ops/pool_geometry.h"
 
 namespace kiln::cpu {
@@ -11,12 +13,12 @@ namespace {
 
 // Scatters X into a zero tensor of the unpooled shape at the flat positions in I. With an
 // explicit output_shape, that unpooled tensor fills the output's leading corner (ONNX reference).
-KernelFn maxUnpool = [](KernelContext& ctx) {
+void maxUnpool(KernelContext& ctx, const BoundPoolAttrs& bound) {
   const Tensor& x = ctx.input(0);
   const Tensor& indices = ctx.input(1);
   if (indices.shape() != x.shape()) ctx.fail("I must have the shape of X", ErrorCode::kInvalidArgument);
   if (x.rank() < 3) ctx.fail("expects an input of rank >= 3", ErrorCode::kInvalidArgument);
-  ir::PoolAttrs attrs = ir::readPoolAttrs(ctx.node(), x.rank() - 2);
+  ir::PoolAttrs attrs = poolAttrsFor(ctx, bound);
   Shape unpooled = {x.dim(0), x.dim(1)};
   for (size_t i = 0; i < attrs.kernel.size(); ++i) {
     unpooled.push_back((x.dim(i + 2) - 1) * attrs.strides[i] + attrs.kernel[i] - attrs.pads[i] -
@@ -56,7 +58,7 @@ KernelFn maxUnpool = [](KernelContext& ctx) {
       dst[sameShape ? idx[i] : outputOffset(idx[i])] = src[i];
     }
   });
-};
+}
 
 // Caffe-style max pooling over quantized ROI bins (rois: [batch, x1, y1, x2, y2]).
 template <typename T>
@@ -107,7 +109,7 @@ KernelFn makeMaxRoiPool(const KernelCreateInfo& info) {
   };
 }
 
-KILN_REGISTER_CPU_KERNEL("MaxUnpool", maxUnpool);
+KILN_REGISTER_CPU_KERNEL("MaxUnpool", bindKernel([](const ir::Node& node) { return bindPoolAttrs(node, std::nullopt); }, maxUnpool));
 KILN_REGISTER_CPU_KERNEL("MaxRoiPool", KernelFactory(makeMaxRoiPool));
 
 }  // namespace

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "backends/cpu/kernels/node_label.h"
+
 namespace kiln::cpu {
 namespace {
 
@@ -14,10 +16,24 @@ std::pair<int64_t, int64_t> tapsWithin(int64_t start, int64_t kernel, int64_t di
 
 }  // namespace
 
-PoolWindows makePoolWindows(const KernelContext& ctx, const ir::PoolAttrs& attrs, const Shape& inputShape) {
+BoundPoolAttrs bindPoolAttrs(const ir::Node& node, std::optional<size_t> spatialRank) {
+  BoundPoolAttrs bound;
+  bound.node = nodeLabelWithAttrs(node, {"kernel_shape", "strides", "dilations", "pads", "auto_pad", "ceil_mode"});
+  if (spatialRank) bound.attrs = ir::readPoolAttrs(node, *spatialRank);
+  return bound;
+}
+
+ir::PoolAttrs poolAttrsFor(const KernelContext& ctx, const BoundPoolAttrs& bound) {
+  if (!bound.attrs.kernel.empty()) return bound.attrs;
+  if (ctx.input(0).rank() < 3) ctx.fail("expects an input of rank >= 3");
+  return ir::readPoolAttrs(bound.node, ctx.input(0).rank() - 2);
+}
+
+PoolWindows makePoolWindows(const KernelContext& ctx, const BoundPoolAttrs& bound, const ir::PoolAttrs& attrs,
+                            const Shape& inputShape) {
   const size_t spatial = attrs.kernel.size();
   if (spatial > 3) ctx.fail("pooling over more than 3 spatial dims is not supported", ErrorCode::kUnsupportedNode);
-  std::vector<ir::PoolDim> dims = ir::resolvePoolDims(ctx.node(), attrs, inputShape);
+  std::vector<ir::PoolDim> dims = ir::resolvePoolDims(bound.node, attrs, inputShape);
   PoolWindows w;
   const size_t offset = 3 - spatial;
   for (size_t d = 0; d < 3; ++d) {

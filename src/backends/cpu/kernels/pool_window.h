@@ -3,6 +3,7 @@
 // taps that land inside the input.
 #pragma once
 #include <array>
+#include <optional>
 #include <vector>
 
 #include "backends/cpu/kernel.h"
@@ -38,8 +39,20 @@ struct PoolWindows {
   int64_t outPlane() const { return out[0] * out[1] * out[2]; }
 };
 
+/// A pooling node's attributes as its kernel keeps them: read when the kernel is made if X's rank
+/// is known then, else on each run; `node` is the label with the pooling attributes, for
+/// ir::readPoolAttrs and ir::resolvePoolDims (which name the node when they fail).
+struct BoundPoolAttrs {
+  ir::Node node;
+  ir::PoolAttrs attrs;  // kernel empty: read on each run
+};
+BoundPoolAttrs bindPoolAttrs(const ir::Node& node, std::optional<size_t> spatialRank);
+/// The attributes for this run's input (rank >= 3).
+ir::PoolAttrs poolAttrsFor(const KernelContext& ctx, const BoundPoolAttrs& bound);
+
 /// Builds the windows of an N x C x spatial input; fails for more than 3 spatial dims.
-PoolWindows makePoolWindows(const KernelContext& ctx, const ir::PoolAttrs& attrs, const Shape& inputShape);
+PoolWindows makePoolWindows(const KernelContext& ctx, const BoundPoolAttrs& bound, const ir::PoolAttrs& attrs,
+                            const Shape& inputShape);
 
 /// LpPool's and GlobalLpPool's p (a float attribute in opset 1, an int afterwards; default 2).
 double readLpPower(const ir::Node& node);

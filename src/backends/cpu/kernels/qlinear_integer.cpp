@@ -37,7 +37,7 @@ Tensor IntegerStage::run(const KernelContext& ctx, const Shape& shape, const std
   }
   std::vector<Tensor> outputs(1);
   const std::vector<ir::TypeInfo> types = {ir::TypeInfo{DataType::kInt32, ir::symShapeOf(shape)}};
-  KernelContext inner(ctx.node(), std::move(inputs), outputs, types);
+  KernelContext inner(ctx, std::move(inputs), outputs, types);
   kernel_(inner);
   return outputs[0];
 }

@@ -1,6 +1,6 @@
 // CPU kernels of QuantizeLinear and DequantizeLinear, with per-tensor, per-axis or blocked scales
 // and zero points (see ir/ops/quantize_layout.h).
-#include "backends/cpu/kernel.h"
+#include "backends/cpu/kernels/node_label.h"
 #include "backends/cpu/kernels/quantize_math.h"
 #include "ir/ops/quantize_layout.h"
 
@@ -22,15 +22,30 @@ void forEachElement(const ir::QuantLayout& layout, int64_t numel, Fn&& fn) {
   }
 }
 
-ir::QuantLayout checkedLayout(const KernelContext& ctx, const Tensor& x, const Tensor& scale, const Tensor* zeroPoint) {
-  return ir::quantLayout(ctx.node(), x.shape(), scale.shape(), zeroPoint ? &zeroPoint->shape() : nullptr);
+// What the kernels keep of the node: the attributes ir::quantLayout reads (it checks the scale's
+// shape against each run's x), the division precision and float8 saturation.
+struct QuantizeAttrs {
+  ir::Node layout;  // label with axis and block_size
+  DataType precision = DataType::kUndefined;  // QuantizeLinear-23 on; kUndefined: numpy promotion
+  bool saturate = true;
+};
+
+QuantizeAttrs quantizeAttrs(const ir::Node& node) {
+  QuantizeAttrs a;
+  a.layout = nodeLabelWithAttrs(node, {"axis", "block_size"});
+  a.precision = static_cast<DataType>(node.opset >= 23 ? ir::attrInt(node, "precision", 0) : 0);
+  a.saturate = node.opset < 19 || ir::attrInt(node, "saturate", 1) != 0;
+  return a;
+}
+
+ir::QuantLayout checkedLayout(const QuantizeAttrs& attrs, const Tensor& x, const Tensor& scale, const Tensor* zeroPoint) {
+  return ir::quantLayout(attrs.layout, x.shape(), scale.shape(), zeroPoint ? &zeroPoint->shape() : nullptr);
 }
 
 // The type x / y_scale is computed in: the precision attribute (opset 23+), else the type numpy's
 // promotion gives (the ONNX reference computes x / y_scale with numpy).
-DataType divisionType(const ir::Node& node, DataType x, DataType scale) {
-  const auto precision = static_cast<DataType>(node.opset >= 23 ? ir::attrInt(node, "precision", 0) : 0);
-  if (precision != DataType::kUndefined) return precision;
+DataType divisionType(const QuantizeAttrs& attrs, DataType x, DataType scale) {
+  if (attrs.precision != DataType::kUndefined) return attrs.precision;
   if (x == scale && x != DataType::kInt32) return x;
   if (x == DataType::kInt32 || scale == DataType::kInt32 || x == DataType::kFloat64 || scale == DataType::kFloat64) {
     return DataType::kFloat64;
@@ -53,13 +68,13 @@ void dispatchQuantizeInput(DataType type, Fn&& fn) {
 // QuantizeLinear to int4 / uint4 / int2 / uint2 (rounded, clamped to the type's range) or to
 // float8 / float4 (rounded to nearest even; float8 overflow per `saturate`). C: division type.
 template <typename C, typename X>
-void quantizeToLowPrecision(const KernelContext& ctx, const ir::QuantLayout& layout, const X* in,
+void quantizeToLowPrecision(const QuantizeAttrs& attrs, const ir::QuantLayout& layout, const X* in,
                             const std::vector<double>& scales, const std::vector<double>& zeroPoints, bool hasZeroPoint,
                             Tensor& y) {
   const DataType q = y.dtype();
   uint8_t* out = y.data<uint8_t>();
   LowPrecisionOptions options;
-  options.saturate = ctx.node().opset < 19 || ir::attrInt(ctx.node(), "saturate", 1) != 0;
+  options.saturate = attrs.saturate;
   const bool integer = !isFloatingPoint(q);
   const std::pair<int64_t, int64_t> range = integer ? lowPrecisionIntegerRange(q) : std::pair<int64_t, int64_t>{0, 0};
   const int64_t lowest = range.first, highest = range.second;  // not bindings: clang 14 cannot capture them
@@ -72,22 +87,22 @@ void quantizeToLowPrecision(const KernelContext& ctx, const ir::QuantLayout& lay
 }
 
 // y = saturate(round_half_even(x / y_scale) + y_zero_point).
-void quantizeLinearKernel(KernelContext& ctx) {
+void quantizeLinearKernel(KernelContext& ctx, const QuantizeAttrs& attrs) {
   const Tensor& x = ctx.input(0);
   const Tensor& scale = ctx.input(1);
   const Tensor* zeroPoint = ctx.hasInput(2) ? &ctx.input(2) : nullptr;
-  const ir::QuantLayout layout = checkedLayout(ctx, x, scale, zeroPoint);
+  const ir::QuantLayout layout = checkedLayout(attrs, x, scale, zeroPoint);
   Tensor& y = ctx.output(0);
   std::vector<double> scales = valuesAsDouble(&scale, 1.0);
   const std::vector<double> zeroPoints = valuesAsDouble(zeroPoint, 0.0);
   const bool hasZeroPoint = zeroPoint != nullptr;
-  dispatchFloat(divisionType(ctx.node(), x.dtype(), scale.dtype()), "QuantizeLinear precision", [&](auto ctag) {
+  dispatchFloat(divisionType(attrs, x.dtype(), scale.dtype()), "QuantizeLinear precision", [&](auto ctag) {
     using C = typename decltype(ctag)::type;
     for (double& s : scales) s = roundTo<C>(s);
     if (isLowPrecision(y.dtype())) {
       dispatchQuantizeInput(x.dtype(), [&](auto xtag) {
         using X = typename decltype(xtag)::type;
-        quantizeToLowPrecision<C>(ctx, layout, x.data<X>(), scales, zeroPoints, hasZeroPoint, y);
+        quantizeToLowPrecision<C>(attrs, layout, x.data<X>(), scales, zeroPoints, hasZeroPoint, y);
       });
       return;
     }
@@ -108,11 +123,11 @@ void quantizeLinearKernel(KernelContext& ctx) {
 
 // y = (x - x_zero_point) * x_scale, computed in float as the ONNX reference does, then stored in
 // the output type (the scale's, or output_dtype).
-void dequantizeLinearKernel(KernelContext& ctx) {
+void dequantizeLinearKernel(KernelContext& ctx, const QuantizeAttrs& attrs) {
   const Tensor& x = ctx.input(0);
   const Tensor& scale = ctx.input(1);
   const Tensor* zeroPoint = ctx.hasInput(2) ? &ctx.input(2) : nullptr;
-  const ir::QuantLayout layout = checkedLayout(ctx, x, scale, zeroPoint);
+  const ir::QuantLayout layout = checkedLayout(attrs, x, scale, zeroPoint);
   Tensor& y = ctx.output(0);
   const std::vector<double> scales = valuesAsDouble(&scale, 1.0);
   const std::vector<double> zeroPoints = valuesAsDouble(zeroPoint, 0.0);
@@ -146,7 +161,7 @@ void dequantizeLinearKernel(KernelContext& ctx) {
 
 }  // namespace
 
-KILN_REGISTER_CPU_KERNEL("QuantizeLinear", KernelFn(quantizeLinearKernel));
-KILN_REGISTER_CPU_KERNEL("DequantizeLinear", KernelFn(dequantizeLinearKernel));
+KILN_REGISTER_CPU_KERNEL("QuantizeLinear", bindKernel(quantizeAttrs, quantizeLinearKernel));
+KILN_REGISTER_CPU_KERNEL("DequantizeLinear", bindKernel(quantizeAttrs, dequantizeLinearKernel));
 
 }  // namespace kiln::cpu

@@ -6,13 +6,17 @@
 #include "backends/cpu/kernels/elementwise_util.h"
 #include "backends/cpu/kernels/reduce_runs.h"
 #include "backends/cpu/kernels/reduce_simd.h"
+#include "backends/cpu/kernels/node_label.h"
 #include "ir/ops/reduce_axes.h"
 
 namespace kiln::cpu {
 namespace {
 
-ir::ReducePlan planFor(KernelContext& ctx) {
-  const ir::Node& node = ctx.node();
+// What ir::planReduce reads of the node (op, opset, keepdims, axes, noop_with_empty_axes),
+// kept when the kernel is made: the plan depends on each run's rank and axes input.
+ir::Node reduceAttrs(const ir::Node& node) { return nodeLabelWithAttrs(node, {"keepdims", "axes", "noop_with_empty_axes"}); }
+
+ir::ReducePlan planFor(KernelContext& ctx, const ir::Node& node) {
   std::optional<std::vector<int64_t>> axes;
   if (ir::reduceTakesAxesInput(node) && ctx.hasInput(1)) axes = ctx.input(1).toInt64Vector();
   return ir::planReduce(node, static_cast<int64_t>(ctx.input(0).rank()), axes);
@@ -142,9 +146,9 @@ void store(const std::vector<Acc>& acc, int64_t count, Tensor& y, Finish finish)
 }
 
 template <template <typename> class Fold, typename Finish>
-void runReduce(KernelContext& ctx, bool allowInteger, Finish finish) {
+void runReduce(KernelContext& ctx, const ir::Node& attrs, bool allowInteger, Finish finish) {
   const Tensor& x = ctx.input(0);
-  const ir::ReducePlan plan = planFor(ctx);
+  const ir::ReducePlan plan = planFor(ctx, attrs);
   Tensor& y = ctx.output(0);
   const int64_t count = reducedCount(x.shape(), plan);
   auto body = [&](auto tag) {
@@ -153,54 +157,54 @@ void runReduce(KernelContext& ctx, bool allowInteger, Finish finish) {
     store<T>(foldInto<T>(x, plan, y.numel(), Fold<Acc>{}), count, y, finish);
   };
   if (allowInteger) {
-    dispatchNumeric(x.dtype(), ctx.node().opType.c_str(), body);
+    dispatchNumeric(x.dtype(), attrs.opType.c_str(), body);
   } else {
-    dispatchFloat(x.dtype(), ctx.node().opType.c_str(), body);
+    dispatchFloat(x.dtype(), attrs.opType.c_str(), body);
   }
 }
 
 const auto identity = [](auto acc, int64_t) { return acc; };
 
 template <template <typename> class Fold>
-KernelFn reduceKernel() {
-  return [](KernelContext& ctx) { runReduce<Fold>(ctx, true, identity); };
+KernelFactory reduceKernel() {
+  return bindKernel(reduceAttrs, [](KernelContext& ctx, const ir::Node& attrs) { runReduce<Fold>(ctx, attrs, true, identity); });
 }
 
 // Max and Min also take bool (opset 20): any / all.
 template <template <typename> class Fold>
-KernelFn minMaxKernel() {
-  return [](KernelContext& ctx) {
+KernelFactory minMaxKernel() {
+  return bindKernel(reduceAttrs, [](KernelContext& ctx, const ir::Node& attrs) {
     const Tensor& x = ctx.input(0);
     if (x.dtype() != DataType::kBool) {
-      runReduce<Fold>(ctx, true, identity);
+      runReduce<Fold>(ctx, attrs, true, identity);
       return;
     }
-    const ir::ReducePlan plan = planFor(ctx);
+    const ir::ReducePlan plan = planFor(ctx, attrs);
     Tensor& y = ctx.output(0);
     store<bool>(foldInto<bool>(x, plan, y.numel(), Fold<uint8_t>{}), 0, y, identity);
-  };
+  });
 }
 
-KernelFn meanKernel = [](KernelContext& ctx) {
-  runReduce<SumFold>(ctx, true, [](auto sum, int64_t count) {
+const KernelFactory meanKernel = bindKernel(reduceAttrs, [](KernelContext& ctx, const ir::Node& attrs) {
+  runReduce<SumFold>(ctx, attrs, true, [](auto sum, int64_t count) {
     using Acc = decltype(sum);
     if constexpr (std::is_integral_v<Acc>) return count == 0 ? Acc(0) : static_cast<Acc>(sum / static_cast<Acc>(count));
     else return sum / static_cast<Acc>(count);
   });
-};
+});
 
-KernelFn l2Kernel = [](KernelContext& ctx) {
-  runReduce<SquareSumFold>(ctx, true, [](auto sum, int64_t) { return std::sqrt(static_cast<double>(sum)); });
-};
+const KernelFactory l2Kernel = bindKernel(reduceAttrs, [](KernelContext& ctx, const ir::Node& attrs) {
+  runReduce<SquareSumFold>(ctx, attrs, true, [](auto sum, int64_t) { return std::sqrt(static_cast<double>(sum)); });
+});
 
-KernelFn logSumKernel = [](KernelContext& ctx) {
-  runReduce<SumFold>(ctx, false, [](auto sum, int64_t) { return std::log(sum); });
-};
+const KernelFactory logSumKernel = bindKernel(reduceAttrs, [](KernelContext& ctx, const ir::Node& attrs) {
+  runReduce<SumFold>(ctx, attrs, false, [](auto sum, int64_t) { return std::log(sum); });
+});
 
 // log(sum(exp(x))) computed as max + log(sum(exp(x - max))) so large inputs do not overflow.
-KernelFn logSumExpKernel = [](KernelContext& ctx) {
+const KernelFactory logSumExpKernel = bindKernel(reduceAttrs, [](KernelContext& ctx, const ir::Node& attrs) {
   const Tensor& x = ctx.input(0);
-  const ir::ReducePlan plan = planFor(ctx);
+  const ir::ReducePlan plan = planFor(ctx, attrs);
   Tensor& y = ctx.output(0);
   dispatchFloat(x.dtype(), "ReduceLogSumExp", [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -226,7 +230,7 @@ KernelFn logSumExpKernel = [](KernelContext& ctx) {
       py[o] = static_cast<T>(std::isfinite(maxes[o]) ? shift[o] + std::log(sums[o]) : maxes[o]);
     }
   });
-};
+});
 
 KILN_REGISTER_CPU_KERNEL("ReduceSum", reduceKernel<SumFold>());
 KILN_REGISTER_CPU_KERNEL("ReduceL1", reduceKernel<AbsSumFold>());

@@ -2,24 +2,34 @@
 // last) extreme element along one axis.
 #include "backends/cpu/kernels/elementwise_util.h"
 #include "backends/cpu/kernels/reduce_runs.h"
-#include "ir/shape_helpers.h"
+#include "backends/cpu/kernels/node_label.h"
+#include "backends/cpu/kernels/run_checks.h"
 
 namespace kiln::cpu {
 namespace {
 
+struct ArgReduceAttrs {
+  std::string opType;
+  int64_t axis = 0;
+  bool selectLast = false;
+};
+
+ArgReduceAttrs argReduceAttrs(const ir::Node& node) {
+  return {node.opType, ir::attrInt(node, "axis", 0), ir::attrInt(node, "select_last_index", 0) != 0};
+}
+
 template <bool kMax>
-KernelFn argReduceKernel() {
-  return [](KernelContext& ctx) {
+KernelFactory argReduceKernel() {
+  return bindKernel(argReduceAttrs, [](KernelContext& ctx, const ArgReduceAttrs& attrs) {
     const Tensor& x = ctx.input(0);
-    const ir::Node& node = ctx.node();
     if (x.rank() == 0) ctx.fail("needs an input of rank >= 1");
     const auto axis = static_cast<size_t>(
-        ir::normalizeAxis(node, ir::attrInt(node, "axis", 0), static_cast<int64_t>(x.rank())));
-    const bool selectLast = ir::attrInt(node, "select_last_index", 0) != 0;
+        normalizeAxis(ctx, attrs.axis, static_cast<int64_t>(x.rank())));
+    const bool selectLast = attrs.selectLast;
     const AxisBlocks b = axisBlocks(x.shape(), axis);
     if (b.extent == 0 && b.outer * b.inner > 0) ctx.fail("cannot take an arg-extreme over an empty axis");
     int64_t* py = ctx.output(0).data<int64_t>();
-    dispatchNumeric(x.dtype(), node.opType.c_str(), [&](auto tag) {
+    dispatchNumeric(x.dtype(), attrs.opType.c_str(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       using C = ComputeType<T>;
       // Strictly better replaces the best; with select_last_index, ties replace it too.
@@ -47,7 +57,7 @@ KernelFn argReduceKernel() {
         }
       }
     });
-  };
+  });
 }
 
 KILN_REGISTER_CPU_KERNEL("ArgMax", argReduceKernel<true>());

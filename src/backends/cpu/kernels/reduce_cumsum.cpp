@@ -1,19 +1,18 @@
 // CPU kernel of CumSum: running sums along one axis, optionally exclusive and/or reversed.
 #include "backends/cpu/kernels/elementwise_util.h"
 #include "backends/cpu/kernels/reduce_runs.h"
-#include "ir/shape_helpers.h"
+#include "backends/cpu/kernels/node_label.h"
+#include "backends/cpu/kernels/run_checks.h"
 
 namespace kiln::cpu {
 namespace {
 
-void cumSumKernel(KernelContext& ctx) {
+void cumSumKernel(KernelContext& ctx, const CumulativeAttrs& attrs) {
   const Tensor& x = ctx.input(0);
-  const ir::Node& node = ctx.node();
   const std::vector<int64_t> axisValue = ctx.input(1).toInt64Vector();
   if (axisValue.size() != 1) ctx.fail("axis must hold one value");
-  const auto axis = static_cast<size_t>(ir::normalizeAxis(node, axisValue[0], static_cast<int64_t>(x.rank())));
-  const bool exclusive = ir::attrInt(node, "exclusive", 0) != 0;
-  const bool reverse = ir::attrInt(node, "reverse", 0) != 0;
+  const auto axis = static_cast<size_t>(normalizeAxis(ctx, axisValue[0], static_cast<int64_t>(x.rank())));
+  const bool exclusive = attrs.exclusive, reverse = attrs.reverse;
   const AxisBlocks b = x.rank() == 0 ? AxisBlocks{} : axisBlocks(x.shape(), axis);
   Tensor& y = ctx.output(0);
   dispatchNumeric(x.dtype(), "CumSum", [&](auto tag) {
@@ -40,7 +39,7 @@ void cumSumKernel(KernelContext& ctx) {
   });
 }
 
-KILN_REGISTER_CPU_KERNEL("CumSum", cumSumKernel);
+KILN_REGISTER_CPU_KERNEL("CumSum", bindKernel(cumulativeAttrs, cumSumKernel));
 
 }  // namespace
 }  // namespace kiln::cpu

@@ -5,9 +5,18 @@
 #include <vector>
 
 #include "backends/cpu/broadcast.h"
+#include "backends/cpu/kernel.h"
 #include "core/half.h"
 
 namespace kiln::cpu {
+
+/// CumSum's and CumProd's attributes.
+struct CumulativeAttrs {
+  bool exclusive = false, reverse = false;
+};
+inline CumulativeAttrs cumulativeAttrs(const ir::Node& node) {
+  return {ir::attrInt(node, "exclusive", 0) != 0, ir::attrInt(node, "reverse", 0) != 0};
+}
 
 /// Accumulator type for reductions over T: float for float and the 16-bit floats, double for
 /// double, the 64-bit integer of T's signedness for integers, uint8_t for bool (0 or 1, so max

@@ -9,6 +9,7 @@
 
 #include "backends/cpu/kernel.h"
 #include "backends/cpu/kernels/resize_plan.h"
+#include "backends/cpu/kernels/run_checks.h"
 #include "backends/cpu/thread_pool.h"
 #include "core/dtype_dispatch.h"
 #include "ir/shape_helpers.h"
@@ -188,7 +189,7 @@ std::vector<AxisParams> axisParams(KernelContext& ctx, const ResizeAttrs& attrs,
   const int64_t rank = static_cast<int64_t>(in.size());
   std::vector<int64_t> axes;
   if (attrs.hasAxesAttr) {
-    for (int64_t a : attrs.axesAttr) axes.push_back(ir::normalizeAxis(ctx.node(), a, rank));
+    for (int64_t a : attrs.axesAttr) axes.push_back(normalizeAxis(ctx, a, rank));
   } else {
     for (int64_t a = 0; a < rank; ++a) axes.push_back(a);
   }
@@ -233,12 +234,12 @@ std::vector<AxisParams> axisParams(KernelContext& ctx, const ResizeAttrs& attrs,
 
 KernelFn makeResizeKernel(const KernelCreateInfo& info) {
   ResizeAttrs attrs = parseResizeAttrs(info.node);
-  return [attrs](KernelContext& ctx) {
+  return [attrs, opType = info.node.opType](KernelContext& ctx) {
     const Tensor& x = ctx.input(0);
     Tensor& y = ctx.output(0);
     if (y.numel() == 0) return;
     std::vector<AxisParams> params = axisParams(ctx, attrs, x.shape(), y.shape());
-    dispatchNumeric(x.dtype(), ctx.node().opType.c_str(), [&](auto tag) {
+    dispatchNumeric(x.dtype(), opType.c_str(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       resizeTyped<T>(x, y, params, attrs);
     });

@@ -2,26 +2,37 @@
 // by the angle whose cos/sin the caches hold for the token's position: pairs (x1, x2) become
 // (cos x1 - sin x2, sin x1 + cos x2), with x1, x2 the two halves or (interleaved) even/odd features.
 #include "backends/cpu/kernels/elementwise_util.h"
+#include "backends/cpu/kernels/node_label.h"
 #include "ir/shape_helpers.h"
 
 namespace kiln::cpu {
 namespace {
 
-void rotaryEmbeddingKernel(KernelContext& ctx) {
+struct RotaryAttrs {
+  bool interleaved = false;
+  int64_t numHeads = 0;  // of a 3-D input
+  int64_t rotaryDim = 0;  // 0: the head size
+};
+
+RotaryAttrs rotaryAttrs(const ir::Node& node) {
+  return {ir::attrInt(node, "interleaved", 0) != 0, ir::attrInt(node, "num_heads", 0),
+          ir::attrInt(node, "rotary_embedding_dim", 0)};
+}
+
+void rotaryEmbeddingKernel(KernelContext& ctx, const RotaryAttrs& attrs) {
   const Tensor& x = ctx.input(0);
   const Tensor& cosCache = ctx.input(1);
   const Tensor& sinCache = ctx.input(2);
   const Tensor* positions = ctx.hasInput(3) ? &ctx.input(3) : nullptr;
-  const ir::Node& node = ctx.node();
-  const bool interleaved = ir::attrInt(node, "interleaved", 0) != 0;
+  const bool interleaved = attrs.interleaved;
   if (x.rank() != 3 && x.rank() != 4) ctx.fail("input must be 3-D or 4-D, got " + x.describe(), ErrorCode::kInvalidArgument);
   // Layout: (B, H, S, D) when 4-D, (B, S, H * D) when 3-D.
   const bool fourD = x.rank() == 4;
   const int64_t batches = x.dim(0), seq = fourD ? x.dim(2) : x.dim(1);
-  const int64_t heads = fourD ? x.dim(1) : ir::attrInt(node, "num_heads", 0);
+  const int64_t heads = fourD ? x.dim(1) : attrs.numHeads;
   if (heads <= 0 || (!fourD && x.dim(2) % heads != 0)) ctx.fail("num_heads must divide the hidden size", ErrorCode::kInvalidArgument);
   const int64_t headSize = fourD ? x.dim(3) : x.dim(2) / heads;
-  int64_t rot = ir::attrInt(node, "rotary_embedding_dim", 0);
+  int64_t rot = attrs.rotaryDim;
   if (rot == 0) rot = headSize;
   const int64_t half = rot / 2;
   if (rot % 2 != 0 || rot > headSize) ctx.fail("rotary_embedding_dim must be even and at most the head size", ErrorCode::kInvalidArgument);
@@ -67,7 +78,7 @@ void rotaryEmbeddingKernel(KernelContext& ctx) {
 // com.microsoft RotaryEmbedding(input, position_ids, cos_cache, sin_cache): ONNX's op with the
 // inputs in another order, position_ids [batch, sequence] or one offset ([1]: positions offset + s),
 // and num_heads of a 3-D input 0 when each head is rotated whole (head size 2 * cos_cache's width).
-void contribRotaryEmbeddingKernel(KernelContext& ctx) {
+void contribRotaryEmbeddingKernel(KernelContext& ctx, const RotaryAttrs& contribAttrs) {
   const Tensor& x = ctx.input(0);
   const Tensor& ids = ctx.input(1);
   if (x.rank() != 3 && x.rank() != 4) ctx.fail("input must be 3-D or 4-D, got " + x.describe(), ErrorCode::kInvalidArgument);
@@ -77,23 +88,23 @@ void contribRotaryEmbeddingKernel(KernelContext& ctx) {
     positions = Tensor(DataType::kInt64, Shape{batches, seq});
     for (int64_t i = 0; i < batches * seq; ++i) positions.data<int64_t>()[i] = ids.intAt(0) + i % seq;
   }
-  ir::Node node = ctx.node();
-  if (x.rank() == 3 && ir::attrInt(node, "num_heads", 0) == 0) {
-    const int64_t headSize = ir::attrInt(node, "rotary_embedding_dim", 0) > 0 ? 0 : 2 * ctx.input(2).shape().back();
+  RotaryAttrs attrs = contribAttrs;
+  if (x.rank() == 3 && attrs.numHeads == 0) {
+    const int64_t headSize = attrs.rotaryDim > 0 ? 0 : 2 * ctx.input(2).shape().back();
     if (headSize <= 0 || x.dim(2) % headSize != 0) {
       ctx.fail("a 3-D input needs num_heads unless each head is rotated whole", ErrorCode::kInvalidArgument);
     }
-    node.attrs["num_heads"] = x.dim(2) / headSize;
+    attrs.numHeads = x.dim(2) / headSize;
   }
   std::vector<Tensor> outputs(1);
   const std::vector<ir::TypeInfo> types = {ir::TypeInfo{x.dtype(), ir::symShapeOf(x.shape())}};
-  KernelContext onnx(node, {&x, &ctx.input(2), &ctx.input(3), &positions}, outputs, types);
-  rotaryEmbeddingKernel(onnx);
+  KernelContext onnx(ctx, {&x, &ctx.input(2), &ctx.input(3), &positions}, outputs, types);
+  rotaryEmbeddingKernel(onnx, attrs);
   ctx.setOutput(0, outputs[0]);
 }
 
-KILN_REGISTER_CPU_KERNEL("RotaryEmbedding", rotaryEmbeddingKernel);
-KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "RotaryEmbedding", contribRotaryEmbeddingKernel);
+KILN_REGISTER_CPU_KERNEL("RotaryEmbedding", bindKernel(rotaryAttrs, rotaryEmbeddingKernel));
+KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "RotaryEmbedding", bindKernel(rotaryAttrs, contribRotaryEmbeddingKernel));
 
 }  // namespace
 }  // namespace kiln::cpu

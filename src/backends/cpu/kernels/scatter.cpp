@@ -2,7 +2,8 @@
 // elements replaced or combined (reduction add/mul/max/min) with updates at given indices.
 #include "backends/cpu/kernels/copy_util.h"
 #include "backends/cpu/kernels/elementwise_util.h"
-#include "ir/ops/shape_rules.h"
+#include "backends/cpu/kernels/node_label.h"
+#include "backends/cpu/kernels/run_checks.h"
 
 namespace kiln::cpu {
 namespace {
@@ -18,12 +19,20 @@ Reduction reductionOf(const ir::Node& node) {
   return Reduction::kNone;
 }
 
+struct ScatterAttrs {
+  std::string opType;
+  Reduction reduction = Reduction::kNone;
+  int64_t axis = 0;  // ScatterElements and Scatter
+};
+
+ScatterAttrs scatterAttrs(const ir::Node& node) { return {node.opType, reductionOf(node), ir::attrInt(node, "axis", 0)}; }
+
 // Writes run r of `count` updates (updates[r * count...]) into out at outOffsets[r].
-void applyUpdates(const KernelContext& ctx, const Tensor& updates, Tensor& out, const std::vector<int64_t>& outOffsets,
+void applyUpdates(const ScatterAttrs& attrs, const Tensor& updates, Tensor& out, const std::vector<int64_t>& outOffsets,
                   int64_t count) {
-  const Reduction reduction = reductionOf(ctx.node());
+  const Reduction reduction = attrs.reduction;
   if (reduction == Reduction::kNone) {
-    dispatchStorage(out.dtype(), ctx.node().opType.c_str(), [&](auto tag) {
+    dispatchStorage(out.dtype(), attrs.opType.c_str(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       const T* src = updates.data<T>();
       T* dst = out.data<T>();
@@ -31,7 +40,7 @@ void applyUpdates(const KernelContext& ctx, const Tensor& updates, Tensor& out, 
     });
     return;
   }
-  dispatchNumeric(out.dtype(), ctx.node().opType.c_str(), [&](auto tag) {
+  dispatchNumeric(out.dtype(), attrs.opType.c_str(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     using C = ComputeType<T>;
     const T* src = updates.data<T>();
@@ -52,7 +61,7 @@ void applyUpdates(const KernelContext& ctx, const Tensor& updates, Tensor& out, 
   });
 }
 
-void scatterNDKernel(KernelContext& ctx) {
+void scatterNDKernel(KernelContext& ctx, const ScatterAttrs& attrs) {
   const Tensor& data = ctx.input(0);
   const Tensor& indexTensor = ctx.input(1);
   const Tensor& updates = ctx.input(2);
@@ -73,10 +82,10 @@ void scatterNDKernel(KernelContext& ctx) {
   for (size_t t = 0; t < tuples; ++t)
     for (size_t j = 0; j < k; ++j) offsets[t] += checkedIndex(ctx, indices[t * k + j], data.dim(j)) * strides[j];
   ctx.setOutput(0, data.clone());
-  applyUpdates(ctx, updates, ctx.output(0), offsets, slice);
+  applyUpdates(attrs, updates, ctx.output(0), offsets, slice);
 }
 
-void scatterElementsKernel(KernelContext& ctx) {
+void scatterElementsKernel(KernelContext& ctx, const ScatterAttrs& attrs) {
   const Tensor& data = ctx.input(0);
   const Tensor& indexTensor = ctx.input(1);
   const Tensor& updates = ctx.input(2);
@@ -86,15 +95,15 @@ void scatterElementsKernel(KernelContext& ctx) {
              ErrorCode::kInvalidArgument);
   }
   const int64_t axis =
-      ir::normalizeAxis(ctx.node(), ir::attrInt(ctx.node(), "axis", 0), static_cast<int64_t>(data.rank()));
+      normalizeAxis(ctx, attrs.axis, static_cast<int64_t>(data.rank()));
   const std::vector<int64_t> offsets = elementOffsets(ctx, data.shape(), indexTensor, axis);
   ctx.setOutput(0, data.clone());
-  applyUpdates(ctx, updates, ctx.output(0), offsets, 1);
+  applyUpdates(attrs, updates, ctx.output(0), offsets, 1);
 }
 
-KILN_REGISTER_CPU_KERNEL("ScatterND", scatterNDKernel);
-KILN_REGISTER_CPU_KERNEL("ScatterElements", scatterElementsKernel);
-KILN_REGISTER_CPU_KERNEL("Scatter", scatterElementsKernel);
+KILN_REGISTER_CPU_KERNEL("ScatterND", bindKernel(scatterAttrs, scatterNDKernel));
+KILN_REGISTER_CPU_KERNEL("ScatterElements", bindKernel(scatterAttrs, scatterElementsKernel));
+KILN_REGISTER_CPU_KERNEL("Scatter", bindKernel(scatterAttrs, scatterElementsKernel));
 
 }  // namespace
 }  // namespace kiln::cpu

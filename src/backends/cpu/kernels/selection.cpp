@@ -4,7 +4,8 @@
 
 #include "backends/cpu/kernels/copy_util.h"
 #include "backends/cpu/kernels/elementwise_util.h"
-#include "ir/ops/shape_rules.h"
+#include "backends/cpu/kernels/node_label.h"
+#include "backends/cpu/kernels/run_checks.h"
 
 namespace kiln::cpu {
 namespace {
@@ -32,11 +33,14 @@ void nonZeroKernel(KernelContext& ctx) {
   }
 }
 
-void compressKernel(KernelContext& ctx) {
+// The "axis" attribute of Compress; none: the input flattened.
+std::optional<int64_t> axisAttr(const ir::Node& node) { return optionalAttrInt(node, "axis"); }
+
+void compressKernel(KernelContext& ctx, const std::optional<int64_t>& axisAttr) {
   const Tensor& x = ctx.input(0);
   const Tensor& cond = ctx.input(1);
-  const bool hasAxis = ir::hasAttr(ctx.node(), "axis");
-  const int64_t axis = hasAxis ? ir::normalizeAxis(ctx.node(), ir::attrInt(ctx.node(), "axis"), static_cast<int64_t>(x.rank())) : 0;
+  const bool hasAxis = axisAttr.has_value();
+  const int64_t axis = hasAxis ? normalizeAxis(ctx, *axisAttr, static_cast<int64_t>(x.rank())) : 0;
   const Shape shape = hasAxis ? x.shape() : Shape{x.numel()};
   const int64_t axisDim = shape[axis];
   std::vector<int64_t> selected;
@@ -63,11 +67,18 @@ void compressKernel(KernelContext& ctx) {
 }
 
 // Unique over "items": single elements (no axis) or slices along the axis, compared lexicographically.
-void uniqueKernel(KernelContext& ctx) {
+struct UniqueAttrs {
+  std::optional<int64_t> axis;  // none: the input flattened
+  bool sorted = true;
+};
+
+UniqueAttrs uniqueAttrs(const ir::Node& node) { return {optionalAttrInt(node, "axis"), ir::attrInt(node, "sorted", 1) != 0}; }
+
+void uniqueKernel(KernelContext& ctx, const UniqueAttrs& attrs) {
   const Tensor& x = ctx.input(0);
-  const bool hasAxis = ir::hasAttr(ctx.node(), "axis");
-  const bool sorted = ir::attrInt(ctx.node(), "sorted", 1) != 0;
-  const int64_t axis = hasAxis ? ir::normalizeAxis(ctx.node(), ir::attrInt(ctx.node(), "axis"), static_cast<int64_t>(x.rank())) : 0;
+  const bool hasAxis = attrs.axis.has_value();
+  const bool sorted = attrs.sorted;
+  const int64_t axis = hasAxis ? normalizeAxis(ctx, *attrs.axis, static_cast<int64_t>(x.rank())) : 0;
   const Shape shape = hasAxis ? x.shape() : Shape{x.numel()};
   const int64_t outer = dimProduct(shape, 0, axis);
   const int64_t inner = dimProduct(shape, axis + 1, shape.size());
@@ -129,8 +140,8 @@ void uniqueKernel(KernelContext& ctx) {
 }
 
 KILN_REGISTER_CPU_KERNEL("NonZero", nonZeroKernel);
-KILN_REGISTER_CPU_KERNEL("Compress", compressKernel);
-KILN_REGISTER_CPU_KERNEL("Unique", uniqueKernel);
+KILN_REGISTER_CPU_KERNEL("Compress", bindKernel(axisAttr, compressKernel));
+KILN_REGISTER_CPU_KERNEL("Unique", bindKernel(uniqueAttrs, uniqueKernel));
 
 }  // namespace
 }  // namespace kiln::cpu

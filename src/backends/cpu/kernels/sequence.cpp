@@ -5,7 +5,8 @@
 #include "backends/cpu/kernels/copy_util.h"
 #include "backends/cpu/kernels/reduce_runs.h"
 #include "ir/node_attrs.h"
-#include "ir/shape_helpers.h"
+#include "backends/cpu/kernels/node_label.h"
+#include "backends/cpu/kernels/run_checks.h"
 
 namespace kiln::cpu {
 namespace {
@@ -44,8 +45,11 @@ void copyRuns(DataType dtype, const Tensor& src, int64_t srcOffset, int64_t srcS
   });
 }
 
-void sequenceEmptyKernel(KernelContext& ctx) {
-  const auto dtype = static_cast<DataType>(ir::attrInt(ctx.node(), "dtype", static_cast<int64_t>(DataType::kFloat32)));
+DataType sequenceEmptyDtype(const ir::Node& node) {
+  return static_cast<DataType>(ir::attrInt(node, "dtype", static_cast<int64_t>(DataType::kFloat32)));
+}
+
+void sequenceEmptyKernel(KernelContext& ctx, DataType dtype) {
   ctx.setOutput(0, Tensor::sequence(dtype, {}));
 }
 
@@ -107,13 +111,21 @@ std::vector<int64_t> splitLengths(KernelContext& ctx, int64_t extent) {
   return values;
 }
 
-void splitToSequenceKernel(KernelContext& ctx) {
+struct SplitToSequenceAttrs {
+  int64_t axis = 0;
+  bool keepdims = true;
+};
+
+SplitToSequenceAttrs splitToSequenceAttrs(const ir::Node& node) {
+  return {ir::attrInt(node, "axis", 0), ir::attrInt(node, "keepdims", 1) != 0};
+}
+
+void splitToSequenceKernel(KernelContext& ctx, const SplitToSequenceAttrs& attrs) {
   const Tensor& x = ctx.input(0);
   if (x.rank() == 0) ctx.fail("cannot split a scalar", ErrorCode::kInvalidArgument);
-  const auto axis = static_cast<size_t>(
-      ir::normalizeAxis(ctx.node(), ir::attrInt(ctx.node(), "axis", 0), static_cast<int64_t>(x.rank())));
+  const auto axis = static_cast<size_t>(normalizeAxis(ctx, attrs.axis, static_cast<int64_t>(x.rank())));
   // keepdims applies only without a split input: each chunk then has length 1 on the axis.
-  const bool squeeze = !ctx.hasInput(1) && ir::attrInt(ctx.node(), "keepdims", 1) == 0;
+  const bool squeeze = !ctx.hasInput(1) && !attrs.keepdims;
   const AxisBlocks b = axisBlocks(x.shape(), axis);
   std::vector<Tensor> items;
   int64_t start = 0;
@@ -132,15 +144,24 @@ void splitToSequenceKernel(KernelContext& ctx) {
   ctx.setOutput(0, Tensor::sequence(x.dtype(), std::move(items)));
 }
 
-void concatFromSequenceKernel(KernelContext& ctx) {
+struct ConcatFromSequenceAttrs {
+  int64_t axis = 0;
+  bool newAxis = false;
+};
+
+ConcatFromSequenceAttrs concatFromSequenceAttrs(const ir::Node& node) {
+  return {ir::attrInt(node, "axis"), ir::attrInt(node, "new_axis", 0) != 0};
+}
+
+void concatFromSequenceKernel(KernelContext& ctx, const ConcatFromSequenceAttrs& attrs) {
   const std::vector<Tensor>& items = sequenceInput(ctx, 0);
   if (items.empty()) ctx.fail("cannot concatenate an empty sequence", ErrorCode::kInvalidArgument);
-  const bool newAxis = ir::attrInt(ctx.node(), "new_axis", 0) != 0;
+  const bool newAxis = attrs.newAxis;
   const Shape& first = items[0].shape();
   // With new_axis the items are stacked: the output has one more dim, and axis may be rank.
   const auto rank = static_cast<int64_t>(first.size()) + (newAxis ? 1 : 0);
   if (rank == 0) ctx.fail("cannot concatenate scalars without new_axis", ErrorCode::kInvalidArgument);
-  const auto axis = static_cast<size_t>(ir::normalizeAxis(ctx.node(), ir::attrInt(ctx.node(), "axis"), rank));
+  const auto axis = static_cast<size_t>(normalizeAxis(ctx, attrs.axis, rank));
   Shape outShape = first;
   if (newAxis) outShape.insert(outShape.begin() + static_cast<std::ptrdiff_t>(axis), 0);
   outShape[axis] = 0;
@@ -169,13 +190,13 @@ void concatFromSequenceKernel(KernelContext& ctx) {
 
 }  // namespace
 
-KILN_REGISTER_CPU_KERNEL("SequenceEmpty", sequenceEmptyKernel);
+KILN_REGISTER_CPU_KERNEL("SequenceEmpty", bindKernel(sequenceEmptyDtype, sequenceEmptyKernel));
 KILN_REGISTER_CPU_KERNEL("SequenceConstruct", sequenceConstructKernel);
 KILN_REGISTER_CPU_KERNEL("SequenceInsert", sequenceInsertKernel);
 KILN_REGISTER_CPU_KERNEL("SequenceErase", sequenceEraseKernel);
 KILN_REGISTER_CPU_KERNEL("SequenceAt", sequenceAtKernel);
 KILN_REGISTER_CPU_KERNEL("SequenceLength", sequenceLengthKernel);
-KILN_REGISTER_CPU_KERNEL("SplitToSequence", splitToSequenceKernel);
-KILN_REGISTER_CPU_KERNEL("ConcatFromSequence", concatFromSequenceKernel);
+KILN_REGISTER_CPU_KERNEL("SplitToSequence", bindKernel(splitToSequenceAttrs, splitToSequenceKernel));
+KILN_REGISTER_CPU_KERNEL("ConcatFromSequence", bindKernel(concatFromSequenceAttrs, concatFromSequenceKernel));
 
 }  // namespace kiln::cpu

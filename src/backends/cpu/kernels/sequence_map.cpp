@@ -21,8 +21,7 @@ KernelFn makeSequenceMap(const KernelCreateInfo& info) {
   std::vector<DataType> elementTypes;
   for (const ir::TypeInfo& t : ir::sequenceMapElementTypes(info.node, body->graph(), info.inputTypes))
     elementTypes.push_back(t.dtype);
-  return [body, elementTypes](KernelContext& ctx) {
-    const size_t explicitInputs = ctx.node().numExplicitInputs();
+  return [body, elementTypes, explicitInputs = info.node.numExplicitInputs()](KernelContext& ctx) {
     const Tensor& first = ctx.input(0);
     if (!first.isSequence()) ctx.fail("input 0 must be a sequence, got " + first.describe(), ErrorCode::kInvalidArgument);
     const size_t count = first.sequenceItems().size();

@@ -1,11 +1,15 @@
 // CPU kernel of Slice: a strided view of the input (negative steps read backwards), every dtype.
 #include "backends/cpu/kernels/copy_util.h"
+#include "backends/cpu/kernels/node_label.h"
 #include "ir/ops/shape_rules.h"
 
 namespace kiln::cpu {
 namespace {
 
-void sliceKernel(KernelContext& ctx) {
+// Slice keeps starts, ends and axes (attributes before opset 10) for ir::sliceParams.
+ir::Node sliceAttrs(const ir::Node& node) { return nodeLabelWithAttrs(node, {"starts", "ends", "axes"}); }
+
+void sliceKernel(KernelContext& ctx, const ir::Node& attrs) {
   const Tensor& x = ctx.input(0);
   std::vector<const Tensor*> values;
   std::vector<bool> present;
@@ -13,7 +17,7 @@ void sliceKernel(KernelContext& ctx) {
     present.push_back(ctx.hasInput(i));
     values.push_back(ctx.hasInput(i) ? &ctx.input(i) : nullptr);
   }
-  ir::SliceParams params = *ir::sliceParams(ctx.node(), values, present, static_cast<int64_t>(x.rank()));
+  ir::SliceParams params = *ir::sliceParams(attrs, values, present, static_cast<int64_t>(x.rank()));
   const std::vector<int64_t> inStrides = contiguousStrides(x.shape());
   Shape outShape = x.shape();
   std::vector<int64_t> strides = inStrides;
@@ -29,7 +33,7 @@ void sliceKernel(KernelContext& ctx) {
   if (y.numel() > 0) copyStridedTensor(x, offset, strides, y, "Slice");
 }
 
-KILN_REGISTER_CPU_KERNEL("Slice", sliceKernel);
+KILN_REGISTER_CPU_KERNEL("Slice", bindKernel(sliceAttrs, sliceKernel));
 
 }  // namespace
 }  // namespace kiln::cpu

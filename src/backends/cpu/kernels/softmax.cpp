@@ -7,19 +7,29 @@
 #include "backends/cpu/kernels/reduce_runs.h"
 #include "backends/cpu/kernels/softmax_exp.h"
 #include "backends/cpu/thread_pool.h"
-#include "ir/shape_helpers.h"
+#include "backends/cpu/kernels/node_label.h"
+#include "backends/cpu/kernels/run_checks.h"
 
 namespace kiln::cpu {
 namespace {
 
 /// The [outer, extent, inner] view the op normalizes over: before opset 13 the input is
 /// flattened to 2-D at `axis` (default 1); from 13 the op works along `axis` (default -1).
-AxisBlocks softmaxBlocks(const ir::Node& node, const Shape& shape) {
+struct SoftmaxAttrs {
+  std::string opType;
+  int64_t axis = -1;
+  bool flattened = false;  // before opset 13: the input is viewed as 2-D [outer, the rest from axis]
+};
+
+SoftmaxAttrs softmaxAttrs(const ir::Node& node) {
+  const bool flattened = node.opset < 13;
+  return {node.opType, ir::attrInt(node, "axis", flattened ? 1 : -1), flattened};
+}
+
+AxisBlocks softmaxBlocks(const KernelContext& ctx, const SoftmaxAttrs& attrs, const Shape& shape) {
   const auto rank = static_cast<int64_t>(shape.size());
-  if (node.opset >= 13) {
-    return axisBlocks(shape, static_cast<size_t>(ir::normalizeAxis(node, ir::attrInt(node, "axis", -1), rank)));
-  }
-  const int64_t axis = ir::normalizeAxis(node, ir::attrInt(node, "axis", 1), rank);
+  if (!attrs.flattened) return axisBlocks(shape, static_cast<size_t>(normalizeAxis(ctx, attrs.axis, rank)));
+  const int64_t axis = normalizeAxis(ctx, attrs.axis, rank);
   AxisBlocks b;
   for (int64_t d = 0; d < rank; ++d) (d < axis ? b.outer : b.extent) *= shape[static_cast<size_t>(d)];
   return b;
@@ -149,11 +159,11 @@ void softmaxCompute(const C* x, C* y, const AxisBlocks& b) {
 }
 
 template <bool kLog>
-void softmaxKernel(KernelContext& ctx) {
+void softmaxKernel(KernelContext& ctx, const SoftmaxAttrs& attrs) {
   const Tensor& x = ctx.input(0);
   Tensor& y = ctx.output(0);
-  const AxisBlocks b = softmaxBlocks(ctx.node(), x.shape());
-  dispatchFloat(x.dtype(), ctx.node().opType.c_str(), [&](auto tag) {
+  const AxisBlocks b = softmaxBlocks(ctx, attrs, x.shape());
+  dispatchFloat(x.dtype(), attrs.opType.c_str(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     using C = ComputeType<T>;
     if constexpr (std::is_same_v<T, float> && !kLog) {
@@ -188,10 +198,10 @@ void softmaxKernel(KernelContext& ctx) {
 }
 
 // Hardmax: 1 at the first maximum along the axis, 0 elsewhere.
-void hardmaxKernel(KernelContext& ctx) {
+void hardmaxKernel(KernelContext& ctx, const SoftmaxAttrs& attrs) {
   const Tensor& x = ctx.input(0);
   Tensor& y = ctx.output(0);
-  const AxisBlocks b = softmaxBlocks(ctx.node(), x.shape());
+  const AxisBlocks b = softmaxBlocks(ctx, attrs, x.shape());
   dispatchFloat(x.dtype(), "Hardmax", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using C = ComputeType<T>;
@@ -218,9 +228,9 @@ void hardmaxKernel(KernelContext& ctx) {
   });
 }
 
-KILN_REGISTER_CPU_KERNEL("Softmax", softmaxKernel<false>);
-KILN_REGISTER_CPU_KERNEL("LogSoftmax", softmaxKernel<true>);
-KILN_REGISTER_CPU_KERNEL("Hardmax", hardmaxKernel);
+KILN_REGISTER_CPU_KERNEL("Softmax", bindKernel(softmaxAttrs, softmaxKernel<false>));
+KILN_REGISTER_CPU_KERNEL("LogSoftmax", bindKernel(softmaxAttrs, softmaxKernel<true>));
+KILN_REGISTER_CPU_KERNEL("Hardmax", bindKernel(softmaxAttrs, hardmaxKernel));
 
 }  // namespace
 }  // namespace kiln::cpu

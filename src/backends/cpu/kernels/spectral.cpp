@@ -6,7 +6,8 @@
 #include <numbers>
 
 #include "backends/cpu/kernels/elementwise_util.h"
-#include "ir/shape_helpers.h"
+#include "backends/cpu/kernels/node_label.h"
+#include "backends/cpu/kernels/run_checks.h"
 
 namespace kiln::cpu {
 namespace {
@@ -79,17 +80,27 @@ int64_t scalarInputInt(KernelContext& ctx, size_t i, const char* what) {
   return t.intAt(0);
 }
 
-void dftKernel(KernelContext& ctx) {
+struct DftAttrs {
+  bool inverse = false, onesided = false;
+  std::optional<int64_t> axis;  // the attribute before opset 20, input 2 (default -2) from then on
+};
+
+DftAttrs dftAttrs(const ir::Node& node) {
+  DftAttrs a{ir::attrInt(node, "inverse", 0) != 0, ir::attrInt(node, "onesided", 0) != 0, std::nullopt};
+  if (node.opset < 20) a.axis = ir::attrInt(node, "axis", 1);
+  return a;
+}
+
+void dftKernel(KernelContext& ctx, const DftAttrs& attrs) {
   const Tensor& x = ctx.input(0);
-  const ir::Node& node = ctx.node();
   const auto rank = static_cast<int64_t>(x.rank());
   if (rank < 2 || (x.shape().back() != 1 && x.shape().back() != 2)) {
     ctx.fail("input must be [..., 1 or 2], got " + x.describe(), ErrorCode::kInvalidArgument);
   }
-  const bool inverse = ir::attrInt(node, "inverse", 0) != 0;
-  const bool onesided = ir::attrInt(node, "onesided", 0) != 0;
-  int64_t axis = node.opset < 20 ? ir::attrInt(node, "axis", 1) : (ctx.hasInput(2) ? scalarInputInt(ctx, 2, "axis") : -2);
-  axis = ir::normalizeAxis(node, axis, rank);
+  const bool inverse = attrs.inverse;
+  const bool onesided = attrs.onesided;
+  int64_t axis = attrs.axis ? *attrs.axis : (ctx.hasInput(2) ? scalarInputInt(ctx, 2, "axis") : -2);
+  axis = normalizeAxis(ctx, axis, rank);
   if (axis == rank - 1) ctx.fail("axis must not be the last (real/imaginary) dim", ErrorCode::kInvalidArgument);
   const int64_t n = x.dim(static_cast<size_t>(axis));
   const bool inverseReal = inverse && onesided;
@@ -130,7 +141,7 @@ void dftKernel(KernelContext& ctx) {
   });
 }
 
-void stftKernel(KernelContext& ctx) {
+void stftKernel(KernelContext& ctx, bool onesided) {
   const Tensor& x = ctx.input(0);
   if (x.rank() != 3 || (x.dim(2) != 1 && x.dim(2) != 2)) ctx.fail("signal must be [batch, length, 1 or 2], got " + x.describe(), ErrorCode::kInvalidArgument);
   const int64_t step = scalarInputInt(ctx, 1, "frame_step");
@@ -144,7 +155,6 @@ void stftKernel(KernelContext& ctx) {
   if (frameLength < 1 || frameLength > x.dim(1)) {
     ctx.fail("frame_length " + std::to_string(frameLength) + " must be in [1, " + std::to_string(x.dim(1)) + "]", ErrorCode::kInvalidArgument);
   }
-  const bool onesided = ir::attrInt(ctx.node(), "onesided", 1) != 0;
   const int64_t batches = x.dim(0), length = x.dim(1);
   const int64_t frames = (length - frameLength) / step + 1;
   const int64_t bins = onesided ? frameLength / 2 + 1 : frameLength;
@@ -178,8 +188,8 @@ void stftKernel(KernelContext& ctx) {
   });
 }
 
-KILN_REGISTER_CPU_KERNEL("DFT", dftKernel);
-KILN_REGISTER_CPU_KERNEL("STFT", stftKernel);
+KILN_REGISTER_CPU_KERNEL("DFT", bindKernel(dftAttrs, dftKernel));
+KILN_REGISTER_CPU_KERNEL("STFT", bindKernel([](const ir::Node& node) { return ir::attrInt(node, "onesided", 1) != 0; }, stftKernel));
 
 }  // namespace
 }  // namespace kiln::cpu

@@ -7,7 +7,8 @@
 #include <set>
 
 #include "backends/cpu/kernels/elementwise_util.h"
-#include "ir/shape_helpers.h"
+#include "backends/cpu/kernels/node_label.h"
+#include "backends/cpu/kernels/run_checks.h"
 
 namespace kiln::cpu {
 namespace {
@@ -73,18 +74,30 @@ std::string changeCase(const std::string& s, CaseChange change) {
   return encodeUtf8(text);
 }
 
-void stringNormalizerKernel(KernelContext& ctx) {
-  const Tensor& x = ctx.input(0);
-  const ir::Node& node = ctx.node();
-  if (!(x.rank() == 1 || (x.rank() == 2 && x.dim(0) == 1))) ctx.fail("input must be [C] or [1, C], got " + x.describe(), ErrorCode::kInvalidArgument);
+struct StringNormalizerAttrs {
+  CaseChange change = CaseChange::kNone;
+  bool caseSensitive = false;
+  std::set<std::string> stopwords;  // lower-cased unless case-sensitive
+};
+
+StringNormalizerAttrs stringNormalizerAttrs(const ir::Node& node) {
+  StringNormalizerAttrs a;
   const std::string action = ir::attrString(node, "case_change_action", "NONE");
-  const CaseChange change = action == "LOWER" ? CaseChange::kLower : action == "UPPER" ? CaseChange::kUpper : CaseChange::kNone;
-  const bool caseSensitive = ir::attrInt(node, "is_case_sensitive", 0) != 0;
+  a.change = action == "LOWER" ? CaseChange::kLower : action == "UPPER" ? CaseChange::kUpper : CaseChange::kNone;
+  a.caseSensitive = ir::attrInt(node, "is_case_sensitive", 0) != 0;
   // Case-insensitive matching compares lower-cased forms.
-  std::set<std::string> stopwords;
   if (ir::hasAttr(node, "stopwords")) {
-    for (const std::string& w : ir::attrStrings(node, "stopwords")) stopwords.insert(caseSensitive ? w : changeCase(w, CaseChange::kLower));
+    for (const std::string& w : ir::attrStrings(node, "stopwords")) a.stopwords.insert(a.caseSensitive ? w : changeCase(w, CaseChange::kLower));
   }
+  return a;
+}
+
+void stringNormalizerKernel(KernelContext& ctx, const StringNormalizerAttrs& attrs) {
+  const Tensor& x = ctx.input(0);
+  if (!(x.rank() == 1 || (x.rank() == 2 && x.dim(0) == 1))) ctx.fail("input must be [C] or [1, C], got " + x.describe(), ErrorCode::kInvalidArgument);
+  const CaseChange change = attrs.change;
+  const bool caseSensitive = attrs.caseSensitive;
+  const std::set<std::string>& stopwords = attrs.stopwords;
   std::vector<std::string> kept;
   const std::string* in = x.data<std::string>();
   for (int64_t i = 0; i < x.numel(); ++i) {
@@ -102,7 +115,7 @@ void stringNormalizerKernel(KernelContext& ctx) {
 void stringConcatKernel(KernelContext& ctx) {
   const Tensor& a = ctx.input(0);
   const Tensor& b = ctx.input(1);
-  Tensor& y = ctx.allocateOutput(0, DataType::kString, ir::broadcastShapes(ctx.node(), a.shape(), b.shape()));
+  Tensor& y = ctx.allocateOutput(0, DataType::kString, broadcastShapes(ctx, a.shape(), b.shape()));
   mapBinary<std::string, std::string>(a, b, y, [](const std::string& l, const std::string& r) { return l + r; });
 }
 
@@ -140,10 +153,19 @@ std::vector<std::string> splitString(const std::string& s, const std::string& de
   return parts;
 }
 
-void stringSplitKernel(KernelContext& ctx) {
+struct StringSplitAttrs {
+  std::string delimiter;
+  int64_t maxsplit = -1;
+};
+
+StringSplitAttrs stringSplitAttrs(const ir::Node& node) {
+  return {ir::attrString(node, "delimiter", ""), ir::attrInt(node, "maxsplit", -1)};
+}
+
+void stringSplitKernel(KernelContext& ctx, const StringSplitAttrs& attrs) {
   const Tensor& x = ctx.input(0);
-  const std::string delimiter = ir::attrString(ctx.node(), "delimiter", "");
-  const int64_t maxsplit = ir::attrInt(ctx.node(), "maxsplit", -1);
+  const std::string& delimiter = attrs.delimiter;
+  const int64_t maxsplit = attrs.maxsplit;
   std::vector<std::vector<std::string>> parts(static_cast<size_t>(x.numel()));
   size_t widest = 0;
   for (int64_t i = 0; i < x.numel(); ++i) {
@@ -178,9 +200,9 @@ KernelFn makeRegexFullMatch(const KernelCreateInfo& info) {
   };
 }
 
-KILN_REGISTER_CPU_KERNEL("StringNormalizer", stringNormalizerKernel);
+KILN_REGISTER_CPU_KERNEL("StringNormalizer", bindKernel(stringNormalizerAttrs, stringNormalizerKernel));
 KILN_REGISTER_CPU_KERNEL("StringConcat", stringConcatKernel);
-KILN_REGISTER_CPU_KERNEL("StringSplit", stringSplitKernel);
+KILN_REGISTER_CPU_KERNEL("StringSplit", bindKernel(stringSplitAttrs, stringSplitKernel));
 KILN_REGISTER_CPU_KERNEL("RegexFullMatch", KernelFactory(makeRegexFullMatch));
 
 }  // namespace

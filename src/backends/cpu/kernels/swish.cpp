@@ -3,13 +3,13 @@
 
 #include "backends/cpu/activation_row.h"
 #include "backends/cpu/kernels/elementwise_util.h"
+#include "backends/cpu/kernels/node_label.h"
 
 namespace kiln::cpu {
 namespace {
 
-void swishKernel(KernelContext& ctx) {
+void swishKernel(KernelContext& ctx, double alpha) {
   const Tensor& x = ctx.input(0);
-  const double alpha = ir::attrFloat(ctx.node(), "alpha", 1.0f);
   Tensor& y = ctx.output(0);
   if (x.dtype() == DataType::kFloat32 && alpha == 1.0) {  // SiLU: the vectorised fused-activation code
     applyActivationInParallel(Activation{ActivationKind::kSiLU}, x.data<float>(), y.data<float>(), x.numel());
@@ -24,7 +24,8 @@ void swishKernel(KernelContext& ctx) {
   });
 }
 
-KILN_REGISTER_CPU_KERNEL("Swish", swishKernel);
+KILN_REGISTER_CPU_KERNEL("Swish", bindKernel([](const ir::Node& node) { return static_cast<double>(ir::attrFloat(node, "alpha", 1.0f)); },
+                                             swishKernel));
 
 }  // namespace
 }  // namespace kiln::cpu

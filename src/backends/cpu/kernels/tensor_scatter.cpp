@@ -1,21 +1,30 @@
 // CPU kernel of TensorScatter (opset 24): a KV-cache update that writes `update` along an axis
 // at each batch's write index (mode linear), or wrapping around the cache (mode circular).
 #include "backends/cpu/kernels/copy_util.h"
-#include "ir/shape_helpers.h"
+#include "backends/cpu/kernels/node_label.h"
+#include "backends/cpu/kernels/run_checks.h"
 
 namespace kiln::cpu {
 namespace {
 
-void tensorScatterKernel(KernelContext& ctx) {
+struct TensorScatterAttrs {
+  bool circular = false;
+  int64_t axis = -2;
+};
+
+TensorScatterAttrs tensorScatterAttrs(const ir::Node& node) {
+  return {ir::attrString(node, "mode", "linear") == "circular", ir::attrInt(node, "axis", -2)};
+}
+
+void tensorScatterKernel(KernelContext& ctx, const TensorScatterAttrs& attrs) {
   const Tensor& cache = ctx.input(0);
   const Tensor& update = ctx.input(1);
-  const ir::Node& node = ctx.node();
-  const bool circular = ir::attrString(node, "mode", "linear") == "circular";
+  const bool circular = attrs.circular;
   const auto rank = static_cast<int64_t>(cache.rank());
   if (rank < 2 || static_cast<int64_t>(update.rank()) != rank) {
     ctx.fail("past_cache " + cache.describe() + " and update " + update.describe() + " need the same rank >= 2", ErrorCode::kInvalidArgument);
   }
-  const auto axis = static_cast<size_t>(ir::normalizeAxis(node, ir::attrInt(node, "axis", -2), rank));
+  const auto axis = static_cast<size_t>(normalizeAxis(ctx, attrs.axis, rank));
   if (axis == 0) ctx.fail("axis must not be the batch axis", ErrorCode::kInvalidModel);
   for (size_t d = 0; d < cache.rank(); ++d) {
     if (d != axis ? update.dim(d) != cache.dim(d) : update.dim(d) > cache.dim(d)) {
@@ -55,7 +64,7 @@ void tensorScatterKernel(KernelContext& ctx) {
   });
 }
 
-KILN_REGISTER_CPU_KERNEL("TensorScatter", tensorScatterKernel);
+KILN_REGISTER_CPU_KERNEL("TensorScatter", bindKernel(tensorScatterAttrs, tensorScatterKernel));
 
 }  // namespace
 }  // namespace kiln::cpu

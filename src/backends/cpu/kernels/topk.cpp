@@ -4,25 +4,39 @@
 
 #include "backends/cpu/kernels/elementwise_util.h"
 #include "backends/cpu/kernels/reduce_runs.h"
-#include "ir/shape_helpers.h"
+#include "backends/cpu/kernels/node_label.h"
+#include "backends/cpu/kernels/run_checks.h"
 
 namespace kiln::cpu {
 namespace {
 
-void topKKernel(KernelContext& ctx) {
+struct TopKAttrs {
+  std::optional<int64_t> k;  // the attribute before opset 10, input 1 from then on
+  int64_t axis = -1;
+  bool largest = true;
+};
+
+TopKAttrs topKAttrs(const ir::Node& node) {
+  TopKAttrs a;
+  if (node.opset < 10) a.k = ir::attrInt(node, "k");
+  a.axis = ir::attrInt(node, "axis", -1);
+  a.largest = ir::attrInt(node, "largest", 1) != 0;
+  return a;
+}
+
+void topKKernel(KernelContext& ctx, const TopKAttrs& attrs) {
   const Tensor& x = ctx.input(0);
-  const ir::Node& node = ctx.node();
   int64_t k = 0;
-  if (node.opset < 10) {
-    k = ir::attrInt(node, "k");
+  if (attrs.k) {
+    k = *attrs.k;
   } else {
     const std::vector<int64_t> ks = ctx.input(1).toInt64Vector();
     if (ks.size() != 1) ctx.fail("K must hold one value");
     k = ks[0];
   }
   if (x.rank() == 0) ctx.fail("needs an input of rank >= 1");
-  const auto axis = static_cast<size_t>(ir::normalizeAxis(node, ir::attrInt(node, "axis", -1), static_cast<int64_t>(x.rank())));
-  const bool largest = ir::attrInt(node, "largest", 1) != 0;
+  const auto axis = static_cast<size_t>(normalizeAxis(ctx, attrs.axis, static_cast<int64_t>(x.rank())));
+  const bool largest = attrs.largest;
   const AxisBlocks b = axisBlocks(x.shape(), axis);
   if (k < 0 || k > b.extent) {
     ctx.fail("k = " + std::to_string(k) + " is out of range for an axis of size " + std::to_string(b.extent));
@@ -61,7 +75,7 @@ void topKKernel(KernelContext& ctx) {
   });
 }
 
-KILN_REGISTER_CPU_KERNEL("TopK", topKKernel);
+KILN_REGISTER_CPU_KERNEL("TopK", bindKernel(topKAttrs, topKKernel));
 
 }  // namespace
 }  // namespace kiln::cpu

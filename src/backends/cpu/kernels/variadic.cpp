@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "backends/cpu/kernels/elementwise_util.h"
+#include "backends/cpu/kernels/node_label.h"
 
 namespace kiln::cpu {
 namespace {
@@ -36,14 +37,14 @@ constexpr auto minOf = [](auto x, auto y) {
 constexpr auto sumOf = [](auto x, auto y) { return wrapAdd(x, y); };
 
 template <typename Op>
-KernelFn variadic(Op op) {
-  return [op](KernelContext& ctx) {
+KernelFactory variadic(Op op) {
+  return bindKernel(opTypeOf, [op](KernelContext& ctx, const std::string& opType) {
     Tensor& out = ctx.output(0);
-    dispatchNumeric(out.dtype(), ctx.node().opType.c_str(), [&](auto tag) {
+    dispatchNumeric(out.dtype(), opType.c_str(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       foldInputs<T>(ctx, out, op);
     });
-  };
+  });
 }
 
 KILN_REGISTER_CPU_KERNEL("Max", variadic(maxOf));

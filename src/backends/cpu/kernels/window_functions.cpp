@@ -7,6 +7,7 @@
 #include <numbers>
 
 #include "backends/cpu/kernels/elementwise_util.h"
+#include "backends/cpu/kernels/node_label.h"
 
 namespace kiln::cpu {
 namespace {
@@ -23,8 +24,17 @@ double scalarDouble(KernelContext& ctx, size_t i, const char* what) {
   return t.doubleAt(0);
 }
 
-void storeAs(KernelContext& ctx, const std::vector<double>& values, Shape shape) {
-  const auto type = static_cast<DataType>(ir::attrInt(ctx.node(), "output_datatype", 1));
+struct WindowAttrs {
+  DataType type = DataType::kFloat32;  // output_datatype
+  bool periodic = true;                // the cosine-sum windows
+};
+
+WindowAttrs windowAttrs(const ir::Node& node) {
+  return {static_cast<DataType>(ir::attrInt(node, "output_datatype", 1)), ir::attrInt(node, "periodic", 1) != 0};
+}
+
+void storeAs(KernelContext& ctx, const WindowAttrs& attrs, const std::vector<double>& values, Shape shape) {
+  const DataType type = attrs.type;
   Tensor& y = ctx.allocateOutput(0, type, std::move(shape));
   dispatchNumeric(type, "output_datatype", [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -35,10 +45,10 @@ void storeAs(KernelContext& ctx, const std::vector<double>& values, Shape shape)
 
 /// w[n] = sum_j a_j cos(2 pi j n / N) for the cosine-sum window with coefficients a.
 template <size_t K>
-void cosineSumWindow(KernelContext& ctx, const std::array<double, K>& a) {
+void cosineSumWindow(KernelContext& ctx, const WindowAttrs& attrs, const std::array<double, K>& a) {
   const int64_t size = scalarInt(ctx, 0, "size");
   if (size < 0) ctx.fail("size must not be negative, got " + std::to_string(size), ErrorCode::kInvalidArgument);
-  const bool periodic = ir::attrInt(ctx.node(), "periodic", 1) != 0;
+  const bool periodic = attrs.periodic;
   const auto period = static_cast<double>(periodic ? size : size - 1);
   std::vector<double> w(static_cast<size_t>(size));
   for (int64_t n = 0; n < size; ++n) {
@@ -46,12 +56,16 @@ void cosineSumWindow(KernelContext& ctx, const std::array<double, K>& a) {
     for (size_t j = 0; j < K; ++j) v += a[j] * std::cos(2.0 * std::numbers::pi * static_cast<double>(j * n) / period);
     w[n] = v;
   }
-  storeAs(ctx, w, {size});
+  storeAs(ctx, attrs, w, {size});
 }
 
-void hannWindowKernel(KernelContext& ctx) { cosineSumWindow<2>(ctx, {0.5, -0.5}); }
-void hammingWindowKernel(KernelContext& ctx) { cosineSumWindow<2>(ctx, {25.0 / 46.0, -21.0 / 46.0}); }
-void blackmanWindowKernel(KernelContext& ctx) { cosineSumWindow<3>(ctx, {0.42, -0.5, 0.08}); }
+void hannWindowKernel(KernelContext& ctx, const WindowAttrs& attrs) { cosineSumWindow<2>(ctx, attrs, {0.5, -0.5}); }
+void hammingWindowKernel(KernelContext& ctx, const WindowAttrs& attrs) {
+  cosineSumWindow<2>(ctx, attrs, {25.0 / 46.0, -21.0 / 46.0});
+}
+void blackmanWindowKernel(KernelContext& ctx, const WindowAttrs& attrs) {
+  cosineSumWindow<3>(ctx, attrs, {0.42, -0.5, 0.08});
+}
 
 /// a // b as numpy computes it for positive floats (via fmod, so exact multiples do not round down).
 double floorDivide(double a, double b) {
@@ -62,7 +76,7 @@ double floorDivide(double a, double b) {
   return floored;
 }
 
-void melWeightMatrixKernel(KernelContext& ctx) {
+void melWeightMatrixKernel(KernelContext& ctx, const WindowAttrs& attrs) {
   const int64_t bins = scalarInt(ctx, 0, "num_mel_bins");
   const int64_t dftLength = scalarInt(ctx, 1, "dft_length");
   const int64_t sampleRate = scalarInt(ctx, 2, "sample_rate");
@@ -98,13 +112,13 @@ void melWeightMatrixKernel(KernelContext& ctx) {
     }
     for (int64_t j = center; j < right; ++j) at(j, i) = static_cast<double>(right - j) / static_cast<double>(right - center);
   }
-  storeAs(ctx, w, {rows, bins});
+  storeAs(ctx, attrs, w, {rows, bins});
 }
 
-KILN_REGISTER_CPU_KERNEL("HannWindow", hannWindowKernel);
-KILN_REGISTER_CPU_KERNEL("HammingWindow", hammingWindowKernel);
-KILN_REGISTER_CPU_KERNEL("BlackmanWindow", blackmanWindowKernel);
-KILN_REGISTER_CPU_KERNEL("MelWeightMatrix", melWeightMatrixKernel);
+KILN_REGISTER_CPU_KERNEL("HannWindow", bindKernel(windowAttrs, hannWindowKernel));
+KILN_REGISTER_CPU_KERNEL("HammingWindow", bindKernel(windowAttrs, hammingWindowKernel));
+KILN_REGISTER_CPU_KERNEL("BlackmanWindow", bindKernel(windowAttrs, blackmanWindowKernel));
+KILN_REGISTER_CPU_KERNEL("MelWeightMatrix", bindKernel(windowAttrs, melWeightMatrixKernel));
 
 }  // namespace
 }  // namespace kiln::cpu
