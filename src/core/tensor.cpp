@@ -45,7 +45,7 @@ Tensor::Tensor(DataType dtype, Shape shape) : dtype_(dtype), shape_(std::move(sh
     throw Error(ErrorCode::kInvalidArgument, "tensor shape " + shapeToString(shape_) + " is too large");
   }
   size_t bytes = static_cast<size_t>(n) * elem;
-  checkAllocation(bytes, "tensor " + dataTypeName(dtype) + "[" + shapeToString(shape_) + "]");
+  checkAllocation(bytes, [&] { return "tensor " + dataTypeName(dtype) + "[" + shapeToString(shape_) + "]"; });
   if (dtype == DataType::kString) {
     auto strings = std::shared_ptr<std::string[]>(new std::string[n > 0 ? n : 1]);
     data_ = strings.get();

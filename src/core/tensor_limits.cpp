@@ -32,9 +32,7 @@ std::string allocationLimitText() {
   return tlsLimit ? "over the allocation limit of " + limit : "more than this machine's memory (" + limit + ")";
 }
 
-void checkAllocation(uint64_t bytes, const std::string& what) {
-  const uint64_t limit = allocationLimitBytes();
-  if (bytes <= limit) return;
+void refuseAllocation(uint64_t bytes, const std::string& what) {
   throw Error(ErrorCode::kInvalidArgument, what + " needs " + byteCountText(bytes) + ", " + allocationLimitText());
 }
 

@@ -39,8 +39,15 @@ std::string byteCountText(uint64_t bytes);
 /// one: what a refusal says of the limit.
 std::string allocationLimitText();
 
-/// Throws kiln::Error (kInvalidArgument) "WHAT needs " + byteCountText(bytes) + ", " + allocationLimitText()
-/// when `bytes` exceeds allocationLimitBytes(); `what` names the buffer.
-void checkAllocation(uint64_t bytes, const std::string& what);
+/// Throws kiln::Error (kInvalidArgument) "WHAT needs " + byteCountText(bytes) + ", " + allocationLimitText();
+/// `what` names the buffer.
+[[noreturn]] void refuseAllocation(uint64_t bytes, const std::string& what);
+
+/// refuseAllocation(bytes, describe()) when `bytes` exceeds allocationLimitBytes(). The buffer's
+/// name is made only then: allocations that fit (every tensor a run makes) build no string.
+template <typename Describe>
+void checkAllocation(uint64_t bytes, Describe&& describe) {
+  if (bytes > allocationLimitBytes()) refuseAllocation(bytes, describe());
+}
 
 }  // namespace kiln

@@ -299,7 +299,7 @@ void Executor::checkPlanFitsTheLimit(const MemoryPlan& plan, const std::vector<i
   }
   std::string shapes;
   for (const auto& [id, shape] : signature) shapes += (shapes.empty() ? "" : ", ") + g.value(id).name + ":" + shapeToString(shape);
-  checkAllocation(plan.arenaBytes, "the tensor arena (every intermediate of a run) for input shapes " + shapes);
+  refuseAllocation(plan.arenaBytes, "the tensor arena (every intermediate of a run) for input shapes " + shapes);
 }
 
 void Executor::preparePlan(const std::vector<std::pair<int, Tensor>>& inputs, ExecutorMemory& memory) const {

@@ -70,7 +70,7 @@ void* KernelContext::workspace(uint64_t bytes) {
   if (workspace_ && workspaceBytes_ >= bytes) return workspace_;
   if (heapWorkspaceBytes_ < bytes) {
     try {
-      checkAllocation(bytes, "its workspace");
+      checkAllocation(bytes, [] { return std::string("its workspace"); });
     } catch (const Error& e) {
       fail(e.what(), e.code());
     }
