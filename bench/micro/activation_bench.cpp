@@ -43,8 +43,9 @@ bool useIsa(benchmark::State& state, int64_t arg) {
 }
 
 void perSixteenFloats(benchmark::State& state, int64_t n) {
-  state.counters["per16"] = benchmark::Counter(static_cast<double>(n) / 16.0,
-                                               benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+  state.counters["per16"] = benchmark::Counter(
+      static_cast<double>(n) / 16.0,
+      benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
 }
 
 // Args: floats, isa.
@@ -87,7 +88,8 @@ void BM_SiluEpilogue(benchmark::State& state) {
   perSixteenFloats(state, n);
 }
 
-// Args: rows of 512 floats (attention-like), isa. Reset each pass from a copy (softmax is in place).
+// Args: rows of 512 floats (attention-like), isa. Reset each pass from a copy (softmax is in
+// place).
 void BM_SoftmaxRows(benchmark::State& state) {
   constexpr int64_t kRow = 512;
   const int64_t rows = state.range(0), n = rows * kRow;
@@ -114,8 +116,18 @@ void activationArgs(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_SiLU)->Apply(activationArgs);
 BENCHMARK(BM_Sigmoid)->Apply(activationArgs);
 BENCHMARK(BM_Gelu)->Apply(activationArgs);
-BENCHMARK(BM_SiluEpilogue)->ArgNames({"n", "isa"})->Args({15360, 1})->Args({15360, 0})->Unit(benchmark::kMicrosecond)->MinTime(0.2);
-BENCHMARK(BM_SoftmaxRows)->ArgNames({"rows", "isa"})->Args({64, 1})->Args({64, 0})->Unit(benchmark::kMicrosecond)->MinTime(0.2);
+BENCHMARK(BM_SiluEpilogue)
+    ->ArgNames({"n", "isa"})
+    ->Args({15360, 1})
+    ->Args({15360, 0})
+    ->Unit(benchmark::kMicrosecond)
+    ->MinTime(0.2);
+BENCHMARK(BM_SoftmaxRows)
+    ->ArgNames({"rows", "isa"})
+    ->Args({64, 1})
+    ->Args({64, 0})
+    ->Unit(benchmark::kMicrosecond)
+    ->MinTime(0.2);
 
 }  // namespace
 }  // namespace kiln::bench

@@ -27,10 +27,12 @@ void BM_GemmPackedBByPrecision(benchmark::State& state) {
   }
   cpu::ThreadPool pool(static_cast<int>(state.range(3)));
   cpu::ThreadPoolScope scope(&pool);
-  const std::vector<float> A = kiln::testing::randomFloats(M * K, 1), B = kiln::testing::randomFloats(K * N, 2);
+  const std::vector<float> A = kiln::testing::randomFloats(M * K, 1),
+                           B = kiln::testing::randomFloats(K * N, 2);
   std::vector<float> C(static_cast<size_t>(M * N));
   const cpu::PackedMatrix f32 = bf16 ? cpu::PackedMatrix{} : cpu::packB(false, K, N, B.data(), N);
-  const cpu::PackedBf16Matrix b16 = bf16 ? cpu::packBf16B(false, K, N, B.data(), N) : cpu::PackedBf16Matrix{};
+  const cpu::PackedBf16Matrix b16 =
+      bf16 ? cpu::packBf16B(false, K, N, B.data(), N) : cpu::PackedBf16Matrix{};
   for (auto _ : state) {
     if (bf16) {
       cpu::bf16GemmPacked(false, M, A.data(), K, b16, 0.0f, C.data(), N);

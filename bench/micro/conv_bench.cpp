@@ -29,8 +29,9 @@ ir::ConvGeometry same3x3(int64_t h, int64_t w) {
 }
 
 void setConvFlops(benchmark::State& state, int64_t c, int64_t oc, int64_t h, int64_t w) {
-  state.counters["GFLOPS"] = benchmark::Counter(2.0 * double(oc) * double(c) * 9.0 * double(h) * double(w) * 1e-9,
-                                                benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOPS"] =
+      benchmark::Counter(2.0 * double(oc) * double(c) * 9.0 * double(h) * double(w) * 1e-9,
+                         benchmark::Counter::kIsIterationInvariantRate);
 }
 
 // Args: channels (in = out), height = width, threads.

@@ -26,8 +26,8 @@ bool selectIsa(benchmark::State& state, int64_t code) {
 }
 
 void setFlops(benchmark::State& state, int64_t M, int64_t N, int64_t K) {
-  state.counters["GFLOPS"] =
-      benchmark::Counter(2.0 * double(M) * double(N) * double(K) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOPS"] = benchmark::Counter(2.0 * double(M) * double(N) * double(K) * 1e-9,
+                                                benchmark::Counter::kIsIterationInvariantRate);
 }
 
 // Args: M, N, K, threads, isa.
@@ -52,7 +52,8 @@ void BM_SgemmPackedB(benchmark::State& state) {
   if (!selectIsa(state, state.range(4))) return;
   cpu::ThreadPool pool(static_cast<int>(state.range(3)));
   cpu::ThreadPoolScope scope(&pool);
-  const std::vector<float> A = randomFloats(M * K, 1), B = randomFloats(K * N, 2), bias = randomFloats(N, 3);
+  const std::vector<float> A = randomFloats(M * K, 1), B = randomFloats(K * N, 2),
+                           bias = randomFloats(N, 3);
   std::vector<float> C(static_cast<size_t>(M * N));
   const cpu::PackedMatrix packed = cpu::packB(false, K, N, B.data(), N);
   cpu::GemmEpilogue ep;
@@ -73,7 +74,8 @@ void BM_SgemmPackedA(benchmark::State& state) {
   if (!selectIsa(state, state.range(4))) return;
   cpu::ThreadPool pool(static_cast<int>(state.range(3)));
   cpu::ThreadPoolScope scope(&pool);
-  const std::vector<float> A = randomFloats(M * K, 1), B = randomFloats(K * N, 2), bias = randomFloats(M, 3);
+  const std::vector<float> A = randomFloats(M * K, 1), B = randomFloats(K * N, 2),
+                           bias = randomFloats(M, 3);
   std::vector<float> C(static_cast<size_t>(M * N));
   const cpu::PackedMatrix packed = cpu::packA(false, M, K, A.data(), K);
   cpu::GemmEpilogue ep;
@@ -111,7 +113,8 @@ void gemmShapes(benchmark::internal::Benchmark* b) {
 void conv1x1Shapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"M", "N", "K", "threads", "avx512"});
   const int64_t shapes[][3] = {
-      {64, 3136, 64}, {256, 3136, 64}, {64, 3136, 256}, {512, 784, 128}, {1024, 196, 256}, {2048, 49, 512},
+      {64, 3136, 64},  {256, 3136, 64},  {64, 3136, 256},
+      {512, 784, 128}, {1024, 196, 256}, {2048, 49, 512},
   };
   for (int isa = 1; isa >= 0; --isa) {
     for (const auto& s : shapes) {

@@ -24,7 +24,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double secondsSince(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+double secondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -44,9 +46,10 @@ std::shared_ptr<float> matrix(uint32_t seed) {
   return m;
 }
 
-// Times `gemm` (2 kN^3 FLOPs on the pool's threads) paired with the FMA peak, once per iteration (200), and sets
-// the counters above.
-void measureShareOfPeak(benchmark::State& state, cpu::ThreadPool& pool, const std::function<void()>& gemm) {
+// Times `gemm` (2 kN^3 FLOPs on the pool's threads) paired with the FMA peak, once per iteration
+// (200), and sets the counters above.
+void measureShareOfPeak(benchmark::State& state, cpu::ThreadPool& pool,
+                        const std::function<void()>& gemm) {
   const int threads = pool.size();
   const double gemmFlops = 2.0 * double(kN) * double(kN) * double(kN);
   // Each thread runs its share of the GEMM's FLOPs as FMA chains.
@@ -91,8 +94,13 @@ void BM_SgemmShareOfPeak(benchmark::State& state) {
     cpu::sgemm(false, false, kN, kN, kN, 1.0f, A.get(), kN, B.get(), kN, 0.0f, C.get(), kN);
   });
 }
-BENCHMARK(BM_SgemmShareOfPeak)->ArgNames({"threads"})->Arg(1)->Arg(2)->Iterations(200)->UseRealTime()->Unit(
-    benchmark::kMillisecond);
+BENCHMARK(BM_SgemmShareOfPeak)
+    ->ArgNames({"threads"})
+    ->Arg(1)
+    ->Arg(2)
+    ->Iterations(200)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 
 // The micro-kernel alone on the 1024^3 product: A and B packed whole beforehand (packA / packB,
 // the kernel's strip layout, kc blocks one after another), then the calls the blocked loop makes:
@@ -108,7 +116,8 @@ void BM_SgemmMicroKernelShareOfPeak(benchmark::State& state) {
   const std::shared_ptr<float> A = matrix(1), B = matrix(2), C = matrix(0);
   const cpu::PackedMatrix packedA = cpu::packA(false, kN, kN, A.get(), kN);
   const cpu::PackedMatrix packedB = cpu::packB(false, kN, kN, B.get(), kN);
-  const int64_t paddedM = (kN + ki.mr - 1) / ki.mr * ki.mr, paddedN = (kN + ki.nr - 1) / ki.nr * ki.nr;
+  const int64_t paddedM = (kN + ki.mr - 1) / ki.mr * ki.mr,
+                paddedN = (kN + ki.nr - 1) / ki.nr * ki.nr;
   measureShareOfPeak(state, pool, [&] {
     pool.parallelFor(paddedM / ki.mr, [&](int64_t s0, int64_t s1) {
       for (int64_t k0 = 0; k0 < kN; k0 += ki.kc) {
@@ -118,16 +127,21 @@ void BM_SgemmMicroKernelShareOfPeak(benchmark::State& state) {
         for (int64_t s = s0; s < s1; ++s) {
           const int64_t i = s * ki.mr, rows = std::min(ki.mr, kN - i);
           for (int64_t j = 0; j < kN; j += ki.nr) {
-            ki.kernel(kc, aBlock + i * kc, bBlock + j * kc, C.get() + i * kN + j, kN, rows, std::min(ki.nr, kN - j),
-                      k0 > 0);
+            ki.kernel(kc, aBlock + i * kc, bBlock + j * kc, C.get() + i * kN + j, kN, rows,
+                      std::min(ki.nr, kN - j), k0 > 0);
           }
         }
       }
     });
   });
 }
-BENCHMARK(BM_SgemmMicroKernelShareOfPeak)->ArgNames({"threads"})->Arg(1)->Arg(2)->Iterations(200)->UseRealTime()->Unit(
-    benchmark::kMillisecond);
+BENCHMARK(BM_SgemmMicroKernelShareOfPeak)
+    ->ArgNames({"threads"})
+    ->Arg(1)
+    ->Arg(2)
+    ->Iterations(200)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace kiln::bench

@@ -1,9 +1,9 @@
 // kiln::NchwcConv (direct convolution in the blocked layout) against the NCHW FusedConv kernel
 // (im2col + GEMM, Winograd, depthwise) on the layers of ResNet-50, MobileNetV2, EfficientNet and
-// SRCNN, both with bias and Relu (SiLU where named) and both run through their registered kernel factories exactly as the
-// engine runs them (weights packed when the kernel is made). GFLOPS counts the direct
-// convolution's 2 * Co * Ci/group * kH * kW * Ho * Wo; compare the two on the same shape/threads.
-// Filter by shape with e.g. --benchmark_filter='shape:5/'.
+// SRCNN, both with bias and Relu (SiLU where named) and both run through their registered kernel
+// factories exactly as the engine runs them (weights packed when the kernel is made). GFLOPS counts
+// the direct convolution's 2 * Co * Ci/group * kH * kW * Ho * Wo; compare the two on the same
+// shape/threads. Filter by shape with e.g. --benchmark_filter='shape:5/'.
 #include <benchmark/benchmark.h>
 
 #include <stdexcept>
@@ -28,7 +28,8 @@ struct ConvShape {
   const char* activation = "Relu";
   int64_t out() const { return (hw + 2 * pad - k) / stride + 1; }
   double gflop() const {
-    return 2.0 * double(co) * double(depthwise ? 1 : ci) * double(k * k) * double(out() * out()) * 1e-9;
+    return 2.0 * double(co) * double(depthwise ? 1 : ci) * double(k * k) * double(out() * out()) *
+           1e-9;
   }
 };
 
@@ -63,15 +64,18 @@ const std::vector<ConvShape>& shapes() {
   return s;
 }
 
-ir::TypeInfo floatType(const Shape& shape) { return ir::TypeInfo{DataType::kFloat32, ir::symShapeOf(shape)}; }
+ir::TypeInfo floatType(const Shape& shape) {
+  return ir::TypeInfo{DataType::kFloat32, ir::symShapeOf(shape)};
+}
 
 // One node run through the kernel registry as the engine runs it: made once (weights packed),
 // then called with the same input and output tensors.
 class RegisteredKernel {
  public:
-  RegisteredKernel(const std::string& domain, const std::string& op, const ConvShape& s, const Shape& xShape,
-                   const Shape& yShape)
-      : x_(Tensor::fromVector<float>(DataType::kFloat32, xShape, randomFloats(shapeNumel(xShape), 1))),
+  RegisteredKernel(const std::string& domain, const std::string& op, const ConvShape& s,
+                   const Shape& xShape, const Shape& yShape)
+      : x_(Tensor::fromVector<float>(DataType::kFloat32, xShape,
+                                     randomFloats(shapeNumel(xShape), 1))),
         w_(Tensor::fromVector<float>(DataType::kFloat32, {s.co, s.depthwise ? 1 : s.ci, s.k, s.k},
                                      randomFloats(s.co * (s.depthwise ? 1 : s.ci) * s.k * s.k, 2))),
         b_(Tensor::fromVector<float>(DataType::kFloat32, {s.co}, randomFloats(s.co, 3))) {
@@ -88,7 +92,8 @@ class RegisteredKernel {
     outTypes_ = {floatType(yShape)};
     const cpu::KernelFactory* factory = cpu::KernelRegistry::global().find(domain, op);
     if (!factory) throw std::runtime_error("no kernel for " + op);
-    cpu::KernelCreateInfo info{node_, {&inTypes_[0], &inTypes_[1], &inTypes_[2]}, {nullptr, &w_, &b_}, {}};
+    cpu::KernelCreateInfo info{
+        node_, {&inTypes_[0], &inTypes_[1], &inTypes_[2]}, {nullptr, &w_, &b_}, {}};
     fn_ = (*factory)(info);
     outputs_.resize(1);
   }
@@ -110,7 +115,8 @@ void runShape(benchmark::State& state, bool blocked) {
   cpu::ThreadPool pool(static_cast<int>(state.range(1)));
   cpu::ThreadPoolScope scope(&pool);
   const int64_t inBlocks = ir::nchwcBlocks(s.ci), outBlocks = ir::nchwcBlocks(s.co), o = s.out();
-  const Shape xShape = blocked && !s.plainInput ? Shape{1, inBlocks, s.hw, s.hw, 16} : Shape{1, s.ci, s.hw, s.hw};
+  const Shape xShape =
+      blocked && !s.plainInput ? Shape{1, inBlocks, s.hw, s.hw, 16} : Shape{1, s.ci, s.hw, s.hw};
   const Shape yShape = blocked ? Shape{1, outBlocks, o, o, 16} : Shape{1, s.co, o, o};
   RegisteredKernel kernel("kiln", blocked ? "NchwcConv" : "FusedConv", s, xShape, yShape);
   kernel.run();  // allocates the output
@@ -119,7 +125,8 @@ void runShape(benchmark::State& state, bool blocked) {
     benchmark::ClobberMemory();
   }
   state.SetLabel(s.name);
-  state.counters["GFLOPS"] = benchmark::Counter(s.gflop(), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOPS"] =
+      benchmark::Counter(s.gflop(), benchmark::Counter::kIsIterationInvariantRate);
 }
 
 // Args: shape index, threads.

@@ -33,7 +33,8 @@ const std::vector<Layer3x3>& layers() {
 void BM_NchwcConv3x3(benchmark::State& state) {
   const Layer3x3& l = layers().at(static_cast<size_t>(state.range(0)));
   const int method = static_cast<int>(state.range(1));
-  if (method != 0 && cpu::activeCpuIsa() < cpu::CpuIsa::kAvx512) return state.SkipWithError("needs AVX-512");
+  if (method != 0 && cpu::activeCpuIsa() < cpu::CpuIsa::kAvx512)
+    return state.SkipWithError("needs AVX-512");
   cpu::ThreadPool pool(static_cast<int>(state.range(2)));
   cpu::ThreadPoolScope scope(&pool);
   const int64_t c = l.channels, hw = l.hw, blocks = (c + 15) / 16;
@@ -43,14 +44,16 @@ void BM_NchwcConv3x3(benchmark::State& state) {
   s.height = s.width = s.outHeight = s.outWidth = hw;
   s.kernelH = s.kernelW = 3;
   s.padTop = s.padLeft = 1;
-  const std::vector<float> x = randomFloats(blocks * hw * hw * 16, 1), w = randomFloats(c * c * 9, 2),
-                           bias = randomFloats(blocks * 16, 3);
+  const std::vector<float> x = randomFloats(blocks * hw * hw * 16, 1),
+                           w = randomFloats(c * c * 9, 2), bias = randomFloats(blocks * 16, 3);
   std::vector<float> y(static_cast<size_t>(blocks * hw * hw * 16));
   const cpu::NchwcPackedWeights direct =
-      method == 0 ? cpu::packNchwcWeights(w.data(), c, c, 3, 3, cpu::NchwcWeightLayout::kBlockedInput)
-                  : cpu::NchwcPackedWeights{};
+      method == 0
+          ? cpu::packNchwcWeights(w.data(), c, c, 3, 3, cpu::NchwcWeightLayout::kBlockedInput)
+          : cpu::NchwcPackedWeights{};
   const cpu::NchwcWinogradWeights winograd =
-      method != 0 ? cpu::packNchwcWinogradWeights(w.data(), c, c, method) : cpu::NchwcWinogradWeights{};
+      method != 0 ? cpu::packNchwcWinogradWeights(w.data(), c, c, method)
+                  : cpu::NchwcWinogradWeights{};
   cpu::NchwcConvArgs args;
   args.shape = &s;
   args.x = x.data();
@@ -59,13 +62,15 @@ void BM_NchwcConv3x3(benchmark::State& state) {
   args.act = cpu::Activation{cpu::ActivationKind::kRelu, 0, 0};
   args.y = y.data();
   for (auto _ : state) {
-    if (method == 0) cpu::nchwcConv(args);
-    else cpu::nchwcWinogradConv(args, winograd);
+    if (method == 0)
+      cpu::nchwcConv(args);
+    else
+      cpu::nchwcWinogradConv(args, winograd);
     benchmark::ClobberMemory();
   }
   state.SetLabel(l.name);
-  state.counters["GFLOPS"] =
-      benchmark::Counter(2.0 * double(c * c * 9 * hw * hw) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOPS"] = benchmark::Counter(2.0 * double(c * c * 9 * hw * hw) * 1e-9,
+                                                benchmark::Counter::kIsIterationInvariantRate);
 }
 
 void allLayers(benchmark::internal::Benchmark* b) {

@@ -8,7 +8,8 @@ float dpbf16ChainsAvx512(int64_t iterations) {
   __m512 acc[kFmaChains];
   for (int i = 0; i < kFmaChains; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i));
   // Pairs of BF16 1.0 and 2^-20: the sums stay normal and finite.
-  const __m512bh m = (__m512bh)_mm512_set1_epi32(0x3f803f80), a = (__m512bh)_mm512_set1_epi32(0x35803580);
+  const __m512bh m = (__m512bh)_mm512_set1_epi32(0x3f803f80),
+                 a = (__m512bh)_mm512_set1_epi32(0x35803580);
   for (int64_t it = 0; it < iterations; ++it) {
 #pragma GCC unroll 24
     for (int i = 0; i < kFmaChains; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], m, a);

@@ -40,15 +40,23 @@ void BM_PeakFma(benchmark::State& state) {
   for (auto _ : state) {
     pool.parallelFor(threads, [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) {
-        benchmark::DoNotOptimize(width == 16 ? fmaChainsAvx512(kIterations) : fmaChainsAvx2(kIterations));
+        benchmark::DoNotOptimize(width == 16 ? fmaChainsAvx512(kIterations)
+                                             : fmaChainsAvx2(kIterations));
       }
     });
   }
   const double flops = double(kIterations) * kFmaChains * width * 2 * threads;
-  state.counters["GFLOPS"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOPS"] =
+      benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(BM_PeakFma)->ArgNames({"width", "threads"})->Args({8, 1})->Args({16, 1})->Args({8, 2})->Args({16, 2})
-    ->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_PeakFma)
+    ->ArgNames({"width", "threads"})
+    ->Args({8, 1})
+    ->Args({16, 1})
+    ->Args({8, 2})
+    ->Args({16, 2})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace kiln::bench

@@ -54,7 +54,8 @@ void BM_QGemm(benchmark::State& state) {
   cpu::QGemmProblem p;
   p.M = M, p.N = N, p.K = K;
   p.weights = &packed;
-  p.activations = side == cpu::QSide::kLeft ? cpu::QMatrixView{a.data(), 1, N, false} : cpu::QMatrixView{a.data(), K, 1, false};
+  p.activations = side == cpu::QSide::kLeft ? cpu::QMatrixView{a.data(), 1, N, false}
+                                            : cpu::QMatrixView{a.data(), K, 1, false};
   (side == cpu::QSide::kLeft ? p.zeroRight : p.zeroLeft) = &zeroAct;
   p.output.dtype = DataType::kUint8;
   p.output.scale = &scale;
@@ -67,8 +68,8 @@ void BM_QGemm(benchmark::State& state) {
     cpu::qgemm(p, ws.get());
     benchmark::ClobberMemory();
   }
-  state.counters["GOPS"] =
-      benchmark::Counter(2.0 * double(M) * double(N) * double(K) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GOPS"] = benchmark::Counter(2.0 * double(M) * double(N) * double(K) * 1e-9,
+                                              benchmark::Counter::kIsIterationInvariantRate);
 }
 
 void qgemmShapes(benchmark::internal::Benchmark* b) {
@@ -108,9 +109,15 @@ void BM_PeakVnni(benchmark::State& state) {
     });
   }
   const double ops = double(kIterations) * kVnniChains * 64 * 2 * threads;
-  state.counters["GOPS"] = benchmark::Counter(ops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GOPS"] =
+      benchmark::Counter(ops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(BM_PeakVnni)->ArgNames({"threads"})->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_PeakVnni)
+    ->ArgNames({"threads"})
+    ->Arg(1)
+    ->Arg(2)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace kiln::bench

@@ -17,7 +17,9 @@ void BM_ParallelForOverhead(benchmark::State& state) {
   cpu::ThreadPool pool(static_cast<int>(state.range(0)));
   std::atomic<int64_t> sink{0};
   for (auto _ : state) {
-    pool.parallelFor(pool.size(), [&](int64_t begin, int64_t end) { sink.fetch_add(end - begin, std::memory_order_relaxed); });
+    pool.parallelFor(pool.size(), [&](int64_t begin, int64_t end) {
+      sink.fetch_add(end - begin, std::memory_order_relaxed);
+    });
   }
   benchmark::DoNotOptimize(sink.load());
 }
@@ -31,8 +33,11 @@ void BM_ParallelForAfterIdle(benchmark::State& state) {
   for (auto _ : state) {
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
     const auto start = std::chrono::steady_clock::now();
-    pool.parallelFor(pool.size(), [&](int64_t begin, int64_t end) { sink.fetch_add(end - begin, std::memory_order_relaxed); });
-    state.SetIterationTime(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    pool.parallelFor(pool.size(), [&](int64_t begin, int64_t end) {
+      sink.fetch_add(end - begin, std::memory_order_relaxed);
+    });
+    state.SetIterationTime(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
   benchmark::DoNotOptimize(sink.load());
 }

@@ -28,9 +28,12 @@
 namespace kiln {
 
 enum class BuilderFlag : uint32_t {
-  kFP16 = 1u << 0,  // allow FP16 layers (accepted and checked; FP16 kernels are not implemented yet)
-  kINT8 = 1u << 1,  // allow INT8 layers: with a calibrator (setInt8Calibrator), Conv/MatMul/Gemm are quantized
-  kDISABLE_NCHWC_LAYOUT = 1u << 2,  // keep every tensor NCHW: no blocked-layout convolutions (to compare)
+  kFP16 =
+      1u << 0,  // allow FP16 layers (accepted and checked; FP16 kernels are not implemented yet)
+  kINT8 = 1u << 1,  // allow INT8 layers: with a calibrator (setInt8Calibrator), Conv/MatMul/Gemm
+                    // are quantized
+  kDISABLE_NCHWC_LAYOUT =
+      1u << 2,  // keep every tensor NCHW: no blocked-layout convolutions (to compare)
   // Precision (docs/precision.md): kBF16 runs Conv, MatMul, Gemm and their fused forms in BF16
   // with FP32 sums where the CPU has AVX512_BF16 (else a warning and FP32); the constraint flags
   // make ILayer::setPrecision binding (kOBEY: an error when it cannot be met) or a preference.
@@ -59,7 +62,9 @@ class BuilderConfig {
   /// Returns the profile's index.
   int addOptimizationProfile(const OptimizationProfile& profile);
   int getNbOptimizationProfiles() const { return static_cast<int>(profiles_.size()); }
-  const OptimizationProfile& getOptimizationProfile(int index) const { return profiles_.at(static_cast<size_t>(index)); }
+  const OptimizationProfile& getOptimizationProfile(int index) const {
+    return profiles_.at(static_cast<size_t>(index));
+  }
   /// With BuilderFlag::kINT8: the calibrator whose batches (or cache) give the activation ranges of
   /// the quantized layers (kiln/calibrator.h). Not owned; it must outlive the build.
   void setInt8Calibrator(IInt8Calibrator* calibrator) { calibrator_ = calibrator; }
@@ -96,11 +101,11 @@ struct BuildReport {
     std::string summary;
   };
   std::vector<Stage> stages;
-  int layersBefore = 0;          // nodes in the network
-  int layersAfter = 0;           // nodes left after constant folding, dead-node removal and fusion
-  uint64_t arenaBytes = 0;       // arena holding the intermediate tensors at the opt shapes of profile 0
+  int layersBefore = 0;     // nodes in the network
+  int layersAfter = 0;      // nodes left after constant folding, dead-node removal and fusion
+  uint64_t arenaBytes = 0;  // arena holding the intermediate tensors at the opt shapes of profile 0
   uint64_t intermediateBytes = 0;  // those intermediate tensors' sizes added up (without the reuse)
-  uint64_t maxArenaBytes = 0;    // the arena at the max shapes of the profiles
+  uint64_t maxArenaBytes = 0;      // the arena at the max shapes of the profiles
   uint64_t planBytes = 0;
   std::vector<std::string> layerDecisions;  // one line per layer of the engine
   /// INT8 calibration: one line per quantized tensor, its range, scale and zero point.
@@ -113,17 +118,22 @@ struct BuildReport {
 class Builder {
  public:
   explicit Builder(ILogger& logger) : logger_(logger) {}
-  std::unique_ptr<NetworkDefinition> createNetwork() { return std::make_unique<NetworkDefinition>(logger_); }
+  std::unique_ptr<NetworkDefinition> createNetwork() {
+    return std::make_unique<NetworkDefinition>(logger_);
+  }
 
   /// Optimizes the network, checks it over every optimization profile, chooses kernels and
   /// serializes the engine. The network is not modified.
-  Result<std::vector<uint8_t>> buildSerializedNetwork(const NetworkDefinition& network, const BuilderConfig& config,
+  Result<std::vector<uint8_t>> buildSerializedNetwork(const NetworkDefinition& network,
+                                                      const BuilderConfig& config,
                                                       BuildReport* report = nullptr);
 
  private:
   ILogger& logger_;
 };
 
-inline std::unique_ptr<Builder> createBuilder(ILogger& logger) { return std::make_unique<Builder>(logger); }
+inline std::unique_ptr<Builder> createBuilder(ILogger& logger) {
+  return std::make_unique<Builder>(logger);
+}
 
 }  // namespace kiln

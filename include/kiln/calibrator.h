@@ -10,8 +10,9 @@
 //       std::memcpy(bindings[0], batches_[next_++].data(), bytes_);  // names[0] == "input"
 //       return true;
 //     }
-//     const void* readCalibrationCache(size_t& length) noexcept override { length = 0; return nullptr; }
-//     void writeCalibrationCache(const void* data, size_t length) noexcept override { /* save it */ }
+//     const void* readCalibrationCache(size_t& length) noexcept override { length = 0; return
+//     nullptr; } void writeCalibrationCache(const void* data, size_t length) noexcept override { /*
+//     save it */ }
 //   };
 #pragma once
 #include <cstddef>
@@ -60,10 +61,12 @@ class IInt8Calibrator {
   /// The next batch as tensors of their own shapes (checked against `inputs`), one per input in
   /// order; false when there are no more. By default: buffers of `inputs`' shapes passed to
   /// getBatch (which needs every dimension known). Throws kiln::Error to report a bad batch.
-  virtual bool getBatchTensors(const std::vector<CalibrationInput>& inputs, std::vector<Tensor>& batch);
+  virtual bool getBatchTensors(const std::vector<CalibrationInput>& inputs,
+                               std::vector<Tensor>& batch);
   /// Called after each batch of each pass (entropy and percentile read the batches twice): the
   /// samples done and in all (-1: unknown) and the seconds left (-1: unknown). Nothing by default.
-  virtual void reportProgress(int64_t samplesDone, int64_t samplesTotal, double secondsLeft) noexcept {}
+  virtual void reportProgress(int64_t samplesDone, int64_t samplesTotal,
+                              double secondsLeft) noexcept {}
   /// The percentile of |x| that kPERCENTILE_CALIBRATION keeps, in (0, 100].
   virtual double getPercentile() const noexcept { return 99.99; }
 };
@@ -73,20 +76,27 @@ class IInt8Calibrator {
 /// [0, T] for a tensor that was never negative.
 class IInt8EntropyCalibrator2 : public IInt8Calibrator {
  public:
-  CalibrationAlgoType getAlgorithm() const noexcept final { return CalibrationAlgoType::kENTROPY_CALIBRATION_2; }
+  CalibrationAlgoType getAlgorithm() const noexcept final {
+    return CalibrationAlgoType::kENTROPY_CALIBRATION_2;
+  }
 };
 
-/// The smallest and largest value seen (asymmetric ranges that include 0, as ONNX Runtime's MinMax).
+/// The smallest and largest value seen (asymmetric ranges that include 0, as ONNX Runtime's
+/// MinMax).
 class IInt8MinMaxCalibrator : public IInt8Calibrator {
  public:
-  CalibrationAlgoType getAlgorithm() const noexcept final { return CalibrationAlgoType::kMINMAX_CALIBRATION; }
+  CalibrationAlgoType getAlgorithm() const noexcept final {
+    return CalibrationAlgoType::kMINMAX_CALIBRATION;
+  }
 };
 
 /// T = the getPercentile()-th percentile of |x| (override getPercentile to choose it), ranges as
 /// entropy's: outliers beyond T saturate.
 class IInt8PercentileCalibrator : public IInt8Calibrator {
  public:
-  CalibrationAlgoType getAlgorithm() const noexcept final { return CalibrationAlgoType::kPERCENTILE_CALIBRATION; }
+  CalibrationAlgoType getAlgorithm() const noexcept final {
+    return CalibrationAlgoType::kPERCENTILE_CALIBRATION;
+  }
 };
 
 }  // namespace kiln

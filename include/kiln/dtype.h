@@ -49,7 +49,8 @@ bool isSupportedDataType(DataType type);
 bool isFloatingPoint(DataType type);
 bool isSignedInteger(DataType type);
 bool isUnsignedInteger(DataType type);
-/// True for the float8, float4, int4, uint4, int2 and uint2 types (one byte per element in a Tensor).
+/// True for the float8, float4, int4, uint4, int2 and uint2 types (one byte per element in a
+/// Tensor).
 bool isLowPrecision(DataType type);
 
 }  // namespace kiln

@@ -1,12 +1,11 @@
 // Running built engines, as with TensorRT's IRuntime / ICudaEngine / IExecutionContext.
 //
 //   Runtime runtime(logger);
-//   Result<std::shared_ptr<const Engine>> engine = runtime.deserializeEngine(plan.data(), plan.size());
-//   auto context = (*engine)->createExecutionContext();
-//   context->setInputShape("x", {2, 3, 224, 224});
-//   context->setTensorAddress("x", inputData);
-//   context->setTensorAddress("y", outputData, outputBytes);
-//   Status s = context->execute();               // or: CompletionEvent e = context->enqueue(); e.wait();
+//   Result<std::shared_ptr<const Engine>> engine = runtime.deserializeEngine(plan.data(),
+//   plan.size()); auto context = (*engine)->createExecutionContext(); context->setInputShape("x",
+//   {2, 3, 224, 224}); context->setTensorAddress("x", inputData); context->setTensorAddress("y",
+//   outputData, outputBytes); Status s = context->execute();               // or: CompletionEvent e
+//   = context->enqueue(); e.wait();
 //
 // An Engine is immutable: many contexts, on different threads, may share one. A context is
 // used by one thread at a time.
@@ -30,14 +29,14 @@ enum class TensorIOMode { kNONE, kINPUT, kOUTPUT };
 /// One layer of a built engine and the kernel chosen for it (an engine inspector).
 /// One candidate kernel of a layer as the builder's tactic selection saw it.
 struct TacticTiming {
-  std::string kernel;         // candidate id
-  double milliseconds = -1;   // its median time at the opt shapes; < 0: not timed
-  std::string note;           // why it was not timed (declined the layer, failed), "" when timed
+  std::string kernel;        // candidate id
+  double milliseconds = -1;  // its median time at the opt shapes; < 0: not timed
+  std::string note;          // why it was not timed (declined the layer, failed), "" when timed
 };
 
 struct LayerInfo {
   std::string name;
-  std::string type;    // ONNX operator
+  std::string type;       // ONNX operator
   std::string kernel;     // the chosen kernel's id: "f32_nchwc_conv_winograd_f4x4_avx512"
   std::string kernelIsa;  // the CPU feature that kernel needs: "avx2" or "avx512f"
   /// "id: reason" for each candidate tried before the chosen one, which declined the layer.
@@ -68,7 +67,8 @@ struct PlanInfo {
   int layersAfter = 0;
   uint64_t arenaBytes = 0;
   std::string source;  // the model or network it was built from
-  int builderOptimizationLevel = 0;  // BuilderConfig::setBuilderOptimizationLevel (0: heuristics only)
+  int builderOptimizationLevel =
+      0;  // BuilderConfig::setBuilderOptimizationLevel (0: heuristics only)
 };
 
 class ExecutionContext;
@@ -87,7 +87,8 @@ class Engine {
 
   int getNbOptimizationProfiles() const;
   /// Empty when the name is not an input or the profile does not exist.
-  Shape getProfileShape(const std::string& inputName, int profileIndex, OptProfileSelector which) const;
+  Shape getProfileShape(const std::string& inputName, int profileIndex,
+                        OptProfileSelector which) const;
   std::vector<int64_t> getProfileShapeValues(const std::string& inputName, int profileIndex,
                                              OptProfileSelector which) const;
 
@@ -187,6 +188,8 @@ class Runtime {
   bool verifyPackedWeights_ = false;
 };
 
-inline std::unique_ptr<Runtime> createRuntime(ILogger& logger) { return std::make_unique<Runtime>(logger); }
+inline std::unique_ptr<Runtime> createRuntime(ILogger& logger) {
+  return std::make_unique<Runtime>(logger);
+}
 
 }  // namespace kiln

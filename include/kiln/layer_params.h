@@ -32,16 +32,16 @@ struct ConcatenationParams {
 
 /// The parameters of a layer that can change after it is made; std::monostate for the layers
 /// that have none (element-wise, matrix multiply, fully connected, constant, plugin, imported).
-using LayerParams = std::variant<std::monostate, ConvolutionParams, PoolingParams, ActivationParams, SoftMaxParams,
-                                 ShuffleParams, ResizeParams, ConcatenationParams>;
+using LayerParams = std::variant<std::monostate, ConvolutionParams, PoolingParams, ActivationParams,
+                                 SoftMaxParams, ShuffleParams, ResizeParams, ConcatenationParams>;
 
 /// The parameters the layer (of `network`) was made with, or last set; std::monostate for a
 /// layer of another network.
 LayerParams getLayerParams(const NetworkDefinition& network, const ILayer& layer);
 
-/// Re-creates the layer (of `network`) with new parameters of its kind: it keeps its name, inputs and output
-/// tensors (their consumers and output marks). Fails, leaving the layer as it was, when the
-/// parameters are of another kind or make the layer invalid; the Status says why.
+/// Re-creates the layer (of `network`) with new parameters of its kind: it keeps its name, inputs
+/// and output tensors (their consumers and output marks). Fails, leaving the layer as it was, when
+/// the parameters are of another kind or make the layer invalid; the Status says why.
 Status setLayerParams(NetworkDefinition& network, ILayer& layer, const LayerParams& params);
 
 }  // namespace kiln

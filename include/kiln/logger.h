@@ -1,4 +1,5 @@
-// Messages from the parser, builder and runtime go to a logger the application provides, as in TensorRT.
+// Messages from the parser, builder and runtime go to a logger the application provides, as in
+// TensorRT.
 #pragma once
 #include <string>
 

@@ -9,13 +9,13 @@
 namespace kiln {
 
 struct ModelMetadata {
-  std::string producerName;      // ModelProto.producer_name ("pytorch")
-  std::string producerVersion;   // ModelProto.producer_version
-  std::string domain;            // ModelProto.domain
-  std::string description;       // ModelProto.doc_string
-  std::optional<int64_t> version;  // ModelProto.model_version, when the model sets it
-  std::string graphName;         // GraphProto.name
-  std::string graphDescription;  // GraphProto.doc_string
+  std::string producerName;                   // ModelProto.producer_name ("pytorch")
+  std::string producerVersion;                // ModelProto.producer_version
+  std::string domain;                         // ModelProto.domain
+  std::string description;                    // ModelProto.doc_string
+  std::optional<int64_t> version;             // ModelProto.model_version, when the model sets it
+  std::string graphName;                      // GraphProto.name
+  std::string graphDescription;               // GraphProto.doc_string
   std::map<std::string, std::string> custom;  // ModelProto.metadata_props
 };
 

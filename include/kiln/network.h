@@ -29,13 +29,16 @@ struct Weights {
 };
 
 enum class ActivationType {
-  kRELU, kSIGMOID, kTANH,
-  kLEAKY_RELU,     // alpha: slope for x < 0
-  kELU,            // alpha
-  kSELU,           // alpha, beta = gamma
-  kSOFTSIGN, kSOFTPLUS,
-  kCLIP,           // alpha = min, beta = max
-  kHARD_SIGMOID,   // alpha, beta
+  kRELU,
+  kSIGMOID,
+  kTANH,
+  kLEAKY_RELU,  // alpha: slope for x < 0
+  kELU,         // alpha
+  kSELU,        // alpha, beta = gamma
+  kSOFTSIGN,
+  kSOFTPLUS,
+  kCLIP,              // alpha = min, beta = max
+  kHARD_SIGMOID,      // alpha, beta
   kTHRESHOLDED_RELU,  // alpha
 };
 enum class PoolingType { kMAX, kAVERAGE };
@@ -44,30 +47,30 @@ enum class MatrixOperation { kNONE, kTRANSPOSE };  // kTRANSPOSE swaps the last 
 enum class ResizeMode { kNEAREST, kLINEAR, kCUBIC };
 
 struct ConvolutionParams {
-  Shape strides;     // default 1 per spatial dim
-  Shape padding;     // symmetric padding per spatial dim, default 0
-  Shape dilations;   // default 1
+  Shape strides;    // default 1 per spatial dim
+  Shape padding;    // symmetric padding per spatial dim, default 0
+  Shape dilations;  // default 1
   int64_t groups = 1;
 };
 
 struct PoolingParams {
-  Shape strides;     // default 1 per spatial dim (ONNX's default; TensorRT tutorials set it)
-  Shape padding;     // symmetric, default 0
+  Shape strides;  // default 1 per spatial dim (ONNX's default; TensorRT tutorials set it)
+  Shape padding;  // symmetric, default 0
   bool averageCountExcludesPadding = true;
 };
 
 /// addShuffle: an optional transpose, an optional reshape, an optional second transpose.
 struct ShuffleParams {
-  std::vector<int64_t> firstTranspose;   // permutation; empty: none
-  Shape reshapeDims;                      // ONNX Reshape semantics: 0 copies the dim, -1 is inferred
+  std::vector<int64_t> firstTranspose;  // permutation; empty: none
+  Shape reshapeDims;                    // ONNX Reshape semantics: 0 copies the dim, -1 is inferred
   bool hasReshape = false;
   std::vector<int64_t> secondTranspose;  // permutation; empty: none
 };
 
 struct ResizeParams {
   ResizeMode mode = ResizeMode::kNEAREST;
-  std::vector<float> scales;  // one per dim, or
-  Shape outputDims;            // the output shape
+  std::vector<float> scales;                            // one per dim, or
+  Shape outputDims;                                     // the output shape
   std::string coordinateTransformation = "half_pixel";  // ONNX coordinate_transformation_mode
   std::string nearestMode = "round_prefer_floor";
 };
@@ -147,15 +150,19 @@ class NetworkDefinition {
 
   /// Conv: kernel has nbOutputMaps * (C / groups) * prod(kernelSize) values (OIHW), bias
   /// nbOutputMaps values or none.
-  ILayer* addConvolution(ITensor& input, int64_t nbOutputMaps, const Shape& kernelSize, const Weights& kernel,
-                         const Weights& bias, const ConvolutionParams& params = {});
-  ILayer* addPooling(ITensor& input, PoolingType type, const Shape& windowSize, const PoolingParams& params = {});
+  ILayer* addConvolution(ITensor& input, int64_t nbOutputMaps, const Shape& kernelSize,
+                         const Weights& kernel, const Weights& bias,
+                         const ConvolutionParams& params = {});
+  ILayer* addPooling(ITensor& input, PoolingType type, const Shape& windowSize,
+                     const PoolingParams& params = {});
   ILayer* addActivation(ITensor& input, ActivationType type, float alpha = 0.0f, float beta = 0.0f);
   /// numpy broadcasting between a and b.
   ILayer* addElementWise(ITensor& a, ITensor& b, ElementWiseOperation op);
   ILayer* addMatrixMultiply(ITensor& a, MatrixOperation opA, ITensor& b, MatrixOperation opB);
-  /// y = x W^T + b with W of shape [nbOutputs, K]; inputs of rank > 2 are flattened to [N, K] first.
-  ILayer* addFullyConnected(ITensor& input, int64_t nbOutputs, const Weights& kernel, const Weights& bias);
+  /// y = x W^T + b with W of shape [nbOutputs, K]; inputs of rank > 2 are flattened to [N, K]
+  /// first.
+  ILayer* addFullyConnected(ITensor& input, int64_t nbOutputs, const Weights& kernel,
+                            const Weights& bias);
   ILayer* addSoftMax(ITensor& input, int64_t axis = -1);
   ILayer* addShuffle(ITensor& input, const ShuffleParams& params);
   ILayer* addConcatenation(const std::vector<ITensor*>& inputs, int64_t axis);
@@ -166,8 +173,9 @@ class NetworkDefinition {
   ILayer* addPlugin(const std::vector<ITensor*>& inputs, const IPlugin& plugin);
   /// A plugin layer made by the registered creator of (name, version, namespace) from `fields`
   /// (checked against the creator's field list); an empty version picks the highest one.
-  ILayer* addPlugin(const std::vector<ITensor*>& inputs, const std::string& name, const PluginFields& fields,
-                    const std::string& version = "", const std::string& pluginNamespace = "");
+  ILayer* addPlugin(const std::vector<ITensor*>& inputs, const std::string& name,
+                    const PluginFields& fields, const std::string& version = "",
+                    const std::string& pluginNamespace = "");
 
   int getNbInputs() const;
   ITensor* getInput(int index) const;

@@ -2,7 +2,8 @@
 //
 //   OnnxParser parser(*network, logger);
 //   if (!parser.parseFromFile("model.onnx"))
-//     for (int i = 0; i < parser.getNbErrors(); ++i) std::cerr << parser.getError(i).toString() << "\n";
+//     for (int i = 0; i < parser.getNbErrors(); ++i) std::cerr << parser.getError(i).toString() <<
+//     "\n";
 //
 // Every unsupported operator is reported in one pass, each as its own error.
 #pragma once

@@ -20,7 +20,8 @@ class OptimizationProfile {
   void setDimensions(const std::string& inputName, OptProfileSelector which, const Shape& dims);
   /// Empty when not set.
   Shape getDimensions(const std::string& inputName, OptProfileSelector which) const;
-  void setShapeValues(const std::string& inputName, OptProfileSelector which, const std::vector<int64_t>& values);
+  void setShapeValues(const std::string& inputName, OptProfileSelector which,
+                      const std::vector<int64_t>& values);
   std::vector<int64_t> getShapeValues(const std::string& inputName, OptProfileSelector which) const;
   /// Inputs that have dims or values set.
   std::vector<std::string> inputNames() const;

@@ -94,8 +94,8 @@ enum class PluginFieldType { kINT, kFLOAT, kSTRING, kINTS, kFLOATS, kSTRINGS, kT
 /// "int", "float", "string", "ints", "floats", "strings", "tensor".
 const char* pluginFieldTypeName(PluginFieldType type);
 
-using PluginFieldValue = std::variant<int64_t, float, std::string, std::vector<int64_t>, std::vector<float>,
-                                      std::vector<std::string>, Tensor>;
+using PluginFieldValue = std::variant<int64_t, float, std::string, std::vector<int64_t>,
+                                      std::vector<float>, std::vector<std::string>, Tensor>;
 
 /// One field a creator accepts: its name, type and whether it must be given.
 struct PluginFieldSpec {
@@ -177,13 +177,16 @@ class IPlugin {
   virtual int getNbOutputs() const { return 1; }
   /// The dims of output `outputIndex`; inputs[i][k] is the expression for dim k of input i
   /// (inputs[i] is empty for an omitted optional input). Default: the dims of input 0.
-  virtual std::vector<DimExpr> getOutputDimensions(int outputIndex, const std::vector<ShapeExpr>& inputs) const;
+  virtual std::vector<DimExpr> getOutputDimensions(int outputIndex,
+                                                   const std::vector<ShapeExpr>& inputs) const;
   /// Default: the type of input 0.
-  virtual DataType getOutputDataType(int outputIndex, const std::vector<DataType>& inputTypes) const;
+  virtual DataType getOutputDataType(int outputIndex,
+                                     const std::vector<DataType>& inputTypes) const;
   /// Whether position `pos` (inputs first, then outputs) accepts inOut[pos], given the formats of
   /// the positions before it. Checked when the engine is built and when a plan loads.
   /// Default: float32, linear, everywhere.
-  virtual bool supportsFormatCombination(int pos, const std::vector<PluginTensorFormat>& inOut, int nbInputs) const;
+  virtual bool supportsFormatCombination(int pos, const std::vector<PluginTensorFormat>& inOut,
+                                         int nbInputs) const;
   /// Bytes of scratch memory enqueue needs for these shapes (64-byte aligned). Default 0.
   virtual size_t getWorkspaceSize(const std::vector<PluginTensorDesc>& inputs,
                                   const std::vector<PluginTensorDesc>& outputs) const {
@@ -191,14 +194,15 @@ class IPlugin {
   }
   /// Called before the first enqueue and whenever the input shapes change, with the resolved
   /// shapes. A failed Status fails the run, naming the node and the plugin.
-  virtual Status configure(const std::vector<PluginTensorDesc>& inputs, const std::vector<PluginTensorDesc>& outputs) {
+  virtual Status configure(const std::vector<PluginTensorDesc>& inputs,
+                           const std::vector<PluginTensorDesc>& outputs) {
     return Status();
   }
   /// Computes the outputs. inputs[i] is nullptr for an omitted optional input; outputs are
   /// allocated with the shapes of getOutputDimensions. A failed Status (or a thrown exception)
   /// fails the run with an error that names the node and the plugin.
-  virtual Status enqueue(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
-                         void* workspace) = 0;
+  virtual Status enqueue(const std::vector<const Tensor*>& inputs,
+                         const std::vector<Tensor*>& outputs, void* workspace) = 0;
 
   /// Bytes from which the creator's deserializePlugin re-creates this plugin (stored in the plan).
   virtual std::vector<uint8_t> serialize() const = 0;
@@ -216,8 +220,10 @@ class IPluginCreator {
   /// an error naming the node, the field, the expected and the given type.
   virtual std::vector<PluginFieldSpec> getFieldNames() const { return {}; }
   /// `name` is the node's name (for messages). Throw kiln::Error to refuse the fields.
-  virtual std::unique_ptr<IPlugin> createPlugin(const std::string& name, const PluginFields& fields) const = 0;
-  virtual std::unique_ptr<IPlugin> deserializePlugin(const std::string& name, const void* data, size_t size) const = 0;
+  virtual std::unique_ptr<IPlugin> createPlugin(const std::string& name,
+                                                const PluginFields& fields) const = 0;
+  virtual std::unique_ptr<IPlugin> deserializePlugin(const std::string& name, const void* data,
+                                                     size_t size) const = 0;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -231,10 +237,12 @@ class PluginRegistry {
   /// Fails (kINVALID_ARGUMENT) when a creator with the same name, version and namespace exists.
   Status registerCreator(std::shared_ptr<IPluginCreator> creator);
   /// Removes a creator; false if it was not registered.
-  bool deregisterCreator(const std::string& name, const std::string& version, const std::string& pluginNamespace);
+  bool deregisterCreator(const std::string& name, const std::string& version,
+                         const std::string& pluginNamespace);
   /// The creator of (name, version, namespace); an empty version matches the highest registered
   /// version. nullptr when there is none.
-  std::shared_ptr<IPluginCreator> getCreator(const std::string& name, const std::string& version = "",
+  std::shared_ptr<IPluginCreator> getCreator(const std::string& name,
+                                             const std::string& version = "",
                                              const std::string& pluginNamespace = "") const;
   /// True when some version of (name, namespace) is registered.
   bool hasPlugin(const std::string& name, const std::string& pluginNamespace) const;
@@ -281,7 +289,8 @@ struct PluginRegistrar {
 /// `info`) are its state, serialized as such. Derived must be default-constructible and copyable.
 ///
 ///   struct Scale : kiln::SimplePlugin<Scale> {
-///     kiln::Status run(const std::vector<const kiln::Tensor*>& in, kiln::Tensor& out) override { ... }
+///     kiln::Status run(const std::vector<const kiln::Tensor*>& in, kiln::Tensor& out) override {
+///     ... }
 ///   };
 ///   KILN_REGISTER_SIMPLE_PLUGIN(Scale, "Scale");
 template <typename Derived>
@@ -290,7 +299,9 @@ class SimplePlugin : public IPlugin {
   /// The computation: inputs (nullptr where omitted) to the one output.
   virtual Status run(const std::vector<const Tensor*>& inputs, Tensor& output) = 0;
   /// The output dims; default: those of input 0.
-  virtual std::vector<DimExpr> outputDims(const std::vector<ShapeExpr>& inputs) const { return inputs.at(0); }
+  virtual std::vector<DimExpr> outputDims(const std::vector<ShapeExpr>& inputs) const {
+    return inputs.at(0);
+  }
 
   const PluginFields& fields() const { return fields_; }
   const std::string& nodeName() const { return nodeName_; }
@@ -299,10 +310,12 @@ class SimplePlugin : public IPlugin {
   std::string getPluginName() const override { return identity_.name; }
   std::string getPluginVersion() const override { return identity_.version; }
   std::string getPluginNamespace() const override { return identity_.nspace; }
-  std::vector<DimExpr> getOutputDimensions(int, const std::vector<ShapeExpr>& inputs) const override {
+  std::vector<DimExpr> getOutputDimensions(int,
+                                           const std::vector<ShapeExpr>& inputs) const override {
     return outputDims(inputs);
   }
-  Status enqueue(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs, void*) override {
+  Status enqueue(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
+                 void*) override {
     return run(inputs, *outputs.at(0));
   }
   std::vector<uint8_t> serialize() const override { return fields_.serialize(); }
@@ -335,12 +348,14 @@ class SimplePluginCreator : public IPluginCreator {
   std::string getPluginName() const override { return identity_.name; }
   std::string getPluginVersion() const override { return identity_.version; }
   std::string getPluginNamespace() const override { return identity_.nspace; }
-  std::unique_ptr<IPlugin> createPlugin(const std::string& name, const PluginFields& fields) const override {
+  std::unique_ptr<IPlugin> createPlugin(const std::string& name,
+                                        const PluginFields& fields) const override {
     auto plugin = std::make_unique<Plugin>();
     plugin->initSimplePlugin(identity_, name, fields);
     return plugin;
   }
-  std::unique_ptr<IPlugin> deserializePlugin(const std::string& name, const void* data, size_t size) const override {
+  std::unique_ptr<IPlugin> deserializePlugin(const std::string& name, const void* data,
+                                             size_t size) const override {
     return createPlugin(name, PluginFields::deserialize(data, size));
   }
 
@@ -350,7 +365,8 @@ class SimplePluginCreator : public IPluginCreator {
 
 template <typename Plugin>
 struct SimplePluginRegistrar {
-  SimplePluginRegistrar(const char* name, const char* version = "1", const char* pluginNamespace = "") {
+  SimplePluginRegistrar(const char* name, const char* version = "1",
+                        const char* pluginNamespace = "") {
     Status s = PluginRegistry::global().registerCreator(
         std::make_shared<SimplePluginCreator<Plugin>>(name, version, pluginNamespace));
     if (!s.ok()) reportPluginRegistrationFailure(s);
@@ -358,8 +374,9 @@ struct SimplePluginRegistrar {
 };
 
 /// Registers a SimplePlugin under a name (and optionally a version and a namespace).
-#define KILN_REGISTER_SIMPLE_PLUGIN(Plugin, ...) \
-  static ::kiln::SimplePluginRegistrar<Plugin> KILN_PLUGIN_CONCAT(kilnSimplePluginRegistrar_, __COUNTER__)(__VA_ARGS__)
+#define KILN_REGISTER_SIMPLE_PLUGIN(Plugin, ...)                                              \
+  static ::kiln::SimplePluginRegistrar<Plugin> KILN_PLUGIN_CONCAT(kilnSimplePluginRegistrar_, \
+                                                                  __COUNTER__)(__VA_ARGS__)
 
 // ---------------------------------------------------------------------------------------------
 // Threads

@@ -18,8 +18,8 @@
 namespace kiln {
 
 struct SessionOptions {
-  int threads = 0;              // intra-op threads; 0 = one per hardware thread
-  bool optimize = true;         // run graph optimizations (constant folding, dead-node removal)
+  int threads = 0;       // intra-op threads; 0 = one per hardware thread
+  bool optimize = true;  // run graph optimizations (constant folding, dead-node removal)
   /// With optimize: run convolutions in the blocked NCHWc layout (docs/performance.md); false
   /// keeps every tensor NCHW, to compare.
   bool nchwcLayout = true;

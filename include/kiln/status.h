@@ -36,7 +36,9 @@ class [[nodiscard]] Result {
  public:
   Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit, like std::optional
   Result(Status status) : status_(std::move(status)) {
-    if (status_.ok()) status_ = Status(ErrorCode::kInternalError, "a Result was made from a success Status without a value");
+    if (status_.ok())
+      status_ = Status(ErrorCode::kInternalError,
+                       "a Result was made from a success Status without a value");
   }
 
   bool ok() const { return value_.has_value(); }
@@ -44,9 +46,18 @@ class [[nodiscard]] Result {
   const Status& status() const { return status_; }
 
   /// The value; calling these on a failed Result throws kiln::Error with the status message.
-  T& value() & { check(); return *value_; }
-  const T& value() const& { check(); return *value_; }
-  T&& value() && { check(); return std::move(*value_); }
+  T& value() & {
+    check();
+    return *value_;
+  }
+  const T& value() const& {
+    check();
+    return *value_;
+  }
+  T&& value() && {
+    check();
+    return std::move(*value_);
+  }
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
   T* operator->() { return &value(); }
@@ -54,7 +65,8 @@ class [[nodiscard]] Result {
 
  private:
   void check() const {
-    if (!value_) throw Error(ErrorCode::kInvalidArgument, "value() of a failed Result: " + status_.toString());
+    if (!value_)
+      throw Error(ErrorCode::kInvalidArgument, "value() of a failed Result: " + status_.toString());
   }
   Status status_;
   std::optional<T> value_;

@@ -46,9 +46,13 @@ class Tensor {
   void* raw() { return data_; }
   const void* raw() const { return data_; }
   template <typename T>
-  T* data() { return static_cast<T*>(data_); }
+  T* data() {
+    return static_cast<T*>(data_);
+  }
   template <typename T>
-  const T* data() const { return static_cast<const T*>(data_); }
+  const T* data() const {
+    return static_cast<const T*>(data_);
+  }
 
   /// Same storage, another shape with the same element count.
   Tensor reshaped(Shape shape) const;
@@ -60,7 +64,8 @@ class Tensor {
   double doubleAt(int64_t i) const;
   /// All elements as int64 (for shape-like tensors).
   std::vector<int64_t> toInt64Vector() const;
-  std::string describe() const;  // "float32[1x3x224x224]", "sequence<float32>[3 items]", "optional<float32>: none"
+  std::string describe()
+      const;  // "float32[1x3x224x224]", "sequence<float32>[3 items]", "optional<float32>: none"
 
   bool isSequence() const { return items_ != nullptr; }
   /// The tensors of a sequence value (empty for a plain tensor).

@@ -4,8 +4,8 @@
 //
 //   BuilderConfig config;
 //   config.setBuilderOptimizationLevel(3);
-//   Result<std::unique_ptr<ITimingCache>> cache = createTimingCache(bytesOfAFileOrEmpty, "cache.bin");
-//   config.setTimingCache(cache.value().get());
+//   Result<std::unique_ptr<ITimingCache>> cache = createTimingCache(bytesOfAFileOrEmpty,
+//   "cache.bin"); config.setTimingCache(cache.value().get());
 //   ... buildSerializedNetwork(*network, config) ...
 //   std::vector<uint8_t> bytes = cache.value()->serialize();  // write it back
 //
@@ -48,7 +48,8 @@ class ITimingCache {
 /// A cache from serialize()'s bytes; an empty buffer makes an empty cache. Bytes that are not a
 /// timing cache, of another cache version, truncated or failing the checksum are an
 /// kINVALID_ARGUMENT error that names `source` (a file name, for the message).
-Result<std::unique_ptr<ITimingCache>> createTimingCache(const void* data, size_t bytes, const std::string& source = "");
+Result<std::unique_ptr<ITimingCache>> createTimingCache(const void* data, size_t bytes,
+                                                        const std::string& source = "");
 
 /// The key part that names this machine's CPU: "cpu=<model name>|<features>".
 std::string timingCacheCpuKey();

@@ -27,11 +27,13 @@ namespace {
 struct PyOpState {
   std::string domain, name, version;
   nb::object compute;
-  nb::object shape;         // None: every output has the shape of input 0
+  nb::object shape;                   // None: every output has the shape of input 0
   std::vector<DataType> outputTypes;  // empty: every output has the type of input 0
   int numOutputs = 1;
 
-  std::string label() const { return "Python custom op '" + (domain.empty() ? "" : domain + "::") + name + "'"; }
+  std::string label() const {
+    return "Python custom op '" + (domain.empty() ? "" : domain + "::") + name + "'";
+  }
   PyOpState() = default;
   PyOpState(const PyOpState&) = delete;
   PyOpState& operator=(const PyOpState&) = delete;
@@ -43,7 +45,8 @@ struct PyOpState {
 
 // The Python exception being handled, as "TypeName: message".
 std::string describe(const nb::python_error& e) {
-  return std::string(reinterpret_cast<PyTypeObject*>(e.type().ptr())->tp_name) + ": " + nb::str(e.value()).c_str();
+  return std::string(reinterpret_cast<PyTypeObject*>(e.type().ptr())->tp_name) + ": " +
+         nb::str(e.value()).c_str();
 }
 
 class PyOpPlugin : public IPlugin {
@@ -56,14 +59,20 @@ class PyOpPlugin : public IPlugin {
   std::string getPluginNamespace() const override { return state_->domain; }
   int getNbOutputs() const override { return state_->numOutputs; }
 
-  std::vector<DimExpr> getOutputDimensions(int outputIndex, const std::vector<ShapeExpr>& inputs) const override {
-    if (!interpreterAlive()) throw Error(ErrorCode::kRuntimeError, state_->label() + ": the Python interpreter has shut down");
+  std::vector<DimExpr> getOutputDimensions(int outputIndex,
+                                           const std::vector<ShapeExpr>& inputs) const override {
+    if (!interpreterAlive())
+      throw Error(ErrorCode::kRuntimeError,
+                  state_->label() + ": the Python interpreter has shut down");
     nb::gil_scoped_acquire gil;
     if (!state_->compute.is_valid()) {
-      throw Error(ErrorCode::kRuntimeError, state_->label() + ": the Python interpreter is shutting down");
+      throw Error(ErrorCode::kRuntimeError,
+                  state_->label() + ": the Python interpreter is shutting down");
     }
     if (!state_->shape.is_valid() || state_->shape.is_none()) {
-      if (inputs.empty()) throw Error(ErrorCode::kInvalidArgument, state_->label() + " has no inputs: give it a shape function");
+      if (inputs.empty())
+        throw Error(ErrorCode::kInvalidArgument,
+                    state_->label() + " has no inputs: give it a shape function");
       return inputs[0];
     }
     try {
@@ -76,40 +85,51 @@ class PyOpPlugin : public IPlugin {
       nb::object result = state_->shape(*args, **fieldsToPython(fields_));
       // One shape per output; a single output's shape may be returned as it is.
       nb::object shapes = result;
-      if (state_->numOutputs == 1 && nb::len(result) > 0 && !PySequence_Check(nb::object(result[0]).ptr())) {
+      if (state_->numOutputs == 1 && nb::len(result) > 0 &&
+          !PySequence_Check(nb::object(result[0]).ptr())) {
         shapes = nb::make_tuple(result);
       }
       if (static_cast<int>(nb::len(shapes)) != state_->numOutputs) {
-        throw Error(ErrorCode::kInvalidArgument, state_->label() + ": the shape function returned " +
-                                                     std::to_string(nb::len(shapes)) + " shapes for " +
-                                                     std::to_string(state_->numOutputs) + " outputs");
+        throw Error(ErrorCode::kInvalidArgument,
+                    state_->label() + ": the shape function returned " +
+                        std::to_string(nb::len(shapes)) + " shapes for " +
+                        std::to_string(state_->numOutputs) + " outputs");
       }
       std::vector<DimExpr> dims;
       for (nb::handle d : nb::object(shapes[outputIndex])) dims.push_back(nb::cast<DimExpr>(d));
       return dims;
     } catch (nb::python_error& e) {
-      throw Error(ErrorCode::kInvalidArgument, state_->label() + ": the shape function raised " + describe(e));
-    } catch (const nb::cast_error&) {
       throw Error(ErrorCode::kInvalidArgument,
-                  state_->label() + ": the shape function must return shapes of ints and kiln.DimExpr");
+                  state_->label() + ": the shape function raised " + describe(e));
+    } catch (const nb::cast_error&) {
+      throw Error(
+          ErrorCode::kInvalidArgument,
+          state_->label() + ": the shape function must return shapes of ints and kiln.DimExpr");
     }
   }
 
-  DataType getOutputDataType(int outputIndex, const std::vector<DataType>& inputTypes) const override {
-    if (!state_->outputTypes.empty()) return state_->outputTypes.at(static_cast<size_t>(outputIndex));
+  DataType getOutputDataType(int outputIndex,
+                             const std::vector<DataType>& inputTypes) const override {
+    if (!state_->outputTypes.empty())
+      return state_->outputTypes.at(static_cast<size_t>(outputIndex));
     return inputTypes.empty() ? DataType::kFloat32 : inputTypes[0];
   }
 
-  bool supportsFormatCombination(int pos, const std::vector<PluginTensorFormat>& inOut, int) const override {
+  bool supportsFormatCombination(int pos, const std::vector<PluginTensorFormat>& inOut,
+                                 int) const override {
     const DataType t = inOut.at(static_cast<size_t>(pos)).type;
     return t != DataType::kString && t != DataType::kUndefined;  // numpy takes any numeric type
   }
 
-  Status enqueue(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs, void*) override {
-    if (!interpreterAlive()) return Status(ErrorCode::kRuntimeError, state_->label() + ": the Python interpreter has shut down");
+  Status enqueue(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
+                 void*) override {
+    if (!interpreterAlive())
+      return Status(ErrorCode::kRuntimeError,
+                    state_->label() + ": the Python interpreter has shut down");
     nb::gil_scoped_acquire gil;
     if (!state_->compute.is_valid()) {
-      return Status(ErrorCode::kRuntimeError, state_->label() + ": the Python interpreter is shutting down");
+      return Status(ErrorCode::kRuntimeError,
+                    state_->label() + ": the Python interpreter is shutting down");
     }
     try {
       nb::list args;
@@ -131,8 +151,9 @@ class PyOpPlugin : public IPlugin {
         for (nb::handle r : result) results.push_back(nb::borrow(r));
       }
       if (results.size() != outputs.size()) {
-        return Status(ErrorCode::kRuntimeError, state_->label() + " returned " + std::to_string(results.size()) +
-                                                      " outputs, it has " + std::to_string(outputs.size()));
+        return Status(ErrorCode::kRuntimeError,
+                      state_->label() + " returned " + std::to_string(results.size()) +
+                          " outputs, it has " + std::to_string(outputs.size()));
       }
       nb::module_ np = nb::module_::import_("numpy");
       for (size_t i = 0; i < outputs.size(); ++i) {
@@ -140,9 +161,10 @@ class PyOpPlugin : public IPlugin {
         Shape got;
         for (nb::handle d : value.attr("shape")) got.push_back(nb::cast<int64_t>(d));
         if (got != outputs[i]->shape()) {
-          return Status(ErrorCode::kRuntimeError, state_->label() + " returned output " + std::to_string(i) +
-                                                        " of shape " + shapeToString(got) +
-                                                        "; its shape function gives " + shapeToString(outputs[i]->shape()));
+          return Status(ErrorCode::kRuntimeError,
+                        state_->label() + " returned output " + std::to_string(i) + " of shape " +
+                            shapeToString(got) + "; its shape function gives " +
+                            shapeToString(outputs[i]->shape()));
         }
         np.attr("copyto")(tensorToPython(*outputs[i]), value, "casting"_a = "same_kind");
       }
@@ -155,7 +177,9 @@ class PyOpPlugin : public IPlugin {
   }
 
   std::vector<uint8_t> serialize() const override { return fields_.serialize(); }
-  std::unique_ptr<IPlugin> clone() const override { return std::make_unique<PyOpPlugin>(state_, fields_); }
+  std::unique_ptr<IPlugin> clone() const override {
+    return std::make_unique<PyOpPlugin>(state_, fields_);
+  }
 
  private:
   std::shared_ptr<const PyOpState> state_;
@@ -168,10 +192,12 @@ class PyOpCreator : public IPluginCreator {
   std::string getPluginName() const override { return state_->name; }
   std::string getPluginVersion() const override { return state_->version; }
   std::string getPluginNamespace() const override { return state_->domain; }
-  std::unique_ptr<IPlugin> createPlugin(const std::string&, const PluginFields& fields) const override {
+  std::unique_ptr<IPlugin> createPlugin(const std::string&,
+                                        const PluginFields& fields) const override {
     return std::make_unique<PyOpPlugin>(state_, fields);
   }
-  std::unique_ptr<IPlugin> deserializePlugin(const std::string&, const void* data, size_t size) const override {
+  std::unique_ptr<IPlugin> deserializePlugin(const std::string&, const void* data,
+                                             size_t size) const override {
     return std::make_unique<PyOpPlugin>(state_, PluginFields::deserialize(data, size));
   }
 
@@ -189,7 +215,9 @@ std::vector<std::weak_ptr<PyOpState>> allStates;
 void deregister(const std::string& domain, const std::string& name, const std::string& version) {
   PluginRegistry::global().deregisterCreator(name, version, domain);
   std::lock_guard<std::mutex> lock(registeredMutex);
-  std::erase_if(registered, [&](const auto& s) { return s->domain == domain && s->name == name && s->version == version; });
+  std::erase_if(registered, [&](const auto& s) {
+    return s->domain == domain && s->name == name && s->version == version;
+  });
 }
 
 }  // namespace
@@ -197,8 +225,9 @@ void deregister(const std::string& domain, const std::string& name, const std::s
 void bindCustomOps(nb::module_& m) {
   m.def(
       "_register_custom_op",
-      [](const std::string& domain, const std::string& name, const std::string& version, nb::object compute,
-         nb::object shape, int numOutputs, const std::vector<DataType>& outputTypes) {
+      [](const std::string& domain, const std::string& name, const std::string& version,
+         nb::object compute, nb::object shape, int numOutputs,
+         const std::vector<DataType>& outputTypes) {
         if (numOutputs < 1) throw nb::value_error("num_outputs must be at least 1");
         if (!outputTypes.empty() && static_cast<int>(outputTypes.size()) != numOutputs) {
           throw nb::value_error("dtypes needs one type per output");
@@ -216,10 +245,11 @@ void bindCustomOps(nb::module_& m) {
         allStates.push_back(state);
         registered.push_back(std::move(state));
       },
-      nb::arg("domain"), nb::arg("name"), nb::arg("version"), nb::arg("compute"), nb::arg("shape").none(),
-      nb::arg("num_outputs"), nb::arg("dtypes"), "Used by kiln.custom_op.");
-  m.def("_deregister_custom_op", &deregister, nb::arg("domain"), nb::arg("name"), nb::arg("version"),
-        "Used by CustomOp.unregister.");
+      nb::arg("domain"), nb::arg("name"), nb::arg("version"), nb::arg("compute"),
+      nb::arg("shape").none(), nb::arg("num_outputs"), nb::arg("dtypes"),
+      "Used by kiln.custom_op.");
+  m.def("_deregister_custom_op", &deregister, nb::arg("domain"), nb::arg("name"),
+        nb::arg("version"), "Used by CustomOp.unregister.");
   m.def(
       "_release_custom_ops_at_exit",
       [] {
@@ -237,20 +267,26 @@ void bindCustomOps(nb::module_& m) {
           s->shape.reset();
         }
       },
-      "Run at exit: the registry outlives the interpreter; ops still held by engines stop working.");
+      "Run at exit: the registry outlives the interpreter; ops still held by engines stop "
+      "working.");
   m.def(
       "_create_custom_op_plugin",
-      [](const std::string& domain, const std::string& name, const std::string& version, nb::dict attrs) {
+      [](const std::string& domain, const std::string& name, const std::string& version,
+         nb::dict attrs) {
         auto creator = PluginRegistry::global().getCreator(name, version, domain);
-        if (!creator) throw Error(ErrorCode::kInvalidArgument, "custom op '" + domain + "::" + name + "' is not registered");
+        if (!creator)
+          throw Error(ErrorCode::kInvalidArgument,
+                      "custom op '" + domain + "::" + name + "' is not registered");
         PluginFields fields;
         for (auto [k, v] : attrs) {
           const std::string key = nb::cast<std::string>(k);
           fields.set(key, fieldFromPython(key, v, std::nullopt));
         }
-        return PluginHandle{std::shared_ptr<const IPlugin>(creator->createPlugin(name, fields)), name};
+        return PluginHandle{std::shared_ptr<const IPlugin>(creator->createPlugin(name, fields)),
+                            name};
       },
-      nb::arg("domain"), nb::arg("name"), nb::arg("version"), nb::arg("attrs"), "Used by CustomOp.create_plugin.");
+      nb::arg("domain"), nb::arg("name"), nb::arg("version"), nb::arg("attrs"),
+      "Used by CustomOp.create_plugin.");
 }
 
 }  // namespace kiln::python

@@ -1,5 +1,5 @@
-// Errors as ONNX Runtime's Python API raises them: "[ONNXRuntimeError] : 2 : INVALID_ARGUMENT : ...",
-// as instances of its classes (kiln.capi.onnxruntime_pybind11_state.InvalidArgument, ...).
+// Errors as ONNX Runtime's Python API raises them: "[ONNXRuntimeError] : 2 : INVALID_ARGUMENT :
+// ...", as instances of its classes (kiln.capi.onnxruntime_pybind11_state.InvalidArgument, ...).
 #pragma once
 #include <stdexcept>
 #include <string>

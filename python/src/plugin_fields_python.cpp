@@ -13,29 +13,35 @@ namespace kiln::python {
 namespace {
 
 [[noreturn]] void badField(const std::string& name, nb::handle value, const char* why) {
-  throw nb::type_error(("plugin field '" + name + "': " + why + " (got a " +
-                        typeName(value) + ")").c_str());
+  throw nb::type_error(
+      ("plugin field '" + name + "': " + why + " (got a " + typeName(value) + ")").c_str());
 }
 
 bool isListType(PluginFieldType t) {
-  return t == PluginFieldType::kINTS || t == PluginFieldType::kFLOATS || t == PluginFieldType::kSTRINGS;
+  return t == PluginFieldType::kINTS || t == PluginFieldType::kFLOATS ||
+         t == PluginFieldType::kSTRINGS;
 }
 
 PluginFieldValue scalarField(const std::string& name, nb::handle v) {
   if (PyBool_Check(v.ptr()) || PyLong_Check(v.ptr())) return nb::cast<int64_t>(v);
   if (PyFloat_Check(v.ptr())) return nb::cast<float>(v);
   if (PyUnicode_Check(v.ptr())) return nb::cast<std::string>(v);
-  if (PyBytes_Check(v.ptr())) return std::string(PyBytes_AS_STRING(v.ptr()), static_cast<size_t>(PyBytes_GET_SIZE(v.ptr())));
+  if (PyBytes_Check(v.ptr()))
+    return std::string(PyBytes_AS_STRING(v.ptr()), static_cast<size_t>(PyBytes_GET_SIZE(v.ptr())));
   badField(name, v, "needs an int, float, str, a list of them or a numpy array");
 }
 
 PluginFieldValue listField(const std::string& name, nb::handle list) {
   bool anyFloat = false, anyString = false, anyNumber = false;
   for (nb::handle item : list) {
-    if (PyUnicode_Check(item.ptr()) || PyBytes_Check(item.ptr())) anyString = true;
-    else if (PyFloat_Check(item.ptr())) anyFloat = anyNumber = true;
-    else if (PyLong_Check(item.ptr())) anyNumber = true;
-    else badField(name, item, "list members must be ints, floats or strs");
+    if (PyUnicode_Check(item.ptr()) || PyBytes_Check(item.ptr()))
+      anyString = true;
+    else if (PyFloat_Check(item.ptr()))
+      anyFloat = anyNumber = true;
+    else if (PyLong_Check(item.ptr()))
+      anyNumber = true;
+    else
+      badField(name, item, "list members must be ints, floats or strs");
   }
   if (anyString && anyNumber) badField(name, list, "a list mixes strs and numbers");
   if (anyString) {
@@ -55,7 +61,8 @@ PluginFieldValue listField(const std::string& name, nb::handle list) {
 
 }  // namespace
 
-PluginFieldValue fieldFromPython(const std::string& name, nb::handle value, std::optional<PluginFieldType> expected) {
+PluginFieldValue fieldFromPython(const std::string& name, nb::handle value,
+                                 std::optional<PluginFieldType> expected) {
   nb::module_ np = nb::module_::import_("numpy");
   if (isInstance(value, np.attr("ndarray"))) {
     const auto ndim = nb::cast<int>(value.attr("ndim"));
@@ -77,7 +84,8 @@ PluginFieldValue fieldFromPython(const std::string& name, nb::handle value, std:
     return listField(name, items);
   }
   if (PyList_Check(value.ptr()) || PyTuple_Check(value.ptr())) {
-    if (expected && !isListType(*expected) && nb::len(value) == 1) return scalarField(name, value[0]);
+    if (expected && !isListType(*expected) && nb::len(value) == 1)
+      return scalarField(name, value[0]);
     return listField(name, value);
   }
   if (isInstance(value, np.attr("generic"))) value = value.attr("item")();

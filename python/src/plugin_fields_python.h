@@ -13,7 +13,8 @@ namespace kiln::python {
 /// a list/tuple/1-D array -> INTS, FLOATS or STRINGS, an array of rank > 1 -> TENSOR. `expected`
 /// (the creator's field type, when it lists one) settles a one-element array as a scalar or a
 /// list, and an array as a TENSOR. Raises TypeError naming the field for anything else.
-PluginFieldValue fieldFromPython(const std::string& name, nb::handle value, std::optional<PluginFieldType> expected);
+PluginFieldValue fieldFromPython(const std::string& name, nb::handle value,
+                                 std::optional<PluginFieldType> expected);
 
 /// The fields as keyword arguments: ints, floats, strs, lists of them, numpy arrays for tensors.
 nb::dict fieldsToPython(const PluginFields& fields);

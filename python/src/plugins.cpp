@@ -16,7 +16,8 @@ void bindPlugins(nb::module_& m) {
         Status status = loadPluginLibrary(path);
         if (!status.ok()) throw OrtError(OrtCode::kFail, status.message());
       },
-      nb::arg("path"), "Loads a kiln plugin library (.so); its plugins then serve the ops they name.");
+      nb::arg("path"),
+      "Loads a kiln plugin library (.so); its plugins then serve the ops they name.");
 }
 
 }  // namespace kiln::python

@@ -15,10 +15,10 @@
 #include <nanobind/stl/vector.h>
 
 #include "bindings.h"
+#include "engine/trace_profiler.h"
 #include "errors.h"
 #include "kiln/session.h"
 #include "tensors.h"
-#include "engine/trace_profiler.h"
 
 namespace kiln::python {
 
@@ -39,7 +39,8 @@ class PySession {
     nb::gil_scoped_release release;  // loading and optimizing a large model takes a while
     session_ = std::make_unique<Session>(path, o);
   }
-  PySession(nb::bytes data, const SessionOptions& options, bool profile, const std::string& externalDataDir)
+  PySession(nb::bytes data, const SessionOptions& options, bool profile,
+            const std::string& externalDataDir)
       : profiler_(profile ? std::make_unique<TraceProfiler>() : nullptr) {
     SessionOptions o = withProfiler(options);
     // The bytes object stays alive (and unchanged: bytes are immutable) while the GIL is released.
@@ -52,9 +53,12 @@ class PySession {
     for (const TensorInfo& info : ofInputs ? session_->inputs() : session_->outputs()) {
       nb::list shape;
       for (size_t i = 0; i < info.shape.size(); ++i) {
-        if (info.shape[i] >= 0) shape.append(info.shape[i]);
-        else if (!info.dimNames[i].empty()) shape.append(info.dimNames[i]);
-        else shape.append(nb::none());
+        if (info.shape[i] >= 0)
+          shape.append(info.shape[i]);
+        else if (!info.dimNames[i].empty())
+          shape.append(info.dimNames[i]);
+        else
+          shape.append(nb::none());
       }
       result.append(nb::make_tuple(info.name, shape, ortTypeName(info), info.optional));
     }
@@ -95,7 +99,9 @@ class PySession {
   }
 
   /// The profile's events since the last call, oldest first, as Chrome-trace JSON (pid `pid`).
-  std::string takeProfile(int pid) { return profiler_ ? chromeTraceJson(profiler_->take(), pid) : "[]"; }
+  std::string takeProfile(int pid) {
+    return profiler_ ? chromeTraceJson(profiler_->take(), pid) : "[]";
+  }
 
   /// For bench/python_overhead.py: `iterations` calls of the C++ Session::run on `feed`
   /// (converted once), each timed; the seconds of each.
@@ -128,12 +134,14 @@ class PySession {
   NamedTensors tensorsOf(nb::dict feed) const {
     nb::list missing;
     for (const TensorInfo& info : session_->inputs()) {
-      if (!info.optional && !info.isOptionalType && !feed.contains(info.name.c_str())) missing.append(info.name);
+      if (!info.optional && !info.isOptionalType && !feed.contains(info.name.c_str()))
+        missing.append(info.name);
     }
     if (missing.size() != 0) {
       const std::string given = nb::repr(nb::list(feed.keys())).c_str();
       throw nb::value_error(("Required inputs (" + std::string(nb::repr(missing).c_str()) +
-                             ") are missing from input feed (" + given + ").").c_str());
+                             ") are missing from input feed (" + given + ").")
+                                .c_str());
     }
     NamedTensors tensors;
     tensors.reserve(feed.size());
@@ -144,7 +152,8 @@ class PySession {
       // A name the model does not have gets no value: Session::run rejects it, listing the inputs;
       // but a list needs the input's type first, and onnxruntime fails there.
       if (!info && PyList_Check(value.ptr())) {
-        throw std::runtime_error("Failed to find input with name: " + name + " in the model input def list");
+        throw std::runtime_error("Failed to find input with name: " + name +
+                                 " in the model input def list");
       }
       Tensor tensor = info ? tensorFromPython(value, *info) : Tensor();
       tensors.emplace_back(std::move(name), std::move(tensor));
@@ -159,18 +168,22 @@ class PySession {
       for (size_t i = 0; i < outputs.size(); ++i) selected.push_back(i);
       return selected;
     }
-    if (PyUnicode_Check(names.ptr())) throw nb::type_error("output_names must be a list of str or None, not a str");
+    if (PyUnicode_Check(names.ptr()))
+      throw nb::type_error("output_names must be a list of str or None, not a str");
     for (nb::handle item : names) {
       if (!PyUnicode_Check(item.ptr())) throw nb::type_error("output_names must hold str");
       const std::string name = nb::cast<std::string>(item);
-      auto it = std::find_if(outputs.begin(), outputs.end(), [&](const TensorInfo& o) { return o.name == name; });
-      if (it == outputs.end()) throw OrtError(OrtCode::kInvalidArgument, "Invalid output name:" + name);
+      auto it = std::find_if(outputs.begin(), outputs.end(),
+                             [&](const TensorInfo& o) { return o.name == name; });
+      if (it == outputs.end())
+        throw OrtError(OrtCode::kInvalidArgument, "Invalid output name:" + name);
       selected.push_back(static_cast<size_t>(it - outputs.begin()));
     }
     return selected;
   }
 
-  std::unique_ptr<TraceProfiler> profiler_;  // declared first: the session reports to it until destroyed
+  std::unique_ptr<TraceProfiler>
+      profiler_;  // declared first: the session reports to it until destroyed
   std::unique_ptr<Session> session_;
 };
 
@@ -192,51 +205,63 @@ SessionOptions makeOptions(int threads, bool optimize, bool nchwcLayout, int64_t
 }  // namespace
 
 void bindSession(nb::module_& m) {
-  nb::class_<RunFlag>(m, "RunFlag", "A flag another thread may set to stop a run (RunOptions.terminate).")
+  nb::class_<RunFlag>(m, "RunFlag",
+                      "A flag another thread may set to stop a run (RunOptions.terminate).")
       .def(nb::init<>())
       .def_prop_rw(
-          "value", [](const RunFlag& f) { return f.value.load(); }, [](RunFlag& f, bool v) { f.value.store(v); },
+          "value", [](const RunFlag& f) { return f.value.load(); },
+          [](RunFlag& f, bool v) { f.value.store(v); },
           "True once the runs given this flag should stop.");
-  nb::class_<PySession>(m, "Session", "A loaded model (kiln::Session); kiln.InferenceSession wraps it.")
+  nb::class_<PySession>(m, "Session",
+                        "A loaded model (kiln::Session); kiln.InferenceSession wraps it.")
       .def(
           "__init__",
-          [](PySession* self, const std::string& path, int threads, bool optimize, bool nchwcLayout, bool profile,
-             int64_t maxLoopIterations, std::vector<std::string> extraOutputs, bool markAllOutputs, bool bf16,
-             uint64_t allocationLimitBytes) {
-            new (self) PySession(path,
-                                 makeOptions(threads, optimize, nchwcLayout, maxLoopIterations, std::move(extraOutputs),
-                                             markAllOutputs, bf16, allocationLimitBytes),
-                                 profile);
+          [](PySession* self, const std::string& path, int threads, bool optimize, bool nchwcLayout,
+             bool profile, int64_t maxLoopIterations, std::vector<std::string> extraOutputs,
+             bool markAllOutputs, bool bf16, uint64_t allocationLimitBytes) {
+            new (self) PySession(
+                path,
+                makeOptions(threads, optimize, nchwcLayout, maxLoopIterations,
+                            std::move(extraOutputs), markAllOutputs, bf16, allocationLimitBytes),
+                profile);
           },
-          nb::arg("path"), nb::arg("threads") = 0, nb::arg("optimize") = true, nb::arg("nchwc_layout") = true,
-          nb::arg("profile") = false, nb::arg("max_loop_iterations") = 0,
-          nb::arg("extra_outputs") = std::vector<std::string>{}, nb::arg("mark_all_outputs") = false,
-          nb::arg("bf16") = false, nb::arg("allocation_limit_bytes") = 0,
-          "Loads and prepares the model file at `path`; extra_outputs (and with mark_all_outputs every node "
+          nb::arg("path"), nb::arg("threads") = 0, nb::arg("optimize") = true,
+          nb::arg("nchwc_layout") = true, nb::arg("profile") = false,
+          nb::arg("max_loop_iterations") = 0, nb::arg("extra_outputs") = std::vector<std::string>{},
+          nb::arg("mark_all_outputs") = false, nb::arg("bf16") = false,
+          nb::arg("allocation_limit_bytes") = 0,
+          "Loads and prepares the model file at `path`; extra_outputs (and with mark_all_outputs "
+          "every node "
           "output) become outputs after the model's own.")
       .def_static(
           "from_bytes",
-          [](nb::bytes data, int threads, bool optimize, bool nchwcLayout, bool profile, int64_t maxLoopIterations,
-             std::vector<std::string> extraOutputs, bool markAllOutputs, bool bf16, uint64_t allocationLimitBytes,
-             const std::string& externalDataDir) {
-            return new PySession(data,
-                                 makeOptions(threads, optimize, nchwcLayout, maxLoopIterations, std::move(extraOutputs),
-                                             markAllOutputs, bf16, allocationLimitBytes),
-                                 profile, externalDataDir);
+          [](nb::bytes data, int threads, bool optimize, bool nchwcLayout, bool profile,
+             int64_t maxLoopIterations, std::vector<std::string> extraOutputs, bool markAllOutputs,
+             bool bf16, uint64_t allocationLimitBytes, const std::string& externalDataDir) {
+            return new PySession(
+                data,
+                makeOptions(threads, optimize, nchwcLayout, maxLoopIterations,
+                            std::move(extraOutputs), markAllOutputs, bf16, allocationLimitBytes),
+                profile, externalDataDir);
           },
-          nb::arg("data"), nb::arg("threads") = 0, nb::arg("optimize") = true, nb::arg("nchwc_layout") = true,
-          nb::arg("profile") = false, nb::arg("max_loop_iterations") = 0,
-          nb::arg("extra_outputs") = std::vector<std::string>{}, nb::arg("mark_all_outputs") = false,
-          nb::arg("bf16") = false, nb::arg("allocation_limit_bytes") = 0,
-          nb::arg("external_data_dir") = "",
+          nb::arg("data"), nb::arg("threads") = 0, nb::arg("optimize") = true,
+          nb::arg("nchwc_layout") = true, nb::arg("profile") = false,
+          nb::arg("max_loop_iterations") = 0, nb::arg("extra_outputs") = std::vector<std::string>{},
+          nb::arg("mark_all_outputs") = false, nb::arg("bf16") = false,
+          nb::arg("allocation_limit_bytes") = 0, nb::arg("external_data_dir") = "",
           "Loads a serialized ModelProto; external data files are looked up in external_data_dir.")
-      .def("inputs", [](const PySession& s) { return s.describe(true); },
-           "[(name, shape, type, overridable)] of the model's inputs; shape holds ints, dim names and None.")
-      .def("outputs", [](const PySession& s) { return s.describe(false); }, "[(name, shape, type, False)] of the outputs.")
+      .def(
+          "inputs", [](const PySession& s) { return s.describe(true); },
+          "[(name, shape, type, overridable)] of the model's inputs; shape holds ints, dim names "
+          "and None.")
+      .def(
+          "outputs", [](const PySession& s) { return s.describe(false); },
+          "[(name, shape, type, False)] of the outputs.")
       .def("metadata", &PySession::metadata, "The model's ModelMetadata fields as a dict.")
       .def("run", &PySession::run, nb::arg("output_names").none(), nb::arg("input_feed"),
            nb::arg("terminate").none() = nb::none(),
-           "Runs the model with the GIL released; returns the named outputs (all when None) in order. "
+           "Runs the model with the GIL released; returns the named outputs (all when None) in "
+           "order. "
            "The run stops with an error once `terminate` (a RunFlag) is set, from any thread.")
       .def("take_profile", &PySession::takeProfile, nb::arg("pid"),
            "The trace events recorded since the last call (profile=True), as Chrome-trace JSON.")

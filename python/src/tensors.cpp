@@ -59,7 +59,9 @@ const ExtensionType* extensionTypeOf(DataType dtype) {
 }
 
 // The numpy dtype an extension type's bits travel as.
-const char* storageDtypeName(DataType dtype) { return dtype == DataType::kBFloat16 ? "uint16" : "uint8"; }
+const char* storageDtypeName(DataType dtype) {
+  return dtype == DataType::kBFloat16 ? "uint16" : "uint8";
+}
 
 nb::object mlDtype(const ExtensionType& e) {
   try {
@@ -86,11 +88,16 @@ struct HeldBuffer {
 
 DataType integerType(bool isSigned, Py_ssize_t size) {
   switch (size) {
-    case 1: return isSigned ? DataType::kInt8 : DataType::kUint8;
-    case 2: return isSigned ? DataType::kInt16 : DataType::kUint16;
-    case 4: return isSigned ? DataType::kInt32 : DataType::kUint32;
-    case 8: return isSigned ? DataType::kInt64 : DataType::kUint64;
-    default: return DataType::kUndefined;
+    case 1:
+      return isSigned ? DataType::kInt8 : DataType::kUint8;
+    case 2:
+      return isSigned ? DataType::kInt16 : DataType::kUint16;
+    case 4:
+      return isSigned ? DataType::kInt32 : DataType::kUint32;
+    case 8:
+      return isSigned ? DataType::kInt64 : DataType::kUint64;
+    default:
+      return DataType::kUndefined;
   }
 }
 
@@ -101,13 +108,30 @@ DataType dtypeOfFormat(const char* format, Py_ssize_t itemsize) {
   if (*format == '<' || *format == '=' || *format == '@') ++format;
   if (format[0] == '\0' || format[1] != '\0') return DataType::kUndefined;
   switch (format[0]) {
-    case '?': return DataType::kBool;
-    case 'b': case 'h': case 'i': case 'l': case 'q': case 'n': return integerType(true, itemsize);
-    case 'B': case 'H': case 'I': case 'L': case 'Q': case 'N': return integerType(false, itemsize);
-    case 'e': return DataType::kFloat16;
-    case 'f': return DataType::kFloat32;
-    case 'd': return DataType::kFloat64;
-    default: return DataType::kUndefined;
+    case '?':
+      return DataType::kBool;
+    case 'b':
+    case 'h':
+    case 'i':
+    case 'l':
+    case 'q':
+    case 'n':
+      return integerType(true, itemsize);
+    case 'B':
+    case 'H':
+    case 'I':
+    case 'L':
+    case 'Q':
+    case 'N':
+      return integerType(false, itemsize);
+    case 'e':
+      return DataType::kFloat16;
+    case 'f':
+      return DataType::kFloat32;
+    case 'd':
+      return DataType::kFloat64;
+    default:
+      return DataType::kUndefined;
   }
 }
 
@@ -128,7 +152,8 @@ void copyStrided(char* dst, const char* src, const Py_buffer& view, int dim) {
   const Py_ssize_t n = view.shape[dim];
   const Py_ssize_t stride = view.strides[dim];
   if (dim == view.ndim - 1) {
-    for (Py_ssize_t i = 0; i < n; ++i) std::memcpy(dst + i * view.itemsize, src + i * stride, static_cast<size_t>(view.itemsize));
+    for (Py_ssize_t i = 0; i < n; ++i)
+      std::memcpy(dst + i * view.itemsize, src + i * stride, static_cast<size_t>(view.itemsize));
     return;
   }
   Py_ssize_t inner = view.itemsize;
@@ -141,13 +166,16 @@ void copyStrided(char* dst, const char* src, const Py_buffer& view, int dim) {
 Tensor tensorOfBuffer(std::unique_ptr<HeldBuffer> held, DataType dtype) {
   const Py_buffer& view = held->view;
   Shape shape(view.shape, view.shape + view.ndim);
-  const bool aligned = reinterpret_cast<uintptr_t>(view.buf) % static_cast<uintptr_t>(view.itemsize) == 0;
+  const bool aligned =
+      reinterpret_cast<uintptr_t>(view.buf) % static_cast<uintptr_t>(view.itemsize) == 0;
   if (aligned && isCContiguous(view)) {
     void* data = view.buf;
-    return Tensor::wrap(dtype, std::move(shape), data, std::shared_ptr<const void>(std::move(held)));
+    return Tensor::wrap(dtype, std::move(shape), data,
+                        std::shared_ptr<const void>(std::move(held)));
   }
   Tensor copy(dtype, std::move(shape));
-  if (copy.numel() > 0) copyStrided(static_cast<char*>(copy.raw()), static_cast<const char*>(view.buf), view, 0);
+  if (copy.numel() > 0)
+    copyStrided(static_cast<char*>(copy.raw()), static_cast<const char*>(view.buf), view, 0);
   return copy;
 }
 
@@ -162,11 +190,15 @@ std::unique_ptr<HeldBuffer> getBuffer(nb::handle array) {
 // str(value), as Python prints it (nb::str of a non-str handle does not convert it).
 std::string strOf(nb::handle value) { return nb::cast<std::string>(value.attr("__str__")()); }
 
-std::string typeNameOf(nb::handle value) { return nb::borrow<nb::str>(nb::type_name(value.type())).c_str(); }
+std::string typeNameOf(nb::handle value) {
+  return nb::borrow<nb::str>(nb::type_name(value.type())).c_str();
+}
 
-[[noreturn]] void unsupportedArray(nb::handle array, const std::string& inputName, const std::string& why) {
+[[noreturn]] void unsupportedArray(nb::handle array, const std::string& inputName,
+                                   const std::string& why) {
   const std::string dtype = strOf(array.attr("dtype"));
-  throw std::runtime_error("input '" + inputName + "': a numpy array of dtype " + dtype + " " + why);
+  throw std::runtime_error("input '" + inputName + "': a numpy array of dtype " + dtype + " " +
+                           why);
 }
 
 // `expected`: the input's element type. For an input that is not a string, the tensor is left
@@ -187,10 +219,12 @@ Tensor stringTensorOf(nb::handle array, const std::string& inputName, DataType e
       if (!utf8) throw nb::python_error();
       out[i].assign(utf8, static_cast<size_t>(size));
     } else if (PyBytes_Check(item.ptr())) {
-      out[i].assign(PyBytes_AS_STRING(item.ptr()), static_cast<size_t>(PyBytes_GET_SIZE(item.ptr())));
+      out[i].assign(PyBytes_AS_STRING(item.ptr()),
+                    static_cast<size_t>(PyBytes_GET_SIZE(item.ptr())));
     } else {
-      throw std::runtime_error("input '" + inputName + "': element " + std::to_string(i) + " of the string array is a " +
-                               typeNameOf(item) + ", not a str or bytes");
+      throw std::runtime_error("input '" + inputName + "': element " + std::to_string(i) +
+                               " of the string array is a " + typeNameOf(item) +
+                               ", not a str or bytes");
     }
     ++i;
   }
@@ -209,7 +243,8 @@ Tensor tensorOfArray(nb::handle array, const TensorInfo& info) {
   }
   nb::object dtype = array.attr("dtype");
   const std::string kind = strOf(dtype.attr("kind"));
-  if (kind == "U" || kind == "S" || kind == "O") return stringTensorOf(array, inputName, info.dtype);
+  if (kind == "U" || kind == "S" || kind == "O")
+    return stringTensorOf(array, inputName, info.dtype);
   const std::string name = strOf(dtype.attr("name"));
   for (const auto& e : kExtensionTypes) {
     if (name != e.mlDtypesName) continue;
@@ -217,13 +252,16 @@ Tensor tensorOfArray(nb::handle array, const TensorInfo& info) {
     if (!held) throw nb::python_error();
     return tensorOfBuffer(std::move(held), e.dtype);
   }
-  if (!nb::cast<bool>(dtype.attr("isnative"))) unsupportedArray(array, inputName, "is not in the machine's byte order; convert it with astype");
+  if (!nb::cast<bool>(dtype.attr("isnative")))
+    unsupportedArray(array, inputName,
+                     "is not in the machine's byte order; convert it with astype");
   unsupportedArray(array, inputName, "has no kiln element type");
 }
 
 bool isNumberLike(nb::handle value) {
   return PyLong_Check(value.ptr()) || PyFloat_Check(value.ptr()) || PyBool_Check(value.ptr()) ||
-         PyComplex_Check(value.ptr()) || PyObject_IsInstance(value.ptr(), numpy().genericType.ptr()) == 1;
+         PyComplex_Check(value.ptr()) ||
+         PyObject_IsInstance(value.ptr(), numpy().genericType.ptr()) == 1;
 }
 
 nb::object numpyDtypeOf(DataType dtype) {
@@ -235,7 +273,8 @@ nb::object numpyDtypeOf(DataType dtype) {
 }  // namespace
 
 Tensor tensorFromPython(nb::handle value, const TensorInfo& info) {
-  if (PyObject_IsInstance(value.ptr(), numpy().ndarrayType.ptr()) == 1) return tensorOfArray(value, info);
+  if (PyObject_IsInstance(value.ptr(), numpy().ndarrayType.ptr()) == 1)
+    return tensorOfArray(value, info);
   if (value.is_none() && info.isOptionalType) return Tensor::none(info.dtype, info.isSequence);
   if (PyList_Check(value.ptr())) {
     if (info.isSequence) {
@@ -246,10 +285,15 @@ Tensor tensorFromPython(nb::handle value, const TensorInfo& info) {
       return Tensor::sequence(info.dtype, std::move(items));
     }
     // As ONNX Runtime does: a list becomes an array of the input's element type.
-    if (info.dtype != DataType::kUndefined) return tensorOfArray(numpy().array(value, numpyDtypeOf(info.dtype)), info);
+    if (info.dtype != DataType::kUndefined)
+      return tensorOfArray(numpy().array(value, numpyDtypeOf(info.dtype)), info);
   }
-  if (isNumberLike(value)) throw std::runtime_error(std::string("Unable to handle object of type ") + nb::repr(value.type()).c_str());
-  throw std::runtime_error("Input must be a list of dictionaries or a single numpy array for input '" + info.name + "'.");
+  if (isNumberLike(value))
+    throw std::runtime_error(std::string("Unable to handle object of type ") +
+                             nb::repr(value.type()).c_str());
+  throw std::runtime_error(
+      "Input must be a list of dictionaries or a single numpy array for input '" + info.name +
+      "'.");
 }
 
 // ---- Tensor -> numpy -----------------------------------------------------------------------
@@ -264,7 +308,8 @@ struct TensorBuffer {
   const char* format = nullptr;
   Py_ssize_t itemsize = 0;
 
-  TensorBuffer(Tensor t, const char* fmt, Py_ssize_t size) : tensor(std::move(t)), format(fmt), itemsize(size) {
+  TensorBuffer(Tensor t, const char* fmt, Py_ssize_t size)
+      : tensor(std::move(t)), format(fmt), itemsize(size) {
     shape.assign(tensor.shape().begin(), tensor.shape().end());
     strides.resize(shape.size());
     Py_ssize_t stride = itemsize;
@@ -278,19 +323,32 @@ struct TensorBuffer {
 
 const char* bufferFormatOf(DataType dtype) {
   switch (dtype) {
-    case DataType::kBool: return "?";
-    case DataType::kInt8: return "b";
-    case DataType::kUint8: return "B";
-    case DataType::kInt16: return "h";
-    case DataType::kUint16: return "H";
-    case DataType::kInt32: return "i";
-    case DataType::kUint32: return "I";
-    case DataType::kInt64: return "q";
-    case DataType::kUint64: return "Q";
-    case DataType::kFloat16: return "e";
-    case DataType::kFloat32: return "f";
-    case DataType::kFloat64: return "d";
-    default: return extensionTypeOf(dtype) ? (dtype == DataType::kBFloat16 ? "H" : "B") : nullptr;
+    case DataType::kBool:
+      return "?";
+    case DataType::kInt8:
+      return "b";
+    case DataType::kUint8:
+      return "B";
+    case DataType::kInt16:
+      return "h";
+    case DataType::kUint16:
+      return "H";
+    case DataType::kInt32:
+      return "i";
+    case DataType::kUint32:
+      return "I";
+    case DataType::kInt64:
+      return "q";
+    case DataType::kUint64:
+      return "Q";
+    case DataType::kFloat16:
+      return "e";
+    case DataType::kFloat32:
+      return "f";
+    case DataType::kFloat64:
+      return "d";
+    default:
+      return extensionTypeOf(dtype) ? (dtype == DataType::kBFloat16 ? "H" : "B") : nullptr;
   }
 }
 
@@ -310,14 +368,16 @@ int tensorBufferGet(PyObject* self, Py_buffer* view, int flags) {
   return 0;
 }
 
-PyType_Slot tensorBufferSlots[] = {{Py_bf_getbuffer, reinterpret_cast<void*>(tensorBufferGet)}, {0, nullptr}};
+PyType_Slot tensorBufferSlots[] = {{Py_bf_getbuffer, reinterpret_cast<void*>(tensorBufferGet)},
+                                   {0, nullptr}};
 
 nb::object stringArrayOf(const Tensor& t) {
   nb::list items;
   const auto* s = t.data<std::string>();
   for (int64_t i = 0; i < t.numel(); ++i) {
     // surrogateescape: bytes that are not UTF-8 come back as they went in.
-    PyObject* str = PyUnicode_DecodeUTF8(s[i].data(), static_cast<Py_ssize_t>(s[i].size()), "surrogateescape");
+    PyObject* str =
+        PyUnicode_DecodeUTF8(s[i].data(), static_cast<Py_ssize_t>(s[i].size()), "surrogateescape");
     if (!str) throw nb::python_error();
     items.append(nb::steal(str));
   }
@@ -337,9 +397,12 @@ nb::object tensorToPython(const Tensor& tensor) {
   }
   if (tensor.dtype() == DataType::kString) return stringArrayOf(tensor);
   const char* format = bufferFormatOf(tensor.dtype());
-  if (!format) throw std::runtime_error("kiln: no numpy dtype for an output of type " + dataTypeName(tensor.dtype()));
+  if (!format)
+    throw std::runtime_error("kiln: no numpy dtype for an output of type " +
+                             dataTypeName(tensor.dtype()));
   const ExtensionType* extension = extensionTypeOf(tensor.dtype());
-  nb::object dtype = extension ? mlDtype(*extension) : nb::object();  // fails before any work without ml_dtypes
+  nb::object dtype =
+      extension ? mlDtype(*extension) : nb::object();  // fails before any work without ml_dtypes
   const auto itemsize = static_cast<Py_ssize_t>(dataTypeSize(tensor.dtype()));
   nb::object array = numpy().asarray(nb::cast(TensorBuffer(tensor, format, itemsize)));
   return extension ? array.attr("view")(dtype) : array;
@@ -348,16 +411,35 @@ nb::object tensorToPython(const Tensor& tensor) {
 std::string ortTypeName(const TensorInfo& info) {
   std::string element;
   switch (info.dtype) {
-    case DataType::kFloat32: element = "float"; break;
-    case DataType::kFloat64: element = "double"; break;
-    case DataType::kFloat8E4M3FN: element = "float8e4m3fn"; break;
-    case DataType::kFloat8E4M3FNUZ: element = "float8e4m3fnuz"; break;
-    case DataType::kFloat8E5M2: element = "float8e5m2"; break;
-    case DataType::kFloat8E5M2FNUZ: element = "float8e5m2fnuz"; break;
-    case DataType::kFloat4E2M1: element = "float4e2m1"; break;
-    case DataType::kFloat8E8M0: element = "float8e8m0"; break;
-    case DataType::kUndefined: element = "undefined"; break;
-    default: element = dataTypeName(info.dtype);  // int64, bool, string, float16, bfloat16, uint4 ...
+    case DataType::kFloat32:
+      element = "float";
+      break;
+    case DataType::kFloat64:
+      element = "double";
+      break;
+    case DataType::kFloat8E4M3FN:
+      element = "float8e4m3fn";
+      break;
+    case DataType::kFloat8E4M3FNUZ:
+      element = "float8e4m3fnuz";
+      break;
+    case DataType::kFloat8E5M2:
+      element = "float8e5m2";
+      break;
+    case DataType::kFloat8E5M2FNUZ:
+      element = "float8e5m2fnuz";
+      break;
+    case DataType::kFloat4E2M1:
+      element = "float4e2m1";
+      break;
+    case DataType::kFloat8E8M0:
+      element = "float8e8m0";
+      break;
+    case DataType::kUndefined:
+      element = "undefined";
+      break;
+    default:
+      element = dataTypeName(info.dtype);  // int64, bool, string, float16, bfloat16, uint4 ...
   }
   std::string type = "tensor(" + element + ")";
   if (info.isSequence) type = "seq(" + type + ")";
@@ -369,8 +451,9 @@ void bindTensors(nb::module_& m) {
   // Looked up now, while the import holds the interpreter: a first lookup from two threads at
   // once could deadlock on the static's guard and the GIL.
   numpy();
-  nb::class_<TensorBuffer>(m, "TensorBuffer", nb::type_slots(tensorBufferSlots),
-                           "kiln-owned storage of an output; the numpy array returned by run views it (its .base).")
+  nb::class_<TensorBuffer>(
+      m, "TensorBuffer", nb::type_slots(tensorBufferSlots),
+      "kiln-owned storage of an output; the numpy array returned by run views it (its .base).")
       .def_prop_ro("address", &TensorBuffer::address, "Address of the tensor's first element.");
   m.def(
       "_input_view",
@@ -378,9 +461,11 @@ void bindTensors(nb::module_& m) {
         TensorInfo any;
         any.name = "array";
         Tensor t = tensorFromPython(array, any);
-        return nb::make_tuple(reinterpret_cast<uintptr_t>(t.raw()), dataTypeName(t.dtype()), tensorToPython(t));
+        return nb::make_tuple(reinterpret_cast<uintptr_t>(t.raw()), dataTypeName(t.dtype()),
+                              tensorToPython(t));
       },
-      "For tests: (address, kiln dtype name, round-tripped array) of the tensor kiln makes of `array`.");
+      "For tests: (address, kiln dtype name, round-tripped array) of the tensor kiln makes of "
+      "`array`.");
 }
 
 }  // namespace kiln::python

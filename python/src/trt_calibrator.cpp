@@ -14,14 +14,17 @@
 namespace kiln::python {
 
 PyCalibrator::PyCalibrator(nb::handle calibrator) : calibrator_(nb::borrow(calibrator)) {
-  for (const char* method : {"get_batch_size", "get_batch", "read_calibration_cache", "write_calibration_cache",
-                             "get_algorithm"}) {
+  for (const char* method : {"get_batch_size", "get_batch", "read_calibration_cache",
+                             "write_calibration_cache", "get_algorithm"}) {
     if (!nb::hasattr(calibrator, method)) {
-      throw nb::type_error(("int8_calibrator must be a kiln.IInt8Calibrator (it has no " + std::string(method) + ")").c_str());
+      throw nb::type_error(
+          ("int8_calibrator must be a kiln.IInt8Calibrator (it has no " + std::string(method) + ")")
+              .c_str());
     }
   }
   algorithm_ = nb::cast<CalibrationAlgoType>(calibrator.attr("get_algorithm")());
-  if (nb::hasattr(calibrator, "get_percentile")) percentile_ = nb::cast<double>(calibrator.attr("get_percentile")());
+  if (nb::hasattr(calibrator, "get_percentile"))
+    percentile_ = nb::cast<double>(calibrator.attr("get_percentile")());
 }
 
 PyCalibrator::~PyCalibrator() { releaseAtExit(calibrator_); }
@@ -37,7 +40,8 @@ int32_t PyCalibrator::getBatchSize() const noexcept {
   return 1;
 }
 
-bool PyCalibrator::getBatchTensors(const std::vector<CalibrationInput>& inputs, std::vector<Tensor>& batch) {
+bool PyCalibrator::getBatchTensors(const std::vector<CalibrationInput>& inputs,
+                                   std::vector<Tensor>& batch) {
   nb::gil_scoped_acquire gil;
   nb::list names;
   for (const CalibrationInput& in : inputs) names.append(in.name);
@@ -45,12 +49,14 @@ bool PyCalibrator::getBatchTensors(const std::vector<CalibrationInput>& inputs, 
   try {
     result = calibrator_.attr("get_batch")(names);
   } catch (nb::python_error& e) {
-    throw Error(ErrorCode::kInvalidArgument, std::string("the calibrator's get_batch raised ") + e.what());
+    throw Error(ErrorCode::kInvalidArgument,
+                std::string("the calibrator's get_batch raised ") + e.what());
   }
   if (result.is_none() || nb::len(result) == 0) return false;
   if (nb::len(result) != inputs.size()) {
-    throw Error(ErrorCode::kInvalidArgument, "the calibrator's get_batch returned " + std::to_string(nb::len(result)) +
-                                                 " values for " + std::to_string(inputs.size()) + " inputs");
+    throw Error(ErrorCode::kInvalidArgument, "the calibrator's get_batch returned " +
+                                                 std::to_string(nb::len(result)) + " values for " +
+                                                 std::to_string(inputs.size()) + " inputs");
   }
   batch.clear();
   for (size_t k = 0; k < inputs.size(); ++k) {
@@ -58,7 +64,10 @@ bool PyCalibrator::getBatchTensors(const std::vector<CalibrationInput>& inputs, 
     nb::handle item = result[k];
     if (PyLong_Check(item.ptr())) {  // a host pointer to data of the input's type and shape
       for (int64_t d : in.dims) {
-        if (d < 0) throw Error(ErrorCode::kInvalidArgument, "calibration input '" + in.name + "': a pointer needs a static shape; return a numpy array");
+        if (d < 0)
+          throw Error(ErrorCode::kInvalidArgument,
+                      "calibration input '" + in.name +
+                          "': a pointer needs a static shape; return a numpy array");
       }
       Tensor t(in.dtype, in.dims);
       std::memcpy(t.raw(), reinterpret_cast<const void*>(nb::cast<uintptr_t>(item)), t.byteSize());
@@ -71,7 +80,8 @@ bool PyCalibrator::getBatchTensors(const std::vector<CalibrationInput>& inputs, 
     info.shape = in.dims;
     info.hasShape = true;
     try {
-      batch.push_back(tensorFromPython(item, info).clone());  // a copy: kept past this call without the GIL
+      batch.push_back(
+          tensorFromPython(item, info).clone());  // a copy: kept past this call without the GIL
     } catch (nb::python_error& e) {
       throw Error(ErrorCode::kInvalidArgument, "calibration input '" + in.name + "': " + e.what());
     }
@@ -114,10 +124,12 @@ void PyCalibrator::writeCalibrationCache(const void* cache, std::size_t length) 
 }
 
 void bindTrtCalibrator(nb::module_& m) {
-  nb::enum_<CalibrationAlgoType>(m, "CalibrationAlgoType", "How INT8 calibration chooses activation ranges.")
+  nb::enum_<CalibrationAlgoType>(m, "CalibrationAlgoType",
+                                 "How INT8 calibration chooses activation ranges.")
       .value("ENTROPY_CALIBRATION_2", CalibrationAlgoType::kENTROPY_CALIBRATION_2,
              "The threshold of least KL divergence (TensorRT's entropy calibration).")
-      .value("MINMAX_CALIBRATION", CalibrationAlgoType::kMINMAX_CALIBRATION, "The smallest and largest value seen.")
+      .value("MINMAX_CALIBRATION", CalibrationAlgoType::kMINMAX_CALIBRATION,
+             "The smallest and largest value seen.")
       .value("PERCENTILE_CALIBRATION", CalibrationAlgoType::kPERCENTILE_CALIBRATION,
              "The get_percentile()-th percentile of |x| (kiln's own).");
 }

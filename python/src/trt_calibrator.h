@@ -1,5 +1,6 @@
 // INT8 calibrators written in Python (subclasses of kiln.IInt8EntropyCalibrator2 and the others,
-// python/kiln/_calibrator.py, as TensorRT's Python samples write them) behind kiln's IInt8Calibrator.
+// python/kiln/_calibrator.py, as TensorRT's Python samples write them) behind kiln's
+// IInt8Calibrator.
 #pragma once
 #include <string>
 
@@ -20,8 +21,11 @@ class PyCalibrator : public IInt8Calibrator {
   PyCalibrator& operator=(const PyCalibrator&) = delete;
 
   int32_t getBatchSize() const noexcept override;
-  bool getBatch(void* bindings[], const char* names[], int32_t nbBindings) noexcept override { return false; }
-  bool getBatchTensors(const std::vector<CalibrationInput>& inputs, std::vector<Tensor>& batch) override;
+  bool getBatch(void* bindings[], const char* names[], int32_t nbBindings) noexcept override {
+    return false;
+  }
+  bool getBatchTensors(const std::vector<CalibrationInput>& inputs,
+                       std::vector<Tensor>& batch) override;
   const void* readCalibrationCache(std::size_t& length) noexcept override;
   void writeCalibrationCache(const void* cache, std::size_t length) noexcept override;
   CalibrationAlgoType getAlgorithm() const noexcept override { return algorithm_; }

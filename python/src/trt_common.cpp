@@ -9,7 +9,8 @@
 namespace kiln::python {
 
 PyLogger::PyLogger(nb::object logger)
-    : logger_(std::move(logger)), severityType_(nb::module_::import_("kiln._logger").attr("Severity")) {}
+    : logger_(std::move(logger)),
+      severityType_(nb::module_::import_("kiln._logger").attr("Severity")) {}
 
 PyLogger::~PyLogger() {
   releaseAtExit(logger_);
@@ -55,8 +56,11 @@ void PyLogger::log(Severity severity, const std::string& message) noexcept {
 }
 
 std::shared_ptr<PyLogger> makeLogger(nb::handle logger) {
-  if (logger.is_none()) return std::make_shared<PyLogger>(nb::module_::import_("kiln._logger").attr("Logger")());
-  if (!nb::hasattr(logger, "log")) throw nb::type_error("logger must be a kiln.ILogger (an object with a log(severity, msg) method)");
+  if (logger.is_none())
+    return std::make_shared<PyLogger>(nb::module_::import_("kiln._logger").attr("Logger")());
+  if (!nb::hasattr(logger, "log"))
+    throw nb::type_error(
+        "logger must be a kiln.ILogger (an object with a log(severity, msg) method)");
   return std::make_shared<PyLogger>(nb::borrow(logger));
 }
 
@@ -67,8 +71,8 @@ void check(const Status& status) {
 Shape dimsOf(nb::handle sequence, const char* what) {
   if (PyLong_Check(sequence.ptr())) return {nb::cast<int64_t>(sequence)};
   if (!PySequence_Check(sequence.ptr()) && !nb::hasattr(sequence, "__iter__")) {
-    throw nb::type_error((std::string(what) + " must be a sequence of ints, not " +
-                          typeName(sequence)).c_str());
+    throw nb::type_error(
+        (std::string(what) + " must be a sequence of ints, not " + typeName(sequence)).c_str());
   }
   Shape dims;
   for (nb::handle d : sequence) {

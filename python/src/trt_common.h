@@ -44,9 +44,11 @@ struct PyNetwork {
 };
 
 /// A kiln.ICudaEngine made from a plan (kept for serialize()); raises when the plan is refused.
-nb::object deserializeEngine(const std::shared_ptr<PyLogger>& logger, const void* data, size_t size);
+nb::object deserializeEngine(const std::shared_ptr<PyLogger>& logger, const void* data,
+                             size_t size);
 
-/// The shared logger of a Python logger object; None gives kiln's default (a kiln.Logger at WARNING).
+/// The shared logger of a Python logger object; None gives kiln's default (a kiln.Logger at
+/// WARNING).
 std::shared_ptr<PyLogger> makeLogger(nb::handle logger);
 
 /// Throws the kiln::Error of a failed Status (the bindings' translator raises kiln's exception
@@ -60,7 +62,8 @@ std::unique_ptr<ITimingCache> timingCacheFromBytes(nb::bytes data);
 Shape dimsOf(nb::handle sequence, const char* what);
 nb::tuple dimsTuple(const Shape& dims);
 
-/// isinstance(object, cls), and the name of an object's type ("list", "numpy.ndarray" as "ndarray").
+/// isinstance(object, cls), and the name of an object's type ("list", "numpy.ndarray" as
+/// "ndarray").
 bool isInstance(nb::handle object, nb::handle cls);
 std::string typeName(nb::handle object);
 

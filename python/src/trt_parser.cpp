@@ -34,14 +34,18 @@ void bindTrtParser(nb::module_& m) {
       .value("INVALID_VALUE", ParserErrorCode::kINVALID_VALUE)
       .value("UNSUPPORTED_NODE", ParserErrorCode::kUNSUPPORTED_NODE);
 
-  nb::class_<PyParserError>(m, "ParserError", "An error of OnnxParser.parse: what, where (node) and its code.")
+  nb::class_<PyParserError>(m, "ParserError",
+                            "An error of OnnxParser.parse: what, where (node) and its code.")
       .def("code", [](const PyParserError& e) { return e.error.code; })
       .def("desc", [](const PyParserError& e) { return e.error.message; })
-      .def("node", [](const PyParserError& e) { return e.error.nodeIndex; }, "The node's index; -1 when not about one.")
+      .def(
+          "node", [](const PyParserError& e) { return e.error.nodeIndex; },
+          "The node's index; -1 when not about one.")
       .def("node_name", [](const PyParserError& e) { return e.error.nodeName; })
       .def("node_operator", [](const PyParserError& e) { return e.error.opType; })
       .def("__str__", [](const PyParserError& e) { return e.error.toString(); })
-      .def("__repr__", [](const PyParserError& e) { return "<kiln.ParserError " + e.error.toString() + ">"; });
+      .def("__repr__",
+           [](const PyParserError& e) { return "<kiln.ParserError " + e.error.toString() + ">"; });
 
   nb::class_<PyParser>(m, "OnnxParser", "Fills an empty network from an ONNX model.")
       .def(
@@ -49,7 +53,8 @@ void bindTrtParser(nb::module_& m) {
           [](PyParser* self, nb::handle network, nb::handle logger) {
             PyNetwork& net = nb::cast<PyNetwork&>(network);
             auto l = makeLogger(logger);
-            new (self) PyParser{nb::borrow(network), l, std::make_unique<OnnxParser>(*net.network, *l)};
+            new (self)
+                PyParser{nb::borrow(network), l, std::make_unique<OnnxParser>(*net.network, *l)};
           },
           nb::arg("network"), nb::arg("logger"))
       .def(
@@ -72,7 +77,8 @@ void bindTrtParser(nb::module_& m) {
             return s.ok();
           },
           nb::arg("model"), nb::arg("path").none() = nb::none(),
-          "Parses a serialized ModelProto (bytes or any buffer); `path`, when given, locates external data. "
+          "Parses a serialized ModelProto (bytes or any buffer); `path`, when given, locates "
+          "external data. "
           "Returns False on failure: num_errors and get_error(i) say why.")
       .def(
           "parse_from_file",
@@ -87,7 +93,8 @@ void bindTrtParser(nb::module_& m) {
           [](const PyParser& p, int i) {
             if (i < 0 || i >= p.parser->getNbErrors()) {
               throw nb::index_error(("error index " + std::to_string(i) + " out of range (" +
-                                     std::to_string(p.parser->getNbErrors()) + " errors)").c_str());
+                                     std::to_string(p.parser->getNbErrors()) + " errors)")
+                                        .c_str());
             }
             return PyParserError{p.parser->getError(i)};
           },

@@ -24,30 +24,35 @@ struct PyCreator {
 PluginFields fieldsOfCollection(const IPluginCreator& creator, nb::handle collection) {
   std::vector<std::pair<std::string, nb::object>> items;
   if (PyDict_Check(collection.ptr())) {
-    for (auto [k, v] : nb::borrow<nb::dict>(collection)) items.emplace_back(nb::cast<std::string>(k), nb::borrow(v));
+    for (auto [k, v] : nb::borrow<nb::dict>(collection))
+      items.emplace_back(nb::cast<std::string>(k), nb::borrow(v));
   } else if (!collection.is_none()) {
-    for (nb::handle f : collection) items.emplace_back(nb::cast<std::string>(f.attr("name")), f.attr("data"));
+    for (nb::handle f : collection)
+      items.emplace_back(nb::cast<std::string>(f.attr("name")), f.attr("data"));
   }
   std::map<std::string, PluginFieldType> specs;
   for (const PluginFieldSpec& s : creator.getFieldNames()) specs[s.name] = s.type;
   PluginFields fields;
   for (auto& [name, value] : items) {
     auto it = specs.find(name);
-    fields.set(name, fieldFromPython(name, value, it == specs.end() ? std::nullopt : std::optional(it->second)));
+    fields.set(name, fieldFromPython(name, value,
+                                     it == specs.end() ? std::nullopt : std::optional(it->second)));
   }
   return fields;
 }
 
-PluginHandle createPluginFrom(const IPluginCreator& creator, const std::string& name, nb::handle collection) {
+PluginHandle createPluginFrom(const IPluginCreator& creator, const std::string& name,
+                              nb::handle collection) {
   PluginFields fields = fieldsOfCollection(creator, collection);
   const std::string label = "plugin '" + name + "' (" + creator.getPluginName() + ")";
   return PluginHandle{plugin::createPlugin(creator, name, label, fields), name};
 }
 
 void bindDimExpr(nb::module_& m) {
-  nb::class_<DimExpr>(m, "DimExpr",
-                      "A dim as an expression of input dims, for custom-op shape functions: combine with + - * // "
-                      "and ints, kiln.DimExpr.max / min / ceil_div.")
+  nb::class_<DimExpr>(
+      m, "DimExpr",
+      "A dim as an expression of input dims, for custom-op shape functions: combine with + - * // "
+      "and ints, kiln.DimExpr.max / min / ceil_div.")
       .def(nb::init<int64_t>(), nb::arg("value"))
       .def(nb::self + nb::self)
       .def(nb::self - nb::self)
@@ -75,7 +80,8 @@ void bindDimExpr(nb::module_& m) {
 
 void bindTrtPlugins(nb::module_& m) {
   bindDimExpr(m);
-  nb::enum_<PluginFieldType>(m, "PluginFieldType", nb::is_arithmetic(), "Types of plugin fields (kiln's: ints, floats, strings, tensors).")
+  nb::enum_<PluginFieldType>(m, "PluginFieldType", nb::is_arithmetic(),
+                             "Types of plugin fields (kiln's: ints, floats, strings, tensors).")
       .value("INT", PluginFieldType::kINT)
       .value("FLOAT", PluginFieldType::kFLOAT)
       .value("STRING", PluginFieldType::kSTRING)
@@ -89,32 +95,41 @@ void bindTrtPlugins(nb::module_& m) {
       .def_ro("type", &PluginFieldSpec::type)
       .def_ro("required", &PluginFieldSpec::required)
       .def("__repr__", [](const PluginFieldSpec& s) {
-        return "<kiln.PluginFieldSpec '" + s.name + "' " + pluginFieldTypeName(s.type) + (s.required ? " required>" : ">");
+        return "<kiln.PluginFieldSpec '" + s.name + "' " + pluginFieldTypeName(s.type) +
+               (s.required ? " required>" : ">");
       });
 
-  nb::class_<PluginHandle>(m, "IPluginV2", "A plugin made by a creator; add it with network.add_plugin_v2.")
+  nb::class_<PluginHandle>(m, "IPluginV2",
+                           "A plugin made by a creator; add it with network.add_plugin_v2.")
       .def_prop_ro("plugin_type", [](const PluginHandle& p) { return p.plugin->getPluginName(); })
-      .def_prop_ro("plugin_version", [](const PluginHandle& p) { return p.plugin->getPluginVersion(); })
-      .def_prop_ro("plugin_namespace", [](const PluginHandle& p) { return p.plugin->getPluginNamespace(); })
+      .def_prop_ro("plugin_version",
+                   [](const PluginHandle& p) { return p.plugin->getPluginVersion(); })
+      .def_prop_ro("plugin_namespace",
+                   [](const PluginHandle& p) { return p.plugin->getPluginNamespace(); })
       .def_prop_ro("num_outputs", [](const PluginHandle& p) { return p.plugin->getNbOutputs(); })
       .def_ro("name", &PluginHandle::name);
 
   nb::class_<PyCreator>(m, "IPluginCreator", "A registered plugin creator.")
       .def_prop_ro("name", [](const PyCreator& c) { return c.creator->getPluginName(); })
-      .def_prop_ro("plugin_version", [](const PyCreator& c) { return c.creator->getPluginVersion(); })
-      .def_prop_ro("plugin_namespace", [](const PyCreator& c) { return c.creator->getPluginNamespace(); })
-      .def_prop_ro("field_names", [](const PyCreator& c) { return c.creator->getFieldNames(); },
-                   "The fields it accepts (empty: any).")
+      .def_prop_ro("plugin_version",
+                   [](const PyCreator& c) { return c.creator->getPluginVersion(); })
+      .def_prop_ro("plugin_namespace",
+                   [](const PyCreator& c) { return c.creator->getPluginNamespace(); })
+      .def_prop_ro(
+          "field_names", [](const PyCreator& c) { return c.creator->getFieldNames(); },
+          "The fields it accepts (empty: any).")
       .def(
           "create_plugin",
           [](const PyCreator& c, const std::string& name, nb::handle fields) {
             return createPluginFrom(*c.creator, name, fields);
           },
           nb::arg("name"), nb::arg("field_collection").none() = nb::none(),
-          "A plugin from fields (a kiln.PluginFieldCollection or a dict name -> value), checked against field_names.")
+          "A plugin from fields (a kiln.PluginFieldCollection or a dict name -> value), checked "
+          "against field_names.")
       .def("__repr__", [](const PyCreator& c) {
-        return "<kiln.IPluginCreator '" + c.creator->getPluginName() + "' version '" + c.creator->getPluginVersion() +
-               "' namespace '" + c.creator->getPluginNamespace() + "'>";
+        return "<kiln.IPluginCreator '" + c.creator->getPluginName() + "' version '" +
+               c.creator->getPluginVersion() + "' namespace '" + c.creator->getPluginNamespace() +
+               "'>";
       });
 
   struct PyRegistry {};
@@ -122,7 +137,8 @@ void bindTrtPlugins(nb::module_& m) {
       .def_prop_ro("plugin_creator_list",
                    [](const PyRegistry&) {
                      std::vector<PyCreator> creators;
-                     for (auto& c : PluginRegistry::global().getAllCreators()) creators.push_back(PyCreator{c});
+                     for (auto& c : PluginRegistry::global().getAllCreators())
+                       creators.push_back(PyCreator{c});
                      return creators;
                    })
       .def(
@@ -134,9 +150,13 @@ void bindTrtPlugins(nb::module_& m) {
             return nb::cast(PyCreator{c});
           },
           nb::arg("type"), nb::arg("version") = "", nb::arg("plugin_namespace") = "",
-          "The creator of (type, version, namespace); an empty version picks the highest; None if there is none.")
-      .def_prop_ro("loaded_libraries", [](const PyRegistry&) { return PluginRegistry::global().getLoadedLibraries(); });
-  m.def("get_plugin_registry", [] { return PyRegistry{}; }, "The plugin registry (C++ plugins, libraries, custom ops).");
+          "The creator of (type, version, namespace); an empty version picks the highest; None if "
+          "there is none.")
+      .def_prop_ro("loaded_libraries",
+                   [](const PyRegistry&) { return PluginRegistry::global().getLoadedLibraries(); });
+  m.def(
+      "get_plugin_registry", [] { return PyRegistry{}; },
+      "The plugin registry (C++ plugins, libraries, custom ops).");
 }
 
 }  // namespace kiln::python

@@ -29,31 +29,35 @@ struct PyContext {
   const PyEngine* engine = nullptr;
   std::unique_ptr<ExecutionContext> context;
   std::map<std::string, nb::object> bound;  // arrays whose memory the context reads or writes
-  std::mutex running;                        // a context runs on one thread at a time
+  std::mutex running;                       // a context runs on one thread at a time
 };
 
 const Engine& eng(const PyEngine& e) { return *e.engine; }
 
 std::string tensorNames(const Engine& e) {
   std::string names;
-  for (int i = 0; i < e.getNbIOTensors(); ++i) names += (i ? ", " : "") + ("'" + e.getIOTensorName(i) + "'");
+  for (int i = 0; i < e.getNbIOTensors(); ++i)
+    names += (i ? ", " : "") + ("'" + e.getIOTensorName(i) + "'");
   return names;
 }
 
-// The name of a tensor given by name, or by index (TensorRT 8's binding index); raises for an unknown one.
+// The name of a tensor given by name, or by index (TensorRT 8's binding index); raises for an
+// unknown one.
 std::string tensorName(const Engine& e, nb::handle nameOrIndex) {
   if (PyLong_Check(nameOrIndex.ptr())) {
     const int index = nb::cast<int>(nameOrIndex);
     std::string name = index >= 0 ? e.getIOTensorName(index) : "";
     if (name.empty()) {
-      throw Error(ErrorCode::kInvalidArgument, "binding index " + std::to_string(index) + " is out of range; the engine has " +
-                                                   std::to_string(e.getNbIOTensors()) + " tensors (" + tensorNames(e) + ")");
+      throw Error(ErrorCode::kInvalidArgument,
+                  "binding index " + std::to_string(index) + " is out of range; the engine has " +
+                      std::to_string(e.getNbIOTensors()) + " tensors (" + tensorNames(e) + ")");
     }
     return name;
   }
   std::string name = nb::cast<std::string>(nameOrIndex);
   if (e.getTensorIOMode(name) == TensorIOMode::kNONE) {
-    throw Error(ErrorCode::kInvalidArgument, "the engine has no tensor '" + name + "'; its tensors are " + tensorNames(e));
+    throw Error(ErrorCode::kInvalidArgument,
+                "the engine has no tensor '" + name + "'; its tensors are " + tensorNames(e));
   }
   return name;
 }
@@ -64,11 +68,14 @@ int bindingIndex(const Engine& e, const std::string& name) {
   return -1;
 }
 
-nb::object numpyType(DataType type) { return nb::module_::import_("kiln._trt_types").attr("nptype")(type); }
+nb::object numpyType(DataType type) {
+  return nb::module_::import_("kiln._trt_types").attr("nptype")(type);
+}
 
 nb::list profileShapes(const Engine& e, const std::string& name, int profile) {
   if (profile < 0 || profile >= e.getNbOptimizationProfiles()) {
-    throw Error(ErrorCode::kInvalidArgument, "profile " + std::to_string(profile) + " does not exist; the engine has " +
+    throw Error(ErrorCode::kInvalidArgument, "profile " + std::to_string(profile) +
+                                                 " does not exist; the engine has " +
                                                  std::to_string(e.getNbOptimizationProfiles()));
   }
   nb::list shapes;
@@ -91,17 +98,21 @@ void bindAddress(PyContext& c, const std::string& name, nb::handle value) {
   }
   nb::module_ np = nb::module_::import_("numpy");
   if (!isInstance(value, np.attr("ndarray"))) {
-    throw nb::type_error(("set_tensor_address('" + name + "'): give a numpy array or an int address, not a " +
-                          typeName(value)).c_str());
+    throw nb::type_error(("set_tensor_address('" + name +
+                          "'): give a numpy array or an int address, not a " + typeName(value))
+                             .c_str());
   }
   const auto given = nb::cast<std::string>(value.attr("dtype").attr("name"));
   const std::string expected = dataTypeName(e.getTensorDataType(name));
   if (given != expected) {
-    throw Error(ErrorCode::kInvalidArgument, "tensor '" + name + "' holds " + expected + ", the array given is " + given);
+    throw Error(ErrorCode::kInvalidArgument,
+                "tensor '" + name + "' holds " + expected + ", the array given is " + given);
   }
   if (!nb::cast<bool>(value.attr("flags").attr("c_contiguous"))) {
-    throw Error(ErrorCode::kInvalidArgument, "tensor '" + name + "': the array must be C-contiguous to be used in place "
-                                             "(np.ascontiguousarray makes one)");
+    throw Error(ErrorCode::kInvalidArgument,
+                "tensor '" + name +
+                    "': the array must be C-contiguous to be used in place "
+                    "(np.ascontiguousarray makes one)");
   }
   if (output && !nb::cast<bool>(value.attr("flags").attr("writeable"))) {
     throw Error(ErrorCode::kInvalidArgument, "output '" + name + "': the array is read-only");
@@ -129,22 +140,26 @@ nb::dict infer(PyContext& c, nb::dict feed) {
   for (auto [key, value] : feed) {
     const std::string name = nb::cast<std::string>(key);
     if (e.getTensorIOMode(name) != TensorIOMode::kINPUT) {
-      throw Error(ErrorCode::kInvalidArgument, "'" + name + "' is not an input of the engine; its tensors are " + tensorNames(e));
+      throw Error(
+          ErrorCode::kInvalidArgument,
+          "'" + name + "' is not an input of the engine; its tensors are " + tensorNames(e));
     }
     TensorInfo info;
     info.name = name;
     info.dtype = e.getTensorDataType(name);
     Tensor t = tensorFromPython(value, info);  // in place when C-contiguous
     if (t.dtype() != info.dtype) {
-      throw Error(ErrorCode::kInvalidArgument, "input '" + name + "' holds " + dataTypeName(info.dtype) +
-                                                   ", the array given is " + dataTypeName(t.dtype()));
+      throw Error(ErrorCode::kInvalidArgument,
+                  "input '" + name + "' holds " + dataTypeName(info.dtype) +
+                      ", the array given is " + dataTypeName(t.dtype()));
     }
     check(c.context->setInputTensor(name, t));
     c.bound.erase(name);  // the context holds the tensor now
   }
   for (int i = 0; i < e.getNbIOTensors(); ++i) {
     const std::string name = e.getIOTensorName(i);
-    if (e.getTensorIOMode(name) == TensorIOMode::kINPUT && !feed.contains(name.c_str()) && !e.hasDefaultValue(name)) {
+    if (e.getTensorIOMode(name) == TensorIOMode::kINPUT && !feed.contains(name.c_str()) &&
+        !e.hasDefaultValue(name)) {
       throw Error(ErrorCode::kInvalidArgument, "input '" + name + "' is missing from the feed");
     }
   }
@@ -174,14 +189,16 @@ nb::dict infer(PyContext& c, nb::dict feed) {
   for (const std::string& name : copied) {
     Result<Tensor> t = c.context->getOutputTensor(name);
     check(t.status());
-    results[name.c_str()] = tensorToPython(t->clone());  // the context's storage is reused by the next run
+    results[name.c_str()] =
+        tensorToPython(t->clone());  // the context's storage is reused by the next run
   }
   return results;
 }
 
 }  // namespace
 
-nb::object deserializeEngine(const std::shared_ptr<PyLogger>& logger, const void* data, size_t size) {
+nb::object deserializeEngine(const std::shared_ptr<PyLogger>& logger, const void* data,
+                             size_t size) {
   auto engine = std::make_unique<PyEngine>();
   engine->logger = logger;
   engine->plan.assign(static_cast<const uint8_t*>(data), static_cast<const uint8_t*>(data) + size);
@@ -195,7 +212,8 @@ nb::object deserializeEngine(const std::shared_ptr<PyLogger>& logger, const void
 }
 
 void bindTrtRuntime(nb::module_& m) {
-  nb::enum_<TensorIOMode>(m, "TensorIOMode", nb::is_arithmetic(), "Whether an engine tensor is an input or an output.")
+  nb::enum_<TensorIOMode>(m, "TensorIOMode", nb::is_arithmetic(),
+                          "Whether an engine tensor is an input or an output.")
       .value("NONE", TensorIOMode::kNONE)
       .value("INPUT", TensorIOMode::kINPUT)
       .value("OUTPUT", TensorIOMode::kOUTPUT);
@@ -216,12 +234,17 @@ void bindTrtRuntime(nb::module_& m) {
     }
   };
   nb::class_<PyRuntime>(m, "Runtime", "Loads serialized engines (plans).")
-      .def("__init__", [](PyRuntime* self, nb::handle logger) { new (self) PyRuntime{makeLogger(logger)}; },
-           nb::arg("logger"))
+      .def(
+          "__init__",
+          [](PyRuntime* self, nb::handle logger) { new (self) PyRuntime{makeLogger(logger)}; },
+          nb::arg("logger"))
       .def("deserialize_engine", deserialize, nb::arg("serialized_engine"),
-           "The engine of a plan (bytes, kiln.IHostMemory or any buffer); raises kiln.Fail naming what is wrong "
-           "with a truncated, corrupted or other-version plan, or a plugin it needs that is not registered.")
-      .def("deserialize_cuda_engine", deserialize, nb::arg("serialized_engine"), "TensorRT's name for deserialize_engine.")
+           "The engine of a plan (bytes, kiln.IHostMemory or any buffer); raises kiln.Fail naming "
+           "what is wrong "
+           "with a truncated, corrupted or other-version plan, or a plugin it needs that is not "
+           "registered.")
+      .def("deserialize_cuda_engine", deserialize, nb::arg("serialized_engine"),
+           "TensorRT's name for deserialize_engine.")
       .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
       .def("__exit__", [](nb::handle, nb::args) { return false; });
 
@@ -229,10 +252,11 @@ void bindTrtRuntime(nb::module_& m) {
       .def_prop_ro("num_io_tensors", [](const PyEngine& e) { return eng(e).getNbIOTensors(); })
       .def(
           "get_tensor_name",
-          [](const PyEngine& e, int i) { return tensorName(eng(e), nb::int_(i)); }, nb::arg("index"),
-          "Inputs first, then outputs.")
+          [](const PyEngine& e, int i) { return tensorName(eng(e), nb::int_(i)); },
+          nb::arg("index"), "Inputs first, then outputs.")
       .def(
-          "get_tensor_mode", [](const PyEngine& e, const std::string& name) { return eng(e).getTensorIOMode(name); },
+          "get_tensor_mode",
+          [](const PyEngine& e, const std::string& name) { return eng(e).getTensorIOMode(name); },
           nb::arg("name"), "TensorIOMode.INPUT / OUTPUT; NONE for a name the engine does not have.")
       .def(
           "get_tensor_shape",
@@ -252,10 +276,12 @@ void bindTrtRuntime(nb::module_& m) {
             return profileShapes(eng(e), tensorName(eng(e), nb::str(name.c_str())), profile);
           },
           nb::arg("name"), nb::arg("profile_index"), "[min, opt, max] of an input in a profile.")
-      .def_prop_ro("num_optimization_profiles", [](const PyEngine& e) { return eng(e).getNbOptimizationProfiles(); })
+      .def_prop_ro("num_optimization_profiles",
+                   [](const PyEngine& e) { return eng(e).getNbOptimizationProfiles(); })
       .def_prop_ro("num_layers", [](const PyEngine& e) { return eng(e).getNbLayers(); })
-      .def("serialize", [](const PyEngine& e) { return nb::bytes(e.plan.data(), e.plan.size()); },
-           "The plan the engine was loaded from.")
+      .def(
+          "serialize", [](const PyEngine& e) { return nb::bytes(e.plan.data(), e.plan.size()); },
+          "The plan the engine was loaded from.")
       .def(
           "create_execution_context",
           [](nb::handle self) {
@@ -278,20 +304,30 @@ void bindTrtRuntime(nb::module_& m) {
           },
           nb::arg("binding"))
       .def(
-          "get_binding_index", [](const PyEngine& e, const std::string& name) { return bindingIndex(eng(e), name); },
+          "get_binding_index",
+          [](const PyEngine& e, const std::string& name) { return bindingIndex(eng(e), name); },
           nb::arg("name"), "-1 for a name the engine does not have.")
       .def(
-          "get_binding_name", [](const PyEngine& e, int i) { return tensorName(eng(e), nb::int_(i)); }, nb::arg("index"))
+          "get_binding_name",
+          [](const PyEngine& e, int i) { return tensorName(eng(e), nb::int_(i)); },
+          nb::arg("index"))
       .def(
           "get_binding_shape",
-          [](const PyEngine& e, nb::handle b) { return dimsTuple(eng(e).getTensorShape(tensorName(eng(e), b))); },
+          [](const PyEngine& e, nb::handle b) {
+            return dimsTuple(eng(e).getTensorShape(tensorName(eng(e), b)));
+          },
           nb::arg("binding"))
       .def(
-          "get_binding_dtype", [](const PyEngine& e, nb::handle b) { return eng(e).getTensorDataType(tensorName(eng(e), b)); },
+          "get_binding_dtype",
+          [](const PyEngine& e, nb::handle b) {
+            return eng(e).getTensorDataType(tensorName(eng(e), b));
+          },
           nb::arg("binding"))
       .def(
           "get_profile_shape",
-          [](const PyEngine& e, int profile, nb::handle b) { return profileShapes(eng(e), tensorName(eng(e), b), profile); },
+          [](const PyEngine& e, int profile, nb::handle b) {
+            return profileShapes(eng(e), tensorName(eng(e), b), profile);
+          },
           nb::arg("profile_index"), nb::arg("binding"))
       .def_prop_ro("has_implicit_batch_dimension", [](const PyEngine&) { return false; })
       .def_prop_ro("max_batch_size", [](const PyEngine&) { return 1; })
@@ -306,7 +342,8 @@ void bindTrtRuntime(nb::module_& m) {
       .def("__iter__",
            [](const PyEngine& e) {
              nb::list names;
-             for (int i = 0; i < eng(e).getNbIOTensors(); ++i) names.append(eng(e).getIOTensorName(i));
+             for (int i = 0; i < eng(e).getNbIOTensors(); ++i)
+               names.append(eng(e).getIOTensorName(i));
              return names.attr("__iter__")();
            })
       .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
@@ -317,16 +354,19 @@ void bindTrtRuntime(nb::module_& m) {
       .def(
           "set_input_shape",
           [](PyContext& c, const std::string& name, nb::handle shape) {
-            check(c.context->setInputShape(tensorName(eng(*c.engine), nb::str(name.c_str())), dimsOf(shape, "shape")));
+            check(c.context->setInputShape(tensorName(eng(*c.engine), nb::str(name.c_str())),
+                                           dimsOf(shape, "shape")));
             return true;
           },
           nb::arg("name"), nb::arg("shape"),
-          "Sets a dynamic input's shape; raises InvalidArgument (naming the input, dim and profile range) when it "
+          "Sets a dynamic input's shape; raises InvalidArgument (naming the input, dim and profile "
+          "range) when it "
           "is outside the profile.")
       .def(
           "get_tensor_shape",
           [](const PyContext& c, const std::string& name) {
-            Result<Shape> d = c.context->getTensorShape(tensorName(eng(*c.engine), nb::str(name.c_str())));
+            Result<Shape> d =
+                c.context->getTensorShape(tensorName(eng(*c.engine), nb::str(name.c_str())));
             check(d.status());
             return dimsTuple(*d);
           },
@@ -338,15 +378,18 @@ void bindTrtRuntime(nb::module_& m) {
             return true;
           },
           nb::arg("name"), nb::arg("memory"),
-          "Binds a C-contiguous numpy array (read or written in place; kept alive while bound) or an int address.")
+          "Binds a C-contiguous numpy array (read or written in place; kept alive while bound) or "
+          "an int address.")
       .def(
           "execute_v2",
           [](PyContext& c, nb::handle bindings) {
             const Engine& e = eng(*c.engine);
             const int count = static_cast<int>(nb::len(bindings));
             if (count != e.getNbIOTensors()) {
-              throw Error(ErrorCode::kInvalidArgument, "execute_v2: " + std::to_string(count) + " bindings given, the engine has " +
-                                                           std::to_string(e.getNbIOTensors()) + " (" + tensorNames(e) + ")");
+              throw Error(ErrorCode::kInvalidArgument, "execute_v2: " + std::to_string(count) +
+                                                           " bindings given, the engine has " +
+                                                           std::to_string(e.getNbIOTensors()) +
+                                                           " (" + tensorNames(e) + ")");
             }
             int i = 0;
             for (nb::handle b : bindings) bindAddress(c, e.getIOTensorName(i++), b);
@@ -360,7 +403,8 @@ void bindTrtRuntime(nb::module_& m) {
             execute(c);
             return true;
           },
-          nb::arg("stream_handle") = 0, "Runs with the bound buffers; returns when done (CPU: no streams).")
+          nb::arg("stream_handle") = 0,
+          "Runs with the bound buffers; returns when done (CPU: no streams).")
       .def(
           "execute_async_v2",
           [](PyContext& c, nb::handle bindings, uintptr_t) {
@@ -376,14 +420,16 @@ void bindTrtRuntime(nb::module_& m) {
       .def(
           "set_binding_shape",
           [](PyContext& c, int index, nb::handle shape) {
-            check(c.context->setInputShape(tensorName(eng(*c.engine), nb::int_(index)), dimsOf(shape, "shape")));
+            check(c.context->setInputShape(tensorName(eng(*c.engine), nb::int_(index)),
+                                           dimsOf(shape, "shape")));
             return true;
           },
           nb::arg("binding"), nb::arg("shape"))
       .def(
           "get_binding_shape",
           [](const PyContext& c, int index) {
-            Result<Shape> d = c.context->getTensorShape(tensorName(eng(*c.engine), nb::int_(index)));
+            Result<Shape> d =
+                c.context->getTensorShape(tensorName(eng(*c.engine), nb::int_(index)));
             check(d.status());
             return dimsTuple(*d);
           },
@@ -400,7 +446,8 @@ void bindTrtRuntime(nb::module_& m) {
                      return true;
                    })
       .def_prop_rw(
-          "active_optimization_profile", [](const PyContext& c) { return c.context->getOptimizationProfile(); },
+          "active_optimization_profile",
+          [](const PyContext& c) { return c.context->getOptimizationProfile(); },
           [](PyContext& c, int index) { check(c.context->setOptimizationProfile(index)); })
       .def(
           "set_optimization_profile_async",

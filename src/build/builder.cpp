@@ -40,7 +40,8 @@ class StageTimer {
   void run(const std::string& name, Fn&& fn) {
     auto start = std::chrono::steady_clock::now();
     std::string summary = fn();
-    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     report_.stages.push_back({name, ms, summary});
     std::ostringstream os;
     os << name << ": " << summary << " (" << std::fixed << std::setprecision(1) << ms << " ms)";
@@ -83,7 +84,8 @@ void applyOutputTypes(const std::vector<LayerRecord>& layers, ir::Graph& g) {
 }
 
 [[noreturn]] void throwUnsupportedNodes(const std::vector<std::string>& problems) {
-  std::string message = std::to_string(problems.size()) + " unsupported node" + (problems.size() > 1 ? "s" : "") + ": ";
+  std::string message = std::to_string(problems.size()) + " unsupported node" +
+                        (problems.size() > 1 ? "s" : "") + ": ";
   for (size_t i = 0; i < problems.size(); ++i) message += (i ? "; " : "") + problems[i];
   throw Error(ErrorCode::kUnsupportedNode, message);
 }
@@ -96,25 +98,32 @@ void applyOutputTypes(const std::vector<LayerRecord>& layers, ir::Graph& g) {
 void checkTensorsFitInMemory(const ir::Graph& g, const std::string& where) {
   const uint64_t limit = allocationLimitBytes();
   for (const ir::Value& v : g.values) {
-    if (v.constant || !v.type.shape || v.type.dtype == DataType::kString || v.type.dtype == DataType::kUndefined) continue;
+    if (v.constant || !v.type.shape || v.type.dtype == DataType::kString ||
+        v.type.dtype == DataType::kUndefined)
+      continue;
     const auto shape = ir::concreteShape(*v.type.shape);
     if (!shape) continue;
     uint64_t bytes = dataTypeSize(v.type.dtype);
     bool overflow = false;
-    for (int64_t d : *shape) overflow = overflow || d < 0 || __builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes);
+    for (int64_t d : *shape)
+      overflow =
+          overflow || d < 0 || __builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes);
     if (!overflow && bytes <= limit) continue;
-    const std::string owner = v.producer >= 0 ? "node '" + g.nodes[static_cast<size_t>(v.producer)].name + "' (" +
-                                                    g.nodes[static_cast<size_t>(v.producer)].opType + "): output '" + v.name + "'"
-                                              : "input '" + v.name + "'";
+    const std::string owner = v.producer >= 0
+                                  ? "node '" + g.nodes[static_cast<size_t>(v.producer)].name +
+                                        "' (" + g.nodes[static_cast<size_t>(v.producer)].opType +
+                                        "): output '" + v.name + "'"
+                                  : "input '" + v.name + "'";
     throw Error(ErrorCode::kInvalidArgument,
-                where + ": " + owner + " " + dataTypeName(v.type.dtype) + "[" + shapeToString(*shape) + "] needs " +
+                where + ": " + owner + " " + dataTypeName(v.type.dtype) + "[" +
+                    shapeToString(*shape) + "] needs " +
                     (overflow ? std::string("more than 2^64 bytes") : byteCountText(bytes)) + ", " +
                     allocationLimitText());
   }
 }
 
-MemoryPlan checkProfileShapes(const ir::Graph& graph, const plan::Profile& profile, int index, OptProfileSelector which,
-                              const KernelMemoryNeeds& kernels) {
+MemoryPlan checkProfileShapes(const ir::Graph& graph, const plan::Profile& profile, int index,
+                              OptProfileSelector which, const KernelMemoryNeeds& kernels) {
   static const char* names[] = {"min", "opt", "max"};
   ir::Graph g = graph;
   std::string given;
@@ -129,11 +138,12 @@ MemoryPlan checkProfileShapes(const ir::Graph& graph, const plan::Profile& profi
   try {
     ir::inferShapes(g);
   } catch (const Error& e) {
-    throw Error(e.code(), "optimization profile " + std::to_string(index) + " " + names[static_cast<int>(which)] +
-                              " shapes (" + given + "): " + e.what());
+    throw Error(e.code(), "optimization profile " + std::to_string(index) + " " +
+                              names[static_cast<int>(which)] + " shapes (" + given +
+                              "): " + e.what());
   }
-  checkTensorsFitInMemory(g, "optimization profile " + std::to_string(index) + " " + names[static_cast<int>(which)] +
-                                 " shapes (" + given + ")");
+  checkTensorsFitInMemory(g, "optimization profile " + std::to_string(index) + " " +
+                                 names[static_cast<int>(which)] + " shapes (" + given + ")");
   return planMemory(g, &kernels);
 }
 
@@ -141,7 +151,8 @@ MemoryPlan checkProfileShapes(const ir::Graph& graph, const plan::Profile& profi
 void describeKernel(const KernelChoice& choice, LayerInfo& info) {
   info.kernel = choice.id;
   info.kernelIsa = cpu::isaFeatureName(choice.isa);
-  for (const auto& [id, reason] : choice.declined) info.declinedKernels.push_back(id + ": " + reason);
+  for (const auto& [id, reason] : choice.declined)
+    info.declinedKernels.push_back(id + ": " + reason);
 }
 
 // A timed layer's record: how its kernel was chosen, every candidate's time, and the reasons of
@@ -154,7 +165,8 @@ void describeTactics(const build::LayerTactics& tactics, LayerInfo& info) {
     if (t.milliseconds < 0) info.declinedKernels.push_back(t.kernel + ": " + t.note);
 }
 
-// The pool the context will most likely run on: the configured threads, else one per hardware thread.
+// The pool the context will most likely run on: the configured threads, else one per hardware
+// thread.
 int plannedThreads(const BuilderConfig& config) {
   if (config.getThreads() > 0) return config.getThreads();
   return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
@@ -168,7 +180,8 @@ std::shared_ptr<ir::Graph> graphForPlan(const ir::Graph& graph, const Executor& 
     bool restorable = true;
     for (size_t i = 0; i < g->nodes.size(); ++i) {
       const auto& in = g->nodes[i].inputs;
-      if (std::find(in.begin(), in.end(), id) != in.end()) restorable = restorable && kernels.restorable(i);
+      if (std::find(in.begin(), in.end(), id) != in.end())
+        restorable = restorable && kernels.restorable(i);
     }
     Tensor& value = *g->value(id).constant;
     if (restorable) value = Tensor::wrap(value.dtype(), value.shape(), nullptr, nullptr);
@@ -183,18 +196,28 @@ std::set<std::string> nodeNames(const ir::Graph& g) {
 }
 
 std::string describeValue(const ir::Value& v) {
-  return v.name + " " + dataTypeName(v.type.dtype) + "[" + (v.type.shape ? ir::symShapeToString(*v.type.shape) : "?") + "]";
+  return v.name + " " + dataTypeName(v.type.dtype) + "[" +
+         (v.type.shape ? ir::symShapeToString(*v.type.shape) : "?") + "]";
 }
 
 // The plan's I/O list: inputs (dims -1 where dynamic) then outputs, in the graph's order.
-std::vector<plan::IOTensor> ioTensors(const ir::Graph& g, const std::vector<plan::Profile>& profiles) {
+std::vector<plan::IOTensor> ioTensors(const ir::Graph& g,
+                                      const std::vector<plan::Profile>& profiles) {
   std::vector<plan::IOTensor> io;
   for (int id : g.inputs) {
     const ir::Value& v = g.value(id);
     const bool hasShape = v.type.shape && !v.type.isSequence;
-    plan::IOTensor t{v.name, TensorIOMode::kINPUT, v.type.dtype, hasShape || !profiles.empty(), {}, v.constant.has_value(), id};
+    plan::IOTensor t{v.name,
+                     TensorIOMode::kINPUT,
+                     v.type.dtype,
+                     hasShape || !profiles.empty(),
+                     {},
+                     v.constant.has_value(),
+                     id};
     // With profiles every input has a rank (resolveProfiles); without, the declared one if any.
-    const size_t rank = !profiles.empty() ? profiles[0].find(v.name)->dims[0].size() : hasShape ? v.type.shape->size() : 0;
+    const size_t rank = !profiles.empty() ? profiles[0].find(v.name)->dims[0].size()
+                        : hasShape        ? v.type.shape->size()
+                                          : 0;
     for (size_t i = 0; i < rank; ++i) {
       bool fixed = v.type.shape && (*v.type.shape)[i].isKnown();
       t.dims.push_back(fixed ? (*v.type.shape)[i].value : -1);
@@ -216,8 +239,9 @@ std::vector<plan::IOTensor> ioTensors(const ir::Graph& g, const std::vector<plan
 
 namespace build {
 
-CompiledNetwork compileNetwork(ir::Graph graphIn, const std::vector<LayerRecord>& networkLayers, const std::string& source,
-                               const BuilderConfig& config, const CompileOptions& options, ILogger& logger,
+CompiledNetwork compileNetwork(ir::Graph graphIn, const std::vector<LayerRecord>& networkLayers,
+                               const std::string& source, const BuilderConfig& config,
+                               const CompileOptions& options, ILogger& logger,
                                BuildReport& report) {
   StageTimer timer(report, logger);
   auto graph = std::make_shared<ir::Graph>(std::move(graphIn));
@@ -226,10 +250,13 @@ CompiledNetwork compileNetwork(ir::Graph graphIn, const std::vector<LayerRecord>
 
   timer.run("optimize", [&] {
     ir::Graph& g = *graph;
-    if (config.getThreads() < 0) throw Error(ErrorCode::kInvalidArgument, "threads must be >= 0 (0 = one per hardware thread)");
+    if (config.getThreads() < 0)
+      throw Error(ErrorCode::kInvalidArgument,
+                  "threads must be >= 0 (0 = one per hardware thread)");
     if (config.getBuilderOptimizationLevel() < 0 || config.getBuilderOptimizationLevel() > 5) {
-      throw Error(ErrorCode::kInvalidArgument, "builder optimization level " +
-                                                   std::to_string(config.getBuilderOptimizationLevel()) + " is not in 0..5");
+      throw Error(ErrorCode::kInvalidArgument,
+                  "builder optimization level " +
+                      std::to_string(config.getBuilderOptimizationLevel()) + " is not in 0..5");
     }
     request = build::precisionRequest(networkLayers, g, config, logger);
     applyOutputTypes(networkLayers, g);
@@ -247,14 +274,19 @@ CompiledNetwork compileNetwork(ir::Graph graphIn, const std::vector<LayerRecord>
     std::set<std::string> afterRemoval = nodeNames(g);
     std::string int8;
     if (config.getFlag(BuilderFlag::kINT8) && config.getInt8Calibrator()) {
-      if (profiles.empty()) throw Error(ErrorCode::kInvalidArgument, "INT8 calibration needs an optimization profile");
+      if (profiles.empty())
+        throw Error(ErrorCode::kInvalidArgument, "INT8 calibration needs an optimization profile");
       // Folded first so that the Conv is quantized with the BatchNorm's scale in its weights.
       opt::foldBatchNormIntoConv(g);
       build::pinFloatLayers(g, request);
-      int8 = ", " + build::quantizeImplicitly(g, profiles[0], *config.getInt8Calibrator(), logger, report);
+      int8 = ", " +
+             build::quantizeImplicitly(g, profiles[0], *config.getInt8Calibrator(), logger, report);
     }
     const int fused =
-        options.optimize ? opt::fuseLayers(g, opt::FusionOptions{!config.getFlag(BuilderFlag::kDISABLE_NCHWC_LAYOUT)}) : 0;
+        options.optimize
+            ? opt::fuseLayers(
+                  g, opt::FusionOptions{!config.getFlag(BuilderFlag::kDISABLE_NCHWC_LAYOUT)})
+            : 0;
     std::map<std::string, std::string> fusedInto = opt::fusedNodeNames(g);
     const std::vector<std::string> precisions = build::markPrecisions(g, request, logger);
     for (const ir::Node& node : before) {
@@ -263,14 +295,16 @@ CompiledNetwork compileNetwork(ir::Graph graphIn, const std::vector<LayerRecord>
       } else if (!afterRemoval.count(node.name)) {
         report.layerDecisions.push_back(node.label() + ": removed, nothing reads its outputs");
       } else if (fusedInto.count(node.name)) {
-        report.layerDecisions.push_back(node.label() + ": fused into layer '" + fusedInto[node.name] + "'");
+        report.layerDecisions.push_back(node.label() + ": fused into layer '" +
+                                        fusedInto[node.name] + "'");
       }
     }
     for (const std::string& line : report.layerDecisions) logger.log(Severity::kVERBOSE, line);
     report.layerDecisions.insert(report.layerDecisions.end(), precisions.begin(), precisions.end());
     report.layersAfter = static_cast<int>(g.nodes.size());
-    return std::to_string(report.layersBefore) + " layers -> " + std::to_string(report.layersAfter) + " (" +
-           std::to_string(folded) + " folded into constants, " + std::to_string(removed) + " unused removed, " +
+    return std::to_string(report.layersBefore) + " layers -> " +
+           std::to_string(report.layersAfter) + " (" + std::to_string(folded) +
+           " folded into constants, " + std::to_string(removed) + " unused removed, " +
            std::to_string(fused) + " fused)" + int8;
   });
 
@@ -279,29 +313,35 @@ CompiledNetwork compileNetwork(ir::Graph graphIn, const std::vector<LayerRecord>
   timer.run("select kernels", [&] {
     // BF16 is timed at the opt shapes; without a profile the heuristics' marks stand.
     if (!profiles.empty()) {
-      for (std::string& line : build::timePrecisions(*graph, profiles[0], plannedThreads(config), request, logger))
+      for (std::string& line :
+           build::timePrecisions(*graph, profiles[0], plannedThreads(config), request, logger))
         report.layerDecisions.push_back(std::move(line));
     }
     // Tactics: the fastest candidate of each timed layer (none at level 0, or without a profile).
     std::vector<build::LayerTactics> tactics(graph->nodes.size());
     if (!profiles.empty() && options.kernelPolicy == Executor::KernelPolicy::kFirstSupporting) {
-      const build::TacticOptions to{config.getBuilderOptimizationLevel(), plannedThreads(config), config.getTimingCache()};
+      const build::TacticOptions to{config.getBuilderOptimizationLevel(), plannedThreads(config),
+                                    config.getTimingCache()};
       tactics = build::selectTactics(*graph, profiles[0], to, logger, report);
     }
     std::vector<std::string> ids;
     for (const build::LayerTactics& t : tactics) ids.push_back(t.kernel);
-    if (std::all_of(ids.begin(), ids.end(), [](const std::string& id) { return id.empty(); })) ids.clear();
+    if (std::all_of(ids.begin(), ids.end(), [](const std::string& id) { return id.empty(); }))
+      ids.clear();
     // Makes every kernel, the tactic's or the candidate of its family the policy picks:
     // factories validate attributes and pre-pack weights.
     kernels = options.freeCopiedWeights
-                  ? std::make_unique<Executor>(graph, Executor::kFreeCopiedWeights, ids, nullptr, options.kernelPolicy)
+                  ? std::make_unique<Executor>(graph, Executor::kFreeCopiedWeights, ids, nullptr,
+                                               options.kernelPolicy)
                   : std::make_unique<Executor>(graph, ids, options.kernelPolicy);
-    for (std::string& line : build::settlePrecisions(*graph, kernels->kernelChoices(), request, logger))
+    for (std::string& line :
+         build::settlePrecisions(*graph, kernels->kernelChoices(), request, logger))
       report.layerDecisions.push_back(std::move(line));
     const ir::Graph& g = *graph;
     for (size_t i = 0; i < g.nodes.size(); ++i) {
       const ir::Node& node = g.nodes[i];
-      LayerInfo info{node.name, node.opType, {}, {}, {}, {}, {}, opt::fusedFrom(node), {}, "heuristics", {}};
+      LayerInfo info{node.name, node.opType,          {}, {},           {}, {},
+                     {},        opt::fusedFrom(node), {}, "heuristics", {}};
       describeKernel(kernels->kernelChoices()[i], info);
       if (!tactics[i].kernel.empty()) describeTactics(tactics[i], info);
       info.precision = ir::layerPrecision(g, node);
@@ -311,9 +351,11 @@ CompiledNetwork compileNetwork(ir::Graph graphIn, const std::vector<LayerRecord>
         if (id != ir::kNoValue) outs += (outs.empty() ? "" : ", ") + describeValue(g.value(id));
       }
       for (int id : node.inputs) info.inputs.push_back(id == ir::kNoValue ? "" : g.value(id).name);
-      std::string decision = "layer '" + node.name + "' (" + node.opType + "): kernel " + info.kernel + " -> " + outs;
+      std::string decision =
+          "layer '" + node.name + "' (" + node.opType + "): kernel " + info.kernel + " -> " + outs;
       if (!ir::nodePrecision(node).empty()) decision += ", precision " + info.precision;
-      for (const std::string& declined : info.declinedKernels) decision += "\n    declined " + declined;
+      for (const std::string& declined : info.declinedKernels)
+        decision += "\n    declined " + declined;
       logger.log(Severity::kVERBOSE, decision);
       report.layerDecisions.push_back(std::move(decision));
       layers.push_back(std::move(info));
@@ -324,39 +366,47 @@ CompiledNetwork compileNetwork(ir::Graph graphIn, const std::vector<LayerRecord>
     }
     std::string summary = std::to_string(layers.size()) + " kernels";
     if (config.getBuilderOptimizationLevel() > 0 && !profiles.empty()) {
-      summary += ", tactics at optimization level " + std::to_string(config.getBuilderOptimizationLevel()) + ": " +
-                 std::to_string(report.tacticLayersTimed) + " layers timed (" + std::to_string(report.tacticRuns) +
-                 " runs), " + std::to_string(report.tacticLayersFromCache) + " from the timing cache";
+      summary += ", tactics at optimization level " +
+                 std::to_string(config.getBuilderOptimizationLevel()) + ": " +
+                 std::to_string(report.tacticLayersTimed) + " layers timed (" +
+                 std::to_string(report.tacticRuns) + " runs), " +
+                 std::to_string(report.tacticLayersFromCache) + " from the timing cache";
     }
     return summary;
   });
 
-  if (!profiles.empty()) timer.run("plan memory", [&] {
-    const KernelMemoryNeeds needs = kernels->memoryNeeds(plannedThreads(config));
-    uint64_t maxWorkspace = 0;  // the largest kernel workspace at the max shapes
-    for (size_t p = 0; p < profiles.size(); ++p) {
-      for (auto which : {OptProfileSelector::kMIN, OptProfileSelector::kOPT, OptProfileSelector::kMAX}) {
-        MemoryPlan memory = checkProfileShapes(*graph, profiles[p], static_cast<int>(p), which, needs);
-        const uint64_t bytes = memory.arenaBytes;
-        if (which == OptProfileSelector::kMAX) maxWorkspace = std::max(maxWorkspace, memory.largestWorkspace);
-        if (p == 0 && which == OptProfileSelector::kOPT) {
-          report.arenaBytes = bytes;
-          report.intermediateBytes = memory.intermediateBytes;
+  if (!profiles.empty())
+    timer.run("plan memory", [&] {
+      const KernelMemoryNeeds needs = kernels->memoryNeeds(plannedThreads(config));
+      uint64_t maxWorkspace = 0;  // the largest kernel workspace at the max shapes
+      for (size_t p = 0; p < profiles.size(); ++p) {
+        for (auto which :
+             {OptProfileSelector::kMIN, OptProfileSelector::kOPT, OptProfileSelector::kMAX}) {
+          MemoryPlan memory =
+              checkProfileShapes(*graph, profiles[p], static_cast<int>(p), which, needs);
+          const uint64_t bytes = memory.arenaBytes;
+          if (which == OptProfileSelector::kMAX)
+            maxWorkspace = std::max(maxWorkspace, memory.largestWorkspace);
+          if (p == 0 && which == OptProfileSelector::kOPT) {
+            report.arenaBytes = bytes;
+            report.intermediateBytes = memory.intermediateBytes;
+          }
+          if (which == OptProfileSelector::kMAX)
+            report.maxArenaBytes = std::max(report.maxArenaBytes, bytes);
         }
-        if (which == OptProfileSelector::kMAX) report.maxArenaBytes = std::max(report.maxArenaBytes, bytes);
       }
-    }
-    const uint64_t limit = config.getMemoryPoolLimit();
-    if (limit && report.maxArenaBytes > limit) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  "the activations and kernel workspaces need " + mib(report.maxArenaBytes) + " (" +
-                      std::to_string(report.maxArenaBytes) + " bytes, the largest workspace " +
-                      std::to_string(maxWorkspace) + " bytes) at the profiles' max shapes, more than the workspace limit of " +
-                      mib(limit) + " (" + std::to_string(limit) + " bytes)");
-    }
-    return "arena " + mib(report.arenaBytes) + " at opt shapes (intermediates sum " + mib(report.intermediateBytes) +
-           "), " + mib(report.maxArenaBytes) + " at max shapes";
-  });
+      const uint64_t limit = config.getMemoryPoolLimit();
+      if (limit && report.maxArenaBytes > limit) {
+        throw Error(ErrorCode::kInvalidArgument,
+                    "the activations and kernel workspaces need " + mib(report.maxArenaBytes) +
+                        " (" + std::to_string(report.maxArenaBytes) +
+                        " bytes, the largest workspace " + std::to_string(maxWorkspace) +
+                        " bytes) at the profiles' max shapes, more than the workspace limit of " +
+                        mib(limit) + " (" + std::to_string(limit) + " bytes)");
+      }
+      return "arena " + mib(report.arenaBytes) + " at opt shapes (intermediates sum " +
+             mib(report.intermediateBytes) + "), " + mib(report.maxArenaBytes) + " at max shapes";
+    });
 
   CompiledNetwork compiled;
   plan::Plan& p = compiled.plan;
@@ -382,10 +432,13 @@ CompiledNetwork compileNetwork(ir::Graph graphIn, const std::vector<LayerRecord>
 
 namespace {
 
-std::vector<uint8_t> buildPlan(const NetworkDefinition::Impl& net, const BuilderConfig& config, ILogger& logger,
-                               BuildReport& report) {
-  if (net.graph.outputs.empty()) throw Error(ErrorCode::kInvalidArgument, "the network has no outputs; mark one with markOutput");
-  build::CompiledNetwork compiled = build::compileNetwork(net.graph, net.layers, net.source, config, {}, logger, report);
+std::vector<uint8_t> buildPlan(const NetworkDefinition::Impl& net, const BuilderConfig& config,
+                               ILogger& logger, BuildReport& report) {
+  if (net.graph.outputs.empty())
+    throw Error(ErrorCode::kInvalidArgument,
+                "the network has no outputs; mark one with markOutput");
+  build::CompiledNetwork compiled =
+      build::compileNetwork(net.graph, net.layers, net.source, config, {}, logger, report);
   std::vector<uint8_t> bytes;
   StageTimer(report, logger).run("serialize", [&] {
     plan::Plan& p = compiled.plan;
@@ -401,7 +454,8 @@ std::vector<uint8_t> buildPlan(const NetworkDefinition::Impl& net, const Builder
 }  // namespace
 
 Result<std::vector<uint8_t>> Builder::buildSerializedNetwork(const NetworkDefinition& network,
-                                                             const BuilderConfig& config, BuildReport* report) {
+                                                             const BuilderConfig& config,
+                                                             BuildReport* report) {
   BuildReport local;
   BuildReport& r = report ? *report : local;
   r = BuildReport{};

@@ -27,15 +27,17 @@ std::string hexBits(float v) {
 }
 
 bool parseHexBits(const std::string& text, float& v) {
-  if (text.size() != 8 || text.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos) return false;
+  if (text.size() != 8 || text.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos)
+    return false;
   const uint32_t bits = static_cast<uint32_t>(std::stoul(text, nullptr, 16));
   std::memcpy(&v, &bits, sizeof(v));
   return true;
 }
 
 CalibrationAlgoType algorithmNamed(const std::string& name, int line) {
-  for (auto algo : {CalibrationAlgoType::kENTROPY_CALIBRATION_2, CalibrationAlgoType::kMINMAX_CALIBRATION,
-                    CalibrationAlgoType::kPERCENTILE_CALIBRATION}) {
+  for (auto algo :
+       {CalibrationAlgoType::kENTROPY_CALIBRATION_2, CalibrationAlgoType::kMINMAX_CALIBRATION,
+        CalibrationAlgoType::kPERCENTILE_CALIBRATION}) {
     if (name == calibrationAlgoName(algo)) return algo;
   }
   malformed(line, "unknown calibrator '" + name + "' (entropy, minmax or percentile)");
@@ -45,8 +47,8 @@ CalibrationAlgoType algorithmNamed(const std::string& name, int line) {
 
 std::string formatCalibrationCache(const CalibrationCache& cache) {
   std::ostringstream os;
-  os << kMagic << " calibrator=" << calibrationAlgoName(cache.algorithm) << " kiln=" << cache.kilnVersion
-     << " network=" << cache.fingerprint << "\n";
+  os << kMagic << " calibrator=" << calibrationAlgoName(cache.algorithm)
+     << " kiln=" << cache.kilnVersion << " network=" << cache.fingerprint << "\n";
   for (const ActivationQuantization& t : cache.tensors) {
     os << t.tensor << ": " << hexBits(t.scale);
     if (t.zeroPoint != 0) os << " " << t.zeroPoint;
@@ -59,7 +61,8 @@ CalibrationCache parseCalibrationCache(const std::string& text) {
   std::istringstream in(text);
   std::string line;
   if (!std::getline(in, line) || line.rfind(kMagic, 0) != 0) {
-    malformed(1, std::string("not a kiln calibration cache (the first line must start with '") + kMagic + "')");
+    malformed(1, std::string("not a kiln calibration cache (the first line must start with '") +
+                     kMagic + "')");
   }
   CalibrationCache cache;
   std::map<std::string, std::string> fields;
@@ -77,16 +80,20 @@ CalibrationCache parseCalibrationCache(const std::string& text) {
   for (int number = 2; std::getline(in, line); ++number) {
     if (line.empty()) continue;
     const size_t colon = line.rfind(": ");
-    if (colon == std::string::npos || colon == 0) malformed(number, "expected 'tensor_name: SCALE_HEX [ZERO_POINT]'");
+    if (colon == std::string::npos || colon == 0)
+      malformed(number, "expected 'tensor_name: SCALE_HEX [ZERO_POINT]'");
     ActivationQuantization t;
     t.tensor = line.substr(0, colon);
     std::istringstream rest(line.substr(colon + 2));
     std::string scale;
     rest >> scale;
-    if (!parseHexBits(scale, t.scale)) malformed(number, "scale '" + scale + "' of '" + t.tensor + "' is not 8 hex digits (float bits)");
+    if (!parseHexBits(scale, t.scale))
+      malformed(number,
+                "scale '" + scale + "' of '" + t.tensor + "' is not 8 hex digits (float bits)");
     if (!(t.scale > 0)) malformed(number, "scale of '" + t.tensor + "' is not positive");
     if (!(rest >> std::ws).eof()) {
-      if (!(rest >> t.zeroPoint) || t.zeroPoint < -128 || t.zeroPoint > 127 || !(rest >> std::ws).eof()) {
+      if (!(rest >> t.zeroPoint) || t.zeroPoint < -128 || t.zeroPoint > 127 ||
+          !(rest >> std::ws).eof()) {
         malformed(number, "zero point of '" + t.tensor + "' is not an integer in [-128, 127]");
       }
     }
@@ -95,18 +102,22 @@ CalibrationCache parseCalibrationCache(const std::string& text) {
   return cache;
 }
 
-std::vector<ActivationQuantization> matchCalibrationCache(const CalibrationCache& cache, const ir::Graph& graph,
-                                                         const std::vector<int>& tensors, const std::string& fingerprint) {
+std::vector<ActivationQuantization> matchCalibrationCache(const CalibrationCache& cache,
+                                                          const ir::Graph& graph,
+                                                          const std::vector<int>& tensors,
+                                                          const std::string& fingerprint) {
   std::map<std::string, const ActivationQuantization*> byName;
   for (const ActivationQuantization& t : cache.tensors) byName[t.tensor] = &t;
-  const std::string refused = "the calibration cache was made for another network (its fingerprint " + cache.fingerprint +
-                              ", this network's " + fingerprint + "): ";
+  const std::string refused =
+      "the calibration cache was made for another network (its fingerprint " + cache.fingerprint +
+      ", this network's " + fingerprint + "): ";
   std::vector<ActivationQuantization> out;
   for (int id : tensors) {
     const std::string& name = graph.value(id).name;
     auto it = byName.find(name);
     if (it == byName.end()) {
-      throw Error(ErrorCode::kInvalidArgument, refused + "tensor '" + name + "', which this network quantizes, is not in it");
+      throw Error(ErrorCode::kInvalidArgument,
+                  refused + "tensor '" + name + "', which this network quantizes, is not in it");
     }
     out.push_back(*it->second);
   }
@@ -115,12 +126,16 @@ std::vector<ActivationQuantization> matchCalibrationCache(const CalibrationCache
     for (int id : tensors) wanted[graph.value(id).name] = id;
     for (const ActivationQuantization& t : cache.tensors) {
       if (!wanted.count(t.tensor)) {
-        throw Error(ErrorCode::kInvalidArgument, refused + "its tensor '" + t.tensor + "' is not quantized in this network");
+        throw Error(ErrorCode::kInvalidArgument,
+                    refused + "its tensor '" + t.tensor + "' is not quantized in this network");
       }
     }
   }
   if (cache.fingerprint != fingerprint) {
-    throw Error(ErrorCode::kInvalidArgument, refused + "it has the same tensors, but the quantized layers or the tensors' shapes differ");
+    throw Error(
+        ErrorCode::kInvalidArgument,
+        refused +
+            "it has the same tensors, but the quantized layers or the tensors' shapes differ");
   }
   return out;
 }

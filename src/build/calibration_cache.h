@@ -23,7 +23,9 @@ CalibrationCache parseCalibrationCache(const std::string& text);
 
 /// The cache's parameters for `tensors` (value ids of `graph`), in that order. A cache made for
 /// another network is refused naming the first tensor that does not match.
-std::vector<ActivationQuantization> matchCalibrationCache(const CalibrationCache& cache, const ir::Graph& graph,
-                                                         const std::vector<int>& tensors, const std::string& fingerprint);
+std::vector<ActivationQuantization> matchCalibrationCache(const CalibrationCache& cache,
+                                                          const ir::Graph& graph,
+                                                          const std::vector<int>& tensors,
+                                                          const std::string& fingerprint);
 
 }  // namespace kiln::build

@@ -34,14 +34,16 @@ void TensorStatistics::observeHistogram(const float* x, int64_t n) {
     const double v = std::abs(static_cast<double>(x[i]));
     if (std::isnan(v)) continue;
     // Values beyond pass 1's range cannot occur (the same batches), but clamp all the same.
-    const int bin = binWidth_ > 0 ? static_cast<int>(std::min(v / binWidth_, static_cast<double>(last))) : 0;
+    const int bin =
+        binWidth_ > 0 ? static_cast<int>(std::min(v / binWidth_, static_cast<double>(last))) : 0;
     histogram_[static_cast<size_t>(bin)] += 1;
   }
 }
 
 namespace {
 
-// KL(P || Q) of two unnormalized distributions over the same bins; infinity where Q is 0 and P is not.
+// KL(P || Q) of two unnormalized distributions over the same bins; infinity where Q is 0 and P is
+// not.
 double klDivergence(const std::vector<double>& p, const std::vector<double>& q) {
   double pSum = 0, qSum = 0;
   for (size_t k = 0; k < p.size(); ++k) {
@@ -99,9 +101,12 @@ double entropyThreshold(const std::vector<double>& counts, double binWidth, int 
   return bestBins * binWidth;
 }
 
-double percentileThreshold(const std::vector<double>& histogram, double binWidth, double percentile) {
+double percentileThreshold(const std::vector<double>& histogram, double binWidth,
+                           double percentile) {
   if (!(percentile > 0 && percentile <= 100)) {
-    throw Error(ErrorCode::kInvalidArgument, "the calibration percentile must be in (0, 100], not " + std::to_string(percentile));
+    throw Error(
+        ErrorCode::kInvalidArgument,
+        "the calibration percentile must be in (0, 100], not " + std::to_string(percentile));
   }
   double total = 0;
   for (double c : histogram) total += c;
@@ -114,11 +119,15 @@ double percentileThreshold(const std::vector<double>& histogram, double binWidth
   return static_cast<double>(histogram.size()) * binWidth;
 }
 
-bool needsHistogram(CalibrationAlgoType algo) { return algo != CalibrationAlgoType::kMINMAX_CALIBRATION; }
+bool needsHistogram(CalibrationAlgoType algo) {
+  return algo != CalibrationAlgoType::kMINMAX_CALIBRATION;
+}
 
-ActivationRange chooseRange(const TensorStatistics& stats, CalibrationAlgoType algo, double percentile) {
+ActivationRange chooseRange(const TensorStatistics& stats, CalibrationAlgoType algo,
+                            double percentile) {
   switch (algo) {
-    case CalibrationAlgoType::kMINMAX_CALIBRATION: return {std::min(stats.min(), 0.0), std::max(stats.max(), 0.0), false};
+    case CalibrationAlgoType::kMINMAX_CALIBRATION:
+      return {std::min(stats.min(), 0.0), std::max(stats.max(), 0.0), false};
     case CalibrationAlgoType::kENTROPY_CALIBRATION_2:
     case CalibrationAlgoType::kPERCENTILE_CALIBRATION: {
       const double t = algo == CalibrationAlgoType::kENTROPY_CALIBRATION_2
@@ -129,7 +138,8 @@ ActivationRange chooseRange(const TensorStatistics& stats, CalibrationAlgoType a
       return {-t, t, true};
     }
   }
-  throw Error(ErrorCode::kInvalidArgument, "unknown calibration algorithm " + std::to_string(static_cast<int>(algo)));
+  throw Error(ErrorCode::kInvalidArgument,
+              "unknown calibration algorithm " + std::to_string(static_cast<int>(algo)));
 }
 
 Int8Params int8Params(const ActivationRange& range) {
@@ -142,7 +152,8 @@ Int8Params int8Params(const ActivationRange& range) {
   const double lo = std::min(range.min, 0.0), hi = std::max(range.max, 0.0);
   if (hi - lo <= 0) return out;
   out.scale = static_cast<float>((hi - lo) / 255);
-  out.zeroPoint = static_cast<int32_t>(std::clamp(std::nearbyint(-128 - lo / out.scale), -128.0, 127.0));
+  out.zeroPoint =
+      static_cast<int32_t>(std::clamp(std::nearbyint(-128 - lo / out.scale), -128.0, 127.0));
   return out;
 }
 
@@ -152,9 +163,12 @@ namespace kiln {
 
 const char* calibrationAlgoName(CalibrationAlgoType type) {
   switch (type) {
-    case CalibrationAlgoType::kENTROPY_CALIBRATION_2: return "entropy";
-    case CalibrationAlgoType::kMINMAX_CALIBRATION: return "minmax";
-    case CalibrationAlgoType::kPERCENTILE_CALIBRATION: return "percentile";
+    case CalibrationAlgoType::kENTROPY_CALIBRATION_2:
+      return "entropy";
+    case CalibrationAlgoType::kMINMAX_CALIBRATION:
+      return "minmax";
+    case CalibrationAlgoType::kPERCENTILE_CALIBRATION:
+      return "percentile";
   }
   return "unknown";
 }

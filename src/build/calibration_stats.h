@@ -8,7 +8,8 @@
 
 namespace kiln::build {
 
-/// Bins of the |x| histograms (entropy, percentile), and the 8-bit levels of |x| entropy compares against.
+/// Bins of the |x| histograms (entropy, percentile), and the 8-bit levels of |x| entropy compares
+/// against.
 constexpr int kHistogramBins = 2048;
 constexpr int kQuantizedLevels = 128;
 
@@ -39,10 +40,13 @@ class TensorStatistics {
 /// `levels` groups and spread back evenly over each group's non-empty bins; the i of the least
 /// KL(P || Q) wins (the smallest on a tie; a candidate where Q is 0 and P is not never does) and
 /// the threshold is its upper edge, i bin widths. Bin 0 (the zeros) is counted as bin 1.
-double entropyThreshold(const std::vector<double>& histogram, double binWidth, int levels = kQuantizedLevels);
+double entropyThreshold(const std::vector<double>& histogram, double binWidth,
+                        int levels = kQuantizedLevels);
 
-/// The upper edge of the first bin at which the histogram's cumulative share reaches `percentile` %.
-double percentileThreshold(const std::vector<double>& histogram, double binWidth, double percentile);
+/// The upper edge of the first bin at which the histogram's cumulative share reaches `percentile`
+/// %.
+double percentileThreshold(const std::vector<double>& histogram, double binWidth,
+                           double percentile);
 
 /// The range an activation is quantized over; symmetric ranges are [-threshold, threshold].
 struct ActivationRange {
@@ -55,7 +59,8 @@ bool needsHistogram(CalibrationAlgoType algo);
 
 /// `percentile` is only read by kPERCENTILE_CALIBRATION. Entropy and percentile give [-T, T], or
 /// [0, T] (not symmetric) for a tensor that was never negative.
-ActivationRange chooseRange(const TensorStatistics& stats, CalibrationAlgoType algo, double percentile);
+ActivationRange chooseRange(const TensorStatistics& stats, CalibrationAlgoType algo,
+                            double percentile);
 
 /// Signed 8-bit parameters of a range: symmetric: scale = threshold / 127, zero point 0;
 /// otherwise (the range widened to hold 0) scale = (max - min) / 255 and the zero point that

@@ -5,16 +5,18 @@
 
 namespace kiln {
 
-bool IInt8Calibrator::getBatchTensors(const std::vector<CalibrationInput>& inputs, std::vector<Tensor>& batch) {
+bool IInt8Calibrator::getBatchTensors(const std::vector<CalibrationInput>& inputs,
+                                      std::vector<Tensor>& batch) {
   batch.clear();
   std::vector<void*> bindings;
   std::vector<const char*> names;
   for (const CalibrationInput& in : inputs) {
     for (int64_t d : in.dims) {
       if (d < 0) {
-        throw Error(ErrorCode::kInvalidArgument, "calibration input '" + in.name + "' has a dynamic shape " +
-                                                     shapeToString(in.dims) +
-                                                     ": give it an optimization profile (its opt shape is the batch's)");
+        throw Error(ErrorCode::kInvalidArgument,
+                    "calibration input '" + in.name + "' has a dynamic shape " +
+                        shapeToString(in.dims) +
+                        ": give it an optimization profile (its opt shape is the batch's)");
       }
     }
     batch.emplace_back(in.dtype, in.dims);

@@ -35,8 +35,8 @@ struct CompiledNetwork {
 /// Builds `graph` (moved in: it becomes the engine's); `layers` are the network's layer records
 /// over it (output types, precision constraints; empty for a model a Session loaded), `source`
 /// names the model in the plan. Throws kiln::Error naming what is at fault.
-CompiledNetwork compileNetwork(ir::Graph graph, const std::vector<LayerRecord>& layers, const std::string& source,
-                               const BuilderConfig& config, const CompileOptions& options, ILogger& logger,
-                               BuildReport& report);
+CompiledNetwork compileNetwork(ir::Graph graph, const std::vector<LayerRecord>& layers,
+                               const std::string& source, const BuilderConfig& config,
+                               const CompileOptions& options, ILogger& logger, BuildReport& report);
 
 }  // namespace kiln::build

@@ -17,7 +17,8 @@ namespace fs = std::filesystem;
 namespace {
 
 bool endsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 // `t` with its first dimension dropped at `index` (a view would outlive nothing: copied).
@@ -25,7 +26,8 @@ Tensor slice(const Tensor& t, int64_t index) {
   Shape shape(t.shape().begin() + 1, t.shape().end());
   Tensor out(t.dtype(), shape);
   const size_t bytes = out.byteSize();
-  std::memcpy(out.raw(), static_cast<const uint8_t*>(t.raw()) + bytes * static_cast<size_t>(index), bytes);
+  std::memcpy(out.raw(), static_cast<const uint8_t*>(t.raw()) + bytes * static_cast<size_t>(index),
+              bytes);
   return out;
 }
 
@@ -40,40 +42,51 @@ FileCalibrator::FileCalibrator(FileCalibratorOptions options) : options_(std::mo
       if (entry.is_directory()) folders_.push_back(entry.path().string());
     std::sort(folders_.begin(), folders_.end());
     if (folders_.empty()) {
-      throw Error(ErrorCode::kInvalidArgument, path + ": no sample subfolders (calibration data is a folder with one "
-                                                      "subfolder per sample, each holding <input name>.npy)");
+      throw Error(ErrorCode::kInvalidArgument,
+                  path +
+                      ": no sample subfolders (calibration data is a folder with one "
+                      "subfolder per sample, each holding <input name>.npy)");
     }
     samples_ = static_cast<int64_t>(folders_.size());
   } else if (endsWith(path, ".npz")) {
     for (auto& [name, array] : readNpz(path)) {
-      if (array.rank() == 0) throw Error(ErrorCode::kInvalidArgument, path + ": array '" + name + "' is a scalar, not a stack of samples");
+      if (array.rank() == 0)
+        throw Error(ErrorCode::kInvalidArgument,
+                    path + ": array '" + name + "' is a scalar, not a stack of samples");
       if (!stacked_.empty() && array.dim(0) != samples_) {
-        throw Error(ErrorCode::kInvalidArgument, path + ": array '" + name + "' stacks " + std::to_string(array.dim(0)) +
-                                                     " samples, the others " + std::to_string(samples_));
+        throw Error(ErrorCode::kInvalidArgument,
+                    path + ": array '" + name + "' stacks " + std::to_string(array.dim(0)) +
+                        " samples, the others " + std::to_string(samples_));
       }
       samples_ = array.dim(0);
       stacked_.emplace(name, std::move(array));
     }
     if (samples_ == 0) throw Error(ErrorCode::kInvalidArgument, path + ": holds no samples");
   } else if (!fs::exists(path, ec)) {
-    throw Error(ErrorCode::kIoError, path + ": no such calibration data (a folder or an .npz file)");
+    throw Error(ErrorCode::kIoError,
+                path + ": no such calibration data (a folder or an .npz file)");
   } else {
-    throw Error(ErrorCode::kInvalidArgument, path + ": calibration data must be a folder or an .npz file");
+    throw Error(ErrorCode::kInvalidArgument,
+                path + ": calibration data must be a folder or an .npz file");
   }
 }
 
 Tensor FileCalibrator::sample(const CalibrationInput& input, int64_t index) const {
   Tensor t;
   if (!folders_.empty()) {
-    const std::string file = (fs::path(folders_[static_cast<size_t>(index)]) / (input.name + ".npy")).string();
-    if (!fs::exists(file)) throw Error(ErrorCode::kInvalidArgument, "calibration input '" + input.name + "': " + file + " does not exist");
+    const std::string file =
+        (fs::path(folders_[static_cast<size_t>(index)]) / (input.name + ".npy")).string();
+    if (!fs::exists(file))
+      throw Error(ErrorCode::kInvalidArgument,
+                  "calibration input '" + input.name + "': " + file + " does not exist");
     t = readNpy(file);
   } else {
     auto it = stacked_.find(input.name);
     if (it == stacked_.end()) {
       std::string held;
       for (const auto& kv : stacked_) held += (held.empty() ? "" : ", ") + kv.first;
-      throw Error(ErrorCode::kInvalidArgument, options_.data + ": no array for input '" + input.name + "' (it holds " + held + ")");
+      throw Error(ErrorCode::kInvalidArgument, options_.data + ": no array for input '" +
+                                                   input.name + "' (it holds " + held + ")");
     }
     t = slice(it->second, index);
   }
@@ -85,7 +98,8 @@ Tensor FileCalibrator::sample(const CalibrationInput& input, int64_t index) cons
   return t;
 }
 
-bool FileCalibrator::getBatchTensors(const std::vector<CalibrationInput>& inputs, std::vector<Tensor>& batch) {
+bool FileCalibrator::getBatchTensors(const std::vector<CalibrationInput>& inputs,
+                                     std::vector<Tensor>& batch) {
   if (next_ >= samples_) return false;
   batch.clear();
   for (const CalibrationInput& in : inputs) batch.push_back(sample(in, next_));

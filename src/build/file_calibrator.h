@@ -16,7 +16,7 @@ struct FileCalibratorOptions {
   std::string cacheFile;  // empty: no cache
   CalibrationAlgoType algorithm = CalibrationAlgoType::kENTROPY_CALIBRATION_2;
   double percentile = 99.99;
-  bool progress = true;   // a progress line on stderr
+  bool progress = true;  // a progress line on stderr
 };
 
 class FileCalibrator : public IInt8Calibrator {
@@ -26,13 +26,17 @@ class FileCalibrator : public IInt8Calibrator {
 
   int32_t getBatchSize() const noexcept override { return 1; }
   int32_t getNbBatches() const noexcept override { return static_cast<int32_t>(samples_); }
-  bool getBatch(void* bindings[], const char* names[], int32_t nbBindings) noexcept override { return false; }
-  bool getBatchTensors(const std::vector<CalibrationInput>& inputs, std::vector<Tensor>& batch) override;
+  bool getBatch(void* bindings[], const char* names[], int32_t nbBindings) noexcept override {
+    return false;
+  }
+  bool getBatchTensors(const std::vector<CalibrationInput>& inputs,
+                       std::vector<Tensor>& batch) override;
   const void* readCalibrationCache(size_t& length) noexcept override;
   void writeCalibrationCache(const void* cache, size_t length) noexcept override;
   CalibrationAlgoType getAlgorithm() const noexcept override { return options_.algorithm; }
   double getPercentile() const noexcept override { return options_.percentile; }
-  void reportProgress(int64_t samplesDone, int64_t samplesTotal, double secondsLeft) noexcept override;
+  void reportProgress(int64_t samplesDone, int64_t samplesTotal,
+                      double secondsLeft) noexcept override;
 
   /// A cache file could not be written (writeCalibrationCache cannot throw); empty if none.
   const std::string& cacheWriteError() const { return cacheWriteError_; }
@@ -43,8 +47,8 @@ class FileCalibrator : public IInt8Calibrator {
   FileCalibratorOptions options_;
   int64_t samples_ = 0;
   int64_t next_ = 0;
-  std::vector<std::string> folders_;          // folder layout: one per sample, sorted
-  std::map<std::string, Tensor> stacked_;      // .npz layout: by input name
+  std::vector<std::string> folders_;       // folder layout: one per sample, sorted
+  std::map<std::string, Tensor> stacked_;  // .npz layout: by input name
   std::string cache_;
   std::string cacheWriteError_;
 };

@@ -12,7 +12,7 @@ namespace kiln::build {
 
 /// Calibrates at `profile`'s opt shapes and inserts the Q/DQ pairs; the ranges chosen go to
 /// report.quantizedTensors and the log (verbose). Returns a summary for the optimize stage.
-std::string quantizeImplicitly(ir::Graph& graph, const plan::Profile& profile, IInt8Calibrator& calibrator,
-                               ILogger& logger, BuildReport& report);
+std::string quantizeImplicitly(ir::Graph& graph, const plan::Profile& profile,
+                               IInt8Calibrator& calibrator, ILogger& logger, BuildReport& report);
 
 }  // namespace kiln::build

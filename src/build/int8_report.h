@@ -12,6 +12,7 @@ namespace kiln::build {
 
 /// The lines for a built graph and its layers (layers[i] describes graph.nodes[i]); empty when
 /// no layer was quantized or refused (a float model).
-std::vector<std::string> int8LayerReport(const ir::Graph& graph, const std::vector<LayerInfo>& layers);
+std::vector<std::string> int8LayerReport(const ir::Graph& graph,
+                                         const std::vector<LayerInfo>& layers);
 
 }  // namespace kiln::build

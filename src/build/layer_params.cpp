@@ -38,9 +38,9 @@ ILayer* NetworkDefinition::Impl::withParams(
 namespace {
 
 const char* paramsKind(const LayerParams& params) {
-  static const char* const kNames[] = {"no parameters",     "ConvolutionParams", "PoolingParams",
-                                       "ActivationParams",  "SoftMaxParams",     "ShuffleParams",
-                                       "ResizeParams",      "ConcatenationParams"};
+  static const char* const kNames[] = {"no parameters",    "ConvolutionParams",  "PoolingParams",
+                                       "ActivationParams", "SoftMaxParams",      "ShuffleParams",
+                                       "ResizeParams",     "ConcatenationParams"};
   static_assert(std::size(kNames) == std::variant_size_v<LayerParams>);
   return kNames[params.index()];
 }
@@ -49,20 +49,23 @@ const char* paramsKind(const LayerParams& params) {
 void removeNodes(NetworkDefinition::Impl& impl, std::vector<int> doomed, LayerRecord& extra) {
   std::sort(doomed.begin(), doomed.end());
   auto renumber = [&](int index) {
-    return index - static_cast<int>(std::lower_bound(doomed.begin(), doomed.end(), index) - doomed.begin());
+    return index -
+           static_cast<int>(std::lower_bound(doomed.begin(), doomed.end(), index) - doomed.begin());
   };
   auto fix = [&](LayerRecord& rec) {
     for (int& n : rec.nodes) n = renumber(n);
     for (auto& slots : rec.inputSlots)
       for (auto& slot : slots) slot.first = renumber(slot.first);
   };
-  for (auto it = doomed.rbegin(); it != doomed.rend(); ++it) impl.graph.nodes.erase(impl.graph.nodes.begin() + *it);
+  for (auto it = doomed.rbegin(); it != doomed.rend(); ++it)
+    impl.graph.nodes.erase(impl.graph.nodes.begin() + *it);
   for (LayerRecord& rec : impl.layers) fix(rec);
   fix(extra);
 }
 
 // The node of `nodes` that produces `valueId`, and the output slot.
-std::pair<ir::Node*, size_t> producerOf(ir::Graph& graph, const std::vector<int>& nodes, int valueId) {
+std::pair<ir::Node*, size_t> producerOf(ir::Graph& graph, const std::vector<int>& nodes,
+                                        int valueId) {
   for (int n : nodes) {
     ir::Node& node = graph.nodes[static_cast<size_t>(n)];
     for (size_t k = 0; k < node.outputs.size(); ++k)
@@ -87,10 +90,13 @@ LayerParams getLayerParams(const NetworkDefinition& network, const ILayer& layer
 Status setLayerParams(NetworkDefinition& network, ILayer& layer, const LayerParams& params) {
   NetworkDefinition::Impl& impl = network.impl();
   const int index = impl.layerIndex(layer);
-  if (index < 0) return Status(ErrorCode::kInvalidArgument, "layer '" + layer.getName() + "' is not a layer of this network");
+  if (index < 0)
+    return Status(ErrorCode::kInvalidArgument,
+                  "layer '" + layer.getName() + "' is not a layer of this network");
   const LayerRecord& old = impl.layers.at(static_cast<size_t>(index));
   const std::string label = old.type + " layer '" + old.name + "'";
-  if (!old.recreate) return Status(ErrorCode::kInvalidArgument, label + " has no parameters to change");
+  if (!old.recreate)
+    return Status(ErrorCode::kInvalidArgument, label + " has no parameters to change");
   if (params.index() != old.params.index()) {
     return Status(ErrorCode::kInvalidArgument,
                   label + " takes " + paramsKind(old.params) + ", not " + paramsKind(params));
@@ -100,7 +106,8 @@ Status setLayerParams(NetworkDefinition& network, ILayer& layer, const LayerPara
   const auto recreate = old.recreate;  // adding a layer moves the records
   (void)impl.forwarder.takeLastError();
   if (!recreate(inputs, params)) {
-    return Status(ErrorCode::kInvalidArgument, label + ": the new parameters are refused: " + impl.forwarder.takeLastError());
+    return Status(ErrorCode::kInvalidArgument,
+                  label + ": the new parameters are refused: " + impl.forwarder.takeLastError());
   }
   return guardStatus(&impl.logger, [&] {
     LayerRecord fresh = std::move(impl.layers.back());
@@ -111,7 +118,8 @@ Status setLayerParams(NetworkDefinition& network, ILayer& layer, const LayerPara
     for (size_t k = 0; k < rec.outputs.size() && k < fresh.outputs.size(); ++k) {
       auto [newNode, newSlot] = producerOf(impl.graph, fresh.nodes, fresh.outputs[k]);
       auto [oldNode, oldSlot] = producerOf(impl.graph, rec.nodes, rec.outputs[k]);
-      if (!newNode || !oldNode) throw Error(ErrorCode::kInvalidArgument, label + ": an output is not computed by a node");
+      if (!newNode || !oldNode)
+        throw Error(ErrorCode::kInvalidArgument, label + ": an output is not computed by a node");
       std::swap(newNode->outputs[newSlot], oldNode->outputs[oldSlot]);
     }
     removeNodes(impl, rec.nodes, fresh);

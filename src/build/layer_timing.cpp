@@ -35,8 +35,10 @@ cpu::KernelCreateInfo timingCreateInfo(const ir::Graph& g, const ir::Node& node)
   return info;
 }
 
-std::optional<std::vector<const Tensor*>> timingInputs(const ir::Graph& concrete, const ir::Node& node,
-                                                       const cpu::KernelCreateInfo& info, std::mt19937& rng,
+std::optional<std::vector<const Tensor*>> timingInputs(const ir::Graph& concrete,
+                                                       const ir::Node& node,
+                                                       const cpu::KernelCreateInfo& info,
+                                                       std::mt19937& rng,
                                                        std::vector<Tensor>& made) {
   made.clear();
   made.reserve(node.inputs.size());

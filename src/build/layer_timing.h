@@ -22,8 +22,10 @@ cpu::KernelCreateInfo timingCreateInfo(const ir::Graph& g, const ir::Node& node)
 /// A node's inputs at `concrete`'s shapes: the constants themselves, floats from `rng` uniform in
 /// [-1, 1] for the rest (kept in `made`). Nullopt when a non-constant input is not float32 or its
 /// shape is not concrete (the layer is not timed).
-std::optional<std::vector<const Tensor*>> timingInputs(const ir::Graph& concrete, const ir::Node& node,
-                                                       const cpu::KernelCreateInfo& info, std::mt19937& rng,
+std::optional<std::vector<const Tensor*>> timingInputs(const ir::Graph& concrete,
+                                                       const ir::Node& node,
+                                                       const cpu::KernelCreateInfo& info,
+                                                       std::mt19937& rng,
                                                        std::vector<Tensor>& made);
 
 /// Seconds of one run of a kernel on those inputs (its outputs allocated for the run).

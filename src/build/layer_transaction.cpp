@@ -29,12 +29,14 @@ LayerTransaction::~LayerTransaction() {
 }
 
 void LayerTransaction::fail(const std::string& message) const {
-  throw Error(ErrorCode::kInvalidArgument, record_.type + " layer '" + record_.name + "': " + message);
+  throw Error(ErrorCode::kInvalidArgument,
+              record_.type + " layer '" + record_.name + "': " + message);
 }
 
 int LayerTransaction::input(const ITensor& tensor) {
   int id = valueIdIn(net_.network, tensor);
-  if (id < 0 || static_cast<size_t>(id) >= valueMark_) fail("an input tensor does not belong to this network");
+  if (id < 0 || static_cast<size_t>(id) >= valueMark_)
+    fail("an input tensor does not belong to this network");
   for (size_t i = 0; i < record_.inputs.size(); ++i)
     if (record_.inputs[i] == id) return id;
   record_.inputs.push_back(id);
@@ -49,8 +51,8 @@ int LayerTransaction::constant(const std::string& suffix, Tensor value) {
   return id;
 }
 
-std::vector<int> LayerTransaction::node(const std::string& opType, std::vector<int> inputs, ir::AttributeMap attrs,
-                                        int numOutputs) {
+std::vector<int> LayerTransaction::node(const std::string& opType, std::vector<int> inputs,
+                                        ir::AttributeMap attrs, int numOutputs) {
   const int nodeIndex = static_cast<int>(net_.graph.nodes.size());
   ir::Node n;
   n.name = record_.name;
@@ -59,12 +61,14 @@ std::vector<int> LayerTransaction::node(const std::string& opType, std::vector<i
   n.attrs = std::move(attrs);
   for (size_t slot = 0; slot < inputs.size(); ++slot) {
     for (size_t k = 0; k < record_.inputs.size(); ++k) {
-      if (record_.inputs[k] == inputs[slot]) record_.inputSlots[k].emplace_back(nodeIndex, static_cast<int>(slot));
+      if (record_.inputs[k] == inputs[slot])
+        record_.inputSlots[k].emplace_back(nodeIndex, static_cast<int>(slot));
     }
   }
   n.inputs = std::move(inputs);
   for (int k = 0; k < numOutputs; ++k) {
-    std::string base = record_.name + "_" + opType + (numOutputs > 1 ? "_" + std::to_string(k) : "");
+    std::string base =
+        record_.name + "_" + opType + (numOutputs > 1 ? "_" + std::to_string(k) : "");
     n.outputs.push_back(net_.graph.addValue(net_.uniqueName(base)));
   }
   net_.graph.nodes.push_back(std::move(n));
@@ -80,7 +84,8 @@ ILayer* LayerTransaction::commit(std::vector<int> outputs) {
     for (size_t k = 0; k < outputs.size(); ++k) {
       ir::Value& v = g.value(outputs[k]);
       if (static_cast<size_t>(outputs[k]) < valueMark_ || v.constant) continue;
-      std::string wanted = record_.name + "_output" + (outputs.size() > 1 ? "_" + std::to_string(k) : "");
+      std::string wanted =
+          record_.name + "_output" + (outputs.size() > 1 ? "_" + std::to_string(k) : "");
       if (g.findValue(wanted) == ir::kNoValue) {
         g.valueIds.erase(v.name);
         g.valueIds.emplace(wanted, outputs[k]);
@@ -89,7 +94,8 @@ ILayer* LayerTransaction::commit(std::vector<int> outputs) {
     }
     if (record_.nodes.size() > 1) {
       for (size_t k = 0; k < record_.nodes.size(); ++k) {
-        g.nodes[static_cast<size_t>(record_.nodes[k])].name = record_.name + "_" + std::to_string(k);
+        g.nodes[static_cast<size_t>(record_.nodes[k])].name =
+            record_.name + "_" + std::to_string(k);
       }
     }
     net_.refreshShapes();
@@ -105,13 +111,15 @@ ILayer* LayerTransaction::commit(std::vector<int> outputs) {
 Tensor tensorFromWeights(const Weights& weights, const Shape& shape, const std::string& what) {
   Tensor t(weights.type, shape);
   if (weights.count != t.numel()) {
-    throw Error(ErrorCode::kInvalidArgument, what + " has " + std::to_string(weights.count) + " values, needs " +
-                                                 std::to_string(t.numel()) + " (shape " + shapeToString(shape) + ")");
+    throw Error(ErrorCode::kInvalidArgument, what + " has " + std::to_string(weights.count) +
+                                                 " values, needs " + std::to_string(t.numel()) +
+                                                 " (shape " + shapeToString(shape) + ")");
   }
   if (weights.type == DataType::kString) {
     throw Error(ErrorCode::kInvalidArgument, what + ": string weights are not supported");
   }
-  if (t.byteSize() && !weights.values) throw Error(ErrorCode::kInvalidArgument, what + ": values pointer is null");
+  if (t.byteSize() && !weights.values)
+    throw Error(ErrorCode::kInvalidArgument, what + ": values pointer is null");
   if (t.byteSize()) std::memcpy(t.raw(), weights.values, t.byteSize());
   return t;
 }

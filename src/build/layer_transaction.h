@@ -20,8 +20,8 @@ class LayerTransaction {
   int constant(const std::string& suffix, Tensor value);
   /// Adds a node; returns the value ids of its outputs ("<layer>_output" for the layer's result,
   /// "<layer>_<op>" for intermediate nodes).
-  std::vector<int> node(const std::string& opType, std::vector<int> inputs, ir::AttributeMap attrs = {},
-                        int numOutputs = 1);
+  std::vector<int> node(const std::string& opType, std::vector<int> inputs,
+                        ir::AttributeMap attrs = {}, int numOutputs = 1);
   /// Runs shape inference and keeps the layer; nullptr (and an error logged) if it is invalid.
   ILayer* commit(std::vector<int> outputs);
   /// Fails the layer with a message naming it.

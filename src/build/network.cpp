@@ -1,4 +1,5 @@
-// NetworkDefinition: tensors, layers and shape bookkeeping. The add* methods are in network_layers.cpp.
+// NetworkDefinition: tensors, layers and shape bookkeeping. The add* methods are in
+// network_layers.cpp.
 #include <algorithm>
 
 #include "build/layer_transaction.h"
@@ -16,7 +17,8 @@ ITensor* NetworkDefinition::Impl::tensor(int valueId) {
 
 ILayer* NetworkDefinition::Impl::layer(int index) {
   while (layerHandles.size() <= static_cast<size_t>(index)) {
-    layerHandles.push_back(std::make_unique<NetworkLayer>(network, static_cast<int>(layerHandles.size())));
+    layerHandles.push_back(
+        std::make_unique<NetworkLayer>(network, static_cast<int>(layerHandles.size())));
   }
   return layerHandles[static_cast<size_t>(index)].get();
 }
@@ -62,7 +64,8 @@ void NetworkDefinition::Impl::adoptGraph(ir::Graph imported, std::string sourceN
   }
 }
 
-NetworkDefinition::NetworkDefinition(ILogger& logger) : impl_(std::make_unique<Impl>(*this, logger)) {}
+NetworkDefinition::NetworkDefinition(ILogger& logger)
+    : impl_(std::make_unique<Impl>(*this, logger)) {}
 NetworkDefinition::~NetworkDefinition() = default;
 
 ILogger& NetworkDefinition::logger() const { return impl_->logger; }
@@ -72,13 +75,15 @@ ITensor* NetworkDefinition::addInput(const std::string& name, DataType type, con
   (void)guardStatus(&impl_->logger, [&] {
     if (name.empty()) throw Error(ErrorCode::kInvalidArgument, "addInput: the input needs a name");
     if (!isSupportedDataType(type) || type == DataType::kUndefined) {
-      throw Error(ErrorCode::kInvalidArgument, "addInput '" + name + "': data type " + dataTypeName(type) + " is not supported");
+      throw Error(ErrorCode::kInvalidArgument,
+                  "addInput '" + name + "': data type " + dataTypeName(type) + " is not supported");
     }
     ir::SymShape shape;
     for (size_t i = 0; i < dims.size(); ++i) {
       if (dims[i] < -1) {
-        throw Error(ErrorCode::kInvalidArgument, "addInput '" + name + "': dim " + std::to_string(i) + " is " +
-                                                     std::to_string(dims[i]) + "; use -1 for a dynamic dim");
+        throw Error(ErrorCode::kInvalidArgument,
+                    "addInput '" + name + "': dim " + std::to_string(i) + " is " +
+                        std::to_string(dims[i]) + "; use -1 for a dynamic dim");
       }
       shape.push_back(dims[i] >= 0 ? ir::Dim::known(dims[i]) : ir::Dim::unknown());
     }
@@ -92,7 +97,9 @@ ITensor* NetworkDefinition::addInput(const std::string& name, DataType type, con
 Status NetworkDefinition::markOutput(ITensor& tensor) {
   return guardStatus(&impl_->logger, [&] {
     const int id = valueIdIn(*this, tensor);
-    if (id < 0) throw Error(ErrorCode::kInvalidArgument, "markOutput: the tensor is not a tensor of this network");
+    if (id < 0)
+      throw Error(ErrorCode::kInvalidArgument,
+                  "markOutput: the tensor is not a tensor of this network");
     auto& outs = impl_->graph.outputs;
     if (std::find(outs.begin(), outs.end(), id) == outs.end()) outs.push_back(id);
   });
@@ -103,7 +110,9 @@ ITensor* NetworkDefinition::getInput(int index) const {
   if (index < 0 || index >= getNbInputs()) return nullptr;
   return impl_->tensor(impl_->graph.inputs[static_cast<size_t>(index)]);
 }
-int NetworkDefinition::getNbOutputs() const { return static_cast<int>(impl_->graph.outputs.size()); }
+int NetworkDefinition::getNbOutputs() const {
+  return static_cast<int>(impl_->graph.outputs.size());
+}
 ITensor* NetworkDefinition::getOutput(int index) const {
   if (index < 0 || index >= getNbOutputs()) return nullptr;
   return impl_->tensor(impl_->graph.outputs[static_cast<size_t>(index)]);
@@ -121,7 +130,9 @@ int valueIdIn(const NetworkDefinition& network, const ITensor& tensor) {
   return own && &own->network() == &network ? own->valueId() : -1;
 }
 
-const std::string& NetworkTensor::getName() const { return network_.impl().graph.value(valueId_).name; }
+const std::string& NetworkTensor::getName() const {
+  return network_.impl().graph.value(valueId_).name;
+}
 
 Status NetworkTensor::setName(const std::string& name) {
   auto& impl = network_.impl();
@@ -129,9 +140,11 @@ Status NetworkTensor::setName(const std::string& name) {
     ir::Graph& g = impl.graph;
     ir::Value& v = g.value(valueId_);
     if (name == v.name) return;
-    if (name.empty()) throw Error(ErrorCode::kInvalidArgument, "tensor '" + v.name + "': a name cannot be empty");
+    if (name.empty())
+      throw Error(ErrorCode::kInvalidArgument, "tensor '" + v.name + "': a name cannot be empty");
     if (g.findValue(name) != ir::kNoValue) {
-      throw Error(ErrorCode::kInvalidArgument, "cannot rename tensor '" + v.name + "' to '" + name + "': the name is taken");
+      throw Error(ErrorCode::kInvalidArgument,
+                  "cannot rename tensor '" + v.name + "' to '" + name + "': the name is taken");
     }
     g.valueIds.erase(v.name);
     g.valueIds.emplace(name, valueId_);
@@ -147,7 +160,9 @@ Shape NetworkTensor::getDimensions() const {
   return dims;
 }
 
-bool NetworkTensor::hasShape() const { return network_.impl().graph.value(valueId_).type.shape.has_value(); }
+bool NetworkTensor::hasShape() const {
+  return network_.impl().graph.value(valueId_).type.shape.has_value();
+}
 DataType NetworkTensor::getType() const { return network_.impl().graph.value(valueId_).type.dtype; }
 bool NetworkTensor::isNetworkInput() const { return network_.impl().graph.isGraphInput(valueId_); }
 bool NetworkTensor::isNetworkOutput() const {
@@ -157,7 +172,9 @@ bool NetworkTensor::isNetworkOutput() const {
 
 // NetworkLayer
 
-LayerRecord& NetworkLayer::record() const { return network_.impl().layers.at(static_cast<size_t>(index_)); }
+LayerRecord& NetworkLayer::record() const {
+  return network_.impl().layers.at(static_cast<size_t>(index_));
+}
 
 const std::string& NetworkLayer::getName() const { return record().name; }
 
@@ -166,7 +183,8 @@ void NetworkLayer::setName(const std::string& name) {
   rec.name = name;
   auto& nodes = network_.impl().graph.nodes;
   for (size_t k = 0; k < rec.nodes.size(); ++k) {
-    nodes[static_cast<size_t>(rec.nodes[k])].name = rec.nodes.size() == 1 ? name : name + "_" + std::to_string(k);
+    nodes[static_cast<size_t>(rec.nodes[k])].name =
+        rec.nodes.size() == 1 ? name : name + "_" + std::to_string(k);
   }
 }
 
@@ -182,7 +200,8 @@ Status NetworkLayer::setInput(int index, ITensor& tensor) {
   auto& impl = network_.impl();
   LayerRecord& rec = record();
   if (index < 0 || index >= static_cast<int>(rec.inputs.size())) {
-    return Status(ErrorCode::kInvalidArgument, "layer '" + rec.name + "' has no input " + std::to_string(index));
+    return Status(ErrorCode::kInvalidArgument,
+                  "layer '" + rec.name + "' has no input " + std::to_string(index));
   }
   const int old = rec.inputs[static_cast<size_t>(index)];
   auto assign = [&](int id) {
@@ -192,7 +211,9 @@ Status NetworkLayer::setInput(int index, ITensor& tensor) {
     }
   };
   const int id = valueIdIn(network_, tensor);
-  if (id < 0) return Status(ErrorCode::kInvalidArgument, "layer '" + rec.name + "': the new input is not a tensor of this network");
+  if (id < 0)
+    return Status(ErrorCode::kInvalidArgument,
+                  "layer '" + rec.name + "': the new input is not a tensor of this network");
   assign(id);
   Status status = guardStatus(&impl.logger, [&] { impl.refreshShapes(); });
   if (!status.ok()) {
@@ -224,14 +245,17 @@ void NetworkLayer::resetPrecision() {
 
 void NetworkLayer::setOutputType(int index, DataType type) {
   LayerRecord& rec = record();
-  if (index >= 0 && index < static_cast<int>(rec.outputTypes.size())) rec.outputTypes[static_cast<size_t>(index)] = type;
+  if (index >= 0 && index < static_cast<int>(rec.outputTypes.size()))
+    rec.outputTypes[static_cast<size_t>(index)] = type;
 }
 
 DataType NetworkLayer::getOutputType(int index) const {
   const LayerRecord& rec = record();
   if (index < 0 || index >= static_cast<int>(rec.outputs.size())) return DataType::kUndefined;
   DataType set = rec.outputTypes[static_cast<size_t>(index)];
-  return set != DataType::kUndefined ? set : network_.impl().graph.value(rec.outputs[static_cast<size_t>(index)]).type.dtype;
+  return set != DataType::kUndefined
+             ? set
+             : network_.impl().graph.value(rec.outputs[static_cast<size_t>(index)]).type.dtype;
 }
 
 }  // namespace kiln

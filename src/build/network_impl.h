@@ -24,11 +24,11 @@ struct LayerRecord {
   std::vector<int> nodes;   // indices into graph.nodes (nodes are only ever appended)
   std::vector<int> inputs;  // value ids of the layer's inputs
   std::vector<std::vector<std::pair<int, int>>> inputSlots;  // per input: (node index, input slot)
-  std::vector<int> outputs;  // value ids
+  std::vector<int> outputs;                                  // value ids
   DataType precision = DataType::kFloat32;
-  bool precisionSet = false;  // setPrecision was called (a constraint, kFloat32 included)
+  bool precisionSet = false;          // setPrecision was called (a constraint, kFloat32 included)
   std::vector<DataType> outputTypes;  // kUndefined: as computed
-  LayerParams params;  // std::monostate: none to change
+  LayerParams params;                 // std::monostate: none to change
   /// Adds the layer anew from its inputs and new params (setLayerParams); empty without params.
   std::function<ILayer*(const std::vector<ITensor*>& inputs, const LayerParams& params)> recreate;
 };
@@ -99,7 +99,8 @@ class ForwardingLogger : public ILogger {
 };
 
 struct NetworkDefinition::Impl {
-  explicit Impl(NetworkDefinition& owner, ILogger& log) : network(owner), forwarder(log), logger(forwarder) {}
+  explicit Impl(NetworkDefinition& owner, ILogger& log)
+      : network(owner), forwarder(log), logger(forwarder) {}
 
   NetworkDefinition& network;
   ForwardingLogger forwarder;
@@ -121,8 +122,9 @@ struct NetworkDefinition::Impl {
   /// Replaces the network's content by an imported graph: one layer per node.
   void adoptGraph(ir::Graph graph, std::string sourceName);
   /// Sets the params (and how to re-create with others) of the layer just added, if it was.
-  ILayer* withParams(ILayer* layer, LayerParams params,
-                     std::function<ILayer*(const std::vector<ITensor*>&, const LayerParams&)> recreate);
+  ILayer* withParams(
+      ILayer* layer, LayerParams params,
+      std::function<ILayer*(const std::vector<ITensor*>&, const LayerParams&)> recreate);
   bool empty() const { return graph.values.empty() && graph.nodes.empty(); }
 };
 

@@ -2,11 +2,13 @@
 
 namespace kiln {
 
-void OptimizationProfile::setDimensions(const std::string& inputName, OptProfileSelector which, const Shape& dims) {
+void OptimizationProfile::setDimensions(const std::string& inputName, OptProfileSelector which,
+                                        const Shape& dims) {
   entries_[inputName].dims[static_cast<int>(which)] = dims;
 }
 
-Shape OptimizationProfile::getDimensions(const std::string& inputName, OptProfileSelector which) const {
+Shape OptimizationProfile::getDimensions(const std::string& inputName,
+                                         OptProfileSelector which) const {
   auto it = entries_.find(inputName);
   return it == entries_.end() ? Shape{} : it->second.dims[static_cast<int>(which)];
 }
@@ -16,7 +18,8 @@ void OptimizationProfile::setShapeValues(const std::string& inputName, OptProfil
   entries_[inputName].values[static_cast<int>(which)] = values;
 }
 
-std::vector<int64_t> OptimizationProfile::getShapeValues(const std::string& inputName, OptProfileSelector which) const {
+std::vector<int64_t> OptimizationProfile::getShapeValues(const std::string& inputName,
+                                                         OptProfileSelector which) const {
   auto it = entries_.find(inputName);
   return it == entries_.end() ? std::vector<int64_t>{} : it->second.values[static_cast<int>(which)];
 }

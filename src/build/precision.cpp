@@ -13,13 +13,15 @@ namespace {
 // The layers that have BF16 kernels (bf16_candidates.h, nchwc BF16 convolution).
 bool bf16Eligible(const ir::Node& node) {
   static const std::set<std::pair<std::string, std::string>> kOps = {
-      {"", "Conv"}, {"", "MatMul"}, {"", "Gemm"}, {"kiln", "FusedMatMul"}, {"kiln", "FusedConv"}, {"kiln", "NchwcConv"}};
+      {"", "Conv"},          {"", "MatMul"},       {"", "Gemm"}, {"kiln", "FusedMatMul"},
+      {"kiln", "FusedConv"}, {"kiln", "NchwcConv"}};
   return kOps.count({node.domain, node.opType}) > 0;
 }
 
 // Ops that only move or relabel values: a layer before them feeds what comes after them.
 bool shapeOnly(const ir::Node& node) {
-  static const std::set<std::string> kOps = {"Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "Identity"};
+  static const std::set<std::string> kOps = {"Reshape", "Flatten",   "Transpose",
+                                             "Squeeze", "Unsqueeze", "Identity"};
   return node.domain.empty() && kOps.count(node.opType) > 0;
 }
 
@@ -29,10 +31,12 @@ std::set<int> finalSoftmaxInputs(const ir::Graph& g) {
   std::set<int> producers;
   for (int out : g.outputs) {
     int node = g.value(out).producer;
-    while (node >= 0 && shapeOnly(g.nodes[static_cast<size_t>(node)])) node = g.value(g.nodes[static_cast<size_t>(node)].inputs[0]).producer;
+    while (node >= 0 && shapeOnly(g.nodes[static_cast<size_t>(node)]))
+      node = g.value(g.nodes[static_cast<size_t>(node)].inputs[0]).producer;
     if (node < 0) continue;
     const ir::Node& softmax = g.nodes[static_cast<size_t>(node)];
-    if (!softmax.domain.empty() || (softmax.opType != "Softmax" && softmax.opType != "LogSoftmax")) continue;
+    if (!softmax.domain.empty() || (softmax.opType != "Softmax" && softmax.opType != "LogSoftmax"))
+      continue;
     int producer = g.value(softmax.inputs[0]).producer;
     while (producer >= 0 && shapeOnly(g.nodes[static_cast<size_t>(producer)])) {
       producer = g.value(g.nodes[static_cast<size_t>(producer)].inputs[0]).producer;
@@ -43,7 +47,8 @@ std::set<int> finalSoftmaxInputs(const ir::Graph& g) {
 }
 
 std::string constraintFlagName(PrecisionConstraints c) {
-  return c == PrecisionConstraints::kObey ? "kOBEY_PRECISION_CONSTRAINTS" : "kPREFER_PRECISION_CONSTRAINTS";
+  return c == PrecisionConstraints::kObey ? "kOBEY_PRECISION_CONSTRAINTS"
+                                          : "kPREFER_PRECISION_CONSTRAINTS";
 }
 
 }  // namespace
@@ -60,8 +65,8 @@ DataType pinnedPrecision(const ir::Node& node, const PrecisionRequest& request, 
   return DataType::kUndefined;
 }
 
-PrecisionRequest precisionRequest(const std::vector<LayerRecord>& layers, const ir::Graph& graph, const BuilderConfig& config,
-                                  ILogger& logger) {
+PrecisionRequest precisionRequest(const std::vector<LayerRecord>& layers, const ir::Graph& graph,
+                                  const BuilderConfig& config, ILogger& logger) {
   PrecisionRequest request;
   request.bf16 = config.getFlag(BuilderFlag::kBF16);
   if (config.getFlag(BuilderFlag::kOBEY_PRECISION_CONSTRAINTS)) {
@@ -76,36 +81,45 @@ PrecisionRequest precisionRequest(const std::vector<LayerRecord>& layers, const 
     const bool fp16 = p == DataType::kFloat16, bf16 = p == DataType::kBFloat16;
     const bool int8 = p == DataType::kInt8 || p == DataType::kUint8;
     if (p != DataType::kFloat32 && !fp16 && !bf16 && !int8) {
-      throw Error(ErrorCode::kInvalidArgument, "layer '" + layer.name + "' asks for precision " + dataTypeName(p) +
-                                                   "; layers compute in float32, bfloat16, float16 or int8");
+      throw Error(ErrorCode::kInvalidArgument,
+                  "layer '" + layer.name + "' asks for precision " + dataTypeName(p) +
+                      "; layers compute in float32, bfloat16, float16 or int8");
     }
     const char* flag = fp16 ? "kFP16" : bf16 ? "kBF16" : int8 ? "kINT8" : nullptr;
     if ((fp16 && !config.getFlag(BuilderFlag::kFP16)) || (bf16 && !request.bf16) ||
         (int8 && !config.getFlag(BuilderFlag::kINT8))) {
-      throw Error(ErrorCode::kInvalidArgument, "layer '" + layer.name + "' asks for precision " + dataTypeName(p) +
-                                                   " but the builder flag " + flag + " is not set");
+      throw Error(ErrorCode::kInvalidArgument, "layer '" + layer.name + "' asks for precision " +
+                                                   dataTypeName(p) + " but the builder flag " +
+                                                   flag + " is not set");
     }
     if (request.constraints == PrecisionConstraints::kNone) {
       ignored = true;
       continue;
     }
     if (fp16 || int8) {
-      logger.log(Severity::kWARNING, "layer '" + layer.name + "' asks for " + dataTypeName(p) +
-                                         "; kiln has no kernels of that precision for it here, it runs in float32");
+      logger.log(Severity::kWARNING,
+                 "layer '" + layer.name + "' asks for " + dataTypeName(p) +
+                     "; kiln has no kernels of that precision for it here, it runs in float32");
       continue;
     }
     for (int node : layer.nodes) request.layers[graph.nodes[static_cast<size_t>(node)].name] = p;
   }
   if (ignored) {
-    logger.log(Severity::kWARNING, "layer precisions are ignored without kOBEY_PRECISION_CONSTRAINTS or "
-                                   "kPREFER_PRECISION_CONSTRAINTS (as in TensorRT)");
+    logger.log(Severity::kWARNING,
+               "layer precisions are ignored without kOBEY_PRECISION_CONSTRAINTS or "
+               "kPREFER_PRECISION_CONSTRAINTS (as in TensorRT)");
   }
-  if (config.getFlag(BuilderFlag::kFP16)) logger.log(Severity::kWARNING, "kFP16: FP16 kernels are not implemented yet; layers run in float32");
+  if (config.getFlag(BuilderFlag::kFP16))
+    logger.log(Severity::kWARNING,
+               "kFP16: FP16 kernels are not implemented yet; layers run in float32");
   if (config.getFlag(BuilderFlag::kINT8) && !config.getInt8Calibrator()) {
-    logger.log(Severity::kWARNING, "kINT8 without a calibrator: only the network's own Q/DQ nodes quantize; other layers run in float32");
+    logger.log(Severity::kWARNING,
+               "kINT8 without a calibrator: only the network's own Q/DQ nodes quantize; other "
+               "layers run in float32");
   }
   if (!config.getFlag(BuilderFlag::kINT8) && config.getInt8Calibrator()) {
-    logger.log(Severity::kWARNING, "an INT8 calibrator is set but not the builder flag kINT8: it is not used");
+    logger.log(Severity::kWARNING,
+               "an INT8 calibrator is set but not the builder flag kINT8: it is not used");
   }
   return request;
 }
@@ -113,20 +127,24 @@ PrecisionRequest precisionRequest(const std::vector<LayerRecord>& layers, const 
 void pinFloatLayers(ir::Graph& graph, const PrecisionRequest& request) {
   for (ir::Node& node : graph.nodes) {
     auto it = request.layers.find(node.name);
-    if (it != request.layers.end() && it->second == DataType::kFloat32) node.attrs[ir::kPrecisionAttr] = ir::kPrecisionFp32;
+    if (it != request.layers.end() && it->second == DataType::kFloat32)
+      node.attrs[ir::kPrecisionAttr] = ir::kPrecisionFp32;
   }
 }
 
-std::vector<std::string> markPrecisions(ir::Graph& graph, const PrecisionRequest& request, ILogger& logger) {
+std::vector<std::string> markPrecisions(ir::Graph& graph, const PrecisionRequest& request,
+                                        ILogger& logger) {
   std::vector<std::string> decisions;
   if (!request.bf16) return decisions;
   if (!cpu::cpuSupports(cpu::CpuIsa::kAvx512Bf16)) {
-    const std::string reason = cpu::cpuHas(cpu::CpuIsa::kAvx512Bf16) ? "kernels are limited below avx512bf16"
-                                                                      : "this CPU has no AVX512_BF16 (vdpbf16ps)";
+    const std::string reason = cpu::cpuHas(cpu::CpuIsa::kAvx512Bf16)
+                                   ? "kernels are limited below avx512bf16"
+                                   : "this CPU has no AVX512_BF16 (vdpbf16ps)";
     for (const auto& [name, p] : request.layers) {
       if (p == DataType::kBFloat16 && request.constraints == PrecisionConstraints::kObey) {
         throw Error(ErrorCode::kInvalidArgument, "layer '" + name + "' is constrained to bf16 (" +
-                                                     constraintFlagName(request.constraints) + ") but " + reason);
+                                                     constraintFlagName(request.constraints) +
+                                                     ") but " + reason);
       }
     }
     logger.log(Severity::kWARNING, "kBF16: " + reason + "; every layer runs in float32");
@@ -145,31 +163,37 @@ std::vector<std::string> markPrecisions(ir::Graph& graph, const PrecisionRequest
       decision = "fp32: it feeds the network's final softmax";
     }
     node.attrs[ir::kPrecisionAttr] = decision.empty() ? ir::kPrecisionBf16 : ir::kPrecisionFp32;
-    if (decision.empty()) decision = pinned == DataType::kBFloat16 ? "bf16: constrained to bf16" : "bf16";
+    if (decision.empty())
+      decision = pinned == DataType::kBFloat16 ? "bf16: constrained to bf16" : "bf16";
     decisions.push_back(node.label() + ": precision " + decision);
     logger.log(Severity::kVERBOSE, decisions.back());
   }
   return decisions;
 }
 
-std::vector<std::string> settlePrecisions(ir::Graph& graph, const std::vector<KernelChoice>& choices,
+std::vector<std::string> settlePrecisions(ir::Graph& graph,
+                                          const std::vector<KernelChoice>& choices,
                                           const PrecisionRequest& request, ILogger& logger) {
   std::vector<std::string> decisions;
   for (size_t i = 0; i < graph.nodes.size() && i < choices.size(); ++i) {
     ir::Node& node = graph.nodes[i];
-    if (ir::nodePrecision(node) != ir::kPrecisionBf16 || choices[i].id.rfind("bf16_", 0) == 0) continue;
+    if (ir::nodePrecision(node) != ir::kPrecisionBf16 || choices[i].id.rfind("bf16_", 0) == 0)
+      continue;
     std::string reasons;
     for (const auto& [id, reason] : choices[i].declined)
       if (id.rfind("bf16_", 0) == 0) reasons += (reasons.empty() ? "" : "; ") + id + ": " + reason;
     std::string who;
     if (pinnedPrecision(node, request, &who) == DataType::kBFloat16) {
-      const std::string message = "layer '" + who + "' is constrained to bf16 but no BF16 kernel takes " + node.label() +
-                                  " (" + reasons + ")";
-      if (request.constraints == PrecisionConstraints::kObey) throw Error(ErrorCode::kInvalidArgument, message);
+      const std::string message = "layer '" + who +
+                                  "' is constrained to bf16 but no BF16 kernel takes " +
+                                  node.label() + " (" + reasons + ")";
+      if (request.constraints == PrecisionConstraints::kObey)
+        throw Error(ErrorCode::kInvalidArgument, message);
       logger.log(Severity::kWARNING, message + "; it runs in float32");
     }
     node.attrs[ir::kPrecisionAttr] = ir::kPrecisionFp32;
-    decisions.push_back(node.label() + ": precision fp32: no BF16 kernel takes it (" + reasons + ")");
+    decisions.push_back(node.label() + ": precision fp32: no BF16 kernel takes it (" + reasons +
+                        ")");
     logger.log(Severity::kVERBOSE, decisions.back());
   }
   return decisions;
@@ -184,12 +208,14 @@ std::map<std::string, DataType> parseLayerPrecisions(const std::string& text) {
   size_t start = 0;
   while (start <= text.size()) {
     const size_t comma = text.find(',', start);
-    const std::string entry = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    const std::string entry =
+        text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     const size_t colon = entry.rfind(':');
     auto type = colon == std::string::npos ? kTypes.end() : kTypes.find(entry.substr(colon + 1));
     if (colon == 0 || type == kTypes.end()) {
-      throw Error(ErrorCode::kInvalidArgument, "layer precision '" + entry +
-                                                   "' is not NAME:TYPE with TYPE one of fp32, bf16, fp16, int8");
+      throw Error(ErrorCode::kInvalidArgument,
+                  "layer precision '" + entry +
+                      "' is not NAME:TYPE with TYPE one of fp32, bf16, fp16, int8");
     }
     out[entry.substr(0, colon)] = type->second;
     if (comma == std::string::npos) break;

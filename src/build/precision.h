@@ -28,8 +28,8 @@ struct PrecisionRequest {
 /// The request of a build: its flags and, under kOBEY/kPREFER_PRECISION_CONSTRAINTS, the
 /// setPrecision of the network layers (over `graph`'s nodes; without either flag they are ignored,
 /// with a warning, as TensorRT does). Throws kInvalidArgument for a precision no flag allows.
-PrecisionRequest precisionRequest(const std::vector<LayerRecord>& layers, const ir::Graph& graph, const BuilderConfig& config,
-                                  ILogger& logger);
+PrecisionRequest precisionRequest(const std::vector<LayerRecord>& layers, const ir::Graph& graph,
+                                  const BuilderConfig& config, ILogger& logger);
 
 /// The precision the request pins the node to (through any network node fused into it), or
 /// kUndefined; the name of the network layer that asked goes to `who`.
@@ -40,7 +40,8 @@ DataType pinnedPrecision(const ir::Node& node, const PrecisionRequest& request, 
 /// the network's final Softmax (through shape-only ops); layers asked for bf16 too. On a CPU
 /// without AVX512_BF16 marks none and warns (a constraint to bf16 under kObey is an error).
 /// Returns one line per decision (for the build report).
-std::vector<std::string> markPrecisions(ir::Graph& graph, const PrecisionRequest& request, ILogger& logger);
+std::vector<std::string> markPrecisions(ir::Graph& graph, const PrecisionRequest& request,
+                                        ILogger& logger);
 
 /// Marks the nodes of layers constrained to fp32 with kPrecisionAttr = "fp32" before implicit
 /// INT8 quantization, which leaves such nodes float (markPrecisions runs after the fusions).
@@ -48,17 +49,20 @@ void pinFloatLayers(ir::Graph& graph, const PrecisionRequest& request);
 
 /// Times each layer marked bf16 that a BF16 kernel takes against the FP32 kernel it would get
 /// otherwise (random inputs at the profile's opt shapes, `threads` threads) and marks it fp32
-/// where BF16 is not at least 5 % faster; layers constrained to bf16 are not timed (precision_timing.cpp).
+/// where BF16 is not at least 5 % faster; layers constrained to bf16 are not timed
+/// (precision_timing.cpp).
 std::vector<std::string> timePrecisions(ir::Graph& graph, const plan::Profile& profile, int threads,
                                         const PrecisionRequest& request, ILogger& logger);
 
 /// After kernel selection: a layer marked bf16 that no BF16 kernel took is marked fp32 (logged
 /// with the kernels' reasons; an error under kObey when the layer itself asked for bf16).
-std::vector<std::string> settlePrecisions(ir::Graph& graph, const std::vector<KernelChoice>& choices,
+std::vector<std::string> settlePrecisions(ir::Graph& graph,
+                                          const std::vector<KernelChoice>& choices,
                                           const PrecisionRequest& request, ILogger& logger);
 
 /// Parses trtexec's --layerPrecisions syntax, "name:fp32,other:bf16" (types fp32, bf16, fp16,
-/// int8; a name may hold ':'; the last one separates); throws kInvalidArgument naming the bad entry.
+/// int8; a name may hold ':'; the last one separates); throws kInvalidArgument naming the bad
+/// entry.
 std::map<std::string, DataType> parseLayerPrecisions(const std::string& text);
 
 }  // namespace kiln::build

@@ -28,8 +28,9 @@ constexpr int kRounds = 5;  // alternating runs of each kernel after one warm-up
 constexpr double kBf16Margin = 0.95;
 
 // Seconds of the best of kRounds runs of each kernel, alternating (after a warm-up run of each).
-std::pair<double, double> timeBoth(const ir::Node& node, const ir::OpSchema& schema, const cpu::KernelFn& a,
-                                   const cpu::KernelFn& b, const std::vector<const Tensor*>& inputs) {
+std::pair<double, double> timeBoth(const ir::Node& node, const ir::OpSchema& schema,
+                                   const cpu::KernelFn& a, const cpu::KernelFn& b,
+                                   const std::vector<const Tensor*>& inputs) {
   auto once = [&](const cpu::KernelFn& k) { return timeKernelOnce(node, schema, k, inputs); };
   once(a);
   once(b);
@@ -65,7 +66,8 @@ std::vector<std::string> timePrecisions(ir::Graph& graph, const plan::Profile& p
     if (pinnedPrecision(node, request, &who) == DataType::kBFloat16) continue;
     const cpu::KernelCreateInfo info = timingCreateInfo(graph, node);
     const cpu::KernelSelection bf16 = registry.select(info);
-    if (!bf16.chosen || bf16.chosen->id.rfind("bf16_", 0) != 0) continue;  // settlePrecisions reports it
+    if (!bf16.chosen || bf16.chosen->id.rfind("bf16_", 0) != 0)
+      continue;  // settlePrecisions reports it
     ir::Node fp32Node = node;
     fp32Node.attrs[ir::kPrecisionAttr] = ir::kPrecisionFp32;
     const cpu::KernelCreateInfo fp32Info = timingCreateInfo(graph, fp32Node);
@@ -78,17 +80,20 @@ std::vector<std::string> timePrecisions(ir::Graph& graph, const plan::Profile& p
     if (!concrete) break;
     std::vector<Tensor> made;
     const auto inputs = timingInputs(*concrete, node, info, rng, made);
-    const ir::OpSchema* schema = ir::OpSchemaRegistry::global().find(node.domain, node.opType, node.opset);
+    const ir::OpSchema* schema =
+        ir::OpSchemaRegistry::global().find(node.domain, node.opType, node.opset);
     if (!inputs || !schema) continue;
     const cpu::Kernel bf16Kernel = bf16.chosen->create(info);
     const cpu::Kernel fp32Kernel = fp32.chosen->create(fp32Info);
     const auto [tb, tf] = timeBoth(node, *schema, bf16Kernel.run, fp32Kernel.run, *inputs);
-    const std::string times = bf16.chosen->id + " " + ms(tb) + ", " + fp32.chosen->id + " " + ms(tf);
+    const std::string times =
+        bf16.chosen->id + " " + ms(tb) + ", " + fp32.chosen->id + " " + ms(tf);
     if (tb < kBf16Margin * tf) {
       decisions.push_back(node.label() + ": precision bf16: faster (" + times + ")");
     } else {
       node.attrs[ir::kPrecisionAttr] = ir::kPrecisionFp32;
-      decisions.push_back(node.label() + ": precision fp32: BF16 is not 5 % faster (" + times + ")");
+      decisions.push_back(node.label() + ": precision fp32: BF16 is not 5 % faster (" + times +
+                          ")");
     }
     logger.log(Severity::kVERBOSE, decisions.back());
   }

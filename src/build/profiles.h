@@ -14,6 +14,7 @@ namespace kiln::build {
 std::vector<plan::Profile> resolveProfiles(const ir::Graph& graph, const BuilderConfig& config);
 
 /// The shapes of one selector (min/opt/max) of a profile, by input value id.
-std::map<int, Shape> profileShapes(const ir::Graph& graph, const plan::Profile& profile, OptProfileSelector which);
+std::map<int, Shape> profileShapes(const ir::Graph& graph, const plan::Profile& profile,
+                                   OptProfileSelector which);
 
 }  // namespace kiln::build

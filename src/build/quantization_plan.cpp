@@ -17,37 +17,46 @@ namespace {
 // ONNX opset of the inserted QuantizeLinear/DequantizeLinear nodes: the first with per-axis scales.
 constexpr int64_t kQdqOpset = 13;
 
-bool isFloat(const ir::Graph& g, int id) { return id != ir::kNoValue && g.value(id).type.dtype == DataType::kFloat32; }
+bool isFloat(const ir::Graph& g, int id) {
+  return id != ir::kNoValue && g.value(id).type.dtype == DataType::kFloat32;
+}
 
 bool isConstant(const ir::Graph& g, int id) { return g.value(id).constant.has_value(); }
 
 int64_t rankOf(const ir::Graph& g, int id) {
   const ir::Value& v = g.value(id);
-  return v.constant ? static_cast<int64_t>(v.constant->rank()) : v.type.shape ? static_cast<int64_t>(v.type.shape->size()) : -1;
+  return v.constant     ? static_cast<int64_t>(v.constant->rank())
+         : v.type.shape ? static_cast<int64_t>(v.type.shape->size())
+                        : -1;
 }
 
 bool readsDequantize(const ir::Graph& g, const ir::Node& node) {
   for (int id : node.inputs) {
     if (id == ir::kNoValue || g.value(id).producer < 0) continue;
-    if (g.nodes[static_cast<size_t>(g.value(id).producer)].opType == "DequantizeLinear") return true;
+    if (g.nodes[static_cast<size_t>(g.value(id).producer)].opType == "DequantizeLinear")
+      return true;
   }
   return false;
 }
 
 // Why the node cannot be quantized ("" when it can); fills its weights and activation inputs.
-std::string examine(const ir::Graph& g, const ir::Node& node, QuantizedNode& target, std::vector<int>& activations) {
+std::string examine(const ir::Graph& g, const ir::Node& node, QuantizedNode& target,
+                    std::vector<int>& activations) {
   if (node.inputs.size() < 2) return "it has fewer than two inputs";
   const int a = node.inputs[0], b = node.inputs[1];
   if (!isFloat(g, a) || !isFloat(g, b)) return "its inputs are not float32";
-  if (readsDequantize(g, node)) return "it already reads a DequantizeLinear (explicit quantization)";
+  if (readsDequantize(g, node))
+    return "it already reads a DequantizeLinear (explicit quantization)";
   if (isConstant(g, a)) return "its first input is a constant";
   activations.push_back(a);
   if (node.opType == "Conv") {
     if (!isConstant(g, b)) return "its weights are not a constant";
     target.weights.push_back({1, b, 0});
   } else if (node.opType == "Gemm") {
-    if (isConstant(g, b)) target.weights.push_back({1, b, ir::attrInt(node, "transB", 0) ? 0 : 1});
-    else activations.push_back(b);
+    if (isConstant(g, b))
+      target.weights.push_back({1, b, ir::attrInt(node, "transB", 0) ? 0 : 1});
+    else
+      activations.push_back(b);
   } else if (isConstant(g, b)) {  // MatMul: the weights' last axis is the output channel
     if (rankOf(g, b) < 2) return "its constant B has rank < 2";
     target.weights.push_back({1, b, rankOf(g, b) - 1});
@@ -68,7 +77,9 @@ std::vector<std::pair<int, int>> readersOf(const ir::Graph& g, int id) {
   return readers;
 }
 
-bool isGraphOutput(const ir::Graph& g, int id) { return std::find(g.outputs.begin(), g.outputs.end(), id) != g.outputs.end(); }
+bool isGraphOutput(const ir::Graph& g, int id) {
+  return std::find(g.outputs.begin(), g.outputs.end(), id) != g.outputs.end();
+}
 
 // The tensor quantized after a quantized node's output: a Relu's output when a Relu alone reads it
 // (the Relu's range is the one worth the 8 bits), else the output itself; none (kNoValue) when no
@@ -84,7 +95,8 @@ int quantizedOutput(const ir::Graph& g, int out) {
 
 std::string uniqueName(const std::string& base, const ir::Graph& g, std::set<std::string>& taken) {
   std::string name = base;
-  for (int k = 1; g.findValue(name) != ir::kNoValue || taken.count(name); ++k) name = base + "_" + std::to_string(k);
+  for (int k = 1; g.findValue(name) != ir::kNoValue || taken.count(name); ++k)
+    name = base + "_" + std::to_string(k);
   taken.insert(name);
   return name;
 }
@@ -99,7 +111,8 @@ void quantizeWeights(const Tensor& w, int64_t axis, QdqPair& pair) {
   const Shape& shape = w.shape();
   const int64_t channels = axis < 0 ? 1 : shape[static_cast<size_t>(axis)];
   int64_t inner = 1;
-  for (size_t d = static_cast<size_t>(axis + 1); axis >= 0 && d < shape.size(); ++d) inner *= shape[d];
+  for (size_t d = static_cast<size_t>(axis + 1); axis >= 0 && d < shape.size(); ++d)
+    inner *= shape[d];
   if (axis < 0) inner = w.numel();
   const float* src = w.data<float>();
   auto channelOf = [&](int64_t i) { return axis < 0 ? 0 : (i / inner) % channels; };
@@ -117,18 +130,21 @@ void quantizeWeights(const Tensor& w, int64_t axis, QdqPair& pair) {
   pair.weights = Tensor(DataType::kInt8, shape);
   int8_t* dst = pair.weights.data<int8_t>();
   for (int64_t i = 0; i < w.numel(); ++i) {
-    const double q = std::nearbyint(static_cast<double>(src[i]) / pair.scales[static_cast<size_t>(channelOf(i))]);
+    const double q = std::nearbyint(static_cast<double>(src[i]) /
+                                    pair.scales[static_cast<size_t>(channelOf(i))]);
     dst[i] = static_cast<int8_t>(std::clamp(q, -127.0, 127.0));
   }
   pair.axis = axis;
 }
 
 Tensor parameterTensor(const std::vector<float>& values, bool perAxis) {
-  return Tensor::fromVector(DataType::kFloat32, perAxis ? Shape{static_cast<int64_t>(values.size())} : Shape{}, values);
+  return Tensor::fromVector(DataType::kFloat32,
+                            perAxis ? Shape{static_cast<int64_t>(values.size())} : Shape{}, values);
 }
 
 Tensor parameterTensor(const std::vector<int8_t>& values, bool perAxis) {
-  return Tensor::fromVector(DataType::kInt8, perAxis ? Shape{static_cast<int64_t>(values.size())} : Shape{}, values);
+  return Tensor::fromVector(DataType::kInt8,
+                            perAxis ? Shape{static_cast<int64_t>(values.size())} : Shape{}, values);
 }
 
 }  // namespace
@@ -138,7 +154,9 @@ QuantizationTargets findQuantizationTargets(const ir::Graph& g, const QuantizeOp
   std::set<int> activations;
   for (size_t n = 0; n < g.nodes.size(); ++n) {
     const ir::Node& node = g.nodes[n];
-    if (!node.domain.empty() || (node.opType != "Conv" && node.opType != "MatMul" && node.opType != "Gemm")) continue;
+    if (!node.domain.empty() ||
+        (node.opType != "Conv" && node.opType != "MatMul" && node.opType != "Gemm"))
+      continue;
     std::string why;
     QuantizedNode target;
     target.node = static_cast<int>(n);
@@ -190,9 +208,10 @@ QuantizationPlan makeQuantizationPlan(const ir::Graph& g, const QuantizationTarg
                                       const std::vector<ActivationQuantization>& activations,
                                       const QuantizeOptions& options) {
   if (activations.size() != targets.activations.size()) {
-    throw Error(ErrorCode::kInvalidArgument, "quantization plan: " + std::to_string(activations.size()) +
-                                                 " activation scales for " + std::to_string(targets.activations.size()) +
-                                                 " activations");
+    throw Error(ErrorCode::kInvalidArgument,
+                "quantization plan: " + std::to_string(activations.size()) +
+                    " activation scales for " + std::to_string(targets.activations.size()) +
+                    " activations");
   }
   QuantizationPlan plan;
   std::set<std::string> taken;
@@ -209,18 +228,22 @@ QuantizationPlan makeQuantizationPlan(const ir::Graph& g, const QuantizationTarg
     const int id = targets.activations[k];
     const ActivationQuantization& a = activations[k];
     if (a.tensor != g.value(id).name) {
-      throw Error(ErrorCode::kInvalidArgument, "quantization plan: activation " + std::to_string(k) + " is '" +
-                                                   g.value(id).name + "', its scale is for '" + a.tensor + "'");
+      throw Error(ErrorCode::kInvalidArgument, "quantization plan: activation " +
+                                                   std::to_string(k) + " is '" + g.value(id).name +
+                                                   "', its scale is for '" + a.tensor + "'");
     }
     if (!(a.scale > 0) || !std::isfinite(a.scale)) {
-      throw Error(ErrorCode::kInvalidArgument, "tensor '" + a.tensor + "': scale " + std::to_string(a.scale) + " is not a positive number");
+      throw Error(ErrorCode::kInvalidArgument, "tensor '" + a.tensor + "': scale " +
+                                                   std::to_string(a.scale) +
+                                                   " is not a positive number");
     }
     QdqPair pair;
     pair.tensor = a.tensor;
     names(pair, false);
     pair.scales = {a.scale};
     pair.zeroPoints = {static_cast<int8_t>(std::clamp(a.zeroPoint, -128, 127))};
-    for (const auto& [n, slot] : readersOf(g, id)) pair.consumers.emplace_back(g.nodes[static_cast<size_t>(n)].name, slot);
+    for (const auto& [n, slot] : readersOf(g, id))
+      pair.consumers.emplace_back(g.nodes[static_cast<size_t>(n)].name, slot);
     plan.pairs.push_back(std::move(pair));
   }
   std::map<std::pair<int, int64_t>, size_t> weightPairs;  // (value id, axis) -> index in plan.pairs
@@ -248,14 +271,17 @@ void applyQuantizationPlan(const QuantizationPlan& plan, ir::Graph& g) {
   for (size_t n = 0; n < g.nodes.size(); ++n) nodeIndex[g.nodes[n].name] = n;
   for (const QdqPair& pair : plan.pairs) {
     const int source = g.findValue(pair.tensor);
-    if (source == ir::kNoValue) throw Error(ErrorCode::kInvalidArgument, "quantization plan: no tensor '" + pair.tensor + "'");
+    if (source == ir::kNoValue)
+      throw Error(ErrorCode::kInvalidArgument,
+                  "quantization plan: no tensor '" + pair.tensor + "'");
     const bool perAxis = pair.axis >= 0;
     const ir::TypeInfo type = g.value(source).type;
     const int scale = g.addValue(pair.scaleName, {DataType::kFloat32, {}});
     g.value(scale).constant = parameterTensor(pair.scales, perAxis);
     const int zeroPoint = g.addValue(pair.zeroPointName, {DataType::kInt8, {}});
     g.value(zeroPoint).constant = parameterTensor(pair.zeroPoints, perAxis);
-    for (int id : {scale, zeroPoint}) g.value(id).type.shape = ir::symShapeOf(g.value(id).constant->shape());
+    for (int id : {scale, zeroPoint})
+      g.value(id).type.shape = ir::symShapeOf(g.value(id).constant->shape());
     const int quantized = g.addValue(pair.quantized, {DataType::kInt8, type.shape});
     auto addNode = [&](const char* op, const std::string& name, int in, int out) {
       ir::Node node;
@@ -267,13 +293,16 @@ void applyQuantizationPlan(const QuantizationPlan& plan, ir::Graph& g) {
       if (perAxis) node.attrs["axis"] = pair.axis;
       g.nodes.push_back(std::move(node));
     };
-    if (pair.weights.defined()) g.value(quantized).constant = pair.weights;
-    else addNode("QuantizeLinear", pair.quantizeNode, source, quantized);
+    if (pair.weights.defined())
+      g.value(quantized).constant = pair.weights;
+    else
+      addNode("QuantizeLinear", pair.quantizeNode, source, quantized);
     const int dequantized = g.addValue(pair.dequantized, {DataType::kFloat32, type.shape});
     addNode("DequantizeLinear", pair.dequantizeNode, quantized, dequantized);
     for (const auto& [name, slot] : pair.consumers) {
       auto it = nodeIndex.find(name);
-      if (it == nodeIndex.end()) throw Error(ErrorCode::kInvalidArgument, "quantization plan: no node '" + name + "'");
+      if (it == nodeIndex.end())
+        throw Error(ErrorCode::kInvalidArgument, "quantization plan: no node '" + name + "'");
       g.nodes[it->second].inputs.at(static_cast<size_t>(slot)) = dequantized;
     }
   }

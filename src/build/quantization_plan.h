@@ -1,6 +1,7 @@
 // Which tensors of a float graph get Q/DQ pairs, with which scales and zero points: computed once
 // from kiln's IR and applied both to the IR (implicit quantization at build) and to an ONNX model
-// (kiln quantize, src/onnx/qdq_model.h), so the two never disagree (docs/precision.md, "INT8: calibration").
+// (kiln quantize, src/onnx/qdq_model.h), so the two never disagree (docs/precision.md, "INT8:
+// calibration").
 #pragma once
 #include <cstdint>
 #include <set>
@@ -21,8 +22,8 @@ struct QuantizeOptions {
 struct QuantizedNode {
   int node = -1;
   struct Weight {
-    int slot = -1;   // input index
-    int value = -1;  // the constant's value id
+    int slot = -1;     // input index
+    int value = -1;    // the constant's value id
     int64_t axis = 0;  // its output-channel axis
   };
   std::vector<Weight> weights;
@@ -57,16 +58,17 @@ struct ActivationQuantization {
 /// One inserted pair: QuantizeLinear(tensor) -> DequantizeLinear -> the consumers; for a weight,
 /// its int8 values are computed here and only the DequantizeLinear is inserted.
 struct QdqPair {
-  std::string tensor;                 // the float tensor
+  std::string tensor;                  // the float tensor
   std::string quantized, dequantized;  // the new int8 and float tensors
   std::string scaleName, zeroPointName;
-  std::string quantizeNode;           // empty for a weight
+  std::string quantizeNode;  // empty for a weight
   std::string dequantizeNode;
-  std::vector<float> scales;          // one, or one per channel along `axis`
-  std::vector<int8_t> zeroPoints;     // as many as scales
-  int64_t axis = -1;                  // -1: per tensor
-  Tensor weights;                     // a weight's int8 values; undefined for an activation
-  std::vector<std::pair<std::string, int>> consumers;  // (node name, input slot) that read `dequantized`
+  std::vector<float> scales;       // one, or one per channel along `axis`
+  std::vector<int8_t> zeroPoints;  // as many as scales
+  int64_t axis = -1;               // -1: per tensor
+  Tensor weights;                  // a weight's int8 values; undefined for an activation
+  std::vector<std::pair<std::string, int>>
+      consumers;  // (node name, input slot) that read `dequantized`
 };
 
 struct QuantizationPlan {

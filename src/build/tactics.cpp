@@ -21,8 +21,9 @@ namespace {
 
 // The layers whose candidates are timed: convolutions, products, attention (in any domain).
 bool isTimedOp(const ir::Node& node) {
-  static const std::set<std::string> ops = {"Conv",   "FusedConv",   "NchwcConv", "MatMul",        "Gemm",
-                                            "FusedMatMul", "Attention", "FusedAttention", "MultiHeadAttention"};
+  static const std::set<std::string> ops = {"Conv",      "FusedConv",      "NchwcConv",
+                                            "MatMul",    "Gemm",           "FusedMatMul",
+                                            "Attention", "FusedAttention", "MultiHeadAttention"};
   return ops.count(node.opType) > 0;
 }
 
@@ -55,27 +56,35 @@ std::string attributeText(const ir::Attribute& a) {
     std::string operator()(int64_t v) const { return std::to_string(v); }
     std::string operator()(float v) const { return number(v); }
     std::string operator()(const std::string& v) const { return "'" + v + "'"; }
-    std::string operator()(const Tensor& t) const { return std::string(dataTypeName(t.dtype())) + "[" + shapeToString(t.shape()) + "]"; }
+    std::string operator()(const Tensor& t) const {
+      return std::string(dataTypeName(t.dtype())) + "[" + shapeToString(t.shape()) + "]";
+    }
     std::string operator()(const std::shared_ptr<ir::Graph>&) const { return "graph"; }
     std::string operator()(const std::vector<int64_t>& v) const { return listText(v); }
     std::string operator()(const std::vector<float>& v) const { return listText(v); }
     std::string operator()(const std::vector<std::string>& v) const { return listText(v); }
-    std::string operator()(const std::vector<Tensor>& v) const { return "tensors" + std::to_string(v.size()); }
-    std::string operator()(const std::vector<std::shared_ptr<ir::Graph>>& v) const { return "graphs" + std::to_string(v.size()); }
+    std::string operator()(const std::vector<Tensor>& v) const {
+      return "tensors" + std::to_string(v.size());
+    }
+    std::string operator()(const std::vector<std::shared_ptr<ir::Graph>>& v) const {
+      return "graphs" + std::to_string(v.size());
+    }
   };
   return std::visit(Visitor{}, a);
 }
 
 std::string layerSignature(const ir::Graph& concrete, const ir::Node& node) {
-  std::string s = (node.domain.empty() ? std::string("ai.onnx") : node.domain) + "::" + node.opType + "-" +
-                  std::to_string(node.opset) + "(";
+  std::string s = (node.domain.empty() ? std::string("ai.onnx") : node.domain) +
+                  "::" + node.opType + "-" + std::to_string(node.opset) + "(";
   for (size_t k = 0; k < node.inputs.size(); ++k) {
     if (k) s += ",";
     const int id = node.inputs[k];
     if (id == ir::kNoValue) continue;
     const ir::Value& v = concrete.value(id);
-    s += std::string(dataTypeName(v.type.dtype)) + "[" + (v.type.shape ? ir::symShapeToString(*v.type.shape) : "?") + "]";
-    if (v.constant && !concrete.isGraphInput(id)) s += "c";  // a constant (weights) rather than an activation
+    s += std::string(dataTypeName(v.type.dtype)) + "[" +
+         (v.type.shape ? ir::symShapeToString(*v.type.shape) : "?") + "]";
+    if (v.constant && !concrete.isGraphInput(id))
+      s += "c";  // a constant (weights) rather than an activation
   }
   s += "){";
   bool first = true;
@@ -95,8 +104,9 @@ struct Timed {
 
 // Makes each candidate's kernel once, runs each once to warm up, then `repeats` rounds of one run
 // of each in turn; the median of a candidate's rounds is its time. Returns the runs made.
-int64_t timeCandidates(const ir::Node& node, const ir::OpSchema& schema, const cpu::KernelCreateInfo& info,
-                       const std::vector<const Tensor*>& inputs, int repeats, std::vector<Timed*>& todo) {
+int64_t timeCandidates(const ir::Node& node, const ir::OpSchema& schema,
+                       const cpu::KernelCreateInfo& info, const std::vector<const Tensor*>& inputs,
+                       int repeats, std::vector<Timed*>& todo) {
   std::vector<cpu::Kernel> kernels(todo.size());
   std::vector<std::vector<double>> seconds(todo.size());
   std::vector<bool> ok(todo.size(), true);
@@ -141,24 +151,30 @@ int tacticRepeats(int level) {
   return repeats[std::clamp(level, 0, 5)];
 }
 
-std::string tacticKey(const ir::Graph& concrete, const ir::Node& node, int threads, const std::string& kernel) {
-  return timingCacheCpuKey() + ";kiln=" + plan::kKilnVersion + ";threads=" + std::to_string(threads) +
-         ";layer=" + layerSignature(concrete, node) + ";kernel=" + kernel;
+std::string tacticKey(const ir::Graph& concrete, const ir::Node& node, int threads,
+                      const std::string& kernel) {
+  return timingCacheCpuKey() + ";kiln=" + plan::kKilnVersion +
+         ";threads=" + std::to_string(threads) + ";layer=" + layerSignature(concrete, node) +
+         ";kernel=" + kernel;
 }
 
-std::vector<LayerTactics> selectTactics(const ir::Graph& graph, const plan::Profile& profile, const TacticOptions& options,
-                                        ILogger& logger, BuildReport& report) {
+std::vector<LayerTactics> selectTactics(const ir::Graph& graph, const plan::Profile& profile,
+                                        const TacticOptions& options, ILogger& logger,
+                                        BuildReport& report) {
   std::vector<LayerTactics> out(graph.nodes.size());
   if (options.level <= 0) return out;
   if (options.cache && options.cache->entriesForOtherCpus() > 0) {
-    logger.log(Severity::kWARNING, "timing cache: " + std::to_string(options.cache->entriesForOtherCpus()) + " of " +
-                                       std::to_string(options.cache->size()) +
-                                       " entries were timed on another CPU and are not used on this one (" +
-                                       timingCacheCpuKey() + ")");
+    logger.log(Severity::kWARNING,
+               "timing cache: " + std::to_string(options.cache->entriesForOtherCpus()) + " of " +
+                   std::to_string(options.cache->size()) +
+                   " entries were timed on another CPU and are not used on this one (" +
+                   timingCacheCpuKey() + ")");
   }
   const std::optional<ir::Graph> concrete = graphAtOptShapes(graph, profile);
   if (!concrete) {
-    logger.log(Severity::kWARNING, "tactics: shapes at the opt profile could not be inferred; heuristics choose every kernel");
+    logger.log(
+        Severity::kWARNING,
+        "tactics: shapes at the opt profile could not be inferred; heuristics choose every kernel");
     return out;
   }
   const int threads = std::max(options.threads, 1);
@@ -171,14 +187,20 @@ std::vector<LayerTactics> selectTactics(const ir::Graph& graph, const plan::Prof
     const cpu::KernelCreateInfo info = timingCreateInfo(graph, node);
     cpu::KernelAlternatives alternatives = registry.alternatives(info);
     // Below level 3 the any-dtype kernels are timed only when nothing more specific can run.
-    const bool specific = std::find(alternatives.generic.begin(), alternatives.generic.end(), false) != alternatives.generic.end();
+    const bool specific = std::find(alternatives.generic.begin(), alternatives.generic.end(),
+                                    false) != alternatives.generic.end();
     std::vector<Timed> timed;
     for (size_t k = 0; k < alternatives.supporting.size(); ++k) {
       if (alternatives.generic[k] && specific && options.level < 3) {
-        alternatives.declined.emplace_back(alternatives.supporting[k]->id, "not timed below optimization level 3 (any-dtype kernel)");
+        alternatives.declined.emplace_back(
+            alternatives.supporting[k]->id,
+            "not timed below optimization level 3 (any-dtype kernel)");
         continue;
       }
-      timed.push_back({alternatives.supporting[k], tacticKey(*concrete, node, threads, alternatives.supporting[k]->id), {}, {}});
+      timed.push_back({alternatives.supporting[k],
+                       tacticKey(*concrete, node, threads, alternatives.supporting[k]->id),
+                       {},
+                       {}});
     }
     if (timed.size() < 2) continue;
     std::vector<Timed*> todo;
@@ -191,14 +213,17 @@ std::vector<LayerTactics> selectTactics(const ir::Graph& graph, const plan::Prof
       lt.source = "timing cache";
       ++report.tacticLayersFromCache;
     } else {
-      std::mt19937 rng(1);  // every layer's inputs from the same seed: deterministic whatever the order
+      std::mt19937 rng(
+          1);  // every layer's inputs from the same seed: deterministic whatever the order
       std::vector<Tensor> made;
       const auto inputs = timingInputs(*concrete, node, info, rng, made);
-      const ir::OpSchema* schema = ir::OpSchemaRegistry::global().find(node.domain, node.opType, node.opset);
+      const ir::OpSchema* schema =
+          ir::OpSchemaRegistry::global().find(node.domain, node.opType, node.opset);
       if (!inputs || !schema) continue;  // not timeable here: the heuristics choose
       lt.source = "timed";
       ++report.tacticLayersTimed;
-      report.tacticRuns += timeCandidates(node, *schema, info, *inputs, tacticRepeats(options.level), todo);
+      report.tacticRuns +=
+          timeCandidates(node, *schema, info, *inputs, tacticRepeats(options.level), todo);
       if (options.cache)
         for (Timed* t : todo)
           if (t->ms) options.cache->update(t->key, *t->ms);

@@ -23,9 +23,9 @@ int tacticRepeats(int level);
 
 /// What tactic selection decided for one node.
 struct LayerTactics {
-  std::string kernel;                     // the winner's id; "" when not timed (the heuristics choose)
-  std::vector<TacticTiming> timings;      // every candidate, timed or declined, in list order
-  std::string source;                     // "timed", "timing cache", or "" when not timed
+  std::string kernel;                 // the winner's id; "" when not timed (the heuristics choose)
+  std::vector<TacticTiming> timings;  // every candidate, timed or declined, in list order
+  std::string source;                 // "timed", "timing cache", or "" when not timed
 };
 
 struct TacticOptions {
@@ -36,12 +36,14 @@ struct TacticOptions {
 
 /// Chooses the tactics of `graph`'s nodes at the profile's opt shapes; one entry per node.
 /// Counts what it did in `report` (tacticLayersTimed, tacticLayersFromCache, tacticRuns).
-std::vector<LayerTactics> selectTactics(const ir::Graph& graph, const plan::Profile& profile, const TacticOptions& options,
-                                        ILogger& logger, BuildReport& report);
+std::vector<LayerTactics> selectTactics(const ir::Graph& graph, const plan::Profile& profile,
+                                        const TacticOptions& options, ILogger& logger,
+                                        BuildReport& report);
 
 /// The cache key of one candidate on one node of the graph at opt shapes (`concrete`): CPU, kiln
 /// version, threads, then the layer signature (domain::op, opset, per input its dtype and shape,
 /// attributes) and the candidate's id.
-std::string tacticKey(const ir::Graph& concrete, const ir::Node& node, int threads, const std::string& kernel);
+std::string tacticKey(const ir::Graph& concrete, const ir::Node& node, int threads,
+                      const std::string& kernel);
 
 }  // namespace kiln::build

@@ -105,9 +105,13 @@ class TimingCache final : public ITimingCache {
 
   /// Reads serialize()'s bytes; throws kInvalidArgument naming `source`.
   void read(const uint8_t* p, size_t size, const std::string& source) {
-    const std::string what = "timing cache " + (source.empty() ? std::string("(bytes)") : "'" + source + "'");
-    auto fail = [&](const std::string& why) { throw Error(ErrorCode::kInvalidArgument, what + ": " + why); };
-    if (size < kHeaderBytes || std::memcmp(p, kMagic, 8) != 0) fail("not a kiln timing cache (bad magic or shorter than its header)");
+    const std::string what =
+        "timing cache " + (source.empty() ? std::string("(bytes)") : "'" + source + "'");
+    auto fail = [&](const std::string& why) {
+      throw Error(ErrorCode::kInvalidArgument, what + ": " + why);
+    };
+    if (size < kHeaderBytes || std::memcmp(p, kMagic, 8) != 0)
+      fail("not a kiln timing cache (bad magic or shorter than its header)");
     uint32_t version, crc;
     uint64_t count, payloadBytes;
     std::memcpy(&version, p + 8, 4);
@@ -115,8 +119,8 @@ class TimingCache final : public ITimingCache {
     std::memcpy(&payloadBytes, p + 24, 8);
     std::memcpy(&crc, p + 32, 4);
     if (version != kCacheVersion) {
-      fail("cache format version " + std::to_string(version) + ", this kiln reads version " + std::to_string(kCacheVersion) +
-           "; delete the file and build again to make a new one");
+      fail("cache format version " + std::to_string(version) + ", this kiln reads version " +
+           std::to_string(kCacheVersion) + "; delete the file and build again to make a new one");
     }
     if (payloadBytes != size - kHeaderBytes) {
       fail("the header gives " + std::to_string(payloadBytes) + " bytes of entries, the file has " +
@@ -130,7 +134,8 @@ class TimingCache final : public ITimingCache {
       if (end - at < 4) fail("entry " + std::to_string(i) + " is cut off");
       std::memcpy(&length, at, 4);
       at += 4;
-      if (length > kLongestKey || static_cast<uint64_t>(end - at) < length + 8ull) fail("entry " + std::to_string(i) + " is cut off");
+      if (length > kLongestKey || static_cast<uint64_t>(end - at) < length + 8ull)
+        fail("entry " + std::to_string(i) + " is cut off");
       std::string key(reinterpret_cast<const char*>(at), length);
       double ms;
       std::memcpy(&ms, at + length, 8);
@@ -138,7 +143,9 @@ class TimingCache final : public ITimingCache {
       if (!(ms >= 0)) fail("entry " + std::to_string(i) + " has a negative or NaN time");
       entries_[std::move(key)] = ms;
     }
-    if (at != end) fail(std::to_string(end - at) + " bytes after the last of " + std::to_string(count) + " entries");
+    if (at != end)
+      fail(std::to_string(end - at) + " bytes after the last of " + std::to_string(count) +
+           " entries");
   }
 
  private:
@@ -149,11 +156,13 @@ class TimingCache final : public ITimingCache {
 }  // namespace
 
 std::string timingCacheCpuKey() {
-  static const std::string key = "cpu=" + cpuModelName() + "|" + plan::cpuFeatureNames(plan::detectCpuFeatures());
+  static const std::string key =
+      "cpu=" + cpuModelName() + "|" + plan::cpuFeatureNames(plan::detectCpuFeatures());
   return key;
 }
 
-Result<std::unique_ptr<ITimingCache>> createTimingCache(const void* data, size_t bytes, const std::string& source) {
+Result<std::unique_ptr<ITimingCache>> createTimingCache(const void* data, size_t bytes,
+                                                        const std::string& source) {
   return guardResult<std::unique_ptr<ITimingCache>>(nullptr, [&] {
     auto cache = std::make_unique<TimingCache>();
     if (bytes) cache->read(static_cast<const uint8_t*>(data), bytes, source);

@@ -37,9 +37,10 @@ inline uint16_t floatToHalfBits(float f) {
   std::memcpy(&x, &f, 4);
   uint32_t sign = (x >> 16) & 0x8000u;
   uint32_t absx = x & 0x7fffffffu;
-  if (absx >= 0x7f800000u) return static_cast<uint16_t>(sign | 0x7c00u | (absx > 0x7f800000u ? 0x200u : 0));
+  if (absx >= 0x7f800000u)
+    return static_cast<uint16_t>(sign | 0x7c00u | (absx > 0x7f800000u ? 0x200u : 0));
   if (absx >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow to inf
-  if (absx < 0x38800000u) {                                                // subnormal or zero
+  if (absx < 0x38800000u) {                                               // subnormal or zero
     if (absx < 0x33000000u) return static_cast<uint16_t>(sign);
     uint32_t mant = (absx & 0x7fffffu) | 0x800000u;
     int shift = 113 - static_cast<int>(absx >> 23) + 13;
@@ -66,7 +67,8 @@ inline float bfloat16BitsToFloat(uint16_t b) {
 inline uint16_t floatToBfloat16Bits(float f) {
   uint32_t x;
   std::memcpy(&x, &f, 4);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);  // quiet NaN
+  if ((x & 0x7fffffffu) > 0x7f800000u)
+    return static_cast<uint16_t>((x >> 16) | 0x40u);  // quiet NaN
   uint32_t rounding = 0x7fffu + ((x >> 16) & 1u);
   return static_cast<uint16_t>((x + rounding) >> 16);
 }

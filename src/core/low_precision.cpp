@@ -29,24 +29,33 @@ struct Minifloat {
   uint8_t maxCode() const {  // the largest finite value, positive
     switch (specials) {
       case Specials::kIeee:  // the exponent below all ones, the mantissa all ones
-        return static_cast<uint8_t>((((1u << exponentBits) - 2) << mantissaBits) | ((1u << mantissaBits) - 1));
-      case Specials::kFn: return static_cast<uint8_t>(signBit() - 2);
-      case Specials::kFnuz: case Specials::kNone: return static_cast<uint8_t>(signBit() - 1);
+        return static_cast<uint8_t>((((1u << exponentBits) - 2) << mantissaBits) |
+                                    ((1u << mantissaBits) - 1));
+      case Specials::kFn:
+        return static_cast<uint8_t>(signBit() - 2);
+      case Specials::kFnuz:
+      case Specials::kNone:
+        return static_cast<uint8_t>(signBit() - 1);
     }
     return 0;
   }
   uint8_t infinityCode(bool negative) const {  // kIeee only
-    return static_cast<uint8_t>((negative ? signBit() : 0) | (((1u << exponentBits) - 1) << mantissaBits));
+    return static_cast<uint8_t>((negative ? signBit() : 0) |
+                                (((1u << exponentBits) - 1) << mantissaBits));
   }
   uint8_t nanCode(bool negative) const {
     switch (specials) {
       // The quiet NaN ml_dtypes writes: the top mantissa bit set.
-      case Specials::kIeee: return static_cast<uint8_t>(infinityCode(negative) | (1u << (mantissaBits - 1)));
-      case Specials::kFn: return static_cast<uint8_t>((negative ? signBit() : 0) | (signBit() - 1));
-      case Specials::kFnuz: return signBit();
+      case Specials::kIeee:
+        return static_cast<uint8_t>(infinityCode(negative) | (1u << (mantissaBits - 1)));
+      case Specials::kFn:
+        return static_cast<uint8_t>((negative ? signBit() : 0) | (signBit() - 1));
+      case Specials::kFnuz:
+        return signBit();
       // float4 has no NaN. The ONNX reference (ml_dtypes) gives a zero whose sign is the NaN's
       // flipped; the conformance data expects exactly that, so it is kept bit for bit.
-      case Specials::kNone: return negative ? 0 : signBit();
+      case Specials::kNone:
+        return negative ? 0 : signBit();
     }
     return 0;
   }
@@ -60,12 +69,18 @@ constexpr Minifloat kE2M1{2, 1, 1, Specials::kNone, 6.0};
 
 const Minifloat* minifloatOf(DataType type) {
   switch (type) {
-    case DataType::kFloat8E4M3FN: return &kE4M3FN;
-    case DataType::kFloat8E4M3FNUZ: return &kE4M3FNUZ;
-    case DataType::kFloat8E5M2: return &kE5M2;
-    case DataType::kFloat8E5M2FNUZ: return &kE5M2FNUZ;
-    case DataType::kFloat4E2M1: return &kE2M1;
-    default: return nullptr;
+    case DataType::kFloat8E4M3FN:
+      return &kE4M3FN;
+    case DataType::kFloat8E4M3FNUZ:
+      return &kE4M3FNUZ;
+    case DataType::kFloat8E5M2:
+      return &kE5M2;
+    case DataType::kFloat8E5M2FNUZ:
+      return &kE5M2FNUZ;
+    case DataType::kFloat4E2M1:
+      return &kE2M1;
+    default:
+      return nullptr;
   }
 }
 
@@ -80,16 +95,19 @@ float decodeMinifloat(const Minifloat& f, uint8_t bits) {
     case Specials::kIeee:
       if (exponent == allOnes) {
         if (mantissa) return negative ? -nan : nan;
-        return negative ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::infinity();
+        return negative ? -std::numeric_limits<float>::infinity()
+                        : std::numeric_limits<float>::infinity();
       }
       break;
     case Specials::kFn:
-      if (exponent == allOnes && mantissa == (1u << f.mantissaBits) - 1) return negative ? -nan : nan;
+      if (exponent == allOnes && mantissa == (1u << f.mantissaBits) - 1)
+        return negative ? -nan : nan;
       break;
     case Specials::kFnuz:
       if (bits == f.signBit()) return nan;
       break;
-    case Specials::kNone: break;
+    case Specials::kNone:
+      break;
   }
   // Subnormals (exponent 0) have no implicit leading 1 and the exponent of the smallest normal.
   const int e = exponent == 0 ? 1 - f.bias : static_cast<int>(exponent) - f.bias;
@@ -126,12 +144,16 @@ uint8_t encodeMinifloat(const Minifloat& f, double v, bool saturate) {
   int roundedBinade = 0;
   std::frexp(rounded, &roundedBinade);
   roundedBinade -= 1;
-  if (roundedBinade < minExponent) {  // subnormal: the units of the smallest binade are the mantissa
-    return static_cast<uint8_t>(sign | static_cast<unsigned>(std::ldexp(rounded, f.mantissaBits - minExponent)));
+  if (roundedBinade <
+      minExponent) {  // subnormal: the units of the smallest binade are the mantissa
+    return static_cast<uint8_t>(
+        sign | static_cast<unsigned>(std::ldexp(rounded, f.mantissaBits - minExponent)));
   }
-  const unsigned significand = static_cast<unsigned>(std::ldexp(rounded, f.mantissaBits - roundedBinade));
+  const unsigned significand =
+      static_cast<unsigned>(std::ldexp(rounded, f.mantissaBits - roundedBinade));
   const unsigned exponentField = static_cast<unsigned>(roundedBinade + f.bias);
-  return static_cast<uint8_t>(sign | (exponentField << f.mantissaBits) | (significand & ((1u << f.mantissaBits) - 1)));
+  return static_cast<uint8_t>(sign | (exponentField << f.mantissaBits) |
+                              (significand & ((1u << f.mantissaBits) - 1)));
 }
 
 // float8e8m0: an unsigned power of two 2^(bits - 127); 0xFF is NaN. Follows the ONNX reference
@@ -144,8 +166,11 @@ uint8_t encodeE8M0(double v, const LowPrecisionOptions& options) {
   if (exponent == 0xFF) return 0xFF;  // NaN and infinities
   bool roundUp = false;
   switch (options.e8m0Rounding) {
-    case E8M0Rounding::kUp: roundUp = (bits & 0x7FFFFF) != 0; break;
-    case E8M0Rounding::kDown: break;
+    case E8M0Rounding::kUp:
+      roundUp = (bits & 0x7FFFFF) != 0;
+      break;
+    case E8M0Rounding::kDown:
+      break;
     case E8M0Rounding::kNearest: {
       // Guard bit set, and any bit below it or a normal value (whose mantissa starts at 1.5).
       const bool guard = (bits & 0x400000) != 0;
@@ -154,7 +179,8 @@ uint8_t encodeE8M0(double v, const LowPrecisionOptions& options) {
       break;
     }
   }
-  if (roundUp && options.saturate && exponent == 0xFE) roundUp = false;  // stay at the largest value
+  if (roundUp && options.saturate && exponent == 0xFE)
+    roundUp = false;                                          // stay at the largest value
   return static_cast<uint8_t>(exponent + (roundUp ? 1 : 0));  // 0xFE + 1 is NaN
 }
 
@@ -166,11 +192,20 @@ float decodeE8M0(uint8_t bits) {
 // Bits of int4 / uint4 / int2 / uint2 and whether they are signed.
 int integerBits(DataType type, bool* isSigned) {
   switch (type) {
-    case DataType::kInt4: *isSigned = true; return 4;
-    case DataType::kUint4: *isSigned = false; return 4;
-    case DataType::kInt2: *isSigned = true; return 2;
-    case DataType::kUint2: *isSigned = false; return 2;
-    default: return 0;
+    case DataType::kInt4:
+      *isSigned = true;
+      return 4;
+    case DataType::kUint4:
+      *isSigned = false;
+      return 4;
+    case DataType::kInt2:
+      *isSigned = true;
+      return 2;
+    case DataType::kUint2:
+      *isSigned = false;
+      return 2;
+    default:
+      return 0;
   }
 }
 
@@ -182,10 +217,14 @@ int integerBits(DataType type, bool* isSigned) {
 }  // namespace
 
 bool parseE8M0Rounding(const std::string& text, E8M0Rounding* out) {
-  if (text == "up") *out = E8M0Rounding::kUp;
-  else if (text == "down") *out = E8M0Rounding::kDown;
-  else if (text == "nearest") *out = E8M0Rounding::kNearest;
-  else return false;
+  if (text == "up")
+    *out = E8M0Rounding::kUp;
+  else if (text == "down")
+    *out = E8M0Rounding::kDown;
+  else if (text == "nearest")
+    *out = E8M0Rounding::kNearest;
+  else
+    return false;
   return true;
 }
 
@@ -229,9 +268,15 @@ std::pair<int64_t, int64_t> lowPrecisionIntegerRange(DataType type) {
 
 int packedElementsPerByte(DataType type) {
   switch (type) {
-    case DataType::kInt4: case DataType::kUint4: case DataType::kFloat4E2M1: return 2;
-    case DataType::kInt2: case DataType::kUint2: return 4;
-    default: return 1;
+    case DataType::kInt4:
+    case DataType::kUint4:
+    case DataType::kFloat4E2M1:
+      return 2;
+    case DataType::kInt2:
+    case DataType::kUint2:
+      return 4;
+    default:
+      return 1;
   }
 }
 
@@ -258,7 +303,8 @@ std::string packLowPrecision(DataType type, const uint8_t* values, int64_t numel
   for (int64_t i = 0; i < numel; ++i) {
     const unsigned shift = static_cast<unsigned>((i % perByte) * width);
     out[static_cast<size_t>(i / perByte)] =
-        static_cast<char>(static_cast<uint8_t>(out[static_cast<size_t>(i / perByte)]) | ((values[i] & mask) << shift));
+        static_cast<char>(static_cast<uint8_t>(out[static_cast<size_t>(i / perByte)]) |
+                          ((values[i] & mask) << shift));
   }
   return out;
 }

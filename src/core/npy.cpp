@@ -18,10 +18,10 @@ namespace {
 
 DataType dtypeFromDescr(const std::string& descr, const std::string& path, size_t* charsPerString) {
   static const std::pair<const char*, DataType> table[] = {
-      {"|b1", DataType::kBool},    {"|i1", DataType::kInt8},     {"<i2", DataType::kInt16},
-      {"<i4", DataType::kInt32},   {"<i8", DataType::kInt64},    {"|u1", DataType::kUint8},
-      {"<u2", DataType::kUint16},  {"<u4", DataType::kUint32},   {"<u8", DataType::kUint64},
-      {"<f2", DataType::kFloat16}, {"<f4", DataType::kFloat32},  {"<f8", DataType::kFloat64},
+      {"|b1", DataType::kBool},    {"|i1", DataType::kInt8},    {"<i2", DataType::kInt16},
+      {"<i4", DataType::kInt32},   {"<i8", DataType::kInt64},   {"|u1", DataType::kUint8},
+      {"<u2", DataType::kUint16},  {"<u4", DataType::kUint32},  {"<u8", DataType::kUint64},
+      {"<f2", DataType::kFloat16}, {"<f4", DataType::kFloat32}, {"<f8", DataType::kFloat64},
   };
   for (const auto& [name, type] : table)
     if (descr == name) return type;
@@ -29,29 +29,44 @@ DataType dtypeFromDescr(const std::string& descr, const std::string& path, size_
     // At most 9 digits, so that 4 bytes a character times the count cannot overflow.
     const std::string digits = descr.substr(2);
     if (digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) {
-      fail(path, "malformed .npy string dtype '" + descr + "' (expected '<U' and a character count below 10^9)");
+      fail(path, "malformed .npy string dtype '" + descr +
+                     "' (expected '<U' and a character count below 10^9)");
     }
     *charsPerString = std::stoul(digits);
     return DataType::kString;
   }
-  fail(path, "unsupported .npy dtype '" + descr + "' (big-endian, object or structured arrays are not supported)");
+  fail(path, "unsupported .npy dtype '" + descr +
+                 "' (big-endian, object or structured arrays are not supported)");
 }
 
 std::string descrOf(DataType type) {
   switch (type) {
-    case DataType::kBool: return "|b1";
-    case DataType::kInt8: return "|i1";
-    case DataType::kInt16: return "<i2";
-    case DataType::kInt32: return "<i4";
-    case DataType::kInt64: return "<i8";
-    case DataType::kUint8: return "|u1";
-    case DataType::kUint16: return "<u2";
-    case DataType::kUint32: return "<u4";
-    case DataType::kUint64: return "<u8";
-    case DataType::kFloat16: return "<f2";
-    case DataType::kFloat32: return "<f4";
-    case DataType::kFloat64: return "<f8";
-    default: return "";
+    case DataType::kBool:
+      return "|b1";
+    case DataType::kInt8:
+      return "|i1";
+    case DataType::kInt16:
+      return "<i2";
+    case DataType::kInt32:
+      return "<i4";
+    case DataType::kInt64:
+      return "<i8";
+    case DataType::kUint8:
+      return "|u1";
+    case DataType::kUint16:
+      return "<u2";
+    case DataType::kUint32:
+      return "<u4";
+    case DataType::kUint64:
+      return "<u8";
+    case DataType::kFloat16:
+      return "<f2";
+    case DataType::kFloat32:
+      return "<f4";
+    case DataType::kFloat64:
+      return "<f8";
+    default:
+      return "";
   }
 }
 
@@ -80,7 +95,8 @@ std::u32string decodeUtf8(const std::string& s) {
     unsigned char c = static_cast<unsigned char>(s[i]);
     int extra = c < 0x80 ? 0 : c < 0xe0 ? 1 : c < 0xf0 ? 2 : 3;
     uint32_t cp = extra == 0 ? c : (c & (0x3f >> extra));
-    for (int k = 1; k <= extra && i + k < s.size(); ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3f);
+    for (int k = 1; k <= extra && i + k < s.size(); ++k)
+      cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3f);
     out += static_cast<char32_t>(cp);
     i += 1 + extra;
   }
@@ -97,7 +113,8 @@ Tensor readNpy(const std::string& path) {
 
 Tensor readNpy(std::istream& in, const std::string& path) {
   char magic[8];
-  if (!in.read(magic, 8) || std::memcmp(magic, "\x93NUMPY", 6) != 0) fail(path, "not an .npy file (bad magic)");
+  if (!in.read(magic, 8) || std::memcmp(magic, "\x93NUMPY", 6) != 0)
+    fail(path, "not an .npy file (bad magic)");
   int major = static_cast<unsigned char>(magic[6]);
   uint32_t headerLen = 0;
   if (major == 1) {
@@ -117,7 +134,8 @@ Tensor readNpy(std::istream& in, const std::string& path) {
 
   const NpyHeader parsed = parseNpyHeader(header, path);
   const std::string& descr = parsed.descr;
-  if (parsed.fortranOrder) fail(path, "Fortran-ordered arrays are not supported (save with np.ascontiguousarray)");
+  if (parsed.fortranOrder)
+    fail(path, "Fortran-ordered arrays are not supported (save with np.ascontiguousarray)");
   const Shape& shape = parsed.shape;
   size_t charsPerString = 0;
   DataType dtype = dtypeFromDescr(descr, path, &charsPerString);
@@ -125,16 +143,18 @@ Tensor readNpy(std::istream& in, const std::string& path) {
   in.seekg(0, std::ios::end);
   uint64_t payload = static_cast<uint64_t>(in.tellg()) - (major == 1 ? 10 : 12) - headerLen;
   in.seekg(static_cast<std::streamoff>((major == 1 ? 10 : 12) + headerLen));
-  // The payload must hold shape x element size; checked without overflow before anything is allocated.
-  uint64_t needed = dtype == DataType::kString ? 4 * static_cast<uint64_t>(charsPerString) : dataTypeSize(dtype);
+  // The payload must hold shape x element size; checked without overflow before anything is
+  // allocated.
+  uint64_t needed =
+      dtype == DataType::kString ? 4 * static_cast<uint64_t>(charsPerString) : dataTypeSize(dtype);
   for (int64_t d : shape) {
     if (__builtin_mul_overflow(needed, static_cast<uint64_t>(d), &needed)) {
       fail(path, "shape " + shapeToString(shape) + " of " + descr + " is too large");
     }
   }
   if (payload < needed) {
-    fail(path, "the file holds " + std::to_string(payload) + " bytes of data but shape " + shapeToString(shape) +
-                   " of " + descr + " needs " + std::to_string(needed));
+    fail(path, "the file holds " + std::to_string(payload) + " bytes of data but shape " +
+                   shapeToString(shape) + " of " + descr + " needs " + std::to_string(needed));
   }
   const int64_t numel = shapeNumel(shape);
   Tensor t(dtype, shape);
@@ -145,7 +165,8 @@ Tensor readNpy(std::istream& in, const std::string& path) {
   if (numel == 0) return t;
   std::vector<char32_t> chars(charsPerString);  // numel strings of this many fit in the payload
   for (int64_t i = 0; i < numel; ++i) {
-    in.read(reinterpret_cast<char*>(chars.data()), static_cast<std::streamsize>(4 * charsPerString));
+    in.read(reinterpret_cast<char*>(chars.data()),
+            static_cast<std::streamsize>(4 * charsPerString));
     std::string& s = t.data<std::string>()[i];
     for (char32_t c : chars) {
       if (c == 0) break;
@@ -172,11 +193,13 @@ void writeNpy(const std::string& path, const Tensor& tensor) {
     }
     descr = "<U" + std::to_string(maxChars);
   }
-  if (descr.empty()) throw Error(ErrorCode::kInvalidArgument, path + ": cannot write " + t.describe() + " as .npy");
+  if (descr.empty())
+    throw Error(ErrorCode::kInvalidArgument, path + ": cannot write " + t.describe() + " as .npy");
   std::string shape = "(";
   for (size_t i = 0; i < t.rank(); ++i) shape += (i ? ", " : "") + std::to_string(t.dim(i));
   shape += t.rank() == 1 ? ",)" : ")";
-  std::string header = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
+  std::string header =
+      "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
   size_t total = 10 + header.size() + 1;
   header += std::string((64 - total % 64) % 64, ' ') + "\n";
   std::ofstream out(path, std::ios::binary);
@@ -189,7 +212,8 @@ void writeNpy(const std::string& path, const Tensor& tensor) {
     for (const auto& s : strings) {
       std::u32string padded = s;
       padded.resize(maxChars, U'\0');
-      out.write(reinterpret_cast<const char*>(padded.data()), static_cast<std::streamsize>(4 * maxChars));
+      out.write(reinterpret_cast<const char*>(padded.data()),
+                static_cast<std::streamsize>(4 * maxChars));
     }
   } else {
     out.write(static_cast<const char*>(t.raw()), static_cast<std::streamsize>(t.byteSize()));

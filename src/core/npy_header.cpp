@@ -31,9 +31,11 @@ class HeaderReader {
         header.shape = tuple();
         haveShape = true;
       } else {
-        fail((haveDescr && key == "descr") || (haveOrder && key == "fortran_order") || (haveShape && key == "shape")
+        fail((haveDescr && key == "descr") || (haveOrder && key == "fortran_order") ||
+                     (haveShape && key == "shape")
                  ? "the key '" + key + "' appears twice"
-                 : "unexpected key '" + key + "' (a .npy header has only 'descr', 'fortran_order' and 'shape')");
+                 : "unexpected key '" + key +
+                       "' (a .npy header has only 'descr', 'fortran_order' and 'shape')");
       }
       if (!consume(',')) {
         expect('}');
@@ -50,8 +52,8 @@ class HeaderReader {
 
  private:
   [[noreturn]] void fail(const std::string& what) const {
-    throw Error(ErrorCode::kInvalidArgument,
-                path_ + ": malformed .npy header at character " + std::to_string(pos_) + ": " + what);
+    throw Error(ErrorCode::kInvalidArgument, path_ + ": malformed .npy header at character " +
+                                                 std::to_string(pos_) + ": " + what);
   }
   void skipSpace() {
     while (pos_ < text_.size() && std::isspace(static_cast<unsigned char>(text_[pos_]))) ++pos_;
@@ -69,7 +71,8 @@ class HeaderReader {
   }
   std::string quoted() {
     skipSpace();
-    if (pos_ >= text_.size() || (text_[pos_] != '\'' && text_[pos_] != '"')) fail("expected a quoted string");
+    if (pos_ >= text_.size() || (text_[pos_] != '\'' && text_[pos_] != '"'))
+      fail("expected a quoted string");
     const char quote = text_[pos_++];
     const size_t end = text_.find(quote, pos_);
     if (end == std::string::npos) fail("unterminated string");
@@ -96,7 +99,8 @@ class HeaderReader {
     int64_t value = 0;
     while (pos_ < text_.size() && std::isdigit(static_cast<unsigned char>(text_[pos_]))) {
       const int digit = text_[pos_++] - '0';
-      if (value > (std::numeric_limits<int64_t>::max() - digit) / 10) fail("a dimension does not fit in int64");
+      if (value > (std::numeric_limits<int64_t>::max() - digit) / 10)
+        fail("a dimension does not fit in int64");
       value = value * 10 + digit;
     }
     return value;
@@ -121,6 +125,8 @@ class HeaderReader {
 
 }  // namespace
 
-NpyHeader parseNpyHeader(const std::string& text, const std::string& path) { return HeaderReader(text, path).read(); }
+NpyHeader parseNpyHeader(const std::string& text, const std::string& path) {
+  return HeaderReader(text, path).read();
+}
 
 }  // namespace kiln

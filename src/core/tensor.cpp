@@ -18,9 +18,12 @@ namespace kiln {
 int64_t shapeNumel(const Shape& shape) {
   int64_t n = 1;
   for (int64_t d : shape) {
-    if (d < 0) throw Error(ErrorCode::kInvalidArgument, "negative dimension in shape " + shapeToString(shape));
+    if (d < 0)
+      throw Error(ErrorCode::kInvalidArgument,
+                  "negative dimension in shape " + shapeToString(shape));
     if (d != 0 && n > std::numeric_limits<int64_t>::max() / d) {
-      throw Error(ErrorCode::kInvalidArgument, "shape " + shapeToString(shape) + " has too many elements");
+      throw Error(ErrorCode::kInvalidArgument,
+                  "shape " + shapeToString(shape) + " has too many elements");
     }
     n *= d;
   }
@@ -42,10 +45,12 @@ Tensor::Tensor(DataType dtype, Shape shape) : dtype_(dtype), shape_(std::move(sh
   int64_t n = shapeNumel(shape_);
   size_t elem = dataTypeSize(dtype);
   if (n > 0 && static_cast<uint64_t>(n) > std::numeric_limits<size_t>::max() / elem) {
-    throw Error(ErrorCode::kInvalidArgument, "tensor shape " + shapeToString(shape_) + " is too large");
+    throw Error(ErrorCode::kInvalidArgument,
+                "tensor shape " + shapeToString(shape_) + " is too large");
   }
   size_t bytes = static_cast<size_t>(n) * elem;
-  checkAllocation(bytes, [&] { return "tensor " + dataTypeName(dtype) + "[" + shapeToString(shape_) + "]"; });
+  checkAllocation(
+      bytes, [&] { return "tensor " + dataTypeName(dtype) + "[" + shapeToString(shape_) + "]"; });
   if (dtype == DataType::kString) {
     auto strings = std::shared_ptr<std::string[]>(new std::string[n > 0 ? n : 1]);
     data_ = strings.get();
@@ -54,7 +59,9 @@ Tensor::Tensor(DataType dtype, Shape shape) : dtype_(dtype), shape_(std::move(sh
   }
   size_t padded = ((bytes + 63) / 64) * 64;
   void* p = allocateAligned(padded);
-  if (!p) throw Error(ErrorCode::kRuntimeError, "out of memory allocating " + std::to_string(bytes) + " bytes");
+  if (!p)
+    throw Error(ErrorCode::kRuntimeError,
+                "out of memory allocating " + std::to_string(bytes) + " bytes");
   std::memset(p, 0, padded ? padded : 64);
   owner_ = std::shared_ptr<const void>(p, [](const void* q) { std::free(const_cast<void*>(q)); });
   data_ = p;
@@ -71,8 +78,8 @@ Tensor Tensor::wrap(DataType dtype, Shape shape, void* data, std::shared_ptr<con
 
 Tensor Tensor::reshaped(Shape shape) const {
   if (shapeNumel(shape) != numel()) {
-    throw Error(ErrorCode::kInvalidArgument,
-                "cannot view " + describe() + " as shape " + shapeToString(shape) + ": element counts differ");
+    throw Error(ErrorCode::kInvalidArgument, "cannot view " + describe() + " as shape " +
+                                                 shapeToString(shape) + ": element counts differ");
   }
   Tensor t = *this;
   t.shape_ = std::move(shape);
@@ -80,7 +87,8 @@ Tensor Tensor::reshaped(Shape shape) const {
 }
 
 Tensor Tensor::clone() const {
-  if (items_ || isNone()) return *this;  // a sequence's items are never written in place; none has no data
+  if (items_ || isNone())
+    return *this;  // a sequence's items are never written in place; none has no data
   Tensor t(dtype_, shape_);
   if (dtype_ == DataType::kString) {
     for (int64_t i = 0; i < numel(); ++i) t.data<std::string>()[i] = data<std::string>()[i];
@@ -103,7 +111,8 @@ int64_t saturatedInt64(double d) {
 }  // namespace
 
 int64_t Tensor::intAt(int64_t i) const {
-  if (isLowPrecision(dtype_)) return saturatedInt64(lowPrecisionToFloat(dtype_, data<uint8_t>()[i]));
+  if (isLowPrecision(dtype_))
+    return saturatedInt64(lowPrecisionToFloat(dtype_, data<uint8_t>()[i]));
   return dispatchNumericOrBool(dtype_, "Tensor::intAt", [&](auto tag) -> int64_t {
     using T = typename decltype(tag)::type;
     const T v = data<T>()[i];
@@ -143,7 +152,8 @@ std::vector<int64_t> Tensor::toInt64Vector() const {
 std::string Tensor::describe() const {
   if (none_ == NoneKind::kTensor) return "optional<" + dataTypeName(dtype_) + ">: none";
   if (none_ == NoneKind::kSequence) return "optional<sequence<" + dataTypeName(dtype_) + ">>: none";
-  if (items_) return "sequence<" + dataTypeName(dtype_) + ">[" + std::to_string(items_->size()) + " items]";
+  if (items_)
+    return "sequence<" + dataTypeName(dtype_) + ">[" + std::to_string(items_->size()) + " items]";
   return dataTypeName(dtype_) + "[" + shapeToString(shape_) + "]";
 }
 
@@ -177,8 +187,8 @@ const std::vector<Tensor>& Tensor::sequenceItems() const {
 }
 
 void throwValueCountMismatch(const Tensor& t, size_t count) {
-  throw Error(ErrorCode::kInvalidArgument,
-              t.describe() + " needs " + std::to_string(t.numel()) + " values, got " + std::to_string(count));
+  throw Error(ErrorCode::kInvalidArgument, t.describe() + " needs " + std::to_string(t.numel()) +
+                                               " values, got " + std::to_string(count));
 }
 
 }  // namespace kiln

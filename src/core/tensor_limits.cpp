@@ -11,7 +11,8 @@ thread_local uint64_t tlsLimit = 0;  // 0: physical memory
 }  // namespace
 
 uint64_t physicalMemoryBytes() {
-  static const uint64_t bytes = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(sysconf(_SC_PAGE_SIZE));
+  static const uint64_t bytes = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) *
+                                static_cast<uint64_t>(sysconf(_SC_PAGE_SIZE));
   return bytes;
 }
 
@@ -24,16 +25,19 @@ AllocationLimitScope::AllocationLimitScope(uint64_t bytes) : previous_(tlsLimit)
 AllocationLimitScope::~AllocationLimitScope() { tlsLimit = previous_; }
 
 std::string byteCountText(uint64_t bytes) {
-  return bytes < (uint64_t{10} << 20) ? std::to_string(bytes) + " bytes" : std::to_string(bytes >> 20) + " MiB";
+  return bytes < (uint64_t{10} << 20) ? std::to_string(bytes) + " bytes"
+                                      : std::to_string(bytes >> 20) + " MiB";
 }
 
 std::string allocationLimitText() {
   const std::string limit = byteCountText(allocationLimitBytes());
-  return tlsLimit ? "over the allocation limit of " + limit : "more than this machine's memory (" + limit + ")";
+  return tlsLimit ? "over the allocation limit of " + limit
+                  : "more than this machine's memory (" + limit + ")";
 }
 
 void refuseAllocation(uint64_t bytes, const std::string& what) {
-  throw Error(ErrorCode::kInvalidArgument, what + " needs " + byteCountText(bytes) + ", " + allocationLimitText());
+  throw Error(ErrorCode::kInvalidArgument,
+              what + " needs " + byteCountText(bytes) + ", " + allocationLimitText());
 }
 
 }  // namespace kiln

@@ -39,8 +39,8 @@ std::string byteCountText(uint64_t bytes);
 /// one: what a refusal says of the limit.
 std::string allocationLimitText();
 
-/// Throws kiln::Error (kInvalidArgument) "WHAT needs " + byteCountText(bytes) + ", " + allocationLimitText();
-/// `what` names the buffer.
+/// Throws kiln::Error (kInvalidArgument) "WHAT needs " + byteCountText(bytes) + ", " +
+/// allocationLimitText(); `what` names the buffer.
 [[noreturn]] void refuseAllocation(uint64_t bytes, const std::string& what);
 
 /// refuseAllocation(bytes, describe()) when `bytes` exceeds allocationLimitBytes(). The buffer's

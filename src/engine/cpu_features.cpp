@@ -25,7 +25,8 @@ uint32_t detectCpuFeatures() {
 }
 
 std::string cpuFeatureNames(uint32_t features) {
-  static const char* names[] = {"avx2", "fma", "f16c", "avx512f", "avxvnni", "avx512vnni", "avx512bf16", "avx512fp16"};
+  static const char* names[] = {"avx2",    "fma",        "f16c",       "avx512f",
+                                "avxvnni", "avx512vnni", "avx512bf16", "avx512fp16"};
   std::string s;
   for (uint32_t bit = 0; bit < 32; ++bit) {
     if (!(features & (1u << bit))) continue;

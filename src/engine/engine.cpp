@@ -31,12 +31,14 @@ void checkOutputOrder(const plan::Plan& plan) {
     }
     ++k;
   }
-  if (k != plan.graph->outputs.size()) throw Error(ErrorCode::kInvalidPlan, "plan outputs do not match its graph's outputs");
+  if (k != plan.graph->outputs.size())
+    throw Error(ErrorCode::kInvalidPlan, "plan outputs do not match its graph's outputs");
 }
 
 }  // namespace
 
-std::shared_ptr<const Engine::Impl> loadEngine(plan::Plan plan, std::shared_ptr<const void> mapping) {
+std::shared_ptr<const Engine::Impl> loadEngine(plan::Plan plan,
+                                               std::shared_ptr<const void> mapping) {
   checkOutputOrder(plan);
   auto impl = std::make_shared<Engine::Impl>();
   impl->plan = std::move(plan);
@@ -45,12 +47,13 @@ std::shared_ptr<const Engine::Impl> loadEngine(plan::Plan plan, std::shared_ptr<
   // pack weights over the packed state the plan holds (in the mapped file: nothing is packed).
   std::vector<std::string> kernelIds;
   for (const LayerInfo& layer : impl->plan.layers) kernelIds.push_back(layer.kernel);
-  impl->executor = std::make_unique<Executor>(impl->plan.graph, Executor::kFreeCopiedWeights, kernelIds,
-                                              &impl->plan.kernelStates);
+  impl->executor = std::make_unique<Executor>(impl->plan.graph, Executor::kFreeCopiedWeights,
+                                              kernelIds, &impl->plan.kernelStates);
   return impl;
 }
 
-std::shared_ptr<const Engine::Impl> engineFromKernels(plan::Plan plan, std::unique_ptr<Executor> kernels) {
+std::shared_ptr<const Engine::Impl> engineFromKernels(plan::Plan plan,
+                                                      std::unique_ptr<Executor> kernels) {
   checkOutputOrder(plan);
   auto impl = std::make_shared<Engine::Impl>();
   impl->plan = std::move(plan);
@@ -85,7 +88,9 @@ bool Engine::hasDefaultValue(const std::string& name) const {
   return i >= 0 && impl_->plan.io[static_cast<size_t>(i)].hasDefault;
 }
 
-int Engine::getNbOptimizationProfiles() const { return static_cast<int>(impl_->plan.profiles.size()); }
+int Engine::getNbOptimizationProfiles() const {
+  return static_cast<int>(impl_->plan.profiles.size());
+}
 
 namespace {
 const plan::ProfileEntry* profileEntry(const plan::Plan& p, const std::string& input, int profile) {
@@ -94,7 +99,8 @@ const plan::ProfileEntry* profileEntry(const plan::Plan& p, const std::string& i
 }
 }  // namespace
 
-Shape Engine::getProfileShape(const std::string& inputName, int profileIndex, OptProfileSelector which) const {
+Shape Engine::getProfileShape(const std::string& inputName, int profileIndex,
+                              OptProfileSelector which) const {
   const auto* e = profileEntry(impl_->plan, inputName, profileIndex);
   return e ? e->dims[static_cast<int>(which)] : Shape{};
 }
@@ -106,18 +112,22 @@ std::vector<int64_t> Engine::getProfileShapeValues(const std::string& inputName,
 }
 
 int Engine::getNbLayers() const { return static_cast<int>(impl_->plan.layers.size()); }
-const LayerInfo& Engine::getLayerInfo(int index) const { return impl_->plan.layers.at(static_cast<size_t>(index)); }
+const LayerInfo& Engine::getLayerInfo(int index) const {
+  return impl_->plan.layers.at(static_cast<size_t>(index));
+}
 const PlanInfo& Engine::getPlanInfo() const { return impl_->plan.info; }
 
 namespace {
 
 // Reads and loads a plan; with `owner` (the file's mapping), its constants view the bytes in place.
 std::shared_ptr<const Engine> loadPlanBytes(ILogger& logger, const void* data, size_t size,
-                                            std::shared_ptr<const void> owner, plan::PackedCheck packedCheck) {
+                                            std::shared_ptr<const void> owner,
+                                            plan::PackedCheck packedCheck) {
   plan::Plan p = plan::readPlan(data, size, plan::detectCpuFeatures(), owner, packedCheck);
   if (p.info.kilnVersion != plan::kKilnVersion) {
-    logger.log(Severity::kWARNING, "plan was built by kiln " + p.info.kilnVersion + ", this is kiln " +
-                                       plan::kKilnVersion + " (same plan format; results should match)");
+    logger.log(Severity::kWARNING, "plan was built by kiln " + p.info.kilnVersion +
+                                       ", this is kiln " + plan::kKilnVersion +
+                                       " (same plan format; results should match)");
   }
   logger.log(Severity::kINFO, "loaded plan: " + std::to_string(p.layers.size()) + " layers, " +
                                   std::to_string(p.profiles.size()) + " optimization profile(s)");
@@ -128,7 +138,8 @@ std::shared_ptr<const Engine> loadPlanBytes(ILogger& logger, const void* data, s
 
 std::shared_ptr<const void> mapPlanFile(const std::string& path, size_t& size) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw Error(ErrorCode::kIoError, path + ": cannot open the plan file: " + std::strerror(errno));
+  if (fd < 0)
+    throw Error(ErrorCode::kIoError, path + ": cannot open the plan file: " + std::strerror(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
@@ -141,15 +152,21 @@ std::shared_ptr<const void> mapPlanFile(const std::string& path, size_t& size) {
   }
   void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
   ::close(fd);  // the mapping keeps the file
-  if (p == MAP_FAILED) throw Error(ErrorCode::kIoError, path + ": cannot map the plan file: " + std::strerror(errno));
-  return std::shared_ptr<const void>(p, [size](const void* q) { ::munmap(const_cast<void*>(q), size); });
+  if (p == MAP_FAILED)
+    throw Error(ErrorCode::kIoError, path + ": cannot map the plan file: " + std::strerror(errno));
+  return std::shared_ptr<const void>(
+      p, [size](const void* q) { ::munmap(const_cast<void*>(q), size); });
 }
 
-Result<std::shared_ptr<const Engine>> Runtime::deserializeEngine(const void* data, size_t size) const {
-  return guardResult<std::shared_ptr<const Engine>>(&logger_, [&] { return loadPlanBytes(logger_, data, size, nullptr, plan::PackedCheck::kVerify); });
+Result<std::shared_ptr<const Engine>> Runtime::deserializeEngine(const void* data,
+                                                                 size_t size) const {
+  return guardResult<std::shared_ptr<const Engine>>(&logger_, [&] {
+    return loadPlanBytes(logger_, data, size, nullptr, plan::PackedCheck::kVerify);
+  });
 }
 
-Result<std::shared_ptr<const Engine>> Runtime::deserializeEngineFromFile(const std::string& path) const {
+Result<std::shared_ptr<const Engine>> Runtime::deserializeEngineFromFile(
+    const std::string& path) const {
   std::shared_ptr<const void> mapping;
   size_t size = 0;
   Status mapped = guardStatus(nullptr, [&] { mapping = mapPlanFile(path, size); });
@@ -157,11 +174,11 @@ Result<std::shared_ptr<const Engine>> Runtime::deserializeEngineFromFile(const s
     logger_.log(Severity::kERROR, mapped.message());
     return mapped;
   }
-  auto engine = guardResult<std::shared_ptr<const Engine>>(
-      &logger_, [&] {
-        return loadPlanBytes(logger_, mapping.get(), size, mapping,
-                             verifyPackedWeights_ ? plan::PackedCheck::kVerify : plan::PackedCheck::kSkip);
-      });
+  auto engine = guardResult<std::shared_ptr<const Engine>>(&logger_, [&] {
+    return loadPlanBytes(
+        logger_, mapping.get(), size, mapping,
+        verifyPackedWeights_ ? plan::PackedCheck::kVerify : plan::PackedCheck::kSkip);
+  });
   if (!engine.ok()) return Status(engine.status().code(), path + ": " + engine.status().message());
   return engine;
 }

@@ -24,9 +24,11 @@ std::shared_ptr<const void> mapPlanFile(const std::string& path, size_t& size);
 
 /// Loads a validated plan: makes the kernels it names (fails naming the layer when one cannot be
 /// made). `mapping`, when the plan was read from a mapped file, is kept while the engine lives.
-std::shared_ptr<const Engine::Impl> loadEngine(plan::Plan plan, std::shared_ptr<const void> mapping = nullptr);
+std::shared_ptr<const Engine::Impl> loadEngine(plan::Plan plan,
+                                               std::shared_ptr<const void> mapping = nullptr);
 
 /// An engine over kernels a build just made for `plan`'s graph (a Session's: nothing serialized).
-std::shared_ptr<const Engine::Impl> engineFromKernels(plan::Plan plan, std::unique_ptr<Executor> kernels);
+std::shared_ptr<const Engine::Impl> engineFromKernels(plan::Plan plan,
+                                                      std::unique_ptr<Executor> kernels);
 
 }  // namespace kiln

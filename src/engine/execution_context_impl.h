@@ -19,8 +19,8 @@ struct ExecutionContext::Impl {
   std::vector<void*> addresses;
   std::vector<uint64_t> capacities;
   std::vector<Tensor> boundInputs;
-  std::vector<Tensor> outputs;             // per I/O tensor: outputs of the last run
-  std::vector<Shape> lastRunInputShapes;   // per I/O tensor
+  std::vector<Tensor> outputs;            // per I/O tensor: outputs of the last run
+  std::vector<Shape> lastRunInputShapes;  // per I/O tensor
   // Kept from run to run so that a run at unchanged shapes allocates nothing of its own.
   std::vector<std::pair<int, Tensor>> feeds;
   std::vector<Shape> runShapes;  // per I/O tensor

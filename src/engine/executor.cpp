@@ -19,19 +19,23 @@ namespace kiln {
 
 namespace {
 
-void collectUnsupported(const ir::Graph& graph, const std::string& scope, std::vector<std::string>& problems) {
+void collectUnsupported(const ir::Graph& graph, const std::string& scope,
+                        std::vector<std::string>& problems) {
   for (const ir::Node& node : graph.nodes) {
     std::string domain = node.domain.empty() ? "ai.onnx" : node.domain;
     if (!ir::OpSchemaRegistry::global().find(node.domain, node.opType, node.opset)) {
-      problems.push_back(scope + node.label() + ": operator " + domain + "::" + node.opType + " at opset " +
-                         std::to_string(node.opset) + " is not supported");
-      if (std::string missing = plugin::describeMissingPlugin(node); !missing.empty()) problems.back() += "; " + missing;
+      problems.push_back(scope + node.label() + ": operator " + domain + "::" + node.opType +
+                         " at opset " + std::to_string(node.opset) + " is not supported");
+      if (std::string missing = plugin::describeMissingPlugin(node); !missing.empty())
+        problems.back() += "; " + missing;
     } else if (!cpu::KernelRegistry::global().find(node.domain, node.opType)) {
-      problems.push_back(scope + node.label() + ": operator " + domain + "::" + node.opType + " has no CPU kernel");
+      problems.push_back(scope + node.label() + ": operator " + domain + "::" + node.opType +
+                         " has no CPU kernel");
     }
     for (const auto& [name, attr] : node.attrs) {  // control-flow bodies
       std::string inner = scope + node.label() + " attribute '" + name + "' > ";
-      if (const auto* g = std::get_if<std::shared_ptr<ir::Graph>>(&attr)) collectUnsupported(**g, inner, problems);
+      if (const auto* g = std::get_if<std::shared_ptr<ir::Graph>>(&attr))
+        collectUnsupported(**g, inner, problems);
       if (const auto* gs = std::get_if<std::vector<std::shared_ptr<ir::Graph>>>(&attr))
         for (const auto& g : *gs) collectUnsupported(*g, inner, problems);
     }
@@ -49,7 +53,8 @@ std::vector<std::string> findUnsupportedNodes(const ir::Graph& graph) {
 namespace {
 
 [[noreturn]] void throwUnsupported(const std::vector<std::string>& problems) {
-  std::string message = std::to_string(problems.size()) + " unsupported node" + (problems.size() > 1 ? "s" : "") + ": ";
+  std::string message = std::to_string(problems.size()) + " unsupported node" +
+                        (problems.size() > 1 ? "s" : "") + ": ";
   for (size_t i = 0; i < problems.size(); ++i) message += (i ? "; " : "") + problems[i];
   throw Error(ErrorCode::kUnsupportedNode, message);
 }
@@ -69,14 +74,15 @@ std::string describeInputShapes(const std::vector<const Tensor*>& inputs) {
 namespace {
 
 // The node's output types inferred from its concrete inputs.
-void inferOutputTypes(const ir::Node& node, const ir::OpSchema& schema, const std::vector<const Tensor*>& inputs,
+void inferOutputTypes(const ir::Node& node, const ir::OpSchema& schema,
+                      const std::vector<const Tensor*>& inputs,
                       std::vector<ir::TypeInfo>& outTypes) {
   std::vector<ir::TypeInfo> inputTypes(inputs.size());
   std::vector<const ir::TypeInfo*> typePtrs(inputs.size(), nullptr);
   for (size_t k = 0; k < inputs.size(); ++k) {
     if (!inputs[k]) continue;
     const Tensor& t = *inputs[k];
-    inputTypes[k] = t.isNone()       ? ir::TypeInfo{t.dtype(), std::nullopt, t.isNoneOfSequence(), true}
+    inputTypes[k] = t.isNone() ? ir::TypeInfo{t.dtype(), std::nullopt, t.isNoneOfSequence(), true}
                     : t.isSequence() ? ir::TypeInfo{t.dtype(), std::nullopt, true}
                                      : ir::TypeInfo{t.dtype(), ir::symShapeOf(t.shape())};
     typePtrs[k] = &inputTypes[k];
@@ -97,8 +103,9 @@ void checkOutputsMade(const ir::Node& node, const std::vector<Tensor>& outs) {
 
 }  // namespace
 
-std::vector<Tensor> runNode(const ir::Node& node, const ir::OpSchema& schema, const cpu::KernelFn& kernel,
-                            const std::vector<const Tensor*>& inputs, const std::vector<cpu::OutputStorage>* planned) {
+std::vector<Tensor> runNode(const ir::Node& node, const ir::OpSchema& schema,
+                            const cpu::KernelFn& kernel, const std::vector<const Tensor*>& inputs,
+                            const std::vector<cpu::OutputStorage>* planned) {
   std::vector<ir::TypeInfo> outTypes;
   inferOutputTypes(node, schema, inputs, outTypes);
   std::vector<Tensor> outs(node.outputs.size());
@@ -111,10 +118,12 @@ std::vector<Tensor> runNode(const ir::Node& node, const ir::OpSchema& schema, co
 Executor::Executor(std::shared_ptr<const ir::Graph> graph, KernelPolicy policy)
     : Executor(std::move(graph), nullptr, {}, nullptr, policy) {}
 
-Executor::Executor(std::shared_ptr<const ir::Graph> graph, const std::vector<std::string>& kernelIds, KernelPolicy policy)
+Executor::Executor(std::shared_ptr<const ir::Graph> graph,
+                   const std::vector<std::string>& kernelIds, KernelPolicy policy)
     : Executor(std::move(graph), nullptr, kernelIds, nullptr, policy) {}
 
-Executor::Executor(std::shared_ptr<ir::Graph> graph, FreeCopiedWeights, const std::vector<std::string>& kernelIds,
+Executor::Executor(std::shared_ptr<ir::Graph> graph, FreeCopiedWeights,
+                   const std::vector<std::string>& kernelIds,
                    const std::vector<cpu::KernelState>* states, KernelPolicy policy)
     : Executor(graph, graph.get(), kernelIds, states, policy) {}
 
@@ -129,10 +138,12 @@ const cpu::KernelCandidate* Executor::chooseKernel(const cpu::KernelCreateInfo& 
   const cpu::KernelRegistry& registry = cpu::KernelRegistry::global();
   KernelChoice& choice = choices_.emplace_back();
   if (kernelIds.empty() || kernelIds.at(i).empty()) {
-    cpu::KernelSelection selection =
-        policy_ == KernelPolicy::kMostGeneral ? registry.selectMostGeneral(info) : registry.select(info);
+    cpu::KernelSelection selection = policy_ == KernelPolicy::kMostGeneral
+                                         ? registry.selectMostGeneral(info)
+                                         : registry.select(info);
     choice.declined = std::move(selection.declined);
-    if (!selection.chosen) cpu::KernelRegistry::create(info, {nullptr, choice.declined});  // throws with the reasons
+    if (!selection.chosen)
+      cpu::KernelRegistry::create(info, {nullptr, choice.declined});  // throws with the reasons
     choice.id = selection.chosen->id;
     choice.isa = selection.chosen->isa;
     return selection.chosen;
@@ -141,10 +152,13 @@ const cpu::KernelCandidate* Executor::chooseKernel(const cpu::KernelCreateInfo& 
   const std::string& id = kernelIds.at(i);
   const std::string layer = "layer '" + node.name + "' (" + node.opType + "): kernel " + id;
   const cpu::KernelCandidate* c = registry.findById(info, id);
-  if (!c) throw Error(ErrorCode::kInvalidPlan, layer + " is not one this kiln has; rebuild the plan with `kiln build`");
+  if (!c)
+    throw Error(ErrorCode::kInvalidPlan,
+                layer + " is not one this kiln has; rebuild the plan with `kiln build`");
   if (!cpu::cpuSupports(c->isa)) {
-    throw Error(ErrorCode::kInvalidPlan, layer + " needs " + cpu::isaFeatureName(c->isa) +
-                                             ", which this CPU lacks; rebuild the plan on this machine");
+    throw Error(ErrorCode::kInvalidPlan,
+                layer + " needs " + cpu::isaFeatureName(c->isa) +
+                    ", which this CPU lacks; rebuild the plan on this machine");
   }
   if (c->supports) {
     if (std::string reason = c->supports(info); !reason.empty()) {
@@ -167,8 +181,8 @@ KernelMemoryNeeds Executor::memoryNeeds(int threads) const {
 }
 
 Executor::Executor(std::shared_ptr<const ir::Graph> graph, ir::Graph* freeCopiedWeightsIn,
-                   const std::vector<std::string>& kernelIds, const std::vector<cpu::KernelState>* states,
-                   KernelPolicy policy)
+                   const std::vector<std::string>& kernelIds,
+                   const std::vector<cpu::KernelState>* states, KernelPolicy policy)
     : graph_(std::move(graph)), shapes_(*graph_), policy_(policy) {
   auto problems = findUnsupportedNodes(*graph_);
   if (!problems.empty()) throwUnsupported(problems);
@@ -184,7 +198,8 @@ Executor::Executor(std::shared_ptr<const ir::Graph> graph, ir::Graph* freeCopied
       producerOf_[static_cast<size_t>(id)] = {static_cast<int>(i), static_cast<int>(k)};
     }
   }
-  for (int id : graph_->inputs) hasInputsWithDefaults_ = hasInputsWithDefaults_ || graph_->value(id).constant.has_value();
+  for (int id : graph_->inputs)
+    hasInputsWithDefaults_ = hasInputsWithDefaults_ || graph_->value(id).constant.has_value();
   if (!kernelIds.empty() && kernelIds.size() != graph_->nodes.size()) {
     throw Error(ErrorCode::kInvalidPlan, std::to_string(kernelIds.size()) + " kernel choices for " +
                                              std::to_string(graph_->nodes.size()) + " nodes");
@@ -210,7 +225,8 @@ Executor::Executor(std::shared_ptr<const ir::Graph> graph, ir::Graph* freeCopied
     for (int id : node.inputs) {
       const ir::Value* v = id == ir::kNoValue ? nullptr : &graph_->value(id);
       info.inputTypes.push_back(v ? &v->type : nullptr);
-      info.constants.push_back(v && v->constant && !graph_->isGraphInput(id) ? &*v->constant : nullptr);
+      info.constants.push_back(v && v->constant && !graph_->isGraphInput(id) ? &*v->constant
+                                                                             : nullptr);
     }
     const cpu::KernelCandidate* candidate = chooseKernel(info, i, kernelIds);
     const cpu::KernelState* saved = states && i < states->size() ? &(*states)[i] : nullptr;
@@ -220,8 +236,13 @@ Executor::Executor(std::shared_ptr<const ir::Graph> graph, ir::Graph* freeCopied
                                                " keeps no packed state, yet the plan holds one");
     }
     cpu::Kernel kernel = restore ? candidate->restore(info, *saved) : candidate->create(info);
-    Step step{&node, ir::OpSchemaRegistry::global().find(node.domain, node.opType, node.opset), std::move(kernel.run),
-              std::move(kernel.workspace), &candidate->memory, {}, std::move(kernel.save),
+    Step step{&node,
+              ir::OpSchemaRegistry::global().find(node.domain, node.opType, node.opset),
+              std::move(kernel.run),
+              std::move(kernel.workspace),
+              &candidate->memory,
+              {},
+              std::move(kernel.save),
               static_cast<bool>(candidate->restore)};
     for (int id : node.inputs) {
       if (id != ir::kNoValue && lastUse[id] == static_cast<int>(i) && !graph_->value(id).constant &&
@@ -237,10 +258,12 @@ Executor::Executor(std::shared_ptr<const ir::Graph> graph, ir::Graph* freeCopied
       const int id = node.inputs[k];
       if (id == ir::kNoValue) continue;
       const bool ownCopy = info.constants[k] && k < info.ownCopies.size() && info.ownCopies[k];
-      if (info.constants[k] && !info.constants[k]->raw() && info.constants[k]->byteSize() && !ownCopy) {
+      if (info.constants[k] && !info.constants[k]->raw() && info.constants[k]->byteSize() &&
+          !ownCopy) {
         // A plan left the values out for kernels that keep them packed; this one reads them.
-        throw Error(ErrorCode::kInvalidPlan, "layer '" + node.name + "': kernel " + choices_.back().id + " reads input '" +
-                                                 graph_->value(id).name + "', whose values the plan does not hold");
+        throw Error(ErrorCode::kInvalidPlan,
+                    "layer '" + node.name + "': kernel " + choices_.back().id + " reads input '" +
+                        graph_->value(id).name + "', whose values the plan does not hold");
       }
       if (!ownCopy) valuesNeeded[id] = true;
       if (--readersLeft[id] > 0 || valuesNeeded[id]) continue;
@@ -255,21 +278,24 @@ Executor::Executor(std::shared_ptr<const ir::Graph> graph, ir::Graph* freeCopied
 
 namespace {
 
-bool sameShapes(const std::vector<std::pair<int, Shape>>& signature, const std::vector<std::pair<int, Tensor>>& inputs) {
+bool sameShapes(const std::vector<std::pair<int, Shape>>& signature,
+                const std::vector<std::pair<int, Tensor>>& inputs) {
   if (signature.size() != inputs.size()) return false;
   for (size_t i = 0; i < inputs.size(); ++i)
-    if (signature[i].first != inputs[i].first || signature[i].second != inputs[i].second.shape()) return false;
+    if (signature[i].first != inputs[i].first || signature[i].second != inputs[i].second.shape())
+      return false;
   return true;
 }
 
 bool isPlainTensor(const ir::TypeInfo& type) {
-  return !type.isSequence && !type.isOptional && type.dtype != DataType::kUndefined && type.dtype != DataType::kString &&
-         type.shape && ir::concreteShape(*type.shape);
+  return !type.isSequence && !type.isOptional && type.dtype != DataType::kUndefined &&
+         type.dtype != DataType::kString && type.shape && ir::concreteShape(*type.shape);
 }
 
 // Whether output `view` (kept from the last run) is still a view of `source` with this shape.
 bool isViewOf(const Tensor& view, const Tensor& source, DataType dtype, const Shape& shape) {
-  return view.defined() && view.raw() && view.raw() == source.raw() && view.dtype() == dtype && view.shape() == shape;
+  return view.defined() && view.raw() && view.raw() == source.raw() && view.dtype() == dtype &&
+         view.shape() == shape;
 }
 
 }  // namespace
@@ -288,21 +314,28 @@ void Executor::checkPlanFitsTheLimit(const MemoryPlan& plan, const std::vector<i
       if (id == ir::kNoValue || plan.bytes[static_cast<size_t>(id)] <= limit) continue;
       const ir::TypeInfo& type = types[static_cast<size_t>(id)];
       const std::string shape = type.shape ? ir::symShapeToString(*type.shape) : "?";
-      ir::failNode(node, "output '" + g.value(id).name + "' " + dataTypeName(type.dtype) + "[" + shape + "] needs " +
-                             byteCountText(plan.bytes[static_cast<size_t>(id)]) + ", " + allocationLimitText(),
+      ir::failNode(node,
+                   "output '" + g.value(id).name + "' " + dataTypeName(type.dtype) + "[" + shape +
+                       "] needs " + byteCountText(plan.bytes[static_cast<size_t>(id)]) + ", " +
+                       allocationLimitText(),
                    ErrorCode::kInvalidArgument);
     }
     if (i < plan.workspaceBytes.size() && plan.workspaceBytes[i] > limit) {
-      ir::failNode(node, "its workspace needs " + byteCountText(plan.workspaceBytes[i]) + ", " + allocationLimitText(),
+      ir::failNode(node,
+                   "its workspace needs " + byteCountText(plan.workspaceBytes[i]) + ", " +
+                       allocationLimitText(),
                    ErrorCode::kInvalidArgument);
     }
   }
   std::string shapes;
-  for (const auto& [id, shape] : signature) shapes += (shapes.empty() ? "" : ", ") + g.value(id).name + ":" + shapeToString(shape);
-  refuseAllocation(plan.arenaBytes, "the tensor arena (every intermediate of a run) for input shapes " + shapes);
+  for (const auto& [id, shape] : signature)
+    shapes += (shapes.empty() ? "" : ", ") + g.value(id).name + ":" + shapeToString(shape);
+  refuseAllocation(plan.arenaBytes,
+                   "the tensor arena (every intermediate of a run) for input shapes " + shapes);
 }
 
-void Executor::preparePlan(const std::vector<std::pair<int, Tensor>>& inputs, ExecutorMemory& memory) const {
+void Executor::preparePlan(const std::vector<std::pair<int, Tensor>>& inputs,
+                           ExecutorMemory& memory) const {
   if (memory.planned_ && memory.executor_ == this && sameShapes(memory.signature_, inputs)) return;
   const ir::Graph& g = *graph_;
   memory.nodes_.clear();  // drops the old arena's views before the arena is replaced
@@ -326,10 +359,12 @@ void Executor::preparePlan(const std::vector<std::pair<int, Tensor>>& inputs, Ex
     memory.capacity_ = 0;
     void* p = allocateAligned(memory.plan_.arenaBytes);  // kArenaAlignment or more
     if (!p) {
-      throw Error(ErrorCode::kRuntimeError,
-                  "out of memory allocating the " + std::to_string(memory.plan_.arenaBytes) + "-byte tensor arena");
+      throw Error(ErrorCode::kRuntimeError, "out of memory allocating the " +
+                                                std::to_string(memory.plan_.arenaBytes) +
+                                                "-byte tensor arena");
     }
-    memory.arena_ = std::shared_ptr<uint8_t>(static_cast<uint8_t*>(p), [](uint8_t* q) { std::free(q); });
+    memory.arena_ =
+        std::shared_ptr<uint8_t>(static_cast<uint8_t*>(p), [](uint8_t* q) { std::free(q); });
     memory.capacity_ = memory.plan_.arenaBytes;
   }
   if (!memory.plan_.offsets.empty()) bindNodes(memory, types);
@@ -353,20 +388,24 @@ void Executor::bindNodes(ExecutorMemory& memory, const std::vector<ir::TypeInfo>
     for (int id : steps_[s].node->inputs) {
       if (id == ir::kNoValue || producerOf_[static_cast<size_t>(id)].first >= 0) continue;
       if (g.value(id).constant && !g.isGraphInput(id)) continue;
-      if (std::find(memory.fedIds_.begin(), memory.fedIds_.end(), id) == memory.fedIds_.end()) memory.fedIds_.push_back(id);
+      if (std::find(memory.fedIds_.begin(), memory.fedIds_.end(), id) == memory.fedIds_.end())
+        memory.fedIds_.push_back(id);
     }
   }
   for (int id : g.outputs) {
-    if (producerOf_[static_cast<size_t>(id)].first < 0 && !(g.value(id).constant && !g.isGraphInput(id)) &&
+    if (producerOf_[static_cast<size_t>(id)].first < 0 &&
+        !(g.value(id).constant && !g.isGraphInput(id)) &&
         std::find(memory.fedIds_.begin(), memory.fedIds_.end(), id) == memory.fedIds_.end()) {
       memory.fedIds_.push_back(id);
     }
   }
-  memory.fedSlots_.assign(memory.fedIds_.size(), Tensor());  // never resized again: nodes point at them
+  memory.fedSlots_.assign(memory.fedIds_.size(),
+                          Tensor());  // never resized again: nodes point at them
   memory.fedPlaceholders_.assign(memory.fedIds_.size(), Tensor());
   for (size_t j = 0; j < memory.fedIds_.size(); ++j) {
     for (const auto& [id, shape] : memory.signature_)
-      if (id == memory.fedIds_[j]) memory.fedPlaceholders_[j] = Tensor::wrap(DataType::kUndefined, shape, nullptr, nullptr);
+      if (id == memory.fedIds_[j])
+        memory.fedPlaceholders_[j] = Tensor::wrap(DataType::kUndefined, shape, nullptr, nullptr);
   }
   memory.nodes_.resize(steps_.size());  // never resized again: inputs point at other nodes' outputs
   for (size_t s = 0; s < steps_.size(); ++s) {
@@ -392,26 +431,33 @@ void Executor::bindNodes(ExecutorMemory& memory, const std::vector<ir::TypeInfo>
       const ir::Value& v = g.value(id);
       const auto [step, index] = producerOf_[static_cast<size_t>(id)];
       if (step >= 0) {
-        b.inputs.push_back(&memory.nodes_[static_cast<size_t>(step)].outputs[static_cast<size_t>(index)]);
+        b.inputs.push_back(
+            &memory.nodes_[static_cast<size_t>(step)].outputs[static_cast<size_t>(index)]);
       } else if (v.constant && !g.isGraphInput(id)) {
         b.inputs.push_back(&*v.constant);
       } else {
-        const auto j = std::find(memory.fedIds_.begin(), memory.fedIds_.end(), id) - memory.fedIds_.begin();
+        const auto j =
+            std::find(memory.fedIds_.begin(), memory.fedIds_.end(), id) - memory.fedIds_.begin();
         b.inputs.push_back(&memory.fedSlots_[static_cast<size_t>(j)]);
       }
       b.typesKnown = b.typesKnown && memory.isStatic_[static_cast<size_t>(id)];
     }
     if (b.typesKnown) {
-      for (int id : node.outputs) b.outputTypes.push_back(id == ir::kNoValue ? ir::TypeInfo{} : types[static_cast<size_t>(id)]);
+      for (int id : node.outputs)
+        b.outputTypes.push_back(id == ir::kNoValue ? ir::TypeInfo{}
+                                                   : types[static_cast<size_t>(id)]);
     }
     b.inPlaceConcat = plan.inPlaceConcat[s];
     b.context.emplace(node, b.inputs, b.outputs, b.outputTypes, &b.planned);
-    if (plan.workspaceBytes[s]) b.context->setWorkspace(memory.arena_.get() + plan.workspaceOffsets[s], plan.workspaceBytes[s]);
+    if (plan.workspaceBytes[s])
+      b.context->setWorkspace(memory.arena_.get() + plan.workspaceOffsets[s],
+                              plan.workspaceBytes[s]);
   }
   memory.callerOutputRoots_.clear();
   for (int id : g.outputs) {
     const int root = plan.storageOf[static_cast<size_t>(id)];
-    if (producerOf_[static_cast<size_t>(root)].first < 0 || plan.offsets[static_cast<size_t>(root)] != MemoryPlan::kNotPlaced ||
+    if (producerOf_[static_cast<size_t>(root)].first < 0 ||
+        plan.offsets[static_cast<size_t>(root)] != MemoryPlan::kNotPlaced ||
         std::find(memory.callerOutputRoots_.begin(), memory.callerOutputRoots_.end(), root) !=
             memory.callerOutputRoots_.end()) {
       continue;
@@ -420,19 +466,22 @@ void Executor::bindNodes(ExecutorMemory& memory, const std::vector<ir::TypeInfo>
   }
 }
 
-void Executor::placeCallerOutputs(const std::vector<std::pair<int, Tensor>>& inputs, ExecutorMemory& memory,
+void Executor::placeCallerOutputs(const std::vector<std::pair<int, Tensor>>& inputs,
+                                  ExecutorMemory& memory,
                                   const std::vector<OutputBuffer>& outputBuffers) const {
   const MemoryPlan& plan = memory.plan_;
   for (int root : memory.callerOutputRoots_) {
     const auto [step, index] = producerOf_[static_cast<size_t>(root)];
-    cpu::OutputStorage& slot = memory.nodes_[static_cast<size_t>(step)].planned[static_cast<size_t>(index)];
+    cpu::OutputStorage& slot =
+        memory.nodes_[static_cast<size_t>(step)].planned[static_cast<size_t>(index)];
     slot = {};
     // A graph output (or the tensor it is a view of) is computed in the caller's buffer when its
     // size is known now, it fits, and the buffer is not also an input being read.
     const uint64_t bytes = plan.bytes[static_cast<size_t>(root)];
     for (const OutputBuffer& buffer : outputBuffers) {
-      if (plan.storageOf.at(static_cast<size_t>(buffer.valueId)) != root || !buffer.data || bytes == 0 ||
-          bytes != plan.bytes[static_cast<size_t>(buffer.valueId)] || (buffer.capacity && buffer.capacity < bytes)) {
+      if (plan.storageOf.at(static_cast<size_t>(buffer.valueId)) != root || !buffer.data ||
+          bytes == 0 || bytes != plan.bytes[static_cast<size_t>(buffer.valueId)] ||
+          (buffer.capacity && buffer.capacity < bytes)) {
         continue;
       }
       const auto* begin = static_cast<const uint8_t*>(buffer.data);
@@ -449,8 +498,10 @@ void Executor::placeCallerOutputs(const std::vector<std::pair<int, Tensor>>& inp
   }
 }
 
-std::vector<Tensor> Executor::run(const std::vector<std::pair<int, Tensor>>& inputs, ExecutorMemory* memory,
-                                  const std::vector<OutputBuffer>& outputBuffers, IProfiler* profiler) const {
+std::vector<Tensor> Executor::run(const std::vector<std::pair<int, Tensor>>& inputs,
+                                  ExecutorMemory* memory,
+                                  const std::vector<OutputBuffer>& outputBuffers,
+                                  IProfiler* profiler) const {
   std::vector<Tensor> results;
   if (memory) {
     run(inputs, *memory, outputBuffers, profiler, results);
@@ -475,16 +526,18 @@ void Executor::run(const std::vector<std::pair<int, Tensor>>& inputs, ExecutorMe
 namespace {
 
 void reportLayer(IProfiler* profiler, const ir::Node& node, const std::string& kernel,
-                 const std::vector<const Tensor*>& in, std::chrono::steady_clock::time_point start) {
-  const std::chrono::duration<double, std::milli> elapsed = std::chrono::steady_clock::now() - start;
+                 const std::vector<const Tensor*>& in,
+                 std::chrono::steady_clock::time_point start) {
+  const std::chrono::duration<double, std::milli> elapsed =
+      std::chrono::steady_clock::now() - start;
   const std::string op = node.domain.empty() ? node.opType : node.domain + "::" + node.opType;
   profiler->reportLayerTime({node.name, op, describeInputShapes(in), elapsed.count(), kernel});
 }
 
 }  // namespace
 
-void Executor::runBound(const std::vector<std::pair<int, Tensor>>& inputs, ExecutorMemory& memory, IProfiler* profiler,
-                        std::vector<Tensor>& results) const {
+void Executor::runBound(const std::vector<std::pair<int, Tensor>>& inputs, ExecutorMemory& memory,
+                        IProfiler* profiler, std::vector<Tensor>& results) const {
   const ir::Graph& g = *graph_;
   const MemoryPlan& plan = memory.plan_;
   // Values the caller feeds: its tensors, else (inputs with a default) the graph's constant.
@@ -510,22 +563,26 @@ void Executor::runBound(const std::vector<std::pair<int, Tensor>>& inputs, Execu
   for (size_t s = 0; s < steps_.size(); ++s) {
     const Step& step = steps_[s];
     const ir::Node& node = *step.node;
-    if (cpu::terminateRequested()) cpu::throwTerminated("node '" + node.name + "' (" + node.opType + ")");
+    if (cpu::terminateRequested())
+      cpu::throwTerminated("node '" + node.name + "' (" + node.opType + ")");
     ExecutorMemory::NodeBinding& b = memory.nodes_[s];
     for (size_t k = 0; k < node.inputs.size(); ++k) {
       if (node.inputs[k] != ir::kNoValue && !b.inputs[k]->defined()) {
-        ir::failNode(node, "input '" + g.value(node.inputs[k]).name + "' has no value (internal error)",
+        ir::failNode(node,
+                     "input '" + g.value(node.inputs[k]).name + "' has no value (internal error)",
                      ErrorCode::kRuntimeError);
       }
     }
-    const auto start = profiler ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+    const auto start =
+        profiler ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     // The shapes the plan resolved hold while the inputs have the shapes it saw.
     bool typesKnown = b.typesKnown;
     for (size_t k = 0; typesKnown && k < node.inputs.size(); ++k) {
       const int id = node.inputs[k];
       if (id == ir::kNoValue) continue;
       const Tensor& t = *b.inputs[k];
-      typesKnown = !t.isSequence() && !t.isNone() && t.dtype() == memory.staticDtypes_[static_cast<size_t>(id)] &&
+      typesKnown = !t.isSequence() && !t.isNone() &&
+                   t.dtype() == memory.staticDtypes_[static_cast<size_t>(id)] &&
                    t.shape() == memory.staticShapes_[static_cast<size_t>(id)];
     }
     if (typesKnown && step.rules->outputViewsInput0 && node.outputs.size() == 1 && b.inputs[0] &&
@@ -581,7 +638,8 @@ void Executor::runBound(const std::vector<std::pair<int, Tensor>>& inputs, Execu
       // In the arena, a tensor may only live in its own slot (or its source's, for a view):
       // any other slot is reused by the plan once its lifetime ends.
       const auto root = static_cast<size_t>(plan.storageOf[static_cast<size_t>(id)]);
-      const bool ownSlot = plan.offsets[root] != MemoryPlan::kNotPlaced && b.outputs[k].raw() == arena + plan.offsets[root];
+      const bool ownSlot = plan.offsets[root] != MemoryPlan::kNotPlaced &&
+                           b.outputs[k].raw() == arena + plan.offsets[root];
       if (!ownSlot) b.outputs[k] = b.outputs[k].clone();
     }
     // Heap tensors are freed after their last use; views of the arena are kept for the next run.
@@ -599,7 +657,8 @@ void Executor::runBound(const std::vector<std::pair<int, Tensor>>& inputs, Execu
     const auto [producer, index] = producerOf_[static_cast<size_t>(id)];
     if (producer >= 0) {
       results[i] = memory.nodes_[static_cast<size_t>(producer)].outputs[static_cast<size_t>(index)];
-    } else if (auto j = std::find(memory.fedIds_.begin(), memory.fedIds_.end(), id); j != memory.fedIds_.end()) {
+    } else if (auto j = std::find(memory.fedIds_.begin(), memory.fedIds_.end(), id);
+               j != memory.fedIds_.end()) {
       results[i] = memory.fedSlots_[static_cast<size_t>(j - memory.fedIds_.begin())];
     } else {
       results[i] = *g.value(id).constant;
@@ -613,7 +672,8 @@ void Executor::runBound(const std::vector<std::pair<int, Tensor>>& inputs, Execu
     Tensor& t = b.outputs[static_cast<size_t>(index)];
     if (!inArena(t.raw()) && t.raw() != b.planned[static_cast<size_t>(index)].data) t = Tensor();
   }
-  for (size_t j = 0; j < memory.fedSlots_.size(); ++j) memory.fedSlots_[j] = memory.fedPlaceholders_[j];
+  for (size_t j = 0; j < memory.fedSlots_.size(); ++j)
+    memory.fedSlots_[j] = memory.fedPlaceholders_[j];
 }
 
 void Executor::runUnplanned(const std::vector<std::pair<int, Tensor>>& inputs, IProfiler* profiler,
@@ -632,14 +692,19 @@ void Executor::runUnplanned(const std::vector<std::pair<int, Tensor>>& inputs, I
     in.clear();
     for (int id : node.inputs) {
       if (id != ir::kNoValue && (!values[id] || !values[id]->defined())) {
-        ir::failNode(node, "input '" + g.value(id).name + "' has no value (internal error)", ErrorCode::kRuntimeError);
+        ir::failNode(node, "input '" + g.value(id).name + "' has no value (internal error)",
+                     ErrorCode::kRuntimeError);
       }
       in.push_back(id == ir::kNoValue ? nullptr : values[id]);
     }
-    if (cpu::terminateRequested()) cpu::throwTerminated("node '" + node.name + "' (" + node.opType + ")");
-    const auto start = profiler ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+    if (cpu::terminateRequested())
+      cpu::throwTerminated("node '" + node.name + "' (" + node.opType + ")");
+    const auto start =
+        profiler ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     std::vector<Tensor> outs = runNode(node, *step.schema, step.kernel, in);
-    if (profiler) reportLayer(profiler, node, choices_[static_cast<size_t>(&step - steps_.data())].id, in, start);
+    if (profiler)
+      reportLayer(profiler, node, choices_[static_cast<size_t>(&step - steps_.data())].id, in,
+                  start);
     for (size_t k = 0; k < node.outputs.size(); ++k) {
       const int id = node.outputs[k];
       if (id == ir::kNoValue) continue;

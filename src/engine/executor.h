@@ -25,8 +25,8 @@ std::vector<std::string> findUnsupportedNodes(const ir::Graph& graph);
 
 /// Infers a node's output shapes from its concrete inputs, then runs its kernel. `planned`, when
 /// given, has one entry per output: storage the kernel's output() / allocateOutput() use.
-std::vector<Tensor> runNode(const ir::Node& node, const ir::OpSchema& schema, const cpu::KernelFn& kernel,
-                            const std::vector<const Tensor*>& inputs,
+std::vector<Tensor> runNode(const ir::Node& node, const ir::OpSchema& schema,
+                            const cpu::KernelFn& kernel, const std::vector<const Tensor*>& inputs,
                             const std::vector<cpu::OutputStorage>* planned = nullptr);
 
 /// The kernel an Executor made for one node: the candidate's id and ISA, and why the candidates
@@ -66,10 +66,10 @@ class ExecutorMemory {
  private:
   friend class Executor;
   struct NodeBinding {
-    std::vector<const Tensor*> inputs;        // per input
-    std::vector<Tensor> outputs;              // per output; views of the arena are kept between runs
+    std::vector<const Tensor*> inputs;  // per input
+    std::vector<Tensor> outputs;        // per output; views of the arena are kept between runs
     std::vector<cpu::OutputStorage> planned;  // per output: its slot (arena or caller's buffer)
-    std::vector<ir::TypeInfo> outputTypes;    // resolved with the plan when typesKnown, else per run
+    std::vector<ir::TypeInfo> outputTypes;  // resolved with the plan when typesKnown, else per run
     std::optional<cpu::KernelContext> context;  // over the vectors above
     /// Every input and output has a static shape at these input shapes: the kernel runs without
     /// shape inference while the inputs have the shapes the plan saw.
@@ -83,16 +83,16 @@ class ExecutorMemory {
   MemoryPlan plan_;
   std::shared_ptr<uint8_t> arena_;
   uint64_t capacity_ = 0;
-  std::vector<NodeBinding> nodes_;         // per step, empty when the plan failed
-  std::vector<Shape> staticShapes_;        // per value id: its shape at these input shapes, when static
-  std::vector<DataType> staticDtypes_;     // per value id, with staticShapes_
-  std::vector<char> isStatic_;             // per value id
+  std::vector<NodeBinding> nodes_;   // per step, empty when the plan failed
+  std::vector<Shape> staticShapes_;  // per value id: its shape at these input shapes, when static
+  std::vector<DataType> staticDtypes_;  // per value id, with staticShapes_
+  std::vector<char> isStatic_;          // per value id
   // Values the caller feeds (graph inputs, outer-scope values): nodes point at these slots, which
   // hold the caller's tensors during a run and a placeholder of the same shape (no data) after it.
   std::vector<int> fedIds_;
   std::vector<Tensor> fedSlots_;
   std::vector<Tensor> fedPlaceholders_;
-  std::vector<int> callerOutputRoots_;     // storage roots of graph outputs made by a node, once each
+  std::vector<int> callerOutputRoots_;  // storage roots of graph outputs made by a node, once each
 };
 
 class Executor {
@@ -101,14 +101,17 @@ class Executor {
   /// fastest), or the most general one (KernelRegistry::selectMostGeneral, reference runs).
   enum class KernelPolicy { kFirstSupporting, kMostGeneral };
   /// Creates a kernel for every node; throws listing all unsupported nodes.
-  explicit Executor(std::shared_ptr<const ir::Graph> graph, KernelPolicy policy = KernelPolicy::kFirstSupporting);
+  explicit Executor(std::shared_ptr<const ir::Graph> graph,
+                    KernelPolicy policy = KernelPolicy::kFirstSupporting);
   /// The same with the kernels of `kernelIds` (as below), for a graph shared with the caller.
-  Executor(std::shared_ptr<const ir::Graph> graph, const std::vector<std::string>& kernelIds, KernelPolicy policy);
+  Executor(std::shared_ptr<const ir::Graph> graph, const std::vector<std::string>& kernelIds,
+           KernelPolicy policy);
   /// The same for a graph the caller owns alone, whose weights kernels copy are then freed: the
-  /// values of a constant every reader of which keeps its own copy (KernelCreateInfo::keepsOwnCopyOf,
-  /// e.g. packed weights) are replaced, as soon as its last reader's kernel is made, by a
-  /// placeholder of the same dtype and shape with no data. Weights are thus never held twice, not
-  /// even while loading. Only the shapes of such constants may be read afterwards.
+  /// values of a constant every reader of which keeps its own copy
+  /// (KernelCreateInfo::keepsOwnCopyOf, e.g. packed weights) are replaced, as soon as its last
+  /// reader's kernel is made, by a placeholder of the same dtype and shape with no data. Weights
+  /// are thus never held twice, not even while loading. Only the shapes of such constants may be
+  /// read afterwards.
   enum FreeCopiedWeights { kFreeCopiedWeights };
   /// `kernelIds`, when not empty, has one candidate id per node (a plan's choices, or the
   /// builder's timed tactics; "" for a node the policy chooses for): those kernels are made
@@ -116,7 +119,8 @@ class Executor {
   /// lacks, or declining the node is a kInvalidPlan error naming the layer, the kernel and why.
   /// `states`, when given, has one entry per node: a kernel whose entry holds a saved state is
   /// restored over it (its packed weights used where they lie) instead of packing again.
-  Executor(std::shared_ptr<ir::Graph> graph, FreeCopiedWeights, const std::vector<std::string>& kernelIds = {},
+  Executor(std::shared_ptr<ir::Graph> graph, FreeCopiedWeights,
+           const std::vector<std::string>& kernelIds = {},
            const std::vector<cpu::KernelState>* states = nullptr,
            KernelPolicy policy = KernelPolicy::kFirstSupporting);
 
@@ -124,13 +128,16 @@ class Executor {
   /// `memory`, every tensor is allocated on its own (control-flow bodies); with it, intermediates
   /// go to its arena and graph outputs with a buffer in `outputBuffers` are computed in place.
   /// A profiler, if given, is told each node's time.
-  std::vector<Tensor> run(const std::vector<std::pair<int, Tensor>>& inputs, ExecutorMemory* memory = nullptr,
-                          const std::vector<OutputBuffer>& outputBuffers = {}, IProfiler* profiler = nullptr) const;
+  std::vector<Tensor> run(const std::vector<std::pair<int, Tensor>>& inputs,
+                          ExecutorMemory* memory = nullptr,
+                          const std::vector<OutputBuffer>& outputBuffers = {},
+                          IProfiler* profiler = nullptr) const;
   /// The same, writing the graph outputs into `results` (resized, its tensors assigned): a caller
   /// that keeps `results` (and `memory`) from run to run has the run allocate nothing when the
   /// shapes are unchanged and its outputs go to `outputBuffers`, apart from what kernels allocate.
   void run(const std::vector<std::pair<int, Tensor>>& inputs, ExecutorMemory& memory,
-           const std::vector<OutputBuffer>& outputBuffers, IProfiler* profiler, std::vector<Tensor>& results) const;
+           const std::vector<OutputBuffer>& outputBuffers, IProfiler* profiler,
+           std::vector<Tensor>& results) const;
 
   const ir::Graph& graph() const { return *graph_; }
   /// Resolves the graph's shapes when the input shapes change (compiled with the executor).
@@ -157,9 +164,9 @@ class Executor {
     const ir::Node* node;
     const ir::OpSchema* schema;
     cpu::KernelFn kernel;
-    cpu::WorkspaceFn workspace;           // empty: the kernel needs no scratch memory
-    const cpu::KernelMemoryRules* rules;  // the candidate's, which outlives the executor
-    std::vector<int> release;             // values whose last use is this step
+    cpu::WorkspaceFn workspace;              // empty: the kernel needs no scratch memory
+    const cpu::KernelMemoryRules* rules;     // the candidate's, which outlives the executor
+    std::vector<int> release;                // values whose last use is this step
     std::function<cpu::KernelState()> save;  // empty: no packed state
     bool restorable = false;                 // its candidate can restore a saved state
   };
@@ -174,8 +181,8 @@ class Executor {
   /// Points graph outputs with a usable caller's buffer at it, the others at nothing.
   void placeCallerOutputs(const std::vector<std::pair<int, Tensor>>& inputs, ExecutorMemory& memory,
                           const std::vector<OutputBuffer>& outputBuffers) const;
-  void runBound(const std::vector<std::pair<int, Tensor>>& inputs, ExecutorMemory& memory, IProfiler* profiler,
-                std::vector<Tensor>& results) const;
+  void runBound(const std::vector<std::pair<int, Tensor>>& inputs, ExecutorMemory& memory,
+                IProfiler* profiler, std::vector<Tensor>& results) const;
   /// Every tensor on the heap (no memory, or shapes the plan could not resolve).
   void runUnplanned(const std::vector<std::pair<int, Tensor>>& inputs, IProfiler* profiler,
                     std::vector<Tensor>& results) const;
@@ -184,8 +191,9 @@ class Executor {
   ShapeProgram shapes_;  // made before the kernels, which may free the weights they copy
   std::vector<Step> steps_;
   std::vector<bool> isNodeOutput_;  // per value id
-  std::vector<std::pair<int, int>> producerOf_;  // per value id: (step, output index), (-1, -1) if none
-  bool hasInputsWithDefaults_ = false;           // graph inputs with a value the caller may override
+  std::vector<std::pair<int, int>>
+      producerOf_;                      // per value id: (step, output index), (-1, -1) if none
+  bool hasInputsWithDefaults_ = false;  // graph inputs with a value the caller may override
   std::vector<int> ownCopied_;
   std::vector<KernelChoice> choices_;  // per step
   KernelPolicy policy_ = KernelPolicy::kFirstSupporting;

@@ -11,10 +11,13 @@ namespace kiln {
 
 namespace {
 
-uint64_t alignUp(uint64_t bytes) { return (bytes + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment; }
+uint64_t alignUp(uint64_t bytes) {
+  return (bytes + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
+}
 
 uint64_t concreteBytes(const ir::TypeInfo& type) {
-  if (!type.shape || type.dtype == DataType::kUndefined || type.dtype == DataType::kString) return 0;
+  if (!type.shape || type.dtype == DataType::kUndefined || type.dtype == DataType::kString)
+    return 0;
   auto shape = ir::concreteShape(*type.shape);
   if (!shape) return 0;  // depends on data: not known before the run
   uint64_t n = 1;
@@ -55,19 +58,19 @@ struct Lifetimes {
 // A tensor that may live in another's slot: made by a node, in the arena, with its own storage.
 bool ownsArenaSlot(const ir::Graph& graph, const MemoryPlan& plan, const Lifetimes& life, int id) {
   const auto i = static_cast<size_t>(id);
-  return id != ir::kNoValue && plan.storageOf[i] == id && life.producer[i] >= 0 && !life.excluded[i] &&
-         !graph.values[i].constant && plan.bytes[i] > 0;
+  return id != ir::kNoValue && plan.storageOf[i] == id && life.producer[i] >= 0 &&
+         !life.excluded[i] && !graph.values[i].constant && plan.bytes[i] > 0;
 }
 
 // The slab of each input of `node` in its output when the Concat can be computed in place:
 // static shapes, one dtype, every output dim before the axis 1 (so each input is one contiguous
 // block), every input a distinct tensor of the arena not already inside another Concat, and
 // slabs starting on the arena's alignment. Empty when it cannot.
-std::vector<uint64_t> concatSlabs(const ir::Graph& graph, const MemoryPlan& plan, const Lifetimes& life,
-                                  const std::vector<Slab>& slabs, const std::vector<bool>& isContainer,
-                                  const ir::Node& node) {
-  if ((!node.domain.empty() && node.domain != "ai.onnx") || node.opType != "Concat" || node.outputs.size() != 1 ||
-      node.inputs.size() < 2) {
+std::vector<uint64_t> concatSlabs(const ir::Graph& graph, const MemoryPlan& plan,
+                                  const Lifetimes& life, const std::vector<Slab>& slabs,
+                                  const std::vector<bool>& isContainer, const ir::Node& node) {
+  if ((!node.domain.empty() && node.domain != "ai.onnx") || node.opType != "Concat" ||
+      node.outputs.size() != 1 || node.inputs.size() < 2) {
     return {};
   }
   const int out = node.outputs[0];
@@ -87,7 +90,8 @@ std::vector<uint64_t> concatSlabs(const ir::Graph& graph, const MemoryPlan& plan
   for (size_t k = 0; k < node.inputs.size(); ++k) {
     const int id = node.inputs[k];
     if (!ownsArenaSlot(graph, plan, life, id) || slabs[static_cast<size_t>(id)].container >= 0 ||
-        isContainer[static_cast<size_t>(id)] || std::count(node.inputs.begin(), node.inputs.end(), id) > 1) {
+        isContainer[static_cast<size_t>(id)] ||
+        std::count(node.inputs.begin(), node.inputs.end(), id) > 1) {
       return {};
     }
     const ir::TypeInfo& type = life.types[static_cast<size_t>(id)];
@@ -113,7 +117,8 @@ class RulesOf {
   const cpu::KernelMemoryRules& operator()(size_t node) const {
     static const cpu::KernelMemoryRules none;
     if (!kernels_) return own_[node];
-    const cpu::KernelMemoryRules* r = node < kernels_->rules.size() ? kernels_->rules[node] : nullptr;
+    const cpu::KernelMemoryRules* r =
+        node < kernels_->rules.size() ? kernels_->rules[node] : nullptr;
     return r ? *r : none;
   }
 
@@ -123,18 +128,21 @@ class RulesOf {
 };
 
 // Whether output `index` of node i is a view of its first input.
-bool viewsInput(const RulesOf& rules, size_t node, size_t index) { return index == 0 && rules(node).outputViewsInput0; }
+bool viewsInput(const RulesOf& rules, size_t node, size_t index) {
+  return index == 0 && rules(node).outputViewsInput0;
+}
 
 // The scratch bytes node i's kernel declares at the graph's (resolved) input shapes.
-uint64_t workspaceOf(const ir::Graph& graph, const std::vector<ir::TypeInfo>& types, const KernelMemoryNeeds* kernels,
-                     size_t i) {
+uint64_t workspaceOf(const ir::Graph& graph, const std::vector<ir::TypeInfo>& types,
+                     const KernelMemoryNeeds* kernels, size_t i) {
   if (!kernels || i >= kernels->workspaces.size() || !kernels->workspaces[i]) return 0;
   std::vector<Shape> shapes;
   const ir::Node& node = graph.nodes[i];
   shapes.reserve(node.inputs.size());
   std::vector<const Shape*> pointers;
   for (int id : node.inputs) {
-    std::optional<Shape> shape = id == ir::kNoValue ? std::nullopt : staticShapeOf(types[static_cast<size_t>(id)]);
+    std::optional<Shape> shape =
+        id == ir::kNoValue ? std::nullopt : staticShapeOf(types[static_cast<size_t>(id)]);
     shapes.push_back(shape ? *shape : Shape{});
     pointers.push_back(shape ? &shapes.back() : nullptr);
   }
@@ -160,7 +168,8 @@ MemoryPlan planMemory(const ir::Graph& graph, const KernelMemoryNeeds* kernels) 
   return planMemory(graph, types, kernels);
 }
 
-MemoryPlan planMemory(const ir::Graph& graph, const std::vector<ir::TypeInfo>& types, const KernelMemoryNeeds* kernels) {
+MemoryPlan planMemory(const ir::Graph& graph, const std::vector<ir::TypeInfo>& types,
+                      const KernelMemoryNeeds* kernels) {
   const size_t n = graph.values.size();
   const int end = static_cast<int>(graph.nodes.size());
   MemoryPlan plan;
@@ -182,8 +191,10 @@ MemoryPlan planMemory(const ir::Graph& graph, const std::vector<ir::TypeInfo>& t
       int id = node.outputs[k];
       if (id == ir::kNoValue) continue;
       producer[static_cast<size_t>(id)] = i;
-      if (viewsInput(rules, static_cast<size_t>(i), k) && !node.inputs.empty() && node.inputs[0] != ir::kNoValue) {
-        plan.storageOf[static_cast<size_t>(id)] = plan.storageOf[static_cast<size_t>(node.inputs[0])];
+      if (viewsInput(rules, static_cast<size_t>(i), k) && !node.inputs.empty() &&
+          node.inputs[0] != ir::kNoValue) {
+        plan.storageOf[static_cast<size_t>(id)] =
+            plan.storageOf[static_cast<size_t>(node.inputs[0])];
       }
     }
   }
@@ -241,8 +252,10 @@ MemoryPlan planMemory(const ir::Graph& graph, const std::vector<ir::TypeInfo>& t
       const auto r = static_cast<size_t>(root);
       bool shared = false;
       for (size_t j = 0; j < node.inputs.size(); ++j)
-        shared |= j != k && node.inputs[j] != ir::kNoValue && plan.storageOf[static_cast<size_t>(node.inputs[j])] == root;
-      if (shared || !arenaOwned(root) || storageLast[r] != i || plan.bytes[r] != plan.bytes[static_cast<size_t>(out)] ||
+        shared |= j != k && node.inputs[j] != ir::kNoValue &&
+                  plan.storageOf[static_cast<size_t>(node.inputs[j])] == root;
+      if (shared || !arenaOwned(root) || storageLast[r] != i ||
+          plan.bytes[r] != plan.bytes[static_cast<size_t>(out)] ||
           plan.bytes[static_cast<size_t>(in)] != plan.bytes[r] ||
           types[static_cast<size_t>(in)].dtype != types[static_cast<size_t>(out)].dtype) {
         continue;
@@ -258,11 +271,12 @@ MemoryPlan planMemory(const ir::Graph& graph, const std::vector<ir::TypeInfo>& t
   std::vector<Interval> intervals;
   for (size_t id = 0; id < n; ++id) {
     const ir::Value& v = graph.values[id];
-    if (plan.storageOf[id] != static_cast<int>(id) || producer[id] < 0 || excluded[id] || v.constant ||
-        plan.bytes[id] == 0 || slabs[id].container >= 0) {
+    if (plan.storageOf[id] != static_cast<int>(id) || producer[id] < 0 || excluded[id] ||
+        v.constant || plan.bytes[id] == 0 || slabs[id].container >= 0) {
       continue;
     }
-    intervals.push_back({static_cast<int>(id), alignUp(plan.bytes[id]), storageFirst[id], storageLast[id]});
+    intervals.push_back(
+        {static_cast<int>(id), alignUp(plan.bytes[id]), storageFirst[id], storageLast[id]});
   }
   // Each kernel's workspace lives for its node only; its pseudo id is n + the node's index.
   plan.workspaceOffsets.assign(static_cast<size_t>(end), MemoryPlan::kNotPlaced);
@@ -279,8 +293,10 @@ MemoryPlan planMemory(const ir::Graph& graph, const std::vector<ir::TypeInfo>& t
   });
 
   std::vector<const Interval*> placed;
-  std::vector<int64_t> slot(n + static_cast<size_t>(end), MemoryPlan::kNotPlaced);  // per interval id
-  std::vector<std::pair<uint64_t, uint64_t>> busy;  // [offset, offset + size) of overlapping placed tensors
+  std::vector<int64_t> slot(n + static_cast<size_t>(end),
+                            MemoryPlan::kNotPlaced);  // per interval id
+  std::vector<std::pair<uint64_t, uint64_t>>
+      busy;  // [offset, offset + size) of overlapping placed tensors
   for (const Interval& t : intervals) {
     busy.clear();
     for (const Interval* p : placed) {
@@ -289,7 +305,8 @@ MemoryPlan planMemory(const ir::Graph& graph, const std::vector<ir::TypeInfo>& t
       busy.emplace_back(offset, offset + p->size);
     }
     std::sort(busy.begin(), busy.end());
-    uint64_t best = std::numeric_limits<uint64_t>::max(), bestGap = std::numeric_limits<uint64_t>::max();
+    uint64_t best = std::numeric_limits<uint64_t>::max(),
+             bestGap = std::numeric_limits<uint64_t>::max();
     uint64_t cursor = 0;
     for (const auto& [begin, finish] : busy) {
       if (begin > cursor && begin - cursor >= t.size && begin - cursor < bestGap) {
@@ -298,7 +315,8 @@ MemoryPlan planMemory(const ir::Graph& graph, const std::vector<ir::TypeInfo>& t
       }
       cursor = std::max(cursor, finish);
     }
-    if (best == std::numeric_limits<uint64_t>::max()) best = cursor;  // no gap fits: after the last one
+    if (best == std::numeric_limits<uint64_t>::max())
+      best = cursor;  // no gap fits: after the last one
     slot[static_cast<size_t>(t.id)] = static_cast<int64_t>(best);
     plan.arenaBytes = std::max(plan.arenaBytes, best + t.size);
     placed.push_back(&t);
@@ -319,7 +337,8 @@ MemoryPlan planMemory(const ir::Graph& graph, const std::vector<ir::TypeInfo>& t
   // source's storage on).
   for (size_t id = 0; id < n; ++id) {
     const auto root = static_cast<size_t>(plan.storageOf[id]);
-    if (root != id && producer[id] >= 0 && !viewsInput(rules, static_cast<size_t>(producer[id]), 0) &&
+    if (root != id && producer[id] >= 0 &&
+        !viewsInput(rules, static_cast<size_t>(producer[id]), 0) &&
         plan.bytes[id] == plan.bytes[root]) {
       plan.offsets[id] = plan.offsets[root];
       plan.intermediateBytes += alignUp(plan.bytes[id]);
@@ -330,15 +349,18 @@ MemoryPlan planMemory(const ir::Graph& graph, const std::vector<ir::TypeInfo>& t
 
 MemoryPlan planMemoryForInputShapes(const ir::Graph& graph, const ShapeProgram& shapes,
                                     const std::vector<std::pair<int, Shape>>& inputShapes,
-                                    std::vector<ir::TypeInfo>* resolvedTypes, const KernelMemoryNeeds* kernels) {
+                                    std::vector<ir::TypeInfo>* resolvedTypes,
+                                    const KernelMemoryNeeds* kernels) {
   ShapeProgram::Resolution resolved = shapes.resolve(inputShapes);
   MemoryPlan plan = planMemory(graph, resolved.types, kernels);
   if (resolvedTypes) *resolvedTypes = std::move(resolved.types);
   return plan;
 }
 
-MemoryPlan planMemoryForInputShapes(const ir::Graph& graph, const std::vector<std::pair<int, Shape>>& inputShapes,
-                                    std::vector<ir::TypeInfo>* resolvedTypes, const KernelMemoryNeeds* kernels) {
+MemoryPlan planMemoryForInputShapes(const ir::Graph& graph,
+                                    const std::vector<std::pair<int, Shape>>& inputShapes,
+                                    std::vector<ir::TypeInfo>* resolvedTypes,
+                                    const KernelMemoryNeeds* kernels) {
   return planMemoryForInputShapes(graph, ShapeProgram(graph), inputShapes, resolvedTypes, kernels);
 }
 
@@ -346,8 +368,9 @@ MemoryPlan planMemoryAtProfile(const plan::Plan& plan, int profile, OptProfileSe
   std::vector<std::pair<int, Shape>> shapes;
   for (const plan::IOTensor& t : plan.io) {
     if (t.mode != TensorIOMode::kINPUT || t.hasDefault) continue;
-    const plan::ProfileEntry* range =
-        profile < static_cast<int>(plan.profiles.size()) ? plan.profiles[static_cast<size_t>(profile)].find(t.name) : nullptr;
+    const plan::ProfileEntry* range = profile < static_cast<int>(plan.profiles.size())
+                                          ? plan.profiles[static_cast<size_t>(profile)].find(t.name)
+                                          : nullptr;
     shapes.emplace_back(t.valueId, range ? range->dims[static_cast<int>(which)] : t.dims);
   }
   return planMemoryForInputShapes(*plan.graph, shapes);

@@ -33,13 +33,15 @@ constexpr uint64_t kArenaAlignment = 64;
 
 struct MemoryPlan {
   static constexpr int64_t kNotPlaced = -1;
-  std::vector<int64_t> offsets;  // per value id: byte offset in the arena, kNotPlaced where not placed
-  std::vector<uint64_t> bytes;   // per value id: size at these shapes, 0 where unknown or empty
+  std::vector<int64_t>
+      offsets;  // per value id: byte offset in the arena, kNotPlaced where not placed
+  std::vector<uint64_t> bytes;  // per value id: size at these shapes, 0 where unknown or empty
   /// Per value id: the value whose storage it shares (itself unless its op returns a view of its
   /// input: Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout; or it is computed in place).
   std::vector<int> storageOf;
   uint64_t arenaBytes = 0;
-  uint64_t intermediateBytes = 0;  // the placed and in-place tensors' sizes (64-byte aligned) added up
+  uint64_t intermediateBytes =
+      0;  // the placed and in-place tensors' sizes (64-byte aligned) added up
   int placedTensors = 0;
   /// Per node index: a Concat whose inputs are placed in its output's slot at their slabs (its
   /// output is complete once they are computed).
@@ -84,7 +86,8 @@ MemoryPlan planMemoryForInputShapes(const ir::Graph& graph, const ShapeProgram& 
                                     std::vector<ir::TypeInfo>* resolvedTypes = nullptr,
                                     const KernelMemoryNeeds* kernels = nullptr);
 /// The same, compiling the graph's shape program for this one call.
-MemoryPlan planMemoryForInputShapes(const ir::Graph& graph, const std::vector<std::pair<int, Shape>>& inputShapes,
+MemoryPlan planMemoryForInputShapes(const ir::Graph& graph,
+                                    const std::vector<std::pair<int, Shape>>& inputShapes,
                                     std::vector<ir::TypeInfo>* resolvedTypes = nullptr,
                                     const KernelMemoryNeeds* kernels = nullptr);
 

@@ -41,7 +41,9 @@ class ByteWriter {
     u32(static_cast<uint32_t>(v.size()));
     for (int64_t x : v) i64(x);
   }
-  void alignTo(size_t alignment) { bytes_.resize((bytes_.size() + alignment - 1) / alignment * alignment, 0); }
+  void alignTo(size_t alignment) {
+    bytes_.resize((bytes_.size() + alignment - 1) / alignment * alignment, 0);
+  }
 
  private:
   std::vector<uint8_t> bytes_;
@@ -96,8 +98,9 @@ class ByteReader {
   }
 
   [[noreturn]] void fail(const std::string& message) const {
-    throw Error(ErrorCode::kInvalidPlan, "plan section '" + section_ + "' is corrupted: " + message +
-                                             " (at byte offset " + std::to_string(pos_) + ")");
+    throw Error(ErrorCode::kInvalidPlan, "plan section '" + section_ +
+                                             "' is corrupted: " + message + " (at byte offset " +
+                                             std::to_string(pos_) + ")");
   }
 
  private:

@@ -76,13 +76,13 @@ struct IOTensor {
   bool hasShape = false;
   Shape dims;               // -1 where dynamic
   bool hasDefault = false;  // an input with a default value
-  int valueId = -1;        // in the graph
+  int valueId = -1;         // in the graph
 };
 
 struct ProfileEntry {
   std::string input;
-  Shape dims[3];                       // min, opt, max
-  std::vector<int64_t> values[3];     // for shape inputs; empty otherwise
+  Shape dims[3];                   // min, opt, max
+  std::vector<int64_t> values[3];  // for shape inputs; empty otherwise
 };
 
 struct Profile {
@@ -111,7 +111,8 @@ std::vector<uint8_t> writePlan(const Plan& plan);
 /// the whole file; kSkip leaves those pages untouched until the kernels use them.
 enum class PackedCheck { kSkip, kVerify };
 Plan readPlan(const void* data, size_t size, uint32_t hostFeatures = detectCpuFeatures(),
-              std::shared_ptr<const void> owner = nullptr, PackedCheck packedCheck = PackedCheck::kVerify);
+              std::shared_ptr<const void> owner = nullptr,
+              PackedCheck packedCheck = PackedCheck::kVerify);
 /// The header checksum: CRC-32C of bytes [0, 60) and [64, packedOffset), everything before the
 /// packed section but the checksum itself.
 uint32_t headerChecksum(const uint8_t* plan, uint64_t packedOffset);

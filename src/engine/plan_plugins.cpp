@@ -45,7 +45,8 @@ void writePlugins(ByteWriter& w, const ir::Graph& graph) {
     try {
       bytes = p.serialize();
     } catch (const std::exception& e) {
-      throw Error(ErrorCode::kRuntimeError, node->label() + ": " + plugin::pluginLabel(p) + " serialize() failed: " + e.what());
+      throw Error(ErrorCode::kRuntimeError, node->label() + ": " + plugin::pluginLabel(p) +
+                                                " serialize() failed: " + e.what());
     }
     w.u32(index);
     w.str(p.getPluginName());
@@ -67,23 +68,30 @@ void readPlugins(ByteReader r, ir::Graph& graph) {
     const std::string ns = r.str("plugin namespace");
     const std::string bytes = r.str("plugin data");
     if (index >= nodes.size() || !seen.insert(index).second) {
-      r.fail("plugin '" + name + "' names node " + std::to_string(index) + " of " + std::to_string(nodes.size()));
+      r.fail("plugin '" + name + "' names node " + std::to_string(index) + " of " +
+             std::to_string(nodes.size()));
     }
     ir::Node& node = *nodes[index];
-    const std::string who = "plugin '" + name + "' (version '" + version + "', namespace '" + ns + "')";
+    const std::string who =
+        "plugin '" + name + "' (version '" + version + "', namespace '" + ns + "')";
     auto creator = PluginRegistry::global().getCreator(name, version, ns);
     if (!creator) {
-      throw Error(ErrorCode::kUnsupportedNode, "the plan needs " + who + " for " + node.label() +
-                                                   ", which is not registered; plugin libraries searched: " +
-                                                   plugin::searchedLibrariesText());
+      throw Error(ErrorCode::kUnsupportedNode,
+                  "the plan needs " + who + " for " + node.label() +
+                      ", which is not registered; plugin libraries searched: " +
+                      plugin::searchedLibrariesText());
     }
     std::unique_ptr<IPlugin> made;
     try {
       made = creator->deserializePlugin(node.name, bytes.data(), bytes.size());
     } catch (const std::exception& e) {
-      throw Error(ErrorCode::kInvalidPlan, node.label() + ": " + who + " could not be re-created from the plan: " + e.what());
+      throw Error(
+          ErrorCode::kInvalidPlan,
+          node.label() + ": " + who + " could not be re-created from the plan: " + e.what());
     }
-    if (!made) throw Error(ErrorCode::kInvalidPlan, node.label() + ": " + who + " deserializePlugin returned no plugin");
+    if (!made)
+      throw Error(ErrorCode::kInvalidPlan,
+                  node.label() + ": " + who + " deserializePlugin returned no plugin");
     node.plugin = std::shared_ptr<const IPlugin>(std::move(made));
   }
   if (!r.atEnd()) r.fail(std::to_string(r.remaining()) + " unexpected bytes at the end");

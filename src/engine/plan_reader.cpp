@@ -18,7 +18,9 @@ namespace {
 
 constexpr int kMaxSubgraphDepth = 32;
 
-[[noreturn]] void invalid(const std::string& message) { throw Error(ErrorCode::kInvalidPlan, message); }
+[[noreturn]] void invalid(const std::string& message) {
+  throw Error(ErrorCode::kInvalidPlan, message);
+}
 
 template <typename T>
 T load(const uint8_t* p) {
@@ -35,25 +37,35 @@ struct Section {
 
 const char* sectionName(uint32_t id) {
   switch (id) {
-    case kBuildInfoSection: return "build info";
-    case kIOSection: return "inputs and outputs";
-    case kProfilesSection: return "profiles";
-    case kGraphSection: return "graph";
-    case kLayersSection: return "layers";
-    case kWeightsSection: return "weights";
-    case kPluginsSection: return "plugins";
-    case kPackedSection: return "packed weights";
+    case kBuildInfoSection:
+      return "build info";
+    case kIOSection:
+      return "inputs and outputs";
+    case kProfilesSection:
+      return "profiles";
+    case kGraphSection:
+      return "graph";
+    case kLayersSection:
+      return "layers";
+    case kWeightsSection:
+      return "weights";
+    case kPluginsSection:
+      return "plugins";
+    case kPackedSection:
+      return "packed weights";
   }
   return "unknown";
 }
 
 class GraphReader {
  public:
-  GraphReader(const uint8_t* data, Section weights, Section packed, std::shared_ptr<const void> owner)
+  GraphReader(const uint8_t* data, Section weights, Section packed,
+              std::shared_ptr<const void> owner)
       : data_(data), weights_(weights), packed_(packed), owner_(std::move(owner)) {}
 
   std::shared_ptr<ir::Graph> graph(ByteReader& r, int depth) {
-    if (depth > kMaxSubgraphDepth) r.fail("subgraphs are nested more than " + std::to_string(kMaxSubgraphDepth) + " deep");
+    if (depth > kMaxSubgraphDepth)
+      r.fail("subgraphs are nested more than " + std::to_string(kMaxSubgraphDepth) + " deep");
     auto g = std::make_shared<ir::Graph>();
     g->name = r.str("graph name");
     const uint32_t numValues = r.count("value", 10);
@@ -64,12 +76,14 @@ class GraphReader {
       v.type.dtype = dtype(r, true);
       // bit 0: has a shape, bit 1: a sequence, bit 2: an optional
       const uint8_t typeFlags = r.u8("shape flag");
-      if (typeFlags > 7) r.fail("value '" + v.name + "' has type flags " + std::to_string(typeFlags));
+      if (typeFlags > 7)
+        r.fail("value '" + v.name + "' has type flags " + std::to_string(typeFlags));
       v.type.isSequence = (typeFlags & 2) != 0;
       v.type.isOptional = (typeFlags & 4) != 0;
       if (typeFlags & 1) {
         uint32_t rank = r.count("rank", 12);
-        if (rank > kMaxTensorRank) r.fail("value '" + v.name + "' has rank " + std::to_string(rank));
+        if (rank > kMaxTensorRank)
+          r.fail("value '" + v.name + "' has rank " + std::to_string(rank));
         ir::SymShape shape;
         for (uint32_t k = 0; k < rank; ++k) {
           int64_t value = r.i64("dim");
@@ -80,7 +94,8 @@ class GraphReader {
         v.type.shape = std::move(shape);
       }
       if (r.u8("constant flag")) v.constant = tensor(r);
-      if (!g->valueIds.emplace(v.name, static_cast<int>(i)).second) r.fail("tensor name '" + v.name + "' appears twice");
+      if (!g->valueIds.emplace(v.name, static_cast<int>(i)).second)
+        r.fail("tensor name '" + v.name + "' appears twice");
       g->values.push_back(std::move(v));
     }
     g->inputs = ids(r, numValues, false, "graph input");
@@ -105,7 +120,8 @@ class GraphReader {
       for (uint32_t k = 0; k < numAttrs; ++k) {
         std::string name = r.str("attribute name");
         ir::Attribute a = attribute(r, depth);
-        if (!n.attrs.emplace(name, std::move(a)).second) r.fail("node '" + n.name + "' has attribute '" + name + "' twice");
+        if (!n.attrs.emplace(name, std::move(a)).second)
+          r.fail("node '" + n.name + "' has attribute '" + name + "' twice");
       }
       g->nodes.push_back(std::move(n));
     }
@@ -122,7 +138,8 @@ class GraphReader {
   static DataType dtype(ByteReader& r, bool allowUndefined) {
     int32_t code = r.i32("data type");
     auto t = static_cast<DataType>(code);
-    if (code < 0 || code > static_cast<int>(DataType::kInt2) || (t == DataType::kUndefined ? !allowUndefined : !isSupportedDataType(t))) {
+    if (code < 0 || code > static_cast<int>(DataType::kInt2) ||
+        (t == DataType::kUndefined ? !allowUndefined : !isSupportedDataType(t))) {
       r.fail("data type code " + std::to_string(code) + " is not valid");
     }
     return t;
@@ -133,8 +150,10 @@ class GraphReader {
     std::vector<int> v(n);
     for (int& id : v) {
       id = r.i32(what);
-      if ((id < 0 && !(allowNone && id == ir::kNoValue)) || (id >= 0 && static_cast<uint32_t>(id) >= numValues)) {
-        r.fail(std::string(what) + " refers to tensor id " + std::to_string(id) + " of " + std::to_string(numValues));
+      if ((id < 0 && !(allowNone && id == ir::kNoValue)) ||
+          (id >= 0 && static_cast<uint32_t>(id) >= numValues)) {
+        r.fail(std::string(what) + " refers to tensor id " + std::to_string(id) + " of " +
+               std::to_string(numValues));
       }
     }
     return v;
@@ -153,7 +172,8 @@ class GraphReader {
       r.fail("tensor shape " + shapeToString(shape) + " is too large");
     }
     if (t == DataType::kString) {
-      if (static_cast<uint64_t>(numel) > r.remaining() / 4) r.fail("string tensor " + shapeToString(shape) + " does not fit");
+      if (static_cast<uint64_t>(numel) > r.remaining() / 4)
+        r.fail("string tensor " + shapeToString(shape) + " does not fit");
       Tensor s(t, shape);
       for (int64_t i = 0; i < numel; ++i) s.data<std::string>()[i] = r.str("string element");
       return s;
@@ -161,30 +181,35 @@ class GraphReader {
     const uint8_t storage = r.u8("tensor storage");
     const uint64_t offset = r.u64("weight offset");
     const uint64_t bytes = r.u64("weight size");
-    if (storage == static_cast<uint8_t>(TensorStorage::kNone)) {  // kept only packed by its readers' kernels
+    if (storage ==
+        static_cast<uint8_t>(TensorStorage::kNone)) {  // kept only packed by its readers' kernels
       if (numel == 0) r.fail("an empty tensor is marked as left out");
-      if (offset || bytes) r.fail("a tensor left out of the plan has weights at offset " + std::to_string(offset));
+      if (offset || bytes)
+        r.fail("a tensor left out of the plan has weights at offset " + std::to_string(offset));
       return Tensor::wrap(t, shape, nullptr, nullptr);
     }
     const bool inPacked = storage == static_cast<uint8_t>(TensorStorage::kPacked);
     if (!inPacked && storage != static_cast<uint8_t>(TensorStorage::kWeights)) {
       r.fail("tensor storage code " + std::to_string(storage) + " is not valid");
     }
-    const bool floats = t == DataType::kFloat32 || t == DataType::kFloat16 || t == DataType::kBFloat16 ||
-                        t == DataType::kFloat64;
+    const bool floats = t == DataType::kFloat32 || t == DataType::kFloat16 ||
+                        t == DataType::kBFloat16 || t == DataType::kFloat64;
     // Only large float data may lie outside the header checksum (TensorStorage::kPacked).
     if (inPacked && (!floats || numel <= kLargestShapeLikeConstant)) {
-      r.fail("tensor " + dataTypeName(t) + "[" + shapeToString(shape) + "] may not lie in the packed weights section");
+      r.fail("tensor " + dataTypeName(t) + "[" + shapeToString(shape) +
+             "] may not lie in the packed weights section");
     }
     const Section& section = inPacked ? packed_ : weights_;
     const char* sectionName = inPacked ? "packed weights" : "weights";
     if (static_cast<uint64_t>(numel) > section.size / dataTypeSize(t) + 1 ||
         bytes != static_cast<uint64_t>(numel) * dataTypeSize(t)) {
-      r.fail("tensor " + dataTypeName(t) + "[" + shapeToString(shape) + "] has " + std::to_string(bytes) + " bytes of weights");
+      r.fail("tensor " + dataTypeName(t) + "[" + shapeToString(shape) + "] has " +
+             std::to_string(bytes) + " bytes of weights");
     }
     if (offset > section.size || bytes > section.size - offset) {
-      r.fail("weights at offset " + std::to_string(offset) + " (" + std::to_string(bytes) + " bytes) lie outside the " +
-             sectionName + " section of " + std::to_string(section.size) + " bytes");
+      r.fail("weights at offset " + std::to_string(offset) + " (" + std::to_string(bytes) +
+             " bytes) lie outside the " + sectionName + " section of " +
+             std::to_string(section.size) + " bytes");
     }
     const uint8_t* at = data_ + section.offset + offset;
     // A mapped file is private copy-on-write memory: viewing it lets the kernel's packing read
@@ -205,16 +230,26 @@ class GraphReader {
       return v;
     };
     switch (kind) {
-      case 0: return r.i64("int attribute");
-      case 1: return r.f32("float attribute");
-      case 2: return r.str("string attribute");
-      case 3: return tensor(r);
-      case 4: return graph(r, depth + 1);
-      case 5: return r.i64s("ints attribute");
-      case 6: return list([&] { return r.f32("floats attribute"); }, 4);
-      case 7: return list([&] { return r.str("strings attribute"); }, 4);
-      case 8: return list([&] { return tensor(r); }, 12);
-      case 9: return list([&] { return graph(r, depth + 1); }, 20);
+      case 0:
+        return r.i64("int attribute");
+      case 1:
+        return r.f32("float attribute");
+      case 2:
+        return r.str("string attribute");
+      case 3:
+        return tensor(r);
+      case 4:
+        return graph(r, depth + 1);
+      case 5:
+        return r.i64s("ints attribute");
+      case 6:
+        return list([&] { return r.f32("floats attribute"); }, 4);
+      case 7:
+        return list([&] { return r.str("strings attribute"); }, 4);
+      case 8:
+        return list([&] { return tensor(r); }, 12);
+      case 9:
+        return list([&] { return graph(r, depth + 1); }, 20);
     }
     r.fail("attribute kind " + std::to_string(kind) + " is not valid");
   }
@@ -233,7 +268,8 @@ struct PackedEntry {
 // The packed section's entry in the table, checked to lie after the table and to end the file.
 PackedEntry findPackedEntry(const uint8_t* p, size_t size) {
   const uint32_t count = load<uint32_t>(p + 36);
-  if (count < 7 || count > 8 || load<uint64_t>(p + 48) != kHeaderSize || size - kHeaderSize < uint64_t{count} * 24) {
+  if (count < 7 || count > 8 || load<uint64_t>(p + 48) != kHeaderSize ||
+      size - kHeaderSize < uint64_t{count} * 24) {
     invalid("plan section table is corrupted");
   }
   for (uint32_t i = 0; i < count; ++i) {
@@ -261,36 +297,45 @@ void checkHeader(const uint8_t* p, size_t size, uint32_t hostFeatures, PackedChe
     invalid("plan is truncated: " + std::to_string(size) + " bytes, but its header alone is " +
             std::to_string(kHeaderSize) + " bytes");
   }
-  if (std::memcmp(p, kMagic, sizeof(kMagic)) != 0) invalid("not a kiln plan (the file does not start with 'KILNPLAN')");
+  if (std::memcmp(p, kMagic, sizeof(kMagic)) != 0)
+    invalid("not a kiln plan (the file does not start with 'KILNPLAN')");
   const uint32_t version = load<uint32_t>(p + kFormatVersionOffset);
   if (version != kFormatVersion) {
-    invalid("plan format version " + std::to_string(version) + " is not supported: this kiln (" + kKilnVersion +
-            ") reads plan format version " + std::to_string(kFormatVersion) + "; rebuild the plan with `kiln build`");
+    invalid("plan format version " + std::to_string(version) + " is not supported: this kiln (" +
+            kKilnVersion + ") reads plan format version " + std::to_string(kFormatVersion) +
+            "; rebuild the plan with `kiln build`");
   }
-  if (load<uint32_t>(p + 12) != kHeaderSize) invalid("plan header is corrupted (header size field)");
+  if (load<uint32_t>(p + 12) != kHeaderSize)
+    invalid("plan header is corrupted (header size field)");
   const uint64_t fileSize = load<uint64_t>(p + 40);
   if (size < fileSize) {
-    invalid("plan is truncated: it has " + std::to_string(size) + " bytes, its header says " + std::to_string(fileSize));
+    invalid("plan is truncated: it has " + std::to_string(size) + " bytes, its header says " +
+            std::to_string(fileSize));
   }
   if (size > fileSize) {
-    invalid("plan is corrupted: it has " + std::to_string(size) + " bytes, its header says " + std::to_string(fileSize));
+    invalid("plan is corrupted: it has " + std::to_string(size) + " bytes, its header says " +
+            std::to_string(fileSize));
   }
   const PackedEntry packed = findPackedEntry(p, size);
-  checkCrc(headerChecksum(p, packed.offset), load<uint32_t>(p + kChecksumOffset), "plan checksum mismatch");
+  checkCrc(headerChecksum(p, packed.offset), load<uint32_t>(p + kChecksumOffset),
+           "plan checksum mismatch");
   if (packedCheck == PackedCheck::kVerify) {
-    checkCrc(crc32c(p + packed.offset, size - packed.offset), packed.checksum, "packed weights checksum mismatch");
+    checkCrc(crc32c(p + packed.offset, size - packed.offset), packed.checksum,
+             "packed weights checksum mismatch");
   }
   const uint32_t needed = load<uint32_t>(p + 32);
   if (needed & ~hostFeatures) {
-    invalid("plan needs CPU features this machine lacks: " + cpuFeatureNames(needed & ~hostFeatures) +
-            " (plan requires " + cpuFeatureNames(needed) + "; this machine has " + cpuFeatureNames(hostFeatures) + ")");
+    invalid("plan needs CPU features this machine lacks: " +
+            cpuFeatureNames(needed & ~hostFeatures) + " (plan requires " + cpuFeatureNames(needed) +
+            "; this machine has " + cpuFeatureNames(hostFeatures) + ")");
   }
 }
 
 std::vector<Section> readSectionTable(const uint8_t* p, size_t size) {
   const uint32_t count = load<uint32_t>(p + 36);
   const uint64_t tableOffset = load<uint64_t>(p + 48);
-  if ((count != 7 && count != 8) || tableOffset != kHeaderSize || size - kHeaderSize < uint64_t{count} * 24) {
+  if ((count != 7 && count != 8) || tableOffset != kHeaderSize ||
+      size - kHeaderSize < uint64_t{count} * 24) {
     invalid("plan section table is corrupted");
   }
   std::vector<Section> sections(kPackedSection + 1);
@@ -302,9 +347,11 @@ std::vector<Section> readSectionTable(const uint8_t* p, size_t size) {
     if (id < kBuildInfoSection || id > kPackedSection || sections[id].present) {
       invalid("plan section table is corrupted (section id " + std::to_string(id) + ")");
     }
-    if (s.offset < dataStart || s.offset > size || s.size > size - s.offset || s.offset % kWeightAlignment) {
-      invalid(std::string("plan section '") + sectionName(id) + "' at offset " + std::to_string(s.offset) + " (" +
-              std::to_string(s.size) + " bytes) lies outside the file of " + std::to_string(size) + " bytes");
+    if (s.offset < dataStart || s.offset > size || s.size > size - s.offset ||
+        s.offset % kWeightAlignment) {
+      invalid(std::string("plan section '") + sectionName(id) + "' at offset " +
+              std::to_string(s.offset) + " (" + std::to_string(s.size) +
+              " bytes) lies outside the file of " + std::to_string(size) + " bytes");
     }
     sections[id] = s;
   }
@@ -318,7 +365,8 @@ std::vector<Section> readSectionTable(const uint8_t* p, size_t size) {
 }
 
 ByteReader sectionReader(const uint8_t* p, const std::vector<Section>& sections, uint32_t id) {
-  return ByteReader(p, sections[id].offset, sections[id].offset + sections[id].size, sectionName(id));
+  return ByteReader(p, sections[id].offset, sections[id].offset + sections[id].size,
+                    sectionName(id));
 }
 
 void expectEnd(const ByteReader& r) {
@@ -338,14 +386,16 @@ PlanInfo readBuildInfo(ByteReader r) {
   info.source = r.str("source");
   info.builderOptimizationLevel = r.i32("builder optimization level");
   if (info.threads < 0) r.fail("thread count is negative");
-  if (info.builderOptimizationLevel < 0 || info.builderOptimizationLevel > 5) r.fail("builder optimization level is not in 0..5");
+  if (info.builderOptimizationLevel < 0 || info.builderOptimizationLevel > 5)
+    r.fail("builder optimization level is not in 0..5");
   expectEnd(r);
   return info;
 }
 
 Shape readDims(ByteReader& r, const char* what) {
   Shape d = r.i64s(what);
-  if (d.size() > kMaxTensorRank) r.fail(std::string(what) + " has rank " + std::to_string(d.size()));
+  if (d.size() > kMaxTensorRank)
+    r.fail(std::string(what) + " has rank " + std::to_string(d.size()));
   for (int64_t x : d)
     if (x < -1) r.fail(std::string(what) + " has dim " + std::to_string(x));
   return d;
@@ -356,11 +406,13 @@ std::vector<IOTensor> readIO(ByteReader r, const ir::Graph& g) {
   for (IOTensor& t : io) {
     t.name = r.str("I/O name");
     uint8_t mode = r.u8("I/O mode");
-    if (mode != 1 && mode != 2) r.fail("I/O tensor '" + t.name + "' has mode " + std::to_string(mode));
+    if (mode != 1 && mode != 2)
+      r.fail("I/O tensor '" + t.name + "' has mode " + std::to_string(mode));
     t.mode = static_cast<TensorIOMode>(mode);
     int32_t dtype = r.i32("I/O data type");
     t.dtype = static_cast<DataType>(dtype);
-    if (dtype < 0 || dtype > static_cast<int>(DataType::kInt2) || !(t.dtype == DataType::kUndefined || isSupportedDataType(t.dtype))) {
+    if (dtype < 0 || dtype > static_cast<int>(DataType::kInt2) ||
+        !(t.dtype == DataType::kUndefined || isSupportedDataType(t.dtype))) {
       r.fail("I/O tensor '" + t.name + "' has data type code " + std::to_string(dtype));
     }
     t.hasShape = r.u8("I/O shape flag") != 0;
@@ -368,7 +420,8 @@ std::vector<IOTensor> readIO(ByteReader r, const ir::Graph& g) {
     t.hasDefault = r.u8("I/O default flag") != 0;
     t.valueId = r.i32("I/O tensor id");
     const auto& list = t.mode == TensorIOMode::kINPUT ? g.inputs : g.outputs;
-    if (std::find(list.begin(), list.end(), t.valueId) == list.end() || g.value(t.valueId).name != t.name) {
+    if (std::find(list.begin(), list.end(), t.valueId) == list.end() ||
+        g.value(t.valueId).name != t.name) {
       r.fail("I/O tensor '" + t.name + "' does not match the graph's inputs and outputs");
     }
   }
@@ -395,7 +448,8 @@ std::vector<Profile> readProfiles(ByteReader r, const std::vector<IOTensor>& io)
       }
       for (size_t i = 0; i < e.dims[0].size(); ++i) {
         if (e.dims[0][i] < 0 || e.dims[0][i] > e.dims[1][i] || e.dims[1][i] > e.dims[2][i]) {
-          r.fail("profile of input '" + e.input + "' has min > opt > max at index " + std::to_string(i));
+          r.fail("profile of input '" + e.input + "' has min > opt > max at index " +
+                 std::to_string(i));
         }
       }
     }
@@ -431,8 +485,9 @@ class KernelStateReader {
       const uint64_t offset = r.u64("packed blob offset");
       const uint64_t bytes = r.u64("packed blob size");
       if (offset > packed_.size || bytes > packed_.size - offset || offset % kWeightAlignment) {
-        r.fail("layer '" + layer.name + "': packed blob " + std::to_string(k) + " at offset " + std::to_string(offset) +
-               " (" + std::to_string(bytes) + " bytes) lies outside the packed weights section of " +
+        r.fail("layer '" + layer.name + "': packed blob " + std::to_string(k) + " at offset " +
+               std::to_string(offset) + " (" + std::to_string(bytes) +
+               " bytes) lies outside the packed weights section of " +
                std::to_string(packed_.size) + " bytes or is not 64-byte aligned");
       }
       state.blobs.push_back({data_ + packed_.offset + offset, bytes});
@@ -446,10 +501,13 @@ class KernelStateReader {
   // The caller's bytes may go away after reading: the blobs get one aligned buffer of their own.
   static void copyBlobs(cpu::KernelState& state) {
     uint64_t total = 0;
-    for (const cpu::KernelBlob& b : state.blobs) total += (b.bytes + kWeightAlignment - 1) / kWeightAlignment * kWeightAlignment;
+    for (const cpu::KernelBlob& b : state.blobs)
+      total += (b.bytes + kWeightAlignment - 1) / kWeightAlignment * kWeightAlignment;
     auto* buffer = static_cast<uint8_t*>(allocateAligned(std::max<uint64_t>(total, 1)));
-    if (!buffer) invalid("out of memory copying " + std::to_string(total) + " bytes of packed weights");
-    state.owner = std::shared_ptr<const void>(buffer, [](const void* q) { std::free(const_cast<void*>(q)); });
+    if (!buffer)
+      invalid("out of memory copying " + std::to_string(total) + " bytes of packed weights");
+    state.owner =
+        std::shared_ptr<const void>(buffer, [](const void* q) { std::free(const_cast<void*>(q)); });
     uint64_t at = 0;
     for (cpu::KernelBlob& b : state.blobs) {
       if (b.bytes) std::memcpy(buffer + at, b.data, b.bytes);
@@ -463,11 +521,13 @@ class KernelStateReader {
   std::shared_ptr<const void> owner_;
 };
 
-std::vector<LayerInfo> readLayers(ByteReader r, const ir::Graph& g, uint32_t hostFeatures, KernelStateReader& kernelState,
+std::vector<LayerInfo> readLayers(ByteReader r, const ir::Graph& g, uint32_t hostFeatures,
+                                  KernelStateReader& kernelState,
                                   std::vector<cpu::KernelState>& states) {
   std::vector<LayerInfo> layers(r.count("layer", 32));
   if (layers.size() != g.nodes.size()) {
-    r.fail(std::to_string(layers.size()) + " layers for " + std::to_string(g.nodes.size()) + " graph nodes");
+    r.fail(std::to_string(layers.size()) + " layers for " + std::to_string(g.nodes.size()) +
+           " graph nodes");
   }
   for (size_t i = 0; i < layers.size(); ++i) {
     LayerInfo& l = layers[i];
@@ -476,17 +536,21 @@ std::vector<LayerInfo> readLayers(ByteReader r, const ir::Graph& g, uint32_t hos
     l.kernel = r.str("kernel");
     l.kernelIsa = r.str("kernel ISA");
     const uint32_t feature = isaFeature(l.kernelIsa);
-    if (!feature) r.fail("layer '" + l.name + "': kernel " + l.kernel + " needs unknown ISA '" + l.kernelIsa + "'");
+    if (!feature)
+      r.fail("layer '" + l.name + "': kernel " + l.kernel + " needs unknown ISA '" + l.kernelIsa +
+             "'");
     if ((hostFeatures & feature) != feature) {
-      invalid("layer '" + l.name + "' (" + l.type + "): kernel " + l.kernel + " needs " + l.kernelIsa +
-              ", which this machine lacks (it has " + cpuFeatureNames(hostFeatures) + "); rebuild the plan on it");
+      invalid("layer '" + l.name + "' (" + l.type + "): kernel " + l.kernel + " needs " +
+              l.kernelIsa + ", which this machine lacks (it has " + cpuFeatureNames(hostFeatures) +
+              "); rebuild the plan on it");
     }
     const uint32_t declined = r.count("declined kernel", 4);
     for (uint32_t k = 0; k < declined; ++k) l.declinedKernels.push_back(r.str("declined kernel"));
     uint32_t fused = r.count("fused layer", 4);
     for (uint32_t k = 0; k < fused; ++k) l.fusedFrom.push_back(r.str("fused layer name"));
     l.kernelChoice = r.str("kernel choice");
-    if (l.kernelChoice != "heuristics" && l.kernelChoice != "timed" && l.kernelChoice != "timing cache")
+    if (l.kernelChoice != "heuristics" && l.kernelChoice != "timed" &&
+        l.kernelChoice != "timing cache")
       r.fail("layer '" + l.name + "': unknown kernel choice '" + l.kernelChoice + "'");
     const uint32_t tactics = r.count("tactic", 16);
     for (uint32_t k = 0; k < tactics; ++k) {
@@ -494,7 +558,8 @@ std::vector<LayerInfo> readLayers(ByteReader r, const ir::Graph& g, uint32_t hos
       t.kernel = r.str("tactic kernel");
       t.milliseconds = r.f64("tactic time");
       t.note = r.str("tactic note");
-      if (!(t.milliseconds < 0 || t.milliseconds >= 0)) r.fail("layer '" + l.name + "': tactic " + t.kernel + " has a NaN time");
+      if (!(t.milliseconds < 0 || t.milliseconds >= 0))
+        r.fail("layer '" + l.name + "': tactic " + t.kernel + " has a NaN time");
     }
     states.push_back(kernelState(r, l));
     const ir::Node& node = g.nodes[i];
@@ -508,8 +573,8 @@ std::vector<LayerInfo> readLayers(ByteReader r, const ir::Graph& g, uint32_t hos
 
 }  // namespace
 
-Plan readPlan(const void* data, size_t size, uint32_t hostFeatures, std::shared_ptr<const void> owner,
-              PackedCheck packedCheck) {
+Plan readPlan(const void* data, size_t size, uint32_t hostFeatures,
+              std::shared_ptr<const void> owner, PackedCheck packedCheck) {
   const auto* p = static_cast<const uint8_t*>(data);
   if (!p && size) invalid("plan data is null");
   checkHeader(p, size, hostFeatures, packedCheck);
@@ -519,15 +584,17 @@ Plan readPlan(const void* data, size_t size, uint32_t hostFeatures, std::shared_
   plan.info = readBuildInfo(sectionReader(p, sections, kBuildInfoSection));
   plan.info.cpuFeatures = cpuFeatureNames(plan.cpuFeatures);
   ByteReader graphReader = sectionReader(p, sections, kGraphSection);
-  plan.graph = GraphReader(p, sections[kWeightsSection], sections[kPackedSection], owner).graph(graphReader, 0);
+  plan.graph = GraphReader(p, sections[kWeightsSection], sections[kPackedSection], owner)
+                   .graph(graphReader, 0);
   expectEnd(graphReader);
   plan.io = readIO(sectionReader(p, sections, kIOSection), *plan.graph);
   plan.profiles = readProfiles(sectionReader(p, sections, kProfilesSection), plan.io);
   KernelStateReader kernelState(p, sections[kPackedSection], std::move(owner));
-  plan.layers = readLayers(sectionReader(p, sections, kLayersSection), *plan.graph, hostFeatures, kernelState,
-                           plan.kernelStates);
+  plan.layers = readLayers(sectionReader(p, sections, kLayersSection), *plan.graph, hostFeatures,
+                           kernelState, plan.kernelStates);
   // Last: a plugin that is not registered is reported only for an otherwise valid plan.
-  if (sections[kPluginsSection].present) readPlugins(sectionReader(p, sections, kPluginsSection), *plan.graph);
+  if (sections[kPluginsSection].present)
+    readPlugins(sectionReader(p, sections, kPluginsSection), *plan.graph);
   return plan;
 }
 

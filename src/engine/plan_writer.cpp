@@ -25,7 +25,8 @@ class GraphWriter {
       w.str(v.name);
       w.i32(static_cast<int32_t>(v.type.dtype));
       // bit 1: a sequence, bit 2: an optional
-      w.u8(static_cast<uint8_t>(v.type.shape.has_value() | (v.type.isSequence << 1) | (v.type.isOptional << 2)));
+      w.u8(static_cast<uint8_t>(v.type.shape.has_value() | (v.type.isSequence << 1) |
+                                (v.type.isOptional << 2)));
       if (v.type.shape) {
         w.u32(static_cast<uint32_t>(v.type.shape->size()));
         for (const ir::Dim& d : *v.type.shape) {
@@ -91,12 +92,18 @@ class GraphWriter {
     std::visit(
         [&](const auto& v) {
           using T = std::decay_t<decltype(v)>;
-          if constexpr (std::is_same_v<T, int64_t>) w.i64(v);
-          else if constexpr (std::is_same_v<T, float>) w.f32(v);
-          else if constexpr (std::is_same_v<T, std::string>) w.str(v);
-          else if constexpr (std::is_same_v<T, Tensor>) tensor(w, v);
-          else if constexpr (std::is_same_v<T, std::shared_ptr<ir::Graph>>) graph(w, *v);
-          else if constexpr (std::is_same_v<T, std::vector<int64_t>>) w.i64s(v);
+          if constexpr (std::is_same_v<T, int64_t>)
+            w.i64(v);
+          else if constexpr (std::is_same_v<T, float>)
+            w.f32(v);
+          else if constexpr (std::is_same_v<T, std::string>)
+            w.str(v);
+          else if constexpr (std::is_same_v<T, Tensor>)
+            tensor(w, v);
+          else if constexpr (std::is_same_v<T, std::shared_ptr<ir::Graph>>)
+            graph(w, *v);
+          else if constexpr (std::is_same_v<T, std::vector<int64_t>>)
+            w.i64s(v);
           else if constexpr (std::is_same_v<T, std::vector<float>>) {
             w.u32(static_cast<uint32_t>(v.size()));
             for (float x : v) w.f32(x);
@@ -155,7 +162,8 @@ void writeProfiles(ByteWriter& w, const std::vector<Profile>& profiles) {
   }
 }
 
-// A layer's kernel state: its parameters, then each packed blob 64-byte aligned in the packed section.
+// A layer's kernel state: its parameters, then each packed blob 64-byte aligned in the packed
+// section.
 void writeKernelState(ByteWriter& w, ByteWriter& packed, const cpu::KernelState* state) {
   w.str(state ? std::string(state->params.begin(), state->params.end()) : std::string());
   w.u32(state ? static_cast<uint32_t>(state->blobs.size()) : 0);
@@ -192,7 +200,9 @@ void writeLayers(ByteWriter& w, ByteWriter& packed, const std::vector<LayerInfo>
   }
 }
 
-void putAt(std::vector<uint8_t>& bytes, size_t offset, const void* v, size_t n) { std::memcpy(&bytes[offset], v, n); }
+void putAt(std::vector<uint8_t>& bytes, size_t offset, const void* v, size_t n) {
+  std::memcpy(&bytes[offset], v, n);
+}
 
 }  // namespace
 
@@ -205,15 +215,17 @@ std::vector<uint8_t> writePlan(const Plan& plan) {
   GraphWriter(weights, packed).graph(graph, *plan.graph);
   writeLayers(layers, packed, plan.layers, plan.kernelStates);
   std::vector<std::pair<uint32_t, const std::vector<uint8_t>*>> sections = {
-      {kBuildInfoSection, &buildInfo.bytes()}, {kIOSection, &io.bytes()},      {kProfilesSection, &profiles.bytes()},
-      {kGraphSection, &graph.bytes()},         {kLayersSection, &layers.bytes()}, {kWeightsSection, &weights.bytes()}};
+      {kBuildInfoSection, &buildInfo.bytes()}, {kIOSection, &io.bytes()},
+      {kProfilesSection, &profiles.bytes()},   {kGraphSection, &graph.bytes()},
+      {kLayersSection, &layers.bytes()},       {kWeightsSection, &weights.bytes()}};
   // The plugins section is written only when needed, so plans without plugins stay readable by
   // a kiln that predates it.
   if (hasPluginNodes(*plan.graph)) {
     writePlugins(pluginRecords, *plan.graph);
     sections.emplace_back(kPluginsSection, &pluginRecords.bytes());
   }
-  sections.emplace_back(kPackedSection, &packed.bytes());  // last: the header checksum stops before it
+  sections.emplace_back(kPackedSection,
+                        &packed.bytes());  // last: the header checksum stops before it
   const auto count = static_cast<uint32_t>(sections.size());
 
   ByteWriter file;
@@ -224,11 +236,11 @@ std::vector<uint8_t> writePlan(const Plan& plan) {
   std::strncpy(version, kKilnVersion, sizeof(version) - 1);
   file.raw(version, sizeof(version));
   file.u32(plan.cpuFeatures);
-  file.u32(count);  // section count
-  file.u64(0);  // file size, patched below
+  file.u32(count);        // section count
+  file.u64(0);            // file size, patched below
   file.u64(kHeaderSize);  // section table offset
-  file.u32(0);  // reserved
-  file.u32(0);  // checksum, patched below
+  file.u32(0);            // reserved
+  file.u32(0);            // checksum, patched below
   const size_t table = file.size();
   file.bytes().resize(table + count * 24);
   for (uint32_t s = 0; s < count; ++s) {

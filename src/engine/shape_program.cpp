@@ -11,8 +11,9 @@ namespace {
 
 // Shape and Size read only their input's shape, never its values.
 bool readsOnlyShape(const ir::Node& node) {
-  return (node.domain.empty() || node.domain == "ai.onnx") && (node.opType == "Shape" || node.opType == "Size") &&
-         node.inputs.size() == 1 && node.inputs[0] != ir::kNoValue;
+  return (node.domain.empty() || node.domain == "ai.onnx") &&
+         (node.opType == "Shape" || node.opType == "Size") && node.inputs.size() == 1 &&
+         node.inputs[0] != ir::kNoValue;
 }
 
 bool isKnownConstant(const ir::Graph& graph, int id) {
@@ -39,8 +40,10 @@ bool isLarge(const ir::TypeInfo& type) {
 // no body, that reads only shapes or values known before it runs (`known`, per value id), and
 // whose outputs are plain tensors that are not statically large.
 bool isStep(const ir::Graph& graph, const ir::Node& node, const std::vector<bool>& known) {
-  const ir::OpSchema* schema = ir::OpSchemaRegistry::global().find(node.domain, node.opType, node.opset);
-  if (!schema || !schema->deterministic || node.plugin || !cpu::KernelRegistry::global().find(node.domain, node.opType)) {
+  const ir::OpSchema* schema =
+      ir::OpSchemaRegistry::global().find(node.domain, node.opType, node.opset);
+  if (!schema || !schema->deterministic || node.plugin ||
+      !cpu::KernelRegistry::global().find(node.domain, node.opType)) {
     return false;
   }
   for (const auto& [name, attr] : node.attrs) {
@@ -59,14 +62,16 @@ bool isStep(const ir::Graph& graph, const ir::Node& node, const std::vector<bool
                      [&](int id) { return id == ir::kNoValue || known[static_cast<size_t>(id)]; });
 }
 
-// A weight whose values the executor freed (its readers keep their own copies): only its shape is left.
+// A weight whose values the executor freed (its readers keep their own copies): only its shape is
+// left.
 bool hasNoData(const Tensor& t) { return !t.raw() && t.byteSize() > 0; }
 
 }  // namespace
 
 ShapeProgram::ShapeProgram(const ir::Graph& graph) : graph_(graph) {
   std::vector<bool> known(graph.values.size(), false);
-  for (size_t id = 0; id < graph.values.size(); ++id) known[id] = isKnownConstant(graph, static_cast<int>(id));
+  for (size_t id = 0; id < graph.values.size(); ++id)
+    known[id] = isKnownConstant(graph, static_cast<int>(id));
   stepOf_.assign(graph.nodes.size(), -1);
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
     const ir::Node& node = graph.nodes[i];
@@ -74,11 +79,14 @@ ShapeProgram::ShapeProgram(const ir::Graph& graph) : graph_(graph) {
     cpu::KernelCreateInfo info{node, {}, {}, {}, &executorSubgraphRunners()};
     for (int id : node.inputs) {
       info.inputTypes.push_back(id == ir::kNoValue ? nullptr : &graph.value(id).type);
-      info.constants.push_back(id != ir::kNoValue && isKnownConstant(graph, id) ? &*graph.value(id).constant : nullptr);
+      info.constants.push_back(
+          id != ir::kNoValue && isKnownConstant(graph, id) ? &*graph.value(id).constant : nullptr);
     }
-    const ir::OpSchema* schema = ir::OpSchemaRegistry::global().find(node.domain, node.opType, node.opset);
+    const ir::OpSchema* schema =
+        ir::OpSchemaRegistry::global().find(node.domain, node.opType, node.opset);
     stepOf_[i] = static_cast<int>(steps_.size());
-    steps_.push_back({i, schema, (*cpu::KernelRegistry::global().find(node.domain, node.opType))(info)});
+    steps_.push_back(
+        {i, schema, (*cpu::KernelRegistry::global().find(node.domain, node.opType))(info)});
     for (int id : node.outputs)
       if (id != ir::kNoValue) known[static_cast<size_t>(id)] = true;
   }
@@ -90,7 +98,8 @@ std::vector<size_t> ShapeProgram::stepNodes() const {
   return nodes;
 }
 
-void ShapeProgram::evaluate(const Step& step, Resolution& r, std::vector<const Tensor*>& known) const {
+void ShapeProgram::evaluate(const Step& step, Resolution& r,
+                            std::vector<const Tensor*>& known) const {
   const ir::Node& node = graph_.nodes[step.node];
   for (int id : node.outputs)
     if (id != ir::kNoValue && isLarge(r.types[static_cast<size_t>(id)])) return;
@@ -105,12 +114,15 @@ void ShapeProgram::evaluate(const Step& step, Resolution& r, std::vector<const T
   } else {
     for (int id : node.inputs) {
       const Tensor* value = id == ir::kNoValue ? nullptr : known[static_cast<size_t>(id)];
-      if (id != ir::kNoValue && (!value || hasNoData(*value))) return;  // an earlier step did not run
+      if (id != ir::kNoValue && (!value || hasNoData(*value)))
+        return;  // an earlier step did not run
       inputs.push_back(value);
     }
   }
   std::vector<Tensor> outs = runNode(node, *step.schema, step.kernel, inputs);
-  if (std::any_of(outs.begin(), outs.end(), [](const Tensor& t) { return t.isSequence() || t.isNone(); })) return;
+  if (std::any_of(outs.begin(), outs.end(),
+                  [](const Tensor& t) { return t.isSequence() || t.isNone(); }))
+    return;
   for (size_t k = 0; k < node.outputs.size(); ++k) {
     const int id = node.outputs[k];
     if (id == ir::kNoValue) continue;
@@ -121,7 +133,8 @@ void ShapeProgram::evaluate(const Step& step, Resolution& r, std::vector<const T
   }
 }
 
-ShapeProgram::Resolution ShapeProgram::resolve(const std::vector<std::pair<int, Shape>>& inputShapes) const {
+ShapeProgram::Resolution ShapeProgram::resolve(
+    const std::vector<std::pair<int, Shape>>& inputShapes) const {
   const ir::Graph& g = graph_;
   const size_t n = g.values.size();
   Resolution r;
@@ -136,7 +149,8 @@ ShapeProgram::Resolution ShapeProgram::resolve(const std::vector<std::pair<int, 
     for (int id : node.outputs)
       if (id != ir::kNoValue) r.types[static_cast<size_t>(id)] = ir::TypeInfo{};
   r.values.resize(n);
-  std::vector<const Tensor*> known(n, nullptr);  // per value id: its value when known before the run
+  std::vector<const Tensor*> known(n,
+                                   nullptr);  // per value id: its value when known before the run
   for (size_t id = 0; id < n; ++id)
     if (isKnownConstant(g, static_cast<int>(id))) known[id] = &*g.values[id].constant;
 
@@ -145,7 +159,8 @@ ShapeProgram::Resolution ShapeProgram::resolve(const std::vector<std::pair<int, 
   std::vector<ir::TypeInfo*> outputTypes;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const ir::Node& node = g.nodes[i];
-    const ir::OpSchema* schema = ir::OpSchemaRegistry::global().find(node.domain, node.opType, node.opset);
+    const ir::OpSchema* schema =
+        ir::OpSchemaRegistry::global().find(node.domain, node.opType, node.opset);
     if (!schema) continue;  // reported by the unsupported-op check
     inputTypes.clear();
     inputValues.clear();
@@ -154,7 +169,8 @@ ShapeProgram::Resolution ShapeProgram::resolve(const std::vector<std::pair<int, 
       inputTypes.push_back(id == ir::kNoValue ? nullptr : &r.types[static_cast<size_t>(id)]);
       inputValues.push_back(id == ir::kNoValue ? nullptr : known[static_cast<size_t>(id)]);
     }
-    for (int id : node.outputs) outputTypes.push_back(id == ir::kNoValue ? nullptr : &r.types[static_cast<size_t>(id)]);
+    for (int id : node.outputs)
+      outputTypes.push_back(id == ir::kNoValue ? nullptr : &r.types[static_cast<size_t>(id)]);
     ir::inferNodeTypes(g, node, *schema, inputTypes, inputValues, outputTypes);
     if (stepOf_[i] >= 0) evaluate(steps_[static_cast<size_t>(stepOf_[i])], r, known);
   }

@@ -7,7 +7,8 @@
 namespace kiln {
 
 Status Status::fromError(const Error& error) {
-  return Status(error.code() == ErrorCode::kSuccess ? ErrorCode::kInternalError : error.code(), error.what());
+  return Status(error.code() == ErrorCode::kSuccess ? ErrorCode::kInternalError : error.code(),
+                error.what());
 }
 
 std::string Status::toString() const {
@@ -17,11 +18,16 @@ std::string Status::toString() const {
 
 const char* severityName(Severity severity) {
   switch (severity) {
-    case Severity::kINTERNAL_ERROR: return "internal error";
-    case Severity::kERROR: return "error";
-    case Severity::kWARNING: return "warning";
-    case Severity::kINFO: return "info";
-    case Severity::kVERBOSE: return "verbose";
+    case Severity::kINTERNAL_ERROR:
+      return "internal error";
+    case Severity::kERROR:
+      return "error";
+    case Severity::kWARNING:
+      return "warning";
+    case Severity::kINFO:
+      return "info";
+    case Severity::kVERBOSE:
+      return "verbose";
   }
   return "log";
 }

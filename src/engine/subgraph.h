@@ -15,7 +15,8 @@ class ExecutorSubgraphRunner final : public cpu::SubgraphRunner {
   explicit ExecutorSubgraphRunner(std::shared_ptr<const ir::Graph> graph);
 
   const ir::Graph& graph() const override { return executor_.graph(); }
-  std::vector<Tensor> run(const std::vector<Tensor>& inputs, const std::vector<const Tensor*>& outer) const override;
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs,
+                          const std::vector<const Tensor*>& outer) const override;
 
  private:
   Executor executor_;

@@ -13,9 +13,9 @@ namespace kiln::ir {
 
 struct Graph;
 
-using Attribute = std::variant<int64_t, float, std::string, Tensor, std::shared_ptr<Graph>, std::vector<int64_t>,
-                               std::vector<float>, std::vector<std::string>, std::vector<Tensor>,
-                               std::vector<std::shared_ptr<Graph>>>;
+using Attribute = std::variant<int64_t, float, std::string, Tensor, std::shared_ptr<Graph>,
+                               std::vector<int64_t>, std::vector<float>, std::vector<std::string>,
+                               std::vector<Tensor>, std::vector<std::shared_ptr<Graph>>>;
 
 using AttributeMap = std::map<std::string, Attribute>;
 

@@ -41,7 +41,7 @@ std::string symShapeToString(const SymShape& shape) {
 }
 
 const char* attributeKindName(const Attribute& a) {
-  static const char* names[] = {"int", "float", "string", "tensor", "graph",
+  static const char* names[] = {"int",  "float",  "string",  "tensor",  "graph",
                                 "ints", "floats", "strings", "tensors", "graphs"};
   return names[a.index()];
 }
@@ -58,7 +58,8 @@ int Graph::findValue(const std::string& n) const {
 }
 
 int Graph::addValue(const std::string& n, TypeInfo type) {
-  if (valueIds.count(n)) throw Error(ErrorCode::kInvalidModel, "tensor name '" + n + "' is defined twice");
+  if (valueIds.count(n))
+    throw Error(ErrorCode::kInvalidModel, "tensor name '" + n + "' is defined twice");
   int id = static_cast<int>(values.size());
   values.push_back(Value{n, std::move(type), std::nullopt, -1});
   valueIds.emplace(n, id);
@@ -70,7 +71,9 @@ int Graph::valueId(const std::string& n) {
   return id == kNoValue ? addValue(n) : id;
 }
 
-bool Graph::isGraphInput(int id) const { return std::find(inputs.begin(), inputs.end(), id) != inputs.end(); }
+bool Graph::isGraphInput(int id) const {
+  return std::find(inputs.begin(), inputs.end(), id) != inputs.end();
+}
 
 void sortTopologically(Graph& graph) {
   const size_t n = graph.nodes.size();
@@ -79,13 +82,14 @@ void sortTopologically(Graph& graph) {
     for (int out : graph.nodes[i].outputs) {
       if (out == kNoValue) continue;
       if (graph.isGraphInput(out)) {
-        throw Error(ErrorCode::kInvalidModel, graph.nodes[i].label() + " writes '" + graph.value(out).name +
-                                                  "', which is a graph input (a tensor has one producer)");
+        throw Error(ErrorCode::kInvalidModel,
+                    graph.nodes[i].label() + " writes '" + graph.value(out).name +
+                        "', which is a graph input (a tensor has one producer)");
       }
       if (producer[out] != -1) {
-        throw Error(ErrorCode::kInvalidModel, "tensor '" + graph.value(out).name + "' is produced by both " +
-                                                  graph.nodes[producer[out]].label() + " and " +
-                                                  graph.nodes[i].label());
+        throw Error(ErrorCode::kInvalidModel,
+                    "tensor '" + graph.value(out).name + "' is produced by both " +
+                        graph.nodes[producer[out]].label() + " and " + graph.nodes[i].label());
       }
       producer[out] = static_cast<int>(i);
     }
@@ -139,7 +143,8 @@ void verifyGraph(const Graph& graph) {
     }
   };
   std::vector<bool> available(graph.values.size(), false);
-  for (size_t i = 0; i < graph.values.size(); ++i) available[i] = graph.values[i].constant.has_value();
+  for (size_t i = 0; i < graph.values.size(); ++i)
+    available[i] = graph.values[i].constant.has_value();
   for (int id : graph.inputs) {
     checkId(id, "graph input");
     available[id] = true;
@@ -153,9 +158,9 @@ void verifyGraph(const Graph& graph) {
       int id = node.inputs[k];
       checkId(id, node.label());
       if (id != kNoValue && !available[id]) {
-        throw Error(ErrorCode::kInvalidModel, node.label() + " input " + std::to_string(k) + " '" +
-                                                  graph.value(id).name +
-                                                  "' is not produced by any node, initializer or graph input");
+        throw Error(ErrorCode::kInvalidModel,
+                    node.label() + " input " + std::to_string(k) + " '" + graph.value(id).name +
+                        "' is not produced by any node, initializer or graph input");
       }
     }
     for (int id : node.outputs) {
@@ -167,7 +172,8 @@ void verifyGraph(const Graph& graph) {
     checkId(id, "graph output");
     if (!available[id]) {
       throw Error(ErrorCode::kInvalidModel,
-                  "graph output '" + graph.value(id).name + "' is not produced by any node, initializer or input");
+                  "graph output '" + graph.value(id).name +
+                      "' is not produced by any node, initializer or input");
     }
   }
 }
@@ -190,9 +196,11 @@ std::string printGraph(const Graph& graph) {
   for (int id : graph.outputs) os << "output " << describeValue(graph, id) << "\n";
   for (const Node& node : graph.nodes) {
     os << node.label() << ": ";
-    for (size_t i = 0; i < node.inputs.size(); ++i) os << (i ? ", " : "") << describeValue(graph, node.inputs[i]);
+    for (size_t i = 0; i < node.inputs.size(); ++i)
+      os << (i ? ", " : "") << describeValue(graph, node.inputs[i]);
     os << " -> ";
-    for (size_t i = 0; i < node.outputs.size(); ++i) os << (i ? ", " : "") << describeValue(graph, node.outputs[i]);
+    for (size_t i = 0; i < node.outputs.size(); ++i)
+      os << (i ? ", " : "") << describeValue(graph, node.outputs[i]);
     os << "\n";
   }
   return os.str();

@@ -1,4 +1,5 @@
-// kiln's network IR: values (named tensors with dtype and symbolic shape) and nodes in topological order.
+// kiln's network IR: values (named tensors with dtype and symbolic shape) and nodes in topological
+// order.
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -22,8 +23,8 @@ namespace kiln::ir {
 
 struct TypeInfo {
   DataType dtype = DataType::kUndefined;  // a sequence's element type
-  std::optional<SymShape> shape;  // nullopt: rank unknown (always for sequences)
-  bool isSequence = false;        // an ONNX sequence of tensors rather than a tensor
+  std::optional<SymShape> shape;          // nullopt: rank unknown (always for sequences)
+  bool isSequence = false;                // an ONNX sequence of tensors rather than a tensor
   /// An ONNX optional of the tensor or sequence described above. Its value at run time is that
   /// tensor or sequence when present, else Tensor::none (see Tensor::none).
   bool isOptional = false;
@@ -41,8 +42,8 @@ constexpr int kNoValue = -1;  // an omitted optional input ("")
 struct Node {
   std::string name;
   std::string opType;
-  std::string domain;  // "" for the default ai.onnx domain
-  int64_t opset = 0;   // the model's opset for this node's domain
+  std::string domain;        // "" for the default ai.onnx domain
+  int64_t opset = 0;         // the model's opset for this node's domain
   std::vector<int> inputs;   // value ids, kNoValue for omitted optional inputs
   std::vector<int> outputs;  // value ids, kNoValue for omitted optional outputs
   AttributeMap attrs;
@@ -53,7 +54,9 @@ struct Node {
   std::shared_ptr<const IPlugin> plugin;
 
   std::string label() const;  // "node 'conv1' (Conv)"
-  size_t numExplicitInputs() const { return explicitInputs < 0 ? inputs.size() : static_cast<size_t>(explicitInputs); }
+  size_t numExplicitInputs() const {
+    return explicitInputs < 0 ? inputs.size() : static_cast<size_t>(explicitInputs);
+  }
 };
 
 /// Counts the copies of graphs made in this process (copy construction and assignment; moves do
@@ -74,7 +77,7 @@ struct Graph {
   std::string name;
   std::vector<Value> values;
   std::vector<Node> nodes;
-  std::vector<int> inputs;   // graph inputs without an initializer, or overridable initializers
+  std::vector<int> inputs;  // graph inputs without an initializer, or overridable initializers
   std::vector<int> outputs;
   /// A subgraph's values read from enclosing scopes, bound positionally to the owning node's
   /// implicit inputs; kNoValue where this subgraph does not read that input.
@@ -96,7 +99,7 @@ struct Model {
   int64_t irVersion = 0;
   std::string producerName;
   std::string producerVersion;
-  std::string path;  // file the model was read from
+  std::string path;                       // file the model was read from
   std::map<std::string, int64_t> opsets;  // domain -> version
   std::map<std::string, std::string> metadata;
   std::map<std::string, int> opCounts;

@@ -1,6 +1,7 @@
-// Where kiln's kernels accept fewer dtypes than ONNX allows, and why (the "notes" of docs/operators.md).
-// Each limit is what the kernel's dtype dispatch handles (src/backends/cpu/kernels/*.cpp), checked
-// for every listed dtype by tests/python/test_operator_dtypes.py or the ONNX conformance suite.
+// Where kiln's kernels accept fewer dtypes than ONNX allows, and why (the "notes" of
+// docs/operators.md). Each limit is what the kernel's dtype dispatch handles
+// (src/backends/cpu/kernels/*.cpp), checked for every listed dtype by
+// tests/python/test_operator_dtypes.py or the ONNX conformance suite.
 #include "ir/type_constraints.h"
 
 namespace kiln::ir {
@@ -12,8 +13,8 @@ constexpr DTypeSet kF32 = dtypeBit(DataType::kFloat32);
 constexpr DTypeSet kF64 = dtypeBit(DataType::kFloat64);
 constexpr DTypeSet kBF16 = dtypeBit(DataType::kBFloat16);
 constexpr DTypeSet kFloats = kF16 | kF32 | kF64 | kBF16;  // dispatchFloat
-constexpr DTypeSet kSigned = dtypeBit(DataType::kInt8) | dtypeBit(DataType::kInt16) | dtypeBit(DataType::kInt32) |
-                             dtypeBit(DataType::kInt64);
+constexpr DTypeSet kSigned = dtypeBit(DataType::kInt8) | dtypeBit(DataType::kInt16) |
+                             dtypeBit(DataType::kInt32) | dtypeBit(DataType::kInt64);
 constexpr DTypeSet kUnsigned = dtypeBit(DataType::kUint8) | dtypeBit(DataType::kUint16) |
                                dtypeBit(DataType::kUint32) | dtypeBit(DataType::kUint64);
 constexpr DTypeSet kNumeric = kFloats | kSigned | kUnsigned;  // dispatchNumeric
@@ -24,29 +25,40 @@ constexpr DTypeSet kAny = ~DTypeSet{0};
 
 const DTypeLimit kDTypeLimits[] = {
     // Kernels that handle fewer dtypes than ONNX allows.
-    {"", "IsNaN", "T1", kFloats, "float8 inputs not implemented (the kernel tests float16/32/64 and bfloat16)"},
-    {"", "IsInf", "T1", kFloats, "float8 inputs not implemented (the kernel tests float16/32/64 and bfloat16)"},
+    {"", "IsNaN", "T1", kFloats,
+     "float8 inputs not implemented (the kernel tests float16/32/64 and bfloat16)"},
+    {"", "IsInf", "T1", kFloats,
+     "float8 inputs not implemented (the kernel tests float16/32/64 and bfloat16)"},
     {"", "NonZero", "T", kNumeric | kBool, "strings not implemented"},
     {"", "Pad", "T", kAny & ~dtypeBit(DataType::kFloat8E8M0),
      "float8_e8m0fnu has no zero to pad with; kiln's padding differs from ONNX's reference"},
-    {"", "Resize", "T1", kNumeric, "bool and string not implemented (the kernel interpolates numbers)"},
-    {"", "Upsample", "T", kNumeric, "bool and string not implemented (the kernel interpolates numbers)"},
+    {"", "Resize", "T1", kNumeric,
+     "bool and string not implemented (the kernel interpolates numbers)"},
+    {"", "Upsample", "T", kNumeric,
+     "bool and string not implemented (the kernel interpolates numbers)"},
     {"", "Col2Im", "T", kNumeric, "bool and string not implemented"},
-    {"", "GridSample", "T1", kFloats, "integer, bool and string inputs not implemented (the kernel samples floats)"},
+    {"", "GridSample", "T1", kFloats,
+     "integer, bool and string inputs not implemented (the kernel samples floats)"},
     // Notes on dtypes that work with a caveat.
     {"", "Erf", "T", kAny, "float64 is computed in float32 precision (relative error ~3e-8)"},
     {"", "Gelu", "T", kAny, "float64 is computed in float32 precision (relative error ~3e-8)"},
     // Its quantized dtypes (float8 since ONNX 21) are being extended with QuantizeLinear's.
-    {"", "QLinearMatMul", "*", 0, "not checked at build time: the kernel reports unsupported quantized dtypes"},
+    {"", "QLinearMatMul", "*", 0,
+     "not checked at build time: the kernel reports unsupported quantized dtypes"},
     // Ops whose dtypes are not checked at build time: their values may be sequences or optionals,
     // or their dtype handling is being extended (the float8/int4/int2/float4 casts).
     {"", "If", "*", 0, "not checked: branches may return any tensor, sequence or optional"},
-    {"", "Loop", "*", 0, "not checked: loop-carried values may be any tensor, sequence or optional"},
+    {"", "Loop", "*", 0,
+     "not checked: loop-carried values may be any tensor, sequence or optional"},
     {"", "Scan", "*", 0, "not checked: scan values may be any tensor type"},
-    {"", "Cast", "*", 0, "not checked at build time: the cast kernel reports pairs it cannot convert"},
-    {"", "CastLike", "*", 0, "not checked at build time: the cast kernel reports pairs it cannot convert"},
-    {"", "QuantizeLinear", "*", 0, "not checked at build time: the kernel reports unsupported dtypes"},
-    {"", "DequantizeLinear", "*", 0, "not checked at build time: the kernel reports unsupported dtypes"},
+    {"", "Cast", "*", 0,
+     "not checked at build time: the cast kernel reports pairs it cannot convert"},
+    {"", "CastLike", "*", 0,
+     "not checked at build time: the cast kernel reports pairs it cannot convert"},
+    {"", "QuantizeLinear", "*", 0,
+     "not checked at build time: the kernel reports unsupported dtypes"},
+    {"", "DequantizeLinear", "*", 0,
+     "not checked at build time: the kernel reports unsupported dtypes"},
     {"", "SequenceAt", "*", 0, "not checked: sequence op"},
     {"", "SequenceConstruct", "*", 0, "not checked: sequence op"},
     {"", "SequenceEmpty", "*", 0, "not checked: sequence op"},
@@ -62,50 +74,71 @@ const DTypeLimit kDTypeLimits[] = {
     // ONNX Runtime's contrib operators have no ONNX schema: their shape rules check the dtypes,
     // listed here for docs/operators.md (kiln's and onnxruntime's CPU dtypes).
     {"", "SimplifiedLayerNormalization", "*", 0,
-     "onnxruntime's op (its ONNX-domain registration): X, scale float32 (onnxruntime: float16, float32, float64)"},
+     "onnxruntime's op (its ONNX-domain registration): X, scale float32 (onnxruntime: float16, "
+     "float32, float64)"},
     {"com.microsoft", "Attention", "*", 0,
-     "float32, mask_index int32 (onnxruntime: float32); no past / present, qkv_hidden_sizes all equal"},
+     "float32, mask_index int32 (onnxruntime: float32); no past / present, qkv_hidden_sizes all "
+     "equal"},
     {"com.microsoft", "BiasAdd", "*", 0, "float32 (onnxruntime: CUDA only)"},
     {"com.microsoft", "BiasGelu", "*", 0, "float32 (onnxruntime: float32)"},
-    {"com.microsoft", "DequantizeLinear", "*", 0, "as ONNX DequantizeLinear-21 (onnxruntime: int8, uint8, int16, uint16, int32, int4, uint4)"},
+    {"com.microsoft", "DequantizeLinear", "*", 0,
+     "as ONNX DequantizeLinear-21 (onnxruntime: int8, uint8, int16, uint16, int32, int4, uint4)"},
     {"com.microsoft", "DynamicQuantizeLSTM", "*", 0,
      "X float32; W, R int8 or uint8 (onnxruntime: the same)"},
-    {"com.microsoft", "DynamicQuantizeMatMul", "*", 0, "A float32; B int8 or uint8 (onnxruntime: the same)"},
+    {"com.microsoft", "DynamicQuantizeMatMul", "*", 0,
+     "A float32; B int8 or uint8 (onnxruntime: the same)"},
     {"com.microsoft", "EmbedLayerNormalization", "*", 0,
      "ids and mask int32, embeddings float32 (onnxruntime: the same)"},
     {"com.microsoft", "FastGelu", "*", 0, "float32 (onnxruntime: float32)"},
-    {"com.microsoft", "FusedConv", "*", 0, "float32 (onnxruntime: float32); activation Tanh not supported"},
+    {"com.microsoft", "FusedConv", "*", 0,
+     "float32 (onnxruntime: float32); activation Tanh not supported"},
     {"com.microsoft", "GatherBlockQuantized", "*", 0,
-     "data uint8 (bits 2, 4, 8), float32 scales (onnxruntime: also int4, uint4, float8, float4 data, float16 scales)"},
+     "data uint8 (bits 2, 4, 8), float32 scales (onnxruntime: also int4, uint4, float8, float4 "
+     "data, float16 scales)"},
     {"com.microsoft", "Gelu", "*", 0, "float32 (onnxruntime: float32)"},
-    {"com.microsoft", "FusedGemm", "*", 0, "float32 (onnxruntime: float32); activation Relu, LeakyRelu, Sigmoid or HardSigmoid"},
-    {"com.microsoft", "FusedMatMul", "*", 0, "float32 (onnxruntime: float32, float64); transBatchA / transBatchB not supported"},
+    {"com.microsoft", "FusedGemm", "*", 0,
+     "float32 (onnxruntime: float32); activation Relu, LeakyRelu, Sigmoid or HardSigmoid"},
+    {"com.microsoft", "FusedMatMul", "*", 0,
+     "float32 (onnxruntime: float32, float64); transBatchA / transBatchB not supported"},
     {"com.microsoft", "MatMulInteger16", "*", 0, "A, B int16, Y int32 (onnxruntime: the same)"},
     {"com.microsoft", "MatMulNBits", "*", 0,
-     "A float32, B uint8 (2, 4 or 8 bits), zero points uint8 or float32 (onnxruntime: A float32 or float16); no g_idx"},
-    {"com.microsoft", "MultiHeadAttention", "*", 0, "float32, key_padding_mask int32 (onnxruntime: float32); 3-D query, key and value only, no KV cache"},
-    {"com.microsoft", "QLinearAveragePool", "*", 0, "int8 or uint8, channels_last 0 (onnxruntime: the same, also channels_last 1)"},
+     "A float32, B uint8 (2, 4 or 8 bits), zero points uint8 or float32 (onnxruntime: A float32 or "
+     "float16); no g_idx"},
+    {"com.microsoft", "MultiHeadAttention", "*", 0,
+     "float32, key_padding_mask int32 (onnxruntime: float32); 3-D query, key and value only, no KV "
+     "cache"},
+    {"com.microsoft", "QLinearAveragePool", "*", 0,
+     "int8 or uint8, channels_last 0 (onnxruntime: the same, also channels_last 1)"},
     {"com.microsoft", "QLinearConcat", "*", 0, "int8 or uint8 (onnxruntime: the same)"},
     {"com.microsoft", "QLinearLeakyRelu", "*", 0, "int8 or uint8 (onnxruntime: the same)"},
     {"com.microsoft", "QLinearSigmoid", "*", 0, "int8 or uint8 (onnxruntime: the same)"},
     {"com.microsoft", "QLinearSoftmax", "*", 0, "int8 or uint8 (onnxruntime: the same)"},
     {"com.microsoft", "QLinearWhere", "*", 0, "int8 or uint8 (onnxruntime: the same)"},
-    {"com.microsoft", "RotaryEmbedding", "*", 0, "float32, position_ids int64 (onnxruntime: float32, float16); is_packed_batching not supported"},
+    {"com.microsoft", "RotaryEmbedding", "*", 0,
+     "float32, position_ids int64 (onnxruntime: float32, float16); is_packed_batching not "
+     "supported"},
     {"com.microsoft", "MatMulIntegerToFloat", "*", 0,
-     "A, B int8 or uint8, float32 scales and output (onnxruntime: the same, without int8 A x uint8 B)"},
+     "A, B int8 or uint8, float32 scales and output (onnxruntime: the same, without int8 A x uint8 "
+     "B)"},
     {"com.microsoft", "NhwcMaxPool", "*", 0, "int8 or uint8 (onnxruntime: the same)"},
     {"com.microsoft", "QAttention", "*", 0,
-     "input, weight int8 or uint8 (compared with onnxruntime for uint8 input), float32 scales and output; no past / present"},
+     "input, weight int8 or uint8 (compared with onnxruntime for uint8 input), float32 scales and "
+     "output; no past / present"},
     {"com.microsoft", "QGemm", "*", 0,
      "A, B int8 or uint8, C int32, float32 or 8-bit output (onnxruntime: the same)"},
     {"com.microsoft", "QLinearAdd", "*", 0, "int8 or uint8 (onnxruntime: the same)"},
-    {"com.microsoft", "QLinearGlobalAveragePool", "*", 0, "int8 or uint8, channels_last 0 (onnxruntime: the same, also channels_last 1)"},
+    {"com.microsoft", "QLinearGlobalAveragePool", "*", 0,
+     "int8 or uint8, channels_last 0 (onnxruntime: the same, also channels_last 1)"},
     {"com.microsoft", "QLinearMul", "*", 0, "int8 or uint8 (onnxruntime: the same)"},
-    {"com.microsoft", "QLinearConv", "*", 0, "as ONNX QLinearConv, channels_last 0 (onnxruntime: int8, uint8, also channels_last 1)"},
-    {"com.microsoft", "QuantizeLinear", "*", 0, "as ONNX QuantizeLinear-21 (onnxruntime: int8, uint8, int16, uint16, int4, uint4)"},
+    {"com.microsoft", "QLinearConv", "*", 0,
+     "as ONNX QLinearConv, channels_last 0 (onnxruntime: int8, uint8, also channels_last 1)"},
+    {"com.microsoft", "QuantizeLinear", "*", 0,
+     "as ONNX QuantizeLinear-21 (onnxruntime: int8, uint8, int16, uint16, int4, uint4)"},
     {"com.microsoft", "QuickGelu", "*", 0, "float32 (onnxruntime: float32)"},
-    {"com.microsoft", "SkipLayerNormalization", "*", 0, "float32 (onnxruntime: float32, float64, float16)"},
-    {"com.microsoft", "SkipSimplifiedLayerNormalization", "*", 0, "float32 (onnxruntime: float32, float64, float16)"},
+    {"com.microsoft", "SkipLayerNormalization", "*", 0,
+     "float32 (onnxruntime: float32, float64, float16)"},
+    {"com.microsoft", "SkipSimplifiedLayerNormalization", "*", 0,
+     "float32 (onnxruntime: float32, float64, float16)"},
     {"com.microsoft", "TransposeMatMul", "*", 0, "float32 (onnxruntime: float32)"},
 };
 

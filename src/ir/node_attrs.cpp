@@ -30,12 +30,16 @@ const T& requireAttr(const Node& node, const std::string& name, const char* expe
 
 bool hasAttr(const Node& node, const std::string& name) { return node.attrs.count(name) > 0; }
 
-int64_t attrInt(const Node& node, const std::string& name) { return requireAttr<int64_t>(node, name, "int"); }
+int64_t attrInt(const Node& node, const std::string& name) {
+  return requireAttr<int64_t>(node, name, "int");
+}
 int64_t attrInt(const Node& node, const std::string& name, int64_t fallback) {
   const int64_t* v = findAttr<int64_t>(node, name, "int");
   return v ? *v : fallback;
 }
-float attrFloat(const Node& node, const std::string& name) { return requireAttr<float>(node, name, "float"); }
+float attrFloat(const Node& node, const std::string& name) {
+  return requireAttr<float>(node, name, "float");
+}
 float attrFloat(const Node& node, const std::string& name, float fallback) {
   const float* v = findAttr<float>(node, name, "float");
   return v ? *v : fallback;
@@ -50,14 +54,16 @@ std::string attrString(const Node& node, const std::string& name, const std::str
 std::vector<int64_t> attrInts(const Node& node, const std::string& name) {
   return requireAttr<std::vector<int64_t>>(node, name, "ints");
 }
-std::vector<int64_t> attrInts(const Node& node, const std::string& name, const std::vector<int64_t>& fallback) {
+std::vector<int64_t> attrInts(const Node& node, const std::string& name,
+                              const std::vector<int64_t>& fallback) {
   const auto* v = findAttr<std::vector<int64_t>>(node, name, "ints");
   return v ? *v : fallback;
 }
 std::vector<float> attrFloats(const Node& node, const std::string& name) {
   return requireAttr<std::vector<float>>(node, name, "floats");
 }
-std::vector<float> attrFloats(const Node& node, const std::string& name, const std::vector<float>& fallback) {
+std::vector<float> attrFloats(const Node& node, const std::string& name,
+                              const std::vector<float>& fallback) {
   const auto* v = findAttr<std::vector<float>>(node, name, "floats");
   return v ? *v : fallback;
 }

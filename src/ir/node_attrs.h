@@ -17,13 +17,16 @@ float attrFloat(const Node& node, const std::string& name, float fallback);
 std::string attrString(const Node& node, const std::string& name);
 std::string attrString(const Node& node, const std::string& name, const std::string& fallback);
 std::vector<int64_t> attrInts(const Node& node, const std::string& name);
-std::vector<int64_t> attrInts(const Node& node, const std::string& name, const std::vector<int64_t>& fallback);
+std::vector<int64_t> attrInts(const Node& node, const std::string& name,
+                              const std::vector<int64_t>& fallback);
 std::vector<float> attrFloats(const Node& node, const std::string& name);
-std::vector<float> attrFloats(const Node& node, const std::string& name, const std::vector<float>& fallback);
+std::vector<float> attrFloats(const Node& node, const std::string& name,
+                              const std::vector<float>& fallback);
 std::vector<std::string> attrStrings(const Node& node, const std::string& name);
 const Tensor& attrTensor(const Node& node, const std::string& name);
 std::shared_ptr<Graph> attrGraph(const Node& node, const std::string& name);
 
-[[noreturn]] void failNode(const Node& node, const std::string& message, ErrorCode code = ErrorCode::kInvalidModel);
+[[noreturn]] void failNode(const Node& node, const std::string& message,
+                           ErrorCode code = ErrorCode::kInvalidModel);
 
 }  // namespace kiln::ir

@@ -8,8 +8,10 @@ namespace kiln::ir {
 
 const OnnxTypeRow kOnnxTypeRows[] = {
     {"", "Abs", 1, "T", "T", "T: float16 float double"},
-    {"", "Abs", 6, "T", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double"},
-    {"", "Abs", 13, "T", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double bfloat16"},
+    {"", "Abs", 6, "T", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double"},
+    {"", "Abs", 13, "T", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double bfloat16"},
     {"", "Acos", 7, "T", "T", "T: float16 float double"},
     {"", "Acos", 22, "T", "T", "T: bfloat16 float16 float double"},
     {"", "Acosh", 9, "T", "T", "T: float16 float double"},
@@ -18,18 +20,35 @@ const OnnxTypeRow kOnnxTypeRows[] = {
     {"", "Add", 6, "T T", "T", "T: uint32 uint64 int32 int64 float16 float double"},
     {"", "Add", 7, "T T", "T", "T: uint32 uint64 int32 int64 float16 float double"},
     {"", "Add", 13, "T T", "T", "T: uint32 uint64 int32 int64 float16 float double bfloat16"},
-    {"", "Add", 14, "T T", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double bfloat16"},
+    {"", "Add", 14, "T T", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double bfloat16"},
     {"", "AffineGrid", 20, "T1 T2", "T1", "T1: bfloat16 float16 float double; T2: int64"},
     {"", "And", 1, "T T", "T1", "T: bool; T1: bool"},
     {"", "And", 7, "T T", "T1", "T: bool; T1: bool"},
-    {"", "ArgMax", 1, "T", "tensor(int64)", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double; tensor(int64): int64"},
-    {"", "ArgMax", 11, "T", "tensor(int64)", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double; tensor(int64): int64"},
-    {"", "ArgMax", 12, "T", "tensor(int64)", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double; tensor(int64): int64"},
-    {"", "ArgMax", 13, "T", "tensor(int64)", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double bfloat16; tensor(int64): int64"},
-    {"", "ArgMin", 1, "T", "tensor(int64)", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double; tensor(int64): int64"},
-    {"", "ArgMin", 11, "T", "tensor(int64)", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double; tensor(int64): int64"},
-    {"", "ArgMin", 12, "T", "tensor(int64)", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double; tensor(int64): int64"},
-    {"", "ArgMin", 13, "T", "tensor(int64)", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double bfloat16; tensor(int64): int64"},
+    {"", "ArgMax", 1, "T", "tensor(int64)",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double; tensor(int64): "
+     "int64"},
+    {"", "ArgMax", 11, "T", "tensor(int64)",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double; tensor(int64): "
+     "int64"},
+    {"", "ArgMax", 12, "T", "tensor(int64)",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double; tensor(int64): "
+     "int64"},
+    {"", "ArgMax", 13, "T", "tensor(int64)",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double bfloat16; "
+     "tensor(int64): int64"},
+    {"", "ArgMin", 1, "T", "tensor(int64)",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double; tensor(int64): "
+     "int64"},
+    {"", "ArgMin", 11, "T", "tensor(int64)",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double; tensor(int64): "
+     "int64"},
+    {"", "ArgMin", 12, "T", "tensor(int64)",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double; tensor(int64): "
+     "int64"},
+    {"", "ArgMin", 13, "T", "tensor(int64)",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double bfloat16; "
+     "tensor(int64): int64"},
     {"", "Asin", 7, "T", "T", "T: float16 float double"},
     {"", "Asin", 22, "T", "T", "T: bfloat16 float16 float double"},
     {"", "Asinh", 9, "T", "T", "T: float16 float double"},
@@ -38,9 +57,15 @@ const OnnxTypeRow kOnnxTypeRows[] = {
     {"", "Atan", 22, "T", "T", "T: bfloat16 float16 float double"},
     {"", "Atanh", 9, "T", "T", "T: float16 float double"},
     {"", "Atanh", 22, "T", "T", "T: bfloat16 float16 float double"},
-    {"", "Attention", 23, "T1 T1 T2 U? T1? T2?", "T1 T1? T2? T1?", "T1: bfloat16 float16 float double; T2: bfloat16 float16 float double; U: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double bool"},
-    {"", "Attention", 24, "T1 T1 T2 U? T1? T2? tensor(int64)?", "T1 T1? T2? T1?", "T1: bfloat16 float16 float double; T2: bfloat16 float16 float double; U: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double bool; tensor(int64): int64"},
-    {"", "Attention", 25, "T1 T1 T2 U? T1? T2? tensor(int64)?", "T1 T1? T2? T1?", "T1: bfloat16 float16 float double; T2: bfloat16 float16 float double; U: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double bool; tensor(int64): int64"},
+    {"", "Attention", 23, "T1 T1 T2 U? T1? T2?", "T1 T1? T2? T1?",
+     "T1: bfloat16 float16 float double; T2: bfloat16 float16 float double; U: uint8 uint16 uint32 "
+     "uint64 int8 int16 int32 int64 bfloat16 float16 float double bool"},
+    {"", "Attention", 24, "T1 T1 T2 U? T1? T2? tensor(int64)?", "T1 T1? T2? T1?",
+     "T1: bfloat16 float16 float double; T2: bfloat16 float16 float double; U: uint8 uint16 uint32 "
+     "uint64 int8 int16 int32 int64 bfloat16 float16 float double bool; tensor(int64): int64"},
+    {"", "Attention", 25, "T1 T1 T2 U? T1? T2? tensor(int64)?", "T1 T1? T2? T1?",
+     "T1: bfloat16 float16 float double; T2: bfloat16 float16 float double; U: uint8 uint16 uint32 "
+     "uint64 int8 int16 int32 int64 bfloat16 float16 float double bool; tensor(int64): int64"},
     {"", "AveragePool", 1, "T", "T", "T: float16 float double"},
     {"", "AveragePool", 7, "T", "T", "T: float16 float double"},
     {"", "AveragePool", 10, "T", "T", "T: float16 float double"},
@@ -51,71 +76,198 @@ const OnnxTypeRow kOnnxTypeRows[] = {
     {"", "BatchNormalization", 6, "T T T T T", "T T? T? T? T?", "T: float16 float double"},
     {"", "BatchNormalization", 7, "T T T T T", "T T? T? T? T?", "T: float16 float double"},
     {"", "BatchNormalization", 9, "T T T T T", "T T? T? T? T?", "T: float16 float double"},
-    {"", "BatchNormalization", 14, "T T T U U", "T U? U?", "T: float16 float double bfloat16; U: float16 float double bfloat16"},
-    {"", "BatchNormalization", 15, "T T1 T1 T2 T2", "T T2? T2?", "T: float16 float double bfloat16; T1: float16 float double bfloat16; T2: float16 float double bfloat16"},
-    {"", "Bernoulli", 15, "T1", "T2", "T1: float16 float double; T2: float16 float double bfloat16 uint8 uint16 uint32 uint64 int8 int16 int32 int64 bool"},
-    {"", "Bernoulli", 22, "T1", "T2", "T1: bfloat16 float16 float double; T2: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double bool"},
-    {"", "BitCast", 26, "T1", "T2", "T1: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1 float8e8m0 uint2 int2; T2: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1 float8e8m0 uint2 int2"},
+    {"", "BatchNormalization", 14, "T T T U U", "T U? U?",
+     "T: float16 float double bfloat16; U: float16 float double bfloat16"},
+    {"", "BatchNormalization", 15, "T T1 T1 T2 T2", "T T2? T2?",
+     "T: float16 float double bfloat16; T1: float16 float double bfloat16; T2: float16 float "
+     "double bfloat16"},
+    {"", "Bernoulli", 15, "T1", "T2",
+     "T1: float16 float double; T2: float16 float double bfloat16 uint8 uint16 uint32 uint64 int8 "
+     "int16 int32 int64 bool"},
+    {"", "Bernoulli", 22, "T1", "T2",
+     "T1: bfloat16 float16 float double; T2: uint8 uint16 uint32 uint64 int8 int16 int32 int64 "
+     "bfloat16 float16 float double bool"},
+    {"", "BitCast", 26, "T1", "T2",
+     "T1: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double bool "
+     "complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 "
+     "float4e2m1 float8e8m0 uint2 int2; T2: uint8 uint16 uint32 uint64 int8 int16 int32 int64 "
+     "bfloat16 float16 float double bool complex64 complex128 float8e4m3fn float8e4m3fnuz "
+     "float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1 float8e8m0 uint2 int2"},
     {"", "BitShift", 11, "T T", "T", "T: uint8 uint16 uint32 uint64"},
     {"", "BitShift", 28, "T T", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64"},
     {"", "BitwiseAnd", 18, "T T", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64"},
     {"", "BitwiseNot", 18, "T", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64"},
     {"", "BitwiseOr", 18, "T T", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64"},
     {"", "BitwiseXor", 18, "T T", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64"},
-    {"", "BlackmanWindow", 17, "T1", "T2", "T1: int32 int64; T2: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double bfloat16"},
-    {"", "Cast", 1, "T1", "T2", "T1: float16 float double int8 int16 int32 int64 uint8 uint16 uint32 uint64 bool; T2: float16 float double int8 int16 int32 int64 uint8 uint16 uint32 uint64 bool"},
-    {"", "Cast", 6, "T1", "T2", "T1: float16 float double int8 int16 int32 int64 uint8 uint16 uint32 uint64 bool; T2: float16 float double int8 int16 int32 int64 uint8 uint16 uint32 uint64 bool"},
-    {"", "Cast", 9, "T1", "T2", "T1: float16 float double int8 int16 int32 int64 uint8 uint16 uint32 uint64 bool string; T2: float16 float double int8 int16 int32 int64 uint8 uint16 uint32 uint64 bool string"},
-    {"", "Cast", 13, "T1", "T2", "T1: float16 float double int8 int16 int32 int64 uint8 uint16 uint32 uint64 bool string bfloat16; T2: float16 float double int8 int16 int32 int64 uint8 uint16 uint32 uint64 bool string bfloat16"},
-    {"", "Cast", 19, "T1", "T2", "T1: float16 float double int8 int16 int32 int64 uint8 uint16 uint32 uint64 bool string bfloat16 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz; T2: float16 float double int8 int16 int32 int64 uint8 uint16 uint32 uint64 bool string bfloat16 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz"},
-    {"", "Cast", 21, "T1", "T2", "T1: float16 float double int8 int16 int32 int64 uint8 uint16 uint32 uint64 bool string bfloat16 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4; T2: float16 float double int8 int16 int32 int64 uint8 uint16 uint32 uint64 bool string bfloat16 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4"},
-    {"", "Cast", 23, "T1", "T2", "T1: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1; T2: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1"},
-    {"", "Cast", 24, "T1", "T2", "T1: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1 float8e8m0; T2: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1 float8e8m0"},
-    {"", "Cast", 25, "T1", "T2", "T1: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1 float8e8m0 uint2 int2; T2: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1 float8e8m0 uint2 int2"},
-    {"", "Cast", 28, "T1", "T2", "T1: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1 float8e8m0 uint2 int2 float6e2m3 float6e3m2; T2: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1 float8e8m0 uint2 int2 float6e2m3 float6e3m2"},
-    {"", "CastLike", 15, "T1 T2", "T2", "T1: float16 float double int8 int16 int32 int64 uint8 uint16 uint32 uint64 bool string bfloat16; T2: float16 float double int8 int16 int32 int64 uint8 uint16 uint32 uint64 bool string bfloat16"},
-    {"", "CastLike", 19, "T1 T2", "T2", "T1: float16 float double int8 int16 int32 int64 uint8 uint16 uint32 uint64 bool string bfloat16 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz; T2: float16 float double int8 int16 int32 int64 uint8 uint16 uint32 uint64 bool string bfloat16 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz"},
-    {"", "CastLike", 21, "T1 T2", "T2", "T1: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4; T2: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4"},
-    {"", "CastLike", 23, "T1 T2", "T2", "T1: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1; T2: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1"},
-    {"", "CastLike", 24, "T1 T2", "T2", "T1: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1 float8e8m0; T2: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1 float8e8m0"},
-    {"", "CastLike", 25, "T1 T2", "T2", "T1: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1 float8e8m0 uint2 int2; T2: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1 float8e8m0 uint2 int2"},
+    {"", "BlackmanWindow", 17, "T1", "T2",
+     "T1: int32 int64; T2: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double "
+     "bfloat16"},
+    {"", "Cast", 1, "T1", "T2",
+     "T1: float16 float double int8 int16 int32 int64 uint8 uint16 uint32 uint64 bool; T2: float16 "
+     "float double int8 int16 int32 int64 uint8 uint16 uint32 uint64 bool"},
+    {"", "Cast", 6, "T1", "T2",
+     "T1: float16 float double int8 int16 int32 int64 uint8 uint16 uint32 uint64 bool; T2: float16 "
+     "float double int8 int16 int32 int64 uint8 uint16 uint32 uint64 bool"},
+    {"", "Cast", 9, "T1", "T2",
+     "T1: float16 float double int8 int16 int32 int64 uint8 uint16 uint32 uint64 bool string; T2: "
+     "float16 float double int8 int16 int32 int64 uint8 uint16 uint32 uint64 bool string"},
+    {"", "Cast", 13, "T1", "T2",
+     "T1: float16 float double int8 int16 int32 int64 uint8 uint16 uint32 uint64 bool string "
+     "bfloat16; T2: float16 float double int8 int16 int32 int64 uint8 uint16 uint32 uint64 bool "
+     "string bfloat16"},
+    {"", "Cast", 19, "T1", "T2",
+     "T1: float16 float double int8 int16 int32 int64 uint8 uint16 uint32 uint64 bool string "
+     "bfloat16 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz; T2: float16 float double "
+     "int8 int16 int32 int64 uint8 uint16 uint32 uint64 bool string bfloat16 float8e4m3fn "
+     "float8e4m3fnuz float8e5m2 float8e5m2fnuz"},
+    {"", "Cast", 21, "T1", "T2",
+     "T1: float16 float double int8 int16 int32 int64 uint8 uint16 uint32 uint64 bool string "
+     "bfloat16 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4; T2: float16 float "
+     "double int8 int16 int32 int64 uint8 uint16 uint32 uint64 bool string bfloat16 float8e4m3fn "
+     "float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4"},
+    {"", "Cast", 23, "T1", "T2",
+     "T1: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1; T2: uint8 "
+     "uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool "
+     "float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1"},
+    {"", "Cast", 24, "T1", "T2",
+     "T1: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1 float8e8m0; "
+     "T2: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1 float8e8m0"},
+    {"", "Cast", 25, "T1", "T2",
+     "T1: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1 float8e8m0 "
+     "uint2 int2; T2: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float "
+     "double string bool float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 "
+     "float4e2m1 float8e8m0 uint2 int2"},
+    {"", "Cast", 28, "T1", "T2",
+     "T1: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1 float8e8m0 "
+     "uint2 int2 float6e2m3 float6e3m2; T2: uint8 uint16 uint32 uint64 int8 int16 int32 int64 "
+     "bfloat16 float16 float double string bool float8e4m3fn float8e4m3fnuz float8e5m2 "
+     "float8e5m2fnuz uint4 int4 float4e2m1 float8e8m0 uint2 int2 float6e2m3 float6e3m2"},
+    {"", "CastLike", 15, "T1 T2", "T2",
+     "T1: float16 float double int8 int16 int32 int64 uint8 uint16 uint32 uint64 bool string "
+     "bfloat16; T2: float16 float double int8 int16 int32 int64 uint8 uint16 uint32 uint64 bool "
+     "string bfloat16"},
+    {"", "CastLike", 19, "T1 T2", "T2",
+     "T1: float16 float double int8 int16 int32 int64 uint8 uint16 uint32 uint64 bool string "
+     "bfloat16 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz; T2: float16 float double "
+     "int8 int16 int32 int64 uint8 uint16 uint32 uint64 bool string bfloat16 float8e4m3fn "
+     "float8e4m3fnuz float8e5m2 float8e5m2fnuz"},
+    {"", "CastLike", 21, "T1 T2", "T2",
+     "T1: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4; T2: uint8 uint16 "
+     "uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool float8e4m3fn "
+     "float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4"},
+    {"", "CastLike", 23, "T1 T2", "T2",
+     "T1: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1; T2: uint8 "
+     "uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool "
+     "float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1"},
+    {"", "CastLike", 24, "T1 T2", "T2",
+     "T1: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1 float8e8m0; "
+     "T2: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1 float8e8m0"},
+    {"", "CastLike", 25, "T1 T2", "T2",
+     "T1: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1 float8e8m0 "
+     "uint2 int2; T2: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float "
+     "double string bool float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 "
+     "float4e2m1 float8e8m0 uint2 int2"},
     {"", "CausalConvWithState", 27, "T T T? T?", "T T", "T: float float16 bfloat16"},
     {"", "Ceil", 1, "T", "T", "T: float16 float double"},
     {"", "Ceil", 6, "T", "T", "T: float16 float double"},
     {"", "Ceil", 13, "T", "T", "T: float16 float double bfloat16"},
     {"", "Celu", 12, "T", "T", "T: float"},
     {"", "Celu", 28, "T", "T", "T: bfloat16 float16 float double"},
-    {"", "CenterCropPad", 18, "T Tind", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128; Tind: int32 int64"},
+    {"", "CenterCropPad", 18, "T Tind", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128; Tind: int32 int64"},
     {"", "Clip", 1, "T", "T", "T: float16 float double"},
     {"", "Clip", 6, "T", "T", "T: float16 float double"},
     {"", "Clip", 11, "T T? T?", "T", "T: float16 float double"},
-    {"", "Clip", 12, "T T? T?", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double"},
-    {"", "Clip", 13, "T T? T?", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double bfloat16"},
-    {"", "Col2Im", 18, "T tensor(int64) tensor(int64)", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128; tensor(int64): int64"},
-    {"", "Compress", 9, "T T1", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128; T1: bool"},
-    {"", "Compress", 11, "T T1", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128; T1: bool"},
-    {"", "Compress", 28, "T T1", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128; T1: bool"},
+    {"", "Clip", 12, "T T? T?", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double"},
+    {"", "Clip", 13, "T T? T?", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double bfloat16"},
+    {"", "Col2Im", 18, "T tensor(int64) tensor(int64)", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128; tensor(int64): int64"},
+    {"", "Compress", 9, "T T1", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool "
+     "complex64 complex128; T1: bool"},
+    {"", "Compress", 11, "T T1", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool "
+     "complex64 complex128; T1: bool"},
+    {"", "Compress", 28, "T T1", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128; T1: bool"},
     {"", "Concat", 1, "T*", "T", "T: float16 float double"},
-    {"", "Concat", 4, "T*", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128"},
-    {"", "Concat", 11, "T*", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128"},
-    {"", "Concat", 13, "T*", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128"},
-    {"", "ConcatFromSequence", 11, "S", "T", "S: ; T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128"},
+    {"", "Concat", 4, "T*", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool "
+     "complex64 complex128"},
+    {"", "Concat", 11, "T*", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool "
+     "complex64 complex128"},
+    {"", "Concat", 13, "T*", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128"},
+    {"", "ConcatFromSequence", 11, "S", "T",
+     "S: ; T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool "
+     "complex64 complex128"},
     {"", "Constant", 1, "", "T", "T: float16 float double"},
-    {"", "Constant", 9, "", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128"},
-    {"", "Constant", 11, "", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128"},
-    {"", "Constant", 12, "", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128"},
-    {"", "Constant", 13, "", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128"},
-    {"", "Constant", 19, "", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz"},
-    {"", "Constant", 21, "", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4"},
-    {"", "Constant", 23, "", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1"},
-    {"", "Constant", 24, "", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1 float8e8m0"},
-    {"", "Constant", 25, "", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1 float8e8m0 uint2 int2"},
-    {"", "ConstantOfShape", 9, "T1", "T2", "T1: int64; T2: float16 float double int8 int16 int32 int64 uint8 uint16 uint32 uint64 bool"},
-    {"", "ConstantOfShape", 20, "T1", "T2", "T1: int64; T2: float16 float double int8 int16 int32 int64 uint8 uint16 uint32 uint64 bool bfloat16 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz"},
-    {"", "ConstantOfShape", 21, "T1", "T2", "T1: int64; T2: float16 float double int8 int16 int32 int64 uint8 uint16 uint32 uint64 uint4 int4 bool bfloat16 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz"},
-    {"", "ConstantOfShape", 23, "T1", "T2", "T1: int64; T2: float16 float double int8 int16 int32 int64 uint8 uint16 uint32 uint64 uint4 int4 bool bfloat16 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz float4e2m1"},
-    {"", "ConstantOfShape", 24, "T1", "T2", "T1: int64; T2: float16 float double int8 int16 int32 int64 uint8 uint16 uint32 uint64 uint4 int4 bool bfloat16 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz float4e2m1 float8e8m0"},
-    {"", "ConstantOfShape", 25, "T1", "T2", "T1: int64; T2: float16 float double int8 int16 int32 int64 uint8 uint16 uint32 uint64 uint4 int4 bool bfloat16 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz float4e2m1 float8e8m0 uint2 int2"},
+    {"", "Constant", 9, "", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool "
+     "complex64 complex128"},
+    {"", "Constant", 11, "", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool "
+     "complex64 complex128"},
+    {"", "Constant", 12, "", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool "
+     "complex64 complex128"},
+    {"", "Constant", 13, "", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128"},
+    {"", "Constant", 19, "", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz"},
+    {"", "Constant", 21, "", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4"},
+    {"", "Constant", 23, "", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 "
+     "float4e2m1"},
+    {"", "Constant", 24, "", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 "
+     "float4e2m1 float8e8m0"},
+    {"", "Constant", 25, "", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 "
+     "float4e2m1 float8e8m0 uint2 int2"},
+    {"", "ConstantOfShape", 9, "T1", "T2",
+     "T1: int64; T2: float16 float double int8 int16 int32 int64 uint8 uint16 uint32 uint64 bool"},
+    {"", "ConstantOfShape", 20, "T1", "T2",
+     "T1: int64; T2: float16 float double int8 int16 int32 int64 uint8 uint16 uint32 uint64 bool "
+     "bfloat16 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz"},
+    {"", "ConstantOfShape", 21, "T1", "T2",
+     "T1: int64; T2: float16 float double int8 int16 int32 int64 uint8 uint16 uint32 uint64 uint4 "
+     "int4 bool bfloat16 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz"},
+    {"", "ConstantOfShape", 23, "T1", "T2",
+     "T1: int64; T2: float16 float double int8 int16 int32 int64 uint8 uint16 uint32 uint64 uint4 "
+     "int4 bool bfloat16 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz float4e2m1"},
+    {"", "ConstantOfShape", 24, "T1", "T2",
+     "T1: int64; T2: float16 float double int8 int16 int32 int64 uint8 uint16 uint32 uint64 uint4 "
+     "int4 bool bfloat16 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz float4e2m1 "
+     "float8e8m0"},
+    {"", "ConstantOfShape", 25, "T1", "T2",
+     "T1: int64; T2: float16 float double int8 int16 int32 int64 uint8 uint16 uint32 uint64 uint4 "
+     "int4 bool bfloat16 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz float4e2m1 "
+     "float8e8m0 uint2 int2"},
     {"", "Conv", 1, "T T T?", "T", "T: float16 float double"},
     {"", "Conv", 11, "T T T?", "T", "T: float16 float double"},
     {"", "Conv", 22, "T T T?", "T", "T: bfloat16 float16 float double"},
@@ -127,67 +279,134 @@ const OnnxTypeRow kOnnxTypeRows[] = {
     {"", "Cos", 22, "T", "T", "T: bfloat16 float16 float double"},
     {"", "Cosh", 9, "T", "T", "T: float16 float double"},
     {"", "Cosh", 22, "T", "T", "T: bfloat16 float16 float double"},
-    {"", "CumProd", 26, "T T2", "T", "T: uint32 uint64 int32 int64 float16 float double bfloat16; T2: int32 int64"},
+    {"", "CumProd", 26, "T T2", "T",
+     "T: uint32 uint64 int32 int64 float16 float double bfloat16; T2: int32 int64"},
     {"", "CumSum", 11, "T T2", "T", "T: uint32 uint64 int32 int64 float double; T2: int32 int64"},
-    {"", "CumSum", 14, "T T2", "T", "T: uint32 uint64 int32 int64 float16 float double bfloat16; T2: int32 int64"},
+    {"", "CumSum", 14, "T T2", "T",
+     "T: uint32 uint64 int32 int64 float16 float double bfloat16; T2: int32 int64"},
     {"", "DFT", 17, "T1 T2?", "T1", "T1: float16 float double bfloat16; T2: int32 int64"},
-    {"", "DFT", 20, "T1 T2? tensor(int64)?", "T1", "T1: bfloat16 float16 float double; T2: int32 int64; tensor(int64): int64"},
+    {"", "DFT", 20, "T1 T2? tensor(int64)?", "T1",
+     "T1: bfloat16 float16 float double; T2: int32 int64; tensor(int64): int64"},
     {"", "DeformConv", 19, "T T T T? T?", "T", "T: float16 float double"},
     {"", "DeformConv", 22, "T T T T? T?", "T", "T: bfloat16 float16 float double"},
-    {"", "DepthToSpace", 1, "T", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128"},
-    {"", "DepthToSpace", 11, "T", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128"},
-    {"", "DepthToSpace", 13, "T", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128"},
-    {"", "DepthToSpace", 28, "T", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128"},
-    {"", "DequantizeLinear", 10, "T tensor(float) T?", "tensor(float)", "T: int8 uint8 int32; tensor(float): float"},
-    {"", "DequantizeLinear", 13, "T tensor(float) T?", "tensor(float)", "T: int8 uint8 int32; tensor(float): float"},
-    {"", "DequantizeLinear", 19, "T1 T2 T1?", "T2", "T1: int8 uint8 int32 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz; T2: float float16 bfloat16"},
-    {"", "DequantizeLinear", 21, "T1 T2 T1?", "T2", "T1: int8 uint8 int16 uint16 int32 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4; T2: float float16 bfloat16"},
-    {"", "DequantizeLinear", 23, "T1 T2 T1?", "T3", "T1: int8 uint8 int16 uint16 int32 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1; T2: float float16 bfloat16; T3: float float16 bfloat16"},
-    {"", "DequantizeLinear", 24, "T1 T2 T1?", "T3", "T1: int8 uint8 int16 uint16 int32 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1; T2: float float16 bfloat16 float8e8m0; T3: float float16 bfloat16"},
-    {"", "DequantizeLinear", 25, "T1 T2 T1?", "T3", "T1: int8 uint8 int16 uint16 int32 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1 uint2 int2; T2: float float16 bfloat16 float8e8m0; T3: float float16 bfloat16"},
-    {"", "DequantizeLinear", 28, "T1 T2 T1?", "T3", "T1: int8 uint8 int16 uint16 int32 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1 uint2 int2 float6e2m3 float6e3m2; T2: float float16 bfloat16 float8e8m0; T3: float float16 bfloat16"},
+    {"", "DepthToSpace", 1, "T", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool "
+     "complex64 complex128"},
+    {"", "DepthToSpace", 11, "T", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool "
+     "complex64 complex128"},
+    {"", "DepthToSpace", 13, "T", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128"},
+    {"", "DepthToSpace", 28, "T", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128"},
+    {"", "DequantizeLinear", 10, "T tensor(float) T?", "tensor(float)",
+     "T: int8 uint8 int32; tensor(float): float"},
+    {"", "DequantizeLinear", 13, "T tensor(float) T?", "tensor(float)",
+     "T: int8 uint8 int32; tensor(float): float"},
+    {"", "DequantizeLinear", 19, "T1 T2 T1?", "T2",
+     "T1: int8 uint8 int32 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz; T2: float "
+     "float16 bfloat16"},
+    {"", "DequantizeLinear", 21, "T1 T2 T1?", "T2",
+     "T1: int8 uint8 int16 uint16 int32 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz "
+     "uint4 int4; T2: float float16 bfloat16"},
+    {"", "DequantizeLinear", 23, "T1 T2 T1?", "T3",
+     "T1: int8 uint8 int16 uint16 int32 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz "
+     "uint4 int4 float4e2m1; T2: float float16 bfloat16; T3: float float16 bfloat16"},
+    {"", "DequantizeLinear", 24, "T1 T2 T1?", "T3",
+     "T1: int8 uint8 int16 uint16 int32 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz "
+     "uint4 int4 float4e2m1; T2: float float16 bfloat16 float8e8m0; T3: float float16 bfloat16"},
+    {"", "DequantizeLinear", 25, "T1 T2 T1?", "T3",
+     "T1: int8 uint8 int16 uint16 int32 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz "
+     "uint4 int4 float4e2m1 uint2 int2; T2: float float16 bfloat16 float8e8m0; T3: float float16 "
+     "bfloat16"},
+    {"", "DequantizeLinear", 28, "T1 T2 T1?", "T3",
+     "T1: int8 uint8 int16 uint16 int32 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz "
+     "uint4 int4 float4e2m1 uint2 int2 float6e2m3 float6e3m2; T2: float float16 bfloat16 "
+     "float8e8m0; T3: float float16 bfloat16"},
     {"", "Det", 11, "T", "T", "T: float16 float double"},
     {"", "Det", 22, "T", "T", "T: bfloat16 float16 float double"},
     {"", "Div", 1, "T T", "T", "T: float16 float double"},
     {"", "Div", 6, "T T", "T", "T: uint32 uint64 int32 int64 float16 float double"},
     {"", "Div", 7, "T T", "T", "T: uint32 uint64 int32 int64 float16 float double"},
     {"", "Div", 13, "T T", "T", "T: uint32 uint64 int32 int64 float16 float double bfloat16"},
-    {"", "Div", 14, "T T", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double bfloat16"},
+    {"", "Div", 14, "T T", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double bfloat16"},
     {"", "Dropout", 1, "T", "T T?", "T: float16 float double"},
     {"", "Dropout", 6, "T", "T T?", "T: float16 float double"},
     {"", "Dropout", 7, "T", "T T?", "T: float16 float double"},
     {"", "Dropout", 10, "T", "T T1?", "T: float16 float double; T1: bool"},
-    {"", "Dropout", 12, "T T1? T2?", "T T2?", "T: float16 float double; T1: float16 float double; T2: bool"},
-    {"", "Dropout", 13, "T T1? T2?", "T T2?", "T: float16 float double bfloat16; T1: float16 float double; T2: bool"},
-    {"", "Dropout", 22, "T T1? T2?", "T T2?", "T: bfloat16 float16 float double float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz; T1: bfloat16 float16 float double float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz; T2: bool"},
-    {"", "DynamicQuantizeLinear", 11, "T1", "T2 tensor(float) T2", "T1: float; T2: uint8; tensor(float): float"},
-    {"", "Einsum", 12, "T*", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double"},
-    {"", "Einsum", 28, "T*", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double bfloat16"},
+    {"", "Dropout", 12, "T T1? T2?", "T T2?",
+     "T: float16 float double; T1: float16 float double; T2: bool"},
+    {"", "Dropout", 13, "T T1? T2?", "T T2?",
+     "T: float16 float double bfloat16; T1: float16 float double; T2: bool"},
+    {"", "Dropout", 22, "T T1? T2?", "T T2?",
+     "T: bfloat16 float16 float double float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz; T1: "
+     "bfloat16 float16 float double float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz; T2: "
+     "bool"},
+    {"", "DynamicQuantizeLinear", 11, "T1", "T2 tensor(float) T2",
+     "T1: float; T2: uint8; tensor(float): float"},
+    {"", "Einsum", 12, "T*", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double"},
+    {"", "Einsum", 28, "T*", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double bfloat16"},
     {"", "Elu", 1, "T", "T", "T: float16 float double"},
     {"", "Elu", 6, "T", "T", "T: float16 float double"},
     {"", "Elu", 22, "T", "T", "T: bfloat16 float16 float double"},
     {"", "Equal", 1, "T T", "T1", "T: bool int32 int64; T1: bool"},
     {"", "Equal", 7, "T T", "T1", "T: bool int32 int64; T1: bool"},
-    {"", "Equal", 11, "T T", "T1", "T: bool uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double; T1: bool"},
-    {"", "Equal", 13, "T T", "T1", "T: bool uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double bfloat16; T1: bool"},
-    {"", "Equal", 19, "T T", "T1", "T: bool uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double bfloat16 string; T1: bool"},
-    {"", "Erf", 9, "T", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double"},
+    {"", "Equal", 11, "T T", "T1",
+     "T: bool uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double; T1: bool"},
+    {"", "Equal", 13, "T T", "T1",
+     "T: bool uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double bfloat16; T1: "
+     "bool"},
+    {"", "Equal", 19, "T T", "T1",
+     "T: bool uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double bfloat16 "
+     "string; T1: bool"},
+    {"", "Erf", 9, "T", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double"},
     {"", "Erf", 13, "T", "T", "T: bfloat16 float16 float double"},
     {"", "Exp", 1, "T", "T", "T: float16 float double"},
     {"", "Exp", 6, "T", "T", "T: float16 float double"},
     {"", "Exp", 13, "T", "T", "T: bfloat16 float16 float double"},
-    {"", "Expand", 8, "T tensor(int64)", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128; tensor(int64): int64"},
-    {"", "Expand", 13, "T tensor(int64)", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128; tensor(int64): int64"},
-    {"", "EyeLike", 9, "T1", "T2", "T1: float16 float double int8 int16 int32 int64 uint8 uint16 uint32 uint64 bool; T2: float16 float double int8 int16 int32 int64 uint8 uint16 uint32 uint64 bool"},
-    {"", "EyeLike", 22, "T1", "T2", "T1: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double bool; T2: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double bool"},
+    {"", "Expand", 8, "T tensor(int64)", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool "
+     "complex64 complex128; tensor(int64): int64"},
+    {"", "Expand", 13, "T tensor(int64)", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128; tensor(int64): int64"},
+    {"", "EyeLike", 9, "T1", "T2",
+     "T1: float16 float double int8 int16 int32 int64 uint8 uint16 uint32 uint64 bool; T2: float16 "
+     "float double int8 int16 int32 int64 uint8 uint16 uint32 uint64 bool"},
+    {"", "EyeLike", 22, "T1", "T2",
+     "T1: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double bool; "
+     "T2: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double bool"},
     {"", "Flatten", 1, "T", "T", "T: float16 float double"},
-    {"", "Flatten", 9, "T", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128"},
-    {"", "Flatten", 11, "T", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128"},
-    {"", "Flatten", 13, "T", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128"},
-    {"", "Flatten", 21, "T", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4"},
-    {"", "Flatten", 23, "T", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1"},
-    {"", "Flatten", 24, "T", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1 float8e8m0"},
-    {"", "Flatten", 25, "T", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1 float8e8m0 uint2 int2"},
+    {"", "Flatten", 9, "T", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool "
+     "complex64 complex128"},
+    {"", "Flatten", 11, "T", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool "
+     "complex64 complex128"},
+    {"", "Flatten", 13, "T", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128"},
+    {"", "Flatten", 21, "T", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4"},
+    {"", "Flatten", 23, "T", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 "
+     "float4e2m1"},
+    {"", "Flatten", 24, "T", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 "
+     "float4e2m1 float8e8m0"},
+    {"", "Flatten", 25, "T", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 "
+     "float4e2m1 float8e8m0 uint2 int2"},
     {"", "Floor", 1, "T", "T", "T: float16 float double"},
     {"", "Floor", 6, "T", "T", "T: float16 float double"},
     {"", "Floor", 13, "T", "T", "T: float16 float double bfloat16"},
@@ -196,14 +415,30 @@ const OnnxTypeRow kOnnxTypeRows[] = {
     {"", "GRU", 7, "T T T T? T1? T?", "T? T?", "T: float16 float double; T1: int32"},
     {"", "GRU", 14, "T T T T? T1? T?", "T? T?", "T: float16 float double; T1: int32"},
     {"", "GRU", 22, "T T T T? T1? T?", "T? T?", "T: bfloat16 float16 float double; T1: int32"},
-    {"", "Gather", 1, "T Tind", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128; Tind: int32 int64"},
-    {"", "Gather", 11, "T Tind", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128; Tind: int32 int64"},
-    {"", "Gather", 13, "T Tind", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128; Tind: int32 int64"},
-    {"", "GatherElements", 11, "T Tind", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128; Tind: int32 int64"},
-    {"", "GatherElements", 13, "T Tind", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128; Tind: int32 int64"},
-    {"", "GatherND", 11, "T tensor(int64)", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128; tensor(int64): int64"},
-    {"", "GatherND", 12, "T tensor(int64)", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128; tensor(int64): int64"},
-    {"", "GatherND", 13, "T tensor(int64)", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128; tensor(int64): int64"},
+    {"", "Gather", 1, "T Tind", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool "
+     "complex64 complex128; Tind: int32 int64"},
+    {"", "Gather", 11, "T Tind", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool "
+     "complex64 complex128; Tind: int32 int64"},
+    {"", "Gather", 13, "T Tind", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128; Tind: int32 int64"},
+    {"", "GatherElements", 11, "T Tind", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool "
+     "complex64 complex128; Tind: int32 int64"},
+    {"", "GatherElements", 13, "T Tind", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128; Tind: int32 int64"},
+    {"", "GatherND", 11, "T tensor(int64)", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool "
+     "complex64 complex128; tensor(int64): int64"},
+    {"", "GatherND", 12, "T tensor(int64)", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool "
+     "complex64 complex128; tensor(int64): int64"},
+    {"", "GatherND", 13, "T tensor(int64)", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128; tensor(int64): int64"},
     {"", "Gelu", 20, "T", "T", "T: float16 float double bfloat16"},
     {"", "Gemm", 1, "T T T", "T", "T: float16 float double"},
     {"", "Gemm", 6, "T T T", "T", "T: float16 float double"},
@@ -220,17 +455,33 @@ const OnnxTypeRow kOnnxTypeRows[] = {
     {"", "GlobalMaxPool", 22, "T", "T", "T: bfloat16 float16 float double"},
     {"", "Greater", 1, "T T", "T1", "T: float16 float double; T1: bool"},
     {"", "Greater", 7, "T T", "T1", "T: float16 float double; T1: bool"},
-    {"", "Greater", 9, "T T", "T1", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double; T1: bool"},
-    {"", "Greater", 13, "T T", "T1", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double bfloat16; T1: bool"},
-    {"", "GreaterOrEqual", 12, "T T", "T1", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double; T1: bool"},
-    {"", "GreaterOrEqual", 16, "T T", "T1", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double bfloat16; T1: bool"},
-    {"", "GridSample", 16, "T1 T2", "T1", "T1: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128; T2: float16 float double"},
-    {"", "GridSample", 20, "T1 T2", "T1", "T1: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128; T2: float16 float double"},
-    {"", "GridSample", 22, "T1 T2", "T1", "T1: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128; T2: bfloat16 float16 float double"},
+    {"", "Greater", 9, "T T", "T1",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double; T1: bool"},
+    {"", "Greater", 13, "T T", "T1",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double bfloat16; T1: "
+     "bool"},
+    {"", "GreaterOrEqual", 12, "T T", "T1",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double; T1: bool"},
+    {"", "GreaterOrEqual", 16, "T T", "T1",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double bfloat16; T1: "
+     "bool"},
+    {"", "GridSample", 16, "T1 T2", "T1",
+     "T1: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool "
+     "complex64 complex128; T2: float16 float double"},
+    {"", "GridSample", 20, "T1 T2", "T1",
+     "T1: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool "
+     "complex64 complex128; T2: float16 float double"},
+    {"", "GridSample", 22, "T1 T2", "T1",
+     "T1: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128; T2: bfloat16 float16 float double"},
     {"", "GroupNormalization", 18, "T T T", "T", "T: float16 float double bfloat16"},
     {"", "GroupNormalization", 21, "T T T", "T", "T: bfloat16 float16 float double"},
-    {"", "HammingWindow", 17, "T1", "T2", "T1: int32 int64; T2: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double bfloat16"},
-    {"", "HannWindow", 17, "T1", "T2", "T1: int32 int64; T2: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double bfloat16"},
+    {"", "HammingWindow", 17, "T1", "T2",
+     "T1: int32 int64; T2: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double "
+     "bfloat16"},
+    {"", "HannWindow", 17, "T1", "T2",
+     "T1: int32 int64; T2: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double "
+     "bfloat16"},
     {"", "HardSigmoid", 1, "T", "T", "T: float16 float double"},
     {"", "HardSigmoid", 6, "T", "T", "T: float16 float double"},
     {"", "HardSigmoid", 22, "T", "T", "T: bfloat16 float16 float double"},
@@ -239,65 +490,144 @@ const OnnxTypeRow kOnnxTypeRows[] = {
     {"", "Hardmax", 1, "T", "T", "T: float16 float double"},
     {"", "Hardmax", 11, "T", "T", "T: float16 float double"},
     {"", "Hardmax", 13, "T", "T", "T: float16 float double bfloat16"},
-    {"", "Identity", 1, "T", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128"},
-    {"", "Identity", 13, "T", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128"},
-    {"", "Identity", 14, "V", "V", "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128"},
-    {"", "Identity", 16, "V", "V", "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128"},
-    {"", "Identity", 19, "V", "V", "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz"},
-    {"", "Identity", 21, "V", "V", "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4"},
-    {"", "Identity", 23, "V", "V", "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1"},
-    {"", "Identity", 24, "V", "V", "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1 float8e8m0"},
-    {"", "Identity", 25, "V", "V", "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1 float8e8m0 uint2 int2"},
-    {"", "If", 1, "B", "V*", "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128; B: bool"},
-    {"", "If", 11, "B", "V*", "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128; B: bool"},
-    {"", "If", 13, "B", "V*", "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128; B: bool"},
-    {"", "If", 16, "B", "V*", "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128; B: bool"},
-    {"", "If", 19, "B", "V*", "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz; B: bool"},
-    {"", "If", 21, "B", "V*", "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4; B: bool"},
-    {"", "If", 23, "B", "V*", "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1; B: bool"},
-    {"", "If", 24, "B", "V*", "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1 float8e8m0; B: bool"},
-    {"", "If", 25, "B", "V*", "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1 float8e8m0 uint2 int2; B: bool"},
+    {"", "Identity", 1, "T", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool "
+     "complex64 complex128"},
+    {"", "Identity", 13, "T", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128"},
+    {"", "Identity", 14, "V", "V",
+     "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128"},
+    {"", "Identity", 16, "V", "V",
+     "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128"},
+    {"", "Identity", 19, "V", "V",
+     "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz"},
+    {"", "Identity", 21, "V", "V",
+     "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4"},
+    {"", "Identity", 23, "V", "V",
+     "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 "
+     "float4e2m1"},
+    {"", "Identity", 24, "V", "V",
+     "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 "
+     "float4e2m1 float8e8m0"},
+    {"", "Identity", 25, "V", "V",
+     "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 "
+     "float4e2m1 float8e8m0 uint2 int2"},
+    {"", "If", 1, "B", "V*",
+     "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool "
+     "complex64 complex128; B: bool"},
+    {"", "If", 11, "B", "V*",
+     "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool "
+     "complex64 complex128; B: bool"},
+    {"", "If", 13, "B", "V*",
+     "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool "
+     "complex64 complex128; B: bool"},
+    {"", "If", 16, "B", "V*",
+     "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128; B: bool"},
+    {"", "If", 19, "B", "V*",
+     "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz; B: bool"},
+    {"", "If", 21, "B", "V*",
+     "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4; "
+     "B: bool"},
+    {"", "If", 23, "B", "V*",
+     "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 "
+     "float4e2m1; B: bool"},
+    {"", "If", 24, "B", "V*",
+     "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 "
+     "float4e2m1 float8e8m0; B: bool"},
+    {"", "If", 25, "B", "V*",
+     "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 "
+     "float4e2m1 float8e8m0 uint2 int2; B: bool"},
     {"", "ImageDecoder", 20, "T1", "T2", "T1: uint8; T2: uint8"},
     {"", "InstanceNormalization", 1, "T T T", "T", "T: float16 float double"},
     {"", "InstanceNormalization", 6, "T T T", "T", "T: float16 float double"},
     {"", "InstanceNormalization", 22, "T T T", "T", "T: bfloat16 float16 float double"},
     {"", "IsInf", 10, "T1", "T2", "T1: float double; T2: bool"},
-    {"", "IsInf", 20, "T1", "T2", "T1: bfloat16 float16 float double float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz; T2: bool"},
+    {"", "IsInf", 20, "T1", "T2",
+     "T1: bfloat16 float16 float double float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz; T2: "
+     "bool"},
     {"", "IsNaN", 9, "T1", "T2", "T1: float16 float double; T2: bool"},
     {"", "IsNaN", 13, "T1", "T2", "T1: float16 float double bfloat16; T2: bool"},
-    {"", "IsNaN", 20, "T1", "T2", "T1: bfloat16 float16 float double float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz; T2: bool"},
+    {"", "IsNaN", 20, "T1", "T2",
+     "T1: bfloat16 float16 float double float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz; T2: "
+     "bool"},
     {"", "LRN", 1, "T", "T", "T: float16 float double"},
     {"", "LRN", 13, "T", "T", "T: float16 float double bfloat16"},
     {"", "LSTM", 1, "T T T T? T1? T? T? T?", "T? T? T?", "T: float16 float double; T1: int32"},
     {"", "LSTM", 7, "T T T T? T1? T? T? T?", "T? T? T?", "T: float16 float double; T1: int32"},
     {"", "LSTM", 14, "T T T T? T1? T? T? T?", "T? T? T?", "T: float16 float double; T1: int32"},
-    {"", "LSTM", 22, "T T T T? T1? T? T? T?", "T? T? T?", "T: bfloat16 float16 float double; T1: int32"},
-    {"", "LayerNormalization", 17, "T T T?", "T U? U?", "T: float16 float double bfloat16; U: float bfloat16"},
+    {"", "LSTM", 22, "T T T T? T1? T? T? T?", "T? T? T?",
+     "T: bfloat16 float16 float double; T1: int32"},
+    {"", "LayerNormalization", 17, "T T T?", "T U? U?",
+     "T: float16 float double bfloat16; U: float bfloat16"},
     {"", "LeakyRelu", 1, "T", "T", "T: float16 float double"},
     {"", "LeakyRelu", 6, "T", "T", "T: float16 float double"},
     {"", "LeakyRelu", 16, "T", "T", "T: bfloat16 float16 float double"},
     {"", "Less", 1, "T T", "T1", "T: float16 float double; T1: bool"},
     {"", "Less", 7, "T T", "T1", "T: float16 float double; T1: bool"},
-    {"", "Less", 9, "T T", "T1", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double; T1: bool"},
-    {"", "Less", 13, "T T", "T1", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double bfloat16; T1: bool"},
-    {"", "LessOrEqual", 12, "T T", "T1", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double; T1: bool"},
-    {"", "LessOrEqual", 16, "T T", "T1", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double bfloat16; T1: bool"},
-    {"", "LinearAttention", 27, "T T T S? T? T?", "T S", "T: float16 bfloat16 float; S: float16 bfloat16 float"},
+    {"", "Less", 9, "T T", "T1",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double; T1: bool"},
+    {"", "Less", 13, "T T", "T1",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double bfloat16; T1: "
+     "bool"},
+    {"", "LessOrEqual", 12, "T T", "T1",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double; T1: bool"},
+    {"", "LessOrEqual", 16, "T T", "T1",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double bfloat16; T1: "
+     "bool"},
+    {"", "LinearAttention", 27, "T T T S? T? T?", "T S",
+     "T: float16 bfloat16 float; S: float16 bfloat16 float"},
     {"", "Log", 1, "T", "T", "T: float16 float double"},
     {"", "Log", 6, "T", "T", "T: float16 float double"},
     {"", "Log", 13, "T", "T", "T: float16 float double bfloat16"},
     {"", "LogSoftmax", 1, "T", "T", "T: float16 float double"},
     {"", "LogSoftmax", 11, "T", "T", "T: float16 float double"},
     {"", "LogSoftmax", 13, "T", "T", "T: float16 float double bfloat16"},
-    {"", "Loop", 1, "I? B? V*", "V*", "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128; I: int64; B: bool"},
-    {"", "Loop", 11, "I? B? V*", "V*", "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128; I: int64; B: bool"},
-    {"", "Loop", 13, "I? B? V*", "V*", "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128; I: int64; B: bool"},
-    {"", "Loop", 16, "I? B? V*", "V*", "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128; I: int64; B: bool"},
-    {"", "Loop", 19, "I? B? V*", "V*", "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz; I: int64; B: bool"},
-    {"", "Loop", 21, "I? B? V*", "V*", "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4; I: int64; B: bool"},
-    {"", "Loop", 23, "I? B? V*", "V*", "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1; I: int64; B: bool"},
-    {"", "Loop", 24, "I? B? V*", "V*", "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1 float8e8m0; I: int64; B: bool"},
-    {"", "Loop", 25, "I? B? V*", "V*", "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1 float8e8m0 uint2 int2; I: int64; B: bool"},
+    {"", "Loop", 1, "I? B? V*", "V*",
+     "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool "
+     "complex64 complex128; I: int64; B: bool"},
+    {"", "Loop", 11, "I? B? V*", "V*",
+     "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool "
+     "complex64 complex128; I: int64; B: bool"},
+    {"", "Loop", 13, "I? B? V*", "V*",
+     "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool "
+     "complex64 complex128; I: int64; B: bool"},
+    {"", "Loop", 16, "I? B? V*", "V*",
+     "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128; I: int64; B: bool"},
+    {"", "Loop", 19, "I? B? V*", "V*",
+     "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz; I: int64; "
+     "B: bool"},
+    {"", "Loop", 21, "I? B? V*", "V*",
+     "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4; "
+     "I: int64; B: bool"},
+    {"", "Loop", 23, "I? B? V*", "V*",
+     "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 "
+     "float4e2m1; I: int64; B: bool"},
+    {"", "Loop", 24, "I? B? V*", "V*",
+     "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 "
+     "float4e2m1 float8e8m0; I: int64; B: bool"},
+    {"", "Loop", 25, "I? B? V*", "V*",
+     "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 "
+     "float4e2m1 float8e8m0 uint2 int2; I: int64; B: bool"},
     {"", "LpNormalization", 1, "T", "T", "T: float16 float double"},
     {"", "LpNormalization", 22, "T", "T", "T: bfloat16 float16 float double"},
     {"", "LpPool", 1, "T", "T", "T: float16 float double"},
@@ -312,8 +642,10 @@ const OnnxTypeRow kOnnxTypeRows[] = {
     {"", "Max", 1, "T*", "T", "T: float16 float double"},
     {"", "Max", 6, "T*", "T", "T: float16 float double"},
     {"", "Max", 8, "T*", "T", "T: float16 float double"},
-    {"", "Max", 12, "T*", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double"},
-    {"", "Max", 13, "T*", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double bfloat16"},
+    {"", "Max", 12, "T*", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double"},
+    {"", "Max", 13, "T*", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double bfloat16"},
     {"", "MaxPool", 1, "T", "T", "T: float16 float double"},
     {"", "MaxPool", 8, "T", "T I?", "T: float16 float double; I: int64"},
     {"", "MaxPool", 10, "T", "T I?", "T: float16 float double; I: int64"},
@@ -331,46 +663,95 @@ const OnnxTypeRow kOnnxTypeRows[] = {
     {"", "Mean", 13, "T*", "T", "T: float16 float double bfloat16"},
     {"", "MeanVarianceNormalization", 9, "T", "T", "T: float16 float double"},
     {"", "MeanVarianceNormalization", 13, "T", "T", "T: float16 float double bfloat16"},
-    {"", "MelWeightMatrix", 17, "T1 T1 T1 T2 T2", "T3", "T1: int32 int64; T2: float float16 double bfloat16; T3: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double bfloat16"},
+    {"", "MelWeightMatrix", 17, "T1 T1 T1 T2 T2", "T3",
+     "T1: int32 int64; T2: float float16 double bfloat16; T3: uint8 uint16 uint32 uint64 int8 "
+     "int16 int32 int64 float16 float double bfloat16"},
     {"", "Min", 1, "T*", "T", "T: float16 float double"},
     {"", "Min", 6, "T*", "T", "T: float16 float double"},
     {"", "Min", 8, "T*", "T", "T: float16 float double"},
-    {"", "Min", 12, "T*", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double"},
-    {"", "Min", 13, "T*", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double bfloat16"},
+    {"", "Min", 12, "T*", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double"},
+    {"", "Min", 13, "T*", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double bfloat16"},
     {"", "Mish", 18, "T", "T", "T: float16 float double"},
     {"", "Mish", 22, "T", "T", "T: bfloat16 float16 float double"},
-    {"", "Mod", 10, "T T", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double"},
-    {"", "Mod", 13, "T T", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double bfloat16"},
-    {"", "Mod", 28, "T T", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double bfloat16"},
+    {"", "Mod", 10, "T T", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double"},
+    {"", "Mod", 13, "T T", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double bfloat16"},
+    {"", "Mod", 28, "T T", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double bfloat16"},
     {"", "Mul", 1, "T T", "T", "T: float16 float double"},
     {"", "Mul", 6, "T T", "T", "T: uint32 uint64 int32 int64 float16 float double"},
     {"", "Mul", 7, "T T", "T", "T: uint32 uint64 int32 int64 float16 float double"},
     {"", "Mul", 13, "T T", "T", "T: uint32 uint64 int32 int64 float16 float double bfloat16"},
-    {"", "Mul", 14, "T T", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double bfloat16"},
+    {"", "Mul", 14, "T T", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double bfloat16"},
     {"", "Multinomial", 7, "T1", "T2", "T1: float16 float double; T2: int32 int64"},
     {"", "Multinomial", 22, "T1", "T2", "T1: bfloat16 float16 float double; T2: int32 int64"},
     {"", "Neg", 1, "T", "T", "T: float16 float double"},
     {"", "Neg", 6, "T", "T", "T: float int32 int8 int16 int64 float16 double"},
     {"", "Neg", 13, "T", "T", "T: float int32 int8 int16 int64 float16 double bfloat16"},
-    {"", "NegativeLogLikelihoodLoss", 12, "T Tind T?", "T", "T: float16 float double; Tind: int32 int64"},
-    {"", "NegativeLogLikelihoodLoss", 13, "T Tind T?", "T", "T: float16 float double; Tind: int32 int64"},
-    {"", "NegativeLogLikelihoodLoss", 22, "T Tind T?", "T", "T: bfloat16 float16 float double; Tind: int32 int64"},
-    {"", "NonMaxSuppression", 10, "tensor(float) tensor(float) tensor(int64)? tensor(float)? tensor(float)?", "tensor(int64)", "tensor(float): float; tensor(int64): int64"},
-    {"", "NonMaxSuppression", 11, "tensor(float) tensor(float) tensor(int64)? tensor(float)? tensor(float)?", "tensor(int64)", "tensor(float): float; tensor(int64): int64"},
-    {"", "NonZero", 9, "T", "tensor(int64)", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128; tensor(int64): int64"},
-    {"", "NonZero", 13, "T", "tensor(int64)", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128; tensor(int64): int64"},
+    {"", "NegativeLogLikelihoodLoss", 12, "T Tind T?", "T",
+     "T: float16 float double; Tind: int32 int64"},
+    {"", "NegativeLogLikelihoodLoss", 13, "T Tind T?", "T",
+     "T: float16 float double; Tind: int32 int64"},
+    {"", "NegativeLogLikelihoodLoss", 22, "T Tind T?", "T",
+     "T: bfloat16 float16 float double; Tind: int32 int64"},
+    {"", "NonMaxSuppression", 10,
+     "tensor(float) tensor(float) tensor(int64)? tensor(float)? tensor(float)?", "tensor(int64)",
+     "tensor(float): float; tensor(int64): int64"},
+    {"", "NonMaxSuppression", 11,
+     "tensor(float) tensor(float) tensor(int64)? tensor(float)? tensor(float)?", "tensor(int64)",
+     "tensor(float): float; tensor(int64): int64"},
+    {"", "NonZero", 9, "T", "tensor(int64)",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool "
+     "complex64 complex128; tensor(int64): int64"},
+    {"", "NonZero", 13, "T", "tensor(int64)",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128; tensor(int64): int64"},
     {"", "Not", 1, "T", "T", "T: bool"},
-    {"", "OneHot", 9, "T1 T2 T3", "T3", "T1: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double; T2: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double; T3: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128"},
-    {"", "OneHot", 11, "T1 T2 T3", "T3", "T1: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double; T2: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double; T3: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128"},
-    {"", "OneHot", 28, "T1 T2 T3", "T3", "T1: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double; T2: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double; T3: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128"},
-    {"", "Optional", 15, "V?", "O", "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128; O: "},
-    {"", "Optional", 28, "V?", "O", "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1 float8e8m0 uint2 int2 float6e2m3 float6e3m2; O: "},
-    {"", "OptionalGetElement", 15, "O", "V", "O: ; V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128"},
-    {"", "OptionalGetElement", 18, "O", "V", "O: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128; V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128"},
-    {"", "OptionalGetElement", 28, "O", "V", "O: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1 float8e8m0 uint2 int2 float6e2m3 float6e3m2; V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1 float8e8m0 uint2 int2 float6e2m3 float6e3m2"},
+    {"", "OneHot", 9, "T1 T2 T3", "T3",
+     "T1: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double; T2: uint8 uint16 "
+     "uint32 uint64 int8 int16 int32 int64 float16 float double; T3: uint8 uint16 uint32 uint64 "
+     "int8 int16 int32 int64 float16 float double string bool complex64 complex128"},
+    {"", "OneHot", 11, "T1 T2 T3", "T3",
+     "T1: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double; T2: uint8 uint16 "
+     "uint32 uint64 int8 int16 int32 int64 float16 float double; T3: uint8 uint16 uint32 uint64 "
+     "int8 int16 int32 int64 float16 float double string bool complex64 complex128"},
+    {"", "OneHot", 28, "T1 T2 T3", "T3",
+     "T1: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double; T2: uint8 uint16 "
+     "uint32 uint64 int8 int16 int32 int64 float16 float double; T3: uint8 uint16 uint32 uint64 "
+     "int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128"},
+    {"", "Optional", 15, "V?", "O",
+     "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool "
+     "complex64 complex128; O: "},
+    {"", "Optional", 28, "V?", "O",
+     "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 "
+     "float4e2m1 float8e8m0 uint2 int2 float6e2m3 float6e3m2; O: "},
+    {"", "OptionalGetElement", 15, "O", "V",
+     "O: ; V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool "
+     "complex64 complex128"},
+    {"", "OptionalGetElement", 18, "O", "V",
+     "O: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool "
+     "complex64 complex128; V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float "
+     "double string bool complex64 complex128"},
+    {"", "OptionalGetElement", 28, "O", "V",
+     "O: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 "
+     "float4e2m1 float8e8m0 uint2 int2 float6e2m3 float6e3m2; V: uint8 uint16 uint32 uint64 int8 "
+     "int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128 "
+     "float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1 float8e8m0 uint2 "
+     "int2 float6e2m3 float6e3m2"},
     {"", "OptionalHasElement", 15, "O", "B", "O: ; B: bool"},
-    {"", "OptionalHasElement", 18, "O?", "B", "O: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128; B: bool"},
-    {"", "OptionalHasElement", 28, "O?", "B", "O: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1 float8e8m0 uint2 int2 float6e2m3 float6e3m2; B: bool"},
+    {"", "OptionalHasElement", 18, "O?", "B",
+     "O: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool "
+     "complex64 complex128; B: bool"},
+    {"", "OptionalHasElement", 28, "O?", "B",
+     "O: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 "
+     "float4e2m1 float8e8m0 uint2 int2 float6e2m3 float6e3m2; B: bool"},
     {"", "Or", 1, "T T", "T1", "T: bool; T1: bool"},
     {"", "Or", 7, "T T", "T1", "T: bool; T1: bool"},
     {"", "PRelu", 1, "T T", "T", "T: float16 float double"},
@@ -380,43 +761,100 @@ const OnnxTypeRow kOnnxTypeRows[] = {
     {"", "PRelu", 16, "T T", "T", "T: bfloat16 float16 float double uint32 uint64 int32 int64"},
     {"", "Pad", 1, "T", "T", "T: float16 float double"},
     {"", "Pad", 2, "T", "T", "T: float16 float double"},
-    {"", "Pad", 11, "T tensor(int64) T?", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double; tensor(int64): int64"},
-    {"", "Pad", 13, "T tensor(int64) T?", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128; tensor(int64): int64"},
-    {"", "Pad", 18, "T tensor(int64) T? Tind?", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128; Tind: int32 int64; tensor(int64): int64"},
-    {"", "Pad", 19, "T tensor(int64) T? Tind?", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128; Tind: int32 int64; tensor(int64): int64"},
-    {"", "Pad", 21, "T tensor(int64) T? Tind?", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4; Tind: int32 int64; tensor(int64): int64"},
-    {"", "Pad", 23, "T tensor(int64) T? Tind?", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1; Tind: int32 int64; tensor(int64): int64"},
-    {"", "Pad", 24, "T tensor(int64) T? Tind?", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1 float8e8m0; Tind: int32 int64; tensor(int64): int64"},
-    {"", "Pad", 25, "T tensor(int64) T? Tind?", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1 float8e8m0 uint2 int2; Tind: int32 int64; tensor(int64): int64"},
+    {"", "Pad", 11, "T tensor(int64) T?", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double; tensor(int64): "
+     "int64"},
+    {"", "Pad", 13, "T tensor(int64) T?", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128; tensor(int64): int64"},
+    {"", "Pad", 18, "T tensor(int64) T? Tind?", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128; Tind: int32 int64; tensor(int64): int64"},
+    {"", "Pad", 19, "T tensor(int64) T? Tind?", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128; Tind: int32 int64; tensor(int64): int64"},
+    {"", "Pad", 21, "T tensor(int64) T? Tind?", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4; "
+     "Tind: int32 int64; tensor(int64): int64"},
+    {"", "Pad", 23, "T tensor(int64) T? Tind?", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 "
+     "float4e2m1; Tind: int32 int64; tensor(int64): int64"},
+    {"", "Pad", 24, "T tensor(int64) T? Tind?", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 "
+     "float4e2m1 float8e8m0; Tind: int32 int64; tensor(int64): int64"},
+    {"", "Pad", 25, "T tensor(int64) T? Tind?", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 "
+     "float4e2m1 float8e8m0 uint2 int2; Tind: int32 int64; tensor(int64): int64"},
     {"", "Pow", 1, "T T", "T", "T: float16 float double"},
     {"", "Pow", 7, "T T", "T", "T: float16 float double"},
-    {"", "Pow", 12, "T T1", "T", "T: int32 int64 float16 float double; T1: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double"},
-    {"", "Pow", 13, "T T1", "T", "T: int32 int64 float16 float double bfloat16; T1: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double"},
-    {"", "Pow", 15, "T T1", "T", "T: int32 int64 float16 float double bfloat16; T1: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double bfloat16"},
-    {"", "QLinearConv", 10, "T1 tensor(float) T1 T2 tensor(float) T2 tensor(float) T3 T4?", "T3", "T1: int8 uint8; T2: int8 uint8; T3: int8 uint8; T4: int32; tensor(float): float"},
-    {"", "QLinearMatMul", 10, "T1 tensor(float) T1 T2 tensor(float) T2 tensor(float) T3", "T3", "T1: int8 uint8; T2: int8 uint8; T3: int8 uint8; tensor(float): float"},
-    {"", "QLinearMatMul", 21, "T1 TS T1 T2 TS T2 TS T3", "T3", "TS: float float16 bfloat16; T1: int8 uint8 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz; T2: int8 uint8 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz; T3: int8 uint8 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz"},
-    {"", "QuantizeLinear", 10, "T1 tensor(float) T2?", "T2", "T1: float int32; T2: int8 uint8; tensor(float): float"},
-    {"", "QuantizeLinear", 13, "T1 tensor(float) T2?", "T2", "T1: float int32; T2: int8 uint8; tensor(float): float"},
-    {"", "QuantizeLinear", 19, "T1 T1 T2?", "T2", "T1: float float16 bfloat16 int32; T2: int8 uint8 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz"},
-    {"", "QuantizeLinear", 21, "T1 T1 T2?", "T2", "T1: float float16 bfloat16 int32; T2: int8 uint8 int16 uint16 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4"},
-    {"", "QuantizeLinear", 23, "T1 T2 T3?", "T3", "T1: float float16 bfloat16 int32; T2: float float16 bfloat16 int32; T3: int8 uint8 int16 uint16 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1"},
-    {"", "QuantizeLinear", 24, "T1 T2 T3?", "T3", "T1: float float16 bfloat16 int32; T2: float float16 bfloat16 int32 float8e8m0; T3: int8 uint8 int16 uint16 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1"},
-    {"", "QuantizeLinear", 25, "T1 T2 T3?", "T3", "T1: float float16 bfloat16 int32; T2: float float16 bfloat16 int32 float8e8m0; T3: int8 uint8 int16 uint16 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1 uint2 int2"},
-    {"", "QuantizeLinear", 28, "T1 T2 T3?", "T3", "T1: float float16 bfloat16 int32; T2: float float16 bfloat16 int32 float8e8m0; T3: int8 uint8 int16 uint16 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1 uint2 int2 float6e2m3 float6e3m2"},
-    {"", "RMSNormalization", 23, "T V", "V", "T: float16 float double bfloat16; V: float16 float double bfloat16"},
+    {"", "Pow", 12, "T T1", "T",
+     "T: int32 int64 float16 float double; T1: uint8 uint16 uint32 uint64 int8 int16 int32 int64 "
+     "float16 float double"},
+    {"", "Pow", 13, "T T1", "T",
+     "T: int32 int64 float16 float double bfloat16; T1: uint8 uint16 uint32 uint64 int8 int16 "
+     "int32 int64 float16 float double"},
+    {"", "Pow", 15, "T T1", "T",
+     "T: int32 int64 float16 float double bfloat16; T1: uint8 uint16 uint32 uint64 int8 int16 "
+     "int32 int64 float16 float double bfloat16"},
+    {"", "QLinearConv", 10, "T1 tensor(float) T1 T2 tensor(float) T2 tensor(float) T3 T4?", "T3",
+     "T1: int8 uint8; T2: int8 uint8; T3: int8 uint8; T4: int32; tensor(float): float"},
+    {"", "QLinearMatMul", 10, "T1 tensor(float) T1 T2 tensor(float) T2 tensor(float) T3", "T3",
+     "T1: int8 uint8; T2: int8 uint8; T3: int8 uint8; tensor(float): float"},
+    {"", "QLinearMatMul", 21, "T1 TS T1 T2 TS T2 TS T3", "T3",
+     "TS: float float16 bfloat16; T1: int8 uint8 float8e4m3fn float8e4m3fnuz float8e5m2 "
+     "float8e5m2fnuz; T2: int8 uint8 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz; T3: "
+     "int8 uint8 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz"},
+    {"", "QuantizeLinear", 10, "T1 tensor(float) T2?", "T2",
+     "T1: float int32; T2: int8 uint8; tensor(float): float"},
+    {"", "QuantizeLinear", 13, "T1 tensor(float) T2?", "T2",
+     "T1: float int32; T2: int8 uint8; tensor(float): float"},
+    {"", "QuantizeLinear", 19, "T1 T1 T2?", "T2",
+     "T1: float float16 bfloat16 int32; T2: int8 uint8 float8e4m3fn float8e4m3fnuz float8e5m2 "
+     "float8e5m2fnuz"},
+    {"", "QuantizeLinear", 21, "T1 T1 T2?", "T2",
+     "T1: float float16 bfloat16 int32; T2: int8 uint8 int16 uint16 float8e4m3fn float8e4m3fnuz "
+     "float8e5m2 float8e5m2fnuz uint4 int4"},
+    {"", "QuantizeLinear", 23, "T1 T2 T3?", "T3",
+     "T1: float float16 bfloat16 int32; T2: float float16 bfloat16 int32; T3: int8 uint8 int16 "
+     "uint16 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1"},
+    {"", "QuantizeLinear", 24, "T1 T2 T3?", "T3",
+     "T1: float float16 bfloat16 int32; T2: float float16 bfloat16 int32 float8e8m0; T3: int8 "
+     "uint8 int16 uint16 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 "
+     "float4e2m1"},
+    {"", "QuantizeLinear", 25, "T1 T2 T3?", "T3",
+     "T1: float float16 bfloat16 int32; T2: float float16 bfloat16 int32 float8e8m0; T3: int8 "
+     "uint8 int16 uint16 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 "
+     "float4e2m1 uint2 int2"},
+    {"", "QuantizeLinear", 28, "T1 T2 T3?", "T3",
+     "T1: float float16 bfloat16 int32; T2: float float16 bfloat16 int32 float8e8m0; T3: int8 "
+     "uint8 int16 uint16 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 "
+     "float4e2m1 uint2 int2 float6e2m3 float6e3m2"},
+    {"", "RMSNormalization", 23, "T V", "V",
+     "T: float16 float double bfloat16; V: float16 float double bfloat16"},
     {"", "RNN", 1, "T T T T? T1? T?", "T? T?", "T: float16 float double; T1: int32"},
     {"", "RNN", 7, "T T T T? T1? T?", "T? T?", "T: float16 float double; T1: int32"},
     {"", "RNN", 14, "T T T T? T1? T?", "T? T?", "T: float16 float double; T1: int32"},
     {"", "RNN", 22, "T T T T? T1? T?", "T? T?", "T: bfloat16 float16 float double; T1: int32"},
     {"", "RandomNormal", 1, "", "T", "T: float16 float double"},
     {"", "RandomNormal", 22, "", "T", "T: bfloat16 float16 float double"},
-    {"", "RandomNormalLike", 1, "T1", "T2", "T1: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128; T2: float16 float double"},
-    {"", "RandomNormalLike", 22, "T1", "T2", "T1: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128; T2: bfloat16 float16 float double"},
+    {"", "RandomNormalLike", 1, "T1", "T2",
+     "T1: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool "
+     "complex64 complex128; T2: float16 float double"},
+    {"", "RandomNormalLike", 22, "T1", "T2",
+     "T1: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128; T2: bfloat16 float16 float double"},
     {"", "RandomUniform", 1, "", "T", "T: float16 float double"},
     {"", "RandomUniform", 22, "", "T", "T: bfloat16 float16 float double"},
-    {"", "RandomUniformLike", 1, "T1", "T2", "T1: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128; T2: float16 float double"},
-    {"", "RandomUniformLike", 22, "T1", "T2", "T1: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128; T2: bfloat16 float16 float double"},
+    {"", "RandomUniformLike", 1, "T1", "T2",
+     "T1: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool "
+     "complex64 complex128; T2: float16 float double"},
+    {"", "RandomUniformLike", 22, "T1", "T2",
+     "T1: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128; T2: bfloat16 float16 float double"},
     {"", "Range", 11, "T T T", "T", "T: float double int16 int32 int64"},
     {"", "Range", 27, "T T T", "T", "T: float double int16 int32 int64 float16 bfloat16"},
     {"", "Reciprocal", 1, "T", "T", "T: float16 float double"},
@@ -425,69 +863,128 @@ const OnnxTypeRow kOnnxTypeRows[] = {
     {"", "ReduceL1", 1, "T", "T", "T: uint32 uint64 int32 int64 float16 float double"},
     {"", "ReduceL1", 11, "T", "T", "T: uint32 uint64 int32 int64 float16 float double"},
     {"", "ReduceL1", 13, "T", "T", "T: uint32 uint64 int32 int64 float16 float double bfloat16"},
-    {"", "ReduceL1", 18, "T tensor(int64)?", "T", "T: uint32 uint64 int32 int64 float16 float double bfloat16; tensor(int64): int64"},
+    {"", "ReduceL1", 18, "T tensor(int64)?", "T",
+     "T: uint32 uint64 int32 int64 float16 float double bfloat16; tensor(int64): int64"},
     {"", "ReduceL2", 1, "T", "T", "T: uint32 uint64 int32 int64 float16 float double"},
     {"", "ReduceL2", 11, "T", "T", "T: uint32 uint64 int32 int64 float16 float double"},
     {"", "ReduceL2", 13, "T", "T", "T: uint32 uint64 int32 int64 float16 float double bfloat16"},
-    {"", "ReduceL2", 18, "T tensor(int64)?", "T", "T: uint32 uint64 int32 int64 float16 float double bfloat16; tensor(int64): int64"},
+    {"", "ReduceL2", 18, "T tensor(int64)?", "T",
+     "T: uint32 uint64 int32 int64 float16 float double bfloat16; tensor(int64): int64"},
     {"", "ReduceLogSum", 1, "T", "T", "T: uint32 uint64 int32 int64 float16 float double"},
     {"", "ReduceLogSum", 11, "T", "T", "T: uint32 uint64 int32 int64 float16 float double"},
-    {"", "ReduceLogSum", 13, "T", "T", "T: uint32 uint64 int32 int64 float16 float double bfloat16"},
-    {"", "ReduceLogSum", 18, "T tensor(int64)?", "T", "T: uint32 uint64 int32 int64 float16 float double bfloat16; tensor(int64): int64"},
-    {"", "ReduceLogSum", 28, "T tensor(int64)?", "T", "T: bfloat16 float16 float double; tensor(int64): int64"},
+    {"", "ReduceLogSum", 13, "T", "T",
+     "T: uint32 uint64 int32 int64 float16 float double bfloat16"},
+    {"", "ReduceLogSum", 18, "T tensor(int64)?", "T",
+     "T: uint32 uint64 int32 int64 float16 float double bfloat16; tensor(int64): int64"},
+    {"", "ReduceLogSum", 28, "T tensor(int64)?", "T",
+     "T: bfloat16 float16 float double; tensor(int64): int64"},
     {"", "ReduceLogSumExp", 1, "T", "T", "T: uint32 uint64 int32 int64 float16 float double"},
     {"", "ReduceLogSumExp", 11, "T", "T", "T: uint32 uint64 int32 int64 float16 float double"},
-    {"", "ReduceLogSumExp", 13, "T", "T", "T: uint32 uint64 int32 int64 float16 float double bfloat16"},
-    {"", "ReduceLogSumExp", 18, "T tensor(int64)?", "T", "T: uint32 uint64 int32 int64 float16 float double bfloat16; tensor(int64): int64"},
-    {"", "ReduceLogSumExp", 28, "T tensor(int64)?", "T", "T: bfloat16 float16 float double; tensor(int64): int64"},
+    {"", "ReduceLogSumExp", 13, "T", "T",
+     "T: uint32 uint64 int32 int64 float16 float double bfloat16"},
+    {"", "ReduceLogSumExp", 18, "T tensor(int64)?", "T",
+     "T: uint32 uint64 int32 int64 float16 float double bfloat16; tensor(int64): int64"},
+    {"", "ReduceLogSumExp", 28, "T tensor(int64)?", "T",
+     "T: bfloat16 float16 float double; tensor(int64): int64"},
     {"", "ReduceMax", 1, "T", "T", "T: uint32 uint64 int32 int64 float16 float double"},
     {"", "ReduceMax", 11, "T", "T", "T: uint32 uint64 int32 int64 float16 float double"},
     {"", "ReduceMax", 12, "T", "T", "T: uint32 uint64 int32 int64 float16 float double uint8 int8"},
-    {"", "ReduceMax", 13, "T", "T", "T: uint32 uint64 int32 int64 float16 float double bfloat16 uint8 int8"},
-    {"", "ReduceMax", 18, "T tensor(int64)?", "T", "T: uint32 uint64 int32 int64 float16 float double bfloat16 uint8 int8; tensor(int64): int64"},
-    {"", "ReduceMax", 20, "T tensor(int64)?", "T", "T: uint32 uint64 int32 int64 float16 float double bfloat16 uint8 int8 bool; tensor(int64): int64"},
+    {"", "ReduceMax", 13, "T", "T",
+     "T: uint32 uint64 int32 int64 float16 float double bfloat16 uint8 int8"},
+    {"", "ReduceMax", 18, "T tensor(int64)?", "T",
+     "T: uint32 uint64 int32 int64 float16 float double bfloat16 uint8 int8; tensor(int64): int64"},
+    {"", "ReduceMax", 20, "T tensor(int64)?", "T",
+     "T: uint32 uint64 int32 int64 float16 float double bfloat16 uint8 int8 bool; tensor(int64): "
+     "int64"},
     {"", "ReduceMean", 1, "T", "T", "T: uint32 uint64 int32 int64 float16 float double"},
     {"", "ReduceMean", 11, "T", "T", "T: uint32 uint64 int32 int64 float16 float double"},
     {"", "ReduceMean", 13, "T", "T", "T: uint32 uint64 int32 int64 float16 float double bfloat16"},
-    {"", "ReduceMean", 18, "T tensor(int64)?", "T", "T: uint32 uint64 int32 int64 float16 float double bfloat16; tensor(int64): int64"},
+    {"", "ReduceMean", 18, "T tensor(int64)?", "T",
+     "T: uint32 uint64 int32 int64 float16 float double bfloat16; tensor(int64): int64"},
     {"", "ReduceMin", 1, "T", "T", "T: uint32 uint64 int32 int64 float16 float double"},
     {"", "ReduceMin", 11, "T", "T", "T: uint32 uint64 int32 int64 float16 float double"},
     {"", "ReduceMin", 12, "T", "T", "T: uint32 uint64 int32 int64 float16 float double uint8 int8"},
-    {"", "ReduceMin", 13, "T", "T", "T: uint32 uint64 int32 int64 float16 float double bfloat16 uint8 int8"},
-    {"", "ReduceMin", 18, "T tensor(int64)?", "T", "T: uint32 uint64 int32 int64 float16 float double bfloat16 uint8 int8; tensor(int64): int64"},
-    {"", "ReduceMin", 20, "T tensor(int64)?", "T", "T: uint32 uint64 int32 int64 float16 float double bfloat16 uint8 int8 bool; tensor(int64): int64"},
+    {"", "ReduceMin", 13, "T", "T",
+     "T: uint32 uint64 int32 int64 float16 float double bfloat16 uint8 int8"},
+    {"", "ReduceMin", 18, "T tensor(int64)?", "T",
+     "T: uint32 uint64 int32 int64 float16 float double bfloat16 uint8 int8; tensor(int64): int64"},
+    {"", "ReduceMin", 20, "T tensor(int64)?", "T",
+     "T: uint32 uint64 int32 int64 float16 float double bfloat16 uint8 int8 bool; tensor(int64): "
+     "int64"},
     {"", "ReduceProd", 1, "T", "T", "T: uint32 uint64 int32 int64 float16 float double"},
     {"", "ReduceProd", 11, "T", "T", "T: uint32 uint64 int32 int64 float16 float double"},
     {"", "ReduceProd", 13, "T", "T", "T: uint32 uint64 int32 int64 float16 float double bfloat16"},
-    {"", "ReduceProd", 18, "T tensor(int64)?", "T", "T: uint32 uint64 int32 int64 float16 float double bfloat16; tensor(int64): int64"},
+    {"", "ReduceProd", 18, "T tensor(int64)?", "T",
+     "T: uint32 uint64 int32 int64 float16 float double bfloat16; tensor(int64): int64"},
     {"", "ReduceSum", 1, "T", "T", "T: uint32 uint64 int32 int64 float16 float double"},
     {"", "ReduceSum", 11, "T", "T", "T: uint32 uint64 int32 int64 float16 float double"},
-    {"", "ReduceSum", 13, "T tensor(int64)?", "T", "T: uint32 uint64 int32 int64 float16 float double bfloat16; tensor(int64): int64"},
+    {"", "ReduceSum", 13, "T tensor(int64)?", "T",
+     "T: uint32 uint64 int32 int64 float16 float double bfloat16; tensor(int64): int64"},
     {"", "ReduceSumSquare", 1, "T", "T", "T: uint32 uint64 int32 int64 float16 float double"},
     {"", "ReduceSumSquare", 11, "T", "T", "T: uint32 uint64 int32 int64 float16 float double"},
-    {"", "ReduceSumSquare", 13, "T", "T", "T: uint32 uint64 int32 int64 float16 float double bfloat16"},
-    {"", "ReduceSumSquare", 18, "T tensor(int64)?", "T", "T: uint32 uint64 int32 int64 float16 float double bfloat16; tensor(int64): int64"},
+    {"", "ReduceSumSquare", 13, "T", "T",
+     "T: uint32 uint64 int32 int64 float16 float double bfloat16"},
+    {"", "ReduceSumSquare", 18, "T tensor(int64)?", "T",
+     "T: uint32 uint64 int32 int64 float16 float double bfloat16; tensor(int64): int64"},
     {"", "RegexFullMatch", 20, "T1", "T2", "T1: string; T2: bool"},
     {"", "Relu", 1, "T", "T", "T: float16 float double"},
     {"", "Relu", 6, "T", "T", "T: float16 float double"},
     {"", "Relu", 13, "T", "T", "T: float16 float double bfloat16"},
     {"", "Relu", 14, "T", "T", "T: float int32 int8 int16 int64 float16 double bfloat16"},
     {"", "Reshape", 1, "T", "T", "T: float16 float double"},
-    {"", "Reshape", 5, "T tensor(int64)", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128; tensor(int64): int64"},
-    {"", "Reshape", 13, "T tensor(int64)", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128; tensor(int64): int64"},
-    {"", "Reshape", 14, "T tensor(int64)", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128; tensor(int64): int64"},
-    {"", "Reshape", 19, "T tensor(int64)", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz; tensor(int64): int64"},
-    {"", "Reshape", 21, "T tensor(int64)", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4; tensor(int64): int64"},
-    {"", "Reshape", 23, "T tensor(int64)", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1; tensor(int64): int64"},
-    {"", "Reshape", 24, "T tensor(int64)", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1 float8e8m0; tensor(int64): int64"},
-    {"", "Reshape", 25, "T tensor(int64)", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1 float8e8m0 uint2 int2; tensor(int64): int64"},
-    {"", "Resize", 10, "T tensor(float)", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128; tensor(float): float"},
-    {"", "Resize", 11, "T1 T2 tensor(float) tensor(int64)?", "T1", "T1: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128; T2: float16 float double; tensor(float): float; tensor(int64): int64"},
-    {"", "Resize", 13, "T1 T2? tensor(float)? tensor(int64)?", "T1", "T1: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128; T2: float16 float double; tensor(float): float; tensor(int64): int64"},
-    {"", "Resize", 18, "T1 T2? tensor(float)? tensor(int64)?", "T1", "T1: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128; T2: float16 float double; tensor(float): float; tensor(int64): int64"},
-    {"", "Resize", 19, "T1 T2? tensor(float)? tensor(int64)?", "T1", "T1: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128; T2: float16 float double; tensor(float): float; tensor(int64): int64"},
-    {"", "ReverseSequence", 10, "T tensor(int64)", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128; tensor(int64): int64"},
-    {"", "ReverseSequence", 28, "T tensor(int64)", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128; tensor(int64): int64"},
+    {"", "Reshape", 5, "T tensor(int64)", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool "
+     "complex64 complex128; tensor(int64): int64"},
+    {"", "Reshape", 13, "T tensor(int64)", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128; tensor(int64): int64"},
+    {"", "Reshape", 14, "T tensor(int64)", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128; tensor(int64): int64"},
+    {"", "Reshape", 19, "T tensor(int64)", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz; "
+     "tensor(int64): int64"},
+    {"", "Reshape", 21, "T tensor(int64)", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4; "
+     "tensor(int64): int64"},
+    {"", "Reshape", 23, "T tensor(int64)", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 "
+     "float4e2m1; tensor(int64): int64"},
+    {"", "Reshape", 24, "T tensor(int64)", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 "
+     "float4e2m1 float8e8m0; tensor(int64): int64"},
+    {"", "Reshape", 25, "T tensor(int64)", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 "
+     "float4e2m1 float8e8m0 uint2 int2; tensor(int64): int64"},
+    {"", "Resize", 10, "T tensor(float)", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool "
+     "complex64 complex128; tensor(float): float"},
+    {"", "Resize", 11, "T1 T2 tensor(float) tensor(int64)?", "T1",
+     "T1: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool "
+     "complex64 complex128; T2: float16 float double; tensor(float): float; tensor(int64): int64"},
+    {"", "Resize", 13, "T1 T2? tensor(float)? tensor(int64)?", "T1",
+     "T1: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128; T2: float16 float double; tensor(float): float; tensor(int64): "
+     "int64"},
+    {"", "Resize", 18, "T1 T2? tensor(float)? tensor(int64)?", "T1",
+     "T1: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128; T2: float16 float double; tensor(float): float; tensor(int64): "
+     "int64"},
+    {"", "Resize", 19, "T1 T2? tensor(float)? tensor(int64)?", "T1",
+     "T1: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128; T2: float16 float double; tensor(float): float; tensor(int64): "
+     "int64"},
+    {"", "ReverseSequence", 10, "T tensor(int64)", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool "
+     "complex64 complex128; tensor(int64): int64"},
+    {"", "ReverseSequence", 28, "T tensor(int64)", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128; tensor(int64): int64"},
     {"", "RoiAlign", 10, "T1 T1 T2", "T1", "T1: float16 float double; T2: int64"},
     {"", "RoiAlign", 16, "T1 T1 T2", "T1", "T1: float16 float double; T2: int64"},
     {"", "RoiAlign", 22, "T1 T1 T2", "T1", "T1: bfloat16 float16 float double; T2: int64"},
@@ -495,93 +992,229 @@ const OnnxTypeRow kOnnxTypeRows[] = {
     {"", "Round", 11, "T", "T", "T: float16 float double"},
     {"", "Round", 22, "T", "T", "T: bfloat16 float16 float double"},
     {"", "STFT", 17, "T1 T2 T1? T2?", "T1", "T1: float float16 double bfloat16; T2: int32 int64"},
-    {"", "Scan", 8, "I? V*", "V*", "I: int64; V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128"},
-    {"", "Scan", 9, "V*", "V*", "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128"},
-    {"", "Scan", 11, "V*", "V*", "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128"},
-    {"", "Scan", 16, "V*", "V*", "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128"},
-    {"", "Scan", 19, "V*", "V*", "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz"},
-    {"", "Scan", 21, "V*", "V*", "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4"},
-    {"", "Scan", 23, "V*", "V*", "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1"},
-    {"", "Scan", 24, "V*", "V*", "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1 float8e8m0"},
-    {"", "Scan", 25, "V*", "V*", "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1 float8e8m0 uint2 int2"},
-    {"", "Scatter", 9, "T Tind T", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128; Tind: int32 int64"},
-    {"", "Scatter", 11, "T Tind T", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128; Tind: int32 int64"},
-    {"", "ScatterElements", 11, "T Tind T", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128; Tind: int32 int64"},
-    {"", "ScatterElements", 13, "T Tind T", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128; Tind: int32 int64"},
-    {"", "ScatterElements", 16, "T Tind T", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128; Tind: int32 int64"},
-    {"", "ScatterElements", 18, "T Tind T", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128; Tind: int32 int64"},
-    {"", "ScatterND", 11, "T tensor(int64) T", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128; tensor(int64): int64"},
-    {"", "ScatterND", 13, "T tensor(int64) T", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128; tensor(int64): int64"},
-    {"", "ScatterND", 16, "T tensor(int64) T", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128; tensor(int64): int64"},
-    {"", "ScatterND", 18, "T tensor(int64) T", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128; tensor(int64): int64"},
+    {"", "Scan", 8, "I? V*", "V*",
+     "I: int64; V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string "
+     "bool complex64 complex128"},
+    {"", "Scan", 9, "V*", "V*",
+     "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool "
+     "complex64 complex128"},
+    {"", "Scan", 11, "V*", "V*",
+     "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool "
+     "complex64 complex128"},
+    {"", "Scan", 16, "V*", "V*",
+     "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128"},
+    {"", "Scan", 19, "V*", "V*",
+     "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz"},
+    {"", "Scan", 21, "V*", "V*",
+     "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4"},
+    {"", "Scan", 23, "V*", "V*",
+     "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 "
+     "float4e2m1"},
+    {"", "Scan", 24, "V*", "V*",
+     "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 "
+     "float4e2m1 float8e8m0"},
+    {"", "Scan", 25, "V*", "V*",
+     "V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 "
+     "float4e2m1 float8e8m0 uint2 int2"},
+    {"", "Scatter", 9, "T Tind T", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool "
+     "complex64 complex128; Tind: int32 int64"},
+    {"", "Scatter", 11, "T Tind T", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool "
+     "complex64 complex128; Tind: int32 int64"},
+    {"", "ScatterElements", 11, "T Tind T", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool "
+     "complex64 complex128; Tind: int32 int64"},
+    {"", "ScatterElements", 13, "T Tind T", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128; Tind: int32 int64"},
+    {"", "ScatterElements", 16, "T Tind T", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128; Tind: int32 int64"},
+    {"", "ScatterElements", 18, "T Tind T", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128; Tind: int32 int64"},
+    {"", "ScatterND", 11, "T tensor(int64) T", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool "
+     "complex64 complex128; tensor(int64): int64"},
+    {"", "ScatterND", 13, "T tensor(int64) T", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128; tensor(int64): int64"},
+    {"", "ScatterND", 16, "T tensor(int64) T", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128; tensor(int64): int64"},
+    {"", "ScatterND", 18, "T tensor(int64) T", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128; tensor(int64): int64"},
     {"", "Selu", 1, "T", "T", "T: float16 float double"},
     {"", "Selu", 6, "T", "T", "T: float16 float double"},
     {"", "Selu", 22, "T", "T", "T: bfloat16 float16 float double"},
-    {"", "SequenceAt", 11, "S I", "T", "S: ; T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128; I: int32 int64"},
-    {"", "SequenceConstruct", 11, "T*", "S", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128; S: "},
+    {"", "SequenceAt", 11, "S I", "T",
+     "S: ; T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool "
+     "complex64 complex128; I: int32 int64"},
+    {"", "SequenceConstruct", 11, "T*", "S",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool "
+     "complex64 complex128; S: "},
     {"", "SequenceEmpty", 11, "", "S", "S: "},
     {"", "SequenceErase", 11, "S I?", "S", "S: ; I: int32 int64"},
-    {"", "SequenceInsert", 11, "S T I?", "S", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128; S: ; I: int32 int64"},
+    {"", "SequenceInsert", 11, "S T I?", "S",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool "
+     "complex64 complex128; S: ; I: int32 int64"},
     {"", "SequenceLength", 11, "S", "I", "S: ; I: int64"},
-    {"", "SequenceMap", 17, "S V*", "S*", "S: ; V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128"},
-    {"", "Shape", 1, "T", "T1", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128; T1: int64"},
-    {"", "Shape", 13, "T", "T1", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128; T1: int64"},
-    {"", "Shape", 15, "T", "T1", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128; T1: int64"},
-    {"", "Shape", 19, "T", "T1", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz; T1: int64"},
-    {"", "Shape", 21, "T", "T1", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4; T1: int64"},
-    {"", "Shape", 23, "T", "T1", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1; T1: int64"},
-    {"", "Shape", 24, "T", "T1", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1 float8e8m0; T1: int64"},
-    {"", "Shape", 25, "T", "T1", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1 float8e8m0 uint2 int2; T1: int64"},
-    {"", "Shrink", 9, "T", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double"},
+    {"", "SequenceMap", 17, "S V*", "S*",
+     "S: ; V: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool "
+     "complex64 complex128"},
+    {"", "Shape", 1, "T", "T1",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool "
+     "complex64 complex128; T1: int64"},
+    {"", "Shape", 13, "T", "T1",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128; T1: int64"},
+    {"", "Shape", 15, "T", "T1",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128; T1: int64"},
+    {"", "Shape", 19, "T", "T1",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz; T1: int64"},
+    {"", "Shape", 21, "T", "T1",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4; "
+     "T1: int64"},
+    {"", "Shape", 23, "T", "T1",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 "
+     "float4e2m1; T1: int64"},
+    {"", "Shape", 24, "T", "T1",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 "
+     "float4e2m1 float8e8m0; T1: int64"},
+    {"", "Shape", 25, "T", "T1",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 "
+     "float4e2m1 float8e8m0 uint2 int2; T1: int64"},
+    {"", "Shrink", 9, "T", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double"},
     {"", "Sigmoid", 1, "T", "T", "T: float16 float double"},
     {"", "Sigmoid", 6, "T", "T", "T: float16 float double"},
     {"", "Sigmoid", 13, "T", "T", "T: float16 float double bfloat16"},
-    {"", "Sign", 9, "T", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double"},
-    {"", "Sign", 13, "T", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double bfloat16"},
+    {"", "Sign", 9, "T", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double"},
+    {"", "Sign", 13, "T", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double bfloat16"},
     {"", "Sin", 7, "T", "T", "T: float16 float double"},
     {"", "Sin", 22, "T", "T", "T: bfloat16 float16 float double"},
     {"", "Sinh", 9, "T", "T", "T: float16 float double"},
     {"", "Sinh", 22, "T", "T", "T: bfloat16 float16 float double"},
-    {"", "Size", 1, "T", "T1", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128; T1: int64"},
-    {"", "Size", 13, "T", "T1", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128; T1: int64"},
-    {"", "Size", 19, "T", "T1", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz; T1: int64"},
-    {"", "Size", 21, "T", "T1", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4; T1: int64"},
-    {"", "Size", 23, "T", "T1", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1; T1: int64"},
-    {"", "Size", 24, "T", "T1", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1 float8e8m0; T1: int64"},
-    {"", "Size", 25, "T", "T1", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1 float8e8m0 uint2 int2; T1: int64"},
-    {"", "Slice", 1, "T", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128"},
-    {"", "Slice", 10, "T Tind Tind Tind? Tind?", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128; Tind: int32 int64"},
-    {"", "Slice", 11, "T Tind Tind Tind? Tind?", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128; Tind: int32 int64"},
-    {"", "Slice", 13, "T Tind Tind Tind? Tind?", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128; Tind: int32 int64"},
+    {"", "Size", 1, "T", "T1",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool "
+     "complex64 complex128; T1: int64"},
+    {"", "Size", 13, "T", "T1",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128; T1: int64"},
+    {"", "Size", 19, "T", "T1",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz; T1: int64"},
+    {"", "Size", 21, "T", "T1",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4; "
+     "T1: int64"},
+    {"", "Size", 23, "T", "T1",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 "
+     "float4e2m1; T1: int64"},
+    {"", "Size", 24, "T", "T1",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 "
+     "float4e2m1 float8e8m0; T1: int64"},
+    {"", "Size", 25, "T", "T1",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 "
+     "float4e2m1 float8e8m0 uint2 int2; T1: int64"},
+    {"", "Slice", 1, "T", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool "
+     "complex64 complex128"},
+    {"", "Slice", 10, "T Tind Tind Tind? Tind?", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool "
+     "complex64 complex128; Tind: int32 int64"},
+    {"", "Slice", 11, "T Tind Tind Tind? Tind?", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool "
+     "complex64 complex128; Tind: int32 int64"},
+    {"", "Slice", 13, "T Tind Tind Tind? Tind?", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128; Tind: int32 int64"},
     {"", "Softmax", 1, "T", "T", "T: float16 float double"},
     {"", "Softmax", 11, "T", "T", "T: float16 float double"},
     {"", "Softmax", 13, "T", "T", "T: float16 float double bfloat16"},
-    {"", "SoftmaxCrossEntropyLoss", 12, "T Tind T?", "T T?", "T: float16 float double; Tind: int32 int64"},
-    {"", "SoftmaxCrossEntropyLoss", 13, "T Tind T?", "T T?", "T: float16 float double bfloat16; Tind: int32 int64"},
+    {"", "SoftmaxCrossEntropyLoss", 12, "T Tind T?", "T T?",
+     "T: float16 float double; Tind: int32 int64"},
+    {"", "SoftmaxCrossEntropyLoss", 13, "T Tind T?", "T T?",
+     "T: float16 float double bfloat16; Tind: int32 int64"},
     {"", "Softplus", 1, "T", "T", "T: float16 float double"},
     {"", "Softplus", 22, "T", "T", "T: bfloat16 float16 float double"},
     {"", "Softsign", 1, "T", "T", "T: float16 float double"},
     {"", "Softsign", 22, "T", "T", "T: bfloat16 float16 float double"},
-    {"", "SpaceToDepth", 1, "T", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128"},
-    {"", "SpaceToDepth", 13, "T", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128"},
-    {"", "SpaceToDepth", 28, "T", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128"},
+    {"", "SpaceToDepth", 1, "T", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool "
+     "complex64 complex128"},
+    {"", "SpaceToDepth", 13, "T", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128"},
+    {"", "SpaceToDepth", 28, "T", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128"},
     {"", "Split", 1, "T T?", "T*", "T: float16 float double"},
-    {"", "Split", 2, "T", "T*", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128"},
-    {"", "Split", 11, "T", "T*", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128"},
-    {"", "Split", 13, "T tensor(int64)?", "T*", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128; tensor(int64): int64"},
-    {"", "Split", 18, "T tensor(int64)?", "T*", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128; tensor(int64): int64"},
-    {"", "SplitToSequence", 11, "T I?", "S", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128; I: int32 int64; S: "},
-    {"", "SplitToSequence", 24, "T I?", "S", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128; I: int32 int64; S: "},
+    {"", "Split", 2, "T", "T*",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool "
+     "complex64 complex128"},
+    {"", "Split", 11, "T", "T*",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool "
+     "complex64 complex128"},
+    {"", "Split", 13, "T tensor(int64)?", "T*",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128; tensor(int64): int64"},
+    {"", "Split", 18, "T tensor(int64)?", "T*",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128; tensor(int64): int64"},
+    {"", "SplitToSequence", 11, "T I?", "S",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool "
+     "complex64 complex128; I: int32 int64; S: "},
+    {"", "SplitToSequence", 24, "T I?", "S",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128; I: int32 int64; S: "},
     {"", "Sqrt", 1, "T", "T", "T: float16 float double"},
     {"", "Sqrt", 6, "T", "T", "T: float16 float double"},
     {"", "Sqrt", 13, "T", "T", "T: float16 float double bfloat16"},
-    {"", "Squeeze", 1, "T", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128"},
-    {"", "Squeeze", 11, "T", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128"},
-    {"", "Squeeze", 13, "T tensor(int64)?", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128; tensor(int64): int64"},
-    {"", "Squeeze", 21, "T tensor(int64)?", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4; tensor(int64): int64"},
-    {"", "Squeeze", 23, "T tensor(int64)?", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1; tensor(int64): int64"},
-    {"", "Squeeze", 24, "T tensor(int64)?", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1 float8e8m0; tensor(int64): int64"},
-    {"", "Squeeze", 25, "T tensor(int64)?", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1 float8e8m0 uint2 int2; tensor(int64): int64"},
+    {"", "Squeeze", 1, "T", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool "
+     "complex64 complex128"},
+    {"", "Squeeze", 11, "T", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool "
+     "complex64 complex128"},
+    {"", "Squeeze", 13, "T tensor(int64)?", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128; tensor(int64): int64"},
+    {"", "Squeeze", 21, "T tensor(int64)?", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4; "
+     "tensor(int64): int64"},
+    {"", "Squeeze", 23, "T tensor(int64)?", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 "
+     "float4e2m1; tensor(int64): int64"},
+    {"", "Squeeze", 24, "T tensor(int64)?", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 "
+     "float4e2m1 float8e8m0; tensor(int64): int64"},
+    {"", "Squeeze", 25, "T tensor(int64)?", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 "
+     "float4e2m1 float8e8m0 uint2 int2; tensor(int64): int64"},
     {"", "StringConcat", 20, "T T", "T", "T: string"},
     {"", "StringNormalizer", 10, "tensor(string)", "tensor(string)", "tensor(string): string"},
     {"", "StringSplit", 20, "T1", "T2 T3", "T1: string; T2: string; T3: int64"},
@@ -589,7 +1222,8 @@ const OnnxTypeRow kOnnxTypeRows[] = {
     {"", "Sub", 6, "T T", "T", "T: uint32 uint64 int32 int64 float16 float double"},
     {"", "Sub", 7, "T T", "T", "T: uint32 uint64 int32 int64 float16 float double"},
     {"", "Sub", 13, "T T", "T", "T: uint32 uint64 int32 int64 float16 float double bfloat16"},
-    {"", "Sub", 14, "T T", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double bfloat16"},
+    {"", "Sub", 14, "T T", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double bfloat16"},
     {"", "Sum", 1, "T*", "T", "T: float16 float double"},
     {"", "Sum", 6, "T*", "T", "T: float16 float double"},
     {"", "Sum", 8, "T*", "T", "T: float16 float double"},
@@ -601,65 +1235,142 @@ const OnnxTypeRow kOnnxTypeRows[] = {
     {"", "Tanh", 1, "T", "T", "T: float16 float double"},
     {"", "Tanh", 6, "T", "T", "T: float16 float double"},
     {"", "Tanh", 13, "T", "T", "T: bfloat16 float16 float double"},
-    {"", "TensorScatter", 24, "T T tensor(int64)?", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1 float8e8m0; tensor(int64): int64"},
+    {"", "TensorScatter", 24, "T T tensor(int64)?", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 "
+     "float4e2m1 float8e8m0; tensor(int64): int64"},
     {"", "TfIdfVectorizer", 9, "T", "T1", "T: string int32 int64; T1: float"},
     {"", "ThresholdedRelu", 10, "T", "T", "T: float16 float double"},
     {"", "ThresholdedRelu", 22, "T", "T", "T: bfloat16 float16 float double"},
     {"", "Tile", 1, "T T T", "T", "T: float16 float double; T1: int64"},
-    {"", "Tile", 6, "T T1", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128; T1: int64"},
-    {"", "Tile", 13, "T T1", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128; T1: int64"},
+    {"", "Tile", 6, "T T1", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool "
+     "complex64 complex128; T1: int64"},
+    {"", "Tile", 13, "T T1", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128; T1: int64"},
     {"", "TopK", 1, "T", "T I", "T: float16 float double; I: int64"},
-    {"", "TopK", 10, "T tensor(int64)", "T I", "T: float16 float double; I: int64; tensor(int64): int64"},
-    {"", "TopK", 11, "T tensor(int64)", "T I", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double; I: int64; tensor(int64): int64"},
-    {"", "TopK", 24, "T tensor(int64)", "T I", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double bfloat16; I: int64; tensor(int64): int64"},
-    {"", "Transpose", 1, "T", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128"},
-    {"", "Transpose", 13, "T", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128"},
-    {"", "Transpose", 21, "T", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4"},
-    {"", "Transpose", 23, "T", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1"},
-    {"", "Transpose", 24, "T", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1 float8e8m0"},
-    {"", "Transpose", 25, "T", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1 float8e8m0 uint2 int2"},
-    {"", "Trilu", 14, "T tensor(int64)?", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128; tensor(int64): int64"},
-    {"", "Unique", 11, "T", "T tensor(int64)? tensor(int64)? tensor(int64)?", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128; tensor(int64): int64"},
-    {"", "Unique", 28, "T", "T tensor(int64)? tensor(int64)? tensor(int64)?", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128; tensor(int64): int64"},
-    {"", "Unsqueeze", 1, "T", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128"},
-    {"", "Unsqueeze", 11, "T", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128"},
-    {"", "Unsqueeze", 13, "T tensor(int64)", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128; tensor(int64): int64"},
-    {"", "Unsqueeze", 21, "T tensor(int64)", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4; tensor(int64): int64"},
-    {"", "Unsqueeze", 23, "T tensor(int64)", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1; tensor(int64): int64"},
-    {"", "Unsqueeze", 24, "T tensor(int64)", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1 float8e8m0; tensor(int64): int64"},
-    {"", "Unsqueeze", 25, "T tensor(int64)", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1 float8e8m0 uint2 int2; tensor(int64): int64"},
+    {"", "TopK", 10, "T tensor(int64)", "T I",
+     "T: float16 float double; I: int64; tensor(int64): int64"},
+    {"", "TopK", 11, "T tensor(int64)", "T I",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double; I: int64; "
+     "tensor(int64): int64"},
+    {"", "TopK", 24, "T tensor(int64)", "T I",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double bfloat16; I: "
+     "int64; tensor(int64): int64"},
+    {"", "Transpose", 1, "T", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool "
+     "complex64 complex128"},
+    {"", "Transpose", 13, "T", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128"},
+    {"", "Transpose", 21, "T", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4"},
+    {"", "Transpose", 23, "T", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 "
+     "float4e2m1"},
+    {"", "Transpose", 24, "T", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 "
+     "float4e2m1 float8e8m0"},
+    {"", "Transpose", 25, "T", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 "
+     "float4e2m1 float8e8m0 uint2 int2"},
+    {"", "Trilu", 14, "T tensor(int64)?", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128; tensor(int64): int64"},
+    {"", "Unique", 11, "T", "T tensor(int64)? tensor(int64)? tensor(int64)?",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool "
+     "complex64 complex128; tensor(int64): int64"},
+    {"", "Unique", 28, "T", "T tensor(int64)? tensor(int64)? tensor(int64)?",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128; tensor(int64): int64"},
+    {"", "Unsqueeze", 1, "T", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool "
+     "complex64 complex128"},
+    {"", "Unsqueeze", 11, "T", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool "
+     "complex64 complex128"},
+    {"", "Unsqueeze", 13, "T tensor(int64)", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128; tensor(int64): int64"},
+    {"", "Unsqueeze", 21, "T tensor(int64)", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4; "
+     "tensor(int64): int64"},
+    {"", "Unsqueeze", 23, "T tensor(int64)", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 "
+     "float4e2m1; tensor(int64): int64"},
+    {"", "Unsqueeze", 24, "T tensor(int64)", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 "
+     "float4e2m1 float8e8m0; tensor(int64): int64"},
+    {"", "Unsqueeze", 25, "T tensor(int64)", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string "
+     "bool complex64 complex128 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 "
+     "float4e2m1 float8e8m0 uint2 int2; tensor(int64): int64"},
     {"", "Upsample", 1, "T", "T", "T: bool int32 int64 float16 float double"},
-    {"", "Upsample", 7, "T", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128"},
-    {"", "Upsample", 9, "T tensor(float)", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128; tensor(float): float"},
-    {"", "Upsample", 10, "T tensor(float)", "T", "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128; tensor(float): float"},
-    {"", "Where", 9, "B T T", "T", "B: bool; T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool complex64 complex128"},
-    {"", "Where", 16, "B T T", "T", "B: bool; T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double string bool complex64 complex128"},
+    {"", "Upsample", 7, "T", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool "
+     "complex64 complex128"},
+    {"", "Upsample", 9, "T tensor(float)", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool "
+     "complex64 complex128; tensor(float): float"},
+    {"", "Upsample", 10, "T tensor(float)", "T",
+     "T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string bool "
+     "complex64 complex128; tensor(float): float"},
+    {"", "Where", 9, "B T T", "T",
+     "B: bool; T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 float16 float double string "
+     "bool complex64 complex128"},
+    {"", "Where", 16, "B T T", "T",
+     "B: bool; T: uint8 uint16 uint32 uint64 int8 int16 int32 int64 bfloat16 float16 float double "
+     "string bool complex64 complex128"},
     {"", "Xor", 1, "T T", "T1", "T: bool; T1: bool"},
     {"", "Xor", 7, "T T", "T1", "T: bool; T1: bool"},
-    {"ai.onnx.ml", "ArrayFeatureExtractor", 1, "T tensor(int64)", "T", "T: float double int64 int32 string; tensor(int64): int64"},
+    {"ai.onnx.ml", "ArrayFeatureExtractor", 1, "T tensor(int64)", "T",
+     "T: float double int64 int32 string; tensor(int64): int64"},
     {"ai.onnx.ml", "Binarizer", 1, "T", "T", "T: float double int64 int32"},
     {"ai.onnx.ml", "CastMap", 1, "T1", "T2", "T1: ; T2: string float int64"},
     {"ai.onnx.ml", "CategoryMapper", 1, "T1", "T2", "T1: string int64; T2: string int64"},
     {"ai.onnx.ml", "DictVectorizer", 1, "T1", "T2", "T1: ; T2: int64 float double string"},
-    {"ai.onnx.ml", "FeatureVectorizer", 1, "T1*", "tensor(float)", "T1: int32 int64 float double; tensor(float): float"},
+    {"ai.onnx.ml", "FeatureVectorizer", 1, "T1*", "tensor(float)",
+     "T1: int32 int64 float double; tensor(float): float"},
     {"ai.onnx.ml", "Imputer", 1, "T", "T", "T: float double int64 int32"},
     {"ai.onnx.ml", "LabelEncoder", 1, "T1", "T2", "T1: string int64; T2: string int64"},
     {"ai.onnx.ml", "LabelEncoder", 2, "T1", "T2", "T1: string int64 float; T2: string int64 float"},
-    {"ai.onnx.ml", "LabelEncoder", 4, "T1", "T2", "T1: string int64 float int32 int16 double; T2: string int64 float int32 int16 double"},
-    {"ai.onnx.ml", "LinearClassifier", 1, "T1", "T2 tensor(float)", "T1: float double int64 int32; T2: string int64; tensor(float): float"},
-    {"ai.onnx.ml", "LinearRegressor", 1, "T", "tensor(float)", "T: float double int64 int32; tensor(float): float"},
-    {"ai.onnx.ml", "Normalizer", 1, "T", "tensor(float)", "T: float double int64 int32; tensor(float): float"},
-    {"ai.onnx.ml", "OneHotEncoder", 1, "T", "tensor(float)", "T: string int64 int32 float double; tensor(float): float"},
-    {"ai.onnx.ml", "SVMClassifier", 1, "T1", "T2 tensor(float)", "T1: float double int64 int32; T2: string int64; tensor(float): float"},
-    {"ai.onnx.ml", "SVMRegressor", 1, "T", "tensor(float)", "T: float double int64 int32; tensor(float): float"},
-    {"ai.onnx.ml", "Scaler", 1, "T", "tensor(float)", "T: float double int64 int32; tensor(float): float"},
+    {"ai.onnx.ml", "LabelEncoder", 4, "T1", "T2",
+     "T1: string int64 float int32 int16 double; T2: string int64 float int32 int16 double"},
+    {"ai.onnx.ml", "LinearClassifier", 1, "T1", "T2 tensor(float)",
+     "T1: float double int64 int32; T2: string int64; tensor(float): float"},
+    {"ai.onnx.ml", "LinearRegressor", 1, "T", "tensor(float)",
+     "T: float double int64 int32; tensor(float): float"},
+    {"ai.onnx.ml", "Normalizer", 1, "T", "tensor(float)",
+     "T: float double int64 int32; tensor(float): float"},
+    {"ai.onnx.ml", "OneHotEncoder", 1, "T", "tensor(float)",
+     "T: string int64 int32 float double; tensor(float): float"},
+    {"ai.onnx.ml", "SVMClassifier", 1, "T1", "T2 tensor(float)",
+     "T1: float double int64 int32; T2: string int64; tensor(float): float"},
+    {"ai.onnx.ml", "SVMRegressor", 1, "T", "tensor(float)",
+     "T: float double int64 int32; tensor(float): float"},
+    {"ai.onnx.ml", "Scaler", 1, "T", "tensor(float)",
+     "T: float double int64 int32; tensor(float): float"},
     {"ai.onnx.ml", "TreeEnsemble", 5, "T", "T", "T: float double float16"},
-    {"ai.onnx.ml", "TreeEnsembleClassifier", 1, "T1", "T2 tensor(float)", "T1: float double int64 int32; T2: string int64; tensor(float): float"},
-    {"ai.onnx.ml", "TreeEnsembleClassifier", 3, "T1", "T2 tensor(float)", "T1: float double int64 int32; T2: string int64; tensor(float): float"},
-    {"ai.onnx.ml", "TreeEnsembleClassifier", 5, "T1", "T2 tensor(float)", "T1: float double int64 int32; T2: string int64; tensor(float): float"},
-    {"ai.onnx.ml", "TreeEnsembleRegressor", 1, "T", "tensor(float)", "T: float double int64 int32; tensor(float): float"},
-    {"ai.onnx.ml", "TreeEnsembleRegressor", 3, "T", "tensor(float)", "T: float double int64 int32; tensor(float): float"},
-    {"ai.onnx.ml", "TreeEnsembleRegressor", 5, "T", "tensor(float)", "T: float double int64 int32; tensor(float): float"},
+    {"ai.onnx.ml", "TreeEnsembleClassifier", 1, "T1", "T2 tensor(float)",
+     "T1: float double int64 int32; T2: string int64; tensor(float): float"},
+    {"ai.onnx.ml", "TreeEnsembleClassifier", 3, "T1", "T2 tensor(float)",
+     "T1: float double int64 int32; T2: string int64; tensor(float): float"},
+    {"ai.onnx.ml", "TreeEnsembleClassifier", 5, "T1", "T2 tensor(float)",
+     "T1: float double int64 int32; T2: string int64; tensor(float): float"},
+    {"ai.onnx.ml", "TreeEnsembleRegressor", 1, "T", "tensor(float)",
+     "T: float double int64 int32; tensor(float): float"},
+    {"ai.onnx.ml", "TreeEnsembleRegressor", 3, "T", "tensor(float)",
+     "T: float double int64 int32; tensor(float): float"},
+    {"ai.onnx.ml", "TreeEnsembleRegressor", 5, "T", "tensor(float)",
+     "T: float double int64 int32; tensor(float): float"},
     {"ai.onnx.ml", "ZipMap", 1, "tensor(float)", "T", "T: ; tensor(float): float"},
 };
 

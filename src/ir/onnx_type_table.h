@@ -9,11 +9,11 @@
 namespace kiln::ir {
 
 struct OnnxTypeRow {
-  const char* domain;       // "" = ai.onnx
+  const char* domain;  // "" = ai.onnx
   const char* opType;
   int sinceVersion;
-  const char* inputs;       // type variable per input, space-separated; a variadic last one ends in '*'
-  const char* outputs;      // likewise for outputs
+  const char* inputs;   // type variable per input, space-separated; a variadic last one ends in '*'
+  const char* outputs;  // likewise for outputs
   const char* constraints;  // "T: float16 float double; T1: int64" (ONNX's element type names)
 };
 
@@ -26,8 +26,9 @@ struct OnnxOperatorRow {
   int sinceVersion;
   int minInputs, maxInputs;  // a variadic parameter makes the maximum 2147483647
   int minOutputs, maxOutputs;
-  const char* attributes;  // "alpha:float axis:int!": name and ONNX attribute type, '!' when required
-  bool deprecated;         // ONNX removed the operator at this version
+  const char*
+      attributes;   // "alpha:float axis:int!": name and ONNX attribute type, '!' when required
+  bool deprecated;  // ONNX removed the operator at this version
 };
 
 extern const OnnxOperatorRow kOnnxOperatorRows[];

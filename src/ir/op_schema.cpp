@@ -10,7 +10,10 @@ namespace kiln::ir {
 
 InferContext::InferContext(const Node& node, std::vector<const TypeInfo*> inputTypes,
                            std::vector<const Tensor*> inputValues, std::vector<TypeInfo>& outputs)
-    : node_(node), inputTypes_(std::move(inputTypes)), inputValues_(std::move(inputValues)), outputs_(outputs) {}
+    : node_(node),
+      inputTypes_(std::move(inputTypes)),
+      inputValues_(std::move(inputValues)),
+      outputs_(outputs) {}
 
 DataType InferContext::inputType(size_t i) const {
   requireInput(i);
@@ -38,8 +41,8 @@ std::optional<std::vector<int64_t>> InferContext::inputInts(size_t i) const {
 void InferContext::setOutput(size_t i, DataType dtype, SymShape shape) {
   if (i >= outputs_.size()) return;  // optional output not requested
   if (shape.size() > kMaxTensorRank) {
-    fail("output " + std::to_string(i) + " would have rank " + std::to_string(shape.size()) + ", more than kiln's " +
-         std::to_string(kMaxTensorRank) + " dimensions");
+    fail("output " + std::to_string(i) + " would have rank " + std::to_string(shape.size()) +
+         ", more than kiln's " + std::to_string(kMaxTensorRank) + " dimensions");
   }
   outputs_[i] = TypeInfo{dtype, std::move(shape)};
 }
@@ -47,7 +50,8 @@ void InferContext::setOutput(size_t i, DataType dtype, SymShape shape) {
 SymShape InferContext::unknownDims(int64_t rank, size_t from) const {
   if (rank < 0 || static_cast<size_t>(rank) > kMaxTensorRank) {
     fail("input " + std::to_string(from) + " holds " + std::to_string(rank) +
-         " values, the output's rank, which must be at most kiln's " + std::to_string(kMaxTensorRank));
+         " values, the output's rank, which must be at most kiln's " +
+         std::to_string(kMaxTensorRank));
   }
   return SymShape(static_cast<size_t>(rank), Dim::unknown());
 }
@@ -83,7 +87,9 @@ void InferContext::setOutputTypeInfo(size_t i, TypeInfo type) {
   outputs_[i] = std::move(type);
 }
 
-void InferContext::fail(const std::string& message, ErrorCode code) const { failNode(node_, message, code); }
+void InferContext::fail(const std::string& message, ErrorCode code) const {
+  failNode(node_, message, code);
+}
 
 void InferContext::requireInput(size_t i) const {
   if (!hasInput(i)) fail("input " + std::to_string(i) + " is required");
@@ -96,16 +102,18 @@ OpSchemaRegistry& OpSchemaRegistry::global() {
 
 void OpSchemaRegistry::add(OpSchema schema) { schemas_.push_back(std::move(schema)); }
 
-const OpSchema* OpSchemaRegistry::find(const std::string& domain, const std::string& opType, int64_t opset) const {
+const OpSchema* OpSchemaRegistry::find(const std::string& domain, const std::string& opType,
+                                       int64_t opset) const {
   if (const OpSchema* s = findRegistered(domain, opType, opset)) return s;
   return fallback_ ? fallback_(domain == "ai.onnx" ? std::string() : domain, opType) : nullptr;
 }
 
-const OpSchema* OpSchemaRegistry::findRegistered(const std::string& domain, const std::string& opType,
-                                                 int64_t opset) const {
+const OpSchema* OpSchemaRegistry::findRegistered(const std::string& domain,
+                                                 const std::string& opType, int64_t opset) const {
   const std::string& d = domain == "ai.onnx" ? std::string() : domain;
   for (const OpSchema& s : schemas_) {
-    if (s.opType == opType && s.domain == d && opset >= s.minOpset && opset <= s.maxOpset) return &s;
+    if (s.opType == opType && s.domain == d && opset >= s.minOpset && opset <= s.maxOpset)
+      return &s;
   }
   return nullptr;
 }
@@ -114,7 +122,8 @@ std::vector<const OpSchema*> OpSchemaRegistry::all() const {
   std::vector<const OpSchema*> v;
   for (const OpSchema& s : schemas_) v.push_back(&s);
   std::sort(v.begin(), v.end(), [](const OpSchema* a, const OpSchema* b) {
-    return std::tie(a->domain, a->opType, a->minOpset) < std::tie(b->domain, b->opType, b->minOpset);
+    return std::tie(a->domain, a->opType, a->minOpset) <
+           std::tie(b->domain, b->opType, b->minOpset);
   });
   return v;
 }
@@ -166,7 +175,8 @@ void inferNodeInGraph(Graph& graph, const Node& node, const OpSchema& schema) {
   std::vector<const Tensor*> values;
   for (int id : node.inputs) {
     types.push_back(id == kNoValue ? nullptr : &graph.value(id).type);
-    values.push_back(id == kNoValue || !graph.value(id).constant ? nullptr : &*graph.value(id).constant);
+    values.push_back(id == kNoValue || !graph.value(id).constant ? nullptr
+                                                                 : &*graph.value(id).constant);
   }
   std::vector<TypeInfo*> outputs;
   for (int id : node.outputs) outputs.push_back(id == kNoValue ? nullptr : &graph.value(id).type);
@@ -199,7 +209,8 @@ std::vector<std::string> inferShapesCollectingErrors(Graph& graph) {
       }
     }
     if (!inferred)
-      for (int id : node.outputs) if (id != kNoValue) unknown[id] = true;
+      for (int id : node.outputs)
+        if (id != kNoValue) unknown[id] = true;
   }
   return errors;
 }

@@ -11,10 +11,14 @@ std::string layerPrecision(const Graph& graph, const Node& node) {
   const int out = node.outputs.empty() ? kNoValue : node.outputs[0];
   const DataType type = out == kNoValue ? DataType::kUndefined : graph.value(out).type.dtype;
   switch (type) {
-    case DataType::kFloat32: return kPrecisionFp32;
-    case DataType::kFloat16: return kPrecisionFp16;
-    case DataType::kBFloat16: return kPrecisionBf16;
-    default: return dataTypeName(type);
+    case DataType::kFloat32:
+      return kPrecisionFp32;
+    case DataType::kFloat16:
+      return kPrecisionFp16;
+    case DataType::kBFloat16:
+      return kPrecisionBf16;
+    default:
+      return dataTypeName(type);
   }
 }
 

@@ -5,13 +5,16 @@ namespace kiln::ir {
 int64_t multiplyDims(const Node& node, int64_t a, int64_t b, const std::string& what) {
   int64_t product = 0;
   if (__builtin_mul_overflow(a, b, &product)) {
-    failNode(node, what + " would be " + std::to_string(a) + " x " + std::to_string(b) + ", past int64",
+    failNode(node,
+             what + " would be " + std::to_string(a) + " x " + std::to_string(b) + ", past int64",
              ErrorCode::kInvalidArgument);
   }
   return product;
 }
 
-bool axisInRange(int64_t axis, int64_t rank) { return axis >= -rank && axis < rank; }  // a scalar has none
+bool axisInRange(int64_t axis, int64_t rank) {
+  return axis >= -rank && axis < rank;
+}  // a scalar has none
 
 std::string axisRangeMessage(int64_t axis, int64_t rank) {
   return "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank);
@@ -32,10 +35,22 @@ SymShape broadcastSymShapes(const InferContext& ctx, const SymShape& a, const Sy
   for (size_t i = 0; i < rank; ++i) {
     const Dim* da = i + a.size() >= rank ? &a[i + a.size() - rank] : nullptr;
     const Dim* db = i + b.size() >= rank ? &b[i + b.size() - rank] : nullptr;
-    if (!da) { out[i] = *db; continue; }
-    if (!db) { out[i] = *da; continue; }
-    if (da->isKnown() && da->value == 1) { out[i] = *db; continue; }
-    if (db->isKnown() && db->value == 1) { out[i] = *da; continue; }
+    if (!da) {
+      out[i] = *db;
+      continue;
+    }
+    if (!db) {
+      out[i] = *da;
+      continue;
+    }
+    if (da->isKnown() && da->value == 1) {
+      out[i] = *db;
+      continue;
+    }
+    if (db->isKnown() && db->value == 1) {
+      out[i] = *da;
+      continue;
+    }
     if (da->isKnown() && db->isKnown()) {
       if (da->value != db->value) {
         ctx.fail("cannot broadcast shapes " + symShapeToString(a) + " and " + symShapeToString(b));
@@ -114,8 +129,8 @@ void inferBroadcastBool(InferContext& ctx) {
   }
 }
 
-TypeInfo inferThroughOp(const InferContext& ctx, const char* opType, int64_t opset, const std::vector<size_t>& picks,
-                        const std::vector<DataType>& dtypes) {
+TypeInfo inferThroughOp(const InferContext& ctx, const char* opType, int64_t opset,
+                        const std::vector<size_t>& picks, const std::vector<DataType>& dtypes) {
   const OpSchema* schema = OpSchemaRegistry::global().find("", opType, opset);
   if (!schema) ctx.fail(std::string("needs the ") + opType + " shape rule (internal error)");
   std::vector<TypeInfo> types(picks.size());
@@ -128,7 +143,8 @@ TypeInfo inferThroughOp(const InferContext& ctx, const char* opType, int64_t ops
       values.push_back(nullptr);
       continue;
     }
-    types[k].dtype = k < dtypes.size() && dtypes[k] != DataType::kUndefined ? dtypes[k] : ctx.inputType(i);
+    types[k].dtype =
+        k < dtypes.size() && dtypes[k] != DataType::kUndefined ? dtypes[k] : ctx.inputType(i);
     if (const SymShape* shape = ctx.inputShape(i)) types[k].shape = *shape;
     typePointers.push_back(&types[k]);
     values.push_back(types[k].dtype == ctx.inputType(i) ? ctx.inputValue(i) : nullptr);

@@ -32,7 +32,7 @@ void inferBroadcastBool(InferContext& ctx);
 /// (that op's inputs in order; an index past the node's inputs: omitted), each pick's dtype
 /// replaced by `dtypes[k]` where given (kUndefined: keep): how a quantized op borrows the shape
 /// rule of the integer op it is built on.
-TypeInfo inferThroughOp(const InferContext& ctx, const char* opType, int64_t opset, const std::vector<size_t>& picks,
-                        const std::vector<DataType>& dtypes = {});
+TypeInfo inferThroughOp(const InferContext& ctx, const char* opType, int64_t opset,
+                        const std::vector<size_t>& picks, const std::vector<DataType>& dtypes = {});
 
 }  // namespace kiln::ir

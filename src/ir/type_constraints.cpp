@@ -4,12 +4,12 @@
 #include <cstring>
 #include <map>
 #include <mutex>
-#include <tuple>
 #include <sstream>
+#include <tuple>
 #include <utility>
 
-#include "ir/onnx_type_table.h"
 #include "ir/node_attrs.h"
+#include "ir/onnx_type_table.h"
 #include "ir/op_schema.h"
 
 namespace kiln::ir {
@@ -19,19 +19,32 @@ namespace {
 // ONNX's element type names (as in "tensor(float)") to kiln's DataType.
 DataType dtypeFromOnnxName(const std::string& name) {
   static const std::pair<const char*, DataType> kNames[] = {
-      {"float", DataType::kFloat32},          {"uint8", DataType::kUint8},
-      {"int8", DataType::kInt8},              {"uint16", DataType::kUint16},
-      {"int16", DataType::kInt16},            {"int32", DataType::kInt32},
-      {"int64", DataType::kInt64},            {"string", DataType::kString},
-      {"bool", DataType::kBool},              {"float16", DataType::kFloat16},
-      {"double", DataType::kFloat64},         {"uint32", DataType::kUint32},
-      {"uint64", DataType::kUint64},          {"complex64", DataType::kComplex64},
-      {"complex128", DataType::kComplex128},  {"bfloat16", DataType::kBFloat16},
-      {"float8e4m3fn", DataType::kFloat8E4M3FN}, {"float8e4m3fnuz", DataType::kFloat8E4M3FNUZ},
-      {"float8e5m2", DataType::kFloat8E5M2},  {"float8e5m2fnuz", DataType::kFloat8E5M2FNUZ},
-      {"uint4", DataType::kUint4},            {"int4", DataType::kInt4},
-      {"float4e2m1", DataType::kFloat4E2M1},  {"float8e8m0", DataType::kFloat8E8M0},
-      {"uint2", DataType::kUint2},            {"int2", DataType::kInt2},
+      {"float", DataType::kFloat32},
+      {"uint8", DataType::kUint8},
+      {"int8", DataType::kInt8},
+      {"uint16", DataType::kUint16},
+      {"int16", DataType::kInt16},
+      {"int32", DataType::kInt32},
+      {"int64", DataType::kInt64},
+      {"string", DataType::kString},
+      {"bool", DataType::kBool},
+      {"float16", DataType::kFloat16},
+      {"double", DataType::kFloat64},
+      {"uint32", DataType::kUint32},
+      {"uint64", DataType::kUint64},
+      {"complex64", DataType::kComplex64},
+      {"complex128", DataType::kComplex128},
+      {"bfloat16", DataType::kBFloat16},
+      {"float8e4m3fn", DataType::kFloat8E4M3FN},
+      {"float8e4m3fnuz", DataType::kFloat8E4M3FNUZ},
+      {"float8e5m2", DataType::kFloat8E5M2},
+      {"float8e5m2fnuz", DataType::kFloat8E5M2FNUZ},
+      {"uint4", DataType::kUint4},
+      {"int4", DataType::kInt4},
+      {"float4e2m1", DataType::kFloat4E2M1},
+      {"float8e8m0", DataType::kFloat8E8M0},
+      {"uint2", DataType::kUint2},
+      {"int2", DataType::kInt2},
   };
   for (const auto& [n, t] : kNames) {
     if (name == n) return t;
@@ -46,7 +59,8 @@ std::vector<std::string> splitWords(const std::string& text) {
   return words;
 }
 
-void parseParams(const char* text, std::vector<std::string>& names, bool& variadic, std::vector<bool>* optional) {
+void parseParams(const char* text, std::vector<std::string>& names, bool& variadic,
+                 std::vector<bool>* optional) {
   names = splitWords(text);
   variadic = !names.empty() && names.back().back() == '*';
   if (variadic) names.back().pop_back();
@@ -95,10 +109,11 @@ namespace {
 // Display order: floats, signed then unsigned integers by width, bool, string, then the rest
 // (low-precision types) in DataType order.
 std::vector<DataType> displayOrder() {
-  std::vector<DataType> order = {DataType::kFloat16, DataType::kFloat32, DataType::kFloat64, DataType::kBFloat16,
-                                 DataType::kInt8,    DataType::kInt16,   DataType::kInt32,   DataType::kInt64,
-                                 DataType::kUint8,   DataType::kUint16,  DataType::kUint32,  DataType::kUint64,
-                                 DataType::kBool,    DataType::kString};
+  std::vector<DataType> order = {DataType::kFloat16,  DataType::kFloat32, DataType::kFloat64,
+                                 DataType::kBFloat16, DataType::kInt8,    DataType::kInt16,
+                                 DataType::kInt32,    DataType::kInt64,   DataType::kUint8,
+                                 DataType::kUint16,   DataType::kUint32,  DataType::kUint64,
+                                 DataType::kBool,     DataType::kString};
   for (int i = 1; i < 64; ++i) {
     auto t = static_cast<DataType>(i);
     if (std::find(order.begin(), order.end(), t) == order.end()) order.push_back(t);
@@ -147,7 +162,7 @@ std::string dtypeSetToCompactString(DTypeSet set) {
     }
   }
   const DTypeSet float8 = dtypeBit(DataType::kFloat8E4M3FN) | dtypeBit(DataType::kFloat8E4M3FNUZ) |
-                         dtypeBit(DataType::kFloat8E5M2) | dtypeBit(DataType::kFloat8E5M2FNUZ);
+                          dtypeBit(DataType::kFloat8E5M2) | dtypeBit(DataType::kFloat8E5M2FNUZ);
   if ((rest & float8) == float8) {
     parts.push_back("float8_*");  // the four e4m3/e5m2 kinds (float8_e8m0fnu is listed on its own)
     rest &= ~float8;
@@ -183,14 +198,16 @@ const TypeSignature* OpTypes::at(int64_t opset) const {
   return found;
 }
 
-OpTypes kilnOpTypes(const std::string& domain, const std::string& opType, int64_t minOpset, int64_t maxOpset) {
+OpTypes kilnOpTypes(const std::string& domain, const std::string& opType, int64_t minOpset,
+                    int64_t maxOpset) {
   OpTypes types;
   std::vector<const OnnxTypeRow*> rows;
   for (size_t i = 0; i < kOnnxTypeRowCount; ++i) {
     const OnnxTypeRow& r = kOnnxTypeRows[i];
     if (r.domain == domain && r.opType == opType) rows.push_back(&r);
   }
-  std::sort(rows.begin(), rows.end(), [](auto* a, auto* b) { return a->sinceVersion < b->sinceVersion; });
+  std::sort(rows.begin(), rows.end(),
+            [](auto* a, auto* b) { return a->sinceVersion < b->sinceVersion; });
   for (size_t i = 0; i < rows.size(); ++i) {
     // Versions before the one in effect at minOpset, or after maxOpset, are never used.
     if (i + 1 < rows.size() && rows[i + 1]->sinceVersion <= minOpset) continue;
@@ -206,7 +223,8 @@ OpTypes kilnOpTypes(const std::string& domain, const std::string& opType, int64_
   for (size_t i = types.signatures.size(); i-- > 0;) {
     for (TypeConstraint& c : types.signatures[i].constraints) {
       if (i + 1 < types.signatures.size()) {
-        if (const TypeConstraint* later = types.signatures[i + 1].constraint(c.name)) c.onnxAllowed |= later->onnxAllowed;
+        if (const TypeConstraint* later = types.signatures[i + 1].constraint(c.name))
+          c.onnxAllowed |= later->onnxAllowed;
       }
       c.allowed = c.onnxAllowed & holdableDTypes();
     }
@@ -239,33 +257,42 @@ const OpTypes& opTypesOf(const OpSchema& schema) {
   Key key{schema.domain, schema.opType, schema.minOpset, schema.maxOpset};
   auto it = cache.find(key);
   if (it == cache.end()) {
-    it = cache.emplace(key, kilnOpTypes(schema.domain, schema.opType, schema.minOpset, schema.maxOpset)).first;
+    it = cache
+             .emplace(key,
+                      kilnOpTypes(schema.domain, schema.opType, schema.minOpset, schema.maxOpset))
+             .first;
   }
   return it->second;
 }
 
-void checkInputTypes(const Node& node, const OpTypes& types, const std::vector<const TypeInfo*>& inputs,
+void checkInputTypes(const Node& node, const OpTypes& types,
+                     const std::vector<const TypeInfo*>& inputs,
                      const std::vector<std::string>& inputNames) {
   const TypeSignature* sig = types.at(node.opset);
   if (!sig) return;
   // A required input given as "" (or left out) would reach the kernel as nothing.
-  const size_t fixedInputs = sig->inputs.size() - (sig->variadicInputs ? 1 : 0);  // variadic arity is the op's own check
+  const size_t fixedInputs =
+      sig->inputs.size() - (sig->variadicInputs ? 1 : 0);  // variadic arity is the op's own check
   for (size_t i = 0; i < fixedInputs; ++i) {
     if (sig->optionalInputs[i] || (i < inputs.size() && inputs[i])) continue;
-    failNode(node, "input " + std::to_string(i) + " is required by " + node.opType + "-" +
-                       std::to_string(sig->sinceVersion) + " but the node " +
-                       (i < node.inputs.size() ? "gives the empty name \"\"" : "has only " + std::to_string(node.inputs.size()) + " inputs"),
-             ErrorCode::kInvalidModel);
+    failNode(
+        node,
+        "input " + std::to_string(i) + " is required by " + node.opType + "-" +
+            std::to_string(sig->sinceVersion) + " but the node " +
+            (i < node.inputs.size() ? "gives the empty name \"\""
+                                    : "has only " + std::to_string(node.inputs.size()) + " inputs"),
+        ErrorCode::kInvalidModel);
   }
   for (size_t i = 0; i < inputs.size(); ++i) {
     const TypeInfo* t = inputs[i];
     if (!t || t->isSequence || t->isOptional || t->dtype == DataType::kUndefined) continue;
     const TypeConstraint* c = sig->inputConstraint(i);
     if (!c || dtypeSetHas(c->allowed, t->dtype)) continue;
-    std::string message = "input " + std::to_string(i) + " '" + (i < inputNames.size() ? inputNames[i] : "") +
-                          "' is " + dataTypeName(t->dtype) + "; " + node.opType + "-" +
-                          std::to_string(sig->sinceVersion) + " accepts " + dtypeSetToString(c->allowed) + " (" +
-                          c->name + ")";
+    std::string message = "input " + std::to_string(i) + " '" +
+                          (i < inputNames.size() ? inputNames[i] : "") + "' is " +
+                          dataTypeName(t->dtype) + "; " + node.opType + "-" +
+                          std::to_string(sig->sinceVersion) + " accepts " +
+                          dtypeSetToString(c->allowed) + " (" + c->name + ")";
     // A dtype ONNX allows but kiln's kernel lacks is unsupported; any other is an invalid model.
     const bool onnxAllows = dtypeSetHas(c->onnxAllowed, t->dtype);
     if (onnxAllows && !c->note.empty()) message += ": " + c->note;

@@ -1,6 +1,6 @@
-// Which tensor dtypes each operator input accepts, as ONNX type constraints ("T": float16, float, ...)
-// narrowed to what kiln's kernels implement. Shape inference checks a node's inputs against them
-// so a wrong dtype fails early with a clear message rather than deep inside a kernel.
+// Which tensor dtypes each operator input accepts, as ONNX type constraints ("T": float16, float,
+// ...) narrowed to what kiln's kernels implement. Shape inference checks a node's inputs against
+// them so a wrong dtype fails early with a clear message rather than deep inside a kernel.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -14,24 +14,25 @@ namespace kiln::ir {
 using DTypeSet = uint64_t;
 constexpr DTypeSet dtypeBit(DataType t) { return DTypeSet{1} << static_cast<int>(t); }
 inline bool dtypeSetHas(DTypeSet set, DataType t) { return (set & dtypeBit(t)) != 0; }
-/// "float16, float32, int64": kiln's dtype names, floats first, then int, uint, bool, string, others.
+/// "float16, float32, int64": kiln's dtype names, floats first, then int, uint, bool, string,
+/// others.
 std::string dtypeSetToString(DTypeSet set);
 /// Like dtypeSetToString with runs of one family collapsed: "float16..float64, int8..int64, bool";
 /// "float8_*" stands for float8_e4m3fn, float8_e4m3fnuz, float8_e5m2 and float8_e5m2fnuz together.
 std::string dtypeSetToCompactString(DTypeSet set);
 
 struct TypeConstraint {
-  std::string name;         // the type variable ("T"), or a fixed type ("tensor(int64)")
-  DTypeSet allowed = 0;     // what kiln accepts; 0: not checked (a sequence/optional-only variable)
-  DTypeSet onnxAllowed = 0; // what ONNX allows (tells an unsupported dtype from an invalid model)
-  std::string note;         // why kiln accepts fewer than ONNX; empty when it does not
+  std::string name;      // the type variable ("T"), or a fixed type ("tensor(int64)")
+  DTypeSet allowed = 0;  // what kiln accepts; 0: not checked (a sequence/optional-only variable)
+  DTypeSet onnxAllowed = 0;  // what ONNX allows (tells an unsupported dtype from an invalid model)
+  std::string note;          // why kiln accepts fewer than ONNX; empty when it does not
 };
 
 /// An operator's types from one ONNX version (sinceVersion) until the next.
 struct TypeSignature {
   int64_t sinceVersion = 1;
-  std::vector<std::string> inputs;  // the constraint name of each input ("" or "-": not checked)
-  bool variadicInputs = false;      // the last entry covers every further input
+  std::vector<std::string> inputs;   // the constraint name of each input ("" or "-": not checked)
+  bool variadicInputs = false;       // the last entry covers every further input
   std::vector<bool> optionalInputs;  // per entry of inputs: ONNX marks it optional (it may be "")
   std::vector<std::string> outputs;
   bool variadicOutputs = false;
@@ -51,18 +52,21 @@ struct OpTypes {
   const TypeSignature* at(int64_t opset) const;
 };
 
-/// ONNX's constraints for (domain, opType) over opsets [minOpset, maxOpset], narrowed by kiln's kernel
-/// limits (kiln_dtype_limits.cpp). A version also accepts the dtypes later versions add for the same
-/// variable, since kiln runs the same kernel at every opset.
-OpTypes kilnOpTypes(const std::string& domain, const std::string& opType, int64_t minOpset, int64_t maxOpset);
+/// ONNX's constraints for (domain, opType) over opsets [minOpset, maxOpset], narrowed by kiln's
+/// kernel limits (kiln_dtype_limits.cpp). A version also accepts the dtypes later versions add for
+/// the same variable, since kiln runs the same kernel at every opset.
+OpTypes kilnOpTypes(const std::string& domain, const std::string& opType, int64_t minOpset,
+                    int64_t maxOpset);
 
 struct OpSchema;
 /// kilnOpTypes for the schema's (domain, opType, opset range), computed once and cached.
 const OpTypes& opTypesOf(const OpSchema& schema);
 
 /// Fails (naming the node, input, dtype and what is accepted) if an input's dtype is not allowed.
-/// `inputs[i]` is nullptr for omitted inputs; sequences, optionals and unknown dtypes are not checked.
-void checkInputTypes(const Node& node, const OpTypes& types, const std::vector<const TypeInfo*>& inputs,
+/// `inputs[i]` is nullptr for omitted inputs; sequences, optionals and unknown dtypes are not
+/// checked.
+void checkInputTypes(const Node& node, const OpTypes& types,
+                     const std::vector<const TypeInfo*>& inputs,
                      const std::vector<std::string>& inputNames);
 
 /// A kiln narrowing of ONNX's constraints: on (domain, opType), variable `var` ("*" = every one)

@@ -29,10 +29,14 @@ class GraphConverter {
   /// `rawInitializers`: the top-level initializers' raw_data, moved out of the protobuf by name.
   GraphConverter(const ir::Model& model, std::string baseDir, std::string file,
                  std::map<std::string, std::shared_ptr<std::string>> rawInitializers = {})
-      : model_(model), baseDir_(std::move(baseDir)), file_(std::move(file)), rawInitializers_(std::move(rawInitializers)) {}
+      : model_(model),
+        baseDir_(std::move(baseDir)),
+        file_(std::move(file)),
+        rawInitializers_(std::move(rawInitializers)) {}
 
   /// A subgraph (isSubgraph) may name outer-scope tensors as outputs.
-  ir::Graph convert(const onnx::GraphProto& proto, std::map<std::string, int>* opCounts, bool isSubgraph = false);
+  ir::Graph convert(const onnx::GraphProto& proto, std::map<std::string, int>* opCounts,
+                    bool isSubgraph = false);
 
  private:
   [[noreturn]] void fail(const std::string& message) const {
@@ -57,12 +61,14 @@ DataType GraphConverter::elementType(int32_t elemType, const std::string& what) 
   // the last type kiln knows (kInt2) is refused here.
   const auto dtype = static_cast<DataType>(elemType);
   if (elemType < 0 || elemType > static_cast<int32_t>(DataType::kInt2)) {
-    fail(what + " has elem_type " + std::to_string(elemType) + ", which is not an ONNX data type kiln knows");
+    fail(what + " has elem_type " + std::to_string(elemType) +
+         ", which is not an ONNX data type kiln knows");
   }
   return dtype;
 }
 
-ir::TypeInfo GraphConverter::typeFromProto(const onnx::TypeProto& type, const std::string& what) const {
+ir::TypeInfo GraphConverter::typeFromProto(const onnx::TypeProto& type,
+                                           const std::string& what) const {
   ir::TypeInfo info;
   if (type.has_optional_type()) {  // an optional tensor or sequence
     const onnx::TypeProto& element = type.optional_type().elem_type();
@@ -81,9 +87,12 @@ ir::TypeInfo GraphConverter::typeFromProto(const onnx::TypeProto& type, const st
   if (type.tensor_type().has_shape()) {
     ir::SymShape shape;
     for (const auto& d : type.tensor_type().shape().dim()) {
-      if (d.has_dim_value() && d.dim_value() >= 0) shape.push_back(ir::Dim::known(d.dim_value()));
-      else if (d.has_dim_param()) shape.push_back(ir::Dim::named(d.dim_param()));
-      else shape.push_back(ir::Dim::unknown());
+      if (d.has_dim_value() && d.dim_value() >= 0)
+        shape.push_back(ir::Dim::known(d.dim_value()));
+      else if (d.has_dim_param())
+        shape.push_back(ir::Dim::named(d.dim_param()));
+      else
+        shape.push_back(ir::Dim::unknown());
     }
     info.shape = std::move(shape);
   }
@@ -105,32 +114,44 @@ std::string typeAttributeText(const onnx::TypeProto& type) {
   return (type.has_sequence_type() ? "seq(" : "optional(") + element + ")";
 }
 
-ir::Attribute GraphConverter::attributeFromProto(const onnx::AttributeProto& a, const std::string& nodeLabel,
+ir::Attribute GraphConverter::attributeFromProto(const onnx::AttributeProto& a,
+                                                 const std::string& nodeLabel,
                                                  std::map<std::string, int>* opCounts) {
   std::string where = nodeLabel + " attribute '" + a.name() + "'";
   using AP = onnx::AttributeProto;
   auto subgraph = [&](const onnx::GraphProto& g) {
-    return std::make_shared<ir::Graph>(GraphConverter(model_, baseDir_, file_).convert(g, opCounts, true));
+    return std::make_shared<ir::Graph>(
+        GraphConverter(model_, baseDir_, file_).convert(g, opCounts, true));
   };
   switch (a.type()) {
-    case AP::FLOAT: return a.f();
-    case AP::INT: return a.i();
-    case AP::STRING: return a.s();
-    case AP::TENSOR: return tensorFromProto(a.t(), baseDir_, file_ + ": " + where);
-    case AP::GRAPH: return subgraph(a.g());
+    case AP::FLOAT:
+      return a.f();
+    case AP::INT:
+      return a.i();
+    case AP::STRING:
+      return a.s();
+    case AP::TENSOR:
+      return tensorFromProto(a.t(), baseDir_, file_ + ": " + where);
+    case AP::GRAPH:
+      return subgraph(a.g());
     case AP::TYPE_PROTO: {
       std::string text = typeAttributeText(a.tp());
       if (text.empty()) {
-        throw Error(ErrorCode::kUnsupportedNode, file_ + ": " + where + " is a map or sparse type, which kiln does not support");
+        throw Error(ErrorCode::kUnsupportedNode,
+                    file_ + ": " + where + " is a map or sparse type, which kiln does not support");
       }
       return text;
     }
-    case AP::FLOATS: return std::vector<float>(a.floats().begin(), a.floats().end());
-    case AP::INTS: return std::vector<int64_t>(a.ints().begin(), a.ints().end());
-    case AP::STRINGS: return std::vector<std::string>(a.strings().begin(), a.strings().end());
+    case AP::FLOATS:
+      return std::vector<float>(a.floats().begin(), a.floats().end());
+    case AP::INTS:
+      return std::vector<int64_t>(a.ints().begin(), a.ints().end());
+    case AP::STRINGS:
+      return std::vector<std::string>(a.strings().begin(), a.strings().end());
     case AP::TENSORS: {
       std::vector<Tensor> v;
-      for (const auto& t : a.tensors()) v.push_back(tensorFromProto(t, baseDir_, file_ + ": " + where));
+      for (const auto& t : a.tensors())
+        v.push_back(tensorFromProto(t, baseDir_, file_ + ": " + where));
       return v;
     }
     case AP::GRAPHS: {
@@ -139,15 +160,17 @@ ir::Attribute GraphConverter::attributeFromProto(const onnx::AttributeProto& a, 
       return v;
     }
     default:
-      throw Error(ErrorCode::kUnsupportedNode,
-                  file_ + ": " + where + " has attribute type " + AP::AttributeType_Name(a.type()) +
-                      ", which kiln does not support");
+      throw Error(ErrorCode::kUnsupportedNode, file_ + ": " + where + " has attribute type " +
+                                                   AP::AttributeType_Name(a.type()) +
+                                                   ", which kiln does not support");
   }
 }
 
 // Constant nodes become constant values, so shape inference and folding see them.
-bool GraphConverter::convertConstantNode(const onnx::NodeProto& node, ir::Graph& graph, const std::string& label) {
-  if (node.op_type() != "Constant" || !(node.domain().empty() || node.domain() == "ai.onnx")) return false;
+bool GraphConverter::convertConstantNode(const onnx::NodeProto& node, ir::Graph& graph,
+                                         const std::string& label) {
+  if (node.op_type() != "Constant" || !(node.domain().empty() || node.domain() == "ai.onnx"))
+    return false;
   if (node.output_size() != 1 || node.attribute_size() != 1) {
     fail(label + " must have exactly one output and one value attribute");
   }
@@ -159,18 +182,21 @@ bool GraphConverter::convertConstantNode(const onnx::NodeProto& node, ir::Graph&
   } else if (a.name() == "value_float") {
     value = Tensor::fromVector<float>(DataType::kFloat32, {}, {a.f()});
   } else if (a.name() == "value_floats") {
-    value = Tensor::fromVector<float>(DataType::kFloat32, {a.floats_size()}, {a.floats().begin(), a.floats().end()});
+    value = Tensor::fromVector<float>(DataType::kFloat32, {a.floats_size()},
+                                      {a.floats().begin(), a.floats().end()});
   } else if (a.name() == "value_int") {
     value = Tensor::fromVector<int64_t>(DataType::kInt64, {}, {a.i()});
   } else if (a.name() == "value_ints") {
-    value = Tensor::fromVector<int64_t>(DataType::kInt64, {a.ints_size()}, {a.ints().begin(), a.ints().end()});
+    value = Tensor::fromVector<int64_t>(DataType::kInt64, {a.ints_size()},
+                                        {a.ints().begin(), a.ints().end()});
   } else if (a.name() == "value_string") {
     value = Tensor::fromVector<std::string>(DataType::kString, {}, {a.s()});
   } else if (a.name() == "value_strings") {
     value = Tensor::fromVector<std::string>(DataType::kString, {a.strings_size()},
                                             {a.strings().begin(), a.strings().end()});
   } else {
-    throw Error(ErrorCode::kUnsupportedNode, where + ": attribute '" + a.name() + "' is not supported");
+    throw Error(ErrorCode::kUnsupportedNode,
+                where + ": attribute '" + a.name() + "' is not supported");
   }
   int id = graph.valueId(node.output(0));
   ir::Value& v = graph.value(id);
@@ -184,24 +210,27 @@ int64_t GraphConverter::opsetFor(const std::string& domain, const std::string& l
   const std::string d = domain == "ai.onnx" ? "" : domain;
   auto it = model_.opsets.find(d);
   if (it == model_.opsets.end()) {
-    fail(label + " uses domain '" + (d.empty() ? "ai.onnx" : d) + "', which the model does not import (opset_import)");
+    fail(label + " uses domain '" + (d.empty() ? "ai.onnx" : d) +
+         "', which the model does not import (opset_import)");
   }
   return it->second;
 }
 
-ir::Graph GraphConverter::convert(const onnx::GraphProto& proto, std::map<std::string, int>* opCounts,
-                                  bool isSubgraph) {
+ir::Graph GraphConverter::convert(const onnx::GraphProto& proto,
+                                  std::map<std::string, int>* opCounts, bool isSubgraph) {
   ir::Graph graph;
   graph.name = proto.name();
   for (const auto& init : proto.initializer()) {
     if (init.name().empty()) fail("an initializer has no name");
-    if (graph.findValue(init.name()) != ir::kNoValue) fail("initializer '" + init.name() + "' is defined twice");
+    if (graph.findValue(init.name()) != ir::kNoValue)
+      fail("initializer '" + init.name() + "' is defined twice");
     std::shared_ptr<std::string> raw;
     if (auto it = rawInitializers_.find(init.name()); !isSubgraph && it != rawInitializers_.end()) {
       raw = std::move(it->second);
       rawInitializers_.erase(it);
     }
-    Tensor t = tensorFromProto(init, baseDir_, file_ + ": initializer '" + init.name() + "'", std::move(raw));
+    Tensor t = tensorFromProto(init, baseDir_, file_ + ": initializer '" + init.name() + "'",
+                               std::move(raw));
     int id = graph.addValue(init.name(), ir::TypeInfo{t.dtype(), ir::symShapeOf(t.shape())});
     graph.value(id).constant = std::move(t);
   }
@@ -215,24 +244,29 @@ ir::Graph GraphConverter::convert(const onnx::GraphProto& proto, std::map<std::s
   }
   for (const auto& vi : proto.value_info()) {
     int id = graph.valueId(vi.name());
-    if (!graph.value(id).constant) graph.value(id).type = typeFromProto(vi.type(), "value_info '" + vi.name() + "'");
+    if (!graph.value(id).constant)
+      graph.value(id).type = typeFromProto(vi.type(), "value_info '" + vi.name() + "'");
   }
   for (int i = 0; i < proto.node_size(); ++i) {
     const auto& np = proto.node(i);
     if (opCounts) ++(*opCounts)[np.op_type()];
     std::string name = importedNodeName(np.name(), np.op_type(), i);
     std::string label = "node '" + name + "' (" + np.op_type() + ")";
-    if (np.output_size() == 0) fail(label + " has no outputs; every ONNX operator has at least one");
+    if (np.output_size() == 0)
+      fail(label + " has no outputs; every ONNX operator has at least one");
     if (convertConstantNode(np, graph, label)) continue;
     ir::Node node;
     node.name = name;
     node.opType = np.op_type();
     node.domain = np.domain() == "ai.onnx" ? "" : np.domain();
     node.opset = opsetFor(node.domain, label);
-    for (const auto& in : np.input()) node.inputs.push_back(in.empty() ? ir::kNoValue : graph.valueId(in));
-    for (const auto& out : np.output()) node.outputs.push_back(out.empty() ? ir::kNoValue : graph.valueId(out));
+    for (const auto& in : np.input())
+      node.inputs.push_back(in.empty() ? ir::kNoValue : graph.valueId(in));
+    for (const auto& out : np.output())
+      node.outputs.push_back(out.empty() ? ir::kNoValue : graph.valueId(out));
     for (const auto& a : np.attribute()) {
-      if (!a.ref_attr_name().empty()) fail(label + " attribute '" + a.name() + "' refers to a function attribute");
+      if (!a.ref_attr_name().empty())
+        fail(label + " attribute '" + a.name() + "' refers to a function attribute");
       node.attrs[a.name()] = attributeFromProto(a, label, opCounts);
     }
     try {  // an op kiln does not implement may be a plugin (and `Plugin` nodes are)
@@ -244,7 +278,8 @@ ir::Graph GraphConverter::convert(const onnx::GraphProto& proto, std::map<std::s
   }
   for (const auto& out : proto.output()) {
     int id = isSubgraph ? graph.valueId(out.name()) : graph.findValue(out.name());
-    if (id == ir::kNoValue) fail("graph output '" + out.name() + "' is not produced by any node, initializer or input");
+    if (id == ir::kNoValue)
+      fail("graph output '" + out.name() + "' is not produced by any node, initializer or input");
     ir::TypeInfo declared = typeFromProto(out.type(), "graph output '" + out.name() + "'");
     ir::Value& v = graph.value(id);
     if (v.type.dtype == DataType::kUndefined) v.type.dtype = declared.dtype;
@@ -257,19 +292,22 @@ ir::Graph GraphConverter::convert(const onnx::GraphProto& proto, std::map<std::s
   return graph;
 }
 
-// A file format newer than kiln knows, or an opset version below ONNX's first, cannot be read as meant.
-// A missing ir_version is tolerated (older exporters and hand-built models leave it out; `kiln check` flags it).
+// A file format newer than kiln knows, or an opset version below ONNX's first, cannot be read as
+// meant. A missing ir_version is tolerated (older exporters and hand-built models leave it out;
+// `kiln check` flags it).
 void checkVersions(const onnx::ModelProto& proto, const std::string& displayName) {
   if (proto.ir_version() > ir::kOnnxLatestIrVersion) {
-    throw Error(ErrorCode::kInvalidModel, displayName + ": ir_version " + std::to_string(proto.ir_version()) +
+    throw Error(ErrorCode::kInvalidModel, displayName + ": ir_version " +
+                                              std::to_string(proto.ir_version()) +
                                               " is newer than the newest kiln knows (" +
                                               std::to_string(ir::kOnnxLatestIrVersion) + ")");
   }
   for (const auto& op : proto.opset_import()) {
     if (op.version() >= 1) continue;
     const std::string domain = op.domain().empty() ? "ai.onnx" : op.domain();
-    throw Error(ErrorCode::kInvalidModel, displayName + ": opset_import imports domain '" + domain + "' at version " +
-                                              std::to_string(op.version()) + "; opset versions start at 1");
+    throw Error(ErrorCode::kInvalidModel, displayName + ": opset_import imports domain '" + domain +
+                                              "' at version " + std::to_string(op.version()) +
+                                              "; opset versions start at 1");
   }
 }
 
@@ -310,15 +348,19 @@ void checkParsed(bool parsed, const onnx::ModelProto& proto, const std::string& 
   if (!parsed) {
     if (nestedTooDeep()) {
       throw Error(ErrorCode::kInvalidModel,
-                  displayName + ": not a valid ONNX model for kiln: its protobuf messages nest more than " +
+                  displayName +
+                      ": not a valid ONNX model for kiln: its protobuf messages nest more than " +
                       std::to_string(kProtobufNestingLimit) +
-                      " levels deep (each If/Loop/Scan subgraph inside another adds 3 levels), the most kiln reads");
+                      " levels deep (each If/Loop/Scan subgraph inside another adds 3 levels), the "
+                      "most kiln reads");
     }
-    throw Error(ErrorCode::kInvalidModel,
-                displayName + ": not a valid ONNX model (the protobuf could not be parsed; the file may be truncated or corrupted)");
+    throw Error(ErrorCode::kInvalidModel, displayName +
+                                              ": not a valid ONNX model (the protobuf could not be "
+                                              "parsed; the file may be truncated or corrupted)");
   }
   if (!proto.has_graph()) {
-    throw Error(ErrorCode::kInvalidModel, displayName + ": not a valid ONNX model (it has no graph)");
+    throw Error(ErrorCode::kInvalidModel,
+                displayName + ": not a valid ONNX model (it has no graph)");
   }
 }
 
@@ -333,8 +375,8 @@ void readMetadata(const onnx::ModelProto& proto, ModelMetadata& metadata) {
   for (const auto& kv : proto.metadata_props()) metadata.custom[kv.key()] = kv.value();
 }
 
-ir::Model convertModel(onnx::ModelProto& proto, const std::string& baseDir, const std::string& displayName,
-                       ModelMetadata* metadata) {
+ir::Model convertModel(onnx::ModelProto& proto, const std::string& baseDir,
+                       const std::string& displayName, ModelMetadata* metadata) {
   if (metadata) readMetadata(proto, *metadata);
   ir::Model model;
   model.path = displayName;
@@ -351,7 +393,8 @@ ir::Model convertModel(onnx::ModelProto& proto, const std::string& baseDir, cons
                     .convert(proto.graph(), &model.opCounts);
   model.initializerCount = static_cast<size_t>(proto.graph().initializer_size());
   for (const auto& init : proto.graph().initializer()) {
-    model.initializerBytes += model.graph.value(model.graph.findValue(init.name())).constant->byteSize();
+    model.initializerBytes +=
+        model.graph.value(model.graph.findValue(init.name())).constant->byteSize();
   }
   try {
     resolveImplicitInputs(model.graph);
@@ -373,7 +416,8 @@ ir::Model loadModelFromBytes(const void* data, size_t size, const std::string& b
                              const std::string& displayName, ModelMetadata* metadata) {
   onnx::ModelProto proto;
   if (size > static_cast<size_t>(INT32_MAX)) {
-    throw Error(ErrorCode::kInvalidModel, displayName + ": model is larger than 2 GiB; store the weights as external data");
+    throw Error(ErrorCode::kInvalidModel,
+                displayName + ": model is larger than 2 GiB; store the weights as external data");
   }
   checkParsed(proto.ParseFromArray(data, static_cast<int>(size)), proto, displayName, [&] {
     google::protobuf::io::ArrayInputStream in(data, static_cast<int>(size));
@@ -384,13 +428,15 @@ ir::Model loadModelFromBytes(const void* data, size_t size, const std::string& b
 
 ir::Model loadModel(const std::string& path, ModelMetadata* metadata) {
   std::error_code ec;
-  if (fs::is_directory(path, ec)) throw Error(ErrorCode::kIoError, path + ": is a directory, not a model file");
+  if (fs::is_directory(path, ec))
+    throw Error(ErrorCode::kIoError, path + ": is a directory, not a model file");
   std::ifstream file(path, std::ios::binary);
   if (!file) throw Error(ErrorCode::kIoError, path + ": cannot open the model file");
   const auto size = fs::file_size(path, ec);
   if (!ec && size == 0) throw Error(ErrorCode::kInvalidModel, path + ": the file is empty");
   if (!ec && size > static_cast<uintmax_t>(INT32_MAX)) {
-    throw Error(ErrorCode::kInvalidModel, path + ": model is larger than 2 GiB; store the weights as external data");
+    throw Error(ErrorCode::kInvalidModel,
+                path + ": model is larger than 2 GiB; store the weights as external data");
   }
   // Parsed from the stream, so the file's bytes are never held in memory beside the protobuf.
   onnx::ModelProto proto;

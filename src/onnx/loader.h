@@ -7,7 +7,8 @@
 
 namespace kiln::onnx_import {
 
-/// The name kiln gives a model's node: its own, or "<op_type>_<index in the graph>" when it has none.
+/// The name kiln gives a model's node: its own, or "<op_type>_<index in the graph>" when it has
+/// none.
 std::string importedNodeName(const std::string& name, const std::string& opType, int index);
 
 /// Loads, sorts and verifies a model. Errors name the file and the node or tensor at fault.

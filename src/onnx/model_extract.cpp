@@ -30,8 +30,10 @@ void typeToProto(const ir::TypeInfo& type, onnx::TypeProto& proto) {
   onnx::TensorShapeProto* shape = tensor->mutable_tensor_type()->mutable_shape();
   for (const ir::Dim& d : *type.shape) {
     onnx::TensorShapeProto::Dimension* dim = shape->add_dim();
-    if (d.isKnown()) dim->set_dim_value(d.value);
-    else if (!d.symbol.empty()) dim->set_dim_param(d.symbol);
+    if (d.isKnown())
+      dim->set_dim_value(d.value);
+    else if (!d.symbol.empty())
+      dim->set_dim_param(d.symbol);
   }
 }
 
@@ -42,19 +44,27 @@ class Extractor {
     const fs::path dir = fs::path(path_).parent_path();
     baseDir_ = dir.empty() ? "." : dir.string();
     for (int i = 0; i < graph_.node_size(); ++i)
-      for (const std::string& out : graph_.node(i).output()) if (!out.empty()) producer_.emplace(out, i);
-    for (int i = 0; i < graph_.initializer_size(); ++i) initializers_.emplace(graph_.initializer(i).name(), i);
-    for (const onnx::ValueInfoProto& vi : graph_.input()) { declared_[vi.name()] = &vi; graphInputs_.insert(vi.name()); }
+      for (const std::string& out : graph_.node(i).output())
+        if (!out.empty()) producer_.emplace(out, i);
+    for (int i = 0; i < graph_.initializer_size(); ++i)
+      initializers_.emplace(graph_.initializer(i).name(), i);
+    for (const onnx::ValueInfoProto& vi : graph_.input()) {
+      declared_[vi.name()] = &vi;
+      graphInputs_.insert(vi.name());
+    }
     for (const onnx::ValueInfoProto& vi : graph_.value_info()) declared_.emplace(vi.name(), &vi);
     for (const onnx::ValueInfoProto& vi : graph_.output()) declared_.emplace(vi.name(), &vi);
   }
 
-  onnx::ModelProto extract(const std::vector<std::string>& inputs, const std::vector<std::string>& outputs);
+  onnx::ModelProto extract(const std::vector<std::string>& inputs,
+                           const std::vector<std::string>& outputs);
   /// Moves the external data of the sub-model's tensors into one file beside it.
   void writeExternalData(onnx::ModelProto& sub, const std::string& outputPath) const;
 
  private:
-  [[noreturn]] void fail(const std::string& message) const { throw Error(ErrorCode::kInvalidArgument, path_ + ": " + message); }
+  [[noreturn]] void fail(const std::string& message) const {
+    throw Error(ErrorCode::kInvalidArgument, path_ + ": " + message);
+  }
   bool isTensor(const std::string& name) const {
     return producer_.count(name) || initializers_.count(name) || graphInputs_.count(name);
   }
@@ -69,14 +79,16 @@ class Extractor {
   std::map<std::string, int> producer_, initializers_;
   std::set<std::string> graphInputs_;
   std::map<std::string, const onnx::ValueInfoProto*> declared_;
-  std::set<int> nodes_;                // kept, by index in the model
+  std::set<int> nodes_;                     // kept, by index in the model
   std::set<std::string> initializerNames_;  // kept
-  std::optional<ir::Model> inferred_;  // the model as kiln loads it, with inferred shapes (when needed)
+  std::optional<ir::Model>
+      inferred_;  // the model as kiln loads it, with inferred shapes (when needed)
 };
 
 // Walks back from the outputs to the inputs: the nodes and initializers on the way are kept; a
 // graph input of the model reached on the way is a tensor the outputs need but were not given.
-void Extractor::collectNeeded(const std::set<std::string>& inputs, const std::vector<std::string>& outputs) {
+void Extractor::collectNeeded(const std::set<std::string>& inputs,
+                              const std::vector<std::string>& outputs) {
   for (const std::string& output : outputs) {
     std::vector<std::string> pending{output};
     std::set<std::string> seen;
@@ -92,10 +104,11 @@ void Extractor::collectNeeded(const std::set<std::string>& inputs, const std::ve
       } else if (initializers_.count(name)) {
         initializerNames_.insert(name);
       } else if (graphInputs_.count(name)) {
-        fail("output '" + output + "' cannot be computed from the given inputs: it needs tensor '" + name +
-             "', a graph input of the model (add it to --inputs)");
+        fail("output '" + output + "' cannot be computed from the given inputs: it needs tensor '" +
+             name + "', a graph input of the model (add it to --inputs)");
       } else {
-        fail("output '" + output + "' cannot be computed: tensor '" + name + "' is not defined in the model");
+        fail("output '" + output + "' cannot be computed: tensor '" + name +
+             "' is not defined in the model");
       }
     }
   }
@@ -111,12 +124,14 @@ std::vector<int> Extractor::sortedNodes() const {
     for (const std::string& outer : outerScopeReads(graph_.node(i))) reads.insert(outer);
     for (const std::string& name : reads) {
       auto it = producer_.find(name);
-      if (it != producer_.end() && nodes_.count(it->second) && it->second != i && waitsFor[i].insert(it->second).second)
+      if (it != producer_.end() && nodes_.count(it->second) && it->second != i &&
+          waitsFor[i].insert(it->second).second)
         readers[it->second].push_back(i);
     }
   }
   std::set<int> ready;
-  for (int i : nodes_) if (waitsFor[i].empty()) ready.insert(i);
+  for (int i : nodes_)
+    if (waitsFor[i].empty()) ready.insert(i);
   std::vector<int> order;
   while (!ready.empty()) {
     const int i = *ready.begin();
@@ -133,7 +148,8 @@ std::vector<int> Extractor::sortedNodes() const {
 
 // A tensor's declared type, else its initializer's, else the one kiln infers.
 onnx::ValueInfoProto Extractor::valueInfo(const std::string& name) {
-  if (auto it = declared_.find(name); it != declared_.end() && it->second->has_type()) return *it->second;
+  if (auto it = declared_.find(name); it != declared_.end() && it->second->has_type())
+    return *it->second;
   onnx::ValueInfoProto info;
   info.set_name(name);
   if (auto it = initializers_.find(name); it != initializers_.end()) {
@@ -150,16 +166,19 @@ onnx::ValueInfoProto Extractor::valueInfo(const std::string& name) {
   }
   const int id = inferred_->graph.findValue(name);
   if (id == ir::kNoValue || inferred_->graph.value(id).type.dtype == DataType::kUndefined) {
-    fail("tensor '" + name + "' has no declared type and kiln cannot infer one; declare it in the model's value_info");
+    fail("tensor '" + name +
+         "' has no declared type and kiln cannot infer one; declare it in the model's value_info");
   }
   typeToProto(inferred_->graph.value(id).type, *info.mutable_type());
   return info;
 }
 
-onnx::ModelProto Extractor::extract(const std::vector<std::string>& inputs, const std::vector<std::string>& outputs) {
+onnx::ModelProto Extractor::extract(const std::vector<std::string>& inputs,
+                                    const std::vector<std::string>& outputs) {
   if (outputs.empty()) fail("no outputs to extract");
   for (const auto* names : {&inputs, &outputs})
-    for (const std::string& name : *names) if (!isTensor(name)) fail("tensor '" + name + "' is not in the model");
+    for (const std::string& name : *names)
+      if (!isTensor(name)) fail("tensor '" + name + "' is not in the model");
   const std::set<std::string> given(inputs.begin(), inputs.end());
   collectNeeded(given, outputs);
   // The model's header (opsets, metadata, local functions) without copying its graph.
@@ -176,7 +195,8 @@ onnx::ModelProto Extractor::extract(const std::vector<std::string>& inputs, cons
     used.insert(node.input().begin(), node.input().end());
     used.insert(node.output().begin(), node.output().end());
   }
-  for (const std::string& name : initializerNames_) *graph.add_initializer() = graph_.initializer(initializers_.at(name));
+  for (const std::string& name : initializerNames_)
+    *graph.add_initializer() = graph_.initializer(initializers_.at(name));
   std::set<std::string> ends;
   for (const std::string& name : inputs) {
     if (ends.insert(name).second) *graph.add_input() = valueInfo(name);
@@ -191,16 +211,19 @@ onnx::ModelProto Extractor::extract(const std::vector<std::string>& inputs, cons
   return sub;
 }
 
-// Every tensor of the graph stored as external data: initializers and attribute tensors, at any depth.
+// Every tensor of the graph stored as external data: initializers and attribute tensors, at any
+// depth.
 void collectExternalTensors(onnx::GraphProto& graph, std::vector<onnx::TensorProto*>& out) {
   auto external = [](const onnx::TensorProto& t) {
     return t.has_data_location() && t.data_location() == onnx::TensorProto::EXTERNAL;
   };
-  for (onnx::TensorProto& t : *graph.mutable_initializer()) if (external(t)) out.push_back(&t);
+  for (onnx::TensorProto& t : *graph.mutable_initializer())
+    if (external(t)) out.push_back(&t);
   for (onnx::NodeProto& node : *graph.mutable_node()) {
     for (onnx::AttributeProto& a : *node.mutable_attribute()) {
       if (a.has_t() && external(a.t())) out.push_back(a.mutable_t());
-      for (onnx::TensorProto& t : *a.mutable_tensors()) if (external(t)) out.push_back(&t);
+      for (onnx::TensorProto& t : *a.mutable_tensors())
+        if (external(t)) out.push_back(&t);
       if (a.has_g()) collectExternalTensors(*a.mutable_g(), out);
       for (onnx::GraphProto& g : *a.mutable_graphs()) collectExternalTensors(g, out);
     }
@@ -219,22 +242,26 @@ void Extractor::writeExternalData(onnx::ModelProto& sub, const std::string& outp
   for (onnx::TensorProto* proto : tensors) {
     // Read (and checked) where the original model keeps it, then stored as the file format wants.
     onnx::TensorProto stored;
-    tensorToProto(tensorFromProto(*proto, baseDir_, path_ + ": tensor '" + proto->name() + "'"), proto->name(), stored);
+    tensorToProto(tensorFromProto(*proto, baseDir_, path_ + ": tensor '" + proto->name() + "'"),
+                  proto->name(), stored);
     const std::string& bytes = stored.raw_data();
-    const uint64_t aligned = (offset + 63) / 64 * 64;  // as onnx's own writer, keep each tensor aligned
+    const uint64_t aligned =
+        (offset + 63) / 64 * 64;  // as onnx's own writer, keep each tensor aligned
     out << std::string(aligned - offset, '\0');
     out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     proto->clear_external_data();
     proto->clear_raw_data();
     for (const auto& [key, value] : {std::pair<const char*, std::string>{"location", location},
-                                     {"offset", std::to_string(aligned)}, {"length", std::to_string(bytes.size())}}) {
+                                     {"offset", std::to_string(aligned)},
+                                     {"length", std::to_string(bytes.size())}}) {
       onnx::StringStringEntryProto* entry = proto->add_external_data();
       entry->set_key(key);
       entry->set_value(value);
     }
     offset = aligned + bytes.size();
   }
-  if (!out.flush()) throw Error(ErrorCode::kIoError, dataPath + ": cannot write the external data file");
+  if (!out.flush())
+    throw Error(ErrorCode::kIoError, dataPath + ": cannot write the external data file");
 }
 
 }  // namespace

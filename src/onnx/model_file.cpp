@@ -11,14 +11,16 @@ onnx::ModelProto readModelProto(const std::string& path) {
   if (!in) throw Error(ErrorCode::kIoError, path + ": cannot open the model file");
   onnx::ModelProto model;
   if (!model.ParseFromIstream(&in) || !model.has_graph()) {
-    throw Error(ErrorCode::kInvalidModel, path + ": not a valid ONNX model (the protobuf could not be parsed)");
+    throw Error(ErrorCode::kInvalidModel,
+                path + ": not a valid ONNX model (the protobuf could not be parsed)");
   }
   return model;
 }
 
 void writeModelProto(const onnx::ModelProto& model, const std::string& path) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out || !model.SerializeToOstream(&out)) throw Error(ErrorCode::kIoError, path + ": cannot write the model");
+  if (!out || !model.SerializeToOstream(&out))
+    throw Error(ErrorCode::kIoError, path + ": cannot write the model");
 }
 
 }  // namespace kiln::onnx_import

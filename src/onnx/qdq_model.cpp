@@ -58,7 +58,8 @@ void removeReplacedWeights(const build::QuantizationPlan& plan, onnx::GraphProto
   for (const onnx::ValueInfoProto& in : graph.input()) inputs.insert(in.name());
   std::set<std::string> replaced;
   for (const build::QdqPair& pair : plan.pairs)
-    if (pair.weights.defined() && !read.count(pair.tensor) && !inputs.count(pair.tensor)) replaced.insert(pair.tensor);
+    if (pair.weights.defined() && !read.count(pair.tensor) && !inputs.count(pair.tensor))
+      replaced.insert(pair.tensor);
   auto* initializers = graph.mutable_initializer();
   for (int i = initializers->size() - 1; i >= 0; --i)
     if (replaced.count(initializers->Get(i).name())) initializers->DeleteSubrange(i, 1);
@@ -71,22 +72,23 @@ void applyQuantizationPlan(const build::QuantizationPlan& plan, onnx::ModelProto
   for (const build::QdqPair& pair : plan.pairs) {
     const int64_t needed = pair.axis >= 0 ? 13 : 10;
     if (opset < needed) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  "tensor '" + pair.tensor + "': " + (pair.axis >= 0 ? "per-channel " : "") +
-                      "QuantizeLinear/DequantizeLinear need ai.onnx opset " + std::to_string(needed) +
-                      ", the model has " + std::to_string(opset) +
-                      (pair.axis >= 0 ? " (quantize without --per-channel, or export with opset 13)" : ""));
+      throw Error(
+          ErrorCode::kInvalidArgument,
+          "tensor '" + pair.tensor + "': " + (pair.axis >= 0 ? "per-channel " : "") +
+              "QuantizeLinear/DequantizeLinear need ai.onnx opset " + std::to_string(needed) +
+              ", the model has " + std::to_string(opset) +
+              (pair.axis >= 0 ? " (quantize without --per-channel, or export with opset 13)" : ""));
     }
   }
   onnx::GraphProto& graph = *model.mutable_graph();
-  std::map<std::string, int> nodeIndex;    // by the name kiln gives it
-  std::map<std::string, int> producer;     // tensor -> node index
+  std::map<std::string, int> nodeIndex;  // by the name kiln gives it
+  std::map<std::string, int> producer;   // tensor -> node index
   for (int i = 0; i < graph.node_size(); ++i) {
     const onnx::NodeProto& node = graph.node(i);
     nodeIndex[importedNodeName(node.name(), node.op_type(), i)] = i;
     for (const std::string& out : node.output()) producer[out] = i;
   }
-  std::vector<onnx::NodeProto> first;                  // before every node: on inputs and weights
+  std::vector<onnx::NodeProto> first;                 // before every node: on inputs and weights
   std::map<int, std::vector<onnx::NodeProto>> after;  // after a node: on its outputs
   for (const build::QdqPair& pair : plan.pairs) {
     addInitializer(graph, parameters(pair, true), pair.scaleName);
@@ -95,16 +97,19 @@ void applyQuantizationPlan(const build::QuantizationPlan& plan, onnx::ModelProto
     if (pair.weights.defined()) {
       addInitializer(graph, pair.weights, pair.quantized);
     } else {
-      nodes.push_back(qdqNode("QuantizeLinear", pair.quantizeNode, pair.tensor, pair, pair.quantized));
+      nodes.push_back(
+          qdqNode("QuantizeLinear", pair.quantizeNode, pair.tensor, pair, pair.quantized));
     }
-    nodes.push_back(qdqNode("DequantizeLinear", pair.dequantizeNode, pair.quantized, pair, pair.dequantized));
+    nodes.push_back(
+        qdqNode("DequantizeLinear", pair.dequantizeNode, pair.quantized, pair, pair.dequantized));
     auto at = producer.find(pair.tensor);
     auto& where = pair.weights.defined() || at == producer.end() ? first : after[at->second];
     where.insert(where.end(), nodes.begin(), nodes.end());
     for (const auto& [name, slot] : pair.consumers) {
       auto it = nodeIndex.find(name);
       if (it == nodeIndex.end() || slot >= graph.node(it->second).input_size()) {
-        throw Error(ErrorCode::kInvalidArgument, "quantization plan: the model has no node '" + name + "' with input " + std::to_string(slot));
+        throw Error(ErrorCode::kInvalidArgument, "quantization plan: the model has no node '" +
+                                                     name + "' with input " + std::to_string(slot));
       }
       graph.mutable_node(it->second)->set_input(slot, pair.dequantized);
     }
@@ -120,7 +125,8 @@ void applyQuantizationPlan(const build::QuantizationPlan& plan, onnx::ModelProto
   removeReplacedWeights(plan, graph);
 }
 
-void writeQdqModel(const std::string& modelPath, const build::QuantizationPlan& plan, const std::string& outputPath) {
+void writeQdqModel(const std::string& modelPath, const build::QuantizationPlan& plan,
+                   const std::string& outputPath) {
   onnx::ModelProto model = readModelProto(modelPath);
   applyQuantizationPlan(plan, model);
   writeModelProto(model, outputPath);

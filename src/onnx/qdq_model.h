@@ -16,7 +16,9 @@ namespace kiln::onnx_import {
 /// the dequantized tensors. Needs ai.onnx opset >= 10, and >= 13 for per-channel weights.
 void applyQuantizationPlan(const build::QuantizationPlan& plan, onnx::ModelProto& model);
 
-/// Reads the model file, applies the plan and writes the result to `outputPath` (throws naming the file).
-void writeQdqModel(const std::string& modelPath, const build::QuantizationPlan& plan, const std::string& outputPath);
+/// Reads the model file, applies the plan and writes the result to `outputPath` (throws naming the
+/// file).
+void writeQdqModel(const std::string& modelPath, const build::QuantizationPlan& plan,
+                   const std::string& outputPath);
 
 }  // namespace kiln::onnx_import

@@ -24,8 +24,8 @@ namespace fs = std::filesystem;
 }
 
 // Memory-maps [offset, offset+length) of a file; the mapping lives as long as the returned owner.
-std::shared_ptr<const void> mapFileRange(const std::string& path, uint64_t offset, uint64_t length, void** data,
-                                         const std::string& where) {
+std::shared_ptr<const void> mapFileRange(const std::string& path, uint64_t offset, uint64_t length,
+                                         void** data, const std::string& where) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) fail(where, "cannot open external data file '" + path + "': " + std::strerror(errno));
   struct stat st {};
@@ -47,24 +47,30 @@ std::shared_ptr<const void> mapFileRange(const std::string& path, uint64_t offse
   uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGE_SIZE));
   uint64_t alignedOffset = offset - offset % page;
   size_t mapLength = static_cast<size_t>(length + (offset - alignedOffset));
-  void* base = ::mmap(nullptr, mapLength, PROT_READ, MAP_PRIVATE, fd, static_cast<off_t>(alignedOffset));
+  void* base =
+      ::mmap(nullptr, mapLength, PROT_READ, MAP_PRIVATE, fd, static_cast<off_t>(alignedOffset));
   ::close(fd);
-  if (base == MAP_FAILED) fail(where, "cannot map external data '" + path + "': " + std::strerror(errno));
+  if (base == MAP_FAILED)
+    fail(where, "cannot map external data '" + path + "': " + std::strerror(errno));
   *data = static_cast<char*>(base) + (offset - alignedOffset);
-  return std::shared_ptr<const void>(base, [mapLength](const void* p) { ::munmap(const_cast<void*>(p), mapLength); });
+  return std::shared_ptr<const void>(
+      base, [mapLength](const void* p) { ::munmap(const_cast<void*>(p), mapLength); });
 }
 
 // The external file's path, refused if it leaves the model's folder.
-std::string resolveExternalPath(const std::string& location, const std::string& baseDir, const std::string& where) {
+std::string resolveExternalPath(const std::string& location, const std::string& baseDir,
+                                const std::string& where) {
   if (location.empty()) fail(where, "external data has no 'location'");
   fs::path rel(location);
-  if (rel.is_absolute()) fail(where, "external data location '" + location + "' must be relative to the model's folder");
+  if (rel.is_absolute())
+    fail(where, "external data location '" + location + "' must be relative to the model's folder");
   std::error_code ec;
   fs::path base = fs::weakly_canonical(fs::path(baseDir.empty() ? "." : baseDir), ec);
   fs::path full = fs::weakly_canonical(base / rel, ec);
   auto [baseEnd, fullIt] = std::mismatch(base.begin(), base.end(), full.begin(), full.end());
   if (ec || baseEnd != base.end()) {
-    fail(where, "external data location '" + location + "' points outside the model's folder " + base.string());
+    fail(where, "external data location '" + location + "' points outside the model's folder " +
+                    base.string());
   }
   return full.string();
 }
@@ -82,16 +88,19 @@ Tensor unpacked(DataType dtype, Shape shape, const uint8_t* packed) {
   return t;
 }
 
-Tensor externalTensor(const onnx::TensorProto& proto, DataType dtype, Shape shape, const std::string& baseDir,
-                      const std::string& where) {
+Tensor externalTensor(const onnx::TensorProto& proto, DataType dtype, Shape shape,
+                      const std::string& baseDir, const std::string& where) {
   std::string location;
   uint64_t offset = 0;
   int64_t length = -1;
   for (const auto& kv : proto.external_data()) {
     try {
-      if (kv.key() == "location") location = kv.value();
-      else if (kv.key() == "offset") offset = std::stoull(kv.value());
-      else if (kv.key() == "length") length = std::stoll(kv.value());
+      if (kv.key() == "location")
+        location = kv.value();
+      else if (kv.key() == "offset")
+        offset = std::stoull(kv.value());
+      else if (kv.key() == "length")
+        length = std::stoll(kv.value());
     } catch (const std::exception&) {
       fail(where, "external data field '" + kv.key() + "' has a bad value '" + kv.value() + "'");
     }
@@ -99,26 +108,35 @@ Tensor externalTensor(const onnx::TensorProto& proto, DataType dtype, Shape shap
   if (dtype == DataType::kString) fail(where, "string tensors cannot use external data");
   uint64_t expected = storedByteCount(dtype, shapeNumel(shape));
   if (length >= 0 && static_cast<uint64_t>(length) != expected) {
-    fail(where, "external data length " + std::to_string(length) + " does not match shape " + shapeToString(shape) +
-                    " of " + dataTypeName(dtype) + " (" + std::to_string(expected) + " bytes)");
+    fail(where, "external data length " + std::to_string(length) + " does not match shape " +
+                    shapeToString(shape) + " of " + dataTypeName(dtype) + " (" +
+                    std::to_string(expected) + " bytes)");
   }
   std::string path = resolveExternalPath(location, baseDir, where);
   void* data = nullptr;
   auto owner = mapFileRange(path, offset, expected, &data, where);
   if (!data) return Tensor(dtype, shape);
-  if (packedElementsPerByte(dtype) > 1) return unpacked(dtype, std::move(shape), static_cast<const uint8_t*>(data));
+  if (packedElementsPerByte(dtype) > 1)
+    return unpacked(dtype, std::move(shape), static_cast<const uint8_t*>(data));
   return Tensor::wrap(dtype, std::move(shape), data, std::move(owner));
 }
 
 // The typed field that holds a dtype's values, and how many it holds.
 std::pair<const char*, int64_t> typedField(const onnx::TensorProto& proto, DataType dtype) {
   switch (dtype) {
-    case DataType::kFloat32: return {"float_data", proto.float_data_size()};
-    case DataType::kFloat64: return {"double_data", proto.double_data_size()};
-    case DataType::kInt64: return {"int64_data", proto.int64_data_size()};
-    case DataType::kUint64: case DataType::kUint32: return {"uint64_data", proto.uint64_data_size()};
-    case DataType::kString: return {"string_data", proto.string_data_size()};
-    default: return {"int32_data", proto.int32_data_size()};
+    case DataType::kFloat32:
+      return {"float_data", proto.float_data_size()};
+    case DataType::kFloat64:
+      return {"double_data", proto.double_data_size()};
+    case DataType::kInt64:
+      return {"int64_data", proto.int64_data_size()};
+    case DataType::kUint64:
+    case DataType::kUint32:
+      return {"uint64_data", proto.uint64_data_size()};
+    case DataType::kString:
+      return {"string_data", proto.string_data_size()};
+    default:
+      return {"int32_data", proto.int32_data_size()};
   }
 }
 
@@ -133,38 +151,58 @@ void copyTyped(const Field& field, Tensor& t) {
 template <typename T>
 void copyBits16(const google::protobuf::RepeatedField<int32_t>& field, Tensor& t) {
   T* out = t.data<T>();
-  for (int64_t i = 0; i < t.numel(); ++i) out[i].bits = static_cast<uint16_t>(field.Get(static_cast<int>(i)));
+  for (int64_t i = 0; i < t.numel(); ++i)
+    out[i].bits = static_cast<uint16_t>(field.Get(static_cast<int>(i)));
 }
 
 void copyTypedFields(const onnx::TensorProto& proto, Tensor& t, const std::string& where) {
   switch (t.dtype()) {
-    case DataType::kFloat32: return copyTyped<float>(proto.float_data(), t);
-    case DataType::kFloat64: return copyTyped<double>(proto.double_data(), t);
-    case DataType::kInt64: return copyTyped<int64_t>(proto.int64_data(), t);
-    case DataType::kUint64: return copyTyped<uint64_t>(proto.uint64_data(), t);
-    case DataType::kUint32: return copyTyped<uint32_t>(proto.uint64_data(), t);
-    case DataType::kInt32: return copyTyped<int32_t>(proto.int32_data(), t);
-    case DataType::kInt16: return copyTyped<int16_t>(proto.int32_data(), t);
-    case DataType::kInt8: return copyTyped<int8_t>(proto.int32_data(), t);
-    case DataType::kUint16: return copyTyped<uint16_t>(proto.int32_data(), t);
-    case DataType::kUint8: return copyTyped<uint8_t>(proto.int32_data(), t);
-    case DataType::kBool: return copyTyped<bool>(proto.int32_data(), t);
-    case DataType::kFloat16: return copyBits16<Half>(proto.int32_data(), t);
-    case DataType::kBFloat16: return copyBits16<BFloat16>(proto.int32_data(), t);
-    case DataType::kFloat8E4M3FN: case DataType::kFloat8E4M3FNUZ: case DataType::kFloat8E5M2:
-    case DataType::kFloat8E5M2FNUZ: case DataType::kFloat8E8M0: return copyTyped<uint8_t>(proto.int32_data(), t);
+    case DataType::kFloat32:
+      return copyTyped<float>(proto.float_data(), t);
+    case DataType::kFloat64:
+      return copyTyped<double>(proto.double_data(), t);
+    case DataType::kInt64:
+      return copyTyped<int64_t>(proto.int64_data(), t);
+    case DataType::kUint64:
+      return copyTyped<uint64_t>(proto.uint64_data(), t);
+    case DataType::kUint32:
+      return copyTyped<uint32_t>(proto.uint64_data(), t);
+    case DataType::kInt32:
+      return copyTyped<int32_t>(proto.int32_data(), t);
+    case DataType::kInt16:
+      return copyTyped<int16_t>(proto.int32_data(), t);
+    case DataType::kInt8:
+      return copyTyped<int8_t>(proto.int32_data(), t);
+    case DataType::kUint16:
+      return copyTyped<uint16_t>(proto.int32_data(), t);
+    case DataType::kUint8:
+      return copyTyped<uint8_t>(proto.int32_data(), t);
+    case DataType::kBool:
+      return copyTyped<bool>(proto.int32_data(), t);
+    case DataType::kFloat16:
+      return copyBits16<Half>(proto.int32_data(), t);
+    case DataType::kBFloat16:
+      return copyBits16<BFloat16>(proto.int32_data(), t);
+    case DataType::kFloat8E4M3FN:
+    case DataType::kFloat8E4M3FNUZ:
+    case DataType::kFloat8E5M2:
+    case DataType::kFloat8E5M2FNUZ:
+    case DataType::kFloat8E8M0:
+      return copyTyped<uint8_t>(proto.int32_data(), t);
     case DataType::kString: {
-      for (int64_t i = 0; i < t.numel(); ++i) t.data<std::string>()[i] = proto.string_data(static_cast<int>(i));
+      for (int64_t i = 0; i < t.numel(); ++i)
+        t.data<std::string>()[i] = proto.string_data(static_cast<int>(i));
       return;
     }
-    default: fail(where, "data type " + dataTypeName(t.dtype()) + " is not supported");
+    default:
+      fail(where, "data type " + dataTypeName(t.dtype()) + " is not supported");
   }
 }
 
 }  // namespace
 
-Tensor tensorFromProto(const onnx::TensorProto& proto, const std::string& baseDir, const std::string& where,
-                       std::shared_ptr<std::string> rawData) {
+Tensor tensorFromProto(const onnx::TensorProto& proto, const std::string& baseDir,
+                       const std::string& where, std::shared_ptr<std::string> rawData) {
   auto dtype = static_cast<DataType>(proto.data_type());
   if (!isSupportedDataType(dtype)) {
     throw Error(ErrorCode::kUnsupportedNode,
@@ -189,8 +227,9 @@ Tensor tensorFromProto(const onnx::TensorProto& proto, const std::string& baseDi
     if (dtype == DataType::kString) fail(where, "string tensors cannot use raw_data");
     uint64_t expected = storedByteCount(dtype, numel);
     if (raw.size() != expected) {
-      fail(where, "raw_data has " + std::to_string(raw.size()) + " bytes but shape " + shapeToString(shape) + " of " +
-                      dataTypeName(dtype) + " needs " + std::to_string(expected));
+      fail(where, "raw_data has " + std::to_string(raw.size()) + " bytes but shape " +
+                      shapeToString(shape) + " of " + dataTypeName(dtype) + " needs " +
+                      std::to_string(expected));
     }
     if (packedElementsPerByte(dtype) > 1) {
       return unpacked(dtype, std::move(shape), reinterpret_cast<const uint8_t*>(raw.data()));
@@ -203,8 +242,9 @@ Tensor tensorFromProto(const onnx::TensorProto& proto, const std::string& baseDi
   auto [field, count] = typedField(proto, dtype);
   if (packedElementsPerByte(dtype) > 1) {  // int32_data holds the packed bytes, one per entry
     if (static_cast<uint64_t>(count) != storedByteCount(dtype, numel)) {
-      fail(where, std::string(field) + " holds " + std::to_string(count) + " packed bytes but shape " +
-                      shapeToString(shape) + " of " + dataTypeName(dtype) + " needs " +
+      fail(where, std::string(field) + " holds " + std::to_string(count) +
+                      " packed bytes but shape " + shapeToString(shape) + " of " +
+                      dataTypeName(dtype) + " needs " +
                       std::to_string(storedByteCount(dtype, numel)));
     }
     std::vector<uint8_t> packed(proto.int32_data().begin(), proto.int32_data().end());
@@ -228,7 +268,8 @@ void tensorToProto(const Tensor& tensor, const std::string& name, onnx::TensorPr
   proto.set_data_type(static_cast<int32_t>(tensor.dtype()));
   for (int64_t d : tensor.shape()) proto.add_dims(d);
   if (tensor.dtype() == DataType::kString) {
-    for (int64_t i = 0; i < tensor.numel(); ++i) proto.add_string_data(tensor.data<std::string>()[i]);
+    for (int64_t i = 0; i < tensor.numel(); ++i)
+      proto.add_string_data(tensor.data<std::string>()[i]);
   } else if (packedElementsPerByte(tensor.dtype()) > 1) {
     proto.set_raw_data(packLowPrecision(tensor.dtype(), tensor.data<uint8_t>(), tensor.numel()));
   } else if (tensor.byteSize()) {

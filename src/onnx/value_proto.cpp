@@ -15,7 +15,9 @@ namespace {
 
 namespace pb = google::protobuf;
 
-[[noreturn]] void fail(const std::string& message) { throw Error(ErrorCode::kInvalidArgument, message); }
+[[noreturn]] void fail(const std::string& message) {
+  throw Error(ErrorCode::kInvalidArgument, message);
+}
 
 // Protobuf parsing is lenient: bytes of one message often parse as another, the fields it does
 // not know kept aside as unknown fields. A file holds a message only if nothing was left unknown.
@@ -57,7 +59,9 @@ std::string readBytes(const std::string& path, const std::string& what) {
 }
 
 const char* messageName(const ValueType& type) {
-  return type.isOptional ? "an OptionalProto" : type.isSequence ? "a SequenceProto" : "a TensorProto";
+  return type.isOptional   ? "an OptionalProto"
+         : type.isSequence ? "a SequenceProto"
+                           : "a TensorProto";
 }
 
 // The element type a proto says, checked against the expected one (undefined: any).
@@ -75,25 +79,31 @@ Tensor tensorFrom(const onnx::TensorProto& proto, DataType expected, const std::
 
 Tensor sequenceFrom(const onnx::SequenceProto& proto, DataType expected, const std::string& where) {
   const bool tensors = proto.elem_type() == onnx::SequenceProto::TENSOR;
-  if (!tensors && !(proto.elem_type() == onnx::SequenceProto::UNDEFINED && proto.tensor_values_size() == 0)) {
+  if (!tensors &&
+      !(proto.elem_type() == onnx::SequenceProto::UNDEFINED && proto.tensor_values_size() == 0)) {
     fail(where + " is a sequence of " + onnx::SequenceProto::DataType_Name(proto.elem_type()) +
          " values; kiln sequences hold tensors");
   }
   std::vector<Tensor> items;
   for (int i = 0; i < proto.tensor_values_size(); ++i) {
-    items.push_back(tensorFrom(proto.tensor_values(i), expected, where + " item " + std::to_string(i)));
+    items.push_back(
+        tensorFrom(proto.tensor_values(i), expected, where + " item " + std::to_string(i)));
   }
   DataType dtype = items.empty() ? expected : items[0].dtype();
-  if (dtype == DataType::kUndefined) fail(where + " is an empty sequence whose element type is not known");
-  for (size_t i = 1; i < items.size(); ++i) checkDtype(items[i].dtype(), dtype, where + " item " + std::to_string(i));
+  if (dtype == DataType::kUndefined)
+    fail(where + " is an empty sequence whose element type is not known");
+  for (size_t i = 1; i < items.size(); ++i)
+    checkDtype(items[i].dtype(), dtype, where + " item " + std::to_string(i));
   return Tensor::sequence(dtype, std::move(items));
 }
 
-Tensor optionalFrom(const onnx::OptionalProto& proto, const ValueType& expected, const std::string& where) {
+Tensor optionalFrom(const onnx::OptionalProto& proto, const ValueType& expected,
+                    const std::string& where) {
   using OP = onnx::OptionalProto;
   switch (proto.elem_type()) {
     case OP::UNDEFINED:
-      if (expected.dtype == DataType::kUndefined) fail(where + " is an empty optional whose element type is not known");
+      if (expected.dtype == DataType::kUndefined)
+        fail(where + " is an empty optional whose element type is not known");
       return Tensor::none(expected.dtype, expected.isSequence);
     case OP::TENSOR:
       if (expected.isSequence) fail(where + " holds a tensor, expected a sequence");
@@ -102,7 +112,8 @@ Tensor optionalFrom(const onnx::OptionalProto& proto, const ValueType& expected,
       if (!expected.isSequence) fail(where + " holds a sequence, expected a tensor");
       return sequenceFrom(proto.sequence_value(), expected.dtype, where);
     default:
-      fail(where + " holds a " + OP::DataType_Name(proto.elem_type()) + " value; kiln optionals hold tensors or sequences");
+      fail(where + " holds a " + OP::DataType_Name(proto.elem_type()) +
+           " value; kiln optionals hold tensors or sequences");
   }
 }
 
@@ -111,7 +122,8 @@ Tensor optionalFrom(const onnx::OptionalProto& proto, const ValueType& expected,
 std::string describeValueType(const ValueType& type) {
   std::string text = type.isOptional ? "an optional " : "a ";
   text += type.isSequence ? "sequence of " : "tensor of ";
-  return text + (type.dtype == DataType::kUndefined ? std::string("any type") : dataTypeName(type.dtype));
+  return text +
+         (type.dtype == DataType::kUndefined ? std::string("any type") : dataTypeName(type.dtype));
 }
 
 Tensor readValueFile(const std::string& path, const ValueType& expected, const std::string& what) {
@@ -122,8 +134,8 @@ Tensor readValueBytes(const std::string& bytes, const std::string& path, const V
                       const std::string& what) {
   const std::string where = what + " (" + path + ")";
   auto wrongMessage = [&] {
-    fail(what + " is " + describeValueType(expected) + "; " + path + " holds " + messageKind(bytes) + ", not " +
-         messageName(expected));
+    fail(what + " is " + describeValueType(expected) + "; " + path + " holds " +
+         messageKind(bytes) + ", not " + messageName(expected));
   };
   if (expected.isOptional) {
     onnx::OptionalProto proto;
@@ -140,12 +152,15 @@ Tensor readValueBytes(const std::string& bytes, const std::string& path, const V
   return tensorFrom(proto, expected.dtype, where);
 }
 
-void writeValueFile(const std::string& path, const Tensor& value, const ValueType& type, const std::string& name) {
-  const bool isSequence = value.isSequence() || value.isNoneOfSequence() || (value.isNone() && type.isSequence);
+void writeValueFile(const std::string& path, const Tensor& value, const ValueType& type,
+                    const std::string& name) {
+  const bool isSequence =
+      value.isSequence() || value.isNoneOfSequence() || (value.isNone() && type.isSequence);
   auto sequenceProto = [&](onnx::SequenceProto& proto) {
     proto.set_name(name);
     proto.set_elem_type(onnx::SequenceProto::TENSOR);
-    for (const Tensor& item : value.sequenceItems()) tensorToProto(item, "", *proto.add_tensor_values());
+    for (const Tensor& item : value.sequenceItems())
+      tensorToProto(item, "", *proto.add_tensor_values());
   };
   std::string bytes;
   if (type.isOptional || value.isNone()) {

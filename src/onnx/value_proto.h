@@ -28,6 +28,7 @@ Tensor readValueBytes(const std::string& bytes, const std::string& path, const V
 
 /// Writes `value` to a .pb file as the message for `type`: a value that is a sequence, or none,
 /// is written as one whatever `type` says. `name` goes to the message's name field.
-void writeValueFile(const std::string& path, const Tensor& value, const ValueType& type, const std::string& name);
+void writeValueFile(const std::string& path, const Tensor& value, const ValueType& type,
+                    const std::string& name);
 
 }  // namespace kiln::onnx_import

@@ -19,10 +19,13 @@ int otherInput(const ir::Node& node, int value) {
   return ir::kNoValue;
 }
 
-bool nearly(std::optional<float> v, float expected) { return v && std::fabs(*v - expected) <= 1e-6f * std::fabs(expected); }
+bool nearly(std::optional<float> v, float expected) {
+  return v && std::fabs(*v - expected) <= 1e-6f * std::fabs(expected);
+}
 
 // The single reader of `value`, if it is exactly one node and `value` is not a graph output.
-const ir::Node* soleReader(const ir::Graph& g, const std::vector<std::vector<int>>& consumers, int value, int* index) {
+const ir::Node* soleReader(const ir::Graph& g, const std::vector<std::vector<int>>& consumers,
+                           int value, int* index) {
   if (!onlyReadBy(g, consumers, value)) return nullptr;
   *index = consumers[static_cast<size_t>(value)][0];
   return &g.nodes[static_cast<size_t>(*index)];
@@ -31,7 +34,8 @@ const ir::Node* soleReader(const ir::Graph& g, const std::vector<std::vector<int
 // Clip's bounds: attributes before opset 11, optional constant inputs after.
 std::optional<std::vector<float>> clipBounds(const ir::Graph& g, const ir::Node& clip) {
   const float inf = std::numeric_limits<float>::infinity();
-  if (clip.opset < 11) return std::vector<float>{ir::attrFloat(clip, "min", -inf), ir::attrFloat(clip, "max", inf)};
+  if (clip.opset < 11)
+    return std::vector<float>{ir::attrFloat(clip, "min", -inf), ir::attrFloat(clip, "max", inf)};
   std::vector<float> bounds{-inf, inf};
   for (size_t k = 1; k < clip.inputs.size() && k < 3; ++k) {
     if (clip.inputs[k] == ir::kNoValue) continue;
@@ -44,7 +48,8 @@ std::optional<std::vector<float>> clipBounds(const ir::Graph& g, const ir::Node&
 
 std::optional<ActivationMatch> singleOp(const ir::Graph& g, int index) {
   const ir::Node& n = g.nodes[static_cast<size_t>(index)];
-  if (!n.domain.empty() || n.outputs.size() != 1 || n.outputs[0] == ir::kNoValue) return std::nullopt;
+  if (!n.domain.empty() || n.outputs.size() != 1 || n.outputs[0] == ir::kNoValue)
+    return std::nullopt;
   ActivationMatch m{n.opType, {}, {index}, n.outputs[0]};
   if (n.opType == "Relu" || n.opType == "Sigmoid" || n.opType == "HardSwish") return m;
   if (n.opType == "LeakyRelu") {
@@ -65,7 +70,8 @@ std::optional<ActivationMatch> singleOp(const ir::Graph& g, int index) {
 }
 
 // x * Sigmoid(x): x is read by exactly a Sigmoid and a Mul, and the Mul also reads the Sigmoid.
-std::optional<ActivationMatch> silu(const ir::Graph& g, const std::vector<std::vector<int>>& consumers, int x) {
+std::optional<ActivationMatch> silu(const ir::Graph& g,
+                                    const std::vector<std::vector<int>>& consumers, int x) {
   const auto& readers = consumers[static_cast<size_t>(x)];
   if (readers.size() != 2 || isGraphOutput(g, x)) return std::nullopt;
   for (int k = 0; k < 2; ++k) {
@@ -80,31 +86,40 @@ std::optional<ActivationMatch> silu(const ir::Graph& g, const std::vector<std::v
 }
 
 // Mul(Mul(x, Add(Erf(Div(x, sqrt2)), 1)), 0.5), as torch 1.13 exports nn.GELU().
-std::optional<ActivationMatch> gelu(const ir::Graph& g, const std::vector<std::vector<int>>& consumers, int x) {
+std::optional<ActivationMatch> gelu(const ir::Graph& g,
+                                    const std::vector<std::vector<int>>& consumers, int x) {
   const auto& readers = consumers[static_cast<size_t>(x)];
   if (readers.size() != 2 || isGraphOutput(g, x)) return std::nullopt;
   for (int k = 0; k < 2; ++k) {
     const int divIndex = readers[k], mulIndex = readers[1 - k];
     const ir::Node& div = g.nodes[static_cast<size_t>(divIndex)];
     const ir::Node& mul = g.nodes[static_cast<size_t>(mulIndex)];
-    if (!isOp(div, "Div") || !isOp(mul, "Mul") || div.inputs.size() != 2 || div.inputs[0] != x) continue;
+    if (!isOp(div, "Div") || !isOp(mul, "Mul") || div.inputs.size() != 2 || div.inputs[0] != x)
+      continue;
     if (!nearly(scalarConstant(g, div.inputs[1]), 1.41421356f)) continue;
     int erfIndex = -1, addIndex = -1, halfIndex = -1;
     const ir::Node* erf = soleReader(g, consumers, div.outputs[0], &erfIndex);
     if (!erf || !isOp(*erf, "Erf")) continue;
     const ir::Node* add = soleReader(g, consumers, erf->outputs[0], &addIndex);
-    if (!add || !isOp(*add, "Add") || !nearly(scalarConstant(g, otherInput(*add, erf->outputs[0])), 1.0f)) continue;
-    if (otherInput(mul, x) != add->outputs[0] || !onlyReadBy(g, consumers, add->outputs[0])) continue;
+    if (!add || !isOp(*add, "Add") ||
+        !nearly(scalarConstant(g, otherInput(*add, erf->outputs[0])), 1.0f))
+      continue;
+    if (otherInput(mul, x) != add->outputs[0] || !onlyReadBy(g, consumers, add->outputs[0]))
+      continue;
     const ir::Node* half = soleReader(g, consumers, mul.outputs[0], &halfIndex);
-    if (!half || !isOp(*half, "Mul") || !nearly(scalarConstant(g, otherInput(*half, mul.outputs[0])), 0.5f)) continue;
-    return ActivationMatch{"Gelu", {}, {divIndex, erfIndex, addIndex, mulIndex, halfIndex}, half->outputs[0]};
+    if (!half || !isOp(*half, "Mul") ||
+        !nearly(scalarConstant(g, otherInput(*half, mul.outputs[0])), 0.5f))
+      continue;
+    return ActivationMatch{
+        "Gelu", {}, {divIndex, erfIndex, addIndex, mulIndex, halfIndex}, half->outputs[0]};
   }
   return std::nullopt;
 }
 
 }  // namespace
 
-std::optional<ActivationMatch> matchActivation(const ir::Graph& graph, const std::vector<std::vector<int>>& consumers,
+std::optional<ActivationMatch> matchActivation(const ir::Graph& graph,
+                                               const std::vector<std::vector<int>>& consumers,
                                                int value) {
   if (auto m = silu(graph, consumers, value)) return m;
   if (auto m = gelu(graph, consumers, value)) return m;

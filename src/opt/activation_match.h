@@ -10,14 +10,15 @@
 namespace kiln::opt {
 
 struct ActivationMatch {
-  std::string name;           // as the fused node's "activation" attribute: "Relu", "SiLU", "Gelu", ...
+  std::string name;  // as the fused node's "activation" attribute: "Relu", "SiLU", "Gelu", ...
   std::vector<float> params;  // its "activation_params"
   std::vector<int> nodes;     // node indices the activation consists of
   int output = -1;            // the value holding the activation's result
 };
 
 /// The activation that alone reads `value`, or nullopt. `consumers` is consumersOf(graph).
-std::optional<ActivationMatch> matchActivation(const ir::Graph& graph, const std::vector<std::vector<int>>& consumers,
+std::optional<ActivationMatch> matchActivation(const ir::Graph& graph,
+                                               const std::vector<std::vector<int>>& consumers,
                                                int value);
 
 /// Folds the activation that alone reads `*value` into `fused` (its "activation" attributes and

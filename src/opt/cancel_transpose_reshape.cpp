@@ -10,7 +10,8 @@ namespace kiln::opt {
 namespace {
 
 std::optional<std::vector<int64_t>> permOf(const ir::Graph& g, const ir::Node& t) {
-  if (!t.domain.empty() || t.opType != "Transpose" || t.inputs.size() != 1 || t.outputs.size() != 1) return std::nullopt;
+  if (!t.domain.empty() || t.opType != "Transpose" || t.inputs.size() != 1 || t.outputs.size() != 1)
+    return std::nullopt;
   if (ir::hasAttr(t, "perm")) return ir::attrInts(t, "perm");
   const auto& shape = g.value(t.inputs[0]).type.shape;
   if (!shape) return std::nullopt;
@@ -26,7 +27,8 @@ bool isIdentity(const std::vector<int64_t>& perm) {
   return true;
 }
 
-// Makes every reader of `from` read `to` instead; false (nothing changed) if `from` is a graph output.
+// Makes every reader of `from` read `to` instead; false (nothing changed) if `from` is a graph
+// output.
 bool redirect(ir::Graph& g, const std::vector<std::vector<int>>& consumers, int from, int to) {
   if (isGraphOutput(g, from)) return false;
   for (int c : consumers[static_cast<size_t>(from)]) {
@@ -39,7 +41,8 @@ bool redirect(ir::Graph& g, const std::vector<std::vector<int>>& consumers, int 
 
 // A Reshape whose target shape is a constant free of 0s (0 would copy a dim of its own input).
 bool reshapeToConstant(const ir::Graph& g, const ir::Node& r) {
-  if (!r.domain.empty() || r.opType != "Reshape" || r.inputs.size() != 2 || r.outputs.size() != 1) return false;
+  if (!r.domain.empty() || r.opType != "Reshape" || r.inputs.size() != 2 || r.outputs.size() != 1)
+    return false;
   const Tensor* shape = constantValue(g, r.inputs[1]);
   if (!shape || shape->dtype() != DataType::kInt64) return false;
   for (int64_t k = 0; k < shape->numel(); ++k) {
@@ -60,12 +63,14 @@ int cancelTransposesAndReshapes(ir::Graph& graph) {
       // Transpose(Transpose(x, p1), p2) = Transpose(x, q) with q[k] = p1[p2[k]].
       const int in = node.inputs[0];
       const int producer = graph.value(in).producer;
-      if (producer >= 0 && !removed[static_cast<size_t>(producer)] && onlyReadBy(graph, consumers, in)) {
+      if (producer >= 0 && !removed[static_cast<size_t>(producer)] &&
+          onlyReadBy(graph, consumers, in)) {
         const ir::Node& before = graph.nodes[static_cast<size_t>(producer)];
         auto first = permOf(graph, before);
         if (first && first->size() == perm->size()) {
           std::vector<int64_t> composed(perm->size());
-          for (size_t k = 0; k < perm->size(); ++k) composed[k] = (*first)[static_cast<size_t>((*perm)[k])];
+          for (size_t k = 0; k < perm->size(); ++k)
+            composed[k] = (*first)[static_cast<size_t>((*perm)[k])];
           node.inputs[0] = before.inputs[0];
           node.attrs["perm"] = composed;
           recordFusion(node, before);
@@ -73,15 +78,19 @@ int cancelTransposesAndReshapes(ir::Graph& graph) {
           perm = composed;
         }
       }
-      if (isIdentity(*perm) && redirect(graph, consumers, node.outputs[0], node.inputs[0])) removed[i] = true;
+      if (isIdentity(*perm) && redirect(graph, consumers, node.outputs[0], node.inputs[0]))
+        removed[i] = true;
       continue;
     }
     if (reshapeToConstant(graph, node)) {
       const int in = node.inputs[0];
       const int producer = graph.value(in).producer;
-      if (producer < 0 || removed[static_cast<size_t>(producer)] || !onlyReadBy(graph, consumers, in)) continue;
+      if (producer < 0 || removed[static_cast<size_t>(producer)] ||
+          !onlyReadBy(graph, consumers, in))
+        continue;
       const ir::Node& before = graph.nodes[static_cast<size_t>(producer)];
-      if (!before.domain.empty() || before.opType != "Reshape" || before.inputs.size() != 2) continue;
+      if (!before.domain.empty() || before.opType != "Reshape" || before.inputs.size() != 2)
+        continue;
       node.inputs[0] = before.inputs[0];
       recordFusion(node, before);
       removed[static_cast<size_t>(producer)] = true;

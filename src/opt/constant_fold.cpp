@@ -11,15 +11,19 @@ namespace {
 
 // Shape and Size read only their input's shape, so they fold whenever that shape is static.
 bool readsOnlyStaticShape(const ir::Graph& graph, const ir::Node& node) {
-  if (!node.domain.empty() || (node.opType != "Shape" && node.opType != "Size") || node.inputs.size() != 1) return false;
+  if (!node.domain.empty() || (node.opType != "Shape" && node.opType != "Size") ||
+      node.inputs.size() != 1)
+    return false;
   const ir::TypeInfo& t = graph.value(node.inputs[0]).type;
   return t.dtype != DataType::kUndefined && t.shape && ir::concreteShape(*t.shape);
 }
 
 bool isFoldable(const ir::Graph& graph, const ir::Node& node, bool foldDequantize) {
   if (!foldDequantize && node.domain.empty() && node.opType == "DequantizeLinear") return false;
-  const ir::OpSchema* schema = ir::OpSchemaRegistry::global().find(node.domain, node.opType, node.opset);
-  if (!schema || !schema->deterministic || !cpu::KernelRegistry::global().find(node.domain, node.opType)) {
+  const ir::OpSchema* schema =
+      ir::OpSchemaRegistry::global().find(node.domain, node.opType, node.opset);
+  if (!schema || !schema->deterministic ||
+      !cpu::KernelRegistry::global().find(node.domain, node.opType)) {
     return false;
   }
   for (const auto& [name, attr] : node.attrs) {  // control flow bodies may read outer values
@@ -32,7 +36,8 @@ bool isFoldable(const ir::Graph& graph, const ir::Node& node, bool foldDequantiz
   return true;
 }
 
-// The node's input values for folding; a Shape/Size input is a storage-less tensor of its static shape.
+// The node's input values for folding; a Shape/Size input is a storage-less tensor of its static
+// shape.
 std::vector<Tensor> foldingInputs(const ir::Graph& graph, const ir::Node& node) {
   std::vector<Tensor> inputs;
   for (int id : node.inputs) {
@@ -66,13 +71,15 @@ int foldPass(ir::Graph& graph, bool foldDequantize) {
       info.inputTypes.push_back(id == ir::kNoValue ? nullptr : &graph.value(id).type);
       info.constants.push_back(inputs.back());
     }
-    const ir::OpSchema* schema = ir::OpSchemaRegistry::global().find(node.domain, node.opType, node.opset);
+    const ir::OpSchema* schema =
+        ir::OpSchemaRegistry::global().find(node.domain, node.opType, node.opset);
     cpu::KernelFn kernel = (*cpu::KernelRegistry::global().find(node.domain, node.opType))(info);
     std::vector<Tensor> outs = runNode(node, *schema, kernel, inputs);
     const bool optionalOut = std::any_of(node.outputs.begin(), node.outputs.end(), [&](int id) {
       return id != ir::kNoValue && graph.value(id).type.isOptional;
     });
-    if (optionalOut || std::any_of(outs.begin(), outs.end(), [](const Tensor& t) { return t.isSequence() || t.isNone(); })) {
+    if (optionalOut || std::any_of(outs.begin(), outs.end(),
+                                   [](const Tensor& t) { return t.isSequence() || t.isNone(); })) {
       // constants are tensors: sequences and optionals stay computed at run time
       kept.push_back(std::move(node));
       continue;

@@ -13,8 +13,10 @@ namespace {
 // A key identifying what a node computes; nullopt for nodes that must not be merged (random,
 // subgraph or tensor attributes, omitted outputs).
 std::optional<std::string> nodeKey(const ir::Node& node) {
-  const ir::OpSchema* schema = ir::OpSchemaRegistry::global().find(node.domain, node.opType, node.opset);
-  if (!schema || !schema->deterministic || node.outputs.empty() || node.explicitInputs >= 0) return std::nullopt;
+  const ir::OpSchema* schema =
+      ir::OpSchemaRegistry::global().find(node.domain, node.opType, node.opset);
+  if (!schema || !schema->deterministic || node.outputs.empty() || node.explicitInputs >= 0)
+    return std::nullopt;
   std::string key = node.domain + "|" + node.opType + "|" + std::to_string(node.opset) + "|";
   for (int id : node.inputs) key += std::to_string(id) + ",";
   for (const auto& [name, attr] : node.attrs) {
@@ -52,7 +54,8 @@ int eliminateCommonSubexpressions(ir::Graph& graph) {
   std::map<std::string, size_t> seen;
   std::vector<int> replacement(graph.values.size());
   for (size_t v = 0; v < replacement.size(); ++v) replacement[v] = static_cast<int>(v);
-  for (size_t i = 0; i < graph.nodes.size(); ++i) {  // topological order: inputs are already renamed
+  for (size_t i = 0; i < graph.nodes.size();
+       ++i) {  // topological order: inputs are already renamed
     ir::Node& node = graph.nodes[i];
     for (int& id : node.inputs) {
       if (id != ir::kNoValue) id = replacement[static_cast<size_t>(id)];
@@ -64,11 +67,13 @@ int eliminateCommonSubexpressions(ir::Graph& graph) {
     const ir::Node& kept = graph.nodes[it->second];  // outputs checked before it is modified
     bool outputsFree = kept.outputs.size() == node.outputs.size();
     for (size_t k = 0; k < node.outputs.size() && outputsFree; ++k) {
-      outputsFree = node.outputs[k] == ir::kNoValue || (kept.outputs[k] != ir::kNoValue && !isGraphOutput(graph, node.outputs[k]));
+      outputsFree = node.outputs[k] == ir::kNoValue ||
+                    (kept.outputs[k] != ir::kNoValue && !isGraphOutput(graph, node.outputs[k]));
     }
     if (!outputsFree) continue;
     for (size_t k = 0; k < node.outputs.size(); ++k) {
-      if (node.outputs[k] != ir::kNoValue) replacement[static_cast<size_t>(node.outputs[k])] = kept.outputs[k];
+      if (node.outputs[k] != ir::kNoValue)
+        replacement[static_cast<size_t>(node.outputs[k])] = kept.outputs[k];
     }
     recordFusion(graph.nodes[it->second], node);  // the duplicate lives on as the kept node
     removed[i] = true;

@@ -11,7 +11,8 @@ namespace kiln::opt {
 namespace {
 
 // The BatchNormalization's five constant float32 inputs, or an empty vector.
-std::vector<const Tensor*> batchNormConstants(const ir::Graph& g, const ir::Node& bn, int64_t channels) {
+std::vector<const Tensor*> batchNormConstants(const ir::Graph& g, const ir::Node& bn,
+                                              int64_t channels) {
   if (bn.inputs.size() != 5 || ir::attrInt(bn, "training_mode", 0) != 0) return {};
   for (size_t k = 1; k < bn.outputs.size(); ++k) {
     if (bn.outputs[k] != ir::kNoValue) return {};  // training outputs (running mean/var) are read
@@ -32,7 +33,9 @@ int foldBatchNormIntoConv(ir::Graph& graph) {
   std::vector<bool> removed(graph.nodes.size(), false);
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
     ir::Node& conv = graph.nodes[i];
-    if (!conv.domain.empty() || conv.opType != "Conv" || conv.inputs.size() < 2 || conv.outputs.size() != 1) continue;
+    if (!conv.domain.empty() || conv.opType != "Conv" || conv.inputs.size() < 2 ||
+        conv.outputs.size() != 1)
+      continue;
     const Tensor* w = constantValue(graph, conv.inputs[1]);
     const Tensor* b = conv.inputs.size() > 2 ? constantValue(graph, conv.inputs[2]) : nullptr;
     if (!w || w->dtype() != DataType::kFloat32 || w->rank() < 3) continue;
@@ -40,19 +43,21 @@ int foldBatchNormIntoConv(ir::Graph& graph) {
     if (!onlyReadBy(graph, consumers, conv.outputs[0])) continue;
     const int bnIndex = consumers[static_cast<size_t>(conv.outputs[0])][0];
     const ir::Node& bn = graph.nodes[static_cast<size_t>(bnIndex)];
-    if (!bn.domain.empty() || bn.opType != "BatchNormalization" || bn.inputs[0] != conv.outputs[0]) continue;
+    if (!bn.domain.empty() || bn.opType != "BatchNormalization" || bn.inputs[0] != conv.outputs[0])
+      continue;
     const int64_t channels = w->dim(0);
     const std::vector<const Tensor*> p = batchNormConstants(graph, bn, channels);
     if (p.empty()) continue;
     const float epsilon = ir::attrFloat(bn, "epsilon", 1e-5f);
-    const float *scale = p[0]->data<float>(), *beta = p[1]->data<float>(), *mean = p[2]->data<float>(),
-                *var = p[3]->data<float>();
+    const float *scale = p[0]->data<float>(), *beta = p[1]->data<float>(),
+                *mean = p[2]->data<float>(), *var = p[3]->data<float>();
     Tensor newW(DataType::kFloat32, w->shape());
     Tensor newB(DataType::kFloat32, Shape{channels});
     const int64_t perChannel = w->numel() / channels;
     for (int64_t m = 0; m < channels; ++m) {
       const float s = scale[m] / std::sqrt(var[m] + epsilon);
-      for (int64_t k = 0; k < perChannel; ++k) newW.data<float>()[m * perChannel + k] = w->data<float>()[m * perChannel + k] * s;
+      for (int64_t k = 0; k < perChannel; ++k)
+        newW.data<float>()[m * perChannel + k] = w->data<float>()[m * perChannel + k] * s;
       newB.data<float>()[m] = ((b ? b->data<float>()[m] : 0.0f) - mean[m]) * s + beta[m];
     }
     conv.inputs.resize(3);

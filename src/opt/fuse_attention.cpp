@@ -56,7 +56,8 @@ bool isFloat32Rank4(const ir::Graph& g, int value) {
 
 // Whether two dims are equal whatever the inputs: equal known values or the same named symbol.
 bool provablyEqual(const ir::Dim& a, const ir::Dim& b) {
-  return a.isKnown() ? a.value == b.value : !a.symbol.empty() && !b.isKnown() && a.symbol == b.symbol;
+  return a.isKnown() ? a.value == b.value
+                     : !a.symbol.empty() && !b.isKnown() && a.symbol == b.symbol;
 }
 
 // Whether the mask may be added to the scores row by row: it has no more dims than they do, and
@@ -107,13 +108,16 @@ bool matchScores(Walk& w, int value, Scores* out) {
   if (w.usable(index, "Add") && onlyReadBy(w.g, w.consumers, value)) {
     const ir::Node& add = w.g.nodes[static_cast<size_t>(index)];
     // A scale above the mask would scale the mask too: only scale-then-mask is matched.
-    if (add.inputs.size() != 2 || add.inputs[0] == add.inputs[1] || out->mask != ir::kNoValue || out->scaled) return false;
+    if (add.inputs.size() != 2 || add.inputs[0] == add.inputs[1] || out->mask != ir::kNoValue ||
+        out->scaled)
+      return false;
     for (int side = 0; side < 2; ++side) {
       Walk attempt = w;
       attempt.nodes.push_back(index);
       Scores s = *out;
       s.mask = add.inputs[static_cast<size_t>(1 - side)];
-      if (matchScores(attempt, add.inputs[static_cast<size_t>(side)], &s) && maskFitsScores(w.g, s.mask, s.qk->outputs[0])) {
+      if (matchScores(attempt, add.inputs[static_cast<size_t>(side)], &s) &&
+          maskFitsScores(w.g, s.mask, s.qk->outputs[0])) {
         w.nodes = std::move(attempt.nodes);
         *out = s;
         return true;
@@ -154,7 +158,8 @@ int fuseAttention(ir::Graph& graph) {
   std::vector<bool> removed(graph.nodes.size(), false);
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
     const ir::Node& softmax = graph.nodes[i];
-    if (removed[i] || !softmax.domain.empty() || softmax.opType != "Softmax" || !softmaxOverLastAxis(graph, softmax)) {
+    if (removed[i] || !softmax.domain.empty() || softmax.opType != "Softmax" ||
+        !softmaxOverLastAxis(graph, softmax)) {
       continue;
     }
     Walk w{graph, consumers, removed, {static_cast<int>(i)}};
@@ -163,14 +168,17 @@ int fuseAttention(ir::Graph& graph) {
     const ir::Node* qT = w.producer(scores.qk->inputs[0], "Transpose");
     const ir::Node* kT = w.producer(scores.qk->inputs[1], "Transpose");
     const ir::Node* pv = w.reader(softmax.outputs[0], "MatMul", 0);
-    const ir::Node* vT = pv && pv->inputs.size() == 2 ? w.producer(pv->inputs[1], "Transpose") : nullptr;
+    const ir::Node* vT =
+        pv && pv->inputs.size() == 2 ? w.producer(pv->inputs[1], "Transpose") : nullptr;
     const ir::Node* outT = pv ? w.reader(pv->outputs[0], "Transpose", 0) : nullptr;
     const std::vector<int64_t> heads{0, 2, 1, 3};
-    if (!isTranspose(qT, heads) || !isTranspose(kT, {0, 2, 3, 1}) || !isTranspose(vT, heads) || !isTranspose(outT, heads)) {
+    if (!isTranspose(qT, heads) || !isTranspose(kT, {0, 2, 3, 1}) || !isTranspose(vT, heads) ||
+        !isTranspose(outT, heads)) {
       continue;
     }
     const int q = qT->inputs[0], k = kT->inputs[0], v = vT->inputs[0];
-    if (!isFloat32Rank4(graph, q) || !isFloat32Rank4(graph, k) || !isFloat32Rank4(graph, v)) continue;
+    if (!isFloat32Rank4(graph, q) || !isFloat32Rank4(graph, k) || !isFloat32Rank4(graph, v))
+      continue;
     ir::Node fused;
     fused.name = scores.qk->name;
     fused.domain = "kiln";
@@ -179,7 +187,8 @@ int fuseAttention(ir::Graph& graph) {
     fused.inputs = {q, k, v};
     // An all-zero constant mask (the exported mask of a sequence without padding) adds nothing.
     const Tensor* maskValue = constantValue(graph, scores.mask);
-    if (scores.mask != ir::kNoValue && !(maskValue && allZero(*maskValue))) fused.inputs.push_back(scores.mask);
+    if (scores.mask != ir::kNoValue && !(maskValue && allZero(*maskValue)))
+      fused.inputs.push_back(scores.mask);
     fused.outputs = {outT->outputs[0]};
     fused.attrs["scale"] = scores.scale;
     std::vector<int> absorbed = w.nodes;

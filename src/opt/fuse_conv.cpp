@@ -11,7 +11,8 @@ int fuseConvEpilogues(ir::Graph& graph) {
   std::vector<bool> removed(graph.nodes.size(), false);
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
     ir::Node& conv = graph.nodes[i];
-    if (!conv.domain.empty() || conv.opType != "Conv" || conv.outputs.size() != 1 || removed[i]) continue;
+    if (!conv.domain.empty() || conv.opType != "Conv" || conv.outputs.size() != 1 || removed[i])
+      continue;
     if (!isFloat32(graph, conv.outputs[0]) || conv.inputs.size() < 2) continue;
     int out = conv.outputs[0];
     ir::Node fused = conv;
@@ -24,9 +25,11 @@ int fuseConvEpilogues(ir::Graph& graph) {
     if (onlyReadBy(graph, consumers, out)) {
       const int addIndex = consumers[static_cast<size_t>(out)][0];
       const ir::Node& add = graph.nodes[static_cast<size_t>(addIndex)];
-      if (!removed[static_cast<size_t>(addIndex)] && add.domain.empty() && add.opType == "Add" && add.inputs.size() == 2 && add.inputs[0] != add.inputs[1]) {
+      if (!removed[static_cast<size_t>(addIndex)] && add.domain.empty() && add.opType == "Add" &&
+          add.inputs.size() == 2 && add.inputs[0] != add.inputs[1]) {
         const int z = add.inputs[0] == out ? add.inputs[1] : add.inputs[0];
-        if (isFloat32(graph, z) && sameKnownShape(graph, z, out) && sameKnownShape(graph, add.outputs[0], out)) {
+        if (isFloat32(graph, z) && sameKnownShape(graph, z, out) &&
+            sameKnownShape(graph, add.outputs[0], out)) {
           fused.inputs.push_back(z);
           recordFusion(fused, add);
           removed[static_cast<size_t>(addIndex)] = true;

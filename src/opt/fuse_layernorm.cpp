@@ -13,7 +13,8 @@ struct Matcher {
   const std::vector<std::vector<int>>& consumers;
   std::vector<int> nodes;  // matched so far
 
-  // The sole reader of value if it is `op` (default domain) reading value as input `slot` (-1: any).
+  // The sole reader of value if it is `op` (default domain) reading value as input `slot` (-1:
+  // any).
   const ir::Node* next(int value, const char* op, int slot = -1) {
     if (!onlyReadBy(g, consumers, value)) return nullptr;
     return take(consumers[static_cast<size_t>(value)][0], value, op, slot);
@@ -21,7 +22,9 @@ struct Matcher {
   const ir::Node* take(int index, int value, const char* op, int slot) {
     const ir::Node& n = g.nodes[static_cast<size_t>(index)];
     if (!n.domain.empty() || n.opType != op || n.outputs.size() != 1) return nullptr;
-    if (slot >= 0 && (static_cast<int>(n.inputs.size()) <= slot || n.inputs[static_cast<size_t>(slot)] != value)) return nullptr;
+    if (slot >= 0 &&
+        (static_cast<int>(n.inputs.size()) <= slot || n.inputs[static_cast<size_t>(slot)] != value))
+      return nullptr;
     nodes.push_back(index);
     return &n;
   }
@@ -54,10 +57,13 @@ int fuseLayerNormPattern(ir::Graph& graph) {
   std::vector<bool> removed(graph.nodes.size(), false);
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
     const ir::Node& mean = graph.nodes[i];
-    if (!mean.domain.empty() || mean.opType != "ReduceMean" || removed[i] || mean.inputs.empty()) continue;
+    if (!mean.domain.empty() || mean.opType != "ReduceMean" || removed[i] || mean.inputs.empty())
+      continue;
     const int x = mean.inputs[0];
     const auto& shape = graph.value(x).type.shape;
-    if (!isFloat32(graph, x) || !shape || shape->empty() || !meansLastAxis(graph, mean, shape->size())) continue;
+    if (!isFloat32(graph, x) || !shape || shape->empty() ||
+        !meansLastAxis(graph, mean, shape->size()))
+      continue;
     Matcher m{graph, consumers, {static_cast<int>(i)}};
     const ir::Node* sub = m.next(mean.outputs[0], "Sub", 1);
     if (!sub || sub->inputs[0] != x) continue;
@@ -73,7 +79,8 @@ int fuseLayerNormPattern(ir::Graph& graph) {
     const ir::Node* var = m.next(pow->outputs[0], "ReduceMean", 0);
     if (!var || !meansLastAxis(graph, *var, shape->size())) continue;
     const ir::Node* addEps = m.next(var->outputs[0], "Add");
-    std::optional<float> eps = addEps ? scalarConstant(graph, other(*addEps, var->outputs[0])) : std::nullopt;
+    std::optional<float> eps =
+        addEps ? scalarConstant(graph, other(*addEps, var->outputs[0])) : std::nullopt;
     if (!eps) continue;
     const ir::Node* sqrt = m.next(addEps->outputs[0], "Sqrt", 0);
     if (!sqrt) continue;
@@ -87,8 +94,8 @@ int fuseLayerNormPattern(ir::Graph& graph) {
     const Tensor* gammaValue = constantValue(graph, gamma);
     const Tensor* betaValue = constantValue(graph, beta);
     const ir::Dim& last = shape->back();
-    if (!gammaValue || !betaValue || gammaValue->rank() != 1 || betaValue->rank() != 1 || !last.isKnown() ||
-        gammaValue->numel() != last.value || betaValue->numel() != last.value ||
+    if (!gammaValue || !betaValue || gammaValue->rank() != 1 || betaValue->rank() != 1 ||
+        !last.isKnown() || gammaValue->numel() != last.value || betaValue->numel() != last.value ||
         gammaValue->dtype() != DataType::kFloat32 || betaValue->dtype() != DataType::kFloat32) {
       continue;
     }

@@ -10,13 +10,13 @@ namespace kiln::opt {
 namespace {
 
 // The Add that alone reads `value`, with its other input, or -1.
-int soleAdd(const ir::Graph& g, const std::vector<std::vector<int>>& consumers, const std::vector<bool>& removed, int value,
-            int* other) {
+int soleAdd(const ir::Graph& g, const std::vector<std::vector<int>>& consumers,
+            const std::vector<bool>& removed, int value, int* other) {
   if (!onlyReadBy(g, consumers, value)) return -1;
   const int index = consumers[static_cast<size_t>(value)][0];
   const ir::Node& add = g.nodes[static_cast<size_t>(index)];
-  if (removed[static_cast<size_t>(index)] || !add.domain.empty() || add.opType != "Add" || add.inputs.size() != 2 ||
-      add.inputs[0] == add.inputs[1]) {
+  if (removed[static_cast<size_t>(index)] || !add.domain.empty() || add.opType != "Add" ||
+      add.inputs.size() != 2 || add.inputs[0] == add.inputs[1]) {
     return -1;
   }
   *other = add.inputs[0] == value ? add.inputs[1] : add.inputs[0];
@@ -44,7 +44,8 @@ int fuseSymbolicResiduals(ir::Graph& graph) {
     }
     int z = ir::kNoValue;
     const int add = soleAdd(graph, consumers, removed, node.outputs[0], &z);
-    if (add >= 0 && isFloat32(graph, z) && provablySameShape(graph, z, node.outputs[0])) found.push_back({i, add, z});
+    if (add >= 0 && isFloat32(graph, z) && provablySameShape(graph, z, node.outputs[0]))
+      found.push_back({i, add, z});
   }
   for (const Residual& r : found) {
     ir::Node fused = graph.nodes[r.node];
@@ -66,15 +67,20 @@ int fuseMatMulEpilogues(ir::Graph& graph) {
   std::vector<bool> removed(graph.nodes.size(), false);
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
     ir::Node& matmul = graph.nodes[i];
-    if (!matmul.domain.empty() || matmul.opType != "MatMul" || matmul.inputs.size() != 2 || removed[i]) continue;
+    if (!matmul.domain.empty() || matmul.opType != "MatMul" || matmul.inputs.size() != 2 ||
+        removed[i])
+      continue;
     const Tensor* b = constantValue(graph, matmul.inputs[1]);
-    if (!b || b->dtype() != DataType::kFloat32 || b->rank() != 2 || !isFloat32(graph, matmul.inputs[0])) continue;
+    if (!b || b->dtype() != DataType::kFloat32 || b->rank() != 2 ||
+        !isFloat32(graph, matmul.inputs[0]))
+      continue;
     const auto& aShape = graph.value(matmul.inputs[0]).type.shape;
     if (!aShape || aShape->size() < 2) continue;
     int bias = ir::kNoValue;
     const int biasAdd = soleAdd(graph, consumers, removed, matmul.outputs[0], &bias);
     const Tensor* biasValue = biasAdd >= 0 ? constantValue(graph, bias) : nullptr;
-    if (!biasValue || biasValue->dtype() != DataType::kFloat32 || biasValue->rank() != 1 || biasValue->numel() != b->dim(1)) {
+    if (!biasValue || biasValue->dtype() != DataType::kFloat32 || biasValue->rank() != 1 ||
+        biasValue->numel() != b->dim(1)) {
       continue;
     }
     ir::Node fused = matmul;

@@ -21,19 +21,27 @@ bool isOp(const ir::Node& n, const char* op) { return n.domain.empty() && n.opTy
 
 // What a Conv, MatMul or Gemm needs of its weight: constant 8-bit data, constant scale and zero
 // point per tensor or per output channel (`channels` values along `axis`).
-std::string weightProblem(const ir::Graph& g, const QuantParams& w, int64_t channels, int64_t axis) {
-  if (!constantValue(g, w.quantized)) return "weight DQ not constant (its input is computed at run time)";
-  if (!w.scaleValue || w.scaleValue->dtype() != DataType::kFloat32) return "weight scale is not a float32 constant";
-  if (w.zeroPoint != ir::kNoValue && !w.zeroPointValue) return "weight zero point is not a constant";
+std::string weightProblem(const ir::Graph& g, const QuantParams& w, int64_t channels,
+                          int64_t axis) {
+  if (!constantValue(g, w.quantized))
+    return "weight DQ not constant (its input is computed at run time)";
+  if (!w.scaleValue || w.scaleValue->dtype() != DataType::kFloat32)
+    return "weight scale is not a float32 constant";
+  if (w.zeroPoint != ir::kNoValue && !w.zeroPointValue)
+    return "weight zero point is not a constant";
   const int64_t n = w.scaleValue->numel();
-  const int64_t rank = g.value(w.quantized).type.shape ? static_cast<int64_t>(g.value(w.quantized).type.shape->size()) : 0;
+  const int64_t rank = g.value(w.quantized).type.shape
+                           ? static_cast<int64_t>(g.value(w.quantized).type.shape->size())
+                           : 0;
   const int64_t wAxis = w.axis < 0 ? w.axis + rank : w.axis;
   if (n != 1 && (w.scaleValue->rank() != 1 || n != channels || wAxis != axis)) {
-    return "weight scale is neither per tensor nor per output channel (axis " + std::to_string(axis) + ", " +
-           std::to_string(channels) + " values): " + w.scaleValue->describe() + " on axis " + std::to_string(w.axis);
+    return "weight scale is neither per tensor nor per output channel (axis " +
+           std::to_string(axis) + ", " + std::to_string(channels) +
+           " values): " + w.scaleValue->describe() + " on axis " + std::to_string(w.axis);
   }
   if (w.zeroPointValue && w.zeroPointValue->numel() != 1 && w.zeroPointValue->numel() != n) {
-    return "weight zero point has " + std::to_string(w.zeroPointValue->numel()) + " values for " + std::to_string(n) + " scales";
+    return "weight zero point has " + std::to_string(w.zeroPointValue->numel()) + " values for " +
+           std::to_string(n) + " scales";
   }
   return "";
 }
@@ -41,29 +49,36 @@ std::string weightProblem(const ir::Graph& g, const QuantParams& w, int64_t chan
 // Element k of an int8, uint8 or int32 tensor; NaN for other types.
 double integerAt(const Tensor& t, int64_t k) {
   switch (t.dtype()) {
-    case DataType::kInt8: return t.data<int8_t>()[k];
-    case DataType::kUint8: return t.data<uint8_t>()[k];
-    case DataType::kInt32: return t.data<int32_t>()[k];
-    default: return std::nan("");
+    case DataType::kInt8:
+      return t.data<int8_t>()[k];
+    case DataType::kUint8:
+      return t.data<uint8_t>()[k];
+    case DataType::kInt32:
+      return t.data<int32_t>()[k];
+    default:
+      return std::nan("");
   }
 }
 
 // A constant bias as real values (a float constant, or the DQ of an integer constant), or why
 // not; *int32Data is the DQ's input when it is int32, *dq the DQ's parameters.
-std::string biasValues(const ir::Graph& g, int value, std::vector<double>* real, const Tensor** int32Data,
-                       std::optional<QuantParams>* dq) {
+std::string biasValues(const ir::Graph& g, int value, std::vector<double>* real,
+                       const Tensor** int32Data, std::optional<QuantParams>* dq) {
   if (const Tensor* t = constantValue(g, value); t && t->dtype() == DataType::kFloat32) {
     for (int64_t k = 0; k < t->numel(); ++k) real->push_back(t->data<float>()[k]);
     return "";
   }
   const int producer = g.value(value).producer;
   const ir::Node* n = producer >= 0 ? &g.nodes[static_cast<size_t>(producer)] : nullptr;
-  if (!n || !isOp(*n, "DequantizeLinear") || n->inputs.size() < 2) return "bias is neither a constant nor a DQ of one";
+  if (!n || !isOp(*n, "DequantizeLinear") || n->inputs.size() < 2)
+    return "bias is neither a constant nor a DQ of one";
   const Tensor* q = constantValue(g, n->inputs[0]);
   const Tensor* scale = constantValue(g, n->inputs[1]);
   const Tensor* zp = n->inputs.size() > 2 ? constantValue(g, n->inputs[2]) : nullptr;
-  if (!q || !scale || scale->dtype() != DataType::kFloat32 || (n->inputs.size() > 2 && n->inputs[2] != ir::kNoValue && !zp) ||
-      ir::attrInt(*n, "block_size", 0) != 0 || (scale->numel() != 1 && scale->numel() != q->numel())) {
+  if (!q || !scale || scale->dtype() != DataType::kFloat32 ||
+      (n->inputs.size() > 2 && n->inputs[2] != ir::kNoValue && !zp) ||
+      ir::attrInt(*n, "block_size", 0) != 0 ||
+      (scale->numel() != 1 && scale->numel() != q->numel())) {
     return "bias DQ is not of constants";
   }
   for (int64_t k = 0; k < q->numel(); ++k) {
@@ -94,7 +109,8 @@ struct LayerKind {
 // One Conv / MatMul / Gemm being matched and, when everything fits, rewritten.
 class LayerFusion {
  public:
-  LayerFusion(ir::Graph& g, const std::vector<std::vector<int>>& consumers, std::vector<bool>& removed, size_t index)
+  LayerFusion(ir::Graph& g, const std::vector<std::vector<int>>& consumers,
+              std::vector<bool>& removed, size_t index)
       : g_(g), consumers_(consumers), removed_(removed), index_(index) {}
 
   /// "" when the layer can run as kiln::QConv / kiln::QGemm, else why not.
@@ -110,7 +126,8 @@ class LayerFusion {
     const auto w = dequantizerOf(g_, n.inputs[1]);
     if (!w) return notDequantized(n.inputs[1], "weight");
     w_ = *w;
-    if (problem = weightProblem(g_, w_, kind_.channels, kind_.weightAxis); !problem.empty()) return problem;
+    if (problem = weightProblem(g_, w_, kind_.channels, kind_.weightAxis); !problem.empty())
+      return problem;
     realScale_ = realScales(kind_.alpha);
     output_ = n.outputs[0];
     if (kind_.biasInput != ir::kNoValue) {
@@ -131,7 +148,8 @@ class LayerFusion {
     fused.opset = 1;
     fused.attrs.erase("beta");  // folded into the bias
     const int xZero = zeroPointInput(g_, x_), wZero = zeroPointInput(g_, w_);
-    const int yScale = y_ ? y_->scale : ir::kNoValue, yZero = y_ ? zeroPointInput(g_, *y_) : ir::kNoValue;
+    const int yScale = y_ ? y_->scale : ir::kNoValue,
+              yZero = y_ ? zeroPointInput(g_, *y_) : ir::kNoValue;
     fused.inputs = {x_.quantized, x_.scale, xZero, w_.quantized, w_.scale, wZero};
     if (isOp(op, "Conv")) {
       fused.inputs.insert(fused.inputs.end(), {yScale, yZero, bias_});
@@ -169,8 +187,10 @@ class LayerFusion {
       return what + " is not dequantized (no DequantizeLinear before it)";
     }
     const ir::Node& dq = g_.nodes[static_cast<size_t>(producer)];
-    if (ir::attrInt(dq, "block_size", 0) != 0) return what + " is dequantized in blocks (block_size), not per tensor or channel";
-    return what + " is dequantized from " + dataTypeName(typeOf(dq.inputs[0]).dtype) + ", not int8 or uint8";
+    if (ir::attrInt(dq, "block_size", 0) != 0)
+      return what + " is dequantized in blocks (block_size), not per tensor or channel";
+    return what + " is dequantized from " + dataTypeName(typeOf(dq.inputs[0]).dtype) +
+           ", not int8 or uint8";
   }
 
   std::string matchKind(const ir::Node& n) {
@@ -189,7 +209,8 @@ class LayerFusion {
     if (w && w->rank() != 2) return "weight is not 2-D";
     kind_.channels = w ? w->dim(1) : 0;
     if (isOp(n, "MatMul")) return "";
-    if (ir::attrInt(n, "transA", 0) != 0) return "Gemm with transA = 1 is not fused (kiln::QGemm takes A as [M, K])";
+    if (ir::attrInt(n, "transA", 0) != 0)
+      return "Gemm with transA = 1 is not fused (kiln::QGemm takes A as [M, K])";
     if (ir::attrInt(n, "transB", 0) != 0) {
       kind_.weightAxis = 0;
       kind_.channels = w ? w->dim(0) : 0;
@@ -211,7 +232,9 @@ class LayerFusion {
     return out;
   }
 
-  double realScale(int64_t channel) const { return realScale_[realScale_.size() == 1 ? 0 : static_cast<size_t>(channel)]; }
+  double realScale(int64_t channel) const {
+    return realScale_[realScale_.size() == 1 ? 0 : static_cast<size_t>(channel)];
+  }
 
   bool readOnlyByThisLayer(int value) const {
     if (isGraphOutput(g_, value)) return false;
@@ -236,18 +259,23 @@ class LayerFusion {
     if (!problem.empty()) return problem;
     const int64_t channels = kind_.channels;
     if (static_cast<int64_t>(real.size()) != channels) {
-      return "bias has " + std::to_string(real.size()) + " values, not one per output channel (" + std::to_string(channels) + ")";
+      return "bias has " + std::to_string(real.size()) + " values, not one per output channel (" +
+             std::to_string(channels) + ")";
     }
     bool exact = int32Data && beta == 1.0;
     for (int64_t k = 0; exact && k < channels; ++k) {
-      exact = static_cast<float>(dq->scaleValue->data<float>()[dq->scaleValue->numel() == 1 ? 0 : k]) ==
-                  static_cast<float>(realScale(k)) &&
-              (!dq->zeroPointValue || integerAt(*dq->zeroPointValue, dq->zeroPointValue->numel() == 1 ? 0 : k) == 0);
+      exact =
+          static_cast<float>(dq->scaleValue->data<float>()[dq->scaleValue->numel() == 1 ? 0 : k]) ==
+              static_cast<float>(realScale(k)) &&
+          (!dq->zeroPointValue ||
+           integerAt(*dq->zeroPointValue, dq->zeroPointValue->numel() == 1 ? 0 : k) == 0);
     }
     Tensor bias(DataType::kInt32, Shape{channels});
     for (int64_t k = 0; k < channels; ++k) {
-      const double q = exact ? int32Data->data<int32_t>()[k] : std::nearbyint(beta * real[static_cast<size_t>(k)] / realScale(k));
-      if (!(std::fabs(q) <= std::numeric_limits<int32_t>::max())) return "bias does not fit int32 at scale x_scale * w_scale";
+      const double q = exact ? int32Data->data<int32_t>()[k]
+                             : std::nearbyint(beta * real[static_cast<size_t>(k)] / realScale(k));
+      if (!(std::fabs(q) <= std::numeric_limits<int32_t>::max()))
+        return "bias does not fit int32 at scale x_scale * w_scale";
       bias.data<int32_t>()[k] = static_cast<int32_t>(q);
     }
     bias_ = addConstant(g_, node().name + "_bias_int32", std::move(bias));
@@ -260,7 +288,8 @@ class LayerFusion {
     if (!onlyReadBy(g_, consumers_, output_)) return;
     const int addIndex = consumers_[static_cast<size_t>(output_)][0];
     const ir::Node& add = g_.nodes[static_cast<size_t>(addIndex)];
-    if (removed_[static_cast<size_t>(addIndex)] || !isOp(add, "Add") || add.inputs.size() != 2 || add.inputs[0] == add.inputs[1]) {
+    if (removed_[static_cast<size_t>(addIndex)] || !isOp(add, "Add") || add.inputs.size() != 2 ||
+        add.inputs[0] == add.inputs[1]) {
       return;
     }
     const int other = add.inputs[0] == output_ ? add.inputs[1] : add.inputs[0];
@@ -274,15 +303,18 @@ class LayerFusion {
   // The activation and QuantizeLinear after the op, or why its output stays float32.
   void matchOutput() {
     act_ = matchActivation(g_, consumers_, output_);
-    if (act_ && std::any_of(act_->nodes.begin(), act_->nodes.end(), [&](int k) { return removed_[static_cast<size_t>(k)]; })) {
+    if (act_ && std::any_of(act_->nodes.begin(), act_->nodes.end(),
+                            [&](int k) { return removed_[static_cast<size_t>(k)]; })) {
       act_ = std::nullopt;
     }
     const int after = act_ ? act_->output : output_;
     const std::string opName = node().opType;
     if (!onlyReadBy(g_, consumers_, after)) {
-      floatOutputReason_ = isGraphOutput(g_, after) ? "its result is a graph output"
-                                                    : "its result is read by " +
-                                                          std::to_string(consumers_[static_cast<size_t>(after)].size()) + " nodes";
+      floatOutputReason_ = isGraphOutput(g_, after)
+                               ? "its result is a graph output"
+                               : "its result is read by " +
+                                     std::to_string(consumers_[static_cast<size_t>(after)].size()) +
+                                     " nodes";
       return absorbActivation();
     }
     const int reader = consumers_[static_cast<size_t>(after)][0];
@@ -291,8 +323,9 @@ class LayerFusion {
       const ir::Node& r = g_.nodes[static_cast<size_t>(reader)];
       const bool thenQ = r.outputs.size() == 1 && onlyReadBy(g_, consumers_, r.outputs[0]) &&
                          asQuantizer(g_, consumers_[static_cast<size_t>(r.outputs[0])][0]);
-      floatOutputReason_ = thenQ ? "activation between " + opName + " and Q is " + r.opType + ": not fused"
-                                 : "its result is read by float ops (" + r.opType + ")";
+      floatOutputReason_ =
+          thenQ ? "activation between " + opName + " and Q is " + r.opType + ": not fused"
+                : "its result is read by float ops (" + r.opType + ")";
       return absorbActivation();
     }
     const std::string problem = perTensorProblem(*q, "output Q");
@@ -312,13 +345,16 @@ class LayerFusion {
     if (!y_) output_ = act_->output;
   }
 
-  // Whether quantizing at y already clamps to what Relu / Clip would (the activation is then dropped).
+  // Whether quantizing at y already clamps to what Relu / Clip would (the activation is then
+  // dropped).
   bool saturationImplies(const ActivationMatch& act) const {
-    const double lowest = y_->type == DataType::kInt8 ? -128.0 : 0.0, highest = y_->type == DataType::kInt8 ? 127.0 : 255.0;
+    const double lowest = y_->type == DataType::kInt8 ? -128.0 : 0.0,
+                 highest = y_->type == DataType::kInt8 ? 127.0 : 255.0;
     const double scale = scaleOf(*y_), zero = zeroPointOf(*y_, 0);
     if (act.name == "Relu") return zero == lowest;
     if (act.name != "Clip" || act.params.size() < 2) return false;
-    return std::nearbyint(act.params[0] / scale) + zero <= lowest && std::nearbyint(act.params[1] / scale) + zero >= highest;
+    return std::nearbyint(act.params[0] / scale) + zero <= lowest &&
+           std::nearbyint(act.params[1] / scale) + zero >= highest;
   }
 
   ir::Graph& g_;
@@ -327,12 +363,13 @@ class LayerFusion {
   size_t index_;
   LayerKind kind_;
   QuantParams x_, w_;
-  std::vector<double> realScale_;  // per output channel (or one): x_scale * w_scale * alpha, in float
-  int bias_ = ir::kNoValue;        // int32 [channels] constant
+  std::vector<double>
+      realScale_;            // per output channel (or one): x_scale * w_scale * alpha, in float
+  int bias_ = ir::kNoValue;  // int32 [channels] constant
   int biasDequantizer_ = -1;
-  std::vector<int> absorbed_;      // nodes the layer replaces: bias Add, activation, Q
-  int output_ = ir::kNoValue;      // the float value the layer computes (after bias and activation)
-  std::optional<QuantParams> y_;   // the QuantizeLinear the layer writes through
+  std::vector<int> absorbed_;     // nodes the layer replaces: bias Add, activation, Q
+  int output_ = ir::kNoValue;     // the float value the layer computes (after bias and activation)
+  std::optional<QuantParams> y_;  // the QuantizeLinear the layer writes through
   std::optional<ActivationMatch> act_;
   bool keepActivation_ = true;
   std::string floatOutputReason_;

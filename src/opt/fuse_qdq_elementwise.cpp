@@ -1,7 +1,8 @@
 // DQ(a) [+ DQ(b)] -> Add / Mul / GlobalAveragePool -> Q, every parameter per tensor and constant
 // ==> kiln::QLinearAdd / QLinearMul / QLinearGlobalAveragePool (ir/ops/quantized_elementwise.cpp),
 // which read and write the 8-bit tensors and compute what the three nodes did. The DQs go with
-// the last reader that needed them, so a residual Add between integer layers keeps its tensors int8.
+// the last reader that needed them, so a residual Add between integer layers keeps its tensors
+// int8.
 #include "opt/fuse_qdq_params.h"
 #include "opt/passes.h"
 #include "opt/rewrite_util.h"
@@ -50,7 +51,8 @@ int fuseQdqElementwise(ir::Graph& graph) {
     fused.outputs = {q->quantized};
     for (const QuantParams& dq : dqs) {
       const int read = graph.nodes[static_cast<size_t>(dq.node)].outputs[0];
-      if (onlyReadBy(graph, consumers, read)) recordFusion(fused, graph.nodes[static_cast<size_t>(dq.node)]);
+      if (onlyReadBy(graph, consumers, read))
+        recordFusion(fused, graph.nodes[static_cast<size_t>(dq.node)]);
     }
     recordFusion(fused, graph.nodes[static_cast<size_t>(q->node)]);
     removed[static_cast<size_t>(q->node)] = true;

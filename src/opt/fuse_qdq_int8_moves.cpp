@@ -21,8 +21,11 @@ std::vector<size_t> dataInputs(const ir::Node& n) {
     for (size_t k = 0; k < all.size(); ++k) all[k] = k;
     return all;
   }
-  if (op == "Resize") return ir::attrString(n, "mode", "nearest") == "nearest" ? std::vector<size_t>{0} : std::vector<size_t>{};
-  for (const char* moving : {"MaxPool", "Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "Slice"}) {
+  if (op == "Resize")
+    return ir::attrString(n, "mode", "nearest") == "nearest" ? std::vector<size_t>{0}
+                                                             : std::vector<size_t>{};
+  for (const char* moving :
+       {"MaxPool", "Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "Slice"}) {
     if (op == moving) return {0};
   }
   return {};

@@ -40,11 +40,13 @@ std::optional<QuantParams> dequantizerOf(const ir::Graph& graph, int value) {
 
 std::optional<QuantParams> asQuantizer(const ir::Graph& graph, int index) {
   const ir::Node& n = graph.nodes[static_cast<size_t>(index)];
-  if (!n.domain.empty() || n.opType != "QuantizeLinear" || n.outputs.size() != 1) return std::nullopt;
+  if (!n.domain.empty() || n.opType != "QuantizeLinear" || n.outputs.size() != 1)
+    return std::nullopt;
   return paramsOf(graph, index, n.outputs[0]);
 }
 
-std::optional<QuantParams> soleQuantizerOf(const ir::Graph& graph, const std::vector<std::vector<int>>& consumers,
+std::optional<QuantParams> soleQuantizerOf(const ir::Graph& graph,
+                                           const std::vector<std::vector<int>>& consumers,
                                            const std::vector<bool>& removed, int value) {
   if (!onlyReadBy(graph, consumers, value)) return std::nullopt;
   const int reader = consumers[static_cast<size_t>(value)][0];
@@ -56,10 +58,14 @@ std::optional<QuantParams> soleQuantizerOf(const ir::Graph& graph, const std::ve
 
 std::string perTensorProblem(const QuantParams& p, const std::string& what) {
   if (!p.scaleValue) return what + " scale is not a constant";
-  if (p.scaleValue->numel() != 1) return what + " scale is not a scalar (" + p.scaleValue->describe() + ")";
-  if (p.scaleValue->dtype() != DataType::kFloat32) return what + " scale is " + dataTypeName(p.scaleValue->dtype()) + ", not float32";
-  if (p.zeroPoint != ir::kNoValue && !p.zeroPointValue) return what + " zero point is not a constant";
-  if (p.zeroPointValue && p.zeroPointValue->numel() != 1) return what + " zero point is not a scalar";
+  if (p.scaleValue->numel() != 1)
+    return what + " scale is not a scalar (" + p.scaleValue->describe() + ")";
+  if (p.scaleValue->dtype() != DataType::kFloat32)
+    return what + " scale is " + dataTypeName(p.scaleValue->dtype()) + ", not float32";
+  if (p.zeroPoint != ir::kNoValue && !p.zeroPointValue)
+    return what + " zero point is not a constant";
+  if (p.zeroPointValue && p.zeroPointValue->numel() != 1)
+    return what + " zero point is not a scalar";
   return "";
 }
 
@@ -73,7 +79,8 @@ double zeroPointOf(const QuantParams& p, int64_t k) {
 }
 
 bool sameParams(const QuantParams& a, const QuantParams& b) {
-  if (a.type != b.type || !perTensorProblem(a, "a").empty() || !perTensorProblem(b, "b").empty()) return false;
+  if (a.type != b.type || !perTensorProblem(a, "a").empty() || !perTensorProblem(b, "b").empty())
+    return false;
   const float sa = a.scaleValue->data<float>()[0], sb = b.scaleValue->data<float>()[0];
   return std::memcmp(&sa, &sb, sizeof(float)) == 0 && zeroPointOf(a, 0) == zeroPointOf(b, 0);
 }

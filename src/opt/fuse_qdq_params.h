@@ -21,7 +21,8 @@ struct QuantParams {
   const Tensor* zeroPointValue = nullptr;  // when the zero point is a constant
 };
 
-/// The DequantizeLinear node that produces `value` (quantized input int8 or uint8, unblocked), if any.
+/// The DequantizeLinear node that produces `value` (quantized input int8 or uint8, unblocked), if
+/// any.
 std::optional<QuantParams> dequantizerOf(const ir::Graph& graph, int value);
 
 /// The node at `index` as a QuantizeLinear to int8 or uint8 (unblocked), if it is one.
@@ -29,7 +30,8 @@ std::optional<QuantParams> asQuantizer(const ir::Graph& graph, int index);
 
 /// The QuantizeLinear with per-tensor constant parameters that alone reads `value` (not a graph
 /// output, not yet removed), if there is one.
-std::optional<QuantParams> soleQuantizerOf(const ir::Graph& graph, const std::vector<std::vector<int>>& consumers,
+std::optional<QuantParams> soleQuantizerOf(const ir::Graph& graph,
+                                           const std::vector<std::vector<int>>& consumers,
                                            const std::vector<bool>& removed, int value);
 
 /// "" when scale and zero point are constants of one value (the scale float32), else why not,

@@ -1,8 +1,9 @@
-// convertToNchwcLayout: runs the convolutions in the blocked NCHWc layout (ir/ops/nchwc.h) and keeps
-// their outputs blocked through the ops between convolutions, as ONNX Runtime's NchwcTransformer
-// does. Nodes are visited in topological order; each value that gets a blocked form remembers it
-// (its "twin"), so a chain Conv -> Relu -> Conv -> Add -> Conv reads one ReorderToNchwc at its start
-// and one ReorderFromNchwc where a plain consumer or a graph output needs NCHW again.
+// convertToNchwcLayout: runs the convolutions in the blocked NCHWc layout (ir/ops/nchwc.h) and
+// keeps their outputs blocked through the ops between convolutions, as ONNX Runtime's
+// NchwcTransformer does. Nodes are visited in topological order; each value that gets a blocked
+// form remembers it (its "twin"), so a chain Conv -> Relu -> Conv -> Add -> Conv reads one
+// ReorderToNchwc at its start and one ReorderFromNchwc where a plain consumer or a graph output
+// needs NCHW again.
 //
 // A converted node writes a new blocked value; its original NCHW output keeps its id and name and
 // is produced later, by a ReorderFromNchwc, only if something still reads it in NCHW.
@@ -56,22 +57,30 @@ class NchwcRewriter {
   };
 
   bool hasTwin(int id) const {
-    return id >= 0 && static_cast<size_t>(id) < twin_.size() && twin_[static_cast<size_t>(id)].id != kNoValue;
+    return id >= 0 && static_cast<size_t>(id) < twin_.size() &&
+           twin_[static_cast<size_t>(id)].id != kNoValue;
   }
   const Twin& twinOf(int id) const { return twin_[static_cast<size_t>(id)]; }
 
   bool convert(ir::Node& node) {
-    if (node.plugin || node.explicitInputs >= 0 || node.inputs.empty() || node.inputs[0] == kNoValue) return false;
+    if (node.plugin || node.explicitInputs >= 0 || node.inputs.empty() ||
+        node.inputs[0] == kNoValue)
+      return false;
     bool done = false;
     if (wantsNchwc(g_, node)) {
       done = convertConv(node);
     } else if (node.domain.empty()) {
       const std::string& op = node.opType;
-      if (isBlockedUnaryOp(op)) done = convertUnary(node);
-      else if (isBlockedBinaryOp(op)) done = convertBinary(node);
-      else if (op == "Concat") done = convertConcat(node);
-      else if (op == "MaxPool" || op == "AveragePool") done = convertPool(node);
-      else if (op == "GlobalAveragePool" || op == "GlobalMaxPool" || op == "ReduceMean" || op == "ReduceMax") {
+      if (isBlockedUnaryOp(op))
+        done = convertUnary(node);
+      else if (isBlockedBinaryOp(op))
+        done = convertBinary(node);
+      else if (op == "Concat")
+        done = convertConcat(node);
+      else if (op == "MaxPool" || op == "AveragePool")
+        done = convertPool(node);
+      else if (op == "GlobalAveragePool" || op == "GlobalMaxPool" || op == "ReduceMean" ||
+               op == "ReduceMax") {
         done = convertGlobalPool(node);
       }
     }
@@ -85,7 +94,8 @@ class NchwcRewriter {
     const int64_t inChannels = *nchwChannels(g_, x);
     const int64_t outChannels = g_.value(node.inputs[1]).constant->dim(0);
     const int z = node.inputs.size() > 3 ? node.inputs[3] : kNoValue;
-    if (z != kNoValue && !(hasTwin(z) && twinOf(z).channels == outChannels) && nchwChannels(g_, z) != outChannels) {
+    if (z != kNoValue && !(hasTwin(z) && twinOf(z).channels == outChannels) &&
+        nchwChannels(g_, z) != outChannels) {
       return false;
     }
     const bool grouped = ir::attrInt(node, "group", 1) != 1;  // depthwise or grouped: X blocked
@@ -135,11 +145,20 @@ class NchwcRewriter {
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       int& id = node.inputs[i];
       switch (forms[i]) {
-        case OperandForm::kBlocked: id = twinOf(id).id; break;
-        case OperandForm::kOneElement: requirePlain(id); break;
-        case OperandForm::kConstant: id = blockedConstantOf(id); break;
-        case OperandForm::kReorder: id = blocked(id, *channels); break;
-        case OperandForm::kUnsupported: break;
+        case OperandForm::kBlocked:
+          id = twinOf(id).id;
+          break;
+        case OperandForm::kOneElement:
+          requirePlain(id);
+          break;
+        case OperandForm::kConstant:
+          id = blockedConstantOf(id);
+          break;
+        case OperandForm::kReorder:
+          id = blocked(id, *channels);
+          break;
+        case OperandForm::kUnsupported:
+          break;
       }
     }
     setBlockedOutput(node, *channels);
@@ -170,7 +189,8 @@ class NchwcRewriter {
     const int x = node.inputs[0];
     if (!hasTwin(x) || node.outputs.empty() || node.outputs[0] == kNoValue) return false;
     if (node.outputs.size() > 1 && node.outputs[1] != kNoValue) return false;
-    if (!ir::hasAttr(node, "kernel_shape") || ir::attrInts(node, "kernel_shape").size() != 2) return false;
+    if (!ir::hasAttr(node, "kernel_shape") || ir::attrInts(node, "kernel_shape").size() != 2)
+      return false;
     if (nchwChannels(g_, node.outputs[0]) != twinOf(x).channels) return false;
     node.domain = "kiln";
     node.opType = node.opType == "MaxPool" ? "NchwcMaxPool" : "NchwcAveragePool";
@@ -229,14 +249,16 @@ class NchwcRewriter {
   int blockedConstantOf(int id) {
     auto it = constantTwins_.find(id);
     if (it != constantTwins_.end()) return it->second;
-    const int twin = addConstant(g_, g_.value(id).name + "_nchwc", blockConstant(*constantValue(g_, id)));
+    const int twin =
+        addConstant(g_, g_.value(id).name + "_nchwc", blockConstant(*constantValue(g_, id)));
     constantTwins_.emplace(id, twin);
     return twin;
   }
 
   // Makes the NCHW form of a converted node's output before its first plain reader.
   void requirePlain(int id) {
-    if (id < 0 || static_cast<size_t>(id) >= pending_.size() || !pending_[static_cast<size_t>(id)]) return;
+    if (id < 0 || static_cast<size_t>(id) >= pending_.size() || !pending_[static_cast<size_t>(id)])
+      return;
     ir::Node reorder;
     reorder.name = newNodeName(g_.value(id).name + "_from_nchwc");
     reorder.domain = "kiln";

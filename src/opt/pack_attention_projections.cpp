@@ -13,7 +13,8 @@
 namespace kiln::opt {
 namespace {
 
-// One projection: Reshape(FusedMatMul(A, W, bias), [rows..., heads, dim]) read only by the attention.
+// One projection: Reshape(FusedMatMul(A, W, bias), [rows..., heads, dim]) read only by the
+// attention.
 struct Projection {
   int reshape = -1, matmul = -1;
   const Tensor* weights = nullptr;
@@ -21,12 +22,14 @@ struct Projection {
   int64_t heads = 0, dim = 0;
 };
 
-std::optional<Projection> projectionOf(const ir::Graph& g, const std::vector<std::vector<int>>& consumers, int value) {
+std::optional<Projection> projectionOf(const ir::Graph& g,
+                                       const std::vector<std::vector<int>>& consumers, int value) {
   Projection p;
   p.reshape = g.value(value).producer;
   if (p.reshape < 0 || !onlyReadBy(g, consumers, value)) return std::nullopt;
   const ir::Node& reshape = g.nodes[static_cast<size_t>(p.reshape)];
-  if (!reshape.domain.empty() || reshape.opType != "Reshape" || reshape.inputs.empty()) return std::nullopt;
+  if (!reshape.domain.empty() || reshape.opType != "Reshape" || reshape.inputs.empty())
+    return std::nullopt;
   const int projected = reshape.inputs[0];
   p.matmul = g.value(projected).producer;
   if (p.matmul < 0 || !onlyReadBy(g, consumers, projected)) return std::nullopt;
@@ -44,9 +47,9 @@ std::optional<Projection> projectionOf(const ir::Graph& g, const std::vector<std
   // The Reshape only splits the last dim into [heads, dim]: rows stay as they are.
   const auto& in = g.value(projected).type.shape;
   const auto& out = g.value(value).type.shape;
-  if (!in || !out || in->size() != 3 || out->size() != 4 || !(*out)[2].isKnown() || !(*out)[3].isKnown() ||
-      (*out)[2].value * (*out)[3].value != p.weights->dim(1) || !provablySameDim(g, value, 0, projected, 0) ||
-      !provablySameDim(g, value, 1, projected, 1)) {
+  if (!in || !out || in->size() != 3 || out->size() != 4 || !(*out)[2].isKnown() ||
+      !(*out)[3].isKnown() || (*out)[2].value * (*out)[3].value != p.weights->dim(1) ||
+      !provablySameDim(g, value, 0, projected, 0) || !provablySameDim(g, value, 1, projected, 1)) {
     return std::nullopt;
   }
   p.heads = (*out)[2].value;
@@ -80,7 +83,9 @@ int packAttentionProjections(ir::Graph& graph) {
   std::vector<ir::Node> added;
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
     ir::Node& attention = graph.nodes[i];
-    if (attention.domain != "kiln" || attention.opType != "FusedAttention" || attention.inputs.size() < 3) continue;
+    if (attention.domain != "kiln" || attention.opType != "FusedAttention" ||
+        attention.inputs.size() < 3)
+      continue;
     std::optional<Projection> p[3];
     bool ok = true;
     for (int k = 0; k < 3 && ok; ++k) {
@@ -92,14 +97,18 @@ int packAttentionProjections(ir::Graph& graph) {
     bool alike = true;
     for (int k = 1; k < 3; ++k) {
       const ir::Node& other = graph.nodes[static_cast<size_t>(p[k]->matmul)];
-      alike = alike && other.inputs[0] == q.inputs[0] && p[k]->heads == p[0]->heads && p[k]->dim == p[0]->dim &&
-              p[k]->weights->dim(0) == p[0]->weights->dim(0);
+      alike = alike && other.inputs[0] == q.inputs[0] && p[k]->heads == p[0]->heads &&
+              p[k]->dim == p[0]->dim && p[k]->weights->dim(0) == p[0]->weights->dim(0);
     }
-    if (!alike || p[0]->matmul == p[1]->matmul || p[1]->matmul == p[2]->matmul || p[0]->matmul == p[2]->matmul) continue;
-    // Named after the query projection, which it replaces first in line (kiln_fused_from lists it first).
+    if (!alike || p[0]->matmul == p[1]->matmul || p[1]->matmul == p[2]->matmul ||
+        p[0]->matmul == p[2]->matmul)
+      continue;
+    // Named after the query projection, which it replaces first in line (kiln_fused_from lists it
+    // first).
     ir::Node packed = q;
     Tensor weights = concatColumns({p[0]->weights, p[1]->weights, p[2]->weights});
-    Tensor bias = concatColumns({p[0]->bias, p[1]->bias, p[2]->bias});  // before adding values moves them
+    Tensor bias =
+        concatColumns({p[0]->bias, p[1]->bias, p[2]->bias});  // before adding values moves them
     const int weightsId = addConstant(graph, q.name + "_qkv_weights", std::move(weights));
     const int biasId = addConstant(graph, q.name + "_qkv_bias", std::move(bias));
     packed.inputs = {q.inputs[0], weightsId, biasId};

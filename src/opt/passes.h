@@ -30,10 +30,12 @@ int cancelTransposesAndReshapes(ir::Graph& graph);
 /// Folds an inference-mode BatchNormalization into the Conv with constant weights before it.
 int foldBatchNormIntoConv(ir::Graph& graph);
 
-/// Replaces the ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add LayerNorm pattern by LayerNormalization.
+/// Replaces the ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add LayerNorm pattern by
+/// LayerNormalization.
 int fuseLayerNormPattern(ir::Graph& graph);
 
-/// Transpose/MatMul/[scale]/[mask Add]/Softmax/MatMul/Transpose self-attention -> kiln::FusedAttention.
+/// Transpose/MatMul/[scale]/[mask Add]/Softmax/MatMul/Transpose self-attention ->
+/// kiln::FusedAttention.
 int fuseAttention(ir::Graph& graph);
 
 /// MatMul(A, constant B) + bias [+ residual] [+ activation] -> kiln::FusedMatMul (float32).
@@ -71,8 +73,8 @@ int fuseConvEpilogues(ir::Graph& graph);
 int convertToNchwcLayout(ir::Graph& graph);
 
 /// Mul(X, S) read only by a 1x1 kiln::NchwcConv, S a blocked per-channel scale [N or 1, Cb, 1, 1,
-/// 16] and 8 * Co <= H * W (a squeeze-excitation gate before its projection) -> the NchwcConv's X scale
-/// input (see ir/ops/nchwc.h and fold_se_scale.cpp). Returns the number of Muls removed.
+/// 16] and 8 * Co <= H * W (a squeeze-excitation gate before its projection) -> the NchwcConv's X
+/// scale input (see ir/ops/nchwc.h and fold_se_scale.cpp). Returns the number of Muls removed.
 int foldChannelScaleIntoNchwcConv(ir::Graph& graph);
 
 /// Switches for fuseLayers.

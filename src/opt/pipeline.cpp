@@ -27,7 +27,8 @@ int fuseLayers(ir::Graph& graph, const FusionOptions& options) {
 }
 
 std::vector<std::string> fusedFrom(const ir::Node& node) {
-  return ir::hasAttr(node, kFusedFromAttr) ? ir::attrStrings(node, kFusedFromAttr) : std::vector<std::string>{};
+  return ir::hasAttr(node, kFusedFromAttr) ? ir::attrStrings(node, kFusedFromAttr)
+                                           : std::vector<std::string>{};
 }
 
 std::map<std::string, std::string> fusedNodeNames(const ir::Graph& graph) {

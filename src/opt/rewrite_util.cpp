@@ -22,7 +22,8 @@ bool isGraphOutput(const ir::Graph& graph, int valueId) {
   return std::find(graph.outputs.begin(), graph.outputs.end(), valueId) != graph.outputs.end();
 }
 
-bool onlyReadBy(const ir::Graph& graph, const std::vector<std::vector<int>>& consumers, int valueId) {
+bool onlyReadBy(const ir::Graph& graph, const std::vector<std::vector<int>>& consumers,
+                int valueId) {
   return consumers[static_cast<size_t>(valueId)].size() == 1 && !isGraphOutput(graph, valueId);
 }
 
@@ -49,15 +50,17 @@ bool sameKnownShape(const ir::Graph& graph, int a, int b) {
   for (size_t i = 0; i < sa->size(); ++i) {
     const ir::Dim& x = (*sa)[i];
     const ir::Dim& y = (*sb)[i];
-    const bool same = x.isKnown() ? x.value == y.value : (!x.symbol.empty() && x.symbol == y.symbol && !y.isKnown());
+    const bool same = x.isKnown() ? x.value == y.value
+                                  : (!x.symbol.empty() && x.symbol == y.symbol && !y.isKnown());
     if (!same) return false;
   }
   return true;
 }
 
 void recordFusion(ir::Node& into, const ir::Node& absorbed) {
-  std::vector<std::string> names =
-      ir::hasAttr(into, kFusedFromAttr) ? ir::attrStrings(into, kFusedFromAttr) : std::vector<std::string>{into.name};
+  std::vector<std::string> names = ir::hasAttr(into, kFusedFromAttr)
+                                       ? ir::attrStrings(into, kFusedFromAttr)
+                                       : std::vector<std::string>{into.name};
   if (ir::hasAttr(absorbed, kFusedFromAttr)) {
     for (const std::string& n : ir::attrStrings(absorbed, kFusedFromAttr)) names.push_back(n);
   } else {

@@ -1,5 +1,6 @@
 // Helpers shared by the fusion passes: who reads a value, what is constant, and bookkeeping of
-// which original ONNX nodes a fused node absorbed (kept as a string-list attribute so plans keep it).
+// which original ONNX nodes a fused node absorbed (kept as a string-list attribute so plans keep
+// it).
 #pragma once
 #include <optional>
 #include <string>
@@ -18,7 +19,8 @@ std::vector<std::vector<int>> consumersOf(const ir::Graph& graph);
 bool isGraphOutput(const ir::Graph& graph, int valueId);
 
 /// Whether the value's only reader is one node and it is not a graph output.
-bool onlyReadBy(const ir::Graph& graph, const std::vector<std::vector<int>>& consumers, int valueId);
+bool onlyReadBy(const ir::Graph& graph, const std::vector<std::vector<int>>& consumers,
+                int valueId);
 
 /// The value's tensor when it is a constant that cannot be overridden at run time, else nullptr.
 const Tensor* constantValue(const ir::Graph& graph, int valueId);

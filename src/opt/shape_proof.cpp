@@ -63,8 +63,8 @@ class Tracer {
 
   bool isOne(int value, int64_t axis) const {
     const auto& s = g_.value(value).type.shape;
-    return s && axis >= 0 && axis < static_cast<int64_t>(s->size()) && (*s)[static_cast<size_t>(axis)].isKnown() &&
-           (*s)[static_cast<size_t>(axis)].value == 1;
+    return s && axis >= 0 && axis < static_cast<int64_t>(s->size()) &&
+           (*s)[static_cast<size_t>(axis)].isKnown() && (*s)[static_cast<size_t>(axis)].value == 1;
   }
 
   // The dim `axis` of node n's first output (of rank `rank`) in terms of n's inputs.
@@ -72,14 +72,17 @@ class Tracer {
     const std::string& op = n.opType;
     const int64_t r = static_cast<int64_t>(rank);
     if (n.domain == "kiln" && op == "FusedMatMul") return matMulRows(n, r, axis, depth);
-    if (n.domain == "kiln" && op == "FusedAttention") return dim(n.inputs[axis < 3 ? 0 : 2], axis, depth);
+    if (n.domain == "kiln" && op == "FusedAttention")
+      return dim(n.inputs[axis < 3 ? 0 : 2], axis, depth);
     if (!n.domain.empty()) return std::nullopt;
     if (op == "MatMul") return matMulRows(n, r, axis, depth);
-    if (op == "LayerNormalization" || op == "Softmax" || op == "Relu" || op == "Erf" || op == "Sigmoid" ||
-        op == "Tanh" || op == "Cast" || op == "Identity" || op == "Neg" || op == "Sqrt") {
+    if (op == "LayerNormalization" || op == "Softmax" || op == "Relu" || op == "Erf" ||
+        op == "Sigmoid" || op == "Tanh" || op == "Cast" || op == "Identity" || op == "Neg" ||
+        op == "Sqrt") {
       return rankOf(n.inputs[0]) == r ? std::optional(dim(n.inputs[0], axis, depth)) : std::nullopt;
     }
-    if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") return broadcastDim(n, r, axis, depth);
+    if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div")
+      return broadcastDim(n, r, axis, depth);
     if (op == "Transpose") {
       const std::vector<int64_t> perm = ir::attrInts(n, "perm", {});
       if (static_cast<int64_t>(perm.size()) != r) return std::nullopt;
@@ -99,8 +102,10 @@ class Tracer {
   }
 
   // MatMul by a 2-D right operand keeps the rows of A: every dim but the last.
-  std::optional<DimFact> matMulRows(const ir::Node& n, int64_t rank, int64_t axis, int depth) const {
-    if (n.inputs.size() < 2 || rankOf(n.inputs[1]) != 2 || rankOf(n.inputs[0]) != rank || axis >= rank - 1) {
+  std::optional<DimFact> matMulRows(const ir::Node& n, int64_t rank, int64_t axis,
+                                    int depth) const {
+    if (n.inputs.size() < 2 || rankOf(n.inputs[1]) != 2 || rankOf(n.inputs[0]) != rank ||
+        axis >= rank - 1) {
       return std::nullopt;
     }
     return dim(n.inputs[0], axis, depth);
@@ -108,9 +113,11 @@ class Tracer {
 
   // A broadcast dim is the other input's where one input lacks it or has 1; where both have it,
   // only when they trace to the same place.
-  std::optional<DimFact> broadcastDim(const ir::Node& n, int64_t rank, int64_t axis, int depth) const {
+  std::optional<DimFact> broadcastDim(const ir::Node& n, int64_t rank, int64_t axis,
+                                      int depth) const {
     if (n.inputs.size() != 2) return std::nullopt;
-    std::vector<std::pair<int, int64_t>> sides;  // (input, its axis) for inputs that have this dim > 1
+    std::vector<std::pair<int, int64_t>>
+        sides;  // (input, its axis) for inputs that have this dim > 1
     for (int in : n.inputs) {
       const int64_t inRank = rankOf(in);
       if (inRank < 0) return std::nullopt;
@@ -125,7 +132,8 @@ class Tracer {
     return std::nullopt;
   }
 
-  std::optional<DimFact> reshapeDim(const ir::Node& n, int64_t rank, int64_t axis, int depth) const {
+  std::optional<DimFact> reshapeDim(const ir::Node& n, int64_t rank, int64_t axis,
+                                    int depth) const {
     const std::optional<std::vector<ShapeElement>> target = elements(n.inputs[1], depth);
     if (!target || static_cast<int64_t>(target->size()) != rank) return std::nullopt;
     const ShapeElement& e = (*target)[static_cast<size_t>(axis)];
@@ -139,7 +147,9 @@ class Tracer {
   // The elements of a 1-D (or scalar) int64 value built from shapes, when each can be told.
   std::optional<std::vector<ShapeElement>> elements(int value, int depth) const {
     const int64_t valueRank = rankOf(value);
-    if (depth >= kMaxDepth || (g_.value(value).type.dtype != DataType::kInt64 && g_.value(value).type.dtype != DataType::kInt32) ||
+    if (depth >= kMaxDepth ||
+        (g_.value(value).type.dtype != DataType::kInt64 &&
+         g_.value(value).type.dtype != DataType::kInt32) ||
         valueRank < 0 || valueRank > 1) {
       return std::nullopt;
     }
@@ -157,11 +167,14 @@ class Tracer {
     if (op == "Shape") {
       const int64_t rank = rankOf(n.inputs[0]);
       if (rank < 0) return std::nullopt;
-      auto clampIndex = [rank](int64_t i) { return std::clamp<int64_t>(i < 0 ? i + rank : i, 0, rank); };
+      auto clampIndex = [rank](int64_t i) {
+        return std::clamp<int64_t>(i < 0 ? i + rank : i, 0, rank);
+      };
       const int64_t start = n.opset >= 15 ? clampIndex(ir::attrInt(n, "start", 0)) : 0;
       const int64_t end = n.opset >= 15 ? clampIndex(ir::attrInt(n, "end", rank)) : rank;
       std::vector<ShapeElement> out;
-      for (int64_t i = start; i < end; ++i) out.push_back(ShapeElement{std::nullopt, n.inputs[0], i});
+      for (int64_t i = start; i < end; ++i)
+        out.push_back(ShapeElement{std::nullopt, n.inputs[0], i});
       return out;
     }
     if (op == "Cast" || op == "Unsqueeze" || op == "Squeeze" || op == "Identity") {
@@ -196,18 +209,28 @@ class Tracer {
       auto from = elements(n.inputs[0], depth + 1);
       const Tensor* starts = constantValue(g_, n.inputs[1]);
       const Tensor* ends = constantValue(g_, n.inputs[2]);
-      const Tensor* axes = n.inputs.size() > 3 && n.inputs[3] != ir::kNoValue ? constantValue(g_, n.inputs[3]) : nullptr;
-      const Tensor* steps = n.inputs.size() > 4 && n.inputs[4] != ir::kNoValue ? constantValue(g_, n.inputs[4]) : nullptr;
-      if (!from || !starts || !ends || starts->numel() != 1 || ends->numel() != 1) return std::nullopt;
-      if (n.inputs.size() > 3 && n.inputs[3] != ir::kNoValue && (!axes || axes->toInt64Vector() != std::vector<int64_t>{0})) {
+      const Tensor* axes = n.inputs.size() > 3 && n.inputs[3] != ir::kNoValue
+                               ? constantValue(g_, n.inputs[3])
+                               : nullptr;
+      const Tensor* steps = n.inputs.size() > 4 && n.inputs[4] != ir::kNoValue
+                                ? constantValue(g_, n.inputs[4])
+                                : nullptr;
+      if (!from || !starts || !ends || starts->numel() != 1 || ends->numel() != 1)
+        return std::nullopt;
+      if (n.inputs.size() > 3 && n.inputs[3] != ir::kNoValue &&
+          (!axes || axes->toInt64Vector() != std::vector<int64_t>{0})) {
         if (!axes || axes->toInt64Vector() != std::vector<int64_t>{-1}) return std::nullopt;
       }
-      if (n.inputs.size() > 4 && n.inputs[4] != ir::kNoValue && (!steps || steps->toInt64Vector() != std::vector<int64_t>{1})) {
+      if (n.inputs.size() > 4 && n.inputs[4] != ir::kNoValue &&
+          (!steps || steps->toInt64Vector() != std::vector<int64_t>{1})) {
         return std::nullopt;
       }
       const auto size = static_cast<int64_t>(from->size());
-      auto clampIndex = [size](int64_t i) { return std::clamp<int64_t>(i < 0 ? i + size : i, 0, size); };
-      const int64_t b = clampIndex(starts->toInt64Vector()[0]), e = clampIndex(ends->toInt64Vector()[0]);
+      auto clampIndex = [size](int64_t i) {
+        return std::clamp<int64_t>(i < 0 ? i + size : i, 0, size);
+      };
+      const int64_t b = clampIndex(starts->toInt64Vector()[0]),
+                    e = clampIndex(ends->toInt64Vector()[0]);
       return std::vector<ShapeElement>(from->begin() + b, from->begin() + std::max(b, e));
     }
     return std::nullopt;
@@ -224,7 +247,8 @@ bool provablySameShape(const ir::Graph& graph, int a, int b) {
   if (!sa || !sb || sa->size() != sb->size()) return false;
   const Tracer tracer(graph);
   for (size_t i = 0; i < sa->size(); ++i) {
-    const DimFact fa = tracer.dim(a, static_cast<int64_t>(i)), fb = tracer.dim(b, static_cast<int64_t>(i));
+    const DimFact fa = tracer.dim(a, static_cast<int64_t>(i)),
+                  fb = tracer.dim(b, static_cast<int64_t>(i));
     if (!sameFact(fa, fb)) return false;
   }
   return true;

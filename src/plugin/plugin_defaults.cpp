@@ -7,7 +7,8 @@
 namespace kiln {
 
 std::vector<DimExpr> IPlugin::getOutputDimensions(int, const std::vector<ShapeExpr>& inputs) const {
-  if (inputs.empty()) throw Error(ErrorCode::kInvalidModel, "the plugin has no inputs; override getOutputDimensions");
+  if (inputs.empty())
+    throw Error(ErrorCode::kInvalidModel, "the plugin has no inputs; override getOutputDimensions");
   return inputs[0];
 }
 
@@ -15,7 +16,8 @@ DataType IPlugin::getOutputDataType(int, const std::vector<DataType>& inputTypes
   return inputTypes.empty() ? DataType::kFloat32 : inputTypes[0];
 }
 
-bool IPlugin::supportsFormatCombination(int pos, const std::vector<PluginTensorFormat>& inOut, int) const {
+bool IPlugin::supportsFormatCombination(int pos, const std::vector<PluginTensorFormat>& inOut,
+                                        int) const {
   return inOut.at(static_cast<size_t>(pos)).type == DataType::kFloat32 &&
          inOut[static_cast<size_t>(pos)].format == TensorFormat::kLINEAR;
 }
@@ -33,9 +35,10 @@ const ir::OpSchema& pluginSchema() {
 
 struct InstallFallback {
   InstallFallback() {
-    ir::OpSchemaRegistry::global().setFallback([](const std::string& domain, const std::string& opType) {
-      return PluginRegistry::global().hasPlugin(opType, domain) ? &pluginSchema() : nullptr;
-    });
+    ir::OpSchemaRegistry::global().setFallback(
+        [](const std::string& domain, const std::string& opType) {
+          return PluginRegistry::global().hasPlugin(opType, domain) ? &pluginSchema() : nullptr;
+        });
   }
 };
 

@@ -24,15 +24,18 @@ PluginFieldType PluginFields::type(const std::string& name) const {
 
 const PluginFieldValue& PluginFields::get(const std::string& name) const {
   auto it = values_.find(name);
-  if (it == values_.end()) throw Error(ErrorCode::kInvalidArgument, "plugin field '" + name + "' is missing");
+  if (it == values_.end())
+    throw Error(ErrorCode::kInvalidArgument, "plugin field '" + name + "' is missing");
   return it->second;
 }
 
 namespace {
 
-[[noreturn]] void wrongType(const std::string& name, PluginFieldType expected, const PluginFieldValue& given) {
-  throw Error(ErrorCode::kInvalidArgument, "plugin field '" + name + "' expects type " + pluginFieldTypeName(expected) +
-                                               ", given " + pluginFieldTypeName(static_cast<PluginFieldType>(given.index())));
+[[noreturn]] void wrongType(const std::string& name, PluginFieldType expected,
+                            const PluginFieldValue& given) {
+  throw Error(ErrorCode::kInvalidArgument,
+              "plugin field '" + name + "' expects type " + pluginFieldTypeName(expected) +
+                  ", given " + pluginFieldTypeName(static_cast<PluginFieldType>(given.index())));
 }
 
 template <typename T>
@@ -43,15 +46,21 @@ const T& as(const std::string& name, const PluginFieldValue& v, PluginFieldType 
 
 }  // namespace
 
-int64_t PluginFields::getInt(const std::string& name) const { return as<int64_t>(name, get(name), PluginFieldType::kINT); }
-int64_t PluginFields::getInt(const std::string& name, int64_t fallback) const { return has(name) ? getInt(name) : fallback; }
+int64_t PluginFields::getInt(const std::string& name) const {
+  return as<int64_t>(name, get(name), PluginFieldType::kINT);
+}
+int64_t PluginFields::getInt(const std::string& name, int64_t fallback) const {
+  return has(name) ? getInt(name) : fallback;
+}
 
 float PluginFields::getFloat(const std::string& name) const {
   const PluginFieldValue& v = get(name);
   if (const int64_t* i = std::get_if<int64_t>(&v)) return static_cast<float>(*i);
   return as<float>(name, v, PluginFieldType::kFLOAT);
 }
-float PluginFields::getFloat(const std::string& name, float fallback) const { return has(name) ? getFloat(name) : fallback; }
+float PluginFields::getFloat(const std::string& name, float fallback) const {
+  return has(name) ? getFloat(name) : fallback;
+}
 
 std::string PluginFields::getString(const std::string& name) const {
   return as<std::string>(name, get(name), PluginFieldType::kSTRING);
@@ -63,16 +72,19 @@ std::string PluginFields::getString(const std::string& name, const std::string& 
 std::vector<int64_t> PluginFields::getInts(const std::string& name) const {
   return as<std::vector<int64_t>>(name, get(name), PluginFieldType::kINTS);
 }
-std::vector<int64_t> PluginFields::getInts(const std::string& name, const std::vector<int64_t>& fallback) const {
+std::vector<int64_t> PluginFields::getInts(const std::string& name,
+                                           const std::vector<int64_t>& fallback) const {
   return has(name) ? getInts(name) : fallback;
 }
 
 std::vector<float> PluginFields::getFloats(const std::string& name) const {
   const PluginFieldValue& v = get(name);
-  if (const auto* i = std::get_if<std::vector<int64_t>>(&v)) return std::vector<float>(i->begin(), i->end());
+  if (const auto* i = std::get_if<std::vector<int64_t>>(&v))
+    return std::vector<float>(i->begin(), i->end());
   return as<std::vector<float>>(name, v, PluginFieldType::kFLOATS);
 }
-std::vector<float> PluginFields::getFloats(const std::string& name, const std::vector<float>& fallback) const {
+std::vector<float> PluginFields::getFloats(const std::string& name,
+                                           const std::vector<float>& fallback) const {
   return has(name) ? getFloats(name) : fallback;
 }
 
@@ -110,8 +122,9 @@ class Reader {
   Reader(const uint8_t* p, size_t n) : p_(p), n_(n) {}
   void need(size_t k) const {
     if (k > n_ - pos_) {
-      throw Error(ErrorCode::kInvalidPlan, "plugin fields are corrupted: reading past the end (byte " +
-                                               std::to_string(pos_) + " of " + std::to_string(n_) + ")");
+      throw Error(ErrorCode::kInvalidPlan,
+                  "plugin fields are corrupted: reading past the end (byte " +
+                      std::to_string(pos_) + " of " + std::to_string(n_) + ")");
     }
   }
   template <typename T>
@@ -193,9 +206,15 @@ PluginFields PluginFields::deserialize(const void* data, size_t size) {
     std::string name = r.str();
     const uint8_t kind = r.get<uint8_t>();
     switch (static_cast<PluginFieldType>(kind)) {
-      case PluginFieldType::kINT: fields.set(name, r.get<int64_t>()); break;
-      case PluginFieldType::kFLOAT: fields.set(name, r.get<float>()); break;
-      case PluginFieldType::kSTRING: fields.set(name, r.str()); break;
+      case PluginFieldType::kINT:
+        fields.set(name, r.get<int64_t>());
+        break;
+      case PluginFieldType::kFLOAT:
+        fields.set(name, r.get<float>());
+        break;
+      case PluginFieldType::kSTRING:
+        fields.set(name, r.str());
+        break;
       case PluginFieldType::kINTS: {
         std::vector<int64_t> v(r.count(8));
         std::memcpy(v.data(), r.take(v.size() * 8), v.size() * 8);
@@ -217,7 +236,8 @@ PluginFields PluginFields::deserialize(const void* data, size_t size) {
       case PluginFieldType::kTENSOR: {
         auto dtype = static_cast<DataType>(r.get<int32_t>());
         if (!isSupportedDataType(dtype)) {
-          throw Error(ErrorCode::kInvalidPlan, "plugin field '" + name + "' is corrupted: data type code " +
+          throw Error(ErrorCode::kInvalidPlan, "plugin field '" + name +
+                                                   "' is corrupted: data type code " +
                                                    std::to_string(static_cast<int>(dtype)));
         }
         Shape shape(r.count(8));
@@ -225,7 +245,8 @@ PluginFields PluginFields::deserialize(const void* data, size_t size) {
         for (int64_t& d : shape) {
           d = r.get<int64_t>();
           if (d < 0 || (d > 0 && numel > (int64_t{1} << 40) / d)) {
-            throw Error(ErrorCode::kInvalidPlan, "plugin field '" + name + "' is corrupted: dim " + std::to_string(d));
+            throw Error(ErrorCode::kInvalidPlan,
+                        "plugin field '" + name + "' is corrupted: dim " + std::to_string(d));
           }
           numel *= d;
         }
@@ -240,10 +261,13 @@ PluginFields PluginFields::deserialize(const void* data, size_t size) {
         break;
       }
       default:
-        throw Error(ErrorCode::kInvalidPlan, "plugin field '" + name + "' is corrupted: type code " + std::to_string(kind));
+        throw Error(ErrorCode::kInvalidPlan,
+                    "plugin field '" + name + "' is corrupted: type code " + std::to_string(kind));
     }
   }
-  if (!r.atEnd()) throw Error(ErrorCode::kInvalidPlan, "plugin fields are corrupted: unexpected bytes at the end");
+  if (!r.atEnd())
+    throw Error(ErrorCode::kInvalidPlan,
+                "plugin fields are corrupted: unexpected bytes at the end");
   return fields;
 }
 
@@ -252,16 +276,19 @@ PluginFields PluginFields::fromJson(const std::string& text) {
   try {
     json = nlohmann::json::parse(text.empty() ? std::string("{}") : text);
   } catch (const nlohmann::json::exception& e) {
-    throw Error(ErrorCode::kInvalidArgument, std::string("plugin info is not valid JSON: ") + e.what());
+    throw Error(ErrorCode::kInvalidArgument,
+                std::string("plugin info is not valid JSON: ") + e.what());
   }
-  if (!json.is_object()) throw Error(ErrorCode::kInvalidArgument, "plugin info must be a JSON object, got: " + text);
+  if (!json.is_object())
+    throw Error(ErrorCode::kInvalidArgument, "plugin info must be a JSON object, got: " + text);
   PluginFields fields;
   for (const auto& item : json.items()) {
     const std::string& name = item.key();  // not a structured binding: clang 14 cannot capture one
     const nlohmann::json& v = item.value();
     auto bad = [&] {
-      throw Error(ErrorCode::kInvalidArgument, "plugin info member '" + name + "' is " + v.dump() +
-                                                   ": expected a number, a string, or an array of numbers or of strings");
+      throw Error(ErrorCode::kInvalidArgument,
+                  "plugin info member '" + name + "' is " + v.dump() +
+                      ": expected a number, a string, or an array of numbers or of strings");
     };
     if (v.is_boolean()) {
       fields.set(name, int64_t{v.get<bool>() ? 1 : 0});
@@ -278,10 +305,14 @@ PluginFields PluginFields::fromJson(const std::string& text) {
         allNumbers = allNumbers && e.is_number();
         allStrings = allStrings && e.is_string();
       }
-      if (v.empty() || allInts) fields.set(name, v.get<std::vector<int64_t>>());
-      else if (allNumbers) fields.set(name, v.get<std::vector<float>>());
-      else if (allStrings) fields.set(name, v.get<std::vector<std::string>>());
-      else bad();
+      if (v.empty() || allInts)
+        fields.set(name, v.get<std::vector<int64_t>>());
+      else if (allNumbers)
+        fields.set(name, v.get<std::vector<float>>());
+      else if (allStrings)
+        fields.set(name, v.get<std::vector<std::string>>());
+      else
+        bad();
     } else {
       bad();
     }

@@ -22,8 +22,10 @@ void resolvePluginNode(ir::Node& node);
 /// Checks `fields` against the creator's field list (converting int -> float and ints -> floats
 /// where the list asks for floats) and creates the plugin; errors name `nodeLabel`, the field, the
 /// expected and the given type. Fails if the plugin reports another identity than its creator.
-std::shared_ptr<const IPlugin> createPlugin(const IPluginCreator& creator, const std::string& nodeName,
-                                            const std::string& nodeLabel, const PluginFields& fields);
+std::shared_ptr<const IPlugin> createPlugin(const IPluginCreator& creator,
+                                            const std::string& nodeName,
+                                            const std::string& nodeLabel,
+                                            const PluginFields& fields);
 
 /// The version a node asks for (its `plugin_version` attribute, int or string), "" for any.
 std::string requestedVersion(const ir::Node& node);

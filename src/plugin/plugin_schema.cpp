@@ -10,12 +10,14 @@ namespace {
 
 // An expression's value as a dim: known when everything it reads is known; a dim copied from
 // an input keeps that input's symbol ("batch"); anything else over unknown dims is unknown.
-ir::Dim evaluateDim(const DimExpr& expr, const std::vector<Shape>& known, const std::vector<const ir::SymShape*>& shapes) {
+ir::Dim evaluateDim(const DimExpr& expr, const std::vector<Shape>& known,
+                    const std::vector<const ir::SymShape*>& shapes) {
   if (auto v = expr.evaluate(known)) return ir::Dim::known(*v);
   if (expr.kind() == DimExpr::Kind::kINPUT_DIM) {
     const auto input = static_cast<size_t>(expr.value());
     const auto axis = static_cast<size_t>(expr.axis());
-    if (input < shapes.size() && shapes[input] && axis < shapes[input]->size()) return (*shapes[input])[axis];
+    if (input < shapes.size() && shapes[input] && axis < shapes[input]->size())
+      return (*shapes[input])[axis];
   }
   return ir::Dim::unknown();
 }
@@ -26,7 +28,9 @@ void inferPluginNode(ir::InferContext& ctx) {
   const ir::Node& node = ctx.node();
   if (!node.plugin) {
     std::string missing = describeMissingPlugin(node);
-    ctx.fail(missing.empty() ? "the plugin node has no plugin (it was made without the plugin registry)" : missing,
+    ctx.fail(missing.empty()
+                 ? "the plugin node has no plugin (it was made without the plugin registry)"
+                 : missing,
              ErrorCode::kUnsupportedNode);
   }
   const IPlugin& plugin = *node.plugin;
@@ -65,8 +69,8 @@ void inferPluginNode(ir::InferContext& ctx) {
       for (const DimExpr& e : plugin.getOutputDimensions(k, exprs)) {
         ir::Dim d = evaluateDim(e, known, shapes);
         if (d.isKnown() && d.value < 0) {
-          ctx.fail(who + " output " + std::to_string(k) + " has negative dim " + e.toString() + " = " +
-                   std::to_string(d.value));
+          ctx.fail(who + " output " + std::to_string(k) + " has negative dim " + e.toString() +
+                   " = " + std::to_string(d.value));
         }
         out.push_back(std::move(d));
       }

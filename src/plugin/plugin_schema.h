@@ -1,5 +1,6 @@
 // The OpSchema of plugin nodes, found through the schema registry's fallback for any (domain,
-// op type) that names a registered plugin (their CPU kernel: backends/cpu/kernels/plugin_kernel.cpp).
+// op type) that names a registered plugin (their CPU kernel:
+// backends/cpu/kernels/plugin_kernel.cpp).
 #pragma once
 #include "ir/op_schema.h"
 

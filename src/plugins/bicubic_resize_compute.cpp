@@ -1,4 +1,5 @@
-// PyTorch-exact bicubic resize of NCHW float planes: per-axis tap plans, then a 4x4 gather per output.
+// PyTorch-exact bicubic resize of NCHW float planes: per-axis tap plans, then a 4x4 gather per
+// output.
 #include "plugins/bicubic_resize_compute.h"
 
 #include <algorithm>
@@ -13,7 +14,9 @@ constexpr double kCubicA = -0.75;
 
 // Keys' cubic convolution kernel, for |x| <= 1 and for 1 < |x| < 2.
 double cubicNear(double x) { return ((kCubicA + 2.0) * x - (kCubicA + 3.0)) * x * x + 1.0; }
-double cubicFar(double x) { return ((kCubicA * x - 5.0 * kCubicA) * x + 8.0 * kCubicA) * x - 4.0 * kCubicA; }
+double cubicFar(double x) {
+  return ((kCubicA * x - 5.0 * kCubicA) * x + 8.0 * kCubicA) * x - 4.0 * kCubicA;
+}
 
 }  // namespace
 
@@ -39,7 +42,8 @@ BicubicAxisPlan planBicubicAxis(int64_t inLen, int64_t outLen, bool alignCorners
     const int64_t first = static_cast<int64_t>(floorSrc) - 1;
     for (int64_t k = 0; k < 4; ++k) plan.index[d][k] = std::clamp<int64_t>(first + k, 0, inLen - 1);
     plan.weight[d] = {static_cast<float>(cubicFar(t + 1.0)), static_cast<float>(cubicNear(t)),
-                      static_cast<float>(cubicNear(1.0 - t)), static_cast<float>(cubicFar(2.0 - t))};
+                      static_cast<float>(cubicNear(1.0 - t)),
+                      static_cast<float>(cubicFar(2.0 - t))};
   }
   return plan;
 }
@@ -62,7 +66,8 @@ void bicubicResize(const float* input, float* output, int64_t planes, int64_t in
         float sum = 0.0f;
         for (int k = 0; k < 4; ++k) {
           const float* s = srcRows[k];
-          const float horizontal = wx[0] * s[ix[0]] + wx[1] * s[ix[1]] + wx[2] * s[ix[2]] + wx[3] * s[ix[3]];
+          const float horizontal =
+              wx[0] * s[ix[0]] + wx[1] * s[ix[1]] + wx[2] * s[ix[2]] + wx[3] * s[ix[3]];
           sum += wy[k] * horizontal;
         }
         dst[x] = sum;
@@ -71,8 +76,8 @@ void bicubicResize(const float* input, float* output, int64_t planes, int64_t in
   });
 }
 
-void bicubicResize(const float* input, float* output, int64_t planes, int64_t inH, int64_t inW, int64_t outH,
-                   int64_t outW, bool alignCorners) {
+void bicubicResize(const float* input, float* output, int64_t planes, int64_t inH, int64_t inW,
+                   int64_t outH, int64_t outW, bool alignCorners) {
   const BicubicAxisPlan rows = planBicubicAxis(inH, outH, alignCorners);
   const BicubicAxisPlan cols = planBicubicAxis(inW, outW, alignCorners);
   bicubicResize(input, output, planes, inH, inW, rows, cols);

@@ -34,7 +34,7 @@ void bicubicResize(const float* input, float* output, int64_t planes, int64_t in
                    const BicubicAxisPlan& rows, const BicubicAxisPlan& cols);
 
 /// The same, planning both axes first (allocates the two plans).
-void bicubicResize(const float* input, float* output, int64_t planes, int64_t inH, int64_t inW, int64_t outH,
-                   int64_t outW, bool alignCorners);
+void bicubicResize(const float* input, float* output, int64_t planes, int64_t inH, int64_t inW,
+                   int64_t outH, int64_t outW, bool alignCorners);
 
 }  // namespace kiln::plugins

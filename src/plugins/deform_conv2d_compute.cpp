@@ -24,7 +24,8 @@ Status invalid(const std::string& node, const std::string& what) {
 // torchvision's bilinear_interpolate for deformable convolution: 0 for a point at or beyond one
 // pixel outside the image, and neighbours outside the image count as 0 (no border clamping).
 float sampleBilinear(const float* plane, int64_t height, int64_t width, float y, float x) {
-  if (y <= -1.0f || y >= static_cast<float>(height) || x <= -1.0f || x >= static_cast<float>(width)) return 0.0f;
+  if (y <= -1.0f || y >= static_cast<float>(height) || x <= -1.0f || x >= static_cast<float>(width))
+    return 0.0f;
   const float yFloor = std::floor(y), xFloor = std::floor(x);
   const int64_t y0 = static_cast<int64_t>(yFloor), x0 = static_cast<int64_t>(xFloor);
   const int64_t y1 = y0 + 1, x1 = x0 + 1;
@@ -67,54 +68,70 @@ Result<DeformConv2dParams> deformConv2dParams(const std::string& node, const Def
                                               const std::optional<std::vector<int64_t>>& maskDims,
                                               const std::optional<std::vector<int64_t>>& biasDims) {
   if (a.strideH <= 0 || a.strideW <= 0)
-    return invalid(node, "stride must be positive, got [" + std::to_string(a.strideH) + ", " + std::to_string(a.strideW) + "]");
+    return invalid(node, "stride must be positive, got [" + std::to_string(a.strideH) + ", " +
+                             std::to_string(a.strideW) + "]");
   if (a.padH < 0 || a.padW < 0)
-    return invalid(node, "padding must be >= 0, got [" + std::to_string(a.padH) + ", " + std::to_string(a.padW) + "]");
+    return invalid(node, "padding must be >= 0, got [" + std::to_string(a.padH) + ", " +
+                             std::to_string(a.padW) + "]");
   if (a.dilationH <= 0 || a.dilationW <= 0)
-    return invalid(node, "dilation must be positive, got [" + std::to_string(a.dilationH) + ", " + std::to_string(a.dilationW) + "]");
+    return invalid(node, "dilation must be positive, got [" + std::to_string(a.dilationH) + ", " +
+                             std::to_string(a.dilationW) + "]");
   if (a.groups <= 0 || a.offsetGroups <= 0)
-    return invalid(node, "groups and offset_groups must be positive, got " + std::to_string(a.groups) + " and " +
-                             std::to_string(a.offsetGroups));
+    return invalid(node, "groups and offset_groups must be positive, got " +
+                             std::to_string(a.groups) + " and " + std::to_string(a.offsetGroups));
   const std::pair<const char*, const std::vector<int64_t>*> fourD[] = {
       {"input", &inputDims}, {"weight", &weightDims}, {"offset", &offsetDims}};
   for (const auto& [name, dims] : fourD)
-    if (dims->size() != 4) return invalid(node, std::string(name) + " must be 4-D, got shape " + dimsText(*dims));
-  if (maskDims && maskDims->size() != 4) return invalid(node, "mask must be 4-D, got shape " + dimsText(*maskDims));
+    if (dims->size() != 4)
+      return invalid(node, std::string(name) + " must be 4-D, got shape " + dimsText(*dims));
+  if (maskDims && maskDims->size() != 4)
+    return invalid(node, "mask must be 4-D, got shape " + dimsText(*maskDims));
 
   DeformConv2dParams p;
-  p.batch = inputDims[0], p.inChannels = inputDims[1], p.inHeight = inputDims[2], p.inWidth = inputDims[3];
+  p.batch = inputDims[0], p.inChannels = inputDims[1], p.inHeight = inputDims[2],
+  p.inWidth = inputDims[3];
   p.outChannels = weightDims[0], p.kernelHeight = weightDims[2], p.kernelWidth = weightDims[3];
   p.strideH = a.strideH, p.strideW = a.strideW, p.padH = a.padH, p.padW = a.padW;
-  p.dilationH = a.dilationH, p.dilationW = a.dilationW, p.groups = a.groups, p.offsetGroups = a.offsetGroups;
+  p.dilationH = a.dilationH, p.dilationW = a.dilationW, p.groups = a.groups,
+  p.offsetGroups = a.offsetGroups;
   const int64_t taps = p.kernelHeight * p.kernelWidth;
 
-  if (p.kernelHeight <= 0 || p.kernelWidth <= 0) return invalid(node, "weight has an empty kernel, shape " + dimsText(weightDims));
+  if (p.kernelHeight <= 0 || p.kernelWidth <= 0)
+    return invalid(node, "weight has an empty kernel, shape " + dimsText(weightDims));
   if (weightDims[1] * p.groups != p.inChannels)
-    return invalid(node, "weight shape " + dimsText(weightDims) + " with groups = " + std::to_string(p.groups) + " needs " +
+    return invalid(node, "weight shape " + dimsText(weightDims) +
+                             " with groups = " + std::to_string(p.groups) + " needs " +
                              std::to_string(p.inChannels) + " input channels / groups = dim 1 of " +
-                             std::to_string(p.inChannels / p.groups) + " (input shape " + dimsText(inputDims) + ")");
+                             std::to_string(p.inChannels / p.groups) + " (input shape " +
+                             dimsText(inputDims) + ")");
   if (p.outChannels % p.groups != 0)
-    return invalid(node, "weight's " + std::to_string(p.outChannels) + " output channels are not divisible by groups = " +
-                             std::to_string(p.groups));
+    return invalid(
+        node, "weight's " + std::to_string(p.outChannels) +
+                  " output channels are not divisible by groups = " + std::to_string(p.groups));
   if (p.inChannels % p.offsetGroups != 0)
-    return invalid(node, "input's " + std::to_string(p.inChannels) + " channels are not divisible by offset_groups = " +
+    return invalid(node, "input's " + std::to_string(p.inChannels) +
+                             " channels are not divisible by offset_groups = " +
                              std::to_string(p.offsetGroups));
   const int64_t outH = p.outHeight(), outW = p.outWidth();
   if (outH <= 0 || outW <= 0)
-    return invalid(node, "the output would be empty (" + std::to_string(outH) + " x " + std::to_string(outW) +
-                             ") for input shape " + dimsText(inputDims) + " and weight shape " + dimsText(weightDims));
+    return invalid(node, "the output would be empty (" + std::to_string(outH) + " x " +
+                             std::to_string(outW) + ") for input shape " + dimsText(inputDims) +
+                             " and weight shape " + dimsText(weightDims));
   const std::vector<int64_t> expectedOffset = {p.batch, 2 * p.offsetGroups * taps, outH, outW};
   if (offsetDims != expectedOffset)
-    return invalid(node, "offset shape must be " + dimsText(expectedOffset) + " (batch, 2 * offset_groups * kH * kW, outH, outW), got " +
+    return invalid(node, "offset shape must be " + dimsText(expectedOffset) +
+                             " (batch, 2 * offset_groups * kH * kW, outH, outW), got " +
                              dimsText(offsetDims));
   if (maskDims) {
     const std::vector<int64_t> expectedMask = {p.batch, p.offsetGroups * taps, outH, outW};
     if (*maskDims != expectedMask)
-      return invalid(node, "mask shape must be " + dimsText(expectedMask) + " (batch, offset_groups * kH * kW, outH, outW), got " +
+      return invalid(node, "mask shape must be " + dimsText(expectedMask) +
+                               " (batch, offset_groups * kH * kW, outH, outW), got " +
                                dimsText(*maskDims));
   }
   if (biasDims && *biasDims != std::vector<int64_t>{p.outChannels})
-    return invalid(node, "bias shape must be [" + std::to_string(p.outChannels) + "], got " + dimsText(*biasDims));
+    return invalid(node, "bias shape must be [" + std::to_string(p.outChannels) + "], got " +
+                             dimsText(*biasDims));
   return p;
 }
 
@@ -122,8 +139,8 @@ int64_t deformConv2dColumnsSize(const DeformConv2dParams& p) {
   return p.inChannels * p.kernelHeight * p.kernelWidth * p.outHeight() * p.outWidth();
 }
 
-void deformableIm2col(const DeformConv2dParams& p, const float* image, const float* offset, const float* mask,
-                      float* columns) {
+void deformableIm2col(const DeformConv2dParams& p, const float* image, const float* offset,
+                      const float* mask, float* columns) {
   const int64_t outH = p.outHeight(), outW = p.outWidth(), pixels = outH * outW;
   const int64_t taps = p.kernelHeight * p.kernelWidth;
   const int64_t channelsPerOffsetGroup = p.inChannels / p.offsetGroups;
@@ -143,7 +160,8 @@ void deformableIm2col(const DeformConv2dParams& p, const float* image, const flo
         for (int64_t x = 0; x < outW; ++x) {
           const int64_t at = y * outW + x;
           const float baseX = static_cast<float>(x * p.strideW - p.padW + j * p.dilationW);
-          const float v = sampleBilinear(plane, p.inHeight, p.inWidth, baseY + dy[at], baseX + dx[at]);
+          const float v =
+              sampleBilinear(plane, p.inHeight, p.inWidth, baseY + dy[at], baseX + dx[at]);
           col[at] = scale ? scale[at] * v : v;
         }
       }
@@ -151,8 +169,9 @@ void deformableIm2col(const DeformConv2dParams& p, const float* image, const flo
   });
 }
 
-void deformConv2d(const DeformConv2dParams& p, const float* input, const float* weight, const float* offset,
-                  const float* mask, const float* bias, float* output, float* columns) {
+void deformConv2d(const DeformConv2dParams& p, const float* input, const float* weight,
+                  const float* offset, const float* mask, const float* bias, float* output,
+                  float* columns) {
   const int64_t pixels = p.outHeight() * p.outWidth();
   const int64_t taps = p.kernelHeight * p.kernelWidth;
   const int64_t outPerGroup = p.outChannels / p.groups;
@@ -165,8 +184,8 @@ void deformConv2d(const DeformConv2dParams& p, const float* input, const float* 
     for (int64_t o = 0; o < p.outChannels; ++o)
       std::fill(out + o * pixels, out + (o + 1) * pixels, bias ? bias[o] : 0.0f);
     for (int64_t g = 0; g < p.groups; ++g) {
-      multiplyAdd(outPerGroup, pixels, depth, weight + g * outPerGroup * depth, columns + g * depth * pixels,
-                  out + g * outPerGroup * pixels);
+      multiplyAdd(outPerGroup, pixels, depth, weight + g * outPerGroup * depth,
+                  columns + g * depth * pixels, out + g * outPerGroup * pixels);
     }
   }
 }

@@ -29,8 +29,12 @@ struct DeformConv2dParams {
   int64_t strideH = 1, strideW = 1, padH = 0, padW = 0, dilationH = 1, dilationW = 1;
   int64_t groups = 1, offsetGroups = 1;
 
-  int64_t outHeight() const { return (inHeight + 2 * padH - (dilationH * (kernelHeight - 1) + 1)) / strideH + 1; }
-  int64_t outWidth() const { return (inWidth + 2 * padW - (dilationW * (kernelWidth - 1) + 1)) / strideW + 1; }
+  int64_t outHeight() const {
+    return (inHeight + 2 * padH - (dilationH * (kernelHeight - 1) + 1)) / strideH + 1;
+  }
+  int64_t outWidth() const {
+    return (inWidth + 2 * padW - (dilationW * (kernelWidth - 1) + 1)) / strideW + 1;
+  }
 };
 
 /// The node attributes (ONNX contract: stride, padding, dilation as 2 ints, groups, offset_groups).
@@ -42,7 +46,8 @@ struct DeformConv2dAttrs {
 /// Checks the attributes and the shapes of input, weight, offset and the optional mask and bias
 /// against each other (as torchvision does) and returns the parameters; an INVALID_VALUE Status
 /// naming the tensor, the expected and the actual value otherwise. `node` prefixes the messages.
-Result<DeformConv2dParams> deformConv2dParams(const std::string& node, const DeformConv2dAttrs& attrs,
+Result<DeformConv2dParams> deformConv2dParams(const std::string& node,
+                                              const DeformConv2dAttrs& attrs,
                                               const std::vector<int64_t>& inputDims,
                                               const std::vector<int64_t>& weightDims,
                                               const std::vector<int64_t>& offsetDims,
@@ -54,12 +59,13 @@ int64_t deformConv2dColumnsSize(const DeformConv2dParams& p);
 
 /// Fills columns (Cin * kH * kW rows of outH * outW) with the masked, bilinearly sampled taps of
 /// one image; mask may be null (every tap weighs 1). Split over the threads (kiln::parallelFor).
-void deformableIm2col(const DeformConv2dParams& p, const float* image, const float* offset, const float* mask,
-                      float* columns);
+void deformableIm2col(const DeformConv2dParams& p, const float* image, const float* offset,
+                      const float* mask, float* columns);
 
 /// output = deform_conv2d(input, weight, offset, mask, bias) for the whole batch; mask and bias
 /// may be null. columns is a buffer of deformConv2dColumnsSize(p) floats. Allocates nothing.
-void deformConv2d(const DeformConv2dParams& p, const float* input, const float* weight, const float* offset,
-                  const float* mask, const float* bias, float* output, float* columns);
+void deformConv2d(const DeformConv2dParams& p, const float* input, const float* weight,
+                  const float* offset, const float* mask, const float* bias, float* output,
+                  float* columns);
 
 }  // namespace kiln::plugins

@@ -17,22 +17,28 @@ class DynamicTRTResize : public IPlugin {
   std::string getPluginNamespace() const override { return "Test"; }
   std::vector<DimExpr> getOutputDimensions(int, const std::vector<ShapeExpr>& in) const override {
     if (in.size() != 2 || in[0].size() != 4 || in[1].size() != 4) {
-      throw Error(ErrorCode::kInvalidModel, "DynamicTRTResize needs inputs (input, size_tensor), both of rank 4");
+      throw Error(ErrorCode::kInvalidModel,
+                  "DynamicTRTResize needs inputs (input, size_tensor), both of rank 4");
     }
     return {in[0][0], in[0][1], in[1][2], in[1][3]};
   }
-  bool supportsFormatCombination(int pos, const std::vector<PluginTensorFormat>& inOut, int) const override {
+  bool supportsFormatCombination(int pos, const std::vector<PluginTensorFormat>& inOut,
+                                 int) const override {
     // size_tensor's values are never read, so any type will do for it.
     return pos == 1 || inOut[static_cast<size_t>(pos)].type == DataType::kFloat32;
   }
-  Status enqueue(const std::vector<const Tensor*>& in, const std::vector<Tensor*>& out, void*) override {
+  Status enqueue(const std::vector<const Tensor*>& in, const std::vector<Tensor*>& out,
+                 void*) override {
     const Shape& s = in[0]->shape();
     const Shape& o = out[0]->shape();
-    bicubicResize(in[0]->data<float>(), out[0]->data<float>(), s[0] * s[1], s[2], s[3], o[2], o[3], alignCorners_);
+    bicubicResize(in[0]->data<float>(), out[0]->data<float>(), s[0] * s[1], s[2], s[3], o[2], o[3],
+                  alignCorners_);
     return Status();
   }
   std::vector<uint8_t> serialize() const override { return fields_.serialize(); }
-  std::unique_ptr<IPlugin> clone() const override { return std::make_unique<DynamicTRTResize>(*this); }
+  std::unique_ptr<IPlugin> clone() const override {
+    return std::make_unique<DynamicTRTResize>(*this);
+  }
 
  private:
   PluginFields fields_;
@@ -43,11 +49,15 @@ class DynamicTRTResizeCreator : public IPluginCreator {
  public:
   std::string getPluginName() const override { return "DynamicTRTResize"; }
   std::string getPluginNamespace() const override { return "Test"; }
-  std::vector<PluginFieldSpec> getFieldNames() const override { return {{"align_corners", PluginFieldType::kINT}}; }
-  std::unique_ptr<IPlugin> createPlugin(const std::string&, const PluginFields& fields) const override {
+  std::vector<PluginFieldSpec> getFieldNames() const override {
+    return {{"align_corners", PluginFieldType::kINT}};
+  }
+  std::unique_ptr<IPlugin> createPlugin(const std::string&,
+                                        const PluginFields& fields) const override {
     return std::make_unique<DynamicTRTResize>(fields);
   }
-  std::unique_ptr<IPlugin> deserializePlugin(const std::string&, const void* data, size_t size) const override {
+  std::unique_ptr<IPlugin> deserializePlugin(const std::string&, const void* data,
+                                             size_t size) const override {
     return std::make_unique<DynamicTRTResize>(PluginFields::deserialize(data, size));
   }
 };

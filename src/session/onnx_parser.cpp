@@ -14,39 +14,53 @@ namespace kiln {
 
 const char* parserErrorCodeName(ParserErrorCode code) {
   switch (code) {
-    case ParserErrorCode::kSUCCESS: return "SUCCESS";
-    case ParserErrorCode::kINTERNAL_ERROR: return "INTERNAL_ERROR";
-    case ParserErrorCode::kIO_ERROR: return "IO_ERROR";
-    case ParserErrorCode::kMODEL_DESERIALIZE_FAILED: return "MODEL_DESERIALIZE_FAILED";
-    case ParserErrorCode::kINVALID_GRAPH: return "INVALID_GRAPH";
-    case ParserErrorCode::kINVALID_NODE: return "INVALID_NODE";
-    case ParserErrorCode::kINVALID_VALUE: return "INVALID_VALUE";
-    case ParserErrorCode::kUNSUPPORTED_NODE: return "UNSUPPORTED_NODE";
+    case ParserErrorCode::kSUCCESS:
+      return "SUCCESS";
+    case ParserErrorCode::kINTERNAL_ERROR:
+      return "INTERNAL_ERROR";
+    case ParserErrorCode::kIO_ERROR:
+      return "IO_ERROR";
+    case ParserErrorCode::kMODEL_DESERIALIZE_FAILED:
+      return "MODEL_DESERIALIZE_FAILED";
+    case ParserErrorCode::kINVALID_GRAPH:
+      return "INVALID_GRAPH";
+    case ParserErrorCode::kINVALID_NODE:
+      return "INVALID_NODE";
+    case ParserErrorCode::kINVALID_VALUE:
+      return "INVALID_VALUE";
+    case ParserErrorCode::kUNSUPPORTED_NODE:
+      return "UNSUPPORTED_NODE";
   }
   return "UNKNOWN";
 }
 
 std::string ParserError::toString() const {
   std::string s = parserErrorCodeName(code);
-  if (nodeIndex >= 0) s += " node " + std::to_string(nodeIndex) + " '" + nodeName + "' (" + opType + ")";
+  if (nodeIndex >= 0)
+    s += " node " + std::to_string(nodeIndex) + " '" + nodeName + "' (" + opType + ")";
   return s + ": " + message;
 }
 
-OnnxParser::OnnxParser(NetworkDefinition& network, ILogger& logger) : network_(network), logger_(logger) {}
+OnnxParser::OnnxParser(NetworkDefinition& network, ILogger& logger)
+    : network_(network), logger_(logger) {}
 OnnxParser::~OnnxParser() = default;
 
 namespace {
 
 ParserErrorCode codeFor(const Error& e) {
   switch (e.code()) {
-    case ErrorCode::kIoError: return ParserErrorCode::kIO_ERROR;
-    case ErrorCode::kUnsupportedNode: return ParserErrorCode::kUNSUPPORTED_NODE;
-    case ErrorCode::kInvalidArgument: return ParserErrorCode::kINVALID_VALUE;
+    case ErrorCode::kIoError:
+      return ParserErrorCode::kIO_ERROR;
+    case ErrorCode::kUnsupportedNode:
+      return ParserErrorCode::kUNSUPPORTED_NODE;
+    case ErrorCode::kInvalidArgument:
+      return ParserErrorCode::kINVALID_VALUE;
     case ErrorCode::kInvalidModel:
       return std::string(e.what()).find("not a valid ONNX model") != std::string::npos
                  ? ParserErrorCode::kMODEL_DESERIALIZE_FAILED
                  : ParserErrorCode::kINVALID_GRAPH;
-    default: return ParserErrorCode::kINTERNAL_ERROR;
+    default:
+      return ParserErrorCode::kINTERNAL_ERROR;
   }
 }
 
@@ -58,10 +72,12 @@ int nodeNamedIn(const ir::Graph& g, const std::string& message) {
 }
 
 // Loads a model and, if kiln supports all of it, makes it the network's content.
-Status installModel(NetworkDefinition& network_, ILogger& logger_, std::vector<ParserError>& errors_,
-                    const std::string& displayName, const std::function<ir::Model()>& load) {
+Status installModel(NetworkDefinition& network_, ILogger& logger_,
+                    std::vector<ParserError>& errors_, const std::string& displayName,
+                    const std::function<ir::Model()>& load) {
   errors_.clear();
-  auto report = [&](ParserErrorCode code, const ir::Graph* g, int node, const std::string& message) {
+  auto report = [&](ParserErrorCode code, const ir::Graph* g, int node,
+                    const std::string& message) {
     ParserError e{code, node, "", "", message};
     if (g && node >= 0) {
       e.nodeName = g->nodes[static_cast<size_t>(node)].name;
@@ -71,7 +87,8 @@ Status installModel(NetworkDefinition& network_, ILogger& logger_, std::vector<P
     errors_.push_back(std::move(e));
   };
   if (!network_.impl().empty()) {
-    report(ParserErrorCode::kINVALID_GRAPH, nullptr, -1, displayName + ": the network must be empty before parsing");
+    report(ParserErrorCode::kINVALID_GRAPH, nullptr, -1,
+           displayName + ": the network must be empty before parsing");
     return Status(ErrorCode::kInvalidArgument, errors_.back().message);
   }
   ir::Model model;
@@ -87,39 +104,47 @@ Status installModel(NetworkDefinition& network_, ILogger& logger_, std::vector<P
   ir::Graph& g = model.graph;
   // Every unsupported node at once, each its own error.
   for (size_t i = 0; i < g.nodes.size(); ++i) {
-    std::vector<std::string> problem = findUnsupportedNodes(ir::Graph{{}, {}, {g.nodes[i]}, {}, {}, {}});
+    std::vector<std::string> problem =
+        findUnsupportedNodes(ir::Graph{{}, {}, {g.nodes[i]}, {}, {}, {}});
     if (problem.empty()) continue;
-    std::string missingPlugin = plugin::describeMissingPlugin(g.nodes[i]);  // where kiln looked for a plugin
+    std::string missingPlugin =
+        plugin::describeMissingPlugin(g.nodes[i]);  // where kiln looked for a plugin
     report(ParserErrorCode::kUNSUPPORTED_NODE, &g, static_cast<int>(i),
            problem[0] + (missingPlugin.empty() ? "" : "; " + missingPlugin));
   }
   if (!errors_.empty()) {
-    return Status(ErrorCode::kUnsupportedNode, displayName + ": " + std::to_string(errors_.size()) +
-                                                     " unsupported node" + (errors_.size() > 1 ? "s" : "") +
-                                                     ", first: " + errors_[0].message);
+    return Status(ErrorCode::kUnsupportedNode,
+                  displayName + ": " + std::to_string(errors_.size()) + " unsupported node" +
+                      (errors_.size() > 1 ? "s" : "") + ", first: " + errors_[0].message);
   }
   try {
     ir::inferShapes(g);
   } catch (const Error& e) {
     int node = nodeNamedIn(g, e.what());
-    report(node >= 0 ? ParserErrorCode::kINVALID_NODE : codeFor(e), &g, node, displayName + ": " + e.what());
+    report(node >= 0 ? ParserErrorCode::kINVALID_NODE : codeFor(e), &g, node,
+           displayName + ": " + e.what());
     // What inference finds unsupported (a type kiln cannot hold) stays unsupported, as in Session.
-    const ErrorCode code = e.code() == ErrorCode::kUnsupportedNode ? ErrorCode::kUnsupportedNode : ErrorCode::kInvalidValue;
+    const ErrorCode code = e.code() == ErrorCode::kUnsupportedNode ? ErrorCode::kUnsupportedNode
+                                                                   : ErrorCode::kInvalidValue;
     return Status(code, errors_.back().message);
   }
   network_.impl().adoptGraph(std::move(g), displayName);
-  logger_.log(Severity::kINFO, displayName + ": parsed " + std::to_string(network_.getNbLayers()) + " layers");
+  logger_.log(Severity::kINFO,
+              displayName + ": parsed " + std::to_string(network_.getNbLayers()) + " layers");
   return Status();
 }
 
 }  // namespace
 
 Status OnnxParser::parseFromFile(const std::string& path) {
-  return installModel(network_, logger_, errors_, path, [&] { return onnx_import::loadModel(path); });
+  return installModel(network_, logger_, errors_, path,
+                      [&] { return onnx_import::loadModel(path); });
 }
 
 Status OnnxParser::parse(const void* data, size_t size, const std::string& baseDir) {
-  return installModel(network_, logger_, errors_, "<memory>", [&] { return onnx_import::loadModelFromBytes(data, size, baseDir, "<memory>"); });
+  return installModel(network_, logger_, errors_, "<memory>", [&] {
+    return onnx_import::loadModelFromBytes(data, size, baseDir, "<memory>");
+  });
 }
 
 }  // namespace kiln

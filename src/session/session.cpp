@@ -37,30 +37,35 @@ std::string declaredShape(const TensorInfo& info) {
   std::string s;
   for (size_t i = 0; i < info.shape.size(); ++i) {
     if (i) s += "x";
-    s += info.shape[i] >= 0 ? std::to_string(info.shape[i]) : (info.dimNames[i].empty() ? "?" : info.dimNames[i]);
+    s += info.shape[i] >= 0 ? std::to_string(info.shape[i])
+                            : (info.dimNames[i].empty() ? "?" : info.dimNames[i]);
   }
   return s.empty() ? "scalar" : s;
 }
 
-[[noreturn]] void badInput(const std::string& message) { throw Error(ErrorCode::kInvalidArgument, message); }
+[[noreturn]] void badInput(const std::string& message) {
+  throw Error(ErrorCode::kInvalidArgument, message);
+}
 
 // Checks one input tensor against what the model declares, as ONNX Runtime does.
 void checkInput(const TensorInfo& info, const Tensor& t) {
   if (!t.defined()) badInput("input '" + info.name + "' has no value");
-  if (t.isNone() && !info.isOptionalType) badInput("input '" + info.name + "' is " + t.describe() + " but is not an optional");
+  if (t.isNone() && !info.isOptionalType)
+    badInput("input '" + info.name + "' is " + t.describe() + " but is not an optional");
   if ((t.isSequence() || t.isNoneOfSequence()) != info.isSequence) {
     badInput("input '" + info.name + "' is " + t.describe() + " but the model expects a " +
              (info.isSequence ? "sequence of " : "tensor of ") + dataTypeName(info.dtype));
   }
   if (info.dtype != DataType::kUndefined && t.dtype() != info.dtype) {
-    badInput("input '" + info.name + "' has type " + dataTypeName(t.dtype()) + " but the model expects " +
-             dataTypeName(info.dtype));
+    badInput("input '" + info.name + "' has type " + dataTypeName(t.dtype()) +
+             " but the model expects " + dataTypeName(info.dtype));
   }
-  if (!info.hasShape || t.isSequence() || t.isNone()) return;  // a sequence's items have no declared shape
+  if (!info.hasShape || t.isSequence() || t.isNone())
+    return;  // a sequence's items have no declared shape
   if (t.rank() != info.shape.size()) {
     badInput("input '" + info.name + "' has rank " + std::to_string(t.rank()) + " (shape " +
-             shapeToString(t.shape()) + ") but the model expects rank " + std::to_string(info.shape.size()) +
-             " (shape " + declaredShape(info) + ")");
+             shapeToString(t.shape()) + ") but the model expects rank " +
+             std::to_string(info.shape.size()) + " (shape " + declaredShape(info) + ")");
   }
   std::string bad;
   for (size_t i = 0; i < info.shape.size(); ++i) {
@@ -84,8 +89,9 @@ bool showsConstantStorage(const ir::Graph& graph, int id) {
     auto producer = std::find_if(graph.nodes.begin(), graph.nodes.end(), [&](const ir::Node& n) {
       return std::find(n.outputs.begin(), n.outputs.end(), id) != n.outputs.end();
     });
-    if (producer == graph.nodes.end() || producer->outputs[0] != id || !kernelMemoryRules(graph, *producer).outputViewsInput0 ||
-        producer->inputs.empty() || producer->inputs[0] == ir::kNoValue) {
+    if (producer == graph.nodes.end() || producer->outputs[0] != id ||
+        !kernelMemoryRules(graph, *producer).outputViewsInput0 || producer->inputs.empty() ||
+        producer->inputs[0] == ir::kNoValue) {
       return false;
     }
     id = producer->inputs[0];
@@ -109,12 +115,14 @@ bool overlapsAny(const Tensor& t, const NamedTensors& inputs) {
 // in topological order) to the graph's outputs, each once; an unknown name is an error naming it.
 void markOutputs(ir::Graph& graph, const SessionOptions& options) {
   auto mark = [&](int id) {
-    if (std::find(graph.outputs.begin(), graph.outputs.end(), id) == graph.outputs.end()) graph.outputs.push_back(id);
+    if (std::find(graph.outputs.begin(), graph.outputs.end(), id) == graph.outputs.end())
+      graph.outputs.push_back(id);
   };
   for (const std::string& name : options.extraOutputs) {
     const int id = graph.findValue(name);
     if (name.empty() || id == ir::kNoValue) {
-      throw Error(ErrorCode::kInvalidArgument, "cannot mark '" + name + "' as an output: the graph has no tensor of that name");
+      throw Error(ErrorCode::kInvalidArgument,
+                  "cannot mark '" + name + "' as an output: the graph has no tensor of that name");
     }
     mark(id);
   }
@@ -143,12 +151,14 @@ struct Session::Impl {
   std::vector<bool> constantOutputs;  // per output: a weight or a view of one (run returns a copy)
 
   static void checkOptions(const SessionOptions& options) {
-    if (options.threads < 0) throw Error(ErrorCode::kInvalidArgument, "threads must be >= 0 (0 = one per core)");
+    if (options.threads < 0)
+      throw Error(ErrorCode::kInvalidArgument, "threads must be >= 0 (0 = one per core)");
     if (options.maxLoopIterations < 0) {
       throw Error(ErrorCode::kInvalidArgument, "maxLoopIterations must be >= 0 (0 = no cap)");
     }
   }
-  /// Builds the engine of `model` and describes its inputs and outputs; `modelName` prefixes errors.
+  /// Builds the engine of `model` and describes its inputs and outputs; `modelName` prefixes
+  /// errors.
   void prepare(ir::Model model, const SessionOptions& options, const std::string& modelName);
   std::unique_ptr<ExecutionContext::Impl> takeContext();
   void returnContext(std::unique_ptr<ExecutionContext::Impl> context);
@@ -169,22 +179,27 @@ struct Session::Impl {
   };
 };
 
-Session::Session(const std::string& modelPath, SessionOptions options) : impl_(std::make_unique<Impl>()) {
+Session::Session(const std::string& modelPath, SessionOptions options)
+    : impl_(std::make_unique<Impl>()) {
   Impl::checkOptions(options);
   impl_->prepare(onnx_import::loadModel(modelPath, &impl_->metadata), options, modelPath);
 }
 
-Session::Session(const void* modelData, size_t modelSize, SessionOptions options, const std::string& externalDataDir)
+Session::Session(const void* modelData, size_t modelSize, SessionOptions options,
+                 const std::string& externalDataDir)
     : impl_(std::make_unique<Impl>()) {
   Impl::checkOptions(options);
   const std::string name = "<memory>";
   const std::string baseDir = externalDataDir.empty() ? "." : externalDataDir;
-  impl_->prepare(onnx_import::loadModelFromBytes(modelData, modelSize, baseDir, name, &impl_->metadata), options, name);
+  impl_->prepare(
+      onnx_import::loadModelFromBytes(modelData, modelSize, baseDir, name, &impl_->metadata),
+      options, name);
 }
 
 // The session's build: heuristic kernel choices (it starts fast), no optimization profile (dynamic
 // dims take any size), the kernels kept in memory instead of a plan.
-void Session::Impl::prepare(ir::Model model, const SessionOptions& options, const std::string& modelName) {
+void Session::Impl::prepare(ir::Model model, const SessionOptions& options,
+                            const std::string& modelName) {
   pool = std::make_shared<cpu::ThreadPool>(options.threads);
   profiler = options.profiler;
   maxLoopIterations = options.maxLoopIterations;
@@ -192,21 +207,22 @@ void Session::Impl::prepare(ir::Model model, const SessionOptions& options, cons
   AllocationLimitScope limit(allocationLimit);
   BuilderConfig config;
   config.setThreads(options.threads);
-  config.setBuilderOptimizationLevel(0);  // heuristics only: nothing timed (it has no profile either)
+  config.setBuilderOptimizationLevel(
+      0);  // heuristics only: nothing timed (it has no profile either)
   if (!options.nchwcLayout) config.setFlag(BuilderFlag::kDISABLE_NCHWC_LAYOUT);
   if (options.bf16) config.setFlag(BuilderFlag::kBF16);
   build::CompileOptions compile;
   compile.optimize = options.optimize;
-  compile.kernelPolicy =
-      options.referenceKernels ? Executor::KernelPolicy::kMostGeneral : Executor::KernelPolicy::kFirstSupporting;
+  compile.kernelPolicy = options.referenceKernels ? Executor::KernelPolicy::kMostGeneral
+                                                  : Executor::KernelPolicy::kFirstSupporting;
   compile.unboundedShapes = true;
   compile.freeCopiedWeights = true;
   StderrLogger warnings(Severity::kWARNING);
   BuildReport report;
   try {
     markOutputs(model.graph, options);
-    build::CompiledNetwork compiled =
-        build::compileNetwork(std::move(model.graph), {}, modelName, config, compile, warnings, report);
+    build::CompiledNetwork compiled = build::compileNetwork(std::move(model.graph), {}, modelName,
+                                                            config, compile, warnings, report);
     engine = engineFromKernels(std::move(compiled.plan), std::move(compiled.kernels));
   } catch (const Error& e) {
     throw Error(e.code(), modelName + ": " + e.what());
@@ -215,7 +231,8 @@ void Session::Impl::prepare(ir::Model model, const SessionOptions& options, cons
   const std::vector<plan::IOTensor>& io = engine->plan.io;
   for (int id : graph.inputs) {
     inputs.push_back(describeValue(graph, id));
-    const auto at = std::find_if(io.begin(), io.end(), [&](const plan::IOTensor& t) { return t.valueId == id; });
+    const auto at = std::find_if(io.begin(), io.end(),
+                                 [&](const plan::IOTensor& t) { return t.valueId == id; });
     inputIO.push_back(static_cast<size_t>(at - io.begin()));
   }
   for (int id : graph.outputs) {
@@ -274,7 +291,8 @@ NamedTensors Session::run(const NamedTensors& inputs, const RunOptions& options)
     feeds.emplace_back(index, tensor);
   }
   for (size_t i = 0; i < given.size(); ++i) {
-    if (!given[i] && !impl_->inputs[i].optional) badInput("input '" + impl_->inputs[i].name + "' is missing");
+    if (!given[i] && !impl_->inputs[i].optional)
+      badInput("input '" + impl_->inputs[i].name + "' is missing");
   }
   const cpu::RunControl control{options.terminate, impl_->maxLoopIterations};
   cpu::RunControlScope controlled(control);
@@ -289,7 +307,8 @@ NamedTensors Session::run(const NamedTensors& inputs, const RunOptions& options)
   for (size_t i = 0; i < results.size(); ++i) {
     // An output that is a weight or (a view of) an input is copied, so that the caller may
     // write to it, as ONNX Runtime's outputs allow.
-    if (impl_->constantOutputs[i] || overlapsAny(results[i], inputs)) results[i] = results[i].clone();
+    if (impl_->constantOutputs[i] || overlapsAny(results[i], inputs))
+      results[i] = results[i].clone();
     named.emplace_back(impl_->outputs[i].name, std::move(results[i]));
   }
   return named;

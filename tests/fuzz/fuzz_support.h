@@ -30,7 +30,8 @@ void refusedOnlyByKilnErrors(Work&& work) {
 /// A Status from the status-returning API is a refusal too, unless it hides what guardStatus
 /// (engine/api_guard.h) caught: another exception (kINTERNAL_ERROR) or a std::bad_alloc.
 inline void refusedOnlyByKilnErrors(const Status& status) {
-  const bool badAlloc = status.code() == ErrorCode::kOutOfMemory && status.message() == "out of memory";
+  const bool badAlloc =
+      status.code() == ErrorCode::kOutOfMemory && status.message() == "out of memory";
   if (status.code() == ErrorCode::kInternalError || badAlloc) {
     std::fprintf(stderr, "kiln fuzz: not a kiln::Error: %s\n", status.toString().c_str());
     std::abort();

@@ -33,7 +33,8 @@ void fixSizesAndChecksums(std::vector<uint8_t>& bytes) {
   if (bytes.size() < plan::kHeaderSize || !plan::looksLikePlan(bytes.data(), bytes.size())) return;
   const uint64_t size = bytes.size();
   storeAt<uint64_t>(bytes, 40, size);
-  const uint64_t entries = std::min<uint64_t>(loadAt<uint32_t>(bytes, 36), (size - plan::kHeaderSize) / 24);
+  const uint64_t entries =
+      std::min<uint64_t>(loadAt<uint32_t>(bytes, 36), (size - plan::kHeaderSize) / 24);
   for (uint64_t s = 0; s < entries; ++s) {
     const size_t entry = plan::kHeaderSize + s * 24;
     if (loadAt<uint32_t>(bytes, entry) != plan::kPackedSection) continue;

@@ -1,5 +1,6 @@
-// Fuzz target: Session::run on the ONNX backend node tests (Debian's libonnx-testdata, or the folder
-// $KILN_FUZZ_NODE_MODELS), with input tensors whose shapes and values come from the fuzzer. Bytes:
+// Fuzz target: Session::run on the ONNX backend node tests (Debian's libonnx-testdata, or the
+// folder $KILN_FUZZ_NODE_MODELS), with input tensors whose shapes and values come from the fuzzer.
+// Bytes:
 //   u16 model index (into the folder's models, sorted by name)
 //   per model input: u8 mode (< 224: the declared shape, each dynamic dim a u8 % 6; else rank
 //   mode % 5, each dim a u8 % 6), then the tensor's bytes (bool values taken mod 2, low-precision
@@ -34,7 +35,9 @@ std::vector<fs::path> nodeTestModels() {
     if (fs::exists(e.path() / "model.onnx")) models.push_back(e.path() / "model.onnx");
   std::sort(models.begin(), models.end());
   if (models.empty()) {
-    std::fprintf(stderr, "kiln fuzz: no node test models under %s (install libonnx-testdata or set KILN_FUZZ_NODE_MODELS)\n",
+    std::fprintf(stderr,
+                 "kiln fuzz: no node test models under %s (install libonnx-testdata or set "
+                 "KILN_FUZZ_NODE_MODELS)\n",
                  root.c_str());
     std::abort();
   }
@@ -47,20 +50,23 @@ const Session* sessionFor(const fs::path& model) {
   const auto found = sessions.find(model);
   if (found != sessions.end()) return found->second.get();
   std::unique_ptr<Session>& session = sessions[model];
-  if (std::getenv("KILN_FUZZ_VERBOSE")) std::fprintf(stderr, "kiln fuzz: model %s\n", model.c_str());
+  if (std::getenv("KILN_FUZZ_VERBOSE"))
+    std::fprintf(stderr, "kiln fuzz: model %s\n", model.c_str());
   SessionOptions options;
   options.threads = 1;
   options.maxLoopIterations = 1000;
   std::ifstream in(model, std::ios::binary);
   const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   fuzz::refusedOnlyByKilnErrors([&] {
-    session = std::make_unique<Session>(bytes.data(), bytes.size(), options, model.parent_path().string());
+    session = std::make_unique<Session>(bytes.data(), bytes.size(), options,
+                                        model.parent_path().string());
   });
   return session.get();
 }
 
 bool fuzzable(const TensorInfo& info) {
-  return !info.isSequence && !info.isOptionalType && info.dtype != DataType::kString && isSupportedDataType(info.dtype);
+  return !info.isSequence && !info.isOptionalType && info.dtype != DataType::kString &&
+         isSupportedDataType(info.dtype);
 }
 
 Shape inputShape(const TensorInfo& info, fuzz::ByteReader& in) {
@@ -79,7 +85,9 @@ void fillValues(Tensor& t, fuzz::ByteReader& in) {
   in.fill(bytes, t.byteSize());
   uint8_t mask = 0xff;
   if (t.dtype() == DataType::kBool) mask = 1;
-  if (t.dtype() == DataType::kUint4 || t.dtype() == DataType::kInt4 || t.dtype() == DataType::kFloat4E2M1) mask = 0xf;
+  if (t.dtype() == DataType::kUint4 || t.dtype() == DataType::kInt4 ||
+      t.dtype() == DataType::kFloat4E2M1)
+    mask = 0xf;
   if (t.dtype() == DataType::kUint2 || t.dtype() == DataType::kInt2) mask = 0x3;
   for (size_t i = 0; mask != 0xff && i < t.byteSize(); ++i) bytes[i] &= mask;
 }

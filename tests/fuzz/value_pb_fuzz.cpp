@@ -15,7 +15,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   kiln::fuzz::ByteReader in(data, size);
   const uint8_t kind = in.u8();
   kiln::onnx_import::ValueType expected;
-  expected.dtype = static_cast<kiln::DataType>((kind & 0x1f) % 27);  // 0 (any), or a type kiln knows
+  expected.dtype =
+      static_cast<kiln::DataType>((kind & 0x1f) % 27);  // 0 (any), or a type kiln knows
   expected.isSequence = kind & 0x20;
   expected.isOptional = kind & 0x40;
   const std::string bytes(reinterpret_cast<const char*>(in.rest()), in.remaining());

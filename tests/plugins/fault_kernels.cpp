@@ -20,8 +20,11 @@ void wrongTanh(kiln::cpu::KernelContext& ctx) {
 const bool registered = [] {
   kiln::cpu::KernelCandidate candidate;
   candidate.id = "test_f32_tanh_plus_half_fault";
-  candidate.create = [](const kiln::cpu::KernelCreateInfo&) { return kiln::cpu::Kernel{wrongTanh, {}, {}}; };
-  kiln::cpu::KernelRegistry::global().addCandidate("", "Tanh", kiln::DataType::kFloat32, std::move(candidate));
+  candidate.create = [](const kiln::cpu::KernelCreateInfo&) {
+    return kiln::cpu::Kernel{wrongTanh, {}, {}};
+  };
+  kiln::cpu::KernelRegistry::global().addCandidate("", "Tanh", kiln::DataType::kFloat32,
+                                                   std::move(candidate));
   return true;
 }();
 

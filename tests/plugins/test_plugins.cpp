@@ -9,12 +9,12 @@ namespace {
 
 using kiln::DataType;
 using kiln::DimExpr;
+using kiln::ErrorCode;
 using kiln::IPlugin;
 using kiln::PluginFields;
 using kiln::PluginFieldType;
 using kiln::ShapeExpr;
 using kiln::Status;
-using kiln::ErrorCode;
 using kiln::Tensor;
 
 // ---- The full path: kiln.test::ScaleCrop
@@ -27,13 +27,15 @@ class ScaleCrop : public IPlugin {
   explicit ScaleCrop(PluginFields fields) : fields_(std::move(fields)) {
     alpha_ = fields_.getFloat("alpha");
     divisor_ = fields_.getInt("crop_divisor", 2);
-    if (divisor_ <= 0) throw kiln::Error(kiln::ErrorCode::kInvalidArgument, "crop_divisor must be positive");
+    if (divisor_ <= 0)
+      throw kiln::Error(kiln::ErrorCode::kInvalidArgument, "crop_divisor must be positive");
   }
   std::string getPluginName() const override { return "ScaleCrop"; }
   std::string getPluginVersion() const override { return "2"; }
   std::string getPluginNamespace() const override { return "kiln.test"; }
   int getNbOutputs() const override { return 2; }
-  std::vector<DimExpr> getOutputDimensions(int index, const std::vector<ShapeExpr>& in) const override {
+  std::vector<DimExpr> getOutputDimensions(int index,
+                                           const std::vector<ShapeExpr>& in) const override {
     std::vector<DimExpr> dims = in.at(0);
     if (index == 1) dims.back() = ceilDiv(dims.back(), divisor_);
     return dims;
@@ -42,15 +44,18 @@ class ScaleCrop : public IPlugin {
                           const std::vector<kiln::PluginTensorDesc>&) const override {
     return static_cast<size_t>(in[0].dims.back()) * sizeof(float);  // one scaled row
   }
-  Status configure(const std::vector<kiln::PluginTensorDesc>& in, const std::vector<kiln::PluginTensorDesc>&) override {
+  Status configure(const std::vector<kiln::PluginTensorDesc>& in,
+                   const std::vector<kiln::PluginTensorDesc>&) override {
     width_ = in[0].dims.back();
     if (in[1].dims.size() != 1 || in[1].dims[0] != width_) {
-      return Status(ErrorCode::kInvalidValue, "bias must have one value per column (" + std::to_string(width_) + ")");
+      return Status(ErrorCode::kInvalidValue,
+                    "bias must have one value per column (" + std::to_string(width_) + ")");
     }
     ++configureCount_;
     return Status();
   }
-  Status enqueue(const std::vector<const Tensor*>& in, const std::vector<Tensor*>& out, void* workspace) override {
+  Status enqueue(const std::vector<const Tensor*>& in, const std::vector<Tensor*>& out,
+                 void* workspace) override {
     const float* x = in[0]->data<float>();
     const float* bias = in[1]->data<float>();
     float* row = static_cast<float*>(workspace);
@@ -82,17 +87,17 @@ class ScaleCropCreator : public kiln::IPluginCreator {
   std::string getPluginVersion() const override { return "2"; }
   std::string getPluginNamespace() const override { return "kiln.test"; }
   std::vector<kiln::PluginFieldSpec> getFieldNames() const override {
-    return {{"alpha", PluginFieldType::kFLOAT, true},
-            {"crop_divisor", PluginFieldType::kINT, false},
-            {"tag", PluginFieldType::kSTRING, false},
-            {"factors", PluginFieldType::kFLOATS, false},
-            {"names", PluginFieldType::kSTRINGS, false},
-            {"sizes", PluginFieldType::kINTS, false}};
+    return {
+        {"alpha", PluginFieldType::kFLOAT, true},    {"crop_divisor", PluginFieldType::kINT, false},
+        {"tag", PluginFieldType::kSTRING, false},    {"factors", PluginFieldType::kFLOATS, false},
+        {"names", PluginFieldType::kSTRINGS, false}, {"sizes", PluginFieldType::kINTS, false}};
   }
-  std::unique_ptr<IPlugin> createPlugin(const std::string&, const PluginFields& fields) const override {
+  std::unique_ptr<IPlugin> createPlugin(const std::string&,
+                                        const PluginFields& fields) const override {
     return std::make_unique<ScaleCrop>(fields);
   }
-  std::unique_ptr<IPlugin> deserializePlugin(const std::string&, const void* data, size_t size) const override {
+  std::unique_ptr<IPlugin> deserializePlugin(const std::string&, const void* data,
+                                             size_t size) const override {
     return std::make_unique<ScaleCrop>(PluginFields::deserialize(data, size));
   }
 };

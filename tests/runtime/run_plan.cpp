@@ -31,7 +31,8 @@ kiln::Result<kiln::Tensor> patternInput(const kiln::Engine& engine, const std::s
   }
   kiln::Tensor t(kiln::DataType::kFloat32, dims);
   float* data = t.data<float>();
-  for (int64_t i = 0; i < t.numel(); ++i) data[i] = static_cast<float>(std::sin(0.37 * static_cast<double>(i)));
+  for (int64_t i = 0; i < t.numel(); ++i)
+    data[i] = static_cast<float>(std::sin(0.37 * static_cast<double>(i)));
   return t;
 }
 
@@ -45,10 +46,13 @@ int runPlan(const std::string& planPath, const std::filesystem::path& outDir) {
   std::filesystem::create_directories(outDir / "inputs");
   for (int i = 0; i < (*engine)->getNbIOTensors(); ++i) {
     const std::string name = (*engine)->getIOTensorName(i);
-    if ((*engine)->getTensorIOMode(name) != kiln::TensorIOMode::kINPUT || (*engine)->hasDefaultValue(name)) continue;
+    if ((*engine)->getTensorIOMode(name) != kiln::TensorIOMode::kINPUT ||
+        (*engine)->hasDefaultValue(name))
+      continue;
     auto input = patternInput(**engine, name);
     if (!input) return fail(input.status().toString());
-    if (kiln::Status s = (*context)->setInputTensor(name, *input); !s.ok()) return fail(s.toString());
+    if (kiln::Status s = (*context)->setInputTensor(name, *input); !s.ok())
+      return fail(s.toString());
     kiln::writeNpy((outDir / "inputs" / (name + ".npy")).string(), *input);
   }
   if (kiln::Status s = (*context)->execute(); !s.ok()) return fail(s.toString());
@@ -65,8 +69,10 @@ int runPlan(const std::string& planPath, const std::filesystem::path& outDir) {
 
 int compare(const std::string& actualPath, const std::string& expectedPath, double tolerance) {
   const kiln::Tensor a = kiln::readNpy(actualPath), b = kiln::readNpy(expectedPath);
-  if (a.dtype() != kiln::DataType::kFloat32 || b.dtype() != kiln::DataType::kFloat32 || a.shape() != b.shape()) {
-    return fail(actualPath + " is " + a.describe() + " but " + expectedPath + " is " + b.describe());
+  if (a.dtype() != kiln::DataType::kFloat32 || b.dtype() != kiln::DataType::kFloat32 ||
+      a.shape() != b.shape()) {
+    return fail(actualPath + " is " + a.describe() + " but " + expectedPath + " is " +
+                b.describe());
   }
   double worst = 0;
   int64_t worstAt = 0;
@@ -76,10 +82,12 @@ int compare(const std::string& actualPath, const std::string& expectedPath, doub
     if (!(excess <= worst)) worst = excess, worstAt = i;
   }
   if (!(worst <= tolerance)) {
-    return fail(actualPath + " differs from " + expectedPath + " at element " + std::to_string(worstAt) + ": " +
-                std::to_string(a.data<float>()[worstAt]) + " vs " + std::to_string(b.data<float>()[worstAt]));
+    return fail(actualPath + " differs from " + expectedPath + " at element " +
+                std::to_string(worstAt) + ": " + std::to_string(a.data<float>()[worstAt]) + " vs " +
+                std::to_string(b.data<float>()[worstAt]));
   }
-  std::printf("%s matches %s (largest difference %.3g)\n", actualPath.c_str(), expectedPath.c_str(), worst);
+  std::printf("%s matches %s (largest difference %.3g)\n", actualPath.c_str(), expectedPath.c_str(),
+              worst);
   return 0;
 }
 
@@ -87,7 +95,8 @@ int compare(const std::string& actualPath, const std::string& expectedPath, doub
 
 int main(int argc, char** argv) {
   try {
-    if (argc == 5 && std::string(argv[1]) == "--compare") return compare(argv[2], argv[3], std::stod(argv[4]));
+    if (argc == 5 && std::string(argv[1]) == "--compare")
+      return compare(argv[2], argv[3], std::stod(argv[4]));
     if (argc == 3) return runPlan(argv[1], argv[2]);
   } catch (const std::exception& e) {
     return fail(e.what());

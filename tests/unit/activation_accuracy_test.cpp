@@ -34,11 +34,13 @@ std::vector<float> sweepInputs() {
     std::memcpy(&x, &b, sizeof x);
     xs.push_back(x);
   }
-  for (float x : {-4.13156843f, -7.56756067f, -12.1248007f, -5.92693138f, -12.1932011f}) xs.push_back(x);
+  for (float x : {-4.13156843f, -7.56756067f, -12.1248007f, -5.92693138f, -12.1932011f})
+    xs.push_back(x);
   const float inf = std::numeric_limits<float>::infinity();
-  for (float x : {0.0f, -0.0f, inf, -inf, std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::max(),
-                  -std::numeric_limits<float>::max(), std::numeric_limits<float>::min(), -87.3f, -88.8f, -103.9f,
-                  -104.5f, -150.0f, 88.8f, 16.6f, -16.6f}) {
+  for (float x : {0.0f, -0.0f, inf, -inf, std::numeric_limits<float>::quiet_NaN(),
+                  std::numeric_limits<float>::max(), -std::numeric_limits<float>::max(),
+                  std::numeric_limits<float>::min(), -87.3f, -88.8f, -103.9f, -104.5f, -150.0f,
+                  88.8f, 16.6f, -16.6f}) {
     xs.push_back(x);
   }
   return xs;
@@ -52,24 +54,29 @@ double sigmoidReference(double x) {
 
 double reference(ActivationKind kind, double x) {
   switch (kind) {
-    case ActivationKind::kSigmoid: return sigmoidReference(x);
-    case ActivationKind::kSiLU: return std::isinf(x) && x < 0 ? std::nan("") : x * sigmoidReference(x);
-    case ActivationKind::kGelu: return 0.5 * x * std::erfc(-x / std::sqrt(2.0));
-    default: return x;
+    case ActivationKind::kSigmoid:
+      return sigmoidReference(x);
+    case ActivationKind::kSiLU:
+      return std::isinf(x) && x < 0 ? std::nan("") : x * sigmoidReference(x);
+    case ActivationKind::kGelu:
+      return 0.5 * x * std::erfc(-x / std::sqrt(2.0));
+    default:
+      return x;
   }
 }
 
 // The allowed |y - reference|: relative error relativeBound (~2.1 float ulps for sigmoid, ~2.5 for
 // SiLU, whose x * e rounds once more; an exhaustive scan of all floats measured 2.6e-7 for SiLU on
-// the AVX-512 table exp) plus two subnormal steps (results below FLT_MIN are rounded to a multiple of
-// 2^-149, twice), which SiLU multiplies by |x| (x * sigmoid(x) is a normal float down to x ~ -95
+// the AVX-512 table exp) plus two subnormal steps (results below FLT_MIN are rounded to a multiple
+// of 2^-149, twice), which SiLU multiplies by |x| (x * sigmoid(x) is a normal float down to x ~ -95
 // while sigmoid(x) is already subnormal). GELU adds the absolute error of its erf, the
 // Abramowitz-Stegun approximation (1.5e-7) evaluated in float as 1 - p * exp(-x^2), which cancels
 // near 0: 6e-7 times |x| / 2 (so for x < 0, where GELU is a small difference, its relative error
 // is larger).
 double relativeBound(ActivationKind kind) { return kind == ActivationKind::kSiLU ? 3e-7 : 2.5e-7; }
 double allowedError(ActivationKind kind, double x, double ref) {
-  const double subnormalSteps = std::ldexp(1.0, -148) * (kind == ActivationKind::kSiLU ? 1 + std::fabs(x) : 1.0);
+  const double subnormalSteps =
+      std::ldexp(1.0, -148) * (kind == ActivationKind::kSiLU ? 1 + std::fabs(x) : 1.0);
   double bound = relativeBound(kind) * std::fabs(ref) + subnormalSteps;
   if (kind == ActivationKind::kGelu) bound += 3e-7 * std::fabs(x);
   return bound;
@@ -77,22 +84,32 @@ double allowedError(ActivationKind kind, double x, double ref) {
 
 // Checks y against the reference for every x; reports the worst relative error seen where the
 // reference is a normal float.
-void expectAccurate(ActivationKind kind, const std::string& path, const std::vector<float>& xs, const std::vector<float>& ys) {
+void expectAccurate(ActivationKind kind, const std::string& path, const std::vector<float>& xs,
+                    const std::vector<float>& ys) {
   double worst = 0;
   int failures = 0;
   for (size_t i = 0; i < xs.size(); ++i) {
     const double x = xs[i], ref = reference(kind, x), y = ys[i];
     bool ok;
-    if (std::isnan(ref)) ok = std::isnan(y);
-    else if (std::isinf(ref)) ok = y == ref;
-    else ok = std::fabs(y - ref) <= allowedError(kind, x, ref);
+    if (std::isnan(ref))
+      ok = std::isnan(y);
+    else if (std::isinf(ref))
+      ok = y == ref;
+    else
+      ok = std::fabs(y - ref) <= allowedError(kind, x, ref);
     if (!ok && ++failures <= 5) {
-      ADD_FAILURE() << activationName(kind) << " on " << path << " at x = " << xs[i] << " (bits 0x" << std::hex
-                    << [&] { uint32_t b; std::memcpy(&b, &xs[i], 4); return b; }() << std::dec << "): got " << ys[i]
-                    << ", want " << ref;
+      ADD_FAILURE() << activationName(kind) << " on " << path << " at x = " << xs[i] << " (bits 0x"
+                    << std::hex <<
+          [&] {
+            uint32_t b;
+            std::memcpy(&b, &xs[i], 4);
+            return b;
+          }() << std::dec
+                    << "): got " << ys[i] << ", want " << ref;
     }
     // The relative error where no subnormal took part (sigmoid(x) and the result >= FLT_MIN).
-    if (kind != ActivationKind::kGelu && std::isfinite(ref) && std::fabs(ref) >= std::numeric_limits<float>::min() &&
+    if (kind != ActivationKind::kGelu && std::isfinite(ref) &&
+        std::fabs(ref) >= std::numeric_limits<float>::min() &&
         sigmoidReference(x) >= std::numeric_limits<float>::min()) {
       worst = std::max(worst, std::fabs(y - ref) / std::fabs(ref));
     }
@@ -100,29 +117,34 @@ void expectAccurate(ActivationKind kind, const std::string& path, const std::vec
   EXPECT_EQ(failures, 0) << activationName(kind) << " on " << path;
   if (kind != ActivationKind::kGelu) {
     EXPECT_LE(worst, relativeBound(kind)) << activationName(kind) << " on " << path;
-    std::printf("%s on %s: max relative error %.3g over %zu inputs\n", activationName(kind), path.c_str(), worst, xs.size());
+    std::printf("%s on %s: max relative error %.3g over %zu inputs\n", activationName(kind),
+                path.c_str(), worst, xs.size());
   }
 }
 
 template <ActivationKind K>
 std::vector<float> scalarActivation(const std::vector<float>& xs) {
   std::vector<float> ys(xs.size());
-  for (size_t i = 0; i < xs.size(); ++i) ys[i] = simd::activate<K, float, int32_t>(Activation{K, 0, 0}, xs[i]);
+  for (size_t i = 0; i < xs.size(); ++i)
+    ys[i] = simd::activate<K, float, int32_t>(Activation{K, 0, 0}, xs[i]);
   return ys;
 }
 
 TEST(ActivationAccuracy, SigmoidSiluAndGeluOverTheWholeFloatRange) {
   const std::vector<float> xs = sweepInputs();
-  for (ActivationKind kind : {ActivationKind::kSigmoid, ActivationKind::kSiLU, ActivationKind::kGelu}) {
+  for (ActivationKind kind :
+       {ActivationKind::kSigmoid, ActivationKind::kSiLU, ActivationKind::kGelu}) {
     for (CpuIsa isa : {CpuIsa::kAvx2, CpuIsa::kAvx512}) {
       if (isa > detectedCpuIsa()) continue;
       ScopedCpuIsaLimit limit(isa);
       std::vector<float> ys = xs;
-      applyEpilogue(Activation{kind, 0, 0}, ys.data(), static_cast<int64_t>(ys.size()), 0.0f, nullptr);
+      applyEpilogue(Activation{kind, 0, 0}, ys.data(), static_cast<int64_t>(ys.size()), 0.0f,
+                    nullptr);
       expectAccurate(kind, cpuIsaName(isa), xs, ys);
     }
   }
-  expectAccurate(ActivationKind::kSigmoid, "scalar", xs, scalarActivation<ActivationKind::kSigmoid>(xs));
+  expectAccurate(ActivationKind::kSigmoid, "scalar", xs,
+                 scalarActivation<ActivationKind::kSigmoid>(xs));
   expectAccurate(ActivationKind::kSiLU, "scalar", xs, scalarActivation<ActivationKind::kSiLU>(xs));
   expectAccurate(ActivationKind::kGelu, "scalar", xs, scalarActivation<ActivationKind::kGelu>(xs));
 }

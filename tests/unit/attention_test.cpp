@@ -14,7 +14,9 @@ using ::testing::ElementsAre;
 using ::testing::FloatNear;
 using namespace kiln::testing;
 
-Tensor floats(Shape shape, std::vector<float> v) { return Tensor::fromVector<float>(DataType::kFloat32, std::move(shape), v); }
+Tensor floats(Shape shape, std::vector<float> v) {
+  return Tensor::fromVector<float>(DataType::kFloat32, std::move(shape), v);
+}
 
 TEST(Attention, CausalRowsSeeOnlyEarlierKeys) {
   auto y = SingleNodeModel("Attention", 23)

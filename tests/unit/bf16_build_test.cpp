@@ -73,13 +73,14 @@ std::map<std::string, Tensor> run(const Engine& engine, const Tensor& x) {
 }
 
 // BF16's bound on a product term: 2^-8 on each operand, plus FP32 sums of up to 100 terms.
-const double kTermError = 2 * std::ldexp(1.0, -8) + std::ldexp(1.0, -16) + 200 * std::ldexp(1.0, -24);
+const double kTermError =
+    2 * std::ldexp(1.0, -8) + std::ldexp(1.0, -16) + 200 * std::ldexp(1.0, -24);
 
 // Per element of y = x W^T + b ([rows, n] from x [rows, k], W [n, k]): the bound on y's error
 // when x is off by xError (per element) and the products are rounded to BF16.
 std::vector<double> linearBound(const std::vector<float>& x, const std::vector<double>& xError,
-                                const std::vector<float>& w, const std::vector<float>& b, int64_t rows, int64_t k,
-                                int64_t n) {
+                                const std::vector<float>& w, const std::vector<float>& b,
+                                int64_t rows, int64_t k, int64_t n) {
   std::vector<double> bound(static_cast<size_t>(rows * n));
   for (int64_t i = 0; i < rows; ++i) {
     for (int64_t j = 0; j < n; ++j) {
@@ -97,7 +98,8 @@ std::vector<double> linearBound(const std::vector<float>& x, const std::vector<d
 void expectWithin(const Tensor& got, const Tensor& want, const std::vector<double>& bound) {
   ASSERT_EQ(got.numel(), want.numel());
   for (int64_t i = 0; i < got.numel(); ++i) {
-    ASSERT_LE(std::fabs(got.data<float>()[i] - want.data<float>()[i]), bound[i] + 1e-6) << "element " << i;
+    ASSERT_LE(std::fabs(got.data<float>()[i] - want.data<float>()[i]), bound[i] + 1e-6)
+        << "element " << i;
   }
 }
 
@@ -107,7 +109,7 @@ class Bf16Build : public ::testing::Test {
     if (!cpu::cpuSupports(cpu::CpuIsa::kAvx512Bf16)) GTEST_SKIP() << "this CPU has no AVX512_BF16";
   }
   RecordingLogger logger;
-  const Tensor x = floats({kBatch, kIn}, randomFloats(kBatch * kIn, 9));
+  const Tensor x = floats({kBatch, kIn}, randomFloats(kBatch* kIn, 9));
 };
 
 // Layers constrained to bf16 (kOBEY) get BF16 kernels whatever their timing says.
@@ -116,7 +118,9 @@ TEST_F(Bf16Build, LayersConstrainedToBf16StayWithinTheBound) {
   auto fp32 = buildEngine(logger, *net.network);
   net.layer("fc1")->setPrecision(DataType::kBFloat16);
   net.layer("fc2")->setPrecision(DataType::kBFloat16);
-  auto bf16 = buildEngine(logger, *net.network, bf16Config(static_cast<uint32_t>(BuilderFlag::kOBEY_PRECISION_CONSTRAINTS)));
+  auto bf16 =
+      buildEngine(logger, *net.network,
+                  bf16Config(static_cast<uint32_t>(BuilderFlag::kOBEY_PRECISION_CONSTRAINTS)));
   ASSERT_TRUE(fp32 && bf16);
   for (const char* name : {"fc1", "fc2"}) {
     const LayerInfo* l = layerFrom(*bf16, name);
@@ -129,13 +133,16 @@ TEST_F(Bf16Build, LayersConstrainedToBf16StayWithinTheBound) {
   const auto want = run(*fp32, x), got = run(*bf16, x);
   // fc1's error bound from exact x; fc2's from Relu(h) (Relu does not widen an error) with it.
   const std::vector<float> xs = values(x), hs = values(want.at("h"));
-  const std::vector<double> hBound = linearBound(xs, std::vector<double>(xs.size(), 0.0), net.w1, net.b1, kBatch, kIn, kHidden);
+  const std::vector<double> hBound =
+      linearBound(xs, std::vector<double>(xs.size(), 0.0), net.w1, net.b1, kBatch, kIn, kHidden);
   std::vector<float> relu(hs.size());
   for (size_t i = 0; i < hs.size(); ++i) relu[i] = std::max(hs[i], 0.0f);
   expectWithin(got.at("h"), want.at("h"), hBound);
-  expectWithin(got.at("y"), want.at("y"), linearBound(relu, hBound, net.w2, net.b2, kBatch, kHidden, kOut));
+  expectWithin(got.at("y"), want.at("y"),
+               linearBound(relu, hBound, net.w2, net.b2, kBatch, kHidden, kOut));
   bool differs = false;  // BF16 really ran: some value differs from the FP32 one
-  for (int64_t i = 0; i < got.at("h").numel(); ++i) differs |= got.at("h").data<float>()[i] != want.at("h").data<float>()[i];
+  for (int64_t i = 0; i < got.at("h").numel(); ++i)
+    differs |= got.at("h").data<float>()[i] != want.at("h").data<float>()[i];
   EXPECT_TRUE(differs);
 }
 
@@ -148,10 +155,12 @@ TEST_F(Bf16Build, AutocastTimesEachEligibleLayer) {
   for (const char* name : {"fc1", "fc2"}) {
     const LayerInfo* l = layerFrom(*engine, name);
     ASSERT_NE(l, nullptr) << name;
-    EXPECT_EQ(l->kernel.rfind(l->precision == "bf16" ? "bf16_" : "f32_", 0), 0u) << l->precision << " " << l->kernel;
+    EXPECT_EQ(l->kernel.rfind(l->precision == "bf16" ? "bf16_" : "f32_", 0), 0u)
+        << l->precision << " " << l->kernel;
   }
   const std::string log = logger.text();
-  EXPECT_THAT(log, ::testing::AnyOf(HasSubstr("precision bf16: faster (bf16_"), HasSubstr("precision fp32: BF16 is not 5 % faster (bf16_")));
+  EXPECT_THAT(log, ::testing::AnyOf(HasSubstr("precision bf16: faster (bf16_"),
+                                    HasSubstr("precision fp32: BF16 is not 5 % faster (bf16_")));
 }
 
 TEST_F(Bf16Build, ALayerPinnedToFp32IsObeyedAndComputesAsFp32) {
@@ -159,7 +168,9 @@ TEST_F(Bf16Build, ALayerPinnedToFp32IsObeyedAndComputesAsFp32) {
   auto fp32 = buildEngine(logger, *net.network);
   net.layer("fc1")->setPrecision(DataType::kFloat32);
   net.layer("fc2")->setPrecision(DataType::kBFloat16);
-  auto mixed = buildEngine(logger, *net.network, bf16Config(static_cast<uint32_t>(BuilderFlag::kOBEY_PRECISION_CONSTRAINTS)));
+  auto mixed =
+      buildEngine(logger, *net.network,
+                  bf16Config(static_cast<uint32_t>(BuilderFlag::kOBEY_PRECISION_CONSTRAINTS)));
   ASSERT_TRUE(fp32 && mixed);
   EXPECT_EQ(layerFrom(*mixed, "fc1")->precision, "fp32");
   EXPECT_EQ(layerFrom(*mixed, "fc1")->kernel.rfind("f32_", 0), 0u);
@@ -174,13 +185,16 @@ TEST_F(Bf16Build, PinsAreIgnoredWithoutAConstraintFlag) {
   auto engine = buildEngine(logger, *net.network, bf16Config());
   ASSERT_TRUE(engine);
   EXPECT_THAT(logger.text(), ::testing::Not(HasSubstr("is constrained to fp32")));
-  EXPECT_THAT(logger.text(Severity::kWARNING), HasSubstr("layer precisions are ignored without kOBEY_PRECISION_CONSTRAINTS"));
+  EXPECT_THAT(logger.text(Severity::kWARNING),
+              HasSubstr("layer precisions are ignored without kOBEY_PRECISION_CONSTRAINTS"));
 }
 
 TEST_F(Bf16Build, TheFinalSoftmaxInputStaysFp32) {
   TwoLayers net(logger, true);
   net.layer("fc1")->setPrecision(DataType::kBFloat16);
-  auto engine = buildEngine(logger, *net.network, bf16Config(static_cast<uint32_t>(BuilderFlag::kOBEY_PRECISION_CONSTRAINTS)));
+  auto engine =
+      buildEngine(logger, *net.network,
+                  bf16Config(static_cast<uint32_t>(BuilderFlag::kOBEY_PRECISION_CONSTRAINTS)));
   ASSERT_TRUE(engine);
   EXPECT_EQ(layerFrom(*engine, "fc1")->precision, "bf16");
   EXPECT_EQ(layerFrom(*engine, "fc2")->precision, "fp32");
@@ -199,12 +213,15 @@ TEST_F(Bf16Build, ConvolutionInBf16) {
   plain.setFlag(BuilderFlag::kDISABLE_NCHWC_LAYOUT);
   auto fp32 = buildEngine(logger, *network, plain);
   conv->setPrecision(DataType::kBFloat16);
-  auto bf16 = buildEngine(logger, *network,
-                          bf16Config(static_cast<uint32_t>(BuilderFlag::kDISABLE_NCHWC_LAYOUT) |
-                                     static_cast<uint32_t>(BuilderFlag::kOBEY_PRECISION_CONSTRAINTS)));
+  auto bf16 =
+      buildEngine(logger, *network,
+                  bf16Config(static_cast<uint32_t>(BuilderFlag::kDISABLE_NCHWC_LAYOUT) |
+                             static_cast<uint32_t>(BuilderFlag::kOBEY_PRECISION_CONSTRAINTS)));
   ASSERT_TRUE(fp32 && bf16);
   const std::string kernel = layerFrom(*bf16, "conv")->kernel;  // Conv, or FusedConv when fused
-  EXPECT_TRUE(kernel == "bf16_conv_im2col_gemm_avx512bf16" || kernel == "bf16_fused_conv_im2col_gemm_avx512bf16") << kernel;
+  EXPECT_TRUE(kernel == "bf16_conv_im2col_gemm_avx512bf16" ||
+              kernel == "bf16_fused_conv_im2col_gemm_avx512bf16")
+      << kernel;
   const Tensor input = floats({1, 8, 12, 12}, randomFloats(8 * 144, 7));
   const auto want = run(*fp32, input), got = run(*bf16, input);
   // Each output sums 72 products of |x|, |w| < 1 and a bias |b| < 1.
@@ -229,9 +246,11 @@ TEST(Bf16BuildFallback, ObeyingABf16ConstraintWithoutAvx512Bf16IsAnError) {
   TwoLayers net(logger, false);
   net.layer("fc1")->setPrecision(DataType::kBFloat16);
   Builder builder(logger);
-  auto plan = builder.buildSerializedNetwork(*net.network, bf16Config(static_cast<uint32_t>(BuilderFlag::kOBEY_PRECISION_CONSTRAINTS)));
+  auto plan = builder.buildSerializedNetwork(
+      *net.network, bf16Config(static_cast<uint32_t>(BuilderFlag::kOBEY_PRECISION_CONSTRAINTS)));
   ASSERT_FALSE(plan.ok());
-  EXPECT_THAT(plan.status().message(), HasSubstr("layer 'fc1' is constrained to bf16 (kOBEY_PRECISION_CONSTRAINTS) but"));
+  EXPECT_THAT(plan.status().message(),
+              HasSubstr("layer 'fc1' is constrained to bf16 (kOBEY_PRECISION_CONSTRAINTS) but"));
 }
 
 TEST(Bf16BuildFallback, ABf16LayerNeedsTheFlag) {
@@ -241,7 +260,9 @@ TEST(Bf16BuildFallback, ABf16LayerNeedsTheFlag) {
   Builder builder(logger);
   auto plan = builder.buildSerializedNetwork(*net.network, BuilderConfig{});
   ASSERT_FALSE(plan.ok());
-  EXPECT_THAT(plan.status().message(), HasSubstr("layer 'fc1' asks for precision bfloat16 but the builder flag kBF16 is not set"));
+  EXPECT_THAT(
+      plan.status().message(),
+      HasSubstr("layer 'fc1' asks for precision bfloat16 but the builder flag kBF16 is not set"));
 }
 
 TEST(LayerPrecisions, ParsesTrtexecSyntax) {

@@ -33,20 +33,19 @@ TEST(Bf16Rounding, NearestEvenTable) {
     uint32_t in;
     uint16_t out;
   } table[] = {
-      {0x00000000u, 0x0000},  // +0
-      {0x80000000u, 0x8000},  // -0
-      {0x3f800000u, 0x3f80},  // 1
-      {0x3f808000u, 0x3f80},  // 1 + half an ulp: tie, to the even 0x3f80
-      {0x3f818000u, 0x3f82},  // tie with an odd lower neighbour: up to even
-      {0x3f808001u, 0x3f81},  // just above the tie: up
-      {0x3f807fffu, 0x3f80},  // just below the tie: down
-      {0xbf808000u, 0xbf80},  // negative tie to even
-      {0xbf818000u, 0xbf82},
-      {0x7f7fffffu, 0x7f80},  // the largest float rounds up to +inf
-      {0x7f7f7fffu, 0x7f7f},  // the largest BF16 stays
-      {0x7f800000u, 0x7f80},  // +inf
-      {0xff800000u, 0xff80},  // -inf
-      {0x7fc00000u, 0x7fc0},  // quiet NaN
+      {0x00000000u, 0x0000},                         // +0
+      {0x80000000u, 0x8000},                         // -0
+      {0x3f800000u, 0x3f80},                         // 1
+      {0x3f808000u, 0x3f80},                         // 1 + half an ulp: tie, to the even 0x3f80
+      {0x3f818000u, 0x3f82},                         // tie with an odd lower neighbour: up to even
+      {0x3f808001u, 0x3f81},                         // just above the tie: up
+      {0x3f807fffu, 0x3f80},                         // just below the tie: down
+      {0xbf808000u, 0xbf80},                         // negative tie to even
+      {0xbf818000u, 0xbf82}, {0x7f7fffffu, 0x7f80},  // the largest float rounds up to +inf
+      {0x7f7f7fffu, 0x7f7f},                         // the largest BF16 stays
+      {0x7f800000u, 0x7f80},                         // +inf
+      {0xff800000u, 0xff80},                         // -inf
+      {0x7fc00000u, 0x7fc0},                         // quiet NaN
       {0x7f800001u, 0x7fc0},  // signalling NaN with a low payload: stays NaN (quieted)
       {0xffc00001u, 0xffc0},  // negative NaN keeps its sign
       {0x00000001u, 0x0000},  // smallest subnormal: rounds to zero
@@ -57,18 +56,20 @@ TEST(Bf16Rounding, NearestEvenTable) {
       {0x80008001u, 0x8001},  // negative subnormal above a tie
   };
   for (const auto& row : table) {
-    EXPECT_EQ(floatToBfloat16Bits(bitsToFloat(row.in)), row.out) << std::hex << "input 0x" << row.in;
+    EXPECT_EQ(floatToBfloat16Bits(bitsToFloat(row.in)), row.out)
+        << std::hex << "input 0x" << row.in;
   }
 }
 
 // The packed weights hold those bits: B = [[1, 1 + tie], [x, y]] packs pairs (k0, k1) per column.
 TEST(Bf16Gemm, PacksDepthPairsPerColumn) {
-  const float B[] = {1.0f, bitsToFloat(0x3f808000u), bitsToFloat(0x3f818000u), -2.0f, 0.5f, 3.0f};  // 3 x 2
+  const float B[] = {1.0f, bitsToFloat(0x3f808000u), bitsToFloat(0x3f818000u), -2.0f, 0.5f,
+                     3.0f};  // 3 x 2
   const PackedBf16Matrix p = packBf16B(false, 3, 2, B, 2);
   ASSERT_EQ(p.rows(), 3);
   ASSERT_EQ(p.cols(), 2);
   ASSERT_EQ(p.words(), PackedBf16Matrix::packedWords(PackedBf16Matrix::Side::kB, 3, 2));
-  const int64_t nr = p.words() / 2;  // two pairs (depth padded to 4), one strip
+  const int64_t nr = p.words() / 2;          // two pairs (depth padded to 4), one strip
   EXPECT_EQ(p.data()[0], 0x3f823f80u);       // column 0: depths 0 (low) and 1 (high)
   EXPECT_EQ(p.data()[1], 0xc0003f80u);       // column 1: 1 + tie -> 1, -2
   EXPECT_EQ(p.data()[nr + 0], 0x00003f00u);  // depth 2, and the zero padding depth 3
@@ -86,14 +87,16 @@ struct Case {
 
 // Runs one case, comparing every element with the double-precision reference within the bound.
 void checkCase(const Case& c, std::mt19937& rng) {
-  const int64_t ldx = (c.packedA ? (c.trans ? c.K : c.N) : (c.trans ? c.M : c.K)) + 3;  // run-time operand
+  const int64_t ldx =
+      (c.packedA ? (c.trans ? c.K : c.N) : (c.trans ? c.M : c.K)) + 3;  // run-time operand
   const int64_t ldc = c.N + 2;
   const std::vector<float> A = kiln::testing::randomFloats(c.M * c.K, rng());
   const std::vector<float> B = kiln::testing::randomFloats(c.K * c.N, rng());
   const std::vector<float> bias = kiln::testing::randomFloats(c.packedA ? c.M : c.N, rng());
   const std::vector<float> residual = kiln::testing::randomFloats(c.M * c.N, rng());
   std::vector<float> C = kiln::testing::randomFloats(c.M * ldc, rng());
-  if (c.beta == 0.0f) std::fill(C.begin(), C.end(), std::numeric_limits<float>::quiet_NaN());  // must not be read
+  if (c.beta == 0.0f)
+    std::fill(C.begin(), C.end(), std::numeric_limits<float>::quiet_NaN());  // must not be read
   const std::vector<float> C0 = C;
   GemmEpilogue ep;
   if (c.epilogue) {
@@ -144,15 +147,16 @@ void checkCase(const Case& c, std::mt19937& rng) {
       }
       const double got = C[i * ldc + j];
       ASSERT_LE(std::fabs(got - sum), relative * magnitude + 1e-30)
-          << "packedA=" << c.packedA << " trans=" << c.trans << " M=" << c.M << " N=" << c.N << " K=" << c.K
-          << " beta=" << c.beta << " epilogue=" << c.epilogue << " at (" << i << ", " << j << "): " << got
-          << " vs " << sum;
+          << "packedA=" << c.packedA << " trans=" << c.trans << " M=" << c.M << " N=" << c.N
+          << " K=" << c.K << " beta=" << c.beta << " epilogue=" << c.epilogue << " at (" << i
+          << ", " << j << "): " << got << " vs " << sum;
     }
   }
   for (int64_t i = 0; i < c.M; ++i)  // the padding columns of C are not touched
     for (int64_t j = c.N; j < ldc; ++j) {
       const float before = C0[i * ldc + j], after = C[i * ldc + j];
-      ASSERT_TRUE(before == after || (std::isnan(before) && std::isnan(after))) << "C(" << i << ", " << j << ") written";
+      ASSERT_TRUE(before == after || (std::isnan(before) && std::isnan(after)))
+          << "C(" << i << ", " << j << ") written";
     }
 }
 
@@ -171,13 +175,15 @@ TEST_P(Bf16GemmShapes, MatchesDoubleReferenceWithinBf16Bound) {
   const int64_t kc = bf16GemmDepthBlock();
   for (bool packedA : {false, true}) {
     for (int64_t M = 1; M <= 29; ++M) checkCase({packedA, false, M, 33, 7, 0.0f, false}, rng);
-    for (int64_t N : {1, 2, 15, 16, 17, 31, 32, 33, 47, 64, 65}) checkCase({packedA, false, 15, N, 9, 0.0f, false}, rng);
+    for (int64_t N : {1, 2, 15, 16, 17, 31, 32, 33, 47, 64, 65})
+      checkCase({packedA, false, 15, N, 9, 0.0f, false}, rng);
     for (int64_t K : {int64_t{1}, int64_t{2}, int64_t{3}, kc - 1, kc, kc + 1, 2 * kc + 3}) {
       checkCase({packedA, false, 17, 40, K, 1.0f, false}, rng);
     }
     checkCase({packedA, true, 30, 50, 37, 0.5f, true}, rng);
     checkCase({packedA, false, 64, 96, 70, 0.0f, true}, rng);
-    checkCase({packedA, false, 100, 200, 300, 1.0f, true}, rng);  // large enough to be split over threads
+    checkCase({packedA, false, 100, 200, 300, 1.0f, true},
+              rng);  // large enough to be split over threads
     checkCase({packedA, true, 131, 77, 2 * kc + 5, 0.0f, false}, rng);
   }
 }

@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "random_data.h"
-#include "scoped_threads.h"
 #include "backends/cpu/broadcast.h"
 #include "backends/cpu/kernels/elementwise_util.h"
+#include "random_data.h"
+#include "scoped_threads.h"
 
 namespace kiln::cpu {
 namespace {
@@ -45,9 +45,13 @@ Tensor filled(DataType type, const Shape& shape, uint32_t seed) {
   const std::vector<float> v = testing::randomFloats(shapeNumel(shape), seed, -4.0f, 4.0f);
   Tensor t(type, shape);
   for (int64_t i = 0; i < t.numel(); ++i) {
-    if constexpr (std::is_same_v<T, bool>) t.data<T>()[i] = v[static_cast<size_t>(i)] > 0;
-    else if constexpr (std::is_integral_v<T>) t.data<T>()[i] = static_cast<T>(v[static_cast<size_t>(i)] * 100);
-    else t.data<T>()[i] = v[static_cast<size_t>(i)] == 0 ? 1.0f : v[static_cast<size_t>(i)];  // Div-safe
+    if constexpr (std::is_same_v<T, bool>)
+      t.data<T>()[i] = v[static_cast<size_t>(i)] > 0;
+    else if constexpr (std::is_integral_v<T>)
+      t.data<T>()[i] = static_cast<T>(v[static_cast<size_t>(i)] * 100);
+    else
+      t.data<T>()[i] =
+          v[static_cast<size_t>(i)] == 0 ? 1.0f : v[static_cast<size_t>(i)];  // Div-safe
   }
   return t;
 }
@@ -59,7 +63,8 @@ void expectMatchesReference(DataType type, const Shape& sa, const Shape& sb, Op 
   const Tensor a = filled<T>(type, sa, 1), b = filled<T>(type, sb, 2);
   std::vector<T> want(static_cast<size_t>(shapeNumel(out)));
   for (int64_t i = 0; i < shapeNumel(out); ++i) {
-    want[static_cast<size_t>(i)] = static_cast<T>(op(a.data<T>()[sourceIndex(sa, out, i)], b.data<T>()[sourceIndex(sb, out, i)]));
+    want[static_cast<size_t>(i)] = static_cast<T>(
+        op(a.data<T>()[sourceIndex(sa, out, i)], b.data<T>()[sourceIndex(sb, out, i)]));
   }
   Tensor y(type, out);
   if (inPlace) {
@@ -87,10 +92,10 @@ const std::vector<Case> kCases = {
     {{3, 1000, 24}, {24}, true},                   // a bias row; cols does not divide 256
     {{700, 300}, {1, 300}, true},                  // rows longer than the pattern
     {{4, 5, 6}, {4, 1, 6}, true},
-    {{1, 9, 56, 56}, {1, 9, 1, 1}, false},         // NCHW per-channel scale: a scalar per run
+    {{1, 9, 56, 56}, {1, 9, 1, 1}, false},  // NCHW per-channel scale: a scalar per run
     {{4, 5, 6}, {4, 5, 1}, false},
-    {{4, 5, 6}, {5, 6}, true},                     // [5, 6] coalesces to one repeated row of 30
-    {{4, 1, 6}, {1, 5, 1}, false},                 // both broadcast
+    {{4, 5, 6}, {5, 6}, true},      // [5, 6] coalesces to one repeated row of 30
+    {{4, 1, 6}, {1, 5, 1}, false},  // both broadcast
     {{7, 9}, {7, 9}, false},
     {{3, 1}, {}, false},
 };
@@ -99,7 +104,8 @@ TEST(BroadcastMap, PeriodicPathIsTakenWhereExpected) {
   for (const Case& c : kCases) {
     const Shape out = broadcastShape(c.a, c.b);
     const auto cb = coalesceBroadcast<2>(out, {&c.a, &c.b});
-    EXPECT_EQ(findPeriodicBroadcast(cb).has_value(), c.periodic) << shapeToString(c.a) << " " << shapeToString(c.b);
+    EXPECT_EQ(findPeriodicBroadcast(cb).has_value(), c.periodic)
+        << shapeToString(c.a) << " " << shapeToString(c.b);
   }
 }
 
@@ -107,17 +113,23 @@ TEST(BroadcastMap, MatchesTheNaiveReferenceForEveryForm) {
   for (int threads : {1, 2}) {
     kiln::testing::ScopedThreads scopedThreads(threads);
     for (const Case& c : kCases) {
-      SCOPED_TRACE(shapeToString(c.a) + " op " + shapeToString(c.b) + " threads " + std::to_string(threads));
+      SCOPED_TRACE(shapeToString(c.a) + " op " + shapeToString(c.b) + " threads " +
+                   std::to_string(threads));
       const bool aIsOut = broadcastShape(c.a, c.b) == c.a;
       for (bool inPlace : {false, true}) {
         if (inPlace && !aIsOut) continue;
-        expectMatchesReference<float>(DataType::kFloat32, c.a, c.b, [](float x, float y) { return x * y; }, inPlace);
-        expectMatchesReference<float>(DataType::kFloat32, c.a, c.b, [](float x, float y) { return x - y; }, inPlace);
-        expectMatchesReference<float>(DataType::kFloat32, c.a, c.b, [](float x, float y) { return x / y; }, inPlace);
-        expectMatchesReference<float>(DataType::kFloat32, c.a, c.b, [](float x, float y) { return x + y; }, inPlace);
-        expectMatchesReference<int32_t>(DataType::kInt32, c.a, c.b, [](int32_t x, int32_t y) { return x - 3 * y; },
-                                        inPlace);
-        expectMatchesReference<bool>(DataType::kBool, c.a, c.b, [](bool x, bool y) { return x && !y; }, inPlace);
+        expectMatchesReference<float>(
+            DataType::kFloat32, c.a, c.b, [](float x, float y) { return x * y; }, inPlace);
+        expectMatchesReference<float>(
+            DataType::kFloat32, c.a, c.b, [](float x, float y) { return x - y; }, inPlace);
+        expectMatchesReference<float>(
+            DataType::kFloat32, c.a, c.b, [](float x, float y) { return x / y; }, inPlace);
+        expectMatchesReference<float>(
+            DataType::kFloat32, c.a, c.b, [](float x, float y) { return x + y; }, inPlace);
+        expectMatchesReference<int32_t>(
+            DataType::kInt32, c.a, c.b, [](int32_t x, int32_t y) { return x - 3 * y; }, inPlace);
+        expectMatchesReference<bool>(
+            DataType::kBool, c.a, c.b, [](bool x, bool y) { return x && !y; }, inPlace);
       }
     }
   }

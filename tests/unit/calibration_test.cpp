@@ -10,9 +10,9 @@
 #include "build/quantization_plan.h"
 #include "engine_test_support.h"
 #include "graph_loading.h"
+#include "ir/precision.h"
 #include "kiln/calibrator.h"
 #include "kiln/onnx_parser.h"
-#include "ir/precision.h"
 
 namespace kiln {
 namespace {
@@ -50,21 +50,24 @@ TEST(EntropyCalibration, ClipsALongTail) {
   stats.observeRange(x.data(), static_cast<int64_t>(x.size()));
   stats.startHistogram();
   stats.observeHistogram(x.data(), static_cast<int64_t>(x.size()));
-  const ActivationRange range = build::chooseRange(stats, CalibrationAlgoType::kENTROPY_CALIBRATION_2, 0);
+  const ActivationRange range =
+      build::chooseRange(stats, CalibrationAlgoType::kENTROPY_CALIBRATION_2, 0);
   EXPECT_TRUE(range.symmetric);
   EXPECT_LT(range.max, 0.9 * stats.absMax());  // the sparse end of the tail saturates
-  EXPECT_GT(range.max, 3.0);  // keeps the bulk: P(|x| > 3) = 5 %
+  EXPECT_GT(range.max, 3.0);                   // keeps the bulk: P(|x| > 3) = 5 %
   EXPECT_EQ(range.min, -range.max);
 }
 
 TEST(EntropyCalibration, ANonNegativeTensorGetsAllLevelsOnZeroToThreshold) {
   std::vector<float> x(4096);
-  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 64) / 8;  // uniform over [0, 7.875]
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = static_cast<float>(i % 64) / 8;  // uniform over [0, 7.875]
   TensorStatistics stats;
   stats.observeRange(x.data(), static_cast<int64_t>(x.size()));
   stats.startHistogram();
   stats.observeHistogram(x.data(), static_cast<int64_t>(x.size()));
-  const ActivationRange range = build::chooseRange(stats, CalibrationAlgoType::kENTROPY_CALIBRATION_2, 0);
+  const ActivationRange range =
+      build::chooseRange(stats, CalibrationAlgoType::kENTROPY_CALIBRATION_2, 0);
   EXPECT_FALSE(range.symmetric);
   EXPECT_EQ(range.min, 0);
   EXPECT_DOUBLE_EQ(range.max, 7.875);  // the data ends at the last bin: nothing to clip
@@ -74,7 +77,8 @@ TEST(EntropyCalibration, ANonNegativeTensorGetsAllLevelsOnZeroToThreshold) {
 }
 
 TEST(PercentileCalibration, UpperEdgeOfTheBinWhereTheShareIsReached) {
-  const std::vector<double> histogram = {50, 30, 15, 4, 1};  // cumulative 50, 80, 95, 99, 100 of 100
+  const std::vector<double> histogram = {50, 30, 15, 4,
+                                         1};  // cumulative 50, 80, 95, 99, 100 of 100
   EXPECT_DOUBLE_EQ(build::percentileThreshold(histogram, 2.0, 95), 6.0);
   EXPECT_DOUBLE_EQ(build::percentileThreshold(histogram, 2.0, 99), 8.0);
   EXPECT_DOUBLE_EQ(build::percentileThreshold(histogram, 2.0, 99.99), 10.0);
@@ -83,7 +87,8 @@ TEST(PercentileCalibration, UpperEdgeOfTheBinWhereTheShareIsReached) {
     build::percentileThreshold(histogram, 2.0, 0);
     FAIL() << "percentile 0 accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("percentile must be in (0, 100]"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("percentile must be in (0, 100]"), std::string::npos)
+        << e.what();
   }
 }
 
@@ -96,14 +101,16 @@ TEST(TensorStatistics, HistogramOfAbsoluteValues) {
   stats.startHistogram(4);
   stats.observeHistogram(x.data(), 6);
   EXPECT_EQ(stats.binWidth(), 1.0);
-  EXPECT_EQ(stats.histogram(), (std::vector<double>{1, 1, 1, 2}));  // 4 lands in the last bin; NaN nowhere
+  EXPECT_EQ(stats.histogram(),
+            (std::vector<double>{1, 1, 1, 2}));  // 4 lands in the last bin; NaN nowhere
 }
 
 TEST(MinMaxCalibration, AsymmetricRangeHoldingZero) {
   const std::vector<float> x = {-1, 0.5f, 3};
   TensorStatistics stats;
   stats.observeRange(x.data(), 3);
-  const ActivationRange range = build::chooseRange(stats, CalibrationAlgoType::kMINMAX_CALIBRATION, 0);
+  const ActivationRange range =
+      build::chooseRange(stats, CalibrationAlgoType::kMINMAX_CALIBRATION, 0);
   EXPECT_EQ(range.min, -1);
   EXPECT_EQ(range.max, 3);
   const build::Int8Params p = build::int8Params(range);
@@ -112,7 +119,8 @@ TEST(MinMaxCalibration, AsymmetricRangeHoldingZero) {
   const std::vector<float> positive = {0.5f, 2};
   TensorStatistics pos;
   pos.observeRange(positive.data(), 2);
-  const build::Int8Params q = build::int8Params(build::chooseRange(pos, CalibrationAlgoType::kMINMAX_CALIBRATION, 0));
+  const build::Int8Params q =
+      build::int8Params(build::chooseRange(pos, CalibrationAlgoType::kMINMAX_CALIBRATION, 0));
   EXPECT_FLOAT_EQ(q.scale, 2.0f / 255);
   EXPECT_EQ(q.zeroPoint, -128);  // the range widened to [0, 2]
 }
@@ -126,7 +134,8 @@ TEST(Int8Params, SymmetricAndEmptyRanges) {
   EXPECT_EQ(zero.zeroPoint, 0);
 }
 
-// x[1,2,4,4] -> Conv(2->3, 3x3, pad 1) -> Relu -> Conv(3->2, 1x1) -> y; optional pin of conv2 to fp32.
+// x[1,2,4,4] -> Conv(2->3, 3x3, pad 1) -> Relu -> Conv(3->2, 1x1) -> y; optional pin of conv2 to
+// fp32.
 onnx::ModelProto convNet(bool pinSecondToFp32 = false) {
   onnx::ModelProto model = testing::makeModel(13);
   testing::addInput(model, "x", {1, 2, 4, 4});
@@ -175,7 +184,8 @@ TEST(QuantizationPlan, ActivationsAroundTheQuantizedLayers) {
 TEST(QuantizationPlan, WeightsPerChannelSymmetric) {
   ir::Graph g = testing::loadInferredGraph(convNet(), "qplan_weights");
   const build::QuantizationTargets t = build::findQuantizationTargets(g, {});
-  const build::QuantizationPlan plan = build::makeQuantizationPlan(g, t, {{"x", 0.01f, 3}, {"r1", 0.02f, -128}}, {});
+  const build::QuantizationPlan plan =
+      build::makeQuantizationPlan(g, t, {{"x", 0.01f, 3}, {"r1", 0.02f, -128}}, {});
   ASSERT_EQ(plan.pairs.size(), 4u);  // x, r1, w1, w2
   const build::QdqPair& w1 = plan.pairs[2];
   EXPECT_EQ(w1.tensor, "w1");
@@ -188,7 +198,8 @@ TEST(QuantizationPlan, WeightsPerChannelSymmetric) {
     EXPECT_FLOAT_EQ(w1.scales[static_cast<size_t>(c)], absMax / 127);
     for (int i = 0; i < 18; ++i) {
       const float v = w.data<float>()[c * 18 + i];
-      EXPECT_EQ(w1.weights.data<int8_t>()[c * 18 + i], static_cast<int8_t>(std::nearbyint(v / w1.scales[static_cast<size_t>(c)])));
+      EXPECT_EQ(w1.weights.data<int8_t>()[c * 18 + i],
+                static_cast<int8_t>(std::nearbyint(v / w1.scales[static_cast<size_t>(c)])));
     }
   }
   EXPECT_EQ(w1.consumers, (std::vector<std::pair<std::string, int>>{{"conv1", 1}}));
@@ -205,12 +216,15 @@ TEST(QuantizationPlan, WeightsPerChannelSymmetric) {
 }
 
 TEST(CalibrationCache, WritesAndReadsScalesAsFloatBits) {
-  build::CalibrationCache cache{CalibrationAlgoType::kMINMAX_CALIBRATION, "0.1.0", "0123456789abcdef",
+  build::CalibrationCache cache{CalibrationAlgoType::kMINMAX_CALIBRATION,
+                                "0.1.0",
+                                "0123456789abcdef",
                                 {{"x", 0.0123f, 0}, {"a b: c", 1.5f, -37}}};
   const std::string text = build::formatCalibrationCache(cache);
-  EXPECT_EQ(text, "kiln-int8-calibration calibrator=minmax kiln=0.1.0 network=0123456789abcdef\n"
-                  "x: 3c4985f0\n"
-                  "a b: c: 3fc00000 -37\n");
+  EXPECT_EQ(text,
+            "kiln-int8-calibration calibrator=minmax kiln=0.1.0 network=0123456789abcdef\n"
+            "x: 3c4985f0\n"
+            "a b: c: 3fc00000 -37\n");
   const build::CalibrationCache back = build::parseCalibrationCache(text);
   EXPECT_EQ(back.algorithm, CalibrationAlgoType::kMINMAX_CALIBRATION);
   EXPECT_EQ(back.fingerprint, "0123456789abcdef");
@@ -231,26 +245,32 @@ void expectCacheError(const std::string& text, const std::string& message) {
 
 TEST(CalibrationCache, MalformedLinesAreNamed) {
   expectCacheError("TRT-8601-EntropyCalibration2\n", "line 1: not a kiln calibration cache");
-  expectCacheError("kiln-int8-calibration calibrator=minmax kiln=0.1.0\n", "line 1: the header has no network=");
-  expectCacheError("kiln-int8-calibration calibrator=kl kiln=0.1.0 network=00\n", "unknown calibrator 'kl'");
+  expectCacheError("kiln-int8-calibration calibrator=minmax kiln=0.1.0\n",
+                   "line 1: the header has no network=");
+  expectCacheError("kiln-int8-calibration calibrator=kl kiln=0.1.0 network=00\n",
+                   "unknown calibrator 'kl'");
   const std::string header = "kiln-int8-calibration calibrator=entropy kiln=0.1.0 network=00\n";
-  expectCacheError(header + "x 3c4985f0\n", "line 2: expected 'tensor_name: SCALE_HEX [ZERO_POINT]'");
+  expectCacheError(header + "x 3c4985f0\n",
+                   "line 2: expected 'tensor_name: SCALE_HEX [ZERO_POINT]'");
   expectCacheError(header + "x: 0.5\n", "line 2: scale '0.5' of 'x' is not 8 hex digits");
-  expectCacheError(header + "x: 3c4985f0\ny: 3c4985f0 200\n", "line 3: zero point of 'y' is not an integer in [-128, 127]");
+  expectCacheError(header + "x: 3c4985f0\ny: 3c4985f0 200\n",
+                   "line 3: zero point of 'y' is not an integer in [-128, 127]");
 }
 
 TEST(CalibrationCache, ACacheOfAnotherNetworkIsRefusedNamingTheTensor) {
   const ir::Graph g = testing::loadInferredGraph(convNet(), "qcache");
   const build::QuantizationTargets t = build::findQuantizationTargets(g, {});
   const std::string fp = build::networkFingerprint(g, t);
-  build::CalibrationCache cache{CalibrationAlgoType::kENTROPY_CALIBRATION_2, "0.1.0", fp, {{"x", 0.1f, 0}, {"r1", 0.2f, 0}}};
+  build::CalibrationCache cache{
+      CalibrationAlgoType::kENTROPY_CALIBRATION_2, "0.1.0", fp, {{"x", 0.1f, 0}, {"r1", 0.2f, 0}}};
   EXPECT_EQ(build::matchCalibrationCache(cache, g, t.activations, fp).size(), 2u);
   auto refused = [&](const build::CalibrationCache& c, const std::string& message) {
     try {
       build::matchCalibrationCache(c, g, t.activations, fp);
       FAIL() << "accepted";
     } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("made for another network"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("made for another network"), std::string::npos)
+          << e.what();
       EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
     }
   };
@@ -270,7 +290,8 @@ TEST(CalibrationCache, ACacheOfAnotherNetworkIsRefusedNamingTheTensor) {
 // Hands out `batches` batches of x, each filled by `fill`; keeps the cache it is given.
 class TestCalibrator : public IInt8MinMaxCalibrator {
  public:
-  TestCalibrator(int batches, std::function<void(float*, int64_t, int)> fill) : batches_(batches), fill_(std::move(fill)) {}
+  TestCalibrator(int batches, std::function<void(float*, int64_t, int)> fill)
+      : batches_(batches), fill_(std::move(fill)) {}
   int32_t getBatchSize() const noexcept override { return 1; }
   bool getBatch(void* bindings[], const char* names[], int32_t n) noexcept override {
     if (next_ >= batches_ || n != 1 || std::string(names[0]) != "x") return false;
@@ -303,8 +324,8 @@ struct BuiltNet {
 };
 
 // `pinFp32`: a layer set to kFLOAT through ILayer::setPrecision, with kOBEY_PRECISION_CONSTRAINTS.
-BuiltNet buildConvNet(testing::RecordingLogger& logger, IInt8Calibrator* calibrator, const onnx::ModelProto& model = convNet(),
-                      const std::string& pinFp32 = "") {
+BuiltNet buildConvNet(testing::RecordingLogger& logger, IInt8Calibrator* calibrator,
+                      const onnx::ModelProto& model = convNet(), const std::string& pinFp32 = "") {
   Builder builder(logger);
   auto network = builder.createNetwork();
   const std::string path = testing::saveModel(model, testing::tempDir("int8_build") / "m.onnx");
@@ -364,7 +385,8 @@ TEST(Int8Build, CalibratedConvNetMatchesFloatWithinItsQuantizationError) {
   EXPECT_GT(noise, 0) << "the INT8 build computed exactly the float result: nothing was quantized";
   EXPECT_GT(10 * std::log10(signal / noise), 30.0);
   // The cache it wrote names both activations; a build from it alone (no batches) is the same.
-  EXPECT_NE(calibrator.cacheOut.find("calibrator=minmax"), std::string::npos) << calibrator.cacheOut;
+  EXPECT_NE(calibrator.cacheOut.find("calibrator=minmax"), std::string::npos)
+      << calibrator.cacheOut;
   TestCalibrator cached(0, fillWave);
   cached.cacheIn = calibrator.cacheOut;
   BuiltNet again = buildConvNet(logger, &cached);
@@ -381,7 +403,8 @@ TEST(Int8Build, ALayerSetToFloatThroughTheNetworkStaysFloat) {
   bool conv1Int8 = false, conv2Float = false;
   for (const std::string& line : pinned.report.layerDecisions) {
     conv1Int8 = conv1Int8 || line.rfind("layer 'conv1' (QConv)", 0) == 0;
-    conv2Float = conv2Float || (line.rfind("layer 'conv2' (Conv)", 0) == 0 && line.find("precision fp32") != std::string::npos);
+    conv2Float = conv2Float || (line.rfind("layer 'conv2' (Conv)", 0) == 0 &&
+                                line.find("precision fp32") != std::string::npos);
   }
   EXPECT_TRUE(conv1Int8);
   EXPECT_TRUE(conv2Float);
@@ -390,37 +413,51 @@ TEST(Int8Build, ALayerSetToFloatThroughTheNetworkStaysFloat) {
   BuiltNet all = buildConvNet(logger, &again);
   ASSERT_TRUE(all.engine) << all.error;
   bool conv2Int8 = false;
-  for (const std::string& line : all.report.layerDecisions) conv2Int8 = conv2Int8 || line.rfind("layer 'conv2' (QConv)", 0) == 0;
+  for (const std::string& line : all.report.layerDecisions)
+    conv2Int8 = conv2Int8 || line.rfind("layer 'conv2' (QConv)", 0) == 0;
   EXPECT_TRUE(conv2Int8);
 }
 
 TEST(Int8Build, BadCalibratorsAreNamed) {
   testing::RecordingLogger logger;
   TestCalibrator none(0, fillWave);
-  EXPECT_NE(buildConvNet(logger, &none).error.find("the calibrator returned no batches"), std::string::npos);
-  EXPECT_NE(buildConvNet(logger, &none).error.find("input 'x' needs at least one calibration batch"), std::string::npos);
+  EXPECT_NE(buildConvNet(logger, &none).error.find("the calibrator returned no batches"),
+            std::string::npos);
+  EXPECT_NE(
+      buildConvNet(logger, &none).error.find("input 'x' needs at least one calibration batch"),
+      std::string::npos);
   TestCalibrator nan(3, [](float* x, int64_t n, int batch) {
     fillWave(x, n, batch);
     if (batch == 2) x[5] = NAN;
   });
-  EXPECT_NE(buildConvNet(logger, &nan).error.find("calibration batch 2, input 'x': holds NaN at element 5"), std::string::npos)
+  EXPECT_NE(buildConvNet(logger, &nan)
+                .error.find("calibration batch 2, input 'x': holds NaN at element 5"),
+            std::string::npos)
       << buildConvNet(logger, &nan).error;
   class WrongShape : public TestCalibrator {
    public:
     WrongShape() : TestCalibrator(1, fillWave) {}
-    bool getBatchTensors(const std::vector<CalibrationInput>& inputs, std::vector<Tensor>& batch) override {
+    bool getBatchTensors(const std::vector<CalibrationInput>& inputs,
+                         std::vector<Tensor>& batch) override {
       batch = {Tensor(DataType::kFloat32, {1, 2, 4, 5})};
       return true;
     }
   } wrong;
   const std::string error = buildConvNet(logger, &wrong).error;
-  EXPECT_NE(error.find("calibration batch 0, input 'x': shape 1x2x4x5 does not match the network's 1x2x4x4"), std::string::npos)
+  EXPECT_NE(
+      error.find(
+          "calibration batch 0, input 'x': shape 1x2x4x5 does not match the network's 1x2x4x4"),
+      std::string::npos)
       << error;
   TestCalibrator foreign(0, fillWave);
-  foreign.cacheIn = "kiln-int8-calibration calibrator=minmax kiln=0.1.0 network=0000000000000000\nx: 3c4985f0\nother: 3c4985f0\n";
+  foreign.cacheIn =
+      "kiln-int8-calibration calibrator=minmax kiln=0.1.0 network=0000000000000000\nx: "
+      "3c4985f0\nother: 3c4985f0\n";
   const std::string refused = buildConvNet(logger, &foreign).error;
   EXPECT_NE(refused.find("made for another network"), std::string::npos) << refused;
-  EXPECT_NE(refused.find("tensor 'r1', which this network quantizes, is not in it"), std::string::npos) << refused;
+  EXPECT_NE(refused.find("tensor 'r1', which this network quantizes, is not in it"),
+            std::string::npos)
+      << refused;
 }
 
 }  // namespace

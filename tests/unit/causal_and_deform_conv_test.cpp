@@ -10,7 +10,9 @@ namespace {
 using ::testing::ElementsAre;
 using namespace kiln::testing;
 
-Tensor floats(Shape shape, std::vector<float> v) { return Tensor::fromVector<float>(DataType::kFloat32, std::move(shape), v); }
+Tensor floats(Shape shape, std::vector<float> v) {
+  return Tensor::fromVector<float>(DataType::kFloat32, std::move(shape), v);
+}
 
 // Taps [10, 1] over [state, 1, 2, 3]: y[t] = 10 * s[t] + s[t + 1].
 TEST(CausalConvWithState, ZeroAndCarriedState) {

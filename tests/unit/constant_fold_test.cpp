@@ -11,7 +11,8 @@ namespace {
 
 using namespace kiln::testing;
 
-// x[2,3,4] -> Shape -> Slice[0:1] -> Concat with [-1] -> Reshape(x) -> y, as PyTorch exports a flatten.
+// x[2,3,4] -> Shape -> Slice[0:1] -> Concat with [-1] -> Reshape(x) -> y, as PyTorch exports a
+// flatten.
 ir::Graph flattenGraph(const std::vector<int64_t>& inputDims) {
   auto m = makeModel(13);
   addInput(m, "x", inputDims);

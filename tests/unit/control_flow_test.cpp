@@ -24,7 +24,8 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using namespace kiln::testing;
 
-onnx::NodeProto* addGraphNode(onnx::GraphProto* g, const std::string& op, const std::vector<std::string>& inputs,
+onnx::NodeProto* addGraphNode(onnx::GraphProto* g, const std::string& op,
+                              const std::vector<std::string>& inputs,
                               const std::vector<std::string>& outputs) {
   auto* node = g->add_node();
   node->set_op_type(op);
@@ -69,7 +70,9 @@ onnx::ModelProto ifModel(const std::string& elseReads) {
   return m;
 }
 
-std::vector<float> floats(const Tensor& t) { return {t.data<float>(), t.data<float>() + t.numel()}; }
+std::vector<float> floats(const Tensor& t) {
+  return {t.data<float>(), t.data<float>() + t.numel()};
+}
 
 TEST(ControlFlow, IfBranchesReadAnOuterValue) {
   auto dir = tempDir("if_outer");
@@ -163,7 +166,8 @@ onnx::ModelProto countingLoopModel(bool withTripCount, bool stopsAtLimit) {
 
 NamedTensors countingLoopInputs(bool withTripCount, int64_t tripCount, int64_t limit) {
   NamedTensors in;
-  if (withTripCount) in.emplace_back("M", Tensor::fromVector<int64_t>(DataType::kInt64, {}, {tripCount}));
+  if (withTripCount)
+    in.emplace_back("M", Tensor::fromVector<int64_t>(DataType::kInt64, {}, {tripCount}));
   in.emplace_back("cond", Tensor::fromVector<uint8_t>(DataType::kBool, {}, {1}));
   in.emplace_back("count0", Tensor::fromVector<int64_t>(DataType::kInt64, {}, {0}));
   in.emplace_back("limit", Tensor::fromVector<int64_t>(DataType::kInt64, {}, {limit}));
@@ -224,7 +228,9 @@ TEST(ControlFlowErrors, TerminateFlagStopsARunawayLoopFromAnotherThread) {
     s.run(countingLoopInputs(false, 0, 0), run);
     ADD_FAILURE() << "the run did not stop";
   } catch (const Error& e) {
-    EXPECT_THAT(e.what(), HasSubstr("run terminated (RunOptions.terminate was set) before node 'loop' (Loop)"));
+    EXPECT_THAT(
+        e.what(),
+        HasSubstr("run terminated (RunOptions.terminate was set) before node 'loop' (Loop)"));
   }
 }
 
@@ -320,7 +326,12 @@ TEST(ControlFlowErrors, SubgraphReadsANameNoScopeDefines) {
 
 TEST(ControlFlowErrors, UnsupportedOperatorInsideABranchIsReportedAtLoad) {
   auto m = ifModel("x");
-  m.mutable_graph()->mutable_node(0)->mutable_attribute(1)->mutable_g()->mutable_node(0)->set_op_type("NoSuchOp");
+  m.mutable_graph()
+      ->mutable_node(0)
+      ->mutable_attribute(1)
+      ->mutable_g()
+      ->mutable_node(0)
+      ->set_op_type("NoSuchOp");
   auto dir = tempDir("if_unsupported");
   std::string path = saveModel(m, dir / "m.onnx");
   try {
@@ -328,7 +339,8 @@ TEST(ControlFlowErrors, UnsupportedOperatorInsideABranchIsReportedAtLoad) {
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kUnsupportedNode);
-    EXPECT_THAT(e.what(), HasSubstr("node 'if' (If) attribute 'else_branch' > node 'Neg_1' (NoSuchOp)"));
+    EXPECT_THAT(e.what(),
+                HasSubstr("node 'if' (If) attribute 'else_branch' > node 'Neg_1' (NoSuchOp)"));
   }
 }
 

@@ -10,17 +10,17 @@
 #include <vector>
 
 #include "activation_reference.h"
-#include "random_data.h"
-#include "scoped_threads.h"
 #include "backends/cpu/activation.h"
 #include "backends/cpu/cpu_isa.h"
 #include "backends/cpu/kernels/conv_depthwise.h"
+#include "random_data.h"
+#include "scoped_threads.h"
 
 namespace kiln::cpu {
 namespace {
 
-using testing::activationReference;
 using kiln::testing::randomFloats;
+using testing::activationReference;
 
 struct DwCase {
   int64_t k, s, n, c, h, w, padTop, padLeft, padBottom, padRight;
@@ -34,12 +34,14 @@ ir::ConvGeometry geometryOf(const DwCase& t) {
   g.padsBegin = {t.padTop, t.padLeft};
   g.padsEnd = {t.padBottom, t.padRight};
   g.outputPadding = {0, 0};
-  g.output = {(t.h + t.padTop + t.padBottom - t.k) / t.s + 1, (t.w + t.padLeft + t.padRight - t.k) / t.s + 1};
+  g.output = {(t.h + t.padTop + t.padBottom - t.k) / t.s + 1,
+              (t.w + t.padLeft + t.padRight - t.k) / t.s + 1};
   return g;
 }
 
-std::vector<float> reference(const DwCase& t, const ir::ConvGeometry& g, const std::vector<float>& x,
-                             const std::vector<float>& w, const std::vector<float>& b, const std::vector<float>* residual,
+std::vector<float> reference(const DwCase& t, const ir::ConvGeometry& g,
+                             const std::vector<float>& x, const std::vector<float>& w,
+                             const std::vector<float>& b, const std::vector<float>* residual,
                              const Activation& act) {
   const int64_t oh = g.output[0], ow = g.output[1];
   std::vector<float> y(static_cast<size_t>(t.n * t.c * oh * ow));
@@ -66,9 +68,9 @@ std::vector<float> reference(const DwCase& t, const ir::ConvGeometry& g, const s
 
 std::string describe(const DwCase& t) {
   return "k=" + std::to_string(t.k) + " s=" + std::to_string(t.s) + " n=" + std::to_string(t.n) +
-         " c=" + std::to_string(t.c) + " " + std::to_string(t.h) + "x" + std::to_string(t.w) + " pads " +
-         std::to_string(t.padTop) + "," + std::to_string(t.padLeft) + "," + std::to_string(t.padBottom) + "," +
-         std::to_string(t.padRight);
+         " c=" + std::to_string(t.c) + " " + std::to_string(t.h) + "x" + std::to_string(t.w) +
+         " pads " + std::to_string(t.padTop) + "," + std::to_string(t.padLeft) + "," +
+         std::to_string(t.padBottom) + "," + std::to_string(t.padRight);
 }
 
 // Runs every case on the ISA limited to `isa`, with and without a residual, and compares.
@@ -83,12 +85,14 @@ void checkCases(CpuIsa isa, const std::vector<DwCase>& cases, const Activation& 
     const std::vector<float> w = randomFloats(t.c * t.k * t.k, 2), b = randomFloats(t.c, 3);
     const std::vector<float> residual = randomFloats(outNumel, 4);
     for (bool withResidual : {false, true}) {
-      SCOPED_TRACE(describe(t) + (withResidual ? " +residual" : "") + " act " + activationName(act.kind) + " isa " +
-                   cpuIsaName(isa) + " threads " + std::to_string(threads));
+      SCOPED_TRACE(describe(t) + (withResidual ? " +residual" : "") + " act " +
+                   activationName(act.kind) + " isa " + cpuIsaName(isa) + " threads " +
+                   std::to_string(threads));
       std::vector<float> y(static_cast<size_t>(outNumel), -7.0f);
-      depthwiseConv2d(g, t.n, t.c, t.h, t.w, x.data(), w.data(), b.data(), withResidual ? residual.data() : nullptr, act,
-                      y.data());
-      const std::vector<float> expected = reference(t, g, x, w, b, withResidual ? &residual : nullptr, act);
+      depthwiseConv2d(g, t.n, t.c, t.h, t.w, x.data(), w.data(), b.data(),
+                      withResidual ? residual.data() : nullptr, act, y.data());
+      const std::vector<float> expected =
+          reference(t, g, x, w, b, withResidual ? &residual : nullptr, act);
       for (size_t i = 0; i < y.size(); ++i) {
         ASSERT_NEAR(y[i], expected[i], 2e-5f * (1.0f + std::fabs(expected[i]))) << "at " << i;
       }
@@ -98,13 +102,17 @@ void checkCases(CpuIsa isa, const std::vector<DwCase>& cases, const Activation& 
 
 const std::vector<DwCase>& shapeCases() {
   static const std::vector<DwCase> cases{
-      {3, 1, 1, 8, 9, 9, 1, 1, 1, 1},       {3, 1, 2, 19, 7, 7, 1, 1, 1, 1},    {3, 1, 1, 3, 14, 14, 1, 1, 1, 1},
-      {3, 1, 1, 2, 5, 33, 1, 1, 1, 1},      {3, 1, 1, 1, 1, 1, 1, 1, 1, 1},     {3, 1, 1, 2, 6, 17, 0, 0, 0, 0},
-      {3, 2, 2, 5, 10, 13, 1, 1, 1, 1},     {3, 2, 1, 17, 14, 14, 0, 0, 1, 1},  {3, 2, 1, 4, 6, 7, 0, 0, 0, 0},
-      {3, 2, 1, 2, 35, 35, 1, 1, 1, 1},     {3, 2, 1, 2, 9, 40, 2, 1, 0, 2},    {5, 1, 1, 6, 11, 17, 2, 2, 2, 2},
-      {5, 1, 1, 18, 7, 7, 2, 2, 2, 2},      {5, 1, 1, 2, 14, 14, 2, 2, 2, 2},   {5, 2, 1, 3, 15, 8, 2, 2, 2, 2},
-      {5, 2, 3, 2, 14, 14, 1, 1, 2, 2},     {5, 2, 1, 2, 28, 29, 2, 2, 2, 2},   {7, 1, 1, 2, 7, 23, 3, 3, 3, 3},
-      {7, 2, 1, 3, 16, 16, 3, 3, 3, 3},     {3, 1, 1, 2, 20, 50, 1, 0, 2, 1},   {5, 2, 1, 2, 5, 5, 0, 0, 0, 0},
+      {3, 1, 1, 8, 9, 9, 1, 1, 1, 1},   {3, 1, 2, 19, 7, 7, 1, 1, 1, 1},
+      {3, 1, 1, 3, 14, 14, 1, 1, 1, 1}, {3, 1, 1, 2, 5, 33, 1, 1, 1, 1},
+      {3, 1, 1, 1, 1, 1, 1, 1, 1, 1},   {3, 1, 1, 2, 6, 17, 0, 0, 0, 0},
+      {3, 2, 2, 5, 10, 13, 1, 1, 1, 1}, {3, 2, 1, 17, 14, 14, 0, 0, 1, 1},
+      {3, 2, 1, 4, 6, 7, 0, 0, 0, 0},   {3, 2, 1, 2, 35, 35, 1, 1, 1, 1},
+      {3, 2, 1, 2, 9, 40, 2, 1, 0, 2},  {5, 1, 1, 6, 11, 17, 2, 2, 2, 2},
+      {5, 1, 1, 18, 7, 7, 2, 2, 2, 2},  {5, 1, 1, 2, 14, 14, 2, 2, 2, 2},
+      {5, 2, 1, 3, 15, 8, 2, 2, 2, 2},  {5, 2, 3, 2, 14, 14, 1, 1, 2, 2},
+      {5, 2, 1, 2, 28, 29, 2, 2, 2, 2}, {7, 1, 1, 2, 7, 23, 3, 3, 3, 3},
+      {7, 2, 1, 3, 16, 16, 3, 3, 3, 3}, {3, 1, 1, 2, 20, 50, 1, 0, 2, 1},
+      {5, 2, 1, 2, 5, 5, 0, 0, 0, 0},
   };
   return cases;
 }
@@ -117,12 +125,17 @@ TEST(DepthwiseConvKernel, MatchesDirectLoopOnEachIsa) {
 }
 
 TEST(DepthwiseConvKernel, FusedActivationsOnEachIsa) {
-  const std::vector<DwCase> cases{{3, 1, 1, 3, 7, 7, 1, 1, 1, 1}, {3, 2, 1, 3, 12, 21, 1, 1, 1, 1},
+  const std::vector<DwCase> cases{{3, 1, 1, 3, 7, 7, 1, 1, 1, 1},
+                                  {3, 2, 1, 3, 12, 21, 1, 1, 1, 1},
                                   {5, 1, 2, 17, 9, 18, 2, 2, 2, 2}};
-  const std::vector<Activation> acts{{ActivationKind::kRelu, 0, 0},      {ActivationKind::kClip, 0.0f, 0.6f},
-                                     {ActivationKind::kLeakyRelu, 0.1f, 0}, {ActivationKind::kSigmoid, 0, 0},
-                                     {ActivationKind::kHardSigmoid, 0.2f, 0.5f}, {ActivationKind::kHardSwish, 0, 0},
-                                     {ActivationKind::kSiLU, 0, 0},      {ActivationKind::kGelu, 0, 0}};
+  const std::vector<Activation> acts{{ActivationKind::kRelu, 0, 0},
+                                     {ActivationKind::kClip, 0.0f, 0.6f},
+                                     {ActivationKind::kLeakyRelu, 0.1f, 0},
+                                     {ActivationKind::kSigmoid, 0, 0},
+                                     {ActivationKind::kHardSigmoid, 0.2f, 0.5f},
+                                     {ActivationKind::kHardSwish, 0, 0},
+                                     {ActivationKind::kSiLU, 0, 0},
+                                     {ActivationKind::kGelu, 0, 0}};
   for (CpuIsa isa : {CpuIsa::kAvx2, CpuIsa::kAvx512}) {
     if (isa > detectedCpuIsa()) continue;
     for (const Activation& act : acts) checkCases(isa, cases, act, 1);

@@ -12,18 +12,18 @@
 #include <vector>
 
 #include "activation_reference.h"
-#include "random_data.h"
-#include "scoped_threads.h"
 #include "backends/cpu/activation.h"
 #include "backends/cpu/cpu_isa.h"
 #include "backends/cpu/kernels/conv_few_outputs.h"
+#include "random_data.h"
+#include "scoped_threads.h"
 #include "single_node_model.h"
 
 namespace kiln::cpu {
 namespace {
 
-using testing::activationReference;
 using kiln::testing::randomFloats;
+using testing::activationReference;
 
 struct FewCase {
   int64_t co, ci, kh, kw, n, h, w, padTop, padLeft, padBottom, padRight;
@@ -41,8 +41,9 @@ ir::ConvGeometry geometryOf(const FewCase& t) {
   return g;
 }
 
-std::vector<float> reference(const FewCase& t, const ir::ConvGeometry& g, const std::vector<float>& x,
-                             const std::vector<float>& w, const std::vector<float>* b, const std::vector<float>* residual,
+std::vector<float> reference(const FewCase& t, const ir::ConvGeometry& g,
+                             const std::vector<float>& x, const std::vector<float>& w,
+                             const std::vector<float>* b, const std::vector<float>* residual,
                              const Activation& act) {
   const int64_t oh = g.output[0], ow = g.output[1];
   std::vector<float> y(static_cast<size_t>(t.n * t.co * oh * ow));
@@ -56,7 +57,8 @@ std::vector<float> reference(const FewCase& t, const ir::ConvGeometry& g, const 
               for (int64_t kx = 0; kx < t.kw; ++kx) {
                 const int64_t iy = oy - t.padTop + ky, ix = ox - t.padLeft + kx;
                 if (iy < 0 || iy >= t.h || ix < 0 || ix >= t.w) continue;
-                acc += double(x[((img * t.ci + ci) * t.h + iy) * t.w + ix]) * w[((co * t.ci + ci) * t.kh + ky) * t.kw + kx];
+                acc += double(x[((img * t.ci + ci) * t.h + iy) * t.w + ix]) *
+                       w[((co * t.ci + ci) * t.kh + ky) * t.kw + kx];
               }
             }
           }
@@ -71,10 +73,11 @@ std::vector<float> reference(const FewCase& t, const ir::ConvGeometry& g, const 
 }
 
 std::string describe(const FewCase& t) {
-  return "co=" + std::to_string(t.co) + " ci=" + std::to_string(t.ci) + " k=" + std::to_string(t.kh) + "x" +
-         std::to_string(t.kw) + " n=" + std::to_string(t.n) + " " + std::to_string(t.h) + "x" + std::to_string(t.w) +
-         " pads " + std::to_string(t.padTop) + "," + std::to_string(t.padLeft) + "," + std::to_string(t.padBottom) + "," +
-         std::to_string(t.padRight);
+  return "co=" + std::to_string(t.co) + " ci=" + std::to_string(t.ci) +
+         " k=" + std::to_string(t.kh) + "x" + std::to_string(t.kw) + " n=" + std::to_string(t.n) +
+         " " + std::to_string(t.h) + "x" + std::to_string(t.w) + " pads " +
+         std::to_string(t.padTop) + "," + std::to_string(t.padLeft) + "," +
+         std::to_string(t.padBottom) + "," + std::to_string(t.padRight);
 }
 
 // Runs every case with and without bias and residual and compares with the double loop.
@@ -86,12 +89,14 @@ void checkCases(CpuIsa isa, const std::vector<FewCase>& cases, const Activation&
     ASSERT_TRUE(fewOutputConvPreferred(g, 1, t.ci, t.co)) << describe(t);
     const int64_t outNumel = t.n * t.co * g.output[0] * g.output[1];
     const std::vector<float> x = randomFloats(t.n * t.ci * t.h * t.w, 1);
-    const std::vector<float> w = randomFloats(t.co * t.ci * t.kh * t.kw, 2), b = randomFloats(t.co, 3);
+    const std::vector<float> w = randomFloats(t.co * t.ci * t.kh * t.kw, 2),
+                             b = randomFloats(t.co, 3);
     const std::vector<float> residual = randomFloats(outNumel, 4);
     const FewOutputWeights packed = packFewOutputWeights(w.data(), t.co, t.ci, t.kh, t.kw);
     for (bool withExtras : {false, true}) {
-      SCOPED_TRACE(describe(t) + (withExtras ? " +bias +residual" : "") + " act " + activationName(act.kind) +
-                   " isa " + cpuIsaName(isa) + " threads " + std::to_string(threads));
+      SCOPED_TRACE(describe(t) + (withExtras ? " +bias +residual" : "") + " act " +
+                   activationName(act.kind) + " isa " + cpuIsaName(isa) + " threads " +
+                   std::to_string(threads));
       std::vector<float> y(static_cast<size_t>(outNumel), -7.0f);
       fewOutputConv2d(g, t.n, t.h, t.w, x.data(), packed, withExtras ? b.data() : nullptr,
                       withExtras ? residual.data() : nullptr, act, y.data());
@@ -116,14 +121,29 @@ std::vector<CpuIsa> isas() {
 const std::vector<FewCase>& shapeCases() {
   // co, ci, kh, kw, n, h, w, pads top, left, bottom, right
   static const std::vector<FewCase> cases{
-      {3, 32, 5, 5, 1, 9, 768, 2, 2, 2, 2},  {1, 1, 1, 1, 1, 3, 7, 0, 0, 0, 0},   {2, 3, 3, 3, 2, 6, 17, 1, 1, 1, 1},
-      {3, 3, 3, 3, 1, 5, 33, 1, 0, 2, 1},    {4, 32, 3, 3, 2, 5, 17, 1, 1, 1, 1}, {1, 32, 9, 9, 1, 12, 33, 4, 4, 4, 4},
-      {2, 1, 9, 9, 1, 10, 7, 4, 4, 4, 4},    {3, 32, 1, 1, 2, 4, 33, 0, 0, 0, 0}, {4, 3, 5, 5, 1, 7, 7, 2, 2, 2, 2},
-      {5, 3, 3, 3, 1, 6, 21, 1, 1, 1, 1},    {6, 32, 5, 5, 1, 6, 17, 2, 2, 2, 2}, {7, 3, 1, 3, 2, 5, 50, 0, 1, 0, 1},
-      {8, 3, 3, 3, 2, 5, 300, 1, 1, 1, 1},   {3, 3, 5, 5, 1, 4, 7, 0, 3, 1, 0},   {1, 3, 3, 5, 1, 5, 260, 0, 2, 2, 2},
-      {2, 3, 11, 11, 1, 13, 40, 5, 5, 5, 5}, {3, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1},   {4, 3, 3, 3, 1, 3, 400, 1, 1, 1, 1},
-      {16, 3, 3, 3, 1, 5, 40, 1, 1, 1, 1},   {13, 8, 5, 5, 2, 6, 23, 2, 2, 2, 2}, {4, 1, 1, 1, 1, 2, 20, 0, 0, 0, 0},
-      // Pads wider than a vector and taller than the kernel: whole output rows and vectors of padding.
+      {3, 32, 5, 5, 1, 9, 768, 2, 2, 2, 2},
+      {1, 1, 1, 1, 1, 3, 7, 0, 0, 0, 0},
+      {2, 3, 3, 3, 2, 6, 17, 1, 1, 1, 1},
+      {3, 3, 3, 3, 1, 5, 33, 1, 0, 2, 1},
+      {4, 32, 3, 3, 2, 5, 17, 1, 1, 1, 1},
+      {1, 32, 9, 9, 1, 12, 33, 4, 4, 4, 4},
+      {2, 1, 9, 9, 1, 10, 7, 4, 4, 4, 4},
+      {3, 32, 1, 1, 2, 4, 33, 0, 0, 0, 0},
+      {4, 3, 5, 5, 1, 7, 7, 2, 2, 2, 2},
+      {5, 3, 3, 3, 1, 6, 21, 1, 1, 1, 1},
+      {6, 32, 5, 5, 1, 6, 17, 2, 2, 2, 2},
+      {7, 3, 1, 3, 2, 5, 50, 0, 1, 0, 1},
+      {8, 3, 3, 3, 2, 5, 300, 1, 1, 1, 1},
+      {3, 3, 5, 5, 1, 4, 7, 0, 3, 1, 0},
+      {1, 3, 3, 5, 1, 5, 260, 0, 2, 2, 2},
+      {2, 3, 11, 11, 1, 13, 40, 5, 5, 5, 5},
+      {3, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1},
+      {4, 3, 3, 3, 1, 3, 400, 1, 1, 1, 1},
+      {16, 3, 3, 3, 1, 5, 40, 1, 1, 1, 1},
+      {13, 8, 5, 5, 2, 6, 23, 2, 2, 2, 2},
+      {4, 1, 1, 1, 1, 2, 20, 0, 0, 0, 0},
+      // Pads wider than a vector and taller than the kernel: whole output rows and vectors of
+      // padding.
       {2, 3, 3, 3, 1, 4, 10, 4, 20, 1, 18},
   };
   return cases;
@@ -134,18 +154,24 @@ TEST(FewOutputConv, MatchesDirectLoopOnEachIsa) {
 }
 
 TEST(FewOutputConv, FusedActivationsOnEachIsa) {
-  const std::vector<FewCase> cases{{3, 3, 5, 5, 2, 6, 20, 2, 2, 2, 2}, {4, 32, 3, 3, 1, 4, 33, 1, 1, 1, 1}};
-  const std::vector<Activation> acts{{ActivationKind::kRelu, 0, 0},      {ActivationKind::kClip, 0.0f, 0.6f},
-                                     {ActivationKind::kLeakyRelu, 0.1f, 0}, {ActivationKind::kSigmoid, 0, 0},
-                                     {ActivationKind::kHardSigmoid, 0.2f, 0.5f}, {ActivationKind::kHardSwish, 0, 0},
-                                     {ActivationKind::kSiLU, 0, 0},      {ActivationKind::kGelu, 0, 0}};
+  const std::vector<FewCase> cases{{3, 3, 5, 5, 2, 6, 20, 2, 2, 2, 2},
+                                   {4, 32, 3, 3, 1, 4, 33, 1, 1, 1, 1}};
+  const std::vector<Activation> acts{{ActivationKind::kRelu, 0, 0},
+                                     {ActivationKind::kClip, 0.0f, 0.6f},
+                                     {ActivationKind::kLeakyRelu, 0.1f, 0},
+                                     {ActivationKind::kSigmoid, 0, 0},
+                                     {ActivationKind::kHardSigmoid, 0.2f, 0.5f},
+                                     {ActivationKind::kHardSwish, 0, 0},
+                                     {ActivationKind::kSiLU, 0, 0},
+                                     {ActivationKind::kGelu, 0, 0}};
   for (CpuIsa isa : isas()) {
     for (const Activation& act : acts) checkCases(isa, cases, act, 1);
   }
 }
 
 TEST(FewOutputConv, TwoThreadsMatch) {
-  for (CpuIsa isa : isas()) checkCases(isa, shapeCases(), Activation{ActivationKind::kRelu, 0, 0}, 2);
+  for (CpuIsa isa : isas())
+    checkCases(isa, shapeCases(), Activation{ActivationKind::kRelu, 0, 0}, 2);
 }
 
 TEST(FewOutputConv, ChannelGroupsAreBalanced) {
@@ -171,11 +197,12 @@ TEST(FewOutputConv, RuleTakesOnlyStrideOneFewChannels) {
   ir::ConvGeometry g = geometryOf({3, 32, 5, 5, 1, 16, 16, 2, 2, 2, 2});
   EXPECT_TRUE(fewOutputConvPreferred(g, 1, 32, 3));
   EXPECT_TRUE(fewOutputConvPreferred(g, 1, 32, 16));
-  EXPECT_FALSE(fewOutputConvPreferred(g, 1, 32, 17));  // many channels: im2col + GEMM (or blocked layout)
+  EXPECT_FALSE(
+      fewOutputConvPreferred(g, 1, 32, 17));  // many channels: im2col + GEMM (or blocked layout)
   const ir::ConvGeometry pointwise = geometryOf({4, 32, 1, 1, 1, 16, 16, 0, 0, 0, 0});
   EXPECT_TRUE(fewOutputConvPreferred(pointwise, 1, 32, 4));
   EXPECT_FALSE(fewOutputConvPreferred(pointwise, 1, 32, 8));  // a plain GEMM (no im2col) is faster
-  EXPECT_FALSE(fewOutputConvPreferred(g, 2, 32, 4));   // grouped
+  EXPECT_FALSE(fewOutputConvPreferred(g, 2, 32, 4));          // grouped
   ir::ConvGeometry strided = g;
   strided.strides = {2, 2};
   EXPECT_FALSE(fewOutputConvPreferred(strided, 1, 32, 3));
@@ -192,7 +219,8 @@ TEST(FewOutputConv, ConvNodeMatchesOnEachIsa) {
   const FewCase t{3, 5, 5, 5, 2, 11, 37, 2, 1, 2, 3};
   const ir::ConvGeometry g = geometryOf(t);
   const std::vector<float> x = randomFloats(t.n * t.ci * t.h * t.w, 5);
-  const std::vector<float> w = randomFloats(t.co * t.ci * t.kh * t.kw, 6), b = randomFloats(t.co, 7);
+  const std::vector<float> w = randomFloats(t.co * t.ci * t.kh * t.kw, 6),
+                           b = randomFloats(t.co, 7);
   const std::vector<float> expected = reference(t, g, x, w, &b, nullptr, Activation{});
   for (CpuIsa isa : isas()) {
     SCOPED_TRACE(cpuIsaName(isa));
@@ -209,7 +237,8 @@ TEST(FewOutputConv, ConvNodeMatchesOnEachIsa) {
     const Tensor& y = outputs[0].second;
     ASSERT_EQ(y.shape(), (Shape{t.n, t.co, g.output[0], g.output[1]}));
     const std::vector<float> got = kiln::testing::valuesOf<float>(y);
-    for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], expected[i], 1e-4f * (1.0f + std::fabs(expected[i]))) << i;
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_NEAR(got[i], expected[i], 1e-4f * (1.0f + std::fabs(expected[i]))) << i;
   }
 }
 

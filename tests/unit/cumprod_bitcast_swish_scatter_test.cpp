@@ -13,7 +13,9 @@ using ::testing::ElementsAre;
 using ::testing::FloatNear;
 using namespace kiln::testing;
 
-Tensor floats(Shape shape, std::vector<float> v) { return Tensor::fromVector<float>(DataType::kFloat32, std::move(shape), v); }
+Tensor floats(Shape shape, std::vector<float> v) {
+  return Tensor::fromVector<float>(DataType::kFloat32, std::move(shape), v);
+}
 
 std::vector<int64_t> cumProd(int64_t exclusive, int64_t reverse) {
   auto y = SingleNodeModel("CumProd", 26)
@@ -33,14 +35,23 @@ TEST(CumProd, InclusiveExclusiveReverse) {
 }
 
 TEST(BitCast, FloatBitsAsInt32) {
-  auto y = SingleNodeModel("BitCast", 26).attr("to", int64_t{6}).input("x", floats({2}, {1.0f, -0.0f})).output("y", DataType::kInt32).run();
+  auto y = SingleNodeModel("BitCast", 26)
+               .attr("to", int64_t{6})
+               .input("x", floats({2}, {1.0f, -0.0f}))
+               .output("y", DataType::kInt32)
+               .run();
   EXPECT_EQ(y[0].second.dtype(), DataType::kInt32);
   EXPECT_THAT(valuesOf<int32_t>(y[0].second), ElementsAre(0x3F800000, INT32_MIN));
 }
 
 TEST(Swish, XTimesSigmoidAlphaX) {
-  auto y = SingleNodeModel("Swish", 24).attr("alpha", 2.0f).input("x", floats({2}, {0, 1})).output("y").run();
-  EXPECT_THAT(valuesOf<float>(y[0].second), ElementsAre(0.0f, FloatNear(1.0f / (1.0f + std::exp(-2.0f)), 1e-6f)));
+  auto y = SingleNodeModel("Swish", 24)
+               .attr("alpha", 2.0f)
+               .input("x", floats({2}, {0, 1}))
+               .output("y")
+               .run();
+  EXPECT_THAT(valuesOf<float>(y[0].second),
+              ElementsAre(0.0f, FloatNear(1.0f / (1.0f + std::exp(-2.0f)), 1e-6f)));
 }
 
 std::vector<float> scatter(const char* mode, int64_t writeIndex) {
@@ -59,9 +70,7 @@ TEST(TensorScatter, LinearAndCircularWrites) {
   EXPECT_THAT(scatter("circular", 2), ElementsAre(9, 2, 8));
 }
 
-TEST(TensorScatter, LinearWritePastTheEndIsAnError) {
-  EXPECT_THROW(scatter("linear", 2), Error);
-}
+TEST(TensorScatter, LinearWritePastTheEndIsAnError) { EXPECT_THROW(scatter("linear", 2), Error); }
 
 }  // namespace
 }  // namespace kiln

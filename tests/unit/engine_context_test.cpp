@@ -21,7 +21,8 @@ std::shared_ptr<const Engine> twoOutputEngine(RecordingLogger& logger) {
   std::vector<float> one{1.0f}, two{2.0f};
   ILayer* c1 = network.addConstant({1}, floatWeights(one));
   ILayer* c2 = network.addConstant({1}, floatWeights(two));
-  ILayer* y = network.addElementWise(*relu->getOutput(0), *c1->getOutput(0), ElementWiseOperation::kSUM);
+  ILayer* y =
+      network.addElementWise(*relu->getOutput(0), *c1->getOutput(0), ElementWiseOperation::kSUM);
   ILayer* z = network.addElementWise(*x, *c2->getOutput(0), ElementWiseOperation::kPROD);
   y->getOutput(0)->setName("y").ok();
   z->getOutput(0)->setName("z").ok();
@@ -79,10 +80,12 @@ TEST(ExecutionContext, ZeroCopyBuffersResolvedShapesAndProfiles) {
   ASSERT_TRUE(ctx.execute().ok());
   EXPECT_EQ(y[0], 8);
 
-  EXPECT_THAT(ctx.setInputShape("x", {6, 2}).message(), HasSubstr("index 0: got 6, expected 1..4 (optimization profile 0)"));
+  EXPECT_THAT(ctx.setInputShape("x", {6, 2}).message(),
+              HasSubstr("index 0: got 6, expected 1..4 (optimization profile 0)"));
   ASSERT_TRUE(ctx.setOptimizationProfile(1).ok());
   EXPECT_TRUE(ctx.setInputShape("x", {6, 2}).ok());
-  EXPECT_THAT(ctx.setInputShape("x", {2, 2}).message(), HasSubstr("expected 5..16 (optimization profile 1)"));
+  EXPECT_THAT(ctx.setInputShape("x", {2, 2}).message(),
+              HasSubstr("expected 5..16 (optimization profile 1)"));
   EXPECT_FALSE(ctx.setOptimizationProfile(2).ok());
 }
 
@@ -95,15 +98,19 @@ TEST(ExecutionContext, ErrorsNameTheTensor) {
   Status s = ctx.execute();
   EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("input 'x' has no data"));
-  EXPECT_THAT(ctx.setInputShape("w", {1, 2}).message(), HasSubstr("'w' is not an input or output of the engine (it has: x, y, z)"));
+  EXPECT_THAT(ctx.setInputShape("w", {1, 2}).message(),
+              HasSubstr("'w' is not an input or output of the engine (it has: x, y, z)"));
   EXPECT_THAT(ctx.setInputShape("y", {1, 2}).message(), HasSubstr("'y' is an output"));
   std::vector<float> x(8), y(2);
   ASSERT_TRUE(ctx.setTensorAddress("x", x.data()).ok());
-  EXPECT_THAT(ctx.execute().message(), HasSubstr("input 'x' has dynamic dims (?x2); set its shape with setInputShape"));
+  EXPECT_THAT(ctx.execute().message(),
+              HasSubstr("input 'x' has dynamic dims (?x2); set its shape with setInputShape"));
   ASSERT_TRUE(ctx.setInputShape("x", {4, 2}).ok());
   ASSERT_TRUE(ctx.setTensorAddress("y", y.data(), y.size() * 4).ok());
-  EXPECT_THAT(ctx.execute().message(), HasSubstr("output 'y' float32[4x2] needs 32 bytes, its buffer has 8"));
-  EXPECT_THAT(ctx.setInputTensor("x", Tensor(DataType::kInt64, {1, 2})).message(), HasSubstr("int64"));
+  EXPECT_THAT(ctx.execute().message(),
+              HasSubstr("output 'y' float32[4x2] needs 32 bytes, its buffer has 8"));
+  EXPECT_THAT(ctx.setInputTensor("x", Tensor(DataType::kInt64, {1, 2})).message(),
+              HasSubstr("int64"));
   EXPECT_THAT(ctx.getOutputTensor("x").status().message(), HasSubstr("not an output"));
 }
 
@@ -222,15 +229,22 @@ TEST(ExecutionContext, ShapeInputValuesAreCheckedAgainstTheProfile) {
   config.addOptimizationProfile(profile);
   auto engine = buildEngine(logger, network, config);
   ASSERT_TRUE(engine);
-  EXPECT_EQ(engine->getProfileShapeValues("shape", 0, OptProfileSelector::kMAX), (std::vector<int64_t>{6, 6}));
+  EXPECT_EQ(engine->getProfileShapeValues("shape", 0, OptProfileSelector::kMAX),
+            (std::vector<int64_t>{6, 6}));
   auto context = engine->createExecutionContext();
   ExecutionContext& ctx = **context;
-  ASSERT_TRUE(ctx.setInputTensor("x", Tensor::fromVector<float>(DataType::kFloat32, {6}, {1, 2, 3, 4, 5, 6})).ok());
-  ASSERT_TRUE(ctx.setInputTensor("shape", Tensor::fromVector<int64_t>(DataType::kInt64, {2}, {3, 2})).ok());
+  ASSERT_TRUE(ctx.setInputTensor(
+                     "x", Tensor::fromVector<float>(DataType::kFloat32, {6}, {1, 2, 3, 4, 5, 6}))
+                  .ok());
+  ASSERT_TRUE(
+      ctx.setInputTensor("shape", Tensor::fromVector<int64_t>(DataType::kInt64, {2}, {3, 2})).ok());
   ASSERT_TRUE(ctx.execute().ok());
   EXPECT_EQ(ctx.getOutputTensor("y")->shape(), (Shape{3, 2}));
-  ASSERT_TRUE(ctx.setInputTensor("shape", Tensor::fromVector<int64_t>(DataType::kInt64, {2}, {-1, 6})).ok());
-  EXPECT_THAT(ctx.execute().message(), HasSubstr("shape input 'shape' value index 0: got -1, expected 1..6"));
+  ASSERT_TRUE(
+      ctx.setInputTensor("shape", Tensor::fromVector<int64_t>(DataType::kInt64, {2}, {-1, 6}))
+          .ok());
+  EXPECT_THAT(ctx.execute().message(),
+              HasSubstr("shape input 'shape' value index 0: got -1, expected 1..6"));
 }
 
 // IProfiler: every layer of every run after setProfiler, in order, with op and input shapes.

@@ -30,11 +30,23 @@ struct Export {
 const std::vector<Shape> kInputs{{1, 3, 10, 10}, {2, 3, 10, 10}, {1, 3, 20, 20}};
 
 const Export kExports[] = {
-    {"static", {"1", "3", "10", "10"}, {1, 3, 10, 10}, {1, 3, 10, 10}, {true, false, false},
+    {"static",
+     {"1", "3", "10", "10"},
+     {1, 3, 10, 10},
+     {1, 3, 10, 10},
+     {true, false, false},
      {"", "index 0: got 2, expected 1", "index 2: got 20, expected 10"}},
-    {"dynamic_batch", {"batch", "3", "10", "10"}, {1, 3, 10, 10}, {8, 3, 10, 10}, {true, true, false},
+    {"dynamic_batch",
+     {"batch", "3", "10", "10"},
+     {1, 3, 10, 10},
+     {8, 3, 10, 10},
+     {true, true, false},
      {"", "", "index 2: got 20, expected 10"}},
-    {"dynamic_hw", {"1", "3", "height", "width"}, {1, 3, 5, 5}, {1, 3, 32, 32}, {true, false, true},
+    {"dynamic_hw",
+     {"1", "3", "height", "width"},
+     {1, 3, 5, 5},
+     {1, 3, 32, 32},
+     {true, false, true},
      {"", "index 0: got 2, expected 1", ""}},
 };
 
@@ -45,11 +57,14 @@ std::string saveConvModel(const Export& e, const std::filesystem::path& dir) {
   auto* tt = in->mutable_type()->mutable_tensor_type();
   tt->set_elem_type(onnx::TensorProto::FLOAT);
   for (const auto& d : e.dims) {
-    if (std::isdigit(static_cast<unsigned char>(d[0]))) tt->mutable_shape()->add_dim()->set_dim_value(std::stoll(d));
-    else tt->mutable_shape()->add_dim()->set_dim_param(d);
+    if (std::isdigit(static_cast<unsigned char>(d[0])))
+      tt->mutable_shape()->add_dim()->set_dim_value(std::stoll(d));
+    else
+      tt->mutable_shape()->add_dim()->set_dim_param(d);
   }
   std::vector<float> w(81);
-  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(static_cast<int>(i % 7) - 3) * 0.1f;
+  for (size_t i = 0; i < w.size(); ++i)
+    w[i] = static_cast<float>(static_cast<int>(i % 7) - 3) * 0.1f;
   addFloatInitializer(m, "weight", {3, 3, 3, 3}, w);
   addFloatInitializer(m, "bias", {3}, {0.1f, -0.2f, 0.3f});
   addNode(m, "Conv", {"input", "weight", "bias"}, {"output"}, "conv");
@@ -61,7 +76,8 @@ std::string saveConvModel(const Export& e, const std::filesystem::path& dir) {
 
 Tensor pattern(const Shape& shape) {
   Tensor t(DataType::kFloat32, shape);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = static_cast<float>((i * 13) % 17) * 0.25f - 2.0f;
+  for (int64_t i = 0; i < t.numel(); ++i)
+    t.data<float>()[i] = static_cast<float>((i * 13) % 17) * 0.25f - 2.0f;
   return t;
 }
 

@@ -55,7 +55,9 @@ inline std::shared_ptr<const Engine> buildEngine(ILogger& logger, const NetworkD
   return engine.ok() ? *engine : nullptr;
 }
 
-inline std::vector<float> values(const Tensor& t) { return std::vector<float>(t.data<float>(), t.data<float>() + t.numel()); }
+inline std::vector<float> values(const Tensor& t) {
+  return std::vector<float>(t.data<float>(), t.data<float>() + t.numel());
+}
 
 /// Runs a context on float inputs bound with setInputTensor; returns every output.
 inline std::map<std::string, Tensor> runContext(ExecutionContext& context, const Engine& engine,
@@ -70,7 +72,8 @@ inline std::map<std::string, Tensor> runContext(ExecutionContext& context, const
   if (!s.ok()) return outputs;
   for (int i = 0; i < engine.getNbIOTensors(); ++i) {
     std::string name = engine.getIOTensorName(i);
-    if (engine.getTensorIOMode(name) == TensorIOMode::kOUTPUT) outputs[name] = *context.getOutputTensor(name);
+    if (engine.getTensorIOMode(name) == TensorIOMode::kOUTPUT)
+      outputs[name] = *context.getOutputTensor(name);
   }
   return outputs;
 }

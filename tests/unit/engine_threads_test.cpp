@@ -15,13 +15,16 @@ std::shared_ptr<const Engine> smallCnn(RecordingLogger& logger) {
   NetworkDefinition network(logger);
   ITensor* x = network.addInput("x", DataType::kFloat32, {-1, 3, 8, 8});
   std::vector<float> w(4 * 3 * 9);
-  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(static_cast<int>(i % 11) - 5) * 0.05f;
-  ILayer* conv = network.addConvolution(*x, 4, {3, 3}, floatWeights(w), floatWeights({0.1f, 0, -0.1f, 0.2f}),
-                                        {.padding = {1, 1}});
+  for (size_t i = 0; i < w.size(); ++i)
+    w[i] = static_cast<float>(static_cast<int>(i % 11) - 5) * 0.05f;
+  ILayer* conv = network.addConvolution(*x, 4, {3, 3}, floatWeights(w),
+                                        floatWeights({0.1f, 0, -0.1f, 0.2f}), {.padding = {1, 1}});
   ILayer* relu = network.addActivation(*conv->getOutput(0), ActivationType::kRELU);
-  ILayer* pool = network.addPooling(*relu->getOutput(0), PoolingType::kMAX, {2, 2}, {.strides = {2, 2}});
+  ILayer* pool =
+      network.addPooling(*relu->getOutput(0), PoolingType::kMAX, {2, 2}, {.strides = {2, 2}});
   std::vector<float> fw(10 * 64);
-  for (size_t i = 0; i < fw.size(); ++i) fw[i] = static_cast<float>(static_cast<int>(i % 13) - 6) * 0.02f;
+  for (size_t i = 0; i < fw.size(); ++i)
+    fw[i] = static_cast<float>(static_cast<int>(i % 13) - 6) * 0.02f;
   ILayer* fc = network.addFullyConnected(*pool->getOutput(0), 10, floatWeights(fw), {});
   ILayer* soft = network.addSoftMax(*fc->getOutput(0), 1);
   soft->getOutput(0)->setName("y").ok();
@@ -52,13 +55,16 @@ TEST(EngineThreads, EightContextsOnOneEngineMatchASingleThreadedRun) {
   RecordingLogger logger;
   auto engine = smallCnn(logger);
   ASSERT_TRUE(engine);
-  std::vector<std::vector<std::vector<float>>> expected(kThreads, std::vector<std::vector<float>>(kIterations));
+  std::vector<std::vector<std::vector<float>>> expected(
+      kThreads, std::vector<std::vector<float>>(kIterations));
   {
     auto context = engine->createExecutionContext();
     for (int t = 0; t < kThreads; ++t)
-      for (int i = 0; i < kIterations; ++i) expected[t][i] = values(runContext(**context, *engine, {{"x", inputFor(t, i)}})["y"]);
+      for (int i = 0; i < kIterations; ++i)
+        expected[t][i] = values(runContext(**context, *engine, {{"x", inputFor(t, i)}})["y"]);
   }
-  std::vector<std::vector<std::vector<float>>> got(kThreads, std::vector<std::vector<float>>(kIterations));
+  std::vector<std::vector<std::vector<float>>> got(kThreads,
+                                                   std::vector<std::vector<float>>(kIterations));
   std::vector<std::string> errors(kThreads);
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
@@ -85,7 +91,8 @@ TEST(EngineThreads, EightContextsOnOneEngineMatchASingleThreadedRun) {
   for (auto& th : threads) th.join();
   for (int t = 0; t < kThreads; ++t) {
     ASSERT_EQ(errors[t], "") << "thread " << t;
-    for (int i = 0; i < kIterations; ++i) ASSERT_EQ(got[t][i], expected[t][i]) << "thread " << t << " run " << i;
+    for (int i = 0; i < kIterations; ++i)
+      ASSERT_EQ(got[t][i], expected[t][i]) << "thread " << t << " run " << i;
   }
 }
 

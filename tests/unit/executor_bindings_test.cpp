@@ -21,7 +21,8 @@ std::atomic<bool> gCounting{false};
 std::atomic<long> gAllocations{0};
 
 void* countedAlloc(std::size_t size, std::size_t alignment) {
-  if (gCounting.load(std::memory_order_relaxed)) gAllocations.fetch_add(1, std::memory_order_relaxed);
+  if (gCounting.load(std::memory_order_relaxed))
+    gAllocations.fetch_add(1, std::memory_order_relaxed);
   if (size == 0) size = 1;
   void* p = alignment > alignof(std::max_align_t)
                 ? std::aligned_alloc(alignment, (size + alignment - 1) / alignment * alignment)
@@ -33,8 +34,12 @@ void* countedAlloc(std::size_t size, std::size_t alignment) {
 
 void* operator new(std::size_t size) { return countedAlloc(size, 0); }
 void* operator new[](std::size_t size) { return countedAlloc(size, 0); }
-void* operator new(std::size_t size, std::align_val_t a) { return countedAlloc(size, static_cast<std::size_t>(a)); }
-void* operator new[](std::size_t size, std::align_val_t a) { return countedAlloc(size, static_cast<std::size_t>(a)); }
+void* operator new(std::size_t size, std::align_val_t a) {
+  return countedAlloc(size, static_cast<std::size_t>(a));
+}
+void* operator new[](std::size_t size, std::align_val_t a) {
+  return countedAlloc(size, static_cast<std::size_t>(a));
+}
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete[](void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
@@ -86,7 +91,8 @@ std::shared_ptr<const ir::Graph> doublingGraph(const std::string& name) {
 
 Tensor ramp(Shape shape, float scale, float shift) {
   Tensor t(DataType::kFloat32, std::move(shape));
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = scale * static_cast<float>(i % 97) + shift;
+  for (int64_t i = 0; i < t.numel(); ++i)
+    t.data<float>()[i] = scale * static_cast<float>(i % 97) + shift;
   return t;
 }
 
@@ -135,7 +141,8 @@ TEST(ZeroCopyConcat, InputsArePlacedInsideTheConcatOutput) {
     const int o = id(*g, other);
     ASSERT_TRUE(plan.placed(o)) << other;
     const uint64_t o0 = static_cast<uint64_t>(plan.offsets[o]);
-    EXPECT_TRUE(o0 + plan.bytes[o] <= c0 || c0 + plan.bytes[c] <= o0) << other << " overlaps the Concat output";
+    EXPECT_TRUE(o0 + plan.bytes[o] <= c0 || c0 + plan.bytes[c] <= o0)
+        << other << " overlaps the Concat output";
   }
   // a and b take no room of their own, but c now lives as long as a: c, d (y is computed in its
   // slot) and e are alive at step 6.
@@ -199,7 +206,8 @@ TEST(ExecutorBindings, ARunAtUnchangedShapesAllocatesNothing) {
   executor.run(inputs, memory, buffers, nullptr, results);  // plans and binds
   EXPECT_EQ(memory.plan().inPlaceConcats, 1);
   const Tensor want = executor.run(inputs)[0];
-  for (int64_t i = 0; i < 512; ++i) ASSERT_EQ(want.data<float>()[i], 16.0f * inputs[0].second.data<float>()[i % 256]);
+  for (int64_t i = 0; i < 512; ++i)
+    ASSERT_EQ(want.data<float>()[i], 16.0f * inputs[0].second.data<float>()[i % 256]);
   for (int i = 0; i < 3; ++i) {
     std::fill(buffer.begin(), buffer.end(), 0.0f);
     gAllocations = 0;
@@ -217,7 +225,8 @@ TEST(ExecutorBindings, ARunAtUnchangedShapesAllocatesNothing) {
   Executor dynamic(g2);
   ExecutorMemory memory2;
   for (int64_t batch : {1, 2, 2, 1}) {
-    std::vector<std::pair<int, Tensor>> in = {{id(*g2, "x"), ramp({batch, 16, 4, 4}, 0.07f, -2.0f)}};
+    std::vector<std::pair<int, Tensor>> in = {
+        {id(*g2, "x"), ramp({batch, 16, 4, 4}, 0.07f, -2.0f)}};
     dynamic.run(in, memory2, {}, nullptr, results);
     expectSame(results[0], dynamic.run(in)[0]);
   }

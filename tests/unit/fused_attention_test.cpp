@@ -11,10 +11,10 @@
 #include "backends/cpu/cpu_isa.h"
 #include "backends/cpu/thread_pool.h"
 #include "engine/executor.h"
+#include "graph_loading.h"
+#include "graph_runner.h"
 #include "ir/node_attrs.h"
 #include "ir/op_schema.h"
-#include "graph_runner.h"
-#include "graph_loading.h"
 #include "model_builder.h"
 #include "onnx/loader.h"
 #include "opt/passes.h"
@@ -58,7 +58,8 @@ void expectClose(const Tensor& actual, const std::vector<double>& expected, doub
   ASSERT_EQ(actual.numel(), static_cast<int64_t>(expected.size()));
   for (int64_t i = 0; i < actual.numel(); ++i) {
     const double e = expected[static_cast<size_t>(i)];
-    ASSERT_NEAR(actual.data<float>()[i], e, tolerance * std::max(1.0, std::fabs(e))) << "at element " << i;
+    ASSERT_NEAR(actual.data<float>()[i], e, tolerance * std::max(1.0, std::fabs(e)))
+        << "at element " << i;
   }
 }
 
@@ -72,7 +73,7 @@ std::vector<std::string> opTypes(const ir::Graph& g) {
 // and an optional mask input; scaleOp is "Mul", "Div" or "" (no scale).
 struct AttentionSpec {
   std::vector<DimSpec> q, k, v;
-  std::vector<DimSpec> mask;  // empty: no mask
+  std::vector<DimSpec> mask;        // empty: no mask
   bool maskIsZeroConstant = false;  // the mask as an all-zero initializer (fixed dims only)
   std::string scaleOp = "Mul";
   float scale = 0.125f;
@@ -90,7 +91,8 @@ onnx::ModelProto attentionModel(const AttentionSpec& s) {
   if (s.maskIsZeroConstant) {
     std::vector<int64_t> dims;
     for (const DimSpec& d : s.mask) dims.push_back(std::get<int64_t>(d));
-    addFloatInitializer(m, "mask", dims, std::vector<float>(static_cast<size_t>(shapeNumel(dims)), 0.0f));
+    addFloatInitializer(m, "mask", dims,
+                        std::vector<float>(static_cast<size_t>(shapeNumel(dims)), 0.0f));
   } else if (!s.mask.empty()) {
     addValue(m.mutable_graph()->add_input(), "mask", s.mask);
   }
@@ -134,8 +136,9 @@ struct AttentionDims {
 };
 
 // softmax(scale * q k^T + mask) v per batch and head, in double; mask is [B, H, Sq, Sk] expanded.
-std::vector<double> attentionReference(const AttentionDims& d, const std::vector<float>& q, const std::vector<float>& k,
-                                       const std::vector<float>& v, const std::vector<double>& mask, double scale) {
+std::vector<double> attentionReference(const AttentionDims& d, const std::vector<float>& q,
+                                       const std::vector<float>& k, const std::vector<float>& v,
+                                       const std::vector<double>& mask, double scale) {
   std::vector<double> y(static_cast<size_t>(d.B * d.Sq * d.H * d.Dv));
   std::vector<double> p(static_cast<size_t>(d.Sk));
   for (int64_t b = 0; b < d.B; ++b) {
@@ -144,7 +147,9 @@ std::vector<double> attentionReference(const AttentionDims& d, const std::vector
         double max = -INFINITY;
         for (int64_t j = 0; j < d.Sk; ++j) {
           double dot = 0;
-          for (int64_t e = 0; e < d.D; ++e) dot += double(q[((b * d.Sq + i) * d.H + h) * d.D + e]) * k[((b * d.Sk + j) * d.H + h) * d.D + e];
+          for (int64_t e = 0; e < d.D; ++e)
+            dot += double(q[((b * d.Sq + i) * d.H + h) * d.D + e]) *
+                   k[((b * d.Sk + j) * d.H + h) * d.D + e];
           p[j] = dot * scale + (mask.empty() ? 0.0 : mask[((b * d.H + h) * d.Sq + i) * d.Sk + j]);
           max = std::max(max, p[j]);
         }
@@ -152,7 +157,8 @@ std::vector<double> attentionReference(const AttentionDims& d, const std::vector
         for (int64_t j = 0; j < d.Sk; ++j) sum += p[j] = std::exp(p[j] - max);
         for (int64_t e = 0; e < d.Dv; ++e) {
           double acc = 0;
-          for (int64_t j = 0; j < d.Sk; ++j) acc += p[j] / sum * v[((b * d.Sk + j) * d.H + h) * d.Dv + e];
+          for (int64_t j = 0; j < d.Sk; ++j)
+            acc += p[j] / sum * v[((b * d.Sk + j) * d.H + h) * d.Dv + e];
           y[((b * d.Sq + i) * d.H + h) * d.Dv + e] = acc;
         }
       }
@@ -162,7 +168,8 @@ std::vector<double> attentionReference(const AttentionDims& d, const std::vector
 }
 
 // A mask of `shape` (right-aligned onto [B, H, Sq, Sk]) and its expansion to the full scores.
-std::vector<double> expandMask(const AttentionDims& d, const Shape& shape, const std::vector<float>& mask) {
+std::vector<double> expandMask(const AttentionDims& d, const Shape& shape,
+                               const std::vector<float>& mask) {
   std::vector<double> full(static_cast<size_t>(d.B * d.H * d.Sq * d.Sk));
   const Shape target{d.B, d.H, d.Sq, d.Sk};
   Shape padded(4 - shape.size(), 1);
@@ -187,8 +194,9 @@ std::vector<DimSpec> fixed(const Shape& s) { return std::vector<DimSpec>(s.begin
 // Fuses the pattern for these dims and mask shape, checks it became one FusedAttention node, and
 // compares its output on random inputs with the reference, on 1 and 2 threads and on each ISA.
 void checkFusedAgainstReference(const AttentionDims& d, const Shape& maskShape, bool withMask) {
-  SCOPED_TRACE("B=" + std::to_string(d.B) + " Sq=" + std::to_string(d.Sq) + " Sk=" + std::to_string(d.Sk) +
-               " H=" + std::to_string(d.H) + " D=" + std::to_string(d.D) + " mask=" + (withMask ? shapeToString(maskShape) : "none"));
+  SCOPED_TRACE("B=" + std::to_string(d.B) + " Sq=" + std::to_string(d.Sq) + " Sk=" +
+               std::to_string(d.Sk) + " H=" + std::to_string(d.H) + " D=" + std::to_string(d.D) +
+               " mask=" + (withMask ? shapeToString(maskShape) : "none"));
   AttentionSpec spec;
   spec.q = fixed({d.B, d.Sq, d.H, d.D});
   spec.k = fixed({d.B, d.Sk, d.H, d.D});
@@ -201,8 +209,9 @@ void checkFusedAgainstReference(const AttentionDims& d, const Shape& maskShape, 
   ASSERT_EQ(opTypes(g), Strings{"FusedAttention"});
   EXPECT_EQ(g.nodes[0].domain, "kiln");
   EXPECT_EQ(g.nodes[0].inputs.size(), withMask ? 4u : 3u);
-  Strings absorbed = withMask ? Strings{"k_t", "mask_add", "out_t", "pv", "q_t", "scale", "softmax", "v_t"}
-                              : Strings{"k_t", "out_t", "pv", "q_t", "scale", "softmax", "v_t"};
+  Strings absorbed =
+      withMask ? Strings{"k_t", "mask_add", "out_t", "pv", "q_t", "scale", "softmax", "v_t"}
+               : Strings{"k_t", "out_t", "pv", "q_t", "scale", "softmax", "v_t"};
   Strings from = opt::fusedFrom(g.nodes[0]);
   ASSERT_FALSE(from.empty());
   EXPECT_EQ(from[0], "qk");  // the node it is named after comes first
@@ -217,8 +226,8 @@ void checkFusedAgainstReference(const AttentionDims& d, const Shape& maskShape, 
                              Tensor::fromVector(DataType::kFloat32, {d.B, d.Sk, d.H, d.D}, k),
                              Tensor::fromVector(DataType::kFloat32, {d.B, d.Sk, d.H, d.Dv}, v)};
   if (withMask) inputs.push_back(Tensor::fromVector(DataType::kFloat32, maskShape, mask));
-  const auto expected =
-      attentionReference(d, q, k, v, withMask ? expandMask(d, maskShape, mask) : std::vector<double>{}, spec.scale);
+  const auto expected = attentionReference(
+      d, q, k, v, withMask ? expandMask(d, maskShape, mask) : std::vector<double>{}, spec.scale);
   for (cpu::CpuIsa isa : {cpu::CpuIsa::kAvx2, cpu::CpuIsa::kAvx512}) {
     cpu::ScopedCpuIsaLimit limit(isa);
     for (int threads : {1, 2}) {
@@ -234,11 +243,14 @@ void checkFusedAgainstReference(const AttentionDims& d, const Shape& maskShape, 
 
 TEST(AttentionFusion, KernelMatchesReferenceAcrossShapesAndMasks) {
   checkFusedAgainstReference({1, 1, 1, 1, 8, 8}, {}, false);
-  checkFusedAgainstReference({1, 1, 7, 2, 16, 16}, {1, 1, 1, 7}, true);    // one query row
-  checkFusedAgainstReference({2, 17, 17, 3, 8, 8}, {2, 1, 1, 17}, true);   // padding mask, odd length
+  checkFusedAgainstReference({1, 1, 7, 2, 16, 16}, {1, 1, 1, 7}, true);  // one query row
+  checkFusedAgainstReference({2, 17, 17, 3, 8, 8}, {2, 1, 1, 17},
+                             true);  // padding mask, odd length
   checkFusedAgainstReference({1, 130, 130, 2, 64, 64}, {130, 130}, true);  // crosses a row block
-  checkFusedAgainstReference({2, 5, 9, 4, 12, 20}, {2, 4, 5, 9}, true);    // full mask, Sq != Sk, Dv != Dk
-  checkFusedAgainstReference({1, 70, 33, 3, 16, 8}, {1, 1, 70, 1}, true);  // one value per query row
+  checkFusedAgainstReference({2, 5, 9, 4, 12, 20}, {2, 4, 5, 9},
+                             true);  // full mask, Sq != Sk, Dv != Dk
+  checkFusedAgainstReference({1, 70, 33, 3, 16, 8}, {1, 1, 70, 1},
+                             true);  // one value per query row
 }
 
 TEST(AttentionFusion, SymbolicShapesWithPaddingMaskFuse) {
@@ -254,13 +266,18 @@ TEST(AttentionFusion, SymbolicShapesWithPaddingMaskFuse) {
   ASSERT_EQ(opTypes(g), Strings{"FusedAttention"});
   EXPECT_FLOAT_EQ(ir::attrFloat(g.nodes[0], "scale"), 1.0f / std::sqrt(8.0f));
   const AttentionDims d{3, 6, 6, 2, 8, 8};
-  const auto q = randomValues(3 * 6 * 2 * 8, 5), k = randomValues(3 * 6 * 2 * 8, 6), v = randomValues(3 * 6 * 2 * 8, 7);
+  const auto q = randomValues(3 * 6 * 2 * 8, 5), k = randomValues(3 * 6 * 2 * 8, 6),
+             v = randomValues(3 * 6 * 2 * 8, 7);
   const auto mask = randomValues(3 * 6, 8, -10.0f, 0.0f);
-  std::vector<Tensor> out = runGraph(g, {Tensor::fromVector(DataType::kFloat32, {3, 6, 2, 8}, q),
-                                         Tensor::fromVector(DataType::kFloat32, {3, 6, 2, 8}, k),
-                                         Tensor::fromVector(DataType::kFloat32, {3, 6, 2, 8}, v),
-                                         Tensor::fromVector(DataType::kFloat32, {3, 1, 1, 6}, mask)});
-  expectClose(out[0], attentionReference(d, q, k, v, expandMask(d, {3, 1, 1, 6}, mask), 1.0 / std::sqrt(8.0)), 2e-5);
+  std::vector<Tensor> out =
+      runGraph(g, {Tensor::fromVector(DataType::kFloat32, {3, 6, 2, 8}, q),
+                   Tensor::fromVector(DataType::kFloat32, {3, 6, 2, 8}, k),
+                   Tensor::fromVector(DataType::kFloat32, {3, 6, 2, 8}, v),
+                   Tensor::fromVector(DataType::kFloat32, {3, 1, 1, 6}, mask)});
+  expectClose(
+      out[0],
+      attentionReference(d, q, k, v, expandMask(d, {3, 1, 1, 6}, mask), 1.0 / std::sqrt(8.0)),
+      2e-5);
 }
 
 TEST(AttentionFusion, PatternsThatDifferAreLeftAlone) {
@@ -331,8 +348,9 @@ TEST(AttentionFusion, BadMaskAtRunTimeNamesTheNode) {
   opt::fuseLayers(g);
   ASSERT_EQ(opTypes(g), Strings{"FusedAttention"});
   // Q has batch 1 and the mask batch 2: the symbol "n" is bound inconsistently by the caller.
-  std::vector<Tensor> inputs{Tensor(DataType::kFloat32, {1, 4, 2, 8}), Tensor(DataType::kFloat32, {1, 4, 2, 8}),
-                             Tensor(DataType::kFloat32, {1, 4, 2, 8}), Tensor(DataType::kFloat32, {2, 1, 1, 4})};
+  std::vector<Tensor> inputs{
+      Tensor(DataType::kFloat32, {1, 4, 2, 8}), Tensor(DataType::kFloat32, {1, 4, 2, 8}),
+      Tensor(DataType::kFloat32, {1, 4, 2, 8}), Tensor(DataType::kFloat32, {2, 1, 1, 4})};
   try {
     runGraph(g, inputs);
     FAIL() << "expected an error";
@@ -347,7 +365,8 @@ TEST(AttentionFusion, BadMaskAtRunTimeNamesTheNode) {
 // and only tracing them back to x shows the residual is shaped like the output.
 onnx::ModelProto reshapedLinearWithResidual(const std::vector<DimSpec>& residualDims) {
   auto m = makeModel(14);
-  addValue(m.mutable_graph()->add_input(), "x", {std::string("batch"), std::string("seq"), int64_t{8}});
+  addValue(m.mutable_graph()->add_input(), "x",
+           {std::string("batch"), std::string("seq"), int64_t{8}});
   addValue(m.mutable_graph()->add_input(), "z", residualDims);
   addFloatInitializer(m, "W", {8, 8}, randomValues(64, 21));
   addFloatInitializer(m, "b", {8}, randomValues(8, 22));
@@ -369,14 +388,17 @@ onnx::ModelProto reshapedLinearWithResidual(const std::vector<DimSpec>& residual
 }
 
 TEST(MatMulResidualFusion, SymbolicResidualProvedThroughReshapeFuses) {
-  ir::Graph g = loadGraph(reshapedLinearWithResidual({std::string("batch"), std::string("seq"), int64_t{8}}), "residual");
+  ir::Graph g =
+      loadGraph(reshapedLinearWithResidual({std::string("batch"), std::string("seq"), int64_t{8}}),
+                "residual");
   const ir::Graph original = g;
   opt::fuseLayers(g);
   ASSERT_EQ(opTypes(g), (Strings{"Shape", "Slice", "Concat", "Reshape", "FusedMatMul"}));
   EXPECT_EQ(g.nodes[4].inputs.size(), 4u);
   EXPECT_EQ(opt::fusedFrom(g.nodes[4]), (Strings{"linear", "bias", "residual"}));
   const auto x = randomValues(3 * 5 * 8, 23), z = randomValues(3 * 5 * 8, 24);
-  std::vector<Tensor> inputs{Tensor::fromVector(DataType::kFloat32, {3, 5, 8}, x), Tensor::fromVector(DataType::kFloat32, {3, 5, 8}, z)};
+  std::vector<Tensor> inputs{Tensor::fromVector(DataType::kFloat32, {3, 5, 8}, x),
+                             Tensor::fromVector(DataType::kFloat32, {3, 5, 8}, z)};
   const Tensor expected = runGraph(original, inputs)[0];
   std::vector<double> want(expected.data<float>(), expected.data<float>() + expected.numel());
   expectClose(runGraph(g, inputs)[0], want, 1e-5);
@@ -431,13 +453,15 @@ TEST(AttentionFusion, ProjectionsPackIntoOneGemm) {
   opt::fuseLayers(g);
   ir::verifyGraph(g);
   ASSERT_EQ(opTypes(g), (Strings{"FusedMatMul", "FusedAttention", "Reshape"}));
-  EXPECT_EQ(opt::fusedFrom(g.nodes[0]), (Strings{"q_proj", "q_bias", "k_proj", "k_bias", "v_proj", "v_bias"}));
+  EXPECT_EQ(opt::fusedFrom(g.nodes[0]),
+            (Strings{"q_proj", "q_bias", "k_proj", "k_bias", "v_proj", "v_bias"}));
   EXPECT_EQ(g.nodes[1].inputs[1], ir::kNoValue);
   EXPECT_EQ(ir::attrInt(g.nodes[1], "num_heads"), H);
   auto mask = randomValues(B * S, 51, -5.0f, 0.0f);
   mask[S - 1] = -10000.0f;  // padding in the first sequence
-  std::vector<Tensor> inputs{Tensor::fromVector(DataType::kFloat32, {B, S, C}, randomValues(B * S * C, 52)),
-                             Tensor::fromVector(DataType::kFloat32, {B, 1, 1, S}, mask)};
+  std::vector<Tensor> inputs{
+      Tensor::fromVector(DataType::kFloat32, {B, S, C}, randomValues(B * S * C, 52)),
+      Tensor::fromVector(DataType::kFloat32, {B, 1, 1, S}, mask)};
   const Tensor expected = runGraph(original, inputs)[0];
   const std::vector<double> want(expected.data<float>(), expected.data<float>() + expected.numel());
   for (int threads : {1, 2}) {
@@ -460,7 +484,8 @@ TEST(LayerNormKernel, Float32RowsMatchDoubleReference) {
       addNode(m, "LayerNormalization", {"x", "g", "b"}, {"y"}, "ln");
       addOutput(m, "y", {rows, len});
       ir::Graph g = loadGraph(m, "ln");
-      const auto x = randomValues(rows * len, 13, 3.0f, 5.0f);  // a large mean: the variance must not cancel
+      const auto x =
+          randomValues(rows * len, 13, 3.0f, 5.0f);  // a large mean: the variance must not cancel
       const auto gamma = randomValues(len, 11, 0.5f, 1.5f), beta = randomValues(len, 12);
       std::vector<double> expected;
       for (int64_t r = 0; r < rows; ++r) {
@@ -469,11 +494,13 @@ TEST(LayerNormKernel, Float32RowsMatchDoubleReference) {
         mean /= len;
         for (int64_t i = 0; i < len; ++i) var += (x[r * len + i] - mean) * (x[r * len + i] - mean);
         var /= len;
-        for (int64_t i = 0; i < len; ++i) expected.push_back((x[r * len + i] - mean) / std::sqrt(var + 1e-5) * gamma[i] + beta[i]);
+        for (int64_t i = 0; i < len; ++i)
+          expected.push_back((x[r * len + i] - mean) / std::sqrt(var + 1e-5) * gamma[i] + beta[i]);
       }
       cpu::ThreadPool pool(2);
       cpu::ThreadPoolScope scope(&pool);
-      std::vector<Tensor> out = runGraph(g, {Tensor::fromVector(DataType::kFloat32, {rows, len}, x)});
+      std::vector<Tensor> out =
+          runGraph(g, {Tensor::fromVector(DataType::kFloat32, {rows, len}, x)});
       expectClose(out[0], expected, 2e-5);
     }
   }

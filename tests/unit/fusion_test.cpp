@@ -8,10 +8,10 @@
 
 #include "backends/cpu/kernels/conv_winograd.h"
 #include "engine/executor.h"
+#include "graph_loading.h"
+#include "graph_runner.h"
 #include "ir/node_attrs.h"
 #include "ir/op_schema.h"
-#include "graph_runner.h"
-#include "graph_loading.h"
 #include "model_builder.h"
 #include "onnx/loader.h"
 #include "opt/passes.h"
@@ -29,8 +29,9 @@ std::vector<float> randomValues(int64_t n, unsigned seed, float lo = -1.0f, floa
   return v;
 }
 
-void addRandomInitializer(onnx::ModelProto& m, const std::string& name, const std::vector<int64_t>& dims, unsigned seed,
-                          float lo = -1.0f, float hi = 1.0f) {
+void addRandomInitializer(onnx::ModelProto& m, const std::string& name,
+                          const std::vector<int64_t>& dims, unsigned seed, float lo = -1.0f,
+                          float hi = 1.0f) {
   addFloatInitializer(m, name, dims, randomValues(shapeNumel(dims), seed, lo, hi));
 }
 
@@ -39,17 +40,20 @@ ir::Graph loadGraph(const onnx::ModelProto& m, const std::string& tag) {
 }
 
 // Fuses a copy of g with every pass and checks it computes what g does on random inputs.
-ir::Graph fuseAndCompare(const ir::Graph& g, const std::vector<Shape>& inputShapes, float tolerance = 1e-5f) {
+ir::Graph fuseAndCompare(const ir::Graph& g, const std::vector<Shape>& inputShapes,
+                         float tolerance = 1e-5f) {
   ir::Graph fused = g;
   opt::fuseLayers(fused);
   ir::verifyGraph(fused);
   std::vector<Tensor> inputs;
   for (size_t i = 0; i < inputShapes.size(); ++i) {
-    inputs.push_back(Tensor::fromVector(DataType::kFloat32, inputShapes[i], randomValues(shapeNumel(inputShapes[i]), 100 + i)));
+    inputs.push_back(Tensor::fromVector(DataType::kFloat32, inputShapes[i],
+                                        randomValues(shapeNumel(inputShapes[i]), 100 + i)));
   }
   std::vector<Tensor> before = runGraph(g, inputs), after = runGraph(fused, inputs);
   EXPECT_EQ(before.size(), after.size());
-  for (size_t i = 0; i < before.size() && i < after.size(); ++i) expectClose(after[i], before[i], tolerance);
+  for (size_t i = 0; i < before.size() && i < after.size(); ++i)
+    expectClose(after[i], before[i], tolerance);
   return fused;
 }
 
@@ -137,9 +141,10 @@ TEST(ConvFusion, ConvReadTwiceKeepsItsActivationSeparate) {
 }
 
 // Direct depthwise convolution: the reference the specialised kernel is checked against.
-std::vector<float> depthwiseReference(const std::vector<float>& x, const std::vector<float>& w, const std::vector<float>& b,
-                                      int64_t n, int64_t c, int64_t h, int64_t wd, int64_t k, int64_t s, int64_t pad,
-                                      int64_t oh, int64_t ow) {
+std::vector<float> depthwiseReference(const std::vector<float>& x, const std::vector<float>& w,
+                                      const std::vector<float>& b, int64_t n, int64_t c, int64_t h,
+                                      int64_t wd, int64_t k, int64_t s, int64_t pad, int64_t oh,
+                                      int64_t ow) {
   std::vector<float> y(static_cast<size_t>(n * c * oh * ow));
   for (int64_t img = 0; img < n * c; ++img) {
     const int64_t ch = img % c;
@@ -164,9 +169,14 @@ TEST(ConvFusion, DepthwiseKernelsMatchADirectLoop) {
   struct Case {
     int64_t k, s, pad, n, c, h, w;
   };
-  for (const Case& t : std::vector<Case>{{3, 1, 1, 1, 8, 9, 9}, {3, 2, 1, 2, 5, 10, 13}, {5, 1, 2, 1, 6, 11, 17},
-                                         {5, 2, 2, 1, 3, 15, 8}, {7, 1, 3, 1, 2, 7, 23}, {3, 2, 0, 1, 4, 6, 7}}) {
-    SCOPED_TRACE("k=" + std::to_string(t.k) + " s=" + std::to_string(t.s) + " w=" + std::to_string(t.w));
+  for (const Case& t : std::vector<Case>{{3, 1, 1, 1, 8, 9, 9},
+                                         {3, 2, 1, 2, 5, 10, 13},
+                                         {5, 1, 2, 1, 6, 11, 17},
+                                         {5, 2, 2, 1, 3, 15, 8},
+                                         {7, 1, 3, 1, 2, 7, 23},
+                                         {3, 2, 0, 1, 4, 6, 7}}) {
+    SCOPED_TRACE("k=" + std::to_string(t.k) + " s=" + std::to_string(t.s) +
+                 " w=" + std::to_string(t.w));
     const int64_t oh = (t.h + 2 * t.pad - t.k) / t.s + 1, ow = (t.w + 2 * t.pad - t.k) / t.s + 1;
     auto m = makeModel(13);
     addInput(m, "x", {t.n, t.c, t.h, t.w});
@@ -180,9 +190,11 @@ TEST(ConvFusion, DepthwiseKernelsMatchADirectLoop) {
     addOutput(m, "c", {t.n, t.c, oh, ow});
     ir::Graph g = loadGraph(m, "dw");
     std::vector<float> x = randomValues(t.n * t.c * t.h * t.w, 3);
-    std::vector<Tensor> out = runGraph(g, {Tensor::fromVector(DataType::kFloat32, {t.n, t.c, t.h, t.w}, x)});
-    Tensor expected = Tensor::fromVector(DataType::kFloat32, {t.n, t.c, oh, ow},
-                                         depthwiseReference(x, w, b, t.n, t.c, t.h, t.w, t.k, t.s, t.pad, oh, ow));
+    std::vector<Tensor> out =
+        runGraph(g, {Tensor::fromVector(DataType::kFloat32, {t.n, t.c, t.h, t.w}, x)});
+    Tensor expected = Tensor::fromVector(
+        DataType::kFloat32, {t.n, t.c, oh, ow},
+        depthwiseReference(x, w, b, t.n, t.c, t.h, t.w, t.k, t.s, t.pad, oh, ow));
     expectClose(out[0], expected, 1e-5f);
   }
 }
@@ -214,8 +226,9 @@ TEST(ConvFusion, DepthwiseWithClipAndSiLUPatterns) {
 }
 
 // Direct ungrouped 2-D convolution in double: the reference for the Winograd path.
-std::vector<float> convReference(const std::vector<float>& x, const std::vector<float>& w, int64_t c, int64_t h,
-                                 int64_t wd, int64_t oc, int64_t pad, int64_t oh, int64_t ow) {
+std::vector<float> convReference(const std::vector<float>& x, const std::vector<float>& w,
+                                 int64_t c, int64_t h, int64_t wd, int64_t oc, int64_t pad,
+                                 int64_t oh, int64_t ow) {
   std::vector<float> y(static_cast<size_t>(oc * oh * ow));
   for (int64_t o = 0; o < oc; ++o) {
     for (int64_t oy = 0; oy < oh; ++oy) {
@@ -243,7 +256,8 @@ TEST(ConvKernels, Winograd3x3MatchesADirectLoop) {
   struct Case {
     int64_t c, oc, h, w, pad;
   };
-  for (const Case& t : std::vector<Case>{{16, 16, 9, 11, 1}, {24, 40, 8, 8, 1}, {32, 17, 13, 7, 0}}) {
+  for (const Case& t :
+       std::vector<Case>{{16, 16, 9, 11, 1}, {24, 40, 8, 8, 1}, {32, 17, 13, 7, 0}}) {
     SCOPED_TRACE("c=" + std::to_string(t.c) + " h=" + std::to_string(t.h));
     const int64_t oh = t.h + 2 * t.pad - 2, ow = t.w + 2 * t.pad - 2;
     auto m = makeModel(13);
@@ -255,8 +269,10 @@ TEST(ConvKernels, Winograd3x3MatchesADirectLoop) {
     addOutput(m, "y", {1, t.oc, oh, ow});
     ir::Graph g = loadGraph(m, "winograd");
     std::vector<float> x = randomValues(t.c * t.h * t.w, 3);
-    std::vector<Tensor> out = runGraph(g, {Tensor::fromVector(DataType::kFloat32, {1, t.c, t.h, t.w}, x)});
-    Tensor expected = Tensor::fromVector(DataType::kFloat32, {1, t.oc, oh, ow}, convReference(x, w, t.c, t.h, t.w, t.oc, t.pad, oh, ow));
+    std::vector<Tensor> out =
+        runGraph(g, {Tensor::fromVector(DataType::kFloat32, {1, t.c, t.h, t.w}, x)});
+    Tensor expected = Tensor::fromVector(DataType::kFloat32, {1, t.oc, oh, ow},
+                                         convReference(x, w, t.c, t.h, t.w, t.oc, t.pad, oh, ow));
     expectClose(out[0], expected, 1e-4f);
     ir::ConvGeometry geometry;
     geometry.kernel = {3, 3};
@@ -264,9 +280,10 @@ TEST(ConvKernels, Winograd3x3MatchesADirectLoop) {
     geometry.padsBegin = geometry.padsEnd = {t.pad, t.pad};
     geometry.outputPadding = {0, 0};
     geometry.output = {oh, ow};
-    Tensor winograd = Tensor::fromVector(DataType::kFloat32, {1, t.oc, oh, ow}, std::vector<float>(t.oc * oh * ow));
-    cpu::winogradConv2d(geometry, 1, t.c, t.h, t.w, t.oc, x.data(), cpu::packWinogradFilters(w.data(), t.oc, t.c),
-                        winograd.data<float>());
+    Tensor winograd = Tensor::fromVector(DataType::kFloat32, {1, t.oc, oh, ow},
+                                         std::vector<float>(t.oc * oh * ow));
+    cpu::winogradConv2d(geometry, 1, t.c, t.h, t.w, t.oc, x.data(),
+                        cpu::packWinogradFilters(w.data(), t.oc, t.c), winograd.data<float>());
     expectClose(winograd, expected, 1e-4f);
   }
 }
@@ -286,7 +303,8 @@ TEST(ConvKernels, WinogradFusedBiasResidualReluAcrossTileBlocks) {
   addNode(m, "Relu", {"s"}, {"y"}, "relu");
   addOutput(m, "y", {1, c, h, w});
   ir::Graph g = loadGraph(m, "winograd_epilogue");
-  opt::fuseLayers(g, opt::FusionOptions{/*nchwcLayout=*/false});  // keep the plain FusedConv (Winograd) kernel
+  opt::fuseLayers(
+      g, opt::FusionOptions{/*nchwcLayout=*/false});  // keep the plain FusedConv (Winograd) kernel
   ASSERT_EQ(opTypes(g), Strings{"FusedConv"});
   std::vector<float> x = randomValues(c * h * w, 7);
   std::vector<Tensor> out = runGraph(g, {Tensor::fromVector(DataType::kFloat32, {1, c, h, w}, x)});
@@ -325,7 +343,8 @@ TEST(MatMulFusion, BiasGeluAndBiasResidual) {
   ir::Graph fused = fuseAndCompare(loadGraph(m, "gelu"), {{2, 5, 8}});
   ASSERT_EQ(opTypes(fused), (Strings{"FusedMatMul", "FusedMatMul"}));
   EXPECT_EQ(ir::attrString(fused.nodes[0], "activation"), "Gelu");
-  EXPECT_EQ(opt::fusedFrom(fused.nodes[0]), (Strings{"up", "up_bias", "div", "erf", "add1", "mul", "mul_half"}));
+  EXPECT_EQ(opt::fusedFrom(fused.nodes[0]),
+            (Strings{"up", "up_bias", "div", "erf", "add1", "mul", "mul_half"}));
   EXPECT_EQ(fused.nodes[1].inputs.size(), 4u);
   EXPECT_EQ(opt::fusedFrom(fused.nodes[1]), (Strings{"down", "down_bias", "residual"}));
 }

@@ -27,8 +27,9 @@ std::vector<float> randomMatrix(int64_t n, std::mt19937& rng) {
   return v;
 }
 
-void naiveGemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
-               const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+void naiveGemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha,
+               const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+               int64_t ldc) {
   for (int64_t i = 0; i < M; ++i) {
     for (int64_t j = 0; j < N; ++j) {
       double sum = 0;
@@ -43,8 +44,8 @@ void naiveGemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float 
   }
 }
 
-void checkCase(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, float beta, int64_t pad,
-               std::mt19937& rng) {
+void checkCase(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, float beta,
+               int64_t pad, std::mt19937& rng) {
   // Leading dimensions larger than the logical width exercise the strides.
   const int64_t lda = (transA ? M : K) + pad;
   const int64_t ldb = (transB ? K : N) + pad;
@@ -54,20 +55,22 @@ void checkCase(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float 
   std::vector<float> C = randomMatrix(M * ldc, rng);
   if (beta == 0.0f) std::fill(C.begin(), C.end(), std::nanf(""));  // must not be read
   std::vector<float> expected = C;
-  naiveGemm(transA, transB, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta, expected.data(), ldc);
+  naiveGemm(transA, transB, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta, expected.data(),
+            ldc);
   sgemm(transA, transB, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta, C.data(), ldc);
   for (int64_t i = 0; i < M; ++i) {
     for (int64_t j = 0; j < N; ++j) {
       const float e = expected[i * ldc + j];
       const float g = C[i * ldc + j];
       ASSERT_NEAR(g, e, 1e-4f * (1.0f + std::fabs(e)) * std::sqrt(static_cast<float>(K) + 1.0f))
-          << "M=" << M << " N=" << N << " K=" << K << " transA=" << transA << " transB=" << transB << " alpha=" << alpha
-          << " beta=" << beta << " at (" << i << "," << j << ")";
+          << "M=" << M << " N=" << N << " K=" << K << " transA=" << transA << " transB=" << transB
+          << " alpha=" << alpha << " beta=" << beta << " at (" << i << "," << j << ")";
     }
   }
 }
 
-// Runs fn once per ISA path this CPU has (AVX2 forced, then AVX-512 when present), naming it on failure.
+// Runs fn once per ISA path this CPU has (AVX2 forced, then AVX-512 when present), naming it on
+// failure.
 void forEachIsa(const std::function<void()>& fn) {
   std::vector<CpuIsa> isas = {CpuIsa::kAvx2};
   if (detectedCpuIsa() == CpuIsa::kAvx512) isas.push_back(CpuIsa::kAvx512);
@@ -107,7 +110,8 @@ TEST(Sgemm, MatchesNaiveOnEdgeShapes) {
 TEST(Sgemm, AlphaBetaAndStrides) {
   forEachIsa([] {
     std::mt19937 rng(7);
-    const float scalars[][2] = {{1.0f, 1.0f}, {0.5f, 2.0f}, {-1.5f, 0.0f}, {0.0f, 0.25f}, {2.0f, -1.0f}};
+    const float scalars[][2] = {
+        {1.0f, 1.0f}, {0.5f, 2.0f}, {-1.5f, 0.0f}, {0.0f, 0.25f}, {2.0f, -1.0f}};
     for (const auto& ab : scalars) {
       for (int t = 0; t < 4; ++t) {
         checkCase(t & 1, t & 2, 17, 33, 7, ab[0], ab[1], 3, rng);
@@ -166,7 +170,8 @@ TEST(Sgemm, TwoThreadsShareBPanelsAcrossBlocks) {
     checkCase(false, false, 600, 1030, 530, 1.0f, 0.0f, 0, rng);
     checkCase(true, true, 700, 45, 300, -0.5f, 1.0f, 3, rng);
     checkCase(false, true, 300, 17, 40, 2.0f, 0.25f, 1, rng);  // one narrow strip for two threads
-    checkCase(false, false, 30, 32, 33000, 1.0f, 0.5f, 0, rng);  // 33000 x 32 packed: panel by panel
+    checkCase(false, false, 30, 32, 33000, 1.0f, 0.5f, 0,
+              rng);  // 33000 x 32 packed: panel by panel
     checkCase(true, true, 31, 20, 53000, 0.5f, 0.0f, 1, rng);
   });
 }
@@ -174,15 +179,24 @@ TEST(Sgemm, TwoThreadsShareBPanelsAcrossBlocks) {
 // The activations written out with std:: functions (what ONNX defines them as).
 float referenceActivation(const Activation& a, float x) {
   switch (a.kind) {
-    case ActivationKind::kNone: return x;
-    case ActivationKind::kRelu: return std::max(x, 0.0f);
-    case ActivationKind::kClip: return std::min(std::max(x, a.alpha), a.beta);
-    case ActivationKind::kLeakyRelu: return x < 0 ? a.alpha * x : x;
-    case ActivationKind::kSigmoid: return 1.0f / (1.0f + std::exp(-x));
-    case ActivationKind::kHardSigmoid: return std::min(1.0f, std::max(0.0f, a.alpha * x + a.beta));
-    case ActivationKind::kHardSwish: return x * std::min(1.0f, std::max(0.0f, x / 6.0f + 0.5f));
-    case ActivationKind::kSiLU: return x / (1.0f + std::exp(-x));
-    case ActivationKind::kGelu: return 0.5f * x * (1.0f + std::erf(x / std::sqrt(2.0f)));
+    case ActivationKind::kNone:
+      return x;
+    case ActivationKind::kRelu:
+      return std::max(x, 0.0f);
+    case ActivationKind::kClip:
+      return std::min(std::max(x, a.alpha), a.beta);
+    case ActivationKind::kLeakyRelu:
+      return x < 0 ? a.alpha * x : x;
+    case ActivationKind::kSigmoid:
+      return 1.0f / (1.0f + std::exp(-x));
+    case ActivationKind::kHardSigmoid:
+      return std::min(1.0f, std::max(0.0f, a.alpha * x + a.beta));
+    case ActivationKind::kHardSwish:
+      return x * std::min(1.0f, std::max(0.0f, x / 6.0f + 0.5f));
+    case ActivationKind::kSiLU:
+      return x / (1.0f + std::exp(-x));
+    case ActivationKind::kGelu:
+      return 0.5f * x * (1.0f + std::erf(x / std::sqrt(2.0f)));
   }
   return x;
 }
@@ -194,12 +208,13 @@ struct EpilogueCase {
 
 // C = epilogue(alpha * op(A) * op(B) + beta * C) through packB + sgemmPacked, packA +
 // sgemmPacked and sgemm with an epilogue, each against naive + the reference epilogue.
-void checkPackedCase(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, float beta,
-                     const EpilogueCase& e, std::mt19937& rng) {
+void checkPackedCase(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha,
+                     float beta, const EpilogueCase& e, std::mt19937& rng) {
   const int64_t lda = transA ? M : K, ldb = transB ? K : N, ldc = N + 1, ldr = N + 2;
   const std::vector<float> A = randomMatrix(M * K, rng), B = randomMatrix(K * N, rng);
   const std::vector<float> C0 = randomMatrix(M * ldc, rng);
-  const std::vector<float> bias = randomMatrix(e.biasPerRow ? M : N, rng), residual = randomMatrix(M * ldr, rng);
+  const std::vector<float> bias = randomMatrix(e.biasPerRow ? M : N, rng),
+                           residual = randomMatrix(M * ldr, rng);
   GemmEpilogue ep;
   ep.bias = e.bias ? bias.data() : nullptr;
   ep.biasPerRow = e.biasPerRow;
@@ -207,7 +222,8 @@ void checkPackedCase(bool transA, bool transB, int64_t M, int64_t N, int64_t K, 
   ep.residual = e.residual ? residual.data() : nullptr;
   ep.ldResidual = ldr;
   std::vector<float> expected = C0;
-  naiveGemm(transA, transB, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta, expected.data(), ldc);
+  naiveGemm(transA, transB, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta, expected.data(),
+            ldc);
   for (int64_t i = 0; i < M; ++i) {
     for (int64_t j = 0; j < N; ++j) {
       float v = expected[i * ldc + j];
@@ -226,16 +242,19 @@ void checkPackedCase(bool transA, bool transB, int64_t M, int64_t N, int64_t K, 
       for (int64_t j = 0; j < N; ++j) {
         const float x = expected[i * ldc + j], g = C[i * ldc + j];
         ASSERT_NEAR(g, x, 2e-4f * (1.0f + std::fabs(x)) * std::sqrt(static_cast<float>(K) + 1.0f))
-            << path << " M=" << M << " N=" << N << " K=" << K << " transA=" << transA << " transB=" << transB
-            << " activation=" << activationName(e.act.kind) << " at (" << i << "," << j << ")";
+            << path << " M=" << M << " N=" << N << " K=" << K << " transA=" << transA
+            << " transB=" << transB << " activation=" << activationName(e.act.kind) << " at (" << i
+            << "," << j << ")";
       }
     }
   };
   std::vector<float> C = initialC();
-  sgemmPacked(transA, M, alpha, A.data(), lda, packB(transB, K, N, B.data(), ldb), beta, C.data(), ldc, ep);
+  sgemmPacked(transA, M, alpha, A.data(), lda, packB(transB, K, N, B.data(), ldb), beta, C.data(),
+              ldc, ep);
   compare(C, "packB");
   C = initialC();
-  sgemmPacked(packA(transA, M, K, A.data(), lda), N, alpha, transB, B.data(), ldb, beta, C.data(), ldc, ep);
+  sgemmPacked(packA(transA, M, K, A.data(), lda), N, alpha, transB, B.data(), ldb, beta, C.data(),
+              ldc, ep);
   compare(C, "packA");
   C = initialC();
   sgemm(transA, transB, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta, C.data(), ldc, ep);
@@ -244,10 +263,10 @@ void checkPackedCase(bool transA, bool transB, int64_t M, int64_t N, int64_t K, 
 
 TEST(SgemmPacked, EveryActivationWithBiasAndResidual) {
   const Activation acts[] = {
-      {ActivationKind::kNone, 0, 0},       {ActivationKind::kRelu, 0, 0},
+      {ActivationKind::kNone, 0, 0},        {ActivationKind::kRelu, 0, 0},
       {ActivationKind::kClip, -0.5f, 0.7f}, {ActivationKind::kLeakyRelu, 0.1f, 0},
-      {ActivationKind::kSigmoid, 0, 0},    {ActivationKind::kHardSigmoid, 0.2f, 0.5f},
-      {ActivationKind::kHardSwish, 0, 0},  {ActivationKind::kSiLU, 0, 0},
+      {ActivationKind::kSigmoid, 0, 0},     {ActivationKind::kHardSigmoid, 0.2f, 0.5f},
+      {ActivationKind::kHardSwish, 0, 0},   {ActivationKind::kSiLU, 0, 0},
       {ActivationKind::kGelu, 0, 0},
   };
   forEachIsa([&] {
@@ -342,7 +361,8 @@ TEST(Sgemm, ReportsSpeedOn512Cube) {
   const int reps = 5;
   // CPU time rather than wall time: the figure stays meaningful on a loaded machine.
   const std::clock_t start = std::clock();
-  for (int r = 0; r < reps; ++r) sgemm(false, false, n, n, n, 1.0f, A.data(), n, B.data(), n, 0.0f, C.data(), n);
+  for (int r = 0; r < reps; ++r)
+    sgemm(false, false, n, n, n, 1.0f, A.data(), n, B.data(), n, 0.0f, C.data(), n);
   const double seconds = static_cast<double>(std::clock() - start) / CLOCKS_PER_SEC;
   const double gflops = 2.0 * n * n * n * reps / seconds * 1e-9;
   std::printf("sgemm 512^3 single thread: %.1f GFLOP/s\n", gflops);
@@ -354,7 +374,8 @@ TEST(Sgemm, ReportsSpeedOn512Cube) {
 TEST(SgemmPacked, GemmAndMatMulKernelsWithConstantWeights) {
   std::mt19937 rng(21);
   const int64_t M = 37, K = 70, N = 45;
-  const std::vector<float> A = randomMatrix(M * K, rng), Bt = randomMatrix(N * K, rng), C = randomMatrix(N, rng);
+  const std::vector<float> A = randomMatrix(M * K, rng), Bt = randomMatrix(N * K, rng),
+                           C = randomMatrix(N, rng);
   const std::vector<float> W = randomMatrix(K * N, rng);
   onnx::ModelProto model = testing::makeModel(13);
   auto* graph = model.mutable_graph();
@@ -389,8 +410,9 @@ TEST(SgemmPacked, GemmAndMatMulKernelsWithConstantWeights) {
   Session session(testing::saveModel(model, dir / "model.onnx"));
   std::vector<float> X = A;
   X.insert(X.end(), A.rbegin(), A.rend());
-  const NamedTensors out = session.run({{"a", Tensor::fromVector<float>(DataType::kFloat32, {M, K}, A)},
-                                        {"x", Tensor::fromVector<float>(DataType::kFloat32, {2, M, K}, X)}});
+  const NamedTensors out =
+      session.run({{"a", Tensor::fromVector<float>(DataType::kFloat32, {M, K}, A)},
+                   {"x", Tensor::fromVector<float>(DataType::kFloat32, {2, M, K}, X)}});
   std::vector<float> expectedY(M * N), expectedZ(2 * M * N);
   for (int64_t i = 0; i < M; ++i) {
     for (int64_t j = 0; j < N; ++j) expectedY[i * N + j] = 2.0f * C[j];
@@ -402,8 +424,10 @@ TEST(SgemmPacked, GemmAndMatMulKernelsWithConstantWeights) {
   const Tensor& z = out[1].second;
   ASSERT_EQ(y.numel(), M * N);
   ASSERT_EQ(z.numel(), 2 * M * N);
-  for (int64_t i = 0; i < M * N; ++i) ASSERT_NEAR(y.data<float>()[i], expectedY[i], 1e-4f * (1 + std::fabs(expectedY[i])) * 9);
-  for (int64_t i = 0; i < 2 * M * N; ++i) ASSERT_NEAR(z.data<float>()[i], expectedZ[i], 1e-4f * (1 + std::fabs(expectedZ[i])) * 9);
+  for (int64_t i = 0; i < M * N; ++i)
+    ASSERT_NEAR(y.data<float>()[i], expectedY[i], 1e-4f * (1 + std::fabs(expectedY[i])) * 9);
+  for (int64_t i = 0; i < 2 * M * N; ++i)
+    ASSERT_NEAR(z.data<float>()[i], expectedZ[i], 1e-4f * (1 + std::fabs(expectedZ[i])) * 9);
 }
 
 TEST(ReferenceGemm, MultipliesIntegers) {
@@ -434,15 +458,19 @@ ir::TypeInfo inferOutput(const std::string& opType, const std::vector<ir::TypeIn
   return graph.value(graph.outputs[0]).type;
 }
 
-ir::TypeInfo floatInput(ir::SymShape shape) { return ir::TypeInfo{DataType::kFloat32, std::move(shape)}; }
+ir::TypeInfo floatInput(ir::SymShape shape) {
+  return ir::TypeInfo{DataType::kFloat32, std::move(shape)};
+}
 ir::Dim known(int64_t v) { return ir::Dim::known(v); }
 const ir::Dim kBatch = ir::Dim::named("batch");
 
 TEST(GemmOpShapes, ConvKeepsTheSymbolicBatch) {
-  ir::AttributeMap attrs = {{"strides", std::vector<int64_t>{2, 2}}, {"pads", std::vector<int64_t>{3, 3, 3, 3}}};
-  const ir::TypeInfo y = inferOutput(
-      "Conv", {floatInput({kBatch, known(3), known(224), known(224)}), floatInput(ir::symShapeOf({64, 3, 7, 7}))},
-      attrs);
+  ir::AttributeMap attrs = {{"strides", std::vector<int64_t>{2, 2}},
+                            {"pads", std::vector<int64_t>{3, 3, 3, 3}}};
+  const ir::TypeInfo y = inferOutput("Conv",
+                                     {floatInput({kBatch, known(3), known(224), known(224)}),
+                                      floatInput(ir::symShapeOf({64, 3, 7, 7}))},
+                                     attrs);
   EXPECT_EQ(y.dtype, DataType::kFloat32);
   ASSERT_TRUE(y.shape.has_value());
   EXPECT_EQ(*y.shape, (ir::SymShape{kBatch, known(64), known(112), known(112)}));
@@ -450,42 +478,52 @@ TEST(GemmOpShapes, ConvKeepsTheSymbolicBatch) {
 
 TEST(GemmOpShapes, ConvTransposeAndSameAutoPad) {
   const ir::SymShape x = {kBatch, known(8), known(10), ir::Dim::unknown()};
-  ir::AttributeMap attrs = {{"strides", std::vector<int64_t>{2, 2}}, {"auto_pad", std::string("SAME_UPPER")}};
-  const ir::TypeInfo conv = inferOutput("Conv", {floatInput(x), floatInput(ir::symShapeOf({4, 8, 3, 3}))}, attrs);
+  ir::AttributeMap attrs = {{"strides", std::vector<int64_t>{2, 2}},
+                            {"auto_pad", std::string("SAME_UPPER")}};
+  const ir::TypeInfo conv =
+      inferOutput("Conv", {floatInput(x), floatInput(ir::symShapeOf({4, 8, 3, 3}))}, attrs);
   EXPECT_EQ(*conv.shape, (ir::SymShape{kBatch, known(4), known(5), ir::Dim::unknown()}));
-  const ir::TypeInfo deconv =
-      inferOutput("ConvTranspose", {floatInput(x), floatInput(ir::symShapeOf({8, 3, 3, 3}))}, attrs);
+  const ir::TypeInfo deconv = inferOutput(
+      "ConvTranspose", {floatInput(x), floatInput(ir::symShapeOf({8, 3, 3, 3}))}, attrs);
   EXPECT_EQ(*deconv.shape, (ir::SymShape{kBatch, known(3), known(20), ir::Dim::unknown()}));
 }
 
 TEST(GemmOpShapes, MatMulBroadcastsBatchesAndDropsPromotedDims) {
   const ir::Dim seq = ir::Dim::named("seq");
-  EXPECT_EQ(*inferOutput("MatMul", {floatInput({kBatch, seq, known(64)}), floatInput({known(64), known(10)})}).shape,
+  EXPECT_EQ(*inferOutput("MatMul",
+                         {floatInput({kBatch, seq, known(64)}), floatInput({known(64), known(10)})})
+                 .shape,
             (ir::SymShape{kBatch, seq, known(10)}));
-  EXPECT_EQ(*inferOutput("MatMul", {floatInput({known(64)}), floatInput({known(3), known(64), known(10)})}).shape,
+  EXPECT_EQ(*inferOutput("MatMul",
+                         {floatInput({known(64)}), floatInput({known(3), known(64), known(10)})})
+                 .shape,
             (ir::SymShape{known(3), known(10)}));
-  EXPECT_TRUE(inferOutput("MatMul", {floatInput({known(5)}), floatInput({known(5)})}).shape->empty());
-  EXPECT_THROW(inferOutput("MatMul", {floatInput({known(2), known(3)}), floatInput({known(4), known(5)})}), Error);
+  EXPECT_TRUE(
+      inferOutput("MatMul", {floatInput({known(5)}), floatInput({known(5)})}).shape->empty());
+  EXPECT_THROW(
+      inferOutput("MatMul", {floatInput({known(2), known(3)}), floatInput({known(4), known(5)})}),
+      Error);
 }
 
 TEST(GemmOpShapes, GemmTransposesAndChecksC) {
   ir::AttributeMap attrs = {{"transB", int64_t{1}}};
-  EXPECT_EQ(
-      *inferOutput("Gemm",
-                   {floatInput({kBatch, known(512)}), floatInput({known(10), known(512)}), floatInput({known(10)})},
-                   attrs)
-           .shape,
-      (ir::SymShape{kBatch, known(10)}));
-  EXPECT_THROW(
-      inferOutput("Gemm",
-                  {floatInput({known(2), known(512)}), floatInput({known(10), known(512)}), floatInput({known(3)})},
-                  attrs),
-      Error);
+  EXPECT_EQ(*inferOutput("Gemm",
+                         {floatInput({kBatch, known(512)}), floatInput({known(10), known(512)}),
+                          floatInput({known(10)})},
+                         attrs)
+                 .shape,
+            (ir::SymShape{kBatch, known(10)}));
+  EXPECT_THROW(inferOutput("Gemm",
+                           {floatInput({known(2), known(512)}), floatInput({known(10), known(512)}),
+                            floatInput({known(3)})},
+                           attrs),
+               Error);
 }
 
 TEST(GemmOpShapes, ConvRejectsMismatchedChannels) {
-  EXPECT_THROW(
-      inferOutput("Conv", {floatInput(ir::symShapeOf({1, 3, 8, 8})), floatInput(ir::symShapeOf({4, 2, 3, 3}))}), Error);
+  EXPECT_THROW(inferOutput("Conv", {floatInput(ir::symShapeOf({1, 3, 8, 8})),
+                                    floatInput(ir::symShapeOf({4, 2, 3, 3}))}),
+               Error);
 }
 
 }  // namespace

@@ -15,10 +15,13 @@ using ::testing::HasSubstr;
 
 // A KernelContext offers no way to reach its node's attributes.
 template <typename Context>
-constexpr bool kHasNodeAccessor = requires(const Context& ctx) { ctx.node(); };
+constexpr bool kHasNodeAccessor = requires(const Context& ctx) {
+  ctx.node();
+};
 static_assert(!kHasNodeAccessor<cpu::KernelContext>);
 
-ir::Node makeNode(std::string name, std::string opType, int64_t opset, ir::AttributeMap attrs = {}) {
+ir::Node makeNode(std::string name, std::string opType, int64_t opset,
+                  ir::AttributeMap attrs = {}) {
   ir::Node node;
   node.name = std::move(name);
   node.opType = std::move(opType);
@@ -28,11 +31,13 @@ ir::Node makeNode(std::string name, std::string opType, int64_t opset, ir::Attri
 }
 
 cpu::Kernel makeKernel(const ir::Node& node, const std::vector<const ir::TypeInfo*>& inputTypes) {
-  cpu::KernelCreateInfo info{node, inputTypes, std::vector<const Tensor*>(inputTypes.size(), nullptr)};
+  cpu::KernelCreateInfo info{node, inputTypes,
+                             std::vector<const Tensor*>(inputTypes.size(), nullptr)};
   return cpu::KernelRegistry::create(info, cpu::KernelRegistry::global().select(info));
 }
 
-std::string creationError(const ir::Node& node, const std::vector<const ir::TypeInfo*>& inputTypes) {
+std::string creationError(const ir::Node& node,
+                          const std::vector<const ir::TypeInfo*>& inputTypes) {
   try {
     makeKernel(node, inputTypes);
   } catch (const Error& e) {
@@ -45,17 +50,24 @@ const ir::TypeInfo kFloat4{DataType::kFloat32, ir::symShapeOf({4})};
 const ir::TypeInfo kInt64One{DataType::kInt64, ir::symShapeOf({1})};
 
 TEST(KernelBinding, BadAttributeValueFailsWhenTheKernelIsMade) {
-  EXPECT_THAT(creationError(makeNode("pad1", "Pad", 18, {{"mode", std::string("mirror")}}), {&kFloat4, &kInt64One}),
-              HasSubstr("node 'pad1' (Pad): unsupported mode 'mirror'"));
-  EXPECT_THAT(creationError(makeNode("cast1", "Cast", 24,
-                                     {{"to", int64_t{1}}, {"round_mode", std::string("sideways")}}),
-                            {&kFloat4}),
-              HasSubstr("node 'cast1' (Cast): round_mode must be 'up', 'down' or 'nearest', got 'sideways'"));
-  EXPECT_THAT(creationError(makeNode("nll1", "NegativeLogLikelihoodLoss", 22, {{"reduction", std::string("max")}}),
+  EXPECT_THAT(creationError(makeNode("pad1", "Pad", 18, {{"mode", std::string("mirror")}}),
                             {&kFloat4, &kInt64One}),
-              HasSubstr("node 'nll1' (NegativeLogLikelihoodLoss): reduction must be none, sum or mean, got 'max'"));
-  EXPECT_THAT(creationError(makeNode("grid1", "GridSample", 20, {{"padding_mode", std::string("wrap")}}), {&kFloat4, &kFloat4}),
-              HasSubstr("node 'grid1' (GridSample): unknown padding_mode 'wrap'"));
+              HasSubstr("node 'pad1' (Pad): unsupported mode 'mirror'"));
+  EXPECT_THAT(
+      creationError(makeNode("cast1", "Cast", 24,
+                             {{"to", int64_t{1}}, {"round_mode", std::string("sideways")}}),
+                    {&kFloat4}),
+      HasSubstr(
+          "node 'cast1' (Cast): round_mode must be 'up', 'down' or 'nearest', got 'sideways'"));
+  EXPECT_THAT(creationError(makeNode("nll1", "NegativeLogLikelihoodLoss", 22,
+                                     {{"reduction", std::string("max")}}),
+                            {&kFloat4, &kInt64One}),
+              HasSubstr("node 'nll1' (NegativeLogLikelihoodLoss): reduction must be none, sum or "
+                        "mean, got 'max'"));
+  EXPECT_THAT(
+      creationError(makeNode("grid1", "GridSample", 20, {{"padding_mode", std::string("wrap")}}),
+                    {&kFloat4, &kFloat4}),
+      HasSubstr("node 'grid1' (GridSample): unknown padding_mode 'wrap'"));
 }
 
 TEST(KernelBinding, MissingRequiredAttributeFailsWhenTheKernelIsMade) {
@@ -75,7 +87,8 @@ TEST(KernelBinding, RunUsesTheAttributesReadWhenMade) {
   const Tensor x = Tensor::fromVector<float>(DataType::kFloat32, {2, 3}, {0, 1, 2, 10, 11, 12});
   const Tensor picks = Tensor::fromVector<int64_t>(DataType::kInt64, {1}, {2});
   std::vector<Tensor> outs(1);
-  const std::vector<ir::TypeInfo> outTypes = {ir::TypeInfo{DataType::kFloat32, ir::symShapeOf({2, 1})}};
+  const std::vector<ir::TypeInfo> outTypes = {
+      ir::TypeInfo{DataType::kFloat32, ir::symShapeOf({2, 1})}};
   cpu::KernelContext ctx(other, {&x, &picks}, outs, outTypes);
   kernel.run(ctx);
   ASSERT_EQ(outs[0].shape(), (Shape{2, 1}));
@@ -91,7 +104,8 @@ TEST(KernelBinding, RunTimeChecksNameTheNode) {
   const Tensor x = Tensor::fromVector<float>(DataType::kFloat32, {2, 3}, {0, 1, 2, 3, 4, 5});
   const Tensor picks = Tensor::fromVector<int64_t>(DataType::kInt64, {1}, {0});
   std::vector<Tensor> outs(1);
-  const std::vector<ir::TypeInfo> outTypes = {ir::TypeInfo{DataType::kFloat32, ir::symShapeOf({2, 1})}};
+  const std::vector<ir::TypeInfo> outTypes = {
+      ir::TypeInfo{DataType::kFloat32, ir::symShapeOf({2, 1})}};
   cpu::KernelContext ctx(node, {&x, &picks}, outs, outTypes);
   try {
     kernel.run(ctx);

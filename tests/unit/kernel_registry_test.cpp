@@ -30,7 +30,8 @@ ir::Node fakeNode() {
 
 const ir::TypeInfo kFloatX{DataType::kFloat32, ir::symShapeOf({2, 3})};
 
-cpu::KernelCandidate candidate(std::string id, cpu::CpuIsa isa, std::string reason, int* ran, int mark) {
+cpu::KernelCandidate candidate(std::string id, cpu::CpuIsa isa, std::string reason, int* ran,
+                               int mark) {
   cpu::KernelCandidate c;
   c.id = std::move(id);
   c.isa = isa;
@@ -42,7 +43,8 @@ cpu::KernelCandidate candidate(std::string id, cpu::CpuIsa isa, std::string reas
 }
 
 // Runs the kernel the registry makes for the node; returns which candidate's ran.
-int runMadeKernel(const cpu::KernelRegistry& registry, const cpu::KernelCreateInfo& info, int* ran) {
+int runMadeKernel(const cpu::KernelRegistry& registry, const cpu::KernelCreateInfo& info,
+                  int* ran) {
   *ran = 0;
   const cpu::Kernel kernel = cpu::KernelRegistry::create(info, registry.select(info));
   std::vector<Tensor> outs(1);
@@ -55,9 +57,11 @@ int runMadeKernel(const cpu::KernelRegistry& registry, const cpu::KernelCreateIn
 TEST(KernelRegistry, DecliningCandidateSaysWhyAndTheNextRuns) {
   cpu::KernelRegistry registry;
   int ran = 0;
+  registry.addCandidate(
+      "kiln_test", "FakeOp", DataType::kFloat32,
+      candidate("f32_fake_tiled_avx2", cpu::CpuIsa::kAvx2, "the tile needs 16 columns", &ran, 1));
   registry.addCandidate("kiln_test", "FakeOp", DataType::kFloat32,
-                        candidate("f32_fake_tiled_avx2", cpu::CpuIsa::kAvx2, "the tile needs 16 columns", &ran, 1));
-  registry.addCandidate("kiln_test", "FakeOp", DataType::kFloat32, candidate("f32_fake_plain_avx2", cpu::CpuIsa::kAvx2, "", &ran, 2));
+                        candidate("f32_fake_plain_avx2", cpu::CpuIsa::kAvx2, "", &ran, 2));
   const ir::Node node = fakeNode();
   const cpu::KernelCreateInfo info{node, {&kFloatX}, {nullptr}, {}};
   const cpu::KernelSelection s = registry.select(info);
@@ -70,8 +74,10 @@ TEST(KernelRegistry, DecliningCandidateSaysWhyAndTheNextRuns) {
 TEST(KernelRegistry, IsaTheHostLacksIsDeclinedByName) {
   cpu::KernelRegistry registry;
   int ran = 0;
-  registry.addCandidate("kiln_test", "FakeOp", DataType::kFloat32, candidate("f32_fake_avx512", cpu::CpuIsa::kAvx512, "", &ran, 1));
-  registry.addCandidate("kiln_test", "FakeOp", DataType::kFloat32, candidate("f32_fake_avx2", cpu::CpuIsa::kAvx2, "", &ran, 2));
+  registry.addCandidate("kiln_test", "FakeOp", DataType::kFloat32,
+                        candidate("f32_fake_avx512", cpu::CpuIsa::kAvx512, "", &ran, 1));
+  registry.addCandidate("kiln_test", "FakeOp", DataType::kFloat32,
+                        candidate("f32_fake_avx2", cpu::CpuIsa::kAvx2, "", &ran, 2));
   const ir::Node node = fakeNode();
   const cpu::KernelCreateInfo info{node, {&kFloatX}, {nullptr}, {}};
   cpu::ScopedCpuIsaLimit limit(cpu::CpuIsa::kAvx2);
@@ -87,7 +93,8 @@ TEST(KernelRegistry, ExtensionIsaIsDeclinedByItsFeatureNameUnderALimit) {
   int ran = 0;
   registry.addCandidate("kiln_test", "FakeOp", DataType::kFloat32,
                         candidate("f32_fake_avx512bf16", cpu::CpuIsa::kAvx512Bf16, "", &ran, 1));
-  registry.addCandidate("kiln_test", "FakeOp", DataType::kFloat32, candidate("f32_fake_avx2", cpu::CpuIsa::kAvx2, "", &ran, 2));
+  registry.addCandidate("kiln_test", "FakeOp", DataType::kFloat32,
+                        candidate("f32_fake_avx2", cpu::CpuIsa::kAvx2, "", &ran, 2));
   const ir::Node node = fakeNode();
   const cpu::KernelCreateInfo info{node, {&kFloatX}, {nullptr}, {}};
   cpu::ScopedCpuIsaLimit limit(cpu::CpuIsa::kAvx512Vnni);
@@ -104,7 +111,8 @@ TEST(CpuIsa, ExtensionLevelsImplyAvx512AndALimitCapsThem) {
   if (cpu::cpuHas(CpuIsa::kAvx512Bf16)) EXPECT_TRUE(cpu::cpuHas(CpuIsa::kAvx512Vnni));
   EXPECT_TRUE(cpu::cpuSupports(CpuIsa::kAvx2));
   cpu::ScopedCpuIsaLimit limit(CpuIsa::kAvx2);
-  for (CpuIsa isa : {CpuIsa::kAvxVnni, CpuIsa::kAvx512, CpuIsa::kAvx512Vnni, CpuIsa::kAvx512Bf16, CpuIsa::kAvx512Fp16}) {
+  for (CpuIsa isa : {CpuIsa::kAvxVnni, CpuIsa::kAvx512, CpuIsa::kAvx512Vnni, CpuIsa::kAvx512Bf16,
+                     CpuIsa::kAvx512Fp16}) {
     EXPECT_FALSE(cpu::cpuSupports(isa)) << cpu::cpuIsaName(isa);
   }
   EXPECT_EQ(cpu::activeCpuIsa(), CpuIsa::kAvx2);
@@ -113,38 +121,47 @@ TEST(CpuIsa, ExtensionLevelsImplyAvx512AndALimitCapsThem) {
 TEST(KernelRegistry, DtypeFamilyFirstThenAnyDtypeAndEveryReasonWhenNoneApplies) {
   cpu::KernelRegistry registry;
   int ran = 0;
-  registry.addCandidate("kiln_test", "FakeOp", DataType::kUndefined, candidate("any_fake_generic", cpu::CpuIsa::kAvx2, "", &ran, 3));
-  registry.addCandidate("kiln_test", "FakeOp", DataType::kFloat32,
-                        candidate("f32_fake_fast_avx2", cpu::CpuIsa::kAvx2, "K is not a multiple of 8", &ran, 1));
+  registry.addCandidate("kiln_test", "FakeOp", DataType::kUndefined,
+                        candidate("any_fake_generic", cpu::CpuIsa::kAvx2, "", &ran, 3));
+  registry.addCandidate(
+      "kiln_test", "FakeOp", DataType::kFloat32,
+      candidate("f32_fake_fast_avx2", cpu::CpuIsa::kAvx2, "K is not a multiple of 8", &ran, 1));
   const ir::Node node = fakeNode();
   const cpu::KernelCreateInfo info{node, {&kFloatX}, {nullptr}, {}};
   EXPECT_EQ(runMadeKernel(registry, info, &ran), 3);
-  EXPECT_THAT(registry.select(info).declined, ElementsAre(Pair("f32_fake_fast_avx2", "K is not a multiple of 8")));
+  EXPECT_THAT(registry.select(info).declined,
+              ElementsAre(Pair("f32_fake_fast_avx2", "K is not a multiple of 8")));
   // An int64 input has no family of its own: the any-dtype family serves it.
   const ir::TypeInfo intX{DataType::kInt64, ir::symShapeOf({2})};
   const cpu::KernelCreateInfo intInfo{node, {&intX}, {nullptr}, {}};
   EXPECT_EQ(registry.select(intInfo).chosen->id, "any_fake_generic");
 
   cpu::KernelRegistry strict;
-  strict.addCandidate("kiln_test", "FakeOp", DataType::kFloat32, candidate("f32_fake_a_avx2", cpu::CpuIsa::kAvx2, "reason a", &ran, 1));
-  strict.addCandidate("kiln_test", "FakeOp", DataType::kFloat32, candidate("f32_fake_b_avx2", cpu::CpuIsa::kAvx2, "reason b", &ran, 2));
+  strict.addCandidate("kiln_test", "FakeOp", DataType::kFloat32,
+                      candidate("f32_fake_a_avx2", cpu::CpuIsa::kAvx2, "reason a", &ran, 1));
+  strict.addCandidate("kiln_test", "FakeOp", DataType::kFloat32,
+                      candidate("f32_fake_b_avx2", cpu::CpuIsa::kAvx2, "reason b", &ran, 2));
   try {
     cpu::KernelRegistry::create(info, strict.select(info));
     FAIL() << "no candidate applies, yet a kernel was made";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kUnsupportedNode);
     EXPECT_THAT(e.what(), HasSubstr("fake1"));
-    EXPECT_THAT(e.what(), HasSubstr("no CPU kernel supports this node; f32_fake_a_avx2: reason a; f32_fake_b_avx2: reason b"));
+    EXPECT_THAT(e.what(), HasSubstr("no CPU kernel supports this node; f32_fake_a_avx2: reason a; "
+                                    "f32_fake_b_avx2: reason b"));
   }
 }
 
 TEST(KernelRegistry, MostGeneralIsTheLastCandidateThatSupportsTheNode) {
   cpu::KernelRegistry registry;
   int ran = 0;
-  registry.addCandidate("kiln_test", "FakeOp", DataType::kUndefined, candidate("any_fake_generic", cpu::CpuIsa::kAvx2, "", &ran, 4));
-  registry.addCandidate("kiln_test", "FakeOp", DataType::kFloat32, candidate("f32_fake_fast_avx2", cpu::CpuIsa::kAvx2, "", &ran, 1));
+  registry.addCandidate("kiln_test", "FakeOp", DataType::kUndefined,
+                        candidate("any_fake_generic", cpu::CpuIsa::kAvx2, "", &ran, 4));
   registry.addCandidate("kiln_test", "FakeOp", DataType::kFloat32,
-                        candidate("f32_fake_tiled_avx2", cpu::CpuIsa::kAvx2, "needs 16 columns", &ran, 2));
+                        candidate("f32_fake_fast_avx2", cpu::CpuIsa::kAvx2, "", &ran, 1));
+  registry.addCandidate(
+      "kiln_test", "FakeOp", DataType::kFloat32,
+      candidate("f32_fake_tiled_avx2", cpu::CpuIsa::kAvx2, "needs 16 columns", &ran, 2));
   const ir::Node node = fakeNode();
   const cpu::KernelCreateInfo info{node, {&kFloatX}, {nullptr}, {}};
   EXPECT_EQ(registry.select(info).chosen->id, "f32_fake_fast_avx2");
@@ -153,14 +170,18 @@ TEST(KernelRegistry, MostGeneralIsTheLastCandidateThatSupportsTheNode) {
   EXPECT_EQ(general.chosen->id, "any_fake_generic");
   EXPECT_THAT(general.declined,
               ElementsAre(Pair("f32_fake_tiled_avx2", "needs 16 columns"),
-                          Pair("f32_fake_fast_avx2", "passed over: reference kernels take the most general candidate")));
+                          Pair("f32_fake_fast_avx2",
+                               "passed over: reference kernels take the most general candidate")));
 }
 
 TEST(KernelRegistry, GenericFactoriesAreNamedAfterTheirOp) {
   cpu::KernelRegistry registry;
-  registry.addGeneric("kiln", "FusedMatMul", [](const cpu::KernelCreateInfo&) { return cpu::KernelFn(); }, {});
-  registry.addGeneric("", "LSTM", [](const cpu::KernelCreateInfo&) { return cpu::KernelFn(); }, {{0}});
-  EXPECT_THAT(registry.candidateIds(), ElementsAre("any_fused_mat_mul_generic", "any_lstm_generic"));
+  registry.addGeneric("kiln", "FusedMatMul",
+                      [](const cpu::KernelCreateInfo&) { return cpu::KernelFn(); }, {});
+  registry.addGeneric("", "LSTM", [](const cpu::KernelCreateInfo&) { return cpu::KernelFn(); },
+                      {{0}});
+  EXPECT_THAT(registry.candidateIds(),
+              ElementsAre("any_fused_mat_mul_generic", "any_lstm_generic"));
   // The global registry: every candidate id is unique.
   std::vector<std::string> ids = cpu::KernelRegistry::global().candidateIds();
   std::sort(ids.begin(), ids.end());
@@ -168,11 +189,13 @@ TEST(KernelRegistry, GenericFactoriesAreNamedAfterTheirOp) {
 }
 
 // A convolution model (X [1, ci, hw, hw], W [co, ci, k, k], pad k / 2) with the NCHWc layout off.
-std::unique_ptr<NetworkDefinition> convNetwork(ILogger& logger, int64_t ci, int64_t co, int64_t hw, int64_t k) {
+std::unique_ptr<NetworkDefinition> convNetwork(ILogger& logger, int64_t ci, int64_t co, int64_t hw,
+                                               int64_t k) {
   auto network = std::make_unique<NetworkDefinition>(logger);
   ITensor* x = network->addInput("x", DataType::kFloat32, {1, ci, hw, hw});
   std::vector<float> w(static_cast<size_t>(co * ci * k * k), 0.01f);
-  ILayer* conv = network->addConvolution(*x, co, {k, k}, floatWeights(w), floatWeights(std::vector<float>(co, 0.0f)),
+  ILayer* conv = network->addConvolution(*x, co, {k, k}, floatWeights(w),
+                                         floatWeights(std::vector<float>(co, 0.0f)),
                                          {.padding = {k / 2, k / 2}});
   conv->getOutput(0)->setName("y").ok();
   network->markOutput(*conv->getOutput(0)).ok();
@@ -181,7 +204,8 @@ std::unique_ptr<NetworkDefinition> convNetwork(ILogger& logger, int64_t ci, int6
 
 TEST(KernelWorkspace, Im2colScratchIsPlannedAndAPoolLimitBelowItFailsWithTheNumbers) {
   RecordingLogger logger;
-  // 32 -> 32 channels, 3x3, 16x16: im2col + GEMM, whose column buffer is 32 * 9 rows of 16 * 16 floats.
+  // 32 -> 32 channels, 3x3, 16x16: im2col + GEMM, whose column buffer is 32 * 9 rows of 16 * 16
+  // floats.
   const uint64_t columns = 32 * 9 * 16 * 16 * sizeof(float);
   auto network = convNetwork(logger, 32, 32, 16, 3);
   BuilderConfig config;
@@ -197,11 +221,12 @@ TEST(KernelWorkspace, Im2colScratchIsPlannedAndAPoolLimitBelowItFailsWithTheNumb
   config.setMemoryPoolLimit(columns - 1);
   auto refused = Builder(logger).buildSerializedNetwork(*network, config);
   ASSERT_FALSE(refused.ok());
-  EXPECT_THAT(refused.status().message(),
-              HasSubstr("the activations and kernel workspaces need 0.28 MiB (" + std::to_string(columns) +
-                        " bytes, the largest workspace " + std::to_string(columns) +
-                        " bytes) at the profiles' max shapes, more than the workspace limit of 0.28 MiB (" +
-                        std::to_string(columns - 1) + " bytes)"));
+  EXPECT_THAT(
+      refused.status().message(),
+      HasSubstr("the activations and kernel workspaces need 0.28 MiB (" + std::to_string(columns) +
+                " bytes, the largest workspace " + std::to_string(columns) +
+                " bytes) at the profiles' max shapes, more than the workspace limit of 0.28 MiB (" +
+                std::to_string(columns - 1) + " bytes)"));
 }
 
 TEST(KernelWorkspace, ExecutorRecordsTheChosenKernelsAndPlansTheirWorkspaces) {
@@ -223,15 +248,20 @@ TEST(KernelWorkspace, ExecutorRecordsTheChosenKernelsAndPlansTheirWorkspaces) {
   for (const std::string& d : layer.declinedKernels) declined.push_back(d.substr(0, d.find(':')));
   std::vector<std::string> expected{"bf16_conv_im2col_gemm_avx512bf16"};
   for (const char* name : {"depthwise", "few_outputs", "winograd_f2x2"})
-    for (const char* candidateIsa : {"avx512", "avx2"}) expected.push_back(std::string("f32_conv_") + name + "_" + candidateIsa);
+    for (const char* candidateIsa : {"avx512", "avx2"})
+      expected.push_back(std::string("f32_conv_") + name + "_" + candidateIsa);
   if (isa == "avx2") expected.push_back("f32_conv_im2col_gemm_avx512");
   EXPECT_EQ(declined, expected);
   ASSERT_GE(layer.declinedKernels.size(), 7u);  // the AVX2 twins say why on any host
-  EXPECT_THAT(layer.declinedKernels[0], ::testing::AnyOf(HasSubstr("needs avx512bf16"), HasSubstr("not bf16")));
-  EXPECT_THAT(layer.declinedKernels[2], HasSubstr("not depthwise (kernel 3x3, stride 1, group 1, 32 channels)"));
-  EXPECT_THAT(layer.declinedKernels[4], HasSubstr("32 output channels, kernel 3x3, stride 1, group 1: takes"));
+  EXPECT_THAT(layer.declinedKernels[0],
+              ::testing::AnyOf(HasSubstr("needs avx512bf16"), HasSubstr("not bf16")));
+  EXPECT_THAT(layer.declinedKernels[2],
+              HasSubstr("not depthwise (kernel 3x3, stride 1, group 1, 32 channels)"));
+  EXPECT_THAT(layer.declinedKernels[4],
+              HasSubstr("32 output channels, kernel 3x3, stride 1, group 1: takes"));
   // Winograd could run it; the heuristics pass it over (prefers()), as timed tactics need not.
-  EXPECT_THAT(layer.declinedKernels[6], HasSubstr("heuristics: 32 -> 32 channels: im2col + GEMM is expected to be faster"));
+  EXPECT_THAT(layer.declinedKernels[6],
+              HasSubstr("heuristics: 32 -> 32 channels: im2col + GEMM is expected to be faster"));
   // It computes the convolution (the column buffer in the planned workspace).
   auto context = (*engine)->createExecutionContext();
   ASSERT_TRUE(context.ok());
@@ -246,7 +276,8 @@ TEST(KernelWorkspace, ExecutorRecordsTheChosenKernelsAndPlansTheirWorkspaces) {
   double centre = 0;
   for (int64_t c = 0; c < 32; ++c)
     for (int64_t dy = -1; dy <= 1; ++dy)
-      for (int64_t dx = -1; dx <= 1; ++dx) centre += 0.01 * 0.001 * static_cast<double>(((c * 16 + 8 + dy) * 16 + 8 + dx) % 97);
+      for (int64_t dx = -1; dx <= 1; ++dx)
+        centre += 0.01 * 0.001 * static_cast<double>(((c * 16 + 8 + dy) * 16 + 8 + dx) % 97);
   EXPECT_NEAR(y.data<float>()[8 * 16 + 8], centre, 1e-4);
 }
 

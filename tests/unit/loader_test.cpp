@@ -35,7 +35,8 @@ onnx::ModelProto addReluModel() {
   return m;
 }
 
-std::vector<float> runFloat(const std::string& path, const std::vector<float>& x, const Shape& shape) {
+std::vector<float> runFloat(const std::string& path, const std::vector<float>& x,
+                            const Shape& shape) {
   Session s(path);
   auto out = s.run({{"x", Tensor::fromVector<float>(DataType::kFloat32, shape, x)}});
   const Tensor& y = out.at(0).second;
@@ -50,7 +51,8 @@ TEST(Loader, RunsAValidModelWithSymbolicBatch) {
   EXPECT_EQ(model.producerName, "kiln-tests");
   const auto& in = model.graph.value(model.graph.inputs[0]);
   EXPECT_EQ((*in.type.shape)[0].symbol, "N");
-  EXPECT_THAT(runFloat(path, {1, 2, -3, 0, 0, 0}, {2, 3}), ::testing::ElementsAre(2, 0, 0, 1, 0, 3));
+  EXPECT_THAT(runFloat(path, {1, 2, -3, 0, 0, 0}, {2, 3}),
+              ::testing::ElementsAre(2, 0, 0, 1, 0, 3));
 }
 
 TEST(Loader, SortsNodesThatAreOutOfOrder) {
@@ -60,7 +62,8 @@ TEST(Loader, SortsNodesThatAreOutOfOrder) {
   addNode(m, "Neg", {"x"}, {"s"}, "neg");
   addOutput(m, "y", {3});
   auto dir = tempDir("sort");
-  EXPECT_THAT(runFloat(saveModel(m, dir / "m.onnx"), {1, -2, 3}, {3}), ::testing::ElementsAre(0, 2, 0));
+  EXPECT_THAT(runFloat(saveModel(m, dir / "m.onnx"), {1, -2, 3}, {3}),
+              ::testing::ElementsAre(0, 2, 0));
 }
 
 TEST(Loader, InitializerThatIsAlsoAnInputIsAnOverridableDefault) {
@@ -101,11 +104,13 @@ TEST(Loader, ReadsTypedFieldsRawDataAndExternalData) {
   kv->set_key("offset");
   kv->set_value("4");
   float extValues[3] = {0, 100, 200};  // offset 4 skips the first float
-  writeBytes(dir / "weights.bin", std::string(reinterpret_cast<char*>(extValues), sizeof(extValues)));
+  writeBytes(dir / "weights.bin",
+             std::string(reinterpret_cast<char*>(extValues), sizeof(extValues)));
   addNode(m, "Add", {"x", "raw"}, {"s"});
   addNode(m, "Add", {"s", "ext"}, {"y"});
   addOutput(m, "y", {2});
-  EXPECT_THAT(runFloat(saveModel(m, dir / "m.onnx"), {1, 2}, {2}), ::testing::ElementsAre(111, 222));
+  EXPECT_THAT(runFloat(saveModel(m, dir / "m.onnx"), {1, 2}, {2}),
+              ::testing::ElementsAre(111, 222));
 }
 
 TEST(LoaderErrors, TruncatedFile) {
@@ -113,7 +118,8 @@ TEST(LoaderErrors, TruncatedFile) {
   auto m = addReluModel();
   std::string bytes = m.SerializeAsString();
   writeBytes(dir / "m.onnx", bytes.substr(0, bytes.size() - 7));
-  expectError([&] { onnx_import::loadModel((dir / "m.onnx").string()); }, {"m.onnx", "not a valid ONNX model"});
+  expectError([&] { onnx_import::loadModel((dir / "m.onnx").string()); },
+              {"m.onnx", "not a valid ONNX model"});
 }
 
 // If nodes nested `depth` deep: each then-branch holds the next If; the innermost branches are
@@ -159,9 +165,11 @@ TEST(LoaderErrors, SubgraphsNestedDeeperThanProtobufsLimitAreNamedAsSuch) {
   auto dir = tempDir("nested");
   const std::string bytes = nestedIfModel(60).SerializeAsString();
   writeBytes(dir / "m.onnx", bytes);
-  expectError([&] { onnx_import::loadModel((dir / "m.onnx").string()); }, {"m.onnx", "nest more than 100 levels deep"});
+  expectError([&] { onnx_import::loadModel((dir / "m.onnx").string()); },
+              {"m.onnx", "nest more than 100 levels deep"});
   writeBytes(dir / "deep.onnx", nestedIfModel(2000).SerializeAsString());
-  expectError([&] { onnx_import::loadModel((dir / "deep.onnx").string()); }, {"deep.onnx", "nest more than 100 levels deep"});
+  expectError([&] { onnx_import::loadModel((dir / "deep.onnx").string()); },
+              {"deep.onnx", "nest more than 100 levels deep"});
   expectError([&] { onnx_import::loadModelFromBytes(bytes.data(), bytes.size(), ".", "<bytes>"); },
               {"<bytes>", "nest more than 100 levels deep"});
   // Within the limit the same structure loads.
@@ -173,11 +181,13 @@ TEST(LoaderErrors, SubgraphsNestedDeeperThanProtobufsLimitAreNamedAsSuch) {
 TEST(LoaderErrors, WrongMagic) {
   auto dir = tempDir("magic");
   writeBytes(dir / "m.onnx", "\x89PNG\r\n\x1a\n this is an image, not a model");
-  expectError([&] { onnx_import::loadModel((dir / "m.onnx").string()); }, {"m.onnx", "not a valid ONNX model"});
+  expectError([&] { onnx_import::loadModel((dir / "m.onnx").string()); },
+              {"m.onnx", "not a valid ONNX model"});
 }
 
 TEST(LoaderErrors, MissingFile) {
-  expectError([] { onnx_import::loadModel("/nonexistent/m.onnx"); }, {"/nonexistent/m.onnx", "cannot open"});
+  expectError([] { onnx_import::loadModel("/nonexistent/m.onnx"); },
+              {"/nonexistent/m.onnx", "cannot open"});
 }
 
 TEST(LoaderErrors, InputThatNoOneProduces) {
@@ -187,7 +197,8 @@ TEST(LoaderErrors, InputThatNoOneProduces) {
   addOutput(m, "y", {3});
   auto dir = tempDir("ghost");
   std::string path = saveModel(m, dir / "m.onnx");
-  expectError([&] { onnx_import::loadModel(path); }, {"m.onnx", "node 'add' (Add)", "'ghost'", "not produced"});
+  expectError([&] { onnx_import::loadModel(path); },
+              {"m.onnx", "node 'add' (Add)", "'ghost'", "not produced"});
 }
 
 TEST(LoaderErrors, Cycle) {
@@ -198,7 +209,8 @@ TEST(LoaderErrors, Cycle) {
   addOutput(m, "a", {3});
   auto dir = tempDir("cycle");
   std::string path = saveModel(m, dir / "m.onnx");
-  expectError([&] { onnx_import::loadModel(path); }, {"cycle", "node 'first' (Add)", "node 'second' (Relu)"});
+  expectError([&] { onnx_import::loadModel(path); },
+              {"cycle", "node 'first' (Add)", "node 'second' (Relu)"});
 }
 
 TEST(LoaderErrors, InitializerSizeDoesNotMatchShape) {
@@ -213,7 +225,8 @@ TEST(LoaderErrors, InitializerSizeDoesNotMatchShape) {
   b->clear_float_data();
   b->set_raw_data(std::string(8, '\0'));  // 8 bytes for 3 floats
   path = saveModel(raw, dir / "raw.onnx");
-  expectError([&] { onnx_import::loadModel(path); }, {"initializer 'b'", "raw_data has 8 bytes", "needs 12"});
+  expectError([&] { onnx_import::loadModel(path); },
+              {"initializer 'b'", "raw_data has 8 bytes", "needs 12"});
 }
 
 TEST(LoaderErrors, ExternalDataOutsideTheModelFolder) {
@@ -254,11 +267,26 @@ TEST(SessionErrors, WrongInputShapeNamesInputIndexAndValues) {
   addOutput(m, "y", {1, 3, 4});
   auto dir = tempDir("shape");
   Session s(saveModel(m, dir / "m.onnx"));
-  expectError([&] { s.run({{"input", Tensor(DataType::kFloat32, {2, 3, 4})}}); },
-              {"input 'input'", "index 0: got 2, expected 1"});
-  expectError([&] { s.run({{"input", Tensor(DataType::kFloat32, {1, 3})}}); }, {"input 'input'", "rank 2"});
-  expectError([&] { s.run({{"input", Tensor(DataType::kInt64, {1, 3, 4})}}); }, {"input 'input'", "int64", "float32"});
-  expectError([&] { s.run({{"nope", Tensor(DataType::kFloat32, {1, 3, 4})}}); }, {"'nope' is not an input"});
+  expectError(
+      [&] {
+        s.run({{"input", Tensor(DataType::kFloat32, {2, 3, 4})}});
+      },
+      {"input 'input'", "index 0: got 2, expected 1"});
+  expectError(
+      [&] {
+        s.run({{"input", Tensor(DataType::kFloat32, {1, 3})}});
+      },
+      {"input 'input'", "rank 2"});
+  expectError(
+      [&] {
+        s.run({{"input", Tensor(DataType::kInt64, {1, 3, 4})}});
+      },
+      {"input 'input'", "int64", "float32"});
+  expectError(
+      [&] {
+        s.run({{"nope", Tensor(DataType::kFloat32, {1, 3, 4})}});
+      },
+      {"'nope' is not an input"});
   expectError([&] { s.run({}); }, {"input 'input' is missing"});
 }
 

@@ -16,12 +16,17 @@ using ::testing::FloatNear;
 using ::testing::HasSubstr;
 using namespace kiln::testing;
 
-Tensor floats(Shape shape, std::vector<float> v) { return Tensor::fromVector<float>(DataType::kFloat32, std::move(shape), v); }
-Tensor int64s(Shape shape, std::vector<int64_t> v) { return Tensor::fromVector<int64_t>(DataType::kInt64, std::move(shape), v); }
+Tensor floats(Shape shape, std::vector<float> v) {
+  return Tensor::fromVector<float>(DataType::kFloat32, std::move(shape), v);
+}
+Tensor int64s(Shape shape, std::vector<int64_t> v) {
+  return Tensor::fromVector<int64_t>(DataType::kInt64, std::move(shape), v);
+}
 
 // input (N=2, C=3) of log-probabilities, targets [2, 0], weights [1, 2, 3]:
 // per-sample losses are 3 * 3 = 9 and 0.5 * 1 = 0.5.
-NamedTensors runNll(const char* reduction, bool withWeight, std::optional<int64_t> ignoreIndex = std::nullopt) {
+NamedTensors runNll(const char* reduction, bool withWeight,
+                    std::optional<int64_t> ignoreIndex = std::nullopt) {
   SingleNodeModel m("NegativeLogLikelihoodLoss", 13);
   m.attr("reduction", reduction);
   if (ignoreIndex) m.attr("ignore_index", *ignoreIndex);
@@ -73,10 +78,12 @@ TEST(SoftmaxCrossEntropyLoss, NdInputWithLogProbOutput) {
                  .run();
   ASSERT_EQ(out.size(), 2u);
   EXPECT_EQ(out[0].second.shape(), (Shape{1, 2}));
-  EXPECT_THAT(valuesOf<float>(out[0].second), ElementsAre(FloatNear(-std::log(0.75f), 1e-6f), FloatNear(std::log(2.0f), 1e-6f)));
+  EXPECT_THAT(valuesOf<float>(out[0].second),
+              ElementsAre(FloatNear(-std::log(0.75f), 1e-6f), FloatNear(std::log(2.0f), 1e-6f)));
   EXPECT_EQ(out[1].second.shape(), (Shape{1, 2, 2}));
-  EXPECT_THAT(valuesOf<float>(out[1].second), ElementsAre(FloatNear(std::log(0.25f), 1e-6f), FloatNear(std::log(0.5f), 1e-6f),
-                                                          FloatNear(std::log(0.75f), 1e-6f), FloatNear(std::log(0.5f), 1e-6f)));
+  EXPECT_THAT(valuesOf<float>(out[1].second),
+              ElementsAre(FloatNear(std::log(0.25f), 1e-6f), FloatNear(std::log(0.5f), 1e-6f),
+                          FloatNear(std::log(0.75f), 1e-6f), FloatNear(std::log(0.5f), 1e-6f)));
 }
 
 TEST(SoftmaxCrossEntropyLoss, MeanWithWeightsAndIgnoreIndex) {

@@ -56,8 +56,9 @@ TEST(LowPrecisionConversion, EncodesLikeTheOnnxReference) {
     for (size_t i = 0; i < kInputCount; ++i) {
       const float x = floatFromBits(kInputs[i]);
       EXPECT_EQ(floatToLowPrecision(row.type, x, options), row.expected[i])
-          << dataTypeName(row.type) << " saturate=" << row.saturate << " rounding=" << static_cast<int>(row.rounding)
-          << " x=" << x << " (0x" << std::hex << kInputs[i] << ")";
+          << dataTypeName(row.type) << " saturate=" << row.saturate
+          << " rounding=" << static_cast<int>(row.rounding) << " x=" << x << " (0x" << std::hex
+          << kInputs[i] << ")";
     }
   }
 }
@@ -71,8 +72,8 @@ TEST(LowPrecisionConversion, DecodesEveryCodeLikeMlDtypes) {
       if (std::isnan(expected)) {
         EXPECT_TRUE(std::isnan(got)) << dataTypeName(row.type) << " code " << code;
       } else {
-        EXPECT_EQ(bitsOf(got), row.expected[code]) << dataTypeName(row.type) << " code " << code << ": " << got
-                                                   << " vs " << expected;
+        EXPECT_EQ(bitsOf(got), row.expected[code])
+            << dataTypeName(row.type) << " code " << code << ": " << got << " vs " << expected;
       }
     }
   }
@@ -95,7 +96,8 @@ TEST(LowPrecisionConversion, EveryFiniteFloat8ValueRoundTrips) {
 TEST(LowPrecisionConversion, DoubleInputsRoundOnceToNearestEven) {
   // 1 + 2^-4 + 2^-40 is just above the midpoint of 1 and 1.125 in E4M3: a detour through
   // float32 would drop the 2^-40 and round the tie down to 1.
-  EXPECT_EQ(floatToLowPrecision(DataType::kFloat8E4M3FN, 1.0 + 0.0625 + std::ldexp(1.0, -40)), 0x39);
+  EXPECT_EQ(floatToLowPrecision(DataType::kFloat8E4M3FN, 1.0 + 0.0625 + std::ldexp(1.0, -40)),
+            0x39);
   EXPECT_EQ(floatToLowPrecision(DataType::kFloat8E4M3FN, 1.0625), 0x38);
 }
 
@@ -134,7 +136,8 @@ TEST(LowPrecisionPacking, FourBitAndTwoBitValuesPackLowBitsFirst) {
   EXPECT_EQ(packLowPrecision(DataType::kUint2, uint2.data(), 5), std::string("\x39\x03", 2));
   std::vector<uint8_t> back(5);
   const std::string packed = packLowPrecision(DataType::kUint2, uint2.data(), 5);
-  unpackLowPrecision(DataType::kUint2, reinterpret_cast<const uint8_t*>(packed.data()), 5, back.data());
+  unpackLowPrecision(DataType::kUint2, reinterpret_cast<const uint8_t*>(packed.data()), 5,
+                     back.data());
   EXPECT_EQ(back, uint2);
   EXPECT_EQ(packedByteCount(DataType::kFloat4E2M1, 5), 3u);
   EXPECT_EQ(packedByteCount(DataType::kFloat8E4M3FN, 5), 5u);
@@ -154,7 +157,8 @@ TEST(LowPrecisionPacking, LoaderUnpacksRawDataAndInt32Data) {
   typed.add_dims(5);
   typed.add_int32_data(0x39);
   typed.add_int32_data(0x03);
-  EXPECT_THAT(valuesOf<uint8_t>(onnx_import::tensorFromProto(typed, "", "w")), ElementsAre(1, 2, 3, 0, 3));
+  EXPECT_THAT(valuesOf<uint8_t>(onnx_import::tensorFromProto(typed, "", "w")),
+              ElementsAre(1, 2, 3, 0, 3));
 
   onnx::TensorProto float8;  // int32_data holds one float8 bit pattern per entry
   float8.set_data_type(static_cast<int>(DataType::kFloat8E4M3FN));
@@ -185,15 +189,19 @@ TEST(LowPrecisionPacking, WriterPacksAndTheLoaderReadsItBack) {
   onnx::TensorProto proto;
   onnx_import::tensorToProto(t, "x", proto);
   EXPECT_EQ(proto.raw_data(), std::string("\x39\x03", 2));
-  EXPECT_THAT(valuesOf<uint8_t>(onnx_import::tensorFromProto(proto, "", "x")), ElementsAre(1, 2, 3, 0, 3));
+  EXPECT_THAT(valuesOf<uint8_t>(onnx_import::tensorFromProto(proto, "", "x")),
+              ElementsAre(1, 2, 3, 0, 3));
 }
 
 // ---- Cast ----
 
 TEST(LowPrecisionCast, FloatToFloat8FollowsSaturate) {
   const Tensor x = floats({6}, {0.3f, 470.0f, -1e6f, INFINITY, NAN, 0x1p-10f});
-  auto saturating =
-      SingleNodeModel("Cast", 19).attr("to", int64_t{17}).input("x", x).output("y", DataType::kFloat8E4M3FN).run();
+  auto saturating = SingleNodeModel("Cast", 19)
+                        .attr("to", int64_t{17})
+                        .input("x", x)
+                        .output("y", DataType::kFloat8E4M3FN)
+                        .run();
   EXPECT_THAT(valuesOf<uint8_t>(saturating[0].second), ElementsAre(42, 126, 254, 126, 127, 0));
   auto plain = SingleNodeModel("Cast", 19)
                    .attr("to", int64_t{17})
@@ -205,8 +213,13 @@ TEST(LowPrecisionCast, FloatToFloat8FollowsSaturate) {
 }
 
 TEST(LowPrecisionCast, Float8E5M2ToFloat16) {
-  const Tensor x = lowPrecision(DataType::kFloat8E5M2, {7}, {0x3c, 0x7b, 0x7c, 0xfc, 0x7e, 0x01, 0x83});
-  auto y = SingleNodeModel("Cast", 19).attr("to", int64_t{10}).input("x", x).output("y", DataType::kFloat16).run();
+  const Tensor x =
+      lowPrecision(DataType::kFloat8E5M2, {7}, {0x3c, 0x7b, 0x7c, 0xfc, 0x7e, 0x01, 0x83});
+  auto y = SingleNodeModel("Cast", 19)
+               .attr("to", int64_t{10})
+               .input("x", x)
+               .output("y", DataType::kFloat16)
+               .run();
   std::vector<uint16_t> bits;
   for (const Half& h : valuesOf<Half>(y[0].second)) bits.push_back(h.bits);
   EXPECT_THAT(bits, ElementsAre(15360, 31488, 31744, 64512, 32256, 256, 33536));
@@ -357,8 +370,8 @@ TEST(LowPrecisionQuantize, DequantizeFloat4) {
                .output("y")
                .run();
   EXPECT_THAT(valuesOf<float>(y[0].second),
-              ElementsAreArray({0.0f, 0.125f, 0.25f, 0.375f, 0.5f, 0.75f, 1.0f, 1.5f, -0.0f, -0.125f, -0.25f, -0.375f,
-                                -0.5f, -0.75f, -1.0f, -1.5f}));
+              ElementsAreArray({0.0f, 0.125f, 0.25f, 0.375f, 0.5f, 0.75f, 1.0f, 1.5f, -0.0f,
+                                -0.125f, -0.25f, -0.375f, -0.5f, -0.75f, -1.0f, -1.5f}));
 }
 
 TEST(LowPrecisionQuantize, OlderOpsetsRefuseNewTypes) {

@@ -22,12 +22,16 @@ std::string loadError(const SingleNodeModel& model) {
 
 TEST(MalformedNode, SplitOfAScalarIsRefused) {
   SingleNodeModel model("Split", 13);
-  model.input("x", Tensor::fromVector<float>(DataType::kFloat32, {}, {1.0f})).output("a").output("b");
-  EXPECT_THAT(loadError(model), HasSubstr("node 'Split_under_test' (Split): Split needs an input of rank >= 1"));
+  model.input("x", Tensor::fromVector<float>(DataType::kFloat32, {}, {1.0f}))
+      .output("a")
+      .output("b");
+  EXPECT_THAT(loadError(model),
+              HasSubstr("node 'Split_under_test' (Split): Split needs an input of rank >= 1"));
 }
 
 TEST(MalformedNode, AnAxisOfAScalarIsRefused) {
-  // GatherElements, Unique, MeanVarianceNormalization and Slice on scalars once crashed at run time.
+  // GatherElements, Unique, MeanVarianceNormalization and Slice on scalars once crashed at run
+  // time.
   SingleNodeModel model("GatherElements", 13);
   model.input("x", Tensor::fromVector<float>(DataType::kFloat32, {}, {1.0f}))
       .input("i", Tensor::fromVector<int64_t>(DataType::kInt64, {}, {0}))
@@ -41,14 +45,15 @@ TEST(MalformedNode, ARequiredInputGivenAsTheEmptyNameIsRefused) {
       .skipInput()
       .input("ends", Tensor::fromVector<int64_t>(DataType::kInt64, {1}, {2}))
       .output("y");
-  EXPECT_THAT(loadError(model),
-              HasSubstr("node 'Slice_under_test' (Slice): input 1 is required by Slice-13 but the node gives the empty name \"\""));
+  EXPECT_THAT(loadError(model), HasSubstr("node 'Slice_under_test' (Slice): input 1 is required by "
+                                          "Slice-13 but the node gives the empty name \"\""));
 }
 
 TEST(MalformedNode, MissingRequiredInputsAreRefused) {
   SingleNodeModel model("Slice", 13);
   model.input("x", Tensor::fromVector<float>(DataType::kFloat32, {3}, {1, 2, 3})).output("y");
-  EXPECT_THAT(loadError(model), HasSubstr("input 1 is required by Slice-13 but the node has only 1 inputs"));
+  EXPECT_THAT(loadError(model),
+              HasSubstr("input 1 is required by Slice-13 but the node has only 1 inputs"));
 }
 
 TEST(MalformedNode, OptionalInputsMayStillBeLeftOut) {

@@ -42,13 +42,15 @@ std::string convReluModel() {
 
 Tensor input() {
   Tensor x(DataType::kFloat32, {1, 16, 8, 8});
-  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = std::cos(0.11f * static_cast<float>(i));
+  for (int64_t i = 0; i < x.numel(); ++i)
+    x.data<float>()[i] = std::cos(0.11f * static_cast<float>(i));
   return x;
 }
 
 void expectNear(const Tensor& a, const Tensor& b, float tolerance) {
   ASSERT_EQ(a.shape(), b.shape());
-  for (int64_t i = 0; i < a.numel(); ++i) ASSERT_NEAR(a.data<float>()[i], b.data<float>()[i], tolerance) << "element " << i;
+  for (int64_t i = 0; i < a.numel(); ++i)
+    ASSERT_NEAR(a.data<float>()[i], b.data<float>()[i], tolerance) << "element " << i;
 }
 
 NamedTensors runModel(const std::string& bytes, const SessionOptions& options) {
@@ -74,7 +76,8 @@ TEST(MarkedOutputs, ATensorAFusionWouldSwallowIsProducedWithTheUnfusedValue) {
   for (size_t i = 0; i < 3; ++i) expectNear(out[i].second, unfused[i].second, 1e-4f);
   // The conv output has negative values, the Relu's none: they are really two tensors.
   float lowest = 0;
-  for (int64_t i = 0; i < out[1].second.numel(); ++i) lowest = std::min(lowest, out[1].second.data<float>()[i]);
+  for (int64_t i = 0; i < out[1].second.numel(); ++i)
+    lowest = std::min(lowest, out[1].second.data<float>()[i]);
   EXPECT_LT(lowest, 0);
   // The model's output is the same with and without marks.
   expectNear(runModel(bytes, {})[0].second, out[0].second, 1e-5f);
@@ -99,7 +102,8 @@ TEST(MarkedOutputs, AnUnknownNameIsAnError) {
     FAIL() << "a name the graph lacks was marked";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
-    EXPECT_THAT(e.what(), HasSubstr("cannot mark 'nope' as an output: the graph has no tensor of that name"));
+    EXPECT_THAT(e.what(),
+                HasSubstr("cannot mark 'nope' as an output: the graph has no tensor of that name"));
   }
 }
 
@@ -121,7 +125,8 @@ TEST(MarkedOutputs, AParsedNetworkMarksAnIntermediateTensorAsAnEngineOutput) {
   ASSERT_TRUE(parser.parse(bytes.data(), bytes.size()).ok());
   ITensor* conv = nullptr;
   for (int i = 0; i < network->getNbLayers(); ++i)
-    if (network->getLayer(i)->getOutput(0)->getName() == "conv") conv = network->getLayer(i)->getOutput(0);
+    if (network->getLayer(i)->getOutput(0)->getName() == "conv")
+      conv = network->getLayer(i)->getOutput(0);
   ASSERT_NE(conv, nullptr);
   ASSERT_TRUE(network->markOutput(*conv).ok());
   auto engine = buildEngine(logger, *network);

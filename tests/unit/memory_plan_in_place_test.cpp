@@ -18,7 +18,9 @@ using namespace kiln::testing;
 
 int id(const ir::Graph& g, const std::string& name) { return g.findValue(name); }
 
-Tensor floats(Shape shape, const std::vector<float>& v) { return Tensor::fromVector<float>(DataType::kFloat32, shape, v); }
+Tensor floats(Shape shape, const std::vector<float>& v) {
+  return Tensor::fromVector<float>(DataType::kFloat32, shape, v);
+}
 
 // x -> Softmax a -> Relu b -> Sigmoid c -> Softmax y: b and c are computed in a's slot.
 TEST(InPlaceOutputs, AnElementwiseChainRunsInOneSlot) {
@@ -59,7 +61,8 @@ TEST(InPlaceOutputs, AnElementwiseChainRunsInOneSlot) {
   ExecutorMemory memory;
   for (int run = 0; run < 2; ++run) {
     const Tensor y = executor.run({{id(*g, "x"), floats({2, 64}, x)}}, &memory)[0];
-    for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(y.data<float>()[i], want[i], 1e-6f) << "run " << run << " element " << i;
+    for (size_t i = 0; i < want.size(); ++i)
+      ASSERT_NEAR(y.data<float>()[i], want[i], 1e-6f) << "run " << run << " element " << i;
   }
 }
 
@@ -70,10 +73,10 @@ TEST(InPlaceOutputs, OnlyOverAnInputThatDiesThere) {
   addFloatInitializer(m, "row", {256}, std::vector<float>(256, 0.5f));
   addFloatInitializer(m, "one", {1, 1}, {1.0f});
   addInt64Initializer(m, "flat", {1, 256});
-  addNode(m, "Relu", {"x"}, {"a"});        // x is a graph input
-  addNode(m, "Sigmoid", {"a"}, {"b"});     // a is read again below
-  addNode(m, "Add", {"a", "b"}, {"c"});    // both die here: c takes a's slot (the first input)
-  addNode(m, "Mul", {"c", "c"}, {"d"});    // one tensor read twice
+  addNode(m, "Relu", {"x"}, {"a"});      // x is a graph input
+  addNode(m, "Sigmoid", {"a"}, {"b"});   // a is read again below
+  addNode(m, "Add", {"a", "b"}, {"c"});  // both die here: c takes a's slot (the first input)
+  addNode(m, "Mul", {"c", "c"}, {"d"});  // one tensor read twice
   addNode(m, "Softmax", {"d"}, {"e"});
   addNode(m, "Reshape", {"e", "flat"}, {"r"});
   addNode(m, "Add", {"one", "r"}, {"f"});  // in place of r's storage, e: r is a view of it
@@ -123,7 +126,8 @@ TEST(InPlaceOutputs, AConvolutionOverwritesTheResidualThatDiesThere) {
   for (const ir::Node& node : g->nodes) {
     if (node.opType != "NchwcConv" || node.inputs.size() < 4) continue;
     ++residualConvs;
-    EXPECT_EQ(plan.storageOf[static_cast<size_t>(node.outputs[0])], plan.storageOf[static_cast<size_t>(node.inputs[3])]);
+    EXPECT_EQ(plan.storageOf[static_cast<size_t>(node.outputs[0])],
+              plan.storageOf[static_cast<size_t>(node.inputs[3])]);
   }
   ASSERT_EQ(residualConvs, 1);
 
@@ -133,7 +137,8 @@ TEST(InPlaceOutputs, AConvolutionOverwritesTheResidualThatDiesThere) {
     for (int64_t co = 0; co < kC; ++co) {
       for (int64_t p = 0; p < kPixels; ++p) {
         double sum = b[layer][co];
-        for (int64_t ci = 0; ci < kC; ++ci) sum += double(w[layer][co * kC + ci]) * in[ci * kPixels + p];
+        for (int64_t ci = 0; ci < kC; ++ci)
+          sum += double(w[layer][co * kC + ci]) * in[ci * kPixels + p];
         out[co * kPixels + p] = sum;
       }
     }
@@ -152,7 +157,8 @@ TEST(InPlaceOutputs, AConvolutionOverwritesTheResidualThatDiesThere) {
     const Tensor y = executor.run({{id(*g, "x"), floats({1, kC, 6, 5}, x)}}, &memory)[0];
     ASSERT_EQ(y.numel(), static_cast<int64_t>(want.size()));
     for (size_t i = 0; i < want.size(); ++i) {
-      ASSERT_NEAR(y.data<float>()[i], want[i], 1e-4 * (1.0 + std::fabs(want[i]))) << "run " << run << " element " << i;
+      ASSERT_NEAR(y.data<float>()[i], want[i], 1e-4 * (1.0 + std::fabs(want[i])))
+          << "run " << run << " element " << i;
     }
   }
 }

@@ -21,12 +21,16 @@ std::shared_ptr<const ir::Graph> loadGraph(const onnx::ModelProto& m, const std:
 int id(const ir::Graph& g, const std::string& name) { return g.findValue(name); }
 
 bool overlap(const MemoryPlan& plan, int a, int b) {
-  uint64_t a0 = static_cast<uint64_t>(plan.offsets[static_cast<size_t>(a)]), a1 = a0 + plan.bytes[static_cast<size_t>(a)];
-  uint64_t b0 = static_cast<uint64_t>(plan.offsets[static_cast<size_t>(b)]), b1 = b0 + plan.bytes[static_cast<size_t>(b)];
+  uint64_t a0 = static_cast<uint64_t>(plan.offsets[static_cast<size_t>(a)]),
+           a1 = a0 + plan.bytes[static_cast<size_t>(a)];
+  uint64_t b0 = static_cast<uint64_t>(plan.offsets[static_cast<size_t>(b)]),
+           b1 = b0 + plan.bytes[static_cast<size_t>(b)];
   return a0 < b1 && b0 < a1;
 }
 
-Tensor floats(Shape shape, const std::vector<float>& v) { return Tensor::fromVector<float>(DataType::kFloat32, shape, v); }
+Tensor floats(Shape shape, const std::vector<float>& v) {
+  return Tensor::fromVector<float>(DataType::kFloat32, shape, v);
+}
 
 std::vector<float> ramp(int64_t n, float scale, float shift) {
   std::vector<float> v(static_cast<size_t>(n));
@@ -52,7 +56,8 @@ TEST(MemoryPlan, ReusesTheSlotOfATensorPastItsLastUse) {
   EXPECT_EQ(plan.bytes[id(*g, "a")], 1024u);
   EXPECT_EQ(plan.offsets[id(*g, "a")], 0);
   EXPECT_EQ(plan.offsets[id(*g, "b")], 1024);
-  EXPECT_EQ(plan.offsets[id(*g, "c")], 0);  // a's slot: a was last read by step 1, c is made at step 2
+  EXPECT_EQ(plan.offsets[id(*g, "c")],
+            0);  // a's slot: a was last read by step 1, c is made at step 2
   EXPECT_EQ(plan.arenaBytes, 2048u);
   EXPECT_EQ(plan.intermediateBytes, 3072u);
 }
@@ -89,7 +94,8 @@ std::vector<float> reluPlusTanh(const std::vector<float>& x) {
 
 void expectNear(const Tensor& t, const std::vector<float>& want) {
   ASSERT_EQ(t.numel(), static_cast<int64_t>(want.size()));
-  for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(t.data<float>()[i], want[i], 1e-6f) << "element " << i;
+  for (size_t i = 0; i < want.size(); ++i)
+    ASSERT_NEAR(t.data<float>()[i], want[i], 1e-6f) << "element " << i;
 }
 
 TEST(MemoryPlan, AViewKeepsItsSourceSlotAliveUntilItsOwnLastUse) {
@@ -150,12 +156,14 @@ TEST(MemoryPlan, DataDependentShapesStayOnTheHeap) {
   auto g = loadGraph(m, "plan_nonzero");
   Executor executor(g);
   ExecutorMemory memory;
-  std::vector<Tensor> out = executor.run({{id(*g, "x"), floats({6}, {0, 3, -1, 5, 0, 2})}}, &memory);
+  std::vector<Tensor> out =
+      executor.run({{id(*g, "x"), floats({6}, {0, 3, -1, 5, 0, 2})}}, &memory);
   EXPECT_TRUE(memory.plan().placed(id(*g, "r")));
   EXPECT_FALSE(memory.plan().placed(id(*g, "nz")));
   EXPECT_FALSE(memory.plan().placed(id(*g, "f")));
   ASSERT_EQ(out[0].shape(), (Shape{1, 3}));
-  EXPECT_EQ(std::vector<float>(out[0].data<float>(), out[0].data<float>() + 3), (std::vector<float>{-1, -3, -5}));
+  EXPECT_EQ(std::vector<float>(out[0].data<float>(), out[0].data<float>() + 3),
+            (std::vector<float>{-1, -3, -5}));
 }
 
 // A graph output computed straight into a caller's buffer, through the view that produces it.
@@ -170,8 +178,9 @@ TEST(MemoryPlan, OutputBuffersReceiveTheTensorTheOutputIsAViewOf) {
   Executor executor(g);
   ExecutorMemory memory;
   std::vector<float> buffer(6, 42.0f);
-  std::vector<Tensor> out = executor.run({{id(*g, "x"), floats({2, 3}, {-1, 2, -3, 4, -5, 6})}}, &memory,
-                                         {{id(*g, "y"), buffer.data(), buffer.size() * sizeof(float)}});
+  std::vector<Tensor> out =
+      executor.run({{id(*g, "x"), floats({2, 3}, {-1, 2, -3, 4, -5, 6})}}, &memory,
+                   {{id(*g, "y"), buffer.data(), buffer.size() * sizeof(float)}});
   EXPECT_EQ(out[0].raw(), buffer.data());
   EXPECT_EQ(buffer, (std::vector<float>{0, 2, 0, 4, 0, 6}));
   // A buffer too small for the output is left alone: the output is computed elsewhere.
@@ -205,7 +214,8 @@ TEST(MemoryPlan, PackedWeightsAreFreedUnlessAnotherNodeReadsThem) {
   ExecutorMemory memory;
   std::vector<Tensor> out = executor.run({{id(*g, "x"), floats({2, 2}, {1, 1, 0, 2})}}, &memory);
   // x @ w = [[4, 6], [6, 8]]; @ I + I = [[5, 6], [6, 9]]
-  EXPECT_EQ(std::vector<float>(out[0].data<float>(), out[0].data<float>() + 4), (std::vector<float>{5, 6, 6, 9}));
+  EXPECT_EQ(std::vector<float>(out[0].data<float>(), out[0].data<float>() + 4),
+            (std::vector<float>{5, 6, 6, 9}));
 }
 
 }  // namespace

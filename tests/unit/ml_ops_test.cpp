@@ -20,11 +20,12 @@ TEST(Binarizer, OneAboveThreshold) {
 }
 
 TEST(ArrayFeatureExtractor, PicksColumnsOfTheLastAxis) {
-  auto y = SingleNodeModel("ArrayFeatureExtractor", 1, "ai.onnx.ml")
-               .input("x", Tensor::fromVector<float>(DataType::kFloat32, {2, 3}, {0, 1, 2, 3, 4, 5}))
-               .input("i", Tensor::fromVector<int64_t>(DataType::kInt64, {2}, {2, 0}))
-               .output("y")
-               .run();
+  auto y =
+      SingleNodeModel("ArrayFeatureExtractor", 1, "ai.onnx.ml")
+          .input("x", Tensor::fromVector<float>(DataType::kFloat32, {2, 3}, {0, 1, 2, 3, 4, 5}))
+          .input("i", Tensor::fromVector<int64_t>(DataType::kInt64, {2}, {2, 0}))
+          .output("y")
+          .run();
   EXPECT_EQ(y[0].second.shape(), (Shape{2, 2}));
   EXPECT_THAT(valuesOf<float>(y[0].second), ElementsAre(2, 0, 5, 3));
 }

@@ -20,8 +20,9 @@ inline onnx::ModelProto makeModel(int64_t opset = 13) {
   return model;
 }
 
-inline void addNode(onnx::ModelProto& model, const std::string& op, const std::vector<std::string>& inputs,
-                    const std::vector<std::string>& outputs, const std::string& name = "") {
+inline void addNode(onnx::ModelProto& model, const std::string& op,
+                    const std::vector<std::string>& inputs, const std::vector<std::string>& outputs,
+                    const std::string& name = "") {
   auto* node = model.mutable_graph()->add_node();
   node->set_op_type(op);
   node->set_name(name.empty() ? op + "_" + std::to_string(model.graph().node_size()) : name);
@@ -30,29 +31,33 @@ inline void addNode(onnx::ModelProto& model, const std::string& op, const std::v
 }
 
 /// dims: >= 0 fixed, -1 symbolic named "N".
-inline void setValueInfo(onnx::ValueInfoProto* vi, const std::string& name, int elemType, const std::vector<int64_t>& dims) {
+inline void setValueInfo(onnx::ValueInfoProto* vi, const std::string& name, int elemType,
+                         const std::vector<int64_t>& dims) {
   vi->set_name(name);
   auto* tt = vi->mutable_type()->mutable_tensor_type();
   tt->set_elem_type(elemType);
   auto* shape = tt->mutable_shape();
   for (int64_t d : dims) {
-    if (d >= 0) shape->add_dim()->set_dim_value(d);
-    else shape->add_dim()->set_dim_param("N");
+    if (d >= 0)
+      shape->add_dim()->set_dim_value(d);
+    else
+      shape->add_dim()->set_dim_param("N");
   }
 }
 
-inline void addInput(onnx::ModelProto& model, const std::string& name, const std::vector<int64_t>& dims,
-                     int elemType = onnx::TensorProto::FLOAT) {
+inline void addInput(onnx::ModelProto& model, const std::string& name,
+                     const std::vector<int64_t>& dims, int elemType = onnx::TensorProto::FLOAT) {
   setValueInfo(model.mutable_graph()->add_input(), name, elemType, dims);
 }
 
-inline void addOutput(onnx::ModelProto& model, const std::string& name, const std::vector<int64_t>& dims,
-                      int elemType = onnx::TensorProto::FLOAT) {
+inline void addOutput(onnx::ModelProto& model, const std::string& name,
+                      const std::vector<int64_t>& dims, int elemType = onnx::TensorProto::FLOAT) {
   setValueInfo(model.mutable_graph()->add_output(), name, elemType, dims);
 }
 
 inline onnx::TensorProto* addFloatInitializer(onnx::ModelProto& model, const std::string& name,
-                                              const std::vector<int64_t>& dims, const std::vector<float>& values) {
+                                              const std::vector<int64_t>& dims,
+                                              const std::vector<float>& values) {
   auto* t = model.mutable_graph()->add_initializer();
   t->set_name(name);
   t->set_data_type(onnx::TensorProto::FLOAT);
@@ -84,7 +89,8 @@ inline void setInt(onnx::NodeProto* node, const std::string& name, int64_t value
   a->set_i(value);
 }
 
-inline void setInts(onnx::NodeProto* node, const std::string& name, const std::vector<int64_t>& values) {
+inline void setInts(onnx::NodeProto* node, const std::string& name,
+                    const std::vector<int64_t>& values) {
   auto* a = node->add_attribute();
   a->set_name(name);
   a->set_type(onnx::AttributeProto::INTS);
@@ -100,7 +106,8 @@ inline void setFloat(onnx::NodeProto* node, const std::string& name, float value
 
 /// A fresh empty folder under the system temp dir.
 inline std::filesystem::path tempDir(const std::string& name) {
-  auto dir = std::filesystem::temp_directory_path() / ("kiln_test_" + name + "_" + std::to_string(::getpid()));
+  auto dir = std::filesystem::temp_directory_path() /
+             ("kiln_test_" + name + "_" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;

@@ -23,7 +23,8 @@ using kiln::testing::ConvCase;
 using kiln::testing::square;
 
 constexpr int64_t kB = 16;
-const double kTermError = 2 * std::ldexp(1.0, -8) + std::ldexp(1.0, -16) + 5000 * std::ldexp(1.0, -24);
+const double kTermError =
+    2 * std::ldexp(1.0, -8) + std::ldexp(1.0, -16) + 5000 * std::ldexp(1.0, -24);
 
 std::vector<float> magnitudes(std::vector<float> v) {
   for (float& x : v) x = std::fabs(x);
@@ -56,15 +57,17 @@ void checkCase(const ConvCase& t, const Activation& act, bool withResidual) {
   args.residual = zp ? zBlocked.data() : nullptr;
   args.act = act;
   args.y = y.data();
-  detail::nchwcConvBf16Avx512(args, reinterpret_cast<const uint32_t*>(packed.data.get()), scratch.data());
+  detail::nchwcConvBf16Avx512(args, reinterpret_cast<const uint32_t*>(packed.data.get()),
+                              scratch.data());
   const std::vector<float> got = kiln::testing::fromBlocked(y, t.n, t.co, outPlane);
   const std::vector<float> want = kiln::testing::reference(t, x, w, b, zp, act);
   const std::vector<float> zMagnitude = magnitudes(z);
-  const std::vector<float> size =
-      kiln::testing::reference(t, magnitudes(x), magnitudes(w), magnitudes(b), zp ? &zMagnitude : nullptr, {});
+  const std::vector<float> size = kiln::testing::reference(
+      t, magnitudes(x), magnitudes(w), magnitudes(b), zp ? &zMagnitude : nullptr, {});
   for (size_t i = 0; i < got.size(); ++i) {
     // Relu and Clip do not widen an error; Sigmoid's slope is at most 1/4, SiLU's about 1.1.
-    ASSERT_LE(std::fabs(got[i] - want[i]), 1.1 * kTermError * size[i] + 1e-6) << "at " << i << ": " << got[i] << " vs " << want[i];
+    ASSERT_LE(std::fabs(got[i] - want[i]), 1.1 * kTermError * size[i] + 1e-6)
+        << "at " << i << ": " << got[i] << " vs " << want[i];
   }
 }
 

@@ -28,15 +28,15 @@ struct ConvCase {
 };
 
 // Square kernel k, stride s, symmetric pad p.
-inline ConvCase square(std::string name, int64_t n, int64_t ci, int64_t co, int64_t h, int64_t w, int64_t k, int64_t s,
-                int64_t p) {
+inline ConvCase square(std::string name, int64_t n, int64_t ci, int64_t co, int64_t h, int64_t w,
+                       int64_t k, int64_t s, int64_t p) {
   return ConvCase{std::move(name), n, ci, co, h, w, k, k, s, s, p, p, p, p};
 }
 
 // act(conv(x, w) + b + z) in double over NCHW.
-inline std::vector<float> reference(const ConvCase& t, const std::vector<float>& x, const std::vector<float>& w,
-                                    const std::vector<float>& b, const std::vector<float>* z,
-                                    const cpu::Activation& act) {
+inline std::vector<float> reference(const ConvCase& t, const std::vector<float>& x,
+                                    const std::vector<float>& w, const std::vector<float>& b,
+                                    const std::vector<float>* z, const cpu::Activation& act) {
   const int64_t oh = t.outH(), ow = t.outW(), cpg = t.inPerGroup();
   std::vector<float> y(static_cast<size_t>(t.n * t.co * oh * ow));
   for (int64_t i = 0; i < t.n; ++i)
@@ -48,9 +48,11 @@ inline std::vector<float> reference(const ConvCase& t, const std::vector<float>&
             const int64_t ic = t.depthwise ? o : o / (t.co / t.group) * cpg + c;
             for (int64_t ky = 0; ky < t.kh; ++ky)
               for (int64_t kx = 0; kx < t.kw; ++kx) {
-                const int64_t iy = oy * t.sh - t.padTop + ky * t.dh, ix = ox * t.sw - t.padLeft + kx * t.dw;
+                const int64_t iy = oy * t.sh - t.padTop + ky * t.dh,
+                              ix = ox * t.sw - t.padLeft + kx * t.dw;
                 if (iy < 0 || iy >= t.h || ix < 0 || ix >= t.w) continue;
-                acc += double(x[((i * t.ci + ic) * t.h + iy) * t.w + ix]) * w[((o * cpg + c) * t.kh + ky) * t.kw + kx];
+                acc += double(x[((i * t.ci + ic) * t.h + iy) * t.w + ix]) *
+                       w[((o * cpg + c) * t.kh + ky) * t.kw + kx];
               }
           }
           const size_t at = static_cast<size_t>(((i * t.co + o) * oh + oy) * ow + ox);

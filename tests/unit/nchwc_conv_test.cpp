@@ -13,16 +13,16 @@
 #include <string>
 #include <vector>
 
-#include "nchwc_conv_reference.h"
-#include "nchwc_test_layout.h"
-#include "random_data.h"
 #include "backends/cpu/activation.h"
 #include "backends/cpu/cpu_isa.h"
 #include "backends/cpu/kernels/nchwc_conv.h"
 #include "backends/cpu/kernels/nchwc_conv_grouped.h"
-#include "model_builder.h"
-#include "scoped_threads.h"
 #include "kiln/session.h"
+#include "model_builder.h"
+#include "nchwc_conv_reference.h"
+#include "nchwc_test_layout.h"
+#include "random_data.h"
+#include "scoped_threads.h"
 
 namespace kiln::cpu {
 namespace {
@@ -39,8 +39,9 @@ constexpr int64_t kB = 16;
 const float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 ConvCase depthwise(int64_t c, int64_t hw, int64_t k, int64_t s) {
-  ConvCase t = square("depthwise " + std::to_string(k) + "x" + std::to_string(k) + " s" + std::to_string(s), 1, c, c, hw,
-                      hw, k, s, k / 2);
+  ConvCase t =
+      square("depthwise " + std::to_string(k) + "x" + std::to_string(k) + " s" + std::to_string(s),
+             1, c, c, hw, hw, k, s, k / 2);
   t.depthwise = true;
   return t;
 }
@@ -51,8 +52,9 @@ ConvCase plain(ConvCase t) {
 
 // Runs the kernel on NCHW data (blocking it as the layout pass would) and returns Y in NCHW;
 // fails the test if a padding channel of Y is not finite.
-std::vector<float> runKernel(const ConvCase& t, const std::vector<float>& x, const std::vector<float>& w,
-                             const std::vector<float>& b, const std::vector<float>* z, const Activation& act) {
+std::vector<float> runKernel(const ConvCase& t, const std::vector<float>& x,
+                             const std::vector<float>& w, const std::vector<float>& b,
+                             const std::vector<float>* z, const Activation& act) {
   const NchwcConvShape s = shapeOf(t);
   const int64_t outPlane = s.outHeight * s.outWidth;
   const NchwcPackedWeights packed =
@@ -76,7 +78,9 @@ std::vector<float> runKernel(const ConvCase& t, const std::vector<float>& x, con
   args.y = y.data();
   nchwcConv(args);
   for (size_t i = 0; i < y.size(); ++i) {
-    if (static_cast<int64_t>(i % kB) + (static_cast<int64_t>(i) / (outPlane * kB)) % s.outBlocks() * kB >= t.co) {
+    if (static_cast<int64_t>(i % kB) +
+            (static_cast<int64_t>(i) / (outPlane * kB)) % s.outBlocks() * kB >=
+        t.co) {
       EXPECT_TRUE(std::isfinite(y[i])) << "padding channel value " << y[i] << " at " << i;
     }
   }
@@ -146,7 +150,8 @@ const std::vector<ConvCase>& shapeCases() {
     ConvCase dwOdd{"depthwise 4x3 kernel, stride 3", 1, 20, 20, 13, 14, 4, 3, 3, 3, 1, 1, 2, 1};
     dwOdd.depthwise = true;
     c.push_back(dwOdd);
-    c.push_back(plain(ConvCase{"plain asymmetric, stride 3", 1, 3, 20, 11, 10, 4, 2, 3, 3, 0, 1, 2, 1}));
+    c.push_back(
+        plain(ConvCase{"plain asymmetric, stride 3", 1, 3, 20, 11, 10, 4, 2, 3, 3, 0, 1, 2, 1}));
     ConvCase plainDil = plain(square("plain dilation 2", 1, 4, 24, 12, 11, 3, 1, 2));
     plainDil.dh = plainDil.dw = 2;
     c.push_back(plainDil);
@@ -162,7 +167,8 @@ const std::vector<ConvCase>& shapeCases() {
     c.push_back(square("1x1 300 -> 80, slabs", 1, 300, 80, 5, 7, 1, 1, 0));
     // Weights smaller than X and Y no larger than X: tasks run band-major (all groups per band).
     c.push_back(square("1x1 128 -> 80 at 20x20, band-major", 1, 128, 80, 20, 20, 1, 1, 0));
-    c.push_back(square("3x3 s2 32 -> 80 at 40x40, band-major, 2 images", 2, 32, 80, 40, 40, 3, 2, 1));
+    c.push_back(
+        square("3x3 s2 32 -> 80 at 40x40, band-major, 2 images", 2, 32, 80, 40, 40, 3, 2, 1));
     c.push_back(square("1x1 s2 272 -> 40, slabs, 2 images", 2, 272, 40, 7, 7, 1, 2, 0));
     // RGB images: pixel chunks within one output row (strided path) and across rows.
     c.push_back(plain(square("plain RGB 3x3 s2 -> 32, width 37", 1, 3, 32, 9, 37, 3, 2, 1)));
@@ -193,11 +199,16 @@ TEST_P(NchwcConvKernel, FusedActivations) {
   kiln::testing::ScopedThreads scopedThreads(threads);
   const std::vector<ConvCase> cases{square("Ci 24 -> Co 40", 1, 24, 40, 7, 7, 3, 1, 1),
                                     square("1x1 40 -> 72, 2 images", 2, 40, 72, 9, 13, 1, 1, 0),
-                                    plain(square("plain 3 -> 20 s2", 1, 3, 20, 9, 9, 3, 2, 1)), depthwise(40, 9, 3, 1)};
-  const std::vector<Activation> acts{{ActivationKind::kRelu, 0, 0},         {ActivationKind::kClip, 0.0f, 0.6f},
-                                     {ActivationKind::kLeakyRelu, 0.1f, 0}, {ActivationKind::kSigmoid, 0, 0},
-                                     {ActivationKind::kHardSigmoid, 0.2f, 0.5f}, {ActivationKind::kHardSwish, 0, 0},
-                                     {ActivationKind::kSiLU, 0, 0},         {ActivationKind::kGelu, 0, 0}};
+                                    plain(square("plain 3 -> 20 s2", 1, 3, 20, 9, 9, 3, 2, 1)),
+                                    depthwise(40, 9, 3, 1)};
+  const std::vector<Activation> acts{{ActivationKind::kRelu, 0, 0},
+                                     {ActivationKind::kClip, 0.0f, 0.6f},
+                                     {ActivationKind::kLeakyRelu, 0.1f, 0},
+                                     {ActivationKind::kSigmoid, 0, 0},
+                                     {ActivationKind::kHardSigmoid, 0.2f, 0.5f},
+                                     {ActivationKind::kHardSwish, 0, 0},
+                                     {ActivationKind::kSiLU, 0, 0},
+                                     {ActivationKind::kGelu, 0, 0}};
   for (const ConvCase& t : cases) {
     for (const Activation& act : acts) {
       for (bool withResidual : {false, true}) checkCase(t, act, withResidual);
@@ -228,12 +239,15 @@ TEST_P(NchwcConvKernel, GroupedConvolutions) {
       grouped(square("64 per group, 3x3 at 7x7, slabs", 1, 512, 512, 7, 7, 3, 1, 1), 8),
       grouped(square("8 -> 16 per group, 1x1 s2", 1, 32, 64, 12, 12, 1, 2, 0), 4),
       grouped(square("48 -> 32 per group, 3x3 s1, batch 2", 2, 96, 64, 6, 9, 3, 1, 1), 2),
-      grouped(ConvCase{"16 per group, asymmetric pads, stride (2, 1)", 1, 48, 48, 9, 11, 3, 3, 2, 1, 0, 1, 2, 0}, 3),
+      grouped(ConvCase{"16 per group, asymmetric pads, stride (2, 1)", 1, 48, 48, 9, 11, 3, 3, 2, 1,
+                       0, 1, 2, 0},
+              3),
   };
   for (const ConvCase& t : cases) {
     for (bool withResidual : {false, true}) checkCase(t, Activation{}, withResidual);
   }
-  const std::vector<Activation> acts{{ActivationKind::kRelu, 0, 0}, {ActivationKind::kClip, 0.0f, 0.6f},
+  const std::vector<Activation> acts{{ActivationKind::kRelu, 0, 0},
+                                     {ActivationKind::kClip, 0.0f, 0.6f},
                                      {ActivationKind::kSiLU, 0, 0}};
   for (const ConvCase& t : {cases[0], cases[1], cases[5]}) {
     for (const Activation& act : acts) {
@@ -268,8 +282,10 @@ TEST_P(NchwcConvKernel, PlainImageFirstConvs) {
   for (const ConvCase& t : cases) {
     for (bool withResidual : {false, true}) checkCase(t, Activation{}, withResidual);
   }
-  const std::vector<Activation> acts{{ActivationKind::kRelu, 0, 0}, {ActivationKind::kClip, 0.0f, 0.6f},
-                                     {ActivationKind::kSiLU, 0, 0}, {ActivationKind::kSigmoid, 0, 0}};
+  const std::vector<Activation> acts{{ActivationKind::kRelu, 0, 0},
+                                     {ActivationKind::kClip, 0.0f, 0.6f},
+                                     {ActivationKind::kSiLU, 0, 0},
+                                     {ActivationKind::kSigmoid, 0, 0}};
   for (const ConvCase& t : {cases[1], cases[3]}) {
     for (const Activation& act : acts) {
       for (bool withResidual : {false, true}) checkCase(t, act, withResidual);
@@ -291,7 +307,8 @@ TEST_P(NchwcConvKernel, PlainImageInPlaceOfTheResidual) {
   const std::vector<float> w = randomFloats(t.co * t.ci * t.kh * t.kw, 2);
   std::vector<float> bias = randomFloats(s.outBlocks() * kB, 3);
   std::fill(bias.begin() + t.co, bias.end(), 0.0f);
-  const NchwcPackedWeights packed = packNchwcWeights(w.data(), t.co, t.ci, t.kh, t.kw, NchwcWeightLayout::kPlainInput);
+  const NchwcPackedWeights packed =
+      packNchwcWeights(w.data(), t.co, t.ci, t.kh, t.kw, NchwcWeightLayout::kPlainInput);
   const std::vector<float> z = randomFloats(yFloats, 4);
   NchwcConvArgs args;
   args.shape = &s;
@@ -314,7 +331,8 @@ TEST_P(NchwcConvKernel, PlainImageInPlaceOfTheResidual) {
 }
 
 INSTANTIATE_TEST_SUITE_P(IsaAndThreads, NchwcConvKernel,
-                         ::testing::Combine(::testing::Values(CpuIsa::kAvx2, CpuIsa::kAvx512), ::testing::Values(1, 2)),
+                         ::testing::Combine(::testing::Values(CpuIsa::kAvx2, CpuIsa::kAvx512),
+                                            ::testing::Values(1, 2)),
                          [](const auto& info) {
                            return std::string(cpuIsaName(std::get<0>(info.param))) + "_threads" +
                                   std::to_string(std::get<1>(info.param));
@@ -324,8 +342,9 @@ INSTANTIATE_TEST_SUITE_P(IsaAndThreads, NchwcConvKernel,
 
 // X (graph input) -> NchwcConv(W, B initializers; Z a graph input when given) -> Y.
 // B is an initializer, a graph input (biasAsInput) or absent (b empty).
-std::string nchwcConvModel(const std::string& name, const std::vector<int64_t>& xShape, const ConvCase& t,
-                           const std::vector<float>& w, const std::vector<float>& b, const std::vector<int64_t>* zShape,
+std::string nchwcConvModel(const std::string& name, const std::vector<int64_t>& xShape,
+                           const ConvCase& t, const std::vector<float>& w,
+                           const std::vector<float>& b, const std::vector<int64_t>* zShape,
                            bool weightsAsInput, bool biasAsInput = false) {
   onnx::ModelProto model = kiln::testing::makeModel(13);
   auto* imp = model.add_opset_import();
@@ -333,10 +352,14 @@ std::string nchwcConvModel(const std::string& name, const std::vector<int64_t>& 
   imp->set_version(1);
   kiln::testing::addInput(model, "x", xShape);
   const std::vector<int64_t> wShape{t.co, t.inPerGroup(), t.kh, t.kw};
-  if (weightsAsInput) kiln::testing::addInput(model, "w", wShape);
-  else kiln::testing::addFloatInitializer(model, "w", wShape, w);
-  if (biasAsInput) kiln::testing::addInput(model, "b", {t.co});
-  else if (!b.empty()) kiln::testing::addFloatInitializer(model, "b", {static_cast<int64_t>(b.size())}, b);
+  if (weightsAsInput)
+    kiln::testing::addInput(model, "w", wShape);
+  else
+    kiln::testing::addFloatInitializer(model, "w", wShape, w);
+  if (biasAsInput)
+    kiln::testing::addInput(model, "b", {t.co});
+  else if (!b.empty())
+    kiln::testing::addFloatInitializer(model, "b", {static_cast<int64_t>(b.size())}, b);
   std::vector<std::string> inputs{"x", "w"};
   if (biasAsInput || !b.empty()) inputs.push_back("b");
   if (zShape) {
@@ -370,67 +393,87 @@ std::string nchwcConvModel(const std::string& name, const std::vector<int64_t>& 
 
 TEST(NchwcConvNode, RunsThroughASessionWithBiasResidualAndRelu) {
   const ConvCase t = square("session", 2, 24, 40, 9, 9, 3, 2, 1);
-  const std::vector<float> x = randomFloats(t.n * t.ci * t.h * t.w, 5), w = randomFloats(t.co * t.ci * 9, 6),
-                           b = randomFloats(t.co, 7), z = randomFloats(t.n * t.co * t.outH() * t.outW(), 8);
+  const std::vector<float> x = randomFloats(t.n * t.ci * t.h * t.w, 5),
+                           w = randomFloats(t.co * t.ci * 9, 6), b = randomFloats(t.co, 7),
+                           z = randomFloats(t.n * t.co * t.outH() * t.outW(), 8);
   const std::vector<int64_t> xShape{t.n, 2, t.h, t.w, kB}, zShape{t.n, 3, t.outH(), t.outW(), kB};
   Session session(nchwcConvModel("session", xShape, t, w, b, &zShape, false));
-  const NamedTensors out = session.run({{"x", Tensor::fromVector<float>(DataType::kFloat32, xShape, toBlocked(x, t.n, t.ci, t.h * t.w))},
-                                        {"z", Tensor::fromVector<float>(DataType::kFloat32, zShape, toBlocked(z, t.n, t.co, t.outH() * t.outW()))}});
+  const NamedTensors out =
+      session.run({{"x", Tensor::fromVector<float>(DataType::kFloat32, xShape,
+                                                   toBlocked(x, t.n, t.ci, t.h * t.w))},
+                   {"z", Tensor::fromVector<float>(DataType::kFloat32, zShape,
+                                                   toBlocked(z, t.n, t.co, t.outH() * t.outW()))}});
   const Tensor& y = out[0].second;
   ASSERT_EQ(y.shape(), (Shape{t.n, 3, t.outH(), t.outW(), kB}));
-  const std::vector<float> got = fromBlocked(std::vector<float>(y.data<float>(), y.data<float>() + y.numel()), t.n, t.co,
-                                             t.outH() * t.outW());
-  const std::vector<float> expected = reference(t, x, w, b, &z, Activation{ActivationKind::kRelu, 0, 0});
-  for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], expected[i], 1e-4f * (15.0f + std::fabs(expected[i]))) << i;
+  const std::vector<float> got =
+      fromBlocked(std::vector<float>(y.data<float>(), y.data<float>() + y.numel()), t.n, t.co,
+                  t.outH() * t.outW());
+  const std::vector<float> expected =
+      reference(t, x, w, b, &z, Activation{ActivationKind::kRelu, 0, 0});
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], expected[i], 1e-4f * (15.0f + std::fabs(expected[i]))) << i;
 }
 
 // X's height and width unknown when the kernel is made: each run works out its own geometry.
 TEST(NchwcConvNode, RunsAtSpatialSizesUnknownWhenMade) {
   const ConvCase shape = square("dynamic", 1, 24, 40, 9, 9, 3, 2, 1);
-  const std::vector<float> w = randomFloats(shape.co * shape.ci * 9, 12), b = randomFloats(shape.co, 13);
+  const std::vector<float> w = randomFloats(shape.co * shape.ci * 9, 12),
+                           b = randomFloats(shape.co, 13);
   const std::vector<int64_t> xShape{1, 2, -1, -1, kB};
   Session session(nchwcConvModel("dynamic", xShape, shape, w, b, nullptr, false));
   for (int64_t size : {9, 13, 9}) {
     const ConvCase t = square("dynamic", 1, 24, 40, size, size, 3, 2, 1);
     const std::vector<float> x = randomFloats(t.ci * t.h * t.w, 14);
-    const NamedTensors out = session.run(
-        {{"x", Tensor::fromVector<float>(DataType::kFloat32, {1, 2, t.h, t.w, kB}, toBlocked(x, 1, t.ci, t.h * t.w))}});
+    const NamedTensors out =
+        session.run({{"x", Tensor::fromVector<float>(DataType::kFloat32, {1, 2, t.h, t.w, kB},
+                                                     toBlocked(x, 1, t.ci, t.h * t.w))}});
     const Tensor& y = out[0].second;
     ASSERT_EQ(y.shape(), (Shape{1, 3, t.outH(), t.outW(), kB})) << "size " << size;
     const std::vector<float> got =
-        fromBlocked(std::vector<float>(y.data<float>(), y.data<float>() + y.numel()), 1, t.co, t.outH() * t.outW());
-    const std::vector<float> expected = reference(t, x, w, b, nullptr, Activation{ActivationKind::kRelu, 0, 0});
+        fromBlocked(std::vector<float>(y.data<float>(), y.data<float>() + y.numel()), 1, t.co,
+                    t.outH() * t.outW());
+    const std::vector<float> expected =
+        reference(t, x, w, b, nullptr, Activation{ActivationKind::kRelu, 0, 0});
     for (size_t i = 0; i < got.size(); ++i) {
-      ASSERT_NEAR(got[i], expected[i], 1e-4f * (15.0f + std::fabs(expected[i]))) << "size " << size << " at " << i;
+      ASSERT_NEAR(got[i], expected[i], 1e-4f * (15.0f + std::fabs(expected[i])))
+          << "size " << size << " at " << i;
     }
   }
 }
 
 TEST(NchwcConvNode, PlainImageInputThroughASession) {
   const ConvCase t = plain(square("plain", 1, 3, 20, 11, 11, 3, 2, 1));
-  const std::vector<float> x = randomFloats(t.ci * t.h * t.w, 9), w = randomFloats(t.co * t.ci * 9, 10),
-                           b = randomFloats(t.co, 11);
+  const std::vector<float> x = randomFloats(t.ci * t.h * t.w, 9),
+                           w = randomFloats(t.co * t.ci * 9, 10), b = randomFloats(t.co, 11);
   const std::vector<int64_t> xShape{1, 3, t.h, t.w};
   Session session(nchwcConvModel("plain", xShape, t, w, b, nullptr, false));
-  const NamedTensors out = session.run({{"x", Tensor::fromVector<float>(DataType::kFloat32, xShape, x)}});
+  const NamedTensors out =
+      session.run({{"x", Tensor::fromVector<float>(DataType::kFloat32, xShape, x)}});
   const Tensor& y = out[0].second;
   ASSERT_EQ(y.shape(), (Shape{1, 2, t.outH(), t.outW(), kB}));
-  const std::vector<float> got = fromBlocked(std::vector<float>(y.data<float>(), y.data<float>() + y.numel()), 1, t.co,
-                                             t.outH() * t.outW());
-  const std::vector<float> expected = reference(t, x, w, b, nullptr, Activation{ActivationKind::kRelu, 0, 0});
-  for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], expected[i], 1e-4f * (6.0f + std::fabs(expected[i]))) << i;
+  const std::vector<float> got =
+      fromBlocked(std::vector<float>(y.data<float>(), y.data<float>() + y.numel()), 1, t.co,
+                  t.outH() * t.outW());
+  const std::vector<float> expected =
+      reference(t, x, w, b, nullptr, Activation{ActivationKind::kRelu, 0, 0});
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], expected[i], 1e-4f * (6.0f + std::fabs(expected[i]))) << i;
 }
 
 TEST(NchwcConvNode, BiasComputedAtRunTimeOrAbsent) {
   const ConvCase t = square("bias", 1, 24, 40, 7, 7, 3, 1, 1);
-  const std::vector<float> x = randomFloats(t.ci * t.h * t.w, 12), w = randomFloats(t.co * t.ci * 9, 13),
-                           b = randomFloats(t.co, 14), zeros(static_cast<size_t>(t.co), 0.0f);
+  const std::vector<float> x = randomFloats(t.ci * t.h * t.w, 12),
+                           w = randomFloats(t.co * t.ci * 9, 13), b = randomFloats(t.co, 14),
+                           zeros(static_cast<size_t>(t.co), 0.0f);
   const std::vector<int64_t> xShape{1, 2, t.h, t.w, kB};
-  const Tensor xBlocked = Tensor::fromVector<float>(DataType::kFloat32, xShape, toBlocked(x, 1, t.ci, t.h * t.w));
+  const Tensor xBlocked =
+      Tensor::fromVector<float>(DataType::kFloat32, xShape, toBlocked(x, 1, t.ci, t.h * t.w));
   auto check = [&](const Tensor& y, const std::vector<float>& bias) {
-    const std::vector<float> got = fromBlocked(std::vector<float>(y.data<float>(), y.data<float>() + y.numel()), 1,
-                                               t.co, t.outH() * t.outW());
-    const std::vector<float> expected = reference(t, x, w, bias, nullptr, Activation{ActivationKind::kRelu, 0, 0});
+    const std::vector<float> got =
+        fromBlocked(std::vector<float>(y.data<float>(), y.data<float>() + y.numel()), 1, t.co,
+                    t.outH() * t.outW());
+    const std::vector<float> expected =
+        reference(t, x, w, bias, nullptr, Activation{ActivationKind::kRelu, 0, 0});
     for (size_t i = 0; i < got.size(); ++i) {
       ASSERT_NEAR(got[i], expected[i], 1e-4f * (15.0f + std::fabs(expected[i]))) << i;
     }
@@ -438,10 +481,17 @@ TEST(NchwcConvNode, BiasComputedAtRunTimeOrAbsent) {
   {
     SCOPED_TRACE("B a graph input");
     Session session(nchwcConvModel("bias_input", xShape, t, w, b, nullptr, false, true));
-    check(session.run({{"x", xBlocked}, {"b", Tensor::fromVector<float>(DataType::kFloat32, {t.co}, b)}})[0].second, b);
+    check(session
+              .run({{"x", xBlocked},
+                    {"b", Tensor::fromVector<float>(DataType::kFloat32, {t.co}, b)}})[0]
+              .second,
+          b);
     // Another B on the next run: it is read on every run, not kept from the first.
     const std::vector<float> b2 = randomFloats(t.co, 15);
-    check(session.run({{"x", xBlocked}, {"b", Tensor::fromVector<float>(DataType::kFloat32, {t.co}, b2)}})[0].second,
+    check(session
+              .run({{"x", xBlocked},
+                    {"b", Tensor::fromVector<float>(DataType::kFloat32, {t.co}, b2)}})[0]
+              .second,
           b2);
   }
   {
@@ -469,7 +519,8 @@ TEST(NchwcConvNode, RefusesWeightsThatAreNotConstant) {
   const std::vector<float> w = randomFloats(16 * 16 * 9, 1), b = randomFloats(16, 2);
   try {
     Session session(nchwcConvModel("w_input", {1, 1, 5, 5, kB}, t, w, b, nullptr, true));
-    session.run({{"x", Tensor(DataType::kFloat32, {1, 1, 5, 5, kB})}, {"w", Tensor(DataType::kFloat32, {16, 16, 3, 3})}});
+    session.run({{"x", Tensor(DataType::kFloat32, {1, 1, 5, 5, kB})},
+                 {"w", Tensor(DataType::kFloat32, {16, 16, 3, 3})}});
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_THAT(e.what(), ::testing::HasSubstr("constant"));
@@ -483,7 +534,8 @@ TEST(NchwcConvNode, RefusesAResidualOfAnotherShape) {
   const std::vector<int64_t> zShape{1, 1, 5, 6, kB};
   try {
     Session session(nchwcConvModel("bad_z", {1, 1, 6, 6, kB}, t, w, b, &zShape, false));
-    session.run({{"x", Tensor(DataType::kFloat32, {1, 1, 6, 6, kB})}, {"z", Tensor(DataType::kFloat32, zShape)}});
+    session.run({{"x", Tensor(DataType::kFloat32, {1, 1, 6, 6, kB})},
+                 {"z", Tensor(DataType::kFloat32, zShape)}});
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_THAT(e.what(), ::testing::HasSubstr("residual Z"));

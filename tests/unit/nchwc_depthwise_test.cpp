@@ -14,12 +14,12 @@
 #include <vector>
 
 #include "activation_reference.h"
-#include "nchwc_test_layout.h"
-#include "random_data.h"
-#include "scoped_threads.h"
 #include "backends/cpu/activation.h"
 #include "backends/cpu/cpu_isa.h"
 #include "backends/cpu/kernels/nchwc_conv.h"
+#include "nchwc_test_layout.h"
+#include "random_data.h"
+#include "scoped_threads.h"
 
 namespace kiln::cpu {
 namespace {
@@ -43,14 +43,26 @@ struct DepthwiseCase {
 
 // Square kernel k, stride s, "same" padding k / 2 on every side.
 DepthwiseCase square(int64_t c, int64_t h, int64_t w, int64_t k, int64_t s) {
-  return DepthwiseCase{std::to_string(c) + "ch " + std::to_string(h) + "x" + std::to_string(w) + " k" +
-                           std::to_string(k) + " s" + std::to_string(s),
-                       1, c, h, w, k, k, s, s, k / 2, k / 2, k / 2, k / 2};
+  return DepthwiseCase{std::to_string(c) + "ch " + std::to_string(h) + "x" + std::to_string(w) +
+                           " k" + std::to_string(k) + " s" + std::to_string(s),
+                       1,
+                       c,
+                       h,
+                       w,
+                       k,
+                       k,
+                       s,
+                       s,
+                       k / 2,
+                       k / 2,
+                       k / 2,
+                       k / 2};
 }
 
 // act(depthwise(x, w) + b + z) in double over NCHW.
-std::vector<double> reference(const DepthwiseCase& t, const std::vector<float>& x, const std::vector<float>& w,
-                              const std::vector<float>& b, const std::vector<float>* z, const Activation& act) {
+std::vector<double> reference(const DepthwiseCase& t, const std::vector<float>& x,
+                              const std::vector<float>& w, const std::vector<float>& b,
+                              const std::vector<float>* z, const Activation& act) {
   const int64_t oh = t.outH(), ow = t.outW();
   std::vector<double> y(static_cast<size_t>(t.n * t.c * oh * ow));
   for (int64_t i = 0; i < t.n; ++i)
@@ -60,9 +72,11 @@ std::vector<double> reference(const DepthwiseCase& t, const std::vector<float>& 
           double acc = b[c];
           for (int64_t ky = 0; ky < t.kh; ++ky)
             for (int64_t kx = 0; kx < t.kw; ++kx) {
-              const int64_t iy = oy * t.sh - t.padTop + ky * t.dh, ix = ox * t.sw - t.padLeft + kx * t.dw;
+              const int64_t iy = oy * t.sh - t.padTop + ky * t.dh,
+                            ix = ox * t.sw - t.padLeft + kx * t.dw;
               if (iy < 0 || iy >= t.h || ix < 0 || ix >= t.w) continue;
-              acc += double(x[((i * t.c + c) * t.h + iy) * t.w + ix]) * w[(c * t.kh + ky) * t.kw + kx];
+              acc +=
+                  double(x[((i * t.c + c) * t.h + iy) * t.w + ix]) * w[(c * t.kh + ky) * t.kw + kx];
             }
           const size_t at = static_cast<size_t>(((i * t.c + c) * oh + oy) * ow + ox);
           if (z) acc += (*z)[at];
@@ -98,7 +112,8 @@ void checkCase(const DepthwiseCase& t, const Activation& act, bool withResidual)
   const std::vector<float> z = randomFloats(t.n * t.c * outPlane, 14);
   const std::vector<float>* zp = withResidual ? &z : nullptr;
 
-  const NchwcPackedWeights packed = packNchwcWeights(w.data(), t.c, 1, t.kh, t.kw, NchwcWeightLayout::kDepthwise);
+  const NchwcPackedWeights packed =
+      packNchwcWeights(w.data(), t.c, 1, t.kh, t.kw, NchwcWeightLayout::kDepthwise);
   const std::vector<float> xBlocked = toBlocked(x, t.n, t.c, t.h * t.w);
   const std::vector<float> zBlocked = toBlocked(z, t.n, t.c, outPlane);
   std::vector<float> bias(static_cast<size_t>(blocks * kB), 0.0f);
@@ -119,14 +134,17 @@ void checkCase(const DepthwiseCase& t, const Activation& act, bool withResidual)
   for (int64_t i = 0; i < t.n; ++i)
     for (int64_t c = 0; c < blocks * kB; ++c)
       for (int64_t p = 0; p < outPlane; ++p) {
-        const float got = y[static_cast<size_t>(((i * blocks + c / kB) * outPlane + p) * kB + c % kB)];
+        const float got =
+            y[static_cast<size_t>(((i * blocks + c / kB) * outPlane + p) * kB + c % kB)];
         if (c >= t.c) {  // a padding channel: anything finite (X's and Z's are NaN)
-          ASSERT_TRUE(std::isfinite(got)) << "padding channel " << c << " pixel " << p << " is " << got;
+          ASSERT_TRUE(std::isfinite(got))
+              << "padding channel " << c << " pixel " << p << " is " << got;
           continue;
         }
         const double want = expected[static_cast<size_t>((i * t.c + c) * outPlane + p)];
         ASSERT_NEAR(got, want, tolerance * (1.0 + std::fabs(want)))
-            << "image " << i << " channel " << c << " output row " << p / s.outWidth << " column " << p % s.outWidth;
+            << "image " << i << " channel " << c << " output row " << p / s.outWidth << " column "
+            << p % s.outWidth;
       }
 }
 
@@ -154,7 +172,8 @@ std::vector<DepthwiseCase> shapeCases() {
   c.push_back(DepthwiseCase{"3x3 s2 pads 0,0,1,1 (TF same)", 2, 40, 10, 9, 3, 3, 2, 2, 0, 0, 1, 1});
   c.push_back(DepthwiseCase{"3x3 s1 no padding", 1, 24, 8, 12, 3, 3, 1, 1, 0, 0, 0, 0});
   c.push_back(DepthwiseCase{"5x5 s1 pads 2,0,1,3", 1, 24, 9, 13, 5, 5, 1, 1, 2, 0, 1, 3});
-  c.push_back(DepthwiseCase{"3x3 s1 pads 3 (beyond the kernel)", 1, 17, 6, 7, 3, 3, 1, 1, 3, 3, 3, 3});
+  c.push_back(
+      DepthwiseCase{"3x3 s1 pads 3 (beyond the kernel)", 1, 17, 6, 7, 3, 3, 1, 1, 3, 3, 3, 3});
   c.push_back(DepthwiseCase{"7x7 s2 pads 1,4,5,0", 1, 33, 12, 15, 7, 7, 2, 2, 1, 4, 5, 0});
   // Vertical stride other than the horizontal one (the fixed path takes any vertical stride).
   c.push_back(DepthwiseCase{"3x3 strides 3,1", 1, 24, 13, 12, 3, 3, 3, 1, 1, 1, 1, 1});
@@ -191,14 +210,13 @@ TEST_P(NchwcDepthwise, FusedActivations) {
   if (isa > detectedCpuIsa()) GTEST_SKIP() << "the CPU lacks " << cpuIsaName(isa);
   ScopedCpuIsaLimit limit(isa);
   kiln::testing::ScopedThreads scopedThreads(threads);
-  const std::vector<DepthwiseCase> cases{square(40, 9, 11, 3, 1), square(24, 8, 13, 5, 2),
-                                         DepthwiseCase{"3x3 dilation 1, stride 3", 1, 20, 7, 10, 3, 3, 3, 3, 1, 1, 1, 1}};
-  const std::vector<Activation> acts{{ActivationKind::kRelu, 0, 0},
-                                     {ActivationKind::kClip, 0.0f, 0.6f},
-                                     {ActivationKind::kLeakyRelu, 0.1f, 0},
-                                     {ActivationKind::kSigmoid, 0, 0},
-                                     {ActivationKind::kHardSwish, 0, 0},
-                                     {ActivationKind::kSiLU, 0, 0}};
+  const std::vector<DepthwiseCase> cases{
+      square(40, 9, 11, 3, 1), square(24, 8, 13, 5, 2),
+      DepthwiseCase{"3x3 dilation 1, stride 3", 1, 20, 7, 10, 3, 3, 3, 3, 1, 1, 1, 1}};
+  const std::vector<Activation> acts{
+      {ActivationKind::kRelu, 0, 0},         {ActivationKind::kClip, 0.0f, 0.6f},
+      {ActivationKind::kLeakyRelu, 0.1f, 0}, {ActivationKind::kSigmoid, 0, 0},
+      {ActivationKind::kHardSwish, 0, 0},    {ActivationKind::kSiLU, 0, 0}};
   for (const DepthwiseCase& t : cases) {
     for (const Activation& act : acts) {
       for (bool withResidual : {false, true}) checkCase(t, act, withResidual);
@@ -213,12 +231,14 @@ TEST_P(NchwcDepthwise, OnePlaneSplitIntoRowBands) {
   ScopedCpuIsaLimit limit(isa);
   kiln::testing::ScopedThreads scopedThreads(threads);
   for (int64_t k : {3, 5}) {
-    for (int64_t s : {1, 2}) checkCase(square(9, 37, 20, k, s), Activation{ActivationKind::kClip, 0.0f, 6.0f}, true);
+    for (int64_t s : {1, 2})
+      checkCase(square(9, 37, 20, k, s), Activation{ActivationKind::kClip, 0.0f, 6.0f}, true);
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(IsaAndThreads, NchwcDepthwise,
-                         ::testing::Combine(::testing::Values(CpuIsa::kAvx2, CpuIsa::kAvx512), ::testing::Values(1, 2)),
+                         ::testing::Combine(::testing::Values(CpuIsa::kAvx2, CpuIsa::kAvx512),
+                                            ::testing::Values(1, 2)),
                          [](const auto& info) {
                            return std::string(cpuIsaName(std::get<0>(info.param))) + "_threads" +
                                   std::to_string(std::get<1>(info.param));

@@ -12,16 +12,16 @@
 
 #include "backends/cpu/kernel.h"
 #include "engine/executor.h"
+#include "graph_loading.h"
+#include "graph_runner.h"
 #include "ir/node_attrs.h"
 #include "ir/op_schema.h"
-#include "graph_runner.h"
-#include "graph_loading.h"
-#include "model_builder.h"
-#include "random_data.h"
-#include "onnx/loader.h"
 #include "ir/ops/nchwc_groups.h"
+#include "model_builder.h"
+#include "onnx/loader.h"
 #include "opt/nchwc_rules.h"
 #include "opt/passes.h"
+#include "random_data.h"
 #include "single_node_model.h"
 
 namespace kiln {
@@ -30,11 +30,13 @@ namespace {
 using namespace kiln::testing;
 using Strings = std::vector<std::string>;
 
-// A Conv node `name` reading x, with random constant weights name_w [co, ci / group, k, k] and bias.
-void addConv(onnx::ModelProto& m, const std::string& name, const std::string& x, const std::string& y, int64_t ci,
-             int64_t co, int64_t k = 3, int64_t group = 1) {
+// A Conv node `name` reading x, with random constant weights name_w [co, ci / group, k, k] and
+// bias.
+void addConv(onnx::ModelProto& m, const std::string& name, const std::string& x,
+             const std::string& y, int64_t ci, int64_t co, int64_t k = 3, int64_t group = 1) {
   const std::vector<int64_t> w = {co, ci / group, k, k};
-  addFloatInitializer(m, name + "_w", w, randomFloats(shapeNumel(w), static_cast<unsigned>(name.size() * 31 + co)));
+  addFloatInitializer(m, name + "_w", w,
+                      randomFloats(shapeNumel(w), static_cast<unsigned>(name.size() * 31 + co)));
   addFloatInitializer(m, name + "_b", {co}, randomFloats(co, static_cast<unsigned>(co + 7)));
   addNode(m, "Conv", {x, name + "_w", name + "_b"}, {y}, name);
   setInts(lastNode(m), "kernel_shape", {k, k});
@@ -72,12 +74,17 @@ const ir::Node& nodeNamed(const ir::Graph& g, const std::string& name) {
   throw std::runtime_error("no node " + name);
 }
 
-const ir::Node& producerOf(const ir::Graph& g, int value) { return g.nodes.at(static_cast<size_t>(g.value(value).producer)); }
+const ir::Node& producerOf(const ir::Graph& g, int value) {
+  return g.nodes.at(static_cast<size_t>(g.value(value).producer));
+}
 
-std::string shapeOf(const ir::Graph& g, int value) { return ir::symShapeToString(*g.value(value).type.shape); }
+std::string shapeOf(const ir::Graph& g, int value) {
+  return ir::symShapeToString(*g.value(value).type.shape);
+}
 
 // Runs the graph as loaded and after fuseLayers (with the layout pass) on the same random inputs.
-ir::Graph fuseAndCompare(const onnx::ModelProto& m, const std::string& tag, const std::vector<Shape>& shapes) {
+ir::Graph fuseAndCompare(const onnx::ModelProto& m, const std::string& tag,
+                         const std::vector<Shape>& shapes) {
   const ir::Graph g = loadGraph(m, tag);
   ir::Graph fused = g;
   opt::foldConstants(fused);
@@ -85,11 +92,14 @@ ir::Graph fuseAndCompare(const onnx::ModelProto& m, const std::string& tag, cons
   ir::verifyGraph(fused);
   std::vector<Tensor> inputs;
   for (size_t i = 0; i < shapes.size(); ++i) {
-    inputs.push_back(Tensor::fromVector(DataType::kFloat32, shapes[i], randomFloats(shapeNumel(shapes[i]), 50 + static_cast<unsigned>(i))));
+    inputs.push_back(
+        Tensor::fromVector(DataType::kFloat32, shapes[i],
+                           randomFloats(shapeNumel(shapes[i]), 50 + static_cast<unsigned>(i))));
   }
   const std::vector<Tensor> before = runGraph(g, inputs), after = runGraph(fused, inputs);
   EXPECT_EQ(before.size(), after.size());
-  for (size_t i = 0; i < before.size() && i < after.size(); ++i) expectClose(after[i], before[i], 1e-4f);
+  for (size_t i = 0; i < before.size() && i < after.size(); ++i)
+    expectClose(after[i], before[i], 1e-4f);
   return fused;
 }
 
@@ -109,7 +119,8 @@ onnx::ModelProto residualChain() {
 TEST(NchwcLayout, AChainReordersOnceAtEachEnd) {
   int count = 0;
   ir::Graph g = converted(residualChain(), "chain", &count);
-  EXPECT_EQ(opTypes(g), (Strings{"ReorderToNchwc", "NchwcConv", "Relu", "NchwcConv", "Add", "NchwcConv", "ReorderFromNchwc"}));
+  EXPECT_EQ(opTypes(g), (Strings{"ReorderToNchwc", "NchwcConv", "Relu", "NchwcConv", "Add",
+                                 "NchwcConv", "ReorderFromNchwc"}));
   EXPECT_EQ(count, 5);
   // Converted nodes keep their names; the graph output keeps its name and NCHW shape.
   EXPECT_EQ(nodeNamed(g, "conv2").domain, "kiln");
@@ -128,7 +139,8 @@ TEST(NchwcLayout, FusedConvsKeepActivationResidualAndFusedFromNames) {
   opt::eliminateDeadNodes(g);
   opt::convertToNchwcLayout(g);
   ir::verifyGraph(g);
-  EXPECT_EQ(opTypes(g), (Strings{"ReorderToNchwc", "NchwcConv", "NchwcConv", "NchwcConv", "ReorderFromNchwc"}));
+  EXPECT_EQ(opTypes(g),
+            (Strings{"ReorderToNchwc", "NchwcConv", "NchwcConv", "NchwcConv", "ReorderFromNchwc"}));
   const ir::Node& conv1 = nodeNamed(g, "conv1");
   EXPECT_EQ(ir::attrString(conv1, "activation"), "Relu");
   EXPECT_EQ(opt::fusedFrom(conv1), (Strings{"conv1", "relu1"}));
@@ -157,7 +169,7 @@ TEST(NchwcLayout, ConvolutionsTheKernelCannotTakeStayPlain) {
   auto m = makeModel(13);
   addInput(m, "x", {1, 32, 8, 8});
   addInput(m, "w_in", {32, 32, 3, 3});  // weights that are not constant
-  addConv(m, "to3", "x", "a", 32, 3);    // too few output channels
+  addConv(m, "to3", "x", "a", 32, 3);   // too few output channels
   addNode(m, "Conv", {"x", "w_in"}, {"b"}, "runtime_w");
   setInts(lastNode(m), "pads", {1, 1, 1, 1});
   addConv(m, "grouped", "x", "c", 32, 32, 3, 8);  // 4 channels per group: not blockable
@@ -180,7 +192,7 @@ TEST(NchwcLayout, StrideOneThreeByThreeConvsRunBlockedForWinograd) {
   addConv(m, "wide1x1", "x", "b", 256, 256, 1);  // 1x1: blocked, direct
   addConv(m, "strided", "x", "c", 256, 256);     // stride 2: blocked, direct
   setInts(lastNode(m), "strides", {2, 2});
-  addConv(m, "narrow", "x", "d", 256, 128);      // fewer outputs: blocked
+  addConv(m, "narrow", "x", "d", 256, 128);  // fewer outputs: blocked
   addInput(m, "small", {1, 256, 7, 7});
   addConv(m, "small3x3", "small", "e", 256, 256);  // 7x7 output: blocked
   addOutput(m, "a", {1, 256, 8, 8});
@@ -211,8 +223,8 @@ TEST(NchwcLayout, GroupedConvsOfWholeBlocksRunBlockedWithoutReorders) {
   addConv(m, "project", "d", "y", 64, 32, 1);
   addOutput(m, "y", {1, 32, 6, 6});
   ir::Graph g = converted(m, "grouped", nullptr);
-  EXPECT_EQ(opTypes(g), (Strings{"ReorderToNchwc", "NchwcConv", "Relu", "NchwcConv", "NchwcConv", "NchwcConv",
-                                 "NchwcConv", "NchwcConv", "ReorderFromNchwc"}));
+  EXPECT_EQ(opTypes(g), (Strings{"ReorderToNchwc", "NchwcConv", "Relu", "NchwcConv", "NchwcConv",
+                                 "NchwcConv", "NchwcConv", "NchwcConv", "ReorderFromNchwc"}));
   EXPECT_EQ(ir::attrInt(nodeNamed(g, "g8"), "group"), 13);
   // Through the whole pipeline, blocked grouped convs compute what the plain ones do (a short
   // chain: the sums of a long one outgrow the comparison's relative bound).
@@ -224,7 +236,8 @@ TEST(NchwcLayout, GroupedConvsOfWholeBlocksRunBlockedWithoutReorders) {
   setInts(lastNode(n), "strides", {2, 2});
   addOutput(n, "y", {2, 104, 5, 5});
   const ir::Graph fused = fuseAndCompare(n, "grouped_numerics", {{2, 104, 9, 9}});
-  EXPECT_EQ(opTypes(fused), (Strings{"ReorderToNchwc", "NchwcConv", "NchwcConv", "ReorderFromNchwc"}));
+  EXPECT_EQ(opTypes(fused),
+            (Strings{"ReorderToNchwc", "NchwcConv", "NchwcConv", "ReorderFromNchwc"}));
 }
 
 // Groups of 8 -> 16 channels in an odd number of groups would need a last slice that ends inside
@@ -237,8 +250,10 @@ TEST(NchwcLayout, GroupedConvsThatDoNotSplitIntoBlocksStayPlain) {
   ir::Graph g = converted(m, "grouped_plain", nullptr);
   EXPECT_EQ(opTypes(g), (Strings{"Conv"}));
   EXPECT_EQ(ir::nchwcGroupSlices(24, 48, 3).whyNot,
-            "24 -> 48 channels in 3 groups: the last slice of 2 groups would not end on the tensor's last block");
-  EXPECT_EQ(ir::nchwcGroupSlices(32, 32, 8).whyNot, "32 -> 32 channels in 8 groups: takes 8 or a multiple of 16 channels per group");
+            "24 -> 48 channels in 3 groups: the last slice of 2 groups would not end on the "
+            "tensor's last block");
+  EXPECT_EQ(ir::nchwcGroupSlices(32, 32, 8).whyNot,
+            "32 -> 32 channels in 8 groups: takes 8 or a multiple of 16 channels per group");
 }
 
 TEST(NchwcLayout, DepthwiseRunsBlockedAndASmallOutputConvReadsNchw) {
@@ -252,7 +267,8 @@ TEST(NchwcLayout, DepthwiseRunsBlockedAndASmallOutputConvReadsNchw) {
   addConv(m, "project", "d", "y", 48, 3, 1);
   addOutput(m, "y", {1, 3, 10, 10});
   ir::Graph g = converted(m, "depthwise", nullptr);
-  EXPECT_EQ(opTypes(g), (Strings{"ReorderToNchwc", "NchwcConv", "Clip", "NchwcConv", "ReorderFromNchwc", "Conv"}));
+  EXPECT_EQ(opTypes(g), (Strings{"ReorderToNchwc", "NchwcConv", "Clip", "NchwcConv",
+                                 "ReorderFromNchwc", "Conv"}));
   EXPECT_EQ(ir::attrInt(nodeNamed(g, "dw"), "group"), 48);
   EXPECT_EQ(nodeNamed(g, "relu6").inputs[2], g.findValue("six"));
 }
@@ -343,8 +359,10 @@ TEST(NchwcLayout, BlockConstantPadsChannelsAndBroadcastsSingleChannels) {
   for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i + 1);
   const Tensor blocked = opt::blockConstant(Tensor::fromVector(DataType::kFloat32, {20, 1, 1}, v));
   ASSERT_EQ(blocked.shape(), (Shape{1, 2, 1, 1, 16}));
-  for (int64_t c = 0; c < 32; ++c) EXPECT_EQ(blocked.data<float>()[c], c < 20 ? static_cast<float>(c + 1) : 0.0f);
-  const Tensor row = opt::blockConstant(Tensor::fromVector(DataType::kFloat32, {3}, std::vector<float>{1, 2, 3}));
+  for (int64_t c = 0; c < 32; ++c)
+    EXPECT_EQ(blocked.data<float>()[c], c < 20 ? static_cast<float>(c + 1) : 0.0f);
+  const Tensor row =
+      opt::blockConstant(Tensor::fromVector(DataType::kFloat32, {3}, std::vector<float>{1, 2, 3}));
   EXPECT_EQ(row.shape(), (Shape{1, 1, 1, 3, 1}));
 }
 
@@ -364,7 +382,8 @@ TEST(NchwcLayout, PoolsRunBlockedAndMaxPoolIndicesStayPlain) {
   addOutput(m, "y", {1, 24, 3, 3});
   addOutput(m, "idx", {1, 24, 3, 3}, onnx::TensorProto::INT64);
   ir::Graph g = converted(m, "pools");
-  EXPECT_EQ(opTypes(g), (Strings{"NchwcConv", "NchwcMaxPool", "NchwcAveragePool", "ReorderFromNchwc", "MaxPool"}));
+  EXPECT_EQ(opTypes(g), (Strings{"NchwcConv", "NchwcMaxPool", "NchwcAveragePool",
+                                 "ReorderFromNchwc", "MaxPool"}));
   EXPECT_EQ(shapeOf(g, nodeNamed(g, "maxpool").outputs[0]), "1x2x8x8x16");
   EXPECT_EQ(shapeOf(g, nodeNamed(g, "avgpool").outputs[0]), "1x2x4x4x16");
 }
@@ -432,7 +451,8 @@ TEST(NchwcLayout, PassNumericsMatchThePlainGraph) {
 using SetAttrs = std::function<void(onnx::NodeProto*)>;
 
 // The pooling node `op` run on x plain, and on x blocked as kiln::Nchwc<op>; results are equal.
-void expectBlockedPoolMatchesPlain(const std::string& op, const Tensor& x, const SetAttrs& setAttrs) {
+void expectBlockedPoolMatchesPlain(const std::string& op, const Tensor& x,
+                                   const SetAttrs& setAttrs) {
   auto plain = makeModel(13);
   auto blocked = makeModel(13);
   auto* kilnOpset = blocked.add_opset_import();
@@ -464,7 +484,8 @@ void expectBlockedPoolMatchesPlain(const std::string& op, const Tensor& x, const
 
 TEST(NchwcPool, MatchesThePlainPoolsExactly) {
   const Shape shape = {2, 20, 9, 11};
-  const Tensor x = Tensor::fromVector(DataType::kFloat32, shape, randomFloats(shapeNumel(shape), 9));
+  const Tensor x =
+      Tensor::fromVector(DataType::kFloat32, shape, randomFloats(shapeNumel(shape), 9));
   for (const std::string op : {"MaxPool", "AveragePool"}) {
     SCOPED_TRACE(op);
     expectBlockedPoolMatchesPlain(op, x, [](onnx::NodeProto* n) {
@@ -502,7 +523,11 @@ TEST(NchwcPool, MatchesThePlainPoolsExactly) {
 TEST(NchwcPool, RefusesAPlainInput) {
   const Tensor x = Tensor::fromVector(DataType::kFloat32, {1, 16, 4, 4}, randomFloats(256, 2));
   try {
-    SingleNodeModel("NchwcMaxPool", 1, "kiln").attr("kernel_shape", std::vector<int64_t>{2, 2}).input("x", x).output("y").run();
+    SingleNodeModel("NchwcMaxPool", 1, "kiln")
+        .attr("kernel_shape", std::vector<int64_t>{2, 2})
+        .input("x", x)
+        .output("y")
+        .run();
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_THAT(e.what(), ::testing::HasSubstr("NchwcMaxPool_under_test"));

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/cpu_isa.h"
 #include "random_data.h"
 #include "single_node_model.h"
-#include "backends/cpu/cpu_isa.h"
 
 namespace kiln {
 namespace {
@@ -23,7 +23,8 @@ constexpr int64_t kLanes = 16;
 
 Tensor blockedInput(int64_t n, int64_t cb, int64_t h, int64_t w, uint32_t seed) {
   const Shape shape = {n, cb, h, w, kLanes};
-  return Tensor::fromVector(DataType::kFloat32, shape, randomFloats(shapeNumel(shape), seed, -3.0f, 5.0f));
+  return Tensor::fromVector(DataType::kFloat32, shape,
+                            randomFloats(shapeNumel(shape), seed, -3.0f, 5.0f));
 }
 
 TEST(NchwcPoolKernel, GlobalPoolsMatchTheReferenceOnEachIsa) {
@@ -33,8 +34,13 @@ TEST(NchwcPoolKernel, GlobalPoolsMatchTheReferenceOnEachIsa) {
     if (isa > cpu::detectedCpuIsa()) continue;
     cpu::ScopedCpuIsaLimit limit(isa);
     SCOPED_TRACE(cpu::cpuIsaName(isa));
-    const Tensor mean = SingleNodeModel("NchwcGlobalAveragePool", 1, "kiln").input("x", x).output("y").run()[0].second;
-    const Tensor max = SingleNodeModel("NchwcGlobalMaxPool", 1, "kiln").input("x", x).output("y").run()[0].second;
+    const Tensor mean = SingleNodeModel("NchwcGlobalAveragePool", 1, "kiln")
+                            .input("x", x)
+                            .output("y")
+                            .run()[0]
+                            .second;
+    const Tensor max =
+        SingleNodeModel("NchwcGlobalMaxPool", 1, "kiln").input("x", x).output("y").run()[0].second;
     ASSERT_EQ(mean.shape(), (Shape{2, 3, 1, 1, kLanes}));
     ASSERT_EQ(max.shape(), (Shape{2, 3, 1, 1, kLanes}));
     for (int64_t p = 0; p < planes; ++p) {
@@ -47,7 +53,8 @@ TEST(NchwcPoolKernel, GlobalPoolsMatchTheReferenceOnEachIsa) {
           biggest = std::max(biggest, v);
         }
         const int64_t at = p * kLanes + c;
-        EXPECT_FLOAT_EQ(mean.data<float>()[at], static_cast<float>(sum / pixels)) << "plane " << p << " lane " << c;
+        EXPECT_FLOAT_EQ(mean.data<float>()[at], static_cast<float>(sum / pixels))
+            << "plane " << p << " lane " << c;
         EXPECT_EQ(max.data<float>()[at], biggest) << "plane " << p << " lane " << c;
       }
     }

@@ -46,13 +46,14 @@ struct ScaleCase : ConvCase {
   int64_t scaleImages() const { return sharedScale ? 1 : n; }
 };
 
-ScaleCase scaleCase(std::string name, int64_t n, int64_t ci, int64_t co, int64_t h, int64_t w, int64_t k = 1,
-                    int64_t stride = 1, int64_t pad = 0, bool sharedScale = false) {
+ScaleCase scaleCase(std::string name, int64_t n, int64_t ci, int64_t co, int64_t h, int64_t w,
+                    int64_t k = 1, int64_t stride = 1, int64_t pad = 0, bool sharedScale = false) {
   return ScaleCase{{square(std::move(name), n, ci, co, h, w, k, stride, pad)}, sharedScale};
 }
 
 // X * S over NCHW x, S [scaleImages, ci].
-std::vector<float> scaledInput(const ScaleCase& t, const std::vector<float>& x, const std::vector<float>& scale) {
+std::vector<float> scaledInput(const ScaleCase& t, const std::vector<float>& x,
+                               const std::vector<float>& scale) {
   std::vector<float> xs(x.size());
   const int64_t plane = t.h * t.w;
   for (int64_t i = 0; i < t.n; ++i)
@@ -68,18 +69,23 @@ void checkScaled(const ScaleCase& t, const Activation& act, bool withResidual) {
   SCOPED_TRACE(t.name + (withResidual ? " +residual" : "") + " act " + activationName(act.kind));
   const NchwcConvShape s = shapeOf(t);
   const int64_t inPlane = t.h * t.w, outPlane = s.outHeight * s.outWidth;
-  const std::vector<float> x = randomFloats(t.n * t.ci * inPlane, 1), w = randomFloats(t.co * t.ci * t.kh * t.kw, 2),
+  const std::vector<float> x = randomFloats(t.n * t.ci * inPlane, 1),
+                           w = randomFloats(t.co * t.ci * t.kh * t.kw, 2),
                            b = randomFloats(t.co, 3), z = randomFloats(t.n * t.co * outPlane, 4);
-  const std::vector<float> scale = randomFloats(t.scaleImages() * t.ci, 5, 0.0f, 1.0f);  // a sigmoid gate
+  const std::vector<float> scale =
+      randomFloats(t.scaleImages() * t.ci, 5, 0.0f, 1.0f);  // a sigmoid gate
   const std::vector<float>* zp = withResidual ? &z : nullptr;
   const std::vector<float> xs = scaledInput(t, x, scale);
   const std::vector<float> expected = reference(t, xs, w, b, zp, act);
 
-  const NchwcPackedWeights packed = packNchwcWeights(w.data(), t.co, t.ci, t.kh, t.kw, NchwcWeightLayout::kBlockedInput);
+  const NchwcPackedWeights packed =
+      packNchwcWeights(w.data(), t.co, t.ci, t.kh, t.kw, NchwcWeightLayout::kBlockedInput);
   std::vector<float> bias(static_cast<size_t>(s.outBlocks() * kB), 0.0f);
   std::copy(b.begin(), b.end(), bias.begin());
-  const std::vector<float> xBlocked = toBlocked(x, t.n, t.ci, inPlane), xsBlocked = toBlocked(xs, t.n, t.ci, inPlane);
-  const std::vector<float> scaleBlocked = toBlocked(scale, t.scaleImages(), t.ci, 1);  // padding lanes NaN
+  const std::vector<float> xBlocked = toBlocked(x, t.n, t.ci, inPlane),
+                           xsBlocked = toBlocked(xs, t.n, t.ci, inPlane);
+  const std::vector<float> scaleBlocked =
+      toBlocked(scale, t.scaleImages(), t.ci, 1);  // padding lanes NaN
   const std::vector<float> zBlocked = toBlocked(z, t.n, t.co, outPlane);
   const size_t yFloats = static_cast<size_t>(t.n * s.outBlocks() * outPlane * kB);
   std::vector<float> y(yFloats, 12345.0f), mulThenConv(yFloats, 12345.0f);
@@ -96,7 +102,9 @@ void checkScaled(const ScaleCase& t, const Activation& act, bool withResidual) {
   args.y = mulThenConv.data();
   nchwcConv(args);
   for (size_t i = 0; i < y.size(); ++i) {
-    if (static_cast<int64_t>(i % kB) + static_cast<int64_t>(i) / (outPlane * kB) % s.outBlocks() * kB >= t.co) {
+    if (static_cast<int64_t>(i % kB) +
+            static_cast<int64_t>(i) / (outPlane * kB) % s.outBlocks() * kB >=
+        t.co) {
       ASSERT_TRUE(std::isfinite(y[i])) << "padding channel value " << y[i] << " at " << i;
     }
   }
@@ -105,7 +113,8 @@ void checkScaled(const ScaleCase& t, const Activation& act, bool withResidual) {
   const float tolerance = std::sqrt(static_cast<float>(t.ci * t.kh * t.kw));
   for (size_t i = 0; i < got.size(); ++i) {
     ASSERT_NEAR(got[i], expected[i], 1e-4f * (tolerance + std::fabs(expected[i]))) << "at " << i;
-    ASSERT_NEAR(got[i], viaMul[i], 1e-5f * (tolerance + std::fabs(viaMul[i]))) << "Mul then conv, at " << i;
+    ASSERT_NEAR(got[i], viaMul[i], 1e-5f * (tolerance + std::fabs(viaMul[i])))
+        << "Mul then conv, at " << i;
   }
 }
 
@@ -123,7 +132,8 @@ TEST_P(NchwcConvScale, MatchesMulThenConv) {
       scaleCase("1x1 300 -> 80, slabs, 2 images", 2, 300, 80, 5, 7),
       scaleCase("3x3 s2 p1, Ci 20 -> 36, 2 images", 2, 20, 36, 9, 10, 3, 2, 1),
   };
-  const std::vector<Activation> acts{{}, {ActivationKind::kRelu, 0, 0}, {ActivationKind::kSiLU, 0, 0}};
+  const std::vector<Activation> acts{
+      {}, {ActivationKind::kRelu, 0, 0}, {ActivationKind::kSiLU, 0, 0}};
   for (const ScaleCase& t : cases) {
     for (const Activation& act : acts) {
       for (bool withResidual : {false, true}) checkScaled(t, act, withResidual);
@@ -132,15 +142,17 @@ TEST_P(NchwcConvScale, MatchesMulThenConv) {
 }
 
 INSTANTIATE_TEST_SUITE_P(IsaAndThreads, NchwcConvScale,
-                         ::testing::Combine(::testing::Values(CpuIsa::kAvx2, CpuIsa::kAvx512), ::testing::Values(1, 2)),
+                         ::testing::Combine(::testing::Values(CpuIsa::kAvx2, CpuIsa::kAvx512),
+                                            ::testing::Values(1, 2)),
                          [](const auto& info) {
                            return std::string(cpuIsaName(std::get<0>(info.param))) + "_threads" +
                                   std::to_string(std::get<1>(info.param));
                          });
 
 // X (blocked graph input) -> NchwcConv(X, W, B, no Z, S) with S a graph input of sShape.
-std::string scaledConvModel(const std::string& name, const ScaleCase& t, const std::vector<float>& w,
-                            const std::vector<float>& b, const std::vector<int64_t>& sShape) {
+std::string scaledConvModel(const std::string& name, const ScaleCase& t,
+                            const std::vector<float>& w, const std::vector<float>& b,
+                            const std::vector<int64_t>& sShape) {
   onnx::ModelProto model = kiln::testing::makeModel(13);
   auto* imp = model.add_opset_import();
   imp->set_domain("kiln");
@@ -157,24 +169,30 @@ std::string scaledConvModel(const std::string& name, const ScaleCase& t, const s
   auto* out = model.mutable_graph()->add_output();
   out->set_name("y");
   out->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
-  return kiln::testing::saveModel(model, kiln::testing::tempDir("nchwc_scale_" + name) / "model.onnx");
+  return kiln::testing::saveModel(model,
+                                  kiln::testing::tempDir("nchwc_scale_" + name) / "model.onnx");
 }
 
 TEST(NchwcScaleNode, RunsThroughASessionWithAScalePerImage) {
   const ScaleCase t = scaleCase("session", 2, 40, 24, 6, 5);
-  const std::vector<float> x = randomFloats(t.n * t.ci * t.h * t.w, 6), w = randomFloats(t.co * t.ci, 7),
-                           b = randomFloats(t.co, 8), scale = randomFloats(t.n * t.ci, 9, 0.0f, 1.0f);
+  const std::vector<float> x = randomFloats(t.n * t.ci * t.h * t.w, 6),
+                           w = randomFloats(t.co * t.ci, 7), b = randomFloats(t.co, 8),
+                           scale = randomFloats(t.n * t.ci, 9, 0.0f, 1.0f);
   const std::vector<int64_t> sShape{t.n, 3, 1, 1, kB};
   Session session(scaledConvModel("session", t, w, b, sShape));
-  const NamedTensors out = session.run(
-      {{"x", Tensor::fromVector<float>(DataType::kFloat32, {t.n, 3, t.h, t.w, kB}, toBlocked(x, t.n, t.ci, t.h * t.w))},
-       {"s", Tensor::fromVector<float>(DataType::kFloat32, sShape, toBlocked(scale, t.n, t.ci, 1))}});
+  const NamedTensors out =
+      session.run({{"x", Tensor::fromVector<float>(DataType::kFloat32, {t.n, 3, t.h, t.w, kB},
+                                                   toBlocked(x, t.n, t.ci, t.h * t.w))},
+                   {"s", Tensor::fromVector<float>(DataType::kFloat32, sShape,
+                                                   toBlocked(scale, t.n, t.ci, 1))}});
   const Tensor& y = out[0].second;
   ASSERT_EQ(y.shape(), (Shape{t.n, 2, t.h, t.w, kB}));
-  const std::vector<float> got =
-      fromBlocked(std::vector<float>(y.data<float>(), y.data<float>() + y.numel()), t.n, t.co, t.h * t.w);
-  const std::vector<float> expected = reference(t, scaledInput(t, x, scale), w, b, nullptr, Activation{});
-  for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], expected[i], 1e-4f * (7.0f + std::fabs(expected[i]))) << i;
+  const std::vector<float> got = fromBlocked(
+      std::vector<float>(y.data<float>(), y.data<float>() + y.numel()), t.n, t.co, t.h * t.w);
+  const std::vector<float> expected =
+      reference(t, scaledInput(t, x, scale), w, b, nullptr, Activation{});
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], expected[i], 1e-4f * (7.0f + std::fabs(expected[i]))) << i;
 }
 
 TEST(NchwcScaleNode, RefusesAScaleThatIsNotPerChannel) {
@@ -195,9 +213,10 @@ TEST(NchwcScaleNode, RefusesAScaleThatIsNotPerChannel) {
 
 using namespace kiln::testing;
 
-void addConv(onnx::ModelProto& m, const std::string& name, const std::string& x, const std::string& y, int64_t ci,
-             int64_t co, int64_t k) {
-  addFloatInitializer(m, name + "_w", {co, ci, k, k}, randomFloats(co * ci * k * k, static_cast<uint32_t>(co * 7 + ci)));
+void addConv(onnx::ModelProto& m, const std::string& name, const std::string& x,
+             const std::string& y, int64_t ci, int64_t co, int64_t k) {
+  addFloatInitializer(m, name + "_w", {co, ci, k, k},
+                      randomFloats(co * ci * k * k, static_cast<uint32_t>(co * 7 + ci)));
   addFloatInitializer(m, name + "_b", {co}, randomFloats(co, static_cast<uint32_t>(co + 3)));
   addNode(m, "Conv", {x, name + "_w", name + "_b"}, {y}, name);
   setInts(lastNode(m), "kernel_shape", {k, k});
@@ -226,8 +245,10 @@ onnx::ModelProto seBlock(const SeOptions& o) {
   addNode(m, "Mul", {"f1", "f1s"}, {"f1a"}, "fc1_silu");
   addConv(m, "fc2", "f1a", "f2", 10, c, 1);
   addNode(m, "Sigmoid", {"f2"}, {"gate"}, "gate");
-  addNode(m, "Mul", o.gateFirst ? std::vector<std::string>{"gate", "x"} : std::vector<std::string>{"x", "gate"},
-          {"se"}, "excite");
+  addNode(
+      m, "Mul",
+      o.gateFirst ? std::vector<std::string>{"gate", "x"} : std::vector<std::string>{"x", "gate"},
+      {"se"}, "excite");
   addConv(m, "project", "se", o.residual ? "p" : "y", c, o.outChannels, 1);
   if (o.residual) addNode(m, "Add", {"p", "in"}, {"y"}, "skip");
   addOutput(m, "y", {o.n, o.outChannels, o.size, o.size});
@@ -242,7 +263,8 @@ const ir::Node* nodeNamed(const ir::Graph& g, const std::string& name) {
 }
 
 // The graph after fuseLayers, checked against the unfused graph on random inputs.
-ir::Graph fuseAndCompare(const onnx::ModelProto& m, const std::string& tag, float tolerance = 1e-4f) {
+ir::Graph fuseAndCompare(const onnx::ModelProto& m, const std::string& tag,
+                         float tolerance = 1e-4f) {
   const ir::Graph g = loadInferredGraph(m, "nchwc_se_fold_" + tag);
   ir::Graph fused = g;
   opt::foldConstants(fused);
@@ -251,11 +273,13 @@ ir::Graph fuseAndCompare(const onnx::ModelProto& m, const std::string& tag, floa
   std::vector<Tensor> inputs;
   for (size_t i = 0; i < g.inputs.size(); ++i) {
     const Shape shape = *ir::concreteShape(*g.value(g.inputs[i]).type.shape);
-    inputs.push_back(Tensor::fromVector(DataType::kFloat32, shape, randomFloats(shapeNumel(shape), 60 + static_cast<unsigned>(i))));
+    inputs.push_back(Tensor::fromVector(
+        DataType::kFloat32, shape, randomFloats(shapeNumel(shape), 60 + static_cast<unsigned>(i))));
   }
   const std::vector<Tensor> before = runGraph(g, inputs), after = runGraph(fused, inputs);
   EXPECT_EQ(before.size(), after.size());
-  for (size_t i = 0; i < before.size() && i < after.size(); ++i) expectClose(after[i], before[i], tolerance);
+  for (size_t i = 0; i < before.size() && i < after.size(); ++i)
+    expectClose(after[i], before[i], tolerance);
   return fused;
 }
 

@@ -14,14 +14,14 @@
 #include <vector>
 
 #include "activation_reference.h"
-#include "nchwc_test_layout.h"
-#include "random_data.h"
 #include "backends/cpu/cpu_isa.h"
 #include "backends/cpu/kernel_registry.h"
 #include "backends/cpu/kernels/nchwc_winograd.h"
 #include "ir/sym_shape.h"
 #include "kiln/session.h"
 #include "model_builder.h"
+#include "nchwc_test_layout.h"
+#include "random_data.h"
 #include "scoped_threads.h"
 
 namespace kiln::cpu {
@@ -42,13 +42,15 @@ struct WinogradCase {
   int64_t outW() const { return w + padLeft + padRight - 2; }
 };
 
-WinogradCase padded(std::string name, int64_t n, int64_t ci, int64_t co, int64_t h, int64_t w, int64_t pad) {
+WinogradCase padded(std::string name, int64_t n, int64_t ci, int64_t co, int64_t h, int64_t w,
+                    int64_t pad) {
   return WinogradCase{std::move(name), n, ci, co, h, w, pad, pad, pad, pad};
 }
 
 // act(conv3x3(x, w) + b + z) in double.
-std::vector<double> reference(const WinogradCase& t, const std::vector<float>& x, const std::vector<float>& w,
-                              const std::vector<float>& b, const std::vector<float>* z, const Activation& act) {
+std::vector<double> reference(const WinogradCase& t, const std::vector<float>& x,
+                              const std::vector<float>& w, const std::vector<float>& b,
+                              const std::vector<float>* z, const Activation& act) {
   const int64_t oh = t.outH(), ow = t.outW();
   std::vector<double> y(static_cast<size_t>(t.n * t.co * oh * ow));
   for (int64_t i = 0; i < t.n; ++i)
@@ -61,7 +63,8 @@ std::vector<double> reference(const WinogradCase& t, const std::vector<float>& x
               for (int64_t kx = 0; kx < 3; ++kx) {
                 const int64_t iy = oy - t.padTop + ky, ix = ox - t.padLeft + kx;
                 if (iy < 0 || iy >= t.h || ix < 0 || ix >= t.w) continue;
-                acc += double(x[((i * t.ci + c) * t.h + iy) * t.w + ix]) * w[((o * t.ci + c) * 3 + ky) * 3 + kx];
+                acc += double(x[((i * t.ci + c) * t.h + iy) * t.w + ix]) *
+                       w[((o * t.ci + c) * 3 + ky) * 3 + kx];
               }
           const size_t at = static_cast<size_t>(((i * t.co + o) * oh + oy) * ow + ox);
           if (z) acc += (*z)[at];
@@ -74,8 +77,9 @@ std::vector<double> reference(const WinogradCase& t, const std::vector<float>& x
 // [-1, 1]); fails the test if a padding channel of Y is not finite.
 double maxScaledError(const WinogradCase& t, int tile, const Activation& act, bool withResidual) {
   const int64_t outPlane = t.outH() * t.outW(), outBlocks = (t.co + kB - 1) / kB;
-  const std::vector<float> x = randomFloats(t.n * t.ci * t.h * t.w, 1), w = randomFloats(t.co * t.ci * 9, 2),
-                           b = randomFloats(t.co, 3), z = randomFloats(t.n * t.co * outPlane, 4);
+  const std::vector<float> x = randomFloats(t.n * t.ci * t.h * t.w, 1),
+                           w = randomFloats(t.co * t.ci * 9, 2), b = randomFloats(t.co, 3),
+                           z = randomFloats(t.n * t.co * outPlane, 4);
   const std::vector<float>* zp = withResidual ? &z : nullptr;
   NchwcConvShape s;
   s.batch = t.n;
@@ -90,7 +94,8 @@ double maxScaledError(const WinogradCase& t, int tile, const Activation& act, bo
   s.padLeft = t.padLeft;
   const NchwcWinogradWeights packed = packNchwcWinogradWeights(w.data(), t.co, t.ci, tile);
   const std::vector<float> xBlocked = toBlocked(x, t.n, t.ci, t.h * t.w);
-  const std::vector<float> zBlocked = toBlocked(z, t.n, t.co, outPlane);  // NaN padding lanes must be ignored
+  const std::vector<float> zBlocked =
+      toBlocked(z, t.n, t.co, outPlane);  // NaN padding lanes must be ignored
   std::vector<float> bias(static_cast<size_t>(outBlocks * kB), 0.0f);
   std::copy(b.begin(), b.end(), bias.begin());
   std::vector<float> y(static_cast<size_t>(t.n * outBlocks * outPlane * kB), 12345.0f);
@@ -103,7 +108,8 @@ double maxScaledError(const WinogradCase& t, int tile, const Activation& act, bo
   args.y = y.data();
   nchwcWinogradConv(args, packed);
   for (size_t i = 0; i < y.size(); ++i) {
-    const int64_t channel = static_cast<int64_t>(i) % kB + static_cast<int64_t>(i) / (outPlane * kB) % outBlocks * kB;
+    const int64_t channel =
+        static_cast<int64_t>(i) % kB + static_cast<int64_t>(i) / (outPlane * kB) % outBlocks * kB;
     if (channel >= t.co) {
       EXPECT_TRUE(std::isfinite(y[i])) << "padding channel value " << y[i] << " at " << i;
     }
@@ -169,7 +175,8 @@ TEST_P(NchwcWinograd, FusedActivations) {
   for (const WinogradCase& t : {cases()[1], cases()[7]}) {
     for (const Activation& act : acts) {
       for (bool withResidual : {false, true}) {
-        SCOPED_TRACE(t.name + (withResidual ? " +residual" : "") + " act " + activationName(act.kind));
+        SCOPED_TRACE(t.name + (withResidual ? " +residual" : "") + " act " +
+                     activationName(act.kind));
         EXPECT_LE(maxScaledError(t, tile, act, withResidual), tolerance(tile));
       }
     }
@@ -214,7 +221,8 @@ std::string chosenKernel(const ir::Node& node, const ir::TypeInfo* x, const Tens
 
 TEST(NchwcWinogradSelection, ChosenOnlyWhereItApplies) {
   const int64_t c = 64, hw = 56;
-  const Tensor w = Tensor::fromVector<float>(DataType::kFloat32, {c, c, 3, 3}, randomFloats(c * c * 9, 5));
+  const Tensor w =
+      Tensor::fromVector<float>(DataType::kFloat32, {c, c, 3, 3}, randomFloats(c * c * 9, 5));
   const ir::TypeInfo x = blockedType(c, hw);
   {
     // An AVX2 host: no Winograd, declined by name, and the direct AVX2 kernel.
@@ -225,8 +233,10 @@ TEST(NchwcWinogradSelection, ChosenOnlyWhereItApplies) {
     const cpu::KernelCreateInfo info{node, {&x, &wType}, {nullptr, &w}, {}};
     const cpu::KernelSelection s = cpu::KernelRegistry::global().select(info);
     ASSERT_GE(s.declined.size(), 2u);  // the BF16 candidate (for layers marked bf16) comes first
-    EXPECT_EQ(s.declined[0], std::make_pair(std::string("bf16_nchwc_conv_direct_avx512bf16"), std::string("needs avx512bf16")));
-    EXPECT_EQ(s.declined[1], std::make_pair(std::string("f32_nchwc_conv_winograd_f4x4_avx512"), std::string("needs avx512f")));
+    EXPECT_EQ(s.declined[0], std::make_pair(std::string("bf16_nchwc_conv_direct_avx512bf16"),
+                                            std::string("needs avx512bf16")));
+    EXPECT_EQ(s.declined[1], std::make_pair(std::string("f32_nchwc_conv_winograd_f4x4_avx512"),
+                                            std::string("needs avx512f")));
   }
   if (activeCpuIsa() < CpuIsa::kAvx512) GTEST_SKIP() << "Winograd needs AVX-512";
   // Stride 2, plain X, unknown size, 1x1 kernel: the direct convolution.
@@ -236,7 +246,8 @@ TEST(NchwcWinogradSelection, ChosenOnlyWhereItApplies) {
   ir::TypeInfo unknown = x;
   (*unknown.shape)[2] = ir::Dim::named("h");
   EXPECT_EQ(chosenKernel(convNode(1, 1), &unknown, w), "f32_nchwc_conv_direct_avx512");
-  const Tensor w1 = Tensor::fromVector<float>(DataType::kFloat32, {c, c, 1, 1}, randomFloats(c * c, 6));
+  const Tensor w1 =
+      Tensor::fromVector<float>(DataType::kFloat32, {c, c, 1, 1}, randomFloats(c * c, 6));
   EXPECT_EQ(chosenKernel(convNode(1, 1), &x, w1), "f32_nchwc_conv_direct_avx512");
   // ResNet-50's first 3x3 stage (14 x 14 tiles of 4 x 4), and 8x8 (4 x 4 tiles of 2 x 2 only).
   EXPECT_EQ(nchwcWinogradTile(hw, hw), 4);
@@ -250,7 +261,8 @@ TEST(NchwcWinogradSelection, ChosenOnlyWhereItApplies) {
 // depthwise one declines it by name; Winograd and the direct kernel are for group 1.
 TEST(NchwcConvSelection, GroupedConvsTakeTheGroupedCandidate) {
   const int64_t c = 64, group = 8;
-  const Tensor w = Tensor::fromVector<float>(DataType::kFloat32, {c, c / group, 3, 3}, randomFloats(c * 8 * 9, 7));
+  const Tensor w = Tensor::fromVector<float>(DataType::kFloat32, {c, c / group, 3, 3},
+                                             randomFloats(c * 8 * 9, 7));
   const ir::TypeInfo x = blockedType(c, 14);
   const ir::TypeInfo wType{DataType::kFloat32, ir::symShapeOf(w.shape())};
   const ir::Node node = convNode(1, group);
@@ -259,27 +271,36 @@ TEST(NchwcConvSelection, GroupedConvsTakeTheGroupedCandidate) {
   const cpu::KernelSelection s = cpu::KernelRegistry::global().select(info);
   ASSERT_NE(s.chosen, nullptr);
   EXPECT_EQ(s.chosen->id, "f32_nchwc_conv_grouped_" + isa);
-  EXPECT_THAT(s.declined, ::testing::Contains(std::make_pair("f32_nchwc_conv_depthwise_" + isa,
-                                                             std::string("grouped with more than one channel per group, not depthwise"))));
+  EXPECT_THAT(s.declined,
+              ::testing::Contains(std::make_pair(
+                  "f32_nchwc_conv_depthwise_" + isa,
+                  std::string("grouped with more than one channel per group, not depthwise"))));
   if (activeCpuIsa() >= CpuIsa::kAvx512) {
-    EXPECT_THAT(s.declined, ::testing::Contains(std::make_pair(std::string("f32_nchwc_conv_winograd_f4x4_avx512"),
-                                                               std::string("takes 3x3 ungrouped convolutions"))));
+    EXPECT_THAT(s.declined, ::testing::Contains(
+                                std::make_pair(std::string("f32_nchwc_conv_winograd_f4x4_avx512"),
+                                               std::string("takes 3x3 ungrouped convolutions"))));
   }
   // Groups of 4 channels are not blocked: no NchwcConv candidate takes them.
-  const Tensor w4 = Tensor::fromVector<float>(DataType::kFloat32, {c, 4, 3, 3}, randomFloats(c * 4 * 9, 8));
+  const Tensor w4 =
+      Tensor::fromVector<float>(DataType::kFloat32, {c, 4, 3, 3}, randomFloats(c * 4 * 9, 8));
   const ir::TypeInfo w4Type{DataType::kFloat32, ir::symShapeOf(w4.shape())};
   const ir::Node node4 = convNode(1, 16);
-  const cpu::KernelSelection s4 = cpu::KernelRegistry::global().select({node4, {&x, &w4Type}, {nullptr, &w4}, {}});
+  const cpu::KernelSelection s4 =
+      cpu::KernelRegistry::global().select({node4, {&x, &w4Type}, {nullptr, &w4}, {}});
   EXPECT_EQ(s4.chosen, nullptr);
-  EXPECT_THAT(s4.declined, ::testing::Contains(std::make_pair(
-                               "f32_nchwc_conv_grouped_" + isa,
-                               std::string("64 -> 64 channels in 16 groups: takes 8 or a multiple of 16 channels per group"))));
+  EXPECT_THAT(
+      s4.declined,
+      ::testing::Contains(std::make_pair(
+          "f32_nchwc_conv_grouped_" + isa,
+          std::string(
+              "64 -> 64 channels in 16 groups: takes 8 or a multiple of 16 channels per group"))));
 }
 
 // ---- end to end: Conv (3x3, pad 1) + Add + Relu through a Session ----
 
 // x [1, ci, hw, hw] -> Conv(W, B) -> Add(z) -> Relu -> y, all NCHW in the model.
-std::string convAddReluModel(const WinogradCase& t, const std::vector<float>& w, const std::vector<float>& b) {
+std::string convAddReluModel(const WinogradCase& t, const std::vector<float>& w,
+                             const std::vector<float>& b) {
   using namespace kiln::testing;
   onnx::ModelProto model = makeModel(13);
   addInput(model, "x", {t.n, t.ci, t.h, t.w});
@@ -301,8 +322,9 @@ TEST(NchwcWinogradSession, ConvAddReluMatchesTheDirectLoop) {
     for (int threads : {1, 2}) {
       const WinogradCase t = padded("session " + std::to_string(hw), 1, 40, 36, hw, hw, 1);
       SCOPED_TRACE(t.name + ", threads " + std::to_string(threads));
-      const std::vector<float> x = randomFloats(t.ci * t.h * t.w, 11), w = randomFloats(t.co * t.ci * 9, 12),
-                               b = randomFloats(t.co, 13), z = randomFloats(t.co * t.outH() * t.outW(), 14);
+      const std::vector<float> x = randomFloats(t.ci * t.h * t.w, 11),
+                               w = randomFloats(t.co * t.ci * 9, 12), b = randomFloats(t.co, 13),
+                               z = randomFloats(t.co * t.outH() * t.outW(), 14);
       SessionOptions options;
       options.threads = threads;
       Session session(convAddReluModel(t, w, b), options);
@@ -311,9 +333,11 @@ TEST(NchwcWinogradSession, ConvAddReluMatchesTheDirectLoop) {
                        {"z", Tensor::fromVector<float>(DataType::kFloat32, {1, t.co, hw, hw}, z)}});
       const Tensor& y = out[0].second;
       ASSERT_EQ(y.shape(), (Shape{1, t.co, hw, hw}));
-      const std::vector<double> expected = reference(t, x, w, b, &z, Activation{ActivationKind::kRelu, 0, 0});
+      const std::vector<double> expected =
+          reference(t, x, w, b, &z, Activation{ActivationKind::kRelu, 0, 0});
       const double bound = tolerance(4) * std::sqrt(9.0 * double(t.ci));
-      for (int64_t i = 0; i < y.numel(); ++i) ASSERT_NEAR(y.data<float>()[i], expected[size_t(i)], bound) << "at " << i;
+      for (int64_t i = 0; i < y.numel(); ++i)
+        ASSERT_NEAR(y.data<float>()[i], expected[size_t(i)], bound) << "at " << i;
     }
   }
 }

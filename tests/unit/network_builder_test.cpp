@@ -36,7 +36,8 @@ TEST(NetworkApi, LayersComputeWhatTheirOnnxOperatorsDo) {
   ITensor* a = network.addInput("a", DataType::kFloat32, {2, 3});
   ITensor* b = network.addInput("b", DataType::kFloat32, {2, 3});
   ILayer* sub = network.addElementWise(*a, *b, ElementWiseOperation::kSUB);
-  ILayer* mm = network.addMatrixMultiply(*a, MatrixOperation::kNONE, *b, MatrixOperation::kTRANSPOSE);  // 2x2
+  ILayer* mm = network.addMatrixMultiply(*a, MatrixOperation::kNONE, *b,
+                                         MatrixOperation::kTRANSPOSE);  // 2x2
   ShuffleParams shuffle;
   shuffle.firstTranspose = {1, 0};
   shuffle.hasReshape = true;
@@ -49,7 +50,8 @@ TEST(NetworkApi, LayersComputeWhatTheirOnnxOperatorsDo) {
   ResizeParams upsample;
   upsample.scales = {1.0f, 2.0f};
   ILayer* resize = network.addResize(*a, upsample);
-  for (ILayer* l : {sub, mm, shuf, constant, cat, soft, resize}) ASSERT_NE(l, nullptr) << logger.text();
+  for (ILayer* l : {sub, mm, shuf, constant, cat, soft, resize})
+    ASSERT_NE(l, nullptr) << logger.text();
   EXPECT_EQ(shuf->getOutput(0)->getDimensions(), (Shape{1, 6}));
   EXPECT_EQ(resize->getOutput(0)->getDimensions(), (Shape{2, 6}));
   for (ILayer* l : {sub, mm, shuf, cat, soft, resize}) network.markOutput(*l->getOutput(0)).ok();
@@ -57,13 +59,16 @@ TEST(NetworkApi, LayersComputeWhatTheirOnnxOperatorsDo) {
   auto engine = buildEngine(logger, network);
   ASSERT_TRUE(engine);
   auto context = engine->createExecutionContext();
-  auto out = runContext(**context, *engine, {{"a", floats({2, 3}, {1, 2, 3, 4, 5, 6})},
-                                             {"b", floats({2, 3}, {1, 1, 1, 2, 2, 2})}});
+  auto out = runContext(
+      **context, *engine,
+      {{"a", floats({2, 3}, {1, 2, 3, 4, 5, 6})}, {"b", floats({2, 3}, {1, 1, 1, 2, 2, 2})}});
   EXPECT_EQ(values(out[sub->getOutput(0)->getName()]), (std::vector<float>{0, 1, 2, 2, 3, 4}));
   EXPECT_EQ(values(out[mm->getOutput(0)->getName()]), (std::vector<float>{6, 12, 15, 30}));
   EXPECT_EQ(values(out[shuf->getOutput(0)->getName()]), (std::vector<float>{1, 4, 2, 5, 3, 6}));
-  EXPECT_EQ(values(out[cat->getOutput(0)->getName()]), (std::vector<float>{0, 1, 2, 10, 2, 3, 4, 20}));
-  EXPECT_EQ(values(out[resize->getOutput(0)->getName()]), (std::vector<float>{1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6}));
+  EXPECT_EQ(values(out[cat->getOutput(0)->getName()]),
+            (std::vector<float>{0, 1, 2, 10, 2, 3, 4, 20}));
+  EXPECT_EQ(values(out[resize->getOutput(0)->getName()]),
+            (std::vector<float>{1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6}));
   auto s = values(out[soft->getOutput(0)->getName()]);
   EXPECT_NEAR(s[0] + s[1] + s[2] + s[3], 1.0f, 1e-6);
 }
@@ -88,7 +93,8 @@ TEST(NetworkApi, NamesInputsAndOutputTypes) {
   ASSERT_TRUE(engine);
   EXPECT_EQ(engine->getTensorDataType("r"), DataType::kFloat64);
   auto context = engine->createExecutionContext();
-  auto out = runContext(**context, *engine, {{"a", floats({3}, {1, 1, 1})}, {"b", floats({3}, {-1, 2, -3})}});
+  auto out = runContext(**context, *engine,
+                        {{"a", floats({3}, {1, 1, 1})}, {"b", floats({3}, {-1, 2, -3})}});
   ASSERT_EQ(out["r"].dtype(), DataType::kFloat64);
   EXPECT_EQ(out["r"].data<double>()[1], 2.0);
   EXPECT_EQ(out["r"].data<double>()[2], 0.0);
@@ -133,12 +139,15 @@ TEST_F(BuilderValidation, OptGreaterThanMax) {
 }
 
 TEST_F(BuilderValidation, FixedDimThatDisagrees) {
-  EXPECT_THAT(build(profile({1, 4, 1}, {2, 4, 5}, {4, 4, 9})).message(),
-              HasSubstr("index 1: the network fixes this dim to 3 but the profile's min/opt/max are 4/4/4"));
+  EXPECT_THAT(
+      build(profile({1, 4, 1}, {2, 4, 5}, {4, 4, 9})).message(),
+      HasSubstr(
+          "index 1: the network fixes this dim to 3 but the profile's min/opt/max are 4/4/4"));
 }
 
 TEST_F(BuilderValidation, WrongRankMissingSelectorAndUnknownInput) {
-  EXPECT_THAT(build(profile({1, 3}, {1, 3}, {1, 3})).message(), HasSubstr("rank 2 but the network's input has rank 3"));
+  EXPECT_THAT(build(profile({1, 3}, {1, 3}, {1, 3})).message(),
+              HasSubstr("rank 2 but the network's input has rank 3"));
   OptimizationProfile p;
   p.setDimensions("x", OptProfileSelector::kMIN, {1, 3, 1});
   EXPECT_THAT(build(p).message(), HasSubstr("the opt dims are not set"));
@@ -150,7 +159,9 @@ TEST_F(BuilderValidation, WrongRankMissingSelectorAndUnknownInput) {
 TEST_F(BuilderValidation, PrecisionFlagsAndWorkspace) {
   network->getLayer(0)->setPrecision(DataType::kFloat16);
   Status s = build(profile({1, 3, 1}, {1, 3, 1}, {1, 3, 1}));
-  EXPECT_THAT(s.message(), HasSubstr("layer 'Relu_0' asks for precision float16 but the builder flag kFP16 is not set"));
+  EXPECT_THAT(
+      s.message(),
+      HasSubstr("layer 'Relu_0' asks for precision float16 but the builder flag kFP16 is not set"));
   BuilderConfig fp16;
   fp16.setFlag(BuilderFlag::kFP16);
   fp16.setFlag(BuilderFlag::kINT8);
@@ -183,7 +194,8 @@ TEST(BuilderReport, StagesAndCounts) {
   ITensor* x = network.addInput("x", DataType::kFloat32, {1, 4});
   std::vector<float> c{1, 2, 3, 4};
   ILayer* k = network.addConstant({1, 4}, floatWeights(c));
-  ILayer* twice = network.addElementWise(*k->getOutput(0), *k->getOutput(0), ElementWiseOperation::kSUM);  // folded
+  ILayer* twice = network.addElementWise(*k->getOutput(0), *k->getOutput(0),
+                                         ElementWiseOperation::kSUM);  // folded
   ILayer* add = network.addElementWise(*x, *twice->getOutput(0), ElementWiseOperation::kSUM);
   network.markOutput(*add->getOutput(0)).ok();
   BuildReport report;
@@ -196,8 +208,11 @@ TEST(BuilderReport, StagesAndCounts) {
   EXPECT_EQ(report.layersAfter, 1);
   EXPECT_EQ(report.planBytes, plan->size());
   EXPECT_EQ(report.arenaBytes, 0u);  // the only tensor left is the graph output: not in the arena
-  EXPECT_THAT(logger.text(Severity::kVERBOSE), HasSubstr("layer 'Add_2' (Add): kernel any_add_generic -> Add_2_output float32[1x4]"));
-  EXPECT_THAT(logger.text(Severity::kVERBOSE), HasSubstr("node 'Add_1' (Add): folded into a constant"));
+  EXPECT_THAT(
+      logger.text(Severity::kVERBOSE),
+      HasSubstr("layer 'Add_2' (Add): kernel any_add_generic -> Add_2_output float32[1x4]"));
+  EXPECT_THAT(logger.text(Severity::kVERBOSE),
+              HasSubstr("node 'Add_1' (Add): folded into a constant"));
 }
 
 }  // namespace

@@ -94,7 +94,8 @@ TEST(LayerParams, RefusedParamsLeaveTheLayerAsItWasAndSayWhy) {
   EXPECT_THAT(wrongKind.message(), HasSubstr("takes SoftMaxParams, not PoolingParams"));
   std::vector<float> c{1, 2};
   ILayer* constant = network.addConstant({2}, floatWeights(c));
-  EXPECT_THAT(setLayerParams(network, *constant, SoftMaxParams{0}).message(), HasSubstr("has no parameters to change"));
+  EXPECT_THAT(setLayerParams(network, *constant, SoftMaxParams{0}).message(),
+              HasSubstr("has no parameters to change"));
 
   ASSERT_TRUE(setLayerParams(network, *soft, SoftMaxParams{0}).ok()) << logger.text();
   network.markOutput(*relu->getOutput(0)).ok();
@@ -102,7 +103,8 @@ TEST(LayerParams, RefusedParamsLeaveTheLayerAsItWasAndSayWhy) {
   ASSERT_TRUE(engine) << logger.text();
   auto context = engine->createExecutionContext();
   auto out = runContext(**context, *engine, {{"x", floats({2, 3}, {0, 1, 2, 0, 1, 2})}});
-  for (float v : values(out[relu->getOutput(0)->getName()])) EXPECT_FLOAT_EQ(v, 0.5f);  // softmax over 2 equal rows
+  for (float v : values(out[relu->getOutput(0)->getName()]))
+    EXPECT_FLOAT_EQ(v, 0.5f);  // softmax over 2 equal rows
 }
 
 TEST(LayerParams, ConcatenationOfOneTensorTwiceKeepsBothOperands) {

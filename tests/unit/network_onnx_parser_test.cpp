@@ -36,7 +36,9 @@ TEST(OnnxParser, ParsesAModelIntoLayersAndBuildsIt) {
   auto engine = buildEngine(logger, network, config);
   ASSERT_TRUE(engine);
   auto context = engine->createExecutionContext();
-  auto out = runContext(**context, *engine, {{"x", Tensor::fromVector<float>(DataType::kFloat32, {2, 3}, {1, 2, -3, 0, 0, 0})}});
+  auto out = runContext(
+      **context, *engine,
+      {{"x", Tensor::fromVector<float>(DataType::kFloat32, {2, 3}, {1, 2, -3, 0, 0, 0})}});
   EXPECT_EQ(values(out["y"]), (std::vector<float>{2, 0, 0, 1, 0, 3}));
 }
 
@@ -60,7 +62,8 @@ TEST(OnnxParser, ReportsEveryUnsupportedNodeInOnePass) {
   EXPECT_EQ(parser.getError(0).nodeName, "first");
   EXPECT_EQ(parser.getError(1).nodeIndex, 2);
   EXPECT_EQ(parser.getError(1).opType, "OtherOp");
-  EXPECT_THAT(parser.getError(1).toString(), HasSubstr("UNSUPPORTED_NODE node 2 'second' (OtherOp)"));
+  EXPECT_THAT(parser.getError(1).toString(),
+              HasSubstr("UNSUPPORTED_NODE node 2 'second' (OtherOp)"));
   EXPECT_EQ(network.getNbLayers(), 0);
 }
 

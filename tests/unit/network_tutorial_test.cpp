@@ -71,7 +71,9 @@ TEST(NetworkTutorial, FullyConnectedThenSigmoid) {
   ASSERT_TRUE(engine);
   auto context = engine->createExecutionContext();
   ASSERT_TRUE(context.ok());
-  auto out = runContext(**context, *engine, {{"input", Tensor::fromVector<float>(DataType::kFloat32, {1, 3}, {1, 2, 3})}});
+  auto out =
+      runContext(**context, *engine,
+                 {{"input", Tensor::fromVector<float>(DataType::kFloat32, {1, 3}, {1, 2, 3})}});
   ASSERT_EQ(out.count("prob"), 1u);
   EXPECT_EQ(out["prob"].shape(), (Shape{1, 2}));
   EXPECT_NEAR(out["prob"].data<float>()[0], sigmoid(6.8f), 1e-6);
@@ -85,8 +87,8 @@ class DynamicConvTutorial : public ::testing::Test {
     network = builder->createNetwork();
     ITensor* x = network->addInput("input", DataType::kFloat32, {-1, 1, -1, -1});
     ASSERT_NE(x, nullptr);
-    ILayer* conv = network->addConvolution(*x, 1, {3, 3}, floatWeights(weights), floatWeights({0.0f}),
-                                           {.padding = {1, 1}});
+    ILayer* conv = network->addConvolution(*x, 1, {3, 3}, floatWeights(weights),
+                                           floatWeights({0.0f}), {.padding = {1, 1}});
     ASSERT_NE(conv, nullptr) << logger.text();
     EXPECT_EQ(conv->getOutput(0)->getDimensions(), (Shape{-1, 1, -1, -1}));
     ILayer* relu = network->addActivation(*conv->getOutput(0), ActivationType::kRELU);

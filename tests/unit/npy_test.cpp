@@ -26,30 +26,43 @@ std::string errorOf(const std::string& header) {
 }
 
 TEST(NpyHeader, ReadsWhatNumpyWrites) {
-  NpyHeader h = parseNpyHeader("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }          \n", "x.npy");
+  NpyHeader h = parseNpyHeader(
+      "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }          \n", "x.npy");
   EXPECT_EQ(h.descr, "<f4");
   EXPECT_FALSE(h.fortranOrder);
   EXPECT_EQ(h.shape, (Shape{2, 3}));
-  EXPECT_EQ(parseNpyHeader("{'descr': '|b1', 'fortran_order': True, 'shape': (5,), }\n", "x.npy").shape, (Shape{5}));
-  EXPECT_EQ(parseNpyHeader("{'shape': (), 'descr': \"<i8\", 'fortran_order': False}", "x.npy").shape, Shape{});
+  EXPECT_EQ(
+      parseNpyHeader("{'descr': '|b1', 'fortran_order': True, 'shape': (5,), }\n", "x.npy").shape,
+      (Shape{5}));
+  EXPECT_EQ(
+      parseNpyHeader("{'shape': (), 'descr': \"<i8\", 'fortran_order': False}", "x.npy").shape,
+      Shape{});
 }
 
 TEST(NpyHeader, RefusesWhatNumpyRefuses) {
   EXPECT_THAT(errorOf("{'descr': '<f4', 'fortran_order': False, 'shape': (-1, 3), }"),
-              HasSubstr("x.npy: malformed .npy header at character 51: a dimension must be a non-negative integer"));
-  EXPECT_THAT(errorOf("{'descr': '<f4', 'fortran_order': False, 'shape': (2.5, 3), }"), HasSubstr("expected ','"));
-  EXPECT_THAT(errorOf("{'descr': '<f4', 'fortran_order': False, 'shape': (2 3), }"), HasSubstr("expected ','"));
-  EXPECT_THAT(errorOf("{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,), }"),
-              HasSubstr("does not fit in int64"));
-  EXPECT_THAT(errorOf("{'descr': '<f4', 'fortran_order': False}"), HasSubstr("the key 'shape' is missing"));
-  EXPECT_THAT(errorOf("{'descr': '<f4', 'shape': (1,)}"), HasSubstr("the key 'fortran_order' is missing"));
+              HasSubstr("x.npy: malformed .npy header at character 51: a dimension must be a "
+                        "non-negative integer"));
+  EXPECT_THAT(errorOf("{'descr': '<f4', 'fortran_order': False, 'shape': (2.5, 3), }"),
+              HasSubstr("expected ','"));
+  EXPECT_THAT(errorOf("{'descr': '<f4', 'fortran_order': False, 'shape': (2 3), }"),
+              HasSubstr("expected ','"));
+  EXPECT_THAT(
+      errorOf("{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,), }"),
+      HasSubstr("does not fit in int64"));
+  EXPECT_THAT(errorOf("{'descr': '<f4', 'fortran_order': False}"),
+              HasSubstr("the key 'shape' is missing"));
+  EXPECT_THAT(errorOf("{'descr': '<f4', 'shape': (1,)}"),
+              HasSubstr("the key 'fortran_order' is missing"));
   EXPECT_THAT(errorOf("{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (1,)}"),
               HasSubstr("the key 'descr' appears twice"));
   EXPECT_THAT(errorOf("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), 'extra': 1}"),
               HasSubstr("unexpected key 'extra'"));
-  EXPECT_THAT(errorOf("{'descr': '<f4', 'fortran_order': maybe, 'shape': (1,)}"), HasSubstr("expected True or False"));
+  EXPECT_THAT(errorOf("{'descr': '<f4', 'fortran_order': maybe, 'shape': (1,)}"),
+              HasSubstr("expected True or False"));
   EXPECT_THAT(errorOf("'descr': '<f4'"), HasSubstr("expected '{'"));
-  EXPECT_THAT(errorOf("{'descr': '<f4, 'fortran_order': False, 'shape': (1,)}"), HasSubstr("at character 17: expected '}'"));
+  EXPECT_THAT(errorOf("{'descr': '<f4, 'fortran_order': False, 'shape': (1,)}"),
+              HasSubstr("at character 17: expected '}'"));
   EXPECT_THAT(errorOf("{'descr': '<f4', 'fortran_order': False, 'shape': (1,)} junk"),
               HasSubstr("unexpected text after the closing '}'"));
 }
@@ -60,14 +73,16 @@ std::string writeRawNpy(const std::string& name, std::string header, size_t payl
   const std::string path = ::testing::TempDir() + name;
   std::ofstream out(path, std::ios::binary);
   out.write("\x93NUMPY\x01\x00", 8);
-  const char len[2] = {static_cast<char>(header.size() & 0xff), static_cast<char>(header.size() >> 8)};
+  const char len[2] = {static_cast<char>(header.size() & 0xff),
+                       static_cast<char>(header.size() >> 8)};
   out.write(len, 2);
   out << header << std::string(payloadBytes, '\0');
   return path;
 }
 
 TEST(NpyReader, RefusesANegativeDimInsteadOfDroppingItsSign) {
-  const std::string path = writeRawNpy("neg.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (-1, 3), }", 24);
+  const std::string path =
+      writeRawNpy("neg.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (-1, 3), }", 24);
   try {
     readNpy(path);
     FAIL() << "a negative dim was accepted";
@@ -78,8 +93,9 @@ TEST(NpyReader, RefusesANegativeDimInsteadOfDroppingItsSign) {
 }
 
 TEST(NpyReader, RefusesAShapeWhoseByteCountOverflows) {
-  const std::string path =
-      writeRawNpy("huge.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296), }", 16);
+  const std::string path = writeRawNpy(
+      "huge.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296), }",
+      16);
   try {
     readNpy(path);
     FAIL() << "an overflowing shape was accepted";

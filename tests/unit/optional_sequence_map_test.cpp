@@ -20,10 +20,15 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using namespace kiln::testing;
 
-Tensor floats(Shape shape, std::vector<float> v) { return Tensor::fromVector<float>(DataType::kFloat32, std::move(shape), v); }
-std::vector<float> floatsOf(const Tensor& t) { return std::vector<float>(t.data<float>(), t.data<float>() + t.numel()); }
+Tensor floats(Shape shape, std::vector<float> v) {
+  return Tensor::fromVector<float>(DataType::kFloat32, std::move(shape), v);
+}
+std::vector<float> floatsOf(const Tensor& t) {
+  return std::vector<float>(t.data<float>(), t.data<float>() + t.numel());
+}
 
-// A value info of type optional(tensor(float)) or optional(seq(tensor(float))), or seq(tensor(float)).
+// A value info of type optional(tensor(float)) or optional(seq(tensor(float))), or
+// seq(tensor(float)).
 void setKind(onnx::ValueInfoProto* vi, const std::string& name, bool optional, bool sequence) {
   vi->set_name(name);
   onnx::TypeProto* t = vi->mutable_type();
@@ -32,8 +37,8 @@ void setKind(onnx::ValueInfoProto* vi, const std::string& name, bool optional, b
   t->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
 }
 
-onnx::NodeProto* node(onnx::GraphProto* g, const std::string& op, const std::vector<std::string>& in,
-                      const std::vector<std::string>& out) {
+onnx::NodeProto* node(onnx::GraphProto* g, const std::string& op,
+                      const std::vector<std::string>& in, const std::vector<std::string>& out) {
   auto* n = g->add_node();
   n->set_op_type(op);
   n->set_name(op + "_" + std::to_string(g->node_size()));
@@ -64,7 +69,8 @@ onnx::ModelProto optionalInputModel(int64_t opset) {
 
 TEST(OptionalOps, PresentOptionalInputHasElementAndUnwraps) {
   for (int64_t opset : {15, 18}) {
-    auto out = run(optionalInputModel(opset), "present" + std::to_string(opset), {{"x", floats({2}, {1.5f, -2})}});
+    auto out = run(optionalInputModel(opset), "present" + std::to_string(opset),
+                   {{"x", floats({2}, {1.5f, -2})}});
     EXPECT_TRUE(boolOf(out[0].second));
     EXPECT_THAT(floatsOf(out[1].second), ElementsAre(1.5f, -2));
   }
@@ -118,8 +124,11 @@ TEST(OptionalOps, OptionalOfSequenceThroughIfBranches) {
   auto* type = empty->add_attribute();
   type->set_name("type");
   type->set_type(onnx::AttributeProto::TYPE_PROTO);
-  type->mutable_tp()->mutable_sequence_type()->mutable_elem_type()->mutable_tensor_type()->set_elem_type(
-      onnx::TensorProto::FLOAT);
+  type->mutable_tp()
+      ->mutable_sequence_type()
+      ->mutable_elem_type()
+      ->mutable_tensor_type()
+      ->set_elem_type(onnx::TensorProto::FLOAT);
   setKind(thenAttr->mutable_g()->add_output(), "none", true, true);
   auto* elseAttr = ifNode->add_attribute();
   elseAttr->set_name("else_branch");
@@ -133,10 +142,12 @@ TEST(OptionalOps, OptionalOfSequenceThroughIfBranches) {
   const std::string path = saveModel(m, tempDir("optseq_if") / "m.onnx");
   Session s(path);
   EXPECT_TRUE(s.outputs()[0].isOptionalType && s.outputs()[0].isSequence);
-  auto none = s.run({{"cond", Tensor::fromVector<uint8_t>(DataType::kBool, {}, {1})}, {"x", floats({2}, {1, 2})}});
+  auto none = s.run({{"cond", Tensor::fromVector<uint8_t>(DataType::kBool, {}, {1})},
+                     {"x", floats({2}, {1, 2})}});
   EXPECT_TRUE(none[0].second.isNone() && none[0].second.isNoneOfSequence());
   EXPECT_FALSE(boolOf(none[1].second));
-  auto some = s.run({{"cond", Tensor::fromVector<uint8_t>(DataType::kBool, {}, {0})}, {"x", floats({2}, {1, 2})}});
+  auto some = s.run({{"cond", Tensor::fromVector<uint8_t>(DataType::kBool, {}, {0})},
+                     {"x", floats({2}, {1, 2})}});
   ASSERT_TRUE(some[0].second.isSequence());
   EXPECT_EQ(some[0].second.sequenceItems().size(), 2u);
   EXPECT_TRUE(boolOf(some[1].second));
@@ -146,8 +157,10 @@ TEST(OptionalOps, OptionalOfSequenceThroughIfBranches) {
 onnx::ModelProto sequenceMapModel(bool secondIsSequence) {
   auto m = makeModel(17);
   setKind(m.mutable_graph()->add_input(), "seq", false, true);
-  if (secondIsSequence) setKind(m.mutable_graph()->add_input(), "t", false, true);
-  else addInput(m, "t", {2});
+  if (secondIsSequence)
+    setKind(m.mutable_graph()->add_input(), "t", false, true);
+  else
+    addInput(m, "t", {2});
   auto* map = node(m.mutable_graph(), "SequenceMap", {"seq", "t"}, {"products", "shapes"});
   auto* body = map->add_attribute();
   body->set_name("body");
@@ -165,14 +178,19 @@ onnx::ModelProto sequenceMapModel(bool secondIsSequence) {
   setKind(m.mutable_graph()->add_output(), "products", false, true);
   auto* shapes = m.mutable_graph()->add_output();
   shapes->set_name("shapes");
-  shapes->mutable_type()->mutable_sequence_type()->mutable_elem_type()->mutable_tensor_type()->set_elem_type(
-      onnx::TensorProto::INT64);
+  shapes->mutable_type()
+      ->mutable_sequence_type()
+      ->mutable_elem_type()
+      ->mutable_tensor_type()
+      ->set_elem_type(onnx::TensorProto::INT64);
   return m;
 }
 
 TEST(SequenceMap, BroadcastsATensorToEveryElement) {
-  Tensor seq = Tensor::sequence(DataType::kFloat32, {floats({2}, {1, 2}), floats({2}, {3, 4}), floats({2}, {5, 6})});
-  auto out = run(sequenceMapModel(false), "map_tensor", {{"seq", seq}, {"t", floats({2}, {10, -1})}});
+  Tensor seq = Tensor::sequence(DataType::kFloat32,
+                                {floats({2}, {1, 2}), floats({2}, {3, 4}), floats({2}, {5, 6})});
+  auto out =
+      run(sequenceMapModel(false), "map_tensor", {{"seq", seq}, {"t", floats({2}, {10, -1})}});
   const auto& products = out[0].second.sequenceItems();
   ASSERT_EQ(products.size(), 3u);
   EXPECT_THAT(floatsOf(products[0]), ElementsAre(10, -2));
@@ -207,12 +225,14 @@ TEST(SequenceMap, EmptySequenceGivesEmptySequencesOfTheBodyTypes) {
 TEST(ValueFiles, RoundTripsTensorsSequencesAndOptionals) {
   using onnx_import::ValueType;
   const auto dir = tempDir("value_files");
-  Tensor bf = Tensor::fromVector<uint16_t>(DataType::kUint16, {2}, {0x3f80, 0xc000});  // bfloat16 1, -2
+  Tensor bf =
+      Tensor::fromVector<uint16_t>(DataType::kUint16, {2}, {0x3f80, 0xc000});  // bfloat16 1, -2
   Tensor bf16(DataType::kBFloat16, {2});
   std::memcpy(bf16.raw(), bf.raw(), 4);
   const std::vector<std::pair<Tensor, ValueType>> cases = {
       {bf16, {DataType::kBFloat16, false, false}},
-      {Tensor::sequence(DataType::kFloat32, {floats({1}, {7}), floats({2}, {8, 9})}), {DataType::kFloat32, true, false}},
+      {Tensor::sequence(DataType::kFloat32, {floats({1}, {7}), floats({2}, {8, 9})}),
+       {DataType::kFloat32, true, false}},
       {floats({2}, {1, 2}), {DataType::kFloat32, false, true}},
       {Tensor::none(DataType::kFloat32, true), {DataType::kFloat32, true, true}},
   };
@@ -221,15 +241,18 @@ TEST(ValueFiles, RoundTripsTensorsSequencesAndOptionals) {
     onnx_import::writeValueFile(path, cases[i].first, cases[i].second, "v");
     Tensor back = onnx_import::readValueFile(path, cases[i].second, "input 'v'");
     EXPECT_EQ(back.describe(), cases[i].first.describe()) << i;
-    if (back.isSequence()) EXPECT_THAT(floatsOf(back.sequenceItems()[1]), ElementsAre(8, 9));
-    else if (!back.isNone()) EXPECT_EQ(std::memcmp(back.raw(), cases[i].first.raw(), back.byteSize()), 0) << i;
+    if (back.isSequence())
+      EXPECT_THAT(floatsOf(back.sequenceItems()[1]), ElementsAre(8, 9));
+    else if (!back.isNone())
+      EXPECT_EQ(std::memcmp(back.raw(), cases[i].first.raw(), back.byteSize()), 0) << i;
   }
 }
 
 TEST(ValueFiles, NamesTheMessageAFileHoldsWhenItIsNotTheExpectedOne) {
   const auto dir = tempDir("value_files_bad");
   const auto tensorFile = (dir / "x.pb").string();
-  onnx_import::writeValueFile(tensorFile, floats({2}, {1, 2}), {DataType::kFloat32, false, false}, "x");
+  onnx_import::writeValueFile(tensorFile, floats({2}, {1, 2}), {DataType::kFloat32, false, false},
+                              "x");
   try {
     onnx_import::readValueFile(tensorFile, {DataType::kFloat32, true, false}, "input 'x'");
     FAIL() << "expected an error";

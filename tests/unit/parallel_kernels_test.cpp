@@ -23,7 +23,9 @@ Tensor randomTensor(const Shape& shape, uint32_t seed) {
   return t;
 }
 
-std::vector<float> valuesOf(const Tensor& t) { return std::vector<float>(t.data<float>(), t.data<float>() + t.numel()); }
+std::vector<float> valuesOf(const Tensor& t) {
+  return std::vector<float>(t.data<float>(), t.data<float>() + t.numel());
+}
 
 void addIntsAttr(onnx::NodeProto* node, const std::string& name, const std::vector<int64_t>& v) {
   auto* a = node->add_attribute();
@@ -41,7 +43,8 @@ void addIntAttr(onnx::NodeProto* node, const std::string& name, int64_t v) {
 // Runs a one-node model (built by `build`, taking graph inputs x0, x1, ... and producing y) with
 // `threads` threads and returns y.
 template <typename Build>
-std::vector<float> runOnThreads(const std::string& name, const std::vector<Tensor>& inputs, int threads, Build build) {
+std::vector<float> runOnThreads(const std::string& name, const std::vector<Tensor>& inputs,
+                                int threads, Build build) {
   onnx::ModelProto model = makeModel(13);
   std::vector<std::string> names;
   NamedTensors feeds;
@@ -66,7 +69,8 @@ std::vector<float> runOnThreads(const std::string& name, const std::vector<Tenso
 
 // Runs on 1 and 2 threads, expects bitwise-equal results, returns them.
 template <typename Build>
-std::vector<float> runSerialAndParallel(const std::string& name, const std::vector<Tensor>& inputs, Build build) {
+std::vector<float> runSerialAndParallel(const std::string& name, const std::vector<Tensor>& inputs,
+                                        Build build) {
   std::vector<float> one = runOnThreads(name, inputs, 1, build);
   std::vector<float> two = runOnThreads(name, inputs, 2, build);
   EXPECT_EQ(one, two) << name << ": 1 and 2 threads differ";
@@ -78,19 +82,27 @@ TEST(ParallelKernels, BroadcastRangesCoverTheSerialRuns) {
   const Shape a{3, 1, 7, 11}, b{5, 1, 1};
   // Serial: input offsets of every output element.
   std::vector<std::array<int64_t, 2>> expected(static_cast<size_t>(shapeNumel(out)));
-  cpu::forEachBroadcastRun<2>(out, {&a, &b}, [&](int64_t o, const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& st) {
-    for (int64_t j = 0; j < n; ++j) expected[static_cast<size_t>(o + j)] = {off[0] + j * st[0], off[1] + j * st[1]};
-  });
+  cpu::forEachBroadcastRun<2>(
+      out, {&a, &b},
+      [&](int64_t o, const std::array<int64_t, 2>& off, int64_t n,
+          const std::array<int64_t, 2>& st) {
+        for (int64_t j = 0; j < n; ++j)
+          expected[static_cast<size_t>(o + j)] = {off[0] + j * st[0], off[1] + j * st[1]};
+      });
   const auto cb = cpu::coalesceBroadcast<2>(out, {&a, &b});
   for (int64_t cut : {1, 2, 13, 77, 500, 1154}) {  // ranges that start and end mid-run
     std::vector<std::array<int64_t, 2>> got(expected.size(), {-1, -1});
     for (int64_t begin = 0; begin < shapeNumel(out); begin += cut) {
       const int64_t end = std::min(begin + cut, shapeNumel(out));
-      cpu::forEachBroadcastRunIn<2>(cb, begin, end, [&](int64_t o, const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& st) {
-        ASSERT_GE(o, begin);
-        ASSERT_LE(o + n, end);
-        for (int64_t j = 0; j < n; ++j) got[static_cast<size_t>(o + j)] = {off[0] + j * st[0], off[1] + j * st[1]};
-      });
+      cpu::forEachBroadcastRunIn<2>(
+          cb, begin, end,
+          [&](int64_t o, const std::array<int64_t, 2>& off, int64_t n,
+              const std::array<int64_t, 2>& st) {
+            ASSERT_GE(o, begin);
+            ASSERT_LE(o + n, end);
+            for (int64_t j = 0; j < n; ++j)
+              got[static_cast<size_t>(o + j)] = {off[0] + j * st[0], off[1] + j * st[1]};
+          });
     }
     EXPECT_EQ(got, expected) << "ranges of " << cut;
   }
@@ -105,11 +117,14 @@ TEST(ParallelKernels, BinaryOpsWithBroadcastingMatchTheFormula) {
                         Case{{2, 33, 29, 31}, {1}}, Case{{3, 1, 50, 70}, {3, 40, 1, 70}}}) {
     Tensor a = randomTensor(c.a, 1), b = randomTensor(c.b, 2);
     for (const char* op : {"Add", "Mul", "Sub", "Div"}) {
-      std::vector<float> y = runSerialAndParallel(op, {a, b}, [&](onnx::NodeProto* n) { n->set_op_type(op); });
+      std::vector<float> y =
+          runSerialAndParallel(op, {a, b}, [&](onnx::NodeProto* n) { n->set_op_type(op); });
       // Reference: numpy broadcasting through strides.
       Shape out(std::max(c.a.size(), c.b.size()));
       for (size_t d = 0; d < out.size(); ++d) {
-        auto dimOf = [&](const Shape& s) { return d + s.size() >= out.size() ? s[d + s.size() - out.size()] : int64_t{1}; };
+        auto dimOf = [&](const Shape& s) {
+          return d + s.size() >= out.size() ? s[d + s.size() - out.size()] : int64_t{1};
+        };
         out[d] = std::max(dimOf(c.a), dimOf(c.b));
       }
       const auto sa = cpu::broadcastStrides(c.a, out), sb = cpu::broadcastStrides(c.b, out);
@@ -119,7 +134,10 @@ TEST(ParallelKernels, BinaryOpsWithBroadcastingMatchTheFormula) {
         int64_t ia = 0, ib = 0;
         for (size_t d = 0; d < out.size(); ++d) ia += idx[d] * sa[d], ib += idx[d] * sb[d];
         const float x = a.data<float>()[ia], z = b.data<float>()[ib];
-        const float want = op[0] == 'A' ? x + z : op[0] == 'M' ? x * z : op[0] == 'S' ? x - z : x / z;
+        const float want = op[0] == 'A'   ? x + z
+                           : op[0] == 'M' ? x * z
+                           : op[0] == 'S' ? x - z
+                                          : x / z;
         ASSERT_EQ(y[i], want) << op << " at " << i;
         for (size_t d = out.size(); d-- > 0;) {
           if (++idx[d] < out[d]) break;
@@ -132,15 +150,17 @@ TEST(ParallelKernels, BinaryOpsWithBroadcastingMatchTheFormula) {
 
 TEST(ParallelKernels, UnaryOpsOnLargeTensors) {
   Tensor x = randomTensor({1, 32, 63, 65}, 3);
-  std::vector<float> y = runSerialAndParallel("Relu", {x}, [](onnx::NodeProto* n) { n->set_op_type("Relu"); });
+  std::vector<float> y =
+      runSerialAndParallel("Relu", {x}, [](onnx::NodeProto* n) { n->set_op_type("Relu"); });
   for (int64_t i = 0; i < x.numel(); ++i) ASSERT_EQ(y[i], std::max(x.data<float>()[i], 0.0f));
   y = runSerialAndParallel("Sigmoid", {x}, [](onnx::NodeProto* n) { n->set_op_type("Sigmoid"); });
-  for (int64_t i = 0; i < x.numel(); ++i) ASSERT_NEAR(y[i], 1.0f / (1.0f + std::exp(-x.data<float>()[i])), 1e-6f);
+  for (int64_t i = 0; i < x.numel(); ++i)
+    ASSERT_NEAR(y[i], 1.0f / (1.0f + std::exp(-x.data<float>()[i])), 1e-6f);
 }
 
 // Reference 2-D pooling over an N x C x H x W tensor with explicit pads.
-std::vector<float> referencePool(const Tensor& x, bool max, int64_t k, int64_t s, int64_t pad, int64_t outH, int64_t outW,
-                                 bool countPad) {
+std::vector<float> referencePool(const Tensor& x, bool max, int64_t k, int64_t s, int64_t pad,
+                                 int64_t outH, int64_t outW, bool countPad) {
   const int64_t planes = x.dim(0) * x.dim(1), H = x.dim(2), W = x.dim(3);
   std::vector<float> y;
   for (int64_t p = 0; p < planes; ++p) {
@@ -159,7 +179,8 @@ std::vector<float> referencePool(const Tensor& x, bool max, int64_t k, int64_t s
             ++count;
           }
         }
-        y.push_back(max ? best : static_cast<float>(sum / static_cast<double>(countPad ? padded : count)));
+        y.push_back(max ? best
+                        : static_cast<float>(sum / static_cast<double>(countPad ? padded : count)));
       }
     }
   }
@@ -175,7 +196,8 @@ TEST(ParallelKernels, MaxPoolAndAveragePoolWithPadsAndCeilMode) {
     auto outDim = [&](int64_t n) {
       const int64_t span = n + 2 * c.pad - c.k;
       int64_t o = (c.ceil ? (span + c.s - 1) / c.s : span / c.s) + 1;
-      if (c.ceil && (o - 1) * c.s >= n + c.pad) --o;  // the last window must start inside the input or left pad
+      if (c.ceil && (o - 1) * c.s >= n + c.pad)
+        --o;  // the last window must start inside the input or left pad
       return o;
     };
     for (bool max : {true, false}) {
@@ -189,9 +211,11 @@ TEST(ParallelKernels, MaxPoolAndAveragePoolWithPadsAndCeilMode) {
           addIntAttr(n, "ceil_mode", c.ceil);
           if (!max) addIntAttr(n, "count_include_pad", countPad ? 1 : 0);
         });
-        std::vector<float> want = referencePool(x, max, c.k, c.s, c.pad, outDim(57), outDim(55), countPad);
+        std::vector<float> want =
+            referencePool(x, max, c.k, c.s, c.pad, outDim(57), outDim(55), countPad);
         ASSERT_EQ(y.size(), want.size()) << op << " k" << c.k << " s" << c.s;
-        for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], want[i], 1e-5f) << op << " k" << c.k << " s" << c.s << " at " << i;
+        for (size_t i = 0; i < y.size(); ++i)
+          ASSERT_NEAR(y[i], want[i], 1e-5f) << op << " k" << c.k << " s" << c.s << " at " << i;
       }
     }
   }
@@ -199,7 +223,8 @@ TEST(ParallelKernels, MaxPoolAndAveragePoolWithPadsAndCeilMode) {
 
 TEST(ParallelKernels, GlobalAveragePoolOnManyPlanes) {
   Tensor x = randomTensor({2, 96, 15, 13}, 5);
-  std::vector<float> y = runSerialAndParallel("GlobalAveragePool", {x}, [](onnx::NodeProto* n) { n->set_op_type("GlobalAveragePool"); });
+  std::vector<float> y = runSerialAndParallel(
+      "GlobalAveragePool", {x}, [](onnx::NodeProto* n) { n->set_op_type("GlobalAveragePool"); });
   ASSERT_EQ(y.size(), 2u * 96u);
   for (int64_t p = 0; p < 2 * 96; ++p) {
     double sum = 0;
@@ -209,7 +234,8 @@ TEST(ParallelKernels, GlobalAveragePoolOnManyPlanes) {
 }
 
 TEST(ParallelKernels, ConcatAlongChannelsAndInnerAxes) {
-  Tensor a = randomTensor({2, 40, 33, 35}, 6), b = randomTensor({2, 24, 33, 35}, 7), c = randomTensor({2, 3, 33, 35}, 8);
+  Tensor a = randomTensor({2, 40, 33, 35}, 6), b = randomTensor({2, 24, 33, 35}, 7),
+         c = randomTensor({2, 3, 33, 35}, 8);
   for (int64_t batch : {1, 2}) {
     auto take = [&](const Tensor& t) {
       Shape s = t.shape();
@@ -227,11 +253,11 @@ TEST(ParallelKernels, ConcatAlongChannelsAndInnerAxes) {
     std::vector<float> want;
     for (int64_t n = 0; n < batch; ++n)
       for (const Tensor* t : {&ta, &tb, &tc})
-        want.insert(want.end(), t->data<float>() + n * t->dim(1) * plane, t->data<float>() + (n + 1) * t->dim(1) * plane);
+        want.insert(want.end(), t->data<float>() + n * t->dim(1) * plane,
+                    t->data<float>() + (n + 1) * t->dim(1) * plane);
     EXPECT_EQ(y, want) << "batch " << batch;
   }
 }
-
 
 TEST(ParallelKernels, TransposeRowAndTiledPaths) {
   struct Case {
@@ -239,7 +265,8 @@ TEST(ParallelKernels, TransposeRowAndTiledPaths) {
     std::vector<int64_t> perm;
   };
   // [B,S,H,D] -> [B,H,S,D] copies rows of D; swapping the last two dims takes the tiled path.
-  for (const Case& c : {Case{{1, 128, 12, 64}, {0, 2, 1, 3}}, Case{{2, 24, 35, 530}, {0, 1, 3, 2}}}) {
+  for (const Case& c :
+       {Case{{1, 128, 12, 64}, {0, 2, 1, 3}}, Case{{2, 24, 35, 530}, {0, 1, 3, 2}}}) {
     Tensor x = randomTensor(c.shape, 9);
     std::vector<float> y = runSerialAndParallel("Transpose", {x}, [&](onnx::NodeProto* n) {
       n->set_op_type("Transpose");
@@ -282,7 +309,9 @@ TEST(ParallelKernels, ResizeGivesTheSameValuesOnOneAndTwoThreads) {
     // Output pixel (3i+1, 3j+1) sits exactly on input pixel (i, j) (half_pixel), for every mode.
     for (int64_t i = 0; i < 40; ++i)
       for (int64_t j = 0; j < 44; ++j)
-        ASSERT_NEAR(y[static_cast<size_t>((3 * i + 1) * 132 + 3 * j + 1)], x.data<float>()[i * 44 + j], 1e-5f) << mode;
+        ASSERT_NEAR(y[static_cast<size_t>((3 * i + 1) * 132 + 3 * j + 1)],
+                    x.data<float>()[i * 44 + j], 1e-5f)
+            << mode;
   }
 }
 

@@ -23,11 +23,12 @@ std::vector<uint8_t> samplePlan(ILogger& logger) {
   ITensor* x = network->addInput("x", DataType::kFloat32, {-1, 2, 4, 4});
   std::vector<float> w(3 * 2 * 9);
   for (size_t i = 0; i < w.size(); ++i) w[i] = 0.01f * static_cast<float>(i) - 0.2f;
-  ILayer* conv = network->addConvolution(*x, 3, {3, 3}, floatWeights(w), floatWeights({0.1f, 0.2f, 0.3f}),
-                                         {.padding = {1, 1}});
+  ILayer* conv = network->addConvolution(*x, 3, {3, 3}, floatWeights(w),
+                                         floatWeights({0.1f, 0.2f, 0.3f}), {.padding = {1, 1}});
   ILayer* relu = network->addActivation(*conv->getOutput(0), ActivationType::kRELU);
   std::vector<float> fw(5 * 48, 0.01f);
-  ILayer* fc = network->addFullyConnected(*relu->getOutput(0), 5, floatWeights(fw), floatWeights(std::vector<float>(5, 0)));
+  ILayer* fc = network->addFullyConnected(*relu->getOutput(0), 5, floatWeights(fw),
+                                          floatWeights(std::vector<float>(5, 0)));
   ILayer* softmax = network->addSoftMax(*fc->getOutput(0), 1);
   softmax->getOutput(0)->setName("y").ok();
   network->markOutput(*softmax->getOutput(0)).ok();
@@ -76,7 +77,8 @@ TEST(PlanFormat, RoundTripKeepsIOProfilesLayersAndInfo) {
   EXPECT_EQ(p.layers[0].kernel, "f32_fused_conv_few_outputs_" + isa);
   EXPECT_EQ(p.layers[0].kernelIsa, cpu::isaFeatureName(cpu::activeCpuIsa()));
   ASSERT_GE(p.layers[0].declinedKernels.size(), 2u);
-  EXPECT_THAT(p.layers[0].declinedKernels[0], HasSubstr("bf16_fused_conv_im2col_gemm_avx512bf16: "));
+  EXPECT_THAT(p.layers[0].declinedKernels[0],
+              HasSubstr("bf16_fused_conv_im2col_gemm_avx512bf16: "));
   EXPECT_THAT(p.layers[0].declinedKernels[1], HasSubstr("f32_fused_conv_depthwise_avx512: "));
   EXPECT_EQ(p.layers[0].fusedFrom.size(), 2u);
   // Writing what was read gives the same bytes.
@@ -91,7 +93,8 @@ TEST(PlanFormat, WeightsAre64ByteAlignedInTheFile) {
   for (int s = 0; s < 6; ++s) {
     uint32_t id;
     std::memcpy(&id, &bytes[plan::kHeaderSize + s * 24], 4);
-    if (id == plan::kWeightsSection) std::memcpy(&offset, &bytes[plan::kHeaderSize + s * 24 + 8], 8);
+    if (id == plan::kWeightsSection)
+      std::memcpy(&offset, &bytes[plan::kHeaderSize + s * 24 + 8], 8);
   }
   EXPECT_GT(offset, 0u);
   EXPECT_EQ(offset % 64, 0u);
@@ -101,12 +104,13 @@ TEST(PlanErrors, TruncatedAtManyPoints) {
   RecordingLogger logger;
   auto bytes = samplePlan(logger);
   ASSERT_FALSE(bytes.empty());
-  for (size_t cut : {size_t{0}, size_t{5}, size_t{8}, size_t{40}, size_t{63}, size_t{64}, size_t{100},
-                     bytes.size() / 2, bytes.size() - 64, bytes.size() - 1}) {
+  for (size_t cut : {size_t{0}, size_t{5}, size_t{8}, size_t{40}, size_t{63}, size_t{64},
+                     size_t{100}, bytes.size() / 2, bytes.size() - 64, bytes.size() - 1}) {
     std::vector<uint8_t> part(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(cut));
     Status s = load(part);
     ASSERT_EQ(s.code(), ErrorCode::kInvalidPlan) << "cut at " << cut;
-    if (cut >= 8) EXPECT_THAT(s.message(), HasSubstr("truncated")) << "cut at " << cut << ": " << s.message();
+    if (cut >= 8)
+      EXPECT_THAT(s.message(), HasSubstr("truncated")) << "cut at " << cut << ": " << s.message();
   }
 }
 
@@ -138,12 +142,15 @@ TEST(PlanErrors, OtherFormatVersion) {
   resign(bytes);
   Status s = load(bytes);
   EXPECT_EQ(s.code(), ErrorCode::kInvalidPlan);
-  EXPECT_THAT(s.message(), HasSubstr("plan format version " + std::to_string(version) + " is not supported"));
-  EXPECT_THAT(s.message(), HasSubstr("reads plan format version " + std::to_string(plan::kFormatVersion)));
+  EXPECT_THAT(s.message(),
+              HasSubstr("plan format version " + std::to_string(version) + " is not supported"));
+  EXPECT_THAT(s.message(),
+              HasSubstr("reads plan format version " + std::to_string(plan::kFormatVersion)));
 }
 
 TEST(PlanErrors, NotAPlan) {
-  std::string text = "KILNPLAX and some more bytes to pass the header size check, padding padding padding.";
+  std::string text =
+      "KILNPLAX and some more bytes to pass the header size check, padding padding padding.";
   Status s = load(std::vector<uint8_t>(text.begin(), text.end()));
   EXPECT_THAT(s.message(), HasSubstr("not a kiln plan"));
 }
@@ -165,13 +172,15 @@ TEST(PlanErrors, MissingCpuFeatures) {
   EXPECT_THAT(load(bytes).message(), HasSubstr("lacks: bit30"));
 }
 
-// A layer whose kernel needs an ISA the machine lacks is refused by name, before any kernel is made.
+// A layer whose kernel needs an ISA the machine lacks is refused by name, before any kernel is
+// made.
 TEST(PlanErrors, KernelNeedingAMissingIsaIsRefusedNamingTheLayer) {
   RecordingLogger logger;
   auto bytes = samplePlan(logger);
   ASSERT_FALSE(bytes.empty());
   plan::Plan built = plan::readPlan(bytes.data(), bytes.size());
-  if (built.layers[0].kernelIsa != "avx512f") {  // built on an AVX2 machine: as if on an AVX-512 one
+  if (built.layers[0].kernelIsa !=
+      "avx512f") {  // built on an AVX2 machine: as if on an AVX-512 one
     built.layers[0].kernel = "f32_fused_conv_few_outputs_avx512";
     built.layers[0].kernelIsa = "avx512f";
     bytes = plan::writePlan(built);
@@ -181,8 +190,9 @@ TEST(PlanErrors, KernelNeedingAMissingIsaIsRefusedNamingTheLayer) {
     FAIL() << "a plan with AVX-512 kernels loaded on an AVX2 machine";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kInvalidPlan);
-    EXPECT_THAT(e.what(), HasSubstr("layer '" + built.layers[0].name + "' (FusedConv): kernel " +
-                                    built.layers[0].kernel + " needs avx512f, which this machine lacks"));
+    EXPECT_THAT(e.what(),
+                HasSubstr("layer '" + built.layers[0].name + "' (FusedConv): kernel " +
+                          built.layers[0].kernel + " needs avx512f, which this machine lacks"));
   }
 }
 
@@ -196,7 +206,8 @@ TEST(PlanErrors, UnknownKernelIdIsRefusedNamingTheLayer) {
   std::vector<uint8_t> changed = plan::writePlan(p);
   Status s = load(changed);
   EXPECT_EQ(s.code(), ErrorCode::kInvalidPlan);
-  EXPECT_THAT(s.message(), HasSubstr("layer '" + p.layers[0].name + "' (FusedConv): kernel f32_fused_conv_imaginary_avx2 is "
+  EXPECT_THAT(s.message(), HasSubstr("layer '" + p.layers[0].name +
+                                     "' (FusedConv): kernel f32_fused_conv_imaginary_avx2 is "
                                      "not one this kiln has"));
 }
 

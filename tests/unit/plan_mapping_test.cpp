@@ -25,7 +25,8 @@ namespace {
 using namespace kiln::testing;
 using ::testing::HasSubstr;
 
-// x [1, 32, 14, 14] -> Conv 3x3 (32 -> 48, pad 1) -> Relu -> GlobalAveragePool -> Flatten -> MatMul B [48, 10].
+// x [1, 32, 14, 14] -> Conv 3x3 (32 -> 48, pad 1) -> Relu -> GlobalAveragePool -> Flatten -> MatMul
+// B [48, 10].
 std::string convMatMulModel(const std::filesystem::path& dir) {
   onnx::ModelProto model = makeModel(13);
   addInput(model, "x", {1, 32, 14, 14});
@@ -53,8 +54,9 @@ std::string buildPlanFile(const std::string& modelPath, const std::filesystem::p
   auto plan = Builder(logger).buildSerializedNetwork(network, config);
   EXPECT_TRUE(plan.ok()) << plan.status().toString();
   const std::string path = (dir / "model.kiln").string();
-  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(plan->data()),
-                                              static_cast<std::streamsize>(plan->size()));
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(plan->data()),
+             static_cast<std::streamsize>(plan->size()));
   return path;
 }
 
@@ -63,7 +65,9 @@ bool insideFileMapping(const void* p, uint64_t bytes, const std::string& path) {
   std::ifstream maps("/proc/self/maps");
   const auto at = reinterpret_cast<uintptr_t>(p);
   for (std::string line; std::getline(maps, line);) {
-    if (line.size() < path.size() || line.compare(line.size() - path.size(), path.size(), path) != 0) continue;
+    if (line.size() < path.size() ||
+        line.compare(line.size() - path.size(), path.size(), path) != 0)
+      continue;
     std::istringstream fields(line);
     std::string range;
     fields >> range;
@@ -86,7 +90,8 @@ TEST(PlanMapping, PackedWeightsAreServedFromTheMappedFileAndOutputsMatchTheOnnxP
   for (const char* name : {"w", "b"}) {
     const ir::Value& v = plan.graph->value(plan.graph->valueIds.at(name));
     ASSERT_TRUE(v.constant) << name;
-    EXPECT_EQ(v.constant->raw(), nullptr) << name << " is written in the plan besides its packed copy";
+    EXPECT_EQ(v.constant->raw(), nullptr)
+        << name << " is written in the plan besides its packed copy";
   }
   auto impl = loadEngine(std::move(plan), mapping);
   const std::vector<cpu::KernelState> states = impl->executor->kernelStates();
@@ -95,7 +100,8 @@ TEST(PlanMapping, PackedWeightsAreServedFromTheMappedFileAndOutputsMatchTheOnnxP
     const LayerInfo& layer = impl->plan.layers[i];
     for (const cpu::KernelBlob& blob : states[i].blobs) {
       EXPECT_TRUE(insideFileMapping(blob.data, blob.bytes, planPath))
-          << "layer " << layer.name << " (" << layer.kernel << "): its packed weights are not in the mapped plan";
+          << "layer " << layer.name << " (" << layer.kernel
+          << "): its packed weights are not in the mapped plan";
       EXPECT_EQ(reinterpret_cast<uintptr_t>(blob.data) % 64, 0u) << layer.name;
     }
     if (!states[i].blobs.empty()) ++packedLayers;
@@ -109,7 +115,8 @@ TEST(PlanMapping, PackedWeightsAreServedFromTheMappedFileAndOutputsMatchTheOnnxP
   Engine engine(impl);
   auto context = engine.createExecutionContext();
   ASSERT_TRUE(context.ok());
-  Tensor x = Tensor::fromVector<float>(DataType::kFloat32, {1, 32, 14, 14}, randomFloats(32 * 14 * 14, 13));
+  Tensor x = Tensor::fromVector<float>(DataType::kFloat32, {1, 32, 14, 14},
+                                       randomFloats(32 * 14 * 14, 13));
   auto fromPlan = runContext(**context, engine, {{"x", x}});
   SessionOptions options;
   options.threads = 1;
@@ -161,20 +168,24 @@ TEST(PlanMapping, TheFewOutputsConvIsRestoredFromTheMappedFile) {
   Engine engine(impl);
   auto context = engine.createExecutionContext();
   ASSERT_TRUE(context.ok());
-  Tensor x = Tensor::fromVector<float>(DataType::kFloat32, {1, 32, 16, 16}, randomFloats(32 * 16 * 16, 32));
+  Tensor x = Tensor::fromVector<float>(DataType::kFloat32, {1, 32, 16, 16},
+                                       randomFloats(32 * 16 * 16, 32));
   SessionOptions options;
   options.threads = 1;
-  EXPECT_EQ(values(runContext(**context, engine, {{"x", x}})["y"]), values(Session(model, options).run({{"x", x}})[0].second));
+  EXPECT_EQ(values(runContext(**context, engine, {{"x", x}})["y"]),
+            values(Session(model, options).run({{"x", x}})[0].second));
 }
 
 TEST(PlanMapping, APackedStateOfTheWrongSizeIsRefusedNamingTheLayer) {
   const auto dir = tempDir("plan_mapping_damaged");
   const std::string planPath = buildPlanFile(convMatMulModel(dir), dir);
   std::ifstream in(planPath, std::ios::binary);
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)),
+                             std::istreambuf_iterator<char>());
   plan::Plan p = plan::readPlan(bytes.data(), bytes.size());
   size_t fc = 0;
-  while (fc < p.layers.size() && p.layers[fc].kernel.find("matmul_packed_b") == std::string::npos) ++fc;
+  while (fc < p.layers.size() && p.layers[fc].kernel.find("matmul_packed_b") == std::string::npos)
+    ++fc;
   ASSERT_LT(fc, p.layers.size());
   ASSERT_EQ(p.kernelStates[fc].blobs.size(), 1u);
   p.kernelStates[fc].blobs[0].bytes -= 64;  // a writer that lost a cache line
@@ -183,9 +194,11 @@ TEST(PlanMapping, APackedStateOfTheWrongSizeIsRefusedNamingTheLayer) {
   auto engine = Runtime(logger).deserializeEngine(damaged.data(), damaged.size());
   ASSERT_FALSE(engine.ok());
   EXPECT_EQ(engine.status().code(), ErrorCode::kInvalidPlan);
-  EXPECT_THAT(engine.status().message(), HasSubstr("layer '" + p.layers[fc].name + "': packed weights 0 have " +
-                                                   std::to_string(p.kernelStates[fc].blobs[0].bytes) + " bytes; its kernel packs " +
-                                                   std::to_string(p.kernelStates[fc].blobs[0].bytes + 64)));
+  EXPECT_THAT(
+      engine.status().message(),
+      HasSubstr("layer '" + p.layers[fc].name + "': packed weights 0 have " +
+                std::to_string(p.kernelStates[fc].blobs[0].bytes) + " bytes; its kernel packs " +
+                std::to_string(p.kernelStates[fc].blobs[0].bytes + 64)));
 }
 
 std::vector<char> readBytes(const std::string& path) {
@@ -194,7 +207,8 @@ std::vector<char> readBytes(const std::string& path) {
 }
 
 void writeBytes(const std::string& path, const std::vector<char>& bytes) {
-  std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  std::ofstream(path, std::ios::binary)
+      .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
 // The packed section ends the file and has a checksum of its own: a mapped load leaves it to the
@@ -212,7 +226,8 @@ TEST(PlanMapping, PackedWeightsChecksumIsCheckedOnRequestAndTheRestAlways) {
   runtime.setVerifyPackedWeights(true);
   auto verified = runtime.deserializeEngineFromFile(damaged);
   ASSERT_FALSE(verified.ok());
-  EXPECT_THAT(verified.status().message(), HasSubstr(damaged + ": packed weights checksum mismatch"));
+  EXPECT_THAT(verified.status().message(),
+              HasSubstr(damaged + ": packed weights checksum mismatch"));
   auto fromBytes = runtime.deserializeEngine(bytes.data(), bytes.size());
   ASSERT_FALSE(fromBytes.ok());
   EXPECT_THAT(fromBytes.status().message(), HasSubstr("packed weights checksum mismatch"));
@@ -248,7 +263,8 @@ TEST(PlanMapping, LargeFloatConstantsAreServedFromThePackedSectionOfTheMapping) 
   const std::string planPath = buildPlanFile(modelPath, dir);
   size_t size = 0;
   std::shared_ptr<const void> mapping = mapPlanFile(planPath, size);
-  plan::Plan plan = plan::readPlan(mapping.get(), size, plan::detectCpuFeatures(), mapping, plan::PackedCheck::kSkip);
+  plan::Plan plan = plan::readPlan(mapping.get(), size, plan::detectCpuFeatures(), mapping,
+                                   plan::PackedCheck::kSkip);
   const ir::Value& table = plan.graph->value(plan.graph->findValue("table"));
   ASSERT_TRUE(table.constant.has_value());
   EXPECT_TRUE(insideFileMapping(table.constant->raw(), table.constant->byteSize(), planPath));
@@ -279,7 +295,8 @@ TEST(PlanMapping, LargeFloatConstantsAreServedFromThePackedSectionOfTheMapping) 
   EXPECT_THAT(verified.status().message(), HasSubstr("packed weights checksum mismatch"));
   runtime.setVerifyPackedWeights(false);
   const ir::Value& bias = plan.graph->value(plan.graph->findValue("bias"));
-  const size_t biasOffset = static_cast<size_t>(static_cast<const uint8_t*>(bias.constant->raw()) - file);
+  const size_t biasOffset =
+      static_cast<size_t>(static_cast<const uint8_t*>(bias.constant->raw()) - file);
   EXPECT_LT(biasOffset, tableOffset);
   std::vector<char> biasDamaged = readBytes(planPath);
   biasDamaged[biasOffset] ^= 1;

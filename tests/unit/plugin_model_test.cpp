@@ -171,7 +171,8 @@ TEST(PluginModel, NetworkAddPluginWithFields) {
   const std::vector<float> bias{0.5f, -0.5f, 1.0f, 0.0f};
   ILayer* b = network->addConstant({4}, testing::floatWeights(bias));
   PluginFields fields;
-  fields.set("alpha", int64_t{2}).set("crop_divisor", int64_t{3});  // an int for a float field is accepted
+  fields.set("alpha", int64_t{2})
+      .set("crop_divisor", int64_t{3});  // an int for a float field is accepted
   ILayer* layer = network->addPlugin({x, b->getOutput(0)}, "ScaleCrop", fields, "2", "kiln.test");
   ASSERT_NE(layer, nullptr) << logger.text();
   EXPECT_EQ(layer->getNbOutputs(), 2);
@@ -188,7 +189,8 @@ TEST(PluginModel, NetworkAddPluginWithFields) {
   PluginFields bad;
   bad.set("alpha", std::string("two"));
   EXPECT_EQ(network->addPlugin({x, b->getOutput(0)}, "ScaleCrop", bad, "2", "kiln.test"), nullptr);
-  EXPECT_NE(logger.text().find("field 'alpha' expects type float, given string"), std::string::npos) << logger.text();
+  EXPECT_NE(logger.text().find("field 'alpha' expects type float, given string"), std::string::npos)
+      << logger.text();
 }
 
 // ---- the error cases of issue 6
@@ -209,12 +211,16 @@ TEST(PluginErrors, MissingPluginAtParseListsOpDomainVersionAndLibraries) {
   ASSERT_EQ(parser.getNbErrors(), 2);
   const std::string first = parser.getError(0).toString();
   EXPECT_NE(first.find("kiln.test::NoSuchPlugin"), std::string::npos) << first;
-  EXPECT_NE(first.find("no plugin 'NoSuchPlugin' (version '2', namespace 'kiln.test') is registered"),
-            std::string::npos) << first;
+  EXPECT_NE(
+      first.find("no plugin 'NoSuchPlugin' (version '2', namespace 'kiln.test') is registered"),
+      std::string::npos)
+      << first;
   EXPECT_NE(first.find("plugin libraries searched: "), std::string::npos) << first;
   EXPECT_NE(first.find("libkiln_test_plugins.so"), std::string::npos) << first;
-  EXPECT_NE(parser.getError(1).toString().find("no plugin 'AlsoMissing' (version any, namespace '')"),
-            std::string::npos) << parser.getError(1).toString();
+  EXPECT_NE(
+      parser.getError(1).toString().find("no plugin 'AlsoMissing' (version any, namespace '')"),
+      std::string::npos)
+      << parser.getError(1).toString();
 }
 
 TEST(PluginErrors, FieldOfTheWrongTypeNamesNodeFieldAndTypes) {
@@ -223,9 +229,11 @@ TEST(PluginErrors, FieldOfTheWrongTypeNamesNodeFieldAndTypes) {
     Session session(saveToTemp(scaleCropModel(true), "plugin_bad_field"));
     FAIL() << "no error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("node 'scale_crop' (kiln.test::ScaleCrop): plugin 'ScaleCrop' field 'alpha' "
-                                         "expects type float, given string"),
-              std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(
+                  "node 'scale_crop' (kiln.test::ScaleCrop): plugin 'ScaleCrop' field 'alpha' "
+                  "expects type float, given string"),
+              std::string::npos)
+        << e.what();
   }
 }
 
@@ -245,9 +253,11 @@ TEST(PluginErrors, EnqueueFailureNamesNodeAndPlugin) {
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kRuntimeError);
-    EXPECT_NE(std::string(e.what()).find("node 'doomed' (kiln.test::AlwaysFails): plugin 'AlwaysFails' (version '1', "
-                                         "namespace 'kiln.test') enqueue failed: RUNTIME_ERROR: AlwaysFails refuses"),
-              std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(
+                  "node 'doomed' (kiln.test::AlwaysFails): plugin 'AlwaysFails' (version '1', "
+                  "namespace 'kiln.test') enqueue failed: RUNTIME_ERROR: AlwaysFails refuses"),
+              std::string::npos)
+        << e.what();
   }
 }
 
@@ -260,7 +270,10 @@ struct Doubler : SimplePlugin<Doubler> {
 };
 
 TEST(PluginErrors, MissingPluginAtPlanLoadNamesIt) {
-  ASSERT_TRUE(PluginRegistry::global().registerCreator(std::make_shared<SimplePluginCreator<Doubler>>("Doubler", "3", "unit")).ok());
+  ASSERT_TRUE(
+      PluginRegistry::global()
+          .registerCreator(std::make_shared<SimplePluginCreator<Doubler>>("Doubler", "3", "unit"))
+          .ok());
   RecordingLogger logger;
   auto builder = createBuilder(logger);
   auto network = builder->createNetwork();
@@ -274,17 +287,21 @@ TEST(PluginErrors, MissingPluginAtPlanLoadNamesIt) {
   ASSERT_TRUE(engine.ok()) << engine.status().toString();
   auto context = (*engine)->createExecutionContext();
   Tensor in = Tensor::fromVector<float>(DataType::kFloat32, {2}, {1.5f, -2});
-  EXPECT_EQ(testing::values(testing::runContext(**context, **engine, {{"x", in}})[layer->getOutput(0)->getName()]),
+  EXPECT_EQ(testing::values(testing::runContext(**context, **engine,
+                                                {{"x", in}})[layer->getOutput(0)->getName()]),
             (std::vector<float>{3, -4}));
 
   ASSERT_TRUE(PluginRegistry::global().deregisterCreator("Doubler", "3", "unit"));
   auto missing = Runtime(logger).deserializeEngine(plan->data(), plan->size());
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().code(), ErrorCode::kUnsupportedNode);
-  EXPECT_NE(missing.status().message().find("the plan needs plugin 'Doubler' (version '3', namespace 'unit') for "
-                                            "node '"),
-            std::string::npos) << missing.status().message();
-  EXPECT_NE(missing.status().message().find("which is not registered; plugin libraries searched:"), std::string::npos);
+  EXPECT_NE(missing.status().message().find(
+                "the plan needs plugin 'Doubler' (version '3', namespace 'unit') for "
+                "node '"),
+            std::string::npos)
+      << missing.status().message();
+  EXPECT_NE(missing.status().message().find("which is not registered; plugin libraries searched:"),
+            std::string::npos);
 }
 
 }  // namespace

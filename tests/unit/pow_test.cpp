@@ -13,9 +13,13 @@ namespace {
 using ::testing::ElementsAre;
 using namespace kiln::testing;
 
-Tensor floats(Shape shape, std::vector<float> v) { return Tensor::fromVector<float>(DataType::kFloat32, std::move(shape), v); }
+Tensor floats(Shape shape, std::vector<float> v) {
+  return Tensor::fromVector<float>(DataType::kFloat32, std::move(shape), v);
+}
 
-Tensor pow(const Tensor& x, const Tensor& e) { return SingleNodeModel("Pow", 15).input("x", x).input("e", e).output("y").run()[0].second; }
+Tensor pow(const Tensor& x, const Tensor& e) {
+  return SingleNodeModel("Pow", 15).input("x", x).input("e", e).output("y").run()[0].second;
+}
 
 TEST(PowKernel, SmallExponentsMatchStdPowWithinOneUlp) {
   const std::vector<float> x{-2.5f, -1.0f, 0.0f, 0.3f, 1.7f, 3.0f, 1e-3f, 12345.6f};
@@ -34,8 +38,10 @@ TEST(PowKernel, SmallExponentsMatchStdPowWithinOneUlp) {
 }
 
 TEST(PowKernel, OtherAndBroadcastExponents) {
-  EXPECT_THAT(valuesOf<float>(pow(floats({3}, {2, 4, 9}), floats({1}, {-1.0f}))), ElementsAre(0.5f, 0.25f, 1.0f / 9));
-  EXPECT_THAT(valuesOf<float>(pow(floats({2, 2}, {2, 3, 4, 5}), floats({2}, {2, 3}))), ElementsAre(4, 27, 16, 125));
+  EXPECT_THAT(valuesOf<float>(pow(floats({3}, {2, 4, 9}), floats({1}, {-1.0f}))),
+              ElementsAre(0.5f, 0.25f, 1.0f / 9));
+  EXPECT_THAT(valuesOf<float>(pow(floats({2, 2}, {2, 3, 4, 5}), floats({2}, {2, 3}))),
+              ElementsAre(4, 27, 16, 125));
   const Tensor grown = pow(floats({2}, {3, 4}), floats({1, 1}, {2.0f}));
   EXPECT_EQ(grown.shape(), (Shape{1, 2}));
   EXPECT_THAT(valuesOf<float>(grown), ElementsAre(9, 16));

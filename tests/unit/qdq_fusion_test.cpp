@@ -66,15 +66,19 @@ const ir::Node& nodeNamed(const ir::Graph& g, const std::string& name) {
 
 double elementAt(const Tensor& t, int64_t i) {
   switch (t.dtype()) {
-    case DataType::kUint8: return t.data<uint8_t>()[i];
-    case DataType::kInt8: return t.data<int8_t>()[i];
-    default: return t.data<float>()[i];
+    case DataType::kUint8:
+      return t.data<uint8_t>()[i];
+    case DataType::kInt8:
+      return t.data<int8_t>()[i];
+    default:
+      return t.data<float>()[i];
   }
 }
 
 // Runs both graphs on a random uint8 input and checks every output within `steps` (quantized
 // outputs) or `steps` * `step` (float outputs); returns how many elements differ.
-int64_t compareRuns(const Fused& f, const Shape& inputShape, double steps = 1.0, double step = 1.0) {
+int64_t compareRuns(const Fused& f, const Shape& inputShape, double steps = 1.0,
+                    double step = 1.0) {
   std::vector<int32_t> raw = randomInts(static_cast<size_t>(shapeNumel(inputShape)), 0, 255, 11);
   std::vector<uint8_t> bytes(raw.begin(), raw.end());
   const Tensor x = Tensor::fromVector(DataType::kUint8, inputShape, bytes);
@@ -99,7 +103,8 @@ struct ConvModel {
   onnx::ModelProto m = makeModel(13);
   std::vector<float> wScale{0.01f, 0.02f, 0.015f, 0.005f};
 
-  explicit ConvModel(bool bias = true, const std::string& name = "conv", const std::string& in = "x") {
+  explicit ConvModel(bool bias = true, const std::string& name = "conv",
+                     const std::string& in = "x") {
     if (in == "x") {
       addInput(m, "x", {1, 3, 6, 6}, kU8);
       addQuantParams(m, "x", 0.02f, kU8, 120);
@@ -137,14 +142,15 @@ TEST(QdqFusion, ConvReluQuantizeBecomesOneQConvAndReluIsDropped) {
   EXPECT_EQ(q.name, "conv");
   EXPECT_FALSE(ir::hasAttr(q, "activation"));
   EXPECT_EQ(opt::fusedFrom(q), (Strings{"conv", "dq_xf", "dq_conv_Wf", "dq_conv_Bf", "relu", "q"}));
-  EXPECT_EQ(f.after.value(q.inputs[0]).name, "x");  // the int8 tensor itself
+  EXPECT_EQ(f.after.value(q.inputs[0]).name, "x");                    // the int8 tensor itself
   EXPECT_EQ(f.after.value(q.inputs[3]).type.dtype, DataType::kInt8);  // weights stay int8
   EXPECT_TRUE(f.after.value(q.inputs[3]).constant.has_value());
   EXPECT_EQ(f.after.value(q.inputs[8]).type.dtype, DataType::kInt32);
   compareRuns(f, {1, 3, 6, 6});
 }
 
-// DequantizeLinear and QuantizeLinear without a zero point (0 of uint8): the layer gets zero constants.
+// DequantizeLinear and QuantizeLinear without a zero point (0 of uint8): the layer gets zero
+// constants.
 TEST(QdqFusion, AbsentZeroPointsBecomeZeroConstants) {
   auto m = makeModel(13);
   addInput(m, "x", {1, 3, 6, 6}, kU8);
@@ -228,7 +234,8 @@ TEST(QdqFusion, ConvReadByFloatOpsGetsTheFloatOutputForm) {
   EXPECT_EQ(q.inputs.size(), 9u);
   EXPECT_EQ(q.inputs[6], ir::kNoValue);
   EXPECT_EQ(f.after.value(q.outputs[0]).type.dtype, DataType::kFloat32);
-  EXPECT_EQ(ir::attrString(q, opt::kInt8FloatOutputAttr), "its result is read by float ops (Softmax)");
+  EXPECT_EQ(ir::attrString(q, opt::kInt8FloatOutputAttr),
+            "its result is read by float ops (Softmax)");
   compareRuns(f, {1, 3, 6, 6}, 1.0, 1e-5);
 }
 
@@ -314,7 +321,8 @@ TEST(QdqFusion, DataMovementRunsOnTheInt8Tensor) {
   addOutput(m, "y", {1, 72}, kU8);
   Fused f = fuse(m, "moves");
   ASSERT_EQ(opTypes(f.after), (Strings{"MaxPool", "Reshape", "Concat"}));
-  for (const ir::Node& n : f.after.nodes) EXPECT_EQ(f.after.value(n.outputs[0]).type.dtype, DataType::kUint8) << n.name;
+  for (const ir::Node& n : f.after.nodes)
+    EXPECT_EQ(f.after.value(n.outputs[0]).type.dtype, DataType::kUint8) << n.name;
   EXPECT_EQ(opt::fusedFrom(nodeNamed(f.after, "pool")), (Strings{"pool", "q_pool"}));
   EXPECT_EQ(compareRuns(f, {1, 4, 6, 6}), 0);  // exact
 }
@@ -413,11 +421,13 @@ TEST(QdqFusion, ResidualBlockRunsInt8FromEndToEnd) {
   addQuantize(c.m, "pooled", "y", "y", "q_y");
   addOutput(c.m, "y", {1, 4, 1, 1}, kU8);
   Fused f = fuse(c.m, "residual");
-  ASSERT_EQ(opTypes(f.after), (Strings{"QConv", "QConv", "QLinearAdd", "QLinearGlobalAveragePool"}));
+  ASSERT_EQ(opTypes(f.after),
+            (Strings{"QConv", "QConv", "QLinearAdd", "QLinearGlobalAveragePool"}));
   const ir::Node& add = nodeNamed(f.after, "add");
   EXPECT_EQ(add.inputs[0], f.after.nodes[0].outputs[0]);
   EXPECT_EQ(add.inputs[3], f.after.nodes[1].outputs[0]);
-  EXPECT_EQ(opt::fusedFrom(add), (Strings{"add", "dq_h", "dq_c2", "q_sum"}));  // dq_h: its last reader
+  EXPECT_EQ(opt::fusedFrom(add),
+            (Strings{"add", "dq_h", "dq_c2", "q_sum"}));  // dq_h: its last reader
   EXPECT_EQ(opt::fusedFrom(nodeNamed(f.after, "gap")), (Strings{"gap", "dq_sum", "q_y"}));
   compareRuns(f, {1, 3, 6, 6});
 }
@@ -440,7 +450,10 @@ TEST(QdqFusion, QuantizedAddMulAndPoolAreExact) {
     }
     addQuantParams(m, "y", op == "Mul" ? 0.013f : 0.029f, kS8, -4);
     addQuantize(m, "r", "y", "y", "q");
-    addOutput(m, "y", op == "GlobalAveragePool" ? std::vector<int64_t>{1, 3, 1, 1} : std::vector<int64_t>{1, 3, 5, 7}, kS8);
+    addOutput(m, "y",
+              op == "GlobalAveragePool" ? std::vector<int64_t>{1, 3, 1, 1}
+                                        : std::vector<int64_t>{1, 3, 5, 7},
+              kS8);
     Fused f = fuse(m, "exact_" + op);
     ASSERT_EQ(opTypes(f.after), Strings{"QLinear" + op});
     EXPECT_EQ(compareRuns(f, {1, 3, 5, 7}), 0);
@@ -465,14 +478,16 @@ TEST(QdqFusionRefusal, WeightDequantizedFromAGraphInput) {
   addDequantize(m, "w", "w", "wf");
   addNode(m, "Conv", {"xf", "wf"}, {"y"}, "conv");
   addOutput(m, "y", {1, 4, 4, 4}, kF32);
-  EXPECT_EQ(refusalOf(m, "refuse_w", "conv"), "weight DQ not constant (its input is computed at run time)");
+  EXPECT_EQ(refusalOf(m, "refuse_w", "conv"),
+            "weight DQ not constant (its input is computed at run time)");
 }
 
 TEST(QdqFusionRefusal, FloatInput) {
   ConvModel c(false, "conv", "xin");
   addInput(c.m, "xin", {1, 3, 6, 6}, kF32);
   addOutput(c.m, "conv_out", {1, 4, 6, 6}, kF32);
-  EXPECT_EQ(refusalOf(c.m, "refuse_x", "conv"), "input X is not dequantized (no DequantizeLinear before it)");
+  EXPECT_EQ(refusalOf(c.m, "refuse_x", "conv"),
+            "input X is not dequantized (no DequantizeLinear before it)");
 }
 
 TEST(QdqFusionRefusal, PerChannelActivationScale) {
@@ -500,11 +515,13 @@ TEST(QdqFusionRefusal, SixteenBitActivations) {
   addDequantize(m, "W", "W", "Wf");
   addNode(m, "Conv", {"xf", "Wf"}, {"y"}, "conv");
   addOutput(m, "y", {1, 4, 6, 6}, kF32);
-  EXPECT_EQ(refusalOf(m, "refuse_u16", "conv"), "input X is dequantized from uint16, not int8 or uint8");
+  EXPECT_EQ(refusalOf(m, "refuse_u16", "conv"),
+            "input X is dequantized from uint16, not int8 or uint8");
 }
 
 TEST(QdqFusionRefusal, GemmWithTransposedA) {
-  EXPECT_EQ(refusalOf(gemmModel(1), "refuse_ta", "gemm"), "Gemm with transA = 1 is not fused (kiln::QGemm takes A as [M, K])");
+  EXPECT_EQ(refusalOf(gemmModel(1), "refuse_ta", "gemm"),
+            "Gemm with transA = 1 is not fused (kiln::QGemm takes A as [M, K])");
 }
 
 TEST(QdqFusion, ActivationKilnCannotFuseLeavesTheFloatOutputFormWithItsReason) {
@@ -515,7 +532,8 @@ TEST(QdqFusion, ActivationKilnCannotFuseLeavesTheFloatOutputFormWithItsReason) {
   addOutput(c.m, "y", {1, 4, 6, 6}, kU8);
   Fused f = fuse(c.m, "tanh");
   ASSERT_EQ(opTypes(f.after), (Strings{"QConv", "Tanh", "QuantizeLinear"}));
-  EXPECT_EQ(ir::attrString(f.after.nodes[0], opt::kInt8FloatOutputAttr), "activation between Conv and Q is Tanh: not fused");
+  EXPECT_EQ(ir::attrString(f.after.nodes[0], opt::kInt8FloatOutputAttr),
+            "activation between Conv and Q is Tanh: not fused");
   compareRuns(f, {1, 3, 6, 6});
 }
 
@@ -527,7 +545,8 @@ TEST(QdqFusion, PerChannelOutputQuantizerLeavesTheFloatOutputForm) {
   addOutput(c.m, "y", {1, 4, 6, 6}, kU8);
   Fused f = fuse(c.m, "q_per_channel");
   ASSERT_EQ(opTypes(f.after), (Strings{"QConv", "QuantizeLinear"}));
-  EXPECT_THAT(ir::attrString(f.after.nodes[0], opt::kInt8FloatOutputAttr), HasSubstr("output Q scale is not a scalar"));
+  EXPECT_THAT(ir::attrString(f.after.nodes[0], opt::kInt8FloatOutputAttr),
+              HasSubstr("output Q scale is not a scalar"));
   compareRuns(f, {1, 3, 6, 6});
 }
 

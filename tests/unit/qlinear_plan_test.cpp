@@ -22,18 +22,19 @@ using ::testing::HasSubstr;
 
 // An initializer of raw bytes (int8, uint8 or int32 values).
 template <typename T>
-void addRawInitializer(onnx::ModelProto& m, const std::string& name, int type, const std::vector<int64_t>& dims,
-                       const std::vector<T>& values) {
+void addRawInitializer(onnx::ModelProto& m, const std::string& name, int type,
+                       const std::vector<int64_t>& dims, const std::vector<T>& values) {
   auto* t = m.mutable_graph()->add_initializer();
   t->set_name(name);
   t->set_data_type(type);
   for (int64_t d : dims) t->add_dims(d);
-  t->set_raw_data(std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T)));
+  t->set_raw_data(
+      std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T)));
 }
 
 // QLinearConv `name` from `x` (quantized at x_scale / x_zp) with random int8 weights.
-void addQConv(onnx::ModelProto& m, const std::string& name, const std::string& x, int64_t ci, int64_t co, int64_t k,
-              int64_t group, uint32_t seed) {
+void addQConv(onnx::ModelProto& m, const std::string& name, const std::string& x, int64_t ci,
+              int64_t co, int64_t k, int64_t group, uint32_t seed) {
   std::mt19937 rng(seed);
   std::uniform_int_distribution<int> dist(-127, 127);
   std::vector<int8_t> w(static_cast<size_t>(co * ci / group * k * k));
@@ -44,9 +45,12 @@ void addQConv(onnx::ModelProto& m, const std::string& name, const std::string& x
   for (size_t i = 0; i < bias.size(); ++i) bias[i] = static_cast<int32_t>(i * 37) - 200;
   addRawInitializer(m, name + "_w", onnx::TensorProto::INT8, {co, ci / group, k, k}, w);
   addFloatInitializer(m, name + "_ws", {co}, wScale);
-  addRawInitializer(m, name + "_wz", onnx::TensorProto::INT8, {co}, std::vector<int8_t>(static_cast<size_t>(co), 0));
+  addRawInitializer(m, name + "_wz", onnx::TensorProto::INT8, {co},
+                    std::vector<int8_t>(static_cast<size_t>(co), 0));
   addRawInitializer(m, name + "_b", onnx::TensorProto::INT32, {co}, bias);
-  addNode(m, "QLinearConv", {x, "s", "z", name + "_w", name + "_ws", name + "_wz", "s", "z", name + "_b"}, {name}, name);
+  addNode(m, "QLinearConv",
+          {x, "s", "z", name + "_w", name + "_ws", name + "_wz", "s", "z", name + "_b"}, {name},
+          name);
   setInt(lastNode(m), "group", group);
   auto* pads = lastNode(m)->add_attribute();
   pads->set_name("pads");

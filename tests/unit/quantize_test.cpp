@@ -25,7 +25,8 @@ struct OneNode {
   onnx::ModelProto model;
   NamedTensors feeds;
 
-  OneNode(int64_t opset, const std::string& op, const std::string& nodeName) : model(makeModel(opset)), op(op), name(nodeName) {}
+  OneNode(int64_t opset, const std::string& op, const std::string& nodeName)
+      : model(makeModel(opset)), op(op), name(nodeName) {}
   void input(const std::string& inputName, const Tensor& value) {
     std::vector<int64_t> dims(value.shape().begin(), value.shape().end());
     addInput(model, inputName, dims, static_cast<int>(value.dtype()));
@@ -53,7 +54,9 @@ struct OneNode {
   std::vector<std::string> inputs;
 };
 
-Tensor floats(Shape shape, const std::vector<float>& v) { return Tensor::fromVector(DataType::kFloat32, std::move(shape), v); }
+Tensor floats(Shape shape, const std::vector<float>& v) {
+  return Tensor::fromVector(DataType::kFloat32, std::move(shape), v);
+}
 template <typename T>
 Tensor ints(DataType dtype, Shape shape, const std::vector<T>& v) {
   return Tensor::fromVector(dtype, std::move(shape), v);
@@ -69,7 +72,8 @@ TEST(QuantizeLinear, RoundsTiesToEvenBeforeAddingTheZeroPoint) {
   n.input("scale", floats({}, {1.0f}));
   n.input("zp", ints<int8_t>(DataType::kInt8, {}, {1}));
   auto out = n.run({{"y", DataType::kInt8}});
-  // round(2.5) = 2 then + 1 = 3; rounding 2.5 + 1 = 3.5 instead would give 4. NaN gives -128 as in ORT.
+  // round(2.5) = 2 then + 1 = 3; rounding 2.5 + 1 = 3.5 instead would give 4. NaN gives -128 as in
+  // ORT.
   EXPECT_THAT(valuesOf<int8_t>(out[0].second), ElementsAre(1, 3, 3, 1, -1, -1, 4, 6, -128));
 }
 
@@ -104,7 +108,8 @@ TEST(QuantizeLinear, OutputDtypeAttributeWithoutZeroPoint) {
   OneNode n(21, "QuantizeLinear", "q");
   n.input("x", floats({3}, {-3.0f, 0.0f, 1000.0f}));
   n.input("scale", floats({}, {1.0f}));
-  auto out = n.run({{"y", DataType::kUint16}}, {{"output_dtype", static_cast<int64_t>(DataType::kUint16)}});
+  auto out = n.run({{"y", DataType::kUint16}},
+                   {{"output_dtype", static_cast<int64_t>(DataType::kUint16)}});
   EXPECT_EQ(out[0].second.dtype(), DataType::kUint16);
   EXPECT_THAT(valuesOf<uint16_t>(out[0].second), ElementsAre(0, 0, 1000));
 }
@@ -118,7 +123,9 @@ TEST(QuantizeLinear, BadScaleShapeNamesTheNodeAndTheInput) {
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_THAT(e.what(), HasSubstr("quant_node"));
-    EXPECT_THAT(e.what(), HasSubstr("y_scale (input 1) has shape 2 but per-axis quantization along axis 1 of x 2x3"));
+    EXPECT_THAT(
+        e.what(),
+        HasSubstr("y_scale (input 1) has shape 2 but per-axis quantization along axis 1 of x 2x3"));
     EXPECT_THAT(e.what(), HasSubstr("needs shape 3"));
   }
 }
@@ -164,14 +171,17 @@ TEST(DequantizeLinear, ZeroPointShapeMustMatchScale) {
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_THAT(e.what(), HasSubstr("dq_node"));
-    EXPECT_THAT(e.what(), HasSubstr("x_zero_point (input 2) has shape scalar but x_scale (input 1) has shape 2"));
+    EXPECT_THAT(
+        e.what(),
+        HasSubstr("x_zero_point (input 2) has shape scalar but x_scale (input 1) has shape 2"));
   }
 }
 
 TEST(DynamicQuantizeLinear, ScaleAndZeroPointFromTheRange) {
   OneNode n(11, "DynamicQuantizeLinear", "dyn");
   n.input("x", floats({4}, {-1.0f, 0.0f, 1.55f, 4.1f}));
-  auto out = n.run({{"y", DataType::kUint8}, {"scale", DataType::kFloat32}, {"zp", DataType::kUint8}});
+  auto out =
+      n.run({{"y", DataType::kUint8}, {"scale", DataType::kFloat32}, {"zp", DataType::kUint8}});
   // scale = (4.1 - -1) / 255 = 0.02; zero point = round(0 - -1 / 0.02) = 50.
   const float scale = (4.1f - -1.0f) / 255.0f;
   EXPECT_FLOAT_EQ(out[1].second.data<float>()[0], scale);

@@ -92,7 +92,9 @@ struct GemmCase {
     return m;
   }
   Tensor run(const std::string& tag) const {
-    return runOne(model(), tag, Tensor::fromVector(DataType::kUint8, {2, 3}, std::vector<uint8_t>{10, 20, 30, 0, 5, 255}));
+    return runOne(
+        model(), tag,
+        Tensor::fromVector(DataType::kUint8, {2, 3}, std::vector<uint8_t>{10, 20, 30, 0, 5, 255}));
   }
 };
 
@@ -137,7 +139,8 @@ TEST(QGemmKernel, FloatOutputWithoutYScale) {
 // [[2, 1], [1, 2]] (s8, scales 1 and 0.5), B = [1, -3]: sums + B = [-3 x 4] and [-3, 3, 15, 21],
 // real values [-1.5 x 4] and [-0.75, 0.75, 3.75, 5.25]; at y_scale 0.25, zero point 10 (s8):
 // [4 x 4] and [7, 13, 25, 31].
-onnx::ModelProto convModel(const std::string& activation, const std::vector<float>& params, bool quantizedOutput) {
+onnx::ModelProto convModel(const std::string& activation, const std::vector<float>& params,
+                           bool quantizedOutput) {
   auto m = kilnModel();
   addInput(m, "x", {1, 1, 3, 3}, kU8);
   addQuantParams(m, "x", 0.5f, kU8, 2);
@@ -146,7 +149,8 @@ onnx::ModelProto convModel(const std::string& activation, const std::vector<floa
   addIntInitializer(m, "w_zp", kS8, {2}, {0, 0});
   addQuantParams(m, "y", 0.25f, kS8, 10);
   addIntInitializer(m, "B", kI32, {2}, {1, -3});
-  std::vector<std::string> inputs{"x", "x_scale", "x_zp", "W", "w_scale", "w_zp", "y_scale", "y_zp", "B"};
+  std::vector<std::string> inputs{"x",    "x_scale", "x_zp", "W", "w_scale",
+                                  "w_zp", "y_scale", "y_zp", "B"};
   if (!quantizedOutput) inputs[6] = inputs[7] = "";
   addNode(m, "QConv", inputs, {"y"}, "qconv");
   auto* node = lastNode(m);
@@ -157,10 +161,14 @@ onnx::ModelProto convModel(const std::string& activation, const std::vector<floa
   return m;
 }
 
-Tensor convInput() { return Tensor::fromVector(DataType::kUint8, {1, 1, 3, 3}, std::vector<uint8_t>{0, 1, 2, 3, 4, 5, 6, 7, 8}); }
+Tensor convInput() {
+  return Tensor::fromVector(DataType::kUint8, {1, 1, 3, 3},
+                            std::vector<uint8_t>{0, 1, 2, 3, 4, 5, 6, 7, 8});
+}
 
 TEST(QConvKernel, RequantizesPerChannelWithBias) {
-  EXPECT_THAT(valuesOf<int8_t>(runOne(convModel("", {}, true), "conv", convInput())), ElementsAre(4, 4, 4, 4, 7, 13, 25, 31));
+  EXPECT_THAT(valuesOf<int8_t>(runOne(convModel("", {}, true), "conv", convInput())),
+              ElementsAre(4, 4, 4, 4, 7, 13, 25, 31));
 }
 
 TEST(QConvKernel, ClipBoundsTheRealValue) {
@@ -189,7 +197,8 @@ TEST(QConvKernel, BiasOfTheWrongLengthIsRefusedNamingTheInput) {
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_THAT(e.what(), HasSubstr("qconv"));
-    // The integer-GEMM kernel and the reference word it differently; both name the input and the count.
+    // The integer-GEMM kernel and the reference word it differently; both name the input and the
+    // count.
     EXPECT_THAT(e.what(), HasSubstr("(input 8) must"));
     EXPECT_THAT(e.what(), HasSubstr("per output channel (2), got int32[3]"));
   }
@@ -215,14 +224,16 @@ TEST(QConvKernel, MatchesQLinearConvExactly) {
     addIntInitializer(m, "w_zp", kS8, {4}, {0, 0, 0, 0});
     addQuantParams(m, "y", 0.093f, kS8, -7);
     addIntInitializer(m, "B", kI32, {4}, bias);
-    addNode(m, k == 0 ? "QConv" : "QLinearConv", {"x", "x_scale", "x_zp", "W", "w_scale", "w_zp", "y_scale", "y_zp", "B"},
-            {"y"}, "conv");
+    addNode(m, k == 0 ? "QConv" : "QLinearConv",
+            {"x", "x_scale", "x_zp", "W", "w_scale", "w_zp", "y_scale", "y_zp", "B"}, {"y"},
+            "conv");
     if (k == 0) lastNode(m)->set_domain("kiln");
     setInt(lastNode(m), "group", 2);
     setInts(lastNode(m), "pads", {1, 0, 1, 2});
     setInts(lastNode(m), "strides", {2, 1});
     addOutput(m, "y", {1, 4, 4, 6}, kS8);
-    outputs[k] = valuesOf<int8_t>(runOne(m, k == 0 ? "rq" : "rql", Tensor::fromVector(DataType::kUint8, {1, 4, 7, 6}, x)));
+    outputs[k] = valuesOf<int8_t>(
+        runOne(m, k == 0 ? "rq" : "rql", Tensor::fromVector(DataType::kUint8, {1, 4, 7, 6}, x)));
   }
   EXPECT_THAT(outputs[0], ElementsAreArray(outputs[1]));
 }
@@ -236,7 +247,8 @@ Tensor binaryRun(const std::string& op) {
   addIntInitializer(m, "B", kU8, {1}, {50});
   addQuantParams(m, "b", 0.2f, kU8, 40);
   addQuantParams(m, "c", 0.5f, kS8, 10);
-  addNode(m, op, {"x", "a_scale", "a_zp", "B", "b_scale", "b_zp", "c_scale", "c_zp"}, {"y"}, "binary");
+  addNode(m, op, {"x", "a_scale", "a_zp", "B", "b_scale", "b_zp", "c_scale", "c_zp"}, {"y"},
+          "binary");
   lastNode(m)->set_domain("kiln");
   addOutput(m, "y", {2}, kS8);
   return runOne(m, op, Tensor::fromVector(DataType::kUint8, {2}, std::vector<uint8_t>{10, 200}));
@@ -249,13 +261,14 @@ TEST(QLinearElementwiseKernel, AddAndMulBroadcastAndRequantize) {
 
 // The DequantizeLinear -> Add/Mul -> QuantizeLinear arithmetic in double, rounded to float after
 // each step as the float ops round: what the eight-lane kernel must reproduce byte for byte.
-int32_t chainReference(bool mul, int32_t a, float sa, int32_t za, int32_t b, float sb, int32_t zb, float sc, int32_t zc,
-                       int32_t lowest, int32_t highest) {
+int32_t chainReference(bool mul, int32_t a, float sa, int32_t za, int32_t b, float sb, int32_t zb,
+                       float sc, int32_t zc, int32_t lowest, int32_t highest) {
   const float x = static_cast<float>((a - za) * static_cast<double>(sa));
   const float y = static_cast<float>((b - zb) * static_cast<double>(sb));
   const float r = mul ? x * y : x + y;
   const float scaled = static_cast<float>(static_cast<double>(r) / sc);
-  return static_cast<int32_t>(std::clamp(std::nearbyint(static_cast<double>(scaled)) + zc, double(lowest), double(highest)));
+  return static_cast<int32_t>(std::clamp(std::nearbyint(static_cast<double>(scaled)) + zc,
+                                         double(lowest), double(highest)));
 }
 
 struct BinaryCase {
@@ -282,8 +295,10 @@ TEST(QLinearElementwiseKernel, VectorRunsMatchTheDequantizeOpQuantizeChain) {
               for (int32_t& e : v) e = d(rng);
               return v;
             };
-            const std::vector<int32_t> a = draw(ta, shapeNumel(shapeA)), b = draw(tb, shapeNumel(sbShape));
-            const int32_t za = ta == kU8 ? 128 : -3, zb = tb == kU8 ? 101 : 5, zc = tc == kU8 ? 77 : -20;
+            const std::vector<int32_t> a = draw(ta, shapeNumel(shapeA)),
+                                       b = draw(tb, shapeNumel(sbShape));
+            const int32_t za = ta == kU8 ? 128 : -3, zb = tb == kU8 ? 101 : 5,
+                          zc = tc == kU8 ? 77 : -20;
             // The small output scale saturates some sums; ties are common at these scales.
             const float sa = 0.05f, sb = 0.125f, sc = mul ? 0.75f : 0.0625f;
             auto m = kilnModel();
@@ -292,24 +307,31 @@ TEST(QLinearElementwiseKernel, VectorRunsMatchTheDequantizeOpQuantizeChain) {
             addIntInitializer(m, "B", tb, sbShape, b);
             addQuantParams(m, "b", sb, tb, zb);
             addQuantParams(m, "c", sc, tc, zc);
-            addNode(m, mul ? "QLinearMul" : "QLinearAdd", {"x", "a_scale", "a_zp", "B", "b_scale", "b_zp", "c_scale", "c_zp"},
-                    {"y"}, "binary");
+            addNode(m, mul ? "QLinearMul" : "QLinearAdd",
+                    {"x", "a_scale", "a_zp", "B", "b_scale", "b_zp", "c_scale", "c_zp"}, {"y"},
+                    "binary");
             lastNode(m)->set_domain("kiln");
             addOutput(m, "y", shapeA, tc);
             Tensor x(ta == kU8 ? DataType::kUint8 : DataType::kInt8, shapeA);
             for (int64_t i = 0; i < x.numel(); ++i) {
-              if (ta == kU8) x.data<uint8_t>()[i] = static_cast<uint8_t>(a[i]);
-              else x.data<int8_t>()[i] = static_cast<int8_t>(a[i]);
+              if (ta == kU8)
+                x.data<uint8_t>()[i] = static_cast<uint8_t>(a[i]);
+              else
+                x.data<int8_t>()[i] = static_cast<int8_t>(a[i]);
             }
             const Tensor y = runOne(m, "vec" + std::to_string(cases++), x);
             const auto [lowest, highest] = range(tc);
             for (int64_t i = 0; i < y.numel(); ++i) {
               // Index of B for output element i: [n, c, h, w] -> B's broadcast position.
               const int64_t w = i % 7, h = (i / 7) % 5, c = (i / 35) % 3, n = i / 105;
-              const int64_t bi = sbShape.size() == 1 ? 0 : sbShape[3] == 1 ? c : ((n * 3 + c) * 5 + h) * 7 + w;
-              const int32_t expected = chainReference(mul, a[i], sa, za, b[bi], sb, zb, sc, zc, lowest, highest);
+              const int64_t bi = sbShape.size() == 1 ? 0
+                                 : sbShape[3] == 1   ? c
+                                                     : ((n * 3 + c) * 5 + h) * 7 + w;
+              const int32_t expected =
+                  chainReference(mul, a[i], sa, za, b[bi], sb, zb, sc, zc, lowest, highest);
               const int32_t got = tc == kU8 ? y.data<uint8_t>()[i] : y.data<int8_t>()[i];
-              ASSERT_EQ(got, expected) << (mul ? "Mul" : "Add") << " case " << cases << " element " << i;
+              ASSERT_EQ(got, expected)
+                  << (mul ? "Mul" : "Add") << " case " << cases << " element " << i;
             }
           }
         }
@@ -327,7 +349,9 @@ TEST(QLinearElementwiseKernel, GlobalAveragePoolRoundsTiesToEven) {
   addNode(m, "QLinearGlobalAveragePool", {"x", "x_scale", "x_zp", "y_scale", "y_zp"}, {"y"}, "gap");
   lastNode(m)->set_domain("kiln");
   addOutput(m, "y", {1, 2, 1, 1}, kU8);
-  const Tensor y = runOne(m, "gap", Tensor::fromVector(DataType::kUint8, {1, 2, 2, 2}, std::vector<uint8_t>{0, 1, 2, 3, 10, 10, 10, 11}));
+  const Tensor y = runOne(m, "gap",
+                          Tensor::fromVector(DataType::kUint8, {1, 2, 2, 2},
+                                             std::vector<uint8_t>{0, 1, 2, 3, 10, 10, 10, 11}));
   EXPECT_EQ(y.shape(), (Shape{1, 2, 1, 1}));
   EXPECT_THAT(valuesOf<uint8_t>(y), ElementsAre(3, 20));
 }

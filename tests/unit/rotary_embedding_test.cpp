@@ -10,7 +10,9 @@ namespace {
 using ::testing::ElementsAre;
 using namespace kiln::testing;
 
-Tensor floats(Shape shape, std::vector<float> v) { return Tensor::fromVector<float>(DataType::kFloat32, std::move(shape), v); }
+Tensor floats(Shape shape, std::vector<float> v) {
+  return Tensor::fromVector<float>(DataType::kFloat32, std::move(shape), v);
+}
 
 // One head of [1, 2, 3, 4] at position 1, whose angles are 90 degrees (cos 0, sin 1) for the first
 // pair and 0 degrees for the second.

@@ -7,13 +7,17 @@
 namespace kiln {
 namespace {
 
-using ::testing::ElementsAre;
 using ::testing::Each;
+using ::testing::ElementsAre;
 using ::testing::FloatNear;
 using namespace kiln::testing;
 
-Tensor floats(Shape shape, std::vector<float> v) { return Tensor::fromVector<float>(DataType::kFloat32, std::move(shape), v); }
-Tensor int64s(Shape shape, std::vector<int64_t> v) { return Tensor::fromVector<int64_t>(DataType::kInt64, std::move(shape), v); }
+Tensor floats(Shape shape, std::vector<float> v) {
+  return Tensor::fromVector<float>(DataType::kFloat32, std::move(shape), v);
+}
+Tensor int64s(Shape shape, std::vector<int64_t> v) {
+  return Tensor::fromVector<int64_t>(DataType::kInt64, std::move(shape), v);
+}
 
 // X = [[1, 2], [3, 4]] sampled at the image center (0, 0) and the top-left corner (-1, -1);
 // without align_corners those are pixel coordinates (0.5, 0.5) and (-0.5, -0.5).
@@ -57,8 +61,9 @@ TEST(AffineGrid, IdentityAndTranslation) {
                .output("grid")
                .run();
   EXPECT_EQ(y[0].second.shape(), (Shape{2, 2, 2, 2}));
-  EXPECT_THAT(valuesOf<float>(y[0].second), ElementsAre(-0.5f, -0.5f, 0.5f, -0.5f, -0.5f, 0.5f, 0.5f, 0.5f,  //
-                                                        0.0f, -0.5f, 1.0f, -0.5f, 0.0f, 0.5f, 1.0f, 0.5f));
+  EXPECT_THAT(valuesOf<float>(y[0].second),
+              ElementsAre(-0.5f, -0.5f, 0.5f, -0.5f, -0.5f, 0.5f, 0.5f, 0.5f,  //
+                          0.0f, -0.5f, 1.0f, -0.5f, 0.0f, 0.5f, 1.0f, 0.5f));
 }
 
 // Two 1x2 blocks over a 1x3 image overlap at the middle pixel, which sums both.

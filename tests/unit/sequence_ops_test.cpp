@@ -19,7 +19,9 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using namespace kiln::testing;
 
-std::vector<float> floatsOf(const Tensor& t) { return std::vector<float>(t.data<float>(), t.data<float>() + t.numel()); }
+std::vector<float> floatsOf(const Tensor& t) {
+  return std::vector<float>(t.data<float>(), t.data<float>() + t.numel());
+}
 
 Tensor int64Scalar(int64_t v) { return Tensor::fromVector<int64_t>(DataType::kInt64, {}, {v}); }
 
@@ -30,7 +32,9 @@ void addOutputAnyShape(onnx::ModelProto& m, const std::string& name) {
   vi->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
 }
 
-onnx::NodeProto& lastNode(onnx::ModelProto& m) { return *m.mutable_graph()->mutable_node(m.graph().node_size() - 1); }
+onnx::NodeProto& lastNode(onnx::ModelProto& m) {
+  return *m.mutable_graph()->mutable_node(m.graph().node_size() - 1);
+}
 
 void intAttr(onnx::ModelProto& m, const std::string& name, int64_t v) {
   auto* a = lastNode(m).add_attribute();
@@ -51,7 +55,8 @@ NamedTensors feedsABC() {
   return {{"a", floats({2}, {1, 2})}, {"b", floats({2}, {3, 4})}, {"c", floats({2}, {5, 6})}};
 }
 
-NamedTensors runModel(const onnx::ModelProto& m, const std::string& name, const NamedTensors& feeds) {
+NamedTensors runModel(const onnx::ModelProto& m, const std::string& name,
+                      const NamedTensors& feeds) {
   auto dir = tempDir("seq_" + name);
   Session s(saveModel(m, dir / "m.onnx"));
   return s.run(feeds);
@@ -118,7 +123,8 @@ TEST(SequenceOps, InsertEraseWithNegativePositions) {
   NamedTensors feeds = feedsABC();
   feeds.emplace_back("d", floats({2}, {7, 8}));
   feeds.emplace_back("e", Tensor::fromVector<int32_t>(DataType::kInt32, {}, {-4}));
-  EXPECT_THAT(floatsOf(runModel(m, "insert_erase", feeds)[0].second), ElementsAre(3, 4, 7, 8, 5, 6));
+  EXPECT_THAT(floatsOf(runModel(m, "insert_erase", feeds)[0].second),
+              ElementsAre(3, 4, 7, 8, 5, 6));
 }
 
 TEST(SequenceOps, EmptyThenInsertAtEndAndEraseLast) {
@@ -181,7 +187,8 @@ onnx::ModelProto splitModel(bool withSplit, int64_t keepdims) {
   auto m = makeModel(13);
   addInput(m, "x", {2, 3});
   if (withSplit) addInput(m, "split", {-1}, onnx::TensorProto::INT64);
-  addNode(m, "SplitToSequence", withSplit ? std::vector<std::string>{"x", "split"} : std::vector<std::string>{"x"},
+  addNode(m, "SplitToSequence",
+          withSplit ? std::vector<std::string>{"x", "split"} : std::vector<std::string>{"x"},
           {"seq"});
   intAttr(m, "axis", 1);
   intAttr(m, "keepdims", keepdims);
@@ -198,7 +205,8 @@ TEST(SequenceOps, SplitToSequenceWithoutSplitHonoursKeepdims) {
   EXPECT_EQ(kept[0].second.shape(), (Shape{2, 1}));
   EXPECT_THAT(floatsOf(kept[0].second), ElementsAre(1, 4));
   EXPECT_EQ(kept[1].second.intAt(0), 3);
-  auto squeezed = runModel(splitModel(false, 0), "split_squeeze", {{"x", x23()}, {"i", int64Scalar(2)}});
+  auto squeezed =
+      runModel(splitModel(false, 0), "split_squeeze", {{"x", x23()}, {"i", int64Scalar(2)}});
   EXPECT_EQ(squeezed[0].second.shape(), (Shape{2}));
   EXPECT_THAT(floatsOf(squeezed[0].second), ElementsAre(2, 5));
 }
@@ -206,7 +214,8 @@ TEST(SequenceOps, SplitToSequenceWithoutSplitHonoursKeepdims) {
 TEST(SequenceOps, SplitToSequenceWithLengthsAndScalarSize) {
   // Lengths [1, 2]: keepdims is ignored, the second chunk is [[1,2],[4,5]].
   auto lengths = runModel(splitModel(true, 0), "split_lengths",
-                          {{"x", x23()}, {"split", Tensor::fromVector<int64_t>(DataType::kInt64, {2}, {1, 2})},
+                          {{"x", x23()},
+                           {"split", Tensor::fromVector<int64_t>(DataType::kInt64, {2}, {1, 2})},
                            {"i", int64Scalar(1)}});
   EXPECT_EQ(lengths[0].second.shape(), (Shape{2, 2}));
   EXPECT_THAT(floatsOf(lengths[0].second), ElementsAre(1, 2, 4, 5));
@@ -215,7 +224,8 @@ TEST(SequenceOps, SplitToSequenceWithLengthsAndScalarSize) {
   auto m = splitModel(true, 1);
   m.mutable_graph()->mutable_input(1)->clear_type();  // a scalar split
   setValueInfo(m.mutable_graph()->mutable_input(1), "split", onnx::TensorProto::INT64, {});
-  auto sized = runModel(m, "split_scalar", {{"x", x23()}, {"split", int64Scalar(2)}, {"i", int64Scalar(-1)}});
+  auto sized = runModel(m, "split_scalar",
+                        {{"x", x23()}, {"split", int64Scalar(2)}, {"i", int64Scalar(-1)}});
   EXPECT_EQ(sized[0].second.shape(), (Shape{2, 1}));
   EXPECT_THAT(floatsOf(sized[0].second), ElementsAre(2, 5));
   EXPECT_EQ(sized[1].second.intAt(0), 2);
@@ -224,7 +234,9 @@ TEST(SequenceOps, SplitToSequenceWithLengthsAndScalarSize) {
 TEST(SequenceOps, SplitLengthsMustCoverTheAxis) {
   try {
     runModel(splitModel(true, 1), "split_bad",
-             {{"x", x23()}, {"split", Tensor::fromVector<int64_t>(DataType::kInt64, {2}, {1, 1})}, {"i", int64Scalar(0)}});
+             {{"x", x23()},
+              {"split", Tensor::fromVector<int64_t>(DataType::kInt64, {2}, {1, 1})},
+              {"i", int64Scalar(0)}});
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_THAT(e.what(), HasSubstr("(SplitToSequence)"));
@@ -254,7 +266,9 @@ TEST(SequenceOps, SequenceValueTypeSurvivesAPlan) {
   ASSERT_TRUE(engine.ok()) << engine.status().toString();
   auto context = (*engine)->createExecutionContext();
   auto out = runContext(**context, **engine,
-                        {{"a", floats({2}, {1, 2})}, {"b", floats({2}, {3, 4})}, {"c", floats({2}, {5, 6})},
+                        {{"a", floats({2}, {1, 2})},
+                         {"b", floats({2}, {3, 4})},
+                         {"c", floats({2}, {5, 6})},
                          {"i", int64Scalar(1)}});
   EXPECT_THAT(floatsOf(out["y"]), ElementsAre(3, 4));
 }

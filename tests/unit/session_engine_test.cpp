@@ -54,7 +54,8 @@ std::vector<double> reference(const Tensor& x) {
   for (int64_t i = 0; i < n; ++i)
     for (int64_t j = 0; j < kOut; ++j) {
       double s = 0;
-      for (int64_t k = 0; k < kIn; ++k) s += static_cast<double>(x.data<float>()[i * kIn + k]) * w[k * kOut + j];
+      for (int64_t k = 0; k < kIn; ++k)
+        s += static_cast<double>(x.data<float>()[i * kIn + k]) * w[k * kOut + j];
       y[i * kOut + j] = std::max(s, 0.0);
     }
   return y;
@@ -63,7 +64,8 @@ std::vector<double> reference(const Tensor& x) {
 double maxError(const Tensor& got, const std::vector<double>& want) {
   EXPECT_EQ(got.numel(), static_cast<int64_t>(want.size()));
   double e = 0;
-  for (int64_t i = 0; i < got.numel(); ++i) e = std::max(e, std::fabs(got.data<float>()[i] - want[i]));
+  for (int64_t i = 0; i < got.numel(); ++i)
+    e = std::max(e, std::fabs(got.data<float>()[i] - want[i]));
   return e;
 }
 
@@ -91,7 +93,8 @@ TEST(SessionEngine, ConcurrentRunsEachGetAContextAndMatchSerialRuns) {
       for (int r = 0; r < kRuns; ++r) {
         const Tensor x = rows(1 + (t * 7 + r) % 19, static_cast<uint32_t>(t * 100 + r));
         const double e = maxError(session.run({{"x", x}})[0].second, reference(x));
-        if (e > 1e-4 && failures[t].empty()) failures[t] = "run " + std::to_string(r) + ": error " + std::to_string(e);
+        if (e > 1e-4 && failures[t].empty())
+          failures[t] = "run " + std::to_string(r) + ": error " + std::to_string(e);
       }
     });
   }
@@ -147,7 +150,8 @@ TEST(SessionEngine, AnAllocationLimitRefusesAShapeNamingTheNodeAndOutput) {
     session.run({{"x", rows(1000, 2)}});  // h and y: 1000 x 48 floats = 192000 bytes each
     FAIL() << "a run over the allocation limit succeeded";
   } catch (const Error& e) {
-    EXPECT_THAT(e.what(), HasSubstr("(MatMul): output 'h' float32[1000x48] needs 192000 bytes, over the allocation limit of 65536 bytes"));
+    EXPECT_THAT(e.what(), HasSubstr("(MatMul): output 'h' float32[1000x48] needs 192000 bytes, "
+                                    "over the allocation limit of 65536 bytes"));
   }
   EXPECT_LT(maxError(session.run({{"x", small}})[0].second, reference(small)), 1e-4);
 }
@@ -175,14 +179,17 @@ TEST(ContextThreads, AContextsAllocationLimitCoversItsRuns) {
   ASSERT_TRUE((*context)->setInputTensor("x", rows(4000, 3)).ok());
   Status s = (*context)->execute();
   EXPECT_FALSE(s.ok());
-  EXPECT_THAT(s.message(), HasSubstr("needs 768000 bytes, over the allocation limit of 65536 bytes"));
+  EXPECT_THAT(s.message(),
+              HasSubstr("needs 768000 bytes, over the allocation limit of 65536 bytes"));
 
   // The build checks the profiles' shapes against its own limit.
   config.setAllocationLimit(64 << 10);
   auto plan = Builder(logger).buildSerializedNetwork(network, config);
   ASSERT_FALSE(plan.ok());
-  EXPECT_THAT(plan.status().message(), HasSubstr("optimization profile 0 max shapes (x:4096x64): input 'x' float32[4096x64] needs "
-                                                      "1048576 bytes, over the allocation limit of 65536 bytes"));
+  EXPECT_THAT(
+      plan.status().message(),
+      HasSubstr("optimization profile 0 max shapes (x:4096x64): input 'x' float32[4096x64] needs "
+                "1048576 bytes, over the allocation limit of 65536 bytes"));
 }
 
 // An engine built for one thread: each context may choose its own count.
@@ -204,7 +211,8 @@ TEST(ContextThreads, EachContextChoosesItsThreadCount) {
   ASSERT_TRUE((*two)->setThreads(2).ok());
   EXPECT_EQ((*two)->getThreads(), 2);
   const Tensor input = rows(8, 3);
-  EXPECT_EQ(values(runContext(**one, *engine, {{"x", input}})["y"]), values(runContext(**two, *engine, {{"x", input}})["y"]));
+  EXPECT_EQ(values(runContext(**one, *engine, {{"x", input}})["y"]),
+            values(runContext(**two, *engine, {{"x", input}})["y"]));
   Status bad = (*two)->setThreads(-1);
   EXPECT_EQ(bad.code(), ErrorCode::kInvalidArgument);
   EXPECT_THAT(bad.message(), HasSubstr("threads must be >= 0"));

@@ -23,7 +23,8 @@ TEST(ShapeInferenceReport, CollectsEveryFailingNodeAndSkipsTheirConsumers) {
   addOutput(model, "after_bad", {});
   addOutput(model, "bad2", {});
   addOutput(model, "good", {});
-  for (auto& out : *model.mutable_graph()->mutable_output()) out.mutable_type()->mutable_tensor_type()->clear_shape();
+  for (auto& out : *model.mutable_graph()->mutable_output())
+    out.mutable_type()->mutable_tensor_type()->clear_shape();
   ir::Model loaded = onnx_import::loadModel(saveModel(model, tempDir("shape_report") / "m.onnx"));
 
   const std::vector<std::string> errors = ir::inferShapesCollectingErrors(loaded.graph);

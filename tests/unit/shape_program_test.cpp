@@ -21,14 +21,16 @@ namespace {
 using namespace kiln::testing;
 
 // An input or output whose dims are numbers or named symbols ("batch").
-void addTensor(onnx::ValueInfoProto* vi, const std::string& name, const std::vector<std::string>& dims,
-               int elemType = onnx::TensorProto::FLOAT) {
+void addTensor(onnx::ValueInfoProto* vi, const std::string& name,
+               const std::vector<std::string>& dims, int elemType = onnx::TensorProto::FLOAT) {
   vi->set_name(name);
   auto* tt = vi->mutable_type()->mutable_tensor_type();
   tt->set_elem_type(elemType);
   for (const std::string& d : dims) {
-    if (std::isdigit(static_cast<unsigned char>(d[0]))) tt->mutable_shape()->add_dim()->set_dim_value(std::stoll(d));
-    else tt->mutable_shape()->add_dim()->set_dim_param(d);
+    if (std::isdigit(static_cast<unsigned char>(d[0])))
+      tt->mutable_shape()->add_dim()->set_dim_value(std::stoll(d));
+    else
+      tt->mutable_shape()->add_dim()->set_dim_param(d);
   }
 }
 
@@ -110,7 +112,8 @@ onnx::ModelProto convFlattenModel() {
   auto m = makeModel(13);
   addTensor(m.mutable_graph()->add_input(), "input", {"batch", "3", "height", "width"});
   std::vector<float> w(81);
-  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(static_cast<int>(i % 7) - 3) * 0.1f;
+  for (size_t i = 0; i < w.size(); ++i)
+    w[i] = static_cast<float>(static_cast<int>(i % 7) - 3) * 0.1f;
   addFloatInitializer(m, "weight", {3, 3, 3, 3}, w);
   addScalarInt64(m, "zero", 0);
   addInt64Initializer(m, "axis0", {0});
@@ -128,8 +131,8 @@ onnx::ModelProto convFlattenModel() {
 
 // The types the runtime resolved before shape programs: inference on a copy of the graph at
 // these input shapes, then constant folding on another copy, taking the folded values' types.
-std::vector<ir::TypeInfo> typesByInferenceAndFolding(const ir::Graph& graph,
-                                                     const std::vector<std::pair<int, Shape>>& inputShapes) {
+std::vector<ir::TypeInfo> typesByInferenceAndFolding(
+    const ir::Graph& graph, const std::vector<std::pair<int, Shape>>& inputShapes) {
   ir::Graph g = graph;
   for (const auto& [id, shape] : inputShapes) g.value(id).type.shape = ir::symShapeOf(shape);
   for (ir::Node& node : g.nodes)
@@ -141,13 +144,16 @@ std::vector<ir::TypeInfo> typesByInferenceAndFolding(const ir::Graph& graph,
   std::vector<ir::TypeInfo> types;
   for (size_t id = 0; id < g.values.size(); ++id) {
     const ir::TypeInfo& known = folded.values[id].type;
-    const bool concrete = known.shape && ir::concreteShape(*known.shape) && known.dtype != DataType::kUndefined;
+    const bool concrete =
+        known.shape && ir::concreteShape(*known.shape) && known.dtype != DataType::kUndefined;
     types.push_back(concrete ? known : g.values[id].type);
   }
   return types;
 }
 
-std::optional<Shape> concreteOf(const ir::TypeInfo& t) { return t.shape ? ir::concreteShape(*t.shape) : std::nullopt; }
+std::optional<Shape> concreteOf(const ir::TypeInfo& t) {
+  return t.shape ? ir::concreteShape(*t.shape) : std::nullopt;
+}
 
 void expectSameShapesAsInference(const ir::Graph& graph, const ShapeProgram& program,
                                  const std::vector<std::pair<int, Shape>>& inputShapes) {
@@ -167,7 +173,8 @@ void expectSameShapesAsInference(const ir::Graph& graph, const ShapeProgram& pro
 
 Tensor ramp(const Shape& shape) {
   Tensor t(DataType::kFloat32, shape);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = static_cast<float>((i * 7) % 11) * 0.1f - 0.5f;
+  for (int64_t i = 0; i < t.numel(); ++i)
+    t.data<float>()[i] = static_cast<float>((i * 7) % 11) * 0.1f - 0.5f;
   return t;
 }
 
@@ -200,7 +207,8 @@ TEST(ShapeProgram, BertLikeShapesEqualFullInferenceAtSeveralShapes) {
     const ShapeProgram::Resolution r = program.resolve({{g.findValue("x"), shape}});
     EXPECT_EQ(*concreteOf(r.types[g.findValue("y")]), shape);
     EXPECT_EQ(*concreteOf(r.types[g.findValue("flat")]), (Shape{shape[0] * shape[1], 8}));
-    EXPECT_EQ(r.values[g.findValue("merge_shape")].toInt64Vector(), (std::vector<int64_t>{shape[0], shape[1], -1}));
+    EXPECT_EQ(r.values[g.findValue("merge_shape")].toInt64Vector(),
+              (std::vector<int64_t>{shape[0], shape[1], -1}));
   }
 }
 
@@ -211,7 +219,8 @@ TEST(ShapeProgram, ConvWithDynamicBatchAndSizeEqualsFullInference) {
     SCOPED_TRACE(shapeToString(shape));
     expectSameShapesAsInference(g, program, {{g.findValue("input"), shape}});
     const ShapeProgram::Resolution r = program.resolve({{g.findValue("input"), shape}});
-    EXPECT_EQ(*concreteOf(r.types[g.findValue("output")]), (Shape{shape[0], 3 * (shape[2] - 2) * (shape[3] - 2)}));
+    EXPECT_EQ(*concreteOf(r.types[g.findValue("output")]),
+              (Shape{shape[0], 3 * (shape[2] - 2) * (shape[3] - 2)}));
   }
 }
 
@@ -228,7 +237,8 @@ TEST(ShapeProgram, LeavesLargeValuesToTheRun) {
 }
 
 TEST(ShapeProgram, ARunAtANewInputShapeCopiesNoGraph) {
-  auto graph = std::make_shared<ir::Graph>(loadInferredGraph(bertLikeModel(), "shape_program_copies"));
+  auto graph =
+      std::make_shared<ir::Graph>(loadInferredGraph(bertLikeModel(), "shape_program_copies"));
   const Executor executor(graph);
   ExecutorMemory memory;
   const int x = graph->findValue("x");
@@ -245,7 +255,8 @@ TEST(ShapeProgram, ARunAtANewInputShapeCopiesNoGraph) {
 }
 
 TEST(ShapeProgram, AnEngineResolvesOutputShapesAndRunsAtNewShapesWithoutCopyingTheGraph) {
-  const std::string path = saveModel(bertLikeModel(), tempDir("shape_program_engine") / "bert_like.onnx");
+  const std::string path =
+      saveModel(bertLikeModel(), tempDir("shape_program_engine") / "bert_like.onnx");
   RecordingLogger logger;
   auto builder = createBuilder(logger);
   auto network = builder->createNetwork();

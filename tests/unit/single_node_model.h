@@ -60,7 +60,8 @@ class SingleNodeModel {
   /// A graph input fed with `value` (its dtype and shape become the input's declared type).
   SingleNodeModel& input(const std::string& name, Tensor value) {
     node_->add_input(name);
-    setValueInfo(model_.mutable_graph()->add_input(), name, static_cast<int>(value.dtype()), value.shape());
+    setValueInfo(model_.mutable_graph()->add_input(), name, static_cast<int>(value.dtype()),
+                 value.shape());
     feeds_.emplace_back(name, std::move(value));
     return *this;
   }

@@ -14,9 +14,11 @@ namespace {
 // A body that "runs" by returning one fixed tensor.
 class FixedRunner final : public cpu::SubgraphRunner {
  public:
-  FixedRunner(std::shared_ptr<const ir::Graph> graph, Tensor value) : graph_(std::move(graph)), value_(std::move(value)) {}
+  FixedRunner(std::shared_ptr<const ir::Graph> graph, Tensor value)
+      : graph_(std::move(graph)), value_(std::move(value)) {}
   const ir::Graph& graph() const override { return *graph_; }
-  std::vector<Tensor> run(const std::vector<Tensor>&, const std::vector<const Tensor*>&) const override {
+  std::vector<Tensor> run(const std::vector<Tensor>&,
+                          const std::vector<const Tensor*>&) const override {
     ++runs;
     return {value_};
   }
@@ -27,13 +29,16 @@ class FixedRunner final : public cpu::SubgraphRunner {
   Tensor value_;
 };
 
-// Records the bodies it is asked for; each body's runner returns [1] if it is named "then", else [2].
+// Records the bodies it is asked for; each body's runner returns [1] if it is named "then", else
+// [2].
 class RecordingFactory final : public cpu::SubgraphRunnerFactory {
  public:
-  std::shared_ptr<const cpu::SubgraphRunner> makeRunner(std::shared_ptr<const ir::Graph> body) const override {
+  std::shared_ptr<const cpu::SubgraphRunner> makeRunner(
+      std::shared_ptr<const ir::Graph> body) const override {
     const float value = body->name == "then" ? 1.0f : 2.0f;
     bodies.push_back(body->name);
-    auto runner = std::make_shared<FixedRunner>(body, Tensor::fromVector<float>(DataType::kFloat32, {1}, {value}));
+    auto runner = std::make_shared<FixedRunner>(
+        body, Tensor::fromVector<float>(DataType::kFloat32, {1}, {value}));
     runners.push_back(runner);
     return runner;
   }
@@ -61,7 +66,8 @@ ir::Node ifNode() {
 }
 
 float runIf(const cpu::KernelFn& kernel, const ir::Node& node, bool condition) {
-  const Tensor cond = Tensor::fromVector<uint8_t>(DataType::kBool, {}, {static_cast<uint8_t>(condition)});
+  const Tensor cond =
+      Tensor::fromVector<uint8_t>(DataType::kBool, {}, {static_cast<uint8_t>(condition)});
   std::vector<Tensor> outputs(1);
   const std::vector<ir::TypeInfo> types(1);
   cpu::KernelContext ctx(node, {&cond}, outputs, types);
@@ -95,7 +101,8 @@ TEST(SubgraphRunner, AControlFlowKernelWithoutAFactoryFailsNamingTheNode) {
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("node 'choose' (If)"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("'then_branch' body: the kernel was created without a subgraph runner factory"),
+    EXPECT_NE(std::string(e.what()).find(
+                  "'then_branch' body: the kernel was created without a subgraph runner factory"),
               std::string::npos)
         << e.what();
   }

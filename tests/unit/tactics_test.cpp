@@ -39,7 +39,8 @@ struct ConvNet {
     ITensor* h = network->addActivation(*c1->getOutput(0), ActivationType::kRELU)->getOutput(0);
     ILayer* c2 = network->addConvolution(*h, 16, {1, 1}, floatWeights(w2), floatWeights(b2));
     c2->setName("conv1x1");
-    ILayer* fc = network->addFullyConnected(*c2->getOutput(0), 10, floatWeights(w3), floatWeights(b3));
+    ILayer* fc =
+        network->addFullyConnected(*c2->getOutput(0), 10, floatWeights(w3), floatWeights(b3));
     fc->setName("fc");
     EXPECT_TRUE(fc->getOutput(0)->setName("y").ok());
     EXPECT_TRUE(network->markOutput(*fc->getOutput(0)).ok());
@@ -54,13 +55,16 @@ BuilderConfig config(int level, ITimingCache* cache = nullptr) {
   return c;
 }
 
-std::vector<uint8_t> build(ILogger& logger, const NetworkDefinition& network, const BuilderConfig& c, BuildReport& report) {
+std::vector<uint8_t> build(ILogger& logger, const NetworkDefinition& network,
+                           const BuilderConfig& c, BuildReport& report) {
   auto plan = Builder(logger).buildSerializedNetwork(network, c, &report);
   EXPECT_TRUE(plan.ok()) << plan.status().toString();
   return plan.ok() ? *plan : std::vector<uint8_t>{};
 }
 
-plan::Plan readPlan(const std::vector<uint8_t>& bytes) { return plan::readPlan(bytes.data(), bytes.size()); }
+plan::Plan readPlan(const std::vector<uint8_t>& bytes) {
+  return plan::readPlan(bytes.data(), bytes.size());
+}
 
 std::unique_ptr<ITimingCache> emptyCache() {
   auto cache = createTimingCache(nullptr, 0);
@@ -95,7 +99,8 @@ TEST(Tactics, LevelZeroKeepsTheHeuristicsChoice) {
   for (size_t i = 0; i < p.layers.size(); ++i) {
     EXPECT_EQ(p.layers[i].kernelChoice, "heuristics") << p.layers[i].name;
     EXPECT_TRUE(p.layers[i].tactics.empty()) << p.layers[i].name;
-    const cpu::KernelSelection s = registry.select(build::timingCreateInfo(*p.graph, p.graph->nodes[i]));
+    const cpu::KernelSelection s =
+        registry.select(build::timingCreateInfo(*p.graph, p.graph->nodes[i]));
     ASSERT_NE(s.chosen, nullptr) << p.layers[i].name;
     EXPECT_EQ(p.layers[i].kernel, s.chosen->id) << p.layers[i].name;
   }
@@ -137,7 +142,8 @@ TEST(Tactics, LevelThreeRecordsTimingsAndTheFastestAndALoadMakesIt) {
   auto engine = loadEngine(std::move(p));
   const auto& choices = engine->executor->kernelChoices();
   ASSERT_EQ(choices.size(), recorded.size());
-  for (size_t i = 0; i < recorded.size(); ++i) EXPECT_EQ(choices[i].id, recorded[i].kernel) << recorded[i].name;
+  for (size_t i = 0; i < recorded.size(); ++i)
+    EXPECT_EQ(choices[i].id, recorded[i].kernel) << recorded[i].name;
 }
 
 // A level-3 build into an empty cache: the cache it fills.
@@ -163,10 +169,12 @@ TEST(Tactics, AnAvx2LimitedHostTimesWhatItCanRun) {
     ids.push_back(l.kernel);
     EXPECT_EQ(l.kernel.find("avx512"), std::string::npos) << l.name << ": " << l.kernel;
     for (const TacticTiming& t : l.tactics)
-      if (t.kernel.find("avx512") != std::string::npos) EXPECT_LT(t.milliseconds, 0) << l.name << ": " << t.kernel;
+      if (t.kernel.find("avx512") != std::string::npos)
+        EXPECT_LT(t.milliseconds, 0) << l.name << ": " << t.kernel;
   }
   auto engine = loadEngine(std::move(p));
-  for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(engine->executor->kernelChoices()[i].id, ids[i]);
+  for (size_t i = 0; i < ids.size(); ++i)
+    EXPECT_EQ(engine->executor->kernelChoices()[i].id, ids[i]);
 }
 
 TEST(Tactics, TimingCacheAnswersARebuildAndItsWinnerIsRecordedAndLoaded) {
@@ -191,7 +199,8 @@ TEST(Tactics, TimingCacheAnswersARebuildAndItsWinnerIsRecordedAndLoaded) {
   for (const std::string& key : cold->keys()) {
     const std::string layer = key.substr(0, key.rfind(";kernel="));
     // Slower than the fastest, so not one tied with the cold build's winner either.
-    if (!chosen.count(layer) && *cold->query(key) > fastest[layer].second) chosen[layer] = kernelOf(key);
+    if (!chosen.count(layer) && *cold->query(key) > fastest[layer].second)
+      chosen[layer] = kernelOf(key);
   }
   auto planted = editedCache(*cold, [&](std::string& key, double& ms) {
     ms = kernelOf(key) == chosen[key.substr(0, key.rfind(";kernel="))] ? 0.001 : 1.0;
@@ -204,18 +213,21 @@ TEST(Tactics, TimingCacheAnswersARebuildAndItsWinnerIsRecordedAndLoaded) {
   EXPECT_EQ(second.tacticLayersTimed, 0);
   EXPECT_EQ(second.tacticRuns, 0);
   EXPECT_EQ(second.tacticLayersFromCache, first.tacticLayersTimed);
-  EXPECT_THAT(logger.text(Severity::kINFO), HasSubstr("0 layers timed (0 runs), " + std::to_string(first.tacticLayersTimed) +
-                                                      " from the timing cache"));
+  EXPECT_THAT(logger.text(Severity::kINFO),
+              HasSubstr("0 layers timed (0 runs), " + std::to_string(first.tacticLayersTimed) +
+                        " from the timing cache"));
   plan::Plan p2 = readPlan(bytes);
   std::vector<std::string> ids;
   for (const LayerInfo& l : p2.layers) {
     ids.push_back(l.kernel);
     if (l.kernelChoice != "timing cache") continue;
     EXPECT_TRUE(plantedWinners.count(l.kernel)) << l.name << ": " << l.kernel;
-    EXPECT_NE(l.kernel, coldKernel[l.name]) << l.name << ": the cache's times, not the cold build's, choose";
+    EXPECT_NE(l.kernel, coldKernel[l.name])
+        << l.name << ": the cache's times, not the cold build's, choose";
   }
   auto engine = loadEngine(std::move(p2));
-  for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(engine->executor->kernelChoices()[i].id, ids[i]);
+  for (size_t i = 0; i < ids.size(); ++i)
+    EXPECT_EQ(engine->executor->kernelChoices()[i].id, ids[i]);
 }
 
 TEST(Tactics, CacheMissTimesAndAddsEntries) {
@@ -237,13 +249,16 @@ TEST(Tactics, EntriesOfAnotherCpuAreNotUsed) {
   BuildReport first;
   auto cold = coldBuild(logger, net, first);
   const std::string mine = timingCacheCpuKey();
-  auto foreign = editedCache(*cold, [&](std::string& key, double&) { key = "cpu=Some Other CPU|avx2 fma" + key.substr(mine.size()); });
+  auto foreign = editedCache(*cold, [&](std::string& key, double&) {
+    key = "cpu=Some Other CPU|avx2 fma" + key.substr(mine.size());
+  });
   ASSERT_EQ(foreign->entriesForOtherCpus(), cold->size());
   BuildReport second;
   build(logger, *net.network, config(3, foreign.get()), second);
   EXPECT_EQ(second.tacticLayersTimed, first.tacticLayersTimed);
   EXPECT_EQ(second.tacticLayersFromCache, 0);
-  EXPECT_THAT(logger.text(Severity::kWARNING), HasSubstr("entries were timed on another CPU and are not used on this one"));
+  EXPECT_THAT(logger.text(Severity::kWARNING),
+              HasSubstr("entries were timed on another CPU and are not used on this one"));
   EXPECT_EQ(foreign->size(), 2 * cold->size());  // this CPU's entries added beside the other's
 }
 

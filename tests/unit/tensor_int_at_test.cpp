@@ -12,7 +12,8 @@ namespace kiln {
 namespace {
 
 TEST(TensorIntAt, IntegersAreExactAtTheExtremes) {
-  const Tensor i64 = Tensor::fromVector<int64_t>(DataType::kInt64, {4}, {INT64_MAX, INT64_MAX - 1, INT64_MIN, -3});
+  const Tensor i64 =
+      Tensor::fromVector<int64_t>(DataType::kInt64, {4}, {INT64_MAX, INT64_MAX - 1, INT64_MIN, -3});
   EXPECT_EQ(i64.intAt(0), INT64_MAX);
   EXPECT_EQ(i64.intAt(1), INT64_MAX - 1);
   EXPECT_EQ(i64.intAt(2), INT64_MIN);
@@ -24,7 +25,8 @@ TEST(TensorIntAt, IntegersAreExactAtTheExtremes) {
 
 TEST(TensorIntAt, FloatsBeyondTheRangeSaturateAndNanReadsAsZero) {
   const Tensor f = Tensor::fromVector<double>(
-      DataType::kFloat64, {5}, {1e30, -1e30, std::numeric_limits<double>::quiet_NaN(), -2.75, 9223372036854775808.0});
+      DataType::kFloat64, {5},
+      {1e30, -1e30, std::numeric_limits<double>::quiet_NaN(), -2.75, 9223372036854775808.0});
   EXPECT_EQ(f.intAt(0), INT64_MAX);
   EXPECT_EQ(f.intAt(1), INT64_MIN);
   EXPECT_EQ(f.intAt(2), 0);

@@ -124,7 +124,8 @@ TEST(ThreadPool, JobsPublishedWhileWorkersFallAsleepAreNeverLost) {
     std::this_thread::sleep_for(std::chrono::microseconds(200 * (r % 10)));
     pool.parallelFor(2, [&](int64_t b, int64_t e) {
       if (std::this_thread::get_id() != caller) onWorker++;
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));  // long enough for a woken worker to claim
+      std::this_thread::sleep_for(
+          std::chrono::milliseconds(2));  // long enough for a woken worker to claim
       total += e - b;
     });
   }
@@ -154,7 +155,8 @@ TEST(ThreadPool, NestedScopesKeepThePoolAwakeUntilTheOuterEnds) {
 TEST(ThreadPool, SgemmSplitAcrossThreadsMatchesOneThread) {
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> dist(-1, 1);
-  for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{70, 300, 90}, {300, 40, 90}, {97, 101, 513}}) {
+  for (auto [M, N, K] :
+       {std::tuple<int64_t, int64_t, int64_t>{70, 300, 90}, {300, 40, 90}, {97, 101, 513}}) {
     std::vector<float> A(M * K), B(K * N), serial(M * N), parallel(M * N);
     for (float& v : A) v = dist(rng);
     for (float& v : B) v = dist(rng);
@@ -178,13 +180,15 @@ TEST(ThreadPoolDeathTest, RefusedThreadsGiveAnErrorInsteadOfAHang) {
         uint64_t pages = 0;
         statm >> pages;
         // What the process uses now plus 256 MiB: room for ~30 thread stacks of 8 MiB, not 1023.
-        limit.rlim_cur = pages * static_cast<uint64_t>(sysconf(_SC_PAGESIZE)) + (uint64_t{256} << 20);
+        limit.rlim_cur =
+            pages * static_cast<uint64_t>(sysconf(_SC_PAGESIZE)) + (uint64_t{256} << 20);
         setrlimit(RLIMIT_AS, &limit);
         try {
           ThreadPool pool(1024);
         } catch (const Error& e) {
           const std::string message = e.what();
-          std::exit(message.find("cannot start 1024 threads: the system refused thread") == 0 ? 0 : 2);
+          std::exit(message.find("cannot start 1024 threads: the system refused thread") == 0 ? 0
+                                                                                              : 2);
         }
         std::exit(3);
       },

@@ -16,7 +16,8 @@ Graph oneNode(const std::string& op, int64_t opset, const std::vector<DataType>&
   node.opType = op;
   node.opset = opset;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    node.inputs.push_back(g.addValue(std::string(1, static_cast<char>('a' + i)), TypeInfo{inputs[i], SymShape{}}));
+    node.inputs.push_back(
+        g.addValue(std::string(1, static_cast<char>('a' + i)), TypeInfo{inputs[i], SymShape{}}));
   }
   node.outputs.push_back(g.addValue("y"));
   g.nodes.push_back(node);
@@ -82,17 +83,21 @@ TEST(TypeConstraints, VariadicInputsShareTheLastVariable) {
 }
 
 TEST(TypeConstraints, CompactNamesCollapseRunsOfOneFamily) {
-  DTypeSet s = dtypeBit(DataType::kFloat16) | dtypeBit(DataType::kFloat32) | dtypeBit(DataType::kFloat64) |
-               dtypeBit(DataType::kBFloat16) | dtypeBit(DataType::kInt8) | dtypeBit(DataType::kInt16) |
-               dtypeBit(DataType::kInt32) | dtypeBit(DataType::kInt64) | dtypeBit(DataType::kUint32) |
+  DTypeSet s = dtypeBit(DataType::kFloat16) | dtypeBit(DataType::kFloat32) |
+               dtypeBit(DataType::kFloat64) | dtypeBit(DataType::kBFloat16) |
+               dtypeBit(DataType::kInt8) | dtypeBit(DataType::kInt16) | dtypeBit(DataType::kInt32) |
+               dtypeBit(DataType::kInt64) | dtypeBit(DataType::kUint32) |
                dtypeBit(DataType::kUint64) | dtypeBit(DataType::kBool);
-  EXPECT_EQ(dtypeSetToCompactString(s), "float16..float64, bfloat16, int8..int64, uint32, uint64, bool");
-  EXPECT_EQ(dtypeSetToString(dtypeBit(DataType::kFloat32) | dtypeBit(DataType::kInt64)), "float32, int64");
+  EXPECT_EQ(dtypeSetToCompactString(s),
+            "float16..float64, bfloat16, int8..int64, uint32, uint64, bool");
+  EXPECT_EQ(dtypeSetToString(dtypeBit(DataType::kFloat32) | dtypeBit(DataType::kInt64)),
+            "float32, int64");
 }
 
 TEST(TypeConstraints, ShapeInferenceRejectsAStringAddNamingInputAndAcceptedTypes) {
   std::string error = inferError(oneNode("Add", 14, {DataType::kString, DataType::kString}));
-  EXPECT_NE(error.find("node 'n' (Add): input 0 'a' is string; Add-14 accepts float16, float32, float64, bfloat16, "
+  EXPECT_NE(error.find("node 'n' (Add): input 0 'a' is string; Add-14 accepts float16, float32, "
+                       "float64, bfloat16, "
                        "int8, int16, int32, int64, uint8, uint16, uint32, uint64 (T)"),
             std::string::npos)
       << error;
@@ -105,7 +110,9 @@ TEST(TypeConstraints, UnsupportedButValidDtypeIsReportedAsUnsupported) {
     FAIL() << "NonZero of strings was accepted";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kUnsupportedNode);
-    EXPECT_NE(std::string(e.what()).find("input 0 'a' is string; NonZero-13 accepts"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("input 0 'a' is string; NonZero-13 accepts"),
+              std::string::npos)
+        << e.what();
   }
 }
 
@@ -113,7 +120,9 @@ TEST(TypeConstraints, FixedTypeInputsAreCheckedAndAcceptedTypesPass) {
   EXPECT_EQ(inferError(oneNode("Add", 7, {DataType::kInt32, DataType::kInt32})), "");
   EXPECT_EQ(inferError(oneNode("Sigmoid", 13, {DataType::kBFloat16})), "");
   std::string error = inferError(oneNode("Reshape", 14, {DataType::kFloat32, DataType::kFloat32}));
-  EXPECT_NE(error.find("input 1 'b' is float32; Reshape-14 accepts int64 (tensor(int64))"), std::string::npos) << error;
+  EXPECT_NE(error.find("input 1 'b' is float32; Reshape-14 accepts int64 (tensor(int64))"),
+            std::string::npos)
+      << error;
 }
 
 TEST(TypeConstraints, SequencesOptionalsAndUnknownDtypesAreNotChecked) {
@@ -137,7 +146,8 @@ TEST(TypeConstraints, OmittedInputsMustBeOptional) {
   clip.opset = 13;
   clip.inputs = {0, kNoValue, kNoValue};
   TypeInfo x{DataType::kFloat32};
-  EXPECT_NO_THROW(checkInputTypes(clip, kilnOpTypes("", "Clip", 1, 1000), {&x, nullptr, nullptr}, {"x", "", ""}));
+  EXPECT_NO_THROW(checkInputTypes(clip, kilnOpTypes("", "Clip", 1, 1000), {&x, nullptr, nullptr},
+                                  {"x", "", ""}));
   Node identity;
   identity.name = "n";
   identity.opType = "Identity";
@@ -147,8 +157,10 @@ TEST(TypeConstraints, OmittedInputsMustBeOptional) {
     checkInputTypes(identity, kilnOpTypes("", "Identity", 1, 1000), {nullptr}, {""});
     FAIL() << "an omitted required input was accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("node 'n' (Identity): input 0 is required by Identity-16 but the node gives the empty name"),
-              std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("node 'n' (Identity): input 0 is required by Identity-16 "
+                                         "but the node gives the empty name"),
+              std::string::npos)
+        << e.what();
   }
 }
 

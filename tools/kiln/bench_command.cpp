@@ -1,4 +1,5 @@
-// kiln bench MODEL|PLAN [--threads N] [--warmup N] [--iterations N] [--shapes ...] [--json] [--no-nchwc]
+// kiln bench MODEL|PLAN [--threads N] [--warmup N] [--iterations N] [--shapes ...] [--json]
+// [--no-nchwc]
 //                      [--profile] [--trace FILE.json] [--export-times FILE.json]:
 // latency statistics over repeated runs on the same inputs, like trtexec's summary.
 // With --serve it becomes a persistent worker for the bench/ harness (see bench_serve.h).
@@ -65,7 +66,8 @@ int benchModel(const BenchOptions& opts) {
   if (opts.profile) wanted.push_back(&profile);
   if (!opts.trace.empty()) wanted.push_back(&trace);
   Profilers profilers(wanted);
-  std::unique_ptr<Runner> runner = openModel(opts.model, opts.threads, profilers.empty() ? nullptr : &profilers, !opts.noNchwc);
+  std::unique_ptr<Runner> runner =
+      openModel(opts.model, opts.threads, profilers.empty() ? nullptr : &profilers, !opts.noNchwc);
   NamedTensors inputs = makeInputs(*runner, opts.in);
   for (int i = 0; i < opts.warmup; ++i) runner->run(inputs);
   profile.clear();
@@ -85,11 +87,16 @@ int benchModel(const BenchOptions& opts) {
   std::sort(sorted.begin(), sorted.end());
   const double mean = std::accumulate(ms.begin(), ms.end(), 0.0) / static_cast<double>(ms.size());
   const double median = percentile(sorted, 0.5);
-  nlohmann::json stats = {{"model", opts.model},      {"threads", opts.threads},
-                          {"warmup", opts.warmup},    {"iterations", opts.iterations},
-                          {"min_ms", sorted.front()}, {"median_ms", median},
-                          {"mean_ms", mean},          {"p90_ms", percentile(sorted, 0.9)},
-                          {"p99_ms", percentile(sorted, 0.99)}, {"max_ms", sorted.back()},
+  nlohmann::json stats = {{"model", opts.model},
+                          {"threads", opts.threads},
+                          {"warmup", opts.warmup},
+                          {"iterations", opts.iterations},
+                          {"min_ms", sorted.front()},
+                          {"median_ms", median},
+                          {"mean_ms", mean},
+                          {"p90_ms", percentile(sorted, 0.9)},
+                          {"p99_ms", percentile(sorted, 0.99)},
+                          {"max_ms", sorted.back()},
                           {"throughput_per_s", 1000.0 / mean}};
   if (opts.profile) stats["layers"] = profile.toJson(opts.iterations);
   if (opts.json) {
@@ -97,10 +104,11 @@ int benchModel(const BenchOptions& opts) {
     return 0;
   }
   printModelSummary(*runner, opts.model);
-  std::cout << std::fixed << std::setprecision(3) << "latency over " << opts.iterations << " runs after "
-            << opts.warmup << " warm-up: min " << sorted.front() << " ms, median " << median << " ms, mean " << mean
-            << " ms, p90 " << percentile(sorted, 0.9) << " ms, p99 " << percentile(sorted, 0.99) << " ms, max "
-            << sorted.back() << " ms\nthroughput " << std::setprecision(2) << 1000.0 / mean << " inferences/s\n";
+  std::cout << std::fixed << std::setprecision(3) << "latency over " << opts.iterations
+            << " runs after " << opts.warmup << " warm-up: min " << sorted.front() << " ms, median "
+            << median << " ms, mean " << mean << " ms, p90 " << percentile(sorted, 0.9)
+            << " ms, p99 " << percentile(sorted, 0.99) << " ms, max " << sorted.back()
+            << " ms\nthroughput " << std::setprecision(2) << 1000.0 / mean << " inferences/s\n";
   if (opts.profile) profile.print(std::cout, opts.iterations, 30);
   return 0;
 }
@@ -109,23 +117,31 @@ int benchModel(const BenchOptions& opts) {
 
 Action addBenchCommand(CLI::App& app) {
   auto opts = std::make_shared<BenchOptions>();
-  CLI::App* cmd = app.add_subcommand("bench", "Time repeated runs of a model and report latency statistics");
+  CLI::App* cmd =
+      app.add_subcommand("bench", "Time repeated runs of a model and report latency statistics");
   cmd->add_option("model", opts->model, "ONNX model file or kiln plan")->required();
   addInputOptions(*cmd, opts->in);
-  cmd->add_option("--threads", opts->threads, "intra-op threads (0 = one per hardware thread; for a plan, 0 keeps the count it was built with)");
+  cmd->add_option("--threads", opts->threads,
+                  "intra-op threads (0 = one per hardware thread; for a plan, 0 keeps the count it "
+                  "was built with)");
   cmd->add_option("--warmup", opts->warmup, "untimed runs first (default 5)");
   cmd->add_option("--iterations", opts->iterations, "timed runs (default 30)");
   cmd->add_flag("--json", opts->json, "print the statistics as JSON");
-  cmd->add_flag("--no-nchwc", opts->noNchwc, "keep every tensor NCHW (no blocked-layout convolutions), to compare");
-  cmd->add_flag("--profile", opts->profile,
-                "time every layer during the timed runs; print the slowest layers and the time per operator");
+  cmd->add_flag("--no-nchwc", opts->noNchwc,
+                "keep every tensor NCHW (no blocked-layout convolutions), to compare");
+  cmd->add_flag(
+      "--profile", opts->profile,
+      "time every layer during the timed runs; print the slowest layers and the time per operator");
   cmd->add_option("--trace", opts->trace,
-                  "FILE.json: write the timed runs as a Chrome trace / Perfetto JSON (one event per layer per run, "
+                  "FILE.json: write the timed runs as a Chrome trace / Perfetto JSON (one event "
+                  "per layer per run, "
                   "with op, input shapes and kernel, and one per run)");
-  cmd->add_option("--export-times", opts->exportTimes,
-                  "FILE.json: write each timed run's start, end and latency in ms (as trtexec --exportTimes)");
+  cmd->add_option(
+      "--export-times", opts->exportTimes,
+      "FILE.json: write each timed run's start, end and latency in ms (as trtexec --exportTimes)");
   cmd->add_flag("--serve", opts->serve,
-                "worker mode for bench/run_bench.py: read 'load', 'run K', 'quit' from stdin, print JSON lines");
+                "worker mode for bench/run_bench.py: read 'load', 'run K', 'quit' from stdin, "
+                "print JSON lines");
   addPluginOption(*cmd, opts->plugins);
   return [opts] {
     loadPlugins(opts->plugins);

@@ -24,7 +24,8 @@ std::vector<double> timeRuns(Runner& runner, const NamedTensors& inputs, int cou
   for (int i = 0; i < count; ++i) {
     auto start = std::chrono::steady_clock::now();
     runner.run(inputs);
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                     .count());
   }
   return ms;
 }
@@ -47,22 +48,31 @@ int serveBench(const std::string& model, int threads, const InputOptions& in) {
         if (runner) throw Error(ErrorCode::kInvalidArgument, "'load' sent twice");
         auto start = std::chrono::steady_clock::now();
         runner = openModel(model, threads);
-        const double loadMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+        const double loadMs =
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                .count();
         inputs = makeInputs(*runner, in);
         nlohmann::json described = nlohmann::json::array();
         for (const auto& [name, tensor] : inputs) {
-          described.push_back({{"name", name}, {"dtype", dataTypeName(tensor.dtype())}, {"shape", tensor.shape()}});
+          described.push_back(
+              {{"name", name}, {"dtype", dataTypeName(tensor.dtype())}, {"shape", tensor.shape()}});
         }
-        reply({{"event", "loaded"}, {"model", model}, {"threads", threads}, {"load_ms", loadMs}, {"inputs", described}});
+        reply({{"event", "loaded"},
+               {"model", model},
+               {"threads", threads},
+               {"load_ms", loadMs},
+               {"inputs", described}});
       } else if (command == "run") {
         int count = 0;
         if (!(words >> count) || count < 1) {
-          throw Error(ErrorCode::kInvalidArgument, "bad command '" + line + "': expected 'run K' with K >= 1");
+          throw Error(ErrorCode::kInvalidArgument,
+                      "bad command '" + line + "': expected 'run K' with K >= 1");
         }
         if (!runner) throw Error(ErrorCode::kInvalidArgument, "'run' before 'load'");
         reply({{"event", "ran"}, {"latencies_ms", timeRuns(*runner, inputs, count)}});
       } else {
-        throw Error(ErrorCode::kInvalidArgument, "unknown command '" + line + "' (expected load, run K or quit)");
+        throw Error(ErrorCode::kInvalidArgument,
+                    "unknown command '" + line + "' (expected load, run K or quit)");
       }
     }
   } catch (const std::exception& e) {

@@ -8,12 +8,16 @@ namespace kiln::cli {
 
 void addCalibrationOptions(CLI::App& cmd, CalibrationOptions& opts) {
   cmd.add_option("--calibration-data", opts.data,
-                 "DIR (one subfolder per sample of <input>.npy) or FILE.npz (samples stacked on a new first axis)");
-  cmd.add_option("--calib,--calibration-cache", opts.cache,
-                 "calibration cache: read when it exists (the data is then not needed), else written");
-  cmd.add_option("--method,--calibration-method", opts.method, "calibrator: entropy (default), minmax or percentile")
+                 "DIR (one subfolder per sample of <input>.npy) or FILE.npz (samples stacked on a "
+                 "new first axis)");
+  cmd.add_option(
+      "--calib,--calibration-cache", opts.cache,
+      "calibration cache: read when it exists (the data is then not needed), else written");
+  cmd.add_option("--method,--calibration-method", opts.method,
+                 "calibrator: entropy (default), minmax or percentile")
       ->check(CLI::IsMember({"entropy", "minmax", "percentile"}));
-  cmd.add_option("--percentile", opts.percentile, "percentile of |x| kept by --method percentile (default 99.99)")
+  cmd.add_option("--percentile", opts.percentile,
+                 "percentile of |x| kept by --method percentile (default 99.99)")
       ->check(CLI::Range(0.0, 100.0));
 }
 
@@ -27,8 +31,11 @@ build::FileCalibratorOptions fileCalibratorOptions(const CalibrationOptions& opt
   out.percentile = opts.percentile;
   if (opts.data.empty() && (opts.cache.empty() || !std::filesystem::exists(opts.cache))) {
     throw Error(ErrorCode::kInvalidArgument,
-                opts.cache.empty() ? "INT8 calibration needs --calibration-data DIR|FILE.npz or a calibration cache (--calib FILE)"
-                                   : opts.cache + ": no such calibration cache, and no --calibration-data to make it from");
+                opts.cache.empty()
+                    ? "INT8 calibration needs --calibration-data DIR|FILE.npz or a calibration "
+                      "cache (--calib FILE)"
+                    : opts.cache +
+                          ": no such calibration cache, and no --calibration-data to make it from");
   }
   return out;
 }

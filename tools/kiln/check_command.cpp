@@ -20,21 +20,26 @@ namespace {
 
 using onnx_import::ModelProblem;
 
-// --shapes: each name must be a graph input; a shape that contradicts the declared one is a problem.
-void applyShapes(ir::Graph& graph, const std::map<std::string, Shape>& shapes, std::vector<ModelProblem>& problems) {
+// --shapes: each name must be a graph input; a shape that contradicts the declared one is a
+// problem.
+void applyShapes(ir::Graph& graph, const std::map<std::string, Shape>& shapes,
+                 std::vector<ModelProblem>& problems) {
   for (const auto& [name, shape] : shapes) {
     const int id = graph.findValue(name);
     if (id == ir::kNoValue || !graph.isGraphInput(id)) {
-      throw Error(ErrorCode::kInvalidArgument, "--shapes names '" + name + "', which is not an input of the model");
+      throw Error(ErrorCode::kInvalidArgument,
+                  "--shapes names '" + name + "', which is not an input of the model");
     }
     ir::TypeInfo& type = graph.value(id).type;
     if (type.shape) {
       const ir::SymShape& declared = *type.shape;
       bool fits = declared.size() == shape.size();
-      for (size_t d = 0; fits && d < shape.size(); ++d) fits = !declared[d].isKnown() || declared[d].value == shape[d];
+      for (size_t d = 0; fits && d < shape.size(); ++d)
+        fits = !declared[d].isKnown() || declared[d].value == shape[d];
       if (!fits) {
-        problems.push_back({"shapes", "--shapes " + name + ":" + shapeToString(shape) + " does not fit input '" + name +
-                                          "' declared as " + ir::symShapeToString(declared)});
+        problems.push_back({"shapes", "--shapes " + name + ":" + shapeToString(shape) +
+                                          " does not fit input '" + name + "' declared as " +
+                                          ir::symShapeToString(declared)});
         continue;
       }
     }
@@ -49,7 +54,8 @@ void collectSkeletons(const ir::Graph& graph, std::vector<std::string>& out) {
       out.push_back(cppPluginSkeleton(graph, node) + "\n" + pythonPluginSkeleton(graph, node));
     }
     for (const auto& [name, attr] : node.attrs) {
-      if (const auto* g = std::get_if<std::shared_ptr<ir::Graph>>(&attr)) collectSkeletons(**g, out);
+      if (const auto* g = std::get_if<std::shared_ptr<ir::Graph>>(&attr))
+        collectSkeletons(**g, out);
       if (const auto* gs = std::get_if<std::vector<std::shared_ptr<ir::Graph>>>(&attr))
         for (const auto& g : *gs) collectSkeletons(*g, out);
     }
@@ -57,11 +63,14 @@ void collectSkeletons(const ir::Graph& graph, std::vector<std::string>& out) {
 }
 
 // kiln's own checks on the loaded model; returns the skeletons for unsupported nodes.
-std::vector<std::string> checkKilnSupport(ir::Model& model, const std::map<std::string, Shape>& shapes,
+std::vector<std::string> checkKilnSupport(ir::Model& model,
+                                          const std::map<std::string, Shape>& shapes,
                                           std::vector<ModelProblem>& problems) {
   applyShapes(model.graph, shapes, problems);
-  for (const std::string& line : findUnsupportedNodes(model.graph)) problems.push_back({"kiln-support", line});
-  for (const std::string& error : ir::inferShapesCollectingErrors(model.graph)) problems.push_back({"shape-inference", error});
+  for (const std::string& line : findUnsupportedNodes(model.graph))
+    problems.push_back({"kiln-support", line});
+  for (const std::string& error : ir::inferShapesCollectingErrors(model.graph))
+    problems.push_back({"shape-inference", error});
   std::vector<std::string> skeletons;
   collectSkeletons(model.graph, skeletons);
   return skeletons;
@@ -84,14 +93,16 @@ int checkModel(const std::string& path, const std::vector<std::string>& shapeOpt
     std::cout << path << ": no problems found\n";
     return 0;
   }
-  std::cout << path << ": " << problems.size() << " problem" << (problems.size() > 1 ? "s" : "") << "\n";
+  std::cout << path << ": " << problems.size() << " problem" << (problems.size() > 1 ? "s" : "")
+            << "\n";
   bool onlyUnsupported = true;
   for (const ModelProblem& p : problems) {
     std::cout << "  [" << p.rule << "] " << printable(p.message) << "\n";
     onlyUnsupported = onlyUnsupported && p.rule == "kiln-support";
   }
   if (!model) {
-    std::cout << "kiln's own checks (supported operators, shape inference) did not run: " << printable(loadError) << "\n";
+    std::cout << "kiln's own checks (supported operators, shape inference) did not run: "
+              << printable(loadError) << "\n";
   }
   for (const std::string& skeleton : skeletons) {
     std::cout << "\nplugin skeleton:\n" << skeleton;
@@ -105,9 +116,11 @@ Action addCheckCommand(CLI::App& app) {
   auto model = std::make_shared<std::string>();
   auto shapes = std::make_shared<std::vector<std::string>>();
   auto plugins = std::make_shared<std::vector<std::string>>();
-  CLI::App* cmd = app.add_subcommand("check", "Validate a model against ONNX's rules and kiln's needs, listing every problem");
+  CLI::App* cmd = app.add_subcommand(
+      "check", "Validate a model against ONNX's rules and kiln's needs, listing every problem");
   cmd->add_option("model", *model, "ONNX model file")->required();
-  cmd->add_option("--shapes", *shapes, "NAME:1x3x224x224: shape of a dynamic input for shape inference (repeatable)");
+  cmd->add_option("--shapes", *shapes,
+                  "NAME:1x3x224x224: shape of a dynamic input for shape inference (repeatable)");
   addPluginOption(*cmd, *plugins);
   return [model, shapes, plugins] {
     loadPlugins(*plugins);

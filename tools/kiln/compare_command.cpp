@@ -1,6 +1,7 @@
 // kiln compare MODEL.onnx (--reference | --ref-outputs DIR | --against PLAN | --bf16 | --int8 ...)
 //              [--outputs NAME,...] [--atol A] [--rtol R] [--json] [--bisect]
-//              [--input NAME=FILE.npy]... [--shapes NAME:DIMS]... [--seed N] [--threads N] [--plugins LIB.so]...
+//              [--input NAME=FILE.npy]... [--shapes NAME:DIMS]... [--seed N] [--threads N]
+//              [--plugins LIB.so]...
 // Runs two configurations of a model on the same inputs and compares every tensor both compute
 // (every node output unless --outputs names some), like Polygraphy's `run --compare`: kiln as
 // optimized against kiln's reference mode, outputs another engine saved, a plan, or a reduced
@@ -44,18 +45,22 @@ SessionOptions markedSession(const CompareOptions& opts) {
 }
 
 void checkOneReference(const CompareOptions& opts) {
-  const int sources = int{opts.reference} + int{!opts.refOutputs.empty()} + int{!opts.against.empty()} +
-                      int{opts.precision.bf16 || opts.precision.int8};
+  const int sources = int{opts.reference} + int{!opts.refOutputs.empty()} +
+                      int{!opts.against.empty()} + int{opts.precision.bf16 || opts.precision.int8};
   if (sources != 1) {
     throw Error(ErrorCode::kInvalidArgument,
-                "give one thing to compare with: --reference, --ref-outputs DIR, --against PLAN, or --bf16 / --int8");
+                "give one thing to compare with: --reference, --ref-outputs DIR, --against PLAN, "
+                "or --bf16 / --int8");
   }
   if (isPlanFile(opts.model)) {
-    throw Error(ErrorCode::kInvalidArgument, opts.model + " is a plan; kiln compare takes the ONNX model, and the plan "
-                                                          "with --against");
+    throw Error(ErrorCode::kInvalidArgument,
+                opts.model +
+                    " is a plan; kiln compare takes the ONNX model, and the plan "
+                    "with --against");
   }
   if (opts.bisect && !(opts.precision.bf16 || opts.precision.int8)) {
-    throw Error(ErrorCode::kInvalidArgument, "--bisect narrows a --bf16 or --int8 build; give one of them");
+    throw Error(ErrorCode::kInvalidArgument,
+                "--bisect narrows a --bf16 or --int8 build; give one of them");
   }
 }
 
@@ -118,16 +123,18 @@ int compareModel(const CompareOptions& opts) {
     saved = readSavedOutputs(opts.refOutputs);
     addSavedInputs(in, saved);
   }
-  const ComparedRuns runs = !opts.against.empty() ? runPlanAgainstModel(opts, in, origins)
-                            : opts.precision.bf16 || opts.precision.int8
-                                ? runPrecisionBuilds(opts.model, opts.precision, opts.marked.names, in, opts.threads)
-                                : runModel(opts, in, saved);
+  const ComparedRuns runs =
+      !opts.against.empty() ? runPlanAgainstModel(opts, in, origins)
+      : opts.precision.bf16 || opts.precision.int8
+          ? runPrecisionBuilds(opts.model, opts.precision, opts.marked.names, in, opts.threads)
+          : runModel(opts, in, saved);
   CompareReport report = compareRuns(runs, origins, opts.tolerance);
   report.notRead = saved.skipped;
   nlohmann::json json = reportJson(report);
   if (!opts.json) printReport(std::cout, report);
   if (opts.bisect && !report.passed()) {
-    json["bisect"] = bisectPrecisions(opts.model, opts.precision, opts.marked.names, in, opts.threads, opts.tolerance);
+    json["bisect"] = bisectPrecisions(opts.model, opts.precision, opts.marked.names, in,
+                                      opts.threads, opts.tolerance);
     if (!opts.json) printBisect(std::cout, json["bisect"]);
   }
   if (opts.json) std::cout << json.dump(2) << "\n";
@@ -138,18 +145,24 @@ int compareModel(const CompareOptions& opts) {
 
 Action addCompareCommand(CLI::App& app) {
   auto opts = std::make_shared<CompareOptions>();
-  CLI::App* cmd = app.add_subcommand("compare", "Run two configurations of a model and compare every tensor");
+  CLI::App* cmd =
+      app.add_subcommand("compare", "Run two configurations of a model and compare every tensor");
   cmd->add_option("model", opts->model, "ONNX model file")->required();
-  cmd->add_flag("--reference", opts->reference,
-                "compare with kiln's reference mode: no fusion, NCHW, each op's most general kernel, AVX2");
+  cmd->add_flag(
+      "--reference", opts->reference,
+      "compare with kiln's reference mode: no fusion, NCHW, each op's most general kernel, AVX2");
   cmd->add_option("--ref-outputs", opts->refOutputs,
-                  "compare with tensors saved as .npy in DIR (kiln run --output-dir, python -m kiln.tools.dump_ort); "
+                  "compare with tensors saved as .npy in DIR (kiln run --output-dir, python -m "
+                  "kiln.tools.dump_ort); "
                   "the inputs it lists are used");
-  cmd->add_option("--against", opts->against, "compare a plan built from MODEL with the ONNX model, on the plan's outputs");
+  cmd->add_option("--against", opts->against,
+                  "compare a plan built from MODEL with the ONNX model, on the plan's outputs");
   addPrecisionBuildOptions(*cmd, opts->precision);
   cmd->add_flag("--bisect", opts->bisect,
-                "with --bf16/--int8, when it fails: find the fewest layers that must stay FP32 for the outputs to pass");
-  cmd->add_option("--outputs", opts->marked.names, "NAME,...: compare these tensors (and the model's outputs) only")
+                "with --bf16/--int8, when it fails: find the fewest layers that must stay FP32 for "
+                "the outputs to pass");
+  cmd->add_option("--outputs", opts->marked.names,
+                  "NAME,...: compare these tensors (and the model's outputs) only")
       ->delimiter(',');
   cmd->add_option("--atol", opts->tolerance.atol, "absolute tolerance (default 1e-4)");
   cmd->add_option("--rtol", opts->tolerance.rtol, "relative tolerance (default 1e-3)");

@@ -25,7 +25,8 @@ nlohmann::json jsonNumber(double v) {
 }
 
 std::string producer(const TensorOrigin& origin) {
-  return origin.node.empty() ? "(input or weight)" : "node '" + origin.node + "' (" + origin.opType + ")";
+  return origin.node.empty() ? "(input or weight)"
+                             : "node '" + origin.node + "' (" + origin.opType + ")";
 }
 
 }  // namespace
@@ -37,13 +38,15 @@ std::map<std::string, TensorOrigin> tensorOrigins(const std::string& modelPath) 
     const ir::Node& node = model.graph.nodes[i];
     const std::string op = node.domain.empty() ? node.opType : node.domain + "::" + node.opType;
     for (int id : node.outputs)
-      if (id != ir::kNoValue) origins[model.graph.value(id).name] = {static_cast<int>(i), node.name, op};
+      if (id != ir::kNoValue)
+        origins[model.graph.value(id).name] = {static_cast<int>(i), node.name, op};
   }
   return origins;
 }
 
 bool CompareReport::passed() const {
-  return std::all_of(tensors.begin(), tensors.end(), [](const auto& t) { return t.first.passed(); });
+  return std::all_of(tensors.begin(), tensors.end(),
+                     [](const auto& t) { return t.first.passed(); });
 }
 
 const std::pair<TensorDiff, TensorOrigin>* CompareReport::firstFailure() const {
@@ -53,7 +56,8 @@ const std::pair<TensorDiff, TensorOrigin>* CompareReport::firstFailure() const {
 }
 
 CompareReport compareOutputs(const NamedTensors& tested, const NamedTensors& reference,
-                             const std::map<std::string, TensorOrigin>& origins, const Tolerance& tolerance) {
+                             const std::map<std::string, TensorOrigin>& origins,
+                             const Tolerance& tolerance) {
   CompareReport report;
   report.tolerance = tolerance;
   std::map<std::string, const Tensor*> references;
@@ -79,7 +83,8 @@ CompareReport compareOutputs(const NamedTensors& tested, const NamedTensors& ref
   return report;
 }
 
-CompareReport compareRuns(const ComparedRuns& runs, const std::map<std::string, TensorOrigin>& origins,
+CompareReport compareRuns(const ComparedRuns& runs,
+                          const std::map<std::string, TensorOrigin>& origins,
                           const Tolerance& tolerance) {
   CompareReport report = compareOutputs(runs.tested, runs.reference, origins, tolerance);
   report.tested = runs.testedName;
@@ -88,27 +93,34 @@ CompareReport compareRuns(const ComparedRuns& runs, const std::map<std::string, 
 }
 
 void printReport(std::ostream& out, const CompareReport& report) {
-  out << "tested:    " << report.tested << "\nreference: " << report.reference << "\ntolerance: |d| <= "
-      << report.tolerance.atol << " + " << report.tolerance.rtol << " * |reference|\n";
-  out << std::left << std::setw(36) << "tensor" << std::right << std::setw(11) << "max_abs" << std::setw(11) << "max_rel"
-      << std::setw(11) << "mean_abs" << std::setw(11) << "cosine" << std::setw(9) << "snr_db" << std::setw(12)
-      << "mismatches" << "  result  producer\n";
+  out << "tested:    " << report.tested << "\nreference: " << report.reference
+      << "\ntolerance: |d| <= " << report.tolerance.atol << " + " << report.tolerance.rtol
+      << " * |reference|\n";
+  out << std::left << std::setw(36) << "tensor" << std::right << std::setw(11) << "max_abs"
+      << std::setw(11) << "max_rel" << std::setw(11) << "mean_abs" << std::setw(11) << "cosine"
+      << std::setw(9) << "snr_db" << std::setw(12) << "mismatches"
+      << "  result  producer\n";
   for (const auto& [diff, origin] : report.tensors) {
     out << std::left << std::setw(36) << diff.name << std::right;
     if (!diff.problem.empty()) {
-      out << "  " << diff.problem << (diff.skipped ? "  skipped" : "  FAIL") << "  " << producer(origin) << "\n";
+      out << "  " << diff.problem << (diff.skipped ? "  skipped" : "  FAIL") << "  "
+          << producer(origin) << "\n";
       continue;
     }
-    out << std::setw(11) << number(diff.maxAbs) << std::setw(11) << number(diff.maxRel) << std::setw(11)
-        << number(diff.meanAbs) << std::setw(11) << number(diff.cosine) << std::setw(9) << number(diff.snrDb)
-        << std::setw(12) << (std::to_string(diff.mismatches) + "/" + std::to_string(diff.elements))
+    out << std::setw(11) << number(diff.maxAbs) << std::setw(11) << number(diff.maxRel)
+        << std::setw(11) << number(diff.meanAbs) << std::setw(11) << number(diff.cosine)
+        << std::setw(9) << number(diff.snrDb) << std::setw(12)
+        << (std::to_string(diff.mismatches) + "/" + std::to_string(diff.elements))
         << (diff.passed() ? "  pass    " : "  FAIL    ") << producer(origin) << "\n";
   }
-  const size_t failed = static_cast<size_t>(
-      std::count_if(report.tensors.begin(), report.tensors.end(), [](const auto& t) { return !t.first.passed(); }));
+  const size_t failed =
+      static_cast<size_t>(std::count_if(report.tensors.begin(), report.tensors.end(),
+                                        [](const auto& t) { return !t.first.passed(); }));
   out << report.tensors.size() << " tensors compared, " << failed << " failed";
-  if (!report.onlyTested.empty()) out << "; " << report.onlyTested.size() << " only in the tested run";
-  if (!report.onlyReference.empty()) out << "; " << report.onlyReference.size() << " only in the reference";
+  if (!report.onlyTested.empty())
+    out << "; " << report.onlyTested.size() << " only in the tested run";
+  if (!report.onlyReference.empty())
+    out << "; " << report.onlyReference.size() << " only in the reference";
   out << "\n";
   for (const std::string& line : report.notRead) out << "not compared: " << line << "\n";
   if (const auto* first = report.firstFailure()) {
@@ -135,18 +147,16 @@ nlohmann::json reportJson(const CompareReport& report) {
                        {"mismatches", diff.mismatches},
                        {"non_finite", diff.nonFinite}});
   }
-  nlohmann::json json = {{"tested", report.tested},
-                         {"reference", report.reference},
-                         {"atol", report.tolerance.atol},
-                         {"rtol", report.tolerance.rtol},
-                         {"passed", report.passed()},
-                         {"tensors", tensors},
-                         {"only_tested", report.onlyTested},
-                         {"only_reference", report.onlyReference},
-                         {"not_read", report.notRead},
-                         {"first_failure", nullptr}};
+  nlohmann::json json = {
+      {"tested", report.tested},          {"reference", report.reference},
+      {"atol", report.tolerance.atol},    {"rtol", report.tolerance.rtol},
+      {"passed", report.passed()},        {"tensors", tensors},
+      {"only_tested", report.onlyTested}, {"only_reference", report.onlyReference},
+      {"not_read", report.notRead},       {"first_failure", nullptr}};
   if (const auto* first = report.firstFailure()) {
-    json["first_failure"] = {{"tensor", first->first.name}, {"node", first->second.node}, {"op_type", first->second.opType}};
+    json["first_failure"] = {{"tensor", first->first.name},
+                             {"node", first->second.node},
+                             {"op_type", first->second.opType}};
   }
   return json;
 }

@@ -41,8 +41,10 @@ struct CompareReport {
 
 /// Compares every tensor both sides have, ordered by their producers in `origins`.
 CompareReport compareOutputs(const NamedTensors& tested, const NamedTensors& reference,
-                             const std::map<std::string, TensorOrigin>& origins, const Tolerance& tolerance);
-CompareReport compareRuns(const ComparedRuns& runs, const std::map<std::string, TensorOrigin>& origins,
+                             const std::map<std::string, TensorOrigin>& origins,
+                             const Tolerance& tolerance);
+CompareReport compareRuns(const ComparedRuns& runs,
+                          const std::map<std::string, TensorOrigin>& origins,
                           const Tolerance& tolerance);
 
 void printReport(std::ostream& out, const CompareReport& report);

@@ -36,11 +36,13 @@ std::string dotText(const std::vector<std::string>& lines) {
 
 std::string typeText(const ir::TypeInfo& type) {
   if (type.isSequence) return "sequence of " + dataTypeName(type.dtype);
-  return dataTypeName(type.dtype) + "[" + (type.shape ? ir::symShapeToString(*type.shape) : "?") + "]";
+  return dataTypeName(type.dtype) + "[" + (type.shape ? ir::symShapeToString(*type.shape) : "?") +
+         "]";
 }
 
 bool isBlockedProducer(const ir::Node& node) {
-  return node.domain == "kiln" && (node.opType.rfind("Nchwc", 0) == 0 || node.opType == "ReorderToNchwc");
+  return node.domain == "kiln" &&
+         (node.opType.rfind("Nchwc", 0) == 0 || node.opType == "ReorderToNchwc");
 }
 
 // Which values are in the blocked NCHWc layout (src/ir/ops/nchwc.h): the outputs of the NCHWc
@@ -50,9 +52,11 @@ std::vector<bool> blockedValues(const ir::Graph& graph) {
   for (const ir::Node& node : graph.nodes) {
     bool out = isBlockedProducer(node);
     if (!out && !(node.domain == "kiln" && node.opType == "ReorderFromNchwc")) {
-      for (int id : node.inputs) out = out || (id != ir::kNoValue && !graph.value(id).constant && blocked[id]);
+      for (int id : node.inputs)
+        out = out || (id != ir::kNoValue && !graph.value(id).constant && blocked[id]);
     }
-    for (int id : node.outputs) if (id != ir::kNoValue) blocked[id] = out;
+    for (int id : node.outputs)
+      if (id != ir::kNoValue) blocked[id] = out;
   }
   return blocked;
 }
@@ -61,7 +65,8 @@ std::vector<bool> blockedValues(const ir::Graph& graph) {
 class DotWriter {
  public:
   explicit DotWriter(const ir::Graph& graph) : graph_(graph) {
-    out_ << "digraph kiln {\n  rankdir=TB;\n  node [shape=box, fontname=\"Helvetica\", fontsize=10];\n"
+    out_ << "digraph kiln {\n  rankdir=TB;\n  node [shape=box, fontname=\"Helvetica\", "
+            "fontsize=10];\n"
          << "  edge [fontname=\"Helvetica\", fontsize=9];\n";
     for (size_t k = 0; k < graph.inputs.size(); ++k) {
       const int id = graph.inputs[k];
@@ -76,7 +81,8 @@ class DotWriter {
     out_ << "  " << id << " [label=\"" << dotText(lines) << "\"];\n";
     const ir::Node& n = graph_.nodes[index];
     for (int in : n.inputs) edge(in, id);
-    for (int o : n.outputs) if (o != ir::kNoValue) producer_[o] = id;
+    for (int o : n.outputs)
+      if (o != ir::kNoValue) producer_[o] = id;
   }
 
   std::string finish() {
@@ -98,8 +104,8 @@ class DotWriter {
     if (value == ir::kNoValue) return;
     auto it = producer_.find(value);
     if (it == producer_.end()) return;  // a weight or folded constant
-    out_ << "  " << it->second << " -> " << to << " [label=\"" << dotText({typeText(graph_.value(value).type)})
-         << "\"];\n";
+    out_ << "  " << it->second << " -> " << to << " [label=\""
+         << dotText({typeText(graph_.value(value).type)}) << "\"];\n";
   }
 
   const ir::Graph& graph_;
@@ -114,7 +120,9 @@ std::string outputShapes(const ir::Graph& graph, const ir::Node& node) {
   return "out " + text;
 }
 
-std::string opName(const ir::Node& node) { return node.domain.empty() ? node.opType : node.domain + "::" + node.opType; }
+std::string opName(const ir::Node& node) {
+  return node.domain.empty() ? node.opType : node.domain + "::" + node.opType;
+}
 
 // `dot` on PATH, or "".
 std::string findDot() {
@@ -131,8 +139,10 @@ std::string findDot() {
 void render(const std::string& dot, const std::string& format, const std::string& path) {
   const std::string program = findDot();
   if (program.empty()) {
-    throw Error(ErrorCode::kIoError, path + ": rendering ." + format + " needs Graphviz's `dot`, which is not on PATH "
-                                            "(install the Debian package graphviz, or write a .dot file)");
+    throw Error(ErrorCode::kIoError,
+                path + ": rendering ." + format +
+                    " needs Graphviz's `dot`, which is not on PATH "
+                    "(install the Debian package graphviz, or write a .dot file)");
   }
   const std::string source = path + ".dot.tmp";
   std::ofstream(source) << dot;
@@ -143,10 +153,12 @@ void render(const std::string& dot, const std::string& format, const std::string
   pid_t pid = 0;
   int status = 0;
   const int spawned = posix_spawn(&pid, program.c_str(), nullptr, nullptr, argv.data(), environ);
-  const bool ok = spawned == 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  const bool ok = spawned == 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+                  WEXITSTATUS(status) == 0;
   std::error_code ec;
   fs::remove(source, ec);
-  if (!ok) throw Error(ErrorCode::kIoError, path + ": `dot -T" + format + "` failed to render the graph");
+  if (!ok)
+    throw Error(ErrorCode::kIoError, path + ": `dot -T" + format + "` failed to render the graph");
 }
 
 }  // namespace
@@ -158,9 +170,12 @@ std::string planToDot(const plan::Plan& plan) {
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
     const ir::Node& node = graph.nodes[i];
     const LayerInfo& layer = plan.layers.at(i);
-    std::vector<std::string> lines = {layer.name, opName(node), "kernel " + layer.kernel + " (" + layer.kernelIsa + ")"};
-    const bool nchwc = !node.outputs.empty() && node.outputs[0] != ir::kNoValue && blocked[node.outputs[0]];
-    lines.push_back("layout " + std::string(nchwc ? "nchwc16" : "plain") + ", precision " + layer.precision);
+    std::vector<std::string> lines = {layer.name, opName(node),
+                                      "kernel " + layer.kernel + " (" + layer.kernelIsa + ")"};
+    const bool nchwc =
+        !node.outputs.empty() && node.outputs[0] != ir::kNoValue && blocked[node.outputs[0]];
+    lines.push_back("layout " + std::string(nchwc ? "nchwc16" : "plain") + ", precision " +
+                    layer.precision);
     if (!layer.fusedFrom.empty()) {
       std::string fused;
       for (const std::string& f : layer.fusedFrom) fused += (fused.empty() ? "" : ", ") + f;
@@ -189,7 +204,8 @@ void writeGraphPicture(const std::string& dot, const std::string& path) {
     return;
   }
   if (suffix != ".svg" && suffix != ".png") {
-    throw Error(ErrorCode::kInvalidArgument, path + ": --graph writes .dot, .svg or .png files, not '" + suffix + "'");
+    throw Error(ErrorCode::kInvalidArgument,
+                path + ": --graph writes .dot, .svg or .png files, not '" + suffix + "'");
   }
   render(dot, suffix.substr(1), path);
 }

@@ -12,7 +12,8 @@ namespace kiln::cli {
 /// DOT of a plan: one box per layer, one ellipse per network input and output, edges labelled
 /// with the tensor's dtype and shape (weights are not drawn).
 std::string planToDot(const plan::Plan& plan);
-/// DOT of an ONNX model's graph as kiln imports it: one box per node (name, op type, output shapes).
+/// DOT of an ONNX model's graph as kiln imports it: one box per node (name, op type, output
+/// shapes).
 std::string modelGraphToDot(const ir::Graph& graph);
 /// Writes the DOT text to `path`: as is for .dot, rendered by `dot` for .svg and .png. Throws
 /// kiln::Error naming the file for another suffix, and when `dot` is not installed or fails.

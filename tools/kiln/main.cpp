@@ -11,7 +11,9 @@ int main(int argc, char** argv) {
   CLI::App app{"kiln: a deep-learning inference engine for ONNX models"};
   app.require_subcommand(1);
   std::map<CLI::App*, kiln::cli::Action> actions;
-  auto add = [&](kiln::cli::Action action) { actions[app.get_subcommands({}).back()] = std::move(action); };
+  auto add = [&](kiln::cli::Action action) {
+    actions[app.get_subcommands({}).back()] = std::move(action);
+  };
   add(kiln::cli::addRunCommand(app));
   add(kiln::cli::addInspectCommand(app));
   add(kiln::cli::addOpsCommand(app));
@@ -32,7 +34,8 @@ int main(int argc, char** argv) {
     try {
       return action();
     } catch (const std::exception& e) {
-      std::cerr << "kiln " << sub->get_name() << ": error: " << kiln::cli::printable(e.what()) << "\n";
+      std::cerr << "kiln " << sub->get_name() << ": error: " << kiln::cli::printable(e.what())
+                << "\n";
       return kiln::cli::exitCodeFor(e);
     }
   }

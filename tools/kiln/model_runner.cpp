@@ -29,7 +29,8 @@ class SessionRunner : public Runner {
 class PlanRunner : public Runner {
  public:
   /// threads > 0 overrides the thread count the plan was built with.
-  PlanRunner(std::shared_ptr<const Engine> engine, IProfiler* profiler, int threads, uint64_t allocationLimit = 0)
+  PlanRunner(std::shared_ptr<const Engine> engine, IProfiler* profiler, int threads,
+             uint64_t allocationLimit = 0)
       : engine_(std::move(engine)) {
     for (int i = 0; i < engine_->getNbIOTensors(); ++i) {
       std::string name = engine_->getIOTensorName(i);
@@ -40,7 +41,8 @@ class PlanRunner : public Runner {
       info.dimNames.assign(info.shape.size(), "");
       info.hasShape = true;
       info.optional = engine_->hasDefaultValue(name);
-      (engine_->getTensorIOMode(name) == TensorIOMode::kINPUT ? inputs_ : outputs_).push_back(std::move(info));
+      (engine_->getTensorIOMode(name) == TensorIOMode::kINPUT ? inputs_ : outputs_)
+          .push_back(std::move(info));
     }
     auto context = engine_->createExecutionContext();
     if (!context.ok()) throw errorFromStatus(context.status());
@@ -80,14 +82,16 @@ std::map<std::string, std::string> parseInputFiles(const std::vector<std::string
   for (const std::string& opt : options) {
     auto eq = opt.find('=');
     if (eq == std::string::npos || eq == 0) {
-      throw Error(ErrorCode::kInvalidArgument, "bad --input value '" + opt + "': expected NAME=FILE.npy or NAME=FILE.pb");
+      throw Error(ErrorCode::kInvalidArgument,
+                  "bad --input value '" + opt + "': expected NAME=FILE.npy or NAME=FILE.pb");
     }
     files[opt.substr(0, eq)] = opt.substr(eq + 1);
   }
   return files;
 }
 
-void checkNamesAreInputs(const Runner& session, const std::set<std::string>& names, const char* option) {
+void checkNamesAreInputs(const Runner& session, const std::set<std::string>& names,
+                         const char* option) {
   for (const std::string& name : names) {
     bool found = false;
     for (const auto& info : session.inputs()) found = found || info.name == name;
@@ -95,26 +99,31 @@ void checkNamesAreInputs(const Runner& session, const std::set<std::string>& nam
       std::string all;
       for (const auto& info : session.inputs()) all += (all.empty() ? "" : ", ") + info.name;
       throw Error(ErrorCode::kInvalidArgument,
-                  std::string(option) + " names '" + name + "', which is not an input of the model (inputs: " + all + ")");
+                  std::string(option) + " names '" + name +
+                      "', which is not an input of the model (inputs: " + all + ")");
     }
   }
 }
 
 // The shape to use for a random input: --shapes if given, else the declared shape with free dims
 // from the plan's profile (opt shapes) or 1.
-Shape randomInputShape(const Runner& runner, const TensorInfo& info, const std::map<std::string, Shape>& shapes) {
+Shape randomInputShape(const Runner& runner, const TensorInfo& info,
+                       const std::map<std::string, Shape>& shapes) {
   auto it = shapes.find(info.name);
   if (it != shapes.end()) return it->second;
   if (!info.hasShape) {
     throw Error(ErrorCode::kInvalidArgument,
-                "input '" + info.name + "' has no declared shape; give one with --shapes " + info.name + ":DIMS");
+                "input '" + info.name + "' has no declared shape; give one with --shapes " +
+                    info.name + ":DIMS");
   }
   Shape shape;
   bool free = false;
   std::optional<Shape> preferred = runner.preferredShape(info);
   for (size_t i = 0; i < info.shape.size(); ++i) {
     free = free || info.shape[i] < 0;
-    shape.push_back(info.shape[i] >= 0 ? info.shape[i] : preferred && preferred->size() > i ? (*preferred)[i] : 1);
+    shape.push_back(info.shape[i] >= 0                   ? info.shape[i]
+                    : preferred && preferred->size() > i ? (*preferred)[i]
+                                                         : 1);
   }
   if (free) {
     std::cerr << "note: input '" << info.name << "' has dynamic dims (" << describeInfoShape(info)
@@ -140,20 +149,27 @@ Tensor readInputFile(const TensorInfo& info, const std::string& path) {
     return onnx_import::readValueFile(path, valueTypeOf(info), what);
   }
   if (info.isSequence || info.isOptionalType) {
-    throw Error(ErrorCode::kInvalidArgument, what + " is " + describeValueType(info) + ", which a .npy file cannot hold; " +
-                                                 "give a .pb file (" + (info.isOptionalType ? "OptionalProto" : "SequenceProto") +
-                                                 ") instead of " + path);
+    throw Error(ErrorCode::kInvalidArgument,
+                what + " is " + describeValueType(info) + ", which a .npy file cannot hold; " +
+                    "give a .pb file (" +
+                    (info.isOptionalType ? "OptionalProto" : "SequenceProto") + ") instead of " +
+                    path);
   }
   return readNpy(path);
 }
 
 }  // namespace
 
-onnx_import::ValueType valueTypeOf(const TensorInfo& info) { return {info.dtype, info.isSequence, info.isOptionalType}; }
+onnx_import::ValueType valueTypeOf(const TensorInfo& info) {
+  return {info.dtype, info.isSequence, info.isOptionalType};
+}
 
-std::string describeValueType(const TensorInfo& info) { return onnx_import::describeValueType(valueTypeOf(info)); }
+std::string describeValueType(const TensorInfo& info) {
+  return onnx_import::describeValueType(valueTypeOf(info));
+}
 
-std::unique_ptr<Runner> openModel(const std::string& path, int threads, IProfiler* profiler, bool nchwcLayout) {
+std::unique_ptr<Runner> openModel(const std::string& path, int threads, IProfiler* profiler,
+                                  bool nchwcLayout) {
   SessionOptions options;
   options.threads = threads;
   options.profiler = profiler;
@@ -164,16 +180,23 @@ std::unique_ptr<Runner> openModel(const std::string& path, int threads, IProfile
 std::unique_ptr<Runner> openModel(const std::string& path, const SessionOptions& options) {
   if (!isPlanFile(path)) return std::make_unique<SessionRunner>(path, options);
   if (!options.nchwcLayout) {
-    throw Error(ErrorCode::kInvalidArgument, path + " is a plan, laid out when it was built; build it with "
-                                                    "`kiln build --no-nchwc` to keep its tensors NCHW");
+    throw Error(ErrorCode::kInvalidArgument,
+                path +
+                    " is a plan, laid out when it was built; build it with "
+                    "`kiln build --no-nchwc` to keep its tensors NCHW");
   }
   if (!options.extraOutputs.empty() || options.markAllOutputs) {
-    throw Error(ErrorCode::kInvalidArgument, path + " is a plan, whose outputs were chosen when it was built; build it "
-                                                    "with `kiln build --outputs NAME,...` or `--mark-all` to see intermediate tensors");
+    throw Error(
+        ErrorCode::kInvalidArgument,
+        path +
+            " is a plan, whose outputs were chosen when it was built; build it "
+            "with `kiln build --outputs NAME,...` or `--mark-all` to see intermediate tensors");
   }
   if (!options.optimize || options.referenceKernels) {
-    throw Error(ErrorCode::kInvalidArgument, path + " is a plan, optimized and given its kernels when it was built; "
-                                                    "reference runs need the ONNX model");
+    throw Error(ErrorCode::kInvalidArgument,
+                path +
+                    " is a plan, optimized and given its kernels when it was built; "
+                    "reference runs need the ONNX model");
   }
   CliLogger logger;  // errors come back as statuses: main() prints them once
   return std::make_unique<PlanRunner>(loadPlanFile(path, logger), options.profiler, options.threads,
@@ -186,15 +209,18 @@ std::unique_ptr<Runner> engineRunner(std::shared_ptr<const Engine> engine, IProf
 
 void addMarkOptions(CLI::App& cmd, MarkOptions& opts) {
   cmd.add_option("--outputs", opts.names,
-                 "NAME,...: intermediate tensors to return too, after the model's outputs (fusions that would remove "
+                 "NAME,...: intermediate tensors to return too, after the model's outputs (fusions "
+                 "that would remove "
                  "them are skipped)")
       ->delimiter(',');
-  cmd.add_flag("--mark-all", opts.all, "return every tensor the graph computes (all node outputs, topological order)");
+  cmd.add_flag("--mark-all", opts.all,
+               "return every tensor the graph computes (all node outputs, topological order)");
 }
 
 void addInputOptions(CLI::App& cmd, InputOptions& opts) {
   cmd.add_option("--input", opts.inputs,
-                 "NAME=FILE.npy or NAME=FILE.pb (TensorProto, SequenceProto or OptionalProto): an input's value "
+                 "NAME=FILE.npy or NAME=FILE.pb (TensorProto, SequenceProto or OptionalProto): an "
+                 "input's value "
                  "(repeatable)");
   cmd.add_option("--shapes", opts.shapes, "NAME:1x3x224x224: shape of a random input (repeatable)");
   cmd.add_option("--seed", opts.seed, "seed for random inputs");
@@ -216,12 +242,15 @@ NamedTensors makeInputs(const Runner& session, const InputOptions& opts) {
     if (file != files.end()) {
       inputs.emplace_back(info.name, readInputFile(info, file->second));
     } else if (info.isSequence) {
-      throw Error(ErrorCode::kInvalidArgument, "input '" + info.name + "' is " + describeValueType(info) +
-                                                   ", which has no random value; give it with --input " + info.name +
-                                                   "=FILE.pb (a SequenceProto or OptionalProto)");
+      throw Error(ErrorCode::kInvalidArgument,
+                  "input '" + info.name + "' is " + describeValueType(info) +
+                      ", which has no random value; give it with --input " + info.name +
+                      "=FILE.pb (a SequenceProto or OptionalProto)");
     } else if (!info.optional) {
       DataType dtype = info.dtype == DataType::kUndefined ? DataType::kFloat32 : info.dtype;
-      inputs.emplace_back(info.name, randomInput(info, dtype, randomInputShape(session, info, shapes), opts.seed * 7919 + index));
+      inputs.emplace_back(info.name,
+                          randomInput(info, dtype, randomInputShape(session, info, shapes),
+                                      opts.seed * 7919 + index));
     }
   }
   return inputs;
@@ -230,8 +259,8 @@ NamedTensors makeInputs(const Runner& session, const InputOptions& opts) {
 void printModelSummary(const Runner& session, const std::string& path) {
   std::cout << (session.isPlan() ? "plan " : "model ") << path << "\n";
   for (const auto& info : session.inputs()) {
-    std::cout << "  input  " << info.name << "  " << describeInfoType(info) << (info.optional ? "  (has a default)" : "")
-              << "\n";
+    std::cout << "  input  " << info.name << "  " << describeInfoType(info)
+              << (info.optional ? "  (has a default)" : "") << "\n";
   }
   for (const auto& info : session.outputs()) {
     std::cout << "  output " << info.name << "  " << describeInfoType(info) << "\n";

@@ -28,17 +28,19 @@ class Runner {
 /// A Runner for an ONNX model (Session with `threads`) or a plan (detected by its magic); a
 /// profiler, if given, is told each layer's time of every run. nchwcLayout = false keeps an ONNX
 /// model's tensors NCHW (a plan was laid out when it was built: it refuses false).
-std::unique_ptr<Runner> openModel(const std::string& path, int threads, IProfiler* profiler = nullptr,
-                                  bool nchwcLayout = true);
+std::unique_ptr<Runner> openModel(const std::string& path, int threads,
+                                  IProfiler* profiler = nullptr, bool nchwcLayout = true);
 /// The same with every Session option (marked outputs, reference kernels). A plan keeps what its
 /// build chose: it refuses marked outputs and the options a build decides (optimize = false,
 /// reference kernels, no NCHWc), and runs on the thread count it was built for.
 std::unique_ptr<Runner> openModel(const std::string& path, const SessionOptions& options);
 
 /// A Runner for a built engine (kiln compare's in-memory builds).
-std::unique_ptr<Runner> engineRunner(std::shared_ptr<const Engine> engine, IProfiler* profiler = nullptr);
+std::unique_ptr<Runner> engineRunner(std::shared_ptr<const Engine> engine,
+                                     IProfiler* profiler = nullptr);
 
-/// Adds --outputs NAME,... and --mark-all (intermediate tensors returned as outputs) to a subcommand.
+/// Adds --outputs NAME,... and --mark-all (intermediate tensors returned as outputs) to a
+/// subcommand.
 struct MarkOptions {
   std::vector<std::string> names;
   bool all = false;
@@ -53,7 +55,8 @@ struct InputOptions {
 
 /// Adds --input, --shapes and --seed to a subcommand.
 void addInputOptions(CLI::App& cmd, InputOptions& opts);
-/// Inputs from files, else seeded random values; free dims from --shapes, a plan's opt shapes, or 1.
+/// Inputs from files, else seeded random values; free dims from --shapes, a plan's opt shapes,
+/// or 1.
 NamedTensors makeInputs(const Runner& runner, const InputOptions& opts);
 void printModelSummary(const Runner& runner, const std::string& path);
 /// An input's or output's ONNX value type (tensor, sequence, optional), as .pb files need it.

@@ -7,7 +7,8 @@
 
 namespace kiln::cli {
 
-void markNetworkOutputs(NetworkDefinition& network, const std::vector<std::string>& names, bool all) {
+void markNetworkOutputs(NetworkDefinition& network, const std::vector<std::string>& names,
+                        bool all) {
   std::map<std::string, ITensor*> tensors;
   for (int i = 0; i < network.getNbLayers(); ++i) {
     ILayer* layer = network.getLayer(i);
@@ -20,7 +21,9 @@ void markNetworkOutputs(NetworkDefinition& network, const std::vector<std::strin
   }
   for (const std::string& name : names) {
     auto it = tensors.find(name);
-    if (it == tensors.end()) throw Error(ErrorCode::kInvalidArgument, "--outputs: the model has no tensor named '" + name + "'");
+    if (it == tensors.end())
+      throw Error(ErrorCode::kInvalidArgument,
+                  "--outputs: the model has no tensor named '" + name + "'");
     if (!it->second->isNetworkOutput()) checkStatus(network.markOutput(*it->second));
   }
 }
@@ -30,7 +33,9 @@ void setLayerPrecisions(NetworkDefinition& network, const std::string& text) {
     ILayer* layer = nullptr;
     for (int i = 0; i < network.getNbLayers() && !layer; ++i)
       if (network.getLayer(i)->getName() == name) layer = network.getLayer(i);
-    if (!layer) throw Error(ErrorCode::kInvalidArgument, "--layer-precisions: the model has no layer named '" + name + "'");
+    if (!layer)
+      throw Error(ErrorCode::kInvalidArgument,
+                  "--layer-precisions: the model has no layer named '" + name + "'");
     layer->setPrecision(type);
   }
 }

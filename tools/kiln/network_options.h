@@ -11,7 +11,8 @@ namespace kiln::cli {
 
 /// Marks the tensors named (and, with `all`, every layer's outputs, in layer order) as network
 /// outputs; throws naming a tensor no layer computes.
-void markNetworkOutputs(NetworkDefinition& network, const std::vector<std::string>& names, bool all);
+void markNetworkOutputs(NetworkDefinition& network, const std::vector<std::string>& names,
+                        bool all);
 
 /// Sets each layer's precision from trtexec's --layerPrecisions text ("name:fp32,other:bf16");
 /// throws naming an entry that does not parse or a layer the network lacks.

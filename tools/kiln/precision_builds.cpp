@@ -3,14 +3,14 @@
 #include <algorithm>
 #include <iostream>
 #include <map>
-#include <sstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "build/file_calibrator.h"
 #include "cli_logger.h"
-#include "ir/precision.h"
 #include "commands.h"
 #include "compare_report.h"
+#include "ir/precision.h"
 #include "kiln/builder.h"
 #include "kiln/onnx_parser.h"
 #include "network_options.h"
@@ -32,7 +32,8 @@ class PrecisionBuilder {
   PrecisionBuilder(std::string model, const PrecisionBuildOptions& opts, int threads)
       : model_(std::move(model)), opts_(opts), threads_(threads) {}
 
-  /// Inputs from the options, made once for every build (the model's dynamic dims take their shapes).
+  /// Inputs from the options, made once for every build (the model's dynamic dims take their
+  /// shapes).
   NamedTensors makeInputsFor(const InputOptions& in) {
     SessionOptions plain;
     plain.optimize = false;
@@ -51,7 +52,8 @@ class PrecisionBuilder {
     if (request.reduced && opts_.bf16) config.setFlag(BuilderFlag::kBF16);
     if (request.reduced && opts_.int8) {
       config.setFlag(BuilderFlag::kINT8);
-      calibrator = std::make_unique<build::FileCalibrator>(fileCalibratorOptions(opts_.calibration));
+      calibrator =
+          std::make_unique<build::FileCalibrator>(fileCalibratorOptions(opts_.calibration));
       config.setInt8Calibrator(calibrator.get());
     }
     if (request.reduced && !request.layerPrecisions.empty()) {
@@ -60,7 +62,8 @@ class PrecisionBuilder {
     }
     OptimizationProfile profile;
     for (const auto& [name, tensor] : inputs)
-      for (auto which : {OptProfileSelector::kMIN, OptProfileSelector::kOPT, OptProfileSelector::kMAX})
+      for (auto which :
+           {OptProfileSelector::kMIN, OptProfileSelector::kOPT, OptProfileSelector::kMAX})
         profile.setDimensions(name, which, tensor.shape());
     config.addOptimizationProfile(profile);
     auto plan = builder->buildSerializedNetwork(*network, config);
@@ -78,7 +81,8 @@ class PrecisionBuilder {
     std::vector<std::string> names;
     for (int i = 0; i < network->getNbLayers(); ++i) {
       const std::string& type = network->getLayer(i)->getType();
-      if (type == "Conv" || type == "MatMul" || type == "Gemm") names.push_back(network->getLayer(i)->getName());
+      if (type == "Conv" || type == "MatMul" || type == "Gemm")
+        names.push_back(network->getLayer(i)->getName());
     }
     return names;
   }
@@ -98,9 +102,11 @@ std::string withPinned(const std::string& layerPrecisions, const std::vector<std
   std::stringstream entries(layerPrecisions);
   for (std::string entry; std::getline(entries, entry, ',');) {
     const std::string name = entry.substr(0, entry.rfind(':'));
-    if (std::find(pinned.begin(), pinned.end(), name) == pinned.end()) text += (text.empty() ? "" : ",") + entry;
+    if (std::find(pinned.begin(), pinned.end(), name) == pinned.end())
+      text += (text.empty() ? "" : ",") + entry;
   }
-  for (const std::string& name : pinned) text += (text.empty() ? "" : ",") + name + ":" + ir::kPrecisionFp32;
+  for (const std::string& name : pinned)
+    text += (text.empty() ? "" : ",") + name + ":" + ir::kPrecisionFp32;
   return text;
 }
 
@@ -108,15 +114,19 @@ std::string withPinned(const std::string& layerPrecisions, const std::vector<std
 
 void addPrecisionBuildOptions(CLI::App& cmd, PrecisionBuildOptions& opts) {
   cmd.add_flag("--bf16", opts.bf16, "compare a BF16 build (kiln build --bf16) with an FP32 build");
-  cmd.add_flag("--int8", opts.int8, "compare an INT8 build (kiln build --int8, needs calibration data) with an FP32 build");
+  cmd.add_flag(
+      "--int8", opts.int8,
+      "compare an INT8 build (kiln build --int8, needs calibration data) with an FP32 build");
   cmd.add_option("--layer-precisions", opts.layerPrecisions,
                  "NAME:TYPE,...: per-layer precision of the reduced build, as kiln build takes it");
   addCalibrationOptions(cmd, opts.calibration);
 }
 
 ComparedRuns runPrecisionBuilds(const std::string& model, const PrecisionBuildOptions& opts,
-                                const std::vector<std::string>& marked, const InputOptions& in, int threads) {
-  if (opts.bf16 && opts.int8) throw Error(ErrorCode::kInvalidArgument, "give --bf16 or --int8, not both");
+                                const std::vector<std::string>& marked, const InputOptions& in,
+                                int threads) {
+  if (opts.bf16 && opts.int8)
+    throw Error(ErrorCode::kInvalidArgument, "give --bf16 or --int8, not both");
   PrecisionBuilder builder(model, opts, threads);
   NamedTensors inputs = builder.makeInputsFor(in);
   const bool all = marked.empty();
@@ -124,14 +134,15 @@ ComparedRuns runPrecisionBuilds(const std::string& model, const PrecisionBuildOp
   out.reference = builder.build({false, marked, all, ""}, inputs)->run(inputs);
   out.tested = builder.build({true, marked, all, opts.layerPrecisions}, inputs)->run(inputs);
   out.referenceName = "kiln plan, fp32";
-  out.testedName = "kiln plan, " + builder.precisionName() +
-                   (opts.layerPrecisions.empty() ? "" : " (--layer-precisions " + opts.layerPrecisions + ")");
+  out.testedName =
+      "kiln plan, " + builder.precisionName() +
+      (opts.layerPrecisions.empty() ? "" : " (--layer-precisions " + opts.layerPrecisions + ")");
   return out;
 }
 
 nlohmann::json bisectPrecisions(const std::string& model, const PrecisionBuildOptions& opts,
-                                const std::vector<std::string>& marked, const InputOptions& in, int threads,
-                                const Tolerance& tolerance) {
+                                const std::vector<std::string>& marked, const InputOptions& in,
+                                int threads, const Tolerance& tolerance) {
   PrecisionBuilder builder(model, opts, threads);
   NamedTensors inputs = builder.makeInputsFor(in);
   // The verdict is the model's own outputs (and any --outputs), not every tensor.
@@ -139,7 +150,8 @@ nlohmann::json bisectPrecisions(const std::string& model, const PrecisionBuildOp
   int builds = 0;
   auto passes = [&](const std::vector<std::string>& pinned) {
     ++builds;
-    auto runner = builder.build({true, marked, false, withPinned(opts.layerPrecisions, pinned)}, inputs);
+    auto runner =
+        builder.build({true, marked, false, withPinned(opts.layerPrecisions, pinned)}, inputs);
     return compareOutputs(runner->run(inputs), reference, {}, tolerance).passed();
   };
   const std::vector<std::string> layers = builder.eligibleLayers();
@@ -151,7 +163,8 @@ nlohmann::json bisectPrecisions(const std::string& model, const PrecisionBuildOp
     // go back to the reduced precision (a 1-minimal set, as delta debugging finds).
     for (const std::string& name : layers) {
       std::vector<std::string> trial;
-      std::copy_if(keep.begin(), keep.end(), std::back_inserter(trial), [&](const std::string& n) { return n != name; });
+      std::copy_if(keep.begin(), keep.end(), std::back_inserter(trial),
+                   [&](const std::string& n) { return n != name; });
       if (passes(trial)) keep = std::move(trial);
     }
   }
@@ -165,11 +178,13 @@ nlohmann::json bisectPrecisions(const std::string& model, const PrecisionBuildOp
 void printBisect(std::ostream& out, const nlohmann::json& result) {
   const auto& candidates = result["candidates"];
   if (!result["found"].get<bool>()) {
-    out << "bisect: the outputs fail even with all " << candidates.size() << " Conv/MatMul/Gemm layers in fp32\n";
+    out << "bisect: the outputs fail even with all " << candidates.size()
+        << " Conv/MatMul/Gemm layers in fp32\n";
     return;
   }
   const auto& keep = result["fp32_layers"];
-  out << "bisect: " << keep.size() << " of " << candidates.size() << " Conv/MatMul/Gemm layers must stay fp32 for the "
+  out << "bisect: " << keep.size() << " of " << candidates.size()
+      << " Conv/MatMul/Gemm layers must stay fp32 for the "
       << "outputs to pass (" << result["builds"].get<int>() << " builds):";
   for (const auto& name : keep) out << " " << name.get<std::string>();
   out << "\n  kiln build --" << result["precision"].get<std::string>() << " --layer-precisions "

@@ -29,7 +29,8 @@ void addPrecisionBuildOptions(CLI::App& cmd, PrecisionBuildOptions& opts);
 /// Builds the model in FP32 and with the options' precision, marking `marked` (every tensor when
 /// empty), and runs both on the same inputs (dynamic dims fixed to the inputs' shapes).
 ComparedRuns runPrecisionBuilds(const std::string& model, const PrecisionBuildOptions& opts,
-                                const std::vector<std::string>& marked, const InputOptions& in, int threads);
+                                const std::vector<std::string>& marked, const InputOptions& in,
+                                int threads);
 
 /// Finds the fewest Conv / MatMul / Gemm layers that, kept in FP32 (--layer-precisions NAME:fp32),
 /// make the reduced-precision build's model outputs (and `marked`) pass against FP32's: starting
@@ -37,8 +38,8 @@ ComparedRuns runPrecisionBuilds(const std::string& model, const PrecisionBuildOp
 /// result can go back alone (1-minimal). JSON: precision, candidates, found, fp32_layers, builds,
 /// layer_precisions (the --layer-precisions that passes).
 nlohmann::json bisectPrecisions(const std::string& model, const PrecisionBuildOptions& opts,
-                                const std::vector<std::string>& marked, const InputOptions& in, int threads,
-                                const Tolerance& tolerance);
+                                const std::vector<std::string>& marked, const InputOptions& in,
+                                int threads, const Tolerance& tolerance);
 void printBisect(std::ostream& out, const nlohmann::json& result);
 
 }  // namespace kiln::cli

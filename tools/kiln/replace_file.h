@@ -9,6 +9,7 @@
 namespace kiln::cli {
 
 /// Replaces `path` with `bytes`; errors (kIoError) name the file and say it holds `what` ("plan").
-void replaceFile(const std::string& path, const std::vector<uint8_t>& bytes, const std::string& what);
+void replaceFile(const std::string& path, const std::vector<uint8_t>& bytes,
+                 const std::string& what);
 
 }  // namespace kiln::cli

@@ -3,9 +3,9 @@
 //                    [--output-dir DIR] [--threads N] [--no-nchwc] [--plugins LIB.so]...
 // MODEL is an ONNX file (run with Session) or a plan from `kiln build` (run with an engine).
 #include <chrono>
-#include <iomanip>
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -44,11 +44,12 @@ bool needsProtoFile(const TensorInfo& info, const Tensor& value) {
 // The manifest entry of one output: name, file, format ("npy" or "pb"), kind ("tensor",
 // "sequence" or "optional"), dtype (a sequence's element type) and shape (tensors) or
 // item_shapes (sequences); optionals add "present".
-nlohmann::json manifestEntry(const std::string& name, const std::string& file, const TensorInfo& info,
-                             const Tensor& value, bool proto) {
+nlohmann::json manifestEntry(const std::string& name, const std::string& file,
+                             const TensorInfo& info, const Tensor& value, bool proto) {
   nlohmann::json entry = {{"name", name}, {"file", file}, {"format", proto ? "pb" : "npy"}};
   const bool optional = info.isOptionalType || value.isNone();
-  const bool sequence = value.isSequence() || value.isNoneOfSequence() || (value.isNone() && info.isSequence);
+  const bool sequence =
+      value.isSequence() || value.isNoneOfSequence() || (value.isNone() && info.isSequence);
   entry["kind"] = optional ? "optional" : sequence ? "sequence" : "tensor";
   entry["dtype"] = dataTypeName(value.dtype());
   if (optional) entry["present"] = !value.isNone();
@@ -64,7 +65,8 @@ nlohmann::json manifestEntry(const std::string& name, const std::string& file, c
 
 // Writes each output as DIR/<name>.npy, or DIR/<name>.pb (a TensorProto, SequenceProto or
 // OptionalProto) where .npy cannot hold it, and DIR/outputs.json listing them.
-void writeOutputs(const NamedTensors& outputs, const std::vector<TensorInfo>& infos, const std::string& dir) {
+void writeOutputs(const NamedTensors& outputs, const std::vector<TensorInfo>& infos,
+                  const std::string& dir) {
   std::filesystem::create_directories(dir);
   nlohmann::json manifest;
   manifest["outputs"] = nlohmann::json::array();
@@ -79,11 +81,14 @@ void writeOutputs(const NamedTensors& outputs, const std::vector<TensorInfo>& in
     for (int k = 1; used.count(file); ++k) file = base + "_" + std::to_string(k) + extension;
     used.insert(file);
     if (file != name + extension) {
-      std::cout << "note: output '" << name << "' is written as " << file << " (name made safe for the file system)\n";
+      std::cout << "note: output '" << name << "' is written as " << file
+                << " (name made safe for the file system)\n";
     }
     const std::string path = (std::filesystem::path(dir) / file).string();
-    if (proto) onnx_import::writeValueFile(path, tensor, valueTypeOf(info), name);
-    else writeNpy(path, tensor);
+    if (proto)
+      onnx_import::writeValueFile(path, tensor, valueTypeOf(info), name);
+    else
+      writeNpy(path, tensor);
     manifest["outputs"].push_back(manifestEntry(name, file, info, tensor, proto));
   }
   std::ofstream(std::filesystem::path(dir) / "outputs.json") << manifest.dump(2) << "\n";
@@ -99,17 +104,20 @@ int runModel(const RunOptions& opts) {
   options.markAllOutputs = opts.marked.all;
   std::unique_ptr<Runner> runner = openModel(opts.model, options);
   if (options.markAllOutputs || !options.extraOutputs.empty()) {
-    std::cerr << "note: marked tensors are outputs to the optimizer: fusions that would remove one are not made, so "
+    std::cerr << "note: marked tensors are outputs to the optimizer: fusions that would remove one "
+                 "are not made, so "
                  "each has the unfused graph's value (docs/debugging.md)\n";
   }
   printModelSummary(*runner, opts.model);
   NamedTensors inputs = makeInputs(*runner, opts.in);
   auto start = std::chrono::steady_clock::now();
   NamedTensors outputs = runner->run(inputs);
-  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   std::cout << "inputs\n";
   for (const auto& [name, t] : inputs) std::cout << summarizeTensor(name, t) << "\n";
-  std::cout << "outputs (" << std::fixed << std::setprecision(2) << ms << " ms)\n" << std::defaultfloat;
+  std::cout << "outputs (" << std::fixed << std::setprecision(2) << ms << " ms)\n"
+            << std::defaultfloat;
   for (const auto& [name, t] : outputs) std::cout << summarizeTensor(name, t) << "\n";
   if (!opts.outputDir.empty()) writeOutputs(outputs, runner->outputs(), opts.outputDir);
   return 0;
@@ -123,14 +131,20 @@ Action addRunCommand(CLI::App& app) {
   cmd->add_option("model", opts->model, "ONNX model file or kiln plan")->required();
   addInputOptions(*cmd, opts->in);
   addMarkOptions(*cmd, opts->marked);
-  cmd->add_option("--output-dir", opts->outputDir, "write each output as DIR/<name>.npy (sequences, optionals, bfloat16 and other types numpy lacks: "
-                 "DIR/<name>.pb) and DIR/outputs.json");
-  cmd->add_option("--threads", opts->threads, "intra-op threads (0 = one per hardware thread; for a plan, 0 keeps the count it was built with)");
+  cmd->add_option("--output-dir", opts->outputDir,
+                  "write each output as DIR/<name>.npy (sequences, optionals, bfloat16 and other "
+                  "types numpy lacks: "
+                  "DIR/<name>.pb) and DIR/outputs.json");
+  cmd->add_option("--threads", opts->threads,
+                  "intra-op threads (0 = one per hardware thread; for a plan, 0 keeps the count it "
+                  "was built with)");
   cmd->add_option("--memory-limit", opts->memoryLimitMiB,
-                  "MiB: the largest single buffer (tensor, arena, workspace) the run may allocate; a shape needing more "
+                  "MiB: the largest single buffer (tensor, arena, workspace) the run may allocate; "
+                  "a shape needing more "
                   "fails naming the node (0 = this machine's memory)")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_flag("--no-nchwc", opts->noNchwc, "keep every tensor NCHW (no blocked-layout convolutions), to compare");
+  cmd->add_flag("--no-nchwc", opts->noNchwc,
+                "keep every tensor NCHW (no blocked-layout convolutions), to compare");
   addPluginOption(*cmd, opts->plugins);
   return [opts] { return runModel(*opts); };
 }

@@ -19,13 +19,14 @@ namespace fs = std::filesystem;
 
 // The entry's file, checked to be a plain name inside the folder.
 fs::path entryFile(const fs::path& dir, const fs::path& manifest, const nlohmann::json& entry) {
-  if (!entry.is_object() || !entry.contains("name") || !entry["name"].is_string() || !entry.contains("file") ||
-      !entry["file"].is_string()) {
+  if (!entry.is_object() || !entry.contains("name") || !entry["name"].is_string() ||
+      !entry.contains("file") || !entry["file"].is_string()) {
     badManifest(manifest, "each entry needs a string 'name' and 'file', got " + entry.dump());
   }
   const std::string file = entry["file"];
   if (file.empty() || fs::path(file).filename() != fs::path(file) || file == "." || file == "..") {
-    badManifest(manifest, "file '" + file + "' of '" + entry["name"].get<std::string>() + "' is not a file name in the folder");
+    badManifest(manifest, "file '" + file + "' of '" + entry["name"].get<std::string>() +
+                              "' is not a file name in the folder");
   }
   return dir / file;
 }
@@ -42,19 +43,23 @@ SavedOutputs readManifest(const fs::path& dir, const fs::path& manifest) {
     badManifest(manifest, "expected an object with an 'outputs' list");
   }
   SavedOutputs saved;
-  saved.engine = json.contains("engine") && json["engine"].is_string() ? json["engine"].get<std::string>() : "saved outputs";
+  saved.engine = json.contains("engine") && json["engine"].is_string()
+                     ? json["engine"].get<std::string>()
+                     : "saved outputs";
   for (const auto& entry : json["outputs"]) {
     const fs::path file = entryFile(dir, manifest, entry);
     const std::string name = entry["name"];
     if (file.extension() != ".npy") {
-      saved.skipped.push_back(name + " (" + file.filename().string() + ": only .npy files are compared)");
+      saved.skipped.push_back(name + " (" + file.filename().string() +
+                              ": only .npy files are compared)");
       continue;
     }
     saved.outputs.emplace_back(name, readNpy(file.string()));
   }
   if (json.contains("inputs") && json["inputs"].is_array()) {
     for (const auto& entry : json["inputs"]) {
-      saved.inputFiles.push_back(entry["name"].get<std::string>() + "=" + entryFile(dir, manifest, entry).string());
+      saved.inputFiles.push_back(entry["name"].get<std::string>() + "=" +
+                                 entryFile(dir, manifest, entry).string());
     }
   }
   return saved;
@@ -64,17 +69,21 @@ SavedOutputs readManifest(const fs::path& dir, const fs::path& manifest) {
 
 SavedOutputs readSavedOutputs(const std::string& dir) {
   std::error_code ec;
-  if (!fs::is_directory(dir, ec)) throw Error(ErrorCode::kInvalidArgument, dir + ": not a folder of saved outputs");
+  if (!fs::is_directory(dir, ec))
+    throw Error(ErrorCode::kInvalidArgument, dir + ": not a folder of saved outputs");
   const fs::path manifest = fs::path(dir) / "outputs.json";
   if (fs::exists(manifest, ec)) return readManifest(dir, manifest);
   SavedOutputs saved;
   saved.engine = "saved outputs";
   std::vector<fs::path> files;
   for (const auto& entry : fs::directory_iterator(dir))
-    if (entry.is_regular_file() && entry.path().extension() == ".npy") files.push_back(entry.path());
+    if (entry.is_regular_file() && entry.path().extension() == ".npy")
+      files.push_back(entry.path());
   std::sort(files.begin(), files.end());
-  for (const fs::path& file : files) saved.outputs.emplace_back(file.stem().string(), readNpy(file.string()));
-  if (saved.outputs.empty()) throw Error(ErrorCode::kInvalidArgument, dir + ": holds no outputs.json and no .npy files");
+  for (const fs::path& file : files)
+    saved.outputs.emplace_back(file.stem().string(), readNpy(file.string()));
+  if (saved.outputs.empty())
+    throw Error(ErrorCode::kInvalidArgument, dir + ": holds no outputs.json and no .npy files");
   return saved;
 }
 

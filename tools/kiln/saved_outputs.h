@@ -13,7 +13,7 @@ struct SavedOutputs {
   NamedTensors outputs;
   /// NAME=FILE for each input the manifest lists (what the outputs were computed from).
   std::vector<std::string> inputFiles;
-  std::string engine;  // the manifest's "engine", else "saved outputs"
+  std::string engine;                // the manifest's "engine", else "saved outputs"
   std::vector<std::string> skipped;  // entries not read (.pb files), with why
 };
 

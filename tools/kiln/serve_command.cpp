@@ -1,7 +1,7 @@
 // kiln serve MODEL_REPOSITORY [--http-port 8000] [--threads N] [--instances N] ...: the KServe v2 /
-// Triton HTTP server. It lives in the Python package (kiln.serve, on Starlette and uvicorn), so this
-// command hands its arguments to `python -m kiln.serve`: the Python named by $KILN_PYTHON, else
-// python3 from PATH. docs/serving.md describes the server.
+// Triton HTTP server. It lives in the Python package (kiln.serve, on Starlette and uvicorn), so
+// this command hands its arguments to `python -m kiln.serve`: the Python named by $KILN_PYTHON,
+// else python3 from PATH. docs/serving.md describes the server.
 #include <unistd.h>
 
 #include <cerrno>
@@ -37,16 +37,19 @@ int execPython(const std::vector<std::string>& args) {
   cargv.push_back(nullptr);
   std::cout.flush();
   execvp(python.c_str(), cargv.data());
-  std::cerr << "kiln serve: error: cannot run '" << python << "' (" << (env && *env ? "$KILN_PYTHON" : "python3 from PATH")
-            << "): " << std::strerror(errno) << "\n";
+  std::cerr << "kiln serve: error: cannot run '" << python << "' ("
+            << (env && *env ? "$KILN_PYTHON" : "python3 from PATH") << "): " << std::strerror(errno)
+            << "\n";
   return 1;
 }
 
 }  // namespace
 
 Action addServeCommand(CLI::App& app) {
-  CLI::App* cmd = app.add_subcommand("serve", "Serve a model repository over HTTP (KServe v2 / Triton protocol); "
-                                              "runs python -m kiln.serve, see 'kiln serve --help'");
+  CLI::App* cmd =
+      app.add_subcommand("serve",
+                         "Serve a model repository over HTTP (KServe v2 / Triton protocol); "
+                         "runs python -m kiln.serve, see 'kiln serve --help'");
   cmd->prefix_command();  // every argument, --help included, goes to the Python server unparsed
   cmd->set_help_flag();
   return [cmd] { return execPython(cmd->remaining()); };

@@ -8,7 +8,9 @@ namespace kiln::cli {
 
 namespace {
 
-bool hasNumbers(const Tensor& t) { return !t.isSequence() && !t.isNone() && t.dtype() != DataType::kString; }
+bool hasNumbers(const Tensor& t) {
+  return !t.isSequence() && !t.isNone() && t.dtype() != DataType::kString;
+}
 
 }  // namespace
 
@@ -22,11 +24,13 @@ TensorDiff compareTensors(const std::string& name, const Tensor& tested, const T
     return diff;
   }
   if (tested.shape() != reference.shape()) {
-    diff.problem = "shape " + shapeToString(tested.shape()) + ", reference " + shapeToString(reference.shape());
+    diff.problem = "shape " + shapeToString(tested.shape()) + ", reference " +
+                   shapeToString(reference.shape());
     return diff;
   }
   if (tested.dtype() != reference.dtype()) {
-    diff.problem = "type " + dataTypeName(tested.dtype()) + ", reference " + dataTypeName(reference.dtype());
+    diff.problem =
+        "type " + dataTypeName(tested.dtype()) + ", reference " + dataTypeName(reference.dtype());
     return diff;
   }
   diff.elements = tested.numel();
@@ -34,7 +38,8 @@ TensorDiff compareTensors(const std::string& name, const Tensor& tested, const T
   double sumAbs = 0, dot = 0, testedSq = 0, referenceSq = 0, errorSq = 0;
   for (int64_t i = 0; i < diff.elements; ++i) {
     const double a = tested.doubleAt(i), r = reference.doubleAt(i);
-    if ((std::isnan(a) && std::isnan(r)) || (std::isinf(a) && a == r)) continue;  // the same non-finite value
+    if ((std::isnan(a) && std::isnan(r)) || (std::isinf(a) && a == r))
+      continue;  // the same non-finite value
     const double d = std::fabs(a - r);
     if (!std::isfinite(d)) {  // a NaN or infinity on one side only: outside any tolerance
       ++diff.mismatches;
@@ -52,10 +57,14 @@ TensorDiff compareTensors(const std::string& name, const Tensor& tested, const T
     errorSq += d * d;
   }
   if (counted) diff.meanAbs = sumAbs / static_cast<double>(counted);
-  if (testedSq == 0 && referenceSq == 0) diff.cosine = 1;
-  else if (testedSq == 0 || referenceSq == 0) diff.cosine = 0;
-  else diff.cosine = dot / std::sqrt(testedSq * referenceSq);
-  diff.snrDb = errorSq == 0 ? std::numeric_limits<double>::infinity() : 10 * std::log10(referenceSq / errorSq);
+  if (testedSq == 0 && referenceSq == 0)
+    diff.cosine = 1;
+  else if (testedSq == 0 || referenceSq == 0)
+    diff.cosine = 0;
+  else
+    diff.cosine = dot / std::sqrt(testedSq * referenceSq);
+  diff.snrDb = errorSq == 0 ? std::numeric_limits<double>::infinity()
+                            : 10 * std::log10(referenceSq / errorSq);
   return diff;
 }
 

@@ -14,7 +14,8 @@ std::string summarizeTensor(const std::string& name, const Tensor& t) {
   os << "  " << name << "  " << t.describe();
   if (t.isSequence()) {  // the items' shapes, then each item's statistics would be too long
     std::string shapes;
-    for (const Tensor& item : t.sequenceItems()) shapes += (shapes.empty() ? "" : ", ") + shapeToString(item.shape());
+    for (const Tensor& item : t.sequenceItems())
+      shapes += (shapes.empty() ? "" : ", ") + shapeToString(item.shape());
     if (!shapes.empty()) os << ": " << shapes;
     return os.str();
   }
@@ -43,14 +44,16 @@ std::string describeInfoShape(const TensorInfo& info) {
   std::string s;
   for (size_t i = 0; i < info.shape.size(); ++i) {
     if (i) s += "x";
-    s += info.shape[i] >= 0 ? std::to_string(info.shape[i]) : (info.dimNames[i].empty() ? "?" : info.dimNames[i]);
+    s += info.shape[i] >= 0 ? std::to_string(info.shape[i])
+                            : (info.dimNames[i].empty() ? "?" : info.dimNames[i]);
   }
   return s;
 }
 
 std::string describeInfoType(const TensorInfo& info) {
-  std::string type = info.isSequence ? "sequence<" + dataTypeName(info.dtype) + ">"
-                                     : dataTypeName(info.dtype) + "[" + describeInfoShape(info) + "]";
+  std::string type = info.isSequence
+                         ? "sequence<" + dataTypeName(info.dtype) + ">"
+                         : dataTypeName(info.dtype) + "[" + describeInfoShape(info) + "]";
   return info.isOptionalType ? "optional<" + type + ">" : type;
 }
 
@@ -67,7 +70,8 @@ Shape parseShape(const std::string& text) {
     } catch (const std::exception&) {
     }
     if (used != part.size() || v < 0) {
-      throw Error(ErrorCode::kInvalidArgument, "bad shape '" + text + "': expected dims like 1x3x224x224");
+      throw Error(ErrorCode::kInvalidArgument,
+                  "bad shape '" + text + "': expected dims like 1x3x224x224");
     }
     shape.push_back(v);
   }
@@ -79,7 +83,8 @@ std::map<std::string, Shape> parseShapeOptions(const std::vector<std::string>& o
   for (const std::string& opt : options) {
     auto colon = opt.rfind(':');
     if (colon == std::string::npos || colon == 0) {
-      throw Error(ErrorCode::kInvalidArgument, "bad --shapes value '" + opt + "': expected NAME:1x3x224x224");
+      throw Error(ErrorCode::kInvalidArgument,
+                  "bad --shapes value '" + opt + "': expected NAME:1x3x224x224");
     }
     shapes[opt.substr(0, colon)] = parseShape(opt.substr(colon + 1));
   }

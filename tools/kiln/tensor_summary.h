@@ -19,7 +19,8 @@ std::string describeInfoType(const TensorInfo& info);
 Shape parseShape(const std::string& text);
 /// Parses repeated "NAME:1x3x224x224" options.
 std::map<std::string, Shape> parseShapeOptions(const std::vector<std::string>& options);
-/// Seeded random values: floats uniform in [-1, 1), integers in [0, 10), random bools, digit strings.
+/// Seeded random values: floats uniform in [-1, 1), integers in [0, 10), random bools, digit
+/// strings.
 Tensor randomTensor(DataType dtype, const Shape& shape, uint64_t seed);
 /// A file-system-safe version of a tensor name.
 std::string sanitizeFileName(const std::string& name);

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "commands.h"
-#include "replace_file.h"
 #include "kiln/error.h"
+#include "replace_file.h"
 
 namespace kiln::cli {
 
@@ -19,12 +19,15 @@ std::unique_ptr<ITimingCache> readTimingCacheFile(const std::string& path, ILogg
     bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
     if (in.bad()) throw Error(ErrorCode::kIoError, path + ": cannot read the timing cache");
   } else if (errno != ENOENT) {
-    throw Error(ErrorCode::kIoError, path + ": cannot open the timing cache: " + std::strerror(errno));
+    throw Error(ErrorCode::kIoError,
+                path + ": cannot open the timing cache: " + std::strerror(errno));
   }
   auto cache = createTimingCache(bytes.data(), bytes.size(), path);
   if (!cache.ok()) throw errorFromStatus(cache.status());
-  logger.log(Severity::kINFO, bytes.empty() ? "timing cache " + path + ": none yet, it will be written after the build"
-                                            : "timing cache " + path + ": " + std::to_string((*cache)->size()) + " entries");
+  logger.log(Severity::kINFO,
+             bytes.empty()
+                 ? "timing cache " + path + ": none yet, it will be written after the build"
+                 : "timing cache " + path + ": " + std::to_string((*cache)->size()) + " entries");
   return std::move(*cache);
 }
 

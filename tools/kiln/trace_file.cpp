@@ -31,7 +31,10 @@ void writeRunTimes(const std::string& path, const std::vector<RunTime>& runs) {
       return std::chrono::duration<double, std::milli>(t - runs.front().start).count();
     };
     const double latency = std::chrono::duration<double, std::milli>(run.end - run.start).count();
-    times.push_back({{"startMs", ms(run.start)}, {"endMs", ms(run.end)}, {"latencyMs", latency}, {"computeMs", latency}});
+    times.push_back({{"startMs", ms(run.start)},
+                     {"endMs", ms(run.end)},
+                     {"latencyMs", latency},
+                     {"computeMs", latency}});
   }
   writeText(path, times.dump(2));
 }

@@ -15,7 +15,8 @@ namespace {
 // The bias is one value for the row (a conv channel) or one per element (a matmul row). Two
 // vectors per step so that the two exp chains overlap.
 template <ActivationKind K, bool kBiasPerElement>
-void epilogueLoop(const Activation& a, float* row, int64_t n, const float* bias, const float* residual) {
+void epilogueLoop(const Activation& a, float* row, int64_t n, const float* bias,
+                  const float* residual) {
   int64_t i = 0;
   const Float8 rowBias = splat(kBiasPerElement || !bias ? 0.0f : *bias);
   auto in = [&](int64_t j) {
@@ -29,7 +30,8 @@ void epilogueLoop(const Activation& a, float* row, int64_t n, const float* bias,
     return v;
   };
   for (; i + 16 <= n; i += 16) {
-    const Float8 y0 = simd::activate<K, Float8, Int8>(a, in(i)), y1 = simd::activate<K, Float8, Int8>(a, in(i + 8));
+    const Float8 y0 = simd::activate<K, Float8, Int8>(a, in(i)),
+                 y1 = simd::activate<K, Float8, Int8>(a, in(i + 8));
     store8(row + i, y0);
     store8(row + i + 8, y1);
   }
@@ -41,9 +43,11 @@ void epilogueLoop(const Activation& a, float* row, int64_t n, const float* bias,
 }
 
 template <bool kBiasPerElement>
-void dispatchEpilogue(const Activation& act, float* row, int64_t n, const float* bias, const float* residual) {
+void dispatchEpilogue(const Activation& act, float* row, int64_t n, const float* bias,
+                      const float* residual) {
   if (act.kind == ActivationKind::kNone && !bias && !residual) return;
-  if (activeCpuIsa() >= CpuIsa::kAvx512) return detail::applyEpilogueAvx512(act, row, n, bias, kBiasPerElement, residual);
+  if (activeCpuIsa() >= CpuIsa::kAvx512)
+    return detail::applyEpilogueAvx512(act, row, n, bias, kBiasPerElement, residual);
   simd::withActivationKind(act.kind, [&](auto kind) {
     epilogueLoop<decltype(kind)::value, kBiasPerElement>(act, row, n, bias, residual);
   });
@@ -66,7 +70,8 @@ void activationLoop(const Activation& a, const float* x, float* y, int64_t n) {
 
 void applyActivation(const Activation& act, const float* x, float* y, int64_t n) {
   if (activeCpuIsa() >= CpuIsa::kAvx512) return detail::applyActivationAvx512(act, x, y, n);
-  simd::withActivationKind(act.kind, [&](auto kind) { activationLoop<decltype(kind)::value>(act, x, y, n); });
+  simd::withActivationKind(act.kind,
+                           [&](auto kind) { activationLoop<decltype(kind)::value>(act, x, y, n); });
 }
 
 void applyActivationInParallel(const Activation& act, const float* x, float* y, int64_t n) {
@@ -90,15 +95,24 @@ std::optional<ActivationKind> activationKindFromName(const std::string& name) {
 
 const char* activationName(ActivationKind kind) {
   switch (kind) {
-    case ActivationKind::kNone: return "";
-    case ActivationKind::kRelu: return "Relu";
-    case ActivationKind::kClip: return "Clip";
-    case ActivationKind::kLeakyRelu: return "LeakyRelu";
-    case ActivationKind::kSigmoid: return "Sigmoid";
-    case ActivationKind::kHardSigmoid: return "HardSigmoid";
-    case ActivationKind::kHardSwish: return "HardSwish";
-    case ActivationKind::kSiLU: return "SiLU";
-    case ActivationKind::kGelu: return "Gelu";
+    case ActivationKind::kNone:
+      return "";
+    case ActivationKind::kRelu:
+      return "Relu";
+    case ActivationKind::kClip:
+      return "Clip";
+    case ActivationKind::kLeakyRelu:
+      return "LeakyRelu";
+    case ActivationKind::kSigmoid:
+      return "Sigmoid";
+    case ActivationKind::kHardSigmoid:
+      return "HardSigmoid";
+    case ActivationKind::kHardSwish:
+      return "HardSwish";
+    case ActivationKind::kSiLU:
+      return "SiLU";
+    case ActivationKind::kGelu:
+      return "Gelu";
   }
   return "";
 }
@@ -106,16 +120,20 @@ const char* activationName(ActivationKind kind) {
 Activation fusedActivationOf(const ir::Node& node) {
   const std::string name = ir::attrString(node, "activation", "");
   const std::optional<ActivationKind> kind = activationKindFromName(name);
-  if (!kind) ir::failNode(node, "unknown fused activation '" + name + "'", ErrorCode::kUnsupportedNode);
+  if (!kind)
+    ir::failNode(node, "unknown fused activation '" + name + "'", ErrorCode::kUnsupportedNode);
   const std::vector<float> params = ir::attrFloats(node, "activation_params", {});
-  return Activation{*kind, params.size() > 0 ? params[0] : 0.0f, params.size() > 1 ? params[1] : 0.0f};
+  return Activation{*kind, params.size() > 0 ? params[0] : 0.0f,
+                    params.size() > 1 ? params[1] : 0.0f};
 }
 
-void applyEpilogue(const Activation& act, float* row, int64_t n, float bias, const float* residual) {
+void applyEpilogue(const Activation& act, float* row, int64_t n, float bias,
+                   const float* residual) {
   dispatchEpilogue<false>(act, row, n, bias == 0.0f ? nullptr : &bias, residual);
 }
 
-void applyEpilogueWithBiasRow(const Activation& act, float* row, int64_t n, const float* bias, const float* residual) {
+void applyEpilogueWithBiasRow(const Activation& act, float* row, int64_t n, const float* bias,
+                              const float* residual) {
   dispatchEpilogue<true>(act, row, n, bias, residual);
 }
 

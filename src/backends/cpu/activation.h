@@ -10,7 +10,17 @@
 
 namespace kiln::cpu {
 
-enum class ActivationKind { kNone, kRelu, kClip, kLeakyRelu, kSigmoid, kHardSigmoid, kHardSwish, kSiLU, kGelu };
+enum class ActivationKind {
+  kNone,
+  kRelu,
+  kClip,
+  kLeakyRelu,
+  kSigmoid,
+  kHardSigmoid,
+  kHardSwish,
+  kSiLU,
+  kGelu
+};
 
 struct Activation {
   ActivationKind kind = ActivationKind::kNone;
@@ -30,6 +40,7 @@ Activation fusedActivationOf(const ir::Node& node);
 void applyEpilogue(const Activation& act, float* row, int64_t n, float bias, const float* residual);
 
 /// row[i] = act(row[i] + bias[i] + residual[i]); bias and residual may be null.
-void applyEpilogueWithBiasRow(const Activation& act, float* row, int64_t n, const float* bias, const float* residual);
+void applyEpilogueWithBiasRow(const Activation& act, float* row, int64_t n, const float* bias,
+                              const float* residual);
 
 }  // namespace kiln::cpu

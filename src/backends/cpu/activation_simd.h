@@ -17,14 +17,20 @@ namespace kiln::cpu::simd {
 
 template <typename V>
 inline V broadcast(float c) {
-  if constexpr (std::is_same_v<V, float>) return c;
-  else return V{} + c;
+  if constexpr (std::is_same_v<V, float>)
+    return c;
+  else
+    return V{} + c;
 }
 
 template <typename V>
-inline V maxOf(V a, V b) { return a > b ? a : b; }
+inline V maxOf(V a, V b) {
+  return a > b ? a : b;
+}
 template <typename V>
-inline V minOf(V a, V b) { return a < b ? a : b; }
+inline V minOf(V a, V b) {
+  return a < b ? a : b;
+}
 
 /// exp(t) for t <= 0 (or NaN, which stays NaN) over the whole range: results below FLT_MIN come
 /// out as correctly scaled subnormals and t below -150 (exp(t) < 2^-216) as exactly 0. On 16 lanes
@@ -39,7 +45,8 @@ inline V expOfNonPositive(V t) {
   if constexpr (sizeof(V) == 64) {
     return expOn16Lanes<V>(t);
   } else {
-    const V roundingShift = broadcast<V>(12582912.0f);  // 1.5 * 2^23: adding it rounds to an integer
+    const V roundingShift =
+        broadcast<V>(12582912.0f);  // 1.5 * 2^23: adding it rounds to an integer
     const V n = (t * 1.44269504088896341f + roundingShift) - roundingShift;
     const V r = (t - n * 0.693359375f) + n * 2.12194440e-4f;
     const V p = expPolynomial<V>(r);
@@ -67,7 +74,8 @@ inline V expOfNonPositive(V t) {
 template <typename V, typename I, bool kKeepNaN>
 inline V expOfMinusAbs(V x) {
   if constexpr (sizeof(V) == 64 && !kKeepNaN) {
-    return expOn16Lanes<V>(V(_mm512_maskz_range_ps(__mmask16(0xFFFF), __m512(x), _mm512_set1_ps(150.0f), 0xE)));
+    return expOn16Lanes<V>(
+        V(_mm512_maskz_range_ps(__mmask16(0xFFFF), __m512(x), _mm512_set1_ps(150.0f), 0xE)));
   } else if constexpr (sizeof(V) == 64) {
     const __m512 t = _mm512_or_ps(__m512(x), _mm512_set1_ps(-0.0f));
     // maxps returns its second operand, t, when t is NaN (maskz form: see expOn16Lanes).
@@ -127,17 +135,24 @@ inline V erfOf(V x) {
 /// act(x) for the activation kind K (parameters from a).
 template <ActivationKind K, typename V, typename I>
 inline V activate(const Activation& a, V x) {
-  if constexpr (K == ActivationKind::kRelu) return maxOf<V>(x, broadcast<V>(0.0f));
-  else if constexpr (K == ActivationKind::kClip) return minOf<V>(maxOf<V>(x, broadcast<V>(a.alpha)), broadcast<V>(a.beta));
-  else if constexpr (K == ActivationKind::kLeakyRelu) return x < broadcast<V>(0.0f) ? x * a.alpha : x;
-  else if constexpr (K == ActivationKind::kSigmoid) return sigmoidOf<V, I>(x);
+  if constexpr (K == ActivationKind::kRelu)
+    return maxOf<V>(x, broadcast<V>(0.0f));
+  else if constexpr (K == ActivationKind::kClip)
+    return minOf<V>(maxOf<V>(x, broadcast<V>(a.alpha)), broadcast<V>(a.beta));
+  else if constexpr (K == ActivationKind::kLeakyRelu)
+    return x < broadcast<V>(0.0f) ? x * a.alpha : x;
+  else if constexpr (K == ActivationKind::kSigmoid)
+    return sigmoidOf<V, I>(x);
   else if constexpr (K == ActivationKind::kHardSigmoid)
     return minOf<V>(maxOf<V>(x * a.alpha + a.beta, broadcast<V>(0.0f)), broadcast<V>(1.0f));
   else if constexpr (K == ActivationKind::kHardSwish)
     return x * minOf<V>(maxOf<V>(x * (1.0f / 6.0f) + 0.5f, broadcast<V>(0.0f)), broadcast<V>(1.0f));
-  else if constexpr (K == ActivationKind::kSiLU) return siluOf<V, I>(x);
-  else if constexpr (K == ActivationKind::kGelu) return x * 0.5f * (broadcast<V>(1.0f) + erfOf<V, I>(x * 0.70710678118654752f));
-  else return x;
+  else if constexpr (K == ActivationKind::kSiLU)
+    return siluOf<V, I>(x);
+  else if constexpr (K == ActivationKind::kGelu)
+    return x * 0.5f * (broadcast<V>(1.0f) + erfOf<V, I>(x * 0.70710678118654752f));
+  else
+    return x;
 }
 
 /// Calls fn(std::integral_constant<ActivationKind, kind>) with the kind as a compile-time constant.
@@ -145,15 +160,24 @@ template <typename Fn>
 inline decltype(auto) withActivationKind(ActivationKind kind, Fn&& fn) {
   using K = ActivationKind;
   switch (kind) {
-    case K::kRelu: return fn(std::integral_constant<K, K::kRelu>{});
-    case K::kClip: return fn(std::integral_constant<K, K::kClip>{});
-    case K::kLeakyRelu: return fn(std::integral_constant<K, K::kLeakyRelu>{});
-    case K::kSigmoid: return fn(std::integral_constant<K, K::kSigmoid>{});
-    case K::kHardSigmoid: return fn(std::integral_constant<K, K::kHardSigmoid>{});
-    case K::kHardSwish: return fn(std::integral_constant<K, K::kHardSwish>{});
-    case K::kSiLU: return fn(std::integral_constant<K, K::kSiLU>{});
-    case K::kGelu: return fn(std::integral_constant<K, K::kGelu>{});
-    case K::kNone: break;
+    case K::kRelu:
+      return fn(std::integral_constant<K, K::kRelu>{});
+    case K::kClip:
+      return fn(std::integral_constant<K, K::kClip>{});
+    case K::kLeakyRelu:
+      return fn(std::integral_constant<K, K::kLeakyRelu>{});
+    case K::kSigmoid:
+      return fn(std::integral_constant<K, K::kSigmoid>{});
+    case K::kHardSigmoid:
+      return fn(std::integral_constant<K, K::kHardSigmoid>{});
+    case K::kHardSwish:
+      return fn(std::integral_constant<K, K::kHardSwish>{});
+    case K::kSiLU:
+      return fn(std::integral_constant<K, K::kSiLU>{});
+    case K::kGelu:
+      return fn(std::integral_constant<K, K::kGelu>{});
+    case K::kNone:
+      break;
   }
   return fn(std::integral_constant<K, K::kNone>{});
 }
@@ -164,7 +188,7 @@ namespace kiln::cpu::detail {
 
 /// applyEpilogue (biasPerElement false: one bias value *bias, may be null) and
 /// applyEpilogueWithBiasRow (true) on 16-float vectors; call only when the CPU has AVX-512.
-void applyEpilogueAvx512(const Activation& act, float* row, int64_t n, const float* bias, bool biasPerElement,
-                         const float* residual);
+void applyEpilogueAvx512(const Activation& act, float* row, int64_t n, const float* bias,
+                         bool biasPerElement, const float* residual);
 
 }  // namespace kiln::cpu::detail

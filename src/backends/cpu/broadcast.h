@@ -23,7 +23,8 @@ struct CoalescedBroadcast {
 };
 
 template <size_t N>
-CoalescedBroadcast<N> coalesceBroadcast(const Shape& outShape, const std::array<const Shape*, N>& inShapes) {
+CoalescedBroadcast<N> coalesceBroadcast(const Shape& outShape,
+                                        const std::array<const Shape*, N>& inShapes) {
   std::array<std::vector<int64_t>, N> full;
   for (size_t k = 0; k < N; ++k) full[k] = broadcastStrides(*inShapes[k], outShape);
   CoalescedBroadcast<N> result;
@@ -128,7 +129,8 @@ void forEachBroadcastRunIn(const CoalescedBroadcast<N>& cb, int64_t begin, int64
 /// Calls fn(outOffset, inOffsets, count, inSteps) for runs of `count` consecutive output elements;
 /// input k's element j of the run is at inOffsets[k] + j * inSteps[k] (steps are 0 or 1).
 template <size_t N, typename Fn>
-void forEachBroadcastRun(const Shape& outShape, const std::array<const Shape*, N>& inShapes, Fn&& fn) {
+void forEachBroadcastRun(const Shape& outShape, const std::array<const Shape*, N>& inShapes,
+                         Fn&& fn) {
   const int64_t total = shapeNumel(outShape);
   if (total == 0) return;
   forEachBroadcastRunIn<N>(coalesceBroadcast<N>(outShape, inShapes), 0, total, fn);

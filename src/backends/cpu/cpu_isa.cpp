@@ -31,8 +31,8 @@ unsigned detect() {
   const bool fp16 = bf16 && cpuidLeaf7Bit(0, 3, 23);
   auto bit = [](CpuIsa isa, bool has) { return has ? 1u << static_cast<int>(isa) : 0u; };
   return bit(CpuIsa::kAvx2, true) | bit(CpuIsa::kAvxVnni, cpuidLeaf7Bit(1, 0, 4)) |
-         bit(CpuIsa::kAvx512, avx512) | bit(CpuIsa::kAvx512Vnni, vnni512) | bit(CpuIsa::kAvx512Bf16, bf16) |
-         bit(CpuIsa::kAvx512Fp16, fp16);
+         bit(CpuIsa::kAvx512, avx512) | bit(CpuIsa::kAvx512Vnni, vnni512) |
+         bit(CpuIsa::kAvx512Bf16, bf16) | bit(CpuIsa::kAvx512Fp16, fp16);
 }
 
 unsigned detectedLevels() {
@@ -44,28 +44,40 @@ unsigned detectedLevels() {
 
 bool cpuHas(CpuIsa isa) { return (detectedLevels() >> static_cast<int>(isa)) & 1u; }
 
-bool cpuSupports(CpuIsa isa) { return cpuHas(isa) && static_cast<int>(isa) <= isaLimit.load(std::memory_order_relaxed); }
+bool cpuSupports(CpuIsa isa) {
+  return cpuHas(isa) && static_cast<int>(isa) <= isaLimit.load(std::memory_order_relaxed);
+}
 
 CpuIsa detectedCpuIsa() { return cpuHas(CpuIsa::kAvx512) ? CpuIsa::kAvx512 : CpuIsa::kAvx2; }
 
 CpuIsa activeCpuIsa() { return cpuSupports(CpuIsa::kAvx512) ? CpuIsa::kAvx512 : CpuIsa::kAvx2; }
 
-void setCpuIsaLimit(CpuIsa limit) { isaLimit.store(static_cast<int>(limit), std::memory_order_relaxed); }
+void setCpuIsaLimit(CpuIsa limit) {
+  isaLimit.store(static_cast<int>(limit), std::memory_order_relaxed);
+}
 void clearCpuIsaLimit() { isaLimit.store(kNoLimit, std::memory_order_relaxed); }
 
 const char* cpuIsaName(CpuIsa isa) {
   switch (isa) {
-    case CpuIsa::kAvx2: return "avx2";
-    case CpuIsa::kAvxVnni: return "avxvnni";
-    case CpuIsa::kAvx512: return "avx512";
-    case CpuIsa::kAvx512Vnni: return "avx512vnni";
-    case CpuIsa::kAvx512Bf16: return "avx512bf16";
-    case CpuIsa::kAvx512Fp16: return "avx512fp16";
+    case CpuIsa::kAvx2:
+      return "avx2";
+    case CpuIsa::kAvxVnni:
+      return "avxvnni";
+    case CpuIsa::kAvx512:
+      return "avx512";
+    case CpuIsa::kAvx512Vnni:
+      return "avx512vnni";
+    case CpuIsa::kAvx512Bf16:
+      return "avx512bf16";
+    case CpuIsa::kAvx512Fp16:
+      return "avx512fp16";
   }
   return "unknown";
 }
 
-ScopedCpuIsaLimit::ScopedCpuIsaLimit(CpuIsa limit) : previous_(isaLimit.load()) { setCpuIsaLimit(limit); }
+ScopedCpuIsaLimit::ScopedCpuIsaLimit(CpuIsa limit) : previous_(isaLimit.load()) {
+  setCpuIsaLimit(limit);
+}
 ScopedCpuIsaLimit::~ScopedCpuIsaLimit() { isaLimit.store(previous_); }
 
 }  // namespace kiln::cpu

@@ -11,7 +11,14 @@ namespace kiln::cpu {
 /// (every CPU with AVX512_BF16 also has AVX512_VNNI, every one with AVX512_FP16 has both), so a
 /// level above kAvx512 implies kAvx512. kAvxVnni (the VEX-encoded vpdpbusd on ymm) is an AVX2
 /// extension that some AVX-512 CPUs lack (AMD Zen 4): ask cpuSupports(), never compare with it.
-enum class CpuIsa { kAvx2 = 0, kAvxVnni = 1, kAvx512 = 2, kAvx512Vnni = 3, kAvx512Bf16 = 4, kAvx512Fp16 = 5 };
+enum class CpuIsa {
+  kAvx2 = 0,
+  kAvxVnni = 1,
+  kAvx512 = 2,
+  kAvx512Vnni = 3,
+  kAvx512Bf16 = 4,
+  kAvx512Fp16 = 5
+};
 
 /// The vector width this CPU and OS support: kAvx512 or kAvx2 (never an extension level).
 CpuIsa detectedCpuIsa();

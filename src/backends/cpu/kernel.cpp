@@ -11,7 +11,8 @@ namespace kiln::cpu {
 namespace {
 
 // Output i in the storage the memory plan gave it when it fits there, else in a tensor of its own.
-Tensor plannedOrNewTensor(const std::vector<OutputStorage>* planned, size_t i, DataType dtype, Shape shape) {
+Tensor plannedOrNewTensor(const std::vector<OutputStorage>* planned, size_t i, DataType dtype,
+                          Shape shape) {
   if (planned && i < planned->size() && dtype != DataType::kString && dataTypeSize(dtype) != 0) {
     const OutputStorage& slot = (*planned)[i];
     if (slot.data && static_cast<uint64_t>(shapeNumel(shape)) <= slot.bytes / dataTypeSize(dtype)) {
@@ -23,11 +24,18 @@ Tensor plannedOrNewTensor(const std::vector<OutputStorage>* planned, size_t i, D
 
 }  // namespace
 
-KernelContext::KernelContext(const ir::Node& node, std::vector<const Tensor*> inputs, std::vector<Tensor>& outputs,
-                             const std::vector<ir::TypeInfo>& outputTypes, const std::vector<OutputStorage>* planned)
-    : node_(node), inputs_(std::move(inputs)), outputs_(outputs), outputTypes_(outputTypes), planned_(planned) {}
+KernelContext::KernelContext(const ir::Node& node, std::vector<const Tensor*> inputs,
+                             std::vector<Tensor>& outputs,
+                             const std::vector<ir::TypeInfo>& outputTypes,
+                             const std::vector<OutputStorage>* planned)
+    : node_(node),
+      inputs_(std::move(inputs)),
+      outputs_(outputs),
+      outputTypes_(outputTypes),
+      planned_(planned) {}
 
-KernelContext::KernelContext(const KernelContext& outer, std::vector<const Tensor*> inputs, std::vector<Tensor>& outputs,
+KernelContext::KernelContext(const KernelContext& outer, std::vector<const Tensor*> inputs,
+                             std::vector<Tensor>& outputs,
                              const std::vector<ir::TypeInfo>& outputTypes)
     : KernelContext(outer.node_, std::move(inputs), outputs, outputTypes) {}
 
@@ -63,7 +71,9 @@ Tensor KernelContext::makeOutput(size_t i, DataType dtype, Shape shape) const {
 
 void KernelContext::setOutput(size_t i, Tensor tensor) { outputs_.at(i) = std::move(tensor); }
 
-void KernelContext::fail(const std::string& message, ErrorCode code) const { ir::failNode(node_, message, code); }
+void KernelContext::fail(const std::string& message, ErrorCode code) const {
+  ir::failNode(node_, message, code);
+}
 
 void* KernelContext::workspace(uint64_t bytes) {
   if (bytes == 0) return nullptr;
@@ -77,7 +87,8 @@ void* KernelContext::workspace(uint64_t bytes) {
     heapWorkspace_.reset();  // the smaller buffer first
     heapWorkspaceBytes_ = 0;
     void* p = allocateAligned(bytes);
-    if (!p) fail("out of memory allocating " + std::to_string(bytes) + " bytes of kernel workspace");
+    if (!p)
+      fail("out of memory allocating " + std::to_string(bytes) + " bytes of kernel workspace");
     heapWorkspace_ = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
     heapWorkspaceBytes_ = bytes;
   }

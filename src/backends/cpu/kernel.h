@@ -27,12 +27,13 @@ class KernelContext {
  public:
   /// `planned`, when given, has one entry per output: output() and allocateOutput() return a
   /// view of it when the tensor fits, else allocate on the heap.
-  KernelContext(const ir::Node& node, std::vector<const Tensor*> inputs, std::vector<Tensor>& outputs,
-                const std::vector<ir::TypeInfo>& outputTypes, const std::vector<OutputStorage>* planned = nullptr);
+  KernelContext(const ir::Node& node, std::vector<const Tensor*> inputs,
+                std::vector<Tensor>& outputs, const std::vector<ir::TypeInfo>& outputTypes,
+                const std::vector<OutputStorage>* planned = nullptr);
   /// A context for a stage of the same node run on other tensors (a kernel made of another op's
   /// kernel, kernels/onnx_stage.h): its failures name the outer node, and nothing is planned.
-  KernelContext(const KernelContext& outer, std::vector<const Tensor*> inputs, std::vector<Tensor>& outputs,
-                const std::vector<ir::TypeInfo>& outputTypes);
+  KernelContext(const KernelContext& outer, std::vector<const Tensor*> inputs,
+                std::vector<Tensor>& outputs, const std::vector<ir::TypeInfo>& outputTypes);
 
   // The node is kept only to name it in fail() and to tell which outputs the graph uses: a kernel
   // reads its attributes when it is made (kernels/node_label.h), never through its context.
@@ -42,7 +43,9 @@ class KernelContext {
 
   size_t numOutputs() const { return outputs_.size(); }
   /// Whether the graph uses output i (optional outputs may be omitted).
-  bool wantsOutput(size_t i) const { return i < node_.outputs.size() && node_.outputs[i] != ir::kNoValue; }
+  bool wantsOutput(size_t i) const {
+    return i < node_.outputs.size() && node_.outputs[i] != ir::kNoValue;
+  }
   /// Output i, allocated on first use with the type inferred for it; fails if its shape is
   /// data-dependent (use allocateOutput then). Unlike Tensor(dtype, shape), planned storage is
   /// not zeroed: kernels write every element.
@@ -51,7 +54,8 @@ class KernelContext {
   /// Makes output i share an existing tensor's storage (Reshape, Identity, ...).
   void setOutput(size_t i, Tensor tensor);
 
-  [[noreturn]] void fail(const std::string& message, ErrorCode code = ErrorCode::kRuntimeError) const;
+  [[noreturn]] void fail(const std::string& message,
+                         ErrorCode code = ErrorCode::kRuntimeError) const;
 
   /// `bytes` of scratch memory for this call, 64-byte aligned and uninitialized: the workspace the
   /// memory plan reserved for the node (the kernel declared its size, kernel_registry.h) when it is
@@ -114,19 +118,23 @@ struct KernelMemoryRules {
 /// Registers a factory as the only candidate of its (domain, op type) family, named
 /// any_<op>_generic (KernelRegistry::addGeneric in kernel_registry.h).
 struct KernelRegistrar {
-  KernelRegistrar(const char* domain, const char* opType, KernelFactory factory, KernelMemoryRules rules = {});
-  KernelRegistrar(const char* domain, const char* opType, KernelFn fn, KernelMemoryRules rules = {});
+  KernelRegistrar(const char* domain, const char* opType, KernelFactory factory,
+                  KernelMemoryRules rules = {});
+  KernelRegistrar(const char* domain, const char* opType, KernelFn fn,
+                  KernelMemoryRules rules = {});
 };
 
 /// Registers a CPU kernel for an ai.onnx op: KILN_REGISTER_CPU_KERNEL("Relu", reluKernel);
 /// The second argument is either a KernelFn or a KernelFactory.
-#define KILN_REGISTER_CPU_KERNEL(opType, fnOrFactory) \
-  static ::kiln::cpu::KernelRegistrar KILN_CONCAT(kilnCpuKernel_, __COUNTER__)("", opType, fnOrFactory)
-#define KILN_REGISTER_CPU_KERNEL_DOMAIN(domain, opType, fnOrFactory) \
-  static ::kiln::cpu::KernelRegistrar KILN_CONCAT(kilnCpuKernel_, __COUNTER__)(domain, opType, fnOrFactory)
+#define KILN_REGISTER_CPU_KERNEL(opType, fnOrFactory)                                      \
+  static ::kiln::cpu::KernelRegistrar KILN_CONCAT(kilnCpuKernel_, __COUNTER__)("", opType, \
+                                                                               fnOrFactory)
+#define KILN_REGISTER_CPU_KERNEL_DOMAIN(domain, opType, fnOrFactory)                           \
+  static ::kiln::cpu::KernelRegistrar KILN_CONCAT(kilnCpuKernel_, __COUNTER__)(domain, opType, \
+                                                                               fnOrFactory)
 /// The same with the kernel's memory rules: KILN_REGISTER_CPU_KERNEL_WITH_RULES("Relu", fn, {{0}});
-#define KILN_REGISTER_CPU_KERNEL_WITH_RULES(opType, fnOrFactory, ...) \
-  static ::kiln::cpu::KernelRegistrar KILN_CONCAT(kilnCpuKernel_, __COUNTER__)(  \
+#define KILN_REGISTER_CPU_KERNEL_WITH_RULES(opType, fnOrFactory, ...)           \
+  static ::kiln::cpu::KernelRegistrar KILN_CONCAT(kilnCpuKernel_, __COUNTER__)( \
       "", opType, fnOrFactory, ::kiln::cpu::KernelMemoryRules __VA_ARGS__)
 
 }  // namespace kiln::cpu

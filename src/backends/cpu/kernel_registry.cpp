@@ -16,7 +16,8 @@ std::string snakeCase(const std::string& name) {
   std::string out;
   for (size_t i = 0; i < name.size(); ++i) {
     const auto c = static_cast<unsigned char>(name[i]);
-    const bool startsWord = std::isupper(c) && i > 0 && !std::isupper(static_cast<unsigned char>(name[i - 1]));
+    const bool startsWord =
+        std::isupper(c) && i > 0 && !std::isupper(static_cast<unsigned char>(name[i - 1]));
     if (startsWord) out += '_';
     out += static_cast<char>(std::isalnum(c) ? std::tolower(c) : '_');
   }
@@ -42,18 +43,22 @@ std::string passedOverReason(const KernelCandidate& c, const KernelCreateInfo& i
 
 }  // namespace
 
-std::shared_ptr<const float> savedFloats(const ir::Node& node, const KernelState& state, size_t k, int64_t floats) {
+std::shared_ptr<const float> savedFloats(const ir::Node& node, const KernelState& state, size_t k,
+                                         int64_t floats) {
   const uint64_t expected = static_cast<uint64_t>(floats) * sizeof(float);
   if (k >= state.blobs.size() || state.blobs[k].bytes != expected) {
-    throw Error(ErrorCode::kInvalidPlan,
-                "layer '" + node.name + "': packed weights " + std::to_string(k) + " have " +
-                    (k < state.blobs.size() ? std::to_string(state.blobs[k].bytes) : std::string("no")) +
-                    " bytes; its kernel packs " + std::to_string(expected));
+    throw Error(
+        ErrorCode::kInvalidPlan,
+        "layer '" + node.name + "': packed weights " + std::to_string(k) + " have " +
+            (k < state.blobs.size() ? std::to_string(state.blobs[k].bytes) : std::string("no")) +
+            " bytes; its kernel packs " + std::to_string(expected));
   }
   return std::shared_ptr<const float>(state.owner, static_cast<const float*>(state.blobs[k].data));
 }
 
-const char* isaFeatureName(CpuIsa isa) { return isa == CpuIsa::kAvx512 ? "avx512f" : cpuIsaName(isa); }
+const char* isaFeatureName(CpuIsa isa) {
+  return isa == CpuIsa::kAvx512 ? "avx512f" : cpuIsaName(isa);
+}
 
 DataType kernelDtypeKey(const KernelCreateInfo& info) {
   for (const ir::TypeInfo* t : info.inputTypes)
@@ -66,7 +71,8 @@ KernelRegistry& KernelRegistry::global() {
   return registry;
 }
 
-KernelRegistry::Family& KernelRegistry::family(const std::string& domain, const std::string& opType, DataType dtype) {
+KernelRegistry::Family& KernelRegistry::family(const std::string& domain, const std::string& opType,
+                                               DataType dtype) {
   const std::string& d = normalizedDomain(domain);
   for (Family& f : families_)
     if (f.opType == opType && f.domain == d && f.dtype == dtype) return f;
@@ -76,27 +82,33 @@ KernelRegistry::Family& KernelRegistry::family(const std::string& domain, const 
   f.dtype = dtype;
   // Chooses within this family's op, not the node's: a kernel may be made for another op's node
   // (QLinearMatMul runs MatMulInteger's kernel, qlinear_integer.cpp).
-  f.select = [this, d, opType](const KernelCreateInfo& info) { return create(info, selectFor(d, opType, info)).run; };
+  f.select = [this, d, opType](const KernelCreateInfo& info) {
+    return create(info, selectFor(d, opType, info)).run;
+  };
   return f;
 }
 
-void KernelRegistry::addCandidate(const std::string& domain, const std::string& opType, DataType dtype,
-                                  KernelCandidate candidate) {
+void KernelRegistry::addCandidate(const std::string& domain, const std::string& opType,
+                                  DataType dtype, KernelCandidate candidate) {
   family(domain, opType, dtype).candidates.push_back(std::move(candidate));
 }
 
-void KernelRegistry::addGeneric(const std::string& domain, const std::string& opType, KernelFactory factory,
-                                KernelMemoryRules rules) {
+void KernelRegistry::addGeneric(const std::string& domain, const std::string& opType,
+                                KernelFactory factory, KernelMemoryRules rules) {
   KernelCandidate c;
   // ONNX Runtime's contrib ops share names with ONNX ops (Gelu, Attention): "ms_" keeps ids apart.
-  c.id = "any_" + std::string(domain == "com.microsoft" ? "ms_" : "") + snakeCase(opType) + "_generic";
-  c.create = [factory = std::move(factory)](const KernelCreateInfo& info) { return Kernel{factory(info), {}, {}}; };
+  c.id =
+      "any_" + std::string(domain == "com.microsoft" ? "ms_" : "") + snakeCase(opType) + "_generic";
+  c.create = [factory = std::move(factory)](const KernelCreateInfo& info) {
+    return Kernel{factory(info), {}, {}};
+  };
   c.memory = std::move(rules);
   addCandidate(domain, opType, DataType::kUndefined, std::move(c));
 }
 
 std::vector<const KernelRegistry::Family*> KernelRegistry::familiesFor(const std::string& domain,
-                                                                       const std::string& opType, DataType dtype) const {
+                                                                       const std::string& opType,
+                                                                       DataType dtype) const {
   const std::string& d = normalizedDomain(domain);
   std::vector<const Family*> out;
   std::vector<DataType> keys{dtype};
@@ -108,7 +120,8 @@ std::vector<const KernelRegistry::Family*> KernelRegistry::familiesFor(const std
   return out;
 }
 
-const KernelCandidate* KernelRegistry::pluginCandidate(const std::string& domain, const std::string& opType) const {
+const KernelCandidate* KernelRegistry::pluginCandidate(const std::string& domain,
+                                                       const std::string& opType) const {
   if (!fallback_) return nullptr;
   const std::string& d = normalizedDomain(domain);
   const KernelFactory* factory = fallback_(d, opType);
@@ -116,8 +129,11 @@ const KernelCandidate* KernelRegistry::pluginCandidate(const std::string& domain
   std::lock_guard<std::mutex> lock(pluginMutex_);
   auto [it, added] = pluginCandidates_.try_emplace({d, opType});
   if (added) {
-    it->second.id = "plugin_" + (d.empty() ? opType : d + "::" + opType);  // the plugin's namespace and name
-    it->second.create = [factory](const KernelCreateInfo& info) { return Kernel{(*factory)(info), {}, {}}; };
+    it->second.id =
+        "plugin_" + (d.empty() ? opType : d + "::" + opType);  // the plugin's namespace and name
+    it->second.create = [factory](const KernelCreateInfo& info) {
+      return Kernel{(*factory)(info), {}, {}};
+    };
   }
   return &it->second;
 }
@@ -169,15 +185,19 @@ KernelSelection KernelRegistry::selectMostGeneral(const KernelCreateInfo& info) 
         s.declined.emplace_back(c.id, std::move(reason));
         continue;
       }
-      if (s.chosen) s.declined.emplace_back(s.chosen->id, "passed over: reference kernels take the most general candidate");
+      if (s.chosen)
+        s.declined.emplace_back(s.chosen->id,
+                                "passed over: reference kernels take the most general candidate");
       s.chosen = &c;
     }
   }
-  if (!s.chosen && s.declined.empty()) s.chosen = pluginCandidate(info.node.domain, info.node.opType);
+  if (!s.chosen && s.declined.empty())
+    s.chosen = pluginCandidate(info.node.domain, info.node.opType);
   return s;
 }
 
-const KernelCandidate* KernelRegistry::findById(const KernelCreateInfo& info, const std::string& id) const {
+const KernelCandidate* KernelRegistry::findById(const KernelCreateInfo& info,
+                                                const std::string& id) const {
   for (const Family* f : familiesFor(info.node.domain, info.node.opType, kernelDtypeKey(info)))
     for (const KernelCandidate& c : f->candidates)
       if (c.id == id) return &c;
@@ -194,7 +214,8 @@ Kernel KernelRegistry::create(const KernelCreateInfo& info, const KernelSelectio
   return selection.chosen->create(info);
 }
 
-const KernelFactory* KernelRegistry::find(const std::string& domain, const std::string& opType) const {
+const KernelFactory* KernelRegistry::find(const std::string& domain,
+                                          const std::string& opType) const {
   const std::string& d = normalizedDomain(domain);
   for (const Family& f : families_)
     if (f.opType == opType && f.domain == d) return &f.select;
@@ -208,13 +229,16 @@ std::vector<std::string> KernelRegistry::candidateIds() const {
   return ids;
 }
 
-KernelRegistrar::KernelRegistrar(const char* domain, const char* opType, KernelFactory factory, KernelMemoryRules rules) {
+KernelRegistrar::KernelRegistrar(const char* domain, const char* opType, KernelFactory factory,
+                                 KernelMemoryRules rules) {
   KernelRegistry::global().addGeneric(domain, opType, std::move(factory), std::move(rules));
 }
 
-KernelRegistrar::KernelRegistrar(const char* domain, const char* opType, KernelFn fn, KernelMemoryRules rules) {
-  KernelRegistry::global().addGeneric(domain, opType, [fn = std::move(fn)](const KernelCreateInfo&) { return fn; },
-                                      std::move(rules));
+KernelRegistrar::KernelRegistrar(const char* domain, const char* opType, KernelFn fn,
+                                 KernelMemoryRules rules) {
+  KernelRegistry::global().addGeneric(
+      domain, opType, [fn = std::move(fn)](const KernelCreateInfo&) { return fn; },
+      std::move(rules));
 }
 
 }  // namespace kiln::cpu

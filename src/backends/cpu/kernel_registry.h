@@ -25,7 +25,8 @@ namespace kiln::cpu {
 
 /// Scratch bytes one run of a kernel needs at these input shapes (nullptr for an omitted or
 /// shapeless input) on a pool of `threads` threads.
-using WorkspaceFn = std::function<uint64_t(const std::vector<const Shape*>& inputShapes, int threads)>;
+using WorkspaceFn =
+    std::function<uint64_t(const std::vector<const Shape*>& inputShapes, int threads)>;
 
 /// Bytes of a kernel's packed state.
 struct KernelBlob {
@@ -46,12 +47,13 @@ struct KernelState {
 
 /// Blob k of a saved state as packed floats, checked to hold `floats` of them (kInvalidPlan
 /// naming the node otherwise); viewed in place, kept alive by the state's owner.
-std::shared_ptr<const float> savedFloats(const ir::Node& node, const KernelState& state, size_t k, int64_t floats);
+std::shared_ptr<const float> savedFloats(const ir::Node& node, const KernelState& state, size_t k,
+                                         int64_t floats);
 
 /// A kernel made for one node: what runs, what it asks of the memory plan, and its packed state.
 struct Kernel {
   KernelFn run;
-  WorkspaceFn workspace;             // empty: no scratch memory
+  WorkspaceFn workspace;              // empty: no scratch memory
   std::function<KernelState()> save;  // empty: nothing packed to keep
 };
 
@@ -98,13 +100,16 @@ class KernelRegistry {
   static KernelRegistry& global();
 
   /// Appends a candidate to the family (domain, opType, dtype); kUndefined: any dtype.
-  void addCandidate(const std::string& domain, const std::string& opType, DataType dtype, KernelCandidate candidate);
+  void addCandidate(const std::string& domain, const std::string& opType, DataType dtype,
+                    KernelCandidate candidate);
   /// A factory as the single candidate any_<op>_generic (any_ms_<op>_generic for com.microsoft) of
   /// (domain, opType) for any dtype.
-  void addGeneric(const std::string& domain, const std::string& opType, KernelFactory factory, KernelMemoryRules rules);
+  void addGeneric(const std::string& domain, const std::string& opType, KernelFactory factory,
+                  KernelMemoryRules rules);
 
   /// The first candidate that supports the node and that the heuristics prefer (prefers()), with
-  /// the reasons of those before it; chosen is null when every candidate declines (or the op has none).
+  /// the reasons of those before it; chosen is null when every candidate declines (or the op has
+  /// none).
   KernelSelection select(const KernelCreateInfo& info) const;
   /// Every candidate that supports the node, preferred or not (no plugin candidates).
   KernelAlternatives alternatives(const KernelCreateInfo& info) const;
@@ -114,14 +119,16 @@ class KernelRegistry {
   KernelSelection selectMostGeneral(const KernelCreateInfo& info) const;
   /// The candidate with this id in the node's families, or null.
   const KernelCandidate* findById(const KernelCreateInfo& info, const std::string& id) const;
-  /// Makes the chosen candidate's kernel; throws naming the node and every reason when none applies.
+  /// Makes the chosen candidate's kernel; throws naming the node and every reason when none
+  /// applies.
   static Kernel create(const KernelCreateInfo& info, const KernelSelection& selection);
 
   /// A factory that makes the first supporting candidate's kernel for (domain, opType), or else
   /// the fallback's answer (plugins); null when the op has no kernel.
   const KernelFactory* find(const std::string& domain, const std::string& opType) const;
   /// Asked for an op with no registered kernel (kernels/plugin_kernel.cpp sets it at load time).
-  using Fallback = std::function<const KernelFactory*(const std::string& domain, const std::string& opType)>;
+  using Fallback =
+      std::function<const KernelFactory*(const std::string& domain, const std::string& opType)>;
   void setFallback(Fallback fallback) { fallback_ = std::move(fallback); }
 
   /// The ids of every candidate, family by family (kiln ops, tests).
@@ -136,11 +143,14 @@ class KernelRegistry {
   };
   Family& family(const std::string& domain, const std::string& opType, DataType dtype);
   /// select() among the candidates of (domain, opType), whatever op the node is.
-  KernelSelection selectFor(const std::string& domain, const std::string& opType, const KernelCreateInfo& info) const;
+  KernelSelection selectFor(const std::string& domain, const std::string& opType,
+                            const KernelCreateInfo& info) const;
   /// The families a node's candidates come from, dtype-specific first.
-  std::vector<const Family*> familiesFor(const std::string& domain, const std::string& opType, DataType dtype) const;
+  std::vector<const Family*> familiesFor(const std::string& domain, const std::string& opType,
+                                         DataType dtype) const;
   /// The single candidate plugin_<op> wrapping the fallback's factory, made once per op.
-  const KernelCandidate* pluginCandidate(const std::string& domain, const std::string& opType) const;
+  const KernelCandidate* pluginCandidate(const std::string& domain,
+                                         const std::string& opType) const;
 
   std::deque<Family> families_;
   Fallback fallback_;

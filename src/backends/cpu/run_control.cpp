@@ -13,10 +13,13 @@ thread_local const RunControl* current = &kNoControl;
 const RunControl& currentRunControl() { return *current; }
 
 void throwTerminated(const std::string& where) {
-  throw Error(ErrorCode::kRuntimeError, "run terminated (RunOptions.terminate was set) before " + where);
+  throw Error(ErrorCode::kRuntimeError,
+              "run terminated (RunOptions.terminate was set) before " + where);
 }
 
-RunControlScope::RunControlScope(const RunControl& control) : previous_(current) { current = &control; }
+RunControlScope::RunControlScope(const RunControl& control) : previous_(current) {
+  current = &control;
+}
 RunControlScope::~RunControlScope() { current = previous_; }
 
 }  // namespace kiln::cpu

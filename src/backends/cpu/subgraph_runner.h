@@ -22,18 +22,21 @@ class SubgraphRunner {
 
   /// Runs the body: `inputs` bind its graph inputs in order, `outer` its outerInputs (the owning
   /// node's implicit inputs, in order; nullptr where absent). Returns its outputs in order.
-  virtual std::vector<Tensor> run(const std::vector<Tensor>& inputs, const std::vector<const Tensor*>& outer) const = 0;
+  virtual std::vector<Tensor> run(const std::vector<Tensor>& inputs,
+                                  const std::vector<const Tensor*>& outer) const = 0;
 };
 
 /// Makes the runner of a body graph; throws listing the body's unsupported nodes.
 class SubgraphRunnerFactory {
  public:
   virtual ~SubgraphRunnerFactory() = default;
-  virtual std::shared_ptr<const SubgraphRunner> makeRunner(std::shared_ptr<const ir::Graph> body) const = 0;
+  virtual std::shared_ptr<const SubgraphRunner> makeRunner(
+      std::shared_ptr<const ir::Graph> body) const = 0;
 };
 
 /// The runner of the body graph in attribute `attribute` of the node being created, made by
 /// info.subgraphs; fails naming the node when the kernel's creator gave no factory.
-std::shared_ptr<const SubgraphRunner> makeBodyRunner(const KernelCreateInfo& info, const char* attribute);
+std::shared_ptr<const SubgraphRunner> makeBodyRunner(const KernelCreateInfo& info,
+                                                     const char* attribute);
 
 }  // namespace kiln::cpu

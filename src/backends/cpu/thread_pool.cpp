@@ -44,7 +44,8 @@ constexpr auto kCallerSpinBeforeYield = std::chrono::microseconds(200);
 uint64_t generationOf(uint64_t claim) { return claim >> 32; }
 
 ThreadPool::ThreadPool(int threads) {
-  int total = threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  int total =
+      threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   for (int i = 1; i < total; ++i) {
     try {
       workers_.emplace_back([this] { workerLoop(); });
@@ -52,9 +53,9 @@ ThreadPool::ThreadPool(int threads) {
       // The system refused a thread (its limit on threads or memory): stop the ones started, so
       // the caller gets an error rather than a pool that never finishes shutting down.
       stopWorkers();
-      throw Error(ErrorCode::kInvalidArgument, "cannot start " + std::to_string(total) +
-                                                   " threads: the system refused thread " + std::to_string(i + 1) +
-                                                   " (" + e.what() + "); ask for fewer threads");
+      throw Error(ErrorCode::kInvalidArgument,
+                  "cannot start " + std::to_string(total) + " threads: the system refused thread " +
+                      std::to_string(i + 1) + " (" + e.what() + "); ask for fewer threads");
     }
   }
 }
@@ -77,7 +78,8 @@ void ThreadPool::runBlocks(uint64_t generation) {
     if (generationOf(claim) != generation) return;
     // Read the job before claiming: a successful claim proves these are still this job's fields.
     const auto* fn = job_.load(std::memory_order_relaxed);
-    const int64_t n = jobSize_.load(std::memory_order_relaxed), parts = blocks_.load(std::memory_order_relaxed);
+    const int64_t n = jobSize_.load(std::memory_order_relaxed),
+                  parts = blocks_.load(std::memory_order_relaxed);
     const int64_t block = static_cast<int64_t>(claim & 0xffffffffu);
     if (block >= parts) return;
     if (!claim_.compare_exchange_weak(claim, claim + 1, std::memory_order_acq_rel)) continue;
@@ -100,10 +102,12 @@ void ThreadPool::workerLoop() {
           idleSince = now;  // a run is in progress: the next layer is coming, stay awake
         } else if (now - idleSince > kSpinBeforeSleep) {
           std::unique_lock<std::mutex> lock(sleepMutex_);
-          // sleeping_ is raised before the predicate reads claim_ and activeRuns_ (all seq_cst), and
-          // publishers raise those before reading sleeping_: one side always sees the other.
+          // sleeping_ is raised before the predicate reads claim_ and activeRuns_ (all seq_cst),
+          // and publishers raise those before reading sleeping_: one side always sees the other.
           sleeping_.fetch_add(1);
-          wake_.wait(lock, [&] { return stopping_ || generationOf(claim_.load()) != done || activeRuns_.load() > 0; });
+          wake_.wait(lock, [&] {
+            return stopping_ || generationOf(claim_.load()) != done || activeRuns_.load() > 0;
+          });
           sleeping_.fetch_sub(1);
           idleSince = std::chrono::steady_clock::now();
         }
@@ -119,14 +123,17 @@ void ThreadPool::workerLoop() {
 void ThreadPool::beginRun() {
   activeRuns_.fetch_add(1);
   if (sleeping_.load() > 0) {
-    { std::lock_guard<std::mutex> lock(sleepMutex_); }  // a worker past its predicate check is now waiting
+    {
+      std::lock_guard<std::mutex> lock(sleepMutex_);
+    }  // a worker past its predicate check is now waiting
     wake_.notify_all();
   }
 }
 
 void ThreadPool::endRun() { activeRuns_.fetch_sub(1); }
 
-void ThreadPool::parallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t maxParts) {
+void ThreadPool::parallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& fn,
+                             int64_t maxParts) {
   if (n <= 0) return;
   const int64_t parts = std::min<int64_t>({n, size(), maxParts > 0 ? maxParts : n});
   if (parts <= 1) {
@@ -146,7 +153,9 @@ void ThreadPool::parallelFor(int64_t n, const std::function<void(int64_t, int64_
   const uint64_t generation = generationOf(claim_.load(std::memory_order_relaxed)) + 1;
   claim_.store(generation << 32);  // seq_cst: ordered before the read of sleeping_ (see workerLoop)
   if (sleeping_.load() > 0) {
-    { std::lock_guard<std::mutex> lock(sleepMutex_); }  // a worker past its predicate check is now waiting
+    {
+      std::lock_guard<std::mutex> lock(sleepMutex_);
+    }  // a worker past its predicate check is now waiting
     wake_.notify_all();
   }
   runBlocks(generation);
@@ -158,7 +167,8 @@ void ThreadPool::parallelFor(int64_t n, const std::function<void(int64_t, int64_
       std::this_thread::yield();
     } else {
       cpuRelax();
-      if ((spins & 255) == 0) yielding = std::chrono::steady_clock::now() - start > kCallerSpinBeforeYield;
+      if ((spins & 255) == 0)
+        yielding = std::chrono::steady_clock::now() - start > kCallerSpinBeforeYield;
     }
   }
 }
@@ -183,7 +193,8 @@ void parallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
   }
 }
 
-void parallelForAtLeast(int64_t n, int64_t minPerThread, const std::function<void(int64_t, int64_t)>& fn) {
+void parallelForAtLeast(int64_t n, int64_t minPerThread,
+                        const std::function<void(int64_t, int64_t)>& fn) {
   ThreadPool* pool = currentThreadPool();
   const int64_t parts = minPerThread > 0 ? n / minPerThread : n;
   if (pool && parts >= 2) {

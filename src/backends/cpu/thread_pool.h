@@ -27,7 +27,8 @@ class ThreadPool {
   /// Blocks are claimed, not assigned: a thread that is late to wake (the machine is busy) does
   /// not hold the others up, whoever is free takes its block.
   /// maxParts > 0 caps the number of blocks (so small loops use fewer threads).
-  void parallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t maxParts = 0);
+  void parallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& fn,
+                   int64_t maxParts = 0);
 
   /// Marks an inference in progress (ThreadPoolScope calls these): beginRun wakes sleeping workers
   /// at once, so that they are up by the first layer, and until the matching endRun they spin
@@ -81,7 +82,8 @@ void parallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
 
 /// parallelFor that gives each thread at least `minPerThread` items, so loops too small to pay
 /// for a dispatch (a few microseconds) run inline on the caller.
-void parallelForAtLeast(int64_t n, int64_t minPerThread, const std::function<void(int64_t, int64_t)>& fn);
+void parallelForAtLeast(int64_t n, int64_t minPerThread,
+                        const std::function<void(int64_t, int64_t)>& fn);
 
 /// Items per thread below which the memory-bound elementwise and copy kernels stay serial: about
 /// 10 microseconds of work, several times the pool's dispatch cost (BM_ParallelForOverhead).

@@ -7,13 +7,20 @@
 namespace kiln::ir {
 namespace {
 
-Dim addDims(const Dim& a, const Dim& b) { return a.isKnown() && b.isKnown() ? Dim::known(a.value + b.value) : Dim::unknown(); }
-Dim divDim(const Dim& a, int64_t d) { return a.isKnown() && d > 0 ? Dim::known(a.value / d) : Dim::unknown(); }
-Dim mulDim(const Dim& a, int64_t d) { return a.isKnown() ? Dim::known(a.value * d) : Dim::unknown(); }
+Dim addDims(const Dim& a, const Dim& b) {
+  return a.isKnown() && b.isKnown() ? Dim::known(a.value + b.value) : Dim::unknown();
+}
+Dim divDim(const Dim& a, int64_t d) {
+  return a.isKnown() && d > 0 ? Dim::known(a.value / d) : Dim::unknown();
+}
+Dim mulDim(const Dim& a, int64_t d) {
+  return a.isKnown() ? Dim::known(a.value * d) : Dim::unknown();
+}
 
 void inferAttention(InferContext& ctx) {
   const DataType type = ctx.inputType(0);
-  if (!isFloatingPoint(type)) ctx.fail("Q must be a float tensor, got " + dataTypeName(type), ErrorCode::kUnsupportedNode);
+  if (!isFloatingPoint(type))
+    ctx.fail("Q must be a float tensor, got " + dataTypeName(type), ErrorCode::kUnsupportedNode);
   const SymShape* q = ctx.inputShape(0);
   const SymShape* k = ctx.inputShape(1);
   const SymShape* v = ctx.inputShape(2);
@@ -25,8 +32,10 @@ void inferAttention(InferContext& ctx) {
     ctx.fail("Q, K and V must all be 3-D or all 4-D");
   }
   const bool fourD = q->size() == 4;
-  const int64_t qHeadsAttr = attrInt(ctx.node(), "q_num_heads", 0), kvHeadsAttr = attrInt(ctx.node(), "kv_num_heads", 0);
-  if (!fourD && (qHeadsAttr <= 0 || kvHeadsAttr <= 0)) ctx.fail("3-D inputs need q_num_heads and kv_num_heads");
+  const int64_t qHeadsAttr = attrInt(ctx.node(), "q_num_heads", 0),
+                kvHeadsAttr = attrInt(ctx.node(), "kv_num_heads", 0);
+  if (!fourD && (qHeadsAttr <= 0 || kvHeadsAttr <= 0))
+    ctx.fail("3-D inputs need q_num_heads and kv_num_heads");
   const Dim batch = (*q)[0];
   const Dim qSeq = fourD ? (*q)[2] : (*q)[1];
   const Dim kvSeq = fourD ? (*k)[2] : (*k)[1];
@@ -39,8 +48,10 @@ void inferAttention(InferContext& ctx) {
     const SymShape* past = ctx.inputShape(4);
     total = past && past->size() == 4 ? addDims((*past)[2], kvSeq) : Dim::unknown();
   }
-  if (fourD) ctx.setOutput(0, type, SymShape{batch, qHeads, qSeq, dv});
-  else ctx.setOutput(0, type, SymShape{batch, qSeq, mulDim(dv, qHeadsAttr)});
+  if (fourD)
+    ctx.setOutput(0, type, SymShape{batch, qHeads, qSeq, dv});
+  else
+    ctx.setOutput(0, type, SymShape{batch, qSeq, mulDim(dv, qHeadsAttr)});
   ctx.setOutput(1, type, SymShape{batch, kvHeads, total, dk});
   ctx.setOutput(2, type, SymShape{batch, kvHeads, total, dv});
   ctx.setOutput(3, type, SymShape{batch, qHeads, qSeq, total});

@@ -8,14 +8,17 @@ namespace {
 
 void inferCausalConvWithState(InferContext& ctx) {
   const DataType type = ctx.inputType(0);
-  if (!isFloatingPoint(type)) ctx.fail("input must be a float tensor, got " + dataTypeName(type), ErrorCode::kUnsupportedNode);
+  if (!isFloatingPoint(type))
+    ctx.fail("input must be a float tensor, got " + dataTypeName(type),
+             ErrorCode::kUnsupportedNode);
   const std::string activation = attrString(ctx.node(), "activation", "none");
   if (activation != "none" && activation != "silu" && activation != "swish") {
     ctx.fail("activation must be none, silu or swish, got '" + activation + "'");
   }
   const SymShape* in = ctx.inputShape(0);
   const SymShape* w = ctx.inputShape(1);
-  if (in && in->size() != 3) ctx.fail("input must be (batch, channels, length), got " + symShapeToString(*in));
+  if (in && in->size() != 3)
+    ctx.fail("input must be (batch, channels, length), got " + symShapeToString(*in));
   if (w && w->size() != 3) ctx.fail("weight must be (channels, 1, k), got " + symShapeToString(*w));
   if (!in) {
     ctx.setOutputType(0, type);

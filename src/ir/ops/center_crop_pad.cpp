@@ -8,7 +8,8 @@ namespace {
 void inferCenterCropPad(InferContext& ctx) {
   const DataType dtype = ctx.inputType(0);
   const DataType shapeType = ctx.inputType(1);
-  if (shapeType != DataType::kInt32 && shapeType != DataType::kInt64) ctx.fail("shape must be int32 or int64");
+  if (shapeType != DataType::kInt32 && shapeType != DataType::kInt64)
+    ctx.fail("shape must be int32 or int64");
   const SymShape* in = ctx.inputShape(0);
   const auto target = ctx.inputInts(1);
   if (!in) {
@@ -25,7 +26,8 @@ void inferCenterCropPad(InferContext& ctx) {
     for (int64_t a : axes) out[normalizeAxis(ctx, a, rank)] = Dim::unknown();
   } else {
     if (target->size() != axes.size()) {
-      ctx.fail("shape holds " + std::to_string(target->size()) + " values for " + std::to_string(axes.size()) + " axes");
+      ctx.fail("shape holds " + std::to_string(target->size()) + " values for " +
+               std::to_string(axes.size()) + " axes");
     }
     for (size_t i = 0; i < axes.size(); ++i) {
       if ((*target)[i] < 0) ctx.fail("shape values must not be negative");

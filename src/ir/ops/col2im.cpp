@@ -9,10 +9,12 @@ void inferCol2Im(InferContext& ctx) {
   const DataType dtype = ctx.inputType(0);
   if (dtype == DataType::kString) ctx.fail("does not accept string", ErrorCode::kUnsupportedNode);
   const SymShape* in = ctx.inputShape(0);
-  if (in && in->size() != 3) ctx.fail("input must be (N, C * prod(block_shape), L), got " + symShapeToString(*in));
+  if (in && in->size() != 3)
+    ctx.fail("input must be (N, C * prod(block_shape), L), got " + symShapeToString(*in));
   const auto image = ctx.inputInts(1);
   const auto block = ctx.inputInts(2);
-  if (image && block && image->size() != block->size()) ctx.fail("image_shape and block_shape must have the same length");
+  if (image && block && image->size() != block->size())
+    ctx.fail("image_shape and block_shape must have the same length");
   if (!in || !image || !block) {
     ctx.setOutputType(0, dtype);
     return;
@@ -25,7 +27,8 @@ void inferCol2Im(InferContext& ctx) {
   Dim channels = Dim::unknown();
   if ((*in)[1].isKnown()) {
     if ((*in)[1].value % blockSize != 0) {
-      ctx.fail("input dim 1 (" + std::to_string((*in)[1].value) + ") is not a multiple of prod(block_shape) = " + std::to_string(blockSize));
+      ctx.fail("input dim 1 (" + std::to_string((*in)[1].value) +
+               ") is not a multiple of prod(block_shape) = " + std::to_string(blockSize));
     }
     channels = Dim::known((*in)[1].value / blockSize);
   }

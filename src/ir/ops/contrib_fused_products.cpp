@@ -12,7 +12,8 @@ namespace {
 void requireFloat32Inputs(const InferContext& ctx, size_t count) {
   for (size_t i = 0; i < count; ++i) {
     if (ctx.hasInput(i) && ctx.inputType(i) != DataType::kFloat32) {
-      ctx.fail("input " + std::to_string(i) + " must be float32 (kiln implements this contrib op for float32), got " +
+      ctx.fail("input " + std::to_string(i) +
+                   " must be float32 (kiln implements this contrib op for float32), got " +
                    dataTypeName(ctx.inputType(i)),
                ErrorCode::kUnsupportedNode);
     }
@@ -30,8 +31,10 @@ void setOutputFrom(InferContext& ctx, const TypeInfo& t) {
 void inferFusedGemm(InferContext& ctx) {
   requireFloat32Inputs(ctx, 3);
   const std::string activation = attrString(ctx.node(), "activation", "");
-  if (activation != "Relu" && activation != "LeakyRelu" && activation != "Sigmoid" && activation != "HardSigmoid") {
-    ctx.fail("attribute 'activation' = '" + activation + "' is not supported (Relu, LeakyRelu, Sigmoid, HardSigmoid)",
+  if (activation != "Relu" && activation != "LeakyRelu" && activation != "Sigmoid" &&
+      activation != "HardSigmoid") {
+    ctx.fail("attribute 'activation' = '" + activation +
+                 "' is not supported (Relu, LeakyRelu, Sigmoid, HardSigmoid)",
              ErrorCode::kUnsupportedNode);
   }
   setOutputFrom(ctx, inferThroughOp(ctx, "Gemm", 13, {0, 1, 2}));
@@ -49,15 +52,19 @@ void inferFusedMatMul(InferContext& ctx) {
   requireFloat32Inputs(ctx, 2);
   for (const char* attr : {"transBatchA", "transBatchB"}) {
     if (attrInt(ctx.node(), attr, 0) != 0) {
-      ctx.fail(std::string("attribute '") + attr + "' = 1 is not supported", ErrorCode::kUnsupportedNode);
+      ctx.fail(std::string("attribute '") + attr + "' = 1 is not supported",
+               ErrorCode::kUnsupportedNode);
     }
   }
-  const bool transA = attrInt(ctx.node(), "transA", 0) != 0, transB = attrInt(ctx.node(), "transB", 0) != 0;
+  const bool transA = attrInt(ctx.node(), "transA", 0) != 0,
+             transB = attrInt(ctx.node(), "transB", 0) != 0;
   const SymShape* a = ctx.inputShape(0);
   const SymShape* b = ctx.inputShape(1);
-  if ((transA && a && a->size() < 2) || (transB && b && b->size() < 2)) ctx.fail("a transposed operand must have rank 2 or more");
-  std::vector<TypeInfo> types{{DataType::kFloat32, a ? std::optional(transA ? swapLastTwo(*a) : *a) : std::nullopt},
-                              {DataType::kFloat32, b ? std::optional(transB ? swapLastTwo(*b) : *b) : std::nullopt}};
+  if ((transA && a && a->size() < 2) || (transB && b && b->size() < 2))
+    ctx.fail("a transposed operand must have rank 2 or more");
+  std::vector<TypeInfo> types{
+      {DataType::kFloat32, a ? std::optional(transA ? swapLastTwo(*a) : *a) : std::nullopt},
+      {DataType::kFloat32, b ? std::optional(transB ? swapLastTwo(*b) : *b) : std::nullopt}};
   const OpSchema* matmul = OpSchemaRegistry::global().find("", "MatMul", 13);
   if (!matmul) ctx.fail("needs the MatMul shape rule (internal error)");
   std::vector<TypeInfo> outputs(1);

@@ -23,7 +23,8 @@ SymShape channelsLast(const SymShape& s) {
 void inferNhwcMaxPool(InferContext& ctx) {
   ctx.requireInput(0);
   const DataType t = ctx.inputType(0);
-  if (t != DataType::kInt8 && t != DataType::kUint8) ctx.fail("x must be int8 or uint8, got " + dataTypeName(t), ErrorCode::kUnsupportedNode);
+  if (t != DataType::kInt8 && t != DataType::kUint8)
+    ctx.fail("x must be int8 or uint8, got " + dataTypeName(t), ErrorCode::kUnsupportedNode);
   const SymShape* x = ctx.inputShape(0);
   if (!x) return ctx.setOutputType(0, t);
   if (x->size() < 3) ctx.fail("x must be [N, spatial..., C], got " + symShapeToString(*x));

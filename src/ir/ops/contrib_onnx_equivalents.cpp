@@ -27,14 +27,16 @@ void inferAsOnnx(InferContext& ctx, const char* opType, int64_t opset) {
 
 void inferQLinearConv(InferContext& ctx) {
   if (attrInt(ctx.node(), "channels_last", 0) != 0) {
-    ctx.fail("attribute 'channels_last' = 1 is not supported (X must be [N, C, ...])", ErrorCode::kUnsupportedNode);
+    ctx.fail("attribute 'channels_last' = 1 is not supported (X must be [N, C, ...])",
+             ErrorCode::kUnsupportedNode);
   }
   inferAsOnnx(ctx, "QLinearConv", 10);
 }
 
 }  // namespace
 
-KILN_REGISTER_OP_SCHEMA({"com.microsoft", "QuantizeLinear", 1, 1000, [](InferContext& ctx) { inferAsOnnx(ctx, "QuantizeLinear", 21); }});
+KILN_REGISTER_OP_SCHEMA({"com.microsoft", "QuantizeLinear", 1, 1000,
+                         [](InferContext& ctx) { inferAsOnnx(ctx, "QuantizeLinear", 21); }});
 KILN_REGISTER_OP_SCHEMA({"com.microsoft", "DequantizeLinear", 1, 1000,
                          [](InferContext& ctx) { inferAsOnnx(ctx, "DequantizeLinear", 21); }});
 KILN_REGISTER_OP_SCHEMA({"com.microsoft", "QLinearConv", 1, 1000, inferQLinearConv});

@@ -11,17 +11,19 @@
 namespace kiln::ir {
 namespace {
 
-constexpr size_t kOmitted = 1000;  // a pick past the node's inputs: MatMulInteger sees no input there
+constexpr size_t kOmitted =
+    1000;  // a pick past the node's inputs: MatMulInteger sees no input there
 
 void requireFloat32(const InferContext& ctx, size_t i, const char* name) {
   if (ctx.hasInput(i) && ctx.inputType(i) != DataType::kFloat32) {
-    ctx.fail(std::string(name) + " must be float32, got " + dataTypeName(ctx.inputType(i)), ErrorCode::kUnsupportedNode);
+    ctx.fail(std::string(name) + " must be float32, got " + dataTypeName(ctx.inputType(i)),
+             ErrorCode::kUnsupportedNode);
   }
 }
 
 // Output 0: the MatMulInteger shape of the picks, float32; bias (if any) one value per column.
-void setProductOutput(InferContext& ctx, const std::vector<size_t>& picks, const std::vector<DataType>& dtypes,
-                      size_t bias) {
+void setProductOutput(InferContext& ctx, const std::vector<size_t>& picks,
+                      const std::vector<DataType>& dtypes, size_t bias) {
   requireFloat32(ctx, bias, "bias");
   const TypeInfo integer = inferThroughOp(ctx, "MatMulInteger", 10, picks, dtypes);
   if (!integer.shape) return ctx.setOutputType(0, DataType::kFloat32);
@@ -29,7 +31,8 @@ void setProductOutput(InferContext& ctx, const std::vector<size_t>& picks, const
   if (b && !integer.shape->empty()) {
     const Dim n = integer.shape->back();
     if (b->size() != 1 || ((*b)[0].isKnown() && n.isKnown() && (*b)[0].value != n.value)) {
-      ctx.fail("bias must be 1-D with one value per output column (" + n.toString() + "), got " + symShapeToString(*b));
+      ctx.fail("bias must be 1-D with one value per output column (" + n.toString() + "), got " +
+               symShapeToString(*b));
     }
   }
   ctx.setOutput(0, DataType::kFloat32, *integer.shape);
@@ -53,11 +56,13 @@ void inferMatMulInteger16(InferContext& ctx) {
   for (size_t i = 0; i < 2; ++i) {
     ctx.requireInput(i);
     if (ctx.inputType(i) != DataType::kInt16) {
-      ctx.fail("input " + std::to_string(i) + " must be int16 (onnxruntime's CPU kernel), got " + dataTypeName(ctx.inputType(i)),
+      ctx.fail("input " + std::to_string(i) + " must be int16 (onnxruntime's CPU kernel), got " +
+                   dataTypeName(ctx.inputType(i)),
                ErrorCode::kUnsupportedNode);
     }
   }
-  const TypeInfo integer = inferThroughOp(ctx, "MatMulInteger", 10, {0, 1}, {DataType::kInt8, DataType::kInt8});
+  const TypeInfo integer =
+      inferThroughOp(ctx, "MatMulInteger", 10, {0, 1}, {DataType::kInt8, DataType::kInt8});
   if (!integer.shape) return ctx.setOutputType(0, DataType::kInt32);
   ctx.setOutput(0, DataType::kInt32, *integer.shape);
 }
@@ -65,7 +70,9 @@ void inferMatMulInteger16(InferContext& ctx) {
 }  // namespace
 
 KILN_REGISTER_OP_SCHEMA({"com.microsoft", "MatMulInteger16", 1, 1000, inferMatMulInteger16});
-KILN_REGISTER_OP_SCHEMA({"com.microsoft", "MatMulIntegerToFloat", 1, 1000, inferMatMulIntegerToFloat});
-KILN_REGISTER_OP_SCHEMA({"com.microsoft", "DynamicQuantizeMatMul", 1, 1000, inferDynamicQuantizeMatMul});
+KILN_REGISTER_OP_SCHEMA({"com.microsoft", "MatMulIntegerToFloat", 1, 1000,
+                         inferMatMulIntegerToFloat});
+KILN_REGISTER_OP_SCHEMA({"com.microsoft", "DynamicQuantizeMatMul", 1, 1000,
+                         inferDynamicQuantizeMatMul});
 
 }  // namespace kiln::ir

@@ -23,7 +23,8 @@ namespace {
 
 void requireFloat32(const InferContext& ctx, size_t i) {
   if (ctx.hasInput(i) && ctx.inputType(i) != DataType::kFloat32) {
-    ctx.fail("input " + std::to_string(i) + " must be float32 (kiln implements this contrib op for float32), got " +
+    ctx.fail("input " + std::to_string(i) +
+                 " must be float32 (kiln implements this contrib op for float32), got " +
                  dataTypeName(ctx.inputType(i)),
              ErrorCode::kUnsupportedNode);
   }
@@ -36,11 +37,13 @@ void requireRowVector(const InferContext& ctx, size_t i, const char* name) {
   const SymShape* x = ctx.inputShape(0);
   const SymShape* v = ctx.inputShape(i);
   if (!v) return;
-  const bool lastMatches = x && !x->empty() && x->back().isKnown() && v->size() == 1 && (*v)[0].isKnown()
-                               ? x->back().value == (*v)[0].value
-                               : v->size() == 1;
+  const bool lastMatches =
+      x && !x->empty() && x->back().isKnown() && v->size() == 1 && (*v)[0].isKnown()
+          ? x->back().value == (*v)[0].value
+          : v->size() == 1;
   if (!lastMatches) {
-    ctx.fail(std::string(name) + " must be 1-D with one value per element of the last dimension of " +
+    ctx.fail(std::string(name) +
+             " must be 1-D with one value per element of the last dimension of " +
              (x ? symShapeToString(*x) : std::string("input 0")) + ", got " + symShapeToString(*v));
   }
 }
@@ -67,11 +70,13 @@ void requireSameShape(const InferContext& ctx, size_t i, const char* name) {
   if (x && s && s->size() == x->size()) {
     for (size_t d = 0; d < s->size(); ++d) {
       if ((*s)[d].isKnown() && (*x)[d].isKnown() && (*s)[d].value != (*x)[d].value) {
-        ctx.fail(std::string(name) + " " + symShapeToString(*s) + " must have the input's shape " + symShapeToString(*x));
+        ctx.fail(std::string(name) + " " + symShapeToString(*s) + " must have the input's shape " +
+                 symShapeToString(*x));
       }
     }
   } else if (x && s) {
-    ctx.fail(std::string(name) + " " + symShapeToString(*s) + " must have the input's shape " + symShapeToString(*x));
+    ctx.fail(std::string(name) + " " + symShapeToString(*s) + " must have the input's shape " +
+             symShapeToString(*x));
   }
 }
 
@@ -89,7 +94,8 @@ void inferBiasAdd(InferContext& ctx) {
 void setStatsOutput(InferContext& ctx, size_t output, int64_t axis) {
   const SymShape* x = ctx.inputShape(0);
   if (!x) return ctx.setOutputType(output, DataType::kFloat32);
-  SymShape stats(x->begin(), x->begin() + normalizeAxis(ctx, axis, static_cast<int64_t>(x->size())));
+  SymShape stats(x->begin(),
+                 x->begin() + normalizeAxis(ctx, axis, static_cast<int64_t>(x->size())));
   stats.resize(x->size(), Dim::known(1));
   ctx.setOutput(output, DataType::kFloat32, stats);
 }
@@ -99,15 +105,17 @@ void inferSkipLayerNorm(InferContext& ctx, bool simplified) {
   for (size_t i = 0; i < 3; ++i) ctx.requireInput(i);
   inferFloatUnary(ctx);
   const SymShape* x = ctx.inputShape(0);
-  if (x && x->size() != 2 && x->size() != 3) ctx.fail("input must have rank 2 or 3, got " + symShapeToString(*x));
+  if (x && x->size() != 2 && x->size() != 3)
+    ctx.fail("input must have rank 2 or 3, got " + symShapeToString(*x));
   requireFloat32(ctx, 1);
   const SymShape* skip = ctx.inputShape(1);
   if (x && skip) {
-    const bool broadcast = skip->size() < x->size() || (skip->size() == 3 && (*skip)[0].isKnown() && (*skip)[0].value == 1);
+    const bool broadcast = skip->size() < x->size() ||
+                           (skip->size() == 3 && (*skip)[0].isKnown() && (*skip)[0].value == 1);
     if (!broadcast) requireSameShape(ctx, 1, "skip");
     if (skip->size() < 2 || skip->size() > x->size()) {
-      ctx.fail("skip " + symShapeToString(*skip) + " must have the input's shape " + symShapeToString(*x) +
-               " or its last two dimensions");
+      ctx.fail("skip " + symShapeToString(*skip) + " must have the input's shape " +
+               symShapeToString(*x) + " or its last two dimensions");
     }
   }
   requireRowVector(ctx, 2, "gamma");
@@ -128,7 +136,8 @@ void inferSimplifiedLayerNorm(InferContext& ctx) {
   inferFloatUnary(ctx);
   requireFloat32(ctx, 1);
   if (attrInt(ctx.node(), "stash_type", 1) != 1) {
-    ctx.fail("attribute 'stash_type' must be 1 (float32), got " + std::to_string(attrInt(ctx.node(), "stash_type", 1)),
+    ctx.fail("attribute 'stash_type' must be 1 (float32), got " +
+                 std::to_string(attrInt(ctx.node(), "stash_type", 1)),
              ErrorCode::kUnsupportedNode);
   }
   setStatsOutput(ctx, 1, attrInt(ctx.node(), "axis", -1));
@@ -146,12 +155,15 @@ void inferEmbedLayerNorm(InferContext& ctx) {
   requireInt32(ctx, 1, "segment_ids");
   requireInt32(ctx, 7, "mask");
   requireInt32(ctx, 8, "position_ids");
-  if (ctx.hasInput(1) != ctx.hasInput(4)) ctx.fail("segment_ids and segment_embedding must be given together");
+  if (ctx.hasInput(1) != ctx.hasInput(4))
+    ctx.fail("segment_ids and segment_embedding must be given together");
   for (size_t i : {2, 3, 4, 5, 6}) requireFloat32(ctx, i);
   const SymShape* ids = ctx.inputShape(0);
   const SymShape* words = ctx.inputShape(2);
-  if (ids && ids->size() != 2) ctx.fail("input_ids must be 2-D [batch, sequence], got " + symShapeToString(*ids));
-  if (words && words->size() != 2) ctx.fail("word_embedding must be 2-D [vocabulary, hidden], got " + symShapeToString(*words));
+  if (ids && ids->size() != 2)
+    ctx.fail("input_ids must be 2-D [batch, sequence], got " + symShapeToString(*ids));
+  if (words && words->size() != 2)
+    ctx.fail("word_embedding must be 2-D [vocabulary, hidden], got " + symShapeToString(*words));
   const Dim hidden = words ? (*words)[1] : Dim::unknown();
   const Dim batch = ids ? (*ids)[0] : Dim::unknown();
   const SymShape out = ids ? SymShape{(*ids)[0], (*ids)[1], hidden} : SymShape{};

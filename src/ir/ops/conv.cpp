@@ -9,14 +9,16 @@ int64_t floorDiv(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) 
 
 std::vector<int64_t> positiveInts(const Node& node, const char* name, size_t n) {
   std::vector<int64_t> v = attrInts(node, name, std::vector<int64_t>(n, 1));
-  if (v.size() != n) failNode(node, std::string("attribute '") + name + "' needs " + std::to_string(n) + " values");
+  if (v.size() != n)
+    failNode(node, std::string("attribute '") + name + "' needs " + std::to_string(n) + " values");
   for (int64_t x : v) {
     if (x <= 0) failNode(node, std::string("attribute '") + name + "' must be positive");
   }
   return v;
 }
 
-// Attributes common to Conv and ConvTranspose; pads are those of the attribute (auto_pad not applied).
+// Attributes common to Conv and ConvTranspose; pads are those of the attribute (auto_pad not
+// applied).
 ConvGeometry commonGeometry(const Node& node, const std::vector<int64_t>& inputSpatial,
                             const std::vector<int64_t>& weightSpatial) {
   const size_t n = inputSpatial.size();
@@ -32,7 +34,8 @@ ConvGeometry commonGeometry(const Node& node, const std::vector<int64_t>& inputS
   g.strides = positiveInts(node, "strides", n);
   g.dilations = positiveInts(node, "dilations", n);
   std::vector<int64_t> pads = attrInts(node, "pads", std::vector<int64_t>(2 * n, 0));
-  if (pads.size() != 2 * n) failNode(node, "attribute 'pads' needs " + std::to_string(2 * n) + " values");
+  if (pads.size() != 2 * n)
+    failNode(node, "attribute 'pads' needs " + std::to_string(2 * n) + " values");
   for (int64_t p : pads) {
     if (p < 0) failNode(node, "attribute 'pads' must not be negative");
   }
@@ -45,7 +48,8 @@ ConvGeometry commonGeometry(const Node& node, const std::vector<int64_t>& inputS
 
 std::string autoPadOf(const Node& node) {
   std::string autoPad = attrString(node, "auto_pad", "NOTSET");
-  if (autoPad != "NOTSET" && autoPad != "SAME_UPPER" && autoPad != "SAME_LOWER" && autoPad != "VALID") {
+  if (autoPad != "NOTSET" && autoPad != "SAME_UPPER" && autoPad != "SAME_LOWER" &&
+      autoPad != "VALID") {
     failNode(node, "unknown auto_pad '" + autoPad + "'");
   }
   return autoPad;
@@ -65,11 +69,13 @@ DataType requireFloatInputs(InferContext& ctx) {
   const DataType t = ctx.inputType(0);
   if (!isFloatingPoint(t))
     ctx.fail("expects floating-point inputs, got " + dataTypeName(t), ErrorCode::kUnsupportedNode);
-  if (ctx.inputType(1) != t || (ctx.hasInput(2) && ctx.inputType(2) != t)) ctx.fail("input types differ");
+  if (ctx.inputType(1) != t || (ctx.hasInput(2) && ctx.inputType(2) != t))
+    ctx.fail("input types differ");
   return t;
 }
 
-// ConvInteger: 8-bit X and W with zero points of their types (inputs 2 and 3, no bias); int32 output.
+// ConvInteger: 8-bit X and W with zero points of their types (inputs 2 and 3, no bias); int32
+// output.
 DataType requireConvIntegerInputs(InferContext& ctx) {
   ctx.requireInput(0);
   ctx.requireInput(1);
@@ -77,7 +83,8 @@ DataType requireConvIntegerInputs(InferContext& ctx) {
     const DataType t = ctx.inputType(i);
     if (t != DataType::kUint8 && t != DataType::kInt8)
       ctx.fail("expects int8 or uint8 inputs, got " + dataTypeName(t), ErrorCode::kUnsupportedNode);
-    if (ctx.hasInput(i + 2) && ctx.inputType(i + 2) != t) ctx.fail("zero point type differs from its input's");
+    if (ctx.hasInput(i + 2) && ctx.inputType(i + 2) != t)
+      ctx.fail("zero point type differs from its input's");
   }
   return DataType::kInt32;
 }
@@ -87,7 +94,8 @@ enum class ConvKind { kConv, kConvTranspose, kConvInteger };
 // Shared by the conv ops: checks ranks and group, then sets [batch, channels, spatial...].
 void inferConvLike(InferContext& ctx, ConvKind kind) {
   const bool transpose = kind == ConvKind::kConvTranspose;
-  const DataType t = kind == ConvKind::kConvInteger ? requireConvIntegerInputs(ctx) : requireFloatInputs(ctx);
+  const DataType t =
+      kind == ConvKind::kConvInteger ? requireConvIntegerInputs(ctx) : requireFloatInputs(ctx);
   const SymShape* x = ctx.inputShape(0);
   const SymShape* w = ctx.inputShape(1);
   const int64_t group = attrInt(ctx.node(), "group", 1);
@@ -117,10 +125,12 @@ void inferConvLike(InferContext& ctx, ConvKind kind) {
       if (w1.isKnown()) outChannels = Dim::known(w1.value * group);
     }
   }
-  if (channels.isKnown() && channels.value % group != 0) ctx.fail("input channels not divisible by group");
+  if (channels.isKnown() && channels.value % group != 0)
+    ctx.fail("input channels not divisible by group");
   if (kind != ConvKind::kConvInteger && ctx.hasInput(2)) {
     const SymShape* b = ctx.inputShape(2);
-    if (b && (b->size() != 1 || (outChannels.isKnown() && (*b)[0].isKnown() && (*b)[0].value != outChannels.value))) {
+    if (b && (b->size() != 1 ||
+              (outChannels.isKnown() && (*b)[0].isKnown() && (*b)[0].value != outChannels.value))) {
       ctx.fail("bias must be 1-D with one value per output channel");
     }
   }
@@ -165,9 +175,11 @@ ConvGeometry convTransposeGeometry(const Node& node, const std::vector<int64_t>&
   const size_t n = inputSpatial.size();
   const std::string autoPad = autoPadOf(node);
   g.outputPadding = attrInts(node, "output_padding", std::vector<int64_t>(n, 0));
-  if (g.outputPadding.size() != n) failNode(node, "attribute 'output_padding' needs " + std::to_string(n) + " values");
+  if (g.outputPadding.size() != n)
+    failNode(node, "attribute 'output_padding' needs " + std::to_string(n) + " values");
   std::vector<int64_t> outputShape = attrInts(node, "output_shape", {});
-  if (outputShape.size() == n + 2) outputShape.erase(outputShape.begin(), outputShape.begin() + 2);  // N, C given too
+  if (outputShape.size() == n + 2)
+    outputShape.erase(outputShape.begin(), outputShape.begin() + 2);  // N, C given too
   if (!outputShape.empty() && outputShape.size() != n) {
     failNode(node, "attribute 'output_shape' needs " + std::to_string(n) + " values");
   }
@@ -200,7 +212,8 @@ ConvGeometry convTransposeGeometry(const Node& node, const std::vector<int64_t>&
   return g;
 }
 
-KILN_REGISTER_OP_SCHEMA({"", "Conv", 1, 1000, [](InferContext& ctx) { inferConvLike(ctx, ConvKind::kConv); }});
+KILN_REGISTER_OP_SCHEMA({"", "Conv", 1, 1000,
+                         [](InferContext& ctx) { inferConvLike(ctx, ConvKind::kConv); }});
 KILN_REGISTER_OP_SCHEMA({"", "ConvTranspose", 1, 1000,
                          [](InferContext& ctx) { inferConvLike(ctx, ConvKind::kConvTranspose); }});
 KILN_REGISTER_OP_SCHEMA({"", "ConvInteger", 10, 1000,

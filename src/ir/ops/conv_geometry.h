@@ -19,7 +19,8 @@ struct ConvGeometry {
 };
 
 /// Geometry of a Conv node for the given input spatial sizes and the weight's spatial sizes
-/// (-1 where unknown; then the dependent outputs are -1 too). Fails naming the node on bad attributes.
+/// (-1 where unknown; then the dependent outputs are -1 too). Fails naming the node on bad
+/// attributes.
 ConvGeometry convGeometry(const Node& node, const std::vector<int64_t>& inputSpatial,
                           const std::vector<int64_t>& weightSpatial);
 /// The same for ConvTranspose (output_padding, output_shape and its auto_pad rules).

@@ -7,21 +7,26 @@ namespace {
 
 void inferDeformConv(InferContext& ctx) {
   const DataType type = ctx.inputType(0);
-  if (!isFloatingPoint(type)) ctx.fail("X must be a float tensor, got " + dataTypeName(type), ErrorCode::kUnsupportedNode);
+  if (!isFloatingPoint(type))
+    ctx.fail("X must be a float tensor, got " + dataTypeName(type), ErrorCode::kUnsupportedNode);
   const SymShape* x = ctx.inputShape(0);
   const SymShape* w = ctx.inputShape(1);
-  if (x && x->size() != 4) ctx.fail("only 2-D deformable convolution (4-D X) is supported, got " + symShapeToString(*x), ErrorCode::kUnsupportedNode);
+  if (x && x->size() != 4)
+    ctx.fail("only 2-D deformable convolution (4-D X) is supported, got " + symShapeToString(*x),
+             ErrorCode::kUnsupportedNode);
   if (w && w->size() != 4) ctx.fail("W must be 4-D, got " + symShapeToString(*w));
   if (!x || !w) {
     ctx.setOutputType(0, type);
     return;
   }
   std::vector<int64_t> kernel = attrInts(ctx.node(), "kernel_shape", {});
-  if (kernel.empty() && (*w)[2].isKnown() && (*w)[3].isKnown()) kernel = {(*w)[2].value, (*w)[3].value};
+  if (kernel.empty() && (*w)[2].isKnown() && (*w)[3].isKnown())
+    kernel = {(*w)[2].value, (*w)[3].value};
   const std::vector<int64_t> strides = attrInts(ctx.node(), "strides", {1, 1});
   const std::vector<int64_t> dilations = attrInts(ctx.node(), "dilations", {1, 1});
   const std::vector<int64_t> pads = attrInts(ctx.node(), "pads", {0, 0, 0, 0});
-  if (strides.size() != 2 || dilations.size() != 2 || pads.size() != 4) ctx.fail("strides and dilations need 2 values and pads 4");
+  if (strides.size() != 2 || dilations.size() != 2 || pads.size() != 4)
+    ctx.fail("strides and dilations need 2 values and pads 4");
   SymShape out{(*x)[0], (*w)[0], Dim::unknown(), Dim::unknown()};
   for (size_t i = 0; i < 2 && kernel.size() == 2; ++i) {
     const Dim& in = (*x)[2 + i];

@@ -24,7 +24,9 @@ void inferEinsum(InferContext& ctx) {
   const EinsumEquation eq = parseEinsum(ctx.node(), attrString(ctx.node(), "equation"), ranks);
   // A label's size: a known size other than 1 wins (size 1 broadcasts), then a named symbol,
   // then an unknown dim, then 1.
-  auto strength = [](const Dim& d) { return d.isKnown() ? (d.value != 1 ? 3 : 0) : (d.symbol.empty() ? 1 : 2); };
+  auto strength = [](const Dim& d) {
+    return d.isKnown() ? (d.value != 1 ? 3 : 0) : (d.symbol.empty() ? 1 : 2);
+  };
   std::vector<Dim> sizes(static_cast<size_t>(eq.labelCount), Dim::known(1));
   for (size_t i = 0; i < eq.inputLabels.size(); ++i) {
     const SymShape& shape = *ctx.inputShape(i);

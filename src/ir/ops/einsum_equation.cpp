@@ -22,7 +22,8 @@ Term parseTerm(const Node& node, const std::string& text) {
     const char c = text[i];
     if (c == ' ') continue;
     if (c == '.') {
-      if (term.hasEllipsis || text.compare(i, 3, "...") != 0) failNode(node, "malformed ellipsis in einsum term '" + text + "'");
+      if (term.hasEllipsis || text.compare(i, 3, "...") != 0)
+        failNode(node, "malformed ellipsis in einsum term '" + text + "'");
       term.hasEllipsis = true;
       term.letters.push_back(kEllipsis);
       i += 2;
@@ -54,13 +55,15 @@ std::vector<int> expand(const Term& term, int64_t ellipsisRank, int64_t maxEllip
 
 }  // namespace
 
-EinsumEquation parseEinsum(const Node& node, const std::string& equation, const std::vector<int64_t>& inputRanks) {
+EinsumEquation parseEinsum(const Node& node, const std::string& equation,
+                           const std::vector<int64_t>& inputRanks) {
   const size_t arrow = equation.find("->");
   const std::string lhs = equation.substr(0, arrow);
   std::vector<Term> inputs;
   for (size_t start = 0;;) {
     const size_t comma = lhs.find(',', start);
-    inputs.push_back(parseTerm(node, lhs.substr(start, comma == std::string::npos ? std::string::npos : comma - start)));
+    inputs.push_back(parseTerm(
+        node, lhs.substr(start, comma == std::string::npos ? std::string::npos : comma - start)));
     if (comma == std::string::npos) break;
     start = comma + 1;
   }
@@ -71,10 +74,12 @@ EinsumEquation parseEinsum(const Node& node, const std::string& equation, const 
   int64_t maxEllipsisRank = 0;
   std::vector<int64_t> ellipsisRanks;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    const auto letters = static_cast<int64_t>(inputs[i].letters.size()) - (inputs[i].hasEllipsis ? 1 : 0);
+    const auto letters =
+        static_cast<int64_t>(inputs[i].letters.size()) - (inputs[i].hasEllipsis ? 1 : 0);
     const int64_t ellipsisRank = inputRanks[i] - letters;
     if (ellipsisRank < 0 || (!inputs[i].hasEllipsis && ellipsisRank != 0)) {
-      failNode(node, "einsum term " + std::to_string(i) + " does not match its input of rank " + std::to_string(inputRanks[i]));
+      failNode(node, "einsum term " + std::to_string(i) + " does not match its input of rank " +
+                         std::to_string(inputRanks[i]));
     }
     ellipsisRanks.push_back(ellipsisRank);
     maxEllipsisRank = std::max(maxEllipsisRank, ellipsisRank);
@@ -90,7 +95,8 @@ EinsumEquation parseEinsum(const Node& node, const std::string& equation, const 
   }
   if (arrow == std::string::npos) {
     // Implicit output: the ellipsis axes, then the letters used once, in alphabetical order.
-    for (int64_t e = 0; e < maxEllipsisRank; ++e) eq.outputLabels.push_back(kLetterLabels + static_cast<int>(e));
+    for (int64_t e = 0; e < maxEllipsisRank; ++e)
+      eq.outputLabels.push_back(kLetterLabels + static_cast<int>(e));
     std::vector<int> once;
     for (int l = 0; l < kLetterLabels; ++l) {
       if (counts[static_cast<size_t>(l)] == 1) once.push_back(l);
@@ -105,7 +111,8 @@ EinsumEquation parseEinsum(const Node& node, const std::string& equation, const 
       failNode(node, "einsum output must keep the ellipsis of its inputs");
     }
     for (int l : out.letters) {
-      if (l != kEllipsis && counts[static_cast<size_t>(l)] == 0) failNode(node, "einsum output label is not in any input");
+      if (l != kEllipsis && counts[static_cast<size_t>(l)] == 0)
+        failNode(node, "einsum output label is not in any input");
     }
     eq.outputLabels = expand(out, maxEllipsisRank, maxEllipsisRank);
   }

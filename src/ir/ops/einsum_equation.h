@@ -17,6 +17,7 @@ struct EinsumEquation {
 };
 
 /// Fails naming the node when the equation is malformed or does not match the input ranks.
-EinsumEquation parseEinsum(const Node& node, const std::string& equation, const std::vector<int64_t>& inputRanks);
+EinsumEquation parseEinsum(const Node& node, const std::string& equation,
+                           const std::vector<int64_t>& inputRanks);
 
 }  // namespace kiln::ir

@@ -5,19 +5,23 @@ namespace kiln::ir {
 namespace {
 
 void inferUnaryFloat(InferContext& ctx) {
-  if (!isFloatingPoint(ctx.inputType(0))) ctx.fail("expects a floating-point input, got " + dataTypeName(ctx.inputType(0)), ErrorCode::kUnsupportedNode);
+  if (!isFloatingPoint(ctx.inputType(0)))
+    ctx.fail("expects a floating-point input, got " + dataTypeName(ctx.inputType(0)),
+             ErrorCode::kUnsupportedNode);
   inferSameAsInput0(ctx);
 }
 
 void inferUnaryNumeric(InferContext& ctx) {
   DataType t = ctx.inputType(0);
-  if (t == DataType::kString || t == DataType::kBool) ctx.fail("does not accept " + dataTypeName(t), ErrorCode::kUnsupportedNode);
+  if (t == DataType::kString || t == DataType::kBool)
+    ctx.fail("does not accept " + dataTypeName(t), ErrorCode::kUnsupportedNode);
   inferSameAsInput0(ctx);
 }
 
 void inferBinaryNumeric(InferContext& ctx) {
   if (ctx.hasInput(1) && ctx.inputType(0) != ctx.inputType(1)) {
-    ctx.fail("input types differ: " + dataTypeName(ctx.inputType(0)) + " and " + dataTypeName(ctx.inputType(1)));
+    ctx.fail("input types differ: " + dataTypeName(ctx.inputType(0)) + " and " +
+             dataTypeName(ctx.inputType(1)));
   }
   inferBroadcast(ctx);
 }
@@ -30,7 +34,8 @@ void inferArithmetic(InferContext& ctx) {
     return;
   }
   if (ctx.inputType(0) != ctx.inputType(1)) {
-    ctx.fail("input types differ: " + dataTypeName(ctx.inputType(0)) + " and " + dataTypeName(ctx.inputType(1)));
+    ctx.fail("input types differ: " + dataTypeName(ctx.inputType(0)) + " and " +
+             dataTypeName(ctx.inputType(1)));
   }
   inferSameAsInput0(ctx);
 }
@@ -38,19 +43,22 @@ void inferArithmetic(InferContext& ctx) {
 // PRelu: slope broadcasts unidirectionally onto X.
 void inferPRelu(InferContext& ctx) {
   if (ctx.inputType(0) != ctx.inputType(1)) {
-    ctx.fail("slope type " + dataTypeName(ctx.inputType(1)) + " differs from X type " + dataTypeName(ctx.inputType(0)));
+    ctx.fail("slope type " + dataTypeName(ctx.inputType(1)) + " differs from X type " +
+             dataTypeName(ctx.inputType(0)));
   }
   const SymShape* x = ctx.inputShape(0);
   const SymShape* slope = ctx.inputShape(1);
   // PRelu-1/6 (old PyTorch exports) may give one slope per channel (axis 1); the kernel handles it.
-  const bool legacyChannelSlope = ctx.opset() < 7 && slope && slope->size() == 1 && x && x->size() >= 2;
+  const bool legacyChannelSlope =
+      ctx.opset() < 7 && slope && slope->size() == 1 && x && x->size() >= 2;
   if (x && slope && !legacyChannelSlope) {
     if (slope->size() > x->size()) ctx.fail("slope has a higher rank than X");
     for (size_t i = 0; i < slope->size(); ++i) {
       const Dim& s = (*slope)[i];
       const Dim& d = (*x)[i + x->size() - slope->size()];
       if (s.isKnown() && d.isKnown() && s.value != 1 && s.value != d.value) {
-        ctx.fail("slope shape " + symShapeToString(*slope) + " does not broadcast to X shape " + symShapeToString(*x));
+        ctx.fail("slope shape " + symShapeToString(*slope) + " does not broadcast to X shape " +
+                 symShapeToString(*x));
       }
     }
   }
@@ -62,12 +70,13 @@ void inferClip(InferContext& ctx) {
   for (size_t i = 1; i < 3; ++i) {
     if (!ctx.hasInput(i)) continue;
     if (ctx.inputType(i) != ctx.inputType(0)) {
-      ctx.fail("input " + std::to_string(i) + " has type " + dataTypeName(ctx.inputType(i)) + ", expected " +
-               dataTypeName(ctx.inputType(0)));
+      ctx.fail("input " + std::to_string(i) + " has type " + dataTypeName(ctx.inputType(i)) +
+               ", expected " + dataTypeName(ctx.inputType(0)));
     }
     const SymShape* s = ctx.inputShape(i);
     if (s && !s->empty() && !(s->size() == 1 && (!(*s)[0].isKnown() || (*s)[0].value == 1))) {
-      ctx.fail("input " + std::to_string(i) + " must be a scalar, got shape " + symShapeToString(*s));
+      ctx.fail("input " + std::to_string(i) + " must be a scalar, got shape " +
+               symShapeToString(*s));
     }
   }
   inferUnaryNumeric(ctx);

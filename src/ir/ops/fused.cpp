@@ -21,7 +21,8 @@ void inferExtending(InferContext& ctx, const char* baseOp, size_t residualInput)
   base->infer(ctx);
   if (!ctx.hasInput(residualInput)) return;
   // No broadcasting: the kernel checks that the residual's concrete shape equals Y's.
-  if (ctx.inputType(residualInput) != ctx.inputType(0)) ctx.fail("residual input type differs from X's");
+  if (ctx.inputType(residualInput) != ctx.inputType(0))
+    ctx.fail("residual input type differs from X's");
 }
 
 void inferFusedMatMul(InferContext& ctx) {
@@ -29,14 +30,17 @@ void inferFusedMatMul(InferContext& ctx) {
   if (!ctx.hasInput(2)) return;
   const SymShape* b = ctx.inputShape(1);
   const SymShape* bias = ctx.inputShape(2);
-  if (bias && (bias->size() != 1 || (b && !b->empty() && b->back().isKnown() && (*bias)[0].isKnown() &&
-                                     (*bias)[0].value != b->back().value))) {
+  if (bias &&
+      (bias->size() != 1 || (b && !b->empty() && b->back().isKnown() && (*bias)[0].isKnown() &&
+                             (*bias)[0].value != b->back().value))) {
     ctx.fail("bias must be 1-D with one value per output column");
   }
 }
 
 // Whether two dims may be equal: both known and equal, or either not known.
-bool mayEqual(const Dim& a, const Dim& b) { return !a.isKnown() || !b.isKnown() || a.value == b.value; }
+bool mayEqual(const Dim& a, const Dim& b) {
+  return !a.isKnown() || !b.isKnown() || a.value == b.value;
+}
 
 // The packed form: one [B, S, 3 * H * D] input.
 void inferPackedAttention(InferContext& ctx) {
@@ -52,7 +56,8 @@ void inferPackedAttention(InferContext& ctx) {
   if (qkv->size() != 3) ctx.fail("packed QKV must be 3-D [batch, length, 3 * heads * dim]");
   Dim dim = Dim::unknown();
   if ((*qkv)[2].isKnown()) {
-    if ((*qkv)[2].value % (3 * heads) != 0) ctx.fail("packed QKV width " + (*qkv)[2].toString() + " is not 3 * num_heads * dim");
+    if ((*qkv)[2].value % (3 * heads) != 0)
+      ctx.fail("packed QKV width " + (*qkv)[2].toString() + " is not 3 * num_heads * dim");
     dim = Dim::known((*qkv)[2].value / (3 * heads));
   }
   ctx.setOutput(0, DataType::kFloat32, SymShape{(*qkv)[0], (*qkv)[1], Dim::known(heads), dim});
@@ -72,12 +77,14 @@ void inferFusedAttention(InferContext& ctx) {
     ctx.setOutputType(0, DataType::kFloat32);
     return;
   }
-  if (q->size() != 4 || k->size() != 4 || v->size() != 4) ctx.fail("Q, K and V must be 4-D [batch, length, heads, dim]");
-  const bool fits = mayEqual((*q)[0], (*k)[0]) && mayEqual((*q)[0], (*v)[0]) && mayEqual((*k)[1], (*v)[1]) &&
-                    mayEqual((*q)[2], (*k)[2]) && mayEqual((*q)[2], (*v)[2]) && mayEqual((*q)[3], (*k)[3]);
+  if (q->size() != 4 || k->size() != 4 || v->size() != 4)
+    ctx.fail("Q, K and V must be 4-D [batch, length, heads, dim]");
+  const bool fits = mayEqual((*q)[0], (*k)[0]) && mayEqual((*q)[0], (*v)[0]) &&
+                    mayEqual((*k)[1], (*v)[1]) && mayEqual((*q)[2], (*k)[2]) &&
+                    mayEqual((*q)[2], (*v)[2]) && mayEqual((*q)[3], (*k)[3]);
   if (!fits) {
-    ctx.fail("Q " + symShapeToString(*q) + ", K " + symShapeToString(*k) + " and V " + symShapeToString(*v) +
-             " do not fit together");
+    ctx.fail("Q " + symShapeToString(*q) + ", K " + symShapeToString(*k) + " and V " +
+             symShapeToString(*v) + " do not fit together");
   }
   ctx.setOutput(0, DataType::kFloat32, SymShape{(*q)[0], (*q)[1], (*q)[2], (*v)[3]});
 }
@@ -85,9 +92,11 @@ void inferFusedAttention(InferContext& ctx) {
 }  // namespace
 
 KILN_REGISTER_OP_SCHEMA({"kiln", "FusedAttention", 1, 1000, inferFusedAttention});
-KILN_REGISTER_OP_SCHEMA({"kiln", "FusedConv", 1, 1000, [](InferContext& ctx) { inferExtending(ctx, "Conv", 3); }});
+KILN_REGISTER_OP_SCHEMA({"kiln", "FusedConv", 1, 1000,
+                         [](InferContext& ctx) { inferExtending(ctx, "Conv", 3); }});
 // ONNX Runtime's FusedConv (com.microsoft 1) is the same op: kiln's mirrors it.
-KILN_REGISTER_OP_SCHEMA({"com.microsoft", "FusedConv", 1, 1000, [](InferContext& ctx) { inferExtending(ctx, "Conv", 3); }});
+KILN_REGISTER_OP_SCHEMA({"com.microsoft", "FusedConv", 1, 1000,
+                         [](InferContext& ctx) { inferExtending(ctx, "Conv", 3); }});
 KILN_REGISTER_OP_SCHEMA({"kiln", "FusedMatMul", 1, 1000, inferFusedMatMul});
 
 }  // namespace kiln::ir

@@ -21,7 +21,8 @@ void inferGather(InferContext& ctx) {
     ctx.setOutputType(0, type);
     return;
   }
-  const int64_t axis = normalizeAxis(ctx, attrInt(ctx.node(), "axis", 0), static_cast<int64_t>(data->size()));
+  const int64_t axis =
+      normalizeAxis(ctx, attrInt(ctx.node(), "axis", 0), static_cast<int64_t>(data->size()));
   if (data->empty()) ctx.fail("data must have rank 1 or more");
   SymShape out(data->begin(), data->begin() + axis);
   out.insert(out.end(), indices->begin(), indices->end());
@@ -35,7 +36,8 @@ void inferGatherElements(InferContext& ctx) {
   const SymShape* data = ctx.inputShape(0);
   const SymShape* indices = ctx.inputShape(1);
   if (data && indices && data->size() != indices->size()) {
-    ctx.fail("data " + symShapeToString(*data) + " and indices " + symShapeToString(*indices) + " differ in rank");
+    ctx.fail("data " + symShapeToString(*data) + " and indices " + symShapeToString(*indices) +
+             " differ in rank");
   }
   if (data) normalizeAxis(ctx, attrInt(ctx.node(), "axis", 0), static_cast<int64_t>(data->size()));
   if (indices) {
@@ -47,7 +49,8 @@ void inferGatherElements(InferContext& ctx) {
 
 void inferGatherND(InferContext& ctx) {
   const DataType type = ctx.inputType(0);
-  if (ctx.inputType(1) != DataType::kInt64) ctx.fail("indices must be int64", ErrorCode::kUnsupportedNode);
+  if (ctx.inputType(1) != DataType::kInt64)
+    ctx.fail("indices must be int64", ErrorCode::kUnsupportedNode);
   const SymShape* data = ctx.inputShape(0);
   const SymShape* indices = ctx.inputShape(1);
   const int64_t batchDims = ctx.opset() >= 12 ? attrInt(ctx.node(), "batch_dims", 0) : 0;
@@ -58,9 +61,11 @@ void inferGatherND(InferContext& ctx) {
   const int64_t r = static_cast<int64_t>(data->size());
   const int64_t q = static_cast<int64_t>(indices->size());
   const int64_t k = indices->back().value;
-  if (batchDims < 0 || batchDims >= std::min(r, q)) ctx.fail("batch_dims " + std::to_string(batchDims) + " is out of range");
+  if (batchDims < 0 || batchDims >= std::min(r, q))
+    ctx.fail("batch_dims " + std::to_string(batchDims) + " is out of range");
   if (k < 1 || batchDims + k > r) {
-    ctx.fail("index tuples of length " + std::to_string(k) + " do not fit data " + symShapeToString(*data));
+    ctx.fail("index tuples of length " + std::to_string(k) + " do not fit data " +
+             symShapeToString(*data));
   }
   SymShape out(indices->begin(), indices->end() - 1);
   out.insert(out.end(), data->begin() + batchDims + k, data->end());
@@ -93,7 +98,8 @@ void inferOneHot(InferContext& ctx) {
   if (const Tensor* d = ctx.inputValue(1)) {
     if (d->numel() != 1) ctx.fail("depth must hold one value, got " + d->describe());
     const int64_t v = d->intAt(0);  // saturating: a float depth of 1e30 or NaN has no int64 value
-    if (v < 1) ctx.fail("depth " + std::to_string(v) + " must be positive", ErrorCode::kInvalidArgument);
+    if (v < 1)
+      ctx.fail("depth " + std::to_string(v) + " must be positive", ErrorCode::kInvalidArgument);
     depth = Dim::known(v);
   }
   if (const Tensor* values = ctx.inputValue(2); values && values->numel() != 2) {

@@ -7,7 +7,8 @@ namespace {
 void requireSameTypes(InferContext& ctx, size_t first, size_t last) {
   for (size_t i = first + 1; i <= last; ++i) {
     if (ctx.inputType(i) != ctx.inputType(first)) {
-      ctx.fail("input types differ: " + dataTypeName(ctx.inputType(first)) + " and " + dataTypeName(ctx.inputType(i)));
+      ctx.fail("input types differ: " + dataTypeName(ctx.inputType(first)) + " and " +
+               dataTypeName(ctx.inputType(i)));
     }
   }
 }
@@ -16,7 +17,8 @@ void requireSameTypes(InferContext& ctx, size_t first, size_t last) {
 void inferOrderComparison(InferContext& ctx) {
   requireSameTypes(ctx, 0, 1);
   const DataType t = ctx.inputType(0);
-  if (t == DataType::kString || t == DataType::kBool) ctx.fail("does not accept " + dataTypeName(t), ErrorCode::kUnsupportedNode);
+  if (t == DataType::kString || t == DataType::kBool)
+    ctx.fail("does not accept " + dataTypeName(t), ErrorCode::kUnsupportedNode);
   inferBroadcastBool(ctx);
 }
 
@@ -28,13 +30,15 @@ void inferEquality(InferContext& ctx) {
 
 void inferBoolLogic(InferContext& ctx) {
   for (size_t i = 0; i < ctx.numInputs(); ++i) {
-    if (ctx.inputType(i) != DataType::kBool) ctx.fail("expects bool inputs, got " + dataTypeName(ctx.inputType(i)));
+    if (ctx.inputType(i) != DataType::kBool)
+      ctx.fail("expects bool inputs, got " + dataTypeName(ctx.inputType(i)));
   }
   inferBroadcastBool(ctx);
 }
 
 void inferWhere(InferContext& ctx) {
-  if (ctx.inputType(0) != DataType::kBool) ctx.fail("condition must be bool, got " + dataTypeName(ctx.inputType(0)));
+  if (ctx.inputType(0) != DataType::kBool)
+    ctx.fail("condition must be bool, got " + dataTypeName(ctx.inputType(0)));
   requireSameTypes(ctx, 1, 2);
   const DataType t = ctx.inputType(1);
   SymShape shape;
@@ -52,29 +56,37 @@ void inferWhere(InferContext& ctx) {
 // IsNaN, IsInf: float input, bool output of the same shape.
 void inferFloatTest(InferContext& ctx) {
   if (!isFloatingPoint(ctx.inputType(0))) {
-    ctx.fail("expects a floating-point input, got " + dataTypeName(ctx.inputType(0)), ErrorCode::kUnsupportedNode);
+    ctx.fail("expects a floating-point input, got " + dataTypeName(ctx.inputType(0)),
+             ErrorCode::kUnsupportedNode);
   }
   const SymShape* s = ctx.inputShape(0);
-  if (s) ctx.setOutput(0, DataType::kBool, *s);
-  else ctx.setOutputType(0, DataType::kBool);
+  if (s)
+    ctx.setOutput(0, DataType::kBool, *s);
+  else
+    ctx.setOutputType(0, DataType::kBool);
 }
 
 bool isInteger(DataType t) { return isSignedInteger(t) || isUnsignedInteger(t); }
 
 void inferBitwiseBinary(InferContext& ctx) {
   requireSameTypes(ctx, 0, 1);
-  if (!isInteger(ctx.inputType(0))) ctx.fail("expects integer inputs, got " + dataTypeName(ctx.inputType(0)), ErrorCode::kUnsupportedNode);
+  if (!isInteger(ctx.inputType(0)))
+    ctx.fail("expects integer inputs, got " + dataTypeName(ctx.inputType(0)),
+             ErrorCode::kUnsupportedNode);
   inferBroadcast(ctx);
 }
 
 void inferBitShift(InferContext& ctx) {
   const std::string direction = attrString(ctx.node(), "direction");
-  if (direction != "LEFT" && direction != "RIGHT") ctx.fail("attribute 'direction' must be LEFT or RIGHT, got '" + direction + "'");
+  if (direction != "LEFT" && direction != "RIGHT")
+    ctx.fail("attribute 'direction' must be LEFT or RIGHT, got '" + direction + "'");
   inferBitwiseBinary(ctx);
 }
 
 void inferBitwiseNot(InferContext& ctx) {
-  if (!isInteger(ctx.inputType(0))) ctx.fail("expects an integer input, got " + dataTypeName(ctx.inputType(0)), ErrorCode::kUnsupportedNode);
+  if (!isInteger(ctx.inputType(0)))
+    ctx.fail("expects an integer input, got " + dataTypeName(ctx.inputType(0)),
+             ErrorCode::kUnsupportedNode);
   inferSameAsInput0(ctx);
 }
 

@@ -1,6 +1,6 @@
-// Shape rules of the loss ops: NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss (opsets 12, 13).
-// Input (N, C, d1.., dk), target (N, d1.., dk); the loss has the target's shape for
-// reduction "none" and is a scalar for "sum" and "mean".
+// Shape rules of the loss ops: NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss (opsets 12,
+// 13). Input (N, C, d1.., dk), target (N, d1.., dk); the loss has the target's shape for reduction
+// "none" and is a scalar for "sum" and "mean".
 #include "ir/shape_helpers.h"
 
 namespace kiln::ir {
@@ -8,7 +8,9 @@ namespace {
 
 void inferLoss(InferContext& ctx) {
   const DataType dtype = ctx.inputType(0);
-  if (!isFloatingPoint(dtype)) ctx.fail("input must be a float tensor, got " + dataTypeName(dtype), ErrorCode::kUnsupportedNode);
+  if (!isFloatingPoint(dtype))
+    ctx.fail("input must be a float tensor, got " + dataTypeName(dtype),
+             ErrorCode::kUnsupportedNode);
   const DataType targetType = ctx.inputType(1);
   if (targetType != DataType::kInt32 && targetType != DataType::kInt64) {
     ctx.fail("target must be int32 or int64, got " + dataTypeName(targetType));
@@ -20,9 +22,11 @@ void inferLoss(InferContext& ctx) {
   }
   const SymShape* in = ctx.inputShape(0);
   const SymShape* target = ctx.inputShape(1);
-  if (in && in->size() < 2) ctx.fail("input must have rank >= 2 (N, C, ...), got " + symShapeToString(*in));
+  if (in && in->size() < 2)
+    ctx.fail("input must have rank >= 2 (N, C, ...), got " + symShapeToString(*in));
   if (in && target && target->size() + 1 != in->size()) {
-    ctx.fail("target " + symShapeToString(*target) + " must have one dim fewer than the input " + symShapeToString(*in));
+    ctx.fail("target " + symShapeToString(*target) + " must have one dim fewer than the input " +
+             symShapeToString(*in));
   }
   if (reduction != "none") {
     ctx.setOutput(0, dtype, SymShape{});
@@ -37,8 +41,10 @@ void inferLoss(InferContext& ctx) {
   }
   // SoftmaxCrossEntropyLoss's optional log_prob has the input's shape.
   if (ctx.numOutputs() > 1) {
-    if (in) ctx.setOutput(1, dtype, *in);
-    else ctx.setOutputType(1, dtype);
+    if (in)
+      ctx.setOutput(1, dtype, *in);
+    else
+      ctx.setOutputType(1, dtype);
   }
 }
 

@@ -50,7 +50,8 @@ void inferMatMulShape(InferContext& ctx, DataType t) {
   if (pa.size() == 1) pa.insert(pa.begin(), Dim::known(1));
   if (pb.size() == 1) pb.push_back(Dim::known(1));
   checkSameDim(ctx, pa.back(), pb[pb.size() - 2], "inner dimension");
-  SymShape out = broadcastSymShapes(ctx, SymShape(pa.begin(), pa.end() - 2), SymShape(pb.begin(), pb.end() - 2));
+  SymShape out = broadcastSymShapes(ctx, SymShape(pa.begin(), pa.end() - 2),
+                                    SymShape(pb.begin(), pb.end() - 2));
   if (a->size() > 1) out.push_back(pa[pa.size() - 2]);
   if (b->size() > 1) out.push_back(pb.back());
   ctx.setOutput(0, t, out);
@@ -71,7 +72,8 @@ void inferMatMulInteger(InferContext& ctx) {
     const DataType t = ctx.inputType(i);
     if (t != DataType::kUint8 && t != DataType::kInt8)
       ctx.fail("expects int8 or uint8 inputs, got " + dataTypeName(t), ErrorCode::kUnsupportedNode);
-    if (ctx.hasInput(i + 2) && ctx.inputType(i + 2) != t) ctx.fail("zero point type differs from its input's");
+    if (ctx.hasInput(i + 2) && ctx.inputType(i + 2) != t)
+      ctx.fail("zero point type differs from its input's");
   }
   inferMatMulShape(ctx, DataType::kInt32);
 }
@@ -101,7 +103,8 @@ void inferGemm(InferContext& ctx) {
         const Dim& cd = (*c)[i];
         const Dim& od = out[2 - c->size() + i];
         if (cd.isKnown() && cd.value != 1 && od.isKnown() && cd.value != od.value) {
-          ctx.fail("input C of shape " + symShapeToString(*c) + " does not broadcast to " + symShapeToString(out));
+          ctx.fail("input C of shape " + symShapeToString(*c) + " does not broadcast to " +
+                   symShapeToString(out));
         }
       }
     }

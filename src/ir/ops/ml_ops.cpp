@@ -7,7 +7,8 @@ namespace {
 
 void inferBinarizer(InferContext& ctx) {
   const DataType type = ctx.inputType(0);
-  if (type == DataType::kString || type == DataType::kBool) ctx.fail("does not accept " + dataTypeName(type), ErrorCode::kUnsupportedNode);
+  if (type == DataType::kString || type == DataType::kBool)
+    ctx.fail("does not accept " + dataTypeName(type), ErrorCode::kUnsupportedNode);
   inferSameAsInput0(ctx);
 }
 
@@ -22,7 +23,8 @@ void inferArrayFeatureExtractor(InferContext& ctx) {
     return;
   }
   Dim count = Dim::known(1);
-  for (const Dim& d : *idx) count = count.isKnown() && d.isKnown() ? Dim::known(count.value * d.value) : Dim::unknown();
+  for (const Dim& d : *idx)
+    count = count.isKnown() && d.isKnown() ? Dim::known(count.value * d.value) : Dim::unknown();
   SymShape out = x->size() <= 1 ? SymShape{Dim::known(1)} : SymShape(x->begin(), x->end() - 1);
   out.push_back(count);
   ctx.setOutput(0, type, out);
@@ -41,25 +43,32 @@ DataType labelEncoderValueType(InferContext& ctx) {
 void inferLabelEncoder(InferContext& ctx) {
   const DataType out = labelEncoderValueType(ctx);
   const SymShape* in = ctx.inputShape(0);
-  if (in) ctx.setOutput(0, out, *in);
-  else ctx.setOutputType(0, out);
+  if (in)
+    ctx.setOutput(0, out, *in);
+  else
+    ctx.setOutputType(0, out);
 }
 
 // TreeEnsemble (ml opset 5): X (N, F) -> (N, n_targets) of X's type.
 void inferTreeEnsemble(InferContext& ctx) {
   const DataType type = ctx.inputType(0);
-  if (!isFloatingPoint(type)) ctx.fail("X must be a float tensor, got " + dataTypeName(type), ErrorCode::kUnsupportedNode);
-  if (attrInt(ctx.node(), "post_transform", 0) != 0) ctx.fail("only post_transform NONE (0) is supported", ErrorCode::kUnsupportedNode);
+  if (!isFloatingPoint(type))
+    ctx.fail("X must be a float tensor, got " + dataTypeName(type), ErrorCode::kUnsupportedNode);
+  if (attrInt(ctx.node(), "post_transform", 0) != 0)
+    ctx.fail("only post_transform NONE (0) is supported", ErrorCode::kUnsupportedNode);
   const SymShape* x = ctx.inputShape(0);
   if (x && x->size() != 2) ctx.fail("X must be (N, features), got " + symShapeToString(*x));
-  ctx.setOutput(0, type, SymShape{x ? (*x)[0] : Dim::unknown(), Dim::known(attrInt(ctx.node(), "n_targets"))});
+  ctx.setOutput(
+      0, type,
+      SymShape{x ? (*x)[0] : Dim::unknown(), Dim::known(attrInt(ctx.node(), "n_targets"))});
 }
 
 }  // namespace
 
 KILN_REGISTER_OP_SCHEMA({"ai.onnx.ml", "TreeEnsemble", 5, 1000, inferTreeEnsemble});
 KILN_REGISTER_OP_SCHEMA({"ai.onnx.ml", "Binarizer", 1, 1000, inferBinarizer});
-KILN_REGISTER_OP_SCHEMA({"ai.onnx.ml", "ArrayFeatureExtractor", 1, 1000, inferArrayFeatureExtractor});
+KILN_REGISTER_OP_SCHEMA({"ai.onnx.ml", "ArrayFeatureExtractor", 1, 1000,
+                         inferArrayFeatureExtractor});
 KILN_REGISTER_OP_SCHEMA({"ai.onnx.ml", "LabelEncoder", 1, 1000, inferLabelEncoder});
 
 }  // namespace kiln::ir

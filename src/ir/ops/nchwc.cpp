@@ -1,5 +1,6 @@
 // Shape rules of the blocked-layout ops ReorderToNchwc, ReorderFromNchwc, NchwcConv, the windowed
-// NchwcMaxPool / NchwcAveragePool and the global NchwcGlobalAveragePool / NchwcGlobalMaxPool (see nchwc.h).
+// NchwcMaxPool / NchwcAveragePool and the global NchwcGlobalAveragePool / NchwcGlobalMaxPool (see
+// nchwc.h).
 #include "ir/ops/nchwc.h"
 #include "ir/ops/nchwc_groups.h"
 
@@ -20,13 +21,17 @@ void requireFloat32(const InferContext& ctx, size_t i, const char* name) {
   if (ctx.inputType(i) != DataType::kFloat32) ctx.fail(std::string(name) + " must be float32");
 }
 
-// Fails unless `shape` is a blocked tensor [N, Cb, H, W, 16], with Cb == blocks when both are known.
-void checkBlocked(const InferContext& ctx, const SymShape& shape, const char* name, const Dim& blocks) {
+// Fails unless `shape` is a blocked tensor [N, Cb, H, W, 16], with Cb == blocks when both are
+// known.
+void checkBlocked(const InferContext& ctx, const SymShape& shape, const char* name,
+                  const Dim& blocks) {
   if (shape.size() != 5 || (shape[4].isKnown() && shape[4].value != kNchwcBlock)) {
-    ctx.fail(std::string(name) + " must be blocked [N, C/16, H, W, 16], got " + symShapeToString(shape));
+    ctx.fail(std::string(name) + " must be blocked [N, C/16, H, W, 16], got " +
+             symShapeToString(shape));
   }
   if (blocks.isKnown() && shape[1].isKnown() && shape[1].value != blocks.value) {
-    ctx.fail(std::string(name) + " " + symShapeToString(shape) + " should hold " + blocks.toString() + " channel blocks");
+    ctx.fail(std::string(name) + " " + symShapeToString(shape) + " should hold " +
+             blocks.toString() + " channel blocks");
   }
 }
 
@@ -35,7 +40,8 @@ void inferReorderTo(InferContext& ctx) {
   const SymShape* x = ctx.inputShape(0);
   if (!x) return ctx.setOutputType(0, DataType::kFloat32);
   if (x->size() != 4) ctx.fail("X must be 4-D NCHW, got " + symShapeToString(*x));
-  ctx.setOutput(0, DataType::kFloat32, SymShape{(*x)[0], blocksOf((*x)[1]), (*x)[2], (*x)[3], Dim::known(kNchwcBlock)});
+  ctx.setOutput(0, DataType::kFloat32,
+                SymShape{(*x)[0], blocksOf((*x)[1]), (*x)[2], (*x)[3], Dim::known(kNchwcBlock)});
 }
 
 void inferReorderFrom(InferContext& ctx) {
@@ -78,18 +84,23 @@ void inferNchwcConv(InferContext& ctx) {
   if (group != 1) {
     const bool known = (*w)[1].isKnown() && outChannels.isKnown();
     const NchwcGroupSlices slices =
-        known ? nchwcGroupSlices((*w)[1].value * group, outChannels.value, group) : NchwcGroupSlices{};
+        known ? nchwcGroupSlices((*w)[1].value * group, outChannels.value, group)
+              : NchwcGroupSlices{};
     const bool depthwise = known && (*w)[1].value == 1 && outChannels.value == group;
     if (!depthwise && slices.slices == 0) {
-      ctx.fail("a grouped NchwcConv must be depthwise (W [group, 1, kH, kW]) or split into whole channel blocks, "
-               "got W " + symShapeToString(*w) + " with group " + std::to_string(group) +
-               (known ? ": " + slices.whyNot : std::string()));
+      ctx.fail(
+          "a grouped NchwcConv must be depthwise (W [group, 1, kH, kW]) or split into whole "
+          "channel blocks, "
+          "got W " +
+          symShapeToString(*w) + " with group " + std::to_string(group) +
+          (known ? ": " + slices.whyNot : std::string()));
     }
     inChannels = Dim::known((*w)[1].value * group);
   }
   if (ctx.hasInput(2)) {
     const SymShape* b = ctx.inputShape(2);
-    if (b && (b->size() != 1 || (outChannels.isKnown() && (*b)[0].isKnown() && (*b)[0].value != outChannels.value))) {
+    if (b && (b->size() != 1 ||
+              (outChannels.isKnown() && (*b)[0].isKnown() && (*b)[0].value != outChannels.value))) {
       ctx.fail("bias must be 1-D with one value per output channel");
     }
   }
@@ -97,15 +108,17 @@ void inferNchwcConv(InferContext& ctx) {
   if (x->size() == 4) {
     if (group != 1) ctx.fail("a grouped NchwcConv needs a blocked X, got " + symShapeToString(*x));
     if ((*x)[1].isKnown() && inChannels.isKnown() && (*x)[1].value != inChannels.value) {
-      ctx.fail("X " + symShapeToString(*x) + " has " + (*x)[1].toString() + " channels but W expects " +
-               inChannels.toString());
+      ctx.fail("X " + symShapeToString(*x) + " has " + (*x)[1].toString() +
+               " channels but W expects " + inChannels.toString());
     }
   } else {
     checkBlocked(ctx, *x, "X", blocksOf(inChannels));
   }
-  const ConvGeometry g = convGeometry(ctx.node(), {(*x)[2].value, (*x)[3].value}, {(*w)[2].value, (*w)[3].value});
+  const ConvGeometry g =
+      convGeometry(ctx.node(), {(*x)[2].value, (*x)[3].value}, {(*w)[2].value, (*w)[3].value});
   auto spatial = [](int64_t d) { return d >= 0 ? Dim::known(d) : Dim::unknown(); };
-  const SymShape y{(*x)[0], blocksOf(outChannels), spatial(g.output[0]), spatial(g.output[1]), Dim::known(kNchwcBlock)};
+  const SymShape y{(*x)[0], blocksOf(outChannels), spatial(g.output[0]), spatial(g.output[1]),
+                   Dim::known(kNchwcBlock)};
   if (ctx.hasInput(3)) {
     const SymShape* z = ctx.inputShape(3);
     if (z) checkBlocked(ctx, *z, "residual Z", y[1]);
@@ -114,7 +127,8 @@ void inferNchwcConv(InferContext& ctx) {
   ctx.setOutput(0, DataType::kFloat32, y);
 }
 
-// NchwcMaxPool / NchwcAveragePool: MaxPool's / AveragePool's 2-D window over H and W of a blocked X.
+// NchwcMaxPool / NchwcAveragePool: MaxPool's / AveragePool's 2-D window over H and W of a blocked
+// X.
 void inferNchwcPool(InferContext& ctx) {
   requireFloat32(ctx, 0, "X");
   if (ctx.node().outputs.size() != 1) ctx.fail("has one output (no Indices)");
@@ -125,7 +139,8 @@ void inferNchwcPool(InferContext& ctx) {
   SymShape y = *x;
   for (size_t i = 0; i < 2; ++i) {
     const Dim& in = (*x)[2 + i];
-    y[2 + i] = in.isKnown() ? Dim::known(resolvePoolDim(ctx.node(), attrs, i, in.value).out) : Dim::unknown();
+    y[2 + i] = in.isKnown() ? Dim::known(resolvePoolDim(ctx.node(), attrs, i, in.value).out)
+                            : Dim::unknown();
   }
   ctx.setOutput(0, DataType::kFloat32, y);
 }
@@ -136,7 +151,8 @@ void inferNchwcGlobalPool(InferContext& ctx) {
   const SymShape* x = ctx.inputShape(0);
   if (!x) return ctx.setOutputType(0, DataType::kFloat32);
   checkBlocked(ctx, *x, "X", Dim::unknown());
-  ctx.setOutput(0, DataType::kFloat32, SymShape{(*x)[0], (*x)[1], Dim::known(1), Dim::known(1), Dim::known(kNchwcBlock)});
+  ctx.setOutput(0, DataType::kFloat32,
+                SymShape{(*x)[0], (*x)[1], Dim::known(1), Dim::known(1), Dim::known(kNchwcBlock)});
 }
 
 }  // namespace

@@ -26,7 +26,8 @@
 //     Co * Ci * kH * kW is well below H * W * Ci: a squeeze-excitation Mul feeding a 1x1
 //     projection on a large map (src/opt/fold_se_scale.cpp).
 //   NchwcMaxPool(X) -> Y, NchwcAveragePool(X) -> Y: MaxPool's / AveragePool's attributes (2-D
-//     window over H and W, no Indices output) on blocked X [N, Cb, H, W, 16] -> Y [N, Cb, Ho, Wo, 16].
+//     window over H and W, no Indices output) on blocked X [N, Cb, H, W, 16] -> Y [N, Cb, Ho, Wo,
+//     16].
 //   NchwcGlobalAveragePool(X) -> Y, NchwcGlobalMaxPool(X) -> Y: blocked X [N, Cb, H, W, 16] ->
 //     Y [N, Cb, 1, 1, 16], the mean / max over H and W.
 //
@@ -42,6 +43,8 @@ namespace kiln::ir {
 constexpr int64_t kNchwcBlock = 16;
 
 /// How many blocks hold `channels` channels.
-constexpr int64_t nchwcBlocks(int64_t channels) { return (channels + kNchwcBlock - 1) / kNchwcBlock; }
+constexpr int64_t nchwcBlocks(int64_t channels) {
+  return (channels + kNchwcBlock - 1) / kNchwcBlock;
+}
 
 }  // namespace kiln::ir

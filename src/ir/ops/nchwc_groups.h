@@ -14,18 +14,17 @@ namespace kiln::ir {
 constexpr int64_t kMinNchwcGroupChannels = 8;
 
 struct NchwcGroupSlices {
-  int64_t slices = 0;                  // 0: the convolution does not split into block slices
-  int64_t groups = 0;                  // the model's
-  int64_t groupsPerSlice = 1;          // of them merged into one slice (1 or 2)
+  int64_t slices = 0;          // 0: the convolution does not split into block slices
+  int64_t groups = 0;          // the model's
+  int64_t groupsPerSlice = 1;  // of them merged into one slice (1 or 2)
   int64_t inPerGroup = 0, outPerGroup = 0;
   int64_t inBlocks = 0, outBlocks = 0;  // per slice; slice s reads input blocks [s * inBlocks, ...)
-  std::string whyNot;                  // when slices == 0
+  std::string whyNot;                   // when slices == 0
 
   /// The real input / output channels of slice s: fewer than a whole slice's in a last slice
   /// that holds fewer groups (13 groups of 8: the 7th slice has one).
   int64_t inChannels(int64_t s) const { return channelsOf(s, inPerGroup); }
   int64_t outChannels(int64_t s) const { return channelsOf(s, outPerGroup); }
-
 
  private:
   int64_t channelsOf(int64_t s, int64_t perGroup) const {

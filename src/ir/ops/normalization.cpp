@@ -8,14 +8,16 @@ namespace {
 
 void requireFloat(InferContext& ctx, size_t i) {
   if (!isFloatingPoint(ctx.inputType(i))) {
-    ctx.fail("expects a floating-point input, got " + dataTypeName(ctx.inputType(i)), ErrorCode::kUnsupportedNode);
+    ctx.fail("expects a floating-point input, got " + dataTypeName(ctx.inputType(i)),
+             ErrorCode::kUnsupportedNode);
   }
 }
 
 void requireMinRank(InferContext& ctx, size_t rank) {
   const SymShape* s = ctx.inputShape(0);
   if (s && s->size() < rank) {
-    ctx.fail("expects an input of rank >= " + std::to_string(rank) + ", got rank " + std::to_string(s->size()));
+    ctx.fail("expects an input of rank >= " + std::to_string(rank) + ", got rank " +
+             std::to_string(s->size()));
   }
 }
 
@@ -36,10 +38,13 @@ void inferBatchNorm(InferContext& ctx) {
   inferSameAsInput0(ctx);
   const bool training = ctx.opset() >= 14 && attrInt(ctx.node(), "training_mode", 0) != 0;
   const std::vector<int>& outputs = ctx.node().outputs;
-  const bool statsWanted = std::any_of(outputs.begin() + 1, outputs.end(), [](int v) { return v != kNoValue; });
-  if (ctx.opset() >= 14 && !training && statsWanted) ctx.fail("running mean and variance outputs need training_mode=1");
+  const bool statsWanted =
+      std::any_of(outputs.begin() + 1, outputs.end(), [](int v) { return v != kNoValue; });
+  if (ctx.opset() >= 14 && !training && statsWanted)
+    ctx.fail("running mean and variance outputs need training_mode=1");
   if (ctx.opset() < 14 && statsWanted) {
-    ctx.fail("training outputs of BatchNormalization before opset 14 are not supported", ErrorCode::kUnsupportedNode);
+    ctx.fail("training outputs of BatchNormalization before opset 14 are not supported",
+             ErrorCode::kUnsupportedNode);
   }
   // Outputs 1.. are per-channel statistics shaped like the mean input.
   for (size_t i = 1; i < ctx.numOutputs(); ++i) {
@@ -55,10 +60,14 @@ void inferBatchNorm(InferContext& ctx) {
 DataType stashType(InferContext& ctx) {
   int64_t stash = attrInt(ctx.node(), "stash_type", 1);
   switch (stash) {
-    case 1: return DataType::kFloat32;
-    case 11: return DataType::kFloat64;
-    case 16: return DataType::kBFloat16;
-    default: ctx.fail("unsupported stash_type " + std::to_string(stash), ErrorCode::kUnsupportedNode);
+    case 1:
+      return DataType::kFloat32;
+    case 11:
+      return DataType::kFloat64;
+    case 16:
+      return DataType::kBFloat16;
+    default:
+      ctx.fail("unsupported stash_type " + std::to_string(stash), ErrorCode::kUnsupportedNode);
   }
 }
 

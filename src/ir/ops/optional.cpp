@@ -13,7 +13,8 @@ namespace {
 
 // Strips "prefix(" ... ")" from text; false when text is not of that form.
 bool unwrap(std::string& text, const std::string& prefix) {
-  if (text.size() < prefix.size() + 2 || text.compare(0, prefix.size() + 1, prefix + "(") != 0 || text.back() != ')') {
+  if (text.size() < prefix.size() + 2 || text.compare(0, prefix.size() + 1, prefix + "(") != 0 ||
+      text.back() != ')') {
     return false;
   }
   text = text.substr(prefix.size() + 1, text.size() - prefix.size() - 2);
@@ -46,8 +47,8 @@ TypeInfo parseValueTypeText(const Node& node, const std::string& text) {
 namespace {
 
 std::string kindName(const TypeInfo& t) {
-  return (t.isOptional ? "optional " : "") + std::string(t.isSequence ? "sequence of " : "tensor of ") +
-         dataTypeName(t.dtype);
+  return (t.isOptional ? "optional " : "") +
+         std::string(t.isSequence ? "sequence of " : "tensor of ") + dataTypeName(t.dtype);
 }
 
 // Optional: wraps its input, or without one makes an empty optional of the `type` attribute.
@@ -59,14 +60,18 @@ void inferOptional(InferContext& ctx) {
     if (type.isOptional) ctx.fail("input must be a tensor or a sequence, got an " + kindName(type));
     if (hasAttr(node, "type")) {
       const TypeInfo declared = parseValueTypeText(node, attrString(node, "type"));
-      if (declared.isOptional || declared.isSequence != type.isSequence || declared.dtype != type.dtype) {
-        ctx.fail("attribute type is " + kindName(declared) + " but the input is a " + kindName(type));
+      if (declared.isOptional || declared.isSequence != type.isSequence ||
+          declared.dtype != type.dtype) {
+        ctx.fail("attribute type is " + kindName(declared) + " but the input is a " +
+                 kindName(type));
       }
     }
   } else {
-    if (!hasAttr(node, "type")) ctx.fail("needs an input or the 'type' attribute (the type of an empty optional)");
+    if (!hasAttr(node, "type"))
+      ctx.fail("needs an input or the 'type' attribute (the type of an empty optional)");
     type = parseValueTypeText(node, attrString(node, "type"));
-    if (type.isOptional) ctx.fail("attribute type must be a tensor or sequence type, got " + kindName(type));
+    if (type.isOptional)
+      ctx.fail("attribute type must be a tensor or sequence type, got " + kindName(type));
   }
   type.isOptional = true;
   ctx.setOutputTypeInfo(0, std::move(type));

@@ -7,14 +7,17 @@ namespace {
 
 void requireFloat(InferContext& ctx, size_t i) {
   if (!isFloatingPoint(ctx.inputType(i))) {
-    ctx.fail("expects a floating-point input, got " + dataTypeName(ctx.inputType(i)), ErrorCode::kUnsupportedNode);
+    ctx.fail("expects a floating-point input, got " + dataTypeName(ctx.inputType(i)),
+             ErrorCode::kUnsupportedNode);
   }
 }
 
 // Input 0 is N x C x D1 x ... x Dn; returns its shape or nullptr when the rank is unknown.
 const SymShape* poolInputShape(InferContext& ctx) {
   const SymShape* s = ctx.inputShape(0);
-  if (s && s->size() < 3) ctx.fail("expects an input of rank >= 3 (N x C x spatial...), got rank " + std::to_string(s->size()));
+  if (s && s->size() < 3)
+    ctx.fail("expects an input of rank >= 3 (N x C x spatial...), got rank " +
+             std::to_string(s->size()));
   return s;
 }
 
@@ -30,8 +33,9 @@ void inferWindowPool(InferContext& ctx) {
   PoolAttrs attrs = readPoolAttrs(ctx.node(), in->size() - 2);
   SymShape out = {(*in)[0], (*in)[1]};
   for (size_t i = 2; i < in->size(); ++i) {
-    out.push_back((*in)[i].isKnown() ? Dim::known(resolvePoolDim(ctx.node(), attrs, i - 2, (*in)[i].value).out)
-                                     : Dim::unknown());
+    out.push_back((*in)[i].isKnown()
+                      ? Dim::known(resolvePoolDim(ctx.node(), attrs, i - 2, (*in)[i].value).out)
+                      : Dim::unknown());
   }
   ctx.setOutput(0, dtype, out);
   ctx.setOutput(1, DataType::kInt64, out);
@@ -43,7 +47,8 @@ void inferMaxPool(InferContext& ctx) {
     ctx.fail("does not accept " + dataTypeName(t), ErrorCode::kUnsupportedNode);
   }
   const std::vector<int>& outputs = ctx.node().outputs;
-  if (ctx.opset() < 8 && outputs.size() > 1 && outputs[1] != kNoValue) ctx.fail("the Indices output exists from opset 8");
+  if (ctx.opset() < 8 && outputs.size() > 1 && outputs[1] != kNoValue)
+    ctx.fail("the Indices output exists from opset 8");
   int64_t storageOrder = attrInt(ctx.node(), "storage_order", 0);
   if (storageOrder != 0 && storageOrder != 1) ctx.fail("storage_order must be 0 or 1");
   inferWindowPool(ctx);
@@ -87,8 +92,8 @@ void inferMaxUnpool(InferContext& ctx) {
     const Dim& d = (*in)[i];
     size_t s = i - 2;
     int64_t size = d.value < 0 ? -1
-                               : (d.value - 1) * attrs.strides[s] + attrs.kernel[s] - attrs.pads[s] -
-                                     attrs.pads[s + attrs.kernel.size()];
+                               : (d.value - 1) * attrs.strides[s] + attrs.kernel[s] -
+                                     attrs.pads[s] - attrs.pads[s + attrs.kernel.size()];
     if (d.isKnown() && size < 0) ctx.fail("pads are larger than the unpooled output");
     out.push_back(d.isKnown() ? Dim::known(size) : Dim::unknown());
   }
@@ -104,7 +109,8 @@ void setRoiOutput(InferContext& ctx, int64_t height, int64_t width) {
   if (rois && rois->size() != 2) ctx.fail("expects 2-D rois");
   Dim numRois = rois ? (*rois)[0] : Dim::unknown();
   Dim channels = x ? (*x)[1] : Dim::unknown();
-  ctx.setOutput(0, ctx.inputType(0), SymShape{numRois, channels, Dim::known(height), Dim::known(width)});
+  ctx.setOutput(0, ctx.inputType(0),
+                SymShape{numRois, channels, Dim::known(height), Dim::known(width)});
 }
 
 void inferMaxRoiPool(InferContext& ctx) {
@@ -121,7 +127,8 @@ void inferRoiAlign(InferContext& ctx) {
   if (bt != DataType::kInt64 && bt != DataType::kInt32) ctx.fail("batch_indices must be int64");
   std::string mode = attrString(ctx.node(), "mode", "avg");
   if (mode != "avg" && mode != "max") ctx.fail("mode must be 'avg' or 'max', got '" + mode + "'");
-  setRoiOutput(ctx, attrInt(ctx.node(), "output_height", 1), attrInt(ctx.node(), "output_width", 1));
+  setRoiOutput(ctx, attrInt(ctx.node(), "output_height", 1),
+               attrInt(ctx.node(), "output_width", 1));
 }
 
 }  // namespace

@@ -13,8 +13,8 @@ std::vector<int64_t> readPositive(const Node& node, const char* name, size_t cou
   if (!hasAttr(node, name)) return std::vector<int64_t>(count, 1);
   std::vector<int64_t> v = attrInts(node, name);
   if (v.size() != count) {
-    failNode(node, std::string("attribute '") + name + "' has " + std::to_string(v.size()) + " values, expected " +
-                       std::to_string(count));
+    failNode(node, std::string("attribute '") + name + "' has " + std::to_string(v.size()) +
+                       " values, expected " + std::to_string(count));
   }
   for (int64_t x : v) {
     if (x < 1) failNode(node, std::string("attribute '") + name + "' values must be positive");
@@ -45,7 +45,8 @@ PoolAttrs readPoolAttrs(const Node& node, size_t spatialRank) {
     if (p < 0) failNode(node, "pads must not be negative");
   }
   a.autoPad = attrString(node, "auto_pad", "NOTSET");
-  if (a.autoPad != "NOTSET" && a.autoPad != "SAME_UPPER" && a.autoPad != "SAME_LOWER" && a.autoPad != "VALID") {
+  if (a.autoPad != "NOTSET" && a.autoPad != "SAME_UPPER" && a.autoPad != "SAME_LOWER" &&
+      a.autoPad != "VALID") {
     failNode(node, "unknown auto_pad '" + a.autoPad + "'");
   }
   a.ceilMode = attrInt(node, "ceil_mode", 0) != 0;
@@ -63,12 +64,15 @@ PoolDim resolvePoolDim(const Node& node, const PoolAttrs& attrs, size_t i, int64
   d.stride = attrs.strides[i];
   d.dilation = attrs.dilations[i];
   const Wide window = Wide{d.kernel - 1} * d.dilation + 1;
-  const std::string geometry = "kernel_shape " + std::to_string(d.kernel) + ", dilation " + std::to_string(d.dilation) +
-                               ", stride " + std::to_string(d.stride) + " on input size " + std::to_string(inSize);
+  const std::string geometry = "kernel_shape " + std::to_string(d.kernel) + ", dilation " +
+                               std::to_string(d.dilation) + ", stride " + std::to_string(d.stride) +
+                               " on input size " + std::to_string(inSize);
   if (attrs.autoPad == "SAME_UPPER" || attrs.autoPad == "SAME_LOWER") {
     const Wide out = (Wide{inSize} + d.stride - 1) / d.stride;
     const Wide total = std::max<Wide>(0, (out - 1) * d.stride + window - inSize);
-    if (!fitsInt64(total)) failNode(node, "pooling window too large: " + geometry + " needs pads past int64", ErrorCode::kInvalidArgument);
+    if (!fitsInt64(total))
+      failNode(node, "pooling window too large: " + geometry + " needs pads past int64",
+               ErrorCode::kInvalidArgument);
     d.out = static_cast<int64_t>(out);
     const auto pads = static_cast<int64_t>(total);
     d.padBegin = attrs.autoPad == "SAME_UPPER" ? pads / 2 : pads - pads / 2;
@@ -81,9 +85,12 @@ PoolDim resolvePoolDim(const Node& node, const PoolAttrs& attrs, size_t i, int64
   }
   const Wide span = Wide{inSize} + d.padBegin + d.padEnd - window;
   if (span < 0) {
-    const std::string windowText = fitsInt64(window) ? std::to_string(static_cast<int64_t>(window)) : "more than 2^63";
-    failNode(node, "pooling window of " + windowText + " does not fit input size " + std::to_string(inSize) +
-                       " with pads " + std::to_string(d.padBegin) + "+" + std::to_string(d.padEnd),
+    const std::string windowText =
+        fitsInt64(window) ? std::to_string(static_cast<int64_t>(window)) : "more than 2^63";
+    failNode(node,
+             "pooling window of " + windowText + " does not fit input size " +
+                 std::to_string(inSize) + " with pads " + std::to_string(d.padBegin) + "+" +
+                 std::to_string(d.padEnd),
              ErrorCode::kInvalidArgument);
   }
   Wide out = span / d.stride + 1;
@@ -93,16 +100,20 @@ PoolDim resolvePoolDim(const Node& node, const PoolAttrs& attrs, size_t i, int64
     if ((out - 1) * d.stride >= Wide{inSize} + d.padBegin) --out;
   }
   if (!fitsInt64(out)) {
-    failNode(node, "pooling output size past int64: " + geometry + ", pads " + std::to_string(d.padBegin) + "+" +
-                       std::to_string(d.padEnd), ErrorCode::kInvalidArgument);
+    failNode(node,
+             "pooling output size past int64: " + geometry + ", pads " +
+                 std::to_string(d.padBegin) + "+" + std::to_string(d.padEnd),
+             ErrorCode::kInvalidArgument);
   }
   d.out = static_cast<int64_t>(out);
   return d;
 }
 
-std::vector<PoolDim> resolvePoolDims(const Node& node, const PoolAttrs& attrs, const Shape& inputShape) {
+std::vector<PoolDim> resolvePoolDims(const Node& node, const PoolAttrs& attrs,
+                                     const Shape& inputShape) {
   std::vector<PoolDim> dims;
-  for (size_t i = 0; i < attrs.kernel.size(); ++i) dims.push_back(resolvePoolDim(node, attrs, i, inputShape[i + 2]));
+  for (size_t i = 0; i < attrs.kernel.size(); ++i)
+    dims.push_back(resolvePoolDim(node, attrs, i, inputShape[i + 2]));
   return dims;
 }
 

@@ -37,6 +37,7 @@ struct PoolDim {
 PoolDim resolvePoolDim(const Node& node, const PoolAttrs& attrs, size_t i, int64_t inSize);
 
 /// Resolves every spatial dim of a concrete NC... input shape.
-std::vector<PoolDim> resolvePoolDims(const Node& node, const PoolAttrs& attrs, const Shape& inputShape);
+std::vector<PoolDim> resolvePoolDims(const Node& node, const PoolAttrs& attrs,
+                                     const Shape& inputShape);
 
 }  // namespace kiln::ir

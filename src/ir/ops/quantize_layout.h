@@ -27,6 +27,7 @@ struct QuantLayout {
 
 /// Checks the shapes of the scale (input 1) and the zero point (input 2; null when absent) against
 /// x for the node's `axis` and `block_size`; fails naming the node and the input on a mismatch.
-QuantLayout quantLayout(const Node& node, const Shape& x, const Shape& scale, const Shape* zeroPoint);
+QuantLayout quantLayout(const Node& node, const Shape& x, const Shape& scale,
+                        const Shape* zeroPoint);
 
 }  // namespace kiln::ir

@@ -12,21 +12,28 @@ void requireScales(const InferContext& ctx, std::initializer_list<size_t> inputs
   const DataType first = ctx.inputType(*inputs.begin());
   for (size_t i : inputs) {
     const DataType t = ctx.inputType(i);
-    const bool ok = ctx.node().opType == "QLinearMatMul" && ctx.opset() >= 21
-                        ? (t == DataType::kFloat32 || t == DataType::kFloat16 || t == DataType::kBFloat16)
-                        : t == DataType::kFloat32;
-    if (!ok) ctx.fail("scale input " + std::to_string(i) + " cannot be " + dataTypeName(t), ErrorCode::kUnsupportedNode);
-    if (t != first) ctx.fail("scale inputs differ in type: " + dataTypeName(first) + " and " + dataTypeName(t));
+    const bool ok =
+        ctx.node().opType == "QLinearMatMul" && ctx.opset() >= 21
+            ? (t == DataType::kFloat32 || t == DataType::kFloat16 || t == DataType::kBFloat16)
+            : t == DataType::kFloat32;
+    if (!ok)
+      ctx.fail("scale input " + std::to_string(i) + " cannot be " + dataTypeName(t),
+               ErrorCode::kUnsupportedNode);
+    if (t != first)
+      ctx.fail("scale inputs differ in type: " + dataTypeName(first) + " and " + dataTypeName(t));
   }
 }
 
 // Runs the shape rule of `integerOp` on the inputs at `picks` (its inputs in order) and gives
 // output 0 that shape with y_zero_point's (input 7's) type.
-void inferThroughIntegerOp(InferContext& ctx, const char* integerOp, const std::vector<size_t>& picks) {
-  const TypeInfo integer = inferThroughOp(ctx, integerOp, std::max<int64_t>(ctx.opset(), 10), picks);
+void inferThroughIntegerOp(InferContext& ctx, const char* integerOp,
+                           const std::vector<size_t>& picks) {
+  const TypeInfo integer =
+      inferThroughOp(ctx, integerOp, std::max<int64_t>(ctx.opset(), 10), picks);
   const DataType y = ctx.inputType(7);
   if (y != DataType::kInt8 && y != DataType::kUint8) {
-    ctx.fail("y_zero_point must be int8 or uint8, got " + dataTypeName(y), ErrorCode::kUnsupportedNode);
+    ctx.fail("y_zero_point must be int8 or uint8, got " + dataTypeName(y),
+             ErrorCode::kUnsupportedNode);
   }
   if (integer.shape) {
     ctx.setOutput(0, y, *integer.shape);

@@ -1,9 +1,11 @@
-// kiln-internal quantized operators (domain "kiln", opset 1) that opt/fuse_qdq_elementwise.cpp makes
-// of DQ -> op -> Q in QDQ models, with com.microsoft's QLinear* inputs; every scale and zero point
-// is one value (an omitted zero point is 0), and the output's dtype is its zero point's (X's):
+// kiln-internal quantized operators (domain "kiln", opset 1) that opt/fuse_qdq_elementwise.cpp
+// makes of DQ -> op -> Q in QDQ models, with com.microsoft's QLinear* inputs; every scale and zero
+// point is one value (an omitted zero point is 0), and the output's dtype is its zero point's
+// (X's):
 //   QLinearAdd(A, A_scale, A_zero_point, B, B_scale, B_zero_point, C_scale, C_zero_point) -> C
 //   QLinearMul(the same inputs) -> C                                    A and B broadcast as numpy
-//   QLinearGlobalAveragePool(X, x_scale, x_zero_point, y_scale, y_zero_point) -> Y   X [N, C, ...], Y [N, C, 1, ...]
+//   QLinearGlobalAveragePool(X, x_scale, x_zero_point, y_scale, y_zero_point) -> Y   X [N, C, ...],
+//   Y [N, C, 1, ...]
 // and, in the com.microsoft domain only (what ONNX Runtime's quantizer writes), QLinearSigmoid and
 // QLinearLeakyRelu(X, X_scale, X_zero_point, Y_scale, Y_zero_point) -> Y of X's shape and type,
 // QLinearAveragePool and QLinearSoftmax (the same inputs), QLinearConcat and QLinearWhere.
@@ -23,18 +25,23 @@ void requireQuantized(const InferContext& ctx, size_t data, size_t scale, size_t
     }
   }
   if (ctx.hasInput(zeroPoint) && ctx.inputType(data) != ctx.inputType(zeroPoint)) {
-    ctx.fail("input " + std::to_string(data) + " and its zero point (input " + std::to_string(zeroPoint) + ") differ in type");
+    ctx.fail("input " + std::to_string(data) + " and its zero point (input " +
+             std::to_string(zeroPoint) + ") differ in type");
   }
-  if (ctx.inputType(scale) != DataType::kFloat32) ctx.fail("scale input " + std::to_string(scale) + " must be float32");
+  if (ctx.inputType(scale) != DataType::kFloat32)
+    ctx.fail("scale input " + std::to_string(scale) + " must be float32");
 }
 
-// The output's dtype: its zero point's (int8 or uint8; X's when it is omitted), beside a float32 scale.
+// The output's dtype: its zero point's (int8 or uint8; X's when it is omitted), beside a float32
+// scale.
 DataType outputType(const InferContext& ctx, size_t scale, size_t zeroPoint) {
   ctx.requireInput(scale);
-  if (ctx.inputType(scale) != DataType::kFloat32) ctx.fail("output scale (input " + std::to_string(scale) + ") must be float32");
+  if (ctx.inputType(scale) != DataType::kFloat32)
+    ctx.fail("output scale (input " + std::to_string(scale) + ") must be float32");
   const DataType out = ctx.inputType(ctx.hasInput(zeroPoint) ? zeroPoint : 0);
   if (out != DataType::kInt8 && out != DataType::kUint8) {
-    ctx.fail("output zero point (input " + std::to_string(zeroPoint) + ") must be int8 or uint8, got " + dataTypeName(out));
+    ctx.fail("output zero point (input " + std::to_string(zeroPoint) +
+             ") must be int8 or uint8, got " + dataTypeName(out));
   }
   return out;
 }
@@ -54,23 +61,27 @@ void inferQLinearBinary(InferContext& ctx) {
 
 void inferQLinearGlobalAveragePool(InferContext& ctx) {
   if (attrInt(ctx.node(), "channels_last", 0) != 0) {
-    ctx.fail("attribute 'channels_last' = 1 is not supported (X must be [N, C, ...])", ErrorCode::kUnsupportedNode);
+    ctx.fail("attribute 'channels_last' = 1 is not supported (X must be [N, C, ...])",
+             ErrorCode::kUnsupportedNode);
   }
   requireQuantized(ctx, 0, 1, 2);
   const DataType out = outputType(ctx, 3, 4);
   const SymShape* x = ctx.inputShape(0);
   if (!x) return ctx.setOutputType(0, out);
-  if (x->size() < 3) ctx.fail("X must have rank 3 or more ([N, C, ...]), got " + symShapeToString(*x));
+  if (x->size() < 3)
+    ctx.fail("X must have rank 3 or more ([N, C, ...]), got " + symShapeToString(*x));
   SymShape y(x->begin(), x->begin() + 2);
   y.resize(x->size(), Dim::known(1));
   ctx.setOutput(0, out, y);
 }
 
-// com.microsoft QLinearSigmoid / QLinearLeakyRelu: X, X_scale, [X_zero_point], Y_scale, [Y_zero_point].
+// com.microsoft QLinearSigmoid / QLinearLeakyRelu: X, X_scale, [X_zero_point], Y_scale,
+// [Y_zero_point].
 void inferQLinearUnary(InferContext& ctx) {
   requireQuantized(ctx, 0, 1, 2);
   const DataType out = outputType(ctx, 3, 4);
-  if (out != ctx.inputType(0)) ctx.fail("Y_zero_point must have X's type " + dataTypeName(ctx.inputType(0)));
+  if (out != ctx.inputType(0))
+    ctx.fail("Y_zero_point must have X's type " + dataTypeName(ctx.inputType(0)));
   const SymShape* x = ctx.inputShape(0);
   if (x) {
     ctx.setOutput(0, out, *x);
@@ -89,7 +100,8 @@ void setQuantizedOutput(InferContext& ctx, DataType out, const TypeInfo& shaped)
 
 void refuseChannelsLast(const InferContext& ctx) {
   if (attrInt(ctx.node(), "channels_last", 0) != 0) {
-    ctx.fail("attribute 'channels_last' = 1 is not supported (X must be [N, C, ...])", ErrorCode::kUnsupportedNode);
+    ctx.fail("attribute 'channels_last' = 1 is not supported (X must be [N, C, ...])",
+             ErrorCode::kUnsupportedNode);
   }
 }
 
@@ -97,14 +109,16 @@ void refuseChannelsLast(const InferContext& ctx) {
 void inferQLinearAveragePool(InferContext& ctx) {
   refuseChannelsLast(ctx);
   requireQuantized(ctx, 0, 1, 2);
-  setQuantizedOutput(ctx, outputType(ctx, 3, 4), inferThroughOp(ctx, "AveragePool", 19, {0}, {DataType::kFloat32}));
+  setQuantizedOutput(ctx, outputType(ctx, 3, 4),
+                     inferThroughOp(ctx, "AveragePool", 19, {0}, {DataType::kFloat32}));
 }
 
 // com.microsoft QLinearSoftmax: X's shape; "opset" names the Softmax semantics (13+: one axis).
 void inferQLinearSoftmax(InferContext& ctx) {
   requireQuantized(ctx, 0, 1, 2);
   if (!hasAttr(ctx.node(), "opset")) ctx.fail("attribute 'opset' is required");
-  setQuantizedOutput(ctx, outputType(ctx, 3, 4), inferThroughOp(ctx, "Softmax", 13, {0}, {DataType::kFloat32}));
+  setQuantizedOutput(ctx, outputType(ctx, 3, 4),
+                     inferThroughOp(ctx, "Softmax", 13, {0}, {DataType::kFloat32}));
 }
 
 // com.microsoft QLinearConcat(Y_scale, Y_zero_point, X0, X0_scale, X0_zero_point, X1, ...).
@@ -118,28 +132,33 @@ void inferQLinearConcat(InferContext& ctx) {
     requireQuantized(ctx, i, i + 1, i + 2);
     picks.push_back(i);
   }
-  setQuantizedOutput(ctx, outputType(ctx, 0, 1), inferThroughOp(ctx, "Concat", 13, picks,
-                                                                std::vector<DataType>(picks.size(), DataType::kUint8)));
+  setQuantizedOutput(ctx, outputType(ctx, 0, 1),
+                     inferThroughOp(ctx, "Concat", 13, picks,
+                                    std::vector<DataType>(picks.size(), DataType::kUint8)));
 }
 
-// com.microsoft QLinearWhere(condition, X, x_scale, x_zero_point, Y, y_scale, y_zero_point, z_scale, z_zero_point).
+// com.microsoft QLinearWhere(condition, X, x_scale, x_zero_point, Y, y_scale, y_zero_point,
+// z_scale, z_zero_point).
 void inferQLinearWhere(InferContext& ctx) {
   requireQuantized(ctx, 1, 2, 3);
   requireQuantized(ctx, 4, 5, 6);
   ctx.requireInput(8);
   setQuantizedOutput(ctx, outputType(ctx, 7, 8),
-                     inferThroughOp(ctx, "Where", 16, {0, 1, 4}, {DataType::kBool, DataType::kUint8, DataType::kUint8}));
+                     inferThroughOp(ctx, "Where", 16, {0, 1, 4},
+                                    {DataType::kBool, DataType::kUint8, DataType::kUint8}));
 }
 
 }  // namespace
 
 KILN_REGISTER_OP_SCHEMA({"kiln", "QLinearAdd", 1, 1000, inferQLinearBinary});
 KILN_REGISTER_OP_SCHEMA({"kiln", "QLinearMul", 1, 1000, inferQLinearBinary});
-KILN_REGISTER_OP_SCHEMA({"kiln", "QLinearGlobalAveragePool", 1, 1000, inferQLinearGlobalAveragePool});
+KILN_REGISTER_OP_SCHEMA({"kiln", "QLinearGlobalAveragePool", 1, 1000,
+                         inferQLinearGlobalAveragePool});
 // The same ops as ONNX Runtime's quantizer writes them (QOperator format), zero points optional.
 KILN_REGISTER_OP_SCHEMA({"com.microsoft", "QLinearAdd", 1, 1000, inferQLinearBinary});
 KILN_REGISTER_OP_SCHEMA({"com.microsoft", "QLinearMul", 1, 1000, inferQLinearBinary});
-KILN_REGISTER_OP_SCHEMA({"com.microsoft", "QLinearGlobalAveragePool", 1, 1000, inferQLinearGlobalAveragePool});
+KILN_REGISTER_OP_SCHEMA({"com.microsoft", "QLinearGlobalAveragePool", 1, 1000,
+                         inferQLinearGlobalAveragePool});
 KILN_REGISTER_OP_SCHEMA({"com.microsoft", "QLinearSigmoid", 1, 1000, inferQLinearUnary});
 KILN_REGISTER_OP_SCHEMA({"com.microsoft", "QLinearLeakyRelu", 1, 1000, inferQLinearUnary});
 KILN_REGISTER_OP_SCHEMA({"com.microsoft", "QLinearAveragePool", 1, 1000, inferQLinearAveragePool});

@@ -6,10 +6,10 @@
 //     requantized at y_scale / y_zero_point. Without y_scale and y_zero_point the output is that
 //     real value in float32 (a Conv whose result float ops read).
 //   QGemm(A, a_scale, a_zero_point, B, b_scale, b_zero_point, [C], [y_scale], [y_zero_point])
-//     com.microsoft QGemm: the real result alpha * a_scale * b_scale[n] * ((A - a_zp)(B' - b_zp) + C[n])
-//     with B' = B or B^T ("transB"; "transA" must be 0), A [..., M, K] (rows batched as MatMul's),
-//     B a 2-D constant with b_scale / b_zero_point per tensor or per column n, C an int32 [N]
-//     bias; then the activation attributes and the output as QConv's.
+//     com.microsoft QGemm: the real result alpha * a_scale * b_scale[n] * ((A - a_zp)(B' - b_zp) +
+//     C[n]) with B' = B or B^T ("transB"; "transA" must be 0), A [..., M, K] (rows batched as
+//     MatMul's), B a 2-D constant with b_scale / b_zero_point per tensor or per column n, C an
+//     int32 [N] bias; then the activation attributes and the output as QConv's.
 #include "ir/node_attrs.h"
 #include "ir/op_schema.h"
 
@@ -24,7 +24,8 @@ DataType quantizedOutputType(const InferContext& ctx, size_t yScale, size_t yZer
   if (!ctx.hasInput(yScale)) return DataType::kFloat32;
   if (ctx.inputType(yScale) != DataType::kFloat32) ctx.fail("y_scale must be float32");
   const DataType y = ctx.inputType(yZeroPoint);
-  if (y != DataType::kInt8 && y != DataType::kUint8) ctx.fail("y_zero_point must be int8 or uint8, got " + dataTypeName(y));
+  if (y != DataType::kInt8 && y != DataType::kUint8)
+    ctx.fail("y_zero_point must be int8 or uint8, got " + dataTypeName(y));
   return y;
 }
 
@@ -39,7 +40,8 @@ void inferQConv(InferContext& ctx) {
   std::vector<const Tensor*> values;
   for (size_t i = 0; i < 9; ++i) {
     const bool stands = (i == 6 || i == 7) && out == DataType::kFloat32;
-    types.push_back(stands ? (i == 6 ? &yScale : &yZeroPoint) : (ctx.hasInput(i) ? &ctx.inputTypeInfo(i) : nullptr));
+    types.push_back(stands ? (i == 6 ? &yScale : &yZeroPoint)
+                           : (ctx.hasInput(i) ? &ctx.inputTypeInfo(i) : nullptr));
     values.push_back(stands ? nullptr : ctx.inputValue(i));
   }
   std::vector<TypeInfo> outputs(1);
@@ -60,7 +62,8 @@ void requireFloatScalar(const InferContext& ctx, size_t i, const char* name) {
 void requireEightBit(const InferContext& ctx, size_t i, const char* name) {
   ctx.requireInput(i);
   const DataType t = ctx.inputType(i);
-  if (t != DataType::kInt8 && t != DataType::kUint8) ctx.fail(std::string(name) + " must be int8 or uint8, got " + dataTypeName(t));
+  if (t != DataType::kInt8 && t != DataType::kUint8)
+    ctx.fail(std::string(name) + " must be int8 or uint8, got " + dataTypeName(t));
 }
 
 void inferQGemm(InferContext& ctx) {
@@ -74,18 +77,22 @@ void inferQGemm(InferContext& ctx) {
     ctx.fail("a zero point must have its operand's type (A and a_zero_point, B and b_zero_point)");
   }
   const DataType out = quantizedOutputType(ctx, 7, 8);
-  if (attrInt(ctx.node(), "transA", 0) != 0) ctx.fail("transA must be 0 (A is [..., M, K])", ErrorCode::kUnsupportedNode);
+  if (attrInt(ctx.node(), "transA", 0) != 0)
+    ctx.fail("transA must be 0 (A is [..., M, K])", ErrorCode::kUnsupportedNode);
   const bool transB = attrInt(ctx.node(), "transB", 0) != 0;
   const SymShape* a = ctx.inputShape(0);
   const SymShape* b = ctx.inputShape(3);
   if (b && b->size() != 2) ctx.fail("B must be 2-D, got " + symShapeToString(*b));
-  if (a && a->size() < 2) ctx.fail("A must have rank 2 or more ([..., M, K]), got " + symShapeToString(*a));
+  if (a && a->size() < 2)
+    ctx.fail("A must have rank 2 or more ([..., M, K]), got " + symShapeToString(*a));
   const Dim n = b ? (*b)[transB ? 0 : 1] : Dim::unknown();
   if (ctx.hasInput(6)) {
-    if (ctx.inputType(6) != DataType::kInt32) ctx.fail("C must be int32, got " + dataTypeName(ctx.inputType(6)));
+    if (ctx.inputType(6) != DataType::kInt32)
+      ctx.fail("C must be int32, got " + dataTypeName(ctx.inputType(6)));
     const SymShape* c = ctx.inputShape(6);
     if (c && (c->size() != 1 || ((*c)[0].isKnown() && n.isKnown() && (*c)[0].value != n.value))) {
-      ctx.fail("C must be 1-D with one value per output column (" + n.toString() + "), got " + symShapeToString(*c));
+      ctx.fail("C must be 1-D with one value per output column (" + n.toString() + "), got " +
+               symShapeToString(*c));
     }
   }
   if (!a || !b) {
@@ -94,8 +101,8 @@ void inferQGemm(InferContext& ctx) {
   }
   const Dim k = (*b)[transB ? 1 : 0];
   if (a->back().isKnown() && k.isKnown() && a->back().value != k.value) {
-    ctx.fail("A " + symShapeToString(*a) + " and B " + symShapeToString(*b) + (transB ? " (transposed)" : "") +
-             " do not multiply: K differs");
+    ctx.fail("A " + symShapeToString(*a) + " and B " + symShapeToString(*b) +
+             (transB ? " (transposed)" : "") + " do not multiply: K differs");
   }
   SymShape y(a->begin(), a->end() - 1);
   y.push_back(n);

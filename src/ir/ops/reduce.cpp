@@ -78,7 +78,8 @@ void inferCumSum(InferContext& ctx) {
   requireNumeric(ctx, false);
   const SymShape* in = ctx.inputShape(0);
   const DataType axisType = ctx.inputType(1);
-  if (axisType != DataType::kInt32 && axisType != DataType::kInt64) ctx.fail("axis must be int32 or int64");
+  if (axisType != DataType::kInt32 && axisType != DataType::kInt64)
+    ctx.fail("axis must be int32 or int64");
   auto axis = ctx.inputInts(1);
   if (axis && axis->size() != 1) ctx.fail("axis must hold one value");
   if (in && axis) normalizeAxis(ctx, axis->front(), static_cast<int64_t>(in->size()));

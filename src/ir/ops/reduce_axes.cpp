@@ -9,7 +9,8 @@ bool reduceTakesAxesInput(const Node& node) {
   return node.opset >= 18 || (node.opType == "ReduceSum" && node.opset >= 13);
 }
 
-ReducePlan planReduce(const Node& node, int64_t rank, const std::optional<std::vector<int64_t>>& axesInput) {
+ReducePlan planReduce(const Node& node, int64_t rank,
+                      const std::optional<std::vector<int64_t>>& axesInput) {
   ReducePlan plan;
   plan.keepDims = attrInt(node, "keepdims", 1) != 0;
   std::vector<int64_t> axes;

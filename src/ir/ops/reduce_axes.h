@@ -20,6 +20,7 @@ bool reduceTakesAxesInput(const Node& node);
 
 /// The plan for an input of the given rank; `axesInput` is the value of input 1 when the node
 /// has one (nullopt when the input is omitted). Fails naming the node on bad or repeated axes.
-ReducePlan planReduce(const Node& node, int64_t rank, const std::optional<std::vector<int64_t>>& axesInput);
+ReducePlan planReduce(const Node& node, int64_t rank,
+                      const std::optional<std::vector<int64_t>>& axesInput);
 
 }  // namespace kiln::ir

@@ -7,7 +7,8 @@ namespace {
 void inferDet(InferContext& ctx) {
   const DataType dtype = ctx.inputType(0);
   if (!isFloatingPoint(dtype)) {
-    ctx.fail("expects a floating-point input, got " + dataTypeName(dtype), ErrorCode::kUnsupportedNode);
+    ctx.fail("expects a floating-point input, got " + dataTypeName(dtype),
+             ErrorCode::kUnsupportedNode);
   }
   const SymShape* in = ctx.inputShape(0);
   if (!in) {

@@ -34,7 +34,8 @@ std::vector<int64_t> resizedAxes(const InferContext& ctx, int64_t rank) {
   return axes;
 }
 
-/// The scales as doubles, from the Upsample-7 attribute or the scales input; nullopt if unknown yet.
+/// The scales as doubles, from the Upsample-7 attribute or the scales input; nullopt if unknown
+/// yet.
 std::optional<std::vector<double>> knownScales(const InferContext& ctx, size_t scalesInput) {
   std::vector<double> scales;
   if (ctx.node().opType == "Upsample" && ctx.opset() < 9) {
@@ -43,26 +44,32 @@ std::optional<std::vector<double>> knownScales(const InferContext& ctx, size_t s
   }
   const Tensor* t = ctx.inputValue(scalesInput);
   if (!t) return std::nullopt;
-  if (!isFloatingPoint(t->dtype())) ctx.fail("input 'scales' must be floating point, got " + t->describe());
+  if (!isFloatingPoint(t->dtype()))
+    ctx.fail("input 'scales' must be floating point, got " + t->describe());
   for (int64_t i = 0; i < t->numel(); ++i) scales.push_back(t->doubleAt(i));
   return scales;
 }
 
-void setResizedDimsFromSizes(const InferContext& ctx, const std::vector<int64_t>& sizes, const std::vector<int64_t>& axes,
-                             SymShape& out) {
+void setResizedDimsFromSizes(const InferContext& ctx, const std::vector<int64_t>& sizes,
+                             const std::vector<int64_t>& axes, SymShape& out) {
   if (sizes.size() != axes.size()) {
-    ctx.fail("input 'sizes' has " + std::to_string(sizes.size()) + " values, expected " + std::to_string(axes.size()));
+    ctx.fail("input 'sizes' has " + std::to_string(sizes.size()) + " values, expected " +
+             std::to_string(axes.size()));
   }
   for (int64_t s : sizes) {
     if (s < 0) ctx.fail("input 'sizes' has a negative value " + std::to_string(s));
   }
-  std::string policy = ctx.opset() >= 18 ? attrString(ctx.node(), "keep_aspect_ratio_policy", "stretch") : "stretch";
+  std::string policy =
+      ctx.opset() >= 18 ? attrString(ctx.node(), "keep_aspect_ratio_policy", "stretch") : "stretch";
   if (policy == "stretch") {
-    for (size_t i = 0; i < axes.size(); ++i) out[static_cast<size_t>(axes[i])] = Dim::known(sizes[i]);
+    for (size_t i = 0; i < axes.size(); ++i)
+      out[static_cast<size_t>(axes[i])] = Dim::known(sizes[i]);
     return;
   }
   if (policy != "not_larger" && policy != "not_smaller") {
-    ctx.fail("attribute 'keep_aspect_ratio_policy' must be stretch, not_larger or not_smaller, got '" + policy + "'");
+    ctx.fail(
+        "attribute 'keep_aspect_ratio_policy' must be stretch, not_larger or not_smaller, got '" +
+        policy + "'");
   }
   // One scale for every resized axis: the smallest (not_larger) or largest (not_smaller) ratio.
   std::optional<double> scale;
@@ -79,18 +86,21 @@ void setResizedDimsFromSizes(const InferContext& ctx, const std::vector<int64_t>
   for (int64_t a : axes) {
     Dim& d = out[static_cast<size_t>(a)];
     double size = std::floor(*scale * static_cast<double>(d.value) + 0.5);
-    if (size > kMaxDim) ctx.fail("keep_aspect_ratio_policy makes axis " + std::to_string(a) + " too large");
+    if (size > kMaxDim)
+      ctx.fail("keep_aspect_ratio_policy makes axis " + std::to_string(a) + " too large");
     d = Dim::known(static_cast<int64_t>(size));
   }
 }
 
-void setResizedDimsFromScales(const InferContext& ctx, const std::vector<double>& scales, const std::vector<int64_t>& axes,
-                              SymShape& out) {
+void setResizedDimsFromScales(const InferContext& ctx, const std::vector<double>& scales,
+                              const std::vector<int64_t>& axes, SymShape& out) {
   if (scales.size() != axes.size()) {
-    ctx.fail("has " + std::to_string(scales.size()) + " scales, expected " + std::to_string(axes.size()));
+    ctx.fail("has " + std::to_string(scales.size()) + " scales, expected " +
+             std::to_string(axes.size()));
   }
   for (size_t i = 0; i < axes.size(); ++i) {
-    if (!(scales[i] > 0) || !std::isfinite(scales[i])) ctx.fail("scales must be positive and finite, got " + std::to_string(scales[i]));
+    if (!(scales[i] > 0) || !std::isfinite(scales[i]))
+      ctx.fail("scales must be positive and finite, got " + std::to_string(scales[i]));
     Dim& d = out[static_cast<size_t>(axes[i])];
     if (scales[i] == 1.0) continue;  // keeps a symbolic dim
     if (!d.isKnown()) {
@@ -98,7 +108,9 @@ void setResizedDimsFromScales(const InferContext& ctx, const std::vector<double>
       continue;
     }
     double size = std::floor(scales[i] * static_cast<double>(d.value));
-    if (size > kMaxDim) ctx.fail("scale " + std::to_string(scales[i]) + " makes axis " + std::to_string(axes[i]) + " too large");
+    if (size > kMaxDim)
+      ctx.fail("scale " + std::to_string(scales[i]) + " makes axis " + std::to_string(axes[i]) +
+               " too large");
     d = Dim::known(static_cast<int64_t>(size));
   }
 }

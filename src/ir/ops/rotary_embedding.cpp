@@ -7,11 +7,16 @@ namespace {
 
 void inferRotaryEmbedding(InferContext& ctx) {
   const DataType type = ctx.inputType(0);
-  if (!isFloatingPoint(type)) ctx.fail("input must be a float tensor, got " + dataTypeName(type), ErrorCode::kUnsupportedNode);
-  if (ctx.inputType(1) != type || ctx.inputType(2) != type) ctx.fail("cos_cache and sin_cache must have the input's type");
+  if (!isFloatingPoint(type))
+    ctx.fail("input must be a float tensor, got " + dataTypeName(type),
+             ErrorCode::kUnsupportedNode);
+  if (ctx.inputType(1) != type || ctx.inputType(2) != type)
+    ctx.fail("cos_cache and sin_cache must have the input's type");
   const SymShape* in = ctx.inputShape(0);
-  if (in && in->size() != 3 && in->size() != 4) ctx.fail("input must be 3-D or 4-D, got " + symShapeToString(*in));
-  if (in && in->size() == 3 && attrInt(ctx.node(), "num_heads", 0) <= 0) ctx.fail("a 3-D input needs num_heads");
+  if (in && in->size() != 3 && in->size() != 4)
+    ctx.fail("input must be 3-D or 4-D, got " + symShapeToString(*in));
+  if (in && in->size() == 3 && attrInt(ctx.node(), "num_heads", 0) <= 0)
+    ctx.fail("a 3-D input needs num_heads");
   inferSameAsInput0(ctx);
 }
 
@@ -20,14 +25,18 @@ void inferRotaryEmbedding(InferContext& ctx) {
 void inferContribRotaryEmbedding(InferContext& ctx) {
   for (size_t i = 0; i < 4; ++i) ctx.requireInput(i);
   const DataType type = ctx.inputType(0);
-  if (type != DataType::kFloat32) ctx.fail("input must be float32, got " + dataTypeName(type), ErrorCode::kUnsupportedNode);
-  if (ctx.inputType(1) != DataType::kInt64) ctx.fail("position_ids must be int64, got " + dataTypeName(ctx.inputType(1)));
-  if (ctx.inputType(2) != type || ctx.inputType(3) != type) ctx.fail("cos_cache and sin_cache must have the input's type");
+  if (type != DataType::kFloat32)
+    ctx.fail("input must be float32, got " + dataTypeName(type), ErrorCode::kUnsupportedNode);
+  if (ctx.inputType(1) != DataType::kInt64)
+    ctx.fail("position_ids must be int64, got " + dataTypeName(ctx.inputType(1)));
+  if (ctx.inputType(2) != type || ctx.inputType(3) != type)
+    ctx.fail("cos_cache and sin_cache must have the input's type");
   if (attrInt(ctx.node(), "is_packed_batching", 0) != 0) {
     ctx.fail("attribute 'is_packed_batching' = 1 is not supported", ErrorCode::kUnsupportedNode);
   }
   const SymShape* in = ctx.inputShape(0);
-  if (in && in->size() != 3 && in->size() != 4) ctx.fail("input must be 3-D or 4-D, got " + symShapeToString(*in));
+  if (in && in->size() != 3 && in->size() != 4)
+    ctx.fail("input must be 3-D or 4-D, got " + symShapeToString(*in));
   inferSameAsInput0(ctx);
 }
 

@@ -8,7 +8,8 @@ void inferNonZero(InferContext& ctx) {
   ctx.inputType(0);
   const SymShape* in = ctx.inputShape(0);
   // A scalar counts as one axis, as numpy's nonzero does.
-  Dim rank = in ? Dim::known(std::max<int64_t>(1, static_cast<int64_t>(in->size()))) : Dim::unknown();
+  Dim rank =
+      in ? Dim::known(std::max<int64_t>(1, static_cast<int64_t>(in->size()))) : Dim::unknown();
   ctx.setOutput(0, DataType::kInt64, SymShape{rank, Dim::unknown()});
 }
 
@@ -33,7 +34,8 @@ void inferCompress(InferContext& ctx) {
     ctx.setOutputType(0, type);
     return;
   }
-  const int64_t axis = normalizeAxis(ctx, attrInt(ctx.node(), "axis"), static_cast<int64_t>(in->size()));
+  const int64_t axis =
+      normalizeAxis(ctx, attrInt(ctx.node(), "axis"), static_cast<int64_t>(in->size()));
   SymShape out = *in;
   out[axis] = count;
   ctx.setOutput(0, type, out);
@@ -46,7 +48,8 @@ void inferUnique(InferContext& ctx) {
     ctx.setOutput(0, type, SymShape{Dim::unknown()});
   } else if (in) {
     SymShape out = *in;
-    out[normalizeAxis(ctx, attrInt(ctx.node(), "axis"), static_cast<int64_t>(in->size()))] = Dim::unknown();
+    out[normalizeAxis(ctx, attrInt(ctx.node(), "axis"), static_cast<int64_t>(in->size()))] =
+        Dim::unknown();
     ctx.setOutput(0, type, out);
   } else {
     ctx.setOutputType(0, type);

@@ -11,11 +11,13 @@ namespace kiln::ir {
 namespace {
 
 void requireSequence(InferContext& ctx, size_t i) {
-  if (!ctx.inputIsSequence(i)) ctx.fail("input " + std::to_string(i) + " must be a sequence, got a tensor");
+  if (!ctx.inputIsSequence(i))
+    ctx.fail("input " + std::to_string(i) + " must be a sequence, got a tensor");
 }
 
 void requireTensor(InferContext& ctx, size_t i) {
-  if (ctx.inputIsSequence(i)) ctx.fail("input " + std::to_string(i) + " must be a tensor, got a sequence");
+  if (ctx.inputIsSequence(i))
+    ctx.fail("input " + std::to_string(i) + " must be a tensor, got a sequence");
 }
 
 // An optional position input: a scalar (or one-element) int32/int64 tensor.
@@ -23,12 +25,15 @@ void requirePosition(InferContext& ctx, size_t i) {
   if (!ctx.hasInput(i)) return;
   requireTensor(ctx, i);
   const DataType t = ctx.inputType(i);
-  if (t != DataType::kInt32 && t != DataType::kInt64) ctx.fail("position must be int32 or int64, got " + dataTypeName(t));
+  if (t != DataType::kInt32 && t != DataType::kInt64)
+    ctx.fail("position must be int32 or int64, got " + dataTypeName(t));
 }
 
 void inferSequenceEmpty(InferContext& ctx) {
-  const auto dtype = static_cast<DataType>(attrInt(ctx.node(), "dtype", static_cast<int64_t>(DataType::kFloat32)));
-  if (!isSupportedDataType(dtype)) ctx.fail("dtype " + std::to_string(static_cast<int>(dtype)) + " is not a tensor type");
+  const auto dtype =
+      static_cast<DataType>(attrInt(ctx.node(), "dtype", static_cast<int64_t>(DataType::kFloat32)));
+  if (!isSupportedDataType(dtype))
+    ctx.fail("dtype " + std::to_string(static_cast<int>(dtype)) + " is not a tensor type");
   ctx.setSequenceOutput(0, dtype);
 }
 
@@ -38,8 +43,8 @@ void inferSequenceConstruct(InferContext& ctx) {
   for (size_t i = 0; i < ctx.numInputs(); ++i) {
     requireTensor(ctx, i);
     if (ctx.inputType(i) != dtype) {
-      ctx.fail("input " + std::to_string(i) + " is " + dataTypeName(ctx.inputType(i)) + ", input 0 is " +
-               dataTypeName(dtype) + ": a sequence holds one element type");
+      ctx.fail("input " + std::to_string(i) + " is " + dataTypeName(ctx.inputType(i)) +
+               ", input 0 is " + dataTypeName(dtype) + ": a sequence holds one element type");
     }
   }
   ctx.setSequenceOutput(0, dtype);
@@ -89,7 +94,8 @@ void inferSplitToSequence(InferContext& ctx) {
   if (ctx.hasInput(1)) {
     requireTensor(ctx, 1);
     const DataType t = ctx.inputType(1);
-    if (t != DataType::kInt32 && t != DataType::kInt64) ctx.fail("split must be int32 or int64, got " + dataTypeName(t));
+    if (t != DataType::kInt32 && t != DataType::kInt64)
+      ctx.fail("split must be int32 or int64, got " + dataTypeName(t));
   }
   if (const SymShape* in = ctx.inputShape(0)) {
     if (in->empty()) ctx.fail("cannot split a scalar");
@@ -115,19 +121,21 @@ void inferSequenceMap(InferContext& ctx) {
   requireSequence(ctx, 0);
   for (size_t i = 1; i < explicitInputs; ++i) ctx.requireInput(i);
   if (body->inputs.size() != explicitInputs) {
-    ctx.fail("body has " + std::to_string(body->inputs.size()) + " inputs; expected " + std::to_string(explicitInputs) +
-             " (one per node input)");
+    ctx.fail("body has " + std::to_string(body->inputs.size()) + " inputs; expected " +
+             std::to_string(explicitInputs) + " (one per node input)");
   }
   if (body->outputs.size() != ctx.numOutputs()) {
     ctx.fail("body has " + std::to_string(body->outputs.size()) + " outputs but the node has " +
              std::to_string(ctx.numOutputs()));
   }
   std::vector<const TypeInfo*> inputTypes;
-  for (size_t i = 0; i < ctx.numInputs(); ++i) inputTypes.push_back(ctx.hasInput(i) ? &ctx.inputTypeInfo(i) : nullptr);
+  for (size_t i = 0; i < ctx.numInputs(); ++i)
+    inputTypes.push_back(ctx.hasInput(i) ? &ctx.inputTypeInfo(i) : nullptr);
   const std::vector<TypeInfo> elements = sequenceMapElementTypes(node, *body, inputTypes);
   for (size_t k = 0; k < elements.size(); ++k) {
     if (elements[k].isSequence || elements[k].isOptional) {
-      ctx.fail("body output " + std::to_string(k) + " must be a tensor (it becomes one element of a sequence)");
+      ctx.fail("body output " + std::to_string(k) +
+               " must be a tensor (it becomes one element of a sequence)");
     }
     ctx.setSequenceOutput(k, elements[k].dtype);
   }

@@ -1,5 +1,6 @@
 // Shape and type rules of ops that reinterpret a tensor's shape or create one from a shape:
-// Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout, Shape, Size, Expand, ConstantOfShape, Range, EyeLike.
+// Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout, Shape, Size, Expand, ConstantOfShape,
+// Range, EyeLike.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -10,7 +11,8 @@ namespace kiln::ir {
 
 namespace {
 
-// An element count as known factor x product of named dims; `unknown` if an anonymous dim takes part.
+// An element count as known factor x product of named dims; `unknown` if an anonymous dim takes
+// part.
 struct SymCount {
   int64_t factor = 1;
   std::map<std::string, int> symbols;
@@ -28,12 +30,14 @@ struct SymCount {
   }
 };
 
-SymCount countOf(const Node& node, const SymShape& shape, size_t begin, size_t end, size_t skip = SIZE_MAX) {
+SymCount countOf(const Node& node, const SymShape& shape, size_t begin, size_t end,
+                 size_t skip = SIZE_MAX) {
   SymCount c;
   for (size_t i = begin; i < end; ++i)
     if (i != skip) c.multiply(shape[i]);
   if (c.overflow) {
-    failNode(node, "shape " + symShapeToString(shape) + " has more elements than int64 holds", ErrorCode::kInvalidArgument);
+    failNode(node, "shape " + symShapeToString(shape) + " has more elements than int64 holds",
+             ErrorCode::kInvalidArgument);
   }
   return c;
 }
@@ -50,7 +54,8 @@ Dim productDim(const Node& node, const SymShape& shape, size_t begin, size_t end
   return Dim::unknown();
 }
 
-SymShape reshapeSymShape(const Node& node, const SymShape& in, const std::vector<int64_t>& target, bool allowZero) {
+SymShape reshapeSymShape(const Node& node, const SymShape& in, const std::vector<int64_t>& target,
+                         bool allowZero) {
   SymShape out(target.size());
   size_t inferred = SIZE_MAX;
   bool hasZero = false;
@@ -108,7 +113,8 @@ SymShape reshapeSymShape(const Node& node, const SymShape& in, const std::vector
   if (!outCount.symbols.empty()) {
     out[inferred] = Dim::unknown();
   } else if (outCount.factor == 0) {
-    failNode(node, describe() + ": -1 is ambiguous with a zero-sized dim", ErrorCode::kInvalidArgument);
+    failNode(node, describe() + ": -1 is ambiguous with a zero-sized dim",
+             ErrorCode::kInvalidArgument);
   } else if (inCount.symbols.empty()) {
     if (inCount.factor % outCount.factor != 0) {
       failNode(node, describe() + ": element counts differ", ErrorCode::kInvalidArgument);
@@ -133,8 +139,9 @@ SymShape squeezeSymShape(const Node& node, const SymShape& in, const std::vector
     int64_t axis = normalizeAxis(node, a, rank);
     if (drop[axis]) failNode(node, "axis " + std::to_string(a) + " is repeated");
     if (in[axis].isKnown() && in[axis].value != 1) {
-      failNode(node, "cannot squeeze axis " + std::to_string(a) + " of size " + std::to_string(in[axis].value) +
-                         " (shape " + symShapeToString(in) + ")",
+      failNode(node,
+               "cannot squeeze axis " + std::to_string(a) + " of size " +
+                   std::to_string(in[axis].value) + " (shape " + symShapeToString(in) + ")",
                ErrorCode::kInvalidArgument);
     }
     drop[axis] = true;
@@ -159,7 +166,8 @@ SymShape unsqueezeSymShape(const Node& node, const SymShape& in, const std::vect
   return out;
 }
 
-std::optional<std::vector<int64_t>> axesFromAttrOrInput(const Node& node, const Tensor* axesInput, bool hasAxesInput) {
+std::optional<std::vector<int64_t>> axesFromAttrOrInput(const Node& node, const Tensor* axesInput,
+                                                        bool hasAxesInput) {
   if (node.opset < 13) return attrInts(node, "axes", {});
   if (!hasAxesInput) return std::vector<int64_t>{};
   if (!axesInput) return std::nullopt;
@@ -171,16 +179,19 @@ namespace {
 void inferReshape(InferContext& ctx) {
   const DataType type = ctx.inputType(0);
   const bool allowZero = ctx.opset() >= 14 && attrInt(ctx.node(), "allowzero", 0) != 0;
-  if (ctx.inputType(1) != DataType::kInt64) ctx.fail("shape must be int64, got " + dataTypeName(ctx.inputType(1)));
+  if (ctx.inputType(1) != DataType::kInt64)
+    ctx.fail("shape must be int64, got " + dataTypeName(ctx.inputType(1)));
   auto target = ctx.inputInts(1);
   const SymShape* in = ctx.inputShape(0);
   if (target && in) {
     ctx.setOutput(0, type, reshapeSymShape(ctx.node(), *in, *target, allowZero));
   } else if (target) {
     SymShape out;
-    for (int64_t t : *target) out.push_back(t > 0 || (t == 0 && allowZero) ? Dim::known(t) : Dim::unknown());
+    for (int64_t t : *target)
+      out.push_back(t > 0 || (t == 0 && allowZero) ? Dim::known(t) : Dim::unknown());
     ctx.setOutput(0, type, out);
-  } else if (auto targetShape = ctx.inputConcreteShape(1); targetShape && targetShape->size() == 1) {
+  } else if (auto targetShape = ctx.inputConcreteShape(1);
+             targetShape && targetShape->size() == 1) {
     ctx.setOutput(0, type, ctx.unknownDims((*targetShape)[0], 1));
   } else {
     ctx.setOutputType(0, type);
@@ -196,9 +207,12 @@ void inferFlatten(InferContext& ctx) {
   }
   const int64_t rank = static_cast<int64_t>(in->size());
   int64_t axis = attrInt(ctx.node(), "axis", 1);
-  if (axis < -rank || axis > rank) ctx.fail("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
+  if (axis < -rank || axis > rank)
+    ctx.fail("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
   if (axis < 0) axis += rank;
-  ctx.setOutput(0, type, SymShape{productDim(ctx.node(), *in, 0, axis), productDim(ctx.node(), *in, axis, in->size())});
+  ctx.setOutput(0, type,
+                SymShape{productDim(ctx.node(), *in, 0, axis),
+                         productDim(ctx.node(), *in, axis, in->size())});
 }
 
 void inferSqueeze(InferContext& ctx) {
@@ -206,7 +220,8 @@ void inferSqueeze(InferContext& ctx) {
   const SymShape* in = ctx.inputShape(0);
   auto axes = axesFromAttrOrInput(ctx.node(), ctx.inputValue(1), ctx.hasInput(1));
   // Without axes, which dims are dropped depends on dims that may not be known yet.
-  bool unknownDim = in && std::any_of(in->begin(), in->end(), [](const Dim& d) { return !d.isKnown(); });
+  bool unknownDim =
+      in && std::any_of(in->begin(), in->end(), [](const Dim& d) { return !d.isKnown(); });
   if (!in || !axes || (axes->empty() && unknownDim)) {
     ctx.setOutputType(0, type);
     return;
@@ -248,7 +263,9 @@ void inferShape(InferContext& ctx) {
     return;
   }
   const int64_t rank = static_cast<int64_t>(in->size());
-  auto clampIndex = [rank](int64_t i) { return std::clamp<int64_t>(i < 0 ? i + rank : i, 0, rank); };
+  auto clampIndex = [rank](int64_t i) {
+    return std::clamp<int64_t>(i < 0 ? i + rank : i, 0, rank);
+  };
   int64_t start = ctx.opset() >= 15 ? clampIndex(attrInt(ctx.node(), "start", 0)) : 0;
   int64_t end = ctx.opset() >= 15 ? clampIndex(attrInt(ctx.node(), "end", rank)) : rank;
   ctx.setOutput(0, DataType::kInt64, Shape{std::max<int64_t>(0, end - start)});
@@ -267,7 +284,8 @@ void inferExpand(InferContext& ctx) {
     for (int64_t d : *target)
       if (d < 0) ctx.fail("shape entry " + std::to_string(d) + " is negative");
     ctx.setOutput(0, type, broadcastSymShapes(ctx, *in, symShapeOf(*target)));
-  } else if (auto targetShape = ctx.inputConcreteShape(1); in && targetShape && targetShape->size() == 1) {
+  } else if (auto targetShape = ctx.inputConcreteShape(1);
+             in && targetShape && targetShape->size() == 1) {
     const SymShape target = ctx.unknownDims((*targetShape)[0], 1);
     ctx.setOutput(0, type, SymShape(std::max(in->size(), target.size()), Dim::unknown()));
   } else {
@@ -279,12 +297,14 @@ void inferConstantOfShape(InferContext& ctx) {
   DataType type = DataType::kFloat32;
   if (hasAttr(ctx.node(), "value")) {
     const Tensor& value = attrTensor(ctx.node(), "value");
-    if (value.numel() != 1) ctx.fail("attribute 'value' must hold one element, got " + value.describe());
+    if (value.numel() != 1)
+      ctx.fail("attribute 'value' must hold one element, got " + value.describe());
     type = value.dtype();
   }
   if (auto dims = ctx.inputInts(0)) {
     for (int64_t d : *dims)
-      if (d < 0) ctx.fail("shape entry " + std::to_string(d) + " is negative", ErrorCode::kInvalidArgument);
+      if (d < 0)
+        ctx.fail("shape entry " + std::to_string(d) + " is negative", ErrorCode::kInvalidArgument);
     ctx.setOutput(0, type, *dims);
   } else if (auto shapeShape = ctx.inputConcreteShape(0); shapeShape && shapeShape->size() == 1) {
     ctx.setOutput(0, type, ctx.unknownDims((*shapeShape)[0], 0));
@@ -332,8 +352,10 @@ void inferEyeLike(InferContext& ctx) {
 
 // Identity passes sequences through too (opset 14+ types); its kernel shares the value.
 void inferIdentity(InferContext& ctx) {
-  if (ctx.inputIsSequence(0)) ctx.setSequenceOutput(0, ctx.inputType(0));
-  else inferSameAsInput0(ctx);
+  if (ctx.inputIsSequence(0))
+    ctx.setSequenceOutput(0, ctx.inputType(0));
+  else
+    inferSameAsInput0(ctx);
 }
 
 }  // namespace

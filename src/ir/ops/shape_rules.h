@@ -10,7 +10,8 @@ namespace kiln::ir {
 
 /// Reshape's output: 0 copies the input dim (unless allowZero), -1 takes the remaining elements.
 /// Symbolic dims are carried through where the element counts cancel.
-SymShape reshapeSymShape(const Node& node, const SymShape& in, const std::vector<int64_t>& target, bool allowZero);
+SymShape reshapeSymShape(const Node& node, const SymShape& in, const std::vector<int64_t>& target,
+                         bool allowZero);
 /// Removes the given axes (which must be 1), or every known 1 when axes is empty.
 SymShape squeezeSymShape(const Node& node, const SymShape& in, const std::vector<int64_t>& axes);
 /// Inserts 1s at the given axes of the output.
@@ -20,7 +21,8 @@ Dim productDim(const SymShape& shape, size_t begin, size_t end);
 
 /// The axes of Squeeze/Unsqueeze: the "axes" attribute before opset 13, input 1 from 13.
 /// nullopt when the input's value is not known yet.
-std::optional<std::vector<int64_t>> axesFromAttrOrInput(const Node& node, const Tensor* axesInput, bool hasAxesInput);
+std::optional<std::vector<int64_t>> axesFromAttrOrInput(const Node& node, const Tensor* axesInput,
+                                                        bool hasAxesInput);
 
 /// One axis of a Slice after clamping: elements start, start + step, ... (count of them).
 struct SliceAxis {

@@ -11,13 +11,16 @@ std::optional<int64_t> scalarInt(InferContext& ctx, size_t i) {
   if (!ctx.hasInput(i)) return std::nullopt;
   auto v = ctx.inputInts(i);
   if (!v) return std::nullopt;
-  if (v->size() != 1) ctx.fail("input " + std::to_string(i) + " must hold one value, got " + std::to_string(v->size()));
+  if (v->size() != 1)
+    ctx.fail("input " + std::to_string(i) + " must hold one value, got " +
+             std::to_string(v->size()));
   return v->front();
 }
 
 void requireFloat(InferContext& ctx, size_t i, const char* what) {
   if (!isFloatingPoint(ctx.inputType(i))) {
-    ctx.fail(std::string(what) + " must be a float tensor, got " + dataTypeName(ctx.inputType(i)), ErrorCode::kUnsupportedNode);
+    ctx.fail(std::string(what) + " must be a float tensor, got " + dataTypeName(ctx.inputType(i)),
+             ErrorCode::kUnsupportedNode);
   }
 }
 
@@ -37,10 +40,13 @@ void inferDft(InferContext& ctx) {
   const bool inverse = attrInt(ctx.node(), "inverse", 0) != 0;
   const bool onesided = attrInt(ctx.node(), "onesided", 0) != 0;
   std::optional<int64_t> axis;
-  if (ctx.opset() < 20) axis = attrInt(ctx.node(), "axis", 1);
-  else axis = ctx.hasInput(2) ? scalarInt(ctx, 2) : std::optional<int64_t>(-2);
+  if (ctx.opset() < 20)
+    axis = attrInt(ctx.node(), "axis", 1);
+  else
+    axis = ctx.hasInput(2) ? scalarInt(ctx, 2) : std::optional<int64_t>(-2);
   SymShape out = *in;
-  out.back() = Dim::known(inverse && onesided ? 1 : 2);  // an inverse one-sided DFT gives a real signal
+  out.back() =
+      Dim::known(inverse && onesided ? 1 : 2);  // an inverse one-sided DFT gives a real signal
   if (!axis) {
     for (int64_t i = 0; i + 1 < rank; ++i) out[i] = Dim::unknown();  // any of them may be the axis
     ctx.setOutput(0, dtype, out);
@@ -48,14 +54,20 @@ void inferDft(InferContext& ctx) {
   }
   const int64_t a = normalizeAxis(ctx, *axis, rank);
   if (a == rank - 1) ctx.fail("axis must not be the last (real/imaginary) dim");
-  // dft_length defaults to the axis size (2 * (size - 1) for an inverse one-sided DFT, whose input holds half a spectrum).
+  // dft_length defaults to the axis size (2 * (size - 1) for an inverse one-sided DFT, whose input
+  // holds half a spectrum).
   const Dim& n = (*in)[a];
   std::optional<int64_t> length;
-  if (ctx.hasInput(1)) length = scalarInt(ctx, 1);
-  else if (n.isKnown()) length = (inverse && onesided) ? 2 * (n.value - 1) : n.value;
-  if (length && *length < 1) ctx.fail("dft_length must be positive, got " + std::to_string(*length));
-  if (!length) out[a] = Dim::unknown();
-  else out[a] = Dim::known((!inverse && onesided) ? *length / 2 + 1 : *length);
+  if (ctx.hasInput(1))
+    length = scalarInt(ctx, 1);
+  else if (n.isKnown())
+    length = (inverse && onesided) ? 2 * (n.value - 1) : n.value;
+  if (length && *length < 1)
+    ctx.fail("dft_length must be positive, got " + std::to_string(*length));
+  if (!length)
+    out[a] = Dim::unknown();
+  else
+    out[a] = Dim::known((!inverse && onesided) ? *length / 2 + 1 : *length);
   ctx.setOutput(0, dtype, out);
 }
 
@@ -63,23 +75,28 @@ void inferStft(InferContext& ctx) {
   requireFloat(ctx, 0, "signal");
   const DataType dtype = ctx.inputType(0);
   const SymShape* in = ctx.inputShape(0);
-  if (in && (in->size() != 3 || (in->back().isKnown() && in->back().value != 1 && in->back().value != 2))) {
+  if (in && (in->size() != 3 ||
+             (in->back().isKnown() && in->back().value != 1 && in->back().value != 2))) {
     ctx.fail("signal must be [batch, length, 1 or 2], got " + symShapeToString(*in));
   }
   const std::optional<int64_t> step = scalarInt(ctx, 1);
   if (step && *step < 1) ctx.fail("frame_step must be positive, got " + std::to_string(*step));
   std::optional<int64_t> frameLength = scalarInt(ctx, 3);
   if (!frameLength && ctx.hasInput(2)) {
-    if (const SymShape* w = ctx.inputShape(2); w && w->size() == 1 && (*w)[0].isKnown()) frameLength = (*w)[0].value;
+    if (const SymShape* w = ctx.inputShape(2); w && w->size() == 1 && (*w)[0].isKnown())
+      frameLength = (*w)[0].value;
   }
   const bool onesided = attrInt(ctx.node(), "onesided", 1) != 0;
   Dim batch = in ? (*in)[0] : Dim::unknown();
   Dim frames = Dim::unknown(), bins = Dim::unknown();
   if (frameLength) {
-    if (*frameLength < 1) ctx.fail("frame_length must be positive, got " + std::to_string(*frameLength));
+    if (*frameLength < 1)
+      ctx.fail("frame_length must be positive, got " + std::to_string(*frameLength));
     bins = Dim::known(onesided ? *frameLength / 2 + 1 : *frameLength);
     if (in && (*in)[1].isKnown() && step) {
-      if ((*in)[1].value < *frameLength) ctx.fail("frame_length " + std::to_string(*frameLength) + " exceeds the signal length " + (*in)[1].toString());
+      if ((*in)[1].value < *frameLength)
+        ctx.fail("frame_length " + std::to_string(*frameLength) + " exceeds the signal length " +
+                 (*in)[1].toString());
       frames = Dim::known(((*in)[1].value - *frameLength) / *step + 1);
     }
   }
@@ -89,7 +106,8 @@ void inferStft(InferContext& ctx) {
 DataType outputDatatype(InferContext& ctx) {
   const auto type = static_cast<DataType>(attrInt(ctx.node(), "output_datatype", 1));
   if (!isSupportedDataType(type) || type == DataType::kString || type == DataType::kBool) {
-    ctx.fail("output_datatype " + std::to_string(static_cast<int>(type)) + " is not a numeric type");
+    ctx.fail("output_datatype " + std::to_string(static_cast<int>(type)) +
+             " is not a numeric type");
   }
   return type;
 }
@@ -105,7 +123,9 @@ void inferMelWeightMatrix(InferContext& ctx) {
   const DataType type = outputDatatype(ctx);
   const std::optional<int64_t> bins = scalarInt(ctx, 0);
   const std::optional<int64_t> dftLength = scalarInt(ctx, 1);
-  ctx.setOutput(0, type, SymShape{dftLength ? Dim::known(*dftLength / 2 + 1) : Dim::unknown(), bins ? Dim::known(*bins) : Dim::unknown()});
+  ctx.setOutput(0, type,
+                SymShape{dftLength ? Dim::known(*dftLength / 2 + 1) : Dim::unknown(),
+                         bins ? Dim::known(*bins) : Dim::unknown()});
 }
 
 }  // namespace

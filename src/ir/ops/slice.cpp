@@ -1,4 +1,5 @@
-// Shape rules of Slice: parameters as attributes (opset 1-9) or inputs (10+), negative steps, clamping.
+// Shape rules of Slice: parameters as attributes (opset 1-9) or inputs (10+), negative steps,
+// clamping.
 #include <algorithm>
 #include <limits>
 
@@ -35,7 +36,9 @@ std::optional<SliceParams> sliceParams(const Node& node, const std::vector<const
     hasAxes = hasAttr(node, "axes");
     if (hasAxes) p.axes = attrInts(node, "axes");
   } else {
-    auto value = [&](size_t i) -> const Tensor* { return i < inputs.size() && present[i] ? inputs[i] : nullptr; };
+    auto value = [&](size_t i) -> const Tensor* {
+      return i < inputs.size() && present[i] ? inputs[i] : nullptr;
+    };
     if (!value(1) || !value(2)) return std::nullopt;
     p.starts = value(1)->toInt64Vector();
     p.ends = value(2)->toInt64Vector();
@@ -72,7 +75,8 @@ SymShape slicedAxesUnknown(const InferContext& ctx, const SymShape& in) {
   std::optional<std::vector<int64_t>> axes;
   if (ctx.hasInput(3)) {
     axes = ctx.inputInts(3);
-  } else if (auto startsShape = ctx.inputConcreteShape(1); startsShape && startsShape->size() == 1) {
+  } else if (auto startsShape = ctx.inputConcreteShape(1);
+             startsShape && startsShape->size() == 1) {
     axes = std::vector<int64_t>(static_cast<size_t>((*startsShape)[0]));
     for (size_t i = 0; i < axes->size(); ++i) (*axes)[i] = static_cast<int64_t>(i);
   }

@@ -8,7 +8,8 @@ namespace {
 // along `axis` (default -1). Either way the output has the input's type and shape.
 void inferSoftmaxLike(InferContext& ctx) {
   if (!isFloatingPoint(ctx.inputType(0))) {
-    ctx.fail("expects a floating-point input, got " + dataTypeName(ctx.inputType(0)), ErrorCode::kUnsupportedNode);
+    ctx.fail("expects a floating-point input, got " + dataTypeName(ctx.inputType(0)),
+             ErrorCode::kUnsupportedNode);
   }
   const SymShape* in = ctx.inputShape(0);
   if (in) {

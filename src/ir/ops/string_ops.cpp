@@ -6,21 +6,27 @@ namespace kiln::ir {
 namespace {
 
 void requireString(InferContext& ctx, size_t i) {
-  if (ctx.inputType(i) != DataType::kString) ctx.fail("input " + std::to_string(i) + " must be string, got " + dataTypeName(ctx.inputType(i)));
+  if (ctx.inputType(i) != DataType::kString)
+    ctx.fail("input " + std::to_string(i) + " must be string, got " +
+             dataTypeName(ctx.inputType(i)));
 }
 
 void inferStringNormalizer(InferContext& ctx) {
   requireString(ctx, 0);
   const std::string action = attrString(ctx.node(), "case_change_action", "NONE");
-  if (action != "NONE" && action != "LOWER" && action != "UPPER") ctx.fail("case_change_action must be NONE, LOWER or UPPER, got '" + action + "'");
+  if (action != "NONE" && action != "LOWER" && action != "UPPER")
+    ctx.fail("case_change_action must be NONE, LOWER or UPPER, got '" + action + "'");
   const SymShape* in = ctx.inputShape(0);
   if (in && in->size() != 1 && !(in->size() == 2 && (!(*in)[0].isKnown() || (*in)[0].value == 1))) {
     ctx.fail("input must be [C] or [1, C], got " + symShapeToString(*in));
   }
   // Removing stopwords changes the element count.
-  if (!in) ctx.setOutputType(0, DataType::kString);
-  else if (in->size() == 1) ctx.setOutput(0, DataType::kString, SymShape{Dim::unknown()});
-  else ctx.setOutput(0, DataType::kString, SymShape{Dim::known(1), Dim::unknown()});
+  if (!in)
+    ctx.setOutputType(0, DataType::kString);
+  else if (in->size() == 1)
+    ctx.setOutput(0, DataType::kString, SymShape{Dim::unknown()});
+  else
+    ctx.setOutput(0, DataType::kString, SymShape{Dim::known(1), Dim::unknown()});
 }
 
 void inferStringConcat(InferContext& ctx) {
@@ -31,7 +37,8 @@ void inferStringConcat(InferContext& ctx) {
 
 void inferStringSplit(InferContext& ctx) {
   requireString(ctx, 0);
-  if (hasAttr(ctx.node(), "maxsplit") && attrInt(ctx.node(), "maxsplit") < 0) ctx.fail("maxsplit must not be negative");
+  if (hasAttr(ctx.node(), "maxsplit") && attrInt(ctx.node(), "maxsplit") < 0)
+    ctx.fail("maxsplit must not be negative");
   const SymShape* in = ctx.inputShape(0);
   if (!in) {
     ctx.setOutputType(0, DataType::kString);
@@ -48,8 +55,10 @@ void inferRegexFullMatch(InferContext& ctx) {
   requireString(ctx, 0);
   attrString(ctx.node(), "pattern");
   const SymShape* in = ctx.inputShape(0);
-  if (in) ctx.setOutput(0, DataType::kBool, *in);
-  else ctx.setOutputType(0, DataType::kBool);
+  if (in)
+    ctx.setOutput(0, DataType::kBool, *in);
+  else
+    ctx.setOutputType(0, DataType::kBool);
 }
 
 }  // namespace

@@ -5,7 +5,9 @@ namespace kiln::ir {
 namespace {
 
 void inferSwish(InferContext& ctx) {
-  if (!isFloatingPoint(ctx.inputType(0))) ctx.fail("X must be a float tensor, got " + dataTypeName(ctx.inputType(0)), ErrorCode::kUnsupportedNode);
+  if (!isFloatingPoint(ctx.inputType(0)))
+    ctx.fail("X must be a float tensor, got " + dataTypeName(ctx.inputType(0)),
+             ErrorCode::kUnsupportedNode);
   inferSameAsInput0(ctx);
 }
 

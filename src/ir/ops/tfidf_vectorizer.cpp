@@ -13,14 +13,18 @@ void inferTfIdfVectorizer(InferContext& ctx) {
     ctx.fail("X must be string, int32 or int64, got " + dataTypeName(type));
   }
   const std::string mode = attrString(ctx.node(), "mode");
-  if (mode != "TF" && mode != "IDF" && mode != "TFIDF") ctx.fail("mode must be TF, IDF or TFIDF, got '" + mode + "'");
+  if (mode != "TF" && mode != "IDF" && mode != "TFIDF")
+    ctx.fail("mode must be TF, IDF or TFIDF, got '" + mode + "'");
   const std::vector<int64_t> indexes = attrInts(ctx.node(), "ngram_indexes");
   if (indexes.empty()) ctx.fail("ngram_indexes must not be empty");
   const int64_t outputSize = *std::max_element(indexes.begin(), indexes.end()) + 1;
   const SymShape* in = ctx.inputShape(0);
-  if (in && in->size() != 1 && in->size() != 2) ctx.fail("X must be [C] or [B, C], got " + symShapeToString(*in));
-  if (in && in->size() == 2) ctx.setOutput(0, DataType::kFloat32, SymShape{(*in)[0], Dim::known(outputSize)});
-  else ctx.setOutput(0, DataType::kFloat32, SymShape{Dim::known(outputSize)});
+  if (in && in->size() != 1 && in->size() != 2)
+    ctx.fail("X must be [C] or [B, C], got " + symShapeToString(*in));
+  if (in && in->size() == 2)
+    ctx.setOutput(0, DataType::kFloat32, SymShape{(*in)[0], Dim::known(outputSize)});
+  else
+    ctx.setOutput(0, DataType::kFloat32, SymShape{Dim::known(outputSize)});
 }
 
 }  // namespace

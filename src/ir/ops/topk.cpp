@@ -28,7 +28,8 @@ void inferTopK(InferContext& ctx) {
   const auto axis = static_cast<size_t>(normalizeAxis(ctx, attrInt(ctx.node(), "axis", -1), rank));
   const Dim& extent = (*in)[axis];
   if (k && extent.isKnown() && *k > extent.value) {
-    ctx.fail("k = " + std::to_string(*k) + " exceeds the axis size " + std::to_string(extent.value));
+    ctx.fail("k = " + std::to_string(*k) + " exceeds the axis size " +
+             std::to_string(extent.value));
   }
   SymShape out = *in;
   out[axis] = k ? Dim::known(*k) : Dim::unknown();

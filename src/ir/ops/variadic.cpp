@@ -10,11 +10,13 @@ void inferVariadic(InferContext& ctx) {
   for (size_t i = 0; i < ctx.numInputs(); ++i) {
     if (!ctx.hasInput(i)) ctx.fail("input " + std::to_string(i) + " is missing");
     if (ctx.inputType(i) != ctx.inputType(0)) {
-      ctx.fail("input types differ: " + dataTypeName(ctx.inputType(0)) + " and " + dataTypeName(ctx.inputType(i)));
+      ctx.fail("input types differ: " + dataTypeName(ctx.inputType(0)) + " and " +
+               dataTypeName(ctx.inputType(i)));
     }
   }
   const DataType t = ctx.inputType(0);
-  if (t == DataType::kString || t == DataType::kBool) ctx.fail("does not accept " + dataTypeName(t), ErrorCode::kUnsupportedNode);
+  if (t == DataType::kString || t == DataType::kBool)
+    ctx.fail("does not accept " + dataTypeName(t), ErrorCode::kUnsupportedNode);
   inferBroadcast(ctx);
 }
 

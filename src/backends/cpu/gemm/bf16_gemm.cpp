@@ -40,20 +40,26 @@ struct Layout {
   int64_t outer = 0, padded = 0, K = 0, Kp = 0, kc = 0, strip = 0;
 
   Layout(int64_t outer_, int64_t K_, int64_t kc_, int64_t strip_)
-      : outer(outer_), padded(roundUp(std::max<int64_t>(outer_, 1), strip_)), K(K_), Kp(roundUp(K_, 2)), kc(kc_),
+      : outer(outer_),
+        padded(roundUp(std::max<int64_t>(outer_, 1), strip_)),
+        K(K_),
+        Kp(roundUp(K_, 2)),
+        kc(kc_),
         strip(strip_) {}
   int64_t words() const { return padded * Kp / 2; }
   int64_t pairsIn(int64_t k0) const { return std::min(kc, Kp - k0) / 2; }
   // Strip s of the block at depth k0.
-  int64_t stripOffset(int64_t k0, int64_t s) const { return k0 / 2 * padded + s * strip * pairsIn(k0); }
+  int64_t stripOffset(int64_t k0, int64_t s) const {
+    return k0 / 2 * padded + s * strip * pairsIn(k0);
+  }
   int64_t strips() const { return padded / strip; }
 };
 
 // Packs strips [s0, s1) of op(X) for `side`, X(o, k) read at o * outerStride + k * depthStride,
 // value by value with floatToBfloat16Bits (exact round to nearest even; weights, and the rare
 // transposed activation).
-void packStripsScalar(const Layout& l, const float* X, int64_t outerStride, int64_t depthStride, int64_t s0, int64_t s1,
-                      uint32_t* dst) {
+void packStripsScalar(const Layout& l, const float* X, int64_t outerStride, int64_t depthStride,
+                      int64_t s0, int64_t s1, uint32_t* dst) {
   auto bits = [&](int64_t o, int64_t k) -> uint32_t {
     return o < l.outer && k < l.K ? floatToBfloat16Bits(X[o * outerStride + k * depthStride]) : 0u;
   };
@@ -81,8 +87,8 @@ void operandStrides(bool isA, bool trans, int64_t ld, int64_t* outerStride, int6
 
 // Packs strips [s0, s1) of a run-time operand: with the AVX512_BF16 packers when its layout is
 // theirs (row-major A, row-major B), else value by value.
-void packStripsRuntime(const Layout& l, bool isA, bool trans, const float* X, int64_t ld, int64_t s0, int64_t s1,
-                       uint32_t* dst) {
+void packStripsRuntime(const Layout& l, bool isA, bool trans, const float* X, int64_t ld,
+                       int64_t s0, int64_t s1, uint32_t* dst) {
   if (trans) {
     int64_t outerStride = 0, depthStride = 0;
     operandStrides(isA, trans, ld, &outerStride, &depthStride);
@@ -135,7 +141,8 @@ void multiplyRange(const Problem& p, int64_t is0, int64_t is1, int64_t js0, int6
         float* cRow = p.C + i * p.ldc;
         for (int64_t j = j0; j < j1; j += kNr) {
           const int64_t cols = std::min(kNr, j1 - j);
-          kernel(pairs, aStrip, p.b + p.lb.stripOffset(k0, j / kNr), cRow + j, p.ldc, rows, cols, accumulate);
+          kernel(pairs, aStrip, p.b + p.lb.stripOffset(k0, j / kNr), cRow + j, p.ldc, rows, cols,
+                 accumulate);
           if (ep && !perStripEpilogue) applyGemmEpilogue(*ep, cRow + j, p.ldc, rows, cols, i, j);
         }
         if (ep && perStripEpilogue) applyGemmEpilogue(*ep, cRow + j0, p.ldc, rows, j1 - j0, i, j0);
@@ -150,12 +157,15 @@ constexpr int64_t kMinParallelWork = int64_t{1} << 18;  // M*N*K below which one
 void multiply(const Problem& p) {
   const int64_t mStrips = p.la.strips(), nStrips = p.lb.strips();
   ThreadPool* pool = currentThreadPool();
-  if (!pool || pool->size() == 1 || p.M * p.N * p.la.K < kMinParallelWork || std::max(mStrips, nStrips) < 2) {
+  if (!pool || pool->size() == 1 || p.M * p.N * p.la.K < kMinParallelWork ||
+      std::max(mStrips, nStrips) < 2) {
     multiplyRange(p, 0, mStrips, 0, nStrips);
   } else if (nStrips >= mStrips) {
-    pool->parallelFor(nStrips, [&](int64_t t0, int64_t t1) { multiplyRange(p, 0, mStrips, t0, t1); });
+    pool->parallelFor(nStrips,
+                      [&](int64_t t0, int64_t t1) { multiplyRange(p, 0, mStrips, t0, t1); });
   } else {
-    pool->parallelFor(mStrips, [&](int64_t t0, int64_t t1) { multiplyRange(p, t0, t1, 0, nStrips); });
+    pool->parallelFor(mStrips,
+                      [&](int64_t t0, int64_t t1) { multiplyRange(p, t0, t1, 0, nStrips); });
   }
 }
 
@@ -166,7 +176,9 @@ void packRuntime(const Layout& l, bool isA, bool trans, const float* X, int64_t 
     packStripsRuntime(l, isA, trans, X, ld, 0, l.strips(), dst);
     return;
   }
-  pool->parallelFor(l.strips(), [&](int64_t s0, int64_t s1) { packStripsRuntime(l, isA, trans, X, ld, s0, s1, dst); });
+  pool->parallelFor(l.strips(), [&](int64_t s0, int64_t s1) {
+    packStripsRuntime(l, isA, trans, X, ld, s0, s1, dst);
+  });
 }
 
 thread_local ScratchFloats tlsPackedOperand;  // the run-time operand's packing (32-bit words)
@@ -182,7 +194,8 @@ bool applyBeta(int64_t M, int64_t N, float beta, float* C, int64_t ldc) {
 }
 
 // C = epilogue(beta * C) when there is no product to add; true when that was the case.
-bool handleDegenerate(int64_t M, int64_t N, int64_t K, float beta, float* C, int64_t ldc, const GemmEpilogue* ep) {
+bool handleDegenerate(int64_t M, int64_t N, int64_t K, float beta, float* C, int64_t ldc,
+                      const GemmEpilogue* ep) {
   if (M <= 0 || N <= 0) return true;
   if (K > 0) return false;
   if (!applyBeta(M, N, beta, C, ldc)) {
@@ -218,8 +231,8 @@ PackedBf16Matrix PackedBf16Matrix::view(Side side, int64_t rows, int64_t cols, i
   return m;
 }
 
-PackedBf16Matrix packBf16(PackedBf16Matrix::Side side, bool trans, int64_t outer, int64_t K, const float* X,
-                          int64_t ld) {
+PackedBf16Matrix packBf16(PackedBf16Matrix::Side side, bool trans, int64_t outer, int64_t K,
+                          const float* X, int64_t ld) {
   const bool isA = side == PackedBf16Matrix::Side::kA;
   const Layout l(outer, K, bf16GemmDepthBlock(), isA ? kMr : kNr);
   std::shared_ptr<float> storage = allocateSharedFloats(std::max<int64_t>(l.words(), 1));
@@ -245,26 +258,42 @@ PackedBf16Matrix packBf16B(bool transB, int64_t K, int64_t N, const float* B, in
   return packBf16(PackedBf16Matrix::Side::kB, transB, N, K, B, ldb);
 }
 
-void bf16GemmPacked(bool transA, int64_t M, const float* A, int64_t lda, const PackedBf16Matrix& B, float beta,
-                    float* C, int64_t ldc, const GemmEpilogue& epilogue) {
+void bf16GemmPacked(bool transA, int64_t M, const float* A, int64_t lda, const PackedBf16Matrix& B,
+                    float beta, float* C, int64_t ldc, const GemmEpilogue& epilogue) {
   const int64_t K = B.rows(), N = B.cols();
   const GemmEpilogue* ep = epilogue.empty() ? nullptr : &epilogue;
   if (handleDegenerate(M, N, K, beta, C, ldc, ep)) return;
-  Problem p{nullptr, B.data(), Layout(M, K, B.depthBlock(), kMr), Layout(N, K, B.depthBlock(), kNr), M, N, C, ldc,
-            applyBeta(M, N, beta, C, ldc), ep};
+  Problem p{nullptr,
+            B.data(),
+            Layout(M, K, B.depthBlock(), kMr),
+            Layout(N, K, B.depthBlock(), kNr),
+            M,
+            N,
+            C,
+            ldc,
+            applyBeta(M, N, beta, C, ldc),
+            ep};
   auto* packedA = reinterpret_cast<uint32_t*>(tlsPackedOperand.get(p.la.words()));
   packRuntime(p.la, true, transA, A, lda, packedA);
   p.a = packedA;
   multiply(p);
 }
 
-void bf16GemmPacked(const PackedBf16Matrix& A, int64_t N, bool transB, const float* B, int64_t ldb, float beta,
-                    float* C, int64_t ldc, const GemmEpilogue& epilogue) {
+void bf16GemmPacked(const PackedBf16Matrix& A, int64_t N, bool transB, const float* B, int64_t ldb,
+                    float beta, float* C, int64_t ldc, const GemmEpilogue& epilogue) {
   const int64_t M = A.rows(), K = A.cols();
   const GemmEpilogue* ep = epilogue.empty() ? nullptr : &epilogue;
   if (handleDegenerate(M, N, K, beta, C, ldc, ep)) return;
-  Problem p{A.data(), nullptr, Layout(M, K, A.depthBlock(), kMr), Layout(N, K, A.depthBlock(), kNr), M, N, C, ldc,
-            applyBeta(M, N, beta, C, ldc), ep};
+  Problem p{A.data(),
+            nullptr,
+            Layout(M, K, A.depthBlock(), kMr),
+            Layout(N, K, A.depthBlock(), kNr),
+            M,
+            N,
+            C,
+            ldc,
+            applyBeta(M, N, beta, C, ldc),
+            ep};
   auto* packedB = reinterpret_cast<uint32_t*>(tlsPackedOperand.get(p.lb.words()));
   packRuntime(p.lb, false, transB, B, ldb, packedB);
   p.b = packedB;

@@ -44,7 +44,8 @@ class PackedBf16Matrix {
   static int64_t packedWords(Side side, int64_t rows, int64_t cols);
   /// A packing made earlier (saved in a plan) over `data`, which holds packedWords(...) words
   /// packed with depth block `kc`; `data` keeps them alive.
-  static PackedBf16Matrix view(Side side, int64_t rows, int64_t cols, int64_t kc, std::shared_ptr<const uint32_t> data);
+  static PackedBf16Matrix view(Side side, int64_t rows, int64_t cols, int64_t kc,
+                               std::shared_ptr<const uint32_t> data);
 
  private:
   friend PackedBf16Matrix packBf16(Side, bool, int64_t, int64_t, const float*, int64_t);
@@ -60,10 +61,10 @@ PackedBf16Matrix packBf16B(bool transB, int64_t K, int64_t N, const float* B, in
 
 /// C = epilogue(op(A) * B + beta * C), A float32 rounded to BF16 while packed; M x N x K with
 /// K == B.rows(), N == B.cols(). When beta == 0, C is not read. Runs on the current thread pool.
-void bf16GemmPacked(bool transA, int64_t M, const float* A, int64_t lda, const PackedBf16Matrix& B, float beta,
-                    float* C, int64_t ldc, const GemmEpilogue& epilogue = {});
+void bf16GemmPacked(bool transA, int64_t M, const float* A, int64_t lda, const PackedBf16Matrix& B,
+                    float beta, float* C, int64_t ldc, const GemmEpilogue& epilogue = {});
 /// C = epilogue(A * op(B) + beta * C) with A packed; M == A.rows(), K == A.cols().
-void bf16GemmPacked(const PackedBf16Matrix& A, int64_t N, bool transB, const float* B, int64_t ldb, float beta,
-                    float* C, int64_t ldc, const GemmEpilogue& epilogue = {});
+void bf16GemmPacked(const PackedBf16Matrix& A, int64_t N, bool transB, const float* B, int64_t ldb,
+                    float beta, float* C, int64_t ldc, const GemmEpilogue& epilogue = {});
 
 }  // namespace kiln::cpu

@@ -15,14 +15,14 @@ constexpr int64_t kBf16GemmMr = (kBf16GemmRegisters - kBf16GemmNrVectors - 1) / 
 /// c[rows x cols] (row stride ldc) = (accumulate ? c : 0) + a * b over `pairs` depth pairs, a an
 /// A strip (mr words per pair) and b a B strip (nr words per pair) in bf16_gemm.h's layout.
 /// rows <= mr, cols <= nr; C outside them is not touched.
-using Bf16MicroKernelFn = void (*)(int64_t pairs, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc,
-                                   int64_t rows, int64_t cols, bool accumulate);
+using Bf16MicroKernelFn = void (*)(int64_t pairs, const uint32_t* a, const uint32_t* b, float* c,
+                                   int64_t ldc, int64_t rows, int64_t cols, bool accumulate);
 
 /// Packs one strip from float32 in BF16: `outer` rows of A (row stride ld, depths contiguous)
 /// or columns of B (depths at stride ld, columns contiguous) over `depth` depths into `pairs`
 /// pairs (pairs >= ceil(depth / 2)); lanes and depths beyond them are zero.
-using Bf16PackStripFn = void (*)(int64_t outer, const float* src, int64_t ld, int64_t depth, int64_t pairs,
-                                 uint32_t* dst);
+using Bf16PackStripFn = void (*)(int64_t outer, const float* src, int64_t ld, int64_t depth,
+                                 int64_t pairs, uint32_t* dst);
 
 struct Bf16GemmKernelInfo {
   const char* name;

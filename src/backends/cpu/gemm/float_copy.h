@@ -39,10 +39,13 @@ inline void storeFromFloat(const Tensor& src, Tensor& dst) {
 /// Calls fn(TypeTag<T>{}, x, w, bias, y) for float and double tensors, and for float16/bfloat16
 /// through float copies (the result is rounded back into y). bias may be null.
 template <typename Fn>
-void runConvolutionInFloat(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, const char* op, Fn&& fn) {
+void runConvolutionInFloat(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y,
+                           const char* op, Fn&& fn) {
   switch (x.dtype()) {
-    case DataType::kFloat32: return fn(TypeTag<float>{}, x, w, bias, y);
-    case DataType::kFloat64: return fn(TypeTag<double>{}, x, w, bias, y);
+    case DataType::kFloat32:
+      return fn(TypeTag<float>{}, x, w, bias, y);
+    case DataType::kFloat64:
+      return fn(TypeTag<double>{}, x, w, bias, y);
     case DataType::kFloat16:
     case DataType::kBFloat16: {
       const Tensor fx = toFloatCopy(x), fw = toFloatCopy(w);
@@ -52,7 +55,8 @@ void runConvolutionInFloat(const Tensor& x, const Tensor& w, const Tensor* bias,
       storeFromFloat(fy, y);
       return;
     }
-    default: throwUnsupportedType(x.dtype(), op);
+    default:
+      throwUnsupportedType(x.dtype(), op);
   }
 }
 

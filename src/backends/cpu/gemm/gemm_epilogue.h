@@ -21,7 +21,9 @@ struct GemmEpilogue {
   const float* residual = nullptr;
   int64_t ldResidual = 0;
 
-  bool empty() const { return bias == nullptr && residual == nullptr && activation.kind == ActivationKind::kNone; }
+  bool empty() const {
+    return bias == nullptr && residual == nullptr && activation.kind == ActivationKind::kNone;
+  }
 };
 
 /// True when applyGemmEpilogue does a block in one pass of its own (bias, residual and no
@@ -31,7 +33,7 @@ bool gemmEpilogueIsInline(const GemmEpilogue& ep);
 
 /// Applies ep to the rows x cols block of C at c (row stride ldc) whose first element is
 /// C(row0, col0) (for indexing bias and residual).
-void applyGemmEpilogue(const GemmEpilogue& ep, float* c, int64_t ldc, int64_t rows, int64_t cols, int64_t row0,
-                       int64_t col0);
+void applyGemmEpilogue(const GemmEpilogue& ep, float* c, int64_t ldc, int64_t rows, int64_t cols,
+                       int64_t row0, int64_t col0);
 
 }  // namespace kiln::cpu

@@ -16,7 +16,8 @@ inline __mmask16 firstLanes(int64_t n) {
 }
 
 template <int R>
-inline void storeTile16(const __m512 (&acc)[R], float* c, int64_t ldc, int64_t cols, bool accumulate) {
+inline void storeTile16(const __m512 (&acc)[R], float* c, int64_t ldc, int64_t cols,
+                        bool accumulate) {
   const __mmask16 m0 = firstLanes(cols);
 #pragma GCC unroll 14
   for (int r = 0; r < R; ++r) {
@@ -29,8 +30,8 @@ inline void storeTile16(const __m512 (&acc)[R], float* c, int64_t ldc, int64_t c
 
 // Columns 0-15 in acc0, 16-31 in acc1.
 template <int R>
-inline void storeTile32(const __m512 (&acc0)[R], const __m512 (&acc1)[R], float* c, int64_t ldc, int64_t cols,
-                        bool accumulate) {
+inline void storeTile32(const __m512 (&acc0)[R], const __m512 (&acc1)[R], float* c, int64_t ldc,
+                        int64_t cols, bool accumulate) {
   const __mmask16 m0 = firstLanes(cols), m1 = firstLanes(cols - 16);
 #pragma GCC unroll 14
   for (int r = 0; r < R; ++r) {

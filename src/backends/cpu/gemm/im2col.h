@@ -17,7 +17,8 @@ namespace kiln::cpu {
 /// runStart + [0, lastDim); those in [lo, hi) hit the image at imageBase + o * lastStride, the rest
 /// fall in the padding.
 template <typename Fn>
-void forEachPatchRun(const Shape& image, const Shape& positions, const ir::ConvGeometry& g, Fn&& fn) {
+void forEachPatchRun(const Shape& image, const Shape& positions, const ir::ConvGeometry& g,
+                     Fn&& fn) {
   const size_t nd = image.size();
   const int64_t kernelSize = shapeNumel(g.kernel);
   const int64_t runLength = positions[nd - 1];
@@ -33,8 +34,8 @@ void forEachPatchRun(const Shape& image, const Shape& positions, const ir::ConvG
     // Positions o of the last dim with 0 <= o * stride + shift < imageLast.
     const int64_t shift = k[nd - 1] * g.dilations[nd - 1] - g.padsBegin[nd - 1];
     const int64_t lo = std::min(runLength, shift >= 0 ? 0 : (-shift + lastStride - 1) / lastStride);
-    const int64_t hi =
-        std::clamp<int64_t>(imageLast - 1 - shift < 0 ? 0 : (imageLast - 1 - shift) / lastStride + 1, lo, runLength);
+    const int64_t hi = std::clamp<int64_t>(
+        imageLast - 1 - shift < 0 ? 0 : (imageLast - 1 - shift) / lastStride + 1, lo, runLength);
     std::fill(p.begin(), p.end(), 0);
     for (int64_t run = 0; run < runs; ++run) {
       int64_t offset = 0;
@@ -70,16 +71,17 @@ void im2col(const T* image, int64_t channels, const Shape& imageShape, const Sha
   for (int64_t c = 0; c < channels; ++c) {
     const T* src = image + c * imageSize;
     T* rows = col + c * kernelSize * positionCount;
-    forEachPatchRun(imageShape, positions, g, [&](int64_t k, int64_t start, int64_t base, int64_t lo, int64_t hi) {
-      T* dst = rows + k * positionCount + start;
-      std::fill(dst, dst + lo, padValue);
-      if (stride == 1) {
-        std::copy(src + (base + lo), src + (base + hi), dst + lo);
-      } else {
-        for (int64_t o = lo; o < hi; ++o) dst[o] = src[base + o * stride];
-      }
-      std::fill(dst + hi, dst + runLength, padValue);
-    });
+    forEachPatchRun(imageShape, positions, g,
+                    [&](int64_t k, int64_t start, int64_t base, int64_t lo, int64_t hi) {
+                      T* dst = rows + k * positionCount + start;
+                      std::fill(dst, dst + lo, padValue);
+                      if (stride == 1) {
+                        std::copy(src + (base + lo), src + (base + hi), dst + lo);
+                      } else {
+                        for (int64_t o = lo; o < hi; ++o) dst[o] = src[base + o * stride];
+                      }
+                      std::fill(dst + hi, dst + runLength, padValue);
+                    });
   }
 }
 
@@ -94,10 +96,11 @@ void col2imAdd(const T* col, int64_t channels, const Shape& imageShape, const Sh
   for (int64_t c = 0; c < channels; ++c) {
     T* dst = image + c * imageSize;
     const T* rows = col + c * kernelSize * positionCount;
-    forEachPatchRun(imageShape, positions, g, [&](int64_t k, int64_t start, int64_t base, int64_t lo, int64_t hi) {
-      const T* src = rows + k * positionCount + start;
-      for (int64_t o = lo; o < hi; ++o) dst[base + o * stride] += src[o];
-    });
+    forEachPatchRun(imageShape, positions, g,
+                    [&](int64_t k, int64_t start, int64_t base, int64_t lo, int64_t hi) {
+                      const T* src = rows + k * positionCount + start;
+                      for (int64_t o = lo; o < hi; ++o) dst[base + o * stride] += src[o];
+                    });
   }
 }
 

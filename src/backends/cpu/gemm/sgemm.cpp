@@ -61,7 +61,8 @@ inline void storeLanes(float* out, __m256 v, int64_t lanes) {
 
 // One strip of `rows` rows (the rest of mr zero) from row-major A (rows at src, stride lda):
 // 8 rows x 8 depths at a time are loaded along the rows and transposed into k-major order.
-void packARowMajorStrip(int64_t mr, int64_t rows, const float* src, int64_t lda, int64_t kc, float alpha, float* dst) {
+void packARowMajorStrip(int64_t mr, int64_t rows, const float* src, int64_t lda, int64_t kc,
+                        float alpha, float* dst) {
   const __m256 scale = _mm256_set1_ps(alpha);
   for (int64_t g = 0; g < mr; g += 8) {
     const int64_t lanes = std::min<int64_t>(8, mr - g);
@@ -70,7 +71,8 @@ void packARowMajorStrip(int64_t mr, int64_t rows, const float* src, int64_t lda,
     for (; k + 8 <= kc; k += 8) {
       __m256 r[8];
       for (int64_t i = 0; i < 8; ++i) {
-        r[i] = i < valid ? _mm256_mul_ps(scale, _mm256_loadu_ps(src + (g + i) * lda + k)) : _mm256_setzero_ps();
+        r[i] = i < valid ? _mm256_mul_ps(scale, _mm256_loadu_ps(src + (g + i) * lda + k))
+                         : _mm256_setzero_ps();
       }
       transpose8x8(r);
       for (int64_t t = 0; t < 8; ++t) {
@@ -79,7 +81,8 @@ void packARowMajorStrip(int64_t mr, int64_t rows, const float* src, int64_t lda,
       }
     }
     for (; k < kc; ++k) {
-      for (int64_t i = 0; i < lanes; ++i) dst[k * mr + g + i] = i < valid ? alpha * src[(g + i) * lda + k] : 0.0f;
+      for (int64_t i = 0; i < lanes; ++i)
+        dst[k * mr + g + i] = i < valid ? alpha * src[(g + i) * lda + k] : 0.0f;
     }
   }
 }
@@ -96,8 +99,8 @@ int64_t stripRows(int64_t mr, int64_t remaining, bool balance) {
 
 // Packs rows [i0, i0+mc) x depth [k0, k0+kc) of alpha*op(A) into the kernel's strips (stripRows),
 // strip n at dst + n * mr * kc, each stored k-major (mr values per k), zero-padded to mr rows.
-void packAStrips(const SgemmKernelInfo& ki, bool transA, const float* A, int64_t lda, int64_t i0, int64_t mc,
-                 int64_t k0, int64_t kc, float alpha, float* dst, bool balance) {
+void packAStrips(const SgemmKernelInfo& ki, bool transA, const float* A, int64_t lda, int64_t i0,
+                 int64_t mc, int64_t k0, int64_t kc, float alpha, float* dst, bool balance) {
   const int64_t mr = ki.mr;
   for (int64_t s = 0, rows = 0; s < mc; s += rows) {
     rows = stripRows(mr, mc - s, balance);
@@ -119,8 +122,8 @@ void packAStrips(const SgemmKernelInfo& ki, bool transA, const float* A, int64_t
 
 // Packs depth [k0, k0+kc) x columns [j0, j0+nc) of alpha*op(B) into nr-column strips, each
 // stored k-major (nr values per k), zero-padding the last strip.
-void packBStrips(int64_t nr, bool transB, const float* B, int64_t ldb, int64_t k0, int64_t kc, int64_t j0, int64_t nc,
-                 float alpha, float* dst) {
+void packBStrips(int64_t nr, bool transB, const float* B, int64_t ldb, int64_t k0, int64_t kc,
+                 int64_t j0, int64_t nc, float alpha, float* dst) {
   if (!transB) {
     // Row by row, each source row read once from left to right (strip by strip, every access
     // would be a new page, which the hardware prefetchers do not follow), scattered to the strips.
@@ -166,7 +169,8 @@ struct Operand {
   bool trans = false;
   const float* packed = nullptr;
   int64_t padded = 0;  // rows (A) or columns (B) of the packing, rounded up to whole strips
-  int64_t offset = 0;  // first row (A) or column (B) of this view, a multiple of mr (nr) when packed
+  int64_t offset =
+      0;  // first row (A) or column (B) of this view, a multiple of mr (nr) when packed
 
   // The view starting `n` rows (A) or columns (B) further on.
   Operand shifted(int64_t n, bool isA) const {
@@ -193,18 +197,20 @@ struct Problem {
   float beta;  // only 0 (C not read) or 1 (accumulate) here: other betas are applied first
   float* C;
   int64_t ldc;
-  const GemmEpilogue* ep;  // nullptr for none
+  const GemmEpilogue* ep;      // nullptr for none
   int64_t row0 = 0, col0 = 0;  // where this block of C sits in the whole C (epilogue indexing)
 };
 
 // Per-thread packing buffers (64-byte aligned: each packed strip row starts on a cache line).
 thread_local ScratchFloats tlsPackedA, tlsPackedB, tlsSharedB;
 
-// The A side of the loop nest for one kc x nc panel of op(B): C[:, j0:j0+nc] (+)= op(A)[:, k0:k0+kc]
-// times the panel, whose strip for column js of the panel is bStrip(js); the epilogue follows the
-// last depth block. A is packed mc rows at a time into packedA unless it comes pre-packed.
+// The A side of the loop nest for one kc x nc panel of op(B): C[:, j0:j0+nc] (+)= op(A)[:,
+// k0:k0+kc] times the panel, whose strip for column js of the panel is bStrip(js); the epilogue
+// follows the last depth block. A is packed mc rows at a time into packedA unless it comes
+// pre-packed.
 template <typename BStripFn>
-void multiplyPanel(const Problem& p, float* packedA, int64_t j0, int64_t nc, int64_t k0, int64_t kc, BStripFn bStrip) {
+void multiplyPanel(const Problem& p, float* packedA, int64_t j0, int64_t nc, int64_t k0, int64_t kc,
+                   BStripFn bStrip) {
   const SgemmKernelInfo& ki = *p.ki;
   const int64_t mr = ki.mr, nr = ki.nr;
   const bool accumulate = k0 > 0 || p.beta != 0.0f;
@@ -216,24 +222,28 @@ void multiplyPanel(const Problem& p, float* packedA, int64_t j0, int64_t nc, int
   // as much as the activation.
   const GemmEpilogue* ep = lastK ? p.ep : nullptr;
   const bool epiloguePerStrip = ep && ki.aStripInL1 && !gemmEpilogueIsInline(*ep);
-  const SgemmMicroKernelFn kernel = p.b.packed && ki.kernelPrepackedB ? ki.kernelPrepackedB : ki.kernel;
+  const SgemmMicroKernelFn kernel =
+      p.b.packed && ki.kernelPrepackedB ? ki.kernelPrepackedB : ki.kernel;
   for (int64_t i0 = 0; i0 < p.M; i0 += ki.mc) {
     const int64_t mc = std::min(ki.mc, p.M - i0);
-    if (!p.a.packed) packAStrips(ki, p.a.trans, p.a.data, p.a.ld, i0, mc, k0, kc, p.alpha, packedA, balance);
+    if (!p.a.packed)
+      packAStrips(ki, p.a.trans, p.a.data, p.a.ld, i0, mc, k0, kc, p.alpha, packedA, balance);
     // Strip n starts at row `is` of the block and has `rows` rows.
     auto tile = [&](int64_t n, int64_t is, int64_t rows, int64_t js) {
       const float* aStrip = p.a.packed ? p.a.packedStrip(k0, kc, i0 + is) : packedA + n * mr * kc;
       const int64_t cols = std::min(nr, nc - js);
       float* c = p.C + (i0 + is) * p.ldc + j0 + js;
       kernel(kc, aStrip, bStrip(js), c, p.ldc, rows, cols, accumulate);
-      if (ep && !epiloguePerStrip) applyGemmEpilogue(*ep, c, p.ldc, rows, cols, p.row0 + i0 + is, p.col0 + j0 + js);
+      if (ep && !epiloguePerStrip)
+        applyGemmEpilogue(*ep, c, p.ldc, rows, cols, p.row0 + i0 + is, p.col0 + j0 + js);
     };
     if (ki.aStripInL1) {
       for (int64_t is = 0, n = 0, rows = 0; is < mc; is += rows, ++n) {
         rows = stripRows(mr, mc - is, balance);
         for (int64_t js = 0; js < nc; js += nr) tile(n, is, rows, js);
         if (epiloguePerStrip) {
-          applyGemmEpilogue(*ep, p.C + (i0 + is) * p.ldc + j0, p.ldc, rows, nc, p.row0 + i0 + is, p.col0 + j0);
+          applyGemmEpilogue(*ep, p.C + (i0 + is) * p.ldc + j0, p.ldc, rows, nc, p.row0 + i0 + is,
+                            p.col0 + j0);
         }
       }
     } else {
@@ -266,7 +276,8 @@ void blockedGemm(const Problem& p) {
     for (int64_t k0 = 0; k0 < p.K; k0 += ki.kc) {
       const int64_t kc = std::min(ki.kc, p.K - k0);
       if (p.b.packed) {
-        multiplyPanel(p, packedA, j0, nc, k0, kc, [&](int64_t js) { return p.b.packedStrip(k0, kc, j0 + js); });
+        multiplyPanel(p, packedA, j0, nc, k0, kc,
+                      [&](int64_t js) { return p.b.packedStrip(k0, kc, j0 + js); });
       } else {
         packBStrips(nr, p.b.trans, p.b.data, p.b.ld, k0, kc, j0, nc, alphaB, packedB);
         multiplyPanel(p, packedA, j0, nc, k0, kc, [&](int64_t js) { return packedB + js * kc; });
@@ -286,7 +297,9 @@ Problem rowRange(const Problem& p, int64_t i0, int64_t i1) {
 }
 
 // The part of p covering row tiles [t0, t1) of C (whole micro-tiles of mr rows).
-Problem rowTiles(const Problem& p, int64_t t0, int64_t t1) { return rowRange(p, t0 * p.ki->mr, t1 * p.ki->mr); }
+Problem rowTiles(const Problem& p, int64_t t0, int64_t t1) {
+  return rowRange(p, t0 * p.ki->mr, t1 * p.ki->mr);
+}
 
 // C split over rows with neither operand pre-packed: rather than every thread packing the same
 // B panel, the threads pack each kc x nc panel together (a share of its strips each), then each
@@ -303,11 +316,13 @@ void sharedPanelGemm(const Problem& p, ThreadPool& pool) {
       const int64_t kc = std::min(ki.kc, p.K - k0);
       pool.parallelFor(strips, [&](int64_t s0, int64_t s1) {
         const int64_t first = s0 * nr, last = std::min(nc, s1 * nr);
-        packBStrips(nr, p.b.trans, p.b.data, p.b.ld, k0, kc, j0 + first, last - first, 1.0f, panel + first * kc);
+        packBStrips(nr, p.b.trans, p.b.data, p.b.ld, k0, kc, j0 + first, last - first, 1.0f,
+                    panel + first * kc);
       });
       pool.parallelFor(mTiles, [&](int64_t t0, int64_t t1) {
         const Problem part = rowTiles(p, t0, t1);
-        multiplyPanel(part, aBufferFor(part), j0, nc, k0, kc, [&](int64_t js) { return panel + js * kc; });
+        multiplyPanel(part, aBufferFor(part), j0, nc, k0, kc,
+                      [&](int64_t js) { return panel + js * kc; });
       });
     }
   }
@@ -367,7 +382,8 @@ void runBlocked(Problem p) {
   const int64_t mr = p.ki->mr, nr = p.ki->nr;
   const int64_t mTiles = (p.M + mr - 1) / mr, nTiles = (p.N + nr - 1) / nr;
   ThreadPool* pool = currentThreadPool();
-  if (!pool || pool->size() == 1 || p.M * p.N * p.K < kMinParallelWork || std::max(mTiles, nTiles) < 2) {
+  if (!pool || pool->size() == 1 || p.M * p.N * p.K < kMinParallelWork ||
+      std::max(mTiles, nTiles) < 2) {
     blockedGemm(p);
     return;
   }
@@ -393,8 +409,8 @@ void runBlocked(Problem p) {
 }
 
 // The cases with no work for the kernels: C = epilogue(beta * C).
-bool handleDegenerate(int64_t M, int64_t N, int64_t K, float alpha, float beta, float* C, int64_t ldc,
-                      const GemmEpilogue* ep) {
+bool handleDegenerate(int64_t M, int64_t N, int64_t K, float alpha, float beta, float* C,
+                      int64_t ldc, const GemmEpilogue* ep) {
   if (M <= 0 || N <= 0) return true;
   if (K > 0 && alpha != 0.0f) return false;
   if (beta != 1.0f) scaleC(M, N, beta, C, ldc);
@@ -402,8 +418,9 @@ bool handleDegenerate(int64_t M, int64_t N, int64_t K, float alpha, float beta, 
   return true;
 }
 
-void sgemmImpl(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
-               const float* B, int64_t ldb, float beta, float* C, int64_t ldc, const GemmEpilogue* ep) {
+void sgemmImpl(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha,
+               const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+               int64_t ldc, const GemmEpilogue* ep) {
   if (handleDegenerate(M, N, K, alpha, beta, C, ldc, ep)) return;
   // Matrix-vector products: packing would cost as much as the arithmetic.
   if (M == 1) {  // row vector times op(B): C^T = op(B)^T a
@@ -414,26 +431,29 @@ void sgemmImpl(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float 
     detail::sgemv(M, K, alpha, A, lda, !transA, B, transB ? 1 : ldb, beta, C, ldc, ep, false);
     return;
   }
-  Problem p{&sgemmKernelFor(activeCpuIsa()), M, N, K, alpha, Operand{A, lda, transA}, Operand{B, ldb, transB},
-            beta, C, ldc, ep};
+  Problem p{&sgemmKernelFor(activeCpuIsa()), M,    N, K,   alpha, Operand{A, lda, transA},
+            Operand{B, ldb, transB},         beta, C, ldc, ep};
   runBlocked(p);
 }
 
 }  // namespace
 
-void sgemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
-           const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+void sgemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   sgemmImpl(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, nullptr);
 }
 
-void sgemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
-           const float* B, int64_t ldb, float beta, float* C, int64_t ldc, const GemmEpilogue& epilogue) {
-  sgemmImpl(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, epilogue.empty() ? nullptr : &epilogue);
+void sgemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
+           const GemmEpilogue& epilogue) {
+  sgemmImpl(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
+            epilogue.empty() ? nullptr : &epilogue);
 }
 
 // Packs a whole operand (outer = M rows of op(A), or N columns of op(B), over depth K) strip by
 // strip, one kc block after another, as blockedGemm reads a pre-packed operand.
-PackedMatrix packWhole(PackedMatrix::Side side, bool trans, int64_t outer, int64_t K, const float* X, int64_t ld, CpuIsa isa) {
+PackedMatrix packWhole(PackedMatrix::Side side, bool trans, int64_t outer, int64_t K,
+                       const float* X, int64_t ld, CpuIsa isa) {
   const SgemmKernelInfo& ki = sgemmKernelFor(isa);
   const bool isA = side == PackedMatrix::Side::kA;
   const int64_t strip = isA ? ki.mr : ki.nr;
@@ -465,7 +485,8 @@ int64_t PackedMatrix::packedFloats(Side side, CpuIsa isa, int64_t rows, int64_t 
   return roundUp(std::max<int64_t>(outer, 1), isA ? ki.mr : ki.nr) * K;
 }
 
-PackedMatrix PackedMatrix::view(Side side, CpuIsa isa, int64_t rows, int64_t cols, std::shared_ptr<const float> data) {
+PackedMatrix PackedMatrix::view(Side side, CpuIsa isa, int64_t rows, int64_t cols,
+                                std::shared_ptr<const float> data) {
   PackedMatrix packed;
   packed.data_ = std::move(data);
   packed.side_ = side;
@@ -484,14 +505,16 @@ PackedMatrix packB(bool transB, int64_t K, int64_t N, const float* B, int64_t ld
   return packWhole(PackedMatrix::Side::kB, transB, N, K, B, ldb, isa);
 }
 
-void sgemmPacked(bool transA, int64_t M, float alpha, const float* A, int64_t lda, const PackedMatrix& B, float beta,
-                 float* C, int64_t ldc, const GemmEpilogue& epilogue) {
+void sgemmPacked(bool transA, int64_t M, float alpha, const float* A, int64_t lda,
+                 const PackedMatrix& B, float beta, float* C, int64_t ldc,
+                 const GemmEpilogue& epilogue) {
   const int64_t K = B.rows(), N = B.cols();
   const GemmEpilogue* ep = epilogue.empty() ? nullptr : &epilogue;
   if (handleDegenerate(M, N, K, alpha, beta, C, ldc, ep)) return;
   const SgemmKernelInfo& ki = sgemmKernelFor(B.isa());
   if (M == 1) {  // one row (a classifier on one image): stream the packed weights once
-    detail::sgemvPacked(N, K, ki.nr, ki.kc, roundUp(N, ki.nr), alpha, A, transA ? lda : 1, B.data(), beta, C, ep);
+    detail::sgemvPacked(N, K, ki.nr, ki.kc, roundUp(N, ki.nr), alpha, A, transA ? lda : 1, B.data(),
+                        beta, C, ep);
     return;
   }
   Operand b;
@@ -501,8 +524,8 @@ void sgemmPacked(bool transA, int64_t M, float alpha, const float* A, int64_t ld
   runBlocked(p);
 }
 
-void sgemmPacked(const PackedMatrix& A, int64_t N, float alpha, bool transB, const float* B, int64_t ldb, float beta,
-                 float* C, int64_t ldc, const GemmEpilogue& epilogue) {
+void sgemmPacked(const PackedMatrix& A, int64_t N, float alpha, bool transB, const float* B,
+                 int64_t ldb, float beta, float* C, int64_t ldc, const GemmEpilogue& epilogue) {
   const int64_t M = A.rows(), K = A.cols();
   const GemmEpilogue* ep = epilogue.empty() ? nullptr : &epilogue;
   if (handleDegenerate(M, N, K, alpha, beta, C, ldc, ep)) return;

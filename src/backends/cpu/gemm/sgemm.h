@@ -15,17 +15,19 @@ namespace kiln::cpu {
 /// row stride lda, or K x M when transA. op(B) is K x N: B is K x N with row stride ldb, or N x K
 /// when transB. When beta == 0, C is not read (NaNs in it do not propagate). Runs on the
 /// current thread pool (currentThreadPool()) when the product is large enough.
-void sgemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
-           const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+void sgemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 
 /// sgemm followed by an epilogue: C = act(alpha * op(A) * op(B) + beta * C + bias + residual),
 /// applied to each C tile right after its last update, while it is in cache.
-void sgemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
-           const float* B, int64_t ldb, float beta, float* C, int64_t ldc, const GemmEpilogue& epilogue);
+void sgemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
+           const GemmEpilogue& epilogue);
 
 /// A constant GEMM operand packed once into the micro-kernel's layout (for the ISA it was packed
-/// for; products with it run that ISA's micro-kernel), so every later product skips that packing: weights packed when a kernel is
-/// created. Copies share the packed data (immutable), so kernels may be copied freely.
+/// for; products with it run that ISA's micro-kernel), so every later product skips that packing:
+/// weights packed when a kernel is created. Copies share the packed data (immutable), so kernels
+/// may be copied freely.
 class PackedMatrix {
  public:
   enum class Side { kA, kB };
@@ -45,7 +47,8 @@ class PackedMatrix {
   static int64_t packedFloats(Side side, CpuIsa isa, int64_t rows, int64_t cols);
   /// A matrix packed earlier (by packA / packB for `isa`, e.g. stored in a plan) over `data`,
   /// which holds packedFloats(side, isa, rows, cols) floats; `data` keeps them alive.
-  static PackedMatrix view(Side side, CpuIsa isa, int64_t rows, int64_t cols, std::shared_ptr<const float> data);
+  static PackedMatrix view(Side side, CpuIsa isa, int64_t rows, int64_t cols,
+                           std::shared_ptr<const float> data);
 
  private:
   friend PackedMatrix packWhole(Side, bool, int64_t, int64_t, const float*, int64_t, CpuIsa);
@@ -58,25 +61,31 @@ class PackedMatrix {
 
 /// Packs op(A) (M x K; A is K x M when transA) as the left operand: Conv weights (W x columns),
 /// for the micro-kernel of `isa` (a kernel candidate's own ISA; by default the active one).
-PackedMatrix packA(bool transA, int64_t M, int64_t K, const float* A, int64_t lda, CpuIsa isa = activeCpuIsa());
+PackedMatrix packA(bool transA, int64_t M, int64_t K, const float* A, int64_t lda,
+                   CpuIsa isa = activeCpuIsa());
 /// Packs op(B) (K x N; B is N x K when transB) as the right operand: MatMul and Gemm weights.
-PackedMatrix packB(bool transB, int64_t K, int64_t N, const float* B, int64_t ldb, CpuIsa isa = activeCpuIsa());
+PackedMatrix packB(bool transB, int64_t K, int64_t N, const float* B, int64_t ldb,
+                   CpuIsa isa = activeCpuIsa());
 
 /// C = epilogue(alpha * op(A) * B + beta * C) with B from packB; M x N x K as in sgemm, with
 /// K == B.rows() and N == B.cols().
-void sgemmPacked(bool transA, int64_t M, float alpha, const float* A, int64_t lda, const PackedMatrix& B, float beta,
-                 float* C, int64_t ldc, const GemmEpilogue& epilogue = {});
+void sgemmPacked(bool transA, int64_t M, float alpha, const float* A, int64_t lda,
+                 const PackedMatrix& B, float beta, float* C, int64_t ldc,
+                 const GemmEpilogue& epilogue = {});
 /// C = epilogue(alpha * A * op(B) + beta * C) with A from packA; M == A.rows(), K == A.cols().
-void sgemmPacked(const PackedMatrix& A, int64_t N, float alpha, bool transB, const float* B, int64_t ldb, float beta,
-                 float* C, int64_t ldc, const GemmEpilogue& epilogue = {});
+void sgemmPacked(const PackedMatrix& A, int64_t N, float alpha, bool transB, const float* B,
+                 int64_t ldb, float beta, float* C, int64_t ldc, const GemmEpilogue& epilogue = {});
 
 /// The same contract as sgemm for any arithmetic T, with plain loops. Integers wrap around on
 /// overflow like numpy's (the arithmetic is done unsigned).
 template <typename T>
-void referenceGemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
-                   const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
-  using Acc = typename std::conditional_t<std::is_integral_v<T>, std::make_unsigned<T>, std::type_identity<T>>::type;
-  auto a = [&](int64_t i, int64_t k) { return static_cast<Acc>(transA ? A[k * lda + i] : A[i * lda + k]); };
+void referenceGemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
+                   int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
+  using Acc = typename std::conditional_t<std::is_integral_v<T>, std::make_unsigned<T>,
+                                          std::type_identity<T>>::type;
+  auto a = [&](int64_t i, int64_t k) {
+    return static_cast<Acc>(transA ? A[k * lda + i] : A[i * lda + k]);
+  };
   for (int64_t i = 0; i < M; ++i) {
     T* c = C + i * ldc;
     for (int64_t j = 0; j < N; ++j)
@@ -85,7 +94,8 @@ void referenceGemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, T 
       for (int64_t k = 0; k < K; ++k) {
         const Acc av = static_cast<Acc>(alpha) * a(i, k);
         const T* b = B + k * ldb;
-        for (int64_t j = 0; j < N; ++j) c[j] = static_cast<T>(static_cast<Acc>(c[j]) + av * static_cast<Acc>(b[j]));
+        for (int64_t j = 0; j < N; ++j)
+          c[j] = static_cast<T>(static_cast<Acc>(c[j]) + av * static_cast<Acc>(b[j]));
       }
     } else {
       for (int64_t j = 0; j < N; ++j) {
@@ -100,8 +110,8 @@ void referenceGemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, T 
 
 /// sgemm for float, referenceGemm otherwise; lets templated kernels call one name.
 template <typename T>
-void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,
-          int64_t ldb, T beta, T* C, int64_t ldc) {
+void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
+          int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
   if constexpr (std::is_same_v<T, float>) {
     sgemm(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   } else {

@@ -38,7 +38,8 @@ inline void storeRow(float* row, __m256 lo, __m256 hi, int64_t cols, bool accumu
 
 // Named accumulators rather than arrays: with only 16 ymm registers GCC spills arrays.
 template <int R>
-void tile6x16(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t cols, bool accumulate) {
+void tile6x16(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t cols,
+              bool accumulate) {
   __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();
   __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();
   __m256 c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps();
@@ -87,15 +88,21 @@ void tile6x16(int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
   if constexpr (R > 5) storeRow(c + 5 * ldc, c50, c51, cols, accumulate);
 }
 
-void kernel6x16(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t rows, int64_t cols,
-                bool accumulate) {
+void kernel6x16(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t rows,
+                int64_t cols, bool accumulate) {
   switch (rows) {
-    case 6: return tile6x16<6>(kc, a, b, c, ldc, cols, accumulate);
-    case 5: return tile6x16<5>(kc, a, b, c, ldc, cols, accumulate);
-    case 4: return tile6x16<4>(kc, a, b, c, ldc, cols, accumulate);
-    case 3: return tile6x16<3>(kc, a, b, c, ldc, cols, accumulate);
-    case 2: return tile6x16<2>(kc, a, b, c, ldc, cols, accumulate);
-    default: return tile6x16<1>(kc, a, b, c, ldc, cols, accumulate);
+    case 6:
+      return tile6x16<6>(kc, a, b, c, ldc, cols, accumulate);
+    case 5:
+      return tile6x16<5>(kc, a, b, c, ldc, cols, accumulate);
+    case 4:
+      return tile6x16<4>(kc, a, b, c, ldc, cols, accumulate);
+    case 3:
+      return tile6x16<3>(kc, a, b, c, ldc, cols, accumulate);
+    case 2:
+      return tile6x16<2>(kc, a, b, c, ldc, cols, accumulate);
+    default:
+      return tile6x16<1>(kc, a, b, c, ldc, cols, accumulate);
   }
 }
 
@@ -104,13 +111,14 @@ void kernel6x16(int64_t kc, const float* a, const float* b, float* c, int64_t ld
 const SgemmKernelInfo& sgemmKernelAvx2() {
   // A 16 x 256 B strip (16 KiB) stays in L1 while 6-row A strips stream from a 144 x 256 block
   // (144 KiB, in the 512 KiB L2 of the AVX2-only CPUs this path is for, Zen 1).
-  static const SgemmKernelInfo info{CpuIsa::kAvx2, "f32_gemm_6x16_fma3", kMR, kNR, 256, 144, 2048, false, kernel6x16,
-                                    nullptr};
+  static const SgemmKernelInfo info{
+      CpuIsa::kAvx2, "f32_gemm_6x16_fma3", kMR, kNR, 256, 144, 2048, false, kernel6x16, nullptr};
   return info;
 }
 
 const SgemmKernelInfo& sgemmKernelFor(CpuIsa isa) {
-  return isa == CpuIsa::kAvx512 && detectedCpuIsa() == CpuIsa::kAvx512 ? sgemmKernelAvx512() : sgemmKernelAvx2();
+  return isa == CpuIsa::kAvx512 && detectedCpuIsa() == CpuIsa::kAvx512 ? sgemmKernelAvx512()
+                                                                       : sgemmKernelAvx2();
 }
 
 }  // namespace kiln::cpu

@@ -4,8 +4,8 @@
 // includes no header that instantiates shared inline code (it would be merged with the AVX2 copy).
 #include <immintrin.h>
 
-#include "backends/cpu/gemm/sgemm_kernels.h"
 #include "backends/cpu/gemm/gemm_tile_store_avx512.h"
+#include "backends/cpu/gemm/sgemm_kernels.h"
 #include "backends/cpu/gemm/transpose16x16_avx512.h"
 
 namespace kiln::cpu {
@@ -24,7 +24,8 @@ inline void prefetchB(const float* b) {
 #pragma GCC unroll 2
   for (int h = 0; h < kHalves; ++h) {
     _mm_prefetch(reinterpret_cast<const char*>(b + kNR * 8 + 16 * h), _MM_HINT_T0);
-    if constexpr (kFarB) _mm_prefetch(reinterpret_cast<const char*>(b + kNR * 64 + 16 * h), _MM_HINT_T1);
+    if constexpr (kFarB)
+      _mm_prefetch(reinterpret_cast<const char*>(b + kNR * 64 + 16 * h), _MM_HINT_T1);
   }
 }
 
@@ -32,7 +33,8 @@ inline void prefetchB(const float* b) {
 // Winograd's few tiles per 7x7 image): only the first B vector of each step is used, halving the
 // FMAs that a full-width tile would spend on zero padding.
 template <int R, bool kFarB>
-void tile14x16(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t cols, bool accumulate) {
+void tile14x16(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t cols,
+               bool accumulate) {
   __m512 acc[R];
 #pragma GCC unroll 14
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
@@ -49,7 +51,8 @@ void tile14x16(int64_t kc, const float* a, const float* b, float* c, int64_t ldc
 }
 
 template <int R, bool kFarB>
-void tile14x32(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t cols, bool accumulate) {
+void tile14x32(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t cols,
+               bool accumulate) {
   if (cols <= 16) return tile14x16<R, kFarB>(kc, a, b, c, ldc, cols, accumulate);
   __m512 acc0[R], acc1[R];
 #pragma GCC unroll 14
@@ -74,23 +77,37 @@ void tile14x32(int64_t kc, const float* a, const float* b, float* c, int64_t ldc
 }
 
 template <bool kFarB>
-void kernel14x32(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t rows, int64_t cols,
-                 bool accumulate) {
+void kernel14x32(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t rows,
+                 int64_t cols, bool accumulate) {
   switch (rows) {
-    case 14: return tile14x32<14, kFarB>(kc, a, b, c, ldc, cols, accumulate);
-    case 13: return tile14x32<13, kFarB>(kc, a, b, c, ldc, cols, accumulate);
-    case 12: return tile14x32<12, kFarB>(kc, a, b, c, ldc, cols, accumulate);
-    case 11: return tile14x32<11, kFarB>(kc, a, b, c, ldc, cols, accumulate);
-    case 10: return tile14x32<10, kFarB>(kc, a, b, c, ldc, cols, accumulate);
-    case 9: return tile14x32<9, kFarB>(kc, a, b, c, ldc, cols, accumulate);
-    case 8: return tile14x32<8, kFarB>(kc, a, b, c, ldc, cols, accumulate);
-    case 7: return tile14x32<7, kFarB>(kc, a, b, c, ldc, cols, accumulate);
-    case 6: return tile14x32<6, kFarB>(kc, a, b, c, ldc, cols, accumulate);
-    case 5: return tile14x32<5, kFarB>(kc, a, b, c, ldc, cols, accumulate);
-    case 4: return tile14x32<4, kFarB>(kc, a, b, c, ldc, cols, accumulate);
-    case 3: return tile14x32<3, kFarB>(kc, a, b, c, ldc, cols, accumulate);
-    case 2: return tile14x32<2, kFarB>(kc, a, b, c, ldc, cols, accumulate);
-    default: return tile14x32<1, kFarB>(kc, a, b, c, ldc, cols, accumulate);
+    case 14:
+      return tile14x32<14, kFarB>(kc, a, b, c, ldc, cols, accumulate);
+    case 13:
+      return tile14x32<13, kFarB>(kc, a, b, c, ldc, cols, accumulate);
+    case 12:
+      return tile14x32<12, kFarB>(kc, a, b, c, ldc, cols, accumulate);
+    case 11:
+      return tile14x32<11, kFarB>(kc, a, b, c, ldc, cols, accumulate);
+    case 10:
+      return tile14x32<10, kFarB>(kc, a, b, c, ldc, cols, accumulate);
+    case 9:
+      return tile14x32<9, kFarB>(kc, a, b, c, ldc, cols, accumulate);
+    case 8:
+      return tile14x32<8, kFarB>(kc, a, b, c, ldc, cols, accumulate);
+    case 7:
+      return tile14x32<7, kFarB>(kc, a, b, c, ldc, cols, accumulate);
+    case 6:
+      return tile14x32<6, kFarB>(kc, a, b, c, ldc, cols, accumulate);
+    case 5:
+      return tile14x32<5, kFarB>(kc, a, b, c, ldc, cols, accumulate);
+    case 4:
+      return tile14x32<4, kFarB>(kc, a, b, c, ldc, cols, accumulate);
+    case 3:
+      return tile14x32<3, kFarB>(kc, a, b, c, ldc, cols, accumulate);
+    case 2:
+      return tile14x32<2, kFarB>(kc, a, b, c, ldc, cols, accumulate);
+    default:
+      return tile14x32<1, kFarB>(kc, a, b, c, ldc, cols, accumulate);
   }
 }
 
@@ -101,7 +118,8 @@ void kernel14x32(int64_t kc, const float* a, const float* b, float* c, int64_t l
 
 // A strip of 14 rows: 16 depths of each row are loaded at once (one cache line when aligned),
 // the 16x16 block (rows 14 and 15 zero) is transposed and each depth's 14 values stored.
-void packStrip14(int64_t rows, bool trans, const float* src, int64_t lda, int64_t kc, float alpha, float* dst) {
+void packStrip14(int64_t rows, bool trans, const float* src, int64_t lda, int64_t kc, float alpha,
+                 float* dst) {
   const __m512 scale = _mm512_set1_ps(alpha);
   const __mmask16 stripMask = __mmask16((1u << kMR) - 1);
   const __mmask16 rowMask = __mmask16((1u << rows) - 1);
@@ -118,7 +136,8 @@ void packStrip14(int64_t rows, bool trans, const float* src, int64_t lda, int64_
     __m512 r[16];
 #pragma GCC unroll 16
     for (int i = 0; i < 16; ++i) {
-      r[i] = i < rows ? _mm512_mul_ps(scale, _mm512_maskz_loadu_ps(depthMask, src + i * lda + k)) : _mm512_setzero_ps();
+      r[i] = i < rows ? _mm512_mul_ps(scale, _mm512_maskz_loadu_ps(depthMask, src + i * lda + k))
+                      : _mm512_setzero_ps();
     }
     transpose16x16(r);
 #pragma GCC unroll 16
@@ -135,8 +154,9 @@ void packStrip14(int64_t rows, bool trans, const float* src, int64_t lda, int64_
 const SgemmKernelInfo& sgemmKernelAvx512() {
   // KC: a 14 x 256 A strip is 14 KiB of the 48 KiB L1; NC: a 256 x 1024 B panel is 1 MiB of the
   // 2 MiB L2 (measured on Sapphire Rapids; 384 and 512 were no faster).
-  static const SgemmKernelInfo info{CpuIsa::kAvx512, "f32_gemm_14x32_avx512", kMR, kNR, 256, 504, 1024, true,
-                                    kernel14x32<false>, packStrip14, kernel14x32<true>};
+  static const SgemmKernelInfo info{
+      CpuIsa::kAvx512, "f32_gemm_14x32_avx512", kMR, kNR, 256, 504, 1024, true, kernel14x32<false>,
+      packStrip14,     kernel14x32<true>};
   return info;
 }
 

@@ -10,14 +10,14 @@ namespace kiln::cpu {
 /// c[rows x cols] (row stride ldc) = (accumulate ? c : 0) + a * b over kc steps, where a is an
 /// A strip packed k-major (mr values per k, rows beyond `rows` zero) and b a B strip packed
 /// k-major (nr values per k, zero-padded). rows <= mr, cols <= nr; C outside them is not touched.
-using SgemmMicroKernelFn = void (*)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t rows,
-                                    int64_t cols, bool accumulate);
+using SgemmMicroKernelFn = void (*)(int64_t kc, const float* a, const float* b, float* c,
+                                    int64_t ldc, int64_t rows, int64_t cols, bool accumulate);
 
 /// Packs one A strip: `rows` rows (<= mr; the rest of the strip zero) of alpha*op(A) over kc
 /// depths, k-major (mr values per k), as the micro-kernel reads it. src is op(A)(0, 0) of the
 /// strip: rows of A at stride lda, or (trans) depths of A at stride lda.
-using SgemmPackAFn = void (*)(int64_t rows, bool trans, const float* src, int64_t lda, int64_t kc, float alpha,
-                              float* dst);
+using SgemmPackAFn = void (*)(int64_t rows, bool trans, const float* src, int64_t lda, int64_t kc,
+                              float alpha, float* dst);
 
 struct SgemmKernelInfo {
   CpuIsa isa;
@@ -36,8 +36,9 @@ struct SgemmKernelInfo {
   SgemmMicroKernelFn kernelPrepackedB = nullptr;
 };
 
-const SgemmKernelInfo& sgemmKernelAvx2();    // f32_gemm_6x16_fma3
-const SgemmKernelInfo& sgemmKernelAvx512();  // f32_gemm_14x32_avx512 (call only when the CPU has AVX-512)
+const SgemmKernelInfo& sgemmKernelAvx2();  // f32_gemm_6x16_fma3
+const SgemmKernelInfo&
+sgemmKernelAvx512();  // f32_gemm_14x32_avx512 (call only when the CPU has AVX-512)
 
 /// The kernel for an ISA (AVX-512 only if requested and detected).
 const SgemmKernelInfo& sgemmKernelFor(CpuIsa isa);

@@ -18,7 +18,9 @@ constexpr int64_t kMinParallelFloats = int64_t{1} << 16;
 // stop at 4 KiB pages, and several streams in flight need more requests than they issue.
 constexpr int64_t kPrefetchBytes = 1024;
 
-inline void prefetch(const float* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0); }
+inline void prefetch(const float* p) {
+  _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
+}
 
 inline float horizontalSum(__m256 v) {
   __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -29,7 +31,8 @@ inline float horizontalSum(__m256 v) {
 
 // Lane mask for the first n (< 8) floats of a vector, for _mm256_maskload_ps.
 inline __m256i firstLanes(int64_t n) {
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)),
+                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
 // Runs fn(u0, u1) over [0, units) split over the current pool when the product (`floats` matrix
@@ -69,7 +72,8 @@ void dotRows(const float* P, int64_t ld, int64_t K, const float* xs, float* out)
   if (k < K) {
     const __m256i m = firstLanes(K - k);
     const __m256 x0 = _mm256_maskload_ps(xs + k, m);
-    for (int r = 0; r < R; ++r) b[r] = _mm256_fmadd_ps(_mm256_maskload_ps(P + r * ld + k, m), x0, b[r]);
+    for (int r = 0; r < R; ++r)
+      b[r] = _mm256_fmadd_ps(_mm256_maskload_ps(P + r * ld + k, m), x0, b[r]);
   }
   for (int r = 0; r < R; ++r) out[r] = horizontalSum(_mm256_add_ps(a[r], b[r]));
 }
@@ -95,13 +99,16 @@ void axpyRows(const float* P, int64_t ld, int64_t K, const float* xs, int64_t n,
       s = _mm256_fmadd_ps(_mm256_loadu_ps(p3 + j), x3, s);
       _mm256_storeu_ps(acc + j, s);
     }
-    for (; j < n; ++j) acc[j] += xs[k] * p0[j] + xs[k + 1] * p1[j] + xs[k + 2] * p2[j] + xs[k + 3] * p3[j];
+    for (; j < n; ++j)
+      acc[j] += xs[k] * p0[j] + xs[k + 1] * p1[j] + xs[k + 2] * p2[j] + xs[k + 3] * p3[j];
   }
   for (; k < K; ++k) {
     const float* p = P + k * ld;
     const __m256 xv = _mm256_set1_ps(xs[k]);
     int64_t j = 0;
-    for (; j < vecEnd; j += 8) _mm256_storeu_ps(acc + j, _mm256_fmadd_ps(_mm256_loadu_ps(p + j), xv, _mm256_loadu_ps(acc + j)));
+    for (; j < vecEnd; j += 8)
+      _mm256_storeu_ps(acc + j,
+                       _mm256_fmadd_ps(_mm256_loadu_ps(p + j), xv, _mm256_loadu_ps(acc + j)));
     for (; j < n; ++j) acc[j] += xs[k] * p[j];
   }
 }
@@ -110,8 +117,8 @@ void axpyRows(const float* P, int64_t ld, int64_t K, const float* xs, int64_t n,
 // the kc blocks; writes the strips' NR * G sums to out. Each block's sums are added to out
 // separately (sums of kc products, not one chain of K: closer to the blocked GEMM's rounding).
 template <int NR, int G>
-void packedStrips(const float* packed, int64_t K, int64_t kc, int64_t padded, int64_t strip, const float* xs,
-                  float* out) {
+void packedStrips(const float* packed, int64_t K, int64_t kc, int64_t padded, int64_t strip,
+                  const float* xs, float* out) {
   constexpr int V = NR / 8;
   constexpr int64_t ahead = kPrefetchBytes / sizeof(float);
   std::fill(out, out + G * NR, 0.0f);
@@ -127,7 +134,8 @@ void packedStrips(const float* packed, int64_t K, int64_t kc, int64_t padded, in
       for (int g = 0; g < G; ++g) {
         const float* p = block + g * NR * depth + k * NR;
         for (int v = 0; v < V; v += 2) prefetch(p + ahead + v * 8);  // one line per 16 floats
-        for (int v = 0; v < V; ++v) acc[g][v] = _mm256_fmadd_ps(_mm256_loadu_ps(p + v * 8), xv, acc[g][v]);
+        for (int v = 0; v < V; ++v)
+          acc[g][v] = _mm256_fmadd_ps(_mm256_loadu_ps(p + v * 8), xv, acc[g][v]);
       }
     }
     for (int g = 0; g < G; ++g)
@@ -139,8 +147,8 @@ void packedStrips(const float* packed, int64_t K, int64_t kc, int64_t padded, in
 }
 
 // Any nr (a multiple of 8), one strip at a time.
-void packedStripGeneric(const float* packed, int64_t nr, int64_t K, int64_t kc, int64_t padded, int64_t strip,
-                        const float* xs, float* out) {
+void packedStripGeneric(const float* packed, int64_t nr, int64_t K, int64_t kc, int64_t padded,
+                        int64_t strip, const float* xs, float* out) {
   std::fill(out, out + nr, 0.0f);
   for (int64_t k0 = 0; k0 < K; k0 += kc) {
     const int64_t depth = std::min(kc, K - k0);
@@ -148,7 +156,8 @@ void packedStripGeneric(const float* packed, int64_t nr, int64_t K, int64_t kc, 
     for (int64_t k = 0; k < depth; ++k) {
       const __m256 xv = _mm256_set1_ps(xs[k0 + k]);
       for (int64_t c = 0; c < nr; c += 8) {
-        _mm256_storeu_ps(out + c, _mm256_fmadd_ps(_mm256_loadu_ps(block + k * nr + c), xv, _mm256_loadu_ps(out + c)));
+        _mm256_storeu_ps(out + c, _mm256_fmadd_ps(_mm256_loadu_ps(block + k * nr + c), xv,
+                                                  _mm256_loadu_ps(out + c)));
       }
     }
   }
@@ -156,16 +165,18 @@ void packedStripGeneric(const float* packed, int64_t nr, int64_t K, int64_t kc, 
 
 // Strips [s0, s1) of a packed B with NR-column strips, G at a time; sums to acc (s1 - s0) * NR.
 template <int NR>
-void packedRange(const float* packed, int64_t K, int64_t kc, int64_t padded, int64_t s0, int64_t s1, const float* xs,
-                 float* acc) {
+void packedRange(const float* packed, int64_t K, int64_t kc, int64_t padded, int64_t s0, int64_t s1,
+                 const float* xs, float* acc) {
   constexpr int G = 64 / NR;  // 8 accumulators of the 16 registers
   int64_t s = s0;
-  for (; s + G <= s1; s += G) packedStrips<NR, G>(packed, K, kc, padded, s, xs, acc + (s - s0) * NR);
+  for (; s + G <= s1; s += G)
+    packedStrips<NR, G>(packed, K, kc, padded, s, xs, acc + (s - s0) * NR);
   for (; s < s1; ++s) packedStrips<NR, 1>(packed, K, kc, padded, s, xs, acc + (s - s0) * NR);
 }
 
 // alpha * x gathered into a contiguous buffer (of this thread).
-const float* scaledVector(const float* x, int64_t incX, int64_t K, float alpha, std::vector<float>& buffer) {
+const float* scaledVector(const float* x, int64_t incX, int64_t K, float alpha,
+                          std::vector<float>& buffer) {
   buffer.resize(static_cast<size_t>(K) + 8);
   for (int64_t k = 0; k < K; ++k) buffer[k] = alpha * x[k * incX];
   return buffer.data();
@@ -181,8 +192,9 @@ void storeOutputs(const float* sums, int64_t n, float beta, float* y, int64_t in
 
 }  // namespace
 
-void sgemv(int64_t L, int64_t K, float alpha, const float* P, int64_t ld, bool rowMajor, const float* x, int64_t incX,
-           float beta, float* y, int64_t incY, const GemmEpilogue* ep, bool rowOutput) {
+void sgemv(int64_t L, int64_t K, float alpha, const float* P, int64_t ld, bool rowMajor,
+           const float* x, int64_t incX, float beta, float* y, int64_t incY, const GemmEpilogue* ep,
+           bool rowOutput) {
   thread_local std::vector<float> xBuffer;
   const float* xs = scaledVector(x, incX, K, alpha, xBuffer);
   // Output units: 4 rows (one dotRows call), or 64 columns of the axpy (contiguous weight runs).
@@ -201,14 +213,17 @@ void sgemv(int64_t L, int64_t K, float alpha, const float* P, int64_t ld, bool r
     float* out = y + i0 * incY;
     storeOutputs(sums.data(), n, beta, out, incY);
     if (ep) {
-      if (rowOutput) applyGemmEpilogue(*ep, out, incY, 1, n, 0, i0);
-      else applyGemmEpilogue(*ep, out, incY, n, 1, i0, 0);
+      if (rowOutput)
+        applyGemmEpilogue(*ep, out, incY, 1, n, 0, i0);
+      else
+        applyGemmEpilogue(*ep, out, incY, n, 1, i0, 0);
     }
   });
 }
 
-void sgemvPacked(int64_t N, int64_t K, int64_t nr, int64_t kc, int64_t padded, float alpha, const float* x,
-                 int64_t incX, const float* packed, float beta, float* y, const GemmEpilogue* ep) {
+void sgemvPacked(int64_t N, int64_t K, int64_t nr, int64_t kc, int64_t padded, float alpha,
+                 const float* x, int64_t incX, const float* packed, float beta, float* y,
+                 const GemmEpilogue* ep) {
   thread_local std::vector<float> xBuffer;
   const float* xs = scaledVector(x, incX, K, alpha, xBuffer);
   const int64_t strips = (N + nr - 1) / nr;
@@ -220,7 +235,8 @@ void sgemvPacked(int64_t N, int64_t K, int64_t nr, int64_t kc, int64_t padded, f
     } else if (nr == 16) {
       packedRange<16>(packed, K, kc, padded, s0, s1, xs, sums.data());
     } else {
-      for (int64_t s = s0; s < s1; ++s) packedStripGeneric(packed, nr, K, kc, padded, s, xs, sums.data() + (s - s0) * nr);
+      for (int64_t s = s0; s < s1; ++s)
+        packedStripGeneric(packed, nr, K, kc, padded, s, xs, sums.data() + (s - s0) * nr);
     }
     const int64_t j0 = s0 * nr, n = std::min(N, s1 * nr) - j0;
     storeOutputs(sums.data(), n, beta, y + j0, 1);

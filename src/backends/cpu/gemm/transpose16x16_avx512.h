@@ -33,7 +33,8 @@ inline void transpose16x16(__m512 r[16]) {
   // 128-bit lane L of u[4g + c] is column 4L + c of rows 4g..4g+3; gather the lanes per column.
 #pragma GCC unroll 4
   for (int c = 0; c < 4; ++c) {
-    const __m512 v0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88), v1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xDD);
+    const __m512 v0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88),
+                 v1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xDD);
     const __m512 w0 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88);
     const __m512 w1 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xDD);
     r[c] = _mm512_shuffle_f32x4(v0, w0, 0x88);

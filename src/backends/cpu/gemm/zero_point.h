@@ -10,7 +10,8 @@ namespace kiln::cpu {
 
 /// int32(t[i]) - zeroPoint[(i / inner) % count], where zeroPoint has `count` values (1 for a
 /// per-tensor zero point) or is null (zero). t and zeroPoint are int8 or uint8.
-inline Tensor widenMinusZeroPoint(const Tensor& t, const Tensor* zeroPoint, int64_t inner, int64_t count) {
+inline Tensor widenMinusZeroPoint(const Tensor& t, const Tensor* zeroPoint, int64_t inner,
+                                  int64_t count) {
   Tensor out(DataType::kInt32, t.shape());
   int32_t* dst = out.data<int32_t>();
   const int64_t n = t.numel();
@@ -27,12 +28,13 @@ inline Tensor widenMinusZeroPoint(const Tensor& t, const Tensor* zeroPoint, int6
   return out;
 }
 
-/// Checks a zero point: absent, one value, or `count` values in a 1-D tensor; returns an error message or "".
+/// Checks a zero point: absent, one value, or `count` values in a 1-D tensor; returns an error
+/// message or "".
 inline std::string checkZeroPoint(const Tensor* zeroPoint, int64_t count, const char* name) {
   if (!zeroPoint || zeroPoint->numel() == 1) return "";
   if (zeroPoint->rank() != 1 || zeroPoint->numel() != count) {
-    return std::string(name) + " must be a scalar or have " + std::to_string(count) + " values, got " +
-           zeroPoint->describe();
+    return std::string(name) + " must be a scalar or have " + std::to_string(count) +
+           " values, got " + zeroPoint->describe();
   }
   return "";
 }

@@ -21,7 +21,8 @@ struct HeadView {
   int64_t heads = 0, length = 0, dim = 0;
   bool fourD = true;
   double at(int64_t b, int64_t h, int64_t l, int64_t d) const {
-    return values[fourD ? ((b * heads + h) * length + l) * dim + d : ((b * length + l) * heads + h) * dim + d];
+    return values[fourD ? ((b * heads + h) * length + l) * dim + d
+                        : ((b * length + l) * heads + h) * dim + d];
   }
 };
 
@@ -38,7 +39,9 @@ HeadView headView(KernelContext& ctx, const Tensor& t, int64_t headsAttr, const 
   if (v.fourD) {
     v.heads = t.dim(1), v.length = t.dim(2), v.dim = t.dim(3);
   } else {
-    if (headsAttr <= 0 || t.dim(2) % headsAttr != 0) ctx.fail(std::string(name) + " " + t.describe() + " does not split into the given heads", ErrorCode::kInvalidArgument);
+    if (headsAttr <= 0 || t.dim(2) % headsAttr != 0)
+      ctx.fail(std::string(name) + " " + t.describe() + " does not split into the given heads",
+               ErrorCode::kInvalidArgument);
     v.heads = headsAttr, v.length = t.dim(1), v.dim = t.dim(2) / headsAttr;
   }
   return v;
@@ -93,36 +96,52 @@ void attentionKernel(KernelContext& ctx, const AttentionAttrs& attrs) {
   const Tensor* pastK = ctx.hasInput(4) ? &ctx.input(4) : nullptr;
   const Tensor* pastV = ctx.hasInput(5) ? &ctx.input(5) : nullptr;
   const Tensor* nonpad = ctx.hasInput(6) ? &ctx.input(6) : nullptr;
-  if ((pastK == nullptr) != (pastV == nullptr)) ctx.fail("past_key and past_value must be given together", ErrorCode::kInvalidModel);
-  if (nonpad && pastK) ctx.fail("nonpad_kv_seqlen cannot be combined with a past cache", ErrorCode::kInvalidModel);
+  if ((pastK == nullptr) != (pastV == nullptr))
+    ctx.fail("past_key and past_value must be given together", ErrorCode::kInvalidModel);
+  if (nonpad && pastK)
+    ctx.fail("nonpad_kv_seqlen cannot be combined with a past cache", ErrorCode::kInvalidModel);
   if (qT.rank() != kT.rank() || qT.rank() != vT.rank() || (qT.rank() != 3 && qT.rank() != 4)) {
     ctx.fail("Q, K and V must all be 3-D or all 4-D", ErrorCode::kInvalidArgument);
   }
   const HeadView q = headView(ctx, qT, attrs.qHeads, "Q");
   const HeadView k = headView(ctx, kT, attrs.kvHeads, "K");
   const HeadView v = headView(ctx, vT, attrs.kvHeads, "V");
-  const int64_t batches = qT.dim(0), qHeads = q.heads, kvHeads = k.heads, seq = q.length, dk = k.dim, dv = v.dim;
-  if (kvHeads == 0 || qHeads % kvHeads != 0 || v.heads != kvHeads || q.dim != dk || k.length != v.length) {
-    ctx.fail("Q " + qT.describe() + ", K " + kT.describe() + " and V " + vT.describe() + " do not fit together", ErrorCode::kInvalidArgument);
+  const int64_t batches = qT.dim(0), qHeads = q.heads, kvHeads = k.heads, seq = q.length,
+                dk = k.dim, dv = v.dim;
+  if (kvHeads == 0 || qHeads % kvHeads != 0 || v.heads != kvHeads || q.dim != dk ||
+      k.length != v.length) {
+    ctx.fail("Q " + qT.describe() + ", K " + kT.describe() + " and V " + vT.describe() +
+                 " do not fit together",
+             ErrorCode::kInvalidArgument);
   }
   const int64_t past = pastK ? pastK->dim(2) : 0, total = past + k.length;
-  if (pastK && (pastK->shape() != Shape{batches, kvHeads, past, dk} || pastV->shape() != Shape{batches, kvHeads, past, dv})) {
-    ctx.fail("past_key " + pastK->describe() + " / past_value " + pastV->describe() + " must be (B, Hkv, P, D)", ErrorCode::kInvalidArgument);
+  if (pastK && (pastK->shape() != Shape{batches, kvHeads, past, dk} ||
+                pastV->shape() != Shape{batches, kvHeads, past, dv})) {
+    ctx.fail("past_key " + pastK->describe() + " / past_value " + pastV->describe() +
+                 " must be (B, Hkv, P, D)",
+             ErrorCode::kInvalidArgument);
   }
   // The present cache: past followed by the new keys/values, (B, Hkv, total, D).
-  std::vector<double> keys(static_cast<size_t>(batches * kvHeads * total * dk)), values(static_cast<size_t>(batches * kvHeads * total * dv));
-  const std::vector<double> pk = pastK ? doubles(*pastK) : std::vector<double>{}, pv = pastV ? doubles(*pastV) : std::vector<double>{};
+  std::vector<double> keys(static_cast<size_t>(batches * kvHeads * total * dk)),
+      values(static_cast<size_t>(batches * kvHeads * total * dv));
+  const std::vector<double> pk = pastK ? doubles(*pastK) : std::vector<double>{},
+                            pv = pastV ? doubles(*pastV) : std::vector<double>{};
   for (int64_t b = 0; b < batches; ++b) {
     for (int64_t h = 0; h < kvHeads; ++h) {
       for (int64_t t = 0; t < total; ++t) {
-        for (int64_t d = 0; d < dk; ++d) keys[((b * kvHeads + h) * total + t) * dk + d] = t < past ? pk[((b * kvHeads + h) * past + t) * dk + d] : k.at(b, h, t - past, d);
-        for (int64_t d = 0; d < dv; ++d) values[((b * kvHeads + h) * total + t) * dv + d] = t < past ? pv[((b * kvHeads + h) * past + t) * dv + d] : v.at(b, h, t - past, d);
+        for (int64_t d = 0; d < dk; ++d)
+          keys[((b * kvHeads + h) * total + t) * dk + d] =
+              t < past ? pk[((b * kvHeads + h) * past + t) * dk + d] : k.at(b, h, t - past, d);
+        for (int64_t d = 0; d < dv; ++d)
+          values[((b * kvHeads + h) * total + t) * dv + d] =
+              t < past ? pv[((b * kvHeads + h) * past + t) * dv + d] : v.at(b, h, t - past, d);
       }
     }
   }
   MaskView mask;
   if (maskT) {
-    if (maskT->rank() < 1 || maskT->rank() > 4) ctx.fail("attn_mask must have rank 1 to 4", ErrorCode::kInvalidArgument);
+    if (maskT->rank() < 1 || maskT->rank() > 4)
+      ctx.fail("attn_mask must have rank 1 to 4", ErrorCode::kInvalidArgument);
     const Shape full{batches, qHeads, seq, maskT->shape().back()};
     mask.mask = maskT;
     mask.length = maskT->shape().back();
@@ -131,16 +150,20 @@ void attentionKernel(KernelContext& ctx, const AttentionAttrs& attrs) {
     for (size_t i = 0; i < maskT->rank(); ++i) {
       const size_t md = maskT->rank() - 1 - i, fd = 3 - i;
       const int64_t dim = maskT->dim(md);
-      if (dim != 1 && dim != full[fd]) ctx.fail("attn_mask " + maskT->describe() + " does not broadcast to the scores", ErrorCode::kInvalidArgument);
+      if (dim != 1 && dim != full[fd])
+        ctx.fail("attn_mask " + maskT->describe() + " does not broadcast to the scores",
+                 ErrorCode::kInvalidArgument);
       mask.strides[fd] = dim == 1 ? 0 : stride;
       stride *= dim;
     }
-    if (mask.length > total) ctx.fail("attn_mask is longer than the keys", ErrorCode::kInvalidArgument);
+    if (mask.length > total)
+      ctx.fail("attn_mask is longer than the keys", ErrorCode::kInvalidArgument);
   }
   std::vector<int64_t> visible;  // nonpad_kv_seqlen per batch
   if (nonpad) {
     visible = nonpad->toInt64Vector();
-    if (static_cast<int64_t>(visible.size()) != batches) ctx.fail("nonpad_kv_seqlen must hold one length per batch", ErrorCode::kInvalidArgument);
+    if (static_cast<int64_t>(visible.size()) != batches)
+      ctx.fail("nonpad_kv_seqlen must hold one length per batch", ErrorCode::kInvalidArgument);
   }
   const bool causal = attrs.causal;
   const int64_t left = attrs.left, right = attrs.right;
@@ -149,12 +172,18 @@ void attentionKernel(KernelContext& ctx, const AttentionAttrs& attrs) {
   const double scale = attrs.scale ? *attrs.scale : 1.0 / std::sqrt(static_cast<double>(dk));
   const double rootScale = std::sqrt(scale);  // applied to Q and K each, as the reference does
 
-  Tensor& y = ctx.allocateOutput(0, qT.dtype(), q.fourD ? Shape{batches, qHeads, seq, dv} : Shape{batches, seq, qHeads * dv});
-  Tensor* qkOut = ctx.wantsOutput(3) ? &ctx.allocateOutput(3, qT.dtype(), {batches, qHeads, seq, total}) : nullptr;
-  std::vector<double> bias(static_cast<size_t>(total)), scores(static_cast<size_t>(total)), probs(static_cast<size_t>(total));
+  Tensor& y = ctx.allocateOutput(
+      0, qT.dtype(), q.fourD ? Shape{batches, qHeads, seq, dv} : Shape{batches, seq, qHeads * dv});
+  Tensor* qkOut = ctx.wantsOutput(3)
+                      ? &ctx.allocateOutput(3, qT.dtype(), {batches, qHeads, seq, total})
+                      : nullptr;
+  std::vector<double> bias(static_cast<size_t>(total)), scores(static_cast<size_t>(total)),
+      probs(static_cast<size_t>(total));
   dispatchFloat(qT.dtype(), "Attention", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    auto round = [](double x) { return static_cast<double>(static_cast<ComputeType<T>>(toType<T>(x))); };
+    auto round = [](double x) {
+      return static_cast<double>(static_cast<ComputeType<T>>(toType<T>(x)));
+    };
     T* py = y.data<T>();
     const double rs = round(rootScale);
     for (int64_t b = 0; b < batches; ++b) {
@@ -173,7 +202,9 @@ void attentionKernel(KernelContext& ctx, const AttentionAttrs& attrs) {
             bias[j] = bj;
             anyVisible = anyVisible || bj != kNegInf;
             double dot = 0;
-            for (int64_t d = 0; d < dk; ++d) dot += round(q.at(b, h, i, d) * rs) * round(keys[((b * kvHeads + kvh) * total + j) * dk + d] * rs);
+            for (int64_t d = 0; d < dk; ++d)
+              dot += round(q.at(b, h, i, d) * rs) *
+                     round(keys[((b * kvHeads + kvh) * total + j) * dk + d] * rs);
             if (softcap > 0) dot = softcap * std::tanh(dot / softcap);
             scores[j] = dot;
           }
@@ -181,17 +212,23 @@ void attentionKernel(KernelContext& ctx, const AttentionAttrs& attrs) {
           for (int64_t j = 0; j < total; ++j) maxv = std::max(maxv, scores[j] + bias[j]);
           if (maxv == kNegInf) maxv = 0;
           double sum = 0;
-          for (int64_t j = 0; j < total; ++j) sum += probs[j] = std::exp(scores[j] + bias[j] - maxv);
+          for (int64_t j = 0; j < total; ++j)
+            sum += probs[j] = std::exp(scores[j] + bias[j] - maxv);
           if (sum == 0) sum = 1;
           for (int64_t j = 0; j < total; ++j) probs[j] = anyVisible ? round(probs[j] / sum) : 0.0;
           if (qkOut) {
             T* row = qkOut->data<T>() + ((b * qHeads + h) * seq + i) * total;
-            for (int64_t j = 0; j < total; ++j) row[j] = toType<T>(qkMode == 3 ? probs[j] : qkMode == 2 ? scores[j] + bias[j] : scores[j]);
+            for (int64_t j = 0; j < total; ++j)
+              row[j] = toType<T>(qkMode == 3   ? probs[j]
+                                 : qkMode == 2 ? scores[j] + bias[j]
+                                               : scores[j]);
           }
           for (int64_t m = 0; m < dv; ++m) {
             double acc = 0;
-            for (int64_t j = 0; j < total; ++j) acc += probs[j] * values[((b * kvHeads + kvh) * total + j) * dv + m];
-            py[q.fourD ? ((b * qHeads + h) * seq + i) * dv + m : ((b * seq + i) * qHeads + h) * dv + m] = toType<T>(acc);
+            for (int64_t j = 0; j < total; ++j)
+              acc += probs[j] * values[((b * kvHeads + kvh) * total + j) * dv + m];
+            py[q.fourD ? ((b * qHeads + h) * seq + i) * dv + m
+                       : ((b * seq + i) * qHeads + h) * dv + m] = toType<T>(acc);
           }
         }
       }
@@ -208,8 +245,10 @@ void attentionKernel(KernelContext& ctx, const AttentionAttrs& attrs) {
 }
 
 KILN_REGISTER_CPU_KERNEL("Attention", KernelFactory([](const KernelCreateInfo& info) -> KernelFn {
-  return [attrs = attentionAttrs(info.node)](KernelContext& ctx) { attentionKernel(ctx, attrs); };
-}));
+                           return [attrs = attentionAttrs(info.node)](KernelContext& ctx) {
+                             attentionKernel(ctx, attrs);
+                           };
+                         }));
 
 }  // namespace
 }  // namespace kiln::cpu

@@ -16,9 +16,10 @@ namespace kiln::cpu {
 void addBf16MatMulCandidate(KernelRegistry& registry, const std::string& opType);
 /// Adds bf16_fused_matmul_packed_b_avx512bf16 to kiln::FusedMatMul's float32 family.
 void addBf16FusedMatMulCandidate(KernelRegistry& registry);
-/// Adds <prefix>_im2col_gemm_avx512bf16 (prefix "bf16_conv", "bf16_fused_conv" or "bf16_ms_fused_conv").
-void addBf16ConvCandidate(KernelRegistry& registry, const char* domain, const char* opType, const std::string& prefix,
-                          bool fused);
+/// Adds <prefix>_im2col_gemm_avx512bf16 (prefix "bf16_conv", "bf16_fused_conv" or
+/// "bf16_ms_fused_conv").
+void addBf16ConvCandidate(KernelRegistry& registry, const char* domain, const char* opType,
+                          const std::string& prefix, bool fused);
 
 /// "" when the node is marked bf16, else why a BF16 candidate declines it.
 std::string bf16PrecisionDeclines(const KernelCreateInfo& info);
@@ -26,7 +27,7 @@ std::string bf16PrecisionDeclines(const KernelCreateInfo& info);
 /// The state of a kernel that keeps one BF16 packing (blob 0; its depth block in params), and
 /// the packing back from such a state, checked against the node's sizes.
 KernelState bf16PackedState(const PackedBf16Matrix& packed, std::shared_ptr<const void> owner);
-PackedBf16Matrix savedBf16Matrix(const KernelCreateInfo& info, const KernelState& state, PackedBf16Matrix::Side side,
-                                 int64_t rows, int64_t cols);
+PackedBf16Matrix savedBf16Matrix(const KernelCreateInfo& info, const KernelState& state,
+                                 PackedBf16Matrix::Side side, int64_t rows, int64_t cols);
 
 }  // namespace kiln::cpu

@@ -14,7 +14,8 @@ std::string convDeclines(const KernelCreateInfo& info) {
   if (std::string p = bf16PrecisionDeclines(info); !p.empty()) return p;
   const Tensor* w = info.constants.size() > 1 ? info.constants[1] : nullptr;
   if (!w) return "W is not a constant";
-  if (w->dtype() != DataType::kFloat32 || w->rank() < 3 || w->numel() == 0) return "W " + w->describe() + " is not float32";
+  if (w->dtype() != DataType::kFloat32 || w->rank() < 3 || w->numel() == 0)
+    return "W " + w->describe() + " is not float32";
   const ir::TypeInfo* x = info.inputTypes.empty() ? nullptr : info.inputTypes[0];
   if (!x || x->dtype != DataType::kFloat32) return "X is not float32";
   if (ir::attrInt(info.node, "group", 1) != 1) return "grouped convolution (takes group 1)";
@@ -26,19 +27,21 @@ Kernel makeConv(const KernelCreateInfo& info, bool fused, const KernelState* sav
   ConvAttrs a = convAttrs(info, fused);
   const Tensor& w = *info.constants[1];  // its shape; a plan may hold no values
   const int64_t outChannels = w.dim(0), depth = w.numel() / outChannels;
-  const PackedBf16Matrix packed = saved ? savedBf16Matrix(info, *saved, Side::kA, outChannels, depth)
-                                        : packBf16A(false, outChannels, depth, w.data<float>(), depth);
+  const PackedBf16Matrix packed =
+      saved ? savedBf16Matrix(info, *saved, Side::kA, outChannels, depth)
+            : packBf16A(false, outChannels, depth, w.data<float>(), depth);
   info.keepsOwnCopyOf(1);
   Kernel k;
   k.save = [packed] { return bf16PackedState(packed, nullptr); };
   k.workspace = [a](const std::vector<const Shape*>& in, int) {
-    return im2colWorkspaceBytes(a, in.empty() ? nullptr : in[0], in.size() > 1 ? in[1] : nullptr, sizeof(float));
+    return im2colWorkspaceBytes(a, in.empty() ? nullptr : in[0], in.size() > 1 ? in[1] : nullptr,
+                                sizeof(float));
   };
   k.run = [a = std::move(a), packed](KernelContext& ctx) {
     ConvCall c;
     if (!startConvCall(ctx, a, c)) return;
-    const PackedWeightsProduct product = [&packed](int64_t N, const float* b, int64_t ldb, float* y, int64_t ldy,
-                                                   const GemmEpilogue& ep) {
+    const PackedWeightsProduct product = [&packed](int64_t N, const float* b, int64_t ldb, float* y,
+                                                   int64_t ldy, const GemmEpilogue& ep) {
       bf16GemmPacked(packed, N, false, b, ldb, 0.0f, y, ldy, ep);
     };
     convolveIm2colFloat(ctx, a, c, product);
@@ -48,14 +51,16 @@ Kernel makeConv(const KernelCreateInfo& info, bool fused, const KernelState* sav
 
 }  // namespace
 
-void addBf16ConvCandidate(KernelRegistry& registry, const char* domain, const char* opType, const std::string& prefix,
-                          bool fused) {
+void addBf16ConvCandidate(KernelRegistry& registry, const char* domain, const char* opType,
+                          const std::string& prefix, bool fused) {
   KernelCandidate c;
   c.id = prefix + "_im2col_gemm_avx512bf16";
   c.isa = CpuIsa::kAvx512Bf16;
   c.supports = convDeclines;
   c.create = [fused](const KernelCreateInfo& info) { return makeConv(info, fused, nullptr); };
-  c.restore = [fused](const KernelCreateInfo& info, const KernelState& s) { return makeConv(info, fused, &s); };
+  c.restore = [fused](const KernelCreateInfo& info, const KernelState& s) {
+    return makeConv(info, fused, &s);
+  };
   registry.addCandidate(domain, opType, DataType::kFloat32, std::move(c));
 }
 

@@ -24,12 +24,14 @@ std::string constantBDeclines(const KernelCreateInfo& info) {
   if (!a || a->dtype != DataType::kFloat32) return "A is not float32";
   const Tensor* b = constantInput(info, 1);
   if (!b) return "B is not a constant";
-  if (b->dtype() != DataType::kFloat32 || b->rank() != 2 || b->numel() == 0) return "B " + b->describe() + " is not a 2-D float32 matrix";
+  if (b->dtype() != DataType::kFloat32 || b->rank() != 2 || b->numel() == 0)
+    return "B " + b->describe() + " is not a 2-D float32 matrix";
   return "";
 }
 
 // B packed from the constant (op(B) = B, or B^T when transB), or the packing a plan holds.
-PackedBf16Matrix packedWeights(const KernelCreateInfo& info, bool transB, const KernelState* saved) {
+PackedBf16Matrix packedWeights(const KernelCreateInfo& info, bool transB,
+                               const KernelState* saved) {
   const Tensor& b = *constantInput(info, 1);  // its shape; a plan may hold no values
   const int64_t K = b.dim(transB ? 1 : 0), N = b.dim(transB ? 0 : 1);
   info.keepsOwnCopyOf(1);
@@ -37,25 +39,31 @@ PackedBf16Matrix packedWeights(const KernelCreateInfo& info, bool transB, const 
   return packBf16B(transB, K, N, b.data<float>(), b.dim(1));
 }
 
-// Y[rows x N] = act(A[rows x K] * B + bias + residual), A float32 [..., K]; the checks name the node.
-void runLinear(KernelContext& ctx, const PackedBf16Matrix& b, bool transA, const GemmEpilogue& ep, float beta) {
+// Y[rows x N] = act(A[rows x K] * B + bias + residual), A float32 [..., K]; the checks name the
+// node.
+void runLinear(KernelContext& ctx, const PackedBf16Matrix& b, bool transA, const GemmEpilogue& ep,
+               float beta) {
   const Tensor& a = ctx.input(0);
   const int64_t K = b.rows(), N = b.cols();
-  if (a.dtype() != DataType::kFloat32 || a.rank() < 1) ctx.fail("A must be float32, got " + a.describe(), ErrorCode::kInvalidArgument);
+  if (a.dtype() != DataType::kFloat32 || a.rank() < 1)
+    ctx.fail("A must be float32, got " + a.describe(), ErrorCode::kInvalidArgument);
   const int64_t aDepth = transA ? a.dim(0) : a.dim(a.rank() - 1);
   if (aDepth != K || (transA && a.rank() != 2)) {
-    ctx.fail("inner dimensions differ: A " + a.describe() + " and B [" + std::to_string(K) + "x" + std::to_string(N) + "]",
+    ctx.fail("inner dimensions differ: A " + a.describe() + " and B [" + std::to_string(K) + "x" +
+                 std::to_string(N) + "]",
              ErrorCode::kInvalidArgument);
   }
   Tensor& y = ctx.output(0);
   if (y.numel() == 0) return;
   const int64_t rows = K ? a.numel() / K : y.numel() / N;
-  bf16GemmPacked(transA, rows, a.data<float>(), transA ? a.dim(1) : K, b, beta, y.data<float>(), N, ep);
+  bf16GemmPacked(transA, rows, a.data<float>(), transA ? a.dim(1) : K, b, beta, y.data<float>(), N,
+                 ep);
 }
 
 Kernel makeMatMul(const KernelCreateInfo& info, const KernelState* saved) {
   const PackedBf16Matrix b = packedWeights(info, false, saved);
-  return {[b](KernelContext& ctx) { runLinear(ctx, b, false, {}, 0.0f); }, {},
+  return {[b](KernelContext& ctx) { runLinear(ctx, b, false, {}, 0.0f); },
+          {},
           [b] { return bf16PackedState(b, nullptr); }};
 }
 
@@ -64,12 +72,14 @@ Kernel makeMatMul(const KernelCreateInfo& info, const KernelState* saved) {
 std::string gemmDeclines(const KernelCreateInfo& info) {
   if (std::string p = constantBDeclines(info); !p.empty()) return p;
   if (ir::attrFloat(info.node, "alpha", 1.0f) != 1.0f) return "alpha is not 1";
-  if (info.node.inputs.size() > 2 && info.node.inputs[2] != ir::kNoValue && ir::attrFloat(info.node, "beta", 1.0f) != 0.0f) {
+  if (info.node.inputs.size() > 2 && info.node.inputs[2] != ir::kNoValue &&
+      ir::attrFloat(info.node, "beta", 1.0f) != 0.0f) {
     const Tensor* c = constantInput(info, 2);
     const Tensor& b = *constantInput(info, 1);
     const int64_t N = b.dim(ir::attrInt(info.node, "transB", 0) ? 0 : 1);
     const bool row = c && (c->rank() == 1 || (c->rank() == 2 && c->dim(0) == 1));
-    if (!row || c->dtype() != DataType::kFloat32 || c->numel() != N) return "C is not a constant float32 row of N values";
+    if (!row || c->dtype() != DataType::kFloat32 || c->numel() != N)
+      return "C is not a constant float32 row of N values";
   }
   return "";
 }
@@ -102,7 +112,8 @@ Kernel makeGemm(const KernelCreateInfo& info, const KernelState* saved) {
           {},
           [w] {
             KernelState state = bf16PackedState(w->b, w);
-            if (!w->bias.empty()) state.blobs.push_back({w->bias.data(), w->bias.size() * sizeof(float)});
+            if (!w->bias.empty())
+              state.blobs.push_back({w->bias.data(), w->bias.size() * sizeof(float)});
             return state;
           }};
 }
@@ -115,12 +126,15 @@ Kernel makeFusedMatMul(const KernelCreateInfo& info, const KernelState* saved) {
             const Tensor* bias = ctx.hasInput(2) ? &ctx.input(2) : nullptr;
             const Tensor* residual = ctx.hasInput(3) ? &ctx.input(3) : nullptr;
             if (bias && (bias->dtype() != DataType::kFloat32 || bias->numel() != N)) {
-              ctx.fail("bias " + bias->describe() + " must be float32 with " + std::to_string(N) + " values",
+              ctx.fail("bias " + bias->describe() + " must be float32 with " + std::to_string(N) +
+                           " values",
                        ErrorCode::kInvalidArgument);
             }
             const Tensor& y = ctx.output(0);
-            if (residual && (residual->dtype() != DataType::kFloat32 || residual->shape() != y.shape())) {
-              ctx.fail("residual Z " + residual->describe() + " must be float32 shaped like the output " + y.describe(),
+            if (residual &&
+                (residual->dtype() != DataType::kFloat32 || residual->shape() != y.shape())) {
+              ctx.fail("residual Z " + residual->describe() +
+                           " must be float32 shaped like the output " + y.describe(),
                        ErrorCode::kInvalidArgument);
             }
             const GemmEpilogue ep{bias ? bias->data<float>() : nullptr, false, act,
@@ -131,8 +145,9 @@ Kernel makeFusedMatMul(const KernelCreateInfo& info, const KernelState* saved) {
           [b] { return bf16PackedState(b, nullptr); }};
 }
 
-void addCandidate(KernelRegistry& registry, const char* domain, const std::string& opType, const std::string& id,
-                  std::string (*declines)(const KernelCreateInfo&), Kernel (*make)(const KernelCreateInfo&, const KernelState*)) {
+void addCandidate(KernelRegistry& registry, const char* domain, const std::string& opType,
+                  const std::string& id, std::string (*declines)(const KernelCreateInfo&),
+                  Kernel (*make)(const KernelCreateInfo&, const KernelState*)) {
   KernelCandidate c;
   c.id = id;
   c.isa = CpuIsa::kAvx512Bf16;
@@ -147,7 +162,8 @@ void addCandidate(KernelRegistry& registry, const char* domain, const std::strin
 std::string bf16PrecisionDeclines(const KernelCreateInfo& info) {
   const std::string p = ir::nodePrecision(info.node);
   if (p == ir::kPrecisionBf16) return "";
-  return "the layer computes in " + (p.empty() ? std::string("its tensors' type") : p) + ", not bf16";
+  return "the layer computes in " + (p.empty() ? std::string("its tensors' type") : p) +
+         ", not bf16";
 }
 
 KernelState bf16PackedState(const PackedBf16Matrix& packed, std::shared_ptr<const void> owner) {
@@ -157,39 +173,44 @@ KernelState bf16PackedState(const PackedBf16Matrix& packed, std::shared_ptr<cons
   std::memcpy(state.params.data(), &kc, sizeof(kc));
   state.blobs.push_back({packed.data(), packed.bytes()});
   // The packing's own storage keeps the blob alive when no owner is given.
-  state.owner = owner ? std::move(owner) : std::shared_ptr<const void>(packed.data(), [packed](const void*) {});
+  state.owner = owner ? std::move(owner)
+                      : std::shared_ptr<const void>(packed.data(), [packed](const void*) {});
   return state;
 }
 
-PackedBf16Matrix savedBf16Matrix(const KernelCreateInfo& info, const KernelState& state, PackedBf16Matrix::Side side,
-                                 int64_t rows, int64_t cols) {
+PackedBf16Matrix savedBf16Matrix(const KernelCreateInfo& info, const KernelState& state,
+                                 PackedBf16Matrix::Side side, int64_t rows, int64_t cols) {
   int64_t kc = 0;
   if (state.params.size() != sizeof(kc)) {
-    throw Error(ErrorCode::kInvalidPlan, "layer '" + info.node.name + "': the BF16 kernel's state has " +
-                                             std::to_string(state.params.size()) + " parameter bytes, not 8");
+    throw Error(ErrorCode::kInvalidPlan,
+                "layer '" + info.node.name + "': the BF16 kernel's state has " +
+                    std::to_string(state.params.size()) + " parameter bytes, not 8");
   }
   std::memcpy(&kc, state.params.data(), sizeof(kc));
   if (kc < 2 || kc % 2 != 0 || kc > (int64_t{1} << 20)) {
-    throw Error(ErrorCode::kInvalidPlan, "layer '" + info.node.name + "': BF16 depth block " + std::to_string(kc) +
-                                             " is not a positive even size");
+    throw Error(ErrorCode::kInvalidPlan, "layer '" + info.node.name + "': BF16 depth block " +
+                                             std::to_string(kc) + " is not a positive even size");
   }
   const std::shared_ptr<const float> words =
-      savedFloats(info.node, state, 0, PackedBf16Matrix::packedWords(side, rows, cols));  // 32-bit words as floats
-  return PackedBf16Matrix::view(side, rows, cols, kc,
-                                std::shared_ptr<const uint32_t>(words, reinterpret_cast<const uint32_t*>(words.get())));
+      savedFloats(info.node, state, 0,
+                  PackedBf16Matrix::packedWords(side, rows, cols));  // 32-bit words as floats
+  return PackedBf16Matrix::view(
+      side, rows, cols, kc,
+      std::shared_ptr<const uint32_t>(words, reinterpret_cast<const uint32_t*>(words.get())));
 }
 
 void addBf16MatMulCandidate(KernelRegistry& registry, const std::string& opType) {
   if (opType == "Gemm") {
     addCandidate(registry, "", opType, "bf16_gemm_packed_b_avx512bf16", gemmDeclines, makeGemm);
   } else {
-    addCandidate(registry, "", opType, "bf16_matmul_packed_b_avx512bf16", constantBDeclines, makeMatMul);
+    addCandidate(registry, "", opType, "bf16_matmul_packed_b_avx512bf16", constantBDeclines,
+                 makeMatMul);
   }
 }
 
 void addBf16FusedMatMulCandidate(KernelRegistry& registry) {
-  addCandidate(registry, "kiln", "FusedMatMul", "bf16_fused_matmul_packed_b_avx512bf16", constantBDeclines,
-               makeFusedMatMul);
+  addCandidate(registry, "kiln", "FusedMatMul", "bf16_fused_matmul_packed_b_avx512bf16",
+               constantBDeclines, makeFusedMatMul);
 }
 
 }  // namespace kiln::cpu

@@ -8,8 +8,11 @@ namespace {
 
 void bitCastKernel(KernelContext& ctx, DataType to) {
   const Tensor& x = ctx.input(0);
-  if (x.dtype() == DataType::kString || to == DataType::kString || dataTypeSize(x.dtype()) != dataTypeSize(to)) {
-    ctx.fail("BitCast needs non-string types of the same width: " + dataTypeName(x.dtype()) + " to " + dataTypeName(to), ErrorCode::kInvalidArgument);
+  if (x.dtype() == DataType::kString || to == DataType::kString ||
+      dataTypeSize(x.dtype()) != dataTypeSize(to)) {
+    ctx.fail("BitCast needs non-string types of the same width: " + dataTypeName(x.dtype()) +
+                 " to " + dataTypeName(to),
+             ErrorCode::kInvalidArgument);
   }
   Tensor& y = ctx.allocateOutput(0, to, x.shape());
   if (x.byteSize() > 0) std::memcpy(y.raw(), x.raw(), x.byteSize());
@@ -20,8 +23,10 @@ void bitCastKernel(KernelContext& ctx, DataType to) {
   }
 }
 
-KILN_REGISTER_CPU_KERNEL("BitCast", bindKernel([](const ir::Node& node) { return static_cast<DataType>(ir::attrInt(node, "to")); },
-                                               bitCastKernel));
+KILN_REGISTER_CPU_KERNEL(
+    "BitCast",
+    bindKernel([](const ir::Node& node) { return static_cast<DataType>(ir::attrInt(node, "to")); },
+               bitCastKernel));
 
 }  // namespace
 }  // namespace kiln::cpu

@@ -39,9 +39,11 @@ std::string numpyLayout(const std::string& scientific, bool scientificLayout) {
     if (absExp < 10) out += "0";
     return out + std::to_string(absExp);
   }
-  if (exponent < 0) return sign + "0." + std::string(static_cast<size_t>(-exponent - 1), '0') + digits;
+  if (exponent < 0)
+    return sign + "0." + std::string(static_cast<size_t>(-exponent - 1), '0') + digits;
   const size_t intDigits = static_cast<size_t>(exponent) + 1;
-  if (digits.size() <= intDigits) return sign + digits + std::string(intDigits - digits.size(), '0') + ".0";
+  if (digits.size() <= intDigits)
+    return sign + digits + std::string(intDigits - digits.size(), '0') + ".0";
   return sign + digits.substr(0, intDigits) + "." + digits.substr(intDigits);
 }
 
@@ -68,7 +70,9 @@ std::string shortestScientific16(T v) {
 // numpy writes |x| >= 10^digits of the type in scientific notation: 1e3 for the 16-bit floats,
 // 1e6 for float32, 1e16 for float64; and |x| < 1e-4 for every type.
 template <typename T>
-constexpr double kPositionalLimit = std::is_same_v<T, double> ? 1e16 : (std::is_same_v<T, float> ? 1e6 : 1e3);
+constexpr double kPositionalLimit = std::is_same_v<T, double>
+                                        ? 1e16
+                                        : (std::is_same_v<T, float> ? 1e6 : 1e3);
 
 template <typename T>
 std::string numberToString(T v) {
@@ -81,7 +85,8 @@ std::string numberToString(T v) {
     if (std::isnan(c)) return "nan";
     if (std::isinf(c)) return c > 0 ? "inf" : "-inf";
     const double magnitude = std::fabs(static_cast<double>(c));
-    const bool scientific = magnitude != 0 && (magnitude < 1e-4 || magnitude >= kPositionalLimit<T>);
+    const bool scientific =
+        magnitude != 0 && (magnitude < 1e-4 || magnitude >= kPositionalLimit<T>);
     if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
       return numpyLayout(shortestScientific16(v), scientific);
     } else {
@@ -130,7 +135,8 @@ void castKernel(KernelContext& ctx, const LowPrecisionOptions& options) {
     for (int64_t i = 0; i < n; ++i) y.data<std::string>()[i] = x.data<std::string>()[i];
   } else if (from == to) {
     if (n) std::memcpy(y.raw(), x.raw(), x.byteSize());
-  } else if ((isLowPrecision(from) || isLowPrecision(to)) && from != DataType::kString && to != DataType::kString) {
+  } else if ((isLowPrecision(from) || isLowPrecision(to)) && from != DataType::kString &&
+             to != DataType::kString) {
     castLowPrecision(x, y, options);
   } else if (to == DataType::kString) {
     dispatchNumericOrBool(from, "Cast", [&](auto tag) {
@@ -146,7 +152,8 @@ void castKernel(KernelContext& ctx, const LowPrecisionOptions& options) {
       To* dst = y.data<To>();
       for (int64_t i = 0; i < n; ++i) {
         if (!parseNumber(src[i], dst[i])) {
-          ctx.fail("cannot convert string '" + src[i] + "' to " + dataTypeName(to), ErrorCode::kInvalidArgument);
+          ctx.fail("cannot convert string '" + src[i] + "' to " + dataTypeName(to),
+                   ErrorCode::kInvalidArgument);
         }
       }
     });

@@ -6,7 +6,8 @@ namespace kiln::cpu {
 namespace {
 
 bool isLowPrecisionInteger(DataType t) {
-  return t == DataType::kInt4 || t == DataType::kUint4 || t == DataType::kInt2 || t == DataType::kUint2;
+  return t == DataType::kInt4 || t == DataType::kUint4 || t == DataType::kInt2 ||
+         t == DataType::kUint2;
 }
 
 // Low-precision source: its exact value, as int64 for the integer formats (so int4 -> uint8
@@ -16,7 +17,8 @@ To fromLowPrecision(DataType from, uint8_t bits, DataType to, const LowPrecision
   const float value = lowPrecisionToFloat(from, bits);
   if constexpr (std::is_same_v<To, uint8_t>) {
     if (isLowPrecision(to)) {  // low -> low
-      if (isLowPrecisionInteger(from)) return integerToLowPrecision(to, static_cast<int64_t>(value), options);
+      if (isLowPrecisionInteger(from))
+        return integerToLowPrecision(to, static_cast<int64_t>(value), options);
       return floatToLowPrecision(to, value, options);
     }
   }
@@ -61,10 +63,12 @@ void castLowPrecision(const Tensor& x, Tensor& y, const LowPrecisionOptions& opt
     for (int64_t i = 0; i < n; ++i) {
       if constexpr (std::is_integral_v<From>) {
         // int4 / int2 targets keep the low bits of the exact integer; float targets round it.
-        dst[i] = isLowPrecisionInteger(to) ? integerToLowPrecision(to, static_cast<int64_t>(src[i]), options)
-                                           : floatToLowPrecision(to, static_cast<double>(src[i]), options);
+        dst[i] = isLowPrecisionInteger(to)
+                     ? integerToLowPrecision(to, static_cast<int64_t>(src[i]), options)
+                     : floatToLowPrecision(to, static_cast<double>(src[i]), options);
       } else {
-        dst[i] = floatToLowPrecision(to, static_cast<double>(static_cast<ComputeType<From>>(src[i])), options);
+        dst[i] = floatToLowPrecision(
+            to, static_cast<double>(static_cast<ComputeType<From>>(src[i])), options);
       }
     }
   });

@@ -16,7 +16,9 @@ void centerCropPadKernel(KernelContext& ctx, const std::vector<int64_t>& axesAtt
     for (int64_t i = 0; i < rank; ++i) axes.push_back(i);
   }
   if (target.size() != axes.size()) {
-    ctx.fail("shape holds " + std::to_string(target.size()) + " values for " + std::to_string(axes.size()) + " axes", ErrorCode::kInvalidArgument);
+    ctx.fail("shape holds " + std::to_string(target.size()) + " values for " +
+                 std::to_string(axes.size()) + " axes",
+             ErrorCode::kInvalidArgument);
   }
   Shape outShape = x.shape();
   // Output index o reads input index o + shift (negative shift: padding before the input).
@@ -52,8 +54,9 @@ void centerCropPadKernel(KernelContext& ctx, const std::vector<int64_t>& axesAtt
   });
 }
 
-KILN_REGISTER_CPU_KERNEL("CenterCropPad",
-                         bindKernel([](const ir::Node& node) { return ir::attrInts(node, "axes", {}); }, centerCropPadKernel));
+KILN_REGISTER_CPU_KERNEL(
+    "CenterCropPad", bindKernel([](const ir::Node& node) { return ir::attrInts(node, "axes", {}); },
+                                centerCropPadKernel));
 
 }  // namespace
 }  // namespace kiln::cpu

@@ -14,7 +14,8 @@ struct Col2ImAttrs {
 };
 
 Col2ImAttrs col2ImAttrs(const ir::Node& node) {
-  return {ir::attrInts(node, "dilations", {}), ir::attrInts(node, "strides", {}), ir::attrInts(node, "pads", {})};
+  return {ir::attrInts(node, "dilations", {}), ir::attrInts(node, "strides", {}),
+          ir::attrInts(node, "pads", {})};
 }
 
 void col2ImKernel(KernelContext& ctx, const Col2ImAttrs& attrs) {
@@ -22,28 +23,45 @@ void col2ImKernel(KernelContext& ctx, const Col2ImAttrs& attrs) {
   const std::vector<int64_t> image = ctx.input(1).toInt64Vector();
   const std::vector<int64_t> block = ctx.input(2).toInt64Vector();
   const size_t r = image.size();
-  if (block.size() != r || r == 0) ctx.fail("image_shape and block_shape must have the same non-zero length", ErrorCode::kInvalidArgument);
-  const std::vector<int64_t> dilations = attrs.dilations.empty() ? std::vector<int64_t>(r, 1) : attrs.dilations;
-  const std::vector<int64_t> strides = attrs.strides.empty() ? std::vector<int64_t>(r, 1) : attrs.strides;
-  const std::vector<int64_t> pads = attrs.pads.empty() ? std::vector<int64_t>(2 * r, 0) : attrs.pads;
+  if (block.size() != r || r == 0)
+    ctx.fail("image_shape and block_shape must have the same non-zero length",
+             ErrorCode::kInvalidArgument);
+  const std::vector<int64_t> dilations =
+      attrs.dilations.empty() ? std::vector<int64_t>(r, 1) : attrs.dilations;
+  const std::vector<int64_t> strides =
+      attrs.strides.empty() ? std::vector<int64_t>(r, 1) : attrs.strides;
+  const std::vector<int64_t> pads =
+      attrs.pads.empty() ? std::vector<int64_t>(2 * r, 0) : attrs.pads;
   if (dilations.size() != r || strides.size() != r || pads.size() != 2 * r) {
-    ctx.fail("dilations and strides need " + std::to_string(r) + " values and pads " + std::to_string(2 * r), ErrorCode::kInvalidModel);
+    ctx.fail("dilations and strides need " + std::to_string(r) + " values and pads " +
+                 std::to_string(2 * r),
+             ErrorCode::kInvalidModel);
   }
-  if (x.rank() != 3) ctx.fail("input must be (N, C * prod(block_shape), L), got " + x.describe(), ErrorCode::kInvalidArgument);
+  if (x.rank() != 3)
+    ctx.fail("input must be (N, C * prod(block_shape), L), got " + x.describe(),
+             ErrorCode::kInvalidArgument);
   const int64_t blockSize = shapeNumel(block);
   if (blockSize <= 0 || x.dim(1) % blockSize != 0) {
-    ctx.fail("input dim 1 of " + x.describe() + " is not a multiple of prod(block_shape) = " + std::to_string(blockSize), ErrorCode::kInvalidArgument);
+    ctx.fail("input dim 1 of " + x.describe() +
+                 " is not a multiple of prod(block_shape) = " + std::to_string(blockSize),
+             ErrorCode::kInvalidArgument);
   }
   // Number of block positions along each axis.
   std::vector<int64_t> blocks(r);
   for (size_t i = 0; i < r; ++i) {
-    if (strides[i] <= 0 || dilations[i] <= 0) ctx.fail("strides and dilations must be positive", ErrorCode::kInvalidModel);
-    blocks[i] = (image[i] + pads[i] + pads[i + r] - dilations[i] * (block[i] - 1) - 1) / strides[i] + 1;
-    if (blocks[i] <= 0) ctx.fail("the blocks do not fit the padded image on axis " + std::to_string(i), ErrorCode::kInvalidArgument);
+    if (strides[i] <= 0 || dilations[i] <= 0)
+      ctx.fail("strides and dilations must be positive", ErrorCode::kInvalidModel);
+    blocks[i] =
+        (image[i] + pads[i] + pads[i + r] - dilations[i] * (block[i] - 1) - 1) / strides[i] + 1;
+    if (blocks[i] <= 0)
+      ctx.fail("the blocks do not fit the padded image on axis " + std::to_string(i),
+               ErrorCode::kInvalidArgument);
   }
   const int64_t numBlocks = shapeNumel(blocks);
   if (x.dim(2) != numBlocks) {
-    ctx.fail("input dim 2 of " + x.describe() + " must equal the number of sliding blocks, " + std::to_string(numBlocks), ErrorCode::kInvalidArgument);
+    ctx.fail("input dim 2 of " + x.describe() + " must equal the number of sliding blocks, " +
+                 std::to_string(numBlocks),
+             ErrorCode::kInvalidArgument);
   }
   const int64_t batches = x.dim(0), channels = x.dim(1) / blockSize;
   Shape outShape{batches, channels};
@@ -52,13 +70,16 @@ void col2ImKernel(KernelContext& ctx, const Col2ImAttrs& attrs) {
   const int64_t imageSize = shapeNumel(image);
   const std::vector<int64_t> imageStrides = contiguousStrides(image);
 
-  // For every (kernel offset, block position) pair, the image offset it lands on, or -1 in the padding.
+  // For every (kernel offset, block position) pair, the image offset it lands on, or -1 in the
+  // padding.
   std::vector<int64_t> target(static_cast<size_t>(blockSize * numBlocks));
   std::vector<int64_t> k(r, 0), b(r, 0);
   for (int64_t kk = 0; kk < blockSize; ++kk) {
-    for (int64_t i = static_cast<int64_t>(r), rem = kk; i-- > 0;) k[i] = rem % block[i], rem /= block[i];
+    for (int64_t i = static_cast<int64_t>(r), rem = kk; i-- > 0;)
+      k[i] = rem % block[i], rem /= block[i];
     for (int64_t bb = 0; bb < numBlocks; ++bb) {
-      for (int64_t i = static_cast<int64_t>(r), rem = bb; i-- > 0;) b[i] = rem % blocks[i], rem /= blocks[i];
+      for (int64_t i = static_cast<int64_t>(r), rem = bb; i-- > 0;)
+        b[i] = rem % blocks[i], rem /= blocks[i];
       int64_t offset = 0;
       for (size_t i = 0; i < r && offset >= 0; ++i) {
         const int64_t pos = b[i] * strides[i] - pads[i] + k[i] * dilations[i];

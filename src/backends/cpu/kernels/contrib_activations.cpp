@@ -17,7 +17,8 @@ const float* rowBias(const KernelContext& ctx, size_t input, int64_t columns) {
   const Tensor& b = ctx.input(input);
   if (b.rank() != 1 || b.dim(0) != columns) {
     ctx.fail("input " + std::to_string(input) + " must be 1-D with " + std::to_string(columns) +
-                 " values (the last dimension of " + ctx.input(0).describe() + "), got " + b.describe(),
+                 " values (the last dimension of " + ctx.input(0).describe() + "), got " +
+                 b.describe(),
              ErrorCode::kInvalidArgument);
   }
   return b.data<float>();
@@ -25,7 +26,8 @@ const float* rowBias(const KernelContext& ctx, size_t input, int64_t columns) {
 
 int64_t lastDim(const Tensor& x) { return x.rank() == 0 ? 1 : x.dim(x.rank() - 1); }
 
-// y = act(x + bias + residual) row by row, on the fused epilogue; bias / residual (input index) optional.
+// y = act(x + bias + residual) row by row, on the fused epilogue; bias / residual (input index)
+// optional.
 void biasEpilogue(KernelContext& ctx, ActivationKind act, size_t biasInput, size_t residualInput) {
   const Tensor& x = ctx.input(0);
   const int64_t columns = lastDim(x);
@@ -34,7 +36,8 @@ void biasEpilogue(KernelContext& ctx, ActivationKind act, size_t biasInput, size
   if (ctx.hasInput(residualInput)) {
     const Tensor& r = ctx.input(residualInput);
     if (r.shape() != x.shape()) {
-      ctx.fail("skip " + r.describe() + " must have the input's shape " + x.describe(), ErrorCode::kInvalidArgument);
+      ctx.fail("skip " + r.describe() + " must have the input's shape " + x.describe(),
+               ErrorCode::kInvalidArgument);
     }
     residual = r.data<float>();
   }
@@ -42,13 +45,15 @@ void biasEpilogue(KernelContext& ctx, ActivationKind act, size_t biasInput, size
   std::copy(x.data<float>(), x.data<float>() + x.numel(), y);
   const int64_t rows = columns == 0 ? 0 : x.numel() / columns;
   for (int64_t r = 0; r < rows; ++r) {
-    applyEpilogueWithBiasRow(Activation{act}, y + r * columns, columns, bias, residual ? residual + r * columns : nullptr);
+    applyEpilogueWithBiasRow(Activation{act}, y + r * columns, columns, bias,
+                             residual ? residual + r * columns : nullptr);
   }
 }
 
 void geluKernel(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  applyActivationInParallel(Activation{ActivationKind::kGelu}, x.data<float>(), ctx.output(0).data<float>(), x.numel());
+  applyActivationInParallel(Activation{ActivationKind::kGelu}, x.data<float>(),
+                            ctx.output(0).data<float>(), x.numel());
 }
 
 void biasGeluKernel(KernelContext& ctx) { biasEpilogue(ctx, ActivationKind::kGelu, 1, 3); }
@@ -61,7 +66,8 @@ void fastGeluKernel(KernelContext& ctx) {
   const float* bias = rowBias(ctx, 1, columns);
   const float* in = x.data<float>();
   float* out = ctx.output(0).data<float>();
-  for (int64_t i = 0; i < x.numel(); ++i) out[i] = geluTanh(bias ? in[i] + bias[i % columns] : in[i]);
+  for (int64_t i = 0; i < x.numel(); ++i)
+    out[i] = geluTanh(bias ? in[i] + bias[i % columns] : in[i]);
 }
 
 KernelFn makeQuickGeluKernel(const KernelCreateInfo& info) {

@@ -1,9 +1,9 @@
-// CPU kernels of com.microsoft Attention, QAttention and MultiHeadAttention (ir/ops/contrib_attention.cpp),
-// float32, on the fused attention of kiln::FusedAttention (fused_attention.h): Attention's Q, K
-// and V projections as one GEMM into a packed [B, S, 3 * hidden] buffer, MultiHeadAttention's
-// projected query, key and value read in place (copied when a bias is added). The mask index,
-// unidirectional and the attention bias become one additive mask [B, heads or 1, S, T] as ONNX
-// Runtime applies them.
+// CPU kernels of com.microsoft Attention, QAttention and MultiHeadAttention
+// (ir/ops/contrib_attention.cpp), float32, on the fused attention of kiln::FusedAttention
+// (fused_attention.h): Attention's Q, K and V projections as one GEMM into a packed [B, S, 3 *
+// hidden] buffer, MultiHeadAttention's projected query, key and value read in place (copied when a
+// bias is added). The mask index, unidirectional and the attention bias become one additive mask
+// [B, heads or 1, S, T] as ONNX Runtime applies them.
 #include <cmath>
 #include <optional>
 #include <vector>
@@ -35,18 +35,22 @@ bool maskedByIndex(const Tensor* index, int64_t b, int64_t i, int64_t j, int64_t
 }
 
 // The additive mask [B, Hm, S, T] (Hm: the attention bias's heads, or 1) of a mask index (input
-// `indexInput`), the causal mask and an attention bias (input `biasInput`), or nullopt when none applies.
-std::optional<Tensor> attentionMask(const KernelContext& ctx, const AttentionAttrs& a, size_t indexInput, size_t biasInput,
-                                    int64_t B, int64_t S, int64_t T) {
+// `indexInput`), the causal mask and an attention bias (input `biasInput`), or nullopt when none
+// applies.
+std::optional<Tensor> attentionMask(const KernelContext& ctx, const AttentionAttrs& a,
+                                    size_t indexInput, size_t biasInput, int64_t B, int64_t S,
+                                    int64_t T) {
   const Tensor* index = ctx.hasInput(indexInput) ? &ctx.input(indexInput) : nullptr;
   const Tensor* bias = ctx.hasInput(biasInput) ? &ctx.input(biasInput) : nullptr;
   if (!index && !bias && !a.unidirectional) return std::nullopt;
   const std::string dims = std::to_string(S) + ", " + std::to_string(T);
   if (index) {
     const Shape& s = index->shape();
-    const bool fits = (s.size() == 1 && s[0] == B) || (s.size() == 2 && s == Shape{B, T}) || (s.size() == 3 && s == Shape{B, S, T});
+    const bool fits = (s.size() == 1 && s[0] == B) || (s.size() == 2 && s == Shape{B, T}) ||
+                      (s.size() == 3 && s == Shape{B, S, T});
     if (!fits) {
-      ctx.fail("mask " + index->describe() + " is not one kiln supports: [batch] key lengths, [batch, " + std::to_string(T) +
+      ctx.fail("mask " + index->describe() +
+                   " is not one kiln supports: [batch] key lengths, [batch, " + std::to_string(T) +
                    "] or [batch, " + dims + "] 0/1 masks",
                ErrorCode::kUnsupportedNode);
     }
@@ -54,8 +58,10 @@ std::optional<Tensor> attentionMask(const KernelContext& ctx, const AttentionAtt
   int64_t biasHeads = 1, biasBatch = 1;
   if (bias) {
     const Shape& s = bias->shape();
-    if (s.size() != 4 || (s[0] != 1 && s[0] != B) || (s[1] != 1 && s[1] != a.heads) || s[2] != S || s[3] != T) {
-      ctx.fail("attention_bias " + bias->describe() + " must be [batch or 1, num_heads or 1, " + dims + "]",
+    if (s.size() != 4 || (s[0] != 1 && s[0] != B) || (s[1] != 1 && s[1] != a.heads) || s[2] != S ||
+        s[3] != T) {
+      ctx.fail("attention_bias " + bias->describe() + " must be [batch or 1, num_heads or 1, " +
+                   dims + "]",
                ErrorCode::kInvalidArgument);
     }
     biasBatch = s[0];
@@ -67,9 +73,11 @@ std::optional<Tensor> attentionMask(const KernelContext& ctx, const AttentionAtt
     for (int64_t h = 0; h < biasHeads; ++h) {
       for (int64_t i = 0; i < S; ++i) {
         for (int64_t j = 0; j < T; ++j) {
-          const bool masked = maskedByIndex(index, b, i, j, S, T) || (a.unidirectional && j > i + T - S);
+          const bool masked =
+              maskedByIndex(index, b, i, j, S, T) || (a.unidirectional && j > i + T - S);
           float v = masked ? a.maskFilter : 0.0f;
-          if (bias) v += bias->data<float>()[(((biasBatch == 1 ? 0 : b) * biasHeads + h) * S + i) * T + j];
+          if (bias)
+            v += bias->data<float>()[(((biasBatch == 1 ? 0 : b) * biasHeads + h) * S + i) * T + j];
           *out++ = v;
         }
       }
@@ -86,13 +94,15 @@ void checkAttentionOperands(const KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   const Tensor& w = ctx.input(1);
   if (x.rank() != 3 || w.rank() != 2 || w.dim(0) != x.dim(2)) {
-    ctx.fail("input " + x.describe() + " and weights " + w.describe() + " must be [B, S, Hin] and [Hin, 3 * hidden]",
+    ctx.fail("input " + x.describe() + " and weights " + w.describe() +
+                 " must be [B, S, Hin] and [Hin, 3 * hidden]",
              ErrorCode::kInvalidArgument);
   }
 }
 
 // The attention of the packed projection qkv [B, S, 3 * hidden], the mask index at `maskInput`.
-void attendPacked(KernelContext& ctx, const AttentionAttrs& a, const Tensor& qkv, size_t maskInput, size_t biasInput) {
+void attendPacked(KernelContext& ctx, const AttentionAttrs& a, const Tensor& qkv, size_t maskInput,
+                  size_t biasInput) {
   const AttentionOperands o = packedAttentionOperands(ctx, qkv, a.heads);
   const std::optional<Tensor> mask = attentionMask(ctx, a, maskInput, biasInput, o.B, o.Sq, o.Sq);
   fusedAttention(ctx, o, mask ? &*mask : nullptr, scaleFor(a, o.Dk), ctx.output(0));
@@ -105,11 +115,13 @@ void runAttention(KernelContext& ctx, const AttentionAttrs& a) {
   const int64_t B = x.dim(0), S = x.dim(1), Hin = x.dim(2), width = w.dim(1);
   Tensor qkv(DataType::kFloat32, Shape{B, S, width});
   float* p = qkv.data<float>();
-  sgemm(false, false, B * S, width, Hin, 1.0f, x.data<float>(), Hin, w.data<float>(), width, 0.0f, p, width);
+  sgemm(false, false, B * S, width, Hin, 1.0f, x.data<float>(), Hin, w.data<float>(), width, 0.0f,
+        p, width);
   if (ctx.hasInput(2)) {
     const Tensor& bias = ctx.input(2);
     if (bias.numel() != width) {
-      ctx.fail("bias " + bias.describe() + " must hold " + std::to_string(width) + " values", ErrorCode::kInvalidArgument);
+      ctx.fail("bias " + bias.describe() + " must hold " + std::to_string(width) + " values",
+               ErrorCode::kInvalidArgument);
     }
     for (int64_t r = 0; r < B * S; ++r) {
       for (int64_t j = 0; j < width; ++j) p[r * width + j] += bias.data<float>()[j];
@@ -120,14 +132,17 @@ void runAttention(KernelContext& ctx, const AttentionAttrs& a) {
 
 // MultiHeadAttention's query (0), key (1) and value (2), [B, length, heads * head size] each, plus
 // their slices of the bias (3) when given (copied into `biased` then).
-AttentionOperands multiHeadOperands(KernelContext& ctx, const AttentionAttrs& a, std::vector<Tensor>& biased) {
+AttentionOperands multiHeadOperands(KernelContext& ctx, const AttentionAttrs& a,
+                                    std::vector<Tensor>& biased) {
   const Tensor& q = ctx.input(0);
   const Tensor& k = ctx.input(1);
   const Tensor& v = ctx.input(2);
-  if (q.rank() != 3 || k.rank() != 3 || v.rank() != 3 || k.dim(0) != q.dim(0) || v.dim(0) != q.dim(0) ||
-      v.dim(1) != k.dim(1) || k.dim(2) != q.dim(2) || q.dim(2) % a.heads != 0 || v.dim(2) % a.heads != 0) {
+  if (q.rank() != 3 || k.rank() != 3 || v.rank() != 3 || k.dim(0) != q.dim(0) ||
+      v.dim(0) != q.dim(0) || v.dim(1) != k.dim(1) || k.dim(2) != q.dim(2) ||
+      q.dim(2) % a.heads != 0 || v.dim(2) % a.heads != 0) {
     ctx.fail("query " + q.describe() + ", key " + k.describe() + " and value " + v.describe() +
-                 " must be [batch, length, num_heads * head size] with one batch, query and key widths alike and " +
+                 " must be [batch, length, num_heads * head size] with one batch, query and key "
+                 "widths alike and " +
                  "value and key lengths alike (packed and 4-D forms are not supported)",
              ErrorCode::kUnsupportedNode);
   }
@@ -135,19 +150,31 @@ AttentionOperands multiHeadOperands(KernelContext& ctx, const AttentionAttrs& a,
   if (ctx.hasInput(3)) {
     const Tensor& bias = ctx.input(3);
     if (bias.numel() != q.dim(2) + k.dim(2) + v.dim(2)) {
-      ctx.fail("bias " + bias.describe() + " must hold the query, key and value widths' values", ErrorCode::kInvalidArgument);
+      ctx.fail("bias " + bias.describe() + " must hold the query, key and value widths' values",
+               ErrorCode::kInvalidArgument);
     }
     const float* add = bias.data<float>();
     for (const Tensor* t : {&q, &k, &v}) {
       Tensor& b = biased.emplace_back(DataType::kFloat32, t->shape());
       const int64_t width = t->dim(2);
-      for (int64_t i = 0; i < t->numel(); ++i) b.data<float>()[i] = t->data<float>()[i] + add[i % width];
+      for (int64_t i = 0; i < t->numel(); ++i)
+        b.data<float>()[i] = t->data<float>()[i] + add[i % width];
       add += width;
     }
     for (size_t i = 0; i < 3; ++i) parts[i] = &biased[i];
   }
-  AttentionOperands o{parts[0]->data<float>(), parts[1]->data<float>(), parts[2]->data<float>(), q.dim(2), k.dim(2), v.dim(2),
-                      q.dim(0), q.dim(1), k.dim(1), a.heads, q.dim(2) / a.heads, v.dim(2) / a.heads};
+  AttentionOperands o{parts[0]->data<float>(),
+                      parts[1]->data<float>(),
+                      parts[2]->data<float>(),
+                      q.dim(2),
+                      k.dim(2),
+                      v.dim(2),
+                      q.dim(0),
+                      q.dim(1),
+                      k.dim(1),
+                      a.heads,
+                      q.dim(2) / a.heads,
+                      v.dim(2) / a.heads};
   return o;
 }
 
@@ -194,7 +221,8 @@ KernelFn makeMultiHeadAttentionKernel(const KernelCreateInfo& info) {
 }  // namespace
 
 KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "Attention", KernelFactory(makeAttentionKernel));
-KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "MultiHeadAttention", KernelFactory(makeMultiHeadAttentionKernel));
+KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "MultiHeadAttention",
+                                KernelFactory(makeMultiHeadAttentionKernel));
 KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "QAttention", KernelFactory(makeQAttentionKernel));
 
 }  // namespace kiln::cpu

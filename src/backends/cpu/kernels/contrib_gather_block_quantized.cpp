@@ -25,11 +25,15 @@ void gatherBlockQuantized(KernelContext& ctx, const GatherBlockAttrs& a) {
   const Tensor* zeros = ctx.hasInput(3) ? &ctx.input(3) : nullptr;
   const int64_t perByte = 8 / a.bits;
   const int64_t K = data.shape().back() * perByte;  // the values along the quantized (last) axis
-  const int64_t blocks = (K + a.blockSize - 1) / a.blockSize, zeroBytes = (blocks + perByte - 1) / perByte;
-  const int64_t lines = K == 0 ? 0 : data.numel() * perByte / K;  // rows of K values, all leading dims
+  const int64_t blocks = (K + a.blockSize - 1) / a.blockSize,
+                zeroBytes = (blocks + perByte - 1) / perByte;
+  const int64_t lines =
+      K == 0 ? 0 : data.numel() * perByte / K;  // rows of K values, all leading dims
   if (scales.numel() != lines * blocks || (zeros && zeros->numel() != lines * zeroBytes)) {
-    ctx.fail("scales " + scales.describe() + (zeros ? " or zero_points " + zeros->describe() : std::string()) +
-                 " do not hold " + std::to_string(blocks) + " blocks for each of data's " + std::to_string(lines) + " rows",
+    ctx.fail("scales " + scales.describe() +
+                 (zeros ? " or zero_points " + zeros->describe() : std::string()) +
+                 " do not hold " + std::to_string(blocks) + " blocks for each of data's " +
+                 std::to_string(lines) + " rows",
              ErrorCode::kInvalidArgument);
   }
   const int64_t rows = data.dim(0), linesPerRow = rows == 0 ? 0 : lines / rows;
@@ -46,8 +50,10 @@ void gatherBlockQuantized(KernelContext& ctx, const GatherBlockAttrs& a) {
     for (int64_t l = row * linesPerRow; l < (row + 1) * linesPerRow; ++l) {
       for (int64_t k = 0; k < K; ++k) {
         const int64_t b = k / a.blockSize;
-        const int32_t zero = zeros ? packedAt(zeros->data<uint8_t>() + l * zeroBytes, b, a.bits) : defaultZero;
-        *dst++ = static_cast<float>(packedAt(data.data<uint8_t>(), l * K + k, a.bits) - zero) * scales.data<float>()[l * blocks + b];
+        const int32_t zero =
+            zeros ? packedAt(zeros->data<uint8_t>() + l * zeroBytes, b, a.bits) : defaultZero;
+        *dst++ = static_cast<float>(packedAt(data.data<uint8_t>(), l * K + k, a.bits) - zero) *
+                 scales.data<float>()[l * blocks + b];
       }
     }
   }
@@ -62,6 +68,7 @@ KernelFn makeGatherBlockQuantizedKernel(const KernelCreateInfo& info) {
 
 }  // namespace
 
-KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "GatherBlockQuantized", KernelFactory(makeGatherBlockQuantizedKernel));
+KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "GatherBlockQuantized",
+                                KernelFactory(makeGatherBlockQuantizedKernel));
 
 }  // namespace kiln::cpu

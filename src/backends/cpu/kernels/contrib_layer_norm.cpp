@@ -22,8 +22,8 @@ const float* columnParam(const KernelContext& ctx, size_t input, const char* nam
   if (!ctx.hasInput(input)) return fallback.data();
   const Tensor& t = ctx.input(input);
   if (t.numel() != columns || t.rank() != 1) {
-    ctx.fail(std::string(name) + " must be 1-D with " + std::to_string(columns) + " values (the hidden size), got " +
-                 t.describe(),
+    ctx.fail(std::string(name) + " must be 1-D with " + std::to_string(columns) +
+                 " values (the hidden size), got " + t.describe(),
              ErrorCode::kInvalidArgument);
   }
   return t.data<float>();
@@ -35,15 +35,18 @@ void skipLayerNorm(KernelContext& ctx, const SkipNormInputs& in, double epsilon,
   const int64_t hidden = x.rank() == 0 ? 1 : x.dim(x.rank() - 1);
   const int64_t rows = hidden == 0 ? 0 : x.numel() / hidden;
   const int64_t skipRows = hidden == 0 ? 0 : skip.numel() / hidden;
-  const bool skipFits = skip.rank() >= 1 && skip.dim(skip.rank() - 1) == hidden && skipRows > 0 &&
-                        (skip.numel() == x.numel() || (x.rank() == 3 && skip.numel() * x.dim(0) == x.numel()));
+  const bool skipFits =
+      skip.rank() >= 1 && skip.dim(skip.rank() - 1) == hidden && skipRows > 0 &&
+      (skip.numel() == x.numel() || (x.rank() == 3 && skip.numel() * x.dim(0) == x.numel()));
   if (!skipFits) {
-    ctx.fail("skip " + skip.describe() + " must have the input's shape " + x.describe() + " or its last two dimensions",
+    ctx.fail("skip " + skip.describe() + " must have the input's shape " + x.describe() +
+                 " or its last two dimensions",
              ErrorCode::kInvalidArgument);
   }
   const std::vector<float> zeros(static_cast<size_t>(hidden), 0.0f);
   const float* gamma = columnParam(ctx, 2, "gamma", hidden, zeros);
-  const float* beta = in.beta == kAbsent ? zeros.data() : columnParam(ctx, in.beta, "beta", hidden, zeros);
+  const float* beta =
+      in.beta == kAbsent ? zeros.data() : columnParam(ctx, in.beta, "beta", hidden, zeros);
   const float* bias = columnParam(ctx, in.bias, "bias", hidden, zeros);
   const float* src = x.data<float>();
   const float* add = skip.data<float>();
@@ -58,12 +61,14 @@ void skipLayerNorm(KernelContext& ctx, const SkipNormInputs& in, double epsilon,
       const float* xr = src + r * hidden;
       const float* kr = add + (r % skipRows) * hidden;
       for (int64_t i = 0; i < hidden; ++i) s[i] = xr[i] + kr[i] + bias[i];
-      const RowStats stats = layerNormRowFloat(s, y + r * hidden, hidden, gamma, beta, epsilon, rms);
+      const RowStats stats =
+          layerNormRowFloat(s, y + r * hidden, hidden, gamma, beta, epsilon, rms);
       if (mean) mean[r] = static_cast<float>(stats.mean);
       if (invStd) invStd[r] = static_cast<float>(stats.invStd);
     }
   };
-  constexpr int64_t kParallelElements = 1 << 14;  // below this, waking the pool costs more than it saves
+  constexpr int64_t kParallelElements =
+      1 << 14;  // below this, waking the pool costs more than it saves
   if (x.numel() >= kParallelElements) {
     parallelFor(rows, normalizeRows);
   } else {
@@ -82,7 +87,8 @@ KernelFactory skipLayerNormFactory(SkipNormInputs inputs, bool rms) {
 const float* embeddingRow(const KernelContext& ctx, size_t table, const char* name, int32_t index) {
   const Tensor& t = ctx.input(table);
   if (index < 0 || index >= t.dim(0)) {
-    ctx.fail(std::string(name) + " index " + std::to_string(index) + " is outside [0, " + std::to_string(t.dim(0)) + ")",
+    ctx.fail(std::string(name) + " index " + std::to_string(index) + " is outside [0, " +
+                 std::to_string(t.dim(0)) + ")",
              ErrorCode::kInvalidArgument);
   }
   return t.data<float>() + static_cast<int64_t>(index) * t.dim(1);
@@ -91,20 +97,26 @@ const float* embeddingRow(const KernelContext& ctx, size_t table, const char* na
 void embedLayerNorm(KernelContext& ctx, double epsilon) {
   const Tensor& ids = ctx.input(0);
   const Tensor& words = ctx.input(2);
-  if (ids.rank() != 2 || words.rank() != 2 || ctx.input(3).rank() != 2 || ctx.input(3).dim(1) != words.dim(1) ||
+  if (ids.rank() != 2 || words.rank() != 2 || ctx.input(3).rank() != 2 ||
+      ctx.input(3).dim(1) != words.dim(1) ||
       (ctx.hasInput(4) && (ctx.input(4).rank() != 2 || ctx.input(4).dim(1) != words.dim(1)))) {
-    ctx.fail("input_ids must be [batch, sequence] and the embeddings [rows, hidden] of one hidden size", ErrorCode::kInvalidArgument);
+    ctx.fail(
+        "input_ids must be [batch, sequence] and the embeddings [rows, hidden] of one hidden size",
+        ErrorCode::kInvalidArgument);
   }
   const int64_t B = ids.dim(0), S = ids.dim(1), hidden = words.dim(1);
   for (size_t i : {1, 7}) {
     if (ctx.hasInput(i) && ctx.input(i).shape() != ids.shape()) {
-      ctx.fail("input " + std::to_string(i) + " " + ctx.input(i).describe() + " must have input_ids' shape " + ids.describe(),
+      ctx.fail("input " + std::to_string(i) + " " + ctx.input(i).describe() +
+                   " must have input_ids' shape " + ids.describe(),
                ErrorCode::kInvalidArgument);
     }
   }
   const Tensor* positions = ctx.hasInput(8) ? &ctx.input(8) : nullptr;
   if (positions && positions->numel() != S && positions->numel() != B * S) {
-    ctx.fail("position_ids " + positions->describe() + " must be [1, sequence] or [batch, sequence]", ErrorCode::kInvalidArgument);
+    ctx.fail(
+        "position_ids " + positions->describe() + " must be [1, sequence] or [batch, sequence]",
+        ErrorCode::kInvalidArgument);
   }
   const std::vector<float> zeros;
   const float* gamma = columnParam(ctx, 5, "gamma", hidden, zeros);
@@ -113,10 +125,14 @@ void embedLayerNorm(KernelContext& ctx, double epsilon) {
   float* sums = ctx.wantsOutput(2) ? ctx.output(2).data<float>() : nullptr;
   std::vector<float> scratch(static_cast<size_t>(hidden));
   for (int64_t r = 0; r < B * S; ++r) {
-    const int32_t position = positions ? positions->data<int32_t>()[positions->numel() == S ? r % S : r] : static_cast<int32_t>(r % S);
+    const int32_t position = positions
+                                 ? positions->data<int32_t>()[positions->numel() == S ? r % S : r]
+                                 : static_cast<int32_t>(r % S);
     const float* w = embeddingRow(ctx, 2, "word_embedding", ids.data<int32_t>()[r]);
     const float* p = embeddingRow(ctx, 3, "position_embedding", position);
-    const float* g = ctx.hasInput(4) ? embeddingRow(ctx, 4, "segment_embedding", ctx.input(1).data<int32_t>()[r]) : nullptr;
+    const float* g =
+        ctx.hasInput(4) ? embeddingRow(ctx, 4, "segment_embedding", ctx.input(1).data<int32_t>()[r])
+                        : nullptr;
     float* s = sums ? sums + r * hidden : scratch.data();
     for (int64_t i = 0; i < hidden; ++i) s[i] = w[i] + p[i] + (g ? g[i] : 0.0f);
     layerNormRowFloat(s, y + r * hidden, hidden, gamma, beta, epsilon, false);
@@ -125,7 +141,8 @@ void embedLayerNorm(KernelContext& ctx, double epsilon) {
     int32_t* index = ctx.output(1).data<int32_t>();
     for (int64_t b = 0; b < B; ++b) {
       index[b] = 0;
-      for (int64_t t = 0; ctx.hasInput(7) && t < S; ++t) index[b] += ctx.input(7).data<int32_t>()[b * S + t] != 0;
+      for (int64_t t = 0; ctx.hasInput(7) && t < S; ++t)
+        index[b] += ctx.input(7).data<int32_t>()[b * S + t] != 0;
     }
   }
 }
@@ -137,8 +154,10 @@ KernelFn makeEmbedLayerNormKernel(const KernelCreateInfo& info) {
 
 }  // namespace
 
-KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "EmbedLayerNormalization", KernelFactory(makeEmbedLayerNormKernel));
-KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "SkipLayerNormalization", skipLayerNormFactory({3, 4}, false));
+KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "EmbedLayerNormalization",
+                                KernelFactory(makeEmbedLayerNormKernel));
+KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "SkipLayerNormalization",
+                                skipLayerNormFactory({3, 4}, false));
 KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "SkipSimplifiedLayerNormalization",
                                 skipLayerNormFactory({kAbsent, 3}, true));
 

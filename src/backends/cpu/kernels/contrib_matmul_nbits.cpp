@@ -20,20 +20,25 @@ int32_t packedValue(const uint8_t* row, int64_t e, int64_t bits) {
 }
 
 // W^T [K, N] of B, scales and zero points (inputs 1, 2, 3).
-Tensor dequantizeWeights(const ir::Node& node, const NBitsLayout& l, const Tensor& b, const Tensor& scales, const Tensor* zeros) {
+Tensor dequantizeWeights(const ir::Node& node, const NBitsLayout& l, const Tensor& b,
+                         const Tensor& scales, const Tensor* zeros) {
   const int64_t blob = l.blockSize * l.bits / 8;
   if (b.numel() != l.N * l.blocks * blob || scales.numel() != l.N * l.blocks) {
-    ir::failNode(node, "B " + b.describe() + " or scales " + scales.describe() + " do not hold N x blocks (" +
-                           std::to_string(l.N) + " x " + std::to_string(l.blocks) + ") blocks",
+    ir::failNode(node,
+                 "B " + b.describe() + " or scales " + scales.describe() +
+                     " do not hold N x blocks (" + std::to_string(l.N) + " x " +
+                     std::to_string(l.blocks) + ") blocks",
                  ErrorCode::kInvalidArgument);
   }
   const int64_t zeroBytesPerRow = (l.blocks * l.bits + 7) / 8;
   const bool packedZeros = zeros && zeros->dtype() == DataType::kUint8;
   if (zeros && zeros->numel() != (packedZeros ? l.N * zeroBytesPerRow : l.N * l.blocks)) {
-    ir::failNode(node, "zero_points " + zeros->describe() + " do not fit B's blocks", ErrorCode::kInvalidArgument);
+    ir::failNode(node, "zero_points " + zeros->describe() + " do not fit B's blocks",
+                 ErrorCode::kInvalidArgument);
   }
   if (zeros && !packedZeros && zeros->dtype() != DataType::kFloat32) {
-    ir::failNode(node, "zero_points must be uint8 (packed) or float32, got " + zeros->describe(), ErrorCode::kUnsupportedNode);
+    ir::failNode(node, "zero_points must be uint8 (packed) or float32, got " + zeros->describe(),
+                 ErrorCode::kUnsupportedNode);
   }
   Tensor w(DataType::kFloat32, Shape{l.K, l.N});
   float* out = w.data<float>();
@@ -43,12 +48,15 @@ Tensor dequantizeWeights(const ir::Node& node, const NBitsLayout& l, const Tenso
   for (int64_t n = 0; n < l.N; ++n) {
     for (int64_t kb = 0; kb < l.blocks; ++kb) {
       float zero = defaultZero;
-      if (packedZeros) zero = static_cast<float>(packedValue(zeros->data<uint8_t>() + n * zeroBytesPerRow, kb, l.bits));
+      if (packedZeros)
+        zero = static_cast<float>(
+            packedValue(zeros->data<uint8_t>() + n * zeroBytesPerRow, kb, l.bits));
       if (zeros && !packedZeros) zero = zeros->data<float>()[n * l.blocks + kb];
       const float scale = s[n * l.blocks + kb];
       const uint8_t* row = q + (n * l.blocks + kb) * blob;
       for (int64_t j = 0; j < l.blockSize && kb * l.blockSize + j < l.K; ++j) {
-        out[(kb * l.blockSize + j) * l.N + n] = (static_cast<float>(packedValue(row, j, l.bits)) - zero) * scale;
+        out[(kb * l.blockSize + j) * l.N + n] =
+            (static_cast<float>(packedValue(row, j, l.bits)) - zero) * scale;
       }
     }
   }
@@ -74,28 +82,33 @@ KernelFn makeMatMulNBitsKernel(const KernelCreateInfo& info) {
   const bool hasZeros = info.node.inputs.size() > 3 && info.node.inputs[3] != ir::kNoValue;
   if (allConstant(info)) {
     weights = std::make_shared<const Tensor>(
-        dequantizeWeights(info.node, l, *info.constants[1], *info.constants[2], hasZeros ? info.constants[3] : nullptr));
+        dequantizeWeights(info.node, l, *info.constants[1], *info.constants[2],
+                          hasZeros ? info.constants[3] : nullptr));
     for (size_t i : {1, 2, 3}) info.keepsOwnCopyOf(i);
   }
-  auto types = std::make_shared<std::vector<ir::TypeInfo>>(
-      std::vector{*info.inputTypes[0], ir::TypeInfo{DataType::kFloat32, ir::symShapeOf(Shape{l.K, l.N})}});
+  auto types = std::make_shared<std::vector<ir::TypeInfo>>(std::vector{
+      *info.inputTypes[0], ir::TypeInfo{DataType::kFloat32, ir::symShapeOf(Shape{l.K, l.N})}});
   const KernelFactory* factory = KernelRegistry::global().find("", "MatMul");
   if (!factory) ir::failNode(info.node, "needs the MatMul CPU kernel (internal error)");
-  KernelFn matmul = (*factory)(KernelCreateInfo{info.node, {&(*types)[0], &(*types)[1]}, {nullptr, weights.get()}, {}, info.subgraphs});
+  KernelFn matmul = (*factory)(KernelCreateInfo{
+      info.node, {&(*types)[0], &(*types)[1]}, {nullptr, weights.get()}, {}, info.subgraphs});
   return [matmul, weights, types, l, label = nodeLabel(info.node)](KernelContext& ctx) {
     std::shared_ptr<const Tensor> w = weights;
     if (!w) {
-      w = std::make_shared<const Tensor>(dequantizeWeights(label, l, ctx.input(1), ctx.input(2),
-                                                           ctx.hasInput(3) ? &ctx.input(3) : nullptr));
+      w = std::make_shared<const Tensor>(dequantizeWeights(
+          label, l, ctx.input(1), ctx.input(2), ctx.hasInput(3) ? &ctx.input(3) : nullptr));
     }
     Tensor& y = ctx.output(0);
     std::vector<Tensor> outputs(1);
-    const std::vector<ir::TypeInfo> outTypes = {ir::TypeInfo{DataType::kFloat32, ir::symShapeOf(y.shape())}};
+    const std::vector<ir::TypeInfo> outTypes = {
+        ir::TypeInfo{DataType::kFloat32, ir::symShapeOf(y.shape())}};
     KernelContext product(ctx, {&ctx.input(0), w.get()}, outputs, outTypes);
     matmul(product);
     if (ctx.hasInput(5)) {
       const Tensor& bias = ctx.input(5);
-      if (bias.numel() != l.N) ctx.fail("bias " + bias.describe() + " must hold N = " + std::to_string(l.N) + " values", ErrorCode::kInvalidArgument);
+      if (bias.numel() != l.N)
+        ctx.fail("bias " + bias.describe() + " must hold N = " + std::to_string(l.N) + " values",
+                 ErrorCode::kInvalidArgument);
       float* p = outputs[0].data<float>();
       for (int64_t i = 0; i < outputs[0].numel(); ++i) p[i] += bias.data<float>()[i % l.N];
     }
@@ -105,6 +118,7 @@ KernelFn makeMatMulNBitsKernel(const KernelCreateInfo& info) {
 
 }  // namespace
 
-KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "MatMulNBits", KernelFactory(makeMatMulNBitsKernel));
+KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "MatMulNBits",
+                                KernelFactory(makeMatMulNBitsKernel));
 
 }  // namespace kiln::cpu

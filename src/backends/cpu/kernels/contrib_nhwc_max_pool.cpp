@@ -8,7 +8,8 @@
 namespace kiln::cpu {
 namespace {
 
-// An 8-bit [N, A, B] tensor as [N, B, A] (channels last <-> first, with A or B the flattened spatial dims).
+// An 8-bit [N, A, B] tensor as [N, B, A] (channels last <-> first, with A or B the flattened
+// spatial dims).
 Tensor swapInnerAxes(const Tensor& x, const Shape& shape, int64_t a, int64_t b) {
   Tensor y(x.dtype(), shape);
   const uint8_t* src = x.data<uint8_t>();
@@ -28,7 +29,8 @@ Shape channelsFirst(const Shape& s) {
 
 KernelFn makeNhwcMaxPoolKernel(const KernelCreateInfo& info) {
   const ir::TypeInfo* x = info.inputTypes.empty() ? nullptr : info.inputTypes[0];
-  if (!x || !x->shape || x->shape->size() < 3) ir::failNode(info.node, "x needs a known rank of 3 or more");
+  if (!x || !x->shape || x->shape->size() < 3)
+    ir::failNode(info.node, "x needs a known rank of 3 or more");
   ir::TypeInfo nchw = *x;
   std::rotate(nchw.shape->begin() + 1, nchw.shape->end() - 1, nchw.shape->end());
   auto pool = std::make_shared<OnnxStage>(info, "MaxPool", 12, std::vector{nchw});
@@ -47,6 +49,7 @@ KernelFn makeNhwcMaxPoolKernel(const KernelCreateInfo& info) {
 
 }  // namespace
 
-KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "NhwcMaxPool", KernelFactory(makeNhwcMaxPoolKernel));
+KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "NhwcMaxPool",
+                                KernelFactory(makeNhwcMaxPoolKernel));
 
 }  // namespace kiln::cpu

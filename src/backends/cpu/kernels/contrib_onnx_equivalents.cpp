@@ -14,10 +14,12 @@ KernelFactory onnxEquivalent(const char* opType, int64_t opset) {
     for (size_t i = 0; i < info.inputTypes.size(); ++i) {
       types.push_back(info.inputTypes[i] ? *info.inputTypes[i] : ir::TypeInfo{});
     }
-    auto stage = std::make_shared<OnnxStage>(info, opType, opset, std::move(types), nullptr, info.constants);
+    auto stage =
+        std::make_shared<OnnxStage>(info, opType, opset, std::move(types), nullptr, info.constants);
     return [stage](KernelContext& ctx) {
       std::vector<const Tensor*> inputs;
-      for (size_t i = 0; i < ctx.numInputs(); ++i) inputs.push_back(ctx.hasInput(i) ? &ctx.input(i) : nullptr);
+      for (size_t i = 0; i < ctx.numInputs(); ++i)
+        inputs.push_back(ctx.hasInput(i) ? &ctx.input(i) : nullptr);
       ctx.setOutput(0, stage->run(ctx, inputs, ctx.output(0).dtype()));
     };
   };
@@ -25,8 +27,10 @@ KernelFactory onnxEquivalent(const char* opType, int64_t opset) {
 
 }  // namespace
 
-KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "QuantizeLinear", onnxEquivalent("QuantizeLinear", 21));
-KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "DequantizeLinear", onnxEquivalent("DequantizeLinear", 21));
+KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "QuantizeLinear",
+                                onnxEquivalent("QuantizeLinear", 21));
+KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "DequantizeLinear",
+                                onnxEquivalent("DequantizeLinear", 21));
 KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "QLinearConv", onnxEquivalent("QLinearConv", 10));
 
 }  // namespace kiln::cpu

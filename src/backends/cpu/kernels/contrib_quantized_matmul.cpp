@@ -13,7 +13,8 @@
 
 namespace kiln::cpu {
 
-void scaleIntegerProduct(const KernelContext& ctx, const FloatProductInputs& in, const Tensor& product, float aScale, Tensor& y) {
+void scaleIntegerProduct(const KernelContext& ctx, const FloatProductInputs& in,
+                         const Tensor& product, float aScale, Tensor& y) {
   const int64_t N = y.rank() >= 1 ? y.dim(y.rank() - 1) : 1;
   const std::vector<double> bScale = qlinearParams(ctx, in.bScale, "b_scale", N);
   std::vector<float> multiplier(bScale.size());
@@ -22,7 +23,8 @@ void scaleIntegerProduct(const KernelContext& ctx, const FloatProductInputs& in,
   if (ctx.hasInput(in.bias)) {
     const Tensor& b = ctx.input(in.bias);
     if (b.rank() != 1 || b.dim(0) != N) {
-      ctx.fail("bias must be 1-D with " + std::to_string(N) + " values (one per output column), got " + b.describe(),
+      ctx.fail("bias must be 1-D with " + std::to_string(N) +
+                   " values (one per output column), got " + b.describe(),
                ErrorCode::kInvalidArgument);
     }
     bias = b.data<float>();
@@ -32,7 +34,8 @@ void scaleIntegerProduct(const KernelContext& ctx, const FloatProductInputs& in,
   const int64_t count = y.numel();
   for (int64_t k = 0; k < count; ++k) {
     const int64_t n = N == 0 ? 0 : k % N;
-    const float v = static_cast<float>(acc[k]) * multiplier[multiplier.size() == 1 ? 0 : static_cast<size_t>(n)];
+    const float v = static_cast<float>(acc[k]) *
+                    multiplier[multiplier.size() == 1 ? 0 : static_cast<size_t>(n)];
     out[k] = bias ? v + bias[n] : v;
   }
 }
@@ -57,7 +60,8 @@ KernelFn makeDynamicQuantizeMatMulKernel(const KernelCreateInfo& info) {
   // A and a_zero_point are quantized at run time: MatMulInteger sees uint8 ones.
   auto quantizedA = std::make_shared<ir::TypeInfo>(ir::TypeInfo{DataType::kUint8, a->shape});
   auto zeroPoint = std::make_shared<ir::TypeInfo>(ir::TypeInfo{DataType::kUint8, ir::SymShape{}});
-  IntegerStage integer(info, "MatMulInteger", {0, 1, kOmitted, 3}, {quantizedA.get(), nullptr, zeroPoint.get()});
+  IntegerStage integer(info, "MatMulInteger", {0, 1, kOmitted, 3},
+                       {quantizedA.get(), nullptr, zeroPoint.get()});
   return [integer](KernelContext& ctx) {
     const Tensor& a = ctx.input(0);
     const DynamicUint8 q = chooseDynamicUint8(a.data<float>(), a.numel());
@@ -91,8 +95,11 @@ KernelFn makeMatMulInteger16Kernel(const KernelCreateInfo& info) {
 
 }  // namespace
 
-KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "MatMulInteger16", KernelFactory(makeMatMulInteger16Kernel));
-KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "MatMulIntegerToFloat", KernelFactory(makeMatMulIntegerToFloatKernel));
-KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "DynamicQuantizeMatMul", KernelFactory(makeDynamicQuantizeMatMulKernel));
+KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "MatMulInteger16",
+                                KernelFactory(makeMatMulInteger16Kernel));
+KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "MatMulIntegerToFloat",
+                                KernelFactory(makeMatMulIntegerToFloatKernel));
+KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "DynamicQuantizeMatMul",
+                                KernelFactory(makeDynamicQuantizeMatMulKernel));
 
 }  // namespace kiln::cpu

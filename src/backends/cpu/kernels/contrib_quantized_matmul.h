@@ -1,5 +1,5 @@
-// The float output stage of ONNX Runtime's dynamic-quantization products (contrib_quantized_matmul.cpp),
-// shared with QAttention's projection.
+// The float output stage of ONNX Runtime's dynamic-quantization products
+// (contrib_quantized_matmul.cpp), shared with QAttention's projection.
 #pragma once
 #include "backends/cpu/kernels/qlinear_integer.h"
 
@@ -13,6 +13,7 @@ struct FloatProductInputs {
 /// y = float(product) * (aScale * b_scale[n]) + bias[n] over the rows of y (ONNX Runtime's
 /// output stage: the multiplier in float32, then one multiply and one add); b_scale holds one
 /// value or one per column n.
-void scaleIntegerProduct(const KernelContext& ctx, const FloatProductInputs& in, const Tensor& product, float aScale, Tensor& y);
+void scaleIntegerProduct(const KernelContext& ctx, const FloatProductInputs& in,
+                         const Tensor& product, float aScale, Tensor& y);
 
 }  // namespace kiln::cpu

@@ -6,11 +6,11 @@
 #include <memory>
 #include <type_traits>
 
+#include "backends/cpu/activation.h"
 #include "backends/cpu/gemm/float_copy.h"
 #include "backends/cpu/gemm/im2col.h"
 #include "backends/cpu/gemm/sgemm.h"
 #include "backends/cpu/gemm/zero_point.h"
-#include "backends/cpu/activation.h"
 #include "backends/cpu/kernel_registry.h"
 #include "backends/cpu/kernels/conv_kernel.h"
 #include "backends/cpu/kernels/node_label.h"
@@ -20,30 +20,35 @@
 namespace kiln::cpu {
 namespace {
 
-constexpr int64_t kColumnBufferBytes = int64_t{4} << 20;  // im2col block size: a few MiB, cache-resident
+constexpr int64_t kColumnBufferBytes = int64_t{4}
+                                       << 20;  // im2col block size: a few MiB, cache-resident
 
 bool isPointwise(const ir::ConvGeometry& g) {
   for (size_t d = 0; d < g.kernel.size(); ++d) {
-    if (g.kernel[d] != 1 || g.strides[d] != 1 || g.padsBegin[d] != 0 || g.padsEnd[d] != 0) return false;
+    if (g.kernel[d] != 1 || g.strides[d] != 1 || g.padsBegin[d] != 0 || g.padsEnd[d] != 0)
+      return false;
   }
   return true;
 }
 
 // One input channel per group (depthwise convolutions): im2col would copy each input value
-// kernelSize times to feed a one-row GEMM, so each tap is instead accumulated straight into the output.
+// kernelSize times to feed a one-row GEMM, so each tap is instead accumulated straight into the
+// output.
 template <typename T>
-void convolveDepthwise(const ir::ConvGeometry& g, const T* image, const Shape& imageShape, const T* weights, T* out) {
+void convolveDepthwise(const ir::ConvGeometry& g, const T* image, const Shape& imageShape,
+                       const T* weights, T* out) {
   const int64_t stride = g.strides.back();
-  forEachPatchRun(imageShape, g.output, g, [&](int64_t k, int64_t start, int64_t base, int64_t lo, int64_t hi) {
-    const T wk = weights[k];
-    T* dst = out + start;
-    if (stride == 1) {
-      const T* src = image + (base + lo);
-      for (int64_t o = lo; o < hi; ++o) dst[o] += wk * src[o - lo];
-    } else {
-      for (int64_t o = lo; o < hi; ++o) dst[o] += wk * image[base + o * stride];
-    }
-  });
+  forEachPatchRun(imageShape, g.output, g,
+                  [&](int64_t k, int64_t start, int64_t base, int64_t lo, int64_t hi) {
+                    const T wk = weights[k];
+                    T* dst = out + start;
+                    if (stride == 1) {
+                      const T* src = image + (base + lo);
+                      for (int64_t o = lo; o < hi; ++o) dst[o] += wk * src[o - lo];
+                    } else {
+                      for (int64_t o = lo; o < hi; ++o) dst[o] += wk * image[base + o * stride];
+                    }
+                  });
 }
 
 // What follows the convolution: y = act(conv + bias + residual), residual shaped like y. Only
@@ -57,13 +62,14 @@ struct ConvEpilogue {
 // Applies the epilogue to `rows` channel rows of `columns` values starting at out (row stride
 // outSize), bias[m] added when addBias; split over the thread pool by channel.
 template <typename T>
-void finishRows(const ConvEpilogue& e, T* out, const T* residual, const T* bias, int64_t rows, int64_t columns,
-                int64_t outSize) {
+void finishRows(const ConvEpilogue& e, T* out, const T* residual, const T* bias, int64_t rows,
+                int64_t columns, int64_t outSize) {
   if constexpr (std::is_same_v<T, float>) {
     if (!e.active() && !bias) return;
     parallelFor(rows, [&](int64_t m0, int64_t m1) {
       for (int64_t m = m0; m < m1; ++m) {
-        applyEpilogue(e.act, out + m * outSize, columns, bias ? bias[m] : 0.0f, residual ? residual + m * outSize : nullptr);
+        applyEpilogue(e.act, out + m * outSize, columns, bias ? bias[m] : 0.0f,
+                      residual ? residual + m * outSize : nullptr);
       }
     });
   } else {
@@ -77,8 +83,9 @@ void finishRows(const ConvEpilogue& e, T* out, const T* residual, const T* bias,
 // cache (float, with W's product done by `packed` when its kernel keeps W packed); other types
 // multiply, then add the bias.
 template <typename T>
-void multiplyWeights(const PackedWeightsProduct* packed, const ConvEpilogue& e, int64_t M, int64_t N, int64_t K,
-                     const T* w, const T* b, int64_t ldb, const T* bias, const T* residual, T* c, int64_t ldc) {
+void multiplyWeights(const PackedWeightsProduct* packed, const ConvEpilogue& e, int64_t M,
+                     int64_t N, int64_t K, const T* w, const T* b, int64_t ldb, const T* bias,
+                     const T* residual, T* c, int64_t ldc) {
   if constexpr (std::is_same_v<T, float>) {
     const GemmEpilogue ep{bias, true, e.act, residual, ldc};
     if (packed) {
@@ -94,8 +101,8 @@ void multiplyWeights(const PackedWeightsProduct* packed, const ConvEpilogue& e, 
 
 // im2col over the thread pool: channels are independent slices of the column buffer.
 template <typename T>
-void parallelIm2col(const T* image, int64_t channels, int64_t imageSize, const Shape& imageShape, const Shape& blockShape,
-                    const ir::ConvGeometry& block, T* col) {
+void parallelIm2col(const T* image, int64_t channels, int64_t imageSize, const Shape& imageShape,
+                    const Shape& blockShape, const ir::ConvGeometry& block, T* col) {
   const int64_t sliceSize = shapeNumel(block.kernel) * shapeNumel(blockShape);
   parallelFor(channels, [&](int64_t c0, int64_t c1) {
     im2col(image + c0 * imageSize, c1 - c0, imageShape, blockShape, block, col + c0 * sliceSize);
@@ -108,13 +115,15 @@ int64_t im2colBlockRows(const ir::ConvGeometry& g, int64_t depth, size_t element
   const Shape& outShape = g.output;
   const int64_t outSize = shapeNumel(outShape);
   const int64_t rowSize = outSize / std::max<int64_t>(outShape[0], 1);
-  return std::clamp<int64_t>(kColumnBufferBytes / std::max<int64_t>(depth * rowSize * static_cast<int64_t>(elementSize), 1),
-                             1, std::max<int64_t>(outShape[0], 1));
+  return std::clamp<int64_t>(
+      kColumnBufferBytes /
+          std::max<int64_t>(depth * rowSize * static_cast<int64_t>(elementSize), 1),
+      1, std::max<int64_t>(outShape[0], 1));
 }
 
 template <typename T>
-void convolve(KernelContext& ctx, const ir::ConvGeometry& g, int64_t group, const Tensor& x, const Tensor& w,
-              const Tensor* bias, Tensor& y, const ConvEpilogue& epilogue = {},
+void convolve(KernelContext& ctx, const ir::ConvGeometry& g, int64_t group, const Tensor& x,
+              const Tensor& w, const Tensor* bias, Tensor& y, const ConvEpilogue& epilogue = {},
               const PackedWeightsProduct* packedW = nullptr) {
   const int64_t batch = x.dim(0), channels = x.dim(1), outChannels = w.dim(0);
   const Shape imageShape(x.shape().begin() + 2, x.shape().end());
@@ -135,7 +144,8 @@ void convolve(KernelContext& ctx, const ir::ConvGeometry& g, int64_t group, cons
   const int64_t blockRows = im2colBlockRows(g, depth, sizeof(T));
   T* col = depthwise || pointwise
                ? nullptr
-               : static_cast<T*>(ctx.workspace(static_cast<uint64_t>(depth * blockRows * rowSize) * sizeof(T)));
+               : static_cast<T*>(
+                     ctx.workspace(static_cast<uint64_t>(depth * blockRows * rowSize) * sizeof(T)));
   ir::ConvGeometry block = g;  // the geometry of one block of rows
   for (int64_t n = 0; n < batch; ++n) {
     for (int64_t gi = 0; gi < group; ++gi) {
@@ -147,7 +157,8 @@ void convolve(KernelContext& ctx, const ir::ConvGeometry& g, int64_t group, cons
       if (depthwise) {  // the taps are accumulated onto zero, then bias and epilogue follow
         std::fill(out, out + groupOut * outSize, T(0));
         for (int64_t m = 0; m < groupOut; ++m) {
-          convolveDepthwise(g, image, imageShape, pw + (gi * groupOut + m) * depth, out + m * outSize);
+          convolveDepthwise(g, image, imageShape, pw + (gi * groupOut + m) * depth,
+                            out + m * outSize);
         }
         finishRows<T>(epilogue, out, residual, groupBias, groupOut, outSize, outSize);
         continue;
@@ -155,18 +166,20 @@ void convolve(KernelContext& ctx, const ir::ConvGeometry& g, int64_t group, cons
       const T* groupWeights = pw + gi * groupOut * depth;
       const PackedWeightsProduct* packed = group == 1 ? packedW : nullptr;
       if (pointwise) {
-        multiplyWeights<T>(packed, epilogue, groupOut, outSize, depth, groupWeights, image, outSize, groupBias, residual, out,
-                           outSize);
+        multiplyWeights<T>(packed, epilogue, groupOut, outSize, depth, groupWeights, image, outSize,
+                           groupBias, residual, out, outSize);
         continue;
       }
       for (int64_t r0 = 0; r0 < outShape[0]; r0 += blockRows) {
         Shape blockShape = outShape;
         blockShape[0] = std::min(blockRows, outShape[0] - r0);
-        block.padsBegin[0] = g.padsBegin[0] - r0 * g.strides[0];  // row r0 becomes the block's row 0
+        block.padsBegin[0] =
+            g.padsBegin[0] - r0 * g.strides[0];  // row r0 becomes the block's row 0
         const int64_t columns = blockShape[0] * rowSize;
         parallelIm2col(image, groupChannels, imageSize, imageShape, blockShape, block, col);
-        multiplyWeights<T>(packed, epilogue, groupOut, columns, depth, groupWeights, col, columns, groupBias,
-                           residual ? residual + r0 * rowSize : nullptr, out + r0 * rowSize, outSize);
+        multiplyWeights<T>(packed, epilogue, groupOut, columns, depth, groupWeights, col, columns,
+                           groupBias, residual ? residual + r0 * rowSize : nullptr,
+                           out + r0 * rowSize, outSize);
       }
     }
   }
@@ -174,14 +187,17 @@ void convolve(KernelContext& ctx, const ir::ConvGeometry& g, int64_t group, cons
 
 // Checks X and W against group and returns the geometry for their shapes: the one computed at
 // build time when their spatial sizes are the static ones.
-ir::ConvGeometry checkedGeometry(const KernelContext& ctx, const ConvAttrs& a, const Tensor& x, const Tensor& w) {
+ir::ConvGeometry checkedGeometry(const KernelContext& ctx, const ConvAttrs& a, const Tensor& x,
+                                 const Tensor& w) {
   if (x.rank() < 3 || w.rank() != x.rank())
     ctx.fail("X and W must have the same rank >= 3", ErrorCode::kInvalidArgument);
   if (a.group <= 0 || x.dim(1) != w.dim(1) * a.group || w.dim(0) % a.group != 0) {
-    ctx.fail("channels of X " + x.describe() + " and W " + w.describe() + " do not fit group " + std::to_string(a.group),
+    ctx.fail("channels of X " + x.describe() + " and W " + w.describe() + " do not fit group " +
+                 std::to_string(a.group),
              ErrorCode::kInvalidArgument);
   }
-  const Shape xs(x.shape().begin() + 2, x.shape().end()), ws(w.shape().begin() + 2, w.shape().end());
+  const Shape xs(x.shape().begin() + 2, x.shape().end()),
+      ws(w.shape().begin() + 2, w.shape().end());
   if (a.geometry && xs == *a.xSpatial && ws == *a.wSpatial) return *a.geometry;
   return ir::convGeometry(a.node, xs, ws);
 }
@@ -191,17 +207,19 @@ Shape spatialOf(const Shape& s) { return s.size() > 2 ? Shape(s.begin() + 2, s.e
 void convKernel(KernelContext& ctx, const ConvAttrs& a) {
   ConvCall call;
   if (!startConvCall(ctx, a, call)) return;
-  runConvolutionInFloat(*call.x, *call.w, call.bias, *call.y, "Conv",
-                        [&](auto tag, const Tensor& fx, const Tensor& fw, const Tensor* fb, Tensor& fy) {
-                          convolve<typename decltype(tag)::type>(ctx, call.g, a.group, fx, fw, fb, fy);
-                        });
+  runConvolutionInFloat(
+      *call.x, *call.w, call.bias, *call.y, "Conv",
+      [&](auto tag, const Tensor& fx, const Tensor& fw, const Tensor* fb, Tensor& fy) {
+        convolve<typename decltype(tag)::type>(ctx, call.g, a.group, fx, fw, fb, fy);
+      });
 }
 
 }  // namespace
 
 ConvAttrs convAttrs(const KernelCreateInfo& info, bool fused) {
   ConvAttrs a;
-  a.node = nodeLabelWithAttrs(info.node, {"kernel_shape", "strides", "dilations", "pads", "auto_pad"});
+  a.node =
+      nodeLabelWithAttrs(info.node, {"kernel_shape", "strides", "dilations", "pads", "auto_pad"});
   a.group = ir::attrInt(info.node, "group", 1);
   a.fused = fused;
   if (fused) a.act = fusedActivationOf(info.node);
@@ -235,9 +253,8 @@ bool startConvCall(KernelContext& ctx, const ConvAttrs& a, ConvCall& call) {
   call.residual = a.fused && ctx.hasInput(3) ? &ctx.input(3) : nullptr;
   const Tensor& x = *call.x;
   const Tensor& w = *call.w;
-  if (a.fused &&
-      (x.dtype() != DataType::kFloat32 || w.dtype() != DataType::kFloat32 ||
-       (call.bias && call.bias->dtype() != DataType::kFloat32))) {
+  if (a.fused && (x.dtype() != DataType::kFloat32 || w.dtype() != DataType::kFloat32 ||
+                  (call.bias && call.bias->dtype() != DataType::kFloat32))) {
     ctx.fail("FusedConv supports float32 only, got X " + x.describe(), ErrorCode::kUnsupportedNode);
   }
   call.g = checkedGeometry(ctx, a, x, w);
@@ -246,33 +263,40 @@ bool startConvCall(KernelContext& ctx, const ConvAttrs& a, ConvCall& call) {
   call.y = &ctx.output(0);
   const Tensor* z = call.residual;
   if (z && (z->dtype() != DataType::kFloat32 || z->shape() != call.y->shape())) {
-    ctx.fail("residual Z " + z->describe() + " must be float32 shaped like the output " + call.y->describe(),
+    ctx.fail("residual Z " + z->describe() + " must be float32 shaped like the output " +
+                 call.y->describe(),
              ErrorCode::kInvalidArgument);
   }
   return call.y->numel() != 0;
 }
 
-uint64_t im2colWorkspaceBytes(const ConvAttrs& a, const Shape* x, const Shape* w, size_t elementSize) {
+uint64_t im2colWorkspaceBytes(const ConvAttrs& a, const Shape* x, const Shape* w,
+                              size_t elementSize) {
   if (!x || !w || x->size() < 3 || w->size() != x->size() || a.group <= 0) return 0;
   const Shape xs = spatialOf(*x), ws = spatialOf(*w);
-  const ir::ConvGeometry g = a.geometry && xs == *a.xSpatial && ws == *a.wSpatial ? *a.geometry : ir::convGeometry(a.node, xs, ws);
+  const ir::ConvGeometry g = a.geometry && xs == *a.xSpatial && ws == *a.wSpatial
+                                 ? *a.geometry
+                                 : ir::convGeometry(a.node, xs, ws);
   const int64_t groupChannels = (*x)[1] / a.group;
   if (groupChannels == 1 || isPointwise(g) || g.output.empty()) return 0;
   for (int64_t d : g.output)
     if (d <= 0) return 0;
   const int64_t depth = groupChannels * shapeNumel(g.kernel);
   const int64_t rowSize = shapeNumel(g.output) / std::max<int64_t>(g.output[0], 1);
-  return static_cast<uint64_t>(depth * im2colBlockRows(g, depth, elementSize) * rowSize) * elementSize;
+  return static_cast<uint64_t>(depth * im2colBlockRows(g, depth, elementSize) * rowSize) *
+         elementSize;
 }
 
-void convolveIm2colFloat(KernelContext& ctx, const ConvAttrs& a, const ConvCall& call, const PackedMatrix& packed) {
+void convolveIm2colFloat(KernelContext& ctx, const ConvAttrs& a, const ConvCall& call,
+                         const PackedMatrix& packed) {
   const int64_t M = call.w->dim(0), K = call.w->numel() / std::max<int64_t>(M, 1);
   if (packed.empty() || packed.rows() != M || packed.cols() != K) {
-    convolve<float>(ctx, call.g, a.group, *call.x, *call.w, call.bias, *call.y, ConvEpilogue{a.act, call.residual});
+    convolve<float>(ctx, call.g, a.group, *call.x, *call.w, call.bias, *call.y,
+                    ConvEpilogue{a.act, call.residual});
     return;
   }
-  const PackedWeightsProduct product = [&packed](int64_t N, const float* b, int64_t ldb, float* c, int64_t ldc,
-                                                 const GemmEpilogue& ep) {
+  const PackedWeightsProduct product = [&packed](int64_t N, const float* b, int64_t ldb, float* c,
+                                                 int64_t ldc, const GemmEpilogue& ep) {
     sgemmPacked(packed, N, 1.0f, false, b, ldb, 0.0f, c, ldc, ep);
   };
   convolveIm2colFloat(ctx, a, call, product);
@@ -280,8 +304,8 @@ void convolveIm2colFloat(KernelContext& ctx, const ConvAttrs& a, const ConvCall&
 
 void convolveIm2colFloat(KernelContext& ctx, const ConvAttrs& a, const ConvCall& call,
                          const PackedWeightsProduct& product) {
-  convolve<float>(ctx, call.g, a.group, *call.x, *call.w, call.bias, *call.y, ConvEpilogue{a.act, call.residual},
-                  &product);
+  convolve<float>(ctx, call.g, a.group, *call.x, *call.w, call.bias, *call.y,
+                  ConvEpilogue{a.act, call.residual}, &product);
 }
 
 namespace {
@@ -295,12 +319,13 @@ void convIntegerKernel(KernelContext& ctx, const ConvAttrs& a) {
   const Tensor* wZero = ctx.hasInput(3) ? &ctx.input(3) : nullptr;
   const ir::ConvGeometry g = checkedGeometry(ctx, a, x, w);
   const int64_t outChannels = w.dim(0);
-  for (const std::string& problem :
-       {checkZeroPoint(xZero, 1, "x_zero_point"), checkZeroPoint(wZero, outChannels, "w_zero_point")}) {
+  for (const std::string& problem : {checkZeroPoint(xZero, 1, "x_zero_point"),
+                                     checkZeroPoint(wZero, outChannels, "w_zero_point")}) {
     if (!problem.empty()) ctx.fail(problem, ErrorCode::kInvalidArgument);
   }
   const Tensor wx = widenMinusZeroPoint(x, xZero, 1, 1);
-  const Tensor ww = widenMinusZeroPoint(w, wZero, w.numel() / std::max<int64_t>(outChannels, 1), outChannels);
+  const Tensor ww =
+      widenMinusZeroPoint(w, wZero, w.numel() / std::max<int64_t>(outChannels, 1), outChannels);
   Tensor& y = ctx.output(0);
   if (y.numel() == 0) return;
   convolve<int32_t>(ctx, g, a.group, wx, ww, nullptr, y);
@@ -314,11 +339,13 @@ const bool kRegistered = [] {
   c.create = [](const KernelCreateInfo& info) {
     ConvAttrs a = convAttrs(info, false);
     // float64 computes in double, the 16-bit floats in float copies.
-    const bool wide = !info.inputTypes.empty() && info.inputTypes[0] && info.inputTypes[0]->dtype == DataType::kFloat64;
+    const bool wide = !info.inputTypes.empty() && info.inputTypes[0] &&
+                      info.inputTypes[0]->dtype == DataType::kFloat64;
     const size_t elementSize = wide ? sizeof(double) : sizeof(float);
     Kernel k;
     k.workspace = [a, elementSize](const std::vector<const Shape*>& in, int) {
-      return im2colWorkspaceBytes(a, in.empty() ? nullptr : in[0], in.size() > 1 ? in[1] : nullptr, elementSize);
+      return im2colWorkspaceBytes(a, in.empty() ? nullptr : in[0], in.size() > 1 ? in[1] : nullptr,
+                                  elementSize);
     };
     k.run = [a = std::move(a)](KernelContext& ctx) { convKernel(ctx, a); };
     return k;
@@ -330,7 +357,9 @@ const bool kRegistered = [] {
 }  // namespace
 
 KILN_REGISTER_CPU_KERNEL("ConvInteger", KernelFactory([](const KernelCreateInfo& info) -> KernelFn {
-  return [a = convAttrs(info, false)](KernelContext& ctx) { convIntegerKernel(ctx, a); };
-}));
+                           return [a = convAttrs(info, false)](KernelContext& ctx) {
+                             convIntegerKernel(ctx, a);
+                           };
+                         }));
 
 }  // namespace kiln::cpu

@@ -4,7 +4,8 @@
 // heuristics keep for 256 channels or more; timed tactics try it on every 3x3 it can run),
 // then im2col + GEMM, which takes every node. Each but the last needs X's and W's spatial sizes
 // static (a dynamic batch is fine), so that its choice holds for every run. The GEMM-based ones
-// come twice, for the AVX-512 and AVX2 micro-kernels of sgemm (gemm/sgemm.h), which packs W for one.
+// come twice, for the AVX-512 and AVX2 micro-kernels of sgemm (gemm/sgemm.h), which packs W for
+// one.
 #include <memory>
 #include <string>
 
@@ -47,11 +48,14 @@ StaticConv staticConv(const KernelCreateInfo& info, bool fused) {
 std::string shapeText(const ConvAttrs& a) {
   std::string k;
   for (int64_t d : a.geometry->kernel) k += (k.empty() ? "" : "x") + std::to_string(d);
-  return "kernel " + k + ", stride " + std::to_string(a.geometry->strides[0]) + ", group " + std::to_string(a.group);
+  return "kernel " + k + ", stride " + std::to_string(a.geometry->strides[0]) + ", group " +
+         std::to_string(a.group);
 }
 
 // The shape of constant W (its values may have been left out of a plan).
-const Tensor* constantWShape(const KernelCreateInfo& info) { return info.constants.size() > 1 ? info.constants[1] : nullptr; }
+const Tensor* constantWShape(const KernelCreateInfo& info) {
+  return info.constants.size() > 1 ? info.constants[1] : nullptr;
+}
 
 const Tensor* constantW(const KernelCreateInfo& info) {
   const Tensor* w = info.constants.size() > 1 ? info.constants[1] : nullptr;
@@ -62,7 +66,8 @@ std::string depthwiseDeclines(const KernelCreateInfo& info, bool fused) {
   const StaticConv s = staticConv(info, fused);
   if (!s.problem.empty()) return s.problem;
   if (s.groupChannels != 1 || s.outChannels != s.attrs.group || s.channels != s.attrs.group)
-    return "not depthwise (" + shapeText(s.attrs) + ", " + std::to_string(s.channels) + " channels)";
+    return "not depthwise (" + shapeText(s.attrs) + ", " + std::to_string(s.channels) +
+           " channels)";
   if (!depthwiseConv2dSupported(*s.attrs.geometry))
     return shapeText(s.attrs) + ": takes 2-D square 3/5/7 kernels, stride 1 or 2, dilation 1";
   return "";
@@ -74,9 +79,10 @@ Kernel makeDepthwise(const KernelCreateInfo& info, bool fused, CpuIsa isa) {
             ConvCall c;
             if (!startConvCall(ctx, a, c)) return;
             const Tensor& x = *c.x;
-            depthwiseConv2d(c.g, x.dim(0), x.dim(1), x.dim(2), x.dim(3), x.data<float>(), c.w->data<float>(),
-                            c.bias ? c.bias->data<float>() : nullptr, c.residual ? c.residual->data<float>() : nullptr,
-                            a.act, c.y->data<float>(), isa);
+            depthwiseConv2d(c.g, x.dim(0), x.dim(1), x.dim(2), x.dim(3), x.data<float>(),
+                            c.w->data<float>(), c.bias ? c.bias->data<float>() : nullptr,
+                            c.residual ? c.residual->data<float>() : nullptr, a.act,
+                            c.y->data<float>(), isa);
           },
           {},
           {}};
@@ -87,18 +93,23 @@ std::string fewOutputsDeclines(const KernelCreateInfo& info, bool fused) {
   if (!s.problem.empty()) return s.problem;
   if (!fewOutputConvPreferred(*s.attrs.geometry, s.attrs.group, s.channels, s.outChannels)) {
     return std::to_string(s.outChannels) + " output channels, " + shapeText(s.attrs) +
-           ": takes group 1, stride 1, dilation 1, kernels up to 11x11 and at most 16 output channels (4 for 1x1)";
+           ": takes group 1, stride 1, dilation 1, kernels up to 11x11 and at most 16 output "
+           "channels (4 for 1x1)";
   }
   return "";
 }
 
 // With `saved`, W's reordering is the saved one (no packing).
-Kernel makeFewOutputs(const KernelCreateInfo& info, bool fused, CpuIsa isa, const KernelState* saved = nullptr) {
+Kernel makeFewOutputs(const KernelCreateInfo& info, bool fused, CpuIsa isa,
+                      const KernelState* saved = nullptr) {
   ConvAttrs a = convAttrs(info, fused);
   std::shared_ptr<const FewOutputWeights> packed;
   if (saved) {
     const Tensor* w = constantWShape(info);
-    if (!w) throw Error(ErrorCode::kInvalidPlan, "layer '" + info.node.name + "': packed weights for a W the kernel does not pack");
+    if (!w)
+      throw Error(
+          ErrorCode::kInvalidPlan,
+          "layer '" + info.node.name + "': packed weights for a W the kernel does not pack");
     FewOutputWeights p{w->dim(0), w->dim(1), w->dim(2), w->dim(3), {}};
     p.packed = savedFloats(info.node, *saved, 0, p.floats());
     packed = std::make_shared<const FewOutputWeights>(std::move(p));
@@ -113,16 +124,22 @@ Kernel makeFewOutputs(const KernelCreateInfo& info, bool fused, CpuIsa isa, cons
              if (!startConvCall(ctx, a, c)) return;
              const Tensor& x = *c.x;
              FewOutputWeights computed;  // W computed at run time
-             if (!packed) computed = packFewOutputWeights(c.w->data<float>(), c.w->dim(0), c.w->dim(1), c.w->dim(2), c.w->dim(3));
-             fewOutputConv2d(c.g, x.dim(0), x.dim(2), x.dim(3), x.data<float>(), packed ? *packed : computed,
-                             c.bias ? c.bias->data<float>() : nullptr, c.residual ? c.residual->data<float>() : nullptr,
-                             a.act, c.y->data<float>(), isa);
+             if (!packed)
+               computed = packFewOutputWeights(c.w->data<float>(), c.w->dim(0), c.w->dim(1),
+                                               c.w->dim(2), c.w->dim(3));
+             fewOutputConv2d(c.g, x.dim(0), x.dim(2), x.dim(3), x.data<float>(),
+                             packed ? *packed : computed, c.bias ? c.bias->data<float>() : nullptr,
+                             c.residual ? c.residual->data<float>() : nullptr, a.act,
+                             c.y->data<float>(), isa);
            },
            {},
            {}};
   if (packed) {
     k.save = [packed] {
-      return KernelState{{}, {{packed->packed.get(), static_cast<uint64_t>(packed->floats()) * sizeof(float)}}, packed};
+      return KernelState{
+          {},
+          {{packed->packed.get(), static_cast<uint64_t>(packed->floats()) * sizeof(float)}},
+          packed};
     };
   }
   return k;
@@ -132,7 +149,8 @@ std::string winogradDeclines(const KernelCreateInfo& info, bool fused) {
   const StaticConv s = staticConv(info, fused);
   if (!s.problem.empty()) return s.problem;
   if (!winogradApplies(*s.attrs.geometry, s.attrs.group)) {
-    return shapeText(s.attrs) + ": takes 3x3 stride-1 dilation-1 ungrouped convolutions with outputs of 2x2 or more";
+    return shapeText(s.attrs) +
+           ": takes 3x3 stride-1 dilation-1 ungrouped convolutions with outputs of 2x2 or more";
   }
   return "";
 }
@@ -141,30 +159,38 @@ std::string winogradPassedOver(const KernelCreateInfo& info, bool fused) {
   const StaticConv s = staticConv(info, fused);
   if (winogradPreferred(*s.attrs.geometry, s.channels, s.outChannels)) return "";
   return std::to_string(s.channels) + " -> " + std::to_string(s.outChannels) +
-         " channels: im2col + GEMM is expected to be faster below 256 channels in and out or outputs under 4x4";
+         " channels: im2col + GEMM is expected to be faster below 256 channels in and out or "
+         "outputs under 4x4";
 }
 
-// A packed matrix's bytes as a state blob, and one back from a saved state (checked against its size).
-KernelBlob blobOf(const PackedMatrix& m) { return {m.data(), static_cast<uint64_t>(m.floats()) * sizeof(float)}; }
-PackedMatrix savedMatrix(const KernelCreateInfo& info, const KernelState& state, size_t k, PackedMatrix::Side side,
-                         CpuIsa isa, int64_t rows, int64_t cols) {
-  return PackedMatrix::view(side, isa, rows, cols,
-                            savedFloats(info.node, state, k, PackedMatrix::packedFloats(side, isa, rows, cols)));
+// A packed matrix's bytes as a state blob, and one back from a saved state (checked against its
+// size).
+KernelBlob blobOf(const PackedMatrix& m) {
+  return {m.data(), static_cast<uint64_t>(m.floats()) * sizeof(float)};
+}
+PackedMatrix savedMatrix(const KernelCreateInfo& info, const KernelState& state, size_t k,
+                         PackedMatrix::Side side, CpuIsa isa, int64_t rows, int64_t cols) {
+  return PackedMatrix::view(
+      side, isa, rows, cols,
+      savedFloats(info.node, state, k, PackedMatrix::packedFloats(side, isa, rows, cols)));
 }
 
 // With `saved`, the 16 packed filter matrices are the saved ones (no packing).
-Kernel makeWinograd(const KernelCreateInfo& info, bool fused, CpuIsa isa, const KernelState* saved = nullptr) {
+Kernel makeWinograd(const KernelCreateInfo& info, bool fused, CpuIsa isa,
+                    const KernelState* saved = nullptr) {
   ConvAttrs a = convAttrs(info, fused);
   std::shared_ptr<const WinogradWeights> packed;
   if (saved) {
     const Tensor* w = constantWShape(info);
     WinogradWeights filters;
     for (size_t xi = 0; xi < 16; ++xi)
-      filters.u.push_back(savedMatrix(info, *saved, xi, PackedMatrix::Side::kA, isa, w->dim(0), w->dim(1)));
+      filters.u.push_back(
+          savedMatrix(info, *saved, xi, PackedMatrix::Side::kA, isa, w->dim(0), w->dim(1)));
     packed = std::make_shared<const WinogradWeights>(std::move(filters));
     info.keepsOwnCopyOf(1);
   } else if (const Tensor* w = constantW(info)) {
-    packed = std::make_shared<const WinogradWeights>(packWinogradFilters(w->data<float>(), w->dim(0), w->dim(1), isa));
+    packed = std::make_shared<const WinogradWeights>(
+        packWinogradFilters(w->data<float>(), w->dim(0), w->dim(1), isa));
     info.keepsOwnCopyOf(1);
   }
   std::function<KernelState()> save;
@@ -181,17 +207,21 @@ Kernel makeWinograd(const KernelCreateInfo& info, bool fused, CpuIsa isa, const 
             if (!startConvCall(ctx, a, c)) return;
             const Tensor& x = *c.x;
             WinogradWeights computed;  // W computed at run time
-            if (!packed) computed = packWinogradFilters(c.w->data<float>(), c.w->dim(0), c.w->dim(1), isa);
-            winogradConv2d(c.g, x.dim(0), x.dim(1), x.dim(2), x.dim(3), c.w->dim(0), x.data<float>(),
-                           packed ? *packed : computed, c.y->data<float>(),
-                           WinogradEpilogue{c.bias ? c.bias->data<float>() : nullptr,
-                                            c.residual ? c.residual->data<float>() : nullptr, a.act});
+            if (!packed)
+              computed = packWinogradFilters(c.w->data<float>(), c.w->dim(0), c.w->dim(1), isa);
+            winogradConv2d(
+                c.g, x.dim(0), x.dim(1), x.dim(2), x.dim(3), c.w->dim(0), x.data<float>(),
+                packed ? *packed : computed, c.y->data<float>(),
+                WinogradEpilogue{c.bias ? c.bias->data<float>() : nullptr,
+                                 c.residual ? c.residual->data<float>() : nullptr, a.act});
           },
-          {}, std::move(save)};
+          {},
+          std::move(save)};
 }
 
 // With `saved`, W's packing is the saved one (no packing).
-Kernel makeIm2col(const KernelCreateInfo& info, bool fused, CpuIsa isa, const KernelState* saved = nullptr) {
+Kernel makeIm2col(const KernelCreateInfo& info, bool fused, CpuIsa isa,
+                  const KernelState* saved = nullptr) {
   ConvAttrs a = convAttrs(info, fused);
   PackedMatrix packed;
   const Tensor* w = saved ? constantWShape(info) : constantW(info);
@@ -203,13 +233,19 @@ Kernel makeIm2col(const KernelCreateInfo& info, bool fused, CpuIsa isa, const Ke
                    : packA(false, outChannels, depth, w->data<float>(), depth, isa);
     if (w->dim(1) > 1) info.keepsOwnCopyOf(1);
   }
-  if (saved && packed.empty()) throw Error(ErrorCode::kInvalidPlan, "layer '" + info.node.name + "': packed weights for a W the kernel does not pack");
+  if (saved && packed.empty())
+    throw Error(ErrorCode::kInvalidPlan,
+                "layer '" + info.node.name + "': packed weights for a W the kernel does not pack");
   Kernel k;
   if (!packed.empty()) {
-    k.save = [packed] { return KernelState{{}, {blobOf(packed)}, std::shared_ptr<const void>(packed.data(), [](const void*) {})}; };
+    k.save = [packed] {
+      return KernelState{
+          {}, {blobOf(packed)}, std::shared_ptr<const void>(packed.data(), [](const void*) {})};
+    };
   }
   k.workspace = [a](const std::vector<const Shape*>& in, int) {
-    return im2colWorkspaceBytes(a, in.empty() ? nullptr : in[0], in.size() > 1 ? in[1] : nullptr, sizeof(float));
+    return im2colWorkspaceBytes(a, in.empty() ? nullptr : in[0], in.size() > 1 ? in[1] : nullptr,
+                                sizeof(float));
   };
   k.run = [a = std::move(a), packed](KernelContext& ctx) {
     ConvCall c;
@@ -218,45 +254,66 @@ Kernel makeIm2col(const KernelCreateInfo& info, bool fused, CpuIsa isa, const Ke
   return k;
 }
 
-void addConvCandidates(const char* domain, const char* opType, const std::string& prefix, bool fused) {
+void addConvCandidates(const char* domain, const char* opType, const std::string& prefix,
+                       bool fused) {
   KernelRegistry& r = KernelRegistry::global();
-  auto add = [&](const std::string& name, CpuIsa isa, std::string (*declines)(const KernelCreateInfo&, bool),
+  auto add = [&](const std::string& name, CpuIsa isa,
+                 std::string (*declines)(const KernelCreateInfo&, bool),
                  std::function<Kernel(const KernelCreateInfo&)> create,
                  std::function<Kernel(const KernelCreateInfo&, const KernelState&)> restore = {},
-                 std::string (*passedOver)(const KernelCreateInfo&, bool) = nullptr) {
+                 std::string(*passedOver)(const KernelCreateInfo&, bool) = nullptr) {
     KernelCandidate c;
     c.id = prefix + "_" + name + "_" + cpuIsaName(isa);
     c.isa = isa;
-    if (declines) c.supports = [declines, fused](const KernelCreateInfo& info) { return declines(info, fused); };
-    if (passedOver) c.prefers = [passedOver, fused](const KernelCreateInfo& info) { return passedOver(info, fused); };
+    if (declines)
+      c.supports = [declines, fused](const KernelCreateInfo& info) {
+        return declines(info, fused);
+      };
+    if (passedOver)
+      c.prefers = [passedOver, fused](const KernelCreateInfo& info) {
+        return passedOver(info, fused);
+      };
     c.create = std::move(create);
     c.restore = std::move(restore);
     r.addCandidate(domain, opType, DataType::kFloat32, std::move(c));
   };
   addBf16ConvCandidate(r, domain, opType, "bf16" + prefix.substr(prefix.find('_')), fused);
   for (CpuIsa isa : {CpuIsa::kAvx512, CpuIsa::kAvx2}) {
-    add("depthwise", isa, depthwiseDeclines, [fused, isa](const KernelCreateInfo& i) { return makeDepthwise(i, fused, isa); });
+    add("depthwise", isa, depthwiseDeclines,
+        [fused, isa](const KernelCreateInfo& i) { return makeDepthwise(i, fused, isa); });
   }
   for (CpuIsa isa : {CpuIsa::kAvx512, CpuIsa::kAvx2}) {
-    add("few_outputs", isa, fewOutputsDeclines,
+    add(
+        "few_outputs", isa, fewOutputsDeclines,
         [fused, isa](const KernelCreateInfo& i) { return makeFewOutputs(i, fused, isa); },
-        [fused, isa](const KernelCreateInfo& i, const KernelState& s) { return makeFewOutputs(i, fused, isa, &s); });
+        [fused, isa](const KernelCreateInfo& i, const KernelState& s) {
+          return makeFewOutputs(i, fused, isa, &s);
+        });
   }
   for (CpuIsa isa : {CpuIsa::kAvx512, CpuIsa::kAvx2}) {
-    add("winograd_f2x2", isa, winogradDeclines, [fused, isa](const KernelCreateInfo& i) { return makeWinograd(i, fused, isa); },
-        [fused, isa](const KernelCreateInfo& i, const KernelState& s) { return makeWinograd(i, fused, isa, &s); },
+    add(
+        "winograd_f2x2", isa, winogradDeclines,
+        [fused, isa](const KernelCreateInfo& i) { return makeWinograd(i, fused, isa); },
+        [fused, isa](const KernelCreateInfo& i, const KernelState& s) {
+          return makeWinograd(i, fused, isa, &s);
+        },
         winogradPassedOver);
   }
   for (CpuIsa isa : {CpuIsa::kAvx512, CpuIsa::kAvx2}) {
-    add("im2col_gemm", isa, nullptr, [fused, isa](const KernelCreateInfo& i) { return makeIm2col(i, fused, isa); },
-        [fused, isa](const KernelCreateInfo& i, const KernelState& s) { return makeIm2col(i, fused, isa, &s); });
+    add(
+        "im2col_gemm", isa, nullptr,
+        [fused, isa](const KernelCreateInfo& i) { return makeIm2col(i, fused, isa); },
+        [fused, isa](const KernelCreateInfo& i, const KernelState& s) {
+          return makeIm2col(i, fused, isa, &s);
+        });
   }
 }
 
 const bool kRegistered = [] {
   addConvCandidates("", "Conv", "f32_conv", false);
   addConvCandidates("kiln", "FusedConv", "f32_fused_conv", true);
-  // ONNX Runtime's FusedConv (its saved optimized models) has kiln::FusedConv's inputs and attributes.
+  // ONNX Runtime's FusedConv (its saved optimized models) has kiln::FusedConv's inputs and
+  // attributes.
   addConvCandidates("com.microsoft", "FusedConv", "f32_ms_fused_conv", true);
   return true;
 }();

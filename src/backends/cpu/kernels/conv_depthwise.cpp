@@ -22,9 +22,9 @@ struct PlaneLayout {
 };
 
 template <int K, int S>
-void convolveChannel(const ir::ConvGeometry& g, int64_t height, int64_t width, const float* x, const float* w,
-                     float bias, const float* residual, const Activation& act, float* y, const PlaneLayout& layout,
-                     float* planes) {
+void convolveChannel(const ir::ConvGeometry& g, int64_t height, int64_t width, const float* x,
+                     const float* w, float bias, const float* residual, const Activation& act,
+                     float* y, const PlaneLayout& layout, float* planes) {
   const int64_t padTop = g.padsBegin[0], padLeft = g.padsBegin[1];
   const int64_t outH = g.output[0], outW = g.output[1];
   std::fill(planes, planes + S * layout.size(), 0.0f);
@@ -47,13 +47,15 @@ void convolveChannel(const ir::ConvGeometry& g, int64_t height, int64_t width, c
   for (int64_t oy = 0; oy < outH; ++oy) {
     const float* rows[K * S];  // rows[ky * S + p]: plane p's row for tap row ky
     for (int ky = 0; ky < K; ++ky) {
-      for (int p = 0; p < S; ++p) rows[ky * S + p] = planes + p * layout.size() + (oy * S + ky) * layout.width;
+      for (int p = 0; p < S; ++p)
+        rows[ky * S + p] = planes + p * layout.size() + (oy * S + ky) * layout.width;
     }
     float* out = y + oy * outW;
     for (int64_t ox = 0; ox < outW; ox += 8) {
       Float8 acc = b;
       for (int ky = 0; ky < K; ++ky) {
-        for (int kx = 0; kx < K; ++kx) acc += taps[ky * K + kx] * load8(rows[ky * S + kx % S] + ox + kx / S);
+        for (int kx = 0; kx < K; ++kx)
+          acc += taps[ky * K + kx] * load8(rows[ky * S + kx % S] + ox + kx / S);
       }
       if (ox + 8 <= outW) {
         store8(out + ox, acc);
@@ -67,9 +69,9 @@ void convolveChannel(const ir::ConvGeometry& g, int64_t height, int64_t width, c
 }
 
 template <int K, int S>
-void convolveAll(const ir::ConvGeometry& g, int64_t batch, int64_t channels, int64_t height, int64_t width,
-                 const float* x, const float* w, const float* bias, const float* residual, const Activation& act,
-                 float* y) {
+void convolveAll(const ir::ConvGeometry& g, int64_t batch, int64_t channels, int64_t height,
+                 int64_t width, const float* x, const float* w, const float* bias,
+                 const float* residual, const Activation& act, float* y) {
   const int64_t paddedW = width + g.padsBegin[1] + g.padsEnd[1];
   PlaneLayout layout;
   layout.rows = std::max(height + g.padsBegin[0] + g.padsEnd[0], (g.output[0] - 1) * S + K);
@@ -81,7 +83,8 @@ void convolveAll(const ir::ConvGeometry& g, int64_t batch, int64_t channels, int
     for (int64_t i = begin; i < end; ++i) {
       const int64_t c = i % channels;
       convolveChannel<K, S>(g, height, width, x + i * inSize, w + c * K * K, bias ? bias[c] : 0.0f,
-                            residual ? residual + i * outSize : nullptr, act, y + i * outSize, layout, planes.data());
+                            residual ? residual + i * outSize : nullptr, act, y + i * outSize,
+                            layout, planes.data());
     }
   });
 }
@@ -89,21 +92,25 @@ void convolveAll(const ir::ConvGeometry& g, int64_t batch, int64_t channels, int
 }  // namespace
 
 bool depthwiseConv2dSupported(const ir::ConvGeometry& g) {
-  if (g.kernel.size() != 2 || g.kernel[0] != g.kernel[1] || g.strides[0] != g.strides[1]) return false;
+  if (g.kernel.size() != 2 || g.kernel[0] != g.kernel[1] || g.strides[0] != g.strides[1])
+    return false;
   if (g.dilations[0] != 1 || g.dilations[1] != 1) return false;
   const int64_t k = g.kernel[0], s = g.strides[0];
   return (k == 3 || k == 5 || k == 7) && (s == 1 || s == 2);
 }
 
-void depthwiseConv2d(const ir::ConvGeometry& g, int64_t batch, int64_t channels, int64_t height, int64_t width,
-                     const float* x, const float* w, const float* bias, const float* residual, const Activation& act,
-                     float* y, CpuIsa isa) {
+void depthwiseConv2d(const ir::ConvGeometry& g, int64_t batch, int64_t channels, int64_t height,
+                     int64_t width, const float* x, const float* w, const float* bias,
+                     const float* residual, const Activation& act, float* y, CpuIsa isa) {
   if (isa >= CpuIsa::kAvx512) {
-    return detail::depthwiseConv2dAvx512(g, batch, channels, height, width, x, w, bias, residual, act, y);
+    return detail::depthwiseConv2dAvx512(g, batch, channels, height, width, x, w, bias, residual,
+                                         act, y);
   }
   const int64_t k = g.kernel[0];
   const bool s1 = g.strides[0] == 1;
-  auto run = [&](auto kernel) { kernel(g, batch, channels, height, width, x, w, bias, residual, act, y); };
+  auto run = [&](auto kernel) {
+    kernel(g, batch, channels, height, width, x, w, bias, residual, act, y);
+  };
   if (k == 3) return s1 ? run(convolveAll<3, 1>) : run(convolveAll<3, 2>);
   if (k == 5) return s1 ? run(convolveAll<5, 1>) : run(convolveAll<5, 2>);
   return s1 ? run(convolveAll<7, 1>) : run(convolveAll<7, 2>);

@@ -29,7 +29,8 @@ constexpr int64_t kMaxKernelW = 16;  // bounds the per-block mask table
 
 // All-ones in lanes j whose input column col + j lies in [0, width).
 __m256i inRowLanes(int64_t col, int64_t width) {
-  const __m256i columns = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(col)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  const __m256i columns = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(col)),
+                                           _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
   return _mm256_and_si256(_mm256_cmpgt_epi32(columns, _mm256_set1_epi32(-1)),
                           _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(width)), columns));
 }
@@ -59,7 +60,8 @@ void convolveBlock(const Problem& p, const RowJob& job, int64_t ox) {
   __m256i masks[Masked ? kMaxKernelW * N : 1];
   if constexpr (Masked) {
     for (int64_t kx = 0; kx < p.kernelW; ++kx) {
-      for (int n = 0; n < N; ++n) masks[kx * N + n] = inRowLanes(ox + n * kLanes + kx - p.padLeft, p.width);
+      for (int n = 0; n < N; ++n)
+        masks[kx * N + n] = inRowLanes(ox + n * kLanes + kx - p.padLeft, p.width);
     }
   }
   const int64_t kyBegin = std::max<int64_t>(0, p.padTop - job.oy);
@@ -78,9 +80,12 @@ void convolveBlock(const Problem& p, const RowJob& job, int64_t ox) {
 #pragma GCC unroll 8
         for (int n = 0; n < N; ++n) {
           __m256 v;
-          if constexpr (Masked) v = _mm256_maskload_ps(src + kx + n * kLanes, masks[kx * N + n]);
-          else v = _mm256_loadu_ps(src + kx + n * kLanes);
-          asm("" : "+x"(v));  // one load feeding C FMAs, not folded into each (see the AVX-512 kernel)
+          if constexpr (Masked)
+            v = _mm256_maskload_ps(src + kx + n * kLanes, masks[kx * N + n]);
+          else
+            v = _mm256_loadu_ps(src + kx + n * kLanes);
+          asm(""
+              : "+x"(v));  // one load feeding C FMAs, not folded into each (see the AVX-512 kernel)
 #pragma GCC unroll 4
           for (int c = 0; c < C; ++c) acc[c][n] = _mm256_fmadd_ps(v, wv[c], acc[c][n]);
         }
@@ -92,8 +97,10 @@ void convolveBlock(const Problem& p, const RowJob& job, int64_t ox) {
     for (int n = 0; n < N; ++n) {
       const int64_t col = ox + n * kLanes;
       float* dst = job.out + c * outSize + job.oy * p.outW + col;
-      if (col + kLanes <= p.outW) _mm256_storeu_ps(dst, acc[c][n]);
-      else _mm256_maskstore_ps(dst, inRowLanes(col, p.outW), acc[c][n]);
+      if (col + kLanes <= p.outW)
+        _mm256_storeu_ps(dst, acc[c][n]);
+      else
+        _mm256_maskstore_ps(dst, inRowLanes(col, p.outW), acc[c][n]);
     }
   }
 }
@@ -101,30 +108,41 @@ void convolveBlock(const Problem& p, const RowJob& job, int64_t ox) {
 // One output row, in the register blocks of conv_few_outputs_rows.h.
 template <int C, int N>
 void convolveRow(const Problem& p, const RowJob& job) {
-  forEachRowBlock<kLanes, N>(p.outW, p.width, p.kernelW, p.padLeft, [&]<int n, bool masked>(int64_t ox) {
-    convolveBlock<C, n, masked>(p, job, ox);
-  });
+  forEachRowBlock<kLanes, N>(
+      p.outW, p.width, p.kernelW, p.padLeft,
+      [&]<int n, bool masked>(int64_t ox) { convolveBlock<C, n, masked>(p, job, ox); });
 }
 
-void fewOutputConv2dAvx2(const ir::ConvGeometry& g, int64_t batch, int64_t height, int64_t width, const float* x,
-                         const FewOutputWeights& w, const float* bias, const float* residual, const Activation& act,
-                         float* y) {
-  const Problem p{height, width, w.inChannels, w.kernelH, w.kernelW, g.padsBegin[0], g.padsBegin[1], g.output[0], g.output[1]};
+void fewOutputConv2dAvx2(const ir::ConvGeometry& g, int64_t batch, int64_t height, int64_t width,
+                         const float* x, const FewOutputWeights& w, const float* bias,
+                         const float* residual, const Activation& act, float* y) {
+  const Problem p{height,         width,          w.inChannels, w.kernelH,  w.kernelW,
+                  g.padsBegin[0], g.padsBegin[1], g.output[0],  g.output[1]};
   const std::vector<detail::FewOutputGroup> groups = detail::fewOutputGroups(w.outChannels);
-  const int64_t inSize = w.inChannels * height * width, planeOut = p.outH * p.outW, outSize = w.outChannels * planeOut;
+  const int64_t inSize = w.inChannels * height * width, planeOut = p.outH * p.outW,
+                outSize = w.outChannels * planeOut;
   const int64_t taps = w.kernelH * w.kernelW;
   const bool epilogue = act.kind != ActivationKind::kNone || residual;
   parallelFor(batch * p.outH, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       const int64_t n = i / p.outH, oy = i % p.outH;
       for (const detail::FewOutputGroup& grp : groups) {
-        const RowJob job{x + n * inSize, w.packed.get() + grp.first * w.inChannels * taps, bias ? bias + grp.first : nullptr,
-                         y + n * outSize + grp.first * planeOut, oy};
+        const RowJob job{x + n * inSize, w.packed.get() + grp.first * w.inChannels * taps,
+                         bias ? bias + grp.first : nullptr, y + n * outSize + grp.first * planeOut,
+                         oy};
         switch (grp.count) {
-          case 1: convolveRow<1, 8>(p, job); break;
-          case 2: convolveRow<2, 5>(p, job); break;
-          case 3: convolveRow<3, 3>(p, job); break;
-          default: convolveRow<4, 2>(p, job); break;
+          case 1:
+            convolveRow<1, 8>(p, job);
+            break;
+          case 2:
+            convolveRow<2, 5>(p, job);
+            break;
+          case 3:
+            convolveRow<3, 3>(p, job);
+            break;
+          default:
+            convolveRow<4, 2>(p, job);
+            break;
         }
       }
       for (int64_t c = 0; c < w.outChannels && epilogue; ++c) {
@@ -153,11 +171,12 @@ std::vector<FewOutputGroup> fewOutputGroups(int64_t outChannels) {
 
 }  // namespace detail
 
-FewOutputWeights packFewOutputWeights(const float* w, int64_t outChannels, int64_t inChannels, int64_t kernelH,
-                                      int64_t kernelW) {
+FewOutputWeights packFewOutputWeights(const float* w, int64_t outChannels, int64_t inChannels,
+                                      int64_t kernelH, int64_t kernelW) {
   FewOutputWeights p{outChannels, inChannels, kernelH, kernelW, {}};
   const int64_t taps = kernelH * kernelW;
-  std::shared_ptr<float> packed(new float[static_cast<size_t>(p.floats())], std::default_delete<float[]>());
+  std::shared_ptr<float> packed(new float[static_cast<size_t>(p.floats())],
+                                std::default_delete<float[]>());
   p.packed = packed;
   for (const detail::FewOutputGroup& grp : detail::fewOutputGroups(outChannels)) {
     float* dst = packed.get() + grp.first * inChannels * taps;
@@ -172,13 +191,15 @@ FewOutputWeights packFewOutputWeights(const float* w, int64_t outChannels, int64
   return p;
 }
 
-bool fewOutputWeightsUseful(int64_t group, int64_t outChannels, int64_t kernelRank, int64_t kernelH, int64_t kernelW) {
-  return group == 1 && kernelRank == 2 && outChannels >= 1 && outChannels <= kMaxOutputChannels && kernelH >= 1 &&
-         kernelH <= kMaxKernelSize && kernelW >= 1 && kernelW <= kMaxKernelSize &&
+bool fewOutputWeightsUseful(int64_t group, int64_t outChannels, int64_t kernelRank, int64_t kernelH,
+                            int64_t kernelW) {
+  return group == 1 && kernelRank == 2 && outChannels >= 1 && outChannels <= kMaxOutputChannels &&
+         kernelH >= 1 && kernelH <= kMaxKernelSize && kernelW >= 1 && kernelW <= kMaxKernelSize &&
          (kernelH * kernelW > 1 || outChannels <= kMaxPointwiseOutputChannels);
 }
 
-bool fewOutputConvPreferred(const ir::ConvGeometry& g, int64_t group, int64_t inChannels, int64_t outChannels) {
+bool fewOutputConvPreferred(const ir::ConvGeometry& g, int64_t group, int64_t inChannels,
+                            int64_t outChannels) {
   if (g.kernel.size() != 2 || inChannels < 1) return false;
   if (!fewOutputWeightsUseful(group, outChannels, 2, g.kernel[0], g.kernel[1])) return false;
   for (size_t d = 0; d < 2; ++d) {
@@ -187,10 +208,11 @@ bool fewOutputConvPreferred(const ir::ConvGeometry& g, int64_t group, int64_t in
   return true;
 }
 
-void fewOutputConv2d(const ir::ConvGeometry& g, int64_t batch, int64_t height, int64_t width, const float* x,
-                     const FewOutputWeights& w, const float* bias, const float* residual, const Activation& act, float* y,
-                     CpuIsa isa) {
-  if (isa >= CpuIsa::kAvx512) return detail::fewOutputConv2dAvx512(g, batch, height, width, x, w, bias, residual, act, y);
+void fewOutputConv2d(const ir::ConvGeometry& g, int64_t batch, int64_t height, int64_t width,
+                     const float* x, const FewOutputWeights& w, const float* bias,
+                     const float* residual, const Activation& act, float* y, CpuIsa isa) {
+  if (isa >= CpuIsa::kAvx512)
+    return detail::fewOutputConv2dAvx512(g, batch, height, width, x, w, bias, residual, act, y);
   fewOutputConv2dAvx2(g, batch, height, width, x, w, bias, residual, act, y);
 }
 

@@ -32,18 +32,21 @@ __mmask16 firstLanes(int64_t count) {
 
 // Lanes j of a vector that starts at input column col whose column col + j lies in [0, width).
 __mmask16 inRowLanes(int64_t col, int64_t width) {
-  const int64_t lo = std::clamp<int64_t>(-col, 0, kLanes), hi = std::clamp<int64_t>(width - col, 0, kLanes);
+  const int64_t lo = std::clamp<int64_t>(-col, 0, kLanes),
+                hi = std::clamp<int64_t>(width - col, 0, kLanes);
   if (hi <= lo) return 0;
   return __mmask16(((1u << hi) - 1) & ~((1u << lo) - 1));
 }
 
 // Adds the residual, applies the activation and stores the lanes in m.
-using FinishFn = void (*)(const Activation& act, __m512 v, const float* residual, float* out, __mmask16 m);
+using FinishFn = void (*)(const Activation& act, __m512 v, const float* residual, float* out,
+                          __mmask16 m);
 
 template <ActivationKind A>
 void finishVector(const Activation& act, __m512 v, const float* residual, float* out, __mmask16 m) {
   if (residual) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, residual));
-  _mm512_mask_storeu_ps(out, m, __m512(simd::activate<A, Float16Lanes, Int16Lanes>(act, Float16Lanes(v))));
+  _mm512_mask_storeu_ps(out, m,
+                        __m512(simd::activate<A, Float16Lanes, Int16Lanes>(act, Float16Lanes(v))));
 }
 
 struct Problem {
@@ -79,7 +82,8 @@ void convolveBlock(const Problem& p, const RowJob& job, int64_t ox) {
   __mmask16 masks[Masked ? kMaxKernelW * N : 1];
   if constexpr (Masked) {
     for (int64_t kx = 0; kx < p.kernelW; ++kx) {
-      for (int n = 0; n < N; ++n) masks[kx * N + n] = inRowLanes(ox + n * kLanes + kx - p.padLeft, p.width);
+      for (int n = 0; n < N; ++n)
+        masks[kx * N + n] = inRowLanes(ox + n * kLanes + kx - p.padLeft, p.width);
     }
   }
   // Tap rows whose input row lies inside the image.
@@ -100,8 +104,10 @@ void convolveBlock(const Problem& p, const RowJob& job, int64_t ox) {
 #pragma GCC unroll 16
         for (int n = 0; n < N; ++n) {
           __m512 v;
-          if constexpr (Masked) v = _mm512_maskz_loadu_ps(masks[kx * N + n], src + kx + n * kLanes);
-          else v = _mm512_loadu_ps(src + kx + n * kLanes);
+          if constexpr (Masked)
+            v = _mm512_maskz_loadu_ps(masks[kx * N + n], src + kx + n * kLanes);
+          else
+            v = _mm512_loadu_ps(src + kx + n * kLanes);
           // Keeps v in a register: otherwise GCC folds the load into each of the C FMAs, C loads
           // (most of them split over two cache lines) where one does.
           asm("" : "+v"(v));
@@ -116,7 +122,8 @@ void convolveBlock(const Problem& p, const RowJob& job, int64_t ox) {
     for (int n = 0; n < N; ++n) {
       const int64_t col = ox + n * kLanes;
       const int64_t o = c * outSize + job.oy * p.outW + col;
-      p.finish(p.act, acc[c][n], job.residual ? job.residual + o : nullptr, job.out + o, firstLanes(p.outW - col));
+      p.finish(p.act, acc[c][n], job.residual ? job.residual + o : nullptr, job.out + o,
+               firstLanes(p.outW - col));
     }
   }
 }
@@ -124,20 +131,21 @@ void convolveBlock(const Problem& p, const RowJob& job, int64_t ox) {
 // One output row, in the register blocks of conv_few_outputs_rows.h.
 template <int C, int N>
 void convolveRow(const Problem& p, const RowJob& job) {
-  forEachRowBlock<kLanes, N>(p.outW, p.width, p.kernelW, p.padLeft, [&]<int n, bool masked>(int64_t ox) {
-    convolveBlock<C, n, masked>(p, job, ox);
-  });
+  forEachRowBlock<kLanes, N>(
+      p.outW, p.width, p.kernelW, p.padLeft,
+      [&]<int n, bool masked>(int64_t ox) { convolveBlock<C, n, masked>(p, job, ox); });
 }
 
 }  // namespace
 
-void fewOutputConv2dAvx512(const ir::ConvGeometry& g, int64_t batch, int64_t height, int64_t width, const float* x,
-                           const FewOutputWeights& w, const float* bias, const float* residual, const Activation& act,
-                           float* y) {
+void fewOutputConv2dAvx512(const ir::ConvGeometry& g, int64_t batch, int64_t height, int64_t width,
+                           const float* x, const FewOutputWeights& w, const float* bias,
+                           const float* residual, const Activation& act, float* y) {
   FinishFn finish = nullptr;
-  simd::withActivationKind(act.kind, [&](auto kind) { finish = &finishVector<decltype(kind)::value>; });
-  const Problem p{height,       width,         w.inChannels, w.kernelH,   w.kernelW, g.padsBegin[0],
-                  g.padsBegin[1], g.output[0], g.output[1],  bias,        act,       finish};
+  simd::withActivationKind(act.kind,
+                           [&](auto kind) { finish = &finishVector<decltype(kind)::value>; });
+  const Problem p{height,         width,       w.inChannels, w.kernelH, w.kernelW, g.padsBegin[0],
+                  g.padsBegin[1], g.output[0], g.output[1],  bias,      act,       finish};
   const std::vector<FewOutputGroup> groups = fewOutputGroups(w.outChannels);
   const int64_t inSize = w.inChannels * height * width, outSize = w.outChannels * p.outH * p.outW;
   const int64_t taps = w.kernelH * w.kernelW, planeOut = p.outH * p.outW;
@@ -153,10 +161,18 @@ void fewOutputConv2dAvx512(const ir::ConvGeometry& g, int64_t batch, int64_t hei
                          y + offset,
                          i % p.outH};
         switch (grp.count) {
-          case 1: convolveRow<1, 16>(p, job); break;
-          case 2: convolveRow<2, 12>(p, job); break;
-          case 3: convolveRow<3, 8>(p, job); break;
-          default: convolveRow<4, 6>(p, job); break;
+          case 1:
+            convolveRow<1, 16>(p, job);
+            break;
+          case 2:
+            convolveRow<2, 12>(p, job);
+            break;
+          case 3:
+            convolveRow<3, 8>(p, job);
+            break;
+          default:
+            convolveRow<4, 6>(p, job);
+            break;
         }
       }
     }

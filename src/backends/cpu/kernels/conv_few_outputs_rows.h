@@ -33,9 +33,11 @@ inline void forEachVectorBlock(int64_t from, int64_t to, Block& block) {
 // The blocks of one output row of outW columns over an input row of `width` columns, read by a
 // kernelW-wide kernel from column ox - padLeft.
 template <int64_t Lanes, int N, typename Block>
-inline void forEachRowBlock(int64_t outW, int64_t width, int64_t kernelW, int64_t padLeft, Block&& block) {
+inline void forEachRowBlock(int64_t outW, int64_t width, int64_t kernelW, int64_t padLeft,
+                            Block&& block) {
   const int64_t vectors = (outW + Lanes - 1) / Lanes;
-  // Vector v reads input columns v * Lanes - padLeft to v * Lanes + Lanes - 1 + kernelW - 1 - padLeft.
+  // Vector v reads input columns v * Lanes - padLeft to v * Lanes + Lanes - 1 + kernelW - 1 -
+  // padLeft.
   const int64_t left = std::min(vectors, (padLeft + Lanes - 1) / Lanes);
   int64_t right = vectors;
   while (right > left && (right - 1) * Lanes + Lanes - 1 + kernelW - 1 - padLeft >= width) --right;

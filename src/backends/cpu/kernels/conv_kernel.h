@@ -15,9 +15,11 @@
 namespace kiln::cpu {
 
 struct ConvAttrs {
-  ir::Node node;  // label with the attributes ir::convGeometry reads, for sizes unknown at build time
+  ir::Node
+      node;  // label with the attributes ir::convGeometry reads, for sizes unknown at build time
   int64_t group = 1;
-  bool fused = false;  // kiln::FusedConv: float32 only, optional residual Z (input 3), an activation
+  bool fused =
+      false;  // kiln::FusedConv: float32 only, optional residual Z (input 3), an activation
   Activation act;
   // X's and W's spatial sizes when both were static at build time, and the geometry at them.
   std::optional<Shape> xSpatial, wSpatial;
@@ -42,17 +44,19 @@ bool startConvCall(KernelContext& ctx, const ConvAttrs& a, ConvCall& call);
 
 /// Scratch bytes of im2col + GEMM for X and W of these shapes (0 when a shape is unknown or the
 /// convolution reads X directly), elements of `elementSize` bytes.
-uint64_t im2colWorkspaceBytes(const ConvAttrs& a, const Shape* x, const Shape* w, size_t elementSize);
+uint64_t im2colWorkspaceBytes(const ConvAttrs& a, const Shape* x, const Shape* w,
+                              size_t elementSize);
 
 /// y = act(conv(x, w) + bias + residual) in float32 by im2col + GEMM (pointwise: GEMM on X
 /// directly; one input channel per group: taps accumulated directly), W packed when `packed` is
 /// not empty; the column buffer comes from ctx.workspace.
-void convolveIm2colFloat(KernelContext& ctx, const ConvAttrs& a, const ConvCall& call, const PackedMatrix& packed);
+void convolveIm2colFloat(KernelContext& ctx, const ConvAttrs& a, const ConvCall& call,
+                         const PackedMatrix& packed);
 
 /// C[M x N] (row stride ldc) = epilogue(W x B) with the constant W of an ungrouped convolution
 /// held packed by its kernel (M output channels, K = depth), B a column block (row stride ldb).
-using PackedWeightsProduct =
-    std::function<void(int64_t N, const float* b, int64_t ldb, float* c, int64_t ldc, const GemmEpilogue& ep)>;
+using PackedWeightsProduct = std::function<void(int64_t N, const float* b, int64_t ldb, float* c,
+                                                int64_t ldc, const GemmEpilogue& ep)>;
 
 /// convolveIm2colFloat with the weight products done by `product` (BF16 kernels).
 void convolveIm2colFloat(KernelContext& ctx, const ConvAttrs& a, const ConvCall& call,

@@ -46,7 +46,8 @@ inline void transformOutputTile(const float m[16], float y[2][2]) {
 
 bool winogradApplies(const ir::ConvGeometry& g, int64_t group) {
   if (g.kernel.size() != 2 || g.kernel[0] != 3 || g.kernel[1] != 3 || group != 1) return false;
-  if (g.strides[0] != 1 || g.strides[1] != 1 || g.dilations[0] != 1 || g.dilations[1] != 1) return false;
+  if (g.strides[0] != 1 || g.strides[1] != 1 || g.dilations[0] != 1 || g.dilations[1] != 1)
+    return false;
   return g.output[0] >= 2 && g.output[1] >= 2;
 }
 
@@ -83,29 +84,35 @@ std::vector<float> winogradFilters(const float* w, int64_t outChannels, int64_t 
   return u;
 }
 
-WinogradWeights packWinogradFilters(const float* w, int64_t outChannels, int64_t channels, CpuIsa isa) {
+WinogradWeights packWinogradFilters(const float* w, int64_t outChannels, int64_t channels,
+                                    CpuIsa isa) {
   const std::vector<float> u = winogradFilters(w, outChannels, channels);
   WinogradWeights packed;
   packed.u.reserve(16);
   for (int xi = 0; xi < 16; ++xi) {
-    packed.u.push_back(packA(false, outChannels, channels, u.data() + xi * outChannels * channels, channels, isa));
+    packed.u.push_back(
+        packA(false, outChannels, channels, u.data() + xi * outChannels * channels, channels, isa));
   }
   return packed;
 }
 
-void winogradConv2d(const ir::ConvGeometry& g, int64_t batch, int64_t channels, int64_t height, int64_t width,
-                    int64_t outChannels, const float* x, const WinogradWeights& filters, float* y,
-                    const WinogradEpilogue& epilogue) {
-  const bool finish = epilogue.bias || epilogue.residual || epilogue.act.kind != ActivationKind::kNone;
+void winogradConv2d(const ir::ConvGeometry& g, int64_t batch, int64_t channels, int64_t height,
+                    int64_t width, int64_t outChannels, const float* x,
+                    const WinogradWeights& filters, float* y, const WinogradEpilogue& epilogue) {
+  const bool finish =
+      epilogue.bias || epilogue.residual || epilogue.act.kind != ActivationKind::kNone;
   const int64_t outH = g.output[0], outW = g.output[1];
   const int64_t tilesY = (outH + 1) / 2, tilesX = (outW + 1) / 2, tiles = tilesY * tilesX;
   const int64_t padTop = g.padsBegin[0], padLeft = g.padsBegin[1];
-  const int64_t block = std::clamp<int64_t>(kBlockBytes / (64 * (channels + outChannels)), 8, tiles);
-  std::vector<float> v(static_cast<size_t>(16 * channels * block)), m(static_cast<size_t>(16 * outChannels * block));
+  const int64_t block =
+      std::clamp<int64_t>(kBlockBytes / (64 * (channels + outChannels)), 8, tiles);
+  std::vector<float> v(static_cast<size_t>(16 * channels * block)),
+      m(static_cast<size_t>(16 * outChannels * block));
   for (int64_t n = 0; n < batch; ++n) {
     const float* image = x + n * channels * height * width;
     float* out = y + n * outChannels * outH * outW;
-    const float* residual = epilogue.residual ? epilogue.residual + n * outChannels * outH * outW : nullptr;
+    const float* residual =
+        epilogue.residual ? epilogue.residual + n * outChannels * outH * outW : nullptr;
     for (int64_t t0 = 0; t0 < tiles; t0 += block) {
       const int64_t count = std::min(block, tiles - t0);
       parallelFor(channels, [&](int64_t c0, int64_t c1) {
@@ -119,25 +126,28 @@ void winogradConv2d(const ir::ConvGeometry& g, int64_t batch, int64_t channels, 
               const int64_t iy = iy0 + r;
               for (int k = 0; k < 4; ++k) {
                 const int64_t ix = ix0 + k;
-                d[r][k] = iy >= 0 && iy < height && ix >= 0 && ix < width ? src[iy * width + ix] : 0.0f;
+                d[r][k] =
+                    iy >= 0 && iy < height && ix >= 0 && ix < width ? src[iy * width + ix] : 0.0f;
               }
             }
             float tv[16];
             transformInputTile(d, tv);
-            for (int xi = 0; xi < 16; ++xi) v[static_cast<size_t>((xi * channels + c) * block + t)] = tv[xi];
+            for (int xi = 0; xi < 16; ++xi)
+              v[static_cast<size_t>((xi * channels + c) * block + t)] = tv[xi];
           }
         }
       });
       for (int xi = 0; xi < 16; ++xi) {
-        sgemmPacked(filters.u[xi], count, 1.0f, false, v.data() + xi * channels * block, block, 0.0f,
-                    m.data() + xi * outChannels * block, block);
+        sgemmPacked(filters.u[xi], count, 1.0f, false, v.data() + xi * channels * block, block,
+                    0.0f, m.data() + xi * outChannels * block, block);
       }
       parallelFor(outChannels, [&](int64_t o0, int64_t o1) {
         for (int64_t o = o0; o < o1; ++o) {
           float* dst = out + o * outH * outW;
           for (int64_t t = 0; t < count; ++t) {
             float mt[16];
-            for (int xi = 0; xi < 16; ++xi) mt[xi] = m[static_cast<size_t>((xi * outChannels + o) * block + t)];
+            for (int xi = 0; xi < 16; ++xi)
+              mt[xi] = m[static_cast<size_t>((xi * outChannels + o) * block + t)];
             float yt[2][2];
             transformOutputTile(mt, yt);
             const int64_t oy = (t0 + t) / tilesX * 2, ox = (t0 + t) % tilesX * 2;
@@ -147,7 +157,8 @@ void winogradConv2d(const ir::ConvGeometry& g, int64_t batch, int64_t channels, 
           }
           // The output rows whose tiles all lie in blocks done so far and not in earlier ones.
           const int64_t rowBegin = t0 / tilesX * 2;
-          const int64_t rowEnd = t0 + count == tiles ? outH : std::min(outH, (t0 + count) / tilesX * 2);
+          const int64_t rowEnd =
+              t0 + count == tiles ? outH : std::min(outH, (t0 + count) / tilesX * 2);
           if (finish && rowEnd > rowBegin) {
             applyEpilogue(epilogue.act, dst + rowBegin * outW, (rowEnd - rowBegin) * outW,
                           epilogue.bias ? epilogue.bias[o] : 0.0f,

@@ -17,7 +17,8 @@ bool winogradApplies(const ir::ConvGeometry& g, int64_t group);
 /// optimization level 1 or more times both instead of asking).
 bool winogradPreferred(const ir::ConvGeometry& g, int64_t channels, int64_t outChannels);
 
-/// The transformed filters U = G w G^T, laid out [16][outChannels][channels], from w [OC, IC, 3, 3].
+/// The transformed filters U = G w G^T, laid out [16][outChannels][channels], from w [OC, IC, 3,
+/// 3].
 std::vector<float> winogradFilters(const float* w, int64_t outChannels, int64_t channels);
 
 /// The 16 matrices U[xi] (OC x IC) of winogradFilters, each packed as a GEMM left operand once,
@@ -25,7 +26,8 @@ std::vector<float> winogradFilters(const float* w, int64_t outChannels, int64_t 
 struct WinogradWeights {
   std::vector<PackedMatrix> u;
 };
-WinogradWeights packWinogradFilters(const float* w, int64_t outChannels, int64_t channels, CpuIsa isa = activeCpuIsa());
+WinogradWeights packWinogradFilters(const float* w, int64_t outChannels, int64_t channels,
+                                    CpuIsa isa = activeCpuIsa());
 
 /// What follows the convolution, applied to each run of finished output rows while it is in
 /// cache: y = act(y + bias[o] + residual), residual shaped like y (both optional).
@@ -36,8 +38,9 @@ struct WinogradEpilogue {
 };
 
 /// y[n] = epilogue(conv(x[n], w)) for every image; U from packWinogradFilters.
-void winogradConv2d(const ir::ConvGeometry& g, int64_t batch, int64_t channels, int64_t height, int64_t width,
-                    int64_t outChannels, const float* x, const WinogradWeights& filters, float* y,
+void winogradConv2d(const ir::ConvGeometry& g, int64_t batch, int64_t channels, int64_t height,
+                    int64_t width, int64_t outChannels, const float* x,
+                    const WinogradWeights& filters, float* y,
                     const WinogradEpilogue& epilogue = {});
 
 }  // namespace kiln::cpu

@@ -17,11 +17,16 @@ template <typename Fn>
 decltype(auto) dispatchStorage(DataType type, const char* what, Fn&& fn) {
   if (type == DataType::kString) return fn(TypeTag<std::string>{});
   switch (dataTypeSize(type)) {
-    case 1: return fn(TypeTag<uint8_t>{});
-    case 2: return fn(TypeTag<uint16_t>{});
-    case 4: return fn(TypeTag<uint32_t>{});
-    case 8: return fn(TypeTag<uint64_t>{});
-    default: throwUnsupportedType(type, what);
+    case 1:
+      return fn(TypeTag<uint8_t>{});
+    case 2:
+      return fn(TypeTag<uint16_t>{});
+    case 4:
+      return fn(TypeTag<uint32_t>{});
+    case 8:
+      return fn(TypeTag<uint64_t>{});
+    default:
+      throwUnsupportedType(type, what);
   }
 }
 
@@ -41,8 +46,10 @@ inline int64_t dimProduct(const Shape& shape, size_t begin, size_t end) {
 
 /// The row-major multi-index (into `index`) of position `linear` in `dims`, and its offsets in a
 /// source and a destination walked with `srcSteps` and `dstSteps`: where a thread's range starts.
-inline std::pair<int64_t, int64_t> outerOffsets(int64_t linear, const Shape& dims, const std::vector<int64_t>& srcSteps,
-                                                const std::vector<int64_t>& dstSteps, std::vector<int64_t>& index) {
+inline std::pair<int64_t, int64_t> outerOffsets(int64_t linear, const Shape& dims,
+                                                const std::vector<int64_t>& srcSteps,
+                                                const std::vector<int64_t>& dstSteps,
+                                                std::vector<int64_t>& index) {
   int64_t src = 0, dst = 0;
   for (size_t d = dims.size(); d-- > 0;) {
     index[d] = linear % dims[d];
@@ -56,7 +63,8 @@ inline std::pair<int64_t, int64_t> outerOffsets(int64_t linear, const Shape& dim
 /// copyStrided for a transpose: dim j is contiguous in the source but not the innermost output
 /// dim, so copying the (j, innermost) plane tile by tile keeps both reads and writes in cache.
 template <typename T>
-void copyTiled(const T* src, const Shape& dims, const std::vector<int64_t>& steps, size_t j, T* dst) {
+void copyTiled(const T* src, const Shape& dims, const std::vector<int64_t>& steps, size_t j,
+               T* dst) {
   constexpr int64_t kTile = 16;
   const size_t last = dims.size() - 1;
   const std::vector<int64_t> dstStrides = contiguousStrides(dims);
@@ -72,30 +80,33 @@ void copyTiled(const T* src, const Shape& dims, const std::vector<int64_t>& step
   }
   const int64_t planes = shapeNumel(outerDims);
   // Planes are independent: threads take contiguous ranges of them.
-  parallelForAtLeast(planes, std::max<int64_t>(1, kMinElementsPerThread / (rows * cols)), [&](int64_t p0, int64_t p1) {
-    std::vector<int64_t> index(outerDims.size(), 0);
-    auto [srcOffset, dstOffset] = outerOffsets(p0, outerDims, outerSrc, outerDst, index);
-    for (int64_t p = p0; p < p1; ++p) {
-      const T* s = src + srcOffset;
-      T* o = dst + dstOffset;
-      for (int64_t r0 = 0; r0 < rows; r0 += kTile) {
-        const int64_t rEnd = std::min(r0 + kTile, rows);
-        for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
-          const int64_t cEnd = std::min(c0 + kTile, cols);
-          for (int64_t r = r0; r < rEnd; ++r)
-            for (int64_t c = c0; c < cEnd; ++c) o[r * rowStride + c] = s[r + c * colStep];
-        }
-      }
-      for (size_t d = outerDims.size(); d-- > 0;) {
-        srcOffset += outerSrc[d];
-        dstOffset += outerDst[d];
-        if (++index[d] < outerDims[d]) break;
-        srcOffset -= outerSrc[d] * outerDims[d];
-        dstOffset -= outerDst[d] * outerDims[d];
-        index[d] = 0;
-      }
-    }
-  });
+  parallelForAtLeast(planes, std::max<int64_t>(1, kMinElementsPerThread / (rows * cols)),
+                     [&](int64_t p0, int64_t p1) {
+                       std::vector<int64_t> index(outerDims.size(), 0);
+                       auto [srcOffset, dstOffset] =
+                           outerOffsets(p0, outerDims, outerSrc, outerDst, index);
+                       for (int64_t p = p0; p < p1; ++p) {
+                         const T* s = src + srcOffset;
+                         T* o = dst + dstOffset;
+                         for (int64_t r0 = 0; r0 < rows; r0 += kTile) {
+                           const int64_t rEnd = std::min(r0 + kTile, rows);
+                           for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
+                             const int64_t cEnd = std::min(c0 + kTile, cols);
+                             for (int64_t r = r0; r < rEnd; ++r)
+                               for (int64_t c = c0; c < cEnd; ++c)
+                                 o[r * rowStride + c] = s[r + c * colStep];
+                           }
+                         }
+                         for (size_t d = outerDims.size(); d-- > 0;) {
+                           srcOffset += outerSrc[d];
+                           dstOffset += outerDst[d];
+                           if (++index[d] < outerDims[d]) break;
+                           srcOffset -= outerSrc[d] * outerDims[d];
+                           dstOffset -= outerDst[d] * outerDims[d];
+                           index[d] = 0;
+                         }
+                       }
+                     });
 }
 
 /// Fills contiguous `dst` of `shape` with src[sum(i_d * strides[d])]; strides may be 0 (broadcast)
@@ -134,32 +145,33 @@ void copyStrided(const T* src, const Shape& shape, const std::vector<int64_t>& s
   const std::vector<int64_t> outerSteps(steps.begin(), steps.end() - 1);
   const std::vector<int64_t> rowSteps(rank - 1, 0);  // destination offsets come from the row number
   // Rows are independent: threads take contiguous ranges of them.
-  parallelForAtLeast(outer, std::max<int64_t>(1, kMinElementsPerThread / inner), [&](int64_t o0, int64_t o1) {
-    std::vector<int64_t> index(rank - 1, 0);
-    int64_t offset = outerOffsets(o0, outerDims, outerSteps, rowSteps, index).first;
-    for (int64_t o = o0; o < o1; ++o) {
-      const T* s = src + offset;
-      T* row = dst + o * inner;
-      if (step == 1) {
-        std::copy(s, s + inner, row);
-      } else if (step == 0) {
-        std::fill(row, row + inner, *s);
-      } else {
-        for (int64_t i = 0; i < inner; ++i) row[i] = s[i * step];
-      }
-      for (size_t d = rank - 1; d-- > 0;) {
-        offset += steps[d];
-        if (++index[d] < dims[d]) break;
-        offset -= steps[d] * dims[d];
-        index[d] = 0;
-      }
-    }
-  });
+  parallelForAtLeast(
+      outer, std::max<int64_t>(1, kMinElementsPerThread / inner), [&](int64_t o0, int64_t o1) {
+        std::vector<int64_t> index(rank - 1, 0);
+        int64_t offset = outerOffsets(o0, outerDims, outerSteps, rowSteps, index).first;
+        for (int64_t o = o0; o < o1; ++o) {
+          const T* s = src + offset;
+          T* row = dst + o * inner;
+          if (step == 1) {
+            std::copy(s, s + inner, row);
+          } else if (step == 0) {
+            std::fill(row, row + inner, *s);
+          } else {
+            for (int64_t i = 0; i < inner; ++i) row[i] = s[i * step];
+          }
+          for (size_t d = rank - 1; d-- > 0;) {
+            offset += steps[d];
+            if (++index[d] < dims[d]) break;
+            offset -= steps[d] * dims[d];
+            index[d] = 0;
+          }
+        }
+      });
 }
 
 /// copyStrided on tensors of any dtype; dst must be allocated with `shape` and src's dtype.
-inline void copyStridedTensor(const Tensor& src, int64_t srcOffset, const std::vector<int64_t>& strides, Tensor& dst,
-                              const char* what) {
+inline void copyStridedTensor(const Tensor& src, int64_t srcOffset,
+                              const std::vector<int64_t>& strides, Tensor& dst, const char* what) {
   dispatchStorage(src.dtype(), what, [&](auto tag) {
     using T = typename decltype(tag)::type;
     copyStrided(src.data<T>() + srcOffset, dst.shape(), strides, dst.data<T>());
@@ -169,17 +181,19 @@ inline void copyStridedTensor(const Tensor& src, int64_t srcOffset, const std::v
 /// Converts index tensor values (int32 or int64) to int64.
 inline std::vector<int64_t> indexValues(const KernelContext& ctx, const Tensor& indices) {
   if (indices.dtype() != DataType::kInt64 && indices.dtype() != DataType::kInt32) {
-    ctx.fail("indices must be int32 or int64, got " + dataTypeName(indices.dtype()), ErrorCode::kUnsupportedNode);
+    ctx.fail("indices must be int32 or int64, got " + dataTypeName(indices.dtype()),
+             ErrorCode::kUnsupportedNode);
   }
   return indices.toInt64Vector();
 }
 
 /// Normalizes a possibly negative index into [0, dim); fails naming the node and the index.
-inline int64_t checkedIndex(const KernelContext& ctx, int64_t index, int64_t dim, const char* what = "index") {
+inline int64_t checkedIndex(const KernelContext& ctx, int64_t index, int64_t dim,
+                            const char* what = "index") {
   int64_t i = index < 0 ? index + dim : index;
   if (i < 0 || i >= dim) {
-    ctx.fail(std::string(what) + " " + std::to_string(index) + " is out of range for a dim of size " +
-                 std::to_string(dim),
+    ctx.fail(std::string(what) + " " + std::to_string(index) +
+                 " is out of range for a dim of size " + std::to_string(dim),
              ErrorCode::kInvalidArgument);
   }
   return i;
@@ -187,13 +201,15 @@ inline int64_t checkedIndex(const KernelContext& ctx, int64_t index, int64_t dim
 
 /// For GatherElements/ScatterElements: the offset in data (of `dataShape`) of each element of
 /// `indexTensor`, which indexes along `axis` and takes its other coordinates from its own position.
-inline std::vector<int64_t> elementOffsets(const KernelContext& ctx, const Shape& dataShape, const Tensor& indexTensor,
-                                           int64_t axis) {
+inline std::vector<int64_t> elementOffsets(const KernelContext& ctx, const Shape& dataShape,
+                                           const Tensor& indexTensor, int64_t axis) {
   const size_t rank = dataShape.size();
-  if (indexTensor.rank() != rank) ctx.fail("data and indices differ in rank", ErrorCode::kInvalidArgument);
+  if (indexTensor.rank() != rank)
+    ctx.fail("data and indices differ in rank", ErrorCode::kInvalidArgument);
   for (size_t d = 0; d < rank; ++d) {
     if (static_cast<int64_t>(d) != axis && indexTensor.dim(d) > dataShape[d]) {
-      ctx.fail("indices shape " + shapeToString(indexTensor.shape()) + " exceeds data shape " + shapeToString(dataShape),
+      ctx.fail("indices shape " + shapeToString(indexTensor.shape()) + " exceeds data shape " +
+                   shapeToString(dataShape),
                ErrorCode::kInvalidArgument);
     }
   }

@@ -12,21 +12,23 @@ namespace {
 
 using namespace rnn;
 
-// One direction's weights: [rows, 4 * hidden] minus their zero points, and their scales (1 or 4 * hidden).
+// One direction's weights: [rows, 4 * hidden] minus their zero points, and their scales (1 or 4 *
+// hidden).
 struct QuantizedWeights {
   std::vector<int32_t> values;
   std::vector<float> scales;
 };
 
 // Input `input` (W or R) with its scale and zero point at `scaleInput` and scaleInput + 1.
-QuantizedWeights loadWeights(const KernelContext& ctx, size_t input, size_t scaleInput, const char* name, int64_t d,
-                             int64_t rows, int64_t n) {
+QuantizedWeights loadWeights(const KernelContext& ctx, size_t input, size_t scaleInput,
+                             const char* name, int64_t d, int64_t rows, int64_t n) {
   const Tensor& w = ctx.input(input);
   const std::string prefix(name);
   const auto perDirection = [&](const Tensor& t, const std::string& what) {
     if (t.numel() == ctx.input(input).dim(0)) return int64_t{1};
     if (t.numel() == ctx.input(input).dim(0) * n) return n;
-    ctx.fail(what + " must hold one value per direction or [directions, " + std::to_string(n) + "], got " + t.describe(),
+    ctx.fail(what + " must hold one value per direction or [directions, " + std::to_string(n) +
+                 "], got " + t.describe(),
              ErrorCode::kInvalidArgument);
   };
   const Tensor& scale = ctx.input(scaleInput);
@@ -39,7 +41,8 @@ QuantizedWeights loadWeights(const KernelContext& ctx, size_t input, size_t scal
     const Tensor& zp = ctx.input(scaleInput + 1);
     const int64_t count = perDirection(zp, prefix + "_zero_point");
     zeroPoints.resize(static_cast<size_t>(count));
-    for (int64_t j = 0; j < count; ++j) zeroPoints[static_cast<size_t>(j)] = zeroPointAt(zp, d * count + j);
+    for (int64_t j = 0; j < count; ++j)
+      zeroPoints[static_cast<size_t>(j)] = zeroPointAt(zp, d * count + j);
   }
   q.values.resize(static_cast<size_t>(rows * n));
   const int64_t offset = d * rows * n;
@@ -60,8 +63,8 @@ std::vector<int32_t> quantizeWith(const float* v, int64_t count, const DynamicUi
 }
 
 // gates[j] += float(sum_k a[k] * w[k, j]) * (aScale * w.scales[j]).
-void addScaledProduct(const int32_t* a, int64_t depth, const QuantizedWeights& w, float aScale, int64_t n,
-                      std::vector<int32_t>& sums, float* gates) {
+void addScaledProduct(const int32_t* a, int64_t depth, const QuantizedWeights& w, float aScale,
+                      int64_t n, std::vector<int32_t>& sums, float* gates) {
   std::fill(sums.begin(), sums.end(), 0);
   addVectorTimesMatrix(a, depth, w.values.data(), n, n, sums.data());
   for (int64_t j = 0; j < n; ++j) {
@@ -89,7 +92,8 @@ class QuantizedLstmProducts {
     for (int64_t r = 0; r < rows; ++r) {
       float* o = &out[static_cast<size_t>(r * n)];
       std::copy(bias.begin(), bias.end(), o);
-      addScaledProduct(&x[static_cast<size_t>(r * dims_.input)], dims_.input, w_, xScale, n, sums_, o);
+      addScaledProduct(&x[static_cast<size_t>(r * dims_.input)], dims_.input, w_, xScale, n, sums_,
+                       o);
     }
     return out;
   }
@@ -98,21 +102,25 @@ class QuantizedLstmProducts {
     const int64_t h = dims_.hidden;
     activeStates_.clear();
     for (size_t b = 0; b < active.size(); ++b) {
-      if (active[b]) activeStates_.insert(activeStates_.end(), hState.begin() + b * h, hState.begin() + (b + 1) * h);
+      if (active[b])
+        activeStates_.insert(activeStates_.end(), hState.begin() + b * h,
+                             hState.begin() + (b + 1) * h);
     }
-    const DynamicUint8 q = chooseDynamicUint8(activeStates_.data(), static_cast<int64_t>(activeStates_.size()));
+    const DynamicUint8 q =
+        chooseDynamicUint8(activeStates_.data(), static_cast<int64_t>(activeStates_.size()));
     h_ = quantizeWith(hState.data(), static_cast<int64_t>(hState.size()), q);
     hScale_ = q.scale;
   }
   void addRecurrent(int64_t b, const float*, float* gates) {
-    addScaledProduct(&h_[static_cast<size_t>(b * dims_.hidden)], dims_.hidden, r_, hScale_, 4 * dims_.hidden, sums_, gates);
+    addScaledProduct(&h_[static_cast<size_t>(b * dims_.hidden)], dims_.hidden, r_, hScale_,
+                     4 * dims_.hidden, sums_, gates);
   }
 
  private:
   KernelContext& ctx_;
   const RecurrentDims& dims_;
   QuantizedWeights w_, r_;
-  std::vector<int32_t> h_, sums_;  // the step's quantized hidden state; one product's sums
+  std::vector<int32_t> h_, sums_;    // the step's quantized hidden state; one product's sums
   std::vector<float> activeStates_;  // the hidden states of the step's entries
   float hScale_ = 1.0f;
 };
@@ -120,7 +128,8 @@ class QuantizedLstmProducts {
 RecurrentDims quantizedLstmDims(const KernelContext& ctx, const RecurrentAttrs& attrs) {
   const Shape& x = ctx.input(0).shape();
   const Shape& r = ctx.input(2).shape();
-  if (x.size() != 3 || r.size() != 3) ctx.fail("X and R must have rank 3, got " + shapeToString(x) + " and " + shapeToString(r));
+  if (x.size() != 3 || r.size() != 3)
+    ctx.fail("X and R must have rank 3, got " + shapeToString(x) + " and " + shapeToString(r));
   RecurrentDims dims;
   dims.directions = attrs.directions;
   dims.seq = x[0];
@@ -129,8 +138,11 @@ RecurrentDims quantizedLstmDims(const KernelContext& ctx, const RecurrentAttrs& 
   dims.hidden = r[1];
   const Shape w = {dims.directions, dims.input, 4 * dims.hidden};
   const Shape rExpected = {dims.directions, dims.hidden, 4 * dims.hidden};
-  if (ctx.input(1).shape() != w) ctx.fail("W has shape " + shapeToString(ctx.input(1).shape()) + ", expected " + shapeToString(w));
-  if (r != rExpected) ctx.fail("R has shape " + shapeToString(r) + ", expected " + shapeToString(rExpected));
+  if (ctx.input(1).shape() != w)
+    ctx.fail("W has shape " + shapeToString(ctx.input(1).shape()) + ", expected " +
+             shapeToString(w));
+  if (r != rExpected)
+    ctx.fail("R has shape " + shapeToString(r) + ", expected " + shapeToString(rExpected));
   return dims;
 }
 
@@ -146,6 +158,7 @@ KernelFn makeDynamicQuantizeLstmKernel(const KernelCreateInfo& info) {
 
 }  // namespace
 
-KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "DynamicQuantizeLSTM", KernelFactory(makeDynamicQuantizeLstmKernel));
+KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "DynamicQuantizeLSTM",
+                                KernelFactory(makeDynamicQuantizeLstmKernel));
 
 }  // namespace kiln::cpu

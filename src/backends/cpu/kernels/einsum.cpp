@@ -30,7 +30,9 @@ struct EinsumAttrs {
   std::string equation;
 };
 
-EinsumAttrs einsumAttrs(const ir::Node& node) { return {nodeLabel(node), ir::attrString(node, "equation")}; }
+EinsumAttrs einsumAttrs(const ir::Node& node) {
+  return {nodeLabel(node), ir::attrString(node, "equation")};
+}
 
 void einsumKernel(KernelContext& ctx, const EinsumAttrs& attrs) {
   const size_t n = ctx.numInputs();
@@ -50,7 +52,8 @@ void einsumKernel(KernelContext& ctx, const EinsumAttrs& attrs) {
       used[l] = true;
       if (shape[a] != 1) {
         if (sizes[l] != 1 && sizes[l] != shape[a]) {
-          ctx.fail("einsum label sizes disagree: " + std::to_string(sizes[l]) + " and " + std::to_string(shape[a]));
+          ctx.fail("einsum label sizes disagree: " + std::to_string(sizes[l]) + " and " +
+                   std::to_string(shape[a]));
         }
         sizes[l] = shape[a];
         strides[l][k] += stride;  // a repeated label walks the diagonal
@@ -106,7 +109,8 @@ void einsumKernel(KernelContext& ctx, const EinsumAttrs& attrs) {
         } else if (n == 2) {
           const T* a = in[0] + offsets[0];
           const T* b = in[1] + offsets[1];
-          for (int64_t j = 0; j < innerSize; ++j) acc += C(a[j * innerStrides[0]]) * C(b[j * innerStrides[1]]);
+          for (int64_t j = 0; j < innerSize; ++j)
+            acc += C(a[j * innerStrides[0]]) * C(b[j * innerStrides[1]]);
         } else {
           for (int64_t j = 0; j < innerSize; ++j) {
             C product = 1;

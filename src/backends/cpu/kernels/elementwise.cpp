@@ -7,9 +7,9 @@
 #include "backends/cpu/activation_row.h"
 #include "backends/cpu/kernels/elementwise_util.h"
 #include "backends/cpu/kernels/gelu_functions.h"
-#include "backends/cpu/kernels/vector_math.h"
 #include "backends/cpu/kernels/node_label.h"
 #include "backends/cpu/kernels/run_checks.h"
+#include "backends/cpu/kernels/vector_math.h"
 
 namespace kiln::cpu {
 namespace {
@@ -35,14 +35,18 @@ KernelFn unaryFloatFor(std::string opType, Fn fn) {
 // A float unary op whose scalar function is fixed.
 template <typename Fn>
 KernelFactory unaryFloat(Fn fn) {
-  return [fn](const KernelCreateInfo& info) -> KernelFn { return unaryFloatFor(info.node.opType, fn); };
+  return [fn](const KernelCreateInfo& info) -> KernelFn {
+    return unaryFloatFor(info.node.opType, fn);
+  };
 }
 
 // A float unary op whose scalar function depends on attributes: makeFn(node) is called once when
 // the kernel is built and returns the scalar function.
 template <typename MakeFn>
 KernelFactory unaryFloatWithAttrs(MakeFn makeFn) {
-  return [makeFn](const KernelCreateInfo& info) -> KernelFn { return unaryFloatFor(info.node.opType, makeFn(info.node)); };
+  return [makeFn](const KernelCreateInfo& info) -> KernelFn {
+    return unaryFloatFor(info.node.opType, makeFn(info.node));
+  };
 }
 
 // Float32 runs the vectorised fused-activation code (activation_row.h); the other types widen per
@@ -50,7 +54,8 @@ KernelFactory unaryFloatWithAttrs(MakeFn makeFn) {
 void sigmoidKernel(KernelContext& ctx, const std::string& opType) {
   const Tensor& x = ctx.input(0);
   if (x.dtype() == DataType::kFloat32) {
-    applyActivationInParallel(Activation{ActivationKind::kSigmoid}, x.data<float>(), ctx.output(0).data<float>(), x.numel());
+    applyActivationInParallel(Activation{ActivationKind::kSigmoid}, x.data<float>(),
+                              ctx.output(0).data<float>(), x.numel());
     return;
   }
   applyUnaryFloat(ctx, opType, [](auto v) {
@@ -70,22 +75,35 @@ void vectorMathKernel(KernelContext& ctx, const std::string& opType) {
     return;
   }
   applyUnaryFloat(ctx, opType, [](auto v) {
-    if constexpr (kFn == VectorMathFn::kErf) return std::erf(v);
-    else if constexpr (kFn == VectorMathFn::kTanh) return std::tanh(v);
-    else return std::exp(v);
+    if constexpr (kFn == VectorMathFn::kErf)
+      return std::erf(v);
+    else if constexpr (kFn == VectorMathFn::kTanh)
+      return std::tanh(v);
+    else
+      return std::exp(v);
   });
 }
-KILN_REGISTER_CPU_KERNEL_WITH_RULES("Tanh", bindKernel(opTypeOf, vectorMathKernel<VectorMathFn::kTanh>), {{0}});
-KILN_REGISTER_CPU_KERNEL_WITH_RULES("Exp", bindKernel(opTypeOf, vectorMathKernel<VectorMathFn::kExp>), {{0}});
+KILN_REGISTER_CPU_KERNEL_WITH_RULES("Tanh",
+                                    bindKernel(opTypeOf, vectorMathKernel<VectorMathFn::kTanh>),
+                                    {{0}});
+KILN_REGISTER_CPU_KERNEL_WITH_RULES("Exp",
+                                    bindKernel(opTypeOf, vectorMathKernel<VectorMathFn::kExp>),
+                                    {{0}});
 KILN_REGISTER_CPU_KERNEL("Log", unaryFloat([](auto x) { return std::log(x); }));
 KILN_REGISTER_CPU_KERNEL_WITH_RULES("Sqrt", unaryFloat([](auto x) { return std::sqrt(x); }), {{0}});
 KILN_REGISTER_CPU_KERNEL("Reciprocal", unaryFloat([](auto x) { return decltype(x)(1) / x; }));
-KILN_REGISTER_CPU_KERNEL_WITH_RULES("Erf", bindKernel(opTypeOf, vectorMathKernel<VectorMathFn::kErf>), {{0}});
+KILN_REGISTER_CPU_KERNEL_WITH_RULES("Erf",
+                                    bindKernel(opTypeOf, vectorMathKernel<VectorMathFn::kErf>),
+                                    {{0}});
 KILN_REGISTER_CPU_KERNEL_WITH_RULES("Softplus", unaryFloat([](auto x) {
-  // log(1 + e^x) = max(x, 0) + log1p(e^-|x|), exact for large |x| and overflow-free.
-  return std::max(x, decltype(x)(0)) + std::log1p(std::exp(-std::fabs(x)));
-}), {{0}});
-KILN_REGISTER_CPU_KERNEL("Softsign", unaryFloat([](auto x) { return x / (decltype(x)(1) + std::fabs(x)); }));
+                                      // log(1 + e^x) = max(x, 0) + log1p(e^-|x|), exact for large
+                                      // |x| and overflow-free.
+                                      return std::max(x, decltype(x)(0)) +
+                                             std::log1p(std::exp(-std::fabs(x)));
+                                    }),
+                                    {{0}});
+KILN_REGISTER_CPU_KERNEL("Softsign",
+                         unaryFloat([](auto x) { return x / (decltype(x)(1) + std::fabs(x)); }));
 KILN_REGISTER_CPU_KERNEL("Floor", unaryFloat([](auto x) { return std::floor(x); }));
 KILN_REGISTER_CPU_KERNEL("Ceil", unaryFloat([](auto x) { return std::ceil(x); }));
 // nearbyint rounds halfway cases to even under the default rounding mode, as ONNX requires.
@@ -102,60 +120,77 @@ KILN_REGISTER_CPU_KERNEL("Asinh", unaryFloat([](auto x) { return std::asinh(x); 
 KILN_REGISTER_CPU_KERNEL("Acosh", unaryFloat([](auto x) { return std::acosh(x); }));
 KILN_REGISTER_CPU_KERNEL("Atanh", unaryFloat([](auto x) { return std::atanh(x); }));
 KILN_REGISTER_CPU_KERNEL_WITH_RULES("HardSwish", unaryFloat([](auto x) {
-  using V = decltype(x);
-  return x * std::clamp(x / V(6) + V(0.5), V(0), V(1));
-}), {{0}});
+                                      using V = decltype(x);
+                                      return x * std::clamp(x / V(6) + V(0.5), V(0), V(1));
+                                    }),
+                                    {{0}});
 KILN_REGISTER_CPU_KERNEL("Mish", unaryFloat([](auto x) {
-  using V = decltype(x);
-  const V softplus = std::max(x, V(0)) + std::log1p(std::exp(-std::fabs(x)));
-  return x * std::tanh(softplus);
-}));
+                           using V = decltype(x);
+                           const V softplus =
+                               std::max(x, V(0)) + std::log1p(std::exp(-std::fabs(x)));
+                           return x * std::tanh(softplus);
+                         }));
 
 KILN_REGISTER_CPU_KERNEL_WITH_RULES("LeakyRelu", unaryFloatWithAttrs([](const ir::Node& n) {
-  const float alpha = ir::attrFloat(n, "alpha", 0.01f);
-  return [alpha](auto x) { return x >= 0 ? x : decltype(x)(alpha) * x; };
-}), {{0}});
+                                      const float alpha = ir::attrFloat(n, "alpha", 0.01f);
+                                      return [alpha](auto x) {
+                                        return x >= 0 ? x : decltype(x)(alpha) * x;
+                                      };
+                                    }),
+                                    {{0}});
 KILN_REGISTER_CPU_KERNEL_WITH_RULES("Elu", unaryFloatWithAttrs([](const ir::Node& n) {
-  const float alpha = ir::attrFloat(n, "alpha", 1.0f);
-  return [alpha](auto x) { return x >= 0 ? x : decltype(x)(alpha) * std::expm1(x); };
-}), {{0}});
+                                      const float alpha = ir::attrFloat(n, "alpha", 1.0f);
+                                      return [alpha](auto x) {
+                                        return x >= 0 ? x : decltype(x)(alpha) * std::expm1(x);
+                                      };
+                                    }),
+                                    {{0}});
 KILN_REGISTER_CPU_KERNEL("Celu", unaryFloatWithAttrs([](const ir::Node& n) {
-  const float alpha = ir::attrFloat(n, "alpha", 1.0f);
-  if (alpha == 0.0f) ir::failNode(n, "attribute 'alpha' must not be 0");
-  return [alpha](auto x) {
-    using V = decltype(x);
-    return std::max(V(0), x) + std::min(V(0), V(alpha) * std::expm1(x / V(alpha)));
-  };
-}));
+                           const float alpha = ir::attrFloat(n, "alpha", 1.0f);
+                           if (alpha == 0.0f) ir::failNode(n, "attribute 'alpha' must not be 0");
+                           return [alpha](auto x) {
+                             using V = decltype(x);
+                             return std::max(V(0), x) +
+                                    std::min(V(0), V(alpha) * std::expm1(x / V(alpha)));
+                           };
+                         }));
 KILN_REGISTER_CPU_KERNEL_WITH_RULES("Selu", unaryFloatWithAttrs([](const ir::Node& n) {
-  const float alpha = ir::attrFloat(n, "alpha", 1.67326319217681884765625f);
-  const float gamma = ir::attrFloat(n, "gamma", 1.05070102214813232421875f);
-  return [alpha, gamma](auto x) {
-    using V = decltype(x);
-    return V(gamma) * (x > 0 ? x : V(alpha) * std::expm1(x));
-  };
-}), {{0}});
+                                      const float alpha =
+                                          ir::attrFloat(n, "alpha", 1.67326319217681884765625f);
+                                      const float gamma =
+                                          ir::attrFloat(n, "gamma", 1.05070102214813232421875f);
+                                      return [alpha, gamma](auto x) {
+                                        using V = decltype(x);
+                                        return V(gamma) * (x > 0 ? x : V(alpha) * std::expm1(x));
+                                      };
+                                    }),
+                                    {{0}});
 KILN_REGISTER_CPU_KERNEL_WITH_RULES("HardSigmoid", unaryFloatWithAttrs([](const ir::Node& n) {
-  const float alpha = ir::attrFloat(n, "alpha", 0.2f);
-  const float beta = ir::attrFloat(n, "beta", 0.5f);
-  return [alpha, beta](auto x) {
-    using V = decltype(x);
-    return std::clamp(V(alpha) * x + V(beta), V(0), V(1));
-  };
-}), {{0}});
+                                      const float alpha = ir::attrFloat(n, "alpha", 0.2f);
+                                      const float beta = ir::attrFloat(n, "beta", 0.5f);
+                                      return [alpha, beta](auto x) {
+                                        using V = decltype(x);
+                                        return std::clamp(V(alpha) * x + V(beta), V(0), V(1));
+                                      };
+                                    }),
+                                    {{0}});
 KILN_REGISTER_CPU_KERNEL("ThresholdedRelu", unaryFloatWithAttrs([](const ir::Node& n) {
-  const float alpha = ir::attrFloat(n, "alpha", 1.0f);
-  return [alpha](auto x) { return x > decltype(x)(alpha) ? x : decltype(x)(0); };
-}));
+                           const float alpha = ir::attrFloat(n, "alpha", 1.0f);
+                           return [alpha](auto x) {
+                             return x > decltype(x)(alpha) ? x : decltype(x)(0);
+                           };
+                         }));
 
-KILN_REGISTER_CPU_KERNEL("Gelu", KernelFactory([](const KernelCreateInfo& info) -> KernelFn {
-  const std::string approximate = ir::attrString(info.node, "approximate", "none");
-  if (approximate == "tanh") return unaryFloatFor(info.node.opType, geluTanh);
-  if (approximate != "none") {
-    ir::failNode(info.node, "attribute 'approximate' must be 'none' or 'tanh', got '" + approximate + "'");
-  }
-  return unaryFloatFor(info.node.opType, geluExact);
-}));
+KILN_REGISTER_CPU_KERNEL(
+    "Gelu", KernelFactory([](const KernelCreateInfo& info) -> KernelFn {
+      const std::string approximate = ir::attrString(info.node, "approximate", "none");
+      if (approximate == "tanh") return unaryFloatFor(info.node.opType, geluTanh);
+      if (approximate != "none") {
+        ir::failNode(info.node,
+                     "attribute 'approximate' must be 'none' or 'tanh', got '" + approximate + "'");
+      }
+      return unaryFloatFor(info.node.opType, geluExact);
+    }));
 
 // ---- Arithmetic on every numeric type ----
 
@@ -172,30 +207,39 @@ KernelFactory unaryNumeric(Op op) {
   });
 }
 
-// Relu takes signed integers too (opset 14); written so that NaN stays NaN, like numpy.maximum(x, 0).
-KILN_REGISTER_CPU_KERNEL_WITH_RULES("Relu", unaryNumeric([](auto x) { return x < 0 ? decltype(x)(0) : x; }), {{0}});
-KILN_REGISTER_CPU_KERNEL_WITH_RULES("Neg", unaryNumeric([](auto v) { return wrapSub(decltype(v)(0), v); }), {{0}});
+// Relu takes signed integers too (opset 14); written so that NaN stays NaN, like numpy.maximum(x,
+// 0).
+KILN_REGISTER_CPU_KERNEL_WITH_RULES("Relu",
+                                    unaryNumeric([](auto x) { return x < 0 ? decltype(x)(0) : x; }),
+                                    {{0}});
+KILN_REGISTER_CPU_KERNEL_WITH_RULES("Neg",
+                                    unaryNumeric([](auto v) { return wrapSub(decltype(v)(0), v); }),
+                                    {{0}});
 KILN_REGISTER_CPU_KERNEL_WITH_RULES("Abs", unaryNumeric([](auto v) {
-  using V = decltype(v);
-  if constexpr (std::is_unsigned_v<V>) return v;
-  else if constexpr (std::is_integral_v<V>) return v < 0 ? wrapSub(V(0), v) : v;
-  else return std::fabs(v);
-}), {{0}});
+                                      using V = decltype(v);
+                                      if constexpr (std::is_unsigned_v<V>)
+                                        return v;
+                                      else if constexpr (std::is_integral_v<V>)
+                                        return v < 0 ? wrapSub(V(0), v) : v;
+                                      else
+                                        return std::fabs(v);
+                                    }),
+                                    {{0}});
 KILN_REGISTER_CPU_KERNEL("Sign", unaryNumeric([](auto v) {
-  using V = decltype(v);
-  if constexpr (std::is_floating_point_v<V>) {
-    if (std::isnan(v)) return v;
-  }
-  return static_cast<V>(v > V(0) ? 1 : (v < V(0) ? -1 : 0));
-}));
+                           using V = decltype(v);
+                           if constexpr (std::is_floating_point_v<V>) {
+                             if (std::isnan(v)) return v;
+                           }
+                           return static_cast<V>(v > V(0) ? 1 : (v < V(0) ? -1 : 0));
+                         }));
 
 // Opset 1-6 Add/Sub/Mul/Div: with broadcast=1, B's dims line up with A's starting at `axis`
 // (by default at the end); otherwise the shapes must be equal. Returns B viewed at A's rank.
 struct BinaryAttrs {
   std::string opType;
-  bool legacy = false;           // opset 1-6: the broadcast and axis attributes below apply
+  bool legacy = false;  // opset 1-6: the broadcast and axis attributes below apply
   bool broadcast = false;
-  std::optional<int64_t> axis;   // none: B lines up with A's last dims
+  std::optional<int64_t> axis;  // none: B lines up with A's last dims
 };
 
 BinaryAttrs binaryAttrs(const ir::Node& node) {
@@ -209,11 +253,13 @@ BinaryAttrs binaryAttrs(const ir::Node& node) {
   return a;
 }
 
-Tensor legacyBroadcastOperand(const KernelContext& ctx, const BinaryAttrs& attrs, const Tensor& a, const Tensor& b) {
+Tensor legacyBroadcastOperand(const KernelContext& ctx, const BinaryAttrs& attrs, const Tensor& a,
+                              const Tensor& b) {
   if (!attrs.broadcast) {
     if (a.shape() != b.shape()) {
       ctx.fail("shapes " + shapeToString(a.shape()) + " and " + shapeToString(b.shape()) +
-                   " differ and attribute 'broadcast' is 0", ErrorCode::kInvalidArgument);
+                   " differ and attribute 'broadcast' is 0",
+               ErrorCode::kInvalidArgument);
     }
     return b;
   }
@@ -223,8 +269,9 @@ Tensor legacyBroadcastOperand(const KernelContext& ctx, const BinaryAttrs& attrs
   int64_t axis = attrs.axis ? *attrs.axis : rankA - rankB;
   if (axis < 0) axis += rankA;
   if (axis < 0 || axis + rankB > rankA) {
-    ctx.fail("attribute 'axis' does not place B's shape " + shapeToString(b.shape()) + " inside A's " +
-                 shapeToString(a.shape()), ErrorCode::kInvalidArgument);
+    ctx.fail("attribute 'axis' does not place B's shape " + shapeToString(b.shape()) +
+                 " inside A's " + shapeToString(a.shape()),
+             ErrorCode::kInvalidArgument);
   }
   Shape shape(static_cast<size_t>(rankA), 1);
   for (int64_t i = 0; i < rankB; ++i) {
@@ -242,7 +289,8 @@ template <typename Op>
 KernelFactory binaryNumeric(Op op) {
   return bindKernel(binaryAttrs, [op](KernelContext& ctx, const BinaryAttrs& attrs) {
     const Tensor& a = ctx.input(0);
-    const Tensor b = attrs.legacy ? legacyBroadcastOperand(ctx, attrs, a, ctx.input(1)) : ctx.input(1);
+    const Tensor b =
+        attrs.legacy ? legacyBroadcastOperand(ctx, attrs, a, ctx.input(1)) : ctx.input(1);
     Tensor& y = ctx.output(0);
     dispatchNumeric(a.dtype(), attrs.opType.c_str(), [&](auto tag) {
       using T = typename decltype(tag)::type;
@@ -251,23 +299,30 @@ KernelFactory binaryNumeric(Op op) {
   });
 }
 
-KILN_REGISTER_CPU_KERNEL_WITH_RULES("Add", binaryNumeric([](auto x, auto y) { return wrapAdd(x, y); }), {{0, 1}});
-KILN_REGISTER_CPU_KERNEL_WITH_RULES("Sub", binaryNumeric([](auto x, auto y) { return wrapSub(x, y); }), {{0, 1}});
-KILN_REGISTER_CPU_KERNEL_WITH_RULES("Mul", binaryNumeric([](auto x, auto y) { return wrapMul(x, y); }), {{0, 1}});
+KILN_REGISTER_CPU_KERNEL_WITH_RULES("Add",
+                                    binaryNumeric([](auto x, auto y) { return wrapAdd(x, y); }),
+                                    {{0, 1}});
+KILN_REGISTER_CPU_KERNEL_WITH_RULES("Sub",
+                                    binaryNumeric([](auto x, auto y) { return wrapSub(x, y); }),
+                                    {{0, 1}});
+KILN_REGISTER_CPU_KERNEL_WITH_RULES("Mul",
+                                    binaryNumeric([](auto x, auto y) { return wrapMul(x, y); }),
+                                    {{0, 1}});
 KILN_REGISTER_CPU_KERNEL_WITH_RULES("Div", binaryNumeric([](auto x, auto y) {
-  using V = decltype(x);
-  if constexpr (std::is_integral_v<V>) {
-    // Truncates toward zero like C++; division by zero gives 0 (numpy's result) instead of a trap,
-    // and MIN / -1 wraps.
-    if (y == 0) return V(0);
-    if constexpr (std::is_signed_v<V>) {
-      if (y == V(-1)) return wrapSub(V(0), x);
-    }
-    return static_cast<V>(x / y);
-  } else {
-    return x / y;
-  }
-}), {{0, 1}});
+                                      using V = decltype(x);
+                                      if constexpr (std::is_integral_v<V>) {
+                                        // Truncates toward zero like C++; division by zero gives 0
+                                        // (numpy's result) instead of a trap, and MIN / -1 wraps.
+                                        if (y == 0) return V(0);
+                                        if constexpr (std::is_signed_v<V>) {
+                                          if (y == V(-1)) return wrapSub(V(0), x);
+                                        }
+                                        return static_cast<V>(x / y);
+                                      } else {
+                                        return x / y;
+                                      }
+                                    }),
+                                    {{0, 1}});
 
 // Integer power by squaring, wrapping on overflow like numpy; negative exponents truncate 1/x^n.
 template <typename T>
@@ -326,8 +381,10 @@ void powKernel(KernelContext& ctx) {
     dispatchNumeric(a.dtype(), "Pow", [&](auto tag) {
       using T = typename decltype(tag)::type;
       mapBinary<T, T>(a, b, y, [](auto x, auto p) {
-        if constexpr (std::is_integral_v<decltype(x)>) return integerPow(x, p);
-        else return std::pow(x, p);
+        if constexpr (std::is_integral_v<decltype(x)>)
+          return integerPow(x, p);
+        else
+          return std::pow(x, p);
       });
     });
     return;
@@ -337,7 +394,8 @@ void powKernel(KernelContext& ctx) {
   dispatchNumeric(b.dtype(), "Pow", [&](auto tag) {
     using E = typename decltype(tag)::type;
     const E* src = b.data<E>();
-    for (int64_t i = 0; i < b.numel(); ++i) e[i] = static_cast<double>(static_cast<ComputeType<E>>(src[i]));
+    for (int64_t i = 0; i < b.numel(); ++i)
+      e[i] = static_cast<double>(static_cast<ComputeType<E>>(src[i]));
   });
   dispatchNumeric(a.dtype(), "Pow", [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -377,11 +435,15 @@ void modKernel(KernelContext& ctx, bool cStyle) {
   Tensor& y = ctx.output(0);
   dispatchNumeric(a.dtype(), "Mod", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    if (cStyle) mapBinary<T, T>(a, b, y, [](auto p, auto q) { return modValue(p, q, true); });
-    else mapBinary<T, T>(a, b, y, [](auto p, auto q) { return modValue(p, q, false); });
+    if (cStyle)
+      mapBinary<T, T>(a, b, y, [](auto p, auto q) { return modValue(p, q, true); });
+    else
+      mapBinary<T, T>(a, b, y, [](auto p, auto q) { return modValue(p, q, false); });
   });
 }
-KILN_REGISTER_CPU_KERNEL("Mod", bindKernel([](const ir::Node& node) { return ir::attrInt(node, "fmod", 0) != 0; }, modKernel));
+KILN_REGISTER_CPU_KERNEL(
+    "Mod",
+    bindKernel([](const ir::Node& node) { return ir::attrInt(node, "fmod", 0) != 0; }, modKernel));
 
 // True for PRelu-1/6 models (old PyTorch exports) whose 1-D slope holds one value per channel
 // (axis 1) instead of broadcasting numpy-style from the last axis.
@@ -400,7 +462,8 @@ void preluKernel(KernelContext& ctx, int64_t opset) {
   }
   if (broadcastShapes(ctx, x.shape(), slope.shape()) != x.shape()) {
     ctx.fail("slope shape " + shapeToString(slope.shape()) + " does not broadcast to X shape " +
-             shapeToString(x.shape()), ErrorCode::kInvalidArgument);
+                 shapeToString(x.shape()),
+             ErrorCode::kInvalidArgument);
   }
   Tensor& y = ctx.output(0);
   dispatchNumeric(x.dtype(), "PRelu", [&](auto tag) {
@@ -408,7 +471,8 @@ void preluKernel(KernelContext& ctx, int64_t opset) {
     mapBinary<T, T>(x, slope, y, [](auto v, auto s) { return v < 0 ? wrapMul(s, v) : v; });
   });
 }
-KILN_REGISTER_CPU_KERNEL("PRelu", bindKernel([](const ir::Node& node) { return node.opset; }, preluKernel));
+KILN_REGISTER_CPU_KERNEL("PRelu",
+                         bindKernel([](const ir::Node& node) { return node.opset; }, preluKernel));
 
 // Clip: bounds come from attributes min/max before opset 11 and from optional scalar inputs after.
 // y = min(max(x, lo), hi), so lo > hi yields hi everywhere and NaN inputs stay NaN.
@@ -442,16 +506,21 @@ void clipKernel(KernelContext& ctx, const ClipAttrs& attrs) {
     auto attrBound = [&](const std::optional<double>& bound, C fallback) {
       if (!bound) return fallback;
       const double v = *bound;
-      if constexpr (std::is_floating_point_v<C>) return static_cast<C>(v);
-      else return static_cast<C>(std::clamp(v, double(std::numeric_limits<C>::lowest()), double(std::numeric_limits<C>::max())));
+      if constexpr (std::is_floating_point_v<C>)
+        return static_cast<C>(v);
+      else
+        return static_cast<C>(std::clamp(v, double(std::numeric_limits<C>::lowest()),
+                                         double(std::numeric_limits<C>::max())));
     };
     lo = attrBound(attrs.min, lo);
     hi = attrBound(attrs.max, hi);
     auto bound = [&](size_t i, C& value) {
       if (!ctx.hasInput(i)) return;
       const Tensor& t = ctx.input(i);
-      if (t.numel() != 1) ctx.fail("input " + std::to_string(i) + " must be a scalar, got " + t.describe());
-      if (t.dtype() != x.dtype()) ctx.fail("bound " + t.describe() + " has another type than the input");
+      if (t.numel() != 1)
+        ctx.fail("input " + std::to_string(i) + " must be a scalar, got " + t.describe());
+      if (t.dtype() != x.dtype())
+        ctx.fail("bound " + t.describe() + " has another type than the input");
       value = static_cast<C>(t.data<T>()[0]);
     };
     bound(1, lo);
@@ -461,7 +530,8 @@ void clipKernel(KernelContext& ctx, const ClipAttrs& attrs) {
 }
 KILN_REGISTER_CPU_KERNEL("Clip", bindKernel(clipAttrs, clipKernel));
 
-// Shrink: x < -lambd -> x + bias, x > lambd -> x - bias, else 0. Integers compare and add in double.
+// Shrink: x < -lambd -> x + bias, x > lambd -> x - bias, else 0. Integers compare and add in
+// double.
 struct ShrinkAttrs {
   double lambd = 0.5, bias = 0.0;
 };
@@ -483,8 +553,10 @@ void shrinkKernel(KernelContext& ctx, const ShrinkAttrs& attrs) {
     mapUnary<T, T>(x, y, [l, b](C v) {
       const W w = static_cast<W>(v);
       const W r = w < -l ? w + b : (w > l ? w - b : W(0));
-      if constexpr (std::is_integral_v<C>) return convertNumber<C>(r);
-      else return r;
+      if constexpr (std::is_integral_v<C>)
+        return convertNumber<C>(r);
+      else
+        return r;
     });
   });
 }

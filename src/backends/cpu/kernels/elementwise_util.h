@@ -15,7 +15,8 @@ namespace kiln::cpu {
 
 /// Compute type for T: float for the 16-bit floats, T otherwise.
 template <typename T>
-using ComputeType = std::conditional_t<std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>, float, T>;
+using ComputeType =
+    std::conditional_t<std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>, float, T>;
 
 /// Wrapping integer arithmetic: signed overflow wraps like numpy instead of being undefined.
 template <typename T>
@@ -42,7 +43,8 @@ T wrapMul(T a, T b) {
     using U = std::make_unsigned_t<T>;
     // Promote to at least unsigned int so that uint16 * uint16 does not overflow a signed int.
     using P = std::common_type_t<U, unsigned>;
-    return static_cast<T>(static_cast<U>(static_cast<P>(static_cast<U>(a)) * static_cast<P>(static_cast<U>(b))));
+    return static_cast<T>(
+        static_cast<U>(static_cast<P>(static_cast<U>(a)) * static_cast<P>(static_cast<U>(b))));
   } else {
     return a * b;
   }
@@ -84,62 +86,74 @@ void mapUnary(const Tensor& in, Tensor& out, Op op) {
   const In* x = in.data<In>();
   Out* y = out.data<Out>();
   parallelForAtLeast(in.numel(), kMinElementsPerThread, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) y[i] = static_cast<Out>(op(static_cast<ComputeType<In>>(x[i])));
+    for (int64_t i = begin; i < end; ++i)
+      y[i] = static_cast<Out>(op(static_cast<ComputeType<In>>(x[i])));
   });
 }
 
 /// v in its compute type; a reference when no conversion is needed (no string copies).
 template <typename T>
 decltype(auto) toCompute(const T& v) {
-  if constexpr (std::is_same_v<ComputeType<T>, T>) return (v);
-  else return static_cast<ComputeType<T>>(v);
+  if constexpr (std::is_same_v<ComputeType<T>, T>)
+    return (v);
+  else
+    return static_cast<ComputeType<T>>(v);
 }
 
 /// z[i] = op(x[i], pattern[i]) (kPatternFirst false) or op(pattern[i], x[i]) for i < n.
 template <bool kPatternFirst, typename X, typename P, typename Out, typename Op>
 void mapAgainstPattern(const X* x, const P* __restrict pattern, Out* z, int64_t n, const Op& op) {
   for (int64_t i = 0; i < n; ++i) {
-    if constexpr (kPatternFirst) z[i] = static_cast<Out>(op(pattern[i], toCompute(x[i])));
-    else z[i] = static_cast<Out>(op(toCompute(x[i]), pattern[i]));
+    if constexpr (kPatternFirst)
+      z[i] = static_cast<Out>(op(pattern[i], toCompute(x[i])));
+    else
+      z[i] = static_cast<Out>(op(toCompute(x[i]), pattern[i]));
   }
 }
 
-/// mapBinaryMixed for a periodic broadcast (broadcast.h), with threads taking ranges of output rows.
-/// The repeated row is copied into a pattern of at least kPatternLength elements so that the
+/// mapBinaryMixed for a periodic broadcast (broadcast.h), with threads taking ranges of output
+/// rows. The repeated row is copied into a pattern of at least kPatternLength elements so that the
 /// inner loop is a long vectorisable pass over contiguous arrays even when rows are short (the 16
 /// lanes of an NCHWc pixel). kRepeatedA: input a is the repeated one.
 template <bool kRepeatedA, typename InA, typename InB, typename Out, typename Op>
-void mapBinaryPeriodic(const InA* pa, const InB* pb, Out* po, const CoalescedBroadcast<2>& cb, int64_t rows,
-                       int64_t cols, const Op& op) {
+void mapBinaryPeriodic(const InA* pa, const InB* pb, Out* po, const CoalescedBroadcast<2>& cb,
+                       int64_t rows, int64_t cols, const Op& op) {
   using Repeated = std::conditional_t<kRepeatedA, InA, InB>;
   constexpr int64_t kPatternLength = 256;
   const int64_t tiles = shapeNumel(cb.dims) / (rows * cols);
   const int64_t period = cols * std::max<int64_t>(1, kPatternLength / cols);
-  parallelForAtLeast(tiles * rows, std::max<int64_t>(1, kMinElementsPerThread / cols), [&](int64_t u0, int64_t u1) {
-    // Not a std::vector: vector<bool> has no data().
-    const std::unique_ptr<ComputeType<Repeated>[]> pattern(new ComputeType<Repeated>[static_cast<size_t>(period)]);
-    for (int64_t u = u0; u < u1;) {
-      const int64_t tile = u / rows, row = u % rows;
-      const int64_t count = std::min(rows - row, u1 - u);
-      const std::array<int64_t, 2> at = tileOffsets(cb, tile);
-      const Repeated* repeated;
-      if constexpr (kRepeatedA) repeated = pa + at[0];
-      else repeated = pb + at[1];
-      for (int64_t p = 0; p < period; p += cols) {
-        for (int64_t c = 0; c < cols; ++c) pattern[p + c] = toCompute(repeated[c]);
-      }
-      const int64_t start = (tile * rows + row) * cols, length = count * cols;
-      for (int64_t done = 0; done < length; done += period) {
-        const int64_t n = std::min(period, length - done);
-        if constexpr (kRepeatedA) {
-          mapAgainstPattern<true>(pb + at[1] + row * cols + done, pattern.get(), po + start + done, n, op);
-        } else {
-          mapAgainstPattern<false>(pa + at[0] + row * cols + done, pattern.get(), po + start + done, n, op);
-        }
-      }
-      u += count;
-    }
-  });
+  parallelForAtLeast(tiles * rows, std::max<int64_t>(1, kMinElementsPerThread / cols),
+                     [&](int64_t u0, int64_t u1) {
+                       // Not a std::vector: vector<bool> has no data().
+                       const std::unique_ptr<ComputeType<Repeated>[]> pattern(
+                           new ComputeType<Repeated>[static_cast<size_t>(period)]);
+                       for (int64_t u = u0; u < u1;) {
+                         const int64_t tile = u / rows, row = u % rows;
+                         const int64_t count = std::min(rows - row, u1 - u);
+                         const std::array<int64_t, 2> at = tileOffsets(cb, tile);
+                         const Repeated* repeated;
+                         if constexpr (kRepeatedA)
+                           repeated = pa + at[0];
+                         else
+                           repeated = pb + at[1];
+                         for (int64_t p = 0; p < period; p += cols) {
+                           for (int64_t c = 0; c < cols; ++c)
+                             pattern[p + c] = toCompute(repeated[c]);
+                         }
+                         const int64_t start = (tile * rows + row) * cols, length = count * cols;
+                         for (int64_t done = 0; done < length; done += period) {
+                           const int64_t n = std::min(period, length - done);
+                           if constexpr (kRepeatedA) {
+                             mapAgainstPattern<true>(pb + at[1] + row * cols + done, pattern.get(),
+                                                     po + start + done, n, op);
+                           } else {
+                             mapAgainstPattern<false>(pa + at[0] + row * cols + done, pattern.get(),
+                                                      po + start + done, n, op);
+                           }
+                         }
+                         u += count;
+                       }
+                     });
 }
 
 /// out = op(a, b) with numpy broadcasting, where a and b may have different element types.
@@ -151,7 +165,8 @@ void mapBinaryMixed(const Tensor& a, const Tensor& b, Tensor& out, Op op) {
   Out* po = out.data<Out>();
   using CA = ComputeType<InA>;
   using CB = ComputeType<InB>;
-  const auto runs = [&](int64_t o, const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& st) {
+  const auto runs = [&](int64_t o, const std::array<int64_t, 2>& off, int64_t n,
+                        const std::array<int64_t, 2>& st) {
     const InA* x = pa + off[0];
     const InB* y = pb + off[1];
     Out* z = po + o;
@@ -172,13 +187,16 @@ void mapBinaryMixed(const Tensor& a, const Tensor& b, Tensor& out, Op op) {
   if (total == 0) return;
   const CoalescedBroadcast<2> cb = coalesceBroadcast<2>(out.shape(), {&a.shape(), &b.shape()});
   if (const std::optional<PeriodicBroadcast> periodic = findPeriodicBroadcast(cb)) {
-    if (periodic->repeated == 0) mapBinaryPeriodic<true, InA, InB, Out>(pa, pb, po, cb, periodic->rows, periodic->cols, op);
-    else mapBinaryPeriodic<false, InA, InB, Out>(pa, pb, po, cb, periodic->rows, periodic->cols, op);
+    if (periodic->repeated == 0)
+      mapBinaryPeriodic<true, InA, InB, Out>(pa, pb, po, cb, periodic->rows, periodic->cols, op);
+    else
+      mapBinaryPeriodic<false, InA, InB, Out>(pa, pb, po, cb, periodic->rows, periodic->cols, op);
     return;
   }
   // Each thread takes a contiguous slice of the output (runs may be cut mid-way).
-  parallelForAtLeast(total, kMinElementsPerThread,
-                     [&](int64_t begin, int64_t end) { forEachBroadcastRunIn<2>(cb, begin, end, runs); });
+  parallelForAtLeast(total, kMinElementsPerThread, [&](int64_t begin, int64_t end) {
+    forEachBroadcastRunIn<2>(cb, begin, end, runs);
+  });
 }
 
 /// out = op(a, b) with numpy broadcasting; a and b share the element type In.

@@ -23,7 +23,8 @@ constexpr int64_t kRowBlock = 64;
 
 /// The mask's element strides along (batch, head, query, key) when it broadcasts (right-aligned)
 /// to `full`, 0 where it repeats; false when it does not broadcast.
-bool maskStrides(const Shape& mask, const std::array<int64_t, 4>& full, std::array<int64_t, 4>* strides) {
+bool maskStrides(const Shape& mask, const std::array<int64_t, 4>& full,
+                 std::array<int64_t, 4>* strides) {
   if (mask.size() > 4) return false;
   strides->fill(0);
   int64_t stride = 1;
@@ -43,17 +44,21 @@ AttentionOperands separateOperands(KernelContext& ctx) {
   const Tensor& v = ctx.input(2);
   for (const Tensor* t : {&q, &k, &v}) {
     if (t->dtype() != DataType::kFloat32) {
-      ctx.fail("FusedAttention needs float32 inputs, got " + t->describe(), ErrorCode::kInvalidArgument);
+      ctx.fail("FusedAttention needs float32 inputs, got " + t->describe(),
+               ErrorCode::kInvalidArgument);
     }
   }
-  if (q.rank() != 4 || k.rank() != 4 || v.rank() != 4 || k.dim(0) != q.dim(0) || v.dim(0) != q.dim(0) ||
-      k.dim(2) != q.dim(2) || v.dim(2) != q.dim(2) || k.dim(3) != q.dim(3) || v.dim(1) != k.dim(1)) {
+  if (q.rank() != 4 || k.rank() != 4 || v.rank() != 4 || k.dim(0) != q.dim(0) ||
+      v.dim(0) != q.dim(0) || k.dim(2) != q.dim(2) || v.dim(2) != q.dim(2) ||
+      k.dim(3) != q.dim(3) || v.dim(1) != k.dim(1)) {
     ctx.fail("Q " + q.describe() + ", K " + k.describe() + " and V " + v.describe() +
-                 " must be [batch, length, heads, dim] with matching batch, heads, key length and Q/K dim",
+                 " must be [batch, length, heads, dim] with matching batch, heads, key length and "
+                 "Q/K dim",
              ErrorCode::kInvalidArgument);
   }
-  AttentionOperands o{q.data<float>(), k.data<float>(), v.data<float>(), 0, 0, 0,
-                      q.dim(0), q.dim(1), k.dim(1), q.dim(2), q.dim(3), v.dim(3)};
+  AttentionOperands o{
+      q.data<float>(), k.data<float>(), v.data<float>(), 0,        0,        0,
+      q.dim(0),        q.dim(1),        k.dim(1),        q.dim(2), q.dim(3), v.dim(3)};
   o.qRow = o.H * o.Dk;
   o.kRow = o.H * o.Dk;
   o.vRow = o.H * o.Dv;
@@ -62,24 +67,29 @@ AttentionOperands separateOperands(KernelContext& ctx) {
 
 }  // namespace
 
-AttentionOperands packedAttentionOperands(const KernelContext& ctx, const Tensor& qkv, int64_t heads) {
-  if (qkv.dtype() != DataType::kFloat32 || qkv.rank() != 3 || heads <= 0 || qkv.dim(2) % (3 * heads) != 0) {
-    ctx.fail("packed QKV " + qkv.describe() + " must be float32 [batch, length, 3 * " + std::to_string(heads) +
-                 " * dim]",
+AttentionOperands packedAttentionOperands(const KernelContext& ctx, const Tensor& qkv,
+                                          int64_t heads) {
+  if (qkv.dtype() != DataType::kFloat32 || qkv.rank() != 3 || heads <= 0 ||
+      qkv.dim(2) % (3 * heads) != 0) {
+    ctx.fail("packed QKV " + qkv.describe() + " must be float32 [batch, length, 3 * " +
+                 std::to_string(heads) + " * dim]",
              ErrorCode::kInvalidArgument);
   }
   const int64_t D = qkv.dim(2) / (3 * heads);
   const float* base = qkv.data<float>();
-  return {base, base + heads * D, base + 2 * heads * D, qkv.dim(2), qkv.dim(2), qkv.dim(2),
-          qkv.dim(0), qkv.dim(1), qkv.dim(1), heads, D, D};
+  return {base,       base + heads * D, base + 2 * heads * D, qkv.dim(2), qkv.dim(2), qkv.dim(2),
+          qkv.dim(0), qkv.dim(1),       qkv.dim(1),           heads,      D,          D};
 }
 
-void fusedAttention(const KernelContext& ctx, const AttentionOperands& o, const Tensor* mask, float scale, Tensor& y) {
+void fusedAttention(const KernelContext& ctx, const AttentionOperands& o, const Tensor* mask,
+                    float scale, Tensor& y) {
   const int64_t B = o.B, Sq = o.Sq, H = o.H, Dk = o.Dk, Sk = o.Sk, Dv = o.Dv;
   std::array<int64_t, 4> ms{};
-  if (mask && (mask->dtype() != DataType::kFloat32 || !maskStrides(mask->shape(), {B, H, Sq, Sk}, &ms))) {
-    ctx.fail("mask " + mask->describe() + " must be float32 and broadcast to the scores [" + std::to_string(B) + "x" +
-                 std::to_string(H) + "x" + std::to_string(Sq) + "x" + std::to_string(Sk) + "]",
+  if (mask &&
+      (mask->dtype() != DataType::kFloat32 || !maskStrides(mask->shape(), {B, H, Sq, Sk}, &ms))) {
+    ctx.fail("mask " + mask->describe() + " must be float32 and broadcast to the scores [" +
+                 std::to_string(B) + "x" + std::to_string(H) + "x" + std::to_string(Sq) + "x" +
+                 std::to_string(Sk) + "]",
              ErrorCode::kInvalidArgument);
   }
   if (y.numel() == 0) return;
@@ -99,7 +109,8 @@ void fusedAttention(const KernelContext& ctx, const AttentionOperands& o, const 
       const float* qBlock = o.q + (b * Sq + i0) * o.qRow + h * Dk;
       const float* kHead = o.k + b * Sk * o.kRow + h * Dk;
       const float* vHead = o.v + b * Sk * o.vRow + h * Dv;
-      sgemm(false, true, rows, Sk, Dk, scale, qBlock, o.qRow, kHead, o.kRow, 0.0f, scores.data(), Sk);
+      sgemm(false, true, rows, Sk, Dk, scale, qBlock, o.qRow, kHead, o.kRow, 0.0f, scores.data(),
+            Sk);
       if (!pm) {
         softmaxRows(scores.data(), Sk, nullptr, 0, rows, Sk);
       } else if (ms[3] == 1) {  // mask rows are contiguous along the keys
@@ -110,8 +121,8 @@ void fusedAttention(const KernelContext& ctx, const AttentionOperands& o, const 
           softmaxRows(scores.data() + r * Sk, Sk, maskRow.data(), 0, 1, Sk);
         }
       }
-      sgemm(false, false, rows, Dv, Sk, 1.0f, scores.data(), Sk, vHead, o.vRow, 0.0f, py + ((b * Sq + i0) * H + h) * Dv,
-            H * Dv);
+      sgemm(false, false, rows, Dv, Sk, 1.0f, scores.data(), Sk, vHead, o.vRow, 0.0f,
+            py + ((b * Sq + i0) * H + h) * Dv, H * Dv);
     }
   });
 }
@@ -120,7 +131,8 @@ namespace {
 
 void fusedAttentionKernel(KernelContext& ctx, float scale, int64_t packedHeads) {
   const bool packed = !ctx.hasInput(1) && !ctx.hasInput(2);
-  const AttentionOperands o = packed ? packedAttentionOperands(ctx, ctx.input(0), packedHeads) : separateOperands(ctx);
+  const AttentionOperands o =
+      packed ? packedAttentionOperands(ctx, ctx.input(0), packedHeads) : separateOperands(ctx);
   fusedAttention(ctx, o, ctx.hasInput(3) ? &ctx.input(3) : nullptr, scale, ctx.output(0));
 }
 

@@ -18,10 +18,12 @@ struct AttentionOperands {
 
 /// The packed form: `qkv` [B, S, 3 * heads * D], rows of [Q | K | V] each heads * D wide; fails
 /// naming the node when it does not have that shape.
-AttentionOperands packedAttentionOperands(const KernelContext& ctx, const Tensor& qkv, int64_t heads);
+AttentionOperands packedAttentionOperands(const KernelContext& ctx, const Tensor& qkv,
+                                          int64_t heads);
 
 /// y [B, Sq, H, Dv] = softmax(scale * Q K^T + mask) V; mask (null: none) is float32 and broadcasts
 /// to [B, H, Sq, Sk]. Fails naming the node when the mask does not fit.
-void fusedAttention(const KernelContext& ctx, const AttentionOperands& o, const Tensor* mask, float scale, Tensor& y);
+void fusedAttention(const KernelContext& ctx, const AttentionOperands& o, const Tensor* mask,
+                    float scale, Tensor& y);
 
 }  // namespace kiln::cpu

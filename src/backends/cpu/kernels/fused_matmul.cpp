@@ -14,62 +14,78 @@ namespace {
 std::string packedBDeclines(const KernelCreateInfo& info) {
   const Tensor* b = info.constants.size() > 1 ? info.constants[1] : nullptr;
   if (!b) return "B is not a constant";
-  if (b->dtype() != DataType::kFloat32 || b->rank() != 2) return "B " + b->describe() + " is not a 2-D float32 matrix";
+  if (b->dtype() != DataType::kFloat32 || b->rank() != 2)
+    return "B " + b->describe() + " is not a 2-D float32 matrix";
   return "";
 }
 
-// With packConstantB, B packed for `isa`'s micro-kernel, or (with `saved`) the packing a plan holds.
-Kernel makeFusedMatMulKernel(const KernelCreateInfo& info, bool packConstantB, CpuIsa isa, const KernelState* saved) {
+// With packConstantB, B packed for `isa`'s micro-kernel, or (with `saved`) the packing a plan
+// holds.
+Kernel makeFusedMatMulKernel(const KernelCreateInfo& info, bool packConstantB, CpuIsa isa,
+                             const KernelState* saved) {
   const Activation act = fusedActivationOf(info.node);
   PackedMatrix packed;
   const Tensor* constantB = info.constants.size() > 1 ? info.constants[1] : nullptr;
   if (packConstantB) {
     const int64_t K = constantB->dim(0), N = constantB->dim(1);
     using Side = PackedMatrix::Side;
-    packed = saved ? PackedMatrix::view(Side::kB, isa, K, N,
-                                        savedFloats(info.node, *saved, 0, PackedMatrix::packedFloats(Side::kB, isa, K, N)))
-                   : packB(false, K, N, constantB->data<float>(), N, isa);
+    packed = saved
+                 ? PackedMatrix::view(Side::kB, isa, K, N,
+                                      savedFloats(info.node, *saved, 0,
+                                                  PackedMatrix::packedFloats(Side::kB, isa, K, N)))
+                 : packB(false, K, N, constantB->data<float>(), N, isa);
     info.keepsOwnCopyOf(1);  // float32 A is required, so B is only read packed
   }
   std::function<KernelState()> save;
   if (!packed.empty()) {
     save = [packed] {
-      return KernelState{{}, {{packed.data(), static_cast<uint64_t>(packed.floats()) * sizeof(float)}},
+      return KernelState{{},
+                         {{packed.data(), static_cast<uint64_t>(packed.floats()) * sizeof(float)}},
                          std::shared_ptr<const void>(packed.data(), [](const void*) {})};
     };
   }
-  return {[act, packed](KernelContext& ctx) {
-    const Tensor& a = ctx.input(0);
-    const Tensor& b = ctx.input(1);
-    const Tensor* bias = ctx.hasInput(2) ? &ctx.input(2) : nullptr;
-    const Tensor* residual = ctx.hasInput(3) ? &ctx.input(3) : nullptr;
-    if (a.dtype() != DataType::kFloat32 || b.dtype() != DataType::kFloat32 || b.rank() != 2 || a.rank() < 1) {
-      ctx.fail("FusedMatMul needs float32 A and a 2-D float32 B, got A " + a.describe() + " and B " + b.describe(),
-               ErrorCode::kInvalidArgument);
-    }
-    const int64_t K = b.dim(0), N = b.dim(1);
-    if (a.dim(a.rank() - 1) != K) {
-      ctx.fail("inner dimensions differ: A " + a.describe() + ", B " + b.describe(), ErrorCode::kInvalidArgument);
-    }
-    if (bias && (bias->dtype() != DataType::kFloat32 || bias->numel() != N)) {
-      ctx.fail("bias " + bias->describe() + " must be float32 with " + std::to_string(N) + " values",
-               ErrorCode::kInvalidArgument);
-    }
-    Tensor& y = ctx.output(0);
-    if (residual && (residual->dtype() != DataType::kFloat32 || residual->shape() != y.shape())) {
-      ctx.fail("residual Z " + residual->describe() + " must be float32 shaped like the output " + y.describe(),
-               ErrorCode::kInvalidArgument);
-    }
-    const int64_t rows = K ? a.numel() / K : (N ? y.numel() / N : 0);
-    if (y.numel() == 0) return;
-    const GemmEpilogue ep{bias ? bias->data<float>() : nullptr, false, act, residual ? residual->data<float>() : nullptr, N};
-    if (!packed.empty() && packed.rows() == K && packed.cols() == N) {
-      sgemmPacked(false, rows, 1.0f, a.data<float>(), K, packed, 0.0f, y.data<float>(), N, ep);
-    } else {
-      sgemm(false, false, rows, N, K, 1.0f, a.data<float>(), K, b.data<float>(), N, 0.0f, y.data<float>(), N, ep);
-    }
-  },
-          {}, std::move(save)};
+  return {
+      [act, packed](KernelContext& ctx) {
+        const Tensor& a = ctx.input(0);
+        const Tensor& b = ctx.input(1);
+        const Tensor* bias = ctx.hasInput(2) ? &ctx.input(2) : nullptr;
+        const Tensor* residual = ctx.hasInput(3) ? &ctx.input(3) : nullptr;
+        if (a.dtype() != DataType::kFloat32 || b.dtype() != DataType::kFloat32 || b.rank() != 2 ||
+            a.rank() < 1) {
+          ctx.fail("FusedMatMul needs float32 A and a 2-D float32 B, got A " + a.describe() +
+                       " and B " + b.describe(),
+                   ErrorCode::kInvalidArgument);
+        }
+        const int64_t K = b.dim(0), N = b.dim(1);
+        if (a.dim(a.rank() - 1) != K) {
+          ctx.fail("inner dimensions differ: A " + a.describe() + ", B " + b.describe(),
+                   ErrorCode::kInvalidArgument);
+        }
+        if (bias && (bias->dtype() != DataType::kFloat32 || bias->numel() != N)) {
+          ctx.fail(
+              "bias " + bias->describe() + " must be float32 with " + std::to_string(N) + " values",
+              ErrorCode::kInvalidArgument);
+        }
+        Tensor& y = ctx.output(0);
+        if (residual &&
+            (residual->dtype() != DataType::kFloat32 || residual->shape() != y.shape())) {
+          ctx.fail("residual Z " + residual->describe() +
+                       " must be float32 shaped like the output " + y.describe(),
+                   ErrorCode::kInvalidArgument);
+        }
+        const int64_t rows = K ? a.numel() / K : (N ? y.numel() / N : 0);
+        if (y.numel() == 0) return;
+        const GemmEpilogue ep{bias ? bias->data<float>() : nullptr, false, act,
+                              residual ? residual->data<float>() : nullptr, N};
+        if (!packed.empty() && packed.rows() == K && packed.cols() == N) {
+          sgemmPacked(false, rows, 1.0f, a.data<float>(), K, packed, 0.0f, y.data<float>(), N, ep);
+        } else {
+          sgemm(false, false, rows, N, K, 1.0f, a.data<float>(), K, b.data<float>(), N, 0.0f,
+                y.data<float>(), N, ep);
+        }
+      },
+      {},
+      std::move(save)};
 }
 
 const bool kRegistered = [] {
@@ -80,13 +96,16 @@ const bool kRegistered = [] {
       c.id = std::string("f32_fused_matmul_") + (packed ? "packed_b_" : "sgemm_") + cpuIsaName(isa);
       c.isa = isa;
       if (packed) c.supports = packedBDeclines;
-      c.create = [packed, isa](const KernelCreateInfo& info) { return makeFusedMatMulKernel(info, packed, isa, nullptr); };
+      c.create = [packed, isa](const KernelCreateInfo& info) {
+        return makeFusedMatMulKernel(info, packed, isa, nullptr);
+      };
       if (packed) {
         c.restore = [isa](const KernelCreateInfo& info, const KernelState& s) {
           return makeFusedMatMulKernel(info, true, isa, &s);
         };
       }
-      KernelRegistry::global().addCandidate("kiln", "FusedMatMul", DataType::kFloat32, std::move(c));
+      KernelRegistry::global().addCandidate("kiln", "FusedMatMul", DataType::kFloat32,
+                                            std::move(c));
     }
   }
   return true;

@@ -4,8 +4,8 @@
 #include <cmath>
 
 #include "backends/cpu/kernels/elementwise_util.h"
-#include "ir/shape_helpers.h"
 #include "backends/cpu/kernels/node_label.h"
+#include "ir/shape_helpers.h"
 
 namespace kiln::cpu {
 namespace {
@@ -13,7 +13,8 @@ namespace {
 enum class Interp { kNearest, kLinear, kCubic };
 enum class Padding { kZeros, kBorder, kReflection };
 
-/// The valid coordinate range of one spatial axis: pixel centers with align_corners, else pixel edges.
+/// The valid coordinate range of one spatial axis: pixel centers with align_corners, else pixel
+/// edges.
 struct AxisRange {
   int64_t size;
   double lo, hi;
@@ -41,15 +42,19 @@ double reflect(double x, double lo, double hi) {
 /// The index a tap reads along one axis, or -1 when it reads padding zeros.
 int64_t tapIndex(int64_t i, const AxisRange& a, Padding padding) {
   switch (padding) {
-    case Padding::kZeros: return (i >= 0 && i < a.size) ? i : -1;
-    case Padding::kBorder: return std::clamp<int64_t>(i, 0, a.size - 1);
+    case Padding::kZeros:
+      return (i >= 0 && i < a.size) ? i : -1;
+    case Padding::kBorder:
+      return std::clamp<int64_t>(i, 0, a.size - 1);
     case Padding::kReflection:
-      return std::clamp<int64_t>(static_cast<int64_t>(reflect(static_cast<double>(i), a.lo, a.hi)), 0, a.size - 1);
+      return std::clamp<int64_t>(static_cast<int64_t>(reflect(static_cast<double>(i), a.lo, a.hi)),
+                                 0, a.size - 1);
   }
   return -1;
 }
 
-/// Keys cubic convolution weights (A = -0.75) for the taps at floor(x) - 1 .. floor(x) + 2, t = x - floor(x).
+/// Keys cubic convolution weights (A = -0.75) for the taps at floor(x) - 1 .. floor(x) + 2, t = x -
+/// floor(x).
 void cubicWeights(double t, double* w) {
   constexpr double A = -0.75;
   auto nearW = [](double d) { return ((A + 2) * d - (A + 3)) * d * d + 1; };       // |d| <= 1
@@ -69,8 +74,10 @@ struct Tap {
 int axisTaps(double x, const AxisRange& a, Interp interp, Padding padding, Tap* taps) {
   if (interp == Interp::kNearest) x = std::nearbyint(x);  // half to even, as the reference rounds
   if (x < a.lo || x > a.hi) {
-    if (padding == Padding::kBorder) x = std::clamp(x, 0.0, static_cast<double>(a.size - 1));
-    else if (padding == Padding::kReflection) x = reflect(x, a.lo, a.hi);
+    if (padding == Padding::kBorder)
+      x = std::clamp(x, 0.0, static_cast<double>(a.size - 1));
+    else if (padding == Padding::kReflection)
+      x = reflect(x, a.lo, a.hi);
   }
   if (interp == Interp::kNearest) {
     taps[0] = Tap{tapIndex(static_cast<int64_t>(x), a, padding), 1.0};
@@ -112,7 +119,8 @@ struct GridSampleAttrs {
 
 GridSampleAttrs gridSampleAttrs(const ir::Node& node) {
   return {parseInterp(ir::attrString(node, "mode", node.opset < 20 ? "bilinear" : "linear"), node),
-          parsePadding(ir::attrString(node, "padding_mode", "zeros"), node), ir::attrInt(node, "align_corners", 0) != 0};
+          parsePadding(ir::attrString(node, "padding_mode", "zeros"), node),
+          ir::attrInt(node, "align_corners", 0) != 0};
 }
 
 void gridSampleKernel(KernelContext& ctx, const GridSampleAttrs& attrs) {
@@ -121,10 +129,13 @@ void gridSampleKernel(KernelContext& ctx, const GridSampleAttrs& attrs) {
   const Interp interp = attrs.interp;
   const Padding padding = attrs.padding;
   const bool alignCorners = attrs.alignCorners;
-  if (x.rank() < 3) ctx.fail("X must have rank >= 3, got " + x.describe(), ErrorCode::kInvalidArgument);
+  if (x.rank() < 3)
+    ctx.fail("X must have rank >= 3, got " + x.describe(), ErrorCode::kInvalidArgument);
   const size_t r = x.rank() - 2;
-  if (grid.rank() != r + 2 || grid.dim(0) != x.dim(0) || grid.shape().back() != static_cast<int64_t>(r)) {
-    ctx.fail("grid " + grid.describe() + " does not match X " + x.describe(), ErrorCode::kInvalidArgument);
+  if (grid.rank() != r + 2 || grid.dim(0) != x.dim(0) ||
+      grid.shape().back() != static_cast<int64_t>(r)) {
+    ctx.fail("grid " + grid.describe() + " does not match X " + x.describe(),
+             ErrorCode::kInvalidArgument);
   }
   const int64_t batches = x.dim(0), channels = x.dim(1);
   std::vector<AxisRange> axes(r);
@@ -132,7 +143,8 @@ void gridSampleKernel(KernelContext& ctx, const GridSampleAttrs& attrs) {
   int64_t inSpatial = 1;
   for (size_t i = r; i-- > 0;) {
     const int64_t d = x.dim(i + 2);
-    axes[i] = alignCorners ? AxisRange{d, 0.0, static_cast<double>(d - 1)} : AxisRange{d, -0.5, static_cast<double>(d) - 0.5};
+    axes[i] = alignCorners ? AxisRange{d, 0.0, static_cast<double>(d - 1)}
+                           : AxisRange{d, -0.5, static_cast<double>(d) - 0.5};
     strides[i] = inSpatial;
     inSpatial *= d;
   }
@@ -141,7 +153,8 @@ void gridSampleKernel(KernelContext& ctx, const GridSampleAttrs& attrs) {
   Tensor& y = ctx.allocateOutput(0, x.dtype(), outShape);
   const int64_t outSpatial = shapeNumel(outShape) / std::max<int64_t>(1, batches * channels);
   if (y.numel() == 0) return;
-  if (inSpatial == 0) ctx.fail("X " + x.describe() + " has an empty spatial axis", ErrorCode::kInvalidArgument);
+  if (inSpatial == 0)
+    ctx.fail("X " + x.describe() + " has an empty spatial axis", ErrorCode::kInvalidArgument);
 
   // Grid coordinates as the reference computes them: in the grid's own precision.
   std::vector<double> coords(static_cast<size_t>(grid.numel()));
@@ -155,7 +168,8 @@ void gridSampleKernel(KernelContext& ctx, const GridSampleAttrs& attrs) {
         const size_t axis = r - 1 - k;  // grid holds (x, y, z): innermost axis first
         const C n = static_cast<C>(g[p * static_cast<int64_t>(r) + k]);
         const C len = static_cast<C>(axes[axis].size);
-        const C u = alignCorners ? (n + C(1)) / C(2) * (len - C(1)) : ((n + C(1)) * len - C(1)) / C(2);
+        const C u =
+            alignCorners ? (n + C(1)) / C(2) * (len - C(1)) : ((n + C(1)) * len - C(1)) / C(2);
         coords[p * r + axis] = static_cast<double>(u);
       }
     }
@@ -168,11 +182,13 @@ void gridSampleKernel(KernelContext& ctx, const GridSampleAttrs& attrs) {
     std::vector<Tap> taps(r * 4);
     std::vector<int> counts(r);
     std::vector<int> pick(r);
-    std::vector<std::pair<int64_t, double>> points;  // flattened spatial offset and weight of each tap combination
+    std::vector<std::pair<int64_t, double>>
+        points;  // flattened spatial offset and weight of each tap combination
     for (int64_t n = 0; n < batches; ++n) {
       for (int64_t o = 0; o < outSpatial; ++o) {
         const double* c = coords.data() + (n * outSpatial + o) * static_cast<int64_t>(r);
-        for (size_t i = 0; i < r; ++i) counts[i] = axisTaps(c[i], axes[i], interp, padding, taps.data() + i * 4);
+        for (size_t i = 0; i < r; ++i)
+          counts[i] = axisTaps(c[i], axes[i], interp, padding, taps.data() + i * 4);
         points.clear();
         std::fill(pick.begin(), pick.end(), 0);
         while (true) {
@@ -191,8 +207,10 @@ void gridSampleKernel(KernelContext& ctx, const GridSampleAttrs& attrs) {
         for (int64_t ch = 0; ch < channels; ++ch) {
           const T* plane = px + (n * channels + ch) * inSpatial;
           double sum = 0;
-          for (const auto& [off, w] : points) sum += w * static_cast<double>(static_cast<ComputeType<T>>(plane[off]));
-          py[(n * channels + ch) * outSpatial + o] = static_cast<T>(static_cast<ComputeType<T>>(sum));
+          for (const auto& [off, w] : points)
+            sum += w * static_cast<double>(static_cast<ComputeType<T>>(plane[off]));
+          py[(n * channels + ch) * outSpatial + o] =
+              static_cast<T>(static_cast<ComputeType<T>>(sum));
         }
       }
     }

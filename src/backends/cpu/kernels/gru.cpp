@@ -13,7 +13,8 @@ void runGru(KernelContext& ctx, const RecurrentAttrs& attrs, bool linearBeforeRe
   const std::vector<int64_t> lengths = sequenceLengths(ctx, dims);
   const int64_t h = dims.hidden, n = 3 * h;
   T* y = outputSequence<T>(ctx);
-  std::vector<Acc> gates(static_cast<size_t>(n)), recurrent(static_cast<size_t>(h)), reset(static_cast<size_t>(h));
+  std::vector<Acc> gates(static_cast<size_t>(n)), recurrent(static_cast<size_t>(h)),
+      reset(static_cast<size_t>(h));
   for (int64_t d = 0; d < dims.directions; ++d) {
     const bool reverse = attrs.reverse || d == 1;
     const Activation& f = attrs.activations[static_cast<size_t>(d * 2)];
@@ -23,7 +24,8 @@ void runGru(KernelContext& ctx, const RecurrentAttrs& attrs, bool linearBeforeRe
     std::vector<Acc> bias(static_cast<size_t>(n));
     for (int64_t j = 0; j < n; ++j) {
       bool keepApart = linearBeforeReset && j >= 2 * h;
-      bias[static_cast<size_t>(j)] = w.wb[static_cast<size_t>(j)] + (keepApart ? Acc(0) : w.rb[static_cast<size_t>(j)]);
+      bias[static_cast<size_t>(j)] =
+          w.wb[static_cast<size_t>(j)] + (keepApart ? Acc(0) : w.rb[static_cast<size_t>(j)]);
     }
     const Acc* rbh = &w.rb[static_cast<size_t>(2 * h)];
     const Acc* rth = w.rt.data() + 2 * h;  // columns of the h gate in R^T ([hidden, 3 * hidden])

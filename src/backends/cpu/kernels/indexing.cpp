@@ -8,7 +8,9 @@ namespace kiln::cpu {
 namespace {
 
 // The "axis" attribute of Gather, GatherElements (default 0) and OneHot (default -1).
-int64_t axisAttr(const ir::Node& node) { return ir::attrInt(node, "axis", node.opType == "OneHot" ? -1 : 0); }
+int64_t axisAttr(const ir::Node& node) {
+  return ir::attrInt(node, "axis", node.opType == "OneHot" ? -1 : 0);
+}
 
 void gatherKernel(KernelContext& ctx, int64_t axisAttr) {
   const Tensor& data = ctx.input(0);
@@ -29,7 +31,8 @@ void gatherKernel(KernelContext& ctx, int64_t axisAttr) {
       if (inner == 1) {
         for (int64_t j = 0; j < count; ++j) out[j] = block[indices[j]];
       } else {
-        for (int64_t j = 0; j < count; ++j) std::copy(block + indices[j] * inner, block + (indices[j] + 1) * inner, out + j * inner);
+        for (int64_t j = 0; j < count; ++j)
+          std::copy(block + indices[j] * inner, block + (indices[j] + 1) * inner, out + j * inner);
       }
       out += count * inner;
     }
@@ -62,7 +65,8 @@ void gatherNDKernel(KernelContext& ctx, size_t batchDims) {
   const size_t b = batchDims;
   const size_t k = static_cast<size_t>(indexTensor.dim(indexTensor.rank() - 1));
   for (size_t d = 0; d < b; ++d) {
-    if (indexTensor.dim(d) != data.dim(d)) ctx.fail("batch dims of data and indices differ", ErrorCode::kInvalidArgument);
+    if (indexTensor.dim(d) != data.dim(d))
+      ctx.fail("batch dims of data and indices differ", ErrorCode::kInvalidArgument);
   }
   const std::vector<int64_t> indices = indexValues(ctx, indexTensor);
   const int64_t batches = dimProduct(data.shape(), 0, b);
@@ -74,14 +78,16 @@ void gatherNDKernel(KernelContext& ctx, size_t batchDims) {
   std::vector<int64_t> offsets(static_cast<size_t>(tuples));
   for (int64_t t = 0; t < tuples; ++t) {
     int64_t off = (t / tuplesPerBatch) * batchSize;
-    for (size_t j = 0; j < k; ++j) off += checkedIndex(ctx, indices[t * k + j], data.dim(b + j)) * strides[b + j];
+    for (size_t j = 0; j < k; ++j)
+      off += checkedIndex(ctx, indices[t * k + j], data.dim(b + j)) * strides[b + j];
     offsets[t] = off;
   }
   dispatchStorage(data.dtype(), "GatherND", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* in = data.data<T>();
     T* out = y.data<T>();
-    for (int64_t t = 0; t < tuples; ++t) std::copy(in + offsets[t], in + offsets[t] + slice, out + t * slice);
+    for (int64_t t = 0; t < tuples; ++t)
+      std::copy(in + offsets[t], in + offsets[t] + slice, out + t * slice);
   });
 }
 
@@ -93,7 +99,8 @@ void oneHotKernel(KernelContext& ctx, int64_t axisAttr) {
   const int64_t depth = y.dim(axis);
   const int64_t inner = dimProduct(y.shape(), axis + 1, rank);
   const int64_t outer = dimProduct(y.shape(), 0, axis);
-  if (values.numel() != 2) ctx.fail("values must hold [off, on], got " + values.describe(), ErrorCode::kInvalidArgument);
+  if (values.numel() != 2)
+    ctx.fail("values must hold [off, on], got " + values.describe(), ErrorCode::kInvalidArgument);
   const std::vector<int64_t> positions = ctx.input(0).toInt64Vector();
   dispatchStorage(y.dtype(), "OneHot", [&](auto tag) {
     using T = typename decltype(tag)::type;

@@ -1,9 +1,9 @@
 // CPU kernels of ops that rearrange or combine tensors: Transpose, Concat, Split, Tile,
 // DepthToSpace, SpaceToDepth, Trilu, ReverseSequence. All work on every dtype.
 #include "backends/cpu/kernels/copy_util.h"
-#include "backends/cpu/thread_pool.h"
 #include "backends/cpu/kernels/node_label.h"
 #include "backends/cpu/kernels/run_checks.h"
+#include "backends/cpu/thread_pool.h"
 #include "ir/ops/shape_rules.h"
 
 namespace kiln::cpu {
@@ -23,7 +23,9 @@ void transposeKernel(KernelContext& ctx, const ir::Node& attrs) {
 }
 
 // Concat's axis (required from opset 4, 1 by default before).
-int64_t concatAxis(const ir::Node& node) { return node.opset < 4 ? ir::attrInt(node, "axis", 1) : ir::attrInt(node, "axis"); }
+int64_t concatAxis(const ir::Node& node) {
+  return node.opset < 4 ? ir::attrInt(node, "axis", 1) : ir::attrInt(node, "axis");
+}
 
 void concatKernel(KernelContext& ctx, int64_t axisAttr) {
   Tensor& y = ctx.output(0);
@@ -49,12 +51,13 @@ void concatKernel(KernelContext& ctx, int64_t axisAttr) {
       column += row;
     }
     if (outer > 1) {  // threads take contiguous ranges of output rows
-      parallelForAtLeast(outer, std::max<int64_t>(1, kMinElementsPerThread / std::max<int64_t>(1, outRow)),
-                         [&](int64_t o0, int64_t o1) {
-                           for (int64_t o = o0; o < o1; ++o)
-                             for (const Block& b : blocks)
-                               std::copy(b.in + o * b.row, b.in + (o + 1) * b.row, out + o * outRow + b.column);
-                         });
+      parallelForAtLeast(
+          outer, std::max<int64_t>(1, kMinElementsPerThread / std::max<int64_t>(1, outRow)),
+          [&](int64_t o0, int64_t o1) {
+            for (int64_t o = o0; o < o1; ++o)
+              for (const Block& b : blocks)
+                std::copy(b.in + o * b.row, b.in + (o + 1) * b.row, out + o * outRow + b.column);
+          });
       return;
     }
     // One output row (batch-1 channel concat): split the output into equal element ranges and
@@ -101,7 +104,8 @@ void splitKernel(KernelContext& ctx, const SplitAttrs& attrs) {
       const int64_t row = sizes[k] * inner;
       if (ctx.wantsOutput(k)) {
         T* out = ctx.output(k).data<T>();
-        for (int64_t o = 0; o < outer; ++o) std::copy(in + o * inRow + column, in + o * inRow + column + row, out + o * row);
+        for (int64_t o = 0; o < outer; ++o)
+          std::copy(in + o * inRow + column, in + o * inRow + column + row, out + o * row);
       }
       column += row;
     }
@@ -135,7 +139,8 @@ struct BlockAttrs {
 
 BlockAttrs blockAttrs(const ir::Node& node) {
   // "mode" exists from opset 11 (DepthToSpace) and 25 (SpaceToDepth); DCR is the default.
-  return {node.opType, ir::attrInt(node, "blocksize"), ir::attrString(node, "mode", "DCR") == "CRD"};
+  return {node.opType, ir::attrInt(node, "blocksize"),
+          ir::attrString(node, "mode", "DCR") == "CRD"};
 }
 
 void blockRearrange(KernelContext& ctx, const BlockAttrs& attrs, bool toSpace) {
@@ -203,10 +208,13 @@ void reverseSequenceKernel(KernelContext& ctx, bool timeFirst) {
   const int64_t inner = dimProduct(x.shape(), 2, x.rank());
   std::vector<int64_t> lens = indexValues(ctx, ctx.input(1));
   if (static_cast<int64_t>(lens.size()) != batch) {
-    ctx.fail("sequence_lens has " + std::to_string(lens.size()) + " values for a batch of " + std::to_string(batch),
+    ctx.fail("sequence_lens has " + std::to_string(lens.size()) + " values for a batch of " +
+                 std::to_string(batch),
              ErrorCode::kInvalidArgument);
   }
-  auto offset = [&](int64_t t, int64_t b) { return (timeFirst ? t * batch + b : b * steps + t) * inner; };
+  auto offset = [&](int64_t t, int64_t b) {
+    return (timeFirst ? t * batch + b : b * steps + t) * inner;
+  };
   dispatchStorage(x.dtype(), "ReverseSequence", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* in = x.data<T>();
@@ -214,7 +222,8 @@ void reverseSequenceKernel(KernelContext& ctx, bool timeFirst) {
     for (int64_t b = 0; b < batch; ++b) {
       const int64_t len = lens[b];
       if (len < 0 || len > steps) {
-        ctx.fail("sequence length " + std::to_string(len) + " is out of range [0, " + std::to_string(steps) + "]",
+        ctx.fail("sequence length " + std::to_string(len) + " is out of range [0, " +
+                     std::to_string(steps) + "]",
                  ErrorCode::kInvalidArgument);
       }
       for (int64_t t = 0; t < steps; ++t) {
@@ -229,16 +238,21 @@ KILN_REGISTER_CPU_KERNEL("Transpose", bindKernel(transposeAttrs, transposeKernel
 KILN_REGISTER_CPU_KERNEL("Concat", bindKernel(concatAxis, concatKernel));
 KILN_REGISTER_CPU_KERNEL("Split", bindKernel(splitAttrs, splitKernel));
 KILN_REGISTER_CPU_KERNEL("Tile", tileKernel);
-KILN_REGISTER_CPU_KERNEL("DepthToSpace", bindKernel(blockAttrs, [](KernelContext& ctx, const BlockAttrs& attrs) {
+KILN_REGISTER_CPU_KERNEL("DepthToSpace",
+                         bindKernel(blockAttrs, [](KernelContext& ctx, const BlockAttrs& attrs) {
                            blockRearrange(ctx, attrs, true);
                          }));
-KILN_REGISTER_CPU_KERNEL("SpaceToDepth", bindKernel(blockAttrs, [](KernelContext& ctx, const BlockAttrs& attrs) {
+KILN_REGISTER_CPU_KERNEL("SpaceToDepth",
+                         bindKernel(blockAttrs, [](KernelContext& ctx, const BlockAttrs& attrs) {
                            blockRearrange(ctx, attrs, false);
                          }));
-KILN_REGISTER_CPU_KERNEL("Trilu", bindKernel([](const ir::Node& node) { return ir::attrInt(node, "upper", 1) != 0; }, triluKernel));
-KILN_REGISTER_CPU_KERNEL("ReverseSequence",
-                         bindKernel([](const ir::Node& node) { return ir::attrInt(node, "time_axis", 0) == 0; },
-                                    reverseSequenceKernel));
+KILN_REGISTER_CPU_KERNEL(
+    "Trilu", bindKernel([](const ir::Node& node) { return ir::attrInt(node, "upper", 1) != 0; },
+                        triluKernel));
+KILN_REGISTER_CPU_KERNEL(
+    "ReverseSequence",
+    bindKernel([](const ir::Node& node) { return ir::attrInt(node, "time_axis", 0) == 0; },
+               reverseSequenceKernel));
 
 }  // namespace
 }  // namespace kiln::cpu

@@ -16,7 +16,8 @@ std::vector<float> floatValues(const Tensor& t) {
   std::vector<float> v(static_cast<size_t>(t.numel()));
   dispatchFloat(t.dtype(), "LinearAttention", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(static_cast<ComputeType<T>>(t.data<T>()[i]));
+    for (size_t i = 0; i < v.size(); ++i)
+      v[i] = static_cast<float>(static_cast<ComputeType<T>>(t.data<T>()[i]));
   });
   return v;
 }
@@ -24,7 +25,8 @@ std::vector<float> floatValues(const Tensor& t) {
 void storeFloats(const std::vector<float>& v, Tensor& t) {
   dispatchFloat(t.dtype(), "LinearAttention", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    for (size_t i = 0; i < v.size(); ++i) t.data<T>()[i] = static_cast<T>(static_cast<ComputeType<T>>(v[i]));
+    for (size_t i = 0; i < v.size(); ++i)
+      t.data<T>()[i] = static_cast<T>(static_cast<ComputeType<T>>(v[i]));
   });
 }
 
@@ -49,33 +51,49 @@ void linearAttentionKernel(KernelContext& ctx, const LinearAttentionAttrs& attrs
   const std::string& rule = attrs.rule;
   const bool gated = rule == "gated" || rule == "gated_delta";
   const bool delta = rule == "delta" || rule == "gated_delta";
-  if (gated != (decay != nullptr)) ctx.fail("update_rule '" + rule + (gated ? "' needs" : "' forbids") + " the decay input", ErrorCode::kInvalidModel);
-  if (delta != (beta != nullptr)) ctx.fail("update_rule '" + rule + (delta ? "' needs" : "' forbids") + " the beta input", ErrorCode::kInvalidModel);
+  if (gated != (decay != nullptr))
+    ctx.fail("update_rule '" + rule + (gated ? "' needs" : "' forbids") + " the decay input",
+             ErrorCode::kInvalidModel);
+  if (delta != (beta != nullptr))
+    ctx.fail("update_rule '" + rule + (delta ? "' needs" : "' forbids") + " the beta input",
+             ErrorCode::kInvalidModel);
   const int64_t qHeads = attrs.qHeads, kvHeads = attrs.kvHeads;
-  if (query.rank() != 3 || key.rank() != 3 || value.rank() != 3) ctx.fail("query, key and value must be (B, T, H * D)", ErrorCode::kInvalidArgument);
+  if (query.rank() != 3 || key.rank() != 3 || value.rank() != 3)
+    ctx.fail("query, key and value must be (B, T, H * D)", ErrorCode::kInvalidArgument);
   const int64_t batches = query.dim(0), steps = query.dim(1);
-  if (qHeads <= 0 || kvHeads <= 0 || qHeads % kvHeads != 0 || query.dim(2) % qHeads != 0 || value.dim(2) % kvHeads != 0) {
+  if (qHeads <= 0 || kvHeads <= 0 || qHeads % kvHeads != 0 || query.dim(2) % qHeads != 0 ||
+      value.dim(2) % kvHeads != 0) {
     ctx.fail("head counts do not divide the hidden sizes", ErrorCode::kInvalidArgument);
   }
   const int64_t dk = query.dim(2) / qHeads, dv = value.dim(2) / kvHeads, group = qHeads / kvHeads;
-  if (key.shape() != Shape{batches, steps, kvHeads * dk} || value.dim(0) != batches || value.dim(1) != steps) {
-    ctx.fail("key " + key.describe() + " or value " + value.describe() + " does not match query " + query.describe(), ErrorCode::kInvalidArgument);
+  if (key.shape() != Shape{batches, steps, kvHeads * dk} || value.dim(0) != batches ||
+      value.dim(1) != steps) {
+    ctx.fail("key " + key.describe() + " or value " + value.describe() + " does not match query " +
+                 query.describe(),
+             ErrorCode::kInvalidArgument);
   }
-  if (past && past->shape() != Shape{batches, kvHeads, dk, dv}) ctx.fail("past_state " + past->describe() + " must be (B, Hkv, dk, dv)", ErrorCode::kInvalidArgument);
+  if (past && past->shape() != Shape{batches, kvHeads, dk, dv})
+    ctx.fail("past_state " + past->describe() + " must be (B, Hkv, dk, dv)",
+             ErrorCode::kInvalidArgument);
   const bool decayPerFeature = decay && decay->dim(2) == kvHeads * dk;
   if (decay && (decay->rank() != 3 || (decay->dim(2) != kvHeads && !decayPerFeature))) {
-    ctx.fail("decay " + decay->describe() + " must end in kv_num_heads or kv_num_heads * dk", ErrorCode::kInvalidArgument);
+    ctx.fail("decay " + decay->describe() + " must end in kv_num_heads or kv_num_heads * dk",
+             ErrorCode::kInvalidArgument);
   }
   if (beta && (beta->rank() != 3 || (beta->dim(2) != kvHeads && beta->dim(2) != 1))) {
-    ctx.fail("beta " + beta->describe() + " must end in kv_num_heads or 1", ErrorCode::kInvalidArgument);
+    ctx.fail("beta " + beta->describe() + " must end in kv_num_heads or 1",
+             ErrorCode::kInvalidArgument);
   }
   const double scaleAttr = attrs.scale;
-  const float scale = scaleAttr == 0.0 ? 1.0f / std::sqrt(static_cast<float>(dk)) : static_cast<float>(scaleAttr);
+  const float scale =
+      scaleAttr == 0.0 ? 1.0f / std::sqrt(static_cast<float>(dk)) : static_cast<float>(scaleAttr);
 
   const std::vector<float> q = floatValues(query), k = floatValues(key), v = floatValues(value);
   const std::vector<float> g = decay ? floatValues(*decay) : std::vector<float>{};
   const std::vector<float> bt = beta ? floatValues(*beta) : std::vector<float>{};
-  std::vector<float> state = past ? floatValues(*past) : std::vector<float>(static_cast<size_t>(batches * kvHeads * dk * dv), 0.0f);
+  std::vector<float> state =
+      past ? floatValues(*past)
+           : std::vector<float>(static_cast<size_t>(batches * kvHeads * dk * dv), 0.0f);
   std::vector<float> out(static_cast<size_t>(batches * steps * qHeads * dv), 0.0f);
   std::vector<float> vt(static_cast<size_t>(dv));
   for (int64_t b = 0; b < batches; ++b) {
@@ -115,10 +133,13 @@ void linearAttentionKernel(KernelContext& ctx, const LinearAttentionAttrs& attrs
     }
   }
   storeFloats(out, ctx.allocateOutput(0, query.dtype(), {batches, steps, qHeads * dv}));
-  if (ctx.wantsOutput(1)) storeFloats(state, ctx.allocateOutput(1, past ? past->dtype() : query.dtype(), {batches, kvHeads, dk, dv}));
+  if (ctx.wantsOutput(1))
+    storeFloats(state, ctx.allocateOutput(1, past ? past->dtype() : query.dtype(),
+                                          {batches, kvHeads, dk, dv}));
 }
 
-KILN_REGISTER_CPU_KERNEL("LinearAttention", bindKernel(linearAttentionAttrs, linearAttentionKernel));
+KILN_REGISTER_CPU_KERNEL("LinearAttention",
+                         bindKernel(linearAttentionAttrs, linearAttentionKernel));
 
 }  // namespace
 }  // namespace kiln::cpu

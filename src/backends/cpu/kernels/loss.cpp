@@ -4,8 +4,8 @@
 #include <cmath>
 
 #include "backends/cpu/kernels/elementwise_util.h"
-#include "ir/shape_helpers.h"
 #include "backends/cpu/kernels/node_label.h"
+#include "ir/shape_helpers.h"
 
 namespace kiln::cpu {
 namespace {
@@ -16,11 +16,14 @@ struct LossLayout {
 };
 
 LossLayout lossLayout(KernelContext& ctx, const Tensor& x, const Tensor& target) {
-  if (x.rank() < 2) ctx.fail("input must have rank >= 2 (N, C, ...), got " + x.describe(), ErrorCode::kInvalidArgument);
+  if (x.rank() < 2)
+    ctx.fail("input must have rank >= 2 (N, C, ...), got " + x.describe(),
+             ErrorCode::kInvalidArgument);
   Shape expected = x.shape();
   expected.erase(expected.begin() + 1);
   if (target.shape() != expected) {
-    ctx.fail("target " + target.describe() + " does not match input " + x.describe() + " (expected " + shapeToString(expected) + ")",
+    ctx.fail("target " + target.describe() + " does not match input " + x.describe() +
+                 " (expected " + shapeToString(expected) + ")",
              ErrorCode::kInvalidArgument);
   }
   LossLayout l{x.dim(0), x.dim(1), 1};
@@ -49,7 +52,8 @@ template <typename T>
 std::vector<double> toDoubles(const Tensor& t) {
   const T* p = t.data<T>();
   std::vector<double> v(static_cast<size_t>(t.numel()));
-  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>(static_cast<ComputeType<T>>(p[i]));
+  for (size_t i = 0; i < v.size(); ++i)
+    v[i] = static_cast<double>(static_cast<ComputeType<T>>(p[i]));
   return v;
 }
 
@@ -78,8 +82,8 @@ LossAttrs lossAttrs(const ir::Node& node) {
 }
 
 template <typename T>
-void nllReduce(KernelContext& ctx, const LossAttrs& attrs, const std::vector<double>& logProb, const LossLayout& l,
-               const Tensor& target) {
+void nllReduce(KernelContext& ctx, const LossAttrs& attrs, const std::vector<double>& logProb,
+               const LossLayout& l, const Tensor& target) {
   const std::string& reduction = attrs.reduction;
   const bool hasIgnore = attrs.hasIgnore;
   const int64_t ignoreIndex = attrs.ignoreIndex;
@@ -87,7 +91,8 @@ void nllReduce(KernelContext& ctx, const LossAttrs& attrs, const std::vector<dou
   if (ctx.hasInput(2)) {
     const Tensor& w = ctx.input(2);
     if (w.rank() != 1 || w.dim(0) != l.c) {
-      ctx.fail("weight " + w.describe() + " must have shape [" + std::to_string(l.c) + "]", ErrorCode::kInvalidArgument);
+      ctx.fail("weight " + w.describe() + " must have shape [" + std::to_string(l.c) + "]",
+               ErrorCode::kInvalidArgument);
     }
     weight = toDoubles<T>(w);
   }
@@ -103,8 +108,8 @@ void nllReduce(KernelContext& ctx, const LossAttrs& attrs, const std::vector<dou
         continue;
       }
       if (cls < 0 || cls >= l.c) {
-        ctx.fail("target value " + std::to_string(cls) + " at position " + std::to_string(i) + " is outside [0, " +
-                     std::to_string(l.c) + ")",
+        ctx.fail("target value " + std::to_string(cls) + " at position " + std::to_string(i) +
+                     " is outside [0, " + std::to_string(l.c) + ")",
                  ErrorCode::kInvalidArgument);
       }
       const double w = weight.empty() ? 1.0 : weight[cls];
@@ -120,7 +125,8 @@ void nllReduce(KernelContext& ctx, const LossAttrs& attrs, const std::vector<dou
   double value = lossSum;
   if (reduction == "mean") {
     // Without weights and ignore_index every position counts once (numpy's mean).
-    value = (weight.empty() && !hasIgnore) ? lossSum / static_cast<double>(count) : lossSum / weightSum;
+    value =
+        (weight.empty() && !hasIgnore) ? lossSum / static_cast<double>(count) : lossSum / weightSum;
   }
   storeDoubles<T>({value}, ctx.allocateOutput(0, dataTypeOf<T>(), {}));
 }
@@ -148,7 +154,8 @@ void softmaxCrossEntropyKernel(KernelContext& ctx, const LossAttrs& attrs) {
 }
 
 KILN_REGISTER_CPU_KERNEL("NegativeLogLikelihoodLoss", bindKernel(lossAttrs, nllLossKernel));
-KILN_REGISTER_CPU_KERNEL("SoftmaxCrossEntropyLoss", bindKernel(lossAttrs, softmaxCrossEntropyKernel));
+KILN_REGISTER_CPU_KERNEL("SoftmaxCrossEntropyLoss",
+                         bindKernel(lossAttrs, softmaxCrossEntropyKernel));
 
 }  // namespace
 }  // namespace kiln::cpu

@@ -13,13 +13,14 @@
 namespace kiln::cpu::rnn {
 
 template <typename T, typename Acc, typename Products>
-void runLstmRecurrence(KernelContext& ctx, const RecurrentAttrs& attrs, bool inputForget, const RecurrentDims& dims,
-                       Products& products) {
+void runLstmRecurrence(KernelContext& ctx, const RecurrentAttrs& attrs, bool inputForget,
+                       const RecurrentDims& dims, Products& products) {
   const std::vector<int64_t> lengths = sequenceLengths(ctx, dims);
   const int64_t h = dims.hidden, n = 4 * h;
   T* y = outputSequence<T>(ctx);
   if (ctx.hasInput(7) && ctx.input(7).shape() != Shape{dims.directions, 3 * h}) {
-    ctx.fail("P has shape " + shapeToString(ctx.input(7).shape()) + ", expected " + shapeToString({dims.directions, 3 * h}));
+    ctx.fail("P has shape " + shapeToString(ctx.input(7).shape()) + ", expected " +
+             shapeToString({dims.directions, 3 * h}));
   }
   std::vector<Acc> gates(static_cast<size_t>(n)), cellOut(static_cast<size_t>(h));
   for (int64_t d = 0; d < dims.directions; ++d) {

@@ -44,8 +44,10 @@ struct MatMulDims {
   int64_t M = 0, N = 0, K = 0;
 };
 
-MatMulDims matMulDims(const KernelContext& ctx, const ir::Node& label, const Shape& a, const Shape& b) {
-  if (a.empty() || b.empty()) ctx.fail("MatMul inputs must not be scalars", ErrorCode::kInvalidArgument);
+MatMulDims matMulDims(const KernelContext& ctx, const ir::Node& label, const Shape& a,
+                      const Shape& b) {
+  if (a.empty() || b.empty())
+    ctx.fail("MatMul inputs must not be scalars", ErrorCode::kInvalidArgument);
   Shape pa = a, pb = b;
   if (pa.size() == 1) pa.insert(pa.begin(), 1);
   if (pb.size() == 1) pb.push_back(1);
@@ -54,7 +56,8 @@ MatMulDims matMulDims(const KernelContext& ctx, const ir::Node& label, const Sha
   d.K = pa.back();
   d.N = pb.back();
   if (pb[pb.size() - 2] != d.K) {
-    ctx.fail("inner dimensions differ: " + shapeToString(a) + " x " + shapeToString(b), ErrorCode::kInvalidArgument);
+    ctx.fail("inner dimensions differ: " + shapeToString(a) + " x " + shapeToString(b),
+             ErrorCode::kInvalidArgument);
   }
   d.aBatch.assign(pa.begin(), pa.end() - 2);
   d.bBatch.assign(pb.begin(), pb.end() - 2);
@@ -73,7 +76,8 @@ void batchedMatMul(const MatMulDims& d, const T* a, const T* b, T* y) {
   }
   forEachBroadcastRun<2>(
       d.outBatch, {&d.aBatch, &d.bBatch},
-      [&](int64_t o, const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& st) {
+      [&](int64_t o, const std::array<int64_t, 2>& off, int64_t n,
+          const std::array<int64_t, 2>& st) {
         for (int64_t j = 0; j < n; ++j) {
           gemm<T>(false, false, d.M, d.N, d.K, T(1), a + (off[0] + j * st[0]) * aStep, d.K,
                   b + (off[1] + j * st[1]) * bStep, d.N, T(0), y + (o + j) * yStep, d.N);
@@ -95,10 +99,11 @@ void matMulKernel(KernelContext& ctx, const ir::Node& label, const PackedMatrix&
   const MatMulDims d = matMulDims(ctx, label, a.shape(), b.shape());
   Tensor& y = ctx.output(0);
   if (y.numel() == 0) return;
-  if (!packedB.empty() && a.dtype() == DataType::kFloat32 && b.rank() == 2 && packedB.rows() == d.K &&
-      packedB.cols() == d.N) {
+  if (!packedB.empty() && a.dtype() == DataType::kFloat32 && b.rank() == 2 &&
+      packedB.rows() == d.K && packedB.cols() == d.N) {
     // One B for every batch: the stacked rows of A are one GEMM against the packed weights.
-    sgemmPacked(false, shapeNumel(d.aBatch) * d.M, 1.0f, a.data<float>(), d.K, packedB, 0.0f, y.data<float>(), d.N);
+    sgemmPacked(false, shapeNumel(d.aBatch) * d.M, 1.0f, a.data<float>(), d.K, packedB, 0.0f,
+                y.data<float>(), d.N);
     return;
   }
   if (isHalfLike(a.dtype())) {
@@ -157,8 +162,8 @@ struct GemmParams {
 };
 
 template <typename T>
-void runGemm(const GemmParams& p, const Tensor& a, const Tensor& b, const Tensor* c, T* y, int64_t M, int64_t N,
-             int64_t K) {
+void runGemm(const GemmParams& p, const Tensor& a, const Tensor& b, const Tensor* c, T* y,
+             int64_t M, int64_t N, int64_t K) {
   const T* pa = a.data<T>();
   const T* pb = b.data<T>();
   const int64_t lda = a.dim(1), ldb = b.dim(1);
@@ -170,7 +175,9 @@ void runGemm(const GemmParams& p, const Tensor& a, const Tensor& b, const Tensor
     referenceGemm<T>(p.transA, p.transB, M, N, K, T(1), pa, lda, pb, ldb, T(0), product.data(), N);
     for (int64_t i = 0; i < M * N; ++i) {
       const double bias = useC ? static_cast<double>(p.beta) * static_cast<double>(y[i]) : 0.0;
-      y[i] = static_cast<T>(static_cast<double>(p.alpha) * static_cast<double>(product[static_cast<size_t>(i)]) + bias);
+      y[i] = static_cast<T>(static_cast<double>(p.alpha) *
+                                static_cast<double>(product[static_cast<size_t>(i)]) +
+                            bias);
     }
   } else {
     gemm<T>(p.transA, p.transB, M, N, K, static_cast<T>(p.alpha), pa, lda, pb, ldb,
@@ -182,7 +189,8 @@ void runGemm(const GemmParams& p, const Tensor& a, const Tensor& b, const Tensor
 std::string packedBDeclines(const KernelCreateInfo& info) {
   const Tensor* b = info.constants.size() > 1 ? info.constants[1] : nullptr;
   if (!b) return "B is not a constant";
-  if (b->dtype() != DataType::kFloat32 || b->rank() != 2 || b->numel() == 0) return "B " + b->describe() + " is not a 2-D float32 matrix";
+  if (b->dtype() != DataType::kFloat32 || b->rank() != 2 || b->numel() == 0)
+    return "B " + b->describe() + " is not a 2-D float32 matrix";
   return "";
 }
 
@@ -190,15 +198,20 @@ KernelFn makeMatMulKernel(const KernelCreateInfo& info) {
   return [label = nodeLabel(info.node)](KernelContext& ctx) { matMulKernel(ctx, label, {}); };
 }
 
-KernelBlob blobOf(const PackedMatrix& m) { return {m.data(), static_cast<uint64_t>(m.floats()) * sizeof(float)}; }
+KernelBlob blobOf(const PackedMatrix& m) {
+  return {m.data(), static_cast<uint64_t>(m.floats()) * sizeof(float)};
+}
 
 // Constant B packed for `isa`'s micro-kernel, or (with `saved`) the packing a plan holds.
-PackedMatrix packedB(const KernelCreateInfo& info, bool transB, CpuIsa isa, const KernelState* saved) {
+PackedMatrix packedB(const KernelCreateInfo& info, bool transB, CpuIsa isa,
+                     const KernelState* saved) {
   if (!saved) return packConstantB(info, transB, isa);
   const Tensor& b = *info.constants[1];  // its shape; the plan may hold no values
   const int64_t K = b.dim(transB ? 1 : 0), N = b.dim(transB ? 0 : 1);
   using Side = PackedMatrix::Side;
-  return PackedMatrix::view(Side::kB, isa, K, N, savedFloats(info.node, *saved, 0, PackedMatrix::packedFloats(Side::kB, isa, K, N)));
+  return PackedMatrix::view(
+      Side::kB, isa, K, N,
+      savedFloats(info.node, *saved, 0, PackedMatrix::packedFloats(Side::kB, isa, K, N)));
 }
 
 Kernel makePackedMatMulKernel(const KernelCreateInfo& info, CpuIsa isa, const KernelState* saved) {
@@ -206,7 +219,10 @@ Kernel makePackedMatMulKernel(const KernelCreateInfo& info, CpuIsa isa, const Ke
   info.keepsOwnCopyOf(1);  // A is float32 too (same type), so B is only read packed
   return {[label = nodeLabel(info.node), b](KernelContext& ctx) { matMulKernel(ctx, label, b); },
           {},
-          [b] { return KernelState{{}, {blobOf(b)}, std::shared_ptr<const void>(b.data(), [](const void*) {})}; }};
+          [b] {
+            return KernelState{
+                {}, {blobOf(b)}, std::shared_ptr<const void>(b.data(), [](const void*) {})};
+          }};
 }
 
 // Gemm with a constant float32 B: B packed once, and a constant C that is one row (a Linear
@@ -216,7 +232,8 @@ struct PackedGemm {
   std::vector<float> bias;  // beta * C, when C is a constant row of N values
 };
 
-PackedGemm prepareGemm(const KernelCreateInfo& info, const GemmParams& p, CpuIsa isa, const KernelState* saved) {
+PackedGemm prepareGemm(const KernelCreateInfo& info, const GemmParams& p, CpuIsa isa,
+                       const KernelState* saved) {
   PackedGemm g;
   g.b = packedB(info, p.transB, isa, saved);
   if (saved) {  // beta * C, when folded, is its second blob
@@ -238,9 +255,10 @@ PackedGemm prepareGemm(const KernelCreateInfo& info, const GemmParams& p, CpuIsa
 }
 
 // Y = alpha * op(A) * B + beta * C on the packed B; false when the operands do not fit it.
-bool runPackedGemm(const GemmParams& p, const PackedGemm& g, const Tensor& a, const Tensor* c, Tensor& y, int64_t M,
-                   int64_t N, int64_t K) {
-  if (g.b.empty() || a.dtype() != DataType::kFloat32 || g.b.rows() != K || g.b.cols() != N) return false;
+bool runPackedGemm(const GemmParams& p, const PackedGemm& g, const Tensor& a, const Tensor* c,
+                   Tensor& y, int64_t M, int64_t N, int64_t K) {
+  if (g.b.empty() || a.dtype() != DataType::kFloat32 || g.b.rows() != K || g.b.cols() != N)
+    return false;
   float* out = y.data<float>();
   GemmEpilogue ep;
   float beta = 0.0f;
@@ -271,10 +289,12 @@ KernelFn gemmKernel(const GemmParams& p, const PackedGemm& packed) {
     const Tensor& a = ctx.input(0);
     const Tensor& b = ctx.input(1);
     const Tensor* c = ctx.hasInput(2) ? &ctx.input(2) : nullptr;
-    if (a.rank() != 2 || b.rank() != 2) ctx.fail("A and B must be 2-D", ErrorCode::kInvalidArgument);
+    if (a.rank() != 2 || b.rank() != 2)
+      ctx.fail("A and B must be 2-D", ErrorCode::kInvalidArgument);
     const int64_t M = a.dim(p.transA ? 1 : 0), K = a.dim(p.transA ? 0 : 1);
     const int64_t N = b.dim(p.transB ? 0 : 1);
-    if (b.dim(p.transB ? 1 : 0) != K) ctx.fail("inner dimensions differ", ErrorCode::kInvalidArgument);
+    if (b.dim(p.transB ? 1 : 0) != K)
+      ctx.fail("inner dimensions differ", ErrorCode::kInvalidArgument);
     if (c && c->rank() > 2) ctx.fail("C must have rank <= 2", ErrorCode::kInvalidArgument);
     Tensor& y = ctx.output(0);
     if (y.numel() == 0) return;
@@ -301,7 +321,8 @@ Kernel makePackedGemmKernel(const KernelCreateInfo& info, CpuIsa isa, const Kern
   if (!packed->bias.empty()) info.keepsOwnCopyOf(2);
   return {gemmKernel(p, *packed), {}, [packed] {
             KernelState state{{}, {blobOf(packed->b)}, packed};
-            if (!packed->bias.empty()) state.blobs.push_back({packed->bias.data(), packed->bias.size() * sizeof(float)});
+            if (!packed->bias.empty())
+              state.blobs.push_back({packed->bias.data(), packed->bias.size() * sizeof(float)});
             return state;
           }};
 }
@@ -312,12 +333,15 @@ const bool kRegistered = [] {
     addBf16MatMulCandidate(r, op);
     for (CpuIsa isa : {CpuIsa::kAvx512, CpuIsa::kAvx2}) {
       KernelCandidate c;
-      c.id = std::string("f32_") + (op == std::string("Gemm") ? "gemm" : "matmul") + "_packed_b_" + cpuIsaName(isa);
+      c.id = std::string("f32_") + (op == std::string("Gemm") ? "gemm" : "matmul") + "_packed_b_" +
+             cpuIsaName(isa);
       c.isa = isa;
       c.supports = packedBDeclines;
       const auto make = op == std::string("Gemm") ? makePackedGemmKernel : makePackedMatMulKernel;
       c.create = [make, isa](const KernelCreateInfo& info) { return make(info, isa, nullptr); };
-      c.restore = [make, isa](const KernelCreateInfo& info, const KernelState& s) { return make(info, isa, &s); };
+      c.restore = [make, isa](const KernelCreateInfo& info, const KernelState& s) {
+        return make(info, isa, &s);
+      };
       r.addCandidate("", op, DataType::kFloat32, std::move(c));
     }
   }
@@ -327,9 +351,14 @@ const bool kRegistered = [] {
 }  // namespace
 
 KILN_REGISTER_CPU_KERNEL("MatMul", KernelFactory(makeMatMulKernel));
-KILN_REGISTER_CPU_KERNEL("Gemm", KernelFactory([](const KernelCreateInfo& info) { return gemmKernel(gemmParams(info.node), {}); }));
-KILN_REGISTER_CPU_KERNEL("MatMulInteger", KernelFactory([](const KernelCreateInfo& info) -> KernelFn {
-  return [label = nodeLabel(info.node)](KernelContext& ctx) { matMulIntegerKernel(ctx, label); };
-}));
+KILN_REGISTER_CPU_KERNEL("Gemm", KernelFactory([](const KernelCreateInfo& info) {
+                           return gemmKernel(gemmParams(info.node), {});
+                         }));
+KILN_REGISTER_CPU_KERNEL("MatMulInteger",
+                         KernelFactory([](const KernelCreateInfo& info) -> KernelFn {
+                           return [label = nodeLabel(info.node)](KernelContext& ctx) {
+                             matMulIntegerKernel(ctx, label);
+                           };
+                         }));
 
 }  // namespace kiln::cpu

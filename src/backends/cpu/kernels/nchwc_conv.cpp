@@ -29,26 +29,30 @@ namespace kiln::cpu {
 
 using ir::kNchwcBlock;
 
-int64_t nchwcOutBlockGroups(int64_t outBlocks) { return (outBlocks + kNchwcOutBlocks - 1) / kNchwcOutBlocks; }
+int64_t nchwcOutBlockGroups(int64_t outBlocks) {
+  return (outBlocks + kNchwcOutBlocks - 1) / kNchwcOutBlocks;
+}
 
 NchwcBlockRange nchwcOutBlockGroup(int64_t outBlocks, int64_t g) {
   const int64_t groups = nchwcOutBlockGroups(outBlocks);
   return NchwcBlockRange{g * outBlocks / groups, (g + 1) * outBlocks / groups};
 }
 
-NchwcPackedWeights packNchwcWeights(const float* w, int64_t outChannels, int64_t inChannels, int64_t kernelH,
-                                    int64_t kernelW, NchwcWeightLayout layout) {
+NchwcPackedWeights packNchwcWeights(const float* w, int64_t outChannels, int64_t inChannels,
+                                    int64_t kernelH, int64_t kernelW, NchwcWeightLayout layout) {
   const int64_t taps = kernelH * kernelW, outBlocks = ir::nchwcBlocks(outChannels);
-  const int64_t ciStride = layout == NchwcWeightLayout::kDepthwise    ? 1
-                           : layout == NchwcWeightLayout::kPlainInput ? inChannels
-                                                                      : ir::nchwcBlocks(inChannels) * kNchwcBlock;
+  const int64_t ciStride = layout == NchwcWeightLayout::kDepthwise ? 1
+                           : layout == NchwcWeightLayout::kPlainInput
+                               ? inChannels
+                               : ir::nchwcBlocks(inChannels) * kNchwcBlock;
   NchwcPackedWeights packed;
   packed.floats = outBlocks * kNchwcBlock * taps * ciStride;
   packed.data = allocateSharedFloats(packed.floats);
   float* out = packed.data.get();
   if (layout == NchwcWeightLayout::kDepthwise) {  // [block][tap][16]
     for (int64_t c = 0; c < outChannels; ++c) {
-      for (int64_t t = 0; t < taps; ++t) out[((c / kNchwcBlock) * taps + t) * kNchwcBlock + c % kNchwcBlock] = w[c * taps + t];
+      for (int64_t t = 0; t < taps; ++t)
+        out[((c / kNchwcBlock) * taps + t) * kNchwcBlock + c % kNchwcBlock] = w[c * taps + t];
     }
     return packed;
   }
@@ -57,14 +61,17 @@ NchwcPackedWeights packNchwcWeights(const float* w, int64_t outChannels, int64_t
     const NchwcBlockRange r = nchwcOutBlockGroup(outBlocks, g);
     const int64_t m = r.end - r.begin;
     float* group = out + r.begin * taps * ciStride * kNchwcBlock;
-    for (int64_t co = r.begin * kNchwcBlock; co < std::min(outChannels, r.end * kNchwcBlock); ++co) {
-      const int64_t lane = co - r.begin * kNchwcBlock;  // block (lane / 16) of the group, channel lane % 16
+    for (int64_t co = r.begin * kNchwcBlock; co < std::min(outChannels, r.end * kNchwcBlock);
+         ++co) {
+      const int64_t lane =
+          co - r.begin * kNchwcBlock;  // block (lane / 16) of the group, channel lane % 16
       for (int64_t ci = 0; ci < inChannels; ++ci) {
         for (int64_t t = 0; t < taps; ++t) {
-          const int64_t at = layout == NchwcWeightLayout::kPlainInput
-                                 ? (t * ciStride + ci) * m * kNchwcBlock
-                                 : nchwcBlockedWeightOffset(taps, t, ci / kNchwcBlock * kNchwcBlock, m) +
-                                       ci % kNchwcBlock * m * kNchwcBlock;
+          const int64_t at =
+              layout == NchwcWeightLayout::kPlainInput
+                  ? (t * ciStride + ci) * m * kNchwcBlock
+                  : nchwcBlockedWeightOffset(taps, t, ci / kNchwcBlock * kNchwcBlock, m) +
+                        ci % kNchwcBlock * m * kNchwcBlock;
           group[at + lane] = w[(co * inChannels + ci) * taps + t];
         }
       }
@@ -105,7 +112,8 @@ NchwcConvShape paddedPlainShape(const NchwcConvShape& s) {
 // row's (kx, ci) values are contiguous, like its packed weights. The image has few channels, so
 // the copy is cheap next to the convolution. It goes to `data` (the kernel's workspace, so that
 // it is not page-faulted in on every run); every value of it is written, padding included.
-void padPlainInput(const NchwcConvShape& s, const float* x, const NchwcConvShape& padded, float* data) {
+void padPlainInput(const NchwcConvShape& s, const float* x, const NchwcConvShape& padded,
+                   float* data) {
   const int64_t channels = s.inChannels, inPlane = s.height * s.width;
   const int64_t rowFloats = padded.width * channels;
   const int64_t begin = std::clamp<int64_t>(s.padLeft, 0, padded.width);
@@ -121,8 +129,8 @@ void padPlainInput(const NchwcConvShape& s, const float* x, const NchwcConvShape
       std::fill(dst, dst + begin * channels, 0.0f);
       std::fill(dst + end * channels, dst + rowFloats, 0.0f);
       // dst column col reads source column col - padLeft.
-      interleaveRow(x + image * channels * inPlane + iy * s.width + (begin - s.padLeft), inPlane, end - begin,
-                    dst + begin * channels, channels);
+      interleaveRow(x + image * channels * inPlane + iy * s.width + (begin - s.padLeft), inPlane,
+                    end - begin, dst + begin * channels, channels);
     }
   });
 }
@@ -162,8 +170,10 @@ struct PreparedNchwcConv {
   int64_t outChannels = 0, inPerGroup = 0, kernelH = 0, kernelW = 0, group = 1;
   bool depthwise = false;      // group == Ci == Co
   int64_t groupsPerSlice = 1;  // grouped, not depthwise: the model's groups in one block slice
-  NchwcPackedWeights blockedWeights, plainWeights;  // for a blocked / plain X (depthwise: blocked only)
-  NchwcWinogradWeights winograd;  // packed instead of blockedWeights where Winograd runs (nchwc_winograd.h)
+  NchwcPackedWeights blockedWeights,
+      plainWeights;  // for a blocked / plain X (depthwise: blocked only)
+  NchwcWinogradWeights
+      winograd;  // packed instead of blockedWeights where Winograd runs (nchwc_winograd.h)
   Activation act;
   // outBlocks * 16 floats of bias (zero past Co) when B is a constant or absent; empty when B is
   // computed at run time (then copied on every run).
@@ -181,8 +191,8 @@ std::vector<float> paddedBias(const Tensor* b, int64_t outChannels, Fail&& fail)
   std::vector<float> bias(static_cast<size_t>(ir::nchwcBlocks(outChannels) * kNchwcBlock), 0.0f);
   if (!b) return bias;
   if (b->dtype() != DataType::kFloat32 || b->numel() != outChannels) {
-    fail("B " + b->describe() + " must be float32 with one value per output channel (" + std::to_string(outChannels) +
-         ")");
+    fail("B " + b->describe() + " must be float32 with one value per output channel (" +
+         std::to_string(outChannels) + ")");
   }
   std::copy(b->data<float>(), b->data<float>() + outChannels, bias.begin());
   return bias;
@@ -191,10 +201,13 @@ std::vector<float> paddedBias(const Tensor* b, int64_t outChannels, Fail&& fail)
 const Tensor& constantWeights(const KernelCreateInfo& info) {
   const ir::Node& node = info.node;
   const Tensor* w = info.constants.size() > 1 ? info.constants[1] : nullptr;
-  if (!w) ir::failNode(node, "NchwcConv needs W as a constant (an initializer); it is computed at run time here",
-                       ErrorCode::kUnsupportedNode);
+  if (!w)
+    ir::failNode(
+        node, "NchwcConv needs W as a constant (an initializer); it is computed at run time here",
+        ErrorCode::kUnsupportedNode);
   if (w->dtype() != DataType::kFloat32 || w->rank() != 4) {
-    ir::failNode(node, "NchwcConv W must be float32 [Co, Ci / group, kH, kW], got " + w->describe());
+    ir::failNode(node,
+                 "NchwcConv W must be float32 [Co, Ci / group, kH, kW], got " + w->describe());
   }
   return *w;
 }
@@ -226,7 +239,8 @@ PreparedNchwcConv prepareCommon(const KernelCreateInfo& info) {
   p.group = ir::attrInt(node, "group", 1);
   p.depthwise = p.group != 1 && p.inPerGroup == 1 && p.outChannels == p.group;
   if (p.group != 1 && !p.depthwise) {
-    const ir::NchwcGroupSlices slices = ir::nchwcGroupSlices(p.inPerGroup * p.group, p.outChannels, p.group);
+    const ir::NchwcGroupSlices slices =
+        ir::nchwcGroupSlices(p.inPerGroup * p.group, p.outChannels, p.group);
     if (slices.slices == 0) {
       ir::failNode(node, "W " + w.describe() + " with group " + std::to_string(p.group) +
                              " is neither depthwise nor blockable: " + slices.whyNot);
@@ -237,15 +251,18 @@ PreparedNchwcConv prepareCommon(const KernelCreateInfo& info) {
   const Tensor* b = info.constants.size() > 2 ? info.constants[2] : nullptr;
   const bool hasBias = b || (info.inputTypes.size() > 2 && info.inputTypes[2]);
   if (!hasBias || b) {
-    p.bias = paddedBias(hasBias ? b : nullptr, p.outChannels,
-                        [&](const std::string& message) { ir::failNode(node, message, ErrorCode::kInvalidArgument); });
+    p.bias = paddedBias(hasBias ? b : nullptr, p.outChannels, [&](const std::string& message) {
+      ir::failNode(node, message, ErrorCode::kInvalidArgument);
+    });
   }
   const ir::TypeInfo* xType = info.inputTypes.empty() ? nullptr : info.inputTypes[0];
-  const std::optional<Shape> xShape = xType && xType->shape ? ir::concreteShape(*xType->shape) : std::nullopt;
+  const std::optional<Shape> xShape =
+      xType && xType->shape ? ir::concreteShape(*xType->shape) : std::nullopt;
   if (xShape && xShape->size() >= 4) {
     p.staticHeight = (*xShape)[2];
     p.staticWidth = (*xShape)[3];
-    p.staticGeometry = ir::convGeometry(node, {p.staticHeight, p.staticWidth}, {p.kernelH, p.kernelW});
+    p.staticGeometry =
+        ir::convGeometry(node, {p.staticHeight, p.staticWidth}, {p.kernelH, p.kernelW});
   }
   info.keepsOwnCopyOf(1);
   return p;
@@ -259,7 +276,8 @@ void setConvGeometry(NchwcConvShape& s, const PreparedNchwcConv& p) {
   s.kernelW = p.kernelW;
   ir::ConvGeometry computed;
   const bool staticSize = s.height == p.staticHeight && s.width == p.staticWidth;
-  if (!staticSize) computed = ir::convGeometry(p.attrs, {s.height, s.width}, {p.kernelH, p.kernelW});
+  if (!staticSize)
+    computed = ir::convGeometry(p.attrs, {s.height, s.width}, {p.kernelH, p.kernelW});
   const ir::ConvGeometry& g = staticSize ? p.staticGeometry : computed;
   s.outHeight = g.output[0];
   s.outWidth = g.output[1];
@@ -272,22 +290,26 @@ void setConvGeometry(NchwcConvShape& s, const PreparedNchwcConv& p) {
 }
 
 NchwcConvShape callShape(KernelContext& ctx, const PreparedNchwcConv& p, const Tensor& x) {
-  if (x.dtype() != DataType::kFloat32) ctx.fail("X must be float32, got " + x.describe(), ErrorCode::kInvalidArgument);
+  if (x.dtype() != DataType::kFloat32)
+    ctx.fail("X must be float32, got " + x.describe(), ErrorCode::kInvalidArgument);
   const int64_t inChannels = p.depthwise ? p.group : p.inPerGroup * p.group;
   NchwcConvShape s;
   if (x.rank() == 4) {
     if (p.group != 1) {
-      ctx.fail("a grouped NchwcConv needs a blocked X, got " + x.describe(), ErrorCode::kInvalidArgument);
+      ctx.fail("a grouped NchwcConv needs a blocked X, got " + x.describe(),
+               ErrorCode::kInvalidArgument);
     }
     if (x.dim(1) != inChannels) {
-      ctx.fail("X " + x.describe() + " has " + std::to_string(x.dim(1)) + " channels but W expects " +
-                   std::to_string(inChannels), ErrorCode::kInvalidArgument);
+      ctx.fail("X " + x.describe() + " has " + std::to_string(x.dim(1)) +
+                   " channels but W expects " + std::to_string(inChannels),
+               ErrorCode::kInvalidArgument);
     }
     s.plainInput = true;
   } else if (x.rank() == 5) {
     if (x.dim(4) != kNchwcBlock || x.dim(1) != ir::nchwcBlocks(inChannels)) {
-      ctx.fail("X " + x.describe() + " must be blocked [N, " + std::to_string(ir::nchwcBlocks(inChannels)) +
-                   ", H, W, 16] for the " + std::to_string(inChannels) + " input channels of W",
+      ctx.fail("X " + x.describe() + " must be blocked [N, " +
+                   std::to_string(ir::nchwcBlocks(inChannels)) + ", H, W, 16] for the " +
+                   std::to_string(inChannels) + " input channels of W",
                ErrorCode::kInvalidArgument);
     }
   } else {
@@ -307,7 +329,8 @@ NchwcConvShape callShape(KernelContext& ctx, const PreparedNchwcConv& p, const T
   setConvGeometry(s, p);
   if (s.outHeight <= 0 || s.outWidth <= 0) {
     ctx.fail("the kernel " + std::to_string(p.kernelH) + "x" + std::to_string(p.kernelW) +
-                 " does not fit the padded input " + x.describe(), ErrorCode::kInvalidArgument);
+                 " does not fit the padded input " + x.describe(),
+             ErrorCode::kInvalidArgument);
   }
   return s;
 }
@@ -318,17 +341,20 @@ void runNchwcConv(KernelContext& ctx, const PreparedNchwcConv& p) {
   const Shape yShape{s.batch, s.outBlocks(), s.outHeight, s.outWidth, kNchwcBlock};
   std::vector<float> runBias;  // B computed at run time
   if (p.bias.empty()) {
-    runBias = paddedBias(ctx.hasInput(2) ? &ctx.input(2) : nullptr, p.outChannels,
-                         [&](const std::string& message) { ctx.fail(message, ErrorCode::kInvalidArgument); });
+    runBias = paddedBias(
+        ctx.hasInput(2) ? &ctx.input(2) : nullptr, p.outChannels,
+        [&](const std::string& message) { ctx.fail(message, ErrorCode::kInvalidArgument); });
   }
   const Tensor* residual = ctx.hasInput(3) ? &ctx.input(3) : nullptr;
   if (residual && (residual->dtype() != DataType::kFloat32 || residual->shape() != yShape)) {
-    ctx.fail("residual Z " + residual->describe() + " must be float32 shaped like the output " + shapeToString(yShape),
+    ctx.fail("residual Z " + residual->describe() + " must be float32 shaped like the output " +
+                 shapeToString(yShape),
              ErrorCode::kInvalidArgument);
   }
   Tensor& y = ctx.output(0);
   if (y.shape() != yShape) {
-    ctx.fail("output " + y.describe() + " does not have the convolution's shape " + shapeToString(yShape));
+    ctx.fail("output " + y.describe() + " does not have the convolution's shape " +
+             shapeToString(yShape));
   }
   if (y.numel() == 0) return;
   NchwcConvArgs args;
@@ -346,22 +372,26 @@ void runNchwcConv(KernelContext& ctx, const PreparedNchwcConv& p) {
 }
 
 // The saved blob k as the mutable pointer the packings hold (never written through).
-std::shared_ptr<float> savedFloats(const KernelCreateInfo& info, const KernelState& state, size_t k, int64_t floats) {
+std::shared_ptr<float> savedFloats(const KernelCreateInfo& info, const KernelState& state, size_t k,
+                                   int64_t floats) {
   return std::const_pointer_cast<float>(cpu::savedFloats(info.node, state, k, floats));
 }
 
 // Floats packNchwcWeights makes for W [Co, Ci / group, kH, kW] in `layout`.
 int64_t nchwcPackedFloats(const PreparedNchwcConv& p, NchwcWeightLayout layout) {
   if (p.group != 1 && !p.depthwise) {
-    return nchwcGroupedWeightFloats(p.outChannels, p.inPerGroup * p.group, p.group, p.kernelH, p.kernelW);
+    return nchwcGroupedWeightFloats(p.outChannels, p.inPerGroup * p.group, p.group, p.kernelH,
+                                    p.kernelW);
   }
-  const int64_t ciStride = layout == NchwcWeightLayout::kDepthwise    ? 1
-                           : layout == NchwcWeightLayout::kPlainInput ? p.inPerGroup
-                                                                      : ir::nchwcBlocks(p.inPerGroup) * kNchwcBlock;
+  const int64_t ciStride = layout == NchwcWeightLayout::kDepthwise ? 1
+                           : layout == NchwcWeightLayout::kPlainInput
+                               ? p.inPerGroup
+                               : ir::nchwcBlocks(p.inPerGroup) * kNchwcBlock;
   return ir::nchwcBlocks(p.outChannels) * kNchwcBlock * p.kernelH * p.kernelW * ciStride;
 }
 
-KernelState savedBlobs(const std::vector<const NchwcPackedWeights*>& packed, std::vector<uint8_t> params) {
+KernelState savedBlobs(const std::vector<const NchwcPackedWeights*>& packed,
+                       std::vector<uint8_t> params) {
   KernelState state;
   state.params = std::move(params);
   for (const NchwcPackedWeights* w : packed) {
@@ -374,7 +404,8 @@ KernelState savedBlobs(const std::vector<const NchwcPackedWeights*>& packed, std
 // The candidates, in the order they are tried (the one place NchwcConv's algorithm and ISA are
 // chosen). Each packs W for its own layout only.
 std::string winogradDeclines(const KernelCreateInfo& info) {
-  if (hasInputScale(info)) return "X has a scale (input 4): the direct packing is rescaled per image";
+  if (hasInputScale(info))
+    return "X has a scale (input 4): the direct packing is rescaled per image";
   const Tensor& w = constantWeights(info);
   const ir::TypeInfo* xType = info.inputTypes.empty() ? nullptr : info.inputTypes[0];
   if (xRankOf(info) != 5) return "X is not blocked (rank 5)";
@@ -384,7 +415,8 @@ std::string winogradDeclines(const KernelCreateInfo& info) {
   if (!x[2].isKnown() || !x[3].isKnown()) return "X's spatial size is not static";
   const ir::ConvGeometry g = ir::convGeometry(info.node, {x[2].value, x[3].value}, {3, 3});
   for (int d = 0; d < 2; ++d) {
-    if (g.strides[d] != 1 || g.dilations[d] != 1 || g.output[d] <= 0) return "takes stride 1, dilation 1";
+    if (g.strides[d] != 1 || g.dilations[d] != 1 || g.output[d] <= 0)
+      return "takes stride 1, dilation 1";
   }
   return "";
 }
@@ -397,7 +429,8 @@ std::string winogradPassedOver(const KernelCreateInfo& info, int tile) {
   const int best = nchwcWinogradTile(g.output[0], g.output[1]);
   if (best == tile) return "";
   return std::to_string(g.output[0]) + "x" + std::to_string(g.output[1]) + " output: " +
-         (best ? "the " + std::to_string(best) + "x" + std::to_string(best) + " tile is expected to be faster"
+         (best ? "the " + std::to_string(best) + "x" + std::to_string(best) +
+                     " tile is expected to be faster"
                : std::string("too few tiles, direct is expected to be faster"));
 }
 
@@ -408,18 +441,21 @@ Kernel makeWinograd(const KernelCreateInfo& info, int tile, const KernelState* s
     p.winograd.tile = tile;
     p.winograd.inChannels = p.inPerGroup;
     p.winograd.outChannels = p.outChannels;
-    p.winograd.floats = (tile + 2) * (tile + 2) * ir::nchwcBlocks(p.outChannels) * kNchwcBlock * p.inPerGroup;
+    p.winograd.floats =
+        (tile + 2) * (tile + 2) * ir::nchwcBlocks(p.outChannels) * kNchwcBlock * p.inPerGroup;
     p.winograd.data = savedFloats(info, *saved, 0, p.winograd.floats);
   } else {
     const Tensor& w = constantWeights(info);
     p.winograd = packNchwcWinogradWeights(w.data<float>(), p.outChannels, p.inPerGroup, tile);
   }
   p.convolve = [weights = p.winograd](KernelContext& ctx, NchwcConvArgs& args) {
-    args.scratch = static_cast<float*>(ctx.workspace(nchwcWinogradWorkspaceBytes(*args.shape, weights)));
+    args.scratch =
+        static_cast<float*>(ctx.workspace(nchwcWinogradWorkspaceBytes(*args.shape, weights)));
     nchwcWinogradConv(args, weights);
   };
   Kernel k;
-  k.workspace = [weights = p.winograd, p](const std::vector<const Shape*>& in, int threads) -> uint64_t {
+  k.workspace = [weights = p.winograd, p](const std::vector<const Shape*>& in,
+                                          int threads) -> uint64_t {
     if (in.empty() || !in[0] || in[0]->size() != 5) return 0;
     NchwcConvShape s;
     s.batch = (*in[0])[0];
@@ -428,7 +464,8 @@ Kernel makeWinograd(const KernelCreateInfo& info, int tile, const KernelState* s
     s.height = (*in[0])[2];
     s.width = (*in[0])[3];
     const bool staticSize = s.height == p.staticHeight && s.width == p.staticWidth;
-    const ir::ConvGeometry g = staticSize ? p.staticGeometry : ir::convGeometry(p.attrs, {s.height, s.width}, {3, 3});
+    const ir::ConvGeometry g =
+        staticSize ? p.staticGeometry : ir::convGeometry(p.attrs, {s.height, s.width}, {3, 3});
     s.outHeight = g.output[0];
     s.outWidth = g.output[1];
     if (s.outHeight <= 0 || s.outWidth <= 0) return 0;
@@ -436,7 +473,8 @@ Kernel makeWinograd(const KernelCreateInfo& info, int tile, const KernelState* s
   };
   k.save = [winograd = p.winograd] {
     KernelState state;
-    state.blobs.push_back({winograd.data.get(), static_cast<uint64_t>(winograd.floats) * sizeof(float)});
+    state.blobs.push_back(
+        {winograd.data.get(), static_cast<uint64_t>(winograd.floats) * sizeof(float)});
     state.owner = winograd.data;
     return state;
   };
@@ -466,27 +504,31 @@ Kernel makeDirect(const KernelCreateInfo& info, CpuIsa isa, const KernelState* s
       packed->floats = nchwcPackedFloats(p, layout);
       packed->data = savedFloats(info, *saved, k, packed->floats);
     } else if (p.group != 1 && !p.depthwise) {
-      *packed = packNchwcGroupedWeights(constantWeights(info).data<float>(), p.outChannels, p.inPerGroup * p.group,
-                                        p.group, p.kernelH, p.kernelW);
+      *packed = packNchwcGroupedWeights(constantWeights(info).data<float>(), p.outChannels,
+                                        p.inPerGroup * p.group, p.group, p.kernelH, p.kernelW);
     } else {
       *packed = packNchwcWeights(constantWeights(info).data<float>(), p.outChannels,
-                                 layout == NchwcWeightLayout::kDepthwise ? 1 : p.inPerGroup, p.kernelH, p.kernelW, layout);
+                                 layout == NchwcWeightLayout::kDepthwise ? 1 : p.inPerGroup,
+                                 p.kernelH, p.kernelW, layout);
     }
   }
   if (saved && saved->blobs.size() != layouts.size()) {
-    throw Error(ErrorCode::kInvalidPlan, "layer '" + info.node.name + "': " + std::to_string(saved->blobs.size()) +
-                                             " packed weights for the " + std::to_string(layouts.size()) +
-                                             " layouts the kernel packs");
+    throw Error(ErrorCode::kInvalidPlan,
+                "layer '" + info.node.name + "': " + std::to_string(saved->blobs.size()) +
+                    " packed weights for the " + std::to_string(layouts.size()) +
+                    " layouts the kernel packs");
   }
   const bool scaled = hasInputScale(info);
   p.convolve = [isa, scaled](KernelContext& ctx, NchwcConvArgs& args) {
     if (scaled) return runNchwcConvWithInputScale(ctx, args, ctx.input(4), isa);
-    args.scratch = static_cast<float*>(ctx.workspace(uint64_t(nchwcConvScratchFloats(*args.shape, isa)) * sizeof(float)));
+    args.scratch = static_cast<float*>(
+        ctx.workspace(uint64_t(nchwcConvScratchFloats(*args.shape, isa)) * sizeof(float)));
     nchwcConv(args, isa);
   };
   Kernel k;
   const int64_t blockedFloats = p.blockedWeights.floats;
-  k.workspace = [p, isa, scaled, blockedFloats](const std::vector<const Shape*>& in, int) -> uint64_t {
+  k.workspace = [p, isa, scaled, blockedFloats](const std::vector<const Shape*>& in,
+                                                int) -> uint64_t {
     if (in.empty() || !in[0] || in[0]->size() < 4) return 0;
     if (scaled) return uint64_t(blockedFloats) * sizeof(float);
     if (in[0]->size() != 4 || isa >= CpuIsa::kAvx512) return 0;
@@ -527,8 +569,9 @@ Kernel makeBf16Direct(const KernelCreateInfo& info, const KernelState* saved) {
     p.blockedWeights.floats = nchwcBf16WeightWords(p.outChannels, p.inPerGroup, taps);
     p.blockedWeights.data = savedFloats(info, *saved, 0, p.blockedWeights.floats);
   } else {
-    const NchwcPackedWeights blocked = packNchwcWeights(constantWeights(info).data<float>(), p.outChannels, p.inPerGroup,
-                                                        p.kernelH, p.kernelW, NchwcWeightLayout::kBlockedInput);
+    const NchwcPackedWeights blocked =
+        packNchwcWeights(constantWeights(info).data<float>(), p.outChannels, p.inPerGroup,
+                         p.kernelH, p.kernelW, NchwcWeightLayout::kBlockedInput);
     p.blockedWeights = packNchwcBf16Weights(blocked, p.outChannels, p.inPerGroup, taps);
   }
   const auto* words = reinterpret_cast<const uint32_t*>(p.blockedWeights.data.get());
@@ -546,8 +589,12 @@ Kernel makeBf16Direct(const KernelCreateInfo& info, const KernelState* saved) {
   return k;
 }
 
-std::string winograd4x4PassedOver(const KernelCreateInfo& info) { return winogradPassedOver(info, 4); }
-std::string winograd2x2PassedOver(const KernelCreateInfo& info) { return winogradPassedOver(info, 2); }
+std::string winograd4x4PassedOver(const KernelCreateInfo& info) {
+  return winogradPassedOver(info, 4);
+}
+std::string winograd2x2PassedOver(const KernelCreateInfo& info) {
+  return winogradPassedOver(info, 2);
+}
 // group == Ci == Co: W is [group, 1, kH, kW].
 bool isDepthwise(const KernelCreateInfo& info) {
   const int64_t group = ir::attrInt(info.node, "group", 1);
@@ -571,7 +618,9 @@ std::string plainInputDeclines(const KernelCreateInfo& info) {
   if (ir::attrInt(info.node, "group", 1) != 1) return "grouped: needs a blocked X";
   return xRankOf(info) == 4 ? "" : "X is not plain NCHW (rank 4)";
 }
-std::string scaledInputDeclines(const KernelCreateInfo& info) { return hasInputScale(info) ? "" : "X has no scale (input 4)"; }
+std::string scaledInputDeclines(const KernelCreateInfo& info) {
+  return hasInputScale(info) ? "" : "X has no scale (input 4)";
+}
 std::string directDeclines(const KernelCreateInfo& info) {
   if (ir::attrInt(info.node, "group", 1) != 1) return "grouped (takes group 1)";
   if (hasInputScale(info)) return "X has a scale (input 4)";
@@ -580,7 +629,8 @@ std::string directDeclines(const KernelCreateInfo& info) {
 
 const bool kRegistered = [] {
   KernelRegistry& r = KernelRegistry::global();
-  auto add = [&](const std::string& name, CpuIsa isa, std::string (*declines)(const KernelCreateInfo&),
+  auto add = [&](const std::string& name, CpuIsa isa,
+                 std::string (*declines)(const KernelCreateInfo&),
                  std::function<Kernel(const KernelCreateInfo&)> create,
                  std::function<Kernel(const KernelCreateInfo&, const KernelState&)> restore,
                  std::string (*passedOver)(const KernelCreateInfo&) = nullptr) {
@@ -600,22 +650,31 @@ const bool kRegistered = [] {
   bf16.isa = CpuIsa::kAvx512Bf16;
   bf16.supports = bf16DirectDeclines;
   bf16.create = [](const KernelCreateInfo& i) { return makeBf16Direct(i, nullptr); };
-  bf16.restore = [](const KernelCreateInfo& i, const KernelState& s) { return makeBf16Direct(i, &s); };
+  bf16.restore = [](const KernelCreateInfo& i, const KernelState& s) {
+    return makeBf16Direct(i, &s);
+  };
   bf16.memory.inPlaceInputs = {3};  // as the FP32 kernels: Z is read at the start of each tile
   r.addCandidate("kiln", "NchwcConv", DataType::kFloat32, std::move(bf16));
   for (int tile : {4, 2}) {
     const std::string name = "winograd_f" + std::to_string(tile) + "x" + std::to_string(tile);
-    add(name, CpuIsa::kAvx512, winogradDeclines,
+    add(
+        name, CpuIsa::kAvx512, winogradDeclines,
         [tile](const KernelCreateInfo& i) { return makeWinograd(i, tile); },
-        [tile](const KernelCreateInfo& i, const KernelState& s) { return makeWinograd(i, tile, &s); },
+        [tile](const KernelCreateInfo& i, const KernelState& s) {
+          return makeWinograd(i, tile, &s);
+        },
         tile == 4 ? winograd4x4PassedOver : winograd2x2PassedOver);
   }
-  for (auto [name, declines] : {std::pair{"depthwise", &depthwiseDeclines}, std::pair{"grouped", &groupedDeclines},
-                                std::pair{"plain_input", &plainInputDeclines},
-                                std::pair{"scaled_input", &scaledInputDeclines}, std::pair{"direct", &directDeclines}}) {
+  for (auto [name, declines] :
+       {std::pair{"depthwise", &depthwiseDeclines}, std::pair{"grouped", &groupedDeclines},
+        std::pair{"plain_input", &plainInputDeclines},
+        std::pair{"scaled_input", &scaledInputDeclines}, std::pair{"direct", &directDeclines}}) {
     for (CpuIsa isa : {CpuIsa::kAvx512, CpuIsa::kAvx2}) {
-      add(name, isa, declines, [isa](const KernelCreateInfo& i) { return makeDirect(i, isa); },
-          [isa](const KernelCreateInfo& i, const KernelState& s) { return makeDirect(i, isa, &s); });
+      add(
+          name, isa, declines, [isa](const KernelCreateInfo& i) { return makeDirect(i, isa); },
+          [isa](const KernelCreateInfo& i, const KernelState& s) {
+            return makeDirect(i, isa, &s);
+          });
     }
   }
   return true;

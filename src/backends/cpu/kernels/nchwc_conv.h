@@ -1,6 +1,6 @@
-// Direct convolution in the blocked NCHWc layout (ir/ops/nchwc.h), the CPU kernel of kiln::NchwcConv.
-// Weights are packed once, 16 output channels per vector, so that the inner loop multiplies one
-// vector of weights by one broadcast input value for each of several output pixels:
+// Direct convolution in the blocked NCHWc layout (ir/ops/nchwc.h), the CPU kernel of
+// kiln::NchwcConv. Weights are packed once, 16 output channels per vector, so that the inner loop
+// multiplies one vector of weights by one broadcast input value for each of several output pixels:
 //   blocked X: the output blocks are cut into groups of at most kNchwcOutBlocks blocks, sizes as
 //              equal as possible (nchwcOutBlockGroup); the group of blocks b0 .. b0+M-1 starts at
 //              b0 * taps * ciPadded * 16 floats and is laid out [ci / 16][ky][kx][ci % 16][M][16],
@@ -25,7 +25,8 @@
 
 namespace kiln::cpu {
 
-/// Output-channel blocks whose weights are packed together (the register block of the AVX-512 kernel).
+/// Output-channel blocks whose weights are packed together (the register block of the AVX-512
+/// kernel).
 constexpr int64_t kNchwcOutBlocks = 4;
 
 /// Where, in a group of M blocks packed for a blocked X, the weights of input channels
@@ -66,8 +67,8 @@ struct NchwcConvShape {
   int64_t slices() const { return (groups + groupsPerSlice - 1) / groupsPerSlice; }
   /// 1x1, stride 1, no padding, blocked X: output pixel q reads input pixel q.
   bool pointwise() const {
-    return !plainInput && !depthwise && kernelH == 1 && kernelW == 1 && strideH == 1 && strideW == 1 && padTop == 0 &&
-           padLeft == 0 && outHeight == height && outWidth == width;
+    return !plainInput && !depthwise && kernelH == 1 && kernelW == 1 && strideH == 1 &&
+           strideW == 1 && padTop == 0 && padLeft == 0 && outHeight == height && outWidth == width;
   }
 };
 
@@ -78,8 +79,8 @@ struct NchwcPackedWeights {
 };
 
 /// Packs W [Co, Ci / group, kH, kW] (Ci / group == 1 for kDepthwise) for X of the given layout.
-NchwcPackedWeights packNchwcWeights(const float* w, int64_t outChannels, int64_t inChannels, int64_t kernelH,
-                                    int64_t kernelW, NchwcWeightLayout layout);
+NchwcPackedWeights packNchwcWeights(const float* w, int64_t outChannels, int64_t inChannels,
+                                    int64_t kernelH, int64_t kernelW, NchwcWeightLayout layout);
 
 /// One convolution: y = act(conv(x, weights) + bias + residual), all blocked as in nchwc.h.
 struct NchwcConvArgs {

@@ -25,15 +25,16 @@ struct LaneMask {
     const int64_t valid = std::clamp<int64_t>(channels - b * kBlock, 0, kBlock);
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     lo = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(valid)), lane));
-    hi = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(valid) - 8), lane));
+    hi = _mm256_castsi256_ps(
+        _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(valid) - 8), lane));
   }
 };
 
 // Adds the residual (its padding lanes masked off, they may hold anything), zeroes the padding
 // lanes when asked, stores n pixels of one block and applies the activation to them.
 template <int P>
-void finishChunk(const NchwcConvArgs& a, const LaneMask& mask, bool maskOutput, const __m256* lo, const __m256* hi,
-                 int64_t outOffset, int n) {
+void finishChunk(const NchwcConvArgs& a, const LaneMask& mask, bool maskOutput, const __m256* lo,
+                 const __m256* hi, int64_t outOffset, int n) {
   float* y = a.y + outOffset;
   const float* z = a.residual ? a.residual + outOffset : nullptr;
   for (int p = 0; p < P && p < n; ++p) {
@@ -54,8 +55,8 @@ void finishChunk(const NchwcConvArgs& a, const LaneMask& mask, bool maskOutput, 
 
 // lo/hi[p] += w[ci] * x_p[ci] for ci < count, the block's weights wStep floats apart.
 template <int P>
-inline void multiplyChannels(__m256* lo, __m256* hi, const float* const* px, const float* w, int64_t count,
-                             int64_t wStep) {
+inline void multiplyChannels(__m256* lo, __m256* hi, const float* const* px, const float* w,
+                             int64_t count, int64_t wStep) {
   for (int64_t ci = 0; ci < count; ++ci) {
     const __m256 wl = _mm256_loadu_ps(w + ci * wStep), wh = _mm256_loadu_ps(w + ci * wStep + 8);
     for (int p = 0; p < P; ++p) {
@@ -71,8 +72,8 @@ inline void multiplyChannels(__m256* lo, __m256* hi, const float* const* px, con
 // (padded by nchwcConv, [Hp][Wp][Ci]): every tap is inside it, a kernel row's kW * Ci values
 // contiguous when there is no dilation.
 template <int P>
-void convolveChunk(const NchwcConvArgs& a, int64_t image, int64_t b, int64_t m, int64_t M, const float* group,
-                   int64_t q0, int n) {
+void convolveChunk(const NchwcConvArgs& a, int64_t image, int64_t b, int64_t m, int64_t M,
+                   const float* group, int64_t q0, int n) {
   const NchwcConvShape& s = *a.shape;
   const int64_t inPlane = s.height * s.width;
   const int64_t ciStride = s.plainInput ? s.inChannels : s.inBlocks() * kBlock;
@@ -84,7 +85,8 @@ void convolveChunk(const NchwcConvArgs& a, int64_t image, int64_t b, int64_t m, 
     hi[p] = _mm256_loadu_ps(a.bias + b * kBlock + 8);
   }
   const float* x = a.x + image * ciStride * inPlane;
-  const int64_t run = s.plainInput && s.dilationW == 1 ? s.kernelW : 1;  // kernel columns read as one run
+  const int64_t run =
+      s.plainInput && s.dilationW == 1 ? s.kernelW : 1;  // kernel columns read as one run
   int64_t off[P];
   const float* px[P];
   for (int64_t ky = 0; ky < s.kernelH; ++ky) {
@@ -93,12 +95,15 @@ void convolveChunk(const NchwcConvArgs& a, int64_t image, int64_t b, int64_t m, 
       const int64_t tap = ky * s.kernelW + kx;
       if (s.plainInput) {
         for (int p = 0; p < P; ++p) px[p] = x + off[p] * s.inChannels;
-        multiplyChannels<P>(lo, hi, px, group + tap * ciStride * wStep + m * kBlock, run * s.inChannels, wStep);
+        multiplyChannels<P>(lo, hi, px, group + tap * ciStride * wStep + m * kBlock,
+                            run * s.inChannels, wStep);
         continue;
       }
       for (int64_t c0 = 0; c0 < s.inChannels; c0 += kBlock) {
-        for (int p = 0; p < P; ++p) px[p] = off[p] < 0 ? kNchwcZeros : x + c0 * inPlane + off[p] * kBlock;
-        multiplyChannels<P>(lo, hi, px, group + nchwcBlockedWeightOffset(s.taps(), tap, c0, M) + m * kBlock,
+        for (int p = 0; p < P; ++p)
+          px[p] = off[p] < 0 ? kNchwcZeros : x + c0 * inPlane + off[p] * kBlock;
+        multiplyChannels<P>(lo, hi, px,
+                            group + nchwcBlockedWeightOffset(s.taps(), tap, c0, M) + m * kBlock,
                             std::min(kBlock, s.inChannels - c0), wStep);
       }
     }
@@ -147,12 +152,14 @@ void nchwcConvAvx2(const NchwcConvArgs& a) {
   if (s.depthwise) {
     parallelFor(s.batch * outBlocks * chunks.count, [&](int64_t t0, int64_t t1) {
       forEachChunkTask(t0, t1, outBlocks, chunks.count, [&](int64_t image, int64_t b, int64_t c) {
-        convolveDepthwiseChunk<kMaxPixels>(a, image, b, chunks.begin(c), static_cast<int>(chunks.length(c)));
+        convolveDepthwiseChunk<kMaxPixels>(a, image, b, chunks.begin(c),
+                                           static_cast<int>(chunks.length(c)));
       });
     });
     return;
   }
-  // Each (image, slice) is a convolution of its own (one slice unless grouped: nchwc_conv_grouped.h).
+  // Each (image, slice) is a convolution of its own (one slice unless grouped:
+  // nchwc_conv_grouped.h).
   const int64_t slices = s.slices();
   const NchwcConvShape first = nchwcSliceShape(s, 0);  // the sizes of every slice's blocks
   const int64_t sliceOutBlocks = first.outBlocks(), groups = nchwcOutBlockGroups(sliceOutBlocks);
@@ -164,8 +171,9 @@ void nchwcConvAvx2(const NchwcConvArgs& a) {
       const NchwcConvArgs sliced = nchwcSliceArgs(a, slice, task / slices, task % slices);
       const NchwcBlockRange r = nchwcOutBlockGroup(sliceOutBlocks, g);
       for (int64_t b = r.begin; b < r.end; ++b) {
-        convolveChunk<kMaxPixels>(sliced, 0, b, b - r.begin, r.end - r.begin, sliced.weights + r.begin * blockFloats,
-                                  chunks.begin(c), static_cast<int>(chunks.length(c)));
+        convolveChunk<kMaxPixels>(sliced, 0, b, b - r.begin, r.end - r.begin,
+                                  sliced.weights + r.begin * blockFloats, chunks.begin(c),
+                                  static_cast<int>(chunks.length(c)));
       }
     });
   });

@@ -29,7 +29,8 @@ namespace {
 // acc[m][p] += w[ci][m] * x_p[ci] for ci < count, weights [ci][M][16]. Left rolled: GCC
 // then keeps the M * P accumulators in registers without shuffling them between iterations.
 template <int M, int P>
-inline void multiplyChannels(__m512 (&acc)[M][P], const float* const (&px)[P], const float* w, int64_t count) {
+inline void multiplyChannels(__m512 (&acc)[M][P], const float* const (&px)[P], const float* w,
+                             int64_t count) {
   for (int64_t ci = 0; ci < count; ++ci) {
     __m512 wv[M];
 #pragma GCC unroll 4
@@ -53,16 +54,17 @@ struct WeightPrefetch {
   const char* end = nullptr;
   int64_t linesPerStep = 0;
   inline void step() {
-    for (int64_t i = 0; i < linesPerStep && next < end; ++i, next += 64) _mm_prefetch(next, _MM_HINT_T1);
+    for (int64_t i = 0; i < linesPerStep && next < end; ++i, next += 64)
+      _mm_prefetch(next, _MM_HINT_T1);
   }
 };
 
 // Adds to acc the taps of a blocked X over input channels [c0, c1) (whole blocks but the last):
 // for each tap, each 16-channel block of each pixel.
 template <int M, int P, bool Prefetch>
-inline void accumulateBlocked(const NchwcConvShape& s, const ChunkOrigins<P>& origins, const float* x,
-                              const float* group, int64_t c0, int64_t c1, WeightPrefetch& prefetch,
-                              __m512 (&acc)[M][P]) {
+inline void accumulateBlocked(const NchwcConvShape& s, const ChunkOrigins<P>& origins,
+                              const float* x, const float* group, int64_t c0, int64_t c1,
+                              WeightPrefetch& prefetch, __m512 (&acc)[M][P]) {
   const int64_t inPlane = s.height * s.width;
   int64_t off[P];
   const float* px[P];
@@ -86,8 +88,9 @@ inline void accumulateBlocked(const NchwcConvShape& s, const ChunkOrigins<P>& or
 // X as in Y, so one pointer serves them all. (Software prefetch of the next chunk's X, of the
 // residual or of Y, and a fully unrolled 16-channel loop, measured no faster in whole models.)
 template <int M, int P, bool Prefetch>
-inline void accumulatePointwise(const NchwcConvShape& s, int64_t q0, const float* x, const float* group, int64_t c0,
-                                int64_t c1, WeightPrefetch& prefetch, __m512 (&acc)[M][P]) {
+inline void accumulatePointwise(const NchwcConvShape& s, int64_t q0, const float* x,
+                                const float* group, int64_t c0, int64_t c1,
+                                WeightPrefetch& prefetch, __m512 (&acc)[M][P]) {
   const int64_t inPlane = s.height * s.width;
   for (int64_t c = c0; c < c1; c += kBlock) {
     const float* plane = x + (c * inPlane + q0 * kBlock);
@@ -104,46 +107,56 @@ struct ChannelSlab {
   bool first = true, last = true;
 };
 
-// Output blocks b0 .. b0 + M - 1 (packed weights at `group`) for pixels q0 .. q0 + P - 1 of `image`.
+// Output blocks b0 .. b0 + M - 1 (packed weights at `group`) for pixels q0 .. q0 + P - 1 of
+// `image`.
 template <int M, int P, bool Prefetch>
-void convolveChunk(const NchwcConvArgs& a, const RegisterEpilogue& epi, int64_t image, int64_t b0, const float* group,
-                   int64_t q0, const ChannelSlab& slab, WeightPrefetch& prefetch) {
+void convolveChunk(const NchwcConvArgs& a, const RegisterEpilogue& epi, int64_t image, int64_t b0,
+                   const float* group, int64_t q0, const ChannelSlab& slab,
+                   WeightPrefetch& prefetch) {
   const NchwcConvShape& s = *a.shape;
   const int64_t outPlane = s.outHeight * s.outWidth;
   const int64_t blockStride = outPlane * kBlock;
-  const int64_t tile = ((image * s.outBlocks() + b0) * outPlane + q0) * kBlock;  // block b0, pixel q0
+  const int64_t tile =
+      ((image * s.outBlocks() + b0) * outPlane + q0) * kBlock;  // block b0, pixel q0
   __m512 acc[M][P];
   if (slab.first) {
-    startFromBias<M, P>(acc, a.bias, a.residual ? a.residual + tile : nullptr, blockStride, b0, s.outChannels);
+    startFromBias<M, P>(acc, a.bias, a.residual ? a.residual + tile : nullptr, blockStride, b0,
+                        s.outChannels);
   } else {
 #pragma GCC unroll 4
     for (int m = 0; m < M; ++m) {
 #pragma GCC unroll 16
-      for (int p = 0; p < P; ++p) acc[m][p] = _mm512_loadu_ps(a.y + tile + m * blockStride + p * kBlock);
+      for (int p = 0; p < P; ++p)
+        acc[m][p] = _mm512_loadu_ps(a.y + tile + m * blockStride + p * kBlock);
     }
   }
   const int64_t inPlane = s.height * s.width;
   if (s.pointwise()) {
-    accumulatePointwise<M, P, Prefetch>(s, q0, a.x + image * inPlane * s.inBlocks() * kBlock, group, slab.begin,
-                                        slab.end, prefetch, acc);
+    accumulatePointwise<M, P, Prefetch>(s, q0, a.x + image * inPlane * s.inBlocks() * kBlock, group,
+                                        slab.begin, slab.end, prefetch, acc);
   } else {
-    accumulateBlocked<M, P, Prefetch>(s, ChunkOrigins<P>(s, q0, P), a.x + image * inPlane * s.inBlocks() * kBlock,
-                                      group, slab.begin, slab.end, prefetch, acc);
+    accumulateBlocked<M, P, Prefetch>(s, ChunkOrigins<P>(s, q0, P),
+                                      a.x + image * inPlane * s.inBlocks() * kBlock, group,
+                                      slab.begin, slab.end, prefetch, acc);
   }
   if (slab.last) return storeTile<M, P>(epi, acc, a.y + tile, blockStride);
 #pragma GCC unroll 4
   for (int m = 0; m < M; ++m) {  // partial sums, for the next slab
 #pragma GCC unroll 16
-    for (int p = 0; p < P; ++p) _mm512_storeu_ps(a.y + tile + m * blockStride + p * kBlock, acc[m][p]);
+    for (int p = 0; p < P; ++p)
+      _mm512_storeu_ps(a.y + tile + m * blockStride + p * kBlock, acc[m][p]);
   }
 }
 
 // convolveChunk<M, n> for the run-time n <= P.
 template <int M, int P, bool Prefetch>
-void convolveChunkOfSize(const NchwcConvArgs& a, const RegisterEpilogue& epi, int64_t image, int64_t b0,
-                         const float* group, int64_t q0, int64_t n, const ChannelSlab& slab, WeightPrefetch& prefetch) {
+void convolveChunkOfSize(const NchwcConvArgs& a, const RegisterEpilogue& epi, int64_t image,
+                         int64_t b0, const float* group, int64_t q0, int64_t n,
+                         const ChannelSlab& slab, WeightPrefetch& prefetch) {
   if constexpr (P > 1) {
-    if (n < P) return convolveChunkOfSize<M, P - 1, Prefetch>(a, epi, image, b0, group, q0, n, slab, prefetch);
+    if (n < P)
+      return convolveChunkOfSize<M, P - 1, Prefetch>(a, epi, image, b0, group, q0, n, slab,
+                                                     prefetch);
   }
   convolveChunk<M, P, Prefetch>(a, epi, image, b0, group, q0, slab, prefetch);
 }
@@ -156,12 +169,13 @@ constexpr int64_t kSlabWeightBytes = 32 << 10;
 // traffic in deep layers: 128 measured 3-6 % faster than 64 on ResNet-50's 1x1 layers (14 x 14,
 // 1024->256, whose 1 MB of weights are read 2 times instead of 4), and no slower elsewhere.
 constexpr int64_t kBandPixels = 128;
-// All output groups' weights up to this size are read from L2 by band-major tasks (see convolveGroups).
+// All output groups' weights up to this size are read from L2 by band-major tasks (see
+// convolveGroups).
 constexpr int64_t kBandMajorWeightBytes = 1 << 20;
 
 // Tasks are (image and slice, group of output blocks, band of pixel chunks): each slice of a
-// grouped convolution is a convolution of its own (nchwc_conv_grouped.h). When a group's weights for
-// all input channels are larger than kSlabWeightBytes, the input channels are cut into slabs
+// grouped convolution is a convolution of its own (nchwc_conv_grouped.h). When a group's weights
+// for all input channels are larger than kSlabWeightBytes, the input channels are cut into slabs
 // and each band runs slab by slab, so that the weights come from L1 rather than L2 (deep layers:
 // 512 channels x 3 x 3 are 1.2 MB per group). Otherwise a band is one chunk, unless an
 // activation runs over the stored band. Bands shrink so that each thread gets a few tasks.
@@ -170,16 +184,20 @@ void convolveGroups(const NchwcConvArgs& whole) {
   const NchwcConvShape s = nchwcSliceShape(*whole.shape, 0);  // the sizes of every slice's blocks
   const RegisterEpilogue epi(whole.act);
   const int64_t outBlocks = s.outBlocks(), groups = nchwcOutBlockGroups(outBlocks);
-  const int64_t widest = nchwcOutBlockGroup(outBlocks, groups - 1).end - nchwcOutBlockGroup(outBlocks, groups - 1).begin;
+  const int64_t widest = nchwcOutBlockGroup(outBlocks, groups - 1).end -
+                         nchwcOutBlockGroup(outBlocks, groups - 1).begin;
   const PixelChunks chunks(s.outHeight * s.outWidth, maxRegisterPixels(widest));
   const int64_t ciStride = s.inBlocks() * kBlock;
   const int64_t blockFloats = s.taps() * ciStride * kBlock;  // one output block's packed weights
-  const int64_t channelBytes = s.taps() * widest * kBlock * int64_t(sizeof(float));  // per input channel
-  const int64_t slabChannels = std::max<int64_t>(kBlock, kSlabWeightBytes / channelBytes / kBlock * kBlock);
+  const int64_t channelBytes =
+      s.taps() * widest * kBlock * int64_t(sizeof(float));  // per input channel
+  const int64_t slabChannels =
+      std::max<int64_t>(kBlock, kSlabWeightBytes / channelBytes / kBlock * kBlock);
   // Bands of several chunks when the channels come in slabs, or when an activation such as SiLU
   // runs over the stored outputs (once per band and block rather than once per chunk).
   const bool wideBands = slabChannels < s.inChannels || epi.rest;
-  int64_t bandChunks = wideBands ? std::max<int64_t>(1, kBandPixels / maxRegisterPixels(widest)) : 1;
+  int64_t bandChunks =
+      wideBands ? std::max<int64_t>(1, kBandPixels / maxRegisterPixels(widest)) : 1;
   // A few tasks per thread, so that small maps with few groups (7 x 7, 160 outputs) still keep
   // every thread busy; only two where the weights outweigh X, since each band of a group reads
   // all of the group's weights again.
@@ -198,9 +216,10 @@ void convolveGroups(const NchwcConvArgs& whole) {
   // rather than part of the output channels, so two threads do not both stream all of X. It
   // writes all output blocks at once, though, which costs more than it saves where the output
   // is larger than the input (ResNet-50's channel-expanding 1x1 convs).
-  const int64_t outputBytes = s.outHeight * s.outWidth * outBlocks * kBlock * int64_t(sizeof(float));
-  const bool bandMajor =
-      groups > 1 && weightBytes <= kBandMajorWeightBytes && weightBytes <= inputBytes && outputBytes <= inputBytes;
+  const int64_t outputBytes =
+      s.outHeight * s.outWidth * outBlocks * kBlock * int64_t(sizeof(float));
+  const bool bandMajor = groups > 1 && weightBytes <= kBandMajorWeightBytes &&
+                         weightBytes <= inputBytes && outputBytes <= inputBytes;
   parallelFor(images * groups * bands, [&](int64_t t0, int64_t t1) {
     const auto runTask = [&](int64_t task, int64_t g, int64_t band) {
       const NchwcConvShape slice = nchwcSliceShape(*whole.shape, task % slices);
@@ -219,7 +238,8 @@ void convolveGroups(const NchwcConvArgs& whole) {
         if (!bandMajor && (slab.last ? band + 1 == bands : band == 0)) {
           const int64_t m = r.end - r.begin, ciEnd = std::min(ciPadded, begin + slabChannels);
           const float* slabEnd = group + ciEnd * s.taps() * m * kBlock;
-          const int64_t floats = std::min<int64_t>(weightsEnd - slabEnd, (ciEnd - begin) * s.taps() * m * kBlock);
+          const int64_t floats =
+              std::min<int64_t>(weightsEnd - slabEnd, (ciEnd - begin) * s.taps() * m * kBlock);
           prefetch.next = reinterpret_cast<const char*>(slabEnd);
           prefetch.end = reinterpret_cast<const char*>(slabEnd + floats);
           const int64_t lines = floats * int64_t(sizeof(float)) / 64;
@@ -232,15 +252,25 @@ void convolveGroups(const NchwcConvArgs& whole) {
           const int64_t q0 = chunks.begin(c), n = chunks.length(c);
           const int64_t b0 = r.begin;
           switch (r.end - r.begin) {
-            case 4: return convolveChunkOfSize<4, maxRegisterPixels(4), kOn>(a, epi, image, b0, group, q0, n, slab, prefetch);
-            case 3: return convolveChunkOfSize<3, maxRegisterPixels(3), kOn>(a, epi, image, b0, group, q0, n, slab, prefetch);
-            case 2: return convolveChunkOfSize<2, maxRegisterPixels(2), kOn>(a, epi, image, b0, group, q0, n, slab, prefetch);
-            default: return convolveChunkOfSize<1, maxRegisterPixels(1), kOn>(a, epi, image, b0, group, q0, n, slab, prefetch);
+            case 4:
+              return convolveChunkOfSize<4, maxRegisterPixels(4), kOn>(a, epi, image, b0, group, q0,
+                                                                       n, slab, prefetch);
+            case 3:
+              return convolveChunkOfSize<3, maxRegisterPixels(3), kOn>(a, epi, image, b0, group, q0,
+                                                                       n, slab, prefetch);
+            case 2:
+              return convolveChunkOfSize<2, maxRegisterPixels(2), kOn>(a, epi, image, b0, group, q0,
+                                                                       n, slab, prefetch);
+            default:
+              return convolveChunkOfSize<1, maxRegisterPixels(1), kOn>(a, epi, image, b0, group, q0,
+                                                                       n, slab, prefetch);
           }
         };
         for (int64_t c = c0; c < c1; ++c) {
-          if (prefetch.linesPerStep > 0) convolve(std::true_type{}, c);
-          else convolve(std::false_type{}, c);
+          if (prefetch.linesPerStep > 0)
+            convolve(std::true_type{}, c);
+          else
+            convolve(std::false_type{}, c);
         }
       }
       if (epi.rest) {  // the band's pixels are contiguous in each output block
@@ -252,7 +282,8 @@ void convolveGroups(const NchwcConvArgs& whole) {
       }
     };
     if (bandMajor) {
-      forEachChunkTask(t0, t1, bands, groups, [&](int64_t task, int64_t band, int64_t g) { runTask(task, g, band); });
+      forEachChunkTask(t0, t1, bands, groups,
+                       [&](int64_t task, int64_t band, int64_t g) { runTask(task, g, band); });
     } else {
       forEachChunkTask(t0, t1, groups, bands, runTask);
     }

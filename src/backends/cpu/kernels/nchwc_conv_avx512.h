@@ -33,10 +33,13 @@ struct RegisterEpilogue {
   explicit RegisterEpilogue(const Activation& act)
       : clamp(act.kind == ActivationKind::kRelu || act.kind == ActivationKind::kClip),
         rest(!clamp && act.kind != ActivationKind::kNone),
-        lo(_mm512_set1_ps(act.kind == ActivationKind::kRelu   ? 0.0f
-                          : act.kind == ActivationKind::kClip ? act.alpha
-                                                              : -std::numeric_limits<float>::infinity())),
-        hi(_mm512_set1_ps(act.kind == ActivationKind::kClip ? act.beta : std::numeric_limits<float>::infinity())) {}
+        lo(_mm512_set1_ps(act.kind == ActivationKind::kRelu ? 0.0f
+                          : act.kind == ActivationKind::kClip
+                              ? act.alpha
+                              : -std::numeric_limits<float>::infinity())),
+        hi(_mm512_set1_ps(act.kind == ActivationKind::kClip
+                              ? act.beta
+                              : std::numeric_limits<float>::infinity())) {}
   inline __m512 clamped(__m512 v) const {
     // The comparisons are false for NaN, which thus passes through as in Relu and Clip.
     Float16Lanes f(v);
@@ -61,15 +64,17 @@ constexpr int maxRegisterPixels(int64_t M) { return M >= 4 ? 6 : M == 3 ? 8 : 12
 // that Y may share Z's storage (the memory plan computes a conv in place of a residual that dies
 // there). Z's padding lanes may hold anything: they read as zero.
 template <int M, int P>
-inline void startFromBias(__m512 (&acc)[M][P], const float* bias, const float* z, int64_t blockStride, int64_t b0,
-                          int64_t channels) {
+inline void startFromBias(__m512 (&acc)[M][P], const float* bias, const float* z,
+                          int64_t blockStride, int64_t b0, int64_t channels) {
 #pragma GCC unroll 4
   for (int m = 0; m < M; ++m) {
     const __m512 b = _mm512_loadu_ps(bias + (b0 + m) * kBlock);
     if (z) {
       const __mmask16 lanes = laneMask(b0 + m, channels);
 #pragma GCC unroll 16
-      for (int p = 0; p < P; ++p) acc[m][p] = _mm512_add_ps(b, _mm512_maskz_loadu_ps(lanes, z + m * blockStride + p * kBlock));
+      for (int p = 0; p < P; ++p)
+        acc[m][p] =
+            _mm512_add_ps(b, _mm512_maskz_loadu_ps(lanes, z + m * blockStride + p * kBlock));
     } else {
 #pragma GCC unroll 16
       for (int p = 0; p < P; ++p) acc[m][p] = b;
@@ -79,7 +84,8 @@ inline void startFromBias(__m512 (&acc)[M][P], const float* bias, const float* z
 
 // Stores a register tile at y (block m at y + m * blockStride), clamped where epi says so.
 template <int M, int P>
-inline void storeTile(const RegisterEpilogue& epi, const __m512 (&acc)[M][P], float* y, int64_t blockStride) {
+inline void storeTile(const RegisterEpilogue& epi, const __m512 (&acc)[M][P], float* y,
+                      int64_t blockStride) {
 #pragma GCC unroll 4
   for (int m = 0; m < M; ++m) {
     float* row = y + m * blockStride;

@@ -9,11 +9,12 @@ namespace kiln::cpu {
 using ir::kNchwcBlock;
 
 int64_t nchwcBf16WeightWords(int64_t outChannels, int64_t inChannels, int64_t taps) {
-  return ir::nchwcBlocks(outChannels) * kNchwcBlock * taps * ir::nchwcBlocks(inChannels) * kNchwcBlock / 2;
+  return ir::nchwcBlocks(outChannels) * kNchwcBlock * taps * ir::nchwcBlocks(inChannels) *
+         kNchwcBlock / 2;
 }
 
-NchwcPackedWeights packNchwcBf16Weights(const NchwcPackedWeights& blocked, int64_t outChannels, int64_t inChannels,
-                                        int64_t taps) {
+NchwcPackedWeights packNchwcBf16Weights(const NchwcPackedWeights& blocked, int64_t outChannels,
+                                        int64_t inChannels, int64_t taps) {
   const int64_t outBlocks = ir::nchwcBlocks(outChannels), inBlocks = ir::nchwcBlocks(inChannels);
   NchwcPackedWeights packed;
   packed.floats = nchwcBf16WeightWords(outChannels, inChannels, taps);
@@ -31,7 +32,8 @@ NchwcPackedWeights packNchwcBf16Weights(const NchwcPackedWeights& blocked, int64
       for (int64_t pair = 0; pair < kNchwcBlock / 2; ++pair) {
         for (int64_t j = 0; j < lanes; ++j) {
           out[pair * lanes + j] = floatToBfloat16Bits(chunk[2 * pair * lanes + j]) |
-                                  uint32_t{floatToBfloat16Bits(chunk[(2 * pair + 1) * lanes + j])} << 16;
+                                  uint32_t{floatToBfloat16Bits(chunk[(2 * pair + 1) * lanes + j])}
+                                      << 16;
         }
       }
     }
@@ -40,7 +42,8 @@ NchwcPackedWeights packNchwcBf16Weights(const NchwcPackedWeights& blocked, int64
 }
 
 uint64_t nchwcConvBf16ScratchBytes(const NchwcConvShape& s) {
-  return static_cast<uint64_t>(s.batch * s.inBlocks() * s.height * s.width * kNchwcBlock) * sizeof(uint16_t);
+  return static_cast<uint64_t>(s.batch * s.inBlocks() * s.height * s.width * kNchwcBlock) *
+         sizeof(uint16_t);
 }
 
 }  // namespace kiln::cpu

@@ -15,8 +15,8 @@ int64_t nchwcBf16WeightWords(int64_t outChannels, int64_t inChannels, int64_t ta
 /// layout with each two input channels of a block, rounded to BF16 (nearest even), in one 32-bit
 /// lane, the even channel in its low half: [ci / 16][tap][ci % 16 / 2][M][16]. Stored as floats'
 /// worth of words (NchwcPackedWeights::floats counts the words).
-NchwcPackedWeights packNchwcBf16Weights(const NchwcPackedWeights& blocked, int64_t outChannels, int64_t inChannels,
-                                        int64_t taps);
+NchwcPackedWeights packNchwcBf16Weights(const NchwcPackedWeights& blocked, int64_t outChannels,
+                                        int64_t inChannels, int64_t taps);
 
 /// Scratch bytes the kernel needs for X of this shape: X rounded to BF16.
 uint64_t nchwcConvBf16ScratchBytes(const NchwcConvShape& shape);

@@ -46,14 +46,15 @@ inline void multiplyPairs(__m512 (&acc)[M][P], const uint32_t* const (&px)[P], c
 
 // Output blocks b0 .. b0 + M - 1 (weights at `group`) for pixels q0 .. q0 + P - 1 of `image`.
 template <int M, int P>
-void convolveChunk(const NchwcConvArgs& a, const uint32_t* xPairs, const RegisterEpilogue& epi, int64_t image,
-                   int64_t b0, const uint32_t* group, int64_t q0) {
+void convolveChunk(const NchwcConvArgs& a, const uint32_t* xPairs, const RegisterEpilogue& epi,
+                   int64_t image, int64_t b0, const uint32_t* group, int64_t q0) {
   const NchwcConvShape& s = *a.shape;
   const int64_t outPlane = s.outHeight * s.outWidth, inPlane = s.height * s.width;
   const int64_t blockStride = outPlane * kBlock;
   const int64_t tile = ((image * s.outBlocks() + b0) * outPlane + q0) * kBlock;
   __m512 acc[M][P];
-  startFromBias<M, P>(acc, a.bias, a.residual ? a.residual + tile : nullptr, blockStride, b0, s.outChannels);
+  startFromBias<M, P>(acc, a.bias, a.residual ? a.residual + tile : nullptr, blockStride, b0,
+                      s.outChannels);
   const uint32_t* x = xPairs + image * s.inBlocks() * inPlane * kPairs;
   const uint32_t* px[P];
   if (s.pointwise()) {
@@ -74,7 +75,8 @@ void convolveChunk(const NchwcConvArgs& a, const uint32_t* xPairs, const Registe
           const uint32_t* plane = x + cb * inPlane * kPairs;
 #pragma GCC unroll 16
           for (int p = 0; p < P; ++p) px[p] = off[p] < 0 ? kZeroPairs : plane + off[p] * kPairs;
-          multiplyPairs<M, P>(acc, px, group + nchwcBlockedWeightOffset(s.taps(), tap, cb * kBlock, M) / 2);
+          multiplyPairs<M, P>(acc, px,
+                              group + nchwcBlockedWeightOffset(s.taps(), tap, cb * kBlock, M) / 2);
         }
       }
     }
@@ -84,8 +86,9 @@ void convolveChunk(const NchwcConvArgs& a, const uint32_t* xPairs, const Registe
 
 // convolveChunk<M, n> for the run-time n <= P.
 template <int M, int P>
-void convolveChunkOfSize(const NchwcConvArgs& a, const uint32_t* xPairs, const RegisterEpilogue& epi, int64_t image,
-                         int64_t b0, const uint32_t* group, int64_t q0, int64_t n) {
+void convolveChunkOfSize(const NchwcConvArgs& a, const uint32_t* xPairs,
+                         const RegisterEpilogue& epi, int64_t image, int64_t b0,
+                         const uint32_t* group, int64_t q0, int64_t n) {
   if constexpr (P > 1) {
     if (n < P) return convolveChunkOfSize<M, P - 1>(a, xPairs, epi, image, b0, group, q0, n);
   }
@@ -100,8 +103,9 @@ void roundInput(const NchwcConvShape& s, const float* x, uint32_t* pairs) {
     for (int64_t b = b0; b < b1; ++b) {
       const __mmask16 lanes = laneMask(b % s.inBlocks(), s.inChannels);
       for (int64_t p = b * plane; p < (b + 1) * plane; ++p) {
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(pairs + p * kPairs),
-                            (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(lanes, x + p * kBlock)));
+        _mm256_storeu_si256(
+            reinterpret_cast<__m256i*>(pairs + p * kPairs),
+            (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(lanes, x + p * kBlock)));
       }
     }
   });
@@ -114,19 +118,33 @@ void nchwcConvBf16Avx512(const NchwcConvArgs& a, const uint32_t* weights, uint32
   roundInput(s, a.x, xPairs);
   const RegisterEpilogue epi(a.act);
   const int64_t outBlocks = s.outBlocks(), groups = nchwcOutBlockGroups(outBlocks);
-  const int64_t widest = nchwcOutBlockGroup(outBlocks, groups - 1).end - nchwcOutBlockGroup(outBlocks, groups - 1).begin;
+  const int64_t widest = nchwcOutBlockGroup(outBlocks, groups - 1).end -
+                         nchwcOutBlockGroup(outBlocks, groups - 1).begin;
   const PixelChunks chunks(s.outHeight * s.outWidth, maxRegisterPixels(widest));
-  const int64_t blockWords = s.taps() * s.inBlocks() * kBlock * kBlock / 2;  // one output block's packed weights
+  const int64_t blockWords =
+      s.taps() * s.inBlocks() * kBlock * kBlock / 2;  // one output block's packed weights
   parallelFor(s.batch * groups * chunks.count, [&](int64_t t0, int64_t t1) {
     forEachChunkTask(t0, t1, groups, chunks.count, [&](int64_t image, int64_t g, int64_t c) {
       const NchwcBlockRange r = nchwcOutBlockGroup(outBlocks, g);
       const uint32_t* group = weights + r.begin * blockWords;
       const int64_t q0 = chunks.begin(c), n = chunks.length(c);
       switch (r.end - r.begin) {
-        case 4: convolveChunkOfSize<4, maxRegisterPixels(4)>(a, xPairs, epi, image, r.begin, group, q0, n); break;
-        case 3: convolveChunkOfSize<3, maxRegisterPixels(3)>(a, xPairs, epi, image, r.begin, group, q0, n); break;
-        case 2: convolveChunkOfSize<2, maxRegisterPixels(2)>(a, xPairs, epi, image, r.begin, group, q0, n); break;
-        default: convolveChunkOfSize<1, maxRegisterPixels(1)>(a, xPairs, epi, image, r.begin, group, q0, n); break;
+        case 4:
+          convolveChunkOfSize<4, maxRegisterPixels(4)>(a, xPairs, epi, image, r.begin, group, q0,
+                                                       n);
+          break;
+        case 3:
+          convolveChunkOfSize<3, maxRegisterPixels(3)>(a, xPairs, epi, image, r.begin, group, q0,
+                                                       n);
+          break;
+        case 2:
+          convolveChunkOfSize<2, maxRegisterPixels(2)>(a, xPairs, epi, image, r.begin, group, q0,
+                                                       n);
+          break;
+        default:
+          convolveChunkOfSize<1, maxRegisterPixels(1)>(a, xPairs, epi, image, r.begin, group, q0,
+                                                       n);
+          break;
       }
       if (epi.rest) {  // activations not done in registers, over the chunk's stored pixels
         for (int64_t b = r.begin; b < r.end; ++b) {

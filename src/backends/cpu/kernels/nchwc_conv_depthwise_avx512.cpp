@@ -23,8 +23,8 @@ namespace kiln::cpu::detail {
 namespace {
 
 struct DepthwiseRow {
-  const float* x;      // the image's channel block b: [H][W][16]
-  const float* w;      // [tap][16]
+  const float* x;  // the image's channel block b: [H][W][16]
+  const float* w;  // [tap][16]
   __m512 bias;
   int64_t kyBegin, kyEnd;  // taps rows that fall inside the input
   int64_t iyBase;          // input row of tap row 0
@@ -32,7 +32,8 @@ struct DepthwiseRow {
 
 // P interior outputs from column ox (every tap inside the input); input columns S apart.
 template <int S, int P>
-inline void depthwiseInterior(const NchwcConvShape& s, const DepthwiseRow& r, int64_t ox, __m512 (&acc)[P]) {
+inline void depthwiseInterior(const NchwcConvShape& s, const DepthwiseRow& r, int64_t ox,
+                              __m512 (&acc)[P]) {
   const int64_t stride = S > 0 ? S : s.strideW;
 #pragma GCC unroll 8
   for (int p = 0; p < P; ++p) acc[p] = r.bias;
@@ -44,7 +45,8 @@ inline void depthwiseInterior(const NchwcConvShape& s, const DepthwiseRow& r, in
       const __m512 wv = _mm512_loadu_ps(w + kx * kBlock);
       const float* src = row + kx * s.dilationW * kBlock;
 #pragma GCC unroll 8
-      for (int p = 0; p < P; ++p) acc[p] = _mm512_fmadd_ps(_mm512_loadu_ps(src + p * stride * kBlock), wv, acc[p]);
+      for (int p = 0; p < P; ++p)
+        acc[p] = _mm512_fmadd_ps(_mm512_loadu_ps(src + p * stride * kBlock), wv, acc[p]);
     }
   }
 }
@@ -58,7 +60,8 @@ inline __m512 depthwiseBorder(const NchwcConvShape& s, const DepthwiseRow& r, in
     for (int64_t kx = 0; kx < s.kernelW; ++kx) {
       const int64_t ix = ix0 + kx * s.dilationW;
       if (ix < 0 || ix >= s.width) continue;
-      acc = _mm512_fmadd_ps(_mm512_loadu_ps(row + ix * kBlock), _mm512_loadu_ps(r.w + (ky * s.kernelW + kx) * kBlock), acc);
+      acc = _mm512_fmadd_ps(_mm512_loadu_ps(row + ix * kBlock),
+                            _mm512_loadu_ps(r.w + (ky * s.kernelW + kx) * kBlock), acc);
     }
   }
   return acc;
@@ -66,7 +69,8 @@ inline __m512 depthwiseBorder(const NchwcConvShape& s, const DepthwiseRow& r, in
 
 // One output row of channel block b, for any kernel (S == 0: any stride).
 template <int S>
-void depthwiseRow(const NchwcConvArgs& a, const RegisterEpilogue& epi, int64_t image, int64_t b, int64_t oy) {
+void depthwiseRow(const NchwcConvArgs& a, const RegisterEpilogue& epi, int64_t image, int64_t b,
+                  int64_t oy) {
   const NchwcConvShape& s = *a.shape;
   DepthwiseRow r;
   r.x = a.x + (image * s.inBlocks() + b) * s.height * s.width * kBlock;
@@ -75,12 +79,15 @@ void depthwiseRow(const NchwcConvArgs& a, const RegisterEpilogue& epi, int64_t i
   r.iyBase = oy * s.strideH - s.padTop;
   // ky with 0 <= iyBase + ky * dilation < H
   r.kyBegin = r.iyBase >= 0 ? 0 : (-r.iyBase + s.dilationH - 1) / s.dilationH;
-  r.kyEnd = r.iyBase >= s.height ? 0 : std::min(s.kernelH, (s.height - 1 - r.iyBase) / s.dilationH + 1);
+  r.kyEnd =
+      r.iyBase >= s.height ? 0 : std::min(s.kernelH, (s.height - 1 - r.iyBase) / s.dilationH + 1);
   r.kyEnd = std::max(r.kyEnd, r.kyBegin);
-  // Interior columns: ox * stride - padLeft >= 0 and ox * stride - padLeft + (kW - 1) * dilation < W.
+  // Interior columns: ox * stride - padLeft >= 0 and ox * stride - padLeft + (kW - 1) * dilation <
+  // W.
   const int64_t reach = (s.kernelW - 1) * s.dilationW;
   int64_t oxBegin = (s.padLeft + s.strideW - 1) / s.strideW;
-  int64_t oxEnd = s.width - 1 - reach + s.padLeft < 0 ? 0 : (s.width - 1 - reach + s.padLeft) / s.strideW + 1;
+  int64_t oxEnd =
+      s.width - 1 - reach + s.padLeft < 0 ? 0 : (s.width - 1 - reach + s.padLeft) / s.strideW + 1;
   oxBegin = std::min(oxBegin, s.outWidth);
   oxEnd = std::clamp(oxEnd, oxBegin, s.outWidth);
 
@@ -90,7 +97,9 @@ void depthwiseRow(const NchwcConvArgs& a, const RegisterEpilogue& epi, int64_t i
   const __mmask16 lanes = laneMask(b, s.outChannels);
   // The padding lanes read X's padding channels (anything): zeroed before the store.
   auto store = [&](int64_t ox, __m512 v) {
-    _mm512_storeu_ps(y + ox * kBlock, _mm512_maskz_mov_ps(lanes, epi.apply(v, z ? z + ox * kBlock : nullptr, lanes)));
+    _mm512_storeu_ps(
+        y + ox * kBlock,
+        _mm512_maskz_mov_ps(lanes, epi.apply(v, z ? z + ox * kBlock : nullptr, lanes)));
   };
   for (int64_t ox = 0; ox < oxBegin; ++ox) store(ox, depthwiseBorder(s, r, ox));
   int64_t ox = oxBegin;
@@ -124,8 +133,10 @@ void depthwiseRow(const NchwcConvArgs& a, const RegisterEpilogue& epi, int64_t i
 // time, so that accumulator and tap arrays stay in registers.
 template <int N, typename F>
 KILN_INLINE void staticFor(F&& f) {
-  [&]<int... I>(std::integer_sequence<int, I...>) KILN_LAMBDA_INLINE { (f(std::integral_constant<int, I>{}), ...); }(
-      std::make_integer_sequence<int, N>{});
+  [&]<int... I>(std::integer_sequence<int, I...>) KILN_LAMBDA_INLINE {
+    (f(std::integral_constant<int, I>{}), ...);
+  }
+  (std::make_integer_sequence<int, N>{});
 }
 
 // Outputs computed together in a row's interior: the accumulators next to the K * K taps in the
@@ -152,7 +163,8 @@ struct FixedPlan {
 // L1 (an FMA with a memory operand costs no more than one with a register; loading each input
 // once into a register for the P outputs it reaches would need more registers than the 32).
 template <int K, int S, int P>
-KILN_INLINE void interiorChunk(const NchwcConvShape& s, const FixedTask& t, const __m512 (&taps)[K * K], __m512 bias,
+KILN_INLINE void interiorChunk(const NchwcConvShape& s, const FixedTask& t,
+                               const __m512 (&taps)[K * K], __m512 bias,
                                const RegisterEpilogue& epi, int64_t ox) {
   __m512 acc[P];
   staticFor<P>([&](auto p) KILN_LAMBDA_INLINE { acc[p] = bias; });
@@ -162,13 +174,15 @@ KILN_INLINE void interiorChunk(const NchwcConvShape& s, const FixedTask& t, cons
     const float* row = t.rows[ky] + ix0 * kBlock;
     staticFor<K>([&](auto kx) KILN_LAMBDA_INLINE {
       staticFor<P>([&](auto p) KILN_LAMBDA_INLINE {
-        acc[p] = _mm512_fmadd_ps(_mm512_loadu_ps(row + (p * S + kx) * kBlock), taps[ky * K + kx], acc[p]);
+        acc[p] = _mm512_fmadd_ps(_mm512_loadu_ps(row + (p * S + kx) * kBlock), taps[ky * K + kx],
+                                 acc[p]);
       });
     });
   });
   staticFor<P>([&](auto p) KILN_LAMBDA_INLINE {
     const int64_t o = (ox + p) * kBlock;
-    _mm512_storeu_ps(t.y + o, _mm512_maskz_mov_ps(t.lanes, epi.apply(acc[p], t.z ? t.z + o : nullptr, t.lanes)));
+    _mm512_storeu_ps(
+        t.y + o, _mm512_maskz_mov_ps(t.lanes, epi.apply(acc[p], t.z ? t.z + o : nullptr, t.lanes)));
   });
 }
 
@@ -176,24 +190,27 @@ KILN_INLINE void interiorChunk(const NchwcConvShape& s, const FixedTask& t, cons
 // read from the block's weights w (in L1), so that the interior's tap registers never need an
 // address (which would keep them on the stack).
 template <int K, int S>
-KILN_INLINE void borderPixel(const NchwcConvShape& s, const FixedTask& t, const float* w, __m512 bias,
-                             const RegisterEpilogue& epi, int64_t ox) {
+KILN_INLINE void borderPixel(const NchwcConvShape& s, const FixedTask& t, const float* w,
+                             __m512 bias, const RegisterEpilogue& epi, int64_t ox) {
   __m512 acc = bias;
   const int64_t ix0 = ox * S - s.padLeft;
   for (int kx = 0; kx < K; ++kx) {
     const int64_t ix = ix0 + kx;
     if (ix < 0 || ix >= s.width) continue;
     for (int ky = t.kyBegin; ky < t.kyEnd; ++ky) {
-      acc = _mm512_fmadd_ps(_mm512_loadu_ps(t.rows[ky] + ix * kBlock), _mm512_loadu_ps(w + (ky * K + kx) * kBlock), acc);
+      acc = _mm512_fmadd_ps(_mm512_loadu_ps(t.rows[ky] + ix * kBlock),
+                            _mm512_loadu_ps(w + (ky * K + kx) * kBlock), acc);
     }
   }
   const int64_t o = ox * kBlock;
-  _mm512_storeu_ps(t.y + o, _mm512_maskz_mov_ps(t.lanes, epi.apply(acc, t.z ? t.z + o : nullptr, t.lanes)));
+  _mm512_storeu_ps(t.y + o,
+                   _mm512_maskz_mov_ps(t.lanes, epi.apply(acc, t.z ? t.z + o : nullptr, t.lanes)));
 }
 
 template <int K, int S>
-KILN_INLINE void fixedRow(const NchwcConvShape& s, const FixedPlan& plan, const FixedTask& t, const float* w,
-                          const __m512 (&taps)[K * K], __m512 bias, const RegisterEpilogue& epi) {
+KILN_INLINE void fixedRow(const NchwcConvShape& s, const FixedPlan& plan, const FixedTask& t,
+                          const float* w, const __m512 (&taps)[K * K], __m512 bias,
+                          const RegisterEpilogue& epi) {
   constexpr int P = kMaxChunk<K>;
   int64_t ox = 0;
   for (; ox < plan.oxBegin; ++ox) borderPixel<K, S>(s, t, w, bias, epi, ox);
@@ -214,8 +231,8 @@ KILN_INLINE void fixedRow(const NchwcConvShape& s, const FixedPlan& plan, const 
 
 // Output rows [band * bandRows, ...) of channel block b of one image.
 template <int K, int S>
-void fixedBand(const NchwcConvArgs& a, const FixedPlan& plan, const RegisterEpilogue& epi, int64_t image, int64_t b,
-               int64_t band) {
+void fixedBand(const NchwcConvArgs& a, const FixedPlan& plan, const RegisterEpilogue& epi,
+               int64_t image, int64_t b, int64_t band) {
   const NchwcConvShape& s = *a.shape;
   __m512 taps[K * K];
   const float* w = a.weights + b * K * K * kBlock;
@@ -231,7 +248,8 @@ void fixedBand(const NchwcConvArgs& a, const FixedPlan& plan, const RegisterEpil
     const int64_t iy0 = oy * s.strideH - s.padTop;
     t.kyBegin = static_cast<int>(std::clamp<int64_t>(-iy0, 0, K));
     t.kyEnd = static_cast<int>(std::clamp<int64_t>(s.height - iy0, t.kyBegin, K));
-    for (int ky = 0; ky < K; ++ky) rows[ky] = ky >= t.kyBegin && ky < t.kyEnd ? x + (iy0 + ky) * rowFloats : nullptr;
+    for (int ky = 0; ky < K; ++ky)
+      rows[ky] = ky >= t.kyBegin && ky < t.kyEnd ? x + (iy0 + ky) * rowFloats : nullptr;
     t.y = a.y + plane + oy * outRowFloats;
     t.z = a.residual ? a.residual + plane + oy * outRowFloats : nullptr;
     fixedRow<K, S>(s, plan, t, w, taps, bias, epi);
@@ -253,12 +271,15 @@ void runFixed(const NchwcConvArgs& a, const RegisterEpilogue& epi) {
   // numbers of tasks leaves little idle); else the planes are cut into bands of rows.
   const ThreadPool* pool = currentThreadPool();
   const int64_t threads = pool ? pool->size() : 1, planes = s.batch * s.outBlocks();
-  const int64_t wanted = threads > 1 ? std::clamp<int64_t>((8 * threads + planes - 1) / planes, 1, s.outHeight) : 1;
+  const int64_t wanted =
+      threads > 1 ? std::clamp<int64_t>((8 * threads + planes - 1) / planes, 1, s.outHeight) : 1;
   plan.bandRows = std::max<int64_t>((s.outHeight + wanted - 1) / wanted, 1);
   plan.bands = (s.outHeight + plan.bandRows - 1) / plan.bandRows;
   parallelFor(planes * plan.bands, [&](int64_t t0, int64_t t1) {
     forEachChunkTask(t0, t1, s.outBlocks(), plan.bands,
-                     [&](int64_t image, int64_t b, int64_t band) { fixedBand<K, S>(a, plan, epi, image, b, band); });
+                     [&](int64_t image, int64_t b, int64_t band) {
+                       fixedBand<K, S>(a, plan, epi, image, b, band);
+                     });
   });
 }
 
@@ -267,24 +288,33 @@ void runFixed(const NchwcConvArgs& a, const RegisterEpilogue& epi) {
 void nchwcDepthwiseAvx512(const NchwcConvArgs& a) {
   const NchwcConvShape& s = *a.shape;
   const RegisterEpilogue epi(a.act);
-  if (s.kernelH == s.kernelW && s.dilationH == 1 && s.dilationW == 1 && (s.strideW == 1 || s.strideW == 2)) {
+  if (s.kernelH == s.kernelW && s.dilationH == 1 && s.dilationW == 1 &&
+      (s.strideW == 1 || s.strideW == 2)) {
     const bool s1 = s.strideW == 1;
     switch (s.kernelH) {
-      case 3: return s1 ? runFixed<3, 1>(a, epi) : runFixed<3, 2>(a, epi);
-      case 5: return s1 ? runFixed<5, 1>(a, epi) : runFixed<5, 2>(a, epi);
-      case 7: return s1 ? runFixed<7, 1>(a, epi) : runFixed<7, 2>(a, epi);
-      default: break;
+      case 3:
+        return s1 ? runFixed<3, 1>(a, epi) : runFixed<3, 2>(a, epi);
+      case 5:
+        return s1 ? runFixed<5, 1>(a, epi) : runFixed<5, 2>(a, epi);
+      case 7:
+        return s1 ? runFixed<7, 1>(a, epi) : runFixed<7, 2>(a, epi);
+      default:
+        break;
     }
   }
   const int64_t blocks = s.outBlocks(), rows = s.outHeight;
   auto run = [&](auto rowFn) {
     parallelFor(s.batch * blocks * rows, [&](int64_t t0, int64_t t1) {
-      forEachChunkTask(t0, t1, blocks, rows, [&](int64_t image, int64_t b, int64_t oy) { rowFn(a, epi, image, b, oy); });
+      forEachChunkTask(t0, t1, blocks, rows,
+                       [&](int64_t image, int64_t b, int64_t oy) { rowFn(a, epi, image, b, oy); });
     });
   };
-  if (s.strideW == 1) run(depthwiseRow<1>);
-  else if (s.strideW == 2) run(depthwiseRow<2>);
-  else run(depthwiseRow<0>);
+  if (s.strideW == 1)
+    run(depthwiseRow<1>);
+  else if (s.strideW == 2)
+    run(depthwiseRow<2>);
+  else
+    run(depthwiseRow<0>);
 }
 
 }  // namespace kiln::cpu::detail

@@ -32,7 +32,8 @@ NchwcConvShape nchwcSliceShape(const NchwcConvShape& s, int64_t k) {
   return slice;
 }
 
-NchwcConvArgs nchwcSliceArgs(const NchwcConvArgs& a, const NchwcConvShape& slice, int64_t n, int64_t k) {
+NchwcConvArgs nchwcSliceArgs(const NchwcConvArgs& a, const NchwcConvShape& slice, int64_t n,
+                             int64_t k) {
   const NchwcConvShape& s = *a.shape;
   const int64_t inPlane = s.height * s.width, outPlane = s.outHeight * s.outWidth;
   const int64_t inBlocks = sliceBlocks(s, s.inChannels), outBlocks = sliceBlocks(s, s.outChannels);
@@ -48,14 +49,14 @@ NchwcConvArgs nchwcSliceArgs(const NchwcConvArgs& a, const NchwcConvShape& slice
   return r;
 }
 
-int64_t nchwcGroupedWeightFloats(int64_t outChannels, int64_t inChannels, int64_t group, int64_t kernelH,
-                                 int64_t kernelW) {
+int64_t nchwcGroupedWeightFloats(int64_t outChannels, int64_t inChannels, int64_t group,
+                                 int64_t kernelH, int64_t kernelW) {
   const ir::NchwcGroupSlices g = ir::nchwcGroupSlices(inChannels, outChannels, group);
   return g.slices * g.outBlocks * g.inBlocks * kNchwcBlock * kNchwcBlock * kernelH * kernelW;
 }
 
-NchwcPackedWeights packNchwcGroupedWeights(const float* w, int64_t outChannels, int64_t inChannels, int64_t group,
-                                           int64_t kernelH, int64_t kernelW) {
+NchwcPackedWeights packNchwcGroupedWeights(const float* w, int64_t outChannels, int64_t inChannels,
+                                           int64_t group, int64_t kernelH, int64_t kernelW) {
   const ir::NchwcGroupSlices g = ir::nchwcGroupSlices(inChannels, outChannels, group);
   const int64_t taps = kernelH * kernelW;
   NchwcPackedWeights packed;
@@ -69,11 +70,13 @@ NchwcPackedWeights packNchwcGroupedWeights(const float* w, int64_t outChannels, 
     for (int64_t o = 0; o < co; ++o) {
       const int64_t inGroup = o / g.outPerGroup;  // the group within the slice
       const float* src = w + (k * g.groupsPerSlice * g.outPerGroup + o) * g.inPerGroup * taps;
-      std::copy(src, src + g.inPerGroup * taps, dense.begin() + (o * ci + inGroup * g.inPerGroup) * taps);
+      std::copy(src, src + g.inPerGroup * taps,
+                dense.begin() + (o * ci + inGroup * g.inPerGroup) * taps);
     }
     const NchwcPackedWeights slice =
         packNchwcWeights(dense.data(), co, ci, kernelH, kernelW, NchwcWeightLayout::kBlockedInput);
-    std::memcpy(packed.data.get() + k * sliceFloats, slice.data.get(), sizeof(float) * size_t(sliceFloats));
+    std::memcpy(packed.data.get() + k * sliceFloats, slice.data.get(),
+                sizeof(float) * size_t(sliceFloats));
   }
   return packed;
 }

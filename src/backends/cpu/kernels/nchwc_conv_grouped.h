@@ -15,17 +15,19 @@ namespace kiln::cpu {
 NchwcConvShape nchwcSliceShape(const NchwcConvShape& s, int64_t k);
 
 /// The arguments of slice k of image n: `slice` (from nchwcSliceShape) and X, W, B, Z, Y moved to
-/// its blocks. X may be plain (group 1, one slice) in the padded [N, Hp, Wp, Ci] copy nchwcConv makes.
-NchwcConvArgs nchwcSliceArgs(const NchwcConvArgs& a, const NchwcConvShape& slice, int64_t n, int64_t k);
+/// its blocks. X may be plain (group 1, one slice) in the padded [N, Hp, Wp, Ci] copy nchwcConv
+/// makes.
+NchwcConvArgs nchwcSliceArgs(const NchwcConvArgs& a, const NchwcConvShape& slice, int64_t n,
+                             int64_t k);
 
 /// Packs W [Co, Ci / group, kH, kW] of a grouped convolution for a blocked X: each slice's weights
 /// as packNchwcWeights packs a dense convolution of its channels, with zeros between its groups.
 /// The convolution must split into slices (ir::nchwcGroupSlices).
-NchwcPackedWeights packNchwcGroupedWeights(const float* w, int64_t outChannels, int64_t inChannels, int64_t group,
-                                           int64_t kernelH, int64_t kernelW);
+NchwcPackedWeights packNchwcGroupedWeights(const float* w, int64_t outChannels, int64_t inChannels,
+                                           int64_t group, int64_t kernelH, int64_t kernelW);
 
 /// Floats packNchwcGroupedWeights makes.
-int64_t nchwcGroupedWeightFloats(int64_t outChannels, int64_t inChannels, int64_t group, int64_t kernelH,
-                                 int64_t kernelW);
+int64_t nchwcGroupedWeightFloats(int64_t outChannels, int64_t inChannels, int64_t group,
+                                 int64_t kernelH, int64_t kernelW);
 
 }  // namespace kiln::cpu

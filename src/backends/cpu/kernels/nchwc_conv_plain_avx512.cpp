@@ -32,8 +32,10 @@ struct TapRange {
   int64_t ky0 = 0, ky1 = 0, kx0 = 0, kx1 = 0;
 };
 
-// The kernel positions k in [0, kernel) whose input coordinate origin + k * dilation lies in [0, size).
-inline void insideRange(int64_t origin, int64_t kernel, int64_t dilation, int64_t size, int64_t& k0, int64_t& k1) {
+// The kernel positions k in [0, kernel) whose input coordinate origin + k * dilation lies in [0,
+// size).
+inline void insideRange(int64_t origin, int64_t kernel, int64_t dilation, int64_t size, int64_t& k0,
+                        int64_t& k1) {
   k0 = origin >= 0 ? 0 : (-origin + dilation - 1) / dilation;
   k1 = origin < size ? std::min(kernel, (size - 1 - origin) / dilation + 1) : 0;
   k1 = std::max(k1, k0);
@@ -42,7 +44,8 @@ inline void insideRange(int64_t origin, int64_t kernel, int64_t dilation, int64_
 // Where one chunk reads and writes.
 struct ChunkPlace {
   const float* x;  // the image's X
-  int64_t iy, ix;  // input row and column of pixel 0 at kernel position (0, 0) (may be in the padding)
+  int64_t iy,
+      ix;  // input row and column of pixel 0 at kernel position (0, 0) (may be in the padding)
   const float* w;  // the packed weights of the group [ky][kx][ci][M][16]
   int64_t b0;      // the group's first output block
   int64_t out;     // float offset in Y (and Z) of pixel 0 in block b0
@@ -66,11 +69,13 @@ inline void multiplyTap(__m512 (&acc)[M][P], const float* xp, const float* wp) {
 // and the input channels of w * x). C is the number of input channels when known at compile
 // time (RGB: the channel loop is unrolled), 0 otherwise.
 template <int M, int P, int S, int C>
-inline void convolveChunk(const NchwcConvArgs& a, const RegisterEpilogue& epi, const ChunkPlace& c, const TapRange& t) {
+inline void convolveChunk(const NchwcConvArgs& a, const RegisterEpilogue& epi, const ChunkPlace& c,
+                          const TapRange& t) {
   const NchwcConvShape& s = *a.shape;
   const int64_t outBlockFloats = s.outHeight * s.outWidth * kBlock;
   __m512 acc[M][P];
-  startFromBias<M, P>(acc, a.bias, a.residual ? a.residual + c.out : nullptr, outBlockFloats, c.b0, s.outChannels);
+  startFromBias<M, P>(acc, a.bias, a.residual ? a.residual + c.out : nullptr, outBlockFloats, c.b0,
+                      s.outChannels);
   const int64_t ci = C > 0 ? C : s.inChannels, inPlane = s.height * s.width;
   const int64_t tapFloats = ci * M * kBlock;  // one tap's weights, all input channels
   for (int64_t ky = t.ky0; ky < t.ky1; ++ky) {
@@ -81,9 +86,11 @@ inline void convolveChunk(const NchwcConvArgs& a, const RegisterEpilogue& epi, c
       const float* wp = wRow + kx * tapFloats;
       if constexpr (C > 0) {
 #pragma GCC unroll 4
-        for (int ch = 0; ch < C; ++ch) multiplyTap<M, P, S>(acc, xp + ch * inPlane, wp + ch * M * kBlock);
+        for (int ch = 0; ch < C; ++ch)
+          multiplyTap<M, P, S>(acc, xp + ch * inPlane, wp + ch * M * kBlock);
       } else {
-        for (int64_t ch = 0; ch < ci; ++ch) multiplyTap<M, P, S>(acc, xp + ch * inPlane, wp + ch * M * kBlock);
+        for (int64_t ch = 0; ch < ci; ++ch)
+          multiplyTap<M, P, S>(acc, xp + ch * inPlane, wp + ch * M * kBlock);
       }
     }
   }
@@ -95,13 +102,14 @@ inline void convolveChunk(const NchwcConvArgs& a, const RegisterEpilogue& epi, c
 // ResNet-50 row cost a fifth of the row. Each input channel gets its own M accumulators (3 * M
 // chains), summed before the store.
 template <int M>
-inline void convolveBorderPixelRgb(const NchwcConvArgs& a, const RegisterEpilogue& epi, const ChunkPlace& c,
-                                   const TapRange& t) {
+inline void convolveBorderPixelRgb(const NchwcConvArgs& a, const RegisterEpilogue& epi,
+                                   const ChunkPlace& c, const TapRange& t) {
   constexpr int C = 3;
   const NchwcConvShape& s = *a.shape;
   const int64_t outBlockFloats = s.outHeight * s.outWidth * kBlock;
   __m512 acc[C][M][1];
-  startFromBias<M, 1>(acc[0], a.bias, a.residual ? a.residual + c.out : nullptr, outBlockFloats, c.b0, s.outChannels);
+  startFromBias<M, 1>(acc[0], a.bias, a.residual ? a.residual + c.out : nullptr, outBlockFloats,
+                      c.b0, s.outChannels);
 #pragma GCC unroll 4
   for (int m = 0; m < M; ++m) acc[1][m][0] = acc[2][m][0] = _mm512_setzero_ps();
   const int64_t inPlane = s.height * s.width, tapFloats = C * M * kBlock;
@@ -112,7 +120,8 @@ inline void convolveBorderPixelRgb(const NchwcConvArgs& a, const RegisterEpilogu
       const float* xp = xRow + kx * s.dilationW;
       const float* wp = wRow + kx * tapFloats;
 #pragma GCC unroll 4
-      for (int ch = 0; ch < C; ++ch) multiplyTap<M, 1, 1>(acc[ch], xp + ch * inPlane, wp + ch * M * kBlock);
+      for (int ch = 0; ch < C; ++ch)
+        multiplyTap<M, 1, 1>(acc[ch], xp + ch * inPlane, wp + ch * M * kBlock);
     }
   }
 #pragma GCC unroll 4
@@ -124,20 +133,22 @@ inline void convolveBorderPixelRgb(const NchwcConvArgs& a, const RegisterEpilogu
 
 // convolveChunk<M, n, stride> for the run-time n <= P and stride 1 or 2.
 template <int M, int P>
-void convolveChunkOfSize(const NchwcConvArgs& a, const RegisterEpilogue& epi, const ChunkPlace& c, const TapRange& t,
-                         int64_t n) {
+void convolveChunkOfSize(const NchwcConvArgs& a, const RegisterEpilogue& epi, const ChunkPlace& c,
+                         const TapRange& t, int64_t n) {
   if constexpr (P > 1) {
     if (n < P) return convolveChunkOfSize<M, P - 1>(a, epi, c, t, n);
   }
   const bool rgb = a.shape->inChannels == 3;
-  if (a.shape->strideW == 1) return rgb ? convolveChunk<M, P, 1, 3>(a, epi, c, t) : convolveChunk<M, P, 1, 0>(a, epi, c, t);
+  if (a.shape->strideW == 1)
+    return rgb ? convolveChunk<M, P, 1, 3>(a, epi, c, t) : convolveChunk<M, P, 1, 0>(a, epi, c, t);
   rgb ? convolveChunk<M, P, 2, 3>(a, epi, c, t) : convolveChunk<M, P, 2, 0>(a, epi, c, t);
 }
 
 // Output blocks b0 .. b0 + M - 1 of one output row; `place` has the row's x, iy, w, b0 and the
 // offset of its pixel 0; taps.ky0 / ky1 are the row's kernel rows inside X.
 template <int M>
-void convolveRowOfGroup(const NchwcConvArgs& a, const RegisterEpilogue& epi, ChunkPlace place, TapRange taps) {
+void convolveRowOfGroup(const NchwcConvArgs& a, const RegisterEpilogue& epi, ChunkPlace place,
+                        TapRange taps) {
   const NchwcConvShape& s = *a.shape;
   const int64_t rowOut = place.out;
   // One pixel at a time over its kernel columns inside X.
@@ -147,14 +158,17 @@ void convolveRowOfGroup(const NchwcConvArgs& a, const RegisterEpilogue& epi, Chu
     c.out = rowOut + ox * kBlock;
     TapRange t = taps;
     insideRange(c.ix, s.kernelW, s.dilationW, s.width, t.kx0, t.kx1);
-    if (s.inChannels == 3) convolveBorderPixelRgb<M>(a, epi, c, t);
-    else convolveChunk<M, 1, 1, 0>(a, epi, c, t);
+    if (s.inChannels == 3)
+      convolveBorderPixelRgb<M>(a, epi, c, t);
+    else
+      convolveChunk<M, 1, 1, 0>(a, epi, c, t);
   };
   // The interior [oxBegin, oxEnd): pixels whose kernel columns are all inside X.
   int64_t oxBegin = s.outWidth, oxEnd = s.outWidth;
   if (s.strideW <= 2) {
     oxBegin = std::min(s.outWidth, (s.padLeft + s.strideW - 1) / s.strideW);
-    const int64_t lastStart = s.width - 1 - (s.kernelW - 1) * s.dilationW + s.padLeft;  // ox * strideW at most this
+    const int64_t lastStart =
+        s.width - 1 - (s.kernelW - 1) * s.dilationW + s.padLeft;  // ox * strideW at most this
     oxEnd = lastStart < 0 ? oxBegin : std::clamp(lastStart / s.strideW + 1, oxBegin, s.outWidth);
   }
   for (int64_t ox = 0; ox < oxBegin; ++ox) single(ox);
@@ -162,7 +176,8 @@ void convolveRowOfGroup(const NchwcConvArgs& a, const RegisterEpilogue& epi, Chu
   if (interior > 0) {
     constexpr int kMax = maxRegisterPixels(M);
     // Chunks as equal as possible: the first `longer` have one pixel more.
-    const int64_t count = (interior + kMax - 1) / kMax, size = interior / count, longer = interior % count;
+    const int64_t count = (interior + kMax - 1) / kMax, size = interior / count,
+                  longer = interior % count;
     taps.kx0 = 0;
     taps.kx1 = s.kernelW;
     int64_t ox = oxBegin;
@@ -182,7 +197,8 @@ void convolveRowOfGroup(const NchwcConvArgs& a, const RegisterEpilogue& epi, Chu
 void convolveRow(const NchwcConvArgs& a, const RegisterEpilogue& epi, int64_t image, int64_t oy) {
   const NchwcConvShape& s = *a.shape;
   const int64_t outBlocks = s.outBlocks(), outPlane = s.outHeight * s.outWidth;
-  const int64_t blockFloats = s.taps() * s.inChannels * kBlock;  // one output block's packed weights
+  const int64_t blockFloats =
+      s.taps() * s.inChannels * kBlock;  // one output block's packed weights
   ChunkPlace place;
   place.x = a.x + image * s.inChannels * s.height * s.width;
   place.iy = oy * s.strideH - s.padTop;
@@ -194,10 +210,18 @@ void convolveRow(const NchwcConvArgs& a, const RegisterEpilogue& epi, int64_t im
     place.b0 = r.begin;
     place.out = ((image * outBlocks + r.begin) * outPlane + oy * s.outWidth) * kBlock;
     switch (r.end - r.begin) {
-      case 4: convolveRowOfGroup<4>(a, epi, place, taps); break;
-      case 3: convolveRowOfGroup<3>(a, epi, place, taps); break;
-      case 2: convolveRowOfGroup<2>(a, epi, place, taps); break;
-      default: convolveRowOfGroup<1>(a, epi, place, taps); break;
+      case 4:
+        convolveRowOfGroup<4>(a, epi, place, taps);
+        break;
+      case 3:
+        convolveRowOfGroup<3>(a, epi, place, taps);
+        break;
+      case 2:
+        convolveRowOfGroup<2>(a, epi, place, taps);
+        break;
+      default:
+        convolveRowOfGroup<1>(a, epi, place, taps);
+        break;
     }
   }
   if (epi.rest) {

@@ -45,7 +45,9 @@ struct MaxLanes {
     return {v.lo > acc.lo ? v.lo : acc.lo, v.hi > acc.hi ? v.hi : acc.hi};
   }
   // A window with no tap inside the input gives 0, as in the plain kernel.
-  Lanes finish(const Lanes& acc, int64_t count, int64_t) const { return count == 0 ? splatLanes(0.0f) : acc; }
+  Lanes finish(const Lanes& acc, int64_t count, int64_t) const {
+    return count == 0 ? splatLanes(0.0f) : acc;
+  }
 };
 
 struct AverageLanes {
@@ -72,7 +74,8 @@ void blockedPool(const Tensor& x, Tensor& y, const PoolWindows& w, Op op) {
   const int64_t inW = w.in[2], inH = w.in[1];
   const int64_t outW = w.out[2], outH = w.out[1];
   const int64_t rowDilation = w.dilation[1], columnDilation = w.dilation[2];
-  const int64_t rowsPerTask = std::max<int64_t>(1, kMinElementsPerThread / std::max<int64_t>(1, (inW + outW) * kLanes));
+  const int64_t rowsPerTask =
+      std::max<int64_t>(1, kMinElementsPerThread / std::max<int64_t>(1, (inW + outW) * kLanes));
   const float* in = x.data<float>();
   float* outData = y.data<float>();
   parallelForAtLeast(planes * outH, rowsPerTask, [&](int64_t t0, int64_t t1) {
@@ -91,11 +94,13 @@ void blockedPool(const Tensor& x, Tensor& y, const PoolWindows& w, Op op) {
           for (int64_t c = r2.first; c < r2.last; ++c) {
             const float* p = top + (r2.start + c * columnDilation) * kLanes;
             Lanes column = Op::combine(Op::init(), loadLanes(p));
-            for (int64_t b = 1; b < rows; ++b) column = Op::combine(column, loadLanes(p + b * rowStep));
+            for (int64_t b = 1; b < rows; ++b)
+              column = Op::combine(column, loadLanes(p + b * rowStep));
             acc = Op::combine(acc, column);
           }
         }
-        storeLanes(dst + ow * kLanes, op.finish(acc, rows * (r2.last - r2.first), r1.paddedCount * r2.paddedCount));
+        storeLanes(dst + ow * kLanes,
+                   op.finish(acc, rows * (r2.last - r2.first), r1.paddedCount * r2.paddedCount));
       }
     }
   });
@@ -141,8 +146,10 @@ inline void addPixel(__m256d (&sum)[4], const float* p) {
 // The mean of each lane over `pixels` pixels, summed in double like pool_global.cpp. Even and
 // odd pixels go to separate sums so that two chains of dependent additions run at once.
 void averagePlane(const float* src, int64_t pixels, float* dst) {
-  __m256d even[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd()};
-  __m256d odd[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd()};
+  __m256d even[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(),
+                     _mm256_setzero_pd()};
+  __m256d odd[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(),
+                    _mm256_setzero_pd()};
   int64_t p = 0;
   for (; p + 2 <= pixels; p += 2) {
     addPixel(even, src + p * kLanes);
@@ -151,7 +158,8 @@ void averagePlane(const float* src, int64_t pixels, float* dst) {
   if (p < pixels) addPixel(even, src + p * kLanes);
   const __m256d count = _mm256_set1_pd(static_cast<double>(pixels));
   for (int k = 0; k < 4; ++k) {
-    _mm_storeu_ps(dst + 4 * k, _mm256_cvtpd_ps(_mm256_div_pd(_mm256_add_pd(even[k], odd[k]), count)));
+    _mm_storeu_ps(dst + 4 * k,
+                  _mm256_cvtpd_ps(_mm256_div_pd(_mm256_add_pd(even[k], odd[k]), count)));
   }
 }
 
@@ -166,16 +174,20 @@ void blockedGlobalPool(const Tensor& x, Tensor& y, bool isMax) {
   const int64_t planes = x.dim(0) * x.dim(1);
   const int64_t pixels = x.dim(2) * x.dim(3);
   const bool avx512 = activeCpuIsa() >= CpuIsa::kAvx512;
-  parallelForAtLeast(planes, std::max<int64_t>(1, kMinElementsPerThread / std::max<int64_t>(1, pixels * kLanes)),
-                     [&](int64_t p0, int64_t p1) {
-    for (int64_t plane = p0; plane < p1; ++plane) {
-      const float* src = x.data<float>() + plane * pixels * kLanes;
-      float* dst = y.data<float>() + plane * kLanes;
-      if (isMax) maxPlane(src, pixels, dst);
-      else if (avx512) detail::averageBlockedPlaneAvx512(src, pixels, dst);
-      else averagePlane(src, pixels, dst);
-    }
-  });
+  parallelForAtLeast(
+      planes, std::max<int64_t>(1, kMinElementsPerThread / std::max<int64_t>(1, pixels * kLanes)),
+      [&](int64_t p0, int64_t p1) {
+        for (int64_t plane = p0; plane < p1; ++plane) {
+          const float* src = x.data<float>() + plane * pixels * kLanes;
+          float* dst = y.data<float>() + plane * kLanes;
+          if (isMax)
+            maxPlane(src, pixels, dst);
+          else if (avx512)
+            detail::averageBlockedPlaneAvx512(src, pixels, dst);
+          else
+            averagePlane(src, pixels, dst);
+        }
+      });
 }
 
 KernelFn globalPoolKernel(bool isMax) {

@@ -41,13 +41,14 @@ namespace {
 // G (alpha x 3) of F(m x m, 3 x 3), alpha = m + 2, row-major; the interpolation points are
 // 0, 1, -1 (m = 2) and 0, 1, -1, 2, -2 (m = 4), plus infinity (the last row).
 const double kG2[4 * 3] = {1, 0, 0, 0.5, 0.5, 0.5, 0.5, -0.5, 0.5, 0, 0, 1};
-const double kG4[6 * 3] = {1.0 / 4,  0,         0,         -1.0 / 6, -1.0 / 6, -1.0 / 6,
-                           -1.0 / 6, 1.0 / 6,   -1.0 / 6,  1.0 / 24, 1.0 / 12, 1.0 / 6,
-                           1.0 / 24, -1.0 / 12, 1.0 / 6,   0,        0,        1};
+const double kG4[6 * 3] = {1.0 / 4,  0,         0,        -1.0 / 6, -1.0 / 6, -1.0 / 6,
+                           -1.0 / 6, 1.0 / 6,   -1.0 / 6, 1.0 / 24, 1.0 / 12, 1.0 / 6,
+                           1.0 / 24, -1.0 / 12, 1.0 / 6,  0,        0,        1};
 
 }  // namespace
 
-NchwcWinogradWeights packNchwcWinogradWeights(const float* w, int64_t outChannels, int64_t inChannels, int tile) {
+NchwcWinogradWeights packNchwcWinogradWeights(const float* w, int64_t outChannels,
+                                              int64_t inChannels, int tile) {
   if (tile != 2 && tile != 4) throw std::invalid_argument("Winograd output tile must be 2 or 4");
   const int alpha = tile + 2, positions = alpha * alpha;
   const double* g = tile == 2 ? kG2 : kG4;
@@ -63,7 +64,8 @@ NchwcWinogradWeights packNchwcWinogradWeights(const float* w, int64_t outChannel
   for (int64_t gi = 0; gi < nchwcOutBlockGroups(outBlocks); ++gi) {
     const NchwcBlockRange r = nchwcOutBlockGroup(outBlocks, gi);
     const int64_t m = r.end - r.begin;
-    for (int64_t co = r.begin * kNchwcBlock; co < std::min(outChannels, r.end * kNchwcBlock); ++co) {
+    for (int64_t co = r.begin * kNchwcBlock; co < std::min(outChannels, r.end * kNchwcBlock);
+         ++co) {
       const int64_t lane = co - r.begin * kNchwcBlock;
       for (int64_t ci = 0; ci < inChannels; ++ci) {
         const float* k = w + (co * inChannels + ci) * 9;
@@ -75,8 +77,10 @@ NchwcWinogradWeights packNchwcWinogradWeights(const float* w, int64_t outChannel
         }
         for (int i = 0; i < alpha; ++i) {
           for (int j = 0; j < alpha; ++j) {
-            const double u = gk[i][0] * g[j * 3] + gk[i][1] * g[j * 3 + 1] + gk[i][2] * g[j * 3 + 2];
-            float* group = out + (i * alpha + j) * positionFloats + r.begin * kNchwcBlock * inChannels;
+            const double u =
+                gk[i][0] * g[j * 3] + gk[i][1] * g[j * 3 + 1] + gk[i][2] * g[j * 3 + 2];
+            float* group =
+                out + (i * alpha + j) * positionFloats + r.begin * kNchwcBlock * inChannels;
             group[ci * m * kNchwcBlock + lane] = static_cast<float>(u);
           }
         }
@@ -86,22 +90,25 @@ NchwcWinogradWeights packNchwcWinogradWeights(const float* w, int64_t outChannel
   return packed;
 }
 
-uint64_t nchwcWinogradWorkspaceBytes(const NchwcConvShape& shape, const NchwcWinogradWeights& weights, int threads) {
+uint64_t nchwcWinogradWorkspaceBytes(const NchwcConvShape& shape,
+                                     const NchwcWinogradWeights& weights, int threads) {
   if (!weights.data || shape.outHeight <= 0 || shape.outWidth <= 0) return 0;
   return detail::nchwcWinogradScratchBytes(shape, weights, std::max(threads, 1));
 }
 
-uint64_t nchwcWinogradWorkspaceBytes(const NchwcConvShape& shape, const NchwcWinogradWeights& weights) {
+uint64_t nchwcWinogradWorkspaceBytes(const NchwcConvShape& shape,
+                                     const NchwcWinogradWeights& weights) {
   const ThreadPool* pool = currentThreadPool();
   return nchwcWinogradWorkspaceBytes(shape, weights, pool ? pool->size() : 1);
 }
 
 void nchwcWinogradConv(const NchwcConvArgs& args, const NchwcWinogradWeights& weights) {
   const NchwcConvShape& s = *args.shape;
-  if (s.plainInput || s.depthwise || s.kernelH != 3 || s.kernelW != 3 || s.strideH != 1 || s.strideW != 1 ||
-      s.dilationH != 1 || s.dilationW != 1 || s.inChannels != weights.inChannels ||
-      s.outChannels != weights.outChannels || !weights.data) {
-    throw std::invalid_argument("nchwcWinogradConv needs a blocked 3x3 stride-1 convolution matching its weights");
+  if (s.plainInput || s.depthwise || s.kernelH != 3 || s.kernelW != 3 || s.strideH != 1 ||
+      s.strideW != 1 || s.dilationH != 1 || s.dilationW != 1 ||
+      s.inChannels != weights.inChannels || s.outChannels != weights.outChannels || !weights.data) {
+    throw std::invalid_argument(
+        "nchwcWinogradConv needs a blocked 3x3 stride-1 convolution matching its weights");
   }
   if (activeCpuIsa() < CpuIsa::kAvx512) throw std::runtime_error("nchwcWinogradConv needs AVX-512");
   detail::nchwcWinogradAvx512(args, weights);

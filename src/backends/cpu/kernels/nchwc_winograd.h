@@ -33,13 +33,16 @@ struct NchwcWinogradWeights {
 int nchwcWinogradTile(int64_t outHeight, int64_t outWidth);
 
 /// Transforms W [Co, Ci, 3, 3] to G g G^T for tile m (2 or 4) and packs it as described above.
-NchwcWinogradWeights packNchwcWinogradWeights(const float* w, int64_t outChannels, int64_t inChannels, int tile);
+NchwcWinogradWeights packNchwcWinogradWeights(const float* w, int64_t outChannels,
+                                              int64_t inChannels, int tile);
 
 /// Scratch bytes nchwcWinogradConv needs for this shape (batch, channels and output size) on a
 /// pool of `threads` threads: one pass's transformed input, and each thread's products.
-uint64_t nchwcWinogradWorkspaceBytes(const NchwcConvShape& shape, const NchwcWinogradWeights& weights, int threads);
+uint64_t nchwcWinogradWorkspaceBytes(const NchwcConvShape& shape,
+                                     const NchwcWinogradWeights& weights, int threads);
 /// The same for the current thread pool.
-uint64_t nchwcWinogradWorkspaceBytes(const NchwcConvShape& shape, const NchwcWinogradWeights& weights);
+uint64_t nchwcWinogradWorkspaceBytes(const NchwcConvShape& shape,
+                                     const NchwcWinogradWeights& weights);
 
 /// y = act(conv(x, w) + bias + residual) as nchwcConv (args.weights is not used), for a blocked X
 /// and a shape with a 3x3 kernel, stride 1 and dilation 1 (any padding and size), over the
@@ -50,7 +53,8 @@ void nchwcWinogradConv(const NchwcConvArgs& args, const NchwcWinogradWeights& we
 namespace detail {
 void nchwcWinogradAvx512(const NchwcConvArgs& args, const NchwcWinogradWeights& weights);
 /// nchwcWinogradWorkspaceBytes (nchwc_winograd_avx512.cpp knows the kernel's passes and bands).
-uint64_t nchwcWinogradScratchBytes(const NchwcConvShape& shape, const NchwcWinogradWeights& weights, int threads);
+uint64_t nchwcWinogradScratchBytes(const NchwcConvShape& shape, const NchwcWinogradWeights& weights,
+                                   int threads);
 }  // namespace detail
 
 }  // namespace kiln::cpu

@@ -48,7 +48,8 @@ template <>
 struct WinogradTile<4> {
   static constexpr int kAlpha = 6;
   static inline void input(const __m512 (&d)[6], __m512 (&t)[6]) {
-    const __m512 four = _mm512_set1_ps(4.0f), five = _mm512_set1_ps(5.0f), two = _mm512_set1_ps(2.0f);
+    const __m512 four = _mm512_set1_ps(4.0f), five = _mm512_set1_ps(5.0f),
+                 two = _mm512_set1_ps(2.0f);
     t[0] = _mm512_fnmadd_ps(five, d[2], _mm512_fmadd_ps(four, d[0], d[4]));
     t[1] = _mm512_fnmadd_ps(four, _mm512_add_ps(d[1], d[2]), _mm512_add_ps(d[3], d[4]));
     t[2] = _mm512_fmadd_ps(four, _mm512_sub_ps(d[1], d[2]), _mm512_sub_ps(d[4], d[3]));
@@ -70,8 +71,8 @@ struct WinogradTile<4> {
 // V for the tile whose input starts at (iy0, ix0) of one channel block's plane [H][W][16]:
 // position (i, j) goes to v + (i * alpha + j) * positionStride. Pixels outside the plane are zero.
 template <int Mt>
-inline void transformInputTile(const float* plane, int64_t height, int64_t width, int64_t iy0, int64_t ix0, float* v,
-                               int64_t positionStride) {
+inline void transformInputTile(const float* plane, int64_t height, int64_t width, int64_t iy0,
+                               int64_t ix0, float* v, int64_t positionStride) {
   using T = WinogradTile<Mt>;
   constexpr int A = T::kAlpha;
   __m512 rows[A][A];  // d B, row by row
@@ -109,8 +110,8 @@ inline void transformInputTile(const float* plane, int64_t height, int64_t width
 // out[m][p] = sum over ci < channels of w[ci][m] * v_p[ci], for the P consecutive tiles at v
 // (ci block stride blockStride), weights [ci][M][16]; out's blocks are outStride apart.
 template <int M, int P>
-inline void multiplyTiles(const float* v, int64_t blockStride, const float* w, int64_t channels, float* out,
-                          int64_t outStride) {
+inline void multiplyTiles(const float* v, int64_t blockStride, const float* w, int64_t channels,
+                          float* out, int64_t outStride) {
   __m512 acc[M][P];
 #pragma GCC unroll 4
   for (int m = 0; m < M; ++m) {
@@ -131,8 +132,8 @@ inline void multiplyTiles(const float* v, int64_t blockStride, const float* w, i
 
 // multiplyTiles<M, n> for the run-time n <= P.
 template <int M, int P>
-void multiplyTilesOfSize(int64_t n, const float* v, int64_t blockStride, const float* w, int64_t channels, float* out,
-                         int64_t outStride) {
+void multiplyTilesOfSize(int64_t n, const float* v, int64_t blockStride, const float* w,
+                         int64_t channels, float* out, int64_t outStride) {
   if constexpr (P > 1) {
     if (n < P) return multiplyTilesOfSize<M, P - 1>(n, v, blockStride, w, channels, out, outStride);
   }
@@ -141,17 +142,18 @@ void multiplyTilesOfSize(int64_t n, const float* v, int64_t blockStride, const f
 
 // Where one output tile of one output block goes.
 struct OutputTile {
-  float* y;             // the block's output plane [Ho][Wo][16]
-  const float* z;       // the residual's plane, or null
-  int64_t oy0, ox0;     // the tile's first output pixel
+  float* y;          // the block's output plane [Ho][Wo][16]
+  const float* z;    // the residual's plane, or null
+  int64_t oy0, ox0;  // the tile's first output pixel
   int64_t outHeight, outWidth;
 };
 
 // The output transform of one tile of one output block (products p + pos * positionStride),
 // plus bias, residual and the register part of the activation; stores the valid pixels.
 template <int Mt>
-inline void transformOutputTile(const float* p, int64_t positionStride, __m512 bias, const RegisterEpilogue& epi,
-                                __mmask16 lanes, const OutputTile& t, const Activation& act) {
+inline void transformOutputTile(const float* p, int64_t positionStride, __m512 bias,
+                                const RegisterEpilogue& epi, __mmask16 lanes, const OutputTile& t,
+                                const Activation& act) {
   using T = WinogradTile<Mt>;
   constexpr int A = T::kAlpha;
   __m512 cols[Mt][A];  // A^T P, column by column
@@ -164,7 +166,8 @@ inline void transformOutputTile(const float* p, int64_t positionStride, __m512 b
 #pragma GCC unroll 4
     for (int r = 0; r < Mt; ++r) cols[r][j] = o[r];
   }
-  const int64_t rows = std::min<int64_t>(Mt, t.outHeight - t.oy0), n = std::min<int64_t>(Mt, t.outWidth - t.ox0);
+  const int64_t rows = std::min<int64_t>(Mt, t.outHeight - t.oy0),
+                n = std::min<int64_t>(Mt, t.outWidth - t.ox0);
   for (int64_t r = 0; r < rows; ++r) {
     __m512 o[Mt];
     T::output(cols[r], o);
@@ -173,13 +176,15 @@ inline void transformOutputTile(const float* p, int64_t positionStride, __m512 b
     if (n == Mt) {
 #pragma GCC unroll 4
       for (int c = 0; c < Mt; ++c) {
-        _mm512_storeu_ps(y + c * kBlock,
-                         epi.apply(_mm512_add_ps(o[c], bias), t.z ? t.z + offset + c * kBlock : nullptr, lanes));
+        _mm512_storeu_ps(
+            y + c * kBlock,
+            epi.apply(_mm512_add_ps(o[c], bias), t.z ? t.z + offset + c * kBlock : nullptr, lanes));
       }
     } else {
       for (int64_t c = 0; c < n; ++c) {
-        _mm512_storeu_ps(y + c * kBlock,
-                         epi.apply(_mm512_add_ps(o[c], bias), t.z ? t.z + offset + c * kBlock : nullptr, lanes));
+        _mm512_storeu_ps(
+            y + c * kBlock,
+            epi.apply(_mm512_add_ps(o[c], bias), t.z ? t.z + offset + c * kBlock : nullptr, lanes));
       }
     }
     if (epi.rest) applyEpilogueAvx512(act, y, n * kBlock, nullptr, false, nullptr);
@@ -201,7 +206,8 @@ struct Bands {
 };
 Bands bandsOf(const NchwcConvShape& s, int positions, int64_t tiles, int64_t threads) {
   const int64_t groups = nchwcOutBlockGroups(s.outBlocks());
-  const int64_t tileBytes = positions * (s.inBlocks() + kNchwcOutBlocks) * kBlock * int64_t(sizeof(float));
+  const int64_t tileBytes =
+      positions * (s.inBlocks() + kNchwcOutBlocks) * kBlock * int64_t(sizeof(float));
   int64_t bands = std::max<int64_t>(1, (tiles * tileBytes + kBandBytes - 1) / kBandBytes);
   if (bands * groups < 2 * threads) bands = std::min(tiles, (2 * threads + groups - 1) / groups);
   Bands b;
@@ -226,18 +232,21 @@ struct PassScratch {
 PassScratch passScratch(const NchwcConvShape& s, int m, int64_t rows, int64_t threads) {
   const int64_t positions = (m + 2) * (m + 2), tiles = rows * ((s.outWidth + m - 1) / m);
   const Bands b = bandsOf(s, static_cast<int>(positions), tiles, threads);
-  return {positions * s.inBlocks() * tiles * kBlock, positions * kNchwcOutBlocks * b.bandTiles * kBlock, b.parts};
+  return {positions * s.inBlocks() * tiles * kBlock,
+          positions * kNchwcOutBlocks * b.bandTiles * kBlock, b.parts};
 }
 
 // The output tile rows [ty0, ty1) of one image; `scratch` holds the transformed input, then
 // `productFloats` floats of products for each part.
 template <int Mt>
-void winogradRows(const NchwcConvArgs& a, const NchwcWinogradWeights& weights, int64_t image, int64_t ty0, int64_t ty1,
-                  float* scratch, int64_t inputFloats, int64_t productFloats) {
+void winogradRows(const NchwcConvArgs& a, const NchwcWinogradWeights& weights, int64_t image,
+                  int64_t ty0, int64_t ty1, float* scratch, int64_t inputFloats,
+                  int64_t productFloats) {
   const NchwcConvShape& s = *a.shape;
   constexpr int A = Mt + 2, positions = A * A;
   const int64_t rows = ty1 - ty0, tilesW = (s.outWidth + Mt - 1) / Mt, tiles = rows * tilesW;
-  const int64_t inBlocks = s.inBlocks(), outBlocks = s.outBlocks(), groups = nchwcOutBlockGroups(outBlocks);
+  const int64_t inBlocks = s.inBlocks(), outBlocks = s.outBlocks(),
+                groups = nchwcOutBlockGroups(outBlocks);
   const int64_t inPlane = s.height * s.width, outPlane = s.outHeight * s.outWidth;
   const int64_t positionStride = inBlocks * tiles * kBlock;
   float* v = scratch;
@@ -249,8 +258,9 @@ void winogradRows(const NchwcConvArgs& a, const NchwcWinogradWeights& weights, i
       const int64_t cb = item / rows, row = item % rows;
       const float* plane = x + cb * inPlane * kBlock;
       for (int64_t tx = 0; tx < tilesW; ++tx) {
-        transformInputTile<Mt>(plane, s.height, s.width, (ty0 + row) * Mt - s.padTop, tx * Mt - s.padLeft,
-                               v + (cb * tiles + row * tilesW + tx) * kBlock, positionStride);
+        transformInputTile<Mt>(plane, s.height, s.width, (ty0 + row) * Mt - s.padTop,
+                               tx * Mt - s.padLeft, v + (cb * tiles + row * tilesW + tx) * kBlock,
+                               positionStride);
       }
     }
   });
@@ -271,9 +281,11 @@ void winogradRows(const NchwcConvArgs& a, const NchwcWinogradWeights& weights, i
         const int64_t first = band * bandTiles, count = std::min(tiles, first + bandTiles) - first;
         const int64_t productStride = M * count * kBlock;  // per position; blocks count * 16 apart
         // Register blocks of nearly equal size (49 tiles at 6: 4 x 6 + 5 x 5, not 8 x 6 + 1).
-        const int64_t chunks = (count + maxRegisterPixels(M) - 1) / maxRegisterPixels(M), chunkSize = count / chunks;
+        const int64_t chunks = (count + maxRegisterPixels(M) - 1) / maxRegisterPixels(M),
+                      chunkSize = count / chunks;
         for (int pos = 0; pos < positions; ++pos) {
-          const float* w = weights.data.get() + pos * weightPositionFloats + r.begin * kBlock * s.inChannels;
+          const float* w =
+              weights.data.get() + pos * weightPositionFloats + r.begin * kBlock * s.inChannels;
           const float* vp = v + pos * positionStride + first * kBlock;
           float* out = products + pos * productStride;
           for (int64_t chunk = 0, q = 0; chunk < chunks; ++chunk) {
@@ -282,10 +294,22 @@ void winogradRows(const NchwcConvArgs& a, const NchwcWinogradWeights& weights, i
             float* oq = out + q * kBlock;
             const int64_t vStride = tiles * kBlock, oStride = count * kBlock;
             switch (M) {
-              case 4: multiplyTilesOfSize<4, maxRegisterPixels(4)>(n, vq, vStride, w, s.inChannels, oq, oStride); break;
-              case 3: multiplyTilesOfSize<3, maxRegisterPixels(3)>(n, vq, vStride, w, s.inChannels, oq, oStride); break;
-              case 2: multiplyTilesOfSize<2, maxRegisterPixels(2)>(n, vq, vStride, w, s.inChannels, oq, oStride); break;
-              default: multiplyTilesOfSize<1, maxRegisterPixels(1)>(n, vq, vStride, w, s.inChannels, oq, oStride); break;
+              case 4:
+                multiplyTilesOfSize<4, maxRegisterPixels(4)>(n, vq, vStride, w, s.inChannels, oq,
+                                                             oStride);
+                break;
+              case 3:
+                multiplyTilesOfSize<3, maxRegisterPixels(3)>(n, vq, vStride, w, s.inChannels, oq,
+                                                             oStride);
+                break;
+              case 2:
+                multiplyTilesOfSize<2, maxRegisterPixels(2)>(n, vq, vStride, w, s.inChannels, oq,
+                                                             oStride);
+                break;
+              default:
+                multiplyTilesOfSize<1, maxRegisterPixels(1)>(n, vq, vStride, w, s.inChannels, oq,
+                                                             oStride);
+                break;
             }
             q += n;
           }
@@ -295,12 +319,15 @@ void winogradRows(const NchwcConvArgs& a, const NchwcWinogradWeights& weights, i
           const __m512 bias = _mm512_loadu_ps(a.bias + b * kBlock);
           const __mmask16 lanes = laneMask(b, s.outChannels);
           const int64_t planeOffset = (image * outBlocks + b) * outPlane * kBlock;
-          OutputTile t{a.y + planeOffset, a.residual ? a.residual + planeOffset : nullptr, 0, 0, s.outHeight, s.outWidth};
+          OutputTile t{
+              a.y + planeOffset, a.residual ? a.residual + planeOffset : nullptr, 0, 0, s.outHeight,
+              s.outWidth};
           for (int64_t i = 0; i < count; ++i) {
             const int64_t tile = first + i;
             t.oy0 = (ty0 + tile / tilesW) * Mt;
             t.ox0 = tile % tilesW * Mt;
-            transformOutputTile<Mt>(products + (m * count + i) * kBlock, productStride, bias, epi, lanes, t, a.act);
+            transformOutputTile<Mt>(products + (m * count + i) * kBlock, productStride, bias, epi,
+                                    lanes, t, a.act);
           }
         }
       }
@@ -310,7 +337,8 @@ void winogradRows(const NchwcConvArgs& a, const NchwcWinogradWeights& weights, i
 
 // The scratch of passes of `rows` tile rows (the full passes) and of the last, shorter one.
 PassScratch largestPassScratch(const NchwcConvShape& s, int m, int64_t threads) {
-  const int64_t tilesH = (s.outHeight + m - 1) / m, rowsPerPass = std::min(tilesH, rowsPerPassOf(s, m));
+  const int64_t tilesH = (s.outHeight + m - 1) / m,
+                rowsPerPass = std::min(tilesH, rowsPerPassOf(s, m));
   PassScratch full = passScratch(s, m, rowsPerPass, threads);
   if (tilesH % rowsPerPass != 0) {
     const PassScratch last = passScratch(s, m, tilesH % rowsPerPass, threads);
@@ -322,7 +350,8 @@ PassScratch largestPassScratch(const NchwcConvShape& s, int m, int64_t threads) 
 
 }  // namespace
 
-uint64_t nchwcWinogradScratchBytes(const NchwcConvShape& s, const NchwcWinogradWeights& weights, int threads) {
+uint64_t nchwcWinogradScratchBytes(const NchwcConvShape& s, const NchwcWinogradWeights& weights,
+                                   int threads) {
   const PassScratch p = largestPassScratch(s, weights.tile, threads);
   return static_cast<uint64_t>(p.inputFloats + p.parts * p.productFloats) * sizeof(float);
 }
@@ -339,8 +368,10 @@ void nchwcWinogradAvx512(const NchwcConvArgs& a, const NchwcWinogradWeights& wei
   for (int64_t image = 0; image < s.batch; ++image) {
     for (int64_t ty0 = 0; ty0 < tilesH; ty0 += rowsPerPass) {
       const int64_t ty1 = std::min(tilesH, ty0 + rowsPerPass);
-      if (m == 4) winogradRows<4>(a, weights, image, ty0, ty1, scratch, p.inputFloats, p.productFloats);
-      else winogradRows<2>(a, weights, image, ty0, ty1, scratch, p.inputFloats, p.productFloats);
+      if (m == 4)
+        winogradRows<4>(a, weights, image, ty0, ty1, scratch, p.inputFloats, p.productFloats);
+      else
+        winogradRows<2>(a, weights, image, ty0, ty1, scratch, p.inputFloats, p.productFloats);
     }
   }
 }

@@ -23,14 +23,16 @@ void lpNormalize(const Tensor& x, Tensor& y, int64_t axis, int64_t p) {
     std::fill(norm.begin(), norm.end(), C(0));
     for (int64_t l = 0; l < len; ++l) {
       const T* row = src + l * inner;
-      for (int64_t i = 0; i < inner; ++i) norm[i] += p == 1 ? std::abs(C(row[i])) : C(row[i]) * C(row[i]);
+      for (int64_t i = 0; i < inner; ++i)
+        norm[i] += p == 1 ? std::abs(C(row[i])) : C(row[i]) * C(row[i]);
     }
     if (p == 2) {
       for (C& v : norm) v = std::sqrt(v);
     }
     for (int64_t l = 0; l < len; ++l) {
       for (int64_t i = 0; i < inner; ++i) {
-        dst[l * inner + i] = static_cast<T>(norm[i] == C(0) ? C(0) : C(src[l * inner + i]) / norm[i]);
+        dst[l * inner + i] =
+            static_cast<T>(norm[i] == C(0) ? C(0) : C(src[l * inner + i]) / norm[i]);
       }
     }
   }
@@ -44,9 +46,8 @@ KernelFn makeLpNorm(const KernelCreateInfo& info) {
     const int64_t axis = normalizeAxis(ctx, axisAttr, static_cast<int64_t>(x.rank()));
     if (x.rank() == 0) ctx.fail("expects an input of rank >= 1", ErrorCode::kInvalidArgument);
     Tensor& y = ctx.output(0);
-    dispatchFloat(x.dtype(), "LpNormalization", [&](auto tag) {
-      lpNormalize<typename decltype(tag)::type>(x, y, axis, p);
-    });
+    dispatchFloat(x.dtype(), "LpNormalization",
+                  [&](auto tag) { lpNormalize<typename decltype(tag)::type>(x, y, axis, p); });
   };
 }
 
@@ -75,15 +76,18 @@ std::vector<int64_t> statSlots(const Shape& shape, const std::vector<bool>& redu
   return slots;
 }
 
-// y = (x - mean) / (std + 1e-9) over the reduced axes, as MeanVarianceNormalization's function body.
+// y = (x - mean) / (std + 1e-9) over the reduced axes, as MeanVarianceNormalization's function
+// body.
 template <typename T>
-void meanVarianceNormalize(const Tensor& x, Tensor& y, const std::vector<bool>& reduced, bool normalizeVariance) {
+void meanVarianceNormalize(const Tensor& x, Tensor& y, const std::vector<bool>& reduced,
+                           bool normalizeVariance) {
   using C = ComputeType<T>;
   std::vector<int64_t> slots = statSlots(x.shape(), reduced);
   int64_t slotCount = 1;
   for (size_t d = 0; d < x.rank(); ++d) slotCount *= reduced[d] ? 1 : x.dim(d);
   const double count = slotCount == 0 ? 1.0 : static_cast<double>(x.numel() / slotCount);
-  std::vector<double> mean(static_cast<size_t>(slotCount), 0.0), var(static_cast<size_t>(slotCount), 0.0);
+  std::vector<double> mean(static_cast<size_t>(slotCount), 0.0),
+      var(static_cast<size_t>(slotCount), 0.0);
   const T* src = x.data<T>();
   for (size_t i = 0; i < slots.size(); ++i) mean[slots[i]] += static_cast<double>(C(src[i]));
   for (double& m : mean) m /= count;
@@ -97,7 +101,8 @@ void meanVarianceNormalize(const Tensor& x, Tensor& y, const std::vector<bool>& 
   }
   T* dst = y.data<T>();
   for (size_t i = 0; i < slots.size(); ++i) {
-    dst[i] = static_cast<T>(static_cast<C>((static_cast<double>(C(src[i])) - mean[slots[i]]) * scale[slots[i]]));
+    dst[i] = static_cast<T>(
+        static_cast<C>((static_cast<double>(C(src[i])) - mean[slots[i]]) * scale[slots[i]]));
   }
 }
 
@@ -106,7 +111,8 @@ KernelFn makeMeanVarianceNorm(const KernelCreateInfo& info) {
   std::vector<int64_t> axes = {0, 2, 3};
   bool normalizeVariance = true;
   if (node.opset < 9) {  // MVN-1: across_channels / normalize_variance on N x C x H x W
-    axes = ir::attrInt(node, "across_channels", 0) ? std::vector<int64_t>{1, 2, 3} : std::vector<int64_t>{2, 3};
+    axes = ir::attrInt(node, "across_channels", 0) ? std::vector<int64_t>{1, 2, 3}
+                                                   : std::vector<int64_t>{2, 3};
     normalizeVariance = ir::attrInt(node, "normalize_variance", 1) != 0;
   } else {
     axes = ir::attrInts(node, "axes", axes);
@@ -114,7 +120,8 @@ KernelFn makeMeanVarianceNorm(const KernelCreateInfo& info) {
   return [axes, normalizeVariance](KernelContext& ctx) {
     const Tensor& x = ctx.input(0);
     std::vector<bool> reduced(x.rank(), false);
-    for (int64_t a : axes) reduced[static_cast<size_t>(normalizeAxis(ctx, a, static_cast<int64_t>(x.rank())))] = true;
+    for (int64_t a : axes)
+      reduced[static_cast<size_t>(normalizeAxis(ctx, a, static_cast<int64_t>(x.rank())))] = true;
     Tensor& y = ctx.output(0);
     dispatchFloat(x.dtype(), "MeanVarianceNormalization", [&](auto tag) {
       meanVarianceNormalize<typename decltype(tag)::type>(x, y, reduced, normalizeVariance);
@@ -124,7 +131,8 @@ KernelFn makeMeanVarianceNorm(const KernelCreateInfo& info) {
 
 // y = x / (bias + alpha / size * sum of x^2 over the neighbouring channels)^beta.
 template <typename T>
-void localResponseNormalize(const Tensor& x, Tensor& y, int64_t size, double alpha, double beta, double bias) {
+void localResponseNormalize(const Tensor& x, Tensor& y, int64_t size, double alpha, double beta,
+                            double bias) {
   using C = ComputeType<T>;
   const int64_t n = x.dim(0);
   const int64_t channels = x.dim(1);
@@ -138,13 +146,15 @@ void localResponseNormalize(const Tensor& x, Tensor& y, int64_t size, double alp
     T* out = y.data<T>() + b * channels * inner;
     for (int64_t c = 0; c < channels; ++c) {
       std::fill(sum.begin(), sum.end(), C(0));
-      for (int64_t k = std::max<int64_t>(0, c - before); k <= std::min(channels - 1, c + after); ++k) {
+      for (int64_t k = std::max<int64_t>(0, c - before); k <= std::min(channels - 1, c + after);
+           ++k) {
         const T* row = plane + k * inner;
         for (int64_t i = 0; i < inner; ++i) sum[i] += C(row[i]) * C(row[i]);
       }
       const T* src = plane + c * inner;
       for (int64_t i = 0; i < inner; ++i) {
-        out[c * inner + i] = static_cast<T>(C(src[i]) / std::pow(static_cast<C>(bias) + scale * sum[i], static_cast<C>(beta)));
+        out[c * inner + i] = static_cast<T>(
+            C(src[i]) / std::pow(static_cast<C>(bias) + scale * sum[i], static_cast<C>(beta)));
       }
     }
   }

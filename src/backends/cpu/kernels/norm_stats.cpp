@@ -2,15 +2,16 @@
 // RMSNormalization (trailing dims), InstanceNormalization (each channel) and GroupNormalization
 // (groups of channels).
 #include "backends/cpu/kernels/norm_util.h"
-#include "backends/cpu/thread_pool.h"
 #include "backends/cpu/kernels/run_checks.h"
+#include "backends/cpu/thread_pool.h"
 
 namespace kiln::cpu {
 namespace {
 
 // Scale or bias (of any float type) broadcast to the normalized shape, in compute type C.
 template <typename C>
-std::vector<C> expandParam(const KernelContext& ctx, const std::string& opType, const Tensor& t, const Shape& target) {
+std::vector<C> expandParam(const KernelContext& ctx, const std::string& opType, const Tensor& t,
+                           const Shape& target) {
   Tensor expanded = t;
   if (t.shape() != target) {
     if (broadcastShapes(ctx, t.shape(), target) != target) {
@@ -24,7 +25,8 @@ std::vector<C> expandParam(const KernelContext& ctx, const std::string& opType, 
     });
   }
   std::vector<C> v(static_cast<size_t>(expanded.numel()));
-  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<C>(expanded.doubleAt(static_cast<int64_t>(i)));
+  for (size_t i = 0; i < v.size(); ++i)
+    v[i] = static_cast<C>(expanded.doubleAt(static_cast<int64_t>(i)));
   return v;
 }
 
@@ -41,15 +43,16 @@ void storeStats(KernelContext& ctx, NormStatsOutputs stats, const std::vector<do
 // X of type T normalized over its trailing dims into Y of type O (RMSNormalization's Y has the
 // scale's type; LayerNormalization's has X's).
 template <typename T, typename O>
-void layerNorm(KernelContext& ctx, const std::string& opType, int64_t axis, double epsilon, bool rms,
-               NormStatsOutputs stats) {
+void layerNorm(KernelContext& ctx, const std::string& opType, int64_t axis, double epsilon,
+               bool rms, NormStatsOutputs stats) {
   using C = ComputeType<T>;
   const Tensor& x = ctx.input(0);
   const Shape normShape(x.shape().begin() + axis, x.shape().end());
   const int64_t len = shapeNumel(normShape);
   const int64_t rows = len == 0 ? 0 : x.numel() / len;
   std::vector<C> scale = expandParam<C>(ctx, opType, ctx.input(1), normShape);
-  std::vector<C> bias = ctx.hasInput(2) ? expandParam<C>(ctx, opType, ctx.input(2), normShape) : std::vector<C>(len, C(0));
+  std::vector<C> bias = ctx.hasInput(2) ? expandParam<C>(ctx, opType, ctx.input(2), normShape)
+                                        : std::vector<C>(len, C(0));
   Tensor& y = ctx.output(0);
   std::vector<double> means(static_cast<size_t>(rows)), invStds(static_cast<size_t>(rows));
   if constexpr (std::is_same_v<T, float> && std::is_same_v<O, float>) {
@@ -58,12 +61,14 @@ void layerNorm(KernelContext& ctx, const std::string& opType, int64_t axis, doub
     float* dst = y.data<float>();
     auto normalizeRows = [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
-        const RowStats s = layerNormRowFloat(src + r * len, dst + r * len, len, scale.data(), bias.data(), epsilon, rms);
+        const RowStats s = layerNormRowFloat(src + r * len, dst + r * len, len, scale.data(),
+                                             bias.data(), epsilon, rms);
         means[static_cast<size_t>(r)] = s.mean;
         invStds[static_cast<size_t>(r)] = s.invStd;
       }
     };
-    constexpr int64_t kParallelElements = 1 << 14;  // below this, waking the pool costs more than it saves
+    constexpr int64_t kParallelElements =
+        1 << 14;  // below this, waking the pool costs more than it saves
     if (x.numel() >= kParallelElements) {
       parallelFor(rows, normalizeRows);
     } else {
@@ -78,7 +83,8 @@ void layerNorm(KernelContext& ctx, const std::string& opType, int64_t axis, doub
     const RowStats s = rms ? rmsStats(src, len, epsilon) : rowStats(src, len, epsilon);
     const C mean = static_cast<C>(s.mean);
     const C inv = static_cast<C>(s.invStd);
-    for (int64_t i = 0; i < len; ++i) dst[i] = static_cast<O>((C(src[i]) - mean) * inv * scale[i] + bias[i]);
+    for (int64_t i = 0; i < len; ++i)
+      dst[i] = static_cast<O>((C(src[i]) - mean) * inv * scale[i] + bias[i]);
     means[static_cast<size_t>(r)] = s.mean;
     invStds[static_cast<size_t>(r)] = s.invStd;
   }
@@ -92,7 +98,8 @@ KernelFn makeLayerNorm(const KernelCreateInfo& info) {
   // the inverse standard deviation as its only statistics output.
   const bool simplified = info.node.opType == "SimplifiedLayerNormalization";
   const bool rms = simplified || info.node.opType == "RMSNormalization";
-  const NormStatsOutputs stats = simplified ? NormStatsOutputs::kInvStdOnly : NormStatsOutputs::kMeanThenInvStd;
+  const NormStatsOutputs stats =
+      simplified ? NormStatsOutputs::kInvStdOnly : NormStatsOutputs::kMeanThenInvStd;
   return [opType = info.node.opType, axisAttr, epsilon, rms, stats](KernelContext& ctx) {
     const Tensor& x = ctx.input(0);
     const int64_t axis = normalizeAxis(ctx, axisAttr, static_cast<int64_t>(x.rank()));
@@ -106,7 +113,8 @@ KernelFn makeLayerNorm(const KernelCreateInfo& info) {
     }
     dispatchFloat(x.dtype(), opType.c_str(), [&](auto inTag) {
       dispatchFloat(y.dtype(), opType.c_str(), [&](auto outTag) {
-        layerNorm<typename decltype(inTag)::type, typename decltype(outTag)::type>(ctx, opType, axis, epsilon, rms, stats);
+        layerNorm<typename decltype(inTag)::type, typename decltype(outTag)::type>(
+            ctx, opType, axis, epsilon, rms, stats);
       });
     });
   };
@@ -128,20 +136,24 @@ void groupNorm(const Tensor& x, Tensor& y, int64_t groups, const std::vector<dou
         const size_t channel = static_cast<size_t>(g * perGroup + c);
         const double a = s.invStd * scale[channel];
         const int64_t offset = base + c * spatial;
-        affineRun(x.data<T>() + offset, y.data<T>() + offset, spatial, a, bias[channel] - s.mean * a);
+        affineRun(x.data<T>() + offset, y.data<T>() + offset, spatial, a,
+                  bias[channel] - s.mean * a);
       }
     }
   }
 }
 
 // Per-group parameters (GroupNormalization-18) repeated for each channel of the group.
-std::vector<double> perChannel(const KernelContext& ctx, std::vector<double> v, int64_t channels, int64_t groups) {
+std::vector<double> perChannel(const KernelContext& ctx, std::vector<double> v, int64_t channels,
+                               int64_t groups) {
   if (static_cast<int64_t>(v.size()) == channels) return v;
   if (static_cast<int64_t>(v.size()) != groups) {
-    ctx.fail("scale and bias must have one value per channel or per group", ErrorCode::kInvalidArgument);
+    ctx.fail("scale and bias must have one value per channel or per group",
+             ErrorCode::kInvalidArgument);
   }
   std::vector<double> out;
-  for (int64_t c = 0; c < channels; ++c) out.push_back(v[static_cast<size_t>(c / (channels / groups))]);
+  for (int64_t c = 0; c < channels; ++c)
+    out.push_back(v[static_cast<size_t>(c / (channels / groups))]);
   return out;
 }
 
@@ -154,7 +166,8 @@ KernelFn makeGroupNorm(const KernelCreateInfo& info) {
     const int64_t channels = x.dim(1);
     const int64_t groups = instance ? channels : groupsAttr;
     if (groups < 1 || channels % groups != 0) {
-      ctx.fail("num_groups " + std::to_string(groups) + " does not divide " + std::to_string(channels) + " channels",
+      ctx.fail("num_groups " + std::to_string(groups) + " does not divide " +
+                   std::to_string(channels) + " channels",
                ErrorCode::kInvalidArgument);
     }
     std::vector<double> scale = perChannel(ctx, tensorToDoubles(ctx.input(1)), channels, groups);

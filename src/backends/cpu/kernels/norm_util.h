@@ -44,9 +44,10 @@ RowStats rmsStats(const T* x, int64_t n, double epsilon) {
 /// LayerNormalization (or, when rms, RMSNormalization) of one float32 row of n values:
 /// y = (x - mean) * invStd * scale + bias, on 8-float vectors. The sums run in 8 float lanes (each
 /// adds n / 8 values, so the rounding stays near float epsilon for any row a layer norm sees) and
-/// the variance is taken of the deviations, not as E[x^2] - mean^2, so a large mean does not cancel.
-inline RowStats layerNormRowFloat(const float* x, float* y, int64_t n, const float* scale, const float* bias,
-                                  double epsilon, bool rms) {
+/// the variance is taken of the deviations, not as E[x^2] - mean^2, so a large mean does not
+/// cancel.
+inline RowStats layerNormRowFloat(const float* x, float* y, int64_t n, const float* scale,
+                                  const float* bias, double epsilon, bool rms) {
   const int64_t vectorEnd = n / 8 * 8;
   float mean = 0.0f;
   if (!rms && n > 0) {
@@ -95,7 +96,8 @@ inline std::vector<double> tensorToDoubles(const Tensor& t) {
 inline void storeDoubles(Tensor& t, const std::vector<double>& v) {
   dispatchFloat(t.dtype(), "statistics output", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    for (size_t i = 0; i < v.size(); ++i) t.data<T>()[i] = static_cast<T>(static_cast<ComputeType<T>>(v[i]));
+    for (size_t i = 0; i < v.size(); ++i)
+      t.data<T>()[i] = static_cast<T>(static_cast<ComputeType<T>>(v[i]));
   });
 }
 

@@ -9,21 +9,23 @@ namespace {
 
 // y = x * scale[p] + shift[p] with x viewed as [outer, params, inner].
 template <typename T>
-void applyAffine(const Tensor& x, Tensor& y, const std::vector<double>& scale, const std::vector<double>& shift,
-                 int64_t inner) {
+void applyAffine(const Tensor& x, Tensor& y, const std::vector<double>& scale,
+                 const std::vector<double>& shift, int64_t inner) {
   const int64_t params = static_cast<int64_t>(scale.size());
   const int64_t outer = x.numel() / std::max<int64_t>(1, params * inner);
   for (int64_t o = 0; o < outer; ++o) {
     for (int64_t p = 0; p < params; ++p) {
       const int64_t base = (o * params + p) * inner;
-      affineRun(x.data<T>() + base, y.data<T>() + base, inner, scale[static_cast<size_t>(p)], shift[static_cast<size_t>(p)]);
+      affineRun(x.data<T>() + base, y.data<T>() + base, inner, scale[static_cast<size_t>(p)],
+                shift[static_cast<size_t>(p)]);
     }
   }
 }
 
 // Per-parameter mean and population variance over the outer and inner dims.
 template <typename T>
-void batchStats(const Tensor& x, int64_t params, int64_t inner, std::vector<double>& mean, std::vector<double>& var) {
+void batchStats(const Tensor& x, int64_t params, int64_t inner, std::vector<double>& mean,
+                std::vector<double>& var) {
   using C = ComputeType<T>;
   const int64_t outer = x.numel() / std::max<int64_t>(1, params * inner);
   const T* src = x.data<T>();
@@ -66,14 +68,16 @@ KernelFn makeBatchNorm(const KernelCreateInfo& info) {
     // Parameters are per channel, or per activation (C x D1 x ... with spatial=0 before opset 9).
     const int64_t params = static_cast<int64_t>(scale.size());
     if (params != channels && params != perActivation) {
-      ctx.fail("scale has " + std::to_string(params) + " values for " + std::to_string(channels) + " channels",
+      ctx.fail("scale has " + std::to_string(params) + " values for " + std::to_string(channels) +
+                   " channels",
                ErrorCode::kInvalidArgument);
     }
-    if (static_cast<int64_t>(bias.size()) != params || static_cast<int64_t>(mean.size()) != params ||
-        static_cast<int64_t>(var.size()) != params) {
+    if (static_cast<int64_t>(bias.size()) != params ||
+        static_cast<int64_t>(mean.size()) != params || static_cast<int64_t>(var.size()) != params) {
       ctx.fail("scale, B, mean and var must have the same size", ErrorCode::kInvalidArgument);
     }
-    const int64_t inner = params == channels ? x.numel() / std::max<int64_t>(1, x.dim(0) * channels) : 1;
+    const int64_t inner =
+        params == channels ? x.numel() / std::max<int64_t>(1, x.dim(0) * channels) : 1;
     std::vector<double> useMean = mean;
     std::vector<double> useVar = var;
     if (training) {

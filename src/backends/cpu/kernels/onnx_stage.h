@@ -16,18 +16,22 @@ class OnnxStage {
   /// An input type of dtype kUndefined stands for an omitted input. `adjust` may change the
   /// copy's attributes before the kernel reads them; `constants` (none by
   /// default) are the values of constant inputs, for kernels that pack them.
-  OnnxStage(const KernelCreateInfo& info, const char* opType, int64_t opset, std::vector<ir::TypeInfo> inputTypes,
-            const std::function<void(ir::Node&)>& adjust = {}, std::vector<const Tensor*> constants = {})
-      : node_(std::make_shared<ir::Node>(info.node)), types_(std::make_shared<std::vector<ir::TypeInfo>>(std::move(inputTypes))) {
+  OnnxStage(const KernelCreateInfo& info, const char* opType, int64_t opset,
+            std::vector<ir::TypeInfo> inputTypes, const std::function<void(ir::Node&)>& adjust = {},
+            std::vector<const Tensor*> constants = {})
+      : node_(std::make_shared<ir::Node>(info.node)),
+        types_(std::make_shared<std::vector<ir::TypeInfo>>(std::move(inputTypes))) {
     node_->domain = "";
     node_->opType = opType;
     node_->opset = opset;
     if (adjust) adjust(*node_);
     const KernelFactory* factory = KernelRegistry::global().find("", opType);
-    if (!factory) ir::failNode(info.node, std::string("needs the ") + opType + " CPU kernel (internal error)");
+    if (!factory)
+      ir::failNode(info.node, std::string("needs the ") + opType + " CPU kernel (internal error)");
     constants.resize(types_->size(), nullptr);
     KernelCreateInfo inner{*node_, {}, std::move(constants), {}, info.subgraphs};
-    for (const ir::TypeInfo& t : *types_) inner.inputTypes.push_back(t.dtype == DataType::kUndefined ? nullptr : &t);
+    for (const ir::TypeInfo& t : *types_)
+      inner.inputTypes.push_back(t.dtype == DataType::kUndefined ? nullptr : &t);
     fn_ = (*factory)(inner);
     node_->attrs.clear();  // the kernel has read them; the copy now only names the node in errors
   }
@@ -36,7 +40,8 @@ class OnnxStage {
     return run(ctx, std::move(inputs), dtype, ctx.output(0).shape());
   }
   /// The op's output, of `dtype` and `shape`.
-  Tensor run(const KernelContext& ctx, std::vector<const Tensor*> inputs, DataType dtype, const Shape& shape) const {
+  Tensor run(const KernelContext& ctx, std::vector<const Tensor*> inputs, DataType dtype,
+             const Shape& shape) const {
     std::vector<Tensor> outputs(1);
     const std::vector<ir::TypeInfo> types = {ir::TypeInfo{dtype, ir::symShapeOf(shape)}};
     KernelContext inner(*node_, std::move(inputs), outputs, types);

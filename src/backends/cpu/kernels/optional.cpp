@@ -10,19 +10,22 @@ KernelFn makeOptional(const KernelCreateInfo& info) {
   if (info.node.inputs.empty() || info.node.inputs[0] == ir::kNoValue) {
     // No input: an empty optional of the `type` attribute (the schema has checked it).
     const ir::TypeInfo type = ir::parseValueTypeText(info.node, ir::attrString(info.node, "type"));
-    return [type](KernelContext& ctx) { ctx.setOutput(0, Tensor::none(type.dtype, type.isSequence)); };
+    return
+        [type](KernelContext& ctx) { ctx.setOutput(0, Tensor::none(type.dtype, type.isSequence)); };
   }
   return [](KernelContext& ctx) { ctx.setOutput(0, ctx.input(0)); };
 }
 
 void optionalHasElementKernel(KernelContext& ctx) {
   const bool present = ctx.hasInput(0) && !ctx.input(0).isNone();
-  ctx.setOutput(0, Tensor::fromVector<uint8_t>(DataType::kBool, {}, {static_cast<uint8_t>(present)}));
+  ctx.setOutput(0,
+                Tensor::fromVector<uint8_t>(DataType::kBool, {}, {static_cast<uint8_t>(present)}));
 }
 
 void optionalGetElementKernel(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  if (x.isNone()) ctx.fail("input is an empty optional (" + x.describe() + ")", ErrorCode::kInvalidArgument);
+  if (x.isNone())
+    ctx.fail("input is an empty optional (" + x.describe() + ")", ErrorCode::kInvalidArgument);
   ctx.setOutput(0, x);
 }
 

@@ -38,7 +38,8 @@ PadAttrs padAttrs(const ir::Node& node) {
 }
 
 // For each output position along one axis, the input position it reads, or -1 for the pad value.
-std::vector<int64_t> sourceIndices(const KernelContext& ctx, PadMode mode, int64_t inDim, int64_t outDim, int64_t before) {
+std::vector<int64_t> sourceIndices(const KernelContext& ctx, PadMode mode, int64_t inDim,
+                                   int64_t outDim, int64_t before) {
   std::vector<int64_t> map(static_cast<size_t>(outDim));
   for (int64_t o = 0; o < outDim; ++o) {
     int64_t i = o - before;
@@ -98,7 +99,8 @@ void padKernel(KernelContext& ctx, const PadAttrs& attrs) {
   Tensor& y = ctx.output(0);
   if (y.numel() == 0) return;
   std::vector<std::vector<int64_t>> maps;
-  for (size_t d = 0; d < rank; ++d) maps.push_back(sourceIndices(ctx, mode, x.dim(d), y.dim(d), amounts[d]));
+  for (size_t d = 0; d < rank; ++d)
+    maps.push_back(sourceIndices(ctx, mode, x.dim(d), y.dim(d), amounts[d]));
   const Tensor value = padValue(ctx, attrs, x.dtype());
   const std::vector<int64_t> strides = contiguousStrides(x.shape());
 

@@ -22,7 +22,9 @@ struct Instance {
 class InstancePool {
  public:
   InstancePool(std::shared_ptr<const IPlugin> prototype, std::vector<Tensor> constants)
-      : prototype_(std::move(prototype)), constants_(std::move(constants)), label_(plugin::pluginLabel(*prototype_)) {}
+      : prototype_(std::move(prototype)),
+        constants_(std::move(constants)),
+        label_(plugin::pluginLabel(*prototype_)) {}
 
   void run(KernelContext& ctx) {
     std::unique_ptr<Instance> instance = acquire(ctx);
@@ -84,8 +86,9 @@ class InstancePool {
         continue;
       }
       inputs[i] = &ctx.input(i);
-      inDescs[i] = PluginTensorDesc{inputs[i]->dtype(), inputs[i]->shape(),
-                                    i < constants_.size() && constants_[i].defined() ? &constants_[i] : nullptr, true};
+      inDescs[i] = PluginTensorDesc{
+          inputs[i]->dtype(), inputs[i]->shape(),
+          i < constants_.size() && constants_[i].defined() ? &constants_[i] : nullptr, true};
       inShapes[i] = inputs[i]->shape();
     }
     for (size_t k = 0; k < ctx.numOutputs(); ++k) {
@@ -93,7 +96,8 @@ class InstancePool {
       outDescs[k] = PluginTensorDesc{outputs[k]->dtype(), outputs[k]->shape(), nullptr, true};
       outShapes[k] = outputs[k]->shape();
     }
-    if (!instance.configured || inShapes != instance.inputShapes || outShapes != instance.outputShapes) {
+    if (!instance.configured || inShapes != instance.inputShapes ||
+        outShapes != instance.outputShapes) {
       call(ctx, "configure", [&] { return instance.plugin->configure(inDescs, outDescs); });
       size_t bytes = 0;
       call(ctx, "getWorkspaceSize", [&] {
@@ -126,7 +130,8 @@ KernelFn makePluginKernel(const KernelCreateInfo& info) {
   const ir::Node& node = info.node;
   if (!node.plugin) {
     std::string missing = plugin::describeMissingPlugin(node);
-    ir::failNode(node, missing.empty() ? "the plugin node has no plugin" : missing, ErrorCode::kUnsupportedNode);
+    ir::failNode(node, missing.empty() ? "the plugin node has no plugin" : missing,
+                 ErrorCode::kUnsupportedNode);
   }
   const IPlugin& plugin = *node.plugin;
   const int nbInputs = static_cast<int>(info.inputTypes.size());
@@ -137,14 +142,17 @@ KernelFn makePluginKernel(const KernelCreateInfo& info) {
     inOut.push_back(PluginTensorFormat{inputTypes.back(), TensorFormat::kLINEAR});
   }
   for (int k = 0; k < plugin.getNbOutputs(); ++k)
-    inOut.push_back(PluginTensorFormat{plugin.getOutputDataType(k, inputTypes), TensorFormat::kLINEAR});
+    inOut.push_back(
+        PluginTensorFormat{plugin.getOutputDataType(k, inputTypes), TensorFormat::kLINEAR});
   for (int pos = 0; pos < static_cast<int>(inOut.size()); ++pos) {
-    if (pos < nbInputs && !info.inputTypes[static_cast<size_t>(pos)]) continue;  // omitted optional input
+    if (pos < nbInputs && !info.inputTypes[static_cast<size_t>(pos)])
+      continue;  // omitted optional input
     if (!plugin.supportsFormatCombination(pos, inOut, nbInputs)) {
       int index = pos < nbInputs ? pos : pos - nbInputs;
-      ir::failNode(node, plugin::pluginLabel(plugin) + " does not support " + positionName(pos, nbInputs) + " " +
-                             std::to_string(index) + " of type " + dataTypeName(inOut[static_cast<size_t>(pos)].type) +
-                             " (linear layout)",
+      ir::failNode(node,
+                   plugin::pluginLabel(plugin) + " does not support " +
+                       positionName(pos, nbInputs) + " " + std::to_string(index) + " of type " +
+                       dataTypeName(inOut[static_cast<size_t>(pos)].type) + " (linear layout)",
                    ErrorCode::kUnsupportedNode);
     }
   }

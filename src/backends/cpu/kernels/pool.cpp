@@ -21,14 +21,16 @@ BoundPoolAttrs readAttrs(const KernelCreateInfo& info) {
 
 // Planes per thread worth a dispatch: each plane reads about inPlane elements.
 int64_t planesPerThread(const PoolWindows& w) {
-  return std::max<int64_t>(1, kMinElementsPerThread / std::max<int64_t>(1, w.inPlane() + w.outPlane()));
+  return std::max<int64_t>(
+      1, kMinElementsPerThread / std::max<int64_t>(1, w.inPlane() + w.outPlane()));
 }
 
 // Row-at-a-time pooling: for each output row, the input rows of its valid (dim 0, dim 1) taps are
 // first combined elementwise into one row (contiguous, vectorizes), then every kernel column takes
 // its strided slice of that row into an accumulator row, so each input row is streamed once.
-// Op supplies init(), load(x) (value transform), combine(acc, v) and finish(acc, count, paddedCount)
-// where the counts are the window's taps inside the input / inside the input and its padding.
+// Op supplies init(), load(x) (value transform), combine(acc, v) and finish(acc, count,
+// paddedCount) where the counts are the window's taps inside the input / inside the input and its
+// padding.
 template <typename T, typename Op>
 void rowPool(const Tensor& x, Tensor& y, const PoolWindows& w, Op op) {
   using C = ComputeType<T>;
@@ -54,7 +56,8 @@ void rowPool(const Tensor& x, Tensor& y, const PoolWindows& w, Op op) {
           for (int64_t a = r0.first; a < r0.last; ++a) {
             for (int64_t b = r1.first; b < r1.last; ++b) {
               const T* row = src + ((r0.start + a * d0) * n1 + r1.start + b * d1) * n2;
-              for (int64_t i = 0; i < n2; ++i) merged[i] = op.combine(merged[i], op.load(C(row[i])));
+              for (int64_t i = 0; i < n2; ++i)
+                merged[i] = op.combine(merged[i], op.load(C(row[i])));
             }
           }
           std::fill(acc.begin(), acc.end(), op.init());
@@ -74,7 +77,8 @@ void rowPool(const Tensor& x, Tensor& y, const PoolWindows& w, Op op) {
           const int64_t padded01 = r0.paddedCount * r1.paddedCount;
           for (int64_t o2 = 0; o2 < out2; ++o2) {
             const TapRange& r2 = w.taps[2][static_cast<size_t>(o2)];
-            dst[o2] = static_cast<T>(op.finish(acc[o2], count01 * (r2.last - r2.first), padded01 * r2.paddedCount));
+            dst[o2] = static_cast<T>(
+                op.finish(acc[o2], count01 * (r2.last - r2.first), padded01 * r2.paddedCount));
           }
           dst += out2;
         }
@@ -88,7 +92,9 @@ struct MaxOp {
   C init() const { return std::numeric_limits<C>::lowest(); }
   C load(C v) const { return v; }
   C combine(C a, C v) const { return v > a ? v : a; }
-  C finish(C a, int64_t count, int64_t) const { return count > 0 ? a : C(0); }  // all-padding window: 0
+  C finish(C a, int64_t count, int64_t) const {
+    return count > 0 ? a : C(0);
+  }  // all-padding window: 0
 };
 
 template <typename C>
@@ -108,15 +114,20 @@ template <typename C>
 struct LpOp {
   C p;
   C init() const { return C(0); }
-  C load(C v) const { return p == C(2) ? v * v : (p == C(1) ? std::abs(v) : std::pow(std::abs(v), p)); }
+  C load(C v) const {
+    return p == C(2) ? v * v : (p == C(1) ? std::abs(v) : std::pow(std::abs(v), p));
+  }
   C combine(C a, C v) const { return a + v; }
-  C finish(C a, int64_t, int64_t) const { return p == C(2) ? std::sqrt(a) : (p == C(1) ? a : std::pow(a, C(1) / p)); }
+  C finish(C a, int64_t, int64_t) const {
+    return p == C(2) ? std::sqrt(a) : (p == C(1) ? a : std::pow(a, C(1) / p));
+  }
 };
 
 // MaxPool with the Indices output: flat input index of each maximum (first one on ties), in
 // row-major or (storage_order=1) column-major spatial order.
 template <typename T>
-void maxPoolWithIndices(const Tensor& x, Tensor& y, Tensor& indices, bool columnMajor, const PoolWindows& w) {
+void maxPoolWithIndices(const Tensor& x, Tensor& y, Tensor& indices, bool columnMajor,
+                        const PoolWindows& w) {
   using C = ComputeType<T>;
   const int64_t planes = x.dim(0) * x.dim(1);
   const int64_t inPlane = w.inPlane();

@@ -35,7 +35,8 @@ void globalPool(const Tensor& x, Tensor& y, GlobalKind kind, double power) {
   using C = ComputeType<T>;
   const int64_t planes = x.dim(0) * x.dim(1);
   const int64_t size = planes == 0 ? 0 : x.numel() / planes;
-  const int64_t planesPerThread = std::max<int64_t>(1, kMinElementsPerThread / std::max<int64_t>(1, size));
+  const int64_t planesPerThread =
+      std::max<int64_t>(1, kMinElementsPerThread / std::max<int64_t>(1, size));
   parallelForAtLeast(planes, planesPerThread, [&](int64_t pBegin, int64_t pEnd) {
     for (int64_t plane = pBegin; plane < pEnd; ++plane) {
       const T* src = x.data<T>() + plane * size;
@@ -53,7 +54,8 @@ void globalPool(const Tensor& x, Tensor& y, GlobalKind kind, double power) {
         result = static_cast<C>(sum / static_cast<double>(size));
       } else {
         double sum = 0;
-        for (int64_t i = 0; i < size; ++i) sum += std::pow(std::abs(static_cast<double>(C(src[i]))), power);
+        for (int64_t i = 0; i < size; ++i)
+          sum += std::pow(std::abs(static_cast<double>(C(src[i]))), power);
         result = static_cast<C>(std::pow(sum, 1.0 / power));
       }
       y.data<T>()[plane] = static_cast<T>(result);

@@ -16,7 +16,8 @@ struct Sample {
 
 Sample bilinearSample(double y, double x, int64_t height, int64_t width) {
   Sample s;
-  if (y < -1.0 || y > static_cast<double>(height) || x < -1.0 || x > static_cast<double>(width)) return s;  // outside: zero
+  if (y < -1.0 || y > static_cast<double>(height) || x < -1.0 || x > static_cast<double>(width))
+    return s;  // outside: zero
   y = std::max(y, 0.0);
   x = std::max(x, 0.0);
   int64_t y0 = static_cast<int64_t>(y), x0 = static_cast<int64_t>(x), y1 = y0 + 1, x1 = x0 + 1;
@@ -43,15 +44,17 @@ struct RoiAlignParams {
 };
 
 template <typename T>
-void roiAlign(const KernelContext& ctx, const Tensor& x, const Tensor& rois, const Tensor& batchIndices, Tensor& y,
-              const RoiAlignParams& p) {
+void roiAlign(const KernelContext& ctx, const Tensor& x, const Tensor& rois,
+              const Tensor& batchIndices, Tensor& y, const RoiAlignParams& p) {
   using C = ComputeType<T>;
   const int64_t batch = x.dim(0), channels = x.dim(1), height = x.dim(2), width = x.dim(3);
   const double offset = p.halfPixel ? 0.5 : 0.0;
   std::vector<Sample> samples;
   for (int64_t r = 0; r < rois.dim(0); ++r) {
     const int64_t b = batchIndices.intAt(r);
-    if (b < 0 || b >= batch) ctx.fail("batch index " + std::to_string(b) + " is out of range", ErrorCode::kInvalidArgument);
+    if (b < 0 || b >= batch)
+      ctx.fail("batch index " + std::to_string(b) + " is out of range",
+               ErrorCode::kInvalidArgument);
     const double startW = rois.doubleAt(r * 4) * p.scale - offset;
     const double startH = rois.doubleAt(r * 4 + 1) * p.scale - offset;
     double roiW = rois.doubleAt(r * 4 + 2) * p.scale - offset - startW;
@@ -60,9 +63,12 @@ void roiAlign(const KernelContext& ctx, const Tensor& x, const Tensor& rois, con
       roiW = std::max(roiW, 1.0);
       roiH = std::max(roiH, 1.0);
     }
-    const double binH = roiH / static_cast<double>(p.outH), binW = roiW / static_cast<double>(p.outW);
-    const int64_t gridH = std::max<int64_t>(0, p.samplingRatio > 0 ? p.samplingRatio : static_cast<int64_t>(std::ceil(binH)));
-    const int64_t gridW = std::max<int64_t>(0, p.samplingRatio > 0 ? p.samplingRatio : static_cast<int64_t>(std::ceil(binW)));
+    const double binH = roiH / static_cast<double>(p.outH),
+                 binW = roiW / static_cast<double>(p.outW);
+    const int64_t gridH = std::max<int64_t>(
+        0, p.samplingRatio > 0 ? p.samplingRatio : static_cast<int64_t>(std::ceil(binH)));
+    const int64_t gridW = std::max<int64_t>(
+        0, p.samplingRatio > 0 ? p.samplingRatio : static_cast<int64_t>(std::ceil(binW)));
     const double count = static_cast<double>(std::max<int64_t>(gridH * gridW, 1));
     samples.clear();
     for (int64_t ph = 0; ph < p.outH; ++ph) {
@@ -86,10 +92,12 @@ void roiAlign(const KernelContext& ctx, const Tensor& x, const Tensor& rois, con
           const Sample& s = samples[static_cast<size_t>(bin) * perBin + k];
           if (p.maxMode) {
             double v = s.weight[0] * static_cast<double>(C(plane[s.pos[0]]));
-            for (int j = 1; j < 4; ++j) v = std::max(v, s.weight[j] * static_cast<double>(C(plane[s.pos[j]])));
+            for (int j = 1; j < 4; ++j)
+              v = std::max(v, s.weight[j] * static_cast<double>(C(plane[s.pos[j]])));
             acc = k == 0 ? v : std::max(acc, v);
           } else {
-            for (int j = 0; j < 4; ++j) acc += s.weight[j] * static_cast<double>(C(plane[s.pos[j]]));
+            for (int j = 0; j < 4; ++j)
+              acc += s.weight[j] * static_cast<double>(C(plane[s.pos[j]]));
           }
         }
         out[bin] = static_cast<T>(static_cast<C>(p.maxMode ? acc : acc / count));
@@ -108,7 +116,8 @@ KernelFn makeRoiAlign(const KernelCreateInfo& info) {
   p.maxMode = ir::attrString(node, "mode", "avg") == "max";
   // Opset 10 had no coordinate_transformation_mode and behaved as output_half_pixel.
   const std::string transform =
-      ir::attrString(node, "coordinate_transformation_mode", node.opset >= 16 ? "half_pixel" : "output_half_pixel");
+      ir::attrString(node, "coordinate_transformation_mode",
+                     node.opset >= 16 ? "half_pixel" : "output_half_pixel");
   if (transform != "half_pixel" && transform != "output_half_pixel") {
     ir::failNode(node, "unknown coordinate_transformation_mode '" + transform + "'");
   }
@@ -117,8 +126,10 @@ KernelFn makeRoiAlign(const KernelCreateInfo& info) {
     const Tensor& x = ctx.input(0);
     const Tensor& rois = ctx.input(1);
     const Tensor& batchIndices = ctx.input(2);
-    if (rois.rank() != 2 || rois.dim(1) != 4) ctx.fail("rois must have shape [num_rois, 4]", ErrorCode::kInvalidArgument);
-    if (batchIndices.numel() != rois.dim(0)) ctx.fail("batch_indices must have one value per roi", ErrorCode::kInvalidArgument);
+    if (rois.rank() != 2 || rois.dim(1) != 4)
+      ctx.fail("rois must have shape [num_rois, 4]", ErrorCode::kInvalidArgument);
+    if (batchIndices.numel() != rois.dim(0))
+      ctx.fail("batch_indices must have one value per roi", ErrorCode::kInvalidArgument);
     Tensor& y = ctx.output(0);
     dispatchFloat(x.dtype(), "RoiAlign", [&](auto tag) {
       roiAlign<typename decltype(tag)::type>(ctx, x, rois, batchIndices, y, p);

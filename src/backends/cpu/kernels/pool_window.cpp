@@ -8,7 +8,8 @@ namespace kiln::cpu {
 namespace {
 
 // Number of taps t in [0, kernel) with lo <= start + t * dilation < hi.
-std::pair<int64_t, int64_t> tapsWithin(int64_t start, int64_t kernel, int64_t dilation, int64_t lo, int64_t hi) {
+std::pair<int64_t, int64_t> tapsWithin(int64_t start, int64_t kernel, int64_t dilation, int64_t lo,
+                                       int64_t hi) {
   int64_t first = start >= lo ? 0 : (lo - start + dilation - 1) / dilation;
   int64_t last = start >= hi ? 0 : std::min(kernel, (hi - start + dilation - 1) / dilation);
   return {first, std::max(first, last)};
@@ -18,7 +19,8 @@ std::pair<int64_t, int64_t> tapsWithin(int64_t start, int64_t kernel, int64_t di
 
 BoundPoolAttrs bindPoolAttrs(const ir::Node& node, std::optional<size_t> spatialRank) {
   BoundPoolAttrs bound;
-  bound.node = nodeLabelWithAttrs(node, {"kernel_shape", "strides", "dilations", "pads", "auto_pad", "ceil_mode"});
+  bound.node = nodeLabelWithAttrs(
+      node, {"kernel_shape", "strides", "dilations", "pads", "auto_pad", "ceil_mode"});
   if (spatialRank) bound.attrs = ir::readPoolAttrs(node, *spatialRank);
   return bound;
 }
@@ -29,10 +31,11 @@ ir::PoolAttrs poolAttrsFor(const KernelContext& ctx, const BoundPoolAttrs& bound
   return ir::readPoolAttrs(bound.node, ctx.input(0).rank() - 2);
 }
 
-PoolWindows makePoolWindows(const KernelContext& ctx, const BoundPoolAttrs& bound, const ir::PoolAttrs& attrs,
-                            const Shape& inputShape) {
+PoolWindows makePoolWindows(const KernelContext& ctx, const BoundPoolAttrs& bound,
+                            const ir::PoolAttrs& attrs, const Shape& inputShape) {
   const size_t spatial = attrs.kernel.size();
-  if (spatial > 3) ctx.fail("pooling over more than 3 spatial dims is not supported", ErrorCode::kUnsupportedNode);
+  if (spatial > 3)
+    ctx.fail("pooling over more than 3 spatial dims is not supported", ErrorCode::kUnsupportedNode);
   std::vector<ir::PoolDim> dims = ir::resolvePoolDims(bound.node, attrs, inputShape);
   PoolWindows w;
   const size_t offset = 3 - spatial;
@@ -50,7 +53,8 @@ PoolWindows makePoolWindows(const KernelContext& ctx, const BoundPoolAttrs& boun
       auto [first, last] = tapsWithin(r.start, pd.kernel, pd.dilation, 0, pd.in);
       r.first = first;
       r.last = last;
-      auto [pFirst, pLast] = tapsWithin(r.start, pd.kernel, pd.dilation, -pd.padBegin, pd.in + pd.padEnd);
+      auto [pFirst, pLast] =
+          tapsWithin(r.start, pd.kernel, pd.dilation, -pd.padBegin, pd.in + pd.padEnd);
       r.paddedCount = pLast - pFirst;
     }
     if (d == 2) {
@@ -59,7 +63,8 @@ PoolWindows makePoolWindows(const KernelContext& ctx, const BoundPoolAttrs& boun
         ColumnTap t;
         t.offset = c * pd.dilation - pd.padBegin;
         t.lo = t.offset >= 0 ? 0 : (-t.offset + pd.stride - 1) / pd.stride;
-        t.hi = t.offset >= pd.in ? 0 : std::min(pd.out, (pd.in - t.offset + pd.stride - 1) / pd.stride);
+        t.hi = t.offset >= pd.in ? 0
+                                 : std::min(pd.out, (pd.in - t.offset + pd.stride - 1) / pd.stride);
         t.hi = std::max(t.lo, t.hi);
         w.columnTaps.push_back(t);
       }

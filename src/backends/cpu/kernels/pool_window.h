@@ -14,8 +14,8 @@ namespace kiln::cpu {
 /// The taps of one window along one dim: input index of tap t is start + t * dilation.
 struct TapRange {
   int64_t start = 0;
-  int64_t first = 0;       // first tap inside the input
-  int64_t last = 0;        // one past the last tap inside the input
+  int64_t first = 0;        // first tap inside the input
+  int64_t last = 0;         // one past the last tap inside the input
   int64_t paddedCount = 0;  // taps inside the input or its explicit padding
 };
 
@@ -51,8 +51,8 @@ BoundPoolAttrs bindPoolAttrs(const ir::Node& node, std::optional<size_t> spatial
 ir::PoolAttrs poolAttrsFor(const KernelContext& ctx, const BoundPoolAttrs& bound);
 
 /// Builds the windows of an N x C x spatial input; fails for more than 3 spatial dims.
-PoolWindows makePoolWindows(const KernelContext& ctx, const BoundPoolAttrs& bound, const ir::PoolAttrs& attrs,
-                            const Shape& inputShape);
+PoolWindows makePoolWindows(const KernelContext& ctx, const BoundPoolAttrs& bound,
+                            const ir::PoolAttrs& attrs, const Shape& inputShape);
 
 /// LpPool's and GlobalLpPool's p (a float attribute in opset 1, an int afterwards; default 2).
 double readLpPower(const ir::Node& node);

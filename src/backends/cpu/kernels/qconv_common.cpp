@@ -11,7 +11,11 @@ QConv qconvOf(const KernelCreateInfo& info, const QProductSignature& s) {
   QConv c;
   c.s = s;
   // convAttrs reads X and W as inputs 0 and 1.
-  const KernelCreateInfo inner{info.node, {inputType(info, s.a), inputType(info, s.b)}, {nullptr, constantInput(info, s.b)}, {}, info.subgraphs};
+  const KernelCreateInfo inner{info.node,
+                               {inputType(info, s.a), inputType(info, s.b)},
+                               {nullptr, constantInput(info, s.b)},
+                               {},
+                               info.subgraphs};
   c.attrs = convAttrs(inner, false);
   const Tensor& w = *constantInput(info, s.b);
   c.wShape = w.shape();
@@ -27,8 +31,8 @@ QConv qconvOf(const KernelCreateInfo& info, const QProductSignature& s) {
 ir::ConvGeometry qconvGeometry(const KernelContext* ctx, const QConv& c, const Shape& x) {
   const ConvAttrs& a = c.attrs;
   if (x.size() != c.wShape.size() || x[1] != c.groupChannels * a.group) {
-    const std::string message = "X " + shapeToString(x) + " does not fit W " + shapeToString(c.wShape) + " and group " +
-                                std::to_string(a.group);
+    const std::string message = "X " + shapeToString(x) + " does not fit W " +
+                                shapeToString(c.wShape) + " and group " + std::to_string(a.group);
     if (ctx) ctx->fail(message, ErrorCode::kInvalidArgument);
     ir::failNode(a.node, message);
   }
@@ -37,9 +41,12 @@ ir::ConvGeometry qconvGeometry(const KernelContext* ctx, const QConv& c, const S
   return ir::convGeometry(a.node, xs, ws);
 }
 
-uint64_t qconvParamBytes(const QConv& c) { return 2 * alignTo64(static_cast<uint64_t>(c.outChannels) * 4); }
+uint64_t qconvParamBytes(const QConv& c) {
+  return 2 * alignTo64(static_cast<uint64_t>(c.outChannels) * 4);
+}
 
-bool startQConvCall(KernelContext& ctx, const QConv& c, int32_t wShift, void* params, QConvCall& call) {
+bool startQConvCall(KernelContext& ctx, const QConv& c, int32_t wShift, void* params,
+                    QConvCall& call) {
   const QProductSignature& s = c.s;
   call.x = &ctx.input(static_cast<size_t>(s.a));
   const Shape& xs = call.x->shape();
@@ -52,14 +59,16 @@ bool startQConvCall(KernelContext& ctx, const QConv& c, int32_t wShift, void* pa
   if (call.y->numel() == 0) return false;
 
   float* multipliers = static_cast<float*>(params);
-  int32_t* wZero = reinterpret_cast<int32_t*>(static_cast<uint8_t*>(params) + alignTo64(static_cast<uint64_t>(c.outChannels) * 4));
+  int32_t* wZero = reinterpret_cast<int32_t*>(static_cast<uint8_t*>(params) +
+                                              alignTo64(static_cast<uint64_t>(c.outChannels) * 4));
   int32_t xZero = 0;
   loadZeroPoints(ctx, s.aZero, "x_zero_point", 1, 0, &xZero);
   call.xZero = xZero;
   call.wZeroCount = loadZeroPoints(ctx, s.bZero, "w_zero_point", c.outChannels, wShift, wZero);
   call.wZero = wZero;
   call.bias = productBias(ctx, s, c.outChannels);
-  call.out = productOutput(ctx, s, call.y->dtype(), c.outChannels, "x_scale", "w_scale", multipliers);
+  call.out =
+      productOutput(ctx, s, call.y->dtype(), c.outChannels, "x_scale", "w_scale", multipliers);
   const QGemmOutput& out = call.out;
   call.outElement = out.dtype == DataType::kUint8 || out.dtype == DataType::kInt8 ? 1 : 4;
   return true;
@@ -69,7 +78,8 @@ std::vector<int16_t> depthwiseWeights(const KernelCreateInfo& info, const QProdu
   const Tensor& w = *constantInput(info, s.b);
   std::vector<int16_t> values(static_cast<size_t>(w.numel()));
   for (int64_t i = 0; i < w.numel(); ++i) {
-    values[static_cast<size_t>(i)] = w.dtype() == DataType::kInt8 ? w.data<int8_t>()[i] : w.data<uint8_t>()[i];
+    values[static_cast<size_t>(i)] =
+        w.dtype() == DataType::kInt8 ? w.data<int8_t>()[i] : w.data<uint8_t>()[i];
   }
   return values;
 }
@@ -85,12 +95,14 @@ int poolThreads() {
   return pool ? pool->size() : 1;
 }
 
-void forEachThreadPart(int64_t items, int threads, const std::function<void(int64_t, int64_t, int64_t)>& fn) {
+void forEachThreadPart(int64_t items, int threads,
+                       const std::function<void(int64_t, int64_t, int64_t)>& fn) {
   ThreadPool* pool = currentThreadPool();
   const int64_t parts = std::min<int64_t>(threads, items);
   if (pool && parts > 1) {
     pool->parallelFor(parts, [&](int64_t p0, int64_t p1) {
-      for (int64_t part = p0; part < p1; ++part) fn(part, part * items / parts, (part + 1) * items / parts);
+      for (int64_t part = p0; part < p1; ++part)
+        fn(part, part * items / parts, (part + 1) * items / parts);
     });
   } else {
     fn(0, 0, items);

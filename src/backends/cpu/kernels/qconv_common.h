@@ -31,7 +31,7 @@ struct QConvCall {
   ir::ConvGeometry g;
   Shape imageShape;
   int64_t batch = 0, imageSize = 0, outSize = 0;
-  int32_t xZero = 0;  // as stored in X (not shifted)
+  int32_t xZero = 0;               // as stored in X (not shifted)
   const int32_t* wZero = nullptr;  // shifted as the weights are stored; 1 or outChannels values
   int64_t wZeroCount = 1;
   const int32_t* bias = nullptr;
@@ -48,7 +48,8 @@ uint64_t qconvParamBytes(const QConv& c);
 /// Checks the call's tensors and fills `call`; `params` (qconvParamBytes) holds the multipliers
 /// and zero points; wShift is the weights' storage shift (-128 for packed u8, else 0). False
 /// when Y is empty.
-bool startQConvCall(KernelContext& ctx, const QConv& c, int32_t wShift, void* params, QConvCall& call);
+bool startQConvCall(KernelContext& ctx, const QConv& c, int32_t wShift, void* params,
+                    QConvCall& call);
 
 inline uint64_t alignTo64(uint64_t n) { return (n + 63) / 64 * 64; }
 
@@ -59,7 +60,8 @@ constexpr int64_t kMaxDepthwiseTaps = 256;
 int poolThreads();
 /// Splits [0, items) into min(threads, items) contiguous parts, fn(part, begin, end) each, over the
 /// current pool when there is more than one part: `part` indexes the caller's per-thread scratch.
-void forEachThreadPart(int64_t items, int threads, const std::function<void(int64_t, int64_t, int64_t)>& fn);
+void forEachThreadPart(int64_t items, int threads,
+                       const std::function<void(int64_t, int64_t, int64_t)>& fn);
 
 /// W (constant, at s.b) as int16 values in its own order: the depthwise candidates' weights.
 std::vector<int16_t> depthwiseWeights(const KernelCreateInfo& info, const QProductSignature& s);
@@ -69,8 +71,8 @@ const Shape* qconvInputShape(const QConv& c, const std::vector<const Shape*>& sh
 /// The depthwise candidate's kernel: one input channel per group, accumulated tap by tap.
 Kernel makeQConvDepthwise(const KernelCreateInfo& info, const QProductSignature& s);
 
-/// The AVX-512 depthwise candidate (sixteen channels at a time): why it cannot run c ("" if it can),
-/// beyond what the plane-by-plane candidate needs, and its kernel.
+/// The AVX-512 depthwise candidate (sixteen channels at a time): why it cannot run c ("" if it
+/// can), beyond what the plane-by-plane candidate needs, and its kernel.
 std::string qconvDepthwiseChannelsDeclines(const QConv& c);
 Kernel makeQConvDepthwiseChannels(const KernelCreateInfo& info, const QProductSignature& s);
 

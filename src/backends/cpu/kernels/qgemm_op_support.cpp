@@ -24,14 +24,19 @@ int64_t staticNumel(const ir::TypeInfo* t) {
 }  // namespace
 
 const Tensor* constantInput(const KernelCreateInfo& info, int i) {
-  return i >= 0 && static_cast<size_t>(i) < info.constants.size() ? info.constants[static_cast<size_t>(i)] : nullptr;
+  return i >= 0 && static_cast<size_t>(i) < info.constants.size()
+             ? info.constants[static_cast<size_t>(i)]
+             : nullptr;
 }
 
 const ir::TypeInfo* inputType(const KernelCreateInfo& info, int i) {
-  return i >= 0 && static_cast<size_t>(i) < info.inputTypes.size() ? info.inputTypes[static_cast<size_t>(i)] : nullptr;
+  return i >= 0 && static_cast<size_t>(i) < info.inputTypes.size()
+             ? info.inputTypes[static_cast<size_t>(i)]
+             : nullptr;
 }
 
-std::string qproductDeclines(const KernelCreateInfo& info, const QProductSignature& s, int64_t weightRank) {
+std::string qproductDeclines(const KernelCreateInfo& info, const QProductSignature& s,
+                             int64_t weightRank) {
   const ir::TypeInfo* a = inputType(info, s.a);
   if (!a || !isEightBit(a->dtype)) return "the activations are not uint8 or int8";
   const Tensor* w = constantInput(info, s.b);
@@ -42,11 +47,15 @@ std::string qproductDeclines(const KernelCreateInfo& info, const QProductSignatu
   }
   for (int scale : {s.aScale, s.bScale, s.yScale}) {
     const ir::TypeInfo* t = inputType(info, scale);
-    if (t && t->dtype != DataType::kFloat32) return std::string("a scale is ") + dataTypeName(t->dtype) + ", not float32";
+    if (t && t->dtype != DataType::kFloat32)
+      return std::string("a scale is ") + dataTypeName(t->dtype) + ", not float32";
   }
-  if (s.aScale != kNoInput && staticNumel(inputType(info, s.aScale)) != 1) return "the activations' scale is not one value";
-  if (s.yScale != kNoInput && staticNumel(inputType(info, s.yScale)) != 1) return "the output scale is not one value";
-  if (s.yZero != kNoInput && staticNumel(inputType(info, s.yZero)) > 1) return "the output zero point is not one value";
+  if (s.aScale != kNoInput && staticNumel(inputType(info, s.aScale)) != 1)
+    return "the activations' scale is not one value";
+  if (s.yScale != kNoInput && staticNumel(inputType(info, s.yScale)) != 1)
+    return "the output scale is not one value";
+  if (s.yZero != kNoInput && staticNumel(inputType(info, s.yZero)) > 1)
+    return "the output zero point is not one value";
   const ActivationKind k = s.act.kind;
   if (k != ActivationKind::kNone && k != ActivationKind::kRelu && k != ActivationKind::kClip) {
     return std::string("the fused ") + activationName(k) + " is not a clamp";
@@ -56,14 +65,19 @@ std::string qproductDeclines(const KernelCreateInfo& info, const QProductSignatu
 
 int32_t zeroPointAt(const Tensor& zp, int64_t i) {
   switch (zp.dtype()) {
-    case DataType::kUint8: return zp.data<uint8_t>()[i];
-    case DataType::kInt8: return zp.data<int8_t>()[i];
-    case DataType::kInt32: return zp.data<int32_t>()[i];
-    default: throwUnsupportedType(zp.dtype(), "zero point");
+    case DataType::kUint8:
+      return zp.data<uint8_t>()[i];
+    case DataType::kInt8:
+      return zp.data<int8_t>()[i];
+    case DataType::kInt32:
+      return zp.data<int32_t>()[i];
+    default:
+      throwUnsupportedType(zp.dtype(), "zero point");
   }
 }
 
-int64_t loadZeroPoints(const KernelContext& ctx, int input, const char* name, int64_t count, int32_t shift, int32_t* out) {
+int64_t loadZeroPoints(const KernelContext& ctx, int input, const char* name, int64_t count,
+                       int32_t shift, int32_t* out) {
   if (input == kNoInput || !ctx.hasInput(static_cast<size_t>(input))) {
     out[0] = shift;
     return 1;
@@ -71,21 +85,24 @@ int64_t loadZeroPoints(const KernelContext& ctx, int input, const char* name, in
   const Tensor& zp = ctx.input(static_cast<size_t>(input));
   const int64_t n = zp.numel();
   if (n != 1 && (zp.rank() != 1 || n != count)) {
-    ctx.fail(std::string(name) + " (input " + std::to_string(input) + ") must be one value or " + std::to_string(count) +
-                 " values in a 1-D tensor, got " + zp.describe(),
+    ctx.fail(std::string(name) + " (input " + std::to_string(input) + ") must be one value or " +
+                 std::to_string(count) + " values in a 1-D tensor, got " + zp.describe(),
              ErrorCode::kInvalidArgument);
   }
   for (int64_t i = 0; i < n; ++i) out[i] = zeroPointAt(zp, i) + shift;
   return n;
 }
 
-const float* scaleValues(const KernelContext& ctx, int input, const char* name, int64_t count, int64_t& n) {
+const float* scaleValues(const KernelContext& ctx, int input, const char* name, int64_t count,
+                         int64_t& n) {
   const Tensor& t = ctx.input(static_cast<size_t>(input));
   n = t.numel();
   if (t.dtype() != DataType::kFloat32 || (n != 1 && (t.rank() != 1 || n != count))) {
-    ctx.fail(std::string(name) + " (input " + std::to_string(input) + ") must be float32, one value" +
-                 (count > 1 ? " or " + std::to_string(count) + " values in a 1-D tensor" : std::string()) + ", got " +
-                 t.describe(),
+    ctx.fail(std::string(name) + " (input " + std::to_string(input) +
+                 ") must be float32, one value" +
+                 (count > 1 ? " or " + std::to_string(count) + " values in a 1-D tensor"
+                            : std::string()) +
+                 ", got " + t.describe(),
              ErrorCode::kInvalidArgument);
   }
   return t.data<float>();
@@ -105,18 +122,23 @@ void setOutputBounds(QGemmOutput& out, const Activation& act, float yScale) {
   out.lowest = out.dtype == DataType::kInt8 ? -128 : 0;
   out.highest = out.dtype == DataType::kInt8 ? 127 : 255;
   // Relu is q >= zp; Clip's bounds quantized as QuantizeLinear would (round half to even).
-  auto quantized = [&](float v) { return static_cast<double>(std::nearbyint(v / yScale)) + out.zeroPoint; };
+  auto quantized = [&](float v) {
+    return static_cast<double>(std::nearbyint(v / yScale)) + out.zeroPoint;
+  };
   if (relu) out.lowest = std::max(out.lowest, out.zeroPoint);
   if (clip) {
-    out.lowest = static_cast<int32_t>(std::clamp<double>(quantized(act.alpha), out.lowest, out.highest));
-    out.highest = static_cast<int32_t>(std::clamp<double>(quantized(act.beta), out.lowest, out.highest));
+    out.lowest =
+        static_cast<int32_t>(std::clamp<double>(quantized(act.alpha), out.lowest, out.highest));
+    out.highest =
+        static_cast<int32_t>(std::clamp<double>(quantized(act.beta), out.lowest, out.highest));
   }
 }
 
 }  // namespace
 
-QGemmOutput productOutput(const KernelContext& ctx, const QProductSignature& s, DataType dtype, int64_t channels,
-                          const char* aName, const char* bName, float* multipliers) {
+QGemmOutput productOutput(const KernelContext& ctx, const QProductSignature& s, DataType dtype,
+                          int64_t channels, const char* aName, const char* bName,
+                          float* multipliers) {
   QGemmOutput out;
   out.dtype = dtype;
   if (s.aScale == kNoInput) return out;  // int32
@@ -146,8 +168,9 @@ const int32_t* productBias(const KernelContext& ctx, const QProductSignature& s,
   if (s.bias == kNoInput || !ctx.hasInput(static_cast<size_t>(s.bias))) return nullptr;
   const Tensor& b = ctx.input(static_cast<size_t>(s.bias));
   if (b.dtype() != DataType::kInt32 || b.numel() != channels || b.rank() > 1) {
-    ctx.fail("the bias (input " + std::to_string(s.bias) + ") must hold one int32 per output channel (" +
-                 std::to_string(channels) + "), got " + b.describe(),
+    ctx.fail("the bias (input " + std::to_string(s.bias) +
+                 ") must hold one int32 per output channel (" + std::to_string(channels) +
+                 "), got " + b.describe(),
              ErrorCode::kInvalidArgument);
   }
   return b.data<int32_t>();
@@ -155,8 +178,8 @@ const int32_t* productBias(const KernelContext& ctx, const QProductSignature& s,
 
 KernelBlob blobOf(const PackedQMatrix& m) { return {m.blob(), m.blobBytes()}; }
 
-PackedQMatrix savedQWeights(const ir::Node& node, const KernelState& state, size_t k, QSide side, CpuIsa isa,
-                            int64_t outer, int64_t depth) {
+PackedQMatrix savedQWeights(const ir::Node& node, const KernelState& state, size_t k, QSide side,
+                            CpuIsa isa, int64_t outer, int64_t depth) {
   const uint64_t expected = PackedQMatrix::blobBytes(side, isa, outer, depth);
   const size_t paramBytes = PackedQMatrix().params().size();
   std::vector<uint8_t> params;
@@ -167,19 +190,27 @@ PackedQMatrix savedQWeights(const ir::Node& node, const KernelState& state, size
   PackedQMatrix m;
   if (k >= state.blobs.size() || state.blobs[k].bytes != expected ||
       !PackedQMatrix::view(side, isa, outer, depth, params,
-                           std::shared_ptr<const uint8_t>(state.owner, static_cast<const uint8_t*>(state.blobs[k].data)), m)) {
-    throw Error(ErrorCode::kInvalidPlan,
-                "layer '" + node.name + "': packed 8-bit weights " + std::to_string(k) + " have " +
-                    (k < state.blobs.size() ? std::to_string(state.blobs[k].bytes) : std::string("no")) + " bytes and " +
-                    std::to_string(state.params.size()) + " parameter bytes; its kernel packs " +
-                    std::to_string(expected) + " bytes and " + std::to_string(paramBytes) + " parameter bytes each");
+                           std::shared_ptr<const uint8_t>(
+                               state.owner, static_cast<const uint8_t*>(state.blobs[k].data)),
+                           m)) {
+    throw Error(
+        ErrorCode::kInvalidPlan,
+        "layer '" + node.name + "': packed 8-bit weights " + std::to_string(k) + " have " +
+            (k < state.blobs.size() ? std::to_string(state.blobs[k].bytes) : std::string("no")) +
+            " bytes and " + std::to_string(state.params.size()) +
+            " parameter bytes; its kernel packs " + std::to_string(expected) + " bytes and " +
+            std::to_string(paramBytes) + " parameter bytes each");
   }
   return m;
 }
 
-std::string qkernelId(const std::string& prefix, CpuIsa isa) { return prefix + "_" + cpuIsaName(isa); }
+std::string qkernelId(const std::string& prefix, CpuIsa isa) {
+  return prefix + "_" + cpuIsaName(isa);
+}
 
-std::string qactivationsPrefix(DataType activations) { return activations == DataType::kInt8 ? "s8s8" : "u8s8"; }
+std::string qactivationsPrefix(DataType activations) {
+  return activations == DataType::kInt8 ? "s8s8" : "u8s8";
+}
 
 QProductSignature integerProductSignature(const ir::Node&) {
   QProductSignature s;

@@ -15,7 +15,8 @@ constexpr bool kIsEightBit = std::is_same_v<T, int8_t> || std::is_same_v<T, uint
 
 template <typename Q>
 float quantizeScalar(float x, FloatQuantization q) {
-  constexpr float lowest = std::numeric_limits<Q>::lowest(), highest = std::numeric_limits<Q>::max();
+  constexpr float lowest = std::numeric_limits<Q>::lowest(),
+                  highest = std::numeric_limits<Q>::max();
   const float scaled = x / q.scale;
   if (std::isnan(scaled)) return lowest;
   return std::clamp(std::nearbyint(scaled) + q.zeroPoint, lowest, highest);
@@ -32,33 +33,39 @@ __m256 loadEight(const T* p) {
 template <typename T>
 __m256 dequantizeEight(const T* p, int64_t step, FloatQuantization q) {
   if (step == 0) return _mm256_set1_ps((static_cast<float>(*p) - q.zeroPoint) * q.scale);
-  return _mm256_mul_ps(_mm256_sub_ps(loadEight(p), _mm256_set1_ps(q.zeroPoint)), _mm256_set1_ps(q.scale));
+  return _mm256_mul_ps(_mm256_sub_ps(loadEight(p), _mm256_set1_ps(q.zeroPoint)),
+                       _mm256_set1_ps(q.scale));
 }
 
 template <typename Q>
 void quantizeEight(__m256 x, FloatQuantization q, Q* out) {
-  __m256 v = _mm256_round_ps(_mm256_div_ps(x, _mm256_set1_ps(q.scale)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 v = _mm256_round_ps(_mm256_div_ps(x, _mm256_set1_ps(q.scale)),
+                             _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   v = _mm256_add_ps(v, _mm256_set1_ps(q.zeroPoint));
   // max returns its second operand when the first is NaN: NaN saturates to the lowest value.
   v = _mm256_max_ps(v, _mm256_set1_ps(static_cast<float>(std::numeric_limits<Q>::lowest())));
   v = _mm256_min_ps(v, _mm256_set1_ps(static_cast<float>(std::numeric_limits<Q>::max())));
   const __m256i ints = _mm256_cvtps_epi32(v);
-  const __m128i words = _mm_packs_epi32(_mm256_castsi256_si128(ints), _mm256_extracti128_si256(ints, 1));
-  const __m128i bytes = std::is_same_v<Q, uint8_t> ? _mm_packus_epi16(words, words) : _mm_packs_epi16(words, words);
+  const __m128i words =
+      _mm_packs_epi32(_mm256_castsi256_si128(ints), _mm256_extracti128_si256(ints, 1));
+  const __m128i bytes =
+      std::is_same_v<Q, uint8_t> ? _mm_packus_epi16(words, words) : _mm_packs_epi16(words, words);
   _mm_storel_epi64(reinterpret_cast<__m128i*>(out), bytes);
 }
 
 }  // namespace
 
 template <typename A, typename B, typename Q>
-void qlinearBinaryRun(QLinearBinaryOp op, const A* a, int64_t stepA, FloatQuantization qa, const B* b, int64_t stepB,
-                      FloatQuantization qb, Q* out, int64_t n, FloatQuantization qc) {
+void qlinearBinaryRun(QLinearBinaryOp op, const A* a, int64_t stepA, FloatQuantization qa,
+                      const B* b, int64_t stepB, FloatQuantization qb, Q* out, int64_t n,
+                      FloatQuantization qc) {
   static_assert(kIsEightBit<A> && kIsEightBit<B> && kIsEightBit<Q>);
   const bool mul = op == QLinearBinaryOp::kMul;
   int64_t j = 0;
   if ((stepA == 0 || stepA == 1) && (stepB == 0 || stepB == 1)) {
     for (; j + 8 <= n; j += 8) {
-      const __m256 x = dequantizeEight(a + j * stepA, stepA, qa), y = dequantizeEight(b + j * stepB, stepB, qb);
+      const __m256 x = dequantizeEight(a + j * stepA, stepA, qa),
+                   y = dequantizeEight(b + j * stepB, stepB, qb);
       quantizeEight(mul ? _mm256_mul_ps(x, y) : _mm256_add_ps(x, y), qc, out + j);
     }
   }
@@ -69,10 +76,12 @@ void qlinearBinaryRun(QLinearBinaryOp op, const A* a, int64_t stepA, FloatQuanti
   }
 }
 
-#define KILN_QLINEAR_BINARY_RUN(A, B, Q)                                                                          \
-  template void qlinearBinaryRun<A, B, Q>(QLinearBinaryOp, const A*, int64_t, FloatQuantization, const B*, int64_t, \
-                                          FloatQuantization, Q*, int64_t, FloatQuantization);
-#define KILN_QLINEAR_BINARY_RUN_Q(A, B) KILN_QLINEAR_BINARY_RUN(A, B, int8_t) KILN_QLINEAR_BINARY_RUN(A, B, uint8_t)
+#define KILN_QLINEAR_BINARY_RUN(A, B, Q)                                                         \
+  template void qlinearBinaryRun<A, B, Q>(QLinearBinaryOp, const A*, int64_t, FloatQuantization, \
+                                          const B*, int64_t, FloatQuantization, Q*, int64_t,     \
+                                          FloatQuantization);
+#define KILN_QLINEAR_BINARY_RUN_Q(A, B) \
+  KILN_QLINEAR_BINARY_RUN(A, B, int8_t) KILN_QLINEAR_BINARY_RUN(A, B, uint8_t)
 KILN_QLINEAR_BINARY_RUN_Q(int8_t, int8_t)
 KILN_QLINEAR_BINARY_RUN_Q(int8_t, uint8_t)
 KILN_QLINEAR_BINARY_RUN_Q(uint8_t, int8_t)

@@ -20,18 +20,20 @@ KernelFn makeQLinearConvKernel(const KernelCreateInfo& info) {
     const std::vector<double> yZeroPoint = qlinearParams(ctx, 7, "y_zero_point", 1);
     const Tensor* bias = ctx.hasInput(8) ? &ctx.input(8) : nullptr;
     if (bias && (bias->rank() != 1 || bias->numel() != channels)) {
-      ctx.fail("B (input 8) must hold one value per output channel (" + std::to_string(channels) + "), got " +
-                   bias->describe(),
+      ctx.fail("B (input 8) must hold one value per output channel (" + std::to_string(channels) +
+                   "), got " + bias->describe(),
                ErrorCode::kInvalidArgument);
     }
     Tensor& y = ctx.output(0);
     const Tensor sums = integer.run(ctx, y.shape());
     std::vector<double> multipliers(wScale.size());
     for (size_t m = 0; m < wScale.size(); ++m) {
-      multipliers[m] = roundTo<float>(roundTo<float>(roundTo<float>(xScale[0]) * roundTo<float>(wScale[m])) /
-                                      roundTo<float>(yScale[0]));
+      multipliers[m] =
+          roundTo<float>(roundTo<float>(roundTo<float>(xScale[0]) * roundTo<float>(wScale[m])) /
+                         roundTo<float>(yScale[0]));
     }
-    const int64_t spatial = y.rank() > 2 ? shapeNumel(Shape(y.shape().begin() + 2, y.shape().end())) : 1;
+    const int64_t spatial =
+        y.rank() > 2 ? shapeNumel(Shape(y.shape().begin() + 2, y.shape().end())) : 1;
     const int32_t* acc = sums.data<int32_t>();
     const int32_t* b = bias ? bias->data<int32_t>() : nullptr;
     dispatchQuantized(y.dtype(), "QLinearConv output", [&](auto qtag) {
@@ -41,7 +43,9 @@ KernelFn makeQLinearConvKernel(const KernelCreateInfo& info) {
         const int64_t channel = (k / spatial) % channels;
         const int32_t sum = wrappingAdd(acc[k], b ? b[channel] : 0);
         out[k] = roundAndSaturate<Q>(
-            requantizeInFloat(sum, multipliers[multipliers.size() == 1 ? 0 : static_cast<size_t>(channel)]), yZeroPoint[0]);
+            requantizeInFloat(
+                sum, multipliers[multipliers.size() == 1 ? 0 : static_cast<size_t>(channel)]),
+            yZeroPoint[0]);
       }
     });
   };

@@ -3,8 +3,9 @@
 // sixteen input channels is copied once into a zero-padded, channels-innermost plane of floats
 // x - x_zp (padding taps then add 0, as they must: (x_zp - x_zp) * w), every output position sums
 // its taps with one 16-lane FMA each, and the int32 sums, transposed back to one row per channel,
-// are finished by the GEMM's epilogue. Against the plane-by-plane candidate (qlinear_conv_depthwise.cpp)
-// this has no per-plane overhead (small late-network planes) and no strided loads (stride 2).
+// are finished by the GEMM's epilogue. Against the plane-by-plane candidate
+// (qlinear_conv_depthwise.cpp) this has no per-plane overhead (small late-network planes) and no
+// strided loads (stride 2).
 //
 // Float sums are exact, as in the plane-by-plane candidate: at most kMaxDepthwiseTaps terms of
 // magnitude <= 255 * 255, so every partial sum is an integer below 2^24.
@@ -50,7 +51,8 @@ uint64_t threadBytes(const PaddedPlane& p, int64_t outSize, int64_t taps) {
 }
 
 uint64_t workspaceBytes(const QConv& c, const PaddedPlane& p, int64_t outSize, int threads) {
-  return static_cast<uint64_t>(std::max(threads, 1)) * threadBytes(p, outSize, c.kernelSize) + qconvParamBytes(c);
+  return static_cast<uint64_t>(std::max(threads, 1)) * threadBytes(p, outSize, c.kernelSize) +
+         qconvParamBytes(c);
 }
 
 // block[(py * cols + px) * kLanes + lane] = x[channel0 + lane][py - padTop][px - padLeft] - x_zp,
@@ -58,14 +60,15 @@ uint64_t workspaceBytes(const QConv& c, const PaddedPlane& p, int64_t outSize, i
 // gather of 32-bit words at the channels' bytes (the byte kept, sign-extended for int8), except the
 // last three positions of the image's last row, whose words would reach past the last plane.
 template <typename T>
-void fillBlock(const T* image, int64_t ih, int64_t iw, int64_t lanes, int32_t xZero, const ir::ConvGeometry& g,
-               const PaddedPlane& p, float* block) {
+void fillBlock(const T* image, int64_t ih, int64_t iw, int64_t lanes, int32_t xZero,
+               const ir::ConvGeometry& g, const PaddedPlane& p, float* block) {
   const int64_t padTop = g.padsBegin[0], padLeft = g.padsBegin[1];
   const int64_t xLo = std::max<int64_t>(0, -padLeft), xHi = std::min(iw, p.cols - padLeft);
   const int64_t planeSize = ih * iw;
   const __mmask16 active = static_cast<__mmask16>((1u << lanes) - 1);
-  const __m512i planeStarts = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                                                 _mm512_set1_epi32(static_cast<int32_t>(planeSize)));
+  const __m512i planeStarts =
+      _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                         _mm512_set1_epi32(static_cast<int32_t>(planeSize)));
   const __m512 zero = _mm512_set1_ps(static_cast<float>(xZero));
   for (int64_t py = 0; py < p.rows; ++py) {
     float* row = block + py * p.cols * kLanes;
@@ -74,13 +77,16 @@ void fillBlock(const T* image, int64_t ih, int64_t iw, int64_t lanes, int32_t xZ
       std::memset(row, 0, static_cast<size_t>(p.cols * kLanes) * sizeof(float));
       continue;
     }
-    const int64_t first = xLo + padLeft, last = xHi + padLeft;  // the image's columns in the padded row
+    const int64_t first = xLo + padLeft,
+                  last = xHi + padLeft;  // the image's columns in the padded row
     std::memset(row, 0, static_cast<size_t>(first * kLanes) * sizeof(float));
-    std::memset(row + last * kLanes, 0, static_cast<size_t>((p.cols - last) * kLanes) * sizeof(float));
+    std::memset(row + last * kLanes, 0,
+                static_cast<size_t>((p.cols - last) * kLanes) * sizeof(float));
     const int64_t gatherEnd = iy == ih - 1 ? std::max(xLo, xHi - 3) : xHi;
     const T* src = image + iy * iw;
     for (int64_t ix = xLo; ix < gatherEnd; ++ix) {
-      __m512i words = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), active, planeStarts, src + ix, 1);
+      __m512i words =
+          _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), active, planeStarts, src + ix, 1);
       words = std::is_same_v<T, int8_t> ? _mm512_srai_epi32(_mm512_slli_epi32(words, 24), 24)
                                         : _mm512_and_si512(words, _mm512_set1_epi32(0xFF));
       __m512 v = _mm512_maskz_sub_ps(active, _mm512_cvtepi32_ps(words), zero);
@@ -89,18 +95,23 @@ void fillBlock(const T* image, int64_t ih, int64_t iw, int64_t lanes, int32_t xZ
     for (int64_t ix = gatherEnd; ix < xHi; ++ix) {
       float* dst = row + (ix + padLeft) * kLanes;
       for (int64_t lane = 0; lane < kLanes; ++lane) {
-        dst[lane] = lane < lanes ? static_cast<float>(static_cast<int32_t>(src[lane * planeSize + ix]) - xZero) : 0.0f;
+        dst[lane] =
+            lane < lanes
+                ? static_cast<float>(static_cast<int32_t>(src[lane * planeSize + ix]) - xZero)
+                : 0.0f;
       }
     }
   }
 }
 
 // Four outputs of one row at a time share each tap's weight vector.
-void sumBlock(const float* block, const PaddedPlane& p, const float* weights, const ir::ConvGeometry& g,
-              const int64_t* tapOffsets, int64_t taps, int32_t* sums, int64_t outSize) {
+void sumBlock(const float* block, const PaddedPlane& p, const float* weights,
+              const ir::ConvGeometry& g, const int64_t* tapOffsets, int64_t taps, int32_t* sums,
+              int64_t outSize) {
   const int64_t oh = g.output[0], ow = g.output[1], sh = g.strides[0], sw = g.strides[1];
-  const __m512i rowStarts = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                                               _mm512_set1_epi32(static_cast<int32_t>(outSize)));
+  const __m512i rowStarts =
+      _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                         _mm512_set1_epi32(static_cast<int32_t>(outSize)));
   auto store = [&](int64_t position, __m512 acc) {
     _mm512_i32scatter_epi32(sums + position, rowStarts, _mm512_cvtps_epi32(acc), 4);
   };
@@ -128,7 +139,9 @@ void sumBlock(const float* block, const PaddedPlane& p, const float* weights, co
     for (; ox < ow; ++ox) {
       __m512 a = _mm512_setzero_ps();
       const float* at = row + ox * step;
-      for (int64_t t = 0; t < taps; ++t) a = _mm512_fmadd_ps(_mm512_loadu_ps(weights + t * kLanes), _mm512_loadu_ps(at + tapOffsets[t]), a);
+      for (int64_t t = 0; t < taps; ++t)
+        a = _mm512_fmadd_ps(_mm512_loadu_ps(weights + t * kLanes),
+                            _mm512_loadu_ps(at + tapOffsets[t]), a);
       store(oy * ow + ox, a);
     }
   }
@@ -142,9 +155,11 @@ void runQConvDepthwiseChannels(const QConvDepthwiseChannels& k, KernelContext& c
   const PaddedPlane padded = paddedPlaneOf(geometry);
   const int64_t outSize = shapeNumel(geometry.output), taps = c.kernelSize;
   // The sums' scatter addresses lane * outSize in int32.
-  if (outSize > INT32_MAX / kLanes) ctx.fail("output plane of " + std::to_string(outSize) + " positions is too large");
+  if (outSize > INT32_MAX / kLanes)
+    ctx.fail("output plane of " + std::to_string(outSize) + " positions is too large");
   // The block's gathers address lane * planeSize in int32 too.
-  if (shapeNumel(Shape(xs.begin() + 2, xs.end())) > INT32_MAX / kLanes) ctx.fail("input plane " + shapeToString(xs) + " is too large");
+  if (shapeNumel(Shape(xs.begin() + 2, xs.end())) > INT32_MAX / kLanes)
+    ctx.fail("input plane " + shapeToString(xs) + " is too large");
   uint8_t* ws = static_cast<uint8_t*>(ctx.workspace(workspaceBytes(c, padded, outSize, threads)));
   const uint64_t perThread = threadBytes(padded, outSize, taps);
   QConvCall call;
@@ -154,7 +169,8 @@ void runQConvDepthwiseChannels(const QConvDepthwiseChannels& k, KernelContext& c
   std::vector<int64_t> tapOffsets(static_cast<size_t>(taps));
   for (int64_t ky = 0; ky < g.kernel[0]; ++ky) {
     for (int64_t kx = 0; kx < g.kernel[1]; ++kx) {
-      tapOffsets[static_cast<size_t>(ky * g.kernel[1] + kx)] = (ky * g.dilations[0] * padded.cols + kx * g.dilations[1]) * kLanes;
+      tapOffsets[static_cast<size_t>(ky * g.kernel[1] + kx)] =
+          (ky * g.dilations[0] * padded.cols + kx * g.dilations[1]) * kLanes;
     }
   }
   const int64_t channels = c.outChannels;
@@ -164,27 +180,33 @@ void runQConvDepthwiseChannels(const QConvDepthwiseChannels& k, KernelContext& c
     uint8_t* mine = ws + static_cast<uint64_t>(part) * perThread;
     float* block = reinterpret_cast<float*>(mine);
     int32_t* sums = reinterpret_cast<int32_t*>(mine + bytesOf(padded.floats()));
-    float* weights = reinterpret_cast<float*>(mine + bytesOf(padded.floats()) + bytesOf(kLanes * outSize));
+    float* weights =
+        reinterpret_cast<float*>(mine + bytesOf(padded.floats()) + bytesOf(kLanes * outSize));
     for (int64_t item = i0; item < i1; ++item) {
       const int64_t n = item / blocksPerImage, c0 = (item % blocksPerImage) * kLanes;
       const int64_t lanes = std::min(kLanes, channels - c0);
       const int64_t first = n * channels + c0;  // the block's first plane of X and of Y
       if (c.xSigned) {
-        fillBlock(static_cast<const int8_t*>(call.x->raw()) + first * call.imageSize, ih, iw, lanes, call.xZero, g, padded, block);
+        fillBlock(static_cast<const int8_t*>(call.x->raw()) + first * call.imageSize, ih, iw, lanes,
+                  call.xZero, g, padded, block);
       } else {
-        fillBlock(static_cast<const uint8_t*>(call.x->raw()) + first * call.imageSize, ih, iw, lanes, call.xZero, g, padded, block);
+        fillBlock(static_cast<const uint8_t*>(call.x->raw()) + first * call.imageSize, ih, iw,
+                  lanes, call.xZero, g, padded, block);
       }
       for (int64_t t = 0; t < taps; ++t) {
         for (int64_t lane = 0; lane < kLanes; ++lane) {
           const int64_t m = c0 + lane;
           weights[t * kLanes + lane] =
-              lane < lanes ? static_cast<float>(k.w[static_cast<size_t>(m * taps + t)] - call.wZero[call.wZeroCount > 1 ? m : 0]) : 0.0f;
+              lane < lanes ? static_cast<float>(k.w[static_cast<size_t>(m * taps + t)] -
+                                                call.wZero[call.wZeroCount > 1 ? m : 0])
+                           : 0.0f;
         }
       }
       sumBlock(block, padded, weights, g, tapOffsets.data(), taps, sums, outSize);
       QTileTerms terms;
       terms.rowAdd = call.bias ? call.bias + c0 : nullptr;
-      void* y = static_cast<uint8_t*>(call.y->raw()) + first * outSize * static_cast<int64_t>(call.outElement);
+      void* y = static_cast<uint8_t*>(call.y->raw()) +
+                first * outSize * static_cast<int64_t>(call.outElement);
       finishQTileAvx512(sums, outSize, lanes, outSize, terms, call.out, true, c0, y, outSize);
     }
   };
@@ -195,7 +217,8 @@ void runQConvDepthwiseChannels(const QConvDepthwiseChannels& k, KernelContext& c
 
 std::string qconvDepthwiseChannelsDeclines(const QConv& c) {
   if (c.wShape.size() != 4) return "not a 2-D convolution";
-  if (c.groupOut != 1 || c.groupChannels != 1) return "not one input and one output channel per group";
+  if (c.groupOut != 1 || c.groupChannels != 1)
+    return "not one input and one output channel per group";
   return "";
 }
 

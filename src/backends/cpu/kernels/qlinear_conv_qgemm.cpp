@@ -20,7 +20,8 @@ namespace {
 
 bool isPointwiseGeometry(const ir::ConvGeometry& g) {
   for (size_t d = 0; d < g.kernel.size(); ++d) {
-    if (g.kernel[d] != 1 || g.strides[d] != 1 || g.padsBegin[d] != 0 || g.padsEnd[d] != 0) return false;
+    if (g.kernel[d] != 1 || g.strides[d] != 1 || g.padsBegin[d] != 0 || g.padsEnd[d] != 0)
+      return false;
   }
   return true;
 }
@@ -42,9 +43,11 @@ void copyEvenBytes(const uint8_t* src, int64_t lo, int64_t hi, int64_t available
 // im2col (gemm/im2col.h's layout: row (c, ky, kx), one column per output position) of a 2-D
 // image of bytes with plain loops: each output row of a tap is a copy of part of one input row
 // between padding, without im2col.h's bookkeeping for any rank.
-void im2colBytes2d(const uint8_t* image, int64_t channels, const QConvCall& call, uint8_t pad, uint8_t* col) {
+void im2colBytes2d(const uint8_t* image, int64_t channels, const QConvCall& call, uint8_t pad,
+                   uint8_t* col) {
   const ir::ConvGeometry& g = call.g;
-  const int64_t ih = call.imageShape[0], iw = call.imageShape[1], oh = g.output[0], ow = g.output[1];
+  const int64_t ih = call.imageShape[0], iw = call.imageShape[1], oh = g.output[0],
+                ow = g.output[1];
   const int64_t kh = g.kernel[0], kw = g.kernel[1], sh = g.strides[0], sw = g.strides[1];
   for (int64_t c = 0; c < channels; ++c) {
     const uint8_t* plane = image + c * ih * iw;
@@ -53,7 +56,8 @@ void im2colBytes2d(const uint8_t* image, int64_t channels, const QConvCall& call
         uint8_t* dst = col + ((c * kh + ky) * kw + kx) * oh * ow;
         const int64_t shift = kx * g.dilations[1] - g.padsBegin[1];
         const int64_t lo = std::min(ow, shift >= 0 ? 0 : (-shift + sw - 1) / sw);
-        const int64_t hi = std::clamp<int64_t>(iw - 1 - shift < 0 ? 0 : (iw - 1 - shift) / sw + 1, lo, ow);
+        const int64_t hi =
+            std::clamp<int64_t>(iw - 1 - shift < 0 ? 0 : (iw - 1 - shift) / sw + 1, lo, ow);
         for (int64_t oy = 0; oy < oh; ++oy, dst += ow) {
           const int64_t iy = oy * sh - g.padsBegin[0] + ky * g.dilations[0];
           if (iy < 0 || iy >= ih) {
@@ -93,7 +97,8 @@ uint64_t columnBytes(const QConvGemm& k, int64_t outSize) {
 
 // Workspace: qgemm's, the im2col columns, the per-channel parameters.
 uint64_t workspaceBytes(const QConvGemm& k, int64_t outSize, int threads) {
-  return alignTo64(qgemmWorkspaceBytes(QSide::kLeft, k.w[0].isa(), k.c.groupOut, outSize, k.c.depth, threads)) +
+  return alignTo64(qgemmWorkspaceBytes(QSide::kLeft, k.w[0].isa(), k.c.groupOut, outSize, k.c.depth,
+                                       threads)) +
          columnBytes(k, outSize) + qconvParamBytes(k.c);
 }
 
@@ -103,9 +108,12 @@ void runQConvGemm(const QConvGemm& k, KernelContext& ctx) {
   const ir::ConvGeometry g = qconvGeometry(&ctx, c, ctx.input(static_cast<size_t>(c.s.a)).shape());
   const int64_t outSize = shapeNumel(g.output);
   uint8_t* ws = static_cast<uint8_t*>(ctx.workspace(workspaceBytes(k, outSize, threads)));
-  uint8_t* columns = ws + alignTo64(qgemmWorkspaceBytes(QSide::kLeft, k.w[0].isa(), c.groupOut, outSize, c.depth, threads));
+  uint8_t* columns = ws + alignTo64(qgemmWorkspaceBytes(QSide::kLeft, k.w[0].isa(), c.groupOut,
+                                                        outSize, c.depth, threads));
   QConvCall call;
-  if (!startQConvCall(ctx, c, k.w[0].sourceUnsigned() ? -128 : 0, columns + columnBytes(k, outSize), call)) return;
+  if (!startQConvCall(ctx, c, k.w[0].sourceUnsigned() ? -128 : 0, columns + columnBytes(k, outSize),
+                      call))
+    return;
   const int32_t xZero = c.xSigned ? call.xZero + 128 : call.xZero;
   const int64_t channels = c.groupChannels * c.attrs.group;
   const uint8_t* x = static_cast<const uint8_t*>(call.x->raw());
@@ -127,7 +135,8 @@ void runQConvGemm(const QConvGemm& k, KernelContext& ctx) {
           if (call.imageShape.size() == 2) {
             im2colBytes2d(image + c0 * call.imageSize, c1 - c0, call, pad, dst);
           } else {
-            im2col(image + c0 * call.imageSize, c1 - c0, call.imageShape, call.g.output, call.g, dst, pad);
+            im2col(image + c0 * call.imageSize, c1 - c0, call.imageShape, call.g.output, call.g,
+                   dst, pad);
           }
         });
         p.activations = {columns, 1, outSize, c.xSigned};
@@ -147,8 +156,8 @@ void runQConvGemm(const QConvGemm& k, KernelContext& ctx) {
   }
 }
 
-Kernel makeQConvGemm(const KernelCreateInfo& info, CpuIsa isa, const QProductSignature& s, bool pointwise,
-                     const KernelState* saved) {
+Kernel makeQConvGemm(const KernelCreateInfo& info, CpuIsa isa, const QProductSignature& s,
+                     bool pointwise, const KernelState* saved) {
   auto k = std::make_shared<QConvGemm>();
   k->c = qconvOf(info, s);
   k->pointwise = pointwise;
@@ -156,10 +165,12 @@ Kernel makeQConvGemm(const KernelCreateInfo& info, CpuIsa isa, const QProductSig
   const Tensor& w = *constantInput(info, s.b);
   for (int64_t gi = 0; gi < c.attrs.group; ++gi) {
     if (saved) {
-      k->w.push_back(savedQWeights(info.node, *saved, static_cast<size_t>(gi), QSide::kLeft, isa, c.groupOut, c.depth));
+      k->w.push_back(savedQWeights(info.node, *saved, static_cast<size_t>(gi), QSide::kLeft, isa,
+                                   c.groupOut, c.depth));
     } else {
       const uint8_t* src = static_cast<const uint8_t*>(w.raw()) + gi * c.groupOut * c.depth;
-      k->w.push_back(packQWeights(QSide::kLeft, isa, c.groupOut, c.depth, {src, c.depth, 1, w.dtype() == DataType::kInt8}));
+      k->w.push_back(packQWeights(QSide::kLeft, isa, c.groupOut, c.depth,
+                                  {src, c.depth, 1, w.dtype() == DataType::kInt8}));
     }
   }
   info.keepsOwnCopyOf(static_cast<size_t>(s.b));
@@ -167,7 +178,8 @@ Kernel makeQConvGemm(const KernelCreateInfo& info, CpuIsa isa, const QProductSig
   kernel.run = [k](KernelContext& ctx) { runQConvGemm(*k, ctx); };
   const int input = s.a;
   kernel.workspace = [k, input](const std::vector<const Shape*>& shapes, int threads) -> uint64_t {
-    const Shape* x = static_cast<size_t>(input) < shapes.size() ? shapes[static_cast<size_t>(input)] : nullptr;
+    const Shape* x =
+        static_cast<size_t>(input) < shapes.size() ? shapes[static_cast<size_t>(input)] : nullptr;
     if (!x || x->size() != k->c.wShape.size()) return 0;
     return workspaceBytes(*k, shapeNumel(qconvGeometry(nullptr, k->c, *x).output), threads);
   };
@@ -193,11 +205,13 @@ std::string gemmDeclines(const KernelCreateInfo& info, const QProductSignature& 
   if (!pointwise) return "";
   const QConv c = qconvOf(info, s);
   if (!c.attrs.geometry) return "the spatial sizes are not static";
-  if (!isPointwiseGeometry(*c.attrs.geometry)) return "not a 1x1 convolution with stride 1 and no padding";
+  if (!isPointwiseGeometry(*c.attrs.geometry))
+    return "not a 1x1 convolution with stride 1 and no padding";
   return "";
 }
 
-KernelCandidate gemmCandidate(const std::string& prefix, CpuIsa isa, QSignatureFn signature, bool pointwise) {
+KernelCandidate gemmCandidate(const std::string& prefix, CpuIsa isa, QSignatureFn signature,
+                              bool pointwise) {
   KernelCandidate cand;
   cand.id = qkernelId(prefix + (pointwise ? "_pointwise" : "_im2col"), isa);
   cand.isa = isa;
@@ -207,7 +221,8 @@ KernelCandidate gemmCandidate(const std::string& prefix, CpuIsa isa, QSignatureF
   cand.create = [isa, signature, pointwise](const KernelCreateInfo& info) {
     return makeQConvGemm(info, isa, signature(info.node), pointwise, nullptr);
   };
-  cand.restore = [isa, signature, pointwise](const KernelCreateInfo& info, const KernelState& state) {
+  cand.restore = [isa, signature, pointwise](const KernelCreateInfo& info,
+                                             const KernelState& state) {
     return makeQConvGemm(info, isa, signature(info.node), pointwise, &state);
   };
   return cand;
@@ -215,7 +230,8 @@ KernelCandidate gemmCandidate(const std::string& prefix, CpuIsa isa, QSignatureF
 
 QProductSignature qlinearConvSignature(const ir::Node&) {
   QProductSignature s;
-  s.a = 0, s.aScale = 1, s.aZero = 2, s.b = 3, s.bScale = 4, s.bZero = 5, s.yScale = 6, s.yZero = 7, s.bias = 8;
+  s.a = 0, s.aScale = 1, s.aZero = 2, s.b = 3, s.bScale = 4, s.bZero = 5, s.yScale = 6, s.yZero = 7,
+  s.bias = 8;
   return s;
 }
 
@@ -244,7 +260,8 @@ std::string depthwiseDeclines(const KernelCreateInfo& info, const QProductSignat
   const Tensor& w = *constantInput(info, s.b);
   if (w.rank() < 3) return "W " + w.describe() + " has no spatial dimensions";
   if (w.dim(1) != 1) return "not one input channel per group";
-  if (w.numel() / w.dim(0) > kMaxDepthwiseTaps) return "more than " + std::to_string(kMaxDepthwiseTaps) + " taps";
+  if (w.numel() / w.dim(0) > kMaxDepthwiseTaps)
+    return "more than " + std::to_string(kMaxDepthwiseTaps) + " taps";
   return "";
 }
 
@@ -260,13 +277,19 @@ std::vector<KernelCandidate> qconvCandidates(const std::string& prefix, QSignatu
     const std::string reason = depthwiseDeclines(info, s);
     return reason.empty() ? qconvDepthwiseChannelsDeclines(qconvOf(info, s)) : reason;
   };
-  channels.create = [signature](const KernelCreateInfo& info) { return makeQConvDepthwiseChannels(info, signature(info.node)); };
+  channels.create = [signature](const KernelCreateInfo& info) {
+    return makeQConvDepthwiseChannels(info, signature(info.node));
+  };
   list.push_back(std::move(channels));
   KernelCandidate depthwise;
   depthwise.id = prefix + "_depthwise_avx2";
   depthwise.isa = CpuIsa::kAvx2;
-  depthwise.supports = [signature](const KernelCreateInfo& info) { return depthwiseDeclines(info, signature(info.node)); };
-  depthwise.create = [signature](const KernelCreateInfo& info) { return makeQConvDepthwise(info, signature(info.node)); };
+  depthwise.supports = [signature](const KernelCreateInfo& info) {
+    return depthwiseDeclines(info, signature(info.node));
+  };
+  depthwise.create = [signature](const KernelCreateInfo& info) {
+    return makeQConvDepthwise(info, signature(info.node));
+  };
   list.push_back(std::move(depthwise));
   for (bool pointwise : {true, false}) {
     for (CpuIsa isa : {CpuIsa::kAvx512Vnni, CpuIsa::kAvxVnni, CpuIsa::kAvx2}) {

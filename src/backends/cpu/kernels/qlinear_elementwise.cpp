@@ -1,10 +1,10 @@
 // CPU kernels of kiln::QLinearAdd, kiln::QLinearMul and kiln::QLinearGlobalAveragePool
 // (ir/ops/quantized_elementwise.cpp), also registered for com.microsoft with QLinearSigmoid and
-// QLinearLeakyRelu. Each repeats the arithmetic of the DequantizeLinear, float op and QuantizeLinear
-// it replaces, so it gives the same bytes: operands dequantized to float as DequantizeLinear does,
-// the op in float (the pooling sum in double, which is exact for planes up to 2^20 elements whatever
-// the order, as GlobalAveragePool sums), quantized as QuantizeLinear does. Add and Mul with 8-bit
-// outputs run eight lanes at a time (qlinear_binary_run.h).
+// QLinearLeakyRelu. Each repeats the arithmetic of the DequantizeLinear, float op and
+// QuantizeLinear it replaces, so it gives the same bytes: operands dequantized to float as
+// DequantizeLinear does, the op in float (the pooling sum in double, which is exact for planes up
+// to 2^20 elements whatever the order, as GlobalAveragePool sums), quantized as QuantizeLinear
+// does. Add and Mul with 8-bit outputs run eight lanes at a time (qlinear_binary_run.h).
 #include <array>
 #include <cmath>
 #include <limits>
@@ -29,17 +29,20 @@ void qlinearBinary(KernelContext& ctx) {
       dispatchQuantized(c.dtype(), "C", [&](auto tag) {
         using Q = typename decltype(tag)::type;
         Q* out = c.data<Q>();
-        forEachBroadcastRun<2>(c.shape(), {&a.shape(), &b.shape()}, [&](int64_t o, const auto& at, int64_t n, const auto& step) {
-          if constexpr (sizeof(Q) == 1) {
-            qlinearBinaryRun(kOp, pa + at[0], step[0], qa.inFloat(), pb + at[1], step[1], qb.inFloat(), out + o, n,
-                             qc.inFloat());
-          } else {  // 16- and 32-bit outputs (QuantizeLinear-21 types): element by element
-            for (int64_t j = 0; j < n; ++j) {
-              const float x = qa.dequantize(pa[at[0] + j * step[0]]), y = qb.dequantize(pb[at[1] + j * step[1]]);
-              out[o + j] = qc.quantize<Q>(kOp == QLinearBinaryOp::kMul ? x * y : x + y);
-            }
-          }
-        });
+        forEachBroadcastRun<2>(
+            c.shape(), {&a.shape(), &b.shape()},
+            [&](int64_t o, const auto& at, int64_t n, const auto& step) {
+              if constexpr (sizeof(Q) == 1) {
+                qlinearBinaryRun(kOp, pa + at[0], step[0], qa.inFloat(), pb + at[1], step[1],
+                                 qb.inFloat(), out + o, n, qc.inFloat());
+              } else {  // 16- and 32-bit outputs (QuantizeLinear-21 types): element by element
+                for (int64_t j = 0; j < n; ++j) {
+                  const float x = qa.dequantize(pa[at[0] + j * step[0]]),
+                              y = qb.dequantize(pb[at[1] + j * step[1]]);
+                  out[o + j] = qc.quantize<Q>(kOp == QLinearBinaryOp::kMul ? x * y : x + y);
+                }
+              }
+            });
       });
     });
   });
@@ -47,7 +50,8 @@ void qlinearBinary(KernelContext& ctx) {
 
 void qlinearGlobalAveragePool(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  if (x.rank() < 3) ctx.fail("X must have rank 3 or more, got " + x.describe(), ErrorCode::kInvalidArgument);
+  if (x.rank() < 3)
+    ctx.fail("X must have rank 3 or more, got " + x.describe(), ErrorCode::kInvalidArgument);
   const Quantization qx = quantizationAt(ctx, 1, "x_scale", "x_zero_point");
   const Quantization qy = quantizationAt(ctx, 3, "y_scale", "y_zero_point");
   Tensor& y = ctx.output(0);
@@ -81,7 +85,8 @@ KernelFn qlinearUnary(Fn f) {
         table[static_cast<size_t>(v)] = qy.quantize<Q>(f(qx.dequantize(q)));
       }
       Q* out = y.data<Q>();
-      for (int64_t i = 0; i < x.numel(); ++i) out[i] = table[static_cast<size_t>(px[i] - std::numeric_limits<Q>::lowest())];
+      for (int64_t i = 0; i < x.numel(); ++i)
+        out[i] = table[static_cast<size_t>(px[i] - std::numeric_limits<Q>::lowest())];
     });
   };
 }
@@ -98,9 +103,12 @@ KernelFactory qlinearLeakyRelu() {
 KILN_REGISTER_CPU_KERNEL_DOMAIN("kiln", "QLinearAdd", qlinearBinary<QLinearBinaryOp::kAdd>);
 KILN_REGISTER_CPU_KERNEL_DOMAIN("kiln", "QLinearMul", qlinearBinary<QLinearBinaryOp::kMul>);
 KILN_REGISTER_CPU_KERNEL_DOMAIN("kiln", "QLinearGlobalAveragePool", qlinearGlobalAveragePool);
-KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "QLinearAdd", qlinearBinary<QLinearBinaryOp::kAdd>);
-KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "QLinearMul", qlinearBinary<QLinearBinaryOp::kMul>);
-KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "QLinearGlobalAveragePool", qlinearGlobalAveragePool);
+KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "QLinearAdd",
+                                qlinearBinary<QLinearBinaryOp::kAdd>);
+KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "QLinearMul",
+                                qlinearBinary<QLinearBinaryOp::kMul>);
+KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "QLinearGlobalAveragePool",
+                                qlinearGlobalAveragePool);
 KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "QLinearSigmoid",
                                 qlinearUnary([](float v) { return 1.0f / (1.0f + std::exp(-v)); }));
 KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "QLinearLeakyRelu", qlinearLeakyRelu());

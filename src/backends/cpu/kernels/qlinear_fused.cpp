@@ -23,8 +23,8 @@ struct OutputStage {
   double yScale = 1.0, yZeroPoint = 0.0;
 };
 
-OutputStage outputStage(const KernelContext& ctx, double xScale, const std::vector<double>& wScale, double alpha,
-                        size_t yScaleInput, const Activation& act) {
+OutputStage outputStage(const KernelContext& ctx, double xScale, const std::vector<double>& wScale,
+                        double alpha, size_t yScaleInput, const Activation& act) {
   OutputStage s;
   s.act = act;
   s.quantized = ctx.hasInput(yScaleInput);
@@ -60,8 +60,8 @@ struct ChannelLayout {
 };
 
 // The real values act((sum + bias) * realScale) in float32.
-void realOutput(const int32_t* acc, const int32_t* bias, int64_t n, const ChannelLayout& layout, const OutputStage& s,
-                float* out) {
+void realOutput(const int32_t* acc, const int32_t* bias, int64_t n, const ChannelLayout& layout,
+                const OutputStage& s, float* out) {
   for (int64_t k = 0; k < n; ++k) {
     const size_t c = layout.channelOf(k);
     const double sum = static_cast<double>(acc[k]) + (bias ? bias[c] : 0);
@@ -71,26 +71,32 @@ void realOutput(const int32_t* acc, const int32_t* bias, int64_t n, const Channe
 }
 
 template <typename Q>
-void requantize(const int32_t* acc, const int32_t* bias, int64_t n, const ChannelLayout& layout, const OutputStage& s,
-                Q* out) {
+void requantize(const int32_t* acc, const int32_t* bias, int64_t n, const ChannelLayout& layout,
+                const OutputStage& s, Q* out) {
   const ActivationKind kind = s.act.kind;
-  if (kind == ActivationKind::kNone || kind == ActivationKind::kRelu || kind == ActivationKind::kClip) {
+  if (kind == ActivationKind::kNone || kind == ActivationKind::kRelu ||
+      kind == ActivationKind::kClip) {
     const auto [lo, hi] = activationBounds<Q>(s);
     for (int64_t k = 0; k < n; ++k) {
       const size_t c = layout.channelOf(k);
       const double sum = static_cast<double>(acc[k]) + (bias ? bias[c] : 0);
-      out[k] = std::clamp(roundAndSaturate<Q>(sum * s.multiplier[s.multiplier.size() == 1 ? 0 : c], s.yZeroPoint), lo, hi);
+      out[k] = std::clamp(
+          roundAndSaturate<Q>(sum * s.multiplier[s.multiplier.size() == 1 ? 0 : c], s.yZeroPoint),
+          lo, hi);
     }
     return;
   }
   std::vector<float> real(static_cast<size_t>(n));
   realOutput(acc, bias, n, layout, s, real.data());
-  for (int64_t k = 0; k < n; ++k) out[k] = roundAndSaturate<Q>(real[static_cast<size_t>(k)] / s.yScale, s.yZeroPoint);
+  for (int64_t k = 0; k < n; ++k)
+    out[k] = roundAndSaturate<Q>(real[static_cast<size_t>(k)] / s.yScale, s.yZeroPoint);
 }
 
-void writeOutput(const Tensor& sums, const Tensor* bias, const ChannelLayout& layout, const OutputStage& s, Tensor& y) {
+void writeOutput(const Tensor& sums, const Tensor* bias, const ChannelLayout& layout,
+                 const OutputStage& s, Tensor& y) {
   const int32_t* b = bias ? bias->data<int32_t>() : nullptr;
-  if (!s.quantized) return realOutput(sums.data<int32_t>(), b, y.numel(), layout, s, y.data<float>());
+  if (!s.quantized)
+    return realOutput(sums.data<int32_t>(), b, y.numel(), layout, s, y.data<float>());
   dispatchQuantized(y.dtype(), "quantized output", [&](auto tag) {
     using Q = typename decltype(tag)::type;
     requantize(sums.data<int32_t>(), b, y.numel(), layout, s, y.data<Q>());
@@ -98,12 +104,14 @@ void writeOutput(const Tensor& sums, const Tensor* bias, const ChannelLayout& la
 }
 
 // The int32 bias input: absent, or one value per output channel.
-const Tensor* biasInput(const KernelContext& ctx, size_t input, const char* name, int64_t channels) {
+const Tensor* biasInput(const KernelContext& ctx, size_t input, const char* name,
+                        int64_t channels) {
   if (!ctx.hasInput(input)) return nullptr;
   const Tensor& bias = ctx.input(input);
   if (bias.dtype() != DataType::kInt32 || bias.rank() != 1 || bias.numel() != channels) {
-    ctx.fail(std::string(name) + " (input " + std::to_string(input) + ") must be int32 with one value per output channel (" +
-                 std::to_string(channels) + "), got " + bias.describe(),
+    ctx.fail(std::string(name) + " (input " + std::to_string(input) +
+                 ") must be int32 with one value per output channel (" + std::to_string(channels) +
+                 "), got " + bias.describe(),
              ErrorCode::kInvalidArgument);
   }
   return &bias;
@@ -121,7 +129,8 @@ Kernel makeQConvKernel(const KernelCreateInfo& info) {
     const Tensor* bias = biasInput(ctx, 8, "B", channels);
     Tensor& y = ctx.output(0);
     const Tensor sums = integer.run(ctx, y.shape());
-    const int64_t spatial = y.rank() > 2 ? shapeNumel(Shape(y.shape().begin() + 2, y.shape().end())) : 1;
+    const int64_t spatial =
+        y.rank() > 2 ? shapeNumel(Shape(y.shape().begin() + 2, y.shape().end())) : 1;
     writeOutput(sums, bias, ChannelLayout{spatial, channels}, stage, y);
   };
   return k;
@@ -142,16 +151,18 @@ Kernel makeQGemmKernel(const KernelCreateInfo& info) {
   IntegerStage integer(info, "MatMulInteger", {0, 3, 2, 5});  // A, B, a_zero_point, b_zero_point
   const Activation act = fusedActivationOf(info.node);
   const double alpha = ir::attrFloat(info.node, "alpha", 1.0f);
-  if (ir::attrInt(info.node, "transA", 0) != 0) ir::failNode(info.node, "transA must be 0", ErrorCode::kUnsupportedNode);
+  if (ir::attrInt(info.node, "transA", 0) != 0)
+    ir::failNode(info.node, "transA must be 0", ErrorCode::kUnsupportedNode);
   const bool transB = ir::attrInt(info.node, "transB", 0) != 0;
   const Tensor* b = info.constants.size() > 3 ? info.constants[3] : nullptr;
-  if (!b || b->rank() != 2) ir::failNode(info.node, "B (input 3) must be a 2-D constant", ErrorCode::kUnsupportedNode);
+  if (!b || b->rank() != 2)
+    ir::failNode(info.node, "B (input 3) must be a 2-D constant", ErrorCode::kUnsupportedNode);
   auto bT = std::make_shared<const Tensor>(transB ? transposed8Bit(*b) : Tensor());
   Kernel k;
   k.run = [integer, act, alpha, transB, bT](KernelContext& ctx) {
     const int64_t n = transB ? bT->dim(1) : ctx.input(3).dim(1);
-    const OutputStage stage =
-        outputStage(ctx, qlinearParams(ctx, 1, "a_scale", 1)[0], qlinearParams(ctx, 4, "b_scale", n), alpha, 7, act);
+    const OutputStage stage = outputStage(ctx, qlinearParams(ctx, 1, "a_scale", 1)[0],
+                                          qlinearParams(ctx, 4, "b_scale", n), alpha, 7, act);
     const Tensor* bias = biasInput(ctx, 6, "C", n);
     Tensor& y = ctx.output(0);
     const Tensor sums = transB ? integer.run(ctx, y.shape(), 1, *bT) : integer.run(ctx, y.shape());
@@ -160,7 +171,8 @@ Kernel makeQGemmKernel(const KernelCreateInfo& info) {
   return k;
 }
 
-void addReference(const char* domain, const char* op, const char* id, Kernel (*make)(const KernelCreateInfo&)) {
+void addReference(const char* domain, const char* op, const char* id,
+                  Kernel (*make)(const KernelCreateInfo&)) {
   KernelCandidate c;
   c.id = id;
   c.create = make;

@@ -9,9 +9,13 @@
 namespace kiln::cpu {
 namespace {
 
-bool present(const ir::Node& node, size_t input) { return input < node.inputs.size() && node.inputs[input] != ir::kNoValue; }
+bool present(const ir::Node& node, size_t input) {
+  return input < node.inputs.size() && node.inputs[input] != ir::kNoValue;
+}
 
-int inputOrNone(const ir::Node& node, int input) { return present(node, static_cast<size_t>(input)) ? input : kNoInput; }
+int inputOrNone(const ir::Node& node, int input) {
+  return present(node, static_cast<size_t>(input)) ? input : kNoInput;
+}
 
 // X, x_scale, x_zero_point, W, w_scale, w_zero_point, [y_scale, y_zero_point], [B].
 QProductSignature qconvSignature(const ir::Node& node) {
@@ -42,10 +46,12 @@ const bool kRegistered = [] {
   KernelRegistry& r = KernelRegistry::global();
   for (DataType dtype : {DataType::kUint8, DataType::kInt8}) {  // the activations' type
     const std::string a = qactivationsPrefix(dtype);
-    for (KernelCandidate& c : qconvCandidates(a + "_qconv", qconvSignature)) r.addCandidate("kiln", "QConv", dtype, std::move(c));
+    for (KernelCandidate& c : qconvCandidates(a + "_qconv", qconvSignature))
+      r.addCandidate("kiln", "QConv", dtype, std::move(c));
     for (CpuIsa isa : {CpuIsa::kAvx512Vnni, CpuIsa::kAvxVnni, CpuIsa::kAvx2}) {
       r.addCandidate("kiln", "QGemm", dtype, qmatmulCandidate(a + "_qgemm", isa, qgemmSignature));
-      r.addCandidate("com.microsoft", "QGemm", dtype, qmatmulCandidate(a + "_ms_qgemm", isa, qgemmSignature));
+      r.addCandidate("com.microsoft", "QGemm", dtype,
+                     qmatmulCandidate(a + "_ms_qgemm", isa, qgemmSignature));
     }
   }
   return true;

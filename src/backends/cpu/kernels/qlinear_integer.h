@@ -18,9 +18,11 @@ class IntegerStage {
   /// Runs it on ctx's inputs; returns the int32 result of shape `shape`.
   Tensor run(const KernelContext& ctx, const Shape& shape) const;
   /// run() with `standIn` in place of the integer op's input `pick` (an operand prepared at build).
-  Tensor run(const KernelContext& ctx, const Shape& shape, size_t pick, const Tensor& standIn) const;
+  Tensor run(const KernelContext& ctx, const Shape& shape, size_t pick,
+             const Tensor& standIn) const;
   /// run() with `standIns[k]`, where not null, in place of the integer op's input k.
-  Tensor run(const KernelContext& ctx, const Shape& shape, const std::vector<const Tensor*>& standIns) const;
+  Tensor run(const KernelContext& ctx, const Shape& shape,
+             const std::vector<const Tensor*>& standIns) const;
 
  private:
   KernelFn kernel_;
@@ -29,6 +31,7 @@ class IntegerStage {
 
 /// Values of a scale or zero-point input that holds one value, or `count` values in a 1-D tensor;
 /// fails naming the node and the input (by its ONNX name) otherwise.
-std::vector<double> qlinearParams(const KernelContext& ctx, size_t input, const char* name, int64_t count);
+std::vector<double> qlinearParams(const KernelContext& ctx, size_t input, const char* name,
+                                  int64_t count);
 
 }  // namespace kiln::cpu

@@ -21,7 +21,8 @@ void requantizeProduct(const Tensor& product, const MatMulScales& s, int64_t M, 
   for (int64_t k = 0; k < n; ++k) {
     const size_t row = s.a.size() == 1 ? 0 : static_cast<size_t>((k / N) % M);
     const size_t col = s.b.size() == 1 ? 0 : static_cast<size_t>(k % N);
-    const double multiplier = roundTo<C>(roundTo<C>(roundTo<C>(s.a[row]) * roundTo<C>(s.b[col])) / y);
+    const double multiplier =
+        roundTo<C>(roundTo<C>(roundTo<C>(s.a[row]) * roundTo<C>(s.b[col])) / y);
     out[k] = roundAndSaturate<Q>(requantizeInFloat(acc[k], multiplier), s.yZeroPoint[0]);
   }
 }

@@ -30,7 +30,8 @@ int64_t rowsOf(const Shape& a) {
 // Scratch after qgemm's: N multipliers, a zero point per row, b zero points (N).
 uint64_t workspaceBytes(const QMatMul& m, int64_t rows, int threads) {
   return alignUp(qgemmWorkspaceBytes(QSide::kRight, m.b.isa(), rows, m.N, m.K, threads)) +
-         alignUp(static_cast<uint64_t>(m.N) * 4) + alignUp(static_cast<uint64_t>(std::max<int64_t>(rows, 1)) * 4) +
+         alignUp(static_cast<uint64_t>(m.N) * 4) +
+         alignUp(static_cast<uint64_t>(std::max<int64_t>(rows, 1)) * 4) +
          alignUp(static_cast<uint64_t>(m.N) * 4);
 }
 
@@ -38,8 +39,9 @@ void runQMatMul(const QMatMul& m, KernelContext& ctx) {
   const QProductSignature& s = m.s;
   const Tensor& a = ctx.input(static_cast<size_t>(s.a));
   if (a.rank() < 1 || a.dim(a.rank() - 1) != m.K) {
-    ctx.fail("A " + a.describe() + " must have K = " + std::to_string(m.K) + " columns, as B has rows",
-             ErrorCode::kInvalidArgument);
+    ctx.fail(
+        "A " + a.describe() + " must have K = " + std::to_string(m.K) + " columns, as B has rows",
+        ErrorCode::kInvalidArgument);
   }
   Tensor& y = ctx.output(0);
   if (y.numel() == 0) return;
@@ -48,10 +50,12 @@ void runQMatMul(const QMatMul& m, KernelContext& ctx) {
   const ThreadPool* pool = currentThreadPool();
   const int threads = pool ? pool->size() : 1;
   uint8_t* ws = static_cast<uint8_t*>(ctx.workspace(workspaceBytes(m, rows, threads)));
-  uint8_t* extra = ws + alignUp(qgemmWorkspaceBytes(QSide::kRight, m.b.isa(), rows, m.N, m.K, threads));
+  uint8_t* extra =
+      ws + alignUp(qgemmWorkspaceBytes(QSide::kRight, m.b.isa(), rows, m.N, m.K, threads));
   float* multipliers = reinterpret_cast<float*>(extra);
   int32_t* zeroA = reinterpret_cast<int32_t*>(extra + alignUp(static_cast<uint64_t>(m.N) * 4));
-  int32_t* zeroB = reinterpret_cast<int32_t*>(reinterpret_cast<uint8_t*>(zeroA) + alignUp(static_cast<uint64_t>(rows) * 4));
+  int32_t* zeroB = reinterpret_cast<int32_t*>(reinterpret_cast<uint8_t*>(zeroA) +
+                                              alignUp(static_cast<uint64_t>(rows) * 4));
 
   QGemmProblem p;
   p.M = rows;
@@ -60,11 +64,13 @@ void runQMatMul(const QMatMul& m, KernelContext& ctx) {
   p.weights = &m.b;
   p.activations = {a.raw(), m.K, 1, m.aSigned};
   const int64_t nA = loadZeroPoints(ctx, s.aZero, "a_zero_point", M, m.aSigned ? 128 : 0, zeroA);
-  for (int64_t r = nA > 1 ? rows - 1 : 0; r >= M; --r) zeroA[r] = zeroA[r % M];  // per row of every matrix
+  for (int64_t r = nA > 1 ? rows - 1 : 0; r >= M; --r)
+    zeroA[r] = zeroA[r % M];  // per row of every matrix
   p.zeroLeft = zeroA;
   p.zeroLeftCount = nA > 1 ? rows : 1;
   p.zeroRight = zeroB;
-  p.zeroRightCount = loadZeroPoints(ctx, s.bZero, "b_zero_point", m.N, m.b.sourceUnsigned() ? -128 : 0, zeroB);
+  p.zeroRightCount =
+      loadZeroPoints(ctx, s.bZero, "b_zero_point", m.N, m.b.sourceUnsigned() ? -128 : 0, zeroB);
   p.bias = productBias(ctx, s, m.N);
   p.output = productOutput(ctx, s, y.dtype(), m.N, "a_scale", "b_scale", multipliers);
   p.C = y.raw();
@@ -72,7 +78,8 @@ void runQMatMul(const QMatMul& m, KernelContext& ctx) {
   qgemm(p, ws);
 }
 
-Kernel makeQMatMul(const KernelCreateInfo& info, CpuIsa isa, const QProductSignature& s, const KernelState* saved) {
+Kernel makeQMatMul(const KernelCreateInfo& info, CpuIsa isa, const QProductSignature& s,
+                   const KernelState* saved) {
   auto m = std::make_shared<QMatMul>();
   m->s = s;
   const Tensor& b = *constantInput(info, s.b);  // its shape; a plan's constant may hold no values
@@ -82,7 +89,8 @@ Kernel makeQMatMul(const KernelCreateInfo& info, CpuIsa isa, const QProductSigna
   if (saved) {
     m->b = savedQWeights(info.node, *saved, 0, QSide::kRight, isa, m->N, m->K);
   } else {
-    const QMatrixView view{b.raw(), s.transB ? m->K : 1, s.transB ? 1 : m->N, b.dtype() == DataType::kInt8};
+    const QMatrixView view{b.raw(), s.transB ? m->K : 1, s.transB ? 1 : m->N,
+                           b.dtype() == DataType::kInt8};
     m->b = packQWeights(QSide::kRight, isa, m->N, m->K, view);
   }
   info.keepsOwnCopyOf(static_cast<size_t>(s.b));
@@ -90,7 +98,8 @@ Kernel makeQMatMul(const KernelCreateInfo& info, CpuIsa isa, const QProductSigna
   k.run = [m](KernelContext& ctx) { runQMatMul(*m, ctx); };
   const int input = s.a;
   k.workspace = [m, input](const std::vector<const Shape*>& shapes, int threads) -> uint64_t {
-    const Shape* a = static_cast<size_t>(input) < shapes.size() ? shapes[static_cast<size_t>(input)] : nullptr;
+    const Shape* a =
+        static_cast<size_t>(input) < shapes.size() ? shapes[static_cast<size_t>(input)] : nullptr;
     return a ? workspaceBytes(*m, rowsOf(*a), threads) : 0;
   };
   k.save = [m] { return KernelState{m->b.params(), {blobOf(m->b)}, m}; };
@@ -108,8 +117,10 @@ const bool kRegistered = [] {
   for (DataType dtype : {DataType::kUint8, DataType::kInt8}) {  // A's type
     const std::string a = qactivationsPrefix(dtype);
     for (CpuIsa isa : {CpuIsa::kAvx512Vnni, CpuIsa::kAvxVnni, CpuIsa::kAvx2}) {
-      r.addCandidate("", "QLinearMatMul", dtype, qmatmulCandidate(a + "_qlinearmatmul", isa, qlinearMatMulSignature));
-      r.addCandidate("", "MatMulInteger", dtype, qmatmulCandidate(a + "_matmulinteger", isa, integerProductSignature));
+      r.addCandidate("", "QLinearMatMul", dtype,
+                     qmatmulCandidate(a + "_qlinearmatmul", isa, qlinearMatMulSignature));
+      r.addCandidate("", "MatMulInteger", dtype,
+                     qmatmulCandidate(a + "_matmulinteger", isa, integerProductSignature));
     }
   }
   return true;
@@ -126,7 +137,9 @@ KernelCandidate qmatmulCandidate(const std::string& prefix, CpuIsa isa, QSignatu
     if (s.transA) return "transA is set";
     return qproductDeclines(info, s, 2);
   };
-  c.create = [isa, signature](const KernelCreateInfo& info) { return makeQMatMul(info, isa, signature(info.node), nullptr); };
+  c.create = [isa, signature](const KernelCreateInfo& info) {
+    return makeQMatMul(info, isa, signature(info.node), nullptr);
+  };
   c.restore = [isa, signature](const KernelCreateInfo& info, const KernelState& state) {
     return makeQMatMul(info, isa, signature(info.node), &state);
   };

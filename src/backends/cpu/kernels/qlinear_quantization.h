@@ -13,7 +13,9 @@ struct Quantization {
   double scale = 1.0, zeroPoint = 0.0;
 
   float dequantize(double q) const { return static_cast<float>((q - zeroPoint) * scale); }
-  FloatQuantization inFloat() const { return {static_cast<float>(scale), static_cast<float>(zeroPoint)}; }
+  FloatQuantization inFloat() const {
+    return {static_cast<float>(scale), static_cast<float>(zeroPoint)};
+  }
   template <typename Q>
   Q quantize(float x) const {
     return roundAndSaturate<Q>(roundTo<float>(static_cast<double>(x) / scale), zeroPoint);
@@ -21,8 +23,10 @@ struct Quantization {
 };
 
 /// The quantization whose scale is input `scale` and zero point (omitted: 0) input scale + 1.
-inline Quantization quantizationAt(const KernelContext& ctx, size_t scale, const char* scaleName, const char* zeroPointName) {
-  const double zeroPoint = ctx.hasInput(scale + 1) ? qlinearParams(ctx, scale + 1, zeroPointName, 1)[0] : 0.0;
+inline Quantization quantizationAt(const KernelContext& ctx, size_t scale, const char* scaleName,
+                                   const char* zeroPointName) {
+  const double zeroPoint =
+      ctx.hasInput(scale + 1) ? qlinearParams(ctx, scale + 1, zeroPointName, 1)[0] : 0.0;
   return {roundTo<float>(qlinearParams(ctx, scale, scaleName, 1)[0]), zeroPoint};
 }
 

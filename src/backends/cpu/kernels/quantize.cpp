@@ -7,7 +7,8 @@
 namespace kiln::cpu {
 namespace {
 
-// Calls fn(k, p) for every element k of x (row-major) with p, the index of its scale and zero point.
+// Calls fn(k, p) for every element k of x (row-major) with p, the index of its scale and zero
+// point.
 template <typename Fn>
 void forEachElement(const ir::QuantLayout& layout, int64_t numel, Fn&& fn) {
   if (layout.perTensor) {
@@ -25,7 +26,7 @@ void forEachElement(const ir::QuantLayout& layout, int64_t numel, Fn&& fn) {
 // What the kernels keep of the node: the attributes ir::quantLayout reads (it checks the scale's
 // shape against each run's x), the division precision and float8 saturation.
 struct QuantizeAttrs {
-  ir::Node layout;  // label with axis and block_size
+  ir::Node layout;                            // label with axis and block_size
   DataType precision = DataType::kUndefined;  // QuantizeLinear-23 on; kUndefined: numpy promotion
   bool saturate = true;
 };
@@ -38,8 +39,10 @@ QuantizeAttrs quantizeAttrs(const ir::Node& node) {
   return a;
 }
 
-ir::QuantLayout checkedLayout(const QuantizeAttrs& attrs, const Tensor& x, const Tensor& scale, const Tensor* zeroPoint) {
-  return ir::quantLayout(attrs.layout, x.shape(), scale.shape(), zeroPoint ? &zeroPoint->shape() : nullptr);
+ir::QuantLayout checkedLayout(const QuantizeAttrs& attrs, const Tensor& x, const Tensor& scale,
+                              const Tensor* zeroPoint) {
+  return ir::quantLayout(attrs.layout, x.shape(), scale.shape(),
+                         zeroPoint ? &zeroPoint->shape() : nullptr);
 }
 
 // The type x / y_scale is computed in: the precision attribute (opset 23+), else the type numpy's
@@ -47,7 +50,8 @@ ir::QuantLayout checkedLayout(const QuantizeAttrs& attrs, const Tensor& x, const
 DataType divisionType(const QuantizeAttrs& attrs, DataType x, DataType scale) {
   if (attrs.precision != DataType::kUndefined) return attrs.precision;
   if (x == scale && x != DataType::kInt32) return x;
-  if (x == DataType::kInt32 || scale == DataType::kInt32 || x == DataType::kFloat64 || scale == DataType::kFloat64) {
+  if (x == DataType::kInt32 || scale == DataType::kInt32 || x == DataType::kFloat64 ||
+      scale == DataType::kFloat64) {
     return DataType::kFloat64;
   }
   return DataType::kFloat32;
@@ -57,11 +61,16 @@ DataType divisionType(const QuantizeAttrs& attrs, DataType x, DataType scale) {
 template <typename Fn>
 void dispatchQuantizeInput(DataType type, Fn&& fn) {
   switch (type) {
-    case DataType::kFloat32: return fn(TypeTag<float>{});
-    case DataType::kFloat16: return fn(TypeTag<Half>{});
-    case DataType::kBFloat16: return fn(TypeTag<BFloat16>{});
-    case DataType::kInt32: return fn(TypeTag<int32_t>{});
-    default: throwUnsupportedType(type, "QuantizeLinear input");
+    case DataType::kFloat32:
+      return fn(TypeTag<float>{});
+    case DataType::kFloat16:
+      return fn(TypeTag<Half>{});
+    case DataType::kBFloat16:
+      return fn(TypeTag<BFloat16>{});
+    case DataType::kInt32:
+      return fn(TypeTag<int32_t>{});
+    default:
+      throwUnsupportedType(type, "QuantizeLinear input");
   }
 }
 
@@ -69,15 +78,17 @@ void dispatchQuantizeInput(DataType type, Fn&& fn) {
 // float8 / float4 (rounded to nearest even; float8 overflow per `saturate`). C: division type.
 template <typename C, typename X>
 void quantizeToLowPrecision(const QuantizeAttrs& attrs, const ir::QuantLayout& layout, const X* in,
-                            const std::vector<double>& scales, const std::vector<double>& zeroPoints, bool hasZeroPoint,
-                            Tensor& y) {
+                            const std::vector<double>& scales,
+                            const std::vector<double>& zeroPoints, bool hasZeroPoint, Tensor& y) {
   const DataType q = y.dtype();
   uint8_t* out = y.data<uint8_t>();
   LowPrecisionOptions options;
   options.saturate = attrs.saturate;
   const bool integer = !isFloatingPoint(q);
-  const std::pair<int64_t, int64_t> range = integer ? lowPrecisionIntegerRange(q) : std::pair<int64_t, int64_t>{0, 0};
-  const int64_t lowest = range.first, highest = range.second;  // not bindings: clang 14 cannot capture them
+  const std::pair<int64_t, int64_t> range =
+      integer ? lowPrecisionIntegerRange(q) : std::pair<int64_t, int64_t>{0, 0};
+  const int64_t lowest = range.first,
+                highest = range.second;  // not bindings: clang 14 cannot capture them
   forEachElement(layout, y.numel(), [&](int64_t k, int64_t p) {
     const double scaled = roundTo<C>(roundTo<C>(toDouble(in[k])) / scales[static_cast<size_t>(p)]);
     const double zeroPoint = zeroPoints[hasZeroPoint ? static_cast<size_t>(p) : 0];
@@ -96,29 +107,33 @@ void quantizeLinearKernel(KernelContext& ctx, const QuantizeAttrs& attrs) {
   std::vector<double> scales = valuesAsDouble(&scale, 1.0);
   const std::vector<double> zeroPoints = valuesAsDouble(zeroPoint, 0.0);
   const bool hasZeroPoint = zeroPoint != nullptr;
-  dispatchFloat(divisionType(attrs, x.dtype(), scale.dtype()), "QuantizeLinear precision", [&](auto ctag) {
-    using C = typename decltype(ctag)::type;
-    for (double& s : scales) s = roundTo<C>(s);
-    if (isLowPrecision(y.dtype())) {
-      dispatchQuantizeInput(x.dtype(), [&](auto xtag) {
-        using X = typename decltype(xtag)::type;
-        quantizeToLowPrecision<C>(attrs, layout, x.data<X>(), scales, zeroPoints, hasZeroPoint, y);
-      });
-      return;
-    }
-    dispatchQuantized(y.dtype(), "QuantizeLinear output", [&](auto qtag) {
-      using Q = typename decltype(qtag)::type;
-      Q* out = y.data<Q>();
-      dispatchQuantizeInput(x.dtype(), [&](auto xtag) {
-        using X = typename decltype(xtag)::type;
-        const X* in = x.data<X>();
-        forEachElement(layout, x.numel(), [&](int64_t k, int64_t p) {
-          const double scaled = roundTo<C>(roundTo<C>(toDouble(in[k])) / scales[static_cast<size_t>(p)]);
-          out[k] = roundAndSaturate<Q>(scaled, zeroPoints[hasZeroPoint ? static_cast<size_t>(p) : 0]);
+  dispatchFloat(
+      divisionType(attrs, x.dtype(), scale.dtype()), "QuantizeLinear precision", [&](auto ctag) {
+        using C = typename decltype(ctag)::type;
+        for (double& s : scales) s = roundTo<C>(s);
+        if (isLowPrecision(y.dtype())) {
+          dispatchQuantizeInput(x.dtype(), [&](auto xtag) {
+            using X = typename decltype(xtag)::type;
+            quantizeToLowPrecision<C>(attrs, layout, x.data<X>(), scales, zeroPoints, hasZeroPoint,
+                                      y);
+          });
+          return;
+        }
+        dispatchQuantized(y.dtype(), "QuantizeLinear output", [&](auto qtag) {
+          using Q = typename decltype(qtag)::type;
+          Q* out = y.data<Q>();
+          dispatchQuantizeInput(x.dtype(), [&](auto xtag) {
+            using X = typename decltype(xtag)::type;
+            const X* in = x.data<X>();
+            forEachElement(layout, x.numel(), [&](int64_t k, int64_t p) {
+              const double scaled =
+                  roundTo<C>(roundTo<C>(toDouble(in[k])) / scales[static_cast<size_t>(p)]);
+              out[k] = roundAndSaturate<Q>(scaled,
+                                           zeroPoints[hasZeroPoint ? static_cast<size_t>(p) : 0]);
+            });
+          });
         });
       });
-    });
-  });
 }
 
 // y = (x - x_zero_point) * x_scale, computed in float as the ONNX reference does, then stored in
@@ -138,8 +153,8 @@ void dequantizeLinearKernel(KernelContext& ctx, const QuantizeAttrs& attrs) {
       using Y = typename decltype(ytag)::type;
       Y* out = y.data<Y>();
       forEachElement(layout, x.numel(), [&](int64_t k, int64_t p) {
-        const double shifted =
-            lowPrecisionToFloat(x.dtype(), in[k]) - zeroPoints[hasZeroPoint ? static_cast<size_t>(p) : 0];
+        const double shifted = lowPrecisionToFloat(x.dtype(), in[k]) -
+                               zeroPoints[hasZeroPoint ? static_cast<size_t>(p) : 0];
         out[k] = static_cast<Y>(static_cast<float>(shifted * scales[static_cast<size_t>(p)]));
       });
     });
@@ -152,7 +167,8 @@ void dequantizeLinearKernel(KernelContext& ctx, const QuantizeAttrs& attrs) {
       using Y = typename decltype(ytag)::type;
       Y* out = y.data<Y>();
       forEachElement(layout, x.numel(), [&](int64_t k, int64_t p) {
-        const double shifted = toDouble(in[k]) - zeroPoints[hasZeroPoint ? static_cast<size_t>(p) : 0];
+        const double shifted =
+            toDouble(in[k]) - zeroPoints[hasZeroPoint ? static_cast<size_t>(p) : 0];
         out[k] = static_cast<Y>(static_cast<float>(shifted * scales[static_cast<size_t>(p)]));
       });
     });

@@ -11,7 +11,8 @@ struct DynamicUint8 {
   uint8_t zeroPoint = 0;
 };
 
-/// The parameters DynamicQuantizeLinear (and ONNX Runtime's dynamic quantization) picks for x[0, n).
+/// The parameters DynamicQuantizeLinear (and ONNX Runtime's dynamic quantization) picks for x[0,
+/// n).
 DynamicUint8 chooseDynamicUint8(const float* x, int64_t n);
 /// out[i] = saturate(round_half_even(x[i] / scale) + zero point).
 void quantizeDynamicUint8(const float* x, int64_t n, const DynamicUint8& q, uint8_t* out);

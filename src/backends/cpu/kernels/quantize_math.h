@@ -53,8 +53,9 @@ inline int32_t wrappingAdd(int32_t a, int32_t b) {
 /// roundAndSaturate for a range given at run time (int4, uint4, int2, uint2); NaN gives `lowest`.
 inline int64_t roundAndClamp(double scaled, double zeroPoint, int64_t lowest, int64_t highest) {
   if (std::isnan(scaled)) return lowest;
-  return static_cast<int64_t>(
-      std::clamp(std::nearbyint(scaled) + zeroPoint, static_cast<double>(lowest), static_cast<double>(highest)));
+  return static_cast<int64_t>(std::clamp(std::nearbyint(scaled) + zeroPoint,
+                                         static_cast<double>(lowest),
+                                         static_cast<double>(highest)));
 }
 
 /// Any numeric kiln element (including Half and BFloat16) as double, exactly.
@@ -88,12 +89,18 @@ inline std::vector<double> valuesAsDouble(const Tensor* t, double def) {
 template <typename Fn>
 decltype(auto) dispatchQuantized(DataType type, const char* what, Fn&& fn) {
   switch (type) {
-    case DataType::kInt8: return fn(TypeTag<int8_t>{});
-    case DataType::kUint8: return fn(TypeTag<uint8_t>{});
-    case DataType::kInt16: return fn(TypeTag<int16_t>{});
-    case DataType::kUint16: return fn(TypeTag<uint16_t>{});
-    case DataType::kInt32: return fn(TypeTag<int32_t>{});
-    default: throwUnsupportedType(type, what);
+    case DataType::kInt8:
+      return fn(TypeTag<int8_t>{});
+    case DataType::kUint8:
+      return fn(TypeTag<uint8_t>{});
+    case DataType::kInt16:
+      return fn(TypeTag<int16_t>{});
+    case DataType::kUint16:
+      return fn(TypeTag<uint16_t>{});
+    case DataType::kInt32:
+      return fn(TypeTag<int32_t>{});
+    default:
+      throwUnsupportedType(type, what);
   }
 }
 

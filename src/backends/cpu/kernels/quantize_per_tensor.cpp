@@ -30,10 +30,12 @@ bool isOneValue(const KernelCreateInfo& info, size_t i) {
 
 std::string perTensorDeclines(const KernelCreateInfo& info, bool quantize) {
   const ir::TypeInfo* scale = info.inputTypes.size() > 1 ? info.inputTypes[1] : nullptr;
-  if (!scale || scale->dtype != DataType::kFloat32 || !isOneValue(info, 1)) return "the scale is not one float32";
+  if (!scale || scale->dtype != DataType::kFloat32 || !isOneValue(info, 1))
+    return "the scale is not one float32";
   const ir::TypeInfo* zp = info.inputTypes.size() > 2 ? info.inputTypes[2] : nullptr;
   if (!zp) return "no zero point";
-  if (!isEightBit(zp->dtype) || !isOneValue(info, 2)) return "the zero point is not one uint8 or int8";
+  if (!isEightBit(zp->dtype) || !isOneValue(info, 2))
+    return "the zero point is not one uint8 or int8";
   if (!quantize && !isEightBit(info.inputTypes[0]->dtype)) return "the input is not uint8 or int8";
   if (ir::attrInt(info.node, quantize ? "precision" : "output_dtype", 0) != 0) {
     return quantize ? "a precision attribute" : "an output_dtype attribute";
@@ -46,27 +48,36 @@ int32_t zeroPointOf(const Tensor& zp) {
 }
 
 void checkOneValue(const KernelContext& ctx, const Tensor& t, const char* name) {
-  if (t.numel() != 1) ctx.fail(std::string(name) + " must hold one value, got " + t.describe(), ErrorCode::kInvalidArgument);
+  if (t.numel() != 1)
+    ctx.fail(std::string(name) + " must hold one value, got " + t.describe(),
+             ErrorCode::kInvalidArgument);
 }
 
 template <typename Q>
 void quantizeRange(const float* x, int64_t n, float scale, int32_t zp, Q* y) {
   constexpr bool isSigned = std::is_signed_v<Q>;
-  const float lo = static_cast<float>((isSigned ? -128 : 0) - zp), hi = static_cast<float>((isSigned ? 127 : 255) - zp);
+  const float lo = static_cast<float>((isSigned ? -128 : 0) - zp),
+              hi = static_cast<float>((isSigned ? 127 : 255) - zp);
   const __m256 vs = _mm256_set1_ps(scale), vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
   const __m256i vzp = _mm256_set1_epi32(zp);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
     // max(f, lo) gives lo for NaN (vmaxps returns its second operand then).
-    const __m256 f = _mm256_min_ps(_mm256_max_ps(_mm256_div_ps(_mm256_loadu_ps(x + i), vs), vlo), vhi);
+    const __m256 f =
+        _mm256_min_ps(_mm256_max_ps(_mm256_div_ps(_mm256_loadu_ps(x + i), vs), vlo), vhi);
     const __m256i q = _mm256_add_epi32(_mm256_cvtps_epi32(f), vzp);
-    const __m128i words = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
-    const __m128i bytes = _mm_packus_epi16(_mm_and_si128(words, _mm_set1_epi16(0xff)), _mm_setzero_si128());
+    const __m128i words =
+        _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+    const __m128i bytes =
+        _mm_packus_epi16(_mm_and_si128(words, _mm_set1_epi16(0xff)), _mm_setzero_si128());
     _mm_storel_epi64(reinterpret_cast<__m128i*>(y + i), bytes);
   }
   for (; i < n; ++i) {
     const float f = x[i] / scale;
-    y[i] = static_cast<Q>((std::isnan(f) ? static_cast<int32_t>(lo) : static_cast<int32_t>(std::nearbyint(std::clamp(f, lo, hi)))) + zp);
+    y[i] = static_cast<Q>((std::isnan(f)
+                               ? static_cast<int32_t>(lo)
+                               : static_cast<int32_t>(std::nearbyint(std::clamp(f, lo, hi)))) +
+                          zp);
   }
 }
 
@@ -96,7 +107,8 @@ void dequantizeRange(const Q* x, int64_t n, float scale, int32_t zp, float* y) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(x + i));
-    const __m256i v = std::is_signed_v<Q> ? _mm256_cvtepi8_epi32(bytes) : _mm256_cvtepu8_epi32(bytes);
+    const __m256i v =
+        std::is_signed_v<Q> ? _mm256_cvtepi8_epi32(bytes) : _mm256_cvtepu8_epi32(bytes);
     _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(v, vzp)), vs));
   }
   for (; i < n; ++i) y[i] = static_cast<float>(static_cast<int32_t>(x[i]) - zp) * scale;
@@ -130,7 +142,8 @@ const bool kRegistered = [] {
   r.addCandidate("", "QuantizeLinear", DataType::kFloat32, std::move(q));
   for (DataType dtype : {DataType::kUint8, DataType::kInt8}) {
     KernelCandidate d;
-    d.id = std::string(dtype == DataType::kUint8 ? "u8" : "s8") + "_dequantize_linear_per_tensor_avx2";
+    d.id =
+        std::string(dtype == DataType::kUint8 ? "u8" : "s8") + "_dequantize_linear_per_tensor_avx2";
     d.supports = [](const KernelCreateInfo& info) { return perTensorDeclines(info, false); };
     d.create = [](const KernelCreateInfo&) { return Kernel{dequantizeKernel, {}, {}}; };
     r.addCandidate("", "DequantizeLinear", dtype, std::move(d));

@@ -1,7 +1,7 @@
 // CPU kernel of CumSum: running sums along one axis, optionally exclusive and/or reversed.
 #include "backends/cpu/kernels/elementwise_util.h"
-#include "backends/cpu/kernels/reduce_runs.h"
 #include "backends/cpu/kernels/node_label.h"
+#include "backends/cpu/kernels/reduce_runs.h"
 #include "backends/cpu/kernels/run_checks.h"
 
 namespace kiln::cpu {
@@ -11,7 +11,8 @@ void cumSumKernel(KernelContext& ctx, const CumulativeAttrs& attrs) {
   const Tensor& x = ctx.input(0);
   const std::vector<int64_t> axisValue = ctx.input(1).toInt64Vector();
   if (axisValue.size() != 1) ctx.fail("axis must hold one value");
-  const auto axis = static_cast<size_t>(normalizeAxis(ctx, axisValue[0], static_cast<int64_t>(x.rank())));
+  const auto axis =
+      static_cast<size_t>(normalizeAxis(ctx, axisValue[0], static_cast<int64_t>(x.rank())));
   const bool exclusive = attrs.exclusive, reverse = attrs.reverse;
   const AxisBlocks b = x.rank() == 0 ? AxisBlocks{} : axisBlocks(x.shape(), axis);
   Tensor& y = ctx.output(0);

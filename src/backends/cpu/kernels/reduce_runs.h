@@ -24,9 +24,10 @@ inline CumulativeAttrs cumulativeAttrs(const ir::Node& node) {
 template <typename T>
 using ReduceAccType = std::conditional_t<
     std::is_same_v<T, Half> || std::is_same_v<T, BFloat16> || std::is_same_v<T, float>, float,
-    std::conditional_t<std::is_same_v<T, double>, double,
-                       std::conditional_t<std::is_same_v<T, bool>, uint8_t,
-                                          std::conditional_t<std::is_signed_v<T>, int64_t, uint64_t>>>>;
+    std::conditional_t<
+        std::is_same_v<T, double>, double,
+        std::conditional_t<std::is_same_v<T, bool>, uint8_t,
+                           std::conditional_t<std::is_signed_v<T>, int64_t, uint64_t>>>>;
 
 /// A tensor seen as [outer, extent, inner] around one axis.
 struct AxisBlocks {
@@ -38,9 +39,12 @@ struct AxisBlocks {
 inline AxisBlocks axisBlocks(const Shape& shape, size_t axis) {
   AxisBlocks b;
   for (size_t d = 0; d < shape.size(); ++d) {
-    if (d < axis) b.outer *= shape[d];
-    else if (d == axis) b.extent = shape[d];
-    else b.inner *= shape[d];
+    if (d < axis)
+      b.outer *= shape[d];
+    else if (d == axis)
+      b.extent = shape[d];
+    else
+      b.inner *= shape[d];
   }
   return b;
 }
@@ -65,10 +69,10 @@ void forEachReductionRun(const Shape& inShape, const std::vector<bool>& reduced,
       lastKind = kind;
     }
   }
-  forEachBroadcastRun<1>(merged, {&mergedOut},
-                         [&](int64_t in, const std::array<int64_t, 1>& out, int64_t n, const std::array<int64_t, 1>& step) {
-                           fn(in, out[0], n, step[0] == 0);
-                         });
+  forEachBroadcastRun<1>(
+      merged, {&mergedOut},
+      [&](int64_t in, const std::array<int64_t, 1>& out, int64_t n,
+          const std::array<int64_t, 1>& step) { fn(in, out[0], n, step[0] == 0); });
 }
 
 }  // namespace kiln::cpu

@@ -19,7 +19,8 @@ namespace {
 
 using namespace resize;
 
-/// Geometry of one pass: the tensor viewed as [outer, inLen, inner], resized to [outer, outLen, inner].
+/// Geometry of one pass: the tensor viewed as [outer, inLen, inner], resized to [outer, outLen,
+/// inner].
 struct Pass {
   int64_t outer, inLen, outLen, inner;
 };
@@ -49,7 +50,8 @@ void nearestPass(const T* src, T* dst, const Pass& g, const AxisPlan& plan, T ex
 /// One row of a last-axis pass: each output is a short dot product of gathered inputs.
 /// kTaps > 0 fixes the tap count at compile time (linear 2, cubic 4) so the loop unrolls.
 template <int64_t kTaps, typename Acc>
-void gatherRow(const Acc* s, Acc* d, int64_t outLen, int64_t taps, const int64_t* index, const Acc* w) {
+void gatherRow(const Acc* s, Acc* d, int64_t outLen, int64_t taps, const int64_t* index,
+               const Acc* w) {
   const int64_t n = kTaps > 0 ? kTaps : taps;
   for (int64_t y = 0; y < outLen; ++y, index += n, w += n) {
     Acc acc = 0;
@@ -59,11 +61,13 @@ void gatherRow(const Acc* s, Acc* d, int64_t outLen, int64_t taps, const int64_t
 }
 
 template <typename Acc>
-void interpolatePass(const Acc* src, Acc* dst, const Pass& g, const AxisPlan& plan, Acc extrapolation) {
+void interpolatePass(const Acc* src, Acc* dst, const Pass& g, const AxisPlan& plan,
+                     Acc extrapolation) {
   std::vector<Acc> weights(plan.weight.begin(), plan.weight.end());
   const int64_t taps = plan.taps;
   auto extrapolated = [&](int64_t y) {
-    return static_cast<size_t>(y) < plan.extrapolate.size() && plan.extrapolate[static_cast<size_t>(y)];
+    return static_cast<size_t>(y) < plan.extrapolate.size() &&
+           plan.extrapolate[static_cast<size_t>(y)];
   };
   if (g.inner == 1) {  // resizing the last axis: threads take contiguous ranges of rows
     auto row = taps == 2 ? gatherRow<2, Acc> : taps == 4 ? gatherRow<4, Acc> : gatherRow<0, Acc>;
@@ -101,11 +105,11 @@ void interpolatePass(const Acc* src, Acc* dst, const Pass& g, const AxisPlan& pl
   });
 }
 
-/// Resizes src (shape `shape`) through every non-identity axis; passFn(src, dst, pass, plan) does one axis.
-/// Writes the last pass into `out`; returns false if no axis needed resizing.
+/// Resizes src (shape `shape`) through every non-identity axis; passFn(src, dst, pass, plan) does
+/// one axis. Writes the last pass into `out`; returns false if no axis needed resizing.
 template <typename V, typename PassFn>
-bool resizeAxes(const V* src, V* out, Shape shape, const std::vector<AxisParams>& params, const ResizeAttrs& attrs,
-                PassFn passFn) {
+bool resizeAxes(const V* src, V* out, Shape shape, const std::vector<AxisParams>& params,
+                const ResizeAttrs& attrs, PassFn passFn) {
   std::vector<size_t> active;
   for (size_t a = 0; a < params.size(); ++a) {
     if (!params[a].isIdentity()) active.push_back(a);
@@ -131,17 +135,21 @@ bool resizeAxes(const V* src, V* out, Shape shape, const std::vector<AxisParams>
 }
 
 template <typename T>
-using AccumulatorType = std::conditional_t<std::is_same_v<T, double> || std::is_same_v<T, int32_t> || std::is_same_v<T, int64_t> ||
-                                               std::is_same_v<T, uint32_t> || std::is_same_v<T, uint64_t>,
-                                           double, float>;
+using AccumulatorType =
+    std::conditional_t<std::is_same_v<T, double> || std::is_same_v<T, int32_t> ||
+                           std::is_same_v<T, int64_t> || std::is_same_v<T, uint32_t> ||
+                           std::is_same_v<T, uint64_t>,
+                       double, float>;
 
 /// Converts an accumulated value back to T; integers round half to even and saturate.
 template <typename T, typename Acc>
 T fromAccumulator(Acc v) {
   if constexpr (std::is_integral_v<T>) {
     double r = std::nearbyint(static_cast<double>(v));
-    if (!(r >= static_cast<double>(std::numeric_limits<T>::lowest()))) return std::numeric_limits<T>::lowest();
-    if (r >= static_cast<double>(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
+    if (!(r >= static_cast<double>(std::numeric_limits<T>::lowest())))
+      return std::numeric_limits<T>::lowest();
+    if (r >= static_cast<double>(std::numeric_limits<T>::max()))
+      return std::numeric_limits<T>::max();
     return static_cast<T>(r);
   } else {
     return static_cast<T>(v);
@@ -149,15 +157,17 @@ T fromAccumulator(Acc v) {
 }
 
 template <typename T>
-void resizeTyped(const Tensor& x, Tensor& y, const std::vector<AxisParams>& params, const ResizeAttrs& attrs) {
+void resizeTyped(const Tensor& x, Tensor& y, const std::vector<AxisParams>& params,
+                 const ResizeAttrs& attrs) {
   const T* src = x.data<T>();
   T* out = y.data<T>();
   bool resized = false;
   if (attrs.mode == Mode::kNearest) {
     T extrapolation = fromAccumulator<T>(attrs.extrapolation);
-    resized = resizeAxes<T>(src, out, x.shape(), params, attrs, [&](const T* s, T* d, const Pass& g, const AxisPlan& p) {
-      nearestPass(s, d, g, p, extrapolation);
-    });
+    resized = resizeAxes<T>(src, out, x.shape(), params, attrs,
+                            [&](const T* s, T* d, const Pass& g, const AxisPlan& p) {
+                              nearestPass(s, d, g, p, extrapolation);
+                            });
   } else {
     using Acc = AccumulatorType<T>;
     auto pass = [&](const Acc* s, Acc* d, const Pass& g, const AxisPlan& p) {
@@ -185,7 +195,8 @@ std::vector<double> readDoubles(const Tensor& t) {
 }
 
 /// Scale, roi and sizes of every axis for this call; the output sizes come from shape inference.
-std::vector<AxisParams> axisParams(KernelContext& ctx, const ResizeAttrs& attrs, const Shape& in, const Shape& out) {
+std::vector<AxisParams> axisParams(KernelContext& ctx, const ResizeAttrs& attrs, const Shape& in,
+                                   const Shape& out) {
   const int64_t rank = static_cast<int64_t>(in.size());
   std::vector<int64_t> axes;
   if (attrs.hasAxesAttr) {
@@ -197,16 +208,20 @@ std::vector<AxisParams> axisParams(KernelContext& ctx, const ResizeAttrs& attrs,
   for (size_t i = 0; i < in.size(); ++i) {
     params[i].inLen = in[i];
     params[i].outLen = out[i];
-    if (in[i] == 0 && out[i] > 0) ctx.fail("cannot resize an empty axis " + std::to_string(i) + " to " + std::to_string(out[i]));
+    if (in[i] == 0 && out[i] > 0)
+      ctx.fail("cannot resize an empty axis " + std::to_string(i) + " to " +
+               std::to_string(out[i]));
   }
   bool useSizes = attrs.hasRoiAndSizes && ctx.hasInput(3) && ctx.input(3).numel() > 0;
   if (useSizes) {
     std::vector<int64_t> sizes = ctx.input(3).toInt64Vector();
     std::vector<double> ratios;
-    for (size_t i = 0; i < axes.size(); ++i) ratios.push_back(static_cast<double>(sizes[i]) / static_cast<double>(in[axes[i]]));
+    for (size_t i = 0; i < axes.size(); ++i)
+      ratios.push_back(static_cast<double>(sizes[i]) / static_cast<double>(in[axes[i]]));
     if (attrs.aspectPolicy != "stretch") {
-      double shared = attrs.aspectPolicy == "not_larger" ? *std::min_element(ratios.begin(), ratios.end())
-                                                         : *std::max_element(ratios.begin(), ratios.end());
+      double shared = attrs.aspectPolicy == "not_larger"
+                          ? *std::min_element(ratios.begin(), ratios.end())
+                          : *std::max_element(ratios.begin(), ratios.end());
       std::fill(ratios.begin(), ratios.end(), shared);
     }
     for (size_t i = 0; i < axes.size(); ++i) params[axes[i]].scale = ratios[i];
@@ -221,7 +236,8 @@ std::vector<AxisParams> axisParams(KernelContext& ctx, const ResizeAttrs& attrs,
   }
   if (attrs.transform == Transform::kTfCropAndResize) {
     if (!ctx.hasInput(1) || ctx.input(1).numel() != static_cast<int64_t>(2 * axes.size())) {
-      ctx.fail("tf_crop_and_resize needs a 'roi' input with " + std::to_string(2 * axes.size()) + " values");
+      ctx.fail("tf_crop_and_resize needs a 'roi' input with " + std::to_string(2 * axes.size()) +
+               " values");
     }
     std::vector<double> roi = readDoubles(ctx.input(1));
     for (size_t i = 0; i < axes.size(); ++i) {

@@ -25,7 +25,8 @@ Transform parseTransform(const ir::Node& node) {
   if (name == "asymmetric") return Transform::kAsymmetric;
   if (name == "tf_crop_and_resize") return Transform::kTfCropAndResize;
   if (name == "tf_half_pixel_for_nn") return Transform::kTfHalfPixelForNn;
-  ir::failNode(node, "unsupported coordinate_transformation_mode '" + name + "'", ErrorCode::kUnsupportedNode);
+  ir::failNode(node, "unsupported coordinate_transformation_mode '" + name + "'",
+               ErrorCode::kUnsupportedNode);
 }
 
 Rounding parseRounding(const ir::Node& node) {
@@ -74,16 +75,21 @@ double sourceCoordinate(const ResizeAttrs& a, const AxisParams& p, int64_t y) {
   double outWidth = p.scale * in;  // not rounded: the reference maps through the exact scale
   double yd = static_cast<double>(y);
   switch (a.transform) {
-    case Transform::kHalfPixel: return (yd + 0.5) / p.scale - 0.5;
+    case Transform::kHalfPixel:
+      return (yd + 0.5) / p.scale - 0.5;
     case Transform::kHalfPixelSymmetric: {
       double adjustment = static_cast<double>(p.outLen) / outWidth;
       double offset = in / 2 * (1 - adjustment);
       return offset + (yd + 0.5) / p.scale - 0.5;
     }
-    case Transform::kPytorchHalfPixel: return outWidth == 1 ? -0.5 : (yd + 0.5) / p.scale - 0.5;
-    case Transform::kAlignCorners: return outWidth == 1 ? 0.0 : yd * (in - 1) / (outWidth - 1);
-    case Transform::kAsymmetric: return yd / p.scale;
-    case Transform::kTfHalfPixelForNn: return (yd + 0.5) / p.scale;
+    case Transform::kPytorchHalfPixel:
+      return outWidth == 1 ? -0.5 : (yd + 0.5) / p.scale - 0.5;
+    case Transform::kAlignCorners:
+      return outWidth == 1 ? 0.0 : yd * (in - 1) / (outWidth - 1);
+    case Transform::kAsymmetric:
+      return yd / p.scale;
+    case Transform::kTfHalfPixelForNn:
+      return (yd + 0.5) / p.scale;
     case Transform::kTfCropAndResize: {
       double span = (p.roiEnd - p.roiStart) * (in - 1);
       double x = outWidth == 1 ? span / 2 : yd * span / (outWidth - 1);
@@ -100,11 +106,16 @@ int64_t clampIndex(double i, int64_t len) {
 double nearestIndex(Rounding rounding, double x, double scale) {
   double fl = std::floor(x);
   switch (rounding) {
-    case Rounding::kRoundPreferFloor: return x - fl <= 0.5 ? fl : fl + 1;
-    case Rounding::kRoundPreferCeil: return x - fl < 0.5 ? fl : fl + 1;
-    case Rounding::kFloor: return fl;
-    case Rounding::kCeil: return std::ceil(x);
-    case Rounding::kSimple: return scale < 1 ? std::ceil(x) : std::trunc(x);
+    case Rounding::kRoundPreferFloor:
+      return x - fl <= 0.5 ? fl : fl + 1;
+    case Rounding::kRoundPreferCeil:
+      return x - fl < 0.5 ? fl : fl + 1;
+    case Rounding::kFloor:
+      return fl;
+    case Rounding::kCeil:
+      return std::ceil(x);
+    case Rounding::kSimple:
+      return scale < 1 ? std::ceil(x) : std::trunc(x);
   }
   return fl;
 }
@@ -129,11 +140,13 @@ AxisPlan planAxis(const ResizeAttrs& a, const AxisParams& p) {
     for (int64_t y = 0; y < p.outLen; ++y) {
       double x = sourceCoordinate(a, p, y);
       if (extrapolates && (x < 0 || x > in - 1)) plan.extrapolate[static_cast<size_t>(y)] = 1;
-      plan.index[static_cast<size_t>(y)] = clampIndex(nearestIndex(a.rounding, x, p.scale), p.inLen);
+      plan.index[static_cast<size_t>(y)] =
+          clampIndex(nearestIndex(a.rounding, x, p.scale), p.inLen);
     }
     return plan;
   }
-  // The filter spans `support` input pixels each side; antialiasing stretches it by 1/scale when downsampling.
+  // The filter spans `support` input pixels each side; antialiasing stretches it by 1/scale when
+  // downsampling.
   double support = a.mode == Mode::kLinear ? 1.0 : 2.0;
   double filterScale = a.antialias ? std::min(p.scale, 1.0) : 1.0;
   int64_t first = static_cast<int64_t>(std::floor(-support / filterScale)) + 1;
@@ -144,8 +157,10 @@ AxisPlan planAxis(const ResizeAttrs& a, const AxisParams& p) {
   for (int64_t y = 0; y < p.outLen; ++y) {
     double x = sourceCoordinate(a, p, y);
     if (extrapolates && (x < 0 || x > in - 1)) plan.extrapolate[static_cast<size_t>(y)] = 1;
-    // Far outside the input every tap clamps to the edge; bounding x keeps the int conversion defined.
-    x = std::clamp(x, -in - static_cast<double>(plan.taps), 2 * in + static_cast<double>(plan.taps));
+    // Far outside the input every tap clamps to the edge; bounding x keeps the int conversion
+    // defined.
+    x = std::clamp(x, -in - static_cast<double>(plan.taps),
+                   2 * in + static_cast<double>(plan.taps));
     double base = std::floor(x);
     int64_t* index = &plan.index[static_cast<size_t>(y * plan.taps)];
     double* weight = &plan.weight[static_cast<size_t>(y * plan.taps)];

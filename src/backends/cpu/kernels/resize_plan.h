@@ -11,7 +11,15 @@
 namespace kiln::cpu::resize {
 
 enum class Mode { kNearest, kLinear, kCubic };
-enum class Transform { kHalfPixel, kHalfPixelSymmetric, kPytorchHalfPixel, kAlignCorners, kAsymmetric, kTfCropAndResize, kTfHalfPixelForNn };
+enum class Transform {
+  kHalfPixel,
+  kHalfPixelSymmetric,
+  kPytorchHalfPixel,
+  kAlignCorners,
+  kAsymmetric,
+  kTfCropAndResize,
+  kTfHalfPixelForNn
+};
 // kSimple is Upsample's and Resize-10's rule: ceil when downsampling, truncate when upsampling.
 enum class Rounding { kRoundPreferFloor, kRoundPreferCeil, kFloor, kCeil, kSimple };
 
@@ -26,8 +34,8 @@ struct ResizeAttrs {
   std::string aspectPolicy = "stretch";
   bool hasAxesAttr = false;
   std::vector<int64_t> axesAttr;
-  bool hasRoiAndSizes = false;   // Resize-11+: inputs X, roi, scales, sizes
-  bool scalesFromAttr = false;   // Upsample-7: scales is an attribute
+  bool hasRoiAndSizes = false;  // Resize-11+: inputs X, roi, scales, sizes
+  bool scalesFromAttr = false;  // Upsample-7: scales is an attribute
   std::vector<float> scalesAttr;
 };
 

@@ -48,16 +48,20 @@ RecurrentAttrs parseRecurrentAttrs(const ir::Node& node, const std::vector<std::
     a.clip = ir::attrFloat(node, "clip");
     if (!(a.clip > 0)) ir::failNode(node, "attribute 'clip' must be positive");
   }
-  std::vector<std::string> names = ir::hasAttr(node, "activations") ? ir::attrStrings(node, "activations") : std::vector<std::string>{};
+  std::vector<std::string> names = ir::hasAttr(node, "activations")
+                                       ? ir::attrStrings(node, "activations")
+                                       : std::vector<std::string>{};
   const size_t perDirection = defaults.size();
   const size_t total = perDirection * static_cast<size_t>(a.directions);
   if (names.empty()) {
-    for (int64_t d = 0; d < a.directions; ++d) names.insert(names.end(), defaults.begin(), defaults.end());
+    for (int64_t d = 0; d < a.directions; ++d)
+      names.insert(names.end(), defaults.begin(), defaults.end());
   } else if (names.size() == perDirection && a.directions == 2) {
     names.insert(names.end(), names.begin(), names.end());  // one list for both directions
   }
   if (names.size() != total) {
-    ir::failNode(node, "attribute 'activations' has " + std::to_string(names.size()) + " functions, expected " + std::to_string(total));
+    ir::failNode(node, "attribute 'activations' has " + std::to_string(names.size()) +
+                           " functions, expected " + std::to_string(total));
   }
   // activation_alpha/beta are consumed in order by the functions that take them.
   std::vector<float> alphas = ir::attrFloats(node, "activation_alpha", {});
@@ -85,8 +89,11 @@ RecurrentDims recurrentDims(KernelContext& ctx, const RecurrentAttrs& attrs, int
   dims.hidden = r[2];
   Shape w = {dims.directions, gates * dims.hidden, dims.input};
   Shape rExpected = {dims.directions, gates * dims.hidden, dims.hidden};
-  if (ctx.input(1).shape() != w) ctx.fail("W has shape " + shapeToString(ctx.input(1).shape()) + ", expected " + shapeToString(w));
-  if (r != rExpected) ctx.fail("R has shape " + shapeToString(r) + ", expected " + shapeToString(rExpected));
+  if (ctx.input(1).shape() != w)
+    ctx.fail("W has shape " + shapeToString(ctx.input(1).shape()) + ", expected " +
+             shapeToString(w));
+  if (r != rExpected)
+    ctx.fail("R has shape " + shapeToString(r) + ", expected " + shapeToString(rExpected));
   return dims;
 }
 
@@ -95,12 +102,14 @@ std::vector<int64_t> sequenceLengths(KernelContext& ctx, const RecurrentDims& di
   if (!ctx.hasInput(4)) return lengths;
   const Tensor& t = ctx.input(4);
   if (t.numel() != dims.batch) {
-    ctx.fail("sequence_lens has " + std::to_string(t.numel()) + " values, expected batch size " + std::to_string(dims.batch));
+    ctx.fail("sequence_lens has " + std::to_string(t.numel()) + " values, expected batch size " +
+             std::to_string(dims.batch));
   }
   for (int64_t b = 0; b < dims.batch; ++b) {
     int64_t len = t.intAt(b);
     if (len < 0 || len > dims.seq) {
-      ctx.fail("sequence_lens[" + std::to_string(b) + "] = " + std::to_string(len) + " is outside [0, " + std::to_string(dims.seq) + "]");
+      ctx.fail("sequence_lens[" + std::to_string(b) + "] = " + std::to_string(len) +
+               " is outside [0, " + std::to_string(dims.seq) + "]");
     }
     lengths[static_cast<size_t>(b)] = len;
   }

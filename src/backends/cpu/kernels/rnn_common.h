@@ -13,7 +13,19 @@
 
 namespace kiln::cpu::rnn {
 
-enum class ActivationKind { kRelu, kTanh, kSigmoid, kAffine, kLeakyRelu, kThresholdedRelu, kScaledTanh, kHardSigmoid, kElu, kSoftsign, kSoftplus };
+enum class ActivationKind {
+  kRelu,
+  kTanh,
+  kSigmoid,
+  kAffine,
+  kLeakyRelu,
+  kThresholdedRelu,
+  kScaledTanh,
+  kHardSigmoid,
+  kElu,
+  kSoftsign,
+  kSoftplus
+};
 
 struct Activation {
   ActivationKind kind = ActivationKind::kTanh;
@@ -29,7 +41,8 @@ struct RecurrentAttrs {
   std::vector<Activation> activations;  // perDirection functions for each direction, forward first
 };
 
-/// Reads direction, layout, clip and activations; `defaults` are the op's functions for one direction.
+/// Reads direction, layout, clip and activations; `defaults` are the op's functions for one
+/// direction.
 RecurrentAttrs parseRecurrentAttrs(const ir::Node& node, const std::vector<std::string>& defaults);
 
 /// Applies an activation to n values in place.
@@ -37,19 +50,39 @@ template <typename Acc>
 void activate(const Activation& a, Acc* v, int64_t n) {
   const Acc alpha = a.alpha, beta = a.beta;
   switch (a.kind) {
-    case ActivationKind::kRelu: for (int64_t i = 0; i < n; ++i) v[i] = v[i] > 0 ? v[i] : Acc(0); break;
-    case ActivationKind::kTanh: for (int64_t i = 0; i < n; ++i) v[i] = std::tanh(v[i]); break;
-    case ActivationKind::kSigmoid: for (int64_t i = 0; i < n; ++i) v[i] = Acc(1) / (Acc(1) + std::exp(-v[i])); break;
-    case ActivationKind::kAffine: for (int64_t i = 0; i < n; ++i) v[i] = alpha * v[i] + beta; break;
-    case ActivationKind::kLeakyRelu: for (int64_t i = 0; i < n; ++i) v[i] = v[i] >= 0 ? v[i] : alpha * v[i]; break;
-    case ActivationKind::kThresholdedRelu: for (int64_t i = 0; i < n; ++i) v[i] = v[i] > alpha ? v[i] : Acc(0); break;
-    case ActivationKind::kScaledTanh: for (int64_t i = 0; i < n; ++i) v[i] = alpha * std::tanh(beta * v[i]); break;
+    case ActivationKind::kRelu:
+      for (int64_t i = 0; i < n; ++i) v[i] = v[i] > 0 ? v[i] : Acc(0);
+      break;
+    case ActivationKind::kTanh:
+      for (int64_t i = 0; i < n; ++i) v[i] = std::tanh(v[i]);
+      break;
+    case ActivationKind::kSigmoid:
+      for (int64_t i = 0; i < n; ++i) v[i] = Acc(1) / (Acc(1) + std::exp(-v[i]));
+      break;
+    case ActivationKind::kAffine:
+      for (int64_t i = 0; i < n; ++i) v[i] = alpha * v[i] + beta;
+      break;
+    case ActivationKind::kLeakyRelu:
+      for (int64_t i = 0; i < n; ++i) v[i] = v[i] >= 0 ? v[i] : alpha * v[i];
+      break;
+    case ActivationKind::kThresholdedRelu:
+      for (int64_t i = 0; i < n; ++i) v[i] = v[i] > alpha ? v[i] : Acc(0);
+      break;
+    case ActivationKind::kScaledTanh:
+      for (int64_t i = 0; i < n; ++i) v[i] = alpha * std::tanh(beta * v[i]);
+      break;
     case ActivationKind::kHardSigmoid:
       for (int64_t i = 0; i < n; ++i) v[i] = std::clamp(alpha * v[i] + beta, Acc(0), Acc(1));
       break;
-    case ActivationKind::kElu: for (int64_t i = 0; i < n; ++i) v[i] = v[i] >= 0 ? v[i] : alpha * (std::exp(v[i]) - Acc(1)); break;
-    case ActivationKind::kSoftsign: for (int64_t i = 0; i < n; ++i) v[i] = v[i] / (Acc(1) + std::fabs(v[i])); break;
-    case ActivationKind::kSoftplus: for (int64_t i = 0; i < n; ++i) v[i] = std::log1p(std::exp(v[i])); break;
+    case ActivationKind::kElu:
+      for (int64_t i = 0; i < n; ++i) v[i] = v[i] >= 0 ? v[i] : alpha * (std::exp(v[i]) - Acc(1));
+      break;
+    case ActivationKind::kSoftsign:
+      for (int64_t i = 0; i < n; ++i) v[i] = v[i] / (Acc(1) + std::fabs(v[i]));
+      break;
+    case ActivationKind::kSoftplus:
+      for (int64_t i = 0; i < n; ++i) v[i] = std::log1p(std::exp(v[i]));
+      break;
   }
 }
 
@@ -65,9 +98,12 @@ struct RecurrentDims {
   int64_t seq = 0, batch = 0, input = 0, hidden = 0, directions = 1, layout = 0;
 
   int64_t yOffset(int64_t t, int64_t d, int64_t b) const {
-    return (layout == 0 ? (t * directions + d) * batch + b : (b * seq + t) * directions + d) * hidden;
+    return (layout == 0 ? (t * directions + d) * batch + b : (b * seq + t) * directions + d) *
+           hidden;
   }
-  int64_t stateOffset(int64_t d, int64_t b) const { return (layout == 0 ? d * batch + b : b * directions + d) * hidden; }
+  int64_t stateOffset(int64_t d, int64_t b) const {
+    return (layout == 0 ? d * batch + b : b * directions + d) * hidden;
+  }
 };
 
 RecurrentDims recurrentDims(KernelContext& ctx, const RecurrentAttrs& attrs, int64_t gates);
@@ -83,8 +119,8 @@ struct NoStepHook {
 /// fn(t, b) for every batch entry b whose sequence is longer than s, where t is the time index s
 /// reads (counted back from the entry's own length when reverse).
 template <typename Fn, typename StepFn = NoStepHook>
-void forEachRecurrentStep(const RecurrentDims& dims, const std::vector<int64_t>& lengths, bool reverse, Fn&& fn,
-                          StepFn&& stepBegins = {}) {
+void forEachRecurrentStep(const RecurrentDims& dims, const std::vector<int64_t>& lengths,
+                          bool reverse, Fn&& fn, StepFn&& stepBegins = {}) {
   for (int64_t s = 0; s < dims.seq; ++s) {
     stepBegins(s);
     for (int64_t b = 0; b < dims.batch; ++b) {
@@ -106,12 +142,14 @@ template <typename Acc, typename T>
 std::vector<Acc> transposed(const T* m, int64_t rows, int64_t cols) {
   std::vector<Acc> out(static_cast<size_t>(rows * cols));
   for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t c = 0; c < cols; ++c) out[static_cast<size_t>(c * rows + r)] = static_cast<Acc>(m[r * cols + c]);
+    for (int64_t c = 0; c < cols; ++c)
+      out[static_cast<size_t>(c * rows + r)] = static_cast<Acc>(m[r * cols + c]);
   }
   return out;
 }
 
-/// out[j] += sum_k v[k] * m[k * ld + j] for j in [0, n): a row vector times a [K, ld] matrix's columns.
+/// out[j] += sum_k v[k] * m[k * ld + j] for j in [0, n): a row vector times a [K, ld] matrix's
+/// columns.
 template <typename Acc>
 void addVectorTimesMatrix(const Acc* v, int64_t k, const Acc* m, int64_t ld, int64_t n, Acc* out) {
   for (int64_t i = 0; i < k; ++i) {
@@ -124,14 +162,16 @@ void addVectorTimesMatrix(const Acc* v, int64_t k, const Acc* m, int64_t ld, int
 /// The input projection of every time step: out[t, b, :] = X[t, b, :] * W^T + bias, with X in the
 /// op's layout and wt = W^T ([input, n]). Done once before the recurrence.
 template <typename Acc, typename T>
-std::vector<Acc> projectInputs(const T* x, const RecurrentDims& dims, const std::vector<Acc>& wt, const std::vector<Acc>& bias) {
+std::vector<Acc> projectInputs(const T* x, const RecurrentDims& dims, const std::vector<Acc>& wt,
+                               const std::vector<Acc>& bias) {
   const int64_t n = static_cast<int64_t>(bias.size());
   std::vector<Acc> out(static_cast<size_t>(dims.seq * dims.batch * n));
   std::vector<Acc> row(static_cast<size_t>(dims.input));
   for (int64_t t = 0; t < dims.seq; ++t) {
     for (int64_t b = 0; b < dims.batch; ++b) {
       const T* xr = x + (dims.layout == 0 ? t * dims.batch + b : b * dims.seq + t) * dims.input;
-      for (int64_t i = 0; i < dims.input; ++i) row[static_cast<size_t>(i)] = static_cast<Acc>(xr[i]);
+      for (int64_t i = 0; i < dims.input; ++i)
+        row[static_cast<size_t>(i)] = static_cast<Acc>(xr[i]);
       Acc* o = &out[static_cast<size_t>((t * dims.batch + b) * n)];
       std::copy(bias.begin(), bias.end(), o);
       addVectorTimesMatrix(row.data(), dims.input, wt.data(), n, n, o);
@@ -140,18 +180,24 @@ std::vector<Acc> projectInputs(const T* x, const RecurrentDims& dims, const std:
   return out;
 }
 
-/// The initial state (initial_h or initial_c) of direction d as [batch, hidden], zeros when omitted.
+/// The initial state (initial_h or initial_c) of direction d as [batch, hidden], zeros when
+/// omitted.
 template <typename Acc, typename T>
-std::vector<Acc> initialState(KernelContext& ctx, size_t input, const RecurrentDims& dims, int64_t d) {
+std::vector<Acc> initialState(KernelContext& ctx, size_t input, const RecurrentDims& dims,
+                              int64_t d) {
   std::vector<Acc> state(static_cast<size_t>(dims.batch * dims.hidden), Acc(0));
   if (!ctx.hasInput(input)) return state;
   const Tensor& t = ctx.input(input);
-  Shape expected = dims.layout == 0 ? Shape{dims.directions, dims.batch, dims.hidden} : Shape{dims.batch, dims.directions, dims.hidden};
-  if (t.shape() != expected) ctx.fail("initial state has shape " + shapeToString(t.shape()) + ", expected " + shapeToString(expected));
+  Shape expected = dims.layout == 0 ? Shape{dims.directions, dims.batch, dims.hidden}
+                                    : Shape{dims.batch, dims.directions, dims.hidden};
+  if (t.shape() != expected)
+    ctx.fail("initial state has shape " + shapeToString(t.shape()) + ", expected " +
+             shapeToString(expected));
   const T* data = t.data<T>();
   for (int64_t b = 0; b < dims.batch; ++b) {
     const T* src = data + dims.stateOffset(d, b);
-    for (int64_t j = 0; j < dims.hidden; ++j) state[static_cast<size_t>(b * dims.hidden + j)] = static_cast<Acc>(src[j]);
+    for (int64_t j = 0; j < dims.hidden; ++j)
+      state[static_cast<size_t>(b * dims.hidden + j)] = static_cast<Acc>(src[j]);
   }
   return state;
 }
@@ -159,8 +205,8 @@ std::vector<Acc> initialState(KernelContext& ctx, size_t input, const RecurrentD
 /// Writes a direction's final state ([batch, hidden]) into output i if the graph wants it.
 /// Entries with an empty sequence get zeros, as onnxruntime does.
 template <typename Acc, typename T>
-void writeState(KernelContext& ctx, size_t output, const RecurrentDims& dims, int64_t d, const std::vector<int64_t>& lengths,
-                const std::vector<Acc>& state) {
+void writeState(KernelContext& ctx, size_t output, const RecurrentDims& dims, int64_t d,
+                const std::vector<int64_t>& lengths, const std::vector<Acc>& state) {
   if (!ctx.wantsOutput(output)) return;
   T* out = ctx.output(output).data<T>();
   for (int64_t b = 0; b < dims.batch; ++b) {
@@ -172,7 +218,8 @@ void writeState(KernelContext& ctx, size_t output, const RecurrentDims& dims, in
   }
 }
 
-/// Y for this call (null when not wanted), zero-filled so that steps past a sequence's length stay 0.
+/// Y for this call (null when not wanted), zero-filled so that steps past a sequence's length stay
+/// 0.
 template <typename T>
 T* outputSequence(KernelContext& ctx) {
   if (!ctx.wantsOutput(0)) return nullptr;
@@ -194,15 +241,16 @@ struct DirectionWeights {
 /// Direction d's two bias halves (Wb, Rb) of input B ([directions, 2 * gates * hidden]), zeros
 /// when B is omitted.
 template <typename Acc, typename T>
-void directionBiases(KernelContext& ctx, const RecurrentDims& dims, int64_t gates, int64_t d, std::vector<Acc>& wb,
-                     std::vector<Acc>& rb) {
+void directionBiases(KernelContext& ctx, const RecurrentDims& dims, int64_t gates, int64_t d,
+                     std::vector<Acc>& wb, std::vector<Acc>& rb) {
   const int64_t n = gates * dims.hidden;
   wb.assign(static_cast<size_t>(n), Acc(0));
   rb.assign(static_cast<size_t>(n), Acc(0));
   if (!ctx.hasInput(3)) return;
   const Tensor& b = ctx.input(3);
   if (b.shape() != Shape{dims.directions, 2 * n}) {
-    ctx.fail("B has shape " + shapeToString(b.shape()) + ", expected " + shapeToString({dims.directions, 2 * n}));
+    ctx.fail("B has shape " + shapeToString(b.shape()) + ", expected " +
+             shapeToString({dims.directions, 2 * n}));
   }
   const T* bias = b.data<T>() + d * 2 * n;
   wb = toVector<Acc>(bias, n);
@@ -210,7 +258,8 @@ void directionBiases(KernelContext& ctx, const RecurrentDims& dims, int64_t gate
 }
 
 template <typename Acc, typename T>
-DirectionWeights<Acc> directionWeights(KernelContext& ctx, const RecurrentDims& dims, int64_t gates, int64_t d) {
+DirectionWeights<Acc> directionWeights(KernelContext& ctx, const RecurrentDims& dims, int64_t gates,
+                                       int64_t d) {
   const int64_t n = gates * dims.hidden;
   DirectionWeights<Acc> w;
   w.wt = transposed<Acc>(ctx.input(1).data<T>() + d * n * dims.input, n, dims.input);
@@ -219,7 +268,8 @@ DirectionWeights<Acc> directionWeights(KernelContext& ctx, const RecurrentDims& 
   return w;
 }
 
-/// Calls fn(TypeTag<T>, TypeTag<Acc>) for the float types: Acc is double for double, float otherwise.
+/// Calls fn(TypeTag<T>, TypeTag<Acc>) for the float types: Acc is double for double, float
+/// otherwise.
 template <typename Fn>
 void dispatchRecurrent(DataType type, const char* what, Fn&& fn) {
   dispatchFloat(type, what, [&](auto tag) {

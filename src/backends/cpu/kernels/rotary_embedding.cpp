@@ -1,6 +1,7 @@
 // CPU kernel of RotaryEmbedding: rotates the first rotary_embedding_dim features of every head
 // by the angle whose cos/sin the caches hold for the token's position: pairs (x1, x2) become
-// (cos x1 - sin x2, sin x1 + cos x2), with x1, x2 the two halves or (interleaved) even/odd features.
+// (cos x1 - sin x2, sin x1 + cos x2), with x1, x2 the two halves or (interleaved) even/odd
+// features.
 #include "backends/cpu/kernels/elementwise_util.h"
 #include "backends/cpu/kernels/node_label.h"
 #include "ir/shape_helpers.h"
@@ -10,7 +11,7 @@ namespace {
 
 struct RotaryAttrs {
   bool interleaved = false;
-  int64_t numHeads = 0;  // of a 3-D input
+  int64_t numHeads = 0;   // of a 3-D input
   int64_t rotaryDim = 0;  // 0: the head size
 };
 
@@ -25,27 +26,34 @@ void rotaryEmbeddingKernel(KernelContext& ctx, const RotaryAttrs& attrs) {
   const Tensor& sinCache = ctx.input(2);
   const Tensor* positions = ctx.hasInput(3) ? &ctx.input(3) : nullptr;
   const bool interleaved = attrs.interleaved;
-  if (x.rank() != 3 && x.rank() != 4) ctx.fail("input must be 3-D or 4-D, got " + x.describe(), ErrorCode::kInvalidArgument);
+  if (x.rank() != 3 && x.rank() != 4)
+    ctx.fail("input must be 3-D or 4-D, got " + x.describe(), ErrorCode::kInvalidArgument);
   // Layout: (B, H, S, D) when 4-D, (B, S, H * D) when 3-D.
   const bool fourD = x.rank() == 4;
   const int64_t batches = x.dim(0), seq = fourD ? x.dim(2) : x.dim(1);
   const int64_t heads = fourD ? x.dim(1) : attrs.numHeads;
-  if (heads <= 0 || (!fourD && x.dim(2) % heads != 0)) ctx.fail("num_heads must divide the hidden size", ErrorCode::kInvalidArgument);
+  if (heads <= 0 || (!fourD && x.dim(2) % heads != 0))
+    ctx.fail("num_heads must divide the hidden size", ErrorCode::kInvalidArgument);
   const int64_t headSize = fourD ? x.dim(3) : x.dim(2) / heads;
   int64_t rot = attrs.rotaryDim;
   if (rot == 0) rot = headSize;
   const int64_t half = rot / 2;
-  if (rot % 2 != 0 || rot > headSize) ctx.fail("rotary_embedding_dim must be even and at most the head size", ErrorCode::kInvalidArgument);
-  if (cosCache.shape() != sinCache.shape() || cosCache.rank() < 2 || cosCache.shape().back() != half) {
-    ctx.fail("cos_cache " + cosCache.describe() + " and sin_cache " + sinCache.describe() + " must end in rotary_embedding_dim / 2 = " +
-                 std::to_string(half),
+  if (rot % 2 != 0 || rot > headSize)
+    ctx.fail("rotary_embedding_dim must be even and at most the head size",
+             ErrorCode::kInvalidArgument);
+  if (cosCache.shape() != sinCache.shape() || cosCache.rank() < 2 ||
+      cosCache.shape().back() != half) {
+    ctx.fail("cos_cache " + cosCache.describe() + " and sin_cache " + sinCache.describe() +
+                 " must end in rotary_embedding_dim / 2 = " + std::to_string(half),
              ErrorCode::kInvalidArgument);
   }
   const int64_t cacheRows = cosCache.numel() / half;
   if (positions) {
-    if (positions->numel() != batches * seq) ctx.fail("position_ids must be (batch, sequence)", ErrorCode::kInvalidArgument);
+    if (positions->numel() != batches * seq)
+      ctx.fail("position_ids must be (batch, sequence)", ErrorCode::kInvalidArgument);
   } else if (cacheRows != batches * seq) {
-    ctx.fail("without position_ids the caches must be (batch, sequence, rotary_embedding_dim / 2)", ErrorCode::kInvalidArgument);
+    ctx.fail("without position_ids the caches must be (batch, sequence, rotary_embedding_dim / 2)",
+             ErrorCode::kInvalidArgument);
   }
   Tensor& y = ctx.output(0);
   dispatchFloat(x.dtype(), "RotaryEmbedding", [&](auto tag) {
@@ -57,11 +65,14 @@ void rotaryEmbeddingKernel(KernelContext& ctx, const RotaryAttrs& attrs) {
     for (int64_t b = 0; b < batches; ++b) {
       for (int64_t s = 0; s < seq; ++s) {
         const int64_t row = positions ? positions->intAt(b * seq + s) : b * seq + s;
-        if (row < 0 || row >= cacheRows) ctx.fail("position id " + std::to_string(row) + " is outside the caches", ErrorCode::kInvalidArgument);
+        if (row < 0 || row >= cacheRows)
+          ctx.fail("position id " + std::to_string(row) + " is outside the caches",
+                   ErrorCode::kInvalidArgument);
         const T* cosRow = cosCache.data<T>() + row * half;
         const T* sinRow = sinCache.data<T>() + row * half;
         for (int64_t h = 0; h < heads; ++h) {
-          const int64_t base = fourD ? ((b * heads + h) * seq + s) * headSize : ((b * seq + s) * heads + h) * headSize;
+          const int64_t base = fourD ? ((b * heads + h) * seq + s) * headSize
+                                     : ((b * seq + s) * heads + h) * headSize;
           for (int64_t i = 0; i < half; ++i) {
             const int64_t i1 = interleaved ? 2 * i : i, i2 = interleaved ? 2 * i + 1 : i + half;
             const C x1 = static_cast<C>(px[base + i1]), x2 = static_cast<C>(px[base + i2]);
@@ -76,23 +87,27 @@ void rotaryEmbeddingKernel(KernelContext& ctx, const RotaryAttrs& attrs) {
 }
 
 // com.microsoft RotaryEmbedding(input, position_ids, cos_cache, sin_cache): ONNX's op with the
-// inputs in another order, position_ids [batch, sequence] or one offset ([1]: positions offset + s),
-// and num_heads of a 3-D input 0 when each head is rotated whole (head size 2 * cos_cache's width).
+// inputs in another order, position_ids [batch, sequence] or one offset ([1]: positions offset +
+// s), and num_heads of a 3-D input 0 when each head is rotated whole (head size 2 * cos_cache's
+// width).
 void contribRotaryEmbeddingKernel(KernelContext& ctx, const RotaryAttrs& contribAttrs) {
   const Tensor& x = ctx.input(0);
   const Tensor& ids = ctx.input(1);
-  if (x.rank() != 3 && x.rank() != 4) ctx.fail("input must be 3-D or 4-D, got " + x.describe(), ErrorCode::kInvalidArgument);
+  if (x.rank() != 3 && x.rank() != 4)
+    ctx.fail("input must be 3-D or 4-D, got " + x.describe(), ErrorCode::kInvalidArgument);
   const int64_t batches = x.dim(0), seq = x.rank() == 4 ? x.dim(2) : x.dim(1);
   Tensor positions = ids;
   if (ids.numel() == 1) {
     positions = Tensor(DataType::kInt64, Shape{batches, seq});
-    for (int64_t i = 0; i < batches * seq; ++i) positions.data<int64_t>()[i] = ids.intAt(0) + i % seq;
+    for (int64_t i = 0; i < batches * seq; ++i)
+      positions.data<int64_t>()[i] = ids.intAt(0) + i % seq;
   }
   RotaryAttrs attrs = contribAttrs;
   if (x.rank() == 3 && attrs.numHeads == 0) {
     const int64_t headSize = attrs.rotaryDim > 0 ? 0 : 2 * ctx.input(2).shape().back();
     if (headSize <= 0 || x.dim(2) % headSize != 0) {
-      ctx.fail("a 3-D input needs num_heads unless each head is rotated whole", ErrorCode::kInvalidArgument);
+      ctx.fail("a 3-D input needs num_heads unless each head is rotated whole",
+               ErrorCode::kInvalidArgument);
     }
     attrs.numHeads = x.dim(2) / headSize;
   }
@@ -104,7 +119,8 @@ void contribRotaryEmbeddingKernel(KernelContext& ctx, const RotaryAttrs& contrib
 }
 
 KILN_REGISTER_CPU_KERNEL("RotaryEmbedding", bindKernel(rotaryAttrs, rotaryEmbeddingKernel));
-KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "RotaryEmbedding", bindKernel(rotaryAttrs, contribRotaryEmbeddingKernel));
+KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "RotaryEmbedding",
+                                bindKernel(rotaryAttrs, contribRotaryEmbeddingKernel));
 
 }  // namespace
 }  // namespace kiln::cpu

@@ -5,7 +5,8 @@
 namespace kiln::cpu {
 
 int64_t normalizeAxis(const KernelContext& ctx, int64_t axis, int64_t rank) {
-  if (!ir::axisInRange(axis, rank)) ctx.fail(ir::axisRangeMessage(axis, rank), ErrorCode::kInvalidModel);
+  if (!ir::axisInRange(axis, rank))
+    ctx.fail(ir::axisRangeMessage(axis, rank), ErrorCode::kInvalidModel);
   return axis < 0 ? axis + rank : axis;
 }
 

@@ -9,7 +9,8 @@ namespace kiln::cpu {
 
 /// A possibly negative axis in [0, rank); fails if it is out of range.
 int64_t normalizeAxis(const KernelContext& ctx, int64_t axis, int64_t rank);
-/// Numpy-style broadcast of two concrete shapes; fails (kInvalidArgument) when they do not broadcast.
+/// Numpy-style broadcast of two concrete shapes; fails (kInvalidArgument) when they do not
+/// broadcast.
 Shape broadcastShapes(const KernelContext& ctx, const Shape& a, const Shape& b);
 
 }  // namespace kiln::cpu

@@ -25,18 +25,21 @@ struct ScatterAttrs {
   int64_t axis = 0;  // ScatterElements and Scatter
 };
 
-ScatterAttrs scatterAttrs(const ir::Node& node) { return {node.opType, reductionOf(node), ir::attrInt(node, "axis", 0)}; }
+ScatterAttrs scatterAttrs(const ir::Node& node) {
+  return {node.opType, reductionOf(node), ir::attrInt(node, "axis", 0)};
+}
 
 // Writes run r of `count` updates (updates[r * count...]) into out at outOffsets[r].
-void applyUpdates(const ScatterAttrs& attrs, const Tensor& updates, Tensor& out, const std::vector<int64_t>& outOffsets,
-                  int64_t count) {
+void applyUpdates(const ScatterAttrs& attrs, const Tensor& updates, Tensor& out,
+                  const std::vector<int64_t>& outOffsets, int64_t count) {
   const Reduction reduction = attrs.reduction;
   if (reduction == Reduction::kNone) {
     dispatchStorage(out.dtype(), attrs.opType.c_str(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       const T* src = updates.data<T>();
       T* dst = out.data<T>();
-      for (size_t r = 0; r < outOffsets.size(); ++r) std::copy(src + r * count, src + (r + 1) * count, dst + outOffsets[r]);
+      for (size_t r = 0; r < outOffsets.size(); ++r)
+        std::copy(src + r * count, src + (r + 1) * count, dst + outOffsets[r]);
     });
     return;
   }
@@ -47,10 +50,14 @@ void applyUpdates(const ScatterAttrs& attrs, const Tensor& updates, Tensor& out,
     T* dst = out.data<T>();
     auto combine = [reduction](C a, C b) -> C {
       switch (reduction) {
-        case Reduction::kAdd: return a + b;
-        case Reduction::kMul: return a * b;
-        case Reduction::kMax: return std::max(a, b);
-        default: return std::min(a, b);
+        case Reduction::kAdd:
+          return a + b;
+        case Reduction::kMul:
+          return a * b;
+        case Reduction::kMax:
+          return std::max(a, b);
+        default:
+          return std::min(a, b);
       }
     };
     for (size_t r = 0; r < outOffsets.size(); ++r) {
@@ -65,22 +72,27 @@ void scatterNDKernel(KernelContext& ctx, const ScatterAttrs& attrs) {
   const Tensor& data = ctx.input(0);
   const Tensor& indexTensor = ctx.input(1);
   const Tensor& updates = ctx.input(2);
-  if (indexTensor.rank() == 0) ctx.fail("indices must have rank 1 or more", ErrorCode::kInvalidArgument);
+  if (indexTensor.rank() == 0)
+    ctx.fail("indices must have rank 1 or more", ErrorCode::kInvalidArgument);
   const size_t k = static_cast<size_t>(indexTensor.dim(indexTensor.rank() - 1));
-  if (k > data.rank()) ctx.fail("index tuples are longer than the data's rank", ErrorCode::kInvalidArgument);
+  if (k > data.rank())
+    ctx.fail("index tuples are longer than the data's rank", ErrorCode::kInvalidArgument);
   Shape expected(indexTensor.shape().begin(), indexTensor.shape().end() - 1);
   expected.insert(expected.end(), data.shape().begin() + k, data.shape().end());
   if (updates.shape() != expected) {
-    ctx.fail("updates shape " + shapeToString(updates.shape()) + " should be " + shapeToString(expected),
-             ErrorCode::kInvalidArgument);
+    ctx.fail(
+        "updates shape " + shapeToString(updates.shape()) + " should be " + shapeToString(expected),
+        ErrorCode::kInvalidArgument);
   }
   const std::vector<int64_t> indices = indexValues(ctx, indexTensor);
   const std::vector<int64_t> strides = contiguousStrides(data.shape());
   const int64_t slice = shapeNumel(Shape(data.shape().begin() + k, data.shape().end()));
-  const size_t tuples = static_cast<size_t>(shapeNumel(Shape(indexTensor.shape().begin(), indexTensor.shape().end() - 1)));
+  const size_t tuples = static_cast<size_t>(
+      shapeNumel(Shape(indexTensor.shape().begin(), indexTensor.shape().end() - 1)));
   std::vector<int64_t> offsets(tuples, 0);
   for (size_t t = 0; t < tuples; ++t)
-    for (size_t j = 0; j < k; ++j) offsets[t] += checkedIndex(ctx, indices[t * k + j], data.dim(j)) * strides[j];
+    for (size_t j = 0; j < k; ++j)
+      offsets[t] += checkedIndex(ctx, indices[t * k + j], data.dim(j)) * strides[j];
   ctx.setOutput(0, data.clone());
   applyUpdates(attrs, updates, ctx.output(0), offsets, slice);
 }
@@ -94,8 +106,7 @@ void scatterElementsKernel(KernelContext& ctx, const ScatterAttrs& attrs) {
                  shapeToString(indexTensor.shape()),
              ErrorCode::kInvalidArgument);
   }
-  const int64_t axis =
-      normalizeAxis(ctx, attrs.axis, static_cast<int64_t>(data.rank()));
+  const int64_t axis = normalizeAxis(ctx, attrs.axis, static_cast<int64_t>(data.rank()));
   const std::vector<int64_t> offsets = elementOffsets(ctx, data.shape(), indexTensor, axis);
   ctx.setOutput(0, data.clone());
   applyUpdates(attrs, updates, ctx.output(0), offsets, 1);

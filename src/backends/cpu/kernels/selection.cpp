@@ -46,7 +46,10 @@ void compressKernel(KernelContext& ctx, const std::optional<int64_t>& axisAttr) 
   std::vector<int64_t> selected;
   for (int64_t i = 0; i < cond.numel(); ++i) {
     if (!cond.data<bool>()[i]) continue;
-    if (i >= axisDim) ctx.fail("condition selects index " + std::to_string(i) + " past the axis size " + std::to_string(axisDim), ErrorCode::kInvalidArgument);
+    if (i >= axisDim)
+      ctx.fail("condition selects index " + std::to_string(i) + " past the axis size " +
+                   std::to_string(axisDim),
+               ErrorCode::kInvalidArgument);
     selected.push_back(i);
   }
   Shape outShape = shape;
@@ -66,19 +69,23 @@ void compressKernel(KernelContext& ctx, const std::optional<int64_t>& axisAttr) 
   });
 }
 
-// Unique over "items": single elements (no axis) or slices along the axis, compared lexicographically.
+// Unique over "items": single elements (no axis) or slices along the axis, compared
+// lexicographically.
 struct UniqueAttrs {
   std::optional<int64_t> axis;  // none: the input flattened
   bool sorted = true;
 };
 
-UniqueAttrs uniqueAttrs(const ir::Node& node) { return {optionalAttrInt(node, "axis"), ir::attrInt(node, "sorted", 1) != 0}; }
+UniqueAttrs uniqueAttrs(const ir::Node& node) {
+  return {optionalAttrInt(node, "axis"), ir::attrInt(node, "sorted", 1) != 0};
+}
 
 void uniqueKernel(KernelContext& ctx, const UniqueAttrs& attrs) {
   const Tensor& x = ctx.input(0);
   const bool hasAxis = attrs.axis.has_value();
   const bool sorted = attrs.sorted;
-  const int64_t axis = hasAxis ? normalizeAxis(ctx, *attrs.axis, static_cast<int64_t>(x.rank())) : 0;
+  const int64_t axis =
+      hasAxis ? normalizeAxis(ctx, *attrs.axis, static_cast<int64_t>(x.rank())) : 0;
   const Shape shape = hasAxis ? x.shape() : Shape{x.numel()};
   const int64_t outer = dimProduct(shape, 0, axis);
   const int64_t inner = dimProduct(shape, axis + 1, shape.size());
@@ -101,7 +108,8 @@ void uniqueKernel(KernelContext& ctx, const UniqueAttrs& attrs) {
     };
     std::vector<int64_t> order(static_cast<size_t>(items));
     std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return compare(a, b) < 0; });
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int64_t a, int64_t b) { return compare(a, b) < 0; });
     // Groups of equal items in sorted order: first occurrence and count.
     std::vector<int64_t> firsts, counts, groupOf(static_cast<size_t>(items));
     for (size_t i = 0; i < order.size(); ++i) {
@@ -116,7 +124,9 @@ void uniqueKernel(KernelContext& ctx, const UniqueAttrs& attrs) {
     const size_t unique = firsts.size();
     std::vector<int64_t> groups(unique);
     std::iota(groups.begin(), groups.end(), 0);
-    if (!sorted) std::sort(groups.begin(), groups.end(), [&](int64_t a, int64_t b) { return firsts[a] < firsts[b]; });
+    if (!sorted)
+      std::sort(groups.begin(), groups.end(),
+                [&](int64_t a, int64_t b) { return firsts[a] < firsts[b]; });
     std::vector<int64_t> positionOf(unique);
     for (size_t p = 0; p < unique; ++p) positionOf[groups[p]] = static_cast<int64_t>(p);
 
@@ -130,7 +140,8 @@ void uniqueKernel(KernelContext& ctx, const UniqueAttrs& attrs) {
       }
     auto writeInts = [&](size_t output, size_t n, auto valueAt) {
       if (!ctx.wantsOutput(output)) return;
-      int64_t* p = ctx.allocateOutput(output, DataType::kInt64, {static_cast<int64_t>(n)}).template data<int64_t>();
+      int64_t* p = ctx.allocateOutput(output, DataType::kInt64, {static_cast<int64_t>(n)})
+                       .template data<int64_t>();
       for (size_t i = 0; i < n; ++i) p[i] = valueAt(i);
     };
     writeInts(1, unique, [&](size_t p) { return firsts[groups[p]]; });

@@ -1,19 +1,20 @@
-// CPU kernels of the sequence ops (opset 11+). A sequence is a Tensor::sequence value: an immutable,
-// shared list of tensors, so ops that change a sequence build a new list of the same tensors.
-// Tensors put into a sequence are copied first: a node input may live in the memory arena, whose
-// slot is reused after the input's last use while the sequence still holds it.
+// CPU kernels of the sequence ops (opset 11+). A sequence is a Tensor::sequence value: an
+// immutable, shared list of tensors, so ops that change a sequence build a new list of the same
+// tensors. Tensors put into a sequence are copied first: a node input may live in the memory arena,
+// whose slot is reused after the input's last use while the sequence still holds it.
 #include "backends/cpu/kernels/copy_util.h"
-#include "backends/cpu/kernels/reduce_runs.h"
-#include "ir/node_attrs.h"
 #include "backends/cpu/kernels/node_label.h"
+#include "backends/cpu/kernels/reduce_runs.h"
 #include "backends/cpu/kernels/run_checks.h"
+#include "ir/node_attrs.h"
 
 namespace kiln::cpu {
 namespace {
 
 const std::vector<Tensor>& sequenceInput(KernelContext& ctx, size_t i) {
   const Tensor& t = ctx.input(i);
-  if (!t.isSequence()) ctx.fail("input " + std::to_string(i) + " must be a sequence, got " + t.describe());
+  if (!t.isSequence())
+    ctx.fail("input " + std::to_string(i) + " must be a sequence, got " + t.describe());
   return t.sequenceItems();
 }
 
@@ -21,32 +22,36 @@ const std::vector<Tensor>& sequenceInput(KernelContext& ctx, size_t i) {
 // valid positions are [-count, count - 1], or up to count itself where `allowEnd` (insertion).
 size_t resolvePosition(KernelContext& ctx, size_t input, size_t count, bool allowEnd) {
   const Tensor& p = ctx.input(input);
-  if (p.numel() != 1) ctx.fail("position must be a scalar, got " + p.describe(), ErrorCode::kInvalidArgument);
+  if (p.numel() != 1)
+    ctx.fail("position must be a scalar, got " + p.describe(), ErrorCode::kInvalidArgument);
   const int64_t position = p.intAt(0);
   const auto n = static_cast<int64_t>(count);
   const int64_t last = allowEnd ? n : n - 1;
   if (position < -n || position > last) {
-    ctx.fail("position " + std::to_string(position) + " is out of range for a sequence of " + std::to_string(n) +
-                 " tensors (valid: " + std::to_string(-n) + " to " + std::to_string(last) + ")",
+    ctx.fail("position " + std::to_string(position) + " is out of range for a sequence of " +
+                 std::to_string(n) + " tensors (valid: " + std::to_string(-n) + " to " +
+                 std::to_string(last) + ")",
              ErrorCode::kInvalidArgument);
   }
   return static_cast<size_t>(position < 0 ? position + n : position);
 }
 
 // Copies `rows` runs of `run` elements from src (stride srcStride) to dst (stride dstStride).
-void copyRuns(DataType dtype, const Tensor& src, int64_t srcOffset, int64_t srcStride, Tensor& dst, int64_t dstOffset,
-              int64_t dstStride, int64_t rows, int64_t run) {
+void copyRuns(DataType dtype, const Tensor& src, int64_t srcOffset, int64_t srcStride, Tensor& dst,
+              int64_t dstOffset, int64_t dstStride, int64_t rows, int64_t run) {
   if (rows <= 0 || run <= 0) return;
   dispatchStorage(dtype, "sequence copy", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* s = static_cast<const T*>(src.raw());
     T* d = static_cast<T*>(dst.raw());
-    for (int64_t r = 0; r < rows; ++r) std::copy_n(s + srcOffset + r * srcStride, run, d + dstOffset + r * dstStride);
+    for (int64_t r = 0; r < rows; ++r)
+      std::copy_n(s + srcOffset + r * srcStride, run, d + dstOffset + r * dstStride);
   });
 }
 
 DataType sequenceEmptyDtype(const ir::Node& node) {
-  return static_cast<DataType>(ir::attrInt(node, "dtype", static_cast<int64_t>(DataType::kFloat32)));
+  return static_cast<DataType>(
+      ir::attrInt(node, "dtype", static_cast<int64_t>(DataType::kFloat32)));
 }
 
 void sequenceEmptyKernel(KernelContext& ctx, DataType dtype) {
@@ -69,7 +74,8 @@ void sequenceInsertKernel(KernelContext& ctx) {
 void sequenceEraseKernel(KernelContext& ctx) {
   std::vector<Tensor> items = sequenceInput(ctx, 0);
   if (items.empty()) ctx.fail("cannot erase from an empty sequence", ErrorCode::kInvalidArgument);
-  const size_t at = ctx.hasInput(1) ? resolvePosition(ctx, 1, items.size(), false) : items.size() - 1;
+  const size_t at =
+      ctx.hasInput(1) ? resolvePosition(ctx, 1, items.size(), false) : items.size() - 1;
   items.erase(items.begin() + static_cast<std::ptrdiff_t>(at));
   ctx.setOutput(0, Tensor::sequence(ctx.input(0).dtype(), std::move(items)));
 }
@@ -93,19 +99,25 @@ std::vector<int64_t> splitLengths(KernelContext& ctx, int64_t extent) {
   std::vector<int64_t> lengths;
   if (split.rank() == 0) {
     const int64_t size = values[0];
-    if (size <= 0) ctx.fail("split size must be positive, got " + std::to_string(size), ErrorCode::kInvalidArgument);
-    for (int64_t start = 0; start < extent; start += size) lengths.push_back(std::min(size, extent - start));
+    if (size <= 0)
+      ctx.fail("split size must be positive, got " + std::to_string(size),
+               ErrorCode::kInvalidArgument);
+    for (int64_t start = 0; start < extent; start += size)
+      lengths.push_back(std::min(size, extent - start));
     return lengths;
   }
-  if (split.rank() != 1) ctx.fail("split must be a scalar or 1-D, got " + split.describe(), ErrorCode::kInvalidArgument);
+  if (split.rank() != 1)
+    ctx.fail("split must be a scalar or 1-D, got " + split.describe(), ErrorCode::kInvalidArgument);
   int64_t total = 0;
   for (int64_t v : values) {
-    if (v < 0) ctx.fail("split lengths must not be negative, got " + std::to_string(v), ErrorCode::kInvalidArgument);
+    if (v < 0)
+      ctx.fail("split lengths must not be negative, got " + std::to_string(v),
+               ErrorCode::kInvalidArgument);
     total += v;
   }
   if (total != extent) {
-    ctx.fail("split lengths sum to " + std::to_string(total) + " but the axis has " + std::to_string(extent) +
-                 " elements",
+    ctx.fail("split lengths sum to " + std::to_string(total) + " but the axis has " +
+                 std::to_string(extent) + " elements",
              ErrorCode::kInvalidArgument);
   }
   return values;
@@ -123,7 +135,8 @@ SplitToSequenceAttrs splitToSequenceAttrs(const ir::Node& node) {
 void splitToSequenceKernel(KernelContext& ctx, const SplitToSequenceAttrs& attrs) {
   const Tensor& x = ctx.input(0);
   if (x.rank() == 0) ctx.fail("cannot split a scalar", ErrorCode::kInvalidArgument);
-  const auto axis = static_cast<size_t>(normalizeAxis(ctx, attrs.axis, static_cast<int64_t>(x.rank())));
+  const auto axis =
+      static_cast<size_t>(normalizeAxis(ctx, attrs.axis, static_cast<int64_t>(x.rank())));
   // keepdims applies only without a split input: each chunk then has length 1 on the axis.
   const bool squeeze = !ctx.hasInput(1) && !attrs.keepdims;
   const AxisBlocks b = axisBlocks(x.shape(), axis);
@@ -133,7 +146,8 @@ void splitToSequenceKernel(KernelContext& ctx, const SplitToSequenceAttrs& attrs
     Shape shape = x.shape();
     shape[axis] = length;
     Tensor chunk(x.dtype(), shape);
-    copyRuns(x.dtype(), x, start * b.inner, b.extent * b.inner, chunk, 0, length * b.inner, b.outer, length * b.inner);
+    copyRuns(x.dtype(), x, start * b.inner, b.extent * b.inner, chunk, 0, length * b.inner, b.outer,
+             length * b.inner);
     if (squeeze) {
       shape.erase(shape.begin() + static_cast<std::ptrdiff_t>(axis));
       chunk = chunk.reshaped(shape);
@@ -160,7 +174,8 @@ void concatFromSequenceKernel(KernelContext& ctx, const ConcatFromSequenceAttrs&
   const Shape& first = items[0].shape();
   // With new_axis the items are stacked: the output has one more dim, and axis may be rank.
   const auto rank = static_cast<int64_t>(first.size()) + (newAxis ? 1 : 0);
-  if (rank == 0) ctx.fail("cannot concatenate scalars without new_axis", ErrorCode::kInvalidArgument);
+  if (rank == 0)
+    ctx.fail("cannot concatenate scalars without new_axis", ErrorCode::kInvalidArgument);
   const auto axis = static_cast<size_t>(normalizeAxis(ctx, attrs.axis, rank));
   Shape outShape = first;
   if (newAxis) outShape.insert(outShape.begin() + static_cast<std::ptrdiff_t>(axis), 0);
@@ -171,8 +186,9 @@ void concatFromSequenceKernel(KernelContext& ctx, const ConcatFromSequenceAttrs&
     bool matches = s.size() == outShape.size();
     for (size_t d = 0; matches && d < s.size(); ++d) matches = d == axis || s[d] == outShape[d];
     if (!matches) {
-      ctx.fail("sequence item " + std::to_string(i) + " is " + items[i].describe() + ", item 0 is " +
-                   items[0].describe() + ": shapes must match except along axis " + std::to_string(axis),
+      ctx.fail("sequence item " + std::to_string(i) + " is " + items[i].describe() +
+                   ", item 0 is " + items[0].describe() + ": shapes must match except along axis " +
+                   std::to_string(axis),
                ErrorCode::kInvalidArgument);
     }
     outShape[axis] += s[axis];
@@ -182,8 +198,8 @@ void concatFromSequenceKernel(KernelContext& ctx, const ConcatFromSequenceAttrs&
   int64_t offset = 0;  // along the axis
   for (const Tensor& item : items) {
     const int64_t extent = newAxis ? 1 : item.dim(axis);
-    copyRuns(y.dtype(), item, 0, extent * out.inner, y, offset * out.inner, out.extent * out.inner, out.outer,
-             extent * out.inner);
+    copyRuns(y.dtype(), item, 0, extent * out.inner, y, offset * out.inner, out.extent * out.inner,
+             out.outer, extent * out.inner);
     offset += extent;
   }
 }
@@ -196,7 +212,9 @@ KILN_REGISTER_CPU_KERNEL("SequenceInsert", sequenceInsertKernel);
 KILN_REGISTER_CPU_KERNEL("SequenceErase", sequenceEraseKernel);
 KILN_REGISTER_CPU_KERNEL("SequenceAt", sequenceAtKernel);
 KILN_REGISTER_CPU_KERNEL("SequenceLength", sequenceLengthKernel);
-KILN_REGISTER_CPU_KERNEL("SplitToSequence", bindKernel(splitToSequenceAttrs, splitToSequenceKernel));
-KILN_REGISTER_CPU_KERNEL("ConcatFromSequence", bindKernel(concatFromSequenceAttrs, concatFromSequenceKernel));
+KILN_REGISTER_CPU_KERNEL("SplitToSequence",
+                         bindKernel(splitToSequenceAttrs, splitToSequenceKernel));
+KILN_REGISTER_CPU_KERNEL("ConcatFromSequence",
+                         bindKernel(concatFromSequenceAttrs, concatFromSequenceKernel));
 
 }  // namespace kiln::cpu

@@ -19,11 +19,13 @@ bool overlaps(const Tensor& a, const Tensor& b) {
 KernelFn makeSequenceMap(const KernelCreateInfo& info) {
   std::shared_ptr<const SubgraphRunner> body = makeBodyRunner(info, "body");
   std::vector<DataType> elementTypes;
-  for (const ir::TypeInfo& t : ir::sequenceMapElementTypes(info.node, body->graph(), info.inputTypes))
+  for (const ir::TypeInfo& t :
+       ir::sequenceMapElementTypes(info.node, body->graph(), info.inputTypes))
     elementTypes.push_back(t.dtype);
   return [body, elementTypes, explicitInputs = info.node.numExplicitInputs()](KernelContext& ctx) {
     const Tensor& first = ctx.input(0);
-    if (!first.isSequence()) ctx.fail("input 0 must be a sequence, got " + first.describe(), ErrorCode::kInvalidArgument);
+    if (!first.isSequence())
+      ctx.fail("input 0 must be a sequence, got " + first.describe(), ErrorCode::kInvalidArgument);
     const size_t count = first.sequenceItems().size();
     // Tensors the body may hand back unchanged (broadcast and outer-scope inputs) may live in the
     // memory arena, whose slots are reused: such outputs are copied before joining a sequence.
@@ -31,11 +33,14 @@ KernelFn makeSequenceMap(const KernelCreateInfo& info) {
     for (size_t i = 1; i < explicitInputs; ++i) {
       const Tensor& x = ctx.input(i);
       if (x.isSequence() && x.sequenceItems().size() != count) {
-        ctx.fail("input " + std::to_string(i) + " is a sequence of " + std::to_string(x.sequenceItems().size()) +
-                     " tensors but input 0 has " + std::to_string(count) + "; sequences are mapped element-wise",
+        ctx.fail("input " + std::to_string(i) + " is a sequence of " +
+                     std::to_string(x.sequenceItems().size()) + " tensors but input 0 has " +
+                     std::to_string(count) + "; sequences are mapped element-wise",
                  ErrorCode::kInvalidArgument);
       }
-      if (x.isNone()) ctx.fail("input " + std::to_string(i) + " is an empty optional", ErrorCode::kInvalidArgument);
+      if (x.isNone())
+        ctx.fail("input " + std::to_string(i) + " is an empty optional",
+                 ErrorCode::kInvalidArgument);
       if (!x.isSequence()) wholeTensors.push_back(&x);
     }
     std::vector<const Tensor*> outer;
@@ -54,7 +59,8 @@ KernelFn makeSequenceMap(const KernelCreateInfo& info) {
       for (size_t k = 0; k < results.size(); ++k) {
         Tensor& item = outs.at(k);
         if (item.isSequence() || item.isNone()) {
-          ctx.fail("body output " + std::to_string(k) + " is " + item.describe() + "; it must be a tensor");
+          ctx.fail("body output " + std::to_string(k) + " is " + item.describe() +
+                   "; it must be a tensor");
         }
         for (const Tensor* whole : wholeTensors)
           if (overlaps(item, *whole)) item = item.clone();

@@ -14,15 +14,16 @@ namespace {
 
 Shape concrete(const KernelContext& ctx, const ir::SymShape& shape) {
   auto s = ir::concreteShape(shape);
-  if (!s) ctx.fail("output shape " + ir::symShapeToString(shape) + " is not concrete (internal error)");
+  if (!s)
+    ctx.fail("output shape " + ir::symShapeToString(shape) + " is not concrete (internal error)");
   return *s;
 }
 
 // The shape rules that fail naming the node get its label, and the attributes they would read.
 struct ShapeAttrs {
   ir::Node label;
-  bool allowZero = false;                     // Reshape, opset 14 on
-  std::optional<std::vector<int64_t>> axes;   // Squeeze / Unsqueeze before opset 13 (then input 1)
+  bool allowZero = false;                    // Reshape, opset 14 on
+  std::optional<std::vector<int64_t>> axes;  // Squeeze / Unsqueeze before opset 13 (then input 1)
 };
 
 ShapeAttrs shapeAttrs(const ir::Node& node) {
@@ -35,8 +36,8 @@ ShapeAttrs shapeAttrs(const ir::Node& node) {
 
 void reshapeKernel(KernelContext& ctx, const ShapeAttrs& attrs) {
   const Tensor& x = ctx.input(0);
-  ir::SymShape out =
-      ir::reshapeSymShape(attrs.label, ir::symShapeOf(x.shape()), ctx.input(1).toInt64Vector(), attrs.allowZero);
+  ir::SymShape out = ir::reshapeSymShape(attrs.label, ir::symShapeOf(x.shape()),
+                                         ctx.input(1).toInt64Vector(), attrs.allowZero);
   ctx.setOutput(0, x.reshaped(concrete(ctx, out)));
 }
 
@@ -44,7 +45,8 @@ void flattenKernel(KernelContext& ctx, int64_t axisAttr) {
   const Tensor& x = ctx.input(0);
   const int64_t rank = static_cast<int64_t>(x.rank());
   int64_t axis = axisAttr;
-  if (axis < -rank || axis > rank) ctx.fail("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
+  if (axis < -rank || axis > rank)
+    ctx.fail("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
   if (axis < 0) axis += rank;
   int64_t outer = 1;
   for (int64_t d = 0; d < axis; ++d) outer *= x.dim(d);
@@ -59,13 +61,16 @@ std::vector<int64_t> axesOf(const KernelContext& ctx, const ShapeAttrs& attrs) {
 
 void squeezeKernel(KernelContext& ctx, const ShapeAttrs& attrs) {
   const Tensor& x = ctx.input(0);
-  ctx.setOutput(0, x.reshaped(concrete(ctx, ir::squeezeSymShape(attrs.label, ir::symShapeOf(x.shape()), axesOf(ctx, attrs)))));
+  ctx.setOutput(0,
+                x.reshaped(concrete(ctx, ir::squeezeSymShape(attrs.label, ir::symShapeOf(x.shape()),
+                                                             axesOf(ctx, attrs)))));
 }
 
 void unsqueezeKernel(KernelContext& ctx, const ShapeAttrs& attrs) {
   const Tensor& x = ctx.input(0);
   ctx.setOutput(
-      0, x.reshaped(concrete(ctx, ir::unsqueezeSymShape(attrs.label, ir::symShapeOf(x.shape()), axesOf(ctx, attrs)))));
+      0, x.reshaped(concrete(ctx, ir::unsqueezeSymShape(attrs.label, ir::symShapeOf(x.shape()),
+                                                        axesOf(ctx, attrs)))));
 }
 
 void identityKernel(KernelContext& ctx) { ctx.setOutput(0, ctx.input(0)); }
@@ -73,9 +78,11 @@ void identityKernel(KernelContext& ctx) { ctx.setOutput(0, ctx.input(0)); }
 // Inference only: training_mode (opset 12+) must be off, or the ratio 0.
 void dropoutKernel(KernelContext& ctx, bool hasTrainingMode) {
   const Tensor& x = ctx.input(0);
-  if (hasTrainingMode && ctx.hasInput(2) && ctx.input(2).numel() == 1 && ctx.input(2).intAt(0) != 0) {
+  if (hasTrainingMode && ctx.hasInput(2) && ctx.input(2).numel() == 1 &&
+      ctx.input(2).intAt(0) != 0) {
     double ratio = ctx.hasInput(1) ? ctx.input(1).doubleAt(0) : 0.5;
-    if (ratio != 0) ctx.fail("training mode (random dropout) is not supported", ErrorCode::kUnsupportedNode);
+    if (ratio != 0)
+      ctx.fail("training mode (random dropout) is not supported", ErrorCode::kUnsupportedNode);
   }
   ctx.setOutput(0, x);
   if (ctx.wantsOutput(1)) {
@@ -88,7 +95,9 @@ void dropoutKernel(KernelContext& ctx, bool hasTrainingMode) {
 }
 
 // Shape's "start" (opset 15 on; 0 before).
-int64_t shapeStart(const ir::Node& node) { return node.opset >= 15 ? ir::attrInt(node, "start", 0) : 0; }
+int64_t shapeStart(const ir::Node& node) {
+  return node.opset >= 15 ? ir::attrInt(node, "start", 0) : 0;
+}
 
 void shapeKernel(KernelContext& ctx, int64_t startAttr) {
   const Shape& dims = ctx.input(0).shape();
@@ -131,7 +140,8 @@ void rangeKernel(KernelContext& ctx) {
     const C start = static_cast<C>(ctx.input(0).data<T>()[0]);
     const C delta = static_cast<C>(ctx.input(2).data<T>()[0]);
     T* out = y.data<T>();
-    for (int64_t i = 0; i < y.numel(); ++i) out[i] = static_cast<T>(start + static_cast<C>(i) * delta);
+    for (int64_t i = 0; i < y.numel(); ++i)
+      out[i] = static_cast<T>(start + static_cast<C>(i) * delta);
   });
 }
 
@@ -150,18 +160,24 @@ void eyeLikeKernel(KernelContext& ctx, int64_t k) {
 
 KILN_REGISTER_CPU_KERNEL_WITH_RULES("Reshape", bindKernel(shapeAttrs, reshapeKernel), {{}, true});
 KILN_REGISTER_CPU_KERNEL_WITH_RULES(
-    "Flatten", bindKernel([](const ir::Node& node) { return ir::attrInt(node, "axis", 1); }, flattenKernel), {{}, true});
+    "Flatten",
+    bindKernel([](const ir::Node& node) { return ir::attrInt(node, "axis", 1); }, flattenKernel),
+    {{}, true});
 KILN_REGISTER_CPU_KERNEL_WITH_RULES("Squeeze", bindKernel(shapeAttrs, squeezeKernel), {{}, true});
-KILN_REGISTER_CPU_KERNEL_WITH_RULES("Unsqueeze", bindKernel(shapeAttrs, unsqueezeKernel), {{}, true});
+KILN_REGISTER_CPU_KERNEL_WITH_RULES("Unsqueeze", bindKernel(shapeAttrs, unsqueezeKernel),
+                                    {{}, true});
 KILN_REGISTER_CPU_KERNEL_WITH_RULES("Identity", identityKernel, {{}, true});
 KILN_REGISTER_CPU_KERNEL_WITH_RULES(
-    "Dropout", bindKernel([](const ir::Node& node) { return node.opset >= 12; }, dropoutKernel), {{}, true});
+    "Dropout", bindKernel([](const ir::Node& node) { return node.opset >= 12; }, dropoutKernel),
+    {{}, true});
 KILN_REGISTER_CPU_KERNEL("Shape", bindKernel(shapeStart, shapeKernel));
 KILN_REGISTER_CPU_KERNEL("Size", sizeKernel);
 KILN_REGISTER_CPU_KERNEL("Expand", expandKernel);
 KILN_REGISTER_CPU_KERNEL("ConstantOfShape", bindKernel(constantValue, constantOfShapeKernel));
 KILN_REGISTER_CPU_KERNEL("Range", rangeKernel);
-KILN_REGISTER_CPU_KERNEL("EyeLike", bindKernel([](const ir::Node& node) { return ir::attrInt(node, "k", 0); }, eyeLikeKernel));
+KILN_REGISTER_CPU_KERNEL("EyeLike",
+                         bindKernel([](const ir::Node& node) { return ir::attrInt(node, "k", 0); },
+                                    eyeLikeKernel));
 
 }  // namespace
 }  // namespace kiln::cpu

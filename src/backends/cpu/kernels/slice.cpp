@@ -7,7 +7,9 @@ namespace kiln::cpu {
 namespace {
 
 // Slice keeps starts, ends and axes (attributes before opset 10) for ir::sliceParams.
-ir::Node sliceAttrs(const ir::Node& node) { return nodeLabelWithAttrs(node, {"starts", "ends", "axes"}); }
+ir::Node sliceAttrs(const ir::Node& node) {
+  return nodeLabelWithAttrs(node, {"starts", "ends", "axes"});
+}
 
 void sliceKernel(KernelContext& ctx, const ir::Node& attrs) {
   const Tensor& x = ctx.input(0);
@@ -24,7 +26,8 @@ void sliceKernel(KernelContext& ctx, const ir::Node& attrs) {
   int64_t offset = 0;
   for (size_t i = 0; i < params.axes.size(); ++i) {
     const int64_t axis = params.axes[i];
-    ir::SliceAxis s = ir::clampSlice(params.starts[i], params.ends[i], params.steps[i], x.dim(axis));
+    ir::SliceAxis s =
+        ir::clampSlice(params.starts[i], params.ends[i], params.steps[i], x.dim(axis));
     outShape[axis] = s.count;
     strides[axis] = inStrides[axis] * s.step;
     if (s.count > 0) offset += s.start * inStrides[axis];

@@ -4,11 +4,11 @@
 #include <vector>
 
 #include "backends/cpu/kernels/elementwise_util.h"
+#include "backends/cpu/kernels/node_label.h"
 #include "backends/cpu/kernels/reduce_runs.h"
+#include "backends/cpu/kernels/run_checks.h"
 #include "backends/cpu/kernels/softmax_exp.h"
 #include "backends/cpu/thread_pool.h"
-#include "backends/cpu/kernels/node_label.h"
-#include "backends/cpu/kernels/run_checks.h"
 
 namespace kiln::cpu {
 namespace {
@@ -18,7 +18,8 @@ namespace {
 struct SoftmaxAttrs {
   std::string opType;
   int64_t axis = -1;
-  bool flattened = false;  // before opset 13: the input is viewed as 2-D [outer, the rest from axis]
+  bool flattened =
+      false;  // before opset 13: the input is viewed as 2-D [outer, the rest from axis]
 };
 
 SoftmaxAttrs softmaxAttrs(const ir::Node& node) {
@@ -28,10 +29,12 @@ SoftmaxAttrs softmaxAttrs(const ir::Node& node) {
 
 AxisBlocks softmaxBlocks(const KernelContext& ctx, const SoftmaxAttrs& attrs, const Shape& shape) {
   const auto rank = static_cast<int64_t>(shape.size());
-  if (!attrs.flattened) return axisBlocks(shape, static_cast<size_t>(normalizeAxis(ctx, attrs.axis, rank)));
+  if (!attrs.flattened)
+    return axisBlocks(shape, static_cast<size_t>(normalizeAxis(ctx, attrs.axis, rank)));
   const int64_t axis = normalizeAxis(ctx, attrs.axis, rank);
   AxisBlocks b;
-  for (int64_t d = 0; d < rank; ++d) (d < axis ? b.outer : b.extent) *= shape[static_cast<size_t>(d)];
+  for (int64_t d = 0; d < rank; ++d)
+    (d < axis ? b.outer : b.extent) *= shape[static_cast<size_t>(d)];
   return b;
 }
 

@@ -27,15 +27,16 @@ inline V expPolynomial(V r) {
 
 /// 2^(j/16) for j = 0..15, rounded to float: the table of expOn16Lanes.
 alignas(64) inline constexpr float kExp2Sixteenths[16] = {
-    1.0f,        1.04427373f, 1.09050775f, 1.13878858f, 1.18920708f, 1.24185777f, 1.29683959f, 1.35425556f,
-    1.41421354f, 1.47682619f, 1.54221082f, 1.61049032f, 1.68179286f, 1.75625217f, 1.8340081f,  1.91520655f};
+    1.0f,        1.04427373f, 1.09050775f, 1.13878858f, 1.18920708f, 1.24185777f,
+    1.29683959f, 1.35425556f, 1.41421354f, 1.47682619f, 1.54221082f, 1.61049032f,
+    1.68179286f, 1.75625217f, 1.8340081f,  1.91520655f};
 
 /// exp(t) on 16 lanes (AVX-512; instantiate only in *_avx512.cpp files) for t in [-150, 88.7], NaN
-/// kept; results below FLT_MIN are correctly scaled subnormals, t < -149 * ln2 gives 0. t = (m + j/16)
-/// ln2 + r with |r| <= ln2 / 32: 2^(j/16) is one vpermps from a register table, exp(r) - 1 a degree-3
-/// Taylor polynomial (truncation < 1e-8), 2^m one vscalefps. About 1 ulp; two vector operations
-/// fewer than the degree-6 polynomial on |r| <= ln2 / 2. The all-lanes maskz forms avoid a false
-/// GCC 12 warning about _mm512_undefined_ps in the plain ones.
+/// kept; results below FLT_MIN are correctly scaled subnormals, t < -149 * ln2 gives 0. t = (m +
+/// j/16) ln2 + r with |r| <= ln2 / 32: 2^(j/16) is one vpermps from a register table, exp(r) - 1 a
+/// degree-3 Taylor polynomial (truncation < 1e-8), 2^m one vscalefps. About 1 ulp; two vector
+/// operations fewer than the degree-6 polynomial on |r| <= ln2 / 2. The all-lanes maskz forms avoid
+/// a false GCC 12 warning about _mm512_undefined_ps in the plain ones.
 template <typename V>
 inline V expOn16Lanes(V t) {
   static_assert(sizeof(V) == 64);
@@ -45,9 +46,11 @@ inline V expOn16Lanes(V t) {
   const __m512 shift = _mm512_set1_ps(786432.0f);
   const __m512 s = _mm512_fmadd_ps(x, _mm512_set1_ps(1.44269504088896341f), shift);
   const __m512 m = _mm512_sub_ps(s, shift);
-  __m512 r = _mm512_fnmadd_ps(m, _mm512_set1_ps(0.693359375f), x);  // ln2 in two parts: m * hi is exact
+  __m512 r =
+      _mm512_fnmadd_ps(m, _mm512_set1_ps(0.693359375f), x);  // ln2 in two parts: m * hi is exact
   r = _mm512_fmadd_ps(m, _mm512_set1_ps(2.12194440e-4f), r);
-  const __m512 table = _mm512_maskz_permutexvar_ps(all, _mm512_castps_si512(s), _mm512_load_ps(kExp2Sixteenths));
+  const __m512 table =
+      _mm512_maskz_permutexvar_ps(all, _mm512_castps_si512(s), _mm512_load_ps(kExp2Sixteenths));
   __m512 q = _mm512_fmadd_ps(r, _mm512_set1_ps(1.0f / 6.0f), _mm512_set1_ps(0.5f));
   q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(1.0f));
   q = _mm512_mul_ps(q, r);
@@ -62,8 +65,10 @@ inline V expOn16Lanes(V t) {
 template <typename V, typename I>
 inline V expKernel(V x) {
   auto constant = [](float c) {
-    if constexpr (std::is_same_v<V, float>) return c;
-    else return V{} + c;
+    if constexpr (std::is_same_v<V, float>)
+      return c;
+    else
+      return V{} + c;
   };
   if constexpr (std::is_same_v<V, float>) {
     if (x != x) return x;  // NaN stays NaN (and never reaches the float -> int conversion below)
@@ -95,7 +100,8 @@ namespace detail {
 /// softmaxRows on V vectors (Float8 for AVX2, 16 floats in softmax_avx512.cpp); the tail of a
 /// row that does not fill a vector is done in scalars.
 template <typename V, typename I>
-inline void softmaxRowsOn(float* x, int64_t ld, const float* mask, int64_t maskLd, int64_t rows, int64_t n) {
+inline void softmaxRowsOn(float* x, int64_t ld, const float* mask, int64_t maskLd, int64_t rows,
+                          int64_t n) {
   constexpr int64_t kWidth = sizeof(V) / sizeof(float);
   auto load = [](const float* p) {
     V v;
@@ -144,14 +150,16 @@ inline void softmaxRowsOn(float* x, int64_t ld, const float* mask, int64_t maskL
   }
 }
 
-void softmaxRowsAvx512(float* x, int64_t ld, const float* mask, int64_t maskLd, int64_t rows, int64_t n);
+void softmaxRowsAvx512(float* x, int64_t ld, const float* mask, int64_t maskLd, int64_t rows,
+                       int64_t n);
 
 }  // namespace detail
 
 /// In place, for each of `rows` rows of n >= 1 floats (row stride ld): x += mask row (when mask is
 /// not null; mask rows maskLd apart, 0 = one row for all), then x = softmax(x): exp(x - max) / sum.
 /// Picks the AVX-512 code when activeCpuIsa() allows it.
-inline void softmaxRows(float* x, int64_t ld, const float* mask, int64_t maskLd, int64_t rows, int64_t n) {
+inline void softmaxRows(float* x, int64_t ld, const float* mask, int64_t maskLd, int64_t rows,
+                        int64_t n) {
   if (activeCpuIsa() >= CpuIsa::kAvx512) {
     detail::softmaxRowsAvx512(x, ld, mask, maskLd, rows, n);
   } else {

@@ -18,7 +18,8 @@ using Complex = std::complex<double>;
 std::vector<Complex> twiddles(int64_t length) {
   std::vector<Complex> w(static_cast<size_t>(length));
   for (int64_t m = 0; m < length; ++m) {
-    const double angle = -2.0 * std::numbers::pi * static_cast<double>(m) / static_cast<double>(length);
+    const double angle =
+        -2.0 * std::numbers::pi * static_cast<double>(m) / static_cast<double>(length);
     w[m] = Complex(std::cos(angle), std::sin(angle));
   }
   return w;
@@ -26,7 +27,8 @@ std::vector<Complex> twiddles(int64_t length) {
 
 /// out[k] = sum_n in[n] w^(+-k n) for k < outCount over a signal zero-padded or truncated to L =
 /// w.size(); the inverse conjugates the twiddles and divides by L.
-void dftLine(const std::vector<Complex>& in, const std::vector<Complex>& w, bool inverse, int64_t outCount, Complex* out) {
+void dftLine(const std::vector<Complex>& in, const std::vector<Complex>& w, bool inverse,
+             int64_t outCount, Complex* out) {
   const auto length = static_cast<int64_t>(w.size());
   const int64_t used = std::min<int64_t>(length, static_cast<int64_t>(in.size()));
   for (int64_t k = 0; k < outCount; ++k) {
@@ -63,7 +65,8 @@ std::vector<Complex> readComplex(const Tensor& t) {
   std::vector<Complex> v(static_cast<size_t>(count));
   for (int64_t i = 0; i < count; ++i) {
     const double re = static_cast<double>(static_cast<ComputeType<T>>(p[isComplex ? 2 * i : i]));
-    const double im = isComplex ? static_cast<double>(static_cast<ComputeType<T>>(p[2 * i + 1])) : 0.0;
+    const double im =
+        isComplex ? static_cast<double>(static_cast<ComputeType<T>>(p[2 * i + 1])) : 0.0;
     v[i] = Complex(re, im);
   }
   return v;
@@ -76,7 +79,9 @@ T fromDouble(double v) {
 
 int64_t scalarInputInt(KernelContext& ctx, size_t i, const char* what) {
   const Tensor& t = ctx.input(i);
-  if (t.numel() != 1) ctx.fail(std::string(what) + " must hold one value, got " + t.describe(), ErrorCode::kInvalidArgument);
+  if (t.numel() != 1)
+    ctx.fail(std::string(what) + " must hold one value, got " + t.describe(),
+             ErrorCode::kInvalidArgument);
   return t.intAt(0);
 }
 
@@ -86,7 +91,8 @@ struct DftAttrs {
 };
 
 DftAttrs dftAttrs(const ir::Node& node) {
-  DftAttrs a{ir::attrInt(node, "inverse", 0) != 0, ir::attrInt(node, "onesided", 0) != 0, std::nullopt};
+  DftAttrs a{ir::attrInt(node, "inverse", 0) != 0, ir::attrInt(node, "onesided", 0) != 0,
+             std::nullopt};
   if (node.opset < 20) a.axis = ir::attrInt(node, "axis", 1);
   return a;
 }
@@ -101,11 +107,15 @@ void dftKernel(KernelContext& ctx, const DftAttrs& attrs) {
   const bool onesided = attrs.onesided;
   int64_t axis = attrs.axis ? *attrs.axis : (ctx.hasInput(2) ? scalarInputInt(ctx, 2, "axis") : -2);
   axis = normalizeAxis(ctx, axis, rank);
-  if (axis == rank - 1) ctx.fail("axis must not be the last (real/imaginary) dim", ErrorCode::kInvalidArgument);
+  if (axis == rank - 1)
+    ctx.fail("axis must not be the last (real/imaginary) dim", ErrorCode::kInvalidArgument);
   const int64_t n = x.dim(static_cast<size_t>(axis));
   const bool inverseReal = inverse && onesided;
-  const int64_t length = ctx.hasInput(1) ? scalarInputInt(ctx, 1, "dft_length") : (inverseReal ? 2 * (n - 1) : n);
-  if (length < 1) ctx.fail("dft_length must be positive, got " + std::to_string(length), ErrorCode::kInvalidArgument);
+  const int64_t length =
+      ctx.hasInput(1) ? scalarInputInt(ctx, 1, "dft_length") : (inverseReal ? 2 * (n - 1) : n);
+  if (length < 1)
+    ctx.fail("dft_length must be positive, got " + std::to_string(length),
+             ErrorCode::kInvalidArgument);
   const int64_t outCount = (!inverse && onesided) ? length / 2 + 1 : length;
   Shape outShape = x.shape();
   outShape[axis] = outCount;
@@ -127,7 +137,8 @@ void dftKernel(KernelContext& ctx, const DftAttrs& attrs) {
         for (int64_t k = 0; k < n; ++k) line[k] = signal[(o * n + k) * inner + i];
         if (inverseReal) {
           inverseRealLine(line, w, real.data());
-          for (int64_t k = 0; k < length; ++k) out[(o * length + k) * inner + i] = fromDouble<T>(real[k]);
+          for (int64_t k = 0; k < length; ++k)
+            out[(o * length + k) * inner + i] = fromDouble<T>(real[k]);
           continue;
         }
         dftLine(line, w, inverse, outCount, spectrum.data());
@@ -143,17 +154,27 @@ void dftKernel(KernelContext& ctx, const DftAttrs& attrs) {
 
 void stftKernel(KernelContext& ctx, bool onesided) {
   const Tensor& x = ctx.input(0);
-  if (x.rank() != 3 || (x.dim(2) != 1 && x.dim(2) != 2)) ctx.fail("signal must be [batch, length, 1 or 2], got " + x.describe(), ErrorCode::kInvalidArgument);
+  if (x.rank() != 3 || (x.dim(2) != 1 && x.dim(2) != 2))
+    ctx.fail("signal must be [batch, length, 1 or 2], got " + x.describe(),
+             ErrorCode::kInvalidArgument);
   const int64_t step = scalarInputInt(ctx, 1, "frame_step");
-  if (step < 1) ctx.fail("frame_step must be positive, got " + std::to_string(step), ErrorCode::kInvalidArgument);
+  if (step < 1)
+    ctx.fail("frame_step must be positive, got " + std::to_string(step),
+             ErrorCode::kInvalidArgument);
   const Tensor* window = ctx.hasInput(2) ? &ctx.input(2) : nullptr;
-  if (window && window->rank() != 1) ctx.fail("window must be 1-D, got " + window->describe(), ErrorCode::kInvalidArgument);
-  int64_t frameLength = ctx.hasInput(3) ? scalarInputInt(ctx, 3, "frame_length") : (window ? window->dim(0) : x.dim(1));
+  if (window && window->rank() != 1)
+    ctx.fail("window must be 1-D, got " + window->describe(), ErrorCode::kInvalidArgument);
+  int64_t frameLength = ctx.hasInput(3) ? scalarInputInt(ctx, 3, "frame_length")
+                                        : (window ? window->dim(0) : x.dim(1));
   if (window && window->dim(0) != frameLength) {
-    ctx.fail("window " + window->describe() + " does not match frame_length " + std::to_string(frameLength), ErrorCode::kInvalidArgument);
+    ctx.fail("window " + window->describe() + " does not match frame_length " +
+                 std::to_string(frameLength),
+             ErrorCode::kInvalidArgument);
   }
   if (frameLength < 1 || frameLength > x.dim(1)) {
-    ctx.fail("frame_length " + std::to_string(frameLength) + " must be in [1, " + std::to_string(x.dim(1)) + "]", ErrorCode::kInvalidArgument);
+    ctx.fail("frame_length " + std::to_string(frameLength) + " must be in [1, " +
+                 std::to_string(x.dim(1)) + "]",
+             ErrorCode::kInvalidArgument);
   }
   const int64_t batches = x.dim(0), length = x.dim(1);
   const int64_t frames = (length - frameLength) / step + 1;
@@ -167,7 +188,8 @@ void stftKernel(KernelContext& ctx, bool onesided) {
     if (window) {
       dispatchFloat(window->dtype(), "STFT window", [&](auto wtag) {
         using W = typename decltype(wtag)::type;
-        for (int64_t i = 0; i < frameLength; ++i) weights[i] = static_cast<double>(static_cast<ComputeType<W>>(window->data<W>()[i]));
+        for (int64_t i = 0; i < frameLength; ++i)
+          weights[i] = static_cast<double>(static_cast<ComputeType<W>>(window->data<W>()[i]));
       });
     }
     T* out = y.data<T>();
@@ -189,7 +211,9 @@ void stftKernel(KernelContext& ctx, bool onesided) {
 }
 
 KILN_REGISTER_CPU_KERNEL("DFT", bindKernel(dftAttrs, dftKernel));
-KILN_REGISTER_CPU_KERNEL("STFT", bindKernel([](const ir::Node& node) { return ir::attrInt(node, "onesided", 1) != 0; }, stftKernel));
+KILN_REGISTER_CPU_KERNEL(
+    "STFT", bindKernel([](const ir::Node& node) { return ir::attrInt(node, "onesided", 1) != 0; },
+                       stftKernel));
 
 }  // namespace
 }  // namespace kiln::cpu

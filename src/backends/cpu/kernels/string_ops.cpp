@@ -1,8 +1,8 @@
 // CPU kernels of the string ops: StringNormalizer (stopword removal and case change), StringConcat
 // (broadcast concatenation), StringSplit (Python str.split semantics, padded with "") and
 // RegexFullMatch (std::regex ECMAScript syntax, compiled once when the engine is built).
-#include <cwctype>
 #include <locale.h>
+#include <cwctype>
 #include <regex>
 #include <set>
 
@@ -19,7 +19,11 @@ std::u32string decodeUtf8(const std::string& s) {
   size_t i = 0;
   while (i < s.size()) {
     const auto b = static_cast<unsigned char>(s[i]);
-    const size_t len = b < 0x80 ? 1 : (b & 0xE0) == 0xC0 ? 2 : (b & 0xF0) == 0xE0 ? 3 : (b & 0xF8) == 0xF0 ? 4 : 0;
+    const size_t len = b < 0x80             ? 1
+                       : (b & 0xE0) == 0xC0 ? 2
+                       : (b & 0xF0) == 0xE0 ? 3
+                       : (b & 0xF8) == 0xF0 ? 4
+                                            : 0;
     bool ok = len > 0 && i + len <= s.size();
     char32_t c = len == 1 ? b : len == 2 ? (b & 0x1F) : len == 3 ? (b & 0x0F) : (b & 0x07);
     for (size_t k = 1; ok && k < len; ++k) {
@@ -66,9 +70,11 @@ std::string changeCase(const std::string& s, CaseChange change) {
   for (char32_t& c : text) {
     if (utf8) {
       const auto w = static_cast<wint_t>(c);
-      c = static_cast<char32_t>(change == CaseChange::kLower ? towlower_l(w, utf8) : towupper_l(w, utf8));
+      c = static_cast<char32_t>(change == CaseChange::kLower ? towlower_l(w, utf8)
+                                                             : towupper_l(w, utf8));
     } else if (c < 0x80) {
-      c = static_cast<char32_t>(change == CaseChange::kLower ? std::tolower(static_cast<int>(c)) : std::toupper(static_cast<int>(c)));
+      c = static_cast<char32_t>(change == CaseChange::kLower ? std::tolower(static_cast<int>(c))
+                                                             : std::toupper(static_cast<int>(c)));
     }
   }
   return encodeUtf8(text);
@@ -83,18 +89,22 @@ struct StringNormalizerAttrs {
 StringNormalizerAttrs stringNormalizerAttrs(const ir::Node& node) {
   StringNormalizerAttrs a;
   const std::string action = ir::attrString(node, "case_change_action", "NONE");
-  a.change = action == "LOWER" ? CaseChange::kLower : action == "UPPER" ? CaseChange::kUpper : CaseChange::kNone;
+  a.change = action == "LOWER"   ? CaseChange::kLower
+             : action == "UPPER" ? CaseChange::kUpper
+                                 : CaseChange::kNone;
   a.caseSensitive = ir::attrInt(node, "is_case_sensitive", 0) != 0;
   // Case-insensitive matching compares lower-cased forms.
   if (ir::hasAttr(node, "stopwords")) {
-    for (const std::string& w : ir::attrStrings(node, "stopwords")) a.stopwords.insert(a.caseSensitive ? w : changeCase(w, CaseChange::kLower));
+    for (const std::string& w : ir::attrStrings(node, "stopwords"))
+      a.stopwords.insert(a.caseSensitive ? w : changeCase(w, CaseChange::kLower));
   }
   return a;
 }
 
 void stringNormalizerKernel(KernelContext& ctx, const StringNormalizerAttrs& attrs) {
   const Tensor& x = ctx.input(0);
-  if (!(x.rank() == 1 || (x.rank() == 2 && x.dim(0) == 1))) ctx.fail("input must be [C] or [1, C], got " + x.describe(), ErrorCode::kInvalidArgument);
+  if (!(x.rank() == 1 || (x.rank() == 2 && x.dim(0) == 1)))
+    ctx.fail("input must be [C] or [1, C], got " + x.describe(), ErrorCode::kInvalidArgument);
   const CaseChange change = attrs.change;
   const bool caseSensitive = attrs.caseSensitive;
   const std::set<std::string>& stopwords = attrs.stopwords;
@@ -108,7 +118,8 @@ void stringNormalizerKernel(KernelContext& ctx, const StringNormalizerAttrs& att
   // An input whose every string is a stopword gives one empty string.
   if (kept.empty()) kept.emplace_back();
   const auto count = static_cast<int64_t>(kept.size());
-  Tensor& y = ctx.allocateOutput(0, DataType::kString, x.rank() == 1 ? Shape{count} : Shape{1, count});
+  Tensor& y =
+      ctx.allocateOutput(0, DataType::kString, x.rank() == 1 ? Shape{count} : Shape{1, count});
   std::copy(kept.begin(), kept.end(), y.data<std::string>());
 }
 
@@ -116,13 +127,17 @@ void stringConcatKernel(KernelContext& ctx) {
   const Tensor& a = ctx.input(0);
   const Tensor& b = ctx.input(1);
   Tensor& y = ctx.allocateOutput(0, DataType::kString, broadcastShapes(ctx, a.shape(), b.shape()));
-  mapBinary<std::string, std::string>(a, b, y, [](const std::string& l, const std::string& r) { return l + r; });
+  mapBinary<std::string, std::string>(
+      a, b, y, [](const std::string& l, const std::string& r) { return l + r; });
 }
 
-bool isPythonSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
+bool isPythonSpace(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
 
 /// Python's s.split(delimiter, maxsplit); an empty delimiter splits on runs of whitespace.
-std::vector<std::string> splitString(const std::string& s, const std::string& delimiter, int64_t maxsplit) {
+std::vector<std::string> splitString(const std::string& s, const std::string& delimiter,
+                                     int64_t maxsplit) {
   std::vector<std::string> parts;
   if (delimiter.empty()) {
     size_t i = 0;
@@ -177,11 +192,13 @@ void stringSplitKernel(KernelContext& ctx, const StringSplitAttrs& attrs) {
   Tensor& y = ctx.allocateOutput(0, DataType::kString, yShape);
   std::string* out = y.data<std::string>();
   for (size_t i = 0; i < parts.size(); ++i) {
-    for (size_t k = 0; k < widest; ++k) out[i * widest + k] = k < parts[i].size() ? parts[i][k] : std::string();
+    for (size_t k = 0; k < widest; ++k)
+      out[i * widest + k] = k < parts[i].size() ? parts[i][k] : std::string();
   }
   if (ctx.wantsOutput(1)) {
     Tensor& z = ctx.allocateOutput(1, DataType::kInt64, x.shape());
-    for (size_t i = 0; i < parts.size(); ++i) z.data<int64_t>()[i] = static_cast<int64_t>(parts[i].size());
+    for (size_t i = 0; i < parts.size(); ++i)
+      z.data<int64_t>()[i] = static_cast<int64_t>(parts[i].size());
   }
 }
 
@@ -191,16 +208,19 @@ KernelFn makeRegexFullMatch(const KernelCreateInfo& info) {
   try {
     re = std::make_shared<const std::regex>(pattern, std::regex::ECMAScript);
   } catch (const std::regex_error& e) {
-    ir::failNode(info.node, "pattern '" + pattern + "' is not a valid regular expression: " + e.what());
+    ir::failNode(info.node,
+                 "pattern '" + pattern + "' is not a valid regular expression: " + e.what());
   }
   return [re](KernelContext& ctx) {
     const Tensor& x = ctx.input(0);
     Tensor& y = ctx.allocateOutput(0, DataType::kBool, x.shape());
-    for (int64_t i = 0; i < x.numel(); ++i) y.data<bool>()[i] = std::regex_match(x.data<std::string>()[i], *re);
+    for (int64_t i = 0; i < x.numel(); ++i)
+      y.data<bool>()[i] = std::regex_match(x.data<std::string>()[i], *re);
   };
 }
 
-KILN_REGISTER_CPU_KERNEL("StringNormalizer", bindKernel(stringNormalizerAttrs, stringNormalizerKernel));
+KILN_REGISTER_CPU_KERNEL("StringNormalizer",
+                         bindKernel(stringNormalizerAttrs, stringNormalizerKernel));
 KILN_REGISTER_CPU_KERNEL("StringConcat", stringConcatKernel);
 KILN_REGISTER_CPU_KERNEL("StringSplit", bindKernel(stringSplitAttrs, stringSplitKernel));
 KILN_REGISTER_CPU_KERNEL("RegexFullMatch", KernelFactory(makeRegexFullMatch));

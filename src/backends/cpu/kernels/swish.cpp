@@ -11,8 +11,10 @@ namespace {
 void swishKernel(KernelContext& ctx, double alpha) {
   const Tensor& x = ctx.input(0);
   Tensor& y = ctx.output(0);
-  if (x.dtype() == DataType::kFloat32 && alpha == 1.0) {  // SiLU: the vectorised fused-activation code
-    applyActivationInParallel(Activation{ActivationKind::kSiLU}, x.data<float>(), y.data<float>(), x.numel());
+  if (x.dtype() == DataType::kFloat32 &&
+      alpha == 1.0) {  // SiLU: the vectorised fused-activation code
+    applyActivationInParallel(Activation{ActivationKind::kSiLU}, x.data<float>(), y.data<float>(),
+                              x.numel());
     return;
   }
   dispatchFloat(x.dtype(), "Swish", [&](auto tag) {
@@ -24,8 +26,12 @@ void swishKernel(KernelContext& ctx, double alpha) {
   });
 }
 
-KILN_REGISTER_CPU_KERNEL("Swish", bindKernel([](const ir::Node& node) { return static_cast<double>(ir::attrFloat(node, "alpha", 1.0f)); },
-                                             swishKernel));
+KILN_REGISTER_CPU_KERNEL("Swish",
+                         bindKernel(
+                             [](const ir::Node& node) {
+                               return static_cast<double>(ir::attrFloat(node, "alpha", 1.0f));
+                             },
+                             swishKernel));
 
 }  // namespace
 }  // namespace kiln::cpu

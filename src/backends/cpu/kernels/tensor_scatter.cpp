@@ -22,20 +22,24 @@ void tensorScatterKernel(KernelContext& ctx, const TensorScatterAttrs& attrs) {
   const bool circular = attrs.circular;
   const auto rank = static_cast<int64_t>(cache.rank());
   if (rank < 2 || static_cast<int64_t>(update.rank()) != rank) {
-    ctx.fail("past_cache " + cache.describe() + " and update " + update.describe() + " need the same rank >= 2", ErrorCode::kInvalidArgument);
+    ctx.fail("past_cache " + cache.describe() + " and update " + update.describe() +
+                 " need the same rank >= 2",
+             ErrorCode::kInvalidArgument);
   }
   const auto axis = static_cast<size_t>(normalizeAxis(ctx, attrs.axis, rank));
   if (axis == 0) ctx.fail("axis must not be the batch axis", ErrorCode::kInvalidModel);
   for (size_t d = 0; d < cache.rank(); ++d) {
     if (d != axis ? update.dim(d) != cache.dim(d) : update.dim(d) > cache.dim(d)) {
-      ctx.fail("update " + update.describe() + " does not fit past_cache " + cache.describe(), ErrorCode::kInvalidArgument);
+      ctx.fail("update " + update.describe() + " does not fit past_cache " + cache.describe(),
+               ErrorCode::kInvalidArgument);
     }
   }
   const int64_t batches = cache.dim(0);
   std::vector<int64_t> writeAt(static_cast<size_t>(batches), 0);
   if (ctx.hasInput(2)) {
     writeAt = ctx.input(2).toInt64Vector();
-    if (static_cast<int64_t>(writeAt.size()) != batches) ctx.fail("write_indices must hold one index per batch", ErrorCode::kInvalidArgument);
+    if (static_cast<int64_t>(writeAt.size()) != batches)
+      ctx.fail("write_indices must hold one index per batch", ErrorCode::kInvalidArgument);
   }
   const int64_t maxLength = cache.dim(axis), length = update.dim(axis);
   // Rows of `inner` elements along the axis; `middle` rows per batch come before the axis.
@@ -54,7 +58,9 @@ void tensorScatterKernel(KernelContext& ctx, const TensorScatterAttrs& attrs) {
           int64_t at = writeAt[b] + s;
           if (circular) at = ((at % maxLength) + maxLength) % maxLength;
           if (at < 0 || at >= maxLength) {
-            ctx.fail("write index " + std::to_string(at) + " is outside the cache length " + std::to_string(maxLength), ErrorCode::kInvalidArgument);
+            ctx.fail("write index " + std::to_string(at) + " is outside the cache length " +
+                         std::to_string(maxLength),
+                     ErrorCode::kInvalidArgument);
           }
           const T* from = up + ((b * middle + m) * length + s) * inner;
           std::copy(from, from + inner, out + ((b * middle + m) * maxLength + at) * inner);

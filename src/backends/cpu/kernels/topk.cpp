@@ -3,8 +3,8 @@
 #include <algorithm>
 
 #include "backends/cpu/kernels/elementwise_util.h"
-#include "backends/cpu/kernels/reduce_runs.h"
 #include "backends/cpu/kernels/node_label.h"
+#include "backends/cpu/kernels/reduce_runs.h"
 #include "backends/cpu/kernels/run_checks.h"
 
 namespace kiln::cpu {
@@ -35,11 +35,13 @@ void topKKernel(KernelContext& ctx, const TopKAttrs& attrs) {
     k = ks[0];
   }
   if (x.rank() == 0) ctx.fail("needs an input of rank >= 1");
-  const auto axis = static_cast<size_t>(normalizeAxis(ctx, attrs.axis, static_cast<int64_t>(x.rank())));
+  const auto axis =
+      static_cast<size_t>(normalizeAxis(ctx, attrs.axis, static_cast<int64_t>(x.rank())));
   const bool largest = attrs.largest;
   const AxisBlocks b = axisBlocks(x.shape(), axis);
   if (k < 0 || k > b.extent) {
-    ctx.fail("k = " + std::to_string(k) + " is out of range for an axis of size " + std::to_string(b.extent));
+    ctx.fail("k = " + std::to_string(k) + " is out of range for an axis of size " +
+             std::to_string(b.extent));
   }
   Tensor& values = ctx.output(0);
   int64_t* indices = ctx.wantsOutput(1) ? ctx.output(1).data<int64_t>() : nullptr;

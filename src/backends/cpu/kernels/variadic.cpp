@@ -51,14 +51,16 @@ KILN_REGISTER_CPU_KERNEL("Max", variadic(maxOf));
 KILN_REGISTER_CPU_KERNEL("Min", variadic(minOf));
 KILN_REGISTER_CPU_KERNEL("Sum", variadic(sumOf));
 KILN_REGISTER_CPU_KERNEL("Mean", KernelFn([](KernelContext& ctx) {
-  Tensor& out = ctx.output(0);
-  dispatchNumeric(out.dtype(), "Mean", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    foldInputs<T>(ctx, out, sumOf);
-    const auto count = static_cast<ComputeType<T>>(ctx.numInputs());
-    mapUnary<T, T>(out, out, [count](auto v) { return static_cast<decltype(v)>(v / count); });
-  });
-}));
+                           Tensor& out = ctx.output(0);
+                           dispatchNumeric(out.dtype(), "Mean", [&](auto tag) {
+                             using T = typename decltype(tag)::type;
+                             foldInputs<T>(ctx, out, sumOf);
+                             const auto count = static_cast<ComputeType<T>>(ctx.numInputs());
+                             mapUnary<T, T>(out, out, [count](auto v) {
+                               return static_cast<decltype(v)>(v / count);
+                             });
+                           });
+                         }));
 
 }  // namespace
 }  // namespace kiln::cpu

@@ -25,7 +25,9 @@ void mapRange(const float* x, float* y, int64_t begin, int64_t end) {
 
 template <__m256 (*kVector)(__m256), float (*kScalar)(float)>
 void mapInParallel(const float* x, float* y, int64_t n) {
-  parallelForAtLeast(n, kMinElementsPerThread, [&](int64_t begin, int64_t end) { mapRange<kVector, kScalar>(x, y, begin, end); });
+  parallelForAtLeast(n, kMinElementsPerThread, [&](int64_t begin, int64_t end) {
+    mapRange<kVector, kScalar>(x, y, begin, end);
+  });
 }
 
 float erfScalar(float v) { return std::erf(v); }
@@ -36,9 +38,12 @@ float expScalar(float v) { return std::exp(v); }
 
 void applyVectorMath(VectorMathFn fn, const float* x, float* y, int64_t n) {
   switch (fn) {
-    case VectorMathFn::kErf: return mapInParallel<_ZGVdN8v_erff, erfScalar>(x, y, n);
-    case VectorMathFn::kTanh: return mapInParallel<_ZGVdN8v_tanhf, tanhScalar>(x, y, n);
-    case VectorMathFn::kExp: return mapInParallel<_ZGVdN8v_expf, expScalar>(x, y, n);
+    case VectorMathFn::kErf:
+      return mapInParallel<_ZGVdN8v_erff, erfScalar>(x, y, n);
+    case VectorMathFn::kTanh:
+      return mapInParallel<_ZGVdN8v_tanhf, tanhScalar>(x, y, n);
+    case VectorMathFn::kExp:
+      return mapInParallel<_ZGVdN8v_expf, expScalar>(x, y, n);
   }
 }
 

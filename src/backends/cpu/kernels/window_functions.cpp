@@ -14,13 +14,17 @@ namespace {
 
 int64_t scalarInt(KernelContext& ctx, size_t i, const char* what) {
   const Tensor& t = ctx.input(i);
-  if (t.numel() != 1) ctx.fail(std::string(what) + " must hold one value, got " + t.describe(), ErrorCode::kInvalidArgument);
+  if (t.numel() != 1)
+    ctx.fail(std::string(what) + " must hold one value, got " + t.describe(),
+             ErrorCode::kInvalidArgument);
   return t.intAt(0);
 }
 
 double scalarDouble(KernelContext& ctx, size_t i, const char* what) {
   const Tensor& t = ctx.input(i);
-  if (t.numel() != 1) ctx.fail(std::string(what) + " must hold one value, got " + t.describe(), ErrorCode::kInvalidArgument);
+  if (t.numel() != 1)
+    ctx.fail(std::string(what) + " must hold one value, got " + t.describe(),
+             ErrorCode::kInvalidArgument);
   return t.doubleAt(0);
 }
 
@@ -30,10 +34,12 @@ struct WindowAttrs {
 };
 
 WindowAttrs windowAttrs(const ir::Node& node) {
-  return {static_cast<DataType>(ir::attrInt(node, "output_datatype", 1)), ir::attrInt(node, "periodic", 1) != 0};
+  return {static_cast<DataType>(ir::attrInt(node, "output_datatype", 1)),
+          ir::attrInt(node, "periodic", 1) != 0};
 }
 
-void storeAs(KernelContext& ctx, const WindowAttrs& attrs, const std::vector<double>& values, Shape shape) {
+void storeAs(KernelContext& ctx, const WindowAttrs& attrs, const std::vector<double>& values,
+             Shape shape) {
   const DataType type = attrs.type;
   Tensor& y = ctx.allocateOutput(0, type, std::move(shape));
   dispatchNumeric(type, "output_datatype", [&](auto tag) {
@@ -47,19 +53,23 @@ void storeAs(KernelContext& ctx, const WindowAttrs& attrs, const std::vector<dou
 template <size_t K>
 void cosineSumWindow(KernelContext& ctx, const WindowAttrs& attrs, const std::array<double, K>& a) {
   const int64_t size = scalarInt(ctx, 0, "size");
-  if (size < 0) ctx.fail("size must not be negative, got " + std::to_string(size), ErrorCode::kInvalidArgument);
+  if (size < 0)
+    ctx.fail("size must not be negative, got " + std::to_string(size), ErrorCode::kInvalidArgument);
   const bool periodic = attrs.periodic;
   const auto period = static_cast<double>(periodic ? size : size - 1);
   std::vector<double> w(static_cast<size_t>(size));
   for (int64_t n = 0; n < size; ++n) {
     double v = 0;
-    for (size_t j = 0; j < K; ++j) v += a[j] * std::cos(2.0 * std::numbers::pi * static_cast<double>(j * n) / period);
+    for (size_t j = 0; j < K; ++j)
+      v += a[j] * std::cos(2.0 * std::numbers::pi * static_cast<double>(j * n) / period);
     w[n] = v;
   }
   storeAs(ctx, attrs, w, {size});
 }
 
-void hannWindowKernel(KernelContext& ctx, const WindowAttrs& attrs) { cosineSumWindow<2>(ctx, attrs, {0.5, -0.5}); }
+void hannWindowKernel(KernelContext& ctx, const WindowAttrs& attrs) {
+  cosineSumWindow<2>(ctx, attrs, {0.5, -0.5});
+}
 void hammingWindowKernel(KernelContext& ctx, const WindowAttrs& attrs) {
   cosineSumWindow<2>(ctx, attrs, {25.0 / 46.0, -21.0 / 46.0});
 }
@@ -67,7 +77,8 @@ void blackmanWindowKernel(KernelContext& ctx, const WindowAttrs& attrs) {
   cosineSumWindow<3>(ctx, attrs, {0.42, -0.5, 0.08});
 }
 
-/// a // b as numpy computes it for positive floats (via fmod, so exact multiples do not round down).
+/// a // b as numpy computes it for positive floats (via fmod, so exact multiples do not round
+/// down).
 double floorDivide(double a, double b) {
   const double mod = std::fmod(a, b);
   const double div = (a - mod) / b;
@@ -83,7 +94,8 @@ void melWeightMatrixKernel(KernelContext& ctx, const WindowAttrs& attrs) {
   const double lower = scalarDouble(ctx, 3, "lower_edge_hertz");
   const double upper = scalarDouble(ctx, 4, "upper_edge_hertz");
   if (bins < 1 || dftLength < 1 || sampleRate < 1) {
-    ctx.fail("num_mel_bins, dft_length and sample_rate must be positive", ErrorCode::kInvalidArgument);
+    ctx.fail("num_mel_bins, dft_length and sample_rate must be positive",
+             ErrorCode::kInvalidArgument);
   }
   if (lower < 0 || upper < lower) {
     ctx.fail("need 0 <= lower_edge_hertz <= upper_edge_hertz", ErrorCode::kInvalidArgument);
@@ -95,12 +107,17 @@ void melWeightMatrixKernel(KernelContext& ctx, const WindowAttrs& attrs) {
   const double melStep = (toMel(upper) - lowMel) / static_cast<double>(bins + 2);
   std::vector<int64_t> edge(static_cast<size_t>(bins + 2));
   for (int64_t i = 0; i < bins + 2; ++i) {
-    const double hz = 700.0 * std::expm1((static_cast<double>(i) * melStep + lowMel) / 2595.0 * std::log(10.0));
-    edge[i] = static_cast<int64_t>(floorDivide(static_cast<double>(dftLength + 1) * hz, static_cast<double>(sampleRate)));
+    const double hz =
+        700.0 * std::expm1((static_cast<double>(i) * melStep + lowMel) / 2595.0 * std::log(10.0));
+    edge[i] = static_cast<int64_t>(
+        floorDivide(static_cast<double>(dftLength + 1) * hz, static_cast<double>(sampleRate)));
   }
   std::vector<double> w(static_cast<size_t>(rows * bins), 0.0);
   auto at = [&](int64_t row, int64_t col) -> double& {
-    if (row < 0 || row >= rows) ctx.fail("mel filter edge " + std::to_string(row) + " falls outside the " + std::to_string(rows) + " DFT bins", ErrorCode::kInvalidArgument);
+    if (row < 0 || row >= rows)
+      ctx.fail("mel filter edge " + std::to_string(row) + " falls outside the " +
+                   std::to_string(rows) + " DFT bins",
+               ErrorCode::kInvalidArgument);
     return w[row * bins + col];
   };
   for (int64_t i = 0; i < bins; ++i) {
@@ -108,9 +125,11 @@ void melWeightMatrixKernel(KernelContext& ctx, const WindowAttrs& attrs) {
     if (center == left) {
       at(center, i) = 1;
     } else {
-      for (int64_t j = left; j <= center; ++j) at(j, i) = static_cast<double>(j - left) / static_cast<double>(center - left);
+      for (int64_t j = left; j <= center; ++j)
+        at(j, i) = static_cast<double>(j - left) / static_cast<double>(center - left);
     }
-    for (int64_t j = center; j < right; ++j) at(j, i) = static_cast<double>(right - j) / static_cast<double>(right - center);
+    for (int64_t j = center; j < right; ++j)
+      at(j, i) = static_cast<double>(right - j) / static_cast<double>(right - center);
   }
   storeAs(ctx, attrs, w, {rows, bins});
 }

@@ -30,7 +30,9 @@ constexpr int64_t kMaxTile = 8 * 32;  // mr x nr of the widest kernel
 
 uint64_t roundUp(uint64_t n, uint64_t step) { return (n + step - 1) / step * step; }
 
-int64_t stripWidth(const QGemmKernelInfo& ki, QSide side) { return side == QSide::kLeft ? ki.mr : ki.nr; }
+int64_t stripWidth(const QGemmKernelInfo& ki, QSide side) {
+  return side == QSide::kLeft ? ki.mr : ki.nr;
+}
 QSide otherSide(QSide side) { return side == QSide::kLeft ? QSide::kRight : QSide::kLeft; }
 
 uint64_t packedBytes(QSide side, CpuIsa isa, int64_t outer, int64_t depth) {
@@ -58,7 +60,9 @@ int64_t l2Bytes() {
   return bytes;
 }
 
-int32_t wrap(int64_t v) { return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(v))); }
+int32_t wrap(int64_t v) {
+  return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(v)));
+}
 
 // How a problem is cut into work: blocks of activation strips, each split into `parts` ranges of
 // weights strips; `slots` threads, each with slotBytes of workspace.
@@ -83,15 +87,19 @@ Layout layoutOf(QSide weightsSide, CpuIsa isa, int64_t M, int64_t N, int64_t K, 
   l.actStrips = qStrips(l.actOuter, l.actWidth);
   const int64_t stripBytes = std::max<int64_t>(qStripBytes(K, l.actWidth), 1);
   const int64_t t = std::max(threads, 1);
-  l.blockStrips = std::clamp<int64_t>(l2Bytes() / 2 / stripBytes, 1, std::max<int64_t>((l.actStrips + t - 1) / t, 1));
+  l.blockStrips = std::clamp<int64_t>(l2Bytes() / 2 / stripBytes, 1,
+                                      std::max<int64_t>((l.actStrips + t - 1) / t, 1));
   l.blocks = qStrips(l.actStrips, l.blockStrips);
-  l.parts = l.blocks >= t ? 1 : std::clamp<int64_t>((t + l.blocks - 1) / l.blocks, 1, std::max<int64_t>(l.weightStrips, 1));
+  l.parts = l.blocks >= t ? 1
+                          : std::clamp<int64_t>((t + l.blocks - 1) / l.blocks, 1,
+                                                std::max<int64_t>(l.weightStrips, 1));
   l.items = l.blocks * l.parts;
   l.slots = std::min<int64_t>(t, l.items);
   l.blockPackedBytes = roundUp(static_cast<uint64_t>(l.blockStrips * stripBytes), kAlign);
   const uint64_t blockInts = static_cast<uint64_t>(l.blockStrips * l.actWidth);
   l.slotBytes = l.blockPackedBytes + 3 * roundUp(blockInts * sizeof(int32_t), kAlign);
-  l.globalBytes = roundUp(static_cast<uint64_t>(2 * l.weightOuter + l.actOuter) * sizeof(int32_t), kAlign);
+  l.globalBytes =
+      roundUp(static_cast<uint64_t>(2 * l.weightOuter + l.actOuter) * sizeof(int32_t), kAlign);
   return l;
 }
 
@@ -106,15 +114,20 @@ struct ZeroPoints {
   bool perIndex() const { return values && count > 1; }
   int32_t scalar() const { return values ? values[0] : 0; }
   int32_t at(int64_t i) const { return values ? values[count > 1 ? i : 0] : 0; }
-  bool anyNonZero() const { return values && std::any_of(values, values + count, [](int32_t v) { return v != 0; }); }
+  bool anyNonZero() const {
+    return values && std::any_of(values, values + count, [](int32_t v) { return v != 0; });
+  }
 };
 
 class QGemmRun {
  public:
-  QGemmRun(const QGemmProblem& p, const Layout& l, uint8_t* workspace) : p_(p), l_(l), ws_(workspace) {
+  QGemmRun(const QGemmProblem& p, const Layout& l, uint8_t* workspace)
+      : p_(p), l_(l), ws_(workspace) {
     const bool left = l.weightsSide == QSide::kLeft;
-    zW_ = left ? ZeroPoints{p.zeroLeft, p.zeroLeftCount} : ZeroPoints{p.zeroRight, p.zeroRightCount};
-    zA_ = left ? ZeroPoints{p.zeroRight, p.zeroRightCount} : ZeroPoints{p.zeroLeft, p.zeroLeftCount};
+    zW_ =
+        left ? ZeroPoints{p.zeroLeft, p.zeroLeftCount} : ZeroPoints{p.zeroRight, p.zeroRightCount};
+    zA_ =
+        left ? ZeroPoints{p.zeroRight, p.zeroRightCount} : ZeroPoints{p.zeroLeft, p.zeroLeftCount};
     needActSums_ = zW_.anyNonZero();
     aAddUsed_ = needActSums_ && !zW_.perIndex();  // -zW·(sA - K·zA) with one zW
     actMask_ = p.activations.isSigned ? 0x80 : 0;
@@ -149,7 +162,8 @@ class QGemmRun {
 
  private:
   int32_t* slotInts(uint8_t* base, int k) const {
-    const uint64_t ints = roundUp(static_cast<uint64_t>(l_.blockStrips * l_.actWidth) * sizeof(int32_t), kAlign);
+    const uint64_t ints =
+        roundUp(static_cast<uint64_t>(l_.blockStrips * l_.actWidth) * sizeof(int32_t), kAlign);
     return reinterpret_cast<int32_t*>(base + l_.blockPackedBytes + k * ints);
   }
 
@@ -173,7 +187,8 @@ class QGemmRun {
     const int64_t K = p_.K, kGroups = qgemmKGroups(K);
     const int64_t aStrip0 = block * l_.blockStrips;
     const int64_t aStrips = std::min(l_.blockStrips, l_.actStrips - aStrip0);
-    const int64_t w0 = part * l_.weightStrips / l_.parts, w1 = (part + 1) * l_.weightStrips / l_.parts;
+    const int64_t w0 = part * l_.weightStrips / l_.parts,
+                  w1 = (part + 1) * l_.weightStrips / l_.parts;
     const uint64_t aStripBytes = static_cast<uint64_t>(qStripBytes(K, l_.actWidth));
     const uint64_t wStripBytes = static_cast<uint64_t>(qStripBytes(K, l_.weightWidth));
     const uint8_t* weights = reinterpret_cast<const uint8_t*>(p_.weights->data());
@@ -181,7 +196,8 @@ class QGemmRun {
     const int32_t* aAdd = slotInts(base, 1);
     const int32_t* aAdjusted = slotInts(base, 2);
     const bool wLeft = l_.weightsSide == QSide::kLeft;
-    const size_t elem = p_.output.dtype == DataType::kUint8 || p_.output.dtype == DataType::kInt8 ? 1 : 4;
+    const size_t elem =
+        p_.output.dtype == DataType::kUint8 || p_.output.dtype == DataType::kInt8 ? 1 : 4;
     alignas(64) int32_t tile[kMaxTile];
     for (int64_t ws = w0; ws < w1; ++ws) {
       const uint8_t* wStrip = weights + ws * wStripBytes;
@@ -241,17 +257,21 @@ const QGemmKernelInfo& qgemmKernelFor(CpuIsa isa) {
 }
 
 uint64_t PackedQMatrix::blobBytes(QSide side, CpuIsa isa, int64_t outer, int64_t depth) {
-  return roundUp(packedBytes(side, isa, outer, depth), kAlign) + static_cast<uint64_t>(outer) * sizeof(int32_t);
+  return roundUp(packedBytes(side, isa, outer, depth), kAlign) +
+         static_cast<uint64_t>(outer) * sizeof(int32_t);
 }
 
-uint64_t PackedQMatrix::sumsOffset() const { return roundUp(packedBytes(side_, isa_, outer_, depth_), kAlign); }
+uint64_t PackedQMatrix::sumsOffset() const {
+  return roundUp(packedBytes(side_, isa_, outer_, depth_), kAlign);
+}
 
 std::vector<uint8_t> PackedQMatrix::params() const {
   return {static_cast<uint8_t>(sourceUnsigned_), static_cast<uint8_t>(maddubsSafe_)};
 }
 
-bool PackedQMatrix::view(QSide side, CpuIsa isa, int64_t outer, int64_t depth, const std::vector<uint8_t>& params,
-                         std::shared_ptr<const uint8_t> blob, PackedQMatrix& out) {
+bool PackedQMatrix::view(QSide side, CpuIsa isa, int64_t outer, int64_t depth,
+                         const std::vector<uint8_t>& params, std::shared_ptr<const uint8_t> blob,
+                         PackedQMatrix& out) {
   if (params.size() != 2 || params[0] > 1 || params[1] > 1 || !blob) return false;
   out.bytes_ = std::move(blob);
   out.side_ = side;
@@ -263,7 +283,8 @@ bool PackedQMatrix::view(QSide side, CpuIsa isa, int64_t outer, int64_t depth, c
   return true;
 }
 
-PackedQMatrix packQWeights(QSide side, CpuIsa isa, int64_t outer, int64_t depth, const QMatrixView& src) {
+PackedQMatrix packQWeights(QSide side, CpuIsa isa, int64_t outer, int64_t depth,
+                           const QMatrixView& src) {
   PackedQMatrix m;
   m.side_ = side;
   m.isa_ = isa;
@@ -280,11 +301,13 @@ PackedQMatrix packQWeights(QSide side, CpuIsa isa, int64_t outer, int64_t depth,
   packQStrips(src, 0, outer, depth, width, mask, buffer);
   m.bytes_ = owner;
   sumQOuter(src, 0, outer, depth, mask, false, reinterpret_cast<int32_t*>(buffer + m.sumsOffset()));
-  m.maddubsSafe_ = pairsFitInt16(reinterpret_cast<const int8_t*>(buffer), packedBytes(side, isa, outer, depth));
+  m.maddubsSafe_ =
+      pairsFitInt16(reinterpret_cast<const int8_t*>(buffer), packedBytes(side, isa, outer, depth));
   return m;
 }
 
-uint64_t qgemmWorkspaceBytes(QSide weightsSide, CpuIsa isa, int64_t M, int64_t N, int64_t K, int threads) {
+uint64_t qgemmWorkspaceBytes(QSide weightsSide, CpuIsa isa, int64_t M, int64_t N, int64_t K,
+                             int threads) {
   const Layout l = layoutOf(weightsSide, isa, M, N, K, threads);
   return l.globalBytes + static_cast<uint64_t>(l.slots) * l.slotBytes;
 }

@@ -50,7 +50,9 @@ class PackedQMatrix {
   /// AVX2 path cannot saturate (ONNX Runtime's reduce_range weights satisfy it).
   bool maddubsSafe() const { return maddubsSafe_; }
   const int8_t* data() const { return reinterpret_cast<const int8_t*>(bytes_.get()); }
-  const int32_t* sums() const { return reinterpret_cast<const int32_t*>(bytes_.get() + sumsOffset()); }
+  const int32_t* sums() const {
+    return reinterpret_cast<const int32_t*>(bytes_.get() + sumsOffset());
+  }
 
   /// All of it in one blob (packed values, then the sums) for a plan, and the parameters that go
   /// with it (source kind and the saturation flag).
@@ -60,8 +62,9 @@ class PackedQMatrix {
   static uint64_t blobBytes(QSide side, CpuIsa isa, int64_t outer, int64_t depth);
   /// A matrix packed earlier (a plan's blob) over `blob` of blobBytes(...) bytes; `params` is
   /// what params() wrote; false when they do not fit.
-  static bool view(QSide side, CpuIsa isa, int64_t outer, int64_t depth, const std::vector<uint8_t>& params,
-                   std::shared_ptr<const uint8_t> blob, PackedQMatrix& out);
+  static bool view(QSide side, CpuIsa isa, int64_t outer, int64_t depth,
+                   const std::vector<uint8_t>& params, std::shared_ptr<const uint8_t> blob,
+                   PackedQMatrix& out);
 
  private:
   friend PackedQMatrix packQWeights(QSide, CpuIsa, int64_t, int64_t, const QMatrixView&);
@@ -74,7 +77,8 @@ class PackedQMatrix {
 };
 
 /// Packs weights (outer x depth) as the left or right operand of `isa`'s micro-kernel.
-PackedQMatrix packQWeights(QSide side, CpuIsa isa, int64_t outer, int64_t depth, const QMatrixView& src);
+PackedQMatrix packQWeights(QSide side, CpuIsa isa, int64_t outer, int64_t depth,
+                           const QMatrixView& src);
 
 /// What becomes of the int32 result v (zero points and int32 bias already in it), per element.
 struct QGemmOutput {
@@ -89,7 +93,8 @@ struct QGemmOutput {
   /// Float: y = clamp(fma(float(v), scale, floatBias[channel]), floatLowest, floatHighest); the
   /// bias, when given, has one value per output channel.
   const float* floatBias = nullptr;
-  float floatLowest = -std::numeric_limits<float>::infinity(), floatHighest = std::numeric_limits<float>::infinity();
+  float floatLowest = -std::numeric_limits<float>::infinity(),
+        floatHighest = std::numeric_limits<float>::infinity();
 };
 
 /// One product C = (L - zL)(R - zR) [+ bias] -> output. One operand is `weights`, packed; the
@@ -112,7 +117,8 @@ struct QGemmProblem {
 
 /// Scratch bytes qgemm needs for an M x N x K problem with weights on `weightsSide`, on
 /// `threads` threads (packed activations and the per-call correction terms).
-uint64_t qgemmWorkspaceBytes(QSide weightsSide, CpuIsa isa, int64_t M, int64_t N, int64_t K, int threads);
+uint64_t qgemmWorkspaceBytes(QSide weightsSide, CpuIsa isa, int64_t M, int64_t N, int64_t K,
+                             int threads);
 
 /// Runs the problem on the current thread pool; `workspace` holds qgemmWorkspaceBytes(...) bytes
 /// for the pool's size (64-byte aligned).

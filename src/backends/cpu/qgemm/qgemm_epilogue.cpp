@@ -30,7 +30,9 @@ struct RowTerms {
   const int32_t* colP;
   const int32_t* colQ;
   RowTerms(const QTileTerms& terms, int64_t i)
-      : colAdd(terms.colAdd), colP(terms.rowP ? terms.colP : nullptr), colQ(terms.rowQ ? terms.colQ : nullptr) {
+      : colAdd(terms.colAdd),
+        colP(terms.rowP ? terms.colP : nullptr),
+        colQ(terms.rowQ ? terms.colQ : nullptr) {
     if (terms.rowAdd) add = terms.rowAdd[i];
     if (terms.rowP) p = terms.rowP[i];
     if (terms.rowQ) q = terms.rowQ[i];
@@ -44,7 +46,8 @@ struct RowTerms {
   }
   __m256i vector(__m256i acc, int64_t j) const {
     __m256i v = _mm256_add_epi32(acc, _mm256_set1_epi32(add));
-    if (colAdd) v = _mm256_add_epi32(v, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(colAdd + j)));
+    if (colAdd)
+      v = _mm256_add_epi32(v, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(colAdd + j)));
     if (colP) {
       const __m256i cp = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(colP + j));
       v = _mm256_add_epi32(v, _mm256_mullo_epi32(_mm256_set1_epi32(p), cp));
@@ -61,15 +64,17 @@ struct RowTerms {
 inline void storeBytes8(__m256i v, void* dst) {
   const __m128i lo = _mm256_castsi256_si128(v), hi = _mm256_extracti128_si256(v, 1);
   const __m128i words = _mm_packs_epi32(lo, hi);  // exact: |v| <= 255
-  const __m128i bytes = _mm_packus_epi16(_mm_and_si128(words, _mm_set1_epi16(0xff)), _mm_setzero_si128());
+  const __m128i bytes =
+      _mm_packus_epi16(_mm_and_si128(words, _mm_set1_epi16(0xff)), _mm_setzero_si128());
   _mm_storel_epi64(static_cast<__m128i*>(dst), bytes);
 }
 
 template <typename Q>
-void finishQuantizedRow(const int32_t* acc, int64_t cols, const RowTerms row, const QGemmOutput& out,
-                        const float* scale, bool scalePerColumn, Q* dst) {
+void finishQuantizedRow(const int32_t* acc, int64_t cols, const RowTerms row,
+                        const QGemmOutput& out, const float* scale, bool scalePerColumn, Q* dst) {
   const int32_t zeroPoint = out.zeroPoint;
-  const float lo = static_cast<float>(out.lowest - zeroPoint), hi = static_cast<float>(out.highest - zeroPoint);
+  const float lo = static_cast<float>(out.lowest - zeroPoint),
+              hi = static_cast<float>(out.highest - zeroPoint);
   const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
   const __m256i zp = _mm256_set1_epi32(zeroPoint);
   int64_t j = 0;
@@ -82,24 +87,29 @@ void finishQuantizedRow(const int32_t* acc, int64_t cols, const RowTerms row, co
   }
   for (; j < cols; ++j) {
     const float f = static_cast<float>(row.scalar(acc[j], j)) * scale[scalePerColumn ? j : 0];
-    dst[j] = static_cast<Q>(static_cast<int32_t>(std::nearbyint(std::clamp(f, lo, hi))) + zeroPoint);
+    dst[j] =
+        static_cast<Q>(static_cast<int32_t>(std::nearbyint(std::clamp(f, lo, hi))) + zeroPoint);
   }
 }
 
-void finishFloatRow(const int32_t* acc, int64_t cols, const RowTerms& row, const QGemmOutput& out, const float* scale,
-                    bool scalePerColumn, const float* bias, bool biasPerColumn, float* dst) {
+void finishFloatRow(const int32_t* acc, int64_t cols, const RowTerms& row, const QGemmOutput& out,
+                    const float* scale, bool scalePerColumn, const float* bias, bool biasPerColumn,
+                    float* dst) {
   const __m256 vlo = _mm256_set1_ps(out.floatLowest), vhi = _mm256_set1_ps(out.floatHighest);
   int64_t j = 0;
   for (; j + 8 <= cols; j += 8) {
     const __m256i v = row.vector(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc + j)), j);
     const __m256 s = scalePerColumn ? _mm256_loadu_ps(scale + j) : _mm256_set1_ps(scale[0]);
-    const __m256 b = !bias ? _mm256_setzero_ps() : biasPerColumn ? _mm256_loadu_ps(bias + j) : _mm256_set1_ps(bias[0]);
+    const __m256 b = !bias           ? _mm256_setzero_ps()
+                     : biasPerColumn ? _mm256_loadu_ps(bias + j)
+                                     : _mm256_set1_ps(bias[0]);
     const __m256 f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), s, b);
     _mm256_storeu_ps(dst + j, _mm256_min_ps(_mm256_max_ps(f, vlo), vhi));
   }
   for (; j < cols; ++j) {
-    const float f = std::fma(static_cast<float>(row.scalar(acc[j], j)), scale[scalePerColumn ? j : 0],
-                             bias ? bias[biasPerColumn ? j : 0] : 0.0f);
+    const float f =
+        std::fma(static_cast<float>(row.scalar(acc[j], j)), scale[scalePerColumn ? j : 0],
+                 bias ? bias[biasPerColumn ? j : 0] : 0.0f);
     dst[j] = std::min(std::max(f, out.floatLowest), out.floatHighest);
   }
 }
@@ -115,8 +125,9 @@ void finishInt32Row(const int32_t* acc, int64_t cols, const RowTerms& row, int32
 
 }  // namespace
 
-void finishQTile(const int32_t* tile, int64_t ldTile, int64_t rows, int64_t cols, const QTileTerms& terms,
-                 const QGemmOutput& out, bool channelsAreRows, int64_t channel0, void* c, int64_t ldc) {
+void finishQTile(const int32_t* tile, int64_t ldTile, int64_t rows, int64_t cols,
+                 const QTileTerms& terms, const QGemmOutput& out, bool channelsAreRows,
+                 int64_t channel0, void* c, int64_t ldc) {
   const bool perChannel = out.scaleCount > 1;
   for (int64_t i = 0; i < rows; ++i) {
     const RowTerms row(terms, i);
@@ -127,14 +138,17 @@ void finishQTile(const int32_t* tile, int64_t ldTile, int64_t rows, int64_t cols
     const float* scale = out.scale ? out.scale + (perChannel ? rowChannel : 0) : nullptr;
     switch (out.dtype) {
       case DataType::kUint8:
-        finishQuantizedRow(acc, cols, row, out, scale, perColumn, static_cast<uint8_t*>(c) + i * ldc);
+        finishQuantizedRow(acc, cols, row, out, scale, perColumn,
+                           static_cast<uint8_t*>(c) + i * ldc);
         break;
       case DataType::kInt8:
-        finishQuantizedRow(acc, cols, row, out, scale, perColumn, static_cast<int8_t*>(c) + i * ldc);
+        finishQuantizedRow(acc, cols, row, out, scale, perColumn,
+                           static_cast<int8_t*>(c) + i * ldc);
         break;
       case DataType::kFloat32: {
         const float* bias = out.floatBias ? out.floatBias + rowChannel : nullptr;
-        finishFloatRow(acc, cols, row, out, scale, perColumn, bias, !channelsAreRows, static_cast<float*>(c) + i * ldc);
+        finishFloatRow(acc, cols, row, out, scale, perColumn, bias, !channelsAreRows,
+                       static_cast<float*>(c) + i * ldc);
         break;
       }
       default:

@@ -23,11 +23,13 @@ struct QTileTerms {
 /// Writes the rows x cols tile (row stride ldTile) to C at c (row stride ldc elements of
 /// out.dtype) as out says; `channel0` is the output channel of the tile's first row
 /// (channelsAreRows) or first column, for per-channel scales and float biases.
-void finishQTile(const int32_t* tile, int64_t ldTile, int64_t rows, int64_t cols, const QTileTerms& terms,
-                 const QGemmOutput& out, bool channelsAreRows, int64_t channel0, void* c, int64_t ldc);
+void finishQTile(const int32_t* tile, int64_t ldTile, int64_t rows, int64_t cols,
+                 const QTileTerms& terms, const QGemmOutput& out, bool channelsAreRows,
+                 int64_t channel0, void* c, int64_t ldc);
 /// The same with AVX-512 (16 lanes, masked tails); call only when the CPU has AVX-512.
-void finishQTileAvx512(const int32_t* tile, int64_t ldTile, int64_t rows, int64_t cols, const QTileTerms& terms,
-                       const QGemmOutput& out, bool channelsAreRows, int64_t channel0, void* c, int64_t ldc);
+void finishQTileAvx512(const int32_t* tile, int64_t ldTile, int64_t rows, int64_t cols,
+                       const QTileTerms& terms, const QGemmOutput& out, bool channelsAreRows,
+                       int64_t channel0, void* c, int64_t ldc);
 
 using QTileFinishFn = decltype(&finishQTile);
 

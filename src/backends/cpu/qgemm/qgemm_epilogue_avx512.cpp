@@ -31,12 +31,15 @@ struct RowTerms16 {
   }
 };
 
-inline __mmask16 lanes(int64_t n) { return n >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << n) - 1); }
+inline __mmask16 lanes(int64_t n) {
+  return n >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << n) - 1);
+}
 
 }  // namespace
 
-void finishQTileAvx512(const int32_t* tile, int64_t ldTile, int64_t rows, int64_t cols, const QTileTerms& terms,
-                       const QGemmOutput& out, bool channelsAreRows, int64_t channel0, void* c, int64_t ldc) {
+void finishQTileAvx512(const int32_t* tile, int64_t ldTile, int64_t rows, int64_t cols,
+                       const QTileTerms& terms, const QGemmOutput& out, bool channelsAreRows,
+                       int64_t channel0, void* c, int64_t ldc) {
   const bool perChannel = out.scaleCount > 1;
   const bool quantized = out.dtype == DataType::kUint8 || out.dtype == DataType::kInt8;
   const bool int32 = !quantized && out.dtype != DataType::kFloat32;
@@ -58,16 +61,19 @@ void finishQTileAvx512(const int32_t* tile, int64_t ldTile, int64_t rows, int64_
         _mm512_mask_storeu_epi32(static_cast<int32_t*>(c) + i * ldc + j, m, v);
         continue;
       }
-      const __m512 s = scalePerColumn ? _mm512_maskz_loadu_ps(m, scale + j) : _mm512_set1_ps(scale[0]);
+      const __m512 s =
+          scalePerColumn ? _mm512_maskz_loadu_ps(m, scale + j) : _mm512_set1_ps(scale[0]);
       if (!quantized) {
-        const __m512 b = !bias                ? _mm512_setzero_ps()
+        const __m512 b = !bias             ? _mm512_setzero_ps()
                          : channelsAreRows ? _mm512_set1_ps(bias[0])
                                            : _mm512_maskz_loadu_ps(m, bias + j);
         const __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(v), s, b);
-        _mm512_mask_storeu_ps(static_cast<float*>(c) + i * ldc + j, m, _mm512_min_ps(_mm512_max_ps(f, flo), fhi));
+        _mm512_mask_storeu_ps(static_cast<float*>(c) + i * ldc + j, m,
+                              _mm512_min_ps(_mm512_max_ps(f, flo), fhi));
         continue;
       }
-      const __m512 f = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(v), s), qlo), qhi);
+      const __m512 f =
+          _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(v), s), qlo), qhi);
       _mm512_mask_cvtepi32_storeu_epi8(static_cast<uint8_t*>(c) + i * ldc + j, m,
                                        _mm512_add_epi32(_mm512_cvtps_epi32(f), zp));
     }

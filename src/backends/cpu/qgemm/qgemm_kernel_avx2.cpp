@@ -32,7 +32,8 @@ struct SplitU8 {
 };
 
 inline SplitU8 split(__m256i u) {
-  return {_mm256_and_si256(_mm256_srli_epi16(u, 1), _mm256_set1_epi8(0x7f)), _mm256_and_si256(u, _mm256_set1_epi8(1))};
+  return {_mm256_and_si256(_mm256_srli_epi16(u, 1), _mm256_set1_epi8(0x7f)),
+          _mm256_and_si256(u, _mm256_set1_epi8(1))};
 }
 
 // acc + the 4-k dot products of u (u8) and s (s8) in each int32 lane.
@@ -58,22 +59,22 @@ void tile4x16(int64_t kGroups, const uint8_t* left, const uint8_t* right, int32_
     const __m256i r0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(right));
     const __m256i r1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(right + 32));
     if constexpr (LeftUnsigned) {
-#define KILN_STEP(i)                                        \
-  if constexpr (Rows > i) {                                 \
-    const __m256i l = broadcastLane(left + 4 * i);          \
-    const SplitU8 ls = Exact ? split(l) : SplitU8{};        \
-    c##i##a = dot4<Exact>(c##i##a, l, ls, r0);              \
-    c##i##b = dot4<Exact>(c##i##b, l, ls, r1);              \
+#define KILN_STEP(i)                                 \
+  if constexpr (Rows > i) {                          \
+    const __m256i l = broadcastLane(left + 4 * i);   \
+    const SplitU8 ls = Exact ? split(l) : SplitU8{}; \
+    c##i##a = dot4<Exact>(c##i##a, l, ls, r0);       \
+    c##i##b = dot4<Exact>(c##i##b, l, ls, r1);       \
   }
       KILN_QGEMM_ROWS(KILN_STEP)
 #undef KILN_STEP
     } else {
       const SplitU8 s0 = Exact ? split(r0) : SplitU8{}, s1 = Exact ? split(r1) : SplitU8{};
-#define KILN_STEP(i)                                        \
-  if constexpr (Rows > i) {                                 \
-    const __m256i l = broadcastLane(left + 4 * i);          \
-    c##i##a = dot4<Exact>(c##i##a, r0, s0, l);              \
-    c##i##b = dot4<Exact>(c##i##b, r1, s1, l);              \
+#define KILN_STEP(i)                               \
+  if constexpr (Rows > i) {                        \
+    const __m256i l = broadcastLane(left + 4 * i); \
+    c##i##a = dot4<Exact>(c##i##a, r0, s0, l);     \
+    c##i##b = dot4<Exact>(c##i##b, r1, s1, l);     \
   }
       KILN_QGEMM_ROWS(KILN_STEP)
 #undef KILN_STEP
@@ -81,10 +82,10 @@ void tile4x16(int64_t kGroups, const uint8_t* left, const uint8_t* right, int32_
     left += 4 * kMr;
     right += 4 * kNr;
   }
-#define KILN_STORE(i)                                                          \
-  if constexpr (Rows > i) {                                                    \
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(tile + i * kNr), c##i##a);      \
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(tile + i * kNr + 8), c##i##b);  \
+#define KILN_STORE(i)                                                             \
+  if constexpr (Rows > i) {                                                       \
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(tile + i * kNr), c##i##a);     \
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(tile + i * kNr + 8), c##i##b); \
   }
   KILN_QGEMM_ROWS(KILN_STORE)
 #undef KILN_ZERO
@@ -93,18 +94,23 @@ void tile4x16(int64_t kGroups, const uint8_t* left, const uint8_t* right, int32_
 #undef KILN_QGEMM_ROWS
 
 template <bool LeftUnsigned, bool Exact>
-void dispatchRows(int64_t kGroups, const uint8_t* left, const uint8_t* right, int32_t* tile, int64_t rows) {
+void dispatchRows(int64_t kGroups, const uint8_t* left, const uint8_t* right, int32_t* tile,
+                  int64_t rows) {
   switch (rows) {
-    case 1: return tile4x16<1, LeftUnsigned, Exact>(kGroups, left, right, tile);
-    case 2: return tile4x16<2, LeftUnsigned, Exact>(kGroups, left, right, tile);
-    case 3: return tile4x16<3, LeftUnsigned, Exact>(kGroups, left, right, tile);
-    default: return tile4x16<4, LeftUnsigned, Exact>(kGroups, left, right, tile);
+    case 1:
+      return tile4x16<1, LeftUnsigned, Exact>(kGroups, left, right, tile);
+    case 2:
+      return tile4x16<2, LeftUnsigned, Exact>(kGroups, left, right, tile);
+    case 3:
+      return tile4x16<3, LeftUnsigned, Exact>(kGroups, left, right, tile);
+    default:
+      return tile4x16<4, LeftUnsigned, Exact>(kGroups, left, right, tile);
   }
 }
 
 template <bool Exact>
-void kernel4x16(int64_t kGroups, const uint8_t* left, const uint8_t* right, int32_t* tile, int64_t rows,
-                bool leftUnsigned) {
+void kernel4x16(int64_t kGroups, const uint8_t* left, const uint8_t* right, int32_t* tile,
+                int64_t rows, bool leftUnsigned) {
   if (leftUnsigned) return dispatchRows<true, Exact>(kGroups, left, right, tile, rows);
   dispatchRows<false, Exact>(kGroups, left, right, tile, rows);
 }
@@ -112,8 +118,8 @@ void kernel4x16(int64_t kGroups, const uint8_t* left, const uint8_t* right, int3
 }  // namespace
 
 const QGemmKernelInfo& qgemmKernelAvx2() {
-  static const QGemmKernelInfo info{CpuIsa::kAvx2, "u8s8_gemm_4x16_avx2", kMr, kNr, kernel4x16<true>,
-                                    kernel4x16<false>};
+  static const QGemmKernelInfo info{CpuIsa::kAvx2, "u8s8_gemm_4x16_avx2", kMr,
+                                    kNr,           kernel4x16<true>,      kernel4x16<false>};
   return info;
 }
 

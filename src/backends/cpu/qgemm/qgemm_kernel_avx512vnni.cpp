@@ -33,20 +33,20 @@ void tile8x32(int64_t kGroups, const uint8_t* left, const uint8_t* right, int32_
   for (int64_t g = 0; g < kGroups; ++g) {
     const __m512i r0 = _mm512_loadu_si512(right);
     const __m512i r1 = _mm512_loadu_si512(right + 64);
-#define KILN_STEP(i)                                        \
-  if constexpr (Rows > i) {                                 \
-    const __m512i l = broadcastLane(left + 4 * i);          \
-    c##i##a = dot4<LeftUnsigned>(c##i##a, l, r0);           \
-    c##i##b = dot4<LeftUnsigned>(c##i##b, l, r1);           \
+#define KILN_STEP(i)                               \
+  if constexpr (Rows > i) {                        \
+    const __m512i l = broadcastLane(left + 4 * i); \
+    c##i##a = dot4<LeftUnsigned>(c##i##a, l, r0);  \
+    c##i##b = dot4<LeftUnsigned>(c##i##b, l, r1);  \
   }
     KILN_QGEMM_ROWS(KILN_STEP)
     left += 4 * kMr;
     right += 4 * kNr;
   }
-#define KILN_STORE(i)                                       \
-  if constexpr (Rows > i) {                                 \
-    _mm512_storeu_si512(tile + i * kNr, c##i##a);           \
-    _mm512_storeu_si512(tile + i * kNr + 16, c##i##b);      \
+#define KILN_STORE(i)                                  \
+  if constexpr (Rows > i) {                            \
+    _mm512_storeu_si512(tile + i * kNr, c##i##a);      \
+    _mm512_storeu_si512(tile + i * kNr + 16, c##i##b); \
   }
   KILN_QGEMM_ROWS(KILN_STORE)
 #undef KILN_ZERO
@@ -56,21 +56,30 @@ void tile8x32(int64_t kGroups, const uint8_t* left, const uint8_t* right, int32_
 #undef KILN_QGEMM_ROWS
 
 template <bool LeftUnsigned>
-void dispatchRows(int64_t kGroups, const uint8_t* left, const uint8_t* right, int32_t* tile, int64_t rows) {
+void dispatchRows(int64_t kGroups, const uint8_t* left, const uint8_t* right, int32_t* tile,
+                  int64_t rows) {
   switch (rows) {
-    case 1: return tile8x32<1, LeftUnsigned>(kGroups, left, right, tile);
-    case 2: return tile8x32<2, LeftUnsigned>(kGroups, left, right, tile);
-    case 3: return tile8x32<3, LeftUnsigned>(kGroups, left, right, tile);
-    case 4: return tile8x32<4, LeftUnsigned>(kGroups, left, right, tile);
-    case 5: return tile8x32<5, LeftUnsigned>(kGroups, left, right, tile);
-    case 6: return tile8x32<6, LeftUnsigned>(kGroups, left, right, tile);
-    case 7: return tile8x32<7, LeftUnsigned>(kGroups, left, right, tile);
-    default: return tile8x32<8, LeftUnsigned>(kGroups, left, right, tile);
+    case 1:
+      return tile8x32<1, LeftUnsigned>(kGroups, left, right, tile);
+    case 2:
+      return tile8x32<2, LeftUnsigned>(kGroups, left, right, tile);
+    case 3:
+      return tile8x32<3, LeftUnsigned>(kGroups, left, right, tile);
+    case 4:
+      return tile8x32<4, LeftUnsigned>(kGroups, left, right, tile);
+    case 5:
+      return tile8x32<5, LeftUnsigned>(kGroups, left, right, tile);
+    case 6:
+      return tile8x32<6, LeftUnsigned>(kGroups, left, right, tile);
+    case 7:
+      return tile8x32<7, LeftUnsigned>(kGroups, left, right, tile);
+    default:
+      return tile8x32<8, LeftUnsigned>(kGroups, left, right, tile);
   }
 }
 
-void kernel8x32(int64_t kGroups, const uint8_t* left, const uint8_t* right, int32_t* tile, int64_t rows,
-                bool leftUnsigned) {
+void kernel8x32(int64_t kGroups, const uint8_t* left, const uint8_t* right, int32_t* tile,
+                int64_t rows, bool leftUnsigned) {
   if (leftUnsigned) return dispatchRows<true>(kGroups, left, right, tile, rows);
   dispatchRows<false>(kGroups, left, right, tile, rows);
 }
@@ -78,8 +87,9 @@ void kernel8x32(int64_t kGroups, const uint8_t* left, const uint8_t* right, int3
 }  // namespace
 
 const QGemmKernelInfo& qgemmKernelAvx512Vnni() {
-  static const QGemmKernelInfo info{CpuIsa::kAvx512Vnni, "u8s8_gemm_8x32_avx512vnni", kMr, kNr, kernel8x32, nullptr,
-                                    finishQTileAvx512};
+  static const QGemmKernelInfo info{
+      CpuIsa::kAvx512Vnni, "u8s8_gemm_8x32_avx512vnni", kMr, kNr, kernel8x32, nullptr,
+      finishQTileAvx512};
   return info;
 }
 

@@ -32,20 +32,20 @@ void tile6x16(int64_t kGroups, const uint8_t* left, const uint8_t* right, int32_
   for (int64_t g = 0; g < kGroups; ++g) {
     const __m256i r0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(right));
     const __m256i r1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(right + 32));
-#define KILN_STEP(i)                                        \
-  if constexpr (Rows > i) {                                 \
-    const __m256i l = broadcastLane(left + 4 * i);          \
-    c##i##a = dot4<LeftUnsigned>(c##i##a, l, r0);           \
-    c##i##b = dot4<LeftUnsigned>(c##i##b, l, r1);           \
+#define KILN_STEP(i)                               \
+  if constexpr (Rows > i) {                        \
+    const __m256i l = broadcastLane(left + 4 * i); \
+    c##i##a = dot4<LeftUnsigned>(c##i##a, l, r0);  \
+    c##i##b = dot4<LeftUnsigned>(c##i##b, l, r1);  \
   }
     KILN_QGEMM_ROWS(KILN_STEP)
     left += 4 * kMr;
     right += 4 * kNr;
   }
-#define KILN_STORE(i)                                                          \
-  if constexpr (Rows > i) {                                                    \
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(tile + i * kNr), c##i##a);      \
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(tile + i * kNr + 8), c##i##b);  \
+#define KILN_STORE(i)                                                             \
+  if constexpr (Rows > i) {                                                       \
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(tile + i * kNr), c##i##a);     \
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(tile + i * kNr + 8), c##i##b); \
   }
   KILN_QGEMM_ROWS(KILN_STORE)
 #undef KILN_ZERO
@@ -55,19 +55,26 @@ void tile6x16(int64_t kGroups, const uint8_t* left, const uint8_t* right, int32_
 #undef KILN_QGEMM_ROWS
 
 template <bool LeftUnsigned>
-void dispatchRows(int64_t kGroups, const uint8_t* left, const uint8_t* right, int32_t* tile, int64_t rows) {
+void dispatchRows(int64_t kGroups, const uint8_t* left, const uint8_t* right, int32_t* tile,
+                  int64_t rows) {
   switch (rows) {
-    case 1: return tile6x16<1, LeftUnsigned>(kGroups, left, right, tile);
-    case 2: return tile6x16<2, LeftUnsigned>(kGroups, left, right, tile);
-    case 3: return tile6x16<3, LeftUnsigned>(kGroups, left, right, tile);
-    case 4: return tile6x16<4, LeftUnsigned>(kGroups, left, right, tile);
-    case 5: return tile6x16<5, LeftUnsigned>(kGroups, left, right, tile);
-    default: return tile6x16<6, LeftUnsigned>(kGroups, left, right, tile);
+    case 1:
+      return tile6x16<1, LeftUnsigned>(kGroups, left, right, tile);
+    case 2:
+      return tile6x16<2, LeftUnsigned>(kGroups, left, right, tile);
+    case 3:
+      return tile6x16<3, LeftUnsigned>(kGroups, left, right, tile);
+    case 4:
+      return tile6x16<4, LeftUnsigned>(kGroups, left, right, tile);
+    case 5:
+      return tile6x16<5, LeftUnsigned>(kGroups, left, right, tile);
+    default:
+      return tile6x16<6, LeftUnsigned>(kGroups, left, right, tile);
   }
 }
 
-void kernel6x16(int64_t kGroups, const uint8_t* left, const uint8_t* right, int32_t* tile, int64_t rows,
-                bool leftUnsigned) {
+void kernel6x16(int64_t kGroups, const uint8_t* left, const uint8_t* right, int32_t* tile,
+                int64_t rows, bool leftUnsigned) {
   if (leftUnsigned) return dispatchRows<true>(kGroups, left, right, tile, rows);
   dispatchRows<false>(kGroups, left, right, tile, rows);
 }
@@ -75,7 +82,8 @@ void kernel6x16(int64_t kGroups, const uint8_t* left, const uint8_t* right, int3
 }  // namespace
 
 const QGemmKernelInfo& qgemmKernelAvxVnni() {
-  static const QGemmKernelInfo info{CpuIsa::kAvxVnni, "u8s8_gemm_6x16_avxvnni", kMr, kNr, kernel6x16};
+  static const QGemmKernelInfo info{CpuIsa::kAvxVnni, "u8s8_gemm_6x16_avxvnni", kMr, kNr,
+                                    kernel6x16};
   return info;
 }
 

@@ -16,8 +16,8 @@ namespace kiln::cpu {
 /// tile[mr x nr] (row stride nr) = L strip x R strip over kGroups groups of 4 k, rows < `rows`
 /// computed (the others left undefined). leftUnsigned: the left strip holds the u8 operand (it
 /// is broadcast) and the right one the s8 operand, else the other way round.
-using QGemmMicroKernelFn = void (*)(int64_t kGroups, const uint8_t* left, const uint8_t* right, int32_t* tile,
-                                    int64_t rows, bool leftUnsigned);
+using QGemmMicroKernelFn = void (*)(int64_t kGroups, const uint8_t* left, const uint8_t* right,
+                                    int32_t* tile, int64_t rows, bool leftUnsigned);
 
 struct QGemmKernelInfo {
   CpuIsa isa;

@@ -17,8 +17,8 @@ inline uint8_t byteAt(const QMatrixView& v, int64_t outer, int64_t k) {
   return static_cast<const uint8_t*>(v.data)[outer * v.outerStride + k * v.depthStride];
 }
 
-void packElementwise(const QMatrixView& v, int64_t first, int64_t count, int64_t K, int64_t width, uint8_t xorMask,
-                     uint8_t* dst) {
+void packElementwise(const QMatrixView& v, int64_t first, int64_t count, int64_t K, int64_t width,
+                     uint8_t xorMask, uint8_t* dst) {
   const int64_t groups = (K + 3) / 4;
   for (int64_t s = 0; s * width < count; ++s) {
     for (int64_t g = 0; g < groups; ++g) {
@@ -26,7 +26,9 @@ void packElementwise(const QMatrixView& v, int64_t first, int64_t count, int64_t
         const int64_t outer = s * width + lane;
         for (int64_t b = 0; b < 4; ++b) {
           const int64_t k = 4 * g + b;
-          *dst++ = outer < count && k < K ? static_cast<uint8_t>(byteAt(v, first + outer, k) ^ xorMask) : 0;
+          *dst++ = outer < count && k < K
+                       ? static_cast<uint8_t>(byteAt(v, first + outer, k) ^ xorMask)
+                       : 0;
         }
       }
     }
@@ -35,8 +37,8 @@ void packElementwise(const QMatrixView& v, int64_t first, int64_t count, int64_t
 
 // Columns of a matrix with contiguous rows (outerStride 1): 16 columns of 4 rows at a time are
 // interleaved into 16 lanes of 4 bytes.
-void packColumns(const QMatrixView& v, int64_t first, int64_t count, int64_t K, int64_t width, uint8_t xorMask,
-                 uint8_t* dst) {
+void packColumns(const QMatrixView& v, int64_t first, int64_t count, int64_t K, int64_t width,
+                 uint8_t xorMask, uint8_t* dst) {
   const uint8_t* src = static_cast<const uint8_t*>(v.data) + first;
   const int64_t ld = v.depthStride;
   const int64_t groups = (K + 3) / 4;
@@ -48,14 +50,18 @@ void packColumns(const QMatrixView& v, int64_t first, int64_t count, int64_t K, 
       uint8_t* out = dst + (s * groups + g) * width * 4;
       const int64_t k0 = 4 * g;
       if (k0 + 4 <= K) {
-        const uint8_t* r[4] = {src + k0 * ld + c0, src + (k0 + 1) * ld + c0, src + (k0 + 2) * ld + c0,
-                               src + (k0 + 3) * ld + c0};
+        const uint8_t* r[4] = {src + k0 * ld + c0, src + (k0 + 1) * ld + c0,
+                               src + (k0 + 2) * ld + c0, src + (k0 + 3) * ld + c0};
         int64_t j = 0;
         for (; j + 16 <= cols; j += 16) {
-          const __m128i a = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r[0] + j)), mask);
-          const __m128i b = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r[1] + j)), mask);
-          const __m128i c = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r[2] + j)), mask);
-          const __m128i d = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r[3] + j)), mask);
+          const __m128i a =
+              _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r[0] + j)), mask);
+          const __m128i b =
+              _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r[1] + j)), mask);
+          const __m128i c =
+              _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r[2] + j)), mask);
+          const __m128i d =
+              _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r[3] + j)), mask);
           const __m128i abLo = _mm_unpacklo_epi8(a, b), abHi = _mm_unpackhi_epi8(a, b);
           const __m128i cdLo = _mm_unpacklo_epi8(c, d), cdHi = _mm_unpackhi_epi8(c, d);
           __m128i* o = reinterpret_cast<__m128i*>(out + j * 4);
@@ -70,7 +76,8 @@ void packColumns(const QMatrixView& v, int64_t first, int64_t count, int64_t K, 
       } else {
         for (int64_t j = 0; j < cols; ++j) {
           for (int64_t b = 0; b < 4; ++b) {
-            out[j * 4 + b] = k0 + b < K ? static_cast<uint8_t>(src[(k0 + b) * ld + c0 + j] ^ xorMask) : 0;
+            out[j * 4 + b] =
+                k0 + b < K ? static_cast<uint8_t>(src[(k0 + b) * ld + c0 + j] ^ xorMask) : 0;
           }
         }
       }
@@ -81,8 +88,8 @@ void packColumns(const QMatrixView& v, int64_t first, int64_t count, int64_t K, 
 
 // Rows of a matrix with contiguous k (depthStride 1): each row's groups of 4 bytes are copied
 // to their lanes.
-void packRows(const QMatrixView& v, int64_t first, int64_t count, int64_t K, int64_t width, uint8_t xorMask,
-              uint8_t* dst) {
+void packRows(const QMatrixView& v, int64_t first, int64_t count, int64_t K, int64_t width,
+              uint8_t xorMask, uint8_t* dst) {
   const uint8_t* src = static_cast<const uint8_t*>(v.data) + first * v.outerStride;
   const int64_t groups = (K + 3) / 4, full = K / 4;
   const uint32_t mask = 0x01010101u * xorMask;
@@ -104,7 +111,8 @@ void packRows(const QMatrixView& v, int64_t first, int64_t count, int64_t K, int
       }
       if (full < groups) {
         uint8_t tail[4] = {0, 0, 0, 0};
-        for (int64_t k = 4 * full; k < K; ++k) tail[k - 4 * full] = static_cast<uint8_t>(r[k] ^ xorMask);
+        for (int64_t k = 4 * full; k < K; ++k)
+          tail[k - 4 * full] = static_cast<uint8_t>(r[k] ^ xorMask);
         std::memcpy(out + full * width * 4, tail, 4);
       }
     }
@@ -113,15 +121,15 @@ void packRows(const QMatrixView& v, int64_t first, int64_t count, int64_t K, int
 
 }  // namespace
 
-void packQStrips(const QMatrixView& v, int64_t first, int64_t count, int64_t K, int64_t width, uint8_t xorMask,
-                 uint8_t* dst) {
+void packQStrips(const QMatrixView& v, int64_t first, int64_t count, int64_t K, int64_t width,
+                 uint8_t xorMask, uint8_t* dst) {
   if (v.depthStride == 1) return packRows(v, first, count, K, width, xorMask, dst);
   if (v.outerStride == 1) return packColumns(v, first, count, K, width, xorMask, dst);
   packElementwise(v, first, count, K, width, xorMask, dst);
 }
 
-void sumQOuter(const QMatrixView& v, int64_t first, int64_t count, int64_t K, uint8_t xorMask, bool storedUnsigned,
-               int32_t* sums) {
+void sumQOuter(const QMatrixView& v, int64_t first, int64_t count, int64_t K, uint8_t xorMask,
+               bool storedUnsigned, int32_t* sums) {
   auto stored = [&](int64_t outer, int64_t k) -> int32_t {
     const uint8_t b = static_cast<uint8_t>(byteAt(v, first + outer, k) ^ xorMask);
     return storedUnsigned ? static_cast<int32_t>(b) : static_cast<int32_t>(static_cast<int8_t>(b));
