@@ -234,11 +234,17 @@ ir::Graph GraphConverter::convert(const onnx::GraphProto& proto,
     int id = graph.addValue(init.name(), ir::TypeInfo{t.dtype(), ir::symShapeOf(t.shape())});
     graph.value(id).constant = std::move(t);
   }
+  // Before IR version 4 every initializer had to be listed among the inputs too; those are
+  // weights, not inputs (onnxruntime treats them so). From version 4 on, an initializer that is
+  // also an input is an overridable default.
+  const bool initializersAreInputs = !isSubgraph && model_.irVersion != 0 && model_.irVersion < 4;
   for (const auto& in : proto.input()) {
     int id = graph.findValue(in.name());
     if (id == ir::kNoValue) {
       id = graph.addValue(in.name(), typeFromProto(in.type(), "graph input '" + in.name() + "'"));
-    }  // else: an initializer that is also an input, an overridable default
+    } else if (initializersAreInputs && graph.value(id).constant) {
+      continue;
+    }
     if (graph.isGraphInput(id)) fail("graph input '" + in.name() + "' is listed twice");
     graph.inputs.push_back(id);
   }
@@ -375,8 +381,36 @@ void readMetadata(const onnx::ModelProto& proto, ModelMetadata& metadata) {
   for (const auto& kv : proto.metadata_props()) metadata.custom[kv.key()] = kv.value();
 }
 
+// Top-level initializers that no node reads (subgraphs' outer reads are node inputs by now) and
+// that are neither graph inputs nor outputs: one warning naming them.
+void warnOfUnusedInitializers(const onnx::GraphProto& proto, const ir::Graph& graph,
+                              const std::string& displayName, ILogger& warnings) {
+  std::vector<bool> read(graph.values.size(), false);
+  for (const ir::Node& node : graph.nodes) {
+    for (int id : node.inputs) {
+      if (id != ir::kNoValue) read[static_cast<size_t>(id)] = true;
+    }
+  }
+  for (int id : graph.outputs) read[static_cast<size_t>(id)] = true;
+  for (int id : graph.inputs) read[static_cast<size_t>(id)] = true;
+  std::vector<std::string> unused;
+  for (const auto& init : proto.initializer()) {
+    if (!read[static_cast<size_t>(graph.findValue(init.name()))]) unused.push_back(init.name());
+  }
+  if (unused.empty()) return;
+  constexpr size_t kNamed = 5;
+  std::string names;
+  for (size_t i = 0; i < unused.size() && i < kNamed; ++i)
+    names += (i ? ", '" : "'") + unused[i] + "'";
+  if (unused.size() > kNamed) names += " and " + std::to_string(unused.size() - kNamed) + " more";
+  warnings.log(Severity::kWARNING, displayName + ": " + std::to_string(unused.size()) +
+                                       " initializer" + (unused.size() > 1 ? "s are" : " is") +
+                                       " not used by any node (" + names + "); kiln ignores " +
+                                       (unused.size() > 1 ? "them" : "it"));
+}
+
 ir::Model convertModel(onnx::ModelProto& proto, const std::string& baseDir,
-                       const std::string& displayName, ModelMetadata* metadata) {
+                       const std::string& displayName, ModelMetadata* metadata, ILogger* warnings) {
   if (metadata) readMetadata(proto, *metadata);
   ir::Model model;
   model.path = displayName;
@@ -403,6 +437,7 @@ ir::Model convertModel(onnx::ModelProto& proto, const std::string& baseDir,
   } catch (const Error& e) {
     throw Error(e.code(), displayName + ": " + e.what());
   }
+  if (warnings) warnOfUnusedInitializers(proto.graph(), model.graph, displayName, *warnings);
   return model;
 }
 
@@ -413,7 +448,8 @@ std::string importedNodeName(const std::string& name, const std::string& opType,
 }
 
 ir::Model loadModelFromBytes(const void* data, size_t size, const std::string& baseDir,
-                             const std::string& displayName, ModelMetadata* metadata) {
+                             const std::string& displayName, ModelMetadata* metadata,
+                             ILogger* warnings) {
   onnx::ModelProto proto;
   if (size > static_cast<size_t>(INT32_MAX)) {
     throw Error(ErrorCode::kInvalidModel,
@@ -423,10 +459,10 @@ ir::Model loadModelFromBytes(const void* data, size_t size, const std::string& b
     google::protobuf::io::ArrayInputStream in(data, static_cast<int>(size));
     return parsesWhenNestedDeeper(in);
   });
-  return convertModel(proto, baseDir, displayName, metadata);
+  return convertModel(proto, baseDir, displayName, metadata, warnings);
 }
 
-ir::Model loadModel(const std::string& path, ModelMetadata* metadata) {
+ir::Model loadModel(const std::string& path, ModelMetadata* metadata, ILogger* warnings) {
   std::error_code ec;
   if (fs::is_directory(path, ec))
     throw Error(ErrorCode::kIoError, path + ": is a directory, not a model file");
@@ -446,7 +482,7 @@ ir::Model loadModel(const std::string& path, ModelMetadata* metadata) {
     return again && parsesWhenNestedDeeper(in);
   });
   fs::path dir = fs::path(path).parent_path();
-  return convertModel(proto, dir.empty() ? "." : dir.string(), path, metadata);
+  return convertModel(proto, dir.empty() ? "." : dir.string(), path, metadata, warnings);
 }
 
 }  // namespace kiln::onnx_import

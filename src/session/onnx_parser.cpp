@@ -138,12 +138,12 @@ Status installModel(NetworkDefinition& network_, ILogger& logger_,
 
 Status OnnxParser::parseFromFile(const std::string& path) {
   return installModel(network_, logger_, errors_, path,
-                      [&] { return onnx_import::loadModel(path); });
+                      [&] { return onnx_import::loadModel(path, nullptr, &logger_); });
 }
 
 Status OnnxParser::parse(const void* data, size_t size, const std::string& baseDir) {
   return installModel(network_, logger_, errors_, "<memory>", [&] {
-    return onnx_import::loadModelFromBytes(data, size, baseDir, "<memory>");
+    return onnx_import::loadModelFromBytes(data, size, baseDir, "<memory>", nullptr, &logger_);
   });
 }
 

@@ -182,7 +182,9 @@ struct Session::Impl {
 Session::Session(const std::string& modelPath, SessionOptions options)
     : impl_(std::make_unique<Impl>()) {
   Impl::checkOptions(options);
-  impl_->prepare(onnx_import::loadModel(modelPath, &impl_->metadata), options, modelPath);
+  StderrLogger warnings(Severity::kWARNING);
+  impl_->prepare(onnx_import::loadModel(modelPath, &impl_->metadata, &warnings), options,
+                 modelPath);
 }
 
 Session::Session(const void* modelData, size_t modelSize, SessionOptions options,
@@ -191,9 +193,10 @@ Session::Session(const void* modelData, size_t modelSize, SessionOptions options
   Impl::checkOptions(options);
   const std::string name = "<memory>";
   const std::string baseDir = externalDataDir.empty() ? "." : externalDataDir;
-  impl_->prepare(
-      onnx_import::loadModelFromBytes(modelData, modelSize, baseDir, name, &impl_->metadata),
-      options, name);
+  StderrLogger warnings(Severity::kWARNING);
+  impl_->prepare(onnx_import::loadModelFromBytes(modelData, modelSize, baseDir, name,
+                                                 &impl_->metadata, &warnings),
+                 options, name);
 }
 
 // The session's build: heuristic kernel choices (it starts fast), no optimization profile (dynamic

@@ -4,6 +4,7 @@
 #include <iostream>
 #include <optional>
 
+#include "cli_logger.h"
 #include "commands.h"
 #include "engine/executor.h"
 #include "ir/op_schema.h"
@@ -82,7 +83,8 @@ int checkModel(const std::string& path, const std::vector<std::string>& shapeOpt
   std::optional<ir::Model> model;
   std::string loadError;
   try {
-    model = onnx_import::loadModel(path);
+    CliLogger warnings;  // unused initializers: not a problem, but worth a line on stderr
+    model = onnx_import::loadModel(path, nullptr, &warnings);
   } catch (const Error& e) {
     loadError = e.what();
     if (problems.empty()) problems.push_back({"load", loadError});
