@@ -57,3 +57,15 @@ def model_exporter(repo_root, build_dir):
         return out
 
     return export
+
+
+@pytest.fixture(scope="session")
+def opset_matrix(repo_root, build_dir):
+    """The folder of tests/models/export_opset_matrix.py's models (one network at opsets 9-17),
+    exported under Debian's /usr/bin/python3 (torch 1.13)."""
+    out = build_dir / "models" / "opset_matrix"
+    command = ["/usr/bin/python3", str(repo_root / "tests/models/export_opset_matrix.py"), "--out", str(out)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=EXPORT_TIMEOUT_S)
+    if result.returncode != 0:
+        pytest.fail(f"export failed: {' '.join(command)}\n{result.stdout}{result.stderr}", pytrace=False)
+    return out

@@ -2,8 +2,6 @@
 Debian's torch 1.13; tests/models/export_opset_matrix.py): each opset's spelling of the same ops
 (Upsample vs Resize, attribute vs input forms of Slice/Pad/Clip/Squeeze/ReduceSum, LayerNorm
 decomposed vs LayerNormalization) runs in kiln and matches torch and ONNX Runtime."""
-import subprocess
-
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -11,24 +9,12 @@ import pytest
 
 import kiln
 
-from conftest import EXPORT_TIMEOUT_S
-
 OPSETS = range(9, 18)
 OUTPUTS = ("log_probs", "summary")
 
 
-@pytest.fixture(scope="module")
-def exported(repo_root, build_dir):
-    out = build_dir / "models" / "opset_matrix"
-    command = ["/usr/bin/python3", str(repo_root / "tests/models/export_opset_matrix.py"), "--out", str(out)]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=EXPORT_TIMEOUT_S)
-    if result.returncode != 0:
-        pytest.fail(f"export failed: {' '.join(command)}\n{result.stdout}{result.stderr}", pytrace=False)
-    return out
-
-
-def test_each_opset_uses_its_own_spelling(exported):
-    ops = {opset: {n.op_type for n in onnx.load(str(exported / f"mixed_opset{opset}.onnx")).graph.node}
+def test_each_opset_uses_its_own_spelling(opset_matrix):
+    ops = {opset: {n.op_type for n in onnx.load(str(opset_matrix / f"mixed_opset{opset}.onnx")).graph.node}
            for opset in (9, 10, 17)}
     assert "Upsample" in ops[9] and "Resize" not in ops[9]
     assert "Resize" in ops[10]
@@ -36,10 +22,10 @@ def test_each_opset_uses_its_own_spelling(exported):
 
 
 @pytest.mark.parametrize("opset", OPSETS)
-def test_opset_matches_torch_and_onnxruntime(exported, opset):
-    path = str(exported / f"mixed_opset{opset}.onnx")
-    x = np.load(exported / "input.npy")
-    expected = [np.load(exported / f"expected_{name}.npy") for name in OUTPUTS]
+def test_opset_matches_torch_and_onnxruntime(opset_matrix, opset):
+    path = str(opset_matrix / f"mixed_opset{opset}.onnx")
+    x = np.load(opset_matrix / "input.npy")
+    expected = [np.load(opset_matrix / f"expected_{name}.npy") for name in OUTPUTS]
     session = kiln.InferenceSession(path)
     got = session.run(None, {"x": x})
     for value, reference in zip(got, expected):
