@@ -85,6 +85,26 @@ std::optional<ActivationMatch> silu(const ir::Graph& g,
   return std::nullopt;
 }
 
+// x * HardSigmoid(x) with alpha 1/6 and beta 1/2 is HardSwish(x): torch exports nn.Hardswish so
+// before opset 14, where ONNX has no HardSwish.
+std::optional<ActivationMatch> hardSwish(const ir::Graph& g,
+                                         const std::vector<std::vector<int>>& consumers, int x) {
+  const auto& readers = consumers[static_cast<size_t>(x)];
+  if (readers.size() != 2 || isGraphOutput(g, x)) return std::nullopt;
+  for (int k = 0; k < 2; ++k) {
+    const int hsIndex = readers[k], mulIndex = readers[1 - k];
+    const ir::Node& hs = g.nodes[static_cast<size_t>(hsIndex)];
+    const ir::Node& mul = g.nodes[static_cast<size_t>(mulIndex)];
+    if (!isOp(hs, "HardSigmoid") || !isOp(mul, "Mul") || hs.outputs.size() != 1) continue;
+    if (!nearly(ir::attrFloat(hs, "alpha", 0.2f), 1.0f / 6.0f) ||
+        !nearly(ir::attrFloat(hs, "beta", 0.5f), 0.5f))
+      continue;
+    if (otherInput(mul, x) != hs.outputs[0] || !onlyReadBy(g, consumers, hs.outputs[0])) continue;
+    return ActivationMatch{"HardSwish", {}, {hsIndex, mulIndex}, mul.outputs[0]};
+  }
+  return std::nullopt;
+}
+
 // Mul(Mul(x, Add(Erf(Div(x, sqrt2)), 1)), 0.5), as torch 1.13 exports nn.GELU().
 std::optional<ActivationMatch> gelu(const ir::Graph& g,
                                     const std::vector<std::vector<int>>& consumers, int x) {
@@ -122,6 +142,7 @@ std::optional<ActivationMatch> matchActivation(const ir::Graph& graph,
                                                const std::vector<std::vector<int>>& consumers,
                                                int value) {
   if (auto m = silu(graph, consumers, value)) return m;
+  if (auto m = hardSwish(graph, consumers, value)) return m;
   if (auto m = gelu(graph, consumers, value)) return m;
   int index = -1;
   if (!soleReader(graph, consumers, value, &index)) return std::nullopt;

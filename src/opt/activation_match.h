@@ -1,5 +1,6 @@
 // Recognises an activation applied to a value, as a single op (Relu, Clip, ...) or as the
-// multi-node patterns PyTorch exports (SiLU: x * Sigmoid(x); Gelu: x * 0.5 * (1 + Erf(x / sqrt2))).
+// multi-node patterns PyTorch exports (SiLU: x * Sigmoid(x); HardSwish before opset 14:
+// x * HardSigmoid(x); Gelu: x * 0.5 * (1 + Erf(x / sqrt2))).
 #pragma once
 #include <optional>
 #include <string>

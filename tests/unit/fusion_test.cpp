@@ -225,6 +225,30 @@ TEST(ConvFusion, DepthwiseWithClipAndSiLUPatterns) {
   EXPECT_EQ(opt::fusedFrom(fused.nodes[1]), (Strings{"dw2", "sigmoid", "mul"}));
 }
 
+// nn.Hardswish as torch exports it before opset 14: x * HardSigmoid(x; alpha 1/6, beta 1/2). With
+// another alpha the HardSigmoid is not hard-swish's and stays a separate node.
+TEST(ConvFusion, HardSigmoidTimesItsInputFusesAsHardSwish) {
+  for (const float alpha : {1.0f / 6.0f, 0.2f}) {
+    auto m = makeModel(13);
+    addInput(m, "x", {1, 4, 9, 9});
+    addRandomInitializer(m, "W", {8, 4, 3, 3}, 3);
+    addNode(m, "Conv", {"x", "W"}, {"c"}, "conv");
+    setInts(lastNode(m), "pads", {1, 1, 1, 1});
+    addNode(m, "HardSigmoid", {"c"}, {"hs"}, "hardsigmoid");
+    setFloat(lastNode(m), "alpha", alpha);
+    addNode(m, "Mul", {"c", "hs"}, {"y"}, "mul");
+    addOutput(m, "y", {1, 8, 9, 9});
+    ir::Graph fused = fuseAndCompare(loadGraph(m, "hardswish"), {{1, 4, 9, 9}});
+    if (alpha == 0.2f) {
+      EXPECT_EQ(opTypes(fused), (Strings{"Conv", "HardSigmoid", "Mul"}));
+      continue;
+    }
+    ASSERT_EQ(opTypes(fused), (Strings{"FusedConv"}));
+    EXPECT_EQ(ir::attrString(fused.nodes[0], "activation"), "HardSwish");
+    EXPECT_EQ(opt::fusedFrom(fused.nodes[0]), (Strings{"conv", "hardsigmoid", "mul"}));
+  }
+}
+
 // Direct ungrouped 2-D convolution in double: the reference for the Winograd path.
 std::vector<float> convReference(const std::vector<float>& x, const std::vector<float>& w,
                                  int64_t c, int64_t h, int64_t wd, int64_t oc, int64_t pad,
