@@ -48,8 +48,8 @@ class BuilderConfig {
   void setMemoryPoolLimit(uint64_t bytes) { workspaceBytes_ = bytes; }
   uint64_t getMemoryPoolLimit() const { return workspaceBytes_; }
   /// The largest single buffer the build may need (a tensor at the profiles' shapes, constant
-  /// folding's); a profile whose shapes need more fails naming the tensor. 0 = this machine's
-  /// physical memory.
+  /// folding's); a profile whose shapes need more fails naming the tensor. 0 = the default, 90 %
+  /// of this machine's physical memory; any other value replaces it, above the default too.
   void setAllocationLimit(uint64_t bytes) { allocationLimit_ = bytes; }
   uint64_t getAllocationLimit() const { return allocationLimit_; }
   /// Intra-op threads for contexts of the engine; 0 = one per hardware thread.

@@ -148,7 +148,7 @@ class ExecutionContext {
 
   /// The largest single buffer this context's runs may allocate (a tensor, the activation arena,
   /// a kernel workspace); a run whose shapes need more fails at once naming the node, output and
-  /// shape. 0 (the default) = this machine's physical memory.
+  /// shape. 0 = the default, 90 % of this machine's physical memory; any other value replaces it.
   void setAllocationLimit(uint64_t bytes);
   uint64_t getAllocationLimit() const;
 

@@ -48,7 +48,8 @@ struct SessionOptions {
   bool bf16 = false;
   /// The largest single buffer the session may allocate (a tensor, the activation arena, a kernel
   /// workspace): a run whose shapes need more fails at once naming the node, output and shape
-  /// instead of exhausting memory. 0 = this machine's physical memory.
+  /// instead of exhausting memory. 0 = the default, 90 % of this machine's physical memory
+  /// (core/tensor_limits.h); any other value replaces it, above the default too.
   uint64_t allocationLimitBytes = 0;
 };
 

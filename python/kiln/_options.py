@@ -17,8 +17,8 @@ MARK_ALL_OUTPUTS_KEY = "kiln.mark_all_outputs"
 # has AVX512_BF16 (kiln::SessionOptions::bf16, docs/precision.md); "fp32" (the default) does not.
 PRECISION_KEY = "kiln.precision"
 # Session config entry: the largest buffer (tensor, activation arena, kernel workspace) the session
-# may allocate, in MiB (kiln::SessionOptions::allocationLimitBytes; 0 or absent: this machine's
-# memory); a shape that needs more fails naming the node and output, before anything is allocated.
+# may allocate, in MiB (kiln::SessionOptions::allocationLimitBytes; 0 or absent: the default, 90 % of
+# this machine's physical memory); a shape that needs more fails naming the node and output, before anything is allocated.
 MEMORY_LIMIT_KEY = "kiln.memory_limit_mb"
 
 
@@ -151,7 +151,7 @@ class SessionOptions:
 
     def _non_negative_entry(self, key: str) -> int:
         """An integer session config entry >= 0 (kiln.max_loop_iterations: iterations one Loop node
-        may run per run; kiln.memory_limit_mb); 0 when absent, which means no cap."""
+        may run per run, 0: no cap; kiln.memory_limit_mb, 0: the default limit); 0 when absent."""
         text = self._config_entries.get(key, "0")
         try:
             value = int(text)

@@ -93,8 +93,8 @@ void applyOutputTypes(const std::vector<LayerRecord>& layers, ir::Graph& g) {
 // Concrete shape inference at one selector of one profile: proves every layer accepts those
 // shapes, and plans the arena of the activations and the kernels' workspaces.
 // Fails naming the first tensor of `g` (shapes inferred) that could never be allocated: more bytes
-// than the allocation limit (BuilderConfig::setAllocationLimit, by default this machine's memory),
-// or a size past 2^64. `where` says at which shapes.
+// than the allocation limit (BuilderConfig::setAllocationLimit, by default 90 % of this machine's
+// memory), or a size past 2^64. `where` says at which shapes.
 void checkTensorsFitInMemory(const ir::Graph& g, const std::string& where) {
   const uint64_t limit = allocationLimitBytes();
   for (const ir::Value& v : g.values) {

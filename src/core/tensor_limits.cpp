@@ -7,7 +7,7 @@
 namespace kiln {
 
 namespace {
-thread_local uint64_t tlsLimit = 0;  // 0: physical memory
+thread_local uint64_t tlsLimit = 0;  // 0: defaultAllocationLimitBytes()
 }  // namespace
 
 uint64_t physicalMemoryBytes() {
@@ -16,7 +16,9 @@ uint64_t physicalMemoryBytes() {
   return bytes;
 }
 
-uint64_t allocationLimitBytes() { return tlsLimit ? tlsLimit : physicalMemoryBytes(); }
+uint64_t defaultAllocationLimitBytes() { return physicalMemoryBytes() / 10 * 9; }
+
+uint64_t allocationLimitBytes() { return tlsLimit ? tlsLimit : defaultAllocationLimitBytes(); }
 
 AllocationLimitScope::AllocationLimitScope(uint64_t bytes) : previous_(tlsLimit) {
   if (bytes) tlsLimit = bytes;
@@ -31,8 +33,9 @@ std::string byteCountText(uint64_t bytes) {
 
 std::string allocationLimitText() {
   const std::string limit = byteCountText(allocationLimitBytes());
-  return tlsLimit ? "over the allocation limit of " + limit
-                  : "more than this machine's memory (" + limit + ")";
+  return tlsLimit
+             ? "over the allocation limit of " + limit
+             : "over the default allocation limit of " + limit + " (90 % of this machine's memory)";
 }
 
 void refuseAllocation(uint64_t bytes, const std::string& what) {

@@ -13,14 +13,21 @@ constexpr size_t kMaxTensorRank = 64;
 /// This machine's physical memory in bytes.
 uint64_t physicalMemoryBytes();
 
+/// The limit in force where nobody set one: 90 % of physicalMemoryBytes(), so that a buffer the
+/// machine could hold only by evicting everything else is refused with a message rather than
+/// left to the OOM killer. Physical memory, not MemAvailable: the same model and shapes then pass
+/// or fail the same way whatever else the machine is doing.
+uint64_t defaultAllocationLimitBytes();
+
 /// The largest single buffer kiln allocates (a tensor, the activation arena, a kernel workspace)
-/// on this thread: the innermost AllocationLimitScope's, else this machine's physical memory.
+/// on this thread: the innermost AllocationLimitScope's, else defaultAllocationLimitBytes().
 uint64_t allocationLimitBytes();
 
 /// Sets allocationLimitBytes() on the calling thread for the scope's lifetime (0: keeps the limit
-/// in force). Sessions, execution contexts and builds open one over their work
-/// (SessionOptions::allocationLimitBytes, ExecutionContext::setAllocationLimit,
-/// BuilderConfig::setAllocationLimit, the CLI's --memory-limit).
+/// in force). Any other value replaces it, above the default too (a machine with swap). Sessions,
+/// execution contexts and builds open one over their work (SessionOptions::allocationLimitBytes,
+/// ExecutionContext::setAllocationLimit, BuilderConfig::setAllocationLimit, the CLI's
+/// --memory-limit).
 class AllocationLimitScope {
  public:
   explicit AllocationLimitScope(uint64_t bytes);
@@ -35,8 +42,8 @@ class AllocationLimitScope {
 /// "N bytes" below 10 MiB, else "N MiB" (rounded down).
 std::string byteCountText(uint64_t bytes);
 
-/// "over the allocation limit of L", or "more than this machine's memory (P)" when no scope set
-/// one: what a refusal says of the limit.
+/// "over the allocation limit of L", or "over the default allocation limit of L (90 % of this
+/// machine's memory)" when no scope set one: what a refusal says of the limit.
 std::string allocationLimitText();
 
 /// Throws kiln::Error (kInvalidArgument) "WHAT needs " + byteCountText(bytes) + ", " +

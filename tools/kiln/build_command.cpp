@@ -25,6 +25,7 @@
 #include "kiln/builder.h"
 #include "kiln/engine.h"
 #include "kiln/onnx_parser.h"
+#include "memory_limit_option.h"
 #include "model_runner.h"
 #include "network_options.h"
 #include "plugin_options.h"
@@ -49,7 +50,7 @@ struct BuildOptions {
   bool noNchwc = false;
   int threads = 0;
   double workspaceMiB = 0;
-  double memoryLimitMiB = 0;
+  double memoryLimitMiB = kMemoryLimitNotGiven;
   bool verbose = false;
   int optimizationLevel = 3;  // BuilderConfig::setBuilderOptimizationLevel
   std::string timingCache;    // file read (when present) and written back
@@ -146,7 +147,7 @@ int buildPlan(const BuildOptions& opts) {
   BuilderConfig config;
   config.setThreads(opts.threads);
   config.setMemoryPoolLimit(static_cast<uint64_t>(opts.workspaceMiB * (1 << 20)));
-  config.setAllocationLimit(static_cast<uint64_t>(opts.memoryLimitMiB * (1 << 20)));
+  config.setAllocationLimit(memoryLimitBytes(opts.memoryLimitMiB));
   if (opts.fp16) config.setFlag(BuilderFlag::kFP16);
   if (opts.int8) config.setFlag(BuilderFlag::kINT8);
   std::unique_ptr<build::FileCalibrator> calibrator;
@@ -243,11 +244,8 @@ Action addBuildCommand(CLI::App& app) {
   cmd->add_option("--threads", opts->threads,
                   "intra-op threads of the engine's contexts (0 = one per hardware thread)");
   cmd->add_option("--workspace", opts->workspaceMiB, "activation memory limit in MiB (0 = none)");
-  cmd->add_option("--memory-limit", opts->memoryLimitMiB,
-                  "MiB: the largest single tensor the profiles' shapes may need; more fails naming "
-                  "it (0 = this "
-                  "machine's memory)")
-      ->check(CLI::NonNegativeNumber);
+  addMemoryLimitOption(cmd, &opts->memoryLimitMiB,
+                       "the largest single tensor the profiles' shapes may need");
   cmd->add_option("--builder-optimization-level", opts->optimizationLevel,
                   "0 = heuristic kernel choices (no timing); 1..5 = time each conv / GEMM / MatMul "
                   "layer's candidate "

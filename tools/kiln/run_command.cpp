@@ -14,6 +14,7 @@
 #include "commands.h"
 #include "kiln/npy.h"
 #include "kiln/session.h"
+#include "memory_limit_option.h"
 #include "model_runner.h"
 #include "onnx/value_proto.h"
 #include "plugin_options.h"
@@ -29,7 +30,7 @@ struct RunOptions {
   MarkOptions marked;
   std::string outputDir;
   int threads = 0;
-  double memoryLimitMiB = 0;
+  double memoryLimitMiB = kMemoryLimitNotGiven;
   bool noNchwc = false;
   std::vector<std::string> plugins;
 };
@@ -98,7 +99,7 @@ int runModel(const RunOptions& opts) {
   loadPlugins(opts.plugins);
   SessionOptions options;
   options.threads = opts.threads;
-  options.allocationLimitBytes = static_cast<uint64_t>(opts.memoryLimitMiB * (1 << 20));
+  options.allocationLimitBytes = memoryLimitBytes(opts.memoryLimitMiB);
   options.nchwcLayout = !opts.noNchwc;
   options.extraOutputs = opts.marked.names;
   options.markAllOutputs = opts.marked.all;
@@ -138,11 +139,8 @@ Action addRunCommand(CLI::App& app) {
   cmd->add_option("--threads", opts->threads,
                   "intra-op threads (0 = one per hardware thread; for a plan, 0 keeps the count it "
                   "was built with)");
-  cmd->add_option("--memory-limit", opts->memoryLimitMiB,
-                  "MiB: the largest single buffer (tensor, arena, workspace) the run may allocate; "
-                  "a shape needing more "
-                  "fails naming the node (0 = this machine's memory)")
-      ->check(CLI::NonNegativeNumber);
+  addMemoryLimitOption(cmd, &opts->memoryLimitMiB,
+                       "the largest single buffer (tensor, arena, workspace) the run may allocate");
   cmd->add_flag("--no-nchwc", opts->noNchwc,
                 "keep every tensor NCHW (no blocked-layout convolutions), to compare");
   addPluginOption(*cmd, opts->plugins);
