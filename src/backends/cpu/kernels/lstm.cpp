@@ -41,6 +41,8 @@ class FloatLstmProducts<float, float> {
     const int64_t n = 4 * dims_.hidden;
     w_ = ctx_.input(1).data<float>() + d * n * dims_.input;
     r_ = ctx_.input(2).data<float>() + d * n * dims_.hidden;
+    // Packed once per direction: a product with more than one row would pack R on every step.
+    if (dims_.batch > 1) packedR_ = packB(true, dims_.hidden, n, r_, dims_.hidden);
   }
   std::vector<float> projectInputs(const std::vector<float>& bias) const {
     const int64_t n = 4 * dims_.hidden, rows = dims_.seq * dims_.batch;
@@ -67,8 +69,13 @@ class FloatLstmProducts<float, float> {
   }
   void stepBegins(const std::vector<float>& hState, const std::vector<bool>&) {
     const int64_t n = 4 * dims_.hidden;
-    sgemm(false, true, dims_.batch, n, dims_.hidden, 1.0f, hState.data(), dims_.hidden, r_,
-          dims_.hidden, 0.0f, recurrent_.data(), n);
+    if (packedR_.empty()) {  // one row: a matrix-vector product, which reads R as it is
+      sgemm(false, true, dims_.batch, n, dims_.hidden, 1.0f, hState.data(), dims_.hidden, r_,
+            dims_.hidden, 0.0f, recurrent_.data(), n);
+    } else {
+      sgemmPacked(false, dims_.batch, 1.0f, hState.data(), dims_.hidden, packedR_, 0.0f,
+                  recurrent_.data(), n);
+    }
   }
   void addRecurrent(int64_t b, const float*, float* gates) const {
     const int64_t n = 4 * dims_.hidden;
@@ -81,6 +88,7 @@ class FloatLstmProducts<float, float> {
   const RecurrentDims& dims_;
   const float* w_ = nullptr;
   const float* r_ = nullptr;
+  PackedMatrix packedR_;          // R^T packed, when the batch has more than one entry
   std::vector<float> recurrent_;  // [batch, 4 * hidden]: this step's h x R^T
 };
 

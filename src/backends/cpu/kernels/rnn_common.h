@@ -6,9 +6,11 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "backends/cpu/kernel.h"
+#include "backends/cpu/kernels/vector_math.h"
 #include "core/dtype_dispatch.h"
 
 namespace kiln::cpu::rnn {
@@ -45,10 +47,20 @@ struct RecurrentAttrs {
 /// direction.
 RecurrentAttrs parseRecurrentAttrs(const ir::Node& node, const std::vector<std::string>& defaults);
 
-/// Applies an activation to n values in place.
+/// Applies an activation to n values in place. Float Tanh and Sigmoid (every step's gates) go
+/// through the vector math library, eight lanes at a time.
 template <typename Acc>
 void activate(const Activation& a, Acc* v, int64_t n) {
   const Acc alpha = a.alpha, beta = a.beta;
+  if constexpr (std::is_same_v<Acc, float>) {
+    if (a.kind == ActivationKind::kTanh) return applyVectorMath(VectorMathFn::kTanh, v, v, n);
+    if (a.kind == ActivationKind::kSigmoid) {
+      for (int64_t i = 0; i < n; ++i) v[i] = -v[i];
+      applyVectorMath(VectorMathFn::kExp, v, v, n);
+      for (int64_t i = 0; i < n; ++i) v[i] = 1.0f / (1.0f + v[i]);
+      return;
+    }
+  }
   switch (a.kind) {
     case ActivationKind::kRelu:
       for (int64_t i = 0; i < n; ++i) v[i] = v[i] > 0 ? v[i] : Acc(0);
