@@ -1,5 +1,8 @@
 // CPU kernel for GRU: gates z, r, h (in that order in W, R and B), linear_before_reset,
 // clip, per-batch sequence lengths and both layouts.
+#include <type_traits>
+
+#include "backends/cpu/gemm/sgemm.h"
 #include "backends/cpu/kernels/rnn_common.h"
 
 namespace kiln::cpu {
@@ -17,8 +20,8 @@ void runGru(KernelContext& ctx, const RecurrentAttrs& attrs, bool linearBeforeRe
       reset(static_cast<size_t>(h));
   for (int64_t d = 0; d < dims.directions; ++d) {
     const bool reverse = attrs.reverse || d == 1;
-    const Activation& f = attrs.activations[static_cast<size_t>(d * 2)];
-    const Activation& g = attrs.activations[static_cast<size_t>(d * 2 + 1)];
+    const rnn::Activation& f = attrs.activations[static_cast<size_t>(d * 2)];
+    const rnn::Activation& g = attrs.activations[static_cast<size_t>(d * 2 + 1)];
     DirectionWeights<Acc> w = directionWeights<Acc, T>(ctx, dims, 3, d);
     // Rb of z and r always joins the input projection; Rb of h only when it is not scaled by r.
     std::vector<Acc> bias(static_cast<size_t>(n));
@@ -32,30 +35,66 @@ void runGru(KernelContext& ctx, const RecurrentAttrs& attrs, bool linearBeforeRe
 
     const std::vector<Acc> xw = projectInputs<Acc>(ctx.input(0).data<T>(), dims, w.wt, bias);
     std::vector<Acc> hState = initialState<Acc, T>(ctx, 5, dims, d);
-    forEachRecurrentStep(dims, lengths, reverse, [&](int64_t t, int64_t b) {
-      Acc* hb = &hState[static_cast<size_t>(b * h)];
-      const Acc* xwRow = &xw[static_cast<size_t>((t * dims.batch + b) * n)];
-      std::copy(xwRow, xwRow + n, gates.begin());
-      Acc *gz = gates.data(), *gr = gz + h, *gh = gr + h;
-      addVectorTimesMatrix(hb, h, w.rt.data(), n, 2 * h, gz);  // z and r columns
-      clipValues(gz, 2 * h, attrs.clip);
-      activate(f, gz, 2 * h);
-      if (linearBeforeReset) {
-        std::copy(rbh, rbh + h, recurrent.begin());
-        addVectorTimesMatrix(hb, h, rth, n, h, recurrent.data());
-        for (int64_t j = 0; j < h; ++j) gh[j] += gr[j] * recurrent[static_cast<size_t>(j)];
-      } else {
-        for (int64_t j = 0; j < h; ++j) reset[static_cast<size_t>(j)] = gr[j] * hb[j];
-        addVectorTimesMatrix(reset.data(), h, rth, n, h, gh);
+    // float32: each step multiplies the whole batch's hidden state by R^T in one SGEMM (all three
+    // gates with linear_before_reset, else z and r), instead of one row at a time; R^T is packed
+    // once per direction when the batch has more than one entry (a product with several rows
+    // would pack it on every step).
+    const int64_t batchedCols = linearBeforeReset ? n : 2 * h;
+    std::vector<Acc> batched;
+    PackedMatrix packedR;
+    if constexpr (std::is_same_v<Acc, float>) {
+      if (dims.batch > 1) packedR = packB(false, h, batchedCols, w.rt.data(), n);
+    }
+    auto stepBegins = [&](int64_t) {
+      if constexpr (std::is_same_v<Acc, float>) {
+        batched.resize(static_cast<size_t>(dims.batch * batchedCols));
+        if (packedR.empty()) {
+          sgemm(false, false, dims.batch, batchedCols, h, 1.0f, hState.data(), h, w.rt.data(), n,
+                0.0f, batched.data(), batchedCols);
+        } else {
+          sgemmPacked(false, dims.batch, 1.0f, hState.data(), h, packedR, 0.0f, batched.data(),
+                      batchedCols);
+        }
       }
-      clipValues(gh, h, attrs.clip);
-      activate(g, gh, h);
-      for (int64_t j = 0; j < h; ++j) hb[j] = (Acc(1) - gz[j]) * gh[j] + gz[j] * hb[j];
-      if (y) {
-        T* dst = y + dims.yOffset(t, d, b);
-        for (int64_t j = 0; j < h; ++j) dst[j] = static_cast<T>(hb[j]);
-      }
-    });
+    };
+    forEachRecurrentStep(
+        dims, lengths, reverse,
+        [&](int64_t t, int64_t b) {
+          Acc* hb = &hState[static_cast<size_t>(b * h)];
+          const Acc* xwRow = &xw[static_cast<size_t>((t * dims.batch + b) * n)];
+          std::copy(xwRow, xwRow + n, gates.begin());
+          Acc *gz = gates.data(), *gr = gz + h, *gh = gr + h;
+          const Acc* rowProducts =
+              batched.empty() ? nullptr : &batched[static_cast<size_t>(b * batchedCols)];
+          if (rowProducts) {
+            for (int64_t j = 0; j < 2 * h; ++j) gz[j] += rowProducts[j];
+          } else {
+            addVectorTimesMatrix(hb, h, w.rt.data(), n, 2 * h, gz);  // z and r columns
+          }
+          clipValues(gz, 2 * h, attrs.clip);
+          activate(f, gz, 2 * h);
+          if (linearBeforeReset) {
+            std::copy(rbh, rbh + h, recurrent.begin());
+            if (rowProducts) {
+              for (int64_t j = 0; j < h; ++j)
+                recurrent[static_cast<size_t>(j)] += rowProducts[2 * h + j];
+            } else {
+              addVectorTimesMatrix(hb, h, rth, n, h, recurrent.data());
+            }
+            for (int64_t j = 0; j < h; ++j) gh[j] += gr[j] * recurrent[static_cast<size_t>(j)];
+          } else {
+            for (int64_t j = 0; j < h; ++j) reset[static_cast<size_t>(j)] = gr[j] * hb[j];
+            addVectorTimesMatrix(reset.data(), h, rth, n, h, gh);
+          }
+          clipValues(gh, h, attrs.clip);
+          activate(g, gh, h);
+          for (int64_t j = 0; j < h; ++j) hb[j] = (Acc(1) - gz[j]) * gh[j] + gz[j] * hb[j];
+          if (y) {
+            T* dst = y + dims.yOffset(t, d, b);
+            for (int64_t j = 0; j < h; ++j) dst[j] = static_cast<T>(hb[j]);
+          }
+        },
+        stepBegins);
     writeState<Acc, T>(ctx, 1, dims, d, lengths, hState);
   }
 }

@@ -16,7 +16,7 @@ void runRnn(KernelContext& ctx, const RecurrentAttrs& attrs) {
   std::vector<Acc> next(static_cast<size_t>(h));
   for (int64_t d = 0; d < dims.directions; ++d) {
     const bool reverse = attrs.reverse || d == 1;
-    const Activation& f = attrs.activations[static_cast<size_t>(d)];
+    const rnn::Activation& f = attrs.activations[static_cast<size_t>(d)];
     DirectionWeights<Acc> w = directionWeights<Acc, T>(ctx, dims, 1, d);
     std::vector<Acc> bias(static_cast<size_t>(h));
     for (size_t j = 0; j < bias.size(); ++j) bias[j] = w.wb[j] + w.rb[j];

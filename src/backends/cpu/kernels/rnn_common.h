@@ -9,6 +9,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "backends/cpu/gemm/sgemm.h"
 #include "backends/cpu/kernel.h"
 #include "backends/cpu/kernels/vector_math.h"
 #include "core/dtype_dispatch.h"
@@ -172,12 +173,28 @@ void addVectorTimesMatrix(const Acc* v, int64_t k, const Acc* m, int64_t ld, int
 }
 
 /// The input projection of every time step: out[t, b, :] = X[t, b, :] * W^T + bias, with X in the
-/// op's layout and wt = W^T ([input, n]). Done once before the recurrence.
+/// op's layout and wt = W^T ([input, n]). Done once before the recurrence; one SGEMM for float.
 template <typename Acc, typename T>
 std::vector<Acc> projectInputs(const T* x, const RecurrentDims& dims, const std::vector<Acc>& wt,
                                const std::vector<Acc>& bias) {
   const int64_t n = static_cast<int64_t>(bias.size());
   std::vector<Acc> out(static_cast<size_t>(dims.seq * dims.batch * n));
+  if constexpr (std::is_same_v<Acc, float> && std::is_same_v<T, float>) {
+    // One SGEMM over every row of X; with layout 1 its rows come batch-major and are reordered.
+    const int64_t rows = dims.seq * dims.batch;
+    std::vector<float> product(static_cast<size_t>(rows * n));
+    sgemm(false, false, rows, n, dims.input, 1.0f, x, dims.input, wt.data(), n, 0.0f,
+          product.data(), n);
+    for (int64_t t = 0; t < dims.seq; ++t) {
+      for (int64_t b = 0; b < dims.batch; ++b) {
+        const int64_t src = dims.layout == 0 ? t * dims.batch + b : b * dims.seq + t;
+        const float* p = &product[static_cast<size_t>(src * n)];
+        float* o = &out[static_cast<size_t>((t * dims.batch + b) * n)];
+        for (int64_t j = 0; j < n; ++j) o[j] = p[j] + bias[static_cast<size_t>(j)];
+      }
+    }
+    return out;
+  }
   std::vector<Acc> row(static_cast<size_t>(dims.input));
   for (int64_t t = 0; t < dims.seq; ++t) {
     for (int64_t b = 0; b < dims.batch; ++b) {
