@@ -4,13 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "graph_loading.h"
 #include "graph_runner.h"
 #include "model_builder.h"
+#include "random_data.h"
 
 namespace kiln {
 namespace {
@@ -24,13 +24,6 @@ struct GruCase {
   std::vector<int32_t> lengths;  // empty: every sequence is seq long
 };
 
-std::vector<float> uniform(size_t n, std::mt19937& rng, float scale) {
-  std::uniform_real_distribution<float> dist(-scale, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
-
 double sigmoid(double v) { return 1.0 / (1.0 + std::exp(-v)); }
 
 void checkGru(const GruCase& c, unsigned seed) {
@@ -38,12 +31,15 @@ void checkGru(const GruCase& c, unsigned seed) {
                std::to_string(c.hidden) + " " + c.direction + " linear_before_reset " +
                std::to_string(c.linearBeforeReset));
   const int64_t dirs = c.direction == "bidirectional" ? 2 : 1, h = c.hidden, n = 3 * h;
-  std::mt19937 rng(seed);
-  const auto x = uniform(static_cast<size_t>(c.seq * c.batch * c.input), rng, 1.0f);
-  const auto w = uniform(static_cast<size_t>(dirs * n * c.input), rng, 0.5f);
-  const auto r = uniform(static_cast<size_t>(dirs * n * h), rng, 0.5f);
-  const auto bias = uniform(static_cast<size_t>(dirs * 2 * n), rng, 0.5f);
-  const auto h0 = uniform(static_cast<size_t>(dirs * c.batch * h), rng, 1.0f);
+  uint32_t stream = seed * 16;  // one seed per tensor
+  auto uniform = [&](size_t n, float scale) {
+    return randomFloats(static_cast<int64_t>(n), stream++, -scale, scale);
+  };
+  const auto x = uniform(static_cast<size_t>(c.seq * c.batch * c.input), 1.0f);
+  const auto w = uniform(static_cast<size_t>(dirs * n * c.input), 0.5f);
+  const auto r = uniform(static_cast<size_t>(dirs * n * h), 0.5f);
+  const auto bias = uniform(static_cast<size_t>(dirs * 2 * n), 0.5f);
+  const auto h0 = uniform(static_cast<size_t>(dirs * c.batch * h), 1.0f);
   std::vector<int32_t> lengths = c.lengths;
   if (lengths.empty()) lengths.assign(static_cast<size_t>(c.batch), static_cast<int32_t>(c.seq));
 

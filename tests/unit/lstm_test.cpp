@@ -4,13 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "graph_loading.h"
 #include "graph_runner.h"
 #include "model_builder.h"
+#include "random_data.h"
 
 namespace kiln {
 namespace {
@@ -27,13 +27,6 @@ struct LstmCase {
 struct LstmValues {
   std::vector<float> x, w, r, b, h0, c0;
 };
-
-std::vector<float> uniform(size_t n, std::mt19937& rng, float scale) {
-  std::uniform_real_distribution<float> dist(-scale, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
 
 double sigmoid(double v) { return 1.0 / (1.0 + std::exp(-v)); }
 
@@ -98,14 +91,17 @@ void checkLstm(const LstmCase& c, unsigned seed) {
                std::to_string(c.hidden) + " " + c.direction + " layout " +
                std::to_string(c.layout));
   const int64_t dirs = c.direction == "bidirectional" ? 2 : 1, h = c.hidden, n = 4 * h;
-  std::mt19937 rng(seed);
+  uint32_t stream = seed * 16;  // one seed per tensor
+  auto uniform = [&](size_t n, float scale) {
+    return randomFloats(static_cast<int64_t>(n), stream++, -scale, scale);
+  };
   LstmValues v;
-  v.x = uniform(static_cast<size_t>(c.seq * c.batch * c.input), rng, 1.0f);
-  v.w = uniform(static_cast<size_t>(dirs * n * c.input), rng, 0.5f);
-  v.r = uniform(static_cast<size_t>(dirs * n * h), rng, 0.5f);
-  v.b = uniform(static_cast<size_t>(dirs * 2 * n), rng, 0.5f);
-  v.h0 = uniform(static_cast<size_t>(dirs * c.batch * h), rng, 1.0f);
-  v.c0 = uniform(static_cast<size_t>(dirs * c.batch * h), rng, 1.0f);
+  v.x = uniform(static_cast<size_t>(c.seq * c.batch * c.input), 1.0f);
+  v.w = uniform(static_cast<size_t>(dirs * n * c.input), 0.5f);
+  v.r = uniform(static_cast<size_t>(dirs * n * h), 0.5f);
+  v.b = uniform(static_cast<size_t>(dirs * 2 * n), 0.5f);
+  v.h0 = uniform(static_cast<size_t>(dirs * c.batch * h), 1.0f);
+  v.c0 = uniform(static_cast<size_t>(dirs * c.batch * h), 1.0f);
 
   const Shape xShape =
       c.layout == 0 ? Shape{c.seq, c.batch, c.input} : Shape{c.batch, c.seq, c.input};
