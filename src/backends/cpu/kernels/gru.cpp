@@ -1,8 +1,8 @@
 // CPU kernel for GRU: gates z, r, h (in that order in W, R and B), linear_before_reset,
 // clip, per-batch sequence lengths and both layouts.
+#include <optional>
 #include <type_traits>
 
-#include "backends/cpu/gemm/sgemm.h"
 #include "backends/cpu/kernels/rnn_common.h"
 
 namespace kiln::cpu {
@@ -36,26 +36,13 @@ void runGru(KernelContext& ctx, const RecurrentAttrs& attrs, bool linearBeforeRe
     const std::vector<Acc> xw = projectInputs<Acc>(ctx.input(0).data<T>(), dims, w.wt, bias);
     std::vector<Acc> hState = initialState<Acc, T>(ctx, 5, dims, d);
     // float32: each step multiplies the whole batch's hidden state by R^T in one SGEMM (all three
-    // gates with linear_before_reset, else z and r), instead of one row at a time; R^T is packed
-    // once per direction when the batch has more than one entry (a product with several rows
-    // would pack it on every step).
+    // gates with linear_before_reset, else z and r), instead of one row at a time.
     const int64_t batchedCols = linearBeforeReset ? n : 2 * h;
-    std::vector<Acc> batched;
-    PackedMatrix packedR;
-    if constexpr (std::is_same_v<Acc, float>) {
-      if (dims.batch > 1) packedR = packB(false, h, batchedCols, w.rt.data(), n);
-    }
+    std::optional<BatchRecurrentProduct> batched;
+    if constexpr (std::is_same_v<Acc, float>)
+      batched.emplace(w.rt.data(), false, n, dims.batch, h, batchedCols);
     auto stepBegins = [&](int64_t) {
-      if constexpr (std::is_same_v<Acc, float>) {
-        batched.resize(static_cast<size_t>(dims.batch * batchedCols));
-        if (packedR.empty()) {
-          sgemm(false, false, dims.batch, batchedCols, h, 1.0f, hState.data(), h, w.rt.data(), n,
-                0.0f, batched.data(), batchedCols);
-        } else {
-          sgemmPacked(false, dims.batch, 1.0f, hState.data(), h, packedR, 0.0f, batched.data(),
-                      batchedCols);
-        }
-      }
+      if constexpr (std::is_same_v<Acc, float>) batched->multiply(hState.data());
     };
     forEachRecurrentStep(
         dims, lengths, reverse,
@@ -64,8 +51,7 @@ void runGru(KernelContext& ctx, const RecurrentAttrs& attrs, bool linearBeforeRe
           const Acc* xwRow = &xw[static_cast<size_t>((t * dims.batch + b) * n)];
           std::copy(xwRow, xwRow + n, gates.begin());
           Acc *gz = gates.data(), *gr = gz + h, *gh = gr + h;
-          const Acc* rowProducts =
-              batched.empty() ? nullptr : &batched[static_cast<size_t>(b * batchedCols)];
+          const float* rowProducts = batched ? batched->row(b) : nullptr;
           if (rowProducts) {
             for (int64_t j = 0; j < 2 * h; ++j) gz[j] += rowProducts[j];
           } else {

@@ -116,4 +116,48 @@ std::vector<int64_t> sequenceLengths(KernelContext& ctx, const RecurrentDims& di
   return lengths;
 }
 
+std::vector<float> projectInputsSgemm(const float* x, const RecurrentDims& dims, const float* b,
+                                      bool transB, int64_t ldb, const std::vector<float>& bias) {
+  const int64_t n = static_cast<int64_t>(bias.size()), rows = dims.seq * dims.batch;
+  std::vector<float> out(static_cast<size_t>(rows * n));
+  for (int64_t row = 0; row < rows; ++row)
+    std::copy(bias.begin(), bias.end(), &out[static_cast<size_t>(row * n)]);
+  if (dims.layout == 0) {
+    sgemm(false, transB, rows, n, dims.input, 1.0f, x, dims.input, b, ldb, 1.0f, out.data(), n);
+    return out;
+  }
+  // layout 1: X is [batch, seq, input]; rows come out batch-major and are moved to [seq, batch].
+  std::vector<float> byBatch(out.size());
+  sgemm(false, transB, rows, n, dims.input, 1.0f, x, dims.input, b, ldb, 0.0f, byBatch.data(), n);
+  for (int64_t bi = 0; bi < dims.batch; ++bi) {
+    for (int64_t t = 0; t < dims.seq; ++t) {
+      const float* src = &byBatch[static_cast<size_t>((bi * dims.seq + t) * n)];
+      float* dst = &out[static_cast<size_t>((t * dims.batch + bi) * n)];
+      for (int64_t j = 0; j < n; ++j) dst[j] += src[j];
+    }
+  }
+  return out;
+}
+
+BatchRecurrentProduct::BatchRecurrentProduct(const float* b, bool transB, int64_t ldb,
+                                             int64_t batch, int64_t hidden, int64_t cols)
+    : b_(b),
+      transB_(transB),
+      ldb_(ldb),
+      batch_(batch),
+      hidden_(hidden),
+      cols_(cols),
+      product_(static_cast<size_t>(batch * cols)) {
+  if (batch > 1) packed_ = packB(transB, hidden, cols, b, ldb);
+}
+
+void BatchRecurrentProduct::multiply(const float* hState) {
+  if (packed_.empty()) {
+    sgemm(false, transB_, batch_, cols_, hidden_, 1.0f, hState, hidden_, b_, ldb_, 0.0f,
+          product_.data(), cols_);
+  } else {
+    sgemmPacked(false, batch_, 1.0f, hState, hidden_, packed_, 0.0f, product_.data(), cols_);
+  }
+}
+
 }  // namespace kiln::cpu::rnn

@@ -172,29 +172,41 @@ void addVectorTimesMatrix(const Acc* v, int64_t k, const Acc* m, int64_t ld, int
   }
 }
 
+/// projectInputs for float32 as one SGEMM over every row of X: op(B) is W^T ([input, n]); B is W
+/// as the op gives it ([n, input], transB) or already transposed, with row stride ldb.
+std::vector<float> projectInputsSgemm(const float* x, const RecurrentDims& dims, const float* b,
+                                      bool transB, int64_t ldb, const std::vector<float>& bias);
+
+/// Each step's h x R^T for the whole batch in one SGEMM ([batch, cols]), instead of one row at a
+/// time. op(B) is R^T's first `cols` columns ([hidden, cols]); B is R as the op gives it (transB)
+/// or already transposed, with row stride ldb. Packed once when the batch has more than one entry
+/// (a product with several rows would pack it on every step); one row is a matrix-vector product.
+class BatchRecurrentProduct {
+ public:
+  BatchRecurrentProduct(const float* b, bool transB, int64_t ldb, int64_t batch, int64_t hidden,
+                        int64_t cols);
+  /// Multiplies the batch's hidden state ([batch, hidden]) by R^T.
+  void multiply(const float* hState);
+  /// Batch entry b's row of the last product.
+  const float* row(int64_t b) const { return &product_[static_cast<size_t>(b * cols_)]; }
+
+ private:
+  const float* b_;
+  bool transB_;
+  int64_t ldb_, batch_, hidden_, cols_;
+  PackedMatrix packed_;
+  std::vector<float> product_;
+};
+
 /// The input projection of every time step: out[t, b, :] = X[t, b, :] * W^T + bias, with X in the
-/// op's layout and wt = W^T ([input, n]). Done once before the recurrence; one SGEMM for float.
+/// op's layout and wt = W^T ([input, n]). Done once before the recurrence.
 template <typename Acc, typename T>
 std::vector<Acc> projectInputs(const T* x, const RecurrentDims& dims, const std::vector<Acc>& wt,
                                const std::vector<Acc>& bias) {
   const int64_t n = static_cast<int64_t>(bias.size());
   std::vector<Acc> out(static_cast<size_t>(dims.seq * dims.batch * n));
-  if constexpr (std::is_same_v<Acc, float> && std::is_same_v<T, float>) {
-    // One SGEMM over every row of X; with layout 1 its rows come batch-major and are reordered.
-    const int64_t rows = dims.seq * dims.batch;
-    std::vector<float> product(static_cast<size_t>(rows * n));
-    sgemm(false, false, rows, n, dims.input, 1.0f, x, dims.input, wt.data(), n, 0.0f,
-          product.data(), n);
-    for (int64_t t = 0; t < dims.seq; ++t) {
-      for (int64_t b = 0; b < dims.batch; ++b) {
-        const int64_t src = dims.layout == 0 ? t * dims.batch + b : b * dims.seq + t;
-        const float* p = &product[static_cast<size_t>(src * n)];
-        float* o = &out[static_cast<size_t>((t * dims.batch + b) * n)];
-        for (int64_t j = 0; j < n; ++j) o[j] = p[j] + bias[static_cast<size_t>(j)];
-      }
-    }
-    return out;
-  }
+  if constexpr (std::is_same_v<Acc, float> && std::is_same_v<T, float>)
+    return projectInputsSgemm(x, dims, wt.data(), false, n, bias);
   std::vector<Acc> row(static_cast<size_t>(dims.input));
   for (int64_t t = 0; t < dims.seq; ++t) {
     for (int64_t b = 0; b < dims.batch; ++b) {
