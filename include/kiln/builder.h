@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "kiln/calibrator.h"
+#include "kiln/export.h"
 #include "kiln/logger.h"
 #include "kiln/network.h"
 #include "kiln/optimization_profile.h"
@@ -42,7 +43,7 @@ enum class BuilderFlag : uint32_t {
   kPREFER_PRECISION_CONSTRAINTS = 1u << 5,
 };
 
-class BuilderConfig {
+class KILN_API BuilderConfig {
  public:
   /// Largest activation arena the engine may need at the profiles' max shapes; 0 = no limit.
   void setMemoryPoolLimit(uint64_t bytes) { workspaceBytes_ = bytes; }
@@ -115,7 +116,7 @@ struct BuildReport {
   int64_t tacticRuns = 0;         // kernel runs made to time them (warm-up included)
 };
 
-class Builder {
+class KILN_API Builder {
  public:
   explicit Builder(ILogger& logger) : logger_(logger) {}
   std::unique_ptr<NetworkDefinition> createNetwork() {

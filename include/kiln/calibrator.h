@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/export.h"
 #include "kiln/tensor.h"
 
 namespace kiln {
@@ -32,7 +33,7 @@ enum class CalibrationAlgoType : int32_t {
 };
 
 /// "entropy", "minmax" or "percentile".
-const char* calibrationAlgoName(CalibrationAlgoType type);
+KILN_API const char* calibrationAlgoName(CalibrationAlgoType type);
 
 /// A network input the calibrator feeds: its name, type and the shape a batch must have (-1 where
 /// any size is accepted: a dynamic dimension without an optimization profile).
@@ -42,7 +43,7 @@ struct CalibrationInput {
   Shape dims;
 };
 
-class IInt8Calibrator {
+class KILN_API IInt8Calibrator {
  public:
   virtual ~IInt8Calibrator() = default;
   /// Samples per batch (only used to count samples in the progress line).
@@ -74,7 +75,7 @@ class IInt8Calibrator {
 /// Chooses each activation's threshold T by least KL divergence between the float histogram of |x|
 /// and its 8-bit quantization (TensorRT's entropy calibration, version 2): the range [-T, T], or
 /// [0, T] for a tensor that was never negative.
-class IInt8EntropyCalibrator2 : public IInt8Calibrator {
+class KILN_API IInt8EntropyCalibrator2 : public IInt8Calibrator {
  public:
   CalibrationAlgoType getAlgorithm() const noexcept final {
     return CalibrationAlgoType::kENTROPY_CALIBRATION_2;
@@ -83,7 +84,7 @@ class IInt8EntropyCalibrator2 : public IInt8Calibrator {
 
 /// The smallest and largest value seen (asymmetric ranges that include 0, as ONNX Runtime's
 /// MinMax).
-class IInt8MinMaxCalibrator : public IInt8Calibrator {
+class KILN_API IInt8MinMaxCalibrator : public IInt8Calibrator {
  public:
   CalibrationAlgoType getAlgorithm() const noexcept final {
     return CalibrationAlgoType::kMINMAX_CALIBRATION;
@@ -92,7 +93,7 @@ class IInt8MinMaxCalibrator : public IInt8Calibrator {
 
 /// T = the getPercentile()-th percentile of |x| (override getPercentile to choose it), ranges as
 /// entropy's: outliers beyond T saturate.
-class IInt8PercentileCalibrator : public IInt8Calibrator {
+class KILN_API IInt8PercentileCalibrator : public IInt8Calibrator {
  public:
   CalibrationAlgoType getAlgorithm() const noexcept final {
     return CalibrationAlgoType::kPERCENTILE_CALIBRATION;

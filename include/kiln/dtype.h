@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include "kiln/export.h"
 
 namespace kiln {
 
@@ -40,17 +41,17 @@ enum class DataType : int32_t {
 };
 
 /// Bytes per element (sizeof(std::string) for strings, 0 for undefined).
-size_t dataTypeSize(DataType type);
+KILN_API size_t dataTypeSize(DataType type);
 /// Lower-case name as numpy / ml_dtypes spell it ("float32", "int64", "bool", "bfloat16", "string",
 /// "float8_e4m3fn", "int4").
-std::string dataTypeName(DataType type);
+KILN_API std::string dataTypeName(DataType type);
 /// True for the values kiln can hold in a Tensor.
-bool isSupportedDataType(DataType type);
-bool isFloatingPoint(DataType type);
-bool isSignedInteger(DataType type);
-bool isUnsignedInteger(DataType type);
+KILN_API bool isSupportedDataType(DataType type);
+KILN_API bool isFloatingPoint(DataType type);
+KILN_API bool isSignedInteger(DataType type);
+KILN_API bool isUnsignedInteger(DataType type);
 /// True for the float8, float4, int4, uint4, int2 and uint2 types (one byte per element in a
 /// Tensor).
-bool isLowPrecision(DataType type);
+KILN_API bool isLowPrecision(DataType type);
 
 }  // namespace kiln

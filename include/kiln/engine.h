@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/export.h"
 #include "kiln/logger.h"
 #include "kiln/optimization_profile.h"
 #include "kiln/profiler.h"
@@ -73,7 +74,7 @@ struct PlanInfo {
 
 class ExecutionContext;
 
-class Engine {
+class KILN_API Engine {
  public:
   int getNbIOTensors() const;
   /// Inputs first, then outputs; "" past the end.
@@ -106,7 +107,7 @@ class Engine {
 };
 
 /// Completion of an enqueue()d inference.
-class CompletionEvent {
+class KILN_API CompletionEvent {
  public:
   CompletionEvent() = default;
   explicit CompletionEvent(std::shared_future<Status> done) : done_(std::move(done)) {}
@@ -118,7 +119,7 @@ class CompletionEvent {
   std::shared_future<Status> done_;
 };
 
-class ExecutionContext {
+class KILN_API ExecutionContext {
  public:
   ~ExecutionContext();  // waits for an enqueued inference
 
@@ -169,7 +170,7 @@ class ExecutionContext {
   std::unique_ptr<Impl> impl_;
 };
 
-class Runtime {
+class KILN_API Runtime {
  public:
   explicit Runtime(ILogger& logger) : logger_(logger) {}
   /// Validates the plan (checksums, version, CPU features, every size and offset) and loads it;

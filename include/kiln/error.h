@@ -2,6 +2,7 @@
 #pragma once
 #include <stdexcept>
 #include <string>
+#include "kiln/export.h"
 
 namespace kiln {
 
@@ -22,9 +23,9 @@ enum class ErrorCode {
 };
 
 /// "SUCCESS", "INVALID_ARGUMENT", "INVALID_MODEL", ... (Status::toString's prefix).
-const char* errorCodeName(ErrorCode code);
+KILN_API const char* errorCodeName(ErrorCode code);
 
-class Error : public std::runtime_error {
+class KILN_API Error : public std::runtime_error {
  public:
   Error(ErrorCode code, const std::string& message) : std::runtime_error(message), code_(code) {}
   ErrorCode code() const { return code_; }

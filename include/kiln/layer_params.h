@@ -8,6 +8,7 @@
 #pragma once
 #include <variant>
 
+#include "kiln/export.h"
 #include "kiln/network.h"
 #include "kiln/status.h"
 
@@ -37,11 +38,12 @@ using LayerParams = std::variant<std::monostate, ConvolutionParams, PoolingParam
 
 /// The parameters the layer (of `network`) was made with, or last set; std::monostate for a
 /// layer of another network.
-LayerParams getLayerParams(const NetworkDefinition& network, const ILayer& layer);
+KILN_API LayerParams getLayerParams(const NetworkDefinition& network, const ILayer& layer);
 
 /// Re-creates the layer (of `network`) with new parameters of its kind: it keeps its name, inputs
 /// and output tensors (their consumers and output marks). Fails, leaving the layer as it was, when
 /// the parameters are of another kind or make the layer invalid; the Status says why.
-Status setLayerParams(NetworkDefinition& network, ILayer& layer, const LayerParams& params);
+KILN_API Status setLayerParams(NetworkDefinition& network, ILayer& layer,
+                               const LayerParams& params);
 
 }  // namespace kiln

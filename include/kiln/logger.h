@@ -2,15 +2,16 @@
 // TensorRT.
 #pragma once
 #include <string>
+#include "kiln/export.h"
 
 namespace kiln {
 
 enum class Severity { kINTERNAL_ERROR = 0, kERROR = 1, kWARNING = 2, kINFO = 3, kVERBOSE = 4 };
 
 /// "internal error", "error", "warning", "info", "verbose".
-const char* severityName(Severity severity);
+KILN_API const char* severityName(Severity severity);
 
-class ILogger {
+class KILN_API ILogger {
  public:
   virtual ~ILogger() = default;
   /// Called from any thread; must not throw.
@@ -18,7 +19,7 @@ class ILogger {
 };
 
 /// Writes "[kiln] warning: message" to stderr for messages at or above a severity.
-class StderrLogger : public ILogger {
+class KILN_API StderrLogger : public ILogger {
  public:
   explicit StderrLogger(Severity threshold = Severity::kWARNING) : threshold_(threshold) {}
   void log(Severity severity, const std::string& message) noexcept override;

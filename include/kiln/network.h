@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kiln/dtype.h"
+#include "kiln/export.h"
 #include "kiln/logger.h"
 #include "kiln/status.h"
 #include "kiln/tensor.h"
@@ -81,7 +82,7 @@ class PluginFields;
 
 /// A tensor of a network: an interface, made and owned by the network (its methods hand out
 /// pointers to them; an ITensor of another network, or of the caller's own making, is refused).
-class ITensor {
+class KILN_API ITensor {
  public:
   virtual const std::string& getName() const = 0;
   /// Renames the tensor; fails if the name is taken.
@@ -104,7 +105,7 @@ class ITensor {
 
 /// A layer of a network: one or a few ONNX nodes (addShuffle may add Transpose + Reshape). An
 /// interface, made and owned by the network.
-class ILayer {
+class KILN_API ILayer {
  public:
   virtual const std::string& getName() const = 0;
   virtual void setName(const std::string& name) = 0;
@@ -137,7 +138,7 @@ class ILayer {
   virtual ~ILayer() = default;
 };
 
-class NetworkDefinition {
+class KILN_API NetworkDefinition {
  public:
   explicit NetworkDefinition(ILogger& logger);
   ~NetworkDefinition();

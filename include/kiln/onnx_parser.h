@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/export.h"
 #include "kiln/logger.h"
 #include "kiln/network.h"
 #include "kiln/status.h"
@@ -29,9 +30,9 @@ enum class ParserErrorCode {
   kUNSUPPORTED_NODE,          // kiln has no schema or kernel for this operator at this opset
 };
 
-const char* parserErrorCodeName(ParserErrorCode code);
+KILN_API const char* parserErrorCodeName(ParserErrorCode code);
 
-struct ParserError {
+struct KILN_API ParserError {
   ParserErrorCode code = ParserErrorCode::kSUCCESS;
   int nodeIndex = -1;    // index in the network's layer list; -1 when not about one node
   std::string nodeName;  // "" when not about one node
@@ -41,7 +42,7 @@ struct ParserError {
   std::string toString() const;
 };
 
-class OnnxParser {
+class KILN_API OnnxParser {
  public:
   /// The network must be empty; the parser adds inputs, layers and outputs to it.
   OnnxParser(NetworkDefinition& network, ILogger& logger);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/export.h"
 #include "kiln/tensor.h"
 
 namespace kiln {
@@ -15,7 +16,7 @@ enum class OptProfileSelector { kMIN = 0, kOPT = 1, kMAX = 2 };
 
 /// For each dynamic input: the smallest, typical and largest dims it will be run with (and for
 /// shape inputs, the range of their values).
-class OptimizationProfile {
+class KILN_API OptimizationProfile {
  public:
   void setDimensions(const std::string& inputName, OptProfileSelector which, const Shape& dims);
   /// Empty when not set.

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "kiln/dtype.h"
+#include "kiln/export.h"
 #include "kiln/status.h"
 #include "kiln/tensor.h"
 
@@ -44,7 +45,7 @@ namespace kiln {
 /// (floor division), ceilDiv, max and min. Output shapes are given as such expressions so that
 /// they hold for every shape of a dynamic input (kiln evaluates them at build time over symbolic
 /// shapes and at run time over the actual shapes).
-class DimExpr {
+class KILN_API DimExpr {
  public:
   DimExpr() : DimExpr(int64_t{0}) {}
   DimExpr(int64_t value);  // NOLINT: a constant; implicit so that `in[0][1] * 2` reads naturally
@@ -83,6 +84,15 @@ class DimExpr {
   std::shared_ptr<const Node> node_;
 };
 
+// The friends above, declared again at namespace scope to export them.
+KILN_API DimExpr operator+(const DimExpr& a, const DimExpr& b);
+KILN_API DimExpr operator-(const DimExpr& a, const DimExpr& b);
+KILN_API DimExpr operator*(const DimExpr& a, const DimExpr& b);
+KILN_API DimExpr operator/(const DimExpr& a, const DimExpr& b);
+KILN_API DimExpr ceilDiv(const DimExpr& a, const DimExpr& b);
+KILN_API DimExpr max(const DimExpr& a, const DimExpr& b);
+KILN_API DimExpr min(const DimExpr& a, const DimExpr& b);
+
 /// The dims of one input as expressions: shape[k] is DimExpr::inputDim(input, k).
 using ShapeExpr = std::vector<DimExpr>;
 
@@ -92,7 +102,7 @@ using ShapeExpr = std::vector<DimExpr>;
 enum class PluginFieldType { kINT, kFLOAT, kSTRING, kINTS, kFLOATS, kSTRINGS, kTENSOR };
 
 /// "int", "float", "string", "ints", "floats", "strings", "tensor".
-const char* pluginFieldTypeName(PluginFieldType type);
+KILN_API const char* pluginFieldTypeName(PluginFieldType type);
 
 using PluginFieldValue = std::variant<int64_t, float, std::string, std::vector<int64_t>,
                                       std::vector<float>, std::vector<std::string>, Tensor>;
@@ -107,7 +117,7 @@ struct PluginFieldSpec {
 /// Named, typed values. The typed getters throw kiln::Error (kInvalidArgument) naming the field,
 /// the type asked for and the type held; an int is accepted where a float is asked for, and ints
 /// where floats are.
-class PluginFields {
+class KILN_API PluginFields {
  public:
   PluginFields() = default;
 
@@ -165,7 +175,7 @@ struct PluginTensorDesc {
   bool present = true;  // false for an omitted optional input (an empty name in ONNX)
 };
 
-class IPlugin {
+class KILN_API IPlugin {
  public:
   virtual ~IPlugin() = default;
 
@@ -209,7 +219,7 @@ class IPlugin {
   virtual std::unique_ptr<IPlugin> clone() const = 0;
 };
 
-class IPluginCreator {
+class KILN_API IPluginCreator {
  public:
   virtual ~IPluginCreator() = default;
   virtual std::string getPluginName() const = 0;
@@ -230,7 +240,7 @@ class IPluginCreator {
 // Registry
 
 /// The process-wide plugin registry. Thread-safe.
-class PluginRegistry {
+class KILN_API PluginRegistry {
  public:
   static PluginRegistry& global();
 
@@ -262,10 +272,10 @@ class PluginRegistry {
 /// dlopen()s a shared library whose static KILN_REGISTER_PLUGIN registrations add its plugins to
 /// the registry. Fails (kIO_ERROR) naming the path and dlerror()'s message; loading the same path
 /// twice is a no-op.
-Status loadPluginLibrary(const std::string& path);
+KILN_API Status loadPluginLibrary(const std::string& path);
 
 /// Writes a failed static registration to stderr (the registry keeps the first creator).
-void reportPluginRegistrationFailure(const Status& status);
+KILN_API void reportPluginRegistrationFailure(const Status& status);
 
 template <typename Creator>
 struct PluginRegistrar {
@@ -386,6 +396,6 @@ struct SimplePluginRegistrar {
 /// one call fn(0, count) on the caller when there are none. Returns once every range is done;
 /// fn must be safe to run on several threads at once and must not throw (report errors through
 /// state that enqueue checks afterwards).
-void parallelFor(int64_t count, const std::function<void(int64_t begin, int64_t end)>& fn);
+KILN_API void parallelFor(int64_t count, const std::function<void(int64_t begin, int64_t end)>& fn);
 
 }  // namespace kiln

@@ -2,6 +2,7 @@
 // in SessionOptions) and every run reports how long each layer took, in execution order.
 #pragma once
 #include <string>
+#include "kiln/export.h"
 
 namespace kiln {
 
@@ -14,7 +15,7 @@ struct LayerTiming {
   std::string kernel;  // the kernel candidate that ran it ("f32_nchwc_conv_direct_avx512", ...)
 };
 
-class IProfiler {
+class KILN_API IProfiler {
  public:
   virtual ~IProfiler() = default;
   /// Called after each layer of a run finished, on the thread that runs the engine.

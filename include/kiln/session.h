@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kiln/error.h"
+#include "kiln/export.h"
 #include "kiln/model_metadata.h"
 #include "kiln/profiler.h"
 #include "kiln/tensor.h"
@@ -78,7 +79,7 @@ struct TensorInfo {
 
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
-class Session {
+class KILN_API Session {
  public:
   explicit Session(const std::string& modelPath, SessionOptions options = {});
   /// From a serialized ModelProto in memory (the caller may free it once this returns). External

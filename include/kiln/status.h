@@ -7,10 +7,11 @@
 #include <utility>
 
 #include "kiln/error.h"
+#include "kiln/export.h"
 
 namespace kiln {
 
-class [[nodiscard]] Status {
+class [[nodiscard]] KILN_API Status {
  public:
   Status() = default;  // success
   Status(ErrorCode code, std::string message) : code_(code), message_(std::move(message)) {}

@@ -6,17 +6,18 @@
 #include <vector>
 
 #include "kiln/dtype.h"
+#include "kiln/export.h"
 
 namespace kiln {
 
 using Shape = std::vector<int64_t>;
 
 /// Number of elements of a shape (1 for a scalar).
-int64_t shapeNumel(const Shape& shape);
+KILN_API int64_t shapeNumel(const Shape& shape);
 /// "1x3x224x224" ("scalar" for rank 0).
-std::string shapeToString(const Shape& shape);
+KILN_API std::string shapeToString(const Shape& shape);
 
-class Tensor {
+class KILN_API Tensor {
  public:
   Tensor() = default;
   /// Allocates zero-initialized storage (64-byte aligned; strings default-constructed).
@@ -84,7 +85,7 @@ class Tensor {
   NoneKind none_ = NoneKind::kNotNone;
 };
 
-[[noreturn]] void throwValueCountMismatch(const Tensor& t, size_t count);
+[[noreturn]] KILN_API void throwValueCountMismatch(const Tensor& t, size_t count);
 
 template <typename T>
 Tensor Tensor::fromVector(DataType dtype, Shape shape, const std::vector<T>& values) {

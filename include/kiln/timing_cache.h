@@ -20,11 +20,12 @@
 #include <string>
 #include <vector>
 
+#include "kiln/export.h"
 #include "kiln/status.h"
 
 namespace kiln {
 
-class ITimingCache {
+class KILN_API ITimingCache {
  public:
   virtual ~ITimingCache() = default;
   /// The cache as bytes: a versioned header, a checksum, then the entries (docs/plan-format.md).
@@ -48,10 +49,10 @@ class ITimingCache {
 /// A cache from serialize()'s bytes; an empty buffer makes an empty cache. Bytes that are not a
 /// timing cache, of another cache version, truncated or failing the checksum are an
 /// kINVALID_ARGUMENT error that names `source` (a file name, for the message).
-Result<std::unique_ptr<ITimingCache>> createTimingCache(const void* data, size_t bytes,
-                                                        const std::string& source = "");
+KILN_API Result<std::unique_ptr<ITimingCache>> createTimingCache(const void* data, size_t bytes,
+                                                                 const std::string& source = "");
 
 /// The key part that names this machine's CPU: "cpu=<model name>|<features>".
-std::string timingCacheCpuKey();
+KILN_API std::string timingCacheCpuKey();
 
 }  // namespace kiln

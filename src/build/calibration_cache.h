@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "build/quantization_plan.h"
+#include "core/internal_api.h"
 #include "kiln/calibrator.h"
 
 namespace kiln::build {
@@ -17,15 +18,14 @@ struct CalibrationCache {
   std::vector<ActivationQuantization> tensors;
 };
 
-std::string formatCalibrationCache(const CalibrationCache& cache);
+KILN_INTERNAL_API std::string formatCalibrationCache(const CalibrationCache& cache);
 /// Throws kiln::Error naming the line that is malformed.
-CalibrationCache parseCalibrationCache(const std::string& text);
+KILN_INTERNAL_API CalibrationCache parseCalibrationCache(const std::string& text);
 
 /// The cache's parameters for `tensors` (value ids of `graph`), in that order. A cache made for
 /// another network is refused naming the first tensor that does not match.
-std::vector<ActivationQuantization> matchCalibrationCache(const CalibrationCache& cache,
-                                                          const ir::Graph& graph,
-                                                          const std::vector<int>& tensors,
-                                                          const std::string& fingerprint);
+KILN_INTERNAL_API std::vector<ActivationQuantization> matchCalibrationCache(
+    const CalibrationCache& cache, const ir::Graph& graph, const std::vector<int>& tensors,
+    const std::string& fingerprint);
 
 }  // namespace kiln::build

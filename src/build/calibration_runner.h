@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "build/quantization_plan.h"
+#include "core/internal_api.h"
 #include "ir/graph.h"
 #include "kiln/calibrator.h"
 #include "kiln/logger.h"
@@ -13,8 +14,8 @@ namespace kiln::build {
 
 /// The graph inputs a calibrator feeds (constants excluded), with the shapes a batch must have:
 /// `shapes` where given (a profile's opt shapes), else the graph's dims (-1 where unknown).
-std::vector<CalibrationInput> calibrationInputs(const ir::Graph& graph,
-                                                const std::map<int, Shape>& shapes = {});
+KILN_INTERNAL_API std::vector<CalibrationInput> calibrationInputs(
+    const ir::Graph& graph, const std::map<int, Shape>& shapes = {});
 
 struct CalibrationResult {
   std::vector<ActivationQuantization> activations;  // one per target activation, in order
@@ -25,8 +26,8 @@ struct CalibrationResult {
 /// The activations' parameters: from the calibrator's cache when it returns one (refused if made
 /// for another network), else from its batches (the cache is then written back).
 /// Throws kiln::Error naming the input when a batch is missing, has the wrong shape or holds NaN.
-CalibrationResult calibrateActivations(const ir::Graph& graph, const QuantizationTargets& targets,
-                                       const std::vector<CalibrationInput>& inputs,
-                                       IInt8Calibrator& calibrator, ILogger& logger);
+KILN_INTERNAL_API CalibrationResult calibrateActivations(
+    const ir::Graph& graph, const QuantizationTargets& targets,
+    const std::vector<CalibrationInput>& inputs, IInt8Calibrator& calibrator, ILogger& logger);
 
 }  // namespace kiln::build

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/internal_api.h"
 #include "kiln/calibrator.h"
 
 namespace kiln::build {
@@ -15,7 +16,7 @@ constexpr int kQuantizedLevels = 128;
 
 /// The smallest and largest value of a tensor over every batch (pass 1), then the histogram of |x|
 /// over [0, absMax()] (pass 2, after startHistogram). NaN values are not counted.
-class TensorStatistics {
+class KILN_INTERNAL_API TensorStatistics {
  public:
   void observeRange(const float* x, int64_t n);
   void startHistogram(int bins = kHistogramBins);
@@ -40,13 +41,13 @@ class TensorStatistics {
 /// `levels` groups and spread back evenly over each group's non-empty bins; the i of the least
 /// KL(P || Q) wins (the smallest on a tie; a candidate where Q is 0 and P is not never does) and
 /// the threshold is its upper edge, i bin widths. Bin 0 (the zeros) is counted as bin 1.
-double entropyThreshold(const std::vector<double>& histogram, double binWidth,
-                        int levels = kQuantizedLevels);
+KILN_INTERNAL_API double entropyThreshold(const std::vector<double>& histogram, double binWidth,
+                                          int levels = kQuantizedLevels);
 
 /// The upper edge of the first bin at which the histogram's cumulative share reaches `percentile`
 /// %.
-double percentileThreshold(const std::vector<double>& histogram, double binWidth,
-                           double percentile);
+KILN_INTERNAL_API double percentileThreshold(const std::vector<double>& histogram, double binWidth,
+                                             double percentile);
 
 /// The range an activation is quantized over; symmetric ranges are [-threshold, threshold].
 struct ActivationRange {
@@ -59,8 +60,8 @@ bool needsHistogram(CalibrationAlgoType algo);
 
 /// `percentile` is only read by kPERCENTILE_CALIBRATION. Entropy and percentile give [-T, T], or
 /// [0, T] (not symmetric) for a tensor that was never negative.
-ActivationRange chooseRange(const TensorStatistics& stats, CalibrationAlgoType algo,
-                            double percentile);
+KILN_INTERNAL_API ActivationRange chooseRange(const TensorStatistics& stats,
+                                              CalibrationAlgoType algo, double percentile);
 
 /// Signed 8-bit parameters of a range: symmetric: scale = threshold / 127, zero point 0;
 /// otherwise (the range widened to hold 0) scale = (max - min) / 255 and the zero point that
@@ -69,6 +70,6 @@ struct Int8Params {
   float scale = 1;
   int32_t zeroPoint = 0;
 };
-Int8Params int8Params(const ActivationRange& range);
+KILN_INTERNAL_API Int8Params int8Params(const ActivationRange& range);
 
 }  // namespace kiln::build

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/internal_api.h"
 #include "kiln/calibrator.h"
 
 namespace kiln::build {
@@ -19,7 +20,7 @@ struct FileCalibratorOptions {
   bool progress = true;  // a progress line on stderr
 };
 
-class FileCalibrator : public IInt8Calibrator {
+class KILN_INTERNAL_API FileCalibrator : public IInt8Calibrator {
  public:
   /// Lists the samples (throws naming the path when there are none or it cannot be read).
   explicit FileCalibrator(FileCalibratorOptions options);

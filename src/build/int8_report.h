@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "core/internal_api.h"
 #include "ir/graph.h"
 #include "kiln/engine.h"
 
@@ -12,7 +13,7 @@ namespace kiln::build {
 
 /// The lines for a built graph and its layers (layers[i] describes graph.nodes[i]); empty when
 /// no layer was quantized or refused (a float model).
-std::vector<std::string> int8LayerReport(const ir::Graph& graph,
-                                         const std::vector<LayerInfo>& layers);
+KILN_INTERNAL_API std::vector<std::string> int8LayerReport(const ir::Graph& graph,
+                                                           const std::vector<LayerInfo>& layers);
 
 }  // namespace kiln::build

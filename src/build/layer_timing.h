@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backends/cpu/kernel.h"
+#include "core/internal_api.h"
 #include "engine/plan_format.h"
 #include "ir/graph.h"
 #include "ir/op_schema.h"
@@ -17,7 +18,7 @@ namespace kiln::build {
 std::optional<ir::Graph> graphAtOptShapes(const ir::Graph& graph, const plan::Profile& profile);
 
 /// The creation info of a node of `g` (its input types and constants, no plan state).
-cpu::KernelCreateInfo timingCreateInfo(const ir::Graph& g, const ir::Node& node);
+KILN_INTERNAL_API cpu::KernelCreateInfo timingCreateInfo(const ir::Graph& g, const ir::Node& node);
 
 /// A node's inputs at `concrete`'s shapes: the constants themselves, floats from `rng` uniform in
 /// [-1, 1] for the rest (kept in `made`). Nullopt when a non-constant input is not float32 or its

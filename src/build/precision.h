@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "build/network_impl.h"
+#include "core/internal_api.h"
 #include "engine/executor.h"
 #include "engine/plan_format.h"
 #include "ir/graph.h"
@@ -63,6 +64,6 @@ std::vector<std::string> settlePrecisions(ir::Graph& graph,
 /// Parses trtexec's --layerPrecisions syntax, "name:fp32,other:bf16" (types fp32, bf16, fp16,
 /// int8; a name may hold ':'; the last one separates); throws kInvalidArgument naming the bad
 /// entry.
-std::map<std::string, DataType> parseLayerPrecisions(const std::string& text);
+KILN_INTERNAL_API std::map<std::string, DataType> parseLayerPrecisions(const std::string& text);
 
 }  // namespace kiln::build

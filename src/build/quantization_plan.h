@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/internal_api.h"
 #include "ir/graph.h"
 
 namespace kiln::build {
@@ -42,11 +43,13 @@ struct QuantizationTargets {
 /// The Conv (constant weights), MatMul and Gemm nodes of a sorted graph with inferred types that
 /// can be quantized: float32 inputs, not pinned to fp32 (ir/precision.h), not excluded, not
 /// already reading a DequantizeLinear.
-QuantizationTargets findQuantizationTargets(const ir::Graph& graph, const QuantizeOptions& options);
+KILN_INTERNAL_API QuantizationTargets findQuantizationTargets(const ir::Graph& graph,
+                                                              const QuantizeOptions& options);
 
 /// A hash of what the activation scales depend on: the quantized nodes (name, op) and the
 /// activations (name, shape), as 16 hex digits. A calibration cache stores it.
-std::string networkFingerprint(const ir::Graph& graph, const QuantizationTargets& targets);
+KILN_INTERNAL_API std::string networkFingerprint(const ir::Graph& graph,
+                                                 const QuantizationTargets& targets);
 
 /// The scale and zero point (int8) of one activation, and the range they were chosen for.
 struct ActivationQuantization {
@@ -78,11 +81,11 @@ struct QuantizationPlan {
 
 /// The pairs for `targets`: activations with the given parameters (one entry per target
 /// activation, same order), weights quantized symmetrically to [-127, 127].
-QuantizationPlan makeQuantizationPlan(const ir::Graph& graph, const QuantizationTargets& targets,
-                                      const std::vector<ActivationQuantization>& activations,
-                                      const QuantizeOptions& options);
+KILN_INTERNAL_API QuantizationPlan makeQuantizationPlan(
+    const ir::Graph& graph, const QuantizationTargets& targets,
+    const std::vector<ActivationQuantization>& activations, const QuantizeOptions& options);
 
 /// Inserts the plan's nodes into kiln's IR, then sorts the graph and infers its types again.
-void applyQuantizationPlan(const QuantizationPlan& plan, ir::Graph& graph);
+KILN_INTERNAL_API void applyQuantizationPlan(const QuantizationPlan& plan, ir::Graph& graph);
 
 }  // namespace kiln::build

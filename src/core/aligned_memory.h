@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include "core/internal_api.h"
 
 namespace kiln {
 
@@ -17,17 +18,17 @@ constexpr size_t kHugePageBytes = size_t{2} << 20;
 
 /// `bytes` bytes (at least one cache line), 64-byte aligned, or 2 MiB aligned with huge pages
 /// advised from kHugePageBytes up. Free with std::free. nullptr when out of memory.
-void* allocateAligned(size_t bytes);
+KILN_INTERNAL_API void* allocateAligned(size_t bytes);
 
 /// `count` floats from allocateAligned, zero-filled, owned by the pointer; throws std::bad_alloc
 /// when out of memory. For packed weights, shared by the copies of a kernel.
-std::shared_ptr<float> allocateSharedFloats(int64_t count);
+KILN_INTERNAL_API std::shared_ptr<float> allocateSharedFloats(int64_t count);
 
 /// A float buffer kept by its owner (usually thread_local) between calls and grown on demand;
 /// its contents are not kept when it grows. Member functions are out of line on purpose: the
 /// AVX-512 translation units use it too, and an inline copy compiled with their flags could be
 /// the one the linker keeps.
-class ScratchFloats {
+class KILN_INTERNAL_API ScratchFloats {
  public:
   ScratchFloats() = default;
   ScratchFloats(const ScratchFloats&) = delete;

@@ -4,6 +4,7 @@
 #include <type_traits>
 
 #include "core/half.h"
+#include "core/internal_api.h"
 #include "kiln/dtype.h"
 #include "kiln/error.h"
 
@@ -73,7 +74,7 @@ constexpr DataType dataTypeOf<std::string>() {
   return DataType::kString;
 }
 
-[[noreturn]] void throwUnsupportedType(DataType type, const char* what);
+[[noreturn]] KILN_INTERNAL_API void throwUnsupportedType(DataType type, const char* what);
 
 /// Calls fn(TypeTag<T>{}) for float, double, float16, bfloat16.
 template <typename Fn>

@@ -10,6 +10,7 @@
 #include <string>
 #include <utility>
 
+#include "core/internal_api.h"
 #include "kiln/dtype.h"
 
 namespace kiln {
@@ -30,7 +31,7 @@ struct LowPrecisionOptions {
 bool parseE8M0Rounding(const std::string& text, E8M0Rounding* out);
 
 /// The exact value of one stored element of a low-precision type.
-float lowPrecisionToFloat(DataType type, uint8_t bits);
+KILN_INTERNAL_API float lowPrecisionToFloat(DataType type, uint8_t bits);
 
 /// Encodes v as a Cast to `type` does (the ONNX reference, which uses ml_dtypes):
 /// - float8 and float4: round to nearest even; out-of-range values and infinities per `saturate`
@@ -38,22 +39,25 @@ float lowPrecisionToFloat(DataType type, uint8_t bits);
 /// - float8e8m0: v is first rounded to float32, then its exponent rounded per e8m0Rounding;
 /// - int4 / uint4 / int2 / uint2: truncated toward zero, then wrapped to the low bits as integer
 ///   casts do (NaN, infinities and values beyond int64 give 0).
-uint8_t floatToLowPrecision(DataType type, double v, const LowPrecisionOptions& options = {});
+KILN_INTERNAL_API uint8_t floatToLowPrecision(DataType type, double v,
+                                              const LowPrecisionOptions& options = {});
 
 /// An integer in int4 / uint4 / int2 / uint2: its low bits, two's complement (Cast's wrapping).
 /// For the float types, the value rounded as floatToLowPrecision does.
-uint8_t integerToLowPrecision(DataType type, int64_t v, const LowPrecisionOptions& options = {});
+KILN_INTERNAL_API uint8_t integerToLowPrecision(DataType type, int64_t v,
+                                                const LowPrecisionOptions& options = {});
 
 /// [lowest, highest] of int4, uint4, int2 or uint2.
-std::pair<int64_t, int64_t> lowPrecisionIntegerRange(DataType type);
+KILN_INTERNAL_API std::pair<int64_t, int64_t> lowPrecisionIntegerRange(DataType type);
 
 /// Elements per byte in an ONNX file: 2 for int4 / uint4 / float4, 4 for int2 / uint2, else 1.
-int packedElementsPerByte(DataType type);
+KILN_INTERNAL_API int packedElementsPerByte(DataType type);
 /// Bytes `numel` elements take when packed.
-size_t packedByteCount(DataType type, int64_t numel);
+KILN_INTERNAL_API size_t packedByteCount(DataType type, int64_t numel);
 /// Unpacks `numel` elements (first element in the lowest bits) to one byte each.
-void unpackLowPrecision(DataType type, const uint8_t* packed, int64_t numel, uint8_t* out);
+KILN_INTERNAL_API void unpackLowPrecision(DataType type, const uint8_t* packed, int64_t numel,
+                                          uint8_t* out);
 /// Packs `numel` one-byte elements; unused bits of the last byte are zero.
-std::string packLowPrecision(DataType type, const uint8_t* values, int64_t numel);
+KILN_INTERNAL_API std::string packLowPrecision(DataType type, const uint8_t* values, int64_t numel);
 
 }  // namespace kiln

@@ -4,6 +4,7 @@
 #pragma once
 #include <string>
 
+#include "core/internal_api.h"
 #include "kiln/tensor.h"
 
 namespace kiln {
@@ -16,6 +17,6 @@ struct NpyHeader {
 
 /// Parses the header text (padding spaces and the final newline included); throws kiln::Error
 /// (kInvalidArgument) naming `path` and what is malformed.
-NpyHeader parseNpyHeader(const std::string& text, const std::string& path);
+KILN_INTERNAL_API NpyHeader parseNpyHeader(const std::string& text, const std::string& path);
 
 }  // namespace kiln

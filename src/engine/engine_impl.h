@@ -3,6 +3,7 @@
 #pragma once
 #include <memory>
 
+#include "core/internal_api.h"
 #include "engine/executor.h"
 #include "engine/plan_format.h"
 #include "kiln/engine.h"
@@ -20,15 +21,15 @@ struct Engine::Impl {
 
 /// The whole plan file mapped private (copy-on-write; nothing writes to it), unmapped with its
 /// last owner; `size` receives the file's size. Throws kIoError naming the path.
-std::shared_ptr<const void> mapPlanFile(const std::string& path, size_t& size);
+KILN_INTERNAL_API std::shared_ptr<const void> mapPlanFile(const std::string& path, size_t& size);
 
 /// Loads a validated plan: makes the kernels it names (fails naming the layer when one cannot be
 /// made). `mapping`, when the plan was read from a mapped file, is kept while the engine lives.
-std::shared_ptr<const Engine::Impl> loadEngine(plan::Plan plan,
-                                               std::shared_ptr<const void> mapping = nullptr);
+KILN_INTERNAL_API std::shared_ptr<const Engine::Impl> loadEngine(
+    plan::Plan plan, std::shared_ptr<const void> mapping = nullptr);
 
 /// An engine over kernels a build just made for `plan`'s graph (a Session's: nothing serialized).
-std::shared_ptr<const Engine::Impl> engineFromKernels(plan::Plan plan,
-                                                      std::unique_ptr<Executor> kernels);
+KILN_INTERNAL_API std::shared_ptr<const Engine::Impl> engineFromKernels(
+    plan::Plan plan, std::unique_ptr<Executor> kernels);
 
 }  // namespace kiln

@@ -8,6 +8,7 @@
 
 #include "backends/cpu/kernel.h"
 #include "backends/cpu/kernel_registry.h"
+#include "core/internal_api.h"
 #include "engine/memory_plan.h"
 #include "engine/shape_program.h"
 #include "ir/graph.h"
@@ -21,13 +22,14 @@ using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 /// Lists every node whose op kiln cannot run (no schema for its opset, or no kernel), including
 /// nodes inside control-flow bodies (named by the path to them).
 /// Returns one line per node, empty when everything is supported.
-std::vector<std::string> findUnsupportedNodes(const ir::Graph& graph);
+KILN_INTERNAL_API std::vector<std::string> findUnsupportedNodes(const ir::Graph& graph);
 
 /// Infers a node's output shapes from its concrete inputs, then runs its kernel. `planned`, when
 /// given, has one entry per output: storage the kernel's output() / allocateOutput() use.
-std::vector<Tensor> runNode(const ir::Node& node, const ir::OpSchema& schema,
-                            const cpu::KernelFn& kernel, const std::vector<const Tensor*>& inputs,
-                            const std::vector<cpu::OutputStorage>* planned = nullptr);
+KILN_INTERNAL_API std::vector<Tensor> runNode(
+    const ir::Node& node, const ir::OpSchema& schema, const cpu::KernelFn& kernel,
+    const std::vector<const Tensor*>& inputs,
+    const std::vector<cpu::OutputStorage>* planned = nullptr);
 
 /// The kernel an Executor made for one node: the candidate's id and ISA, and why the candidates
 /// before it in its family declined (kernel_registry.h).
@@ -95,7 +97,7 @@ class ExecutorMemory {
   std::vector<int> callerOutputRoots_;  // storage roots of graph outputs made by a node, once each
 };
 
-class Executor {
+class KILN_INTERNAL_API Executor {
  public:
   /// How kernels are chosen without kernelIds: the first candidate that supports a node (the
   /// fastest), or the most general one (KernelRegistry::selectMostGeneral, reference runs).

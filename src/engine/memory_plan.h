@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "backends/cpu/kernel_registry.h"
+#include "core/internal_api.h"
 #include "engine/plan_format.h"
 #include "engine/shape_program.h"
 #include "ir/graph.h"
@@ -69,30 +70,33 @@ struct KernelMemoryNeeds {
 
 /// The memory rules of the kernel the registry would choose for `node` (no rules when none
 /// applies): what planMemory uses when it is not given the kernels.
-cpu::KernelMemoryRules kernelMemoryRules(const ir::Graph& graph, const ir::Node& node);
+KILN_INTERNAL_API cpu::KernelMemoryRules kernelMemoryRules(const ir::Graph& graph,
+                                                           const ir::Node& node);
 
 /// Plans a graph whose value types are already resolved for one set of input shapes, with the
 /// kernels' rules and workspaces when given (else the registry's rules and no workspaces).
-MemoryPlan planMemory(const ir::Graph& graph, const KernelMemoryNeeds* kernels = nullptr);
+KILN_INTERNAL_API MemoryPlan planMemory(const ir::Graph& graph,
+                                        const KernelMemoryNeeds* kernels = nullptr);
 /// The same with the value types given apart from the graph (per value id).
-MemoryPlan planMemory(const ir::Graph& graph, const std::vector<ir::TypeInfo>& types,
-                      const KernelMemoryNeeds* kernels = nullptr);
+KILN_INTERNAL_API MemoryPlan planMemory(const ir::Graph& graph,
+                                        const std::vector<ir::TypeInfo>& types,
+                                        const KernelMemoryNeeds* kernels = nullptr);
 
 /// Resolves every value's type from the given input shapes (by value id) with the graph's shape
 /// program (no copy of the graph), then plans it. Throws the shape inference error when the
 /// shapes do not fit the graph. `resolvedTypes`, when given, receives those types (per value id).
-MemoryPlan planMemoryForInputShapes(const ir::Graph& graph, const ShapeProgram& shapes,
-                                    const std::vector<std::pair<int, Shape>>& inputShapes,
-                                    std::vector<ir::TypeInfo>* resolvedTypes = nullptr,
-                                    const KernelMemoryNeeds* kernels = nullptr);
+KILN_INTERNAL_API MemoryPlan planMemoryForInputShapes(
+    const ir::Graph& graph, const ShapeProgram& shapes,
+    const std::vector<std::pair<int, Shape>>& inputShapes,
+    std::vector<ir::TypeInfo>* resolvedTypes = nullptr, const KernelMemoryNeeds* kernels = nullptr);
 /// The same, compiling the graph's shape program for this one call.
-MemoryPlan planMemoryForInputShapes(const ir::Graph& graph,
-                                    const std::vector<std::pair<int, Shape>>& inputShapes,
-                                    std::vector<ir::TypeInfo>* resolvedTypes = nullptr,
-                                    const KernelMemoryNeeds* kernels = nullptr);
+KILN_INTERNAL_API MemoryPlan planMemoryForInputShapes(
+    const ir::Graph& graph, const std::vector<std::pair<int, Shape>>& inputShapes,
+    std::vector<ir::TypeInfo>* resolvedTypes = nullptr, const KernelMemoryNeeds* kernels = nullptr);
 
 /// A built engine's plan at the min, opt or max shapes of one optimization profile (the inputs'
 /// own dims when the plan has no profiles; inputs with a default keep its shape).
-MemoryPlan planMemoryAtProfile(const plan::Plan& plan, int profile, OptProfileSelector which);
+KILN_INTERNAL_API MemoryPlan planMemoryAtProfile(const plan::Plan& plan, int profile,
+                                                 OptProfileSelector which);
 
 }  // namespace kiln

@@ -6,12 +6,13 @@
 #include <string>
 #include <vector>
 
+#include "core/internal_api.h"
 #include "kiln/error.h"
 
 namespace kiln::plan {
 
 /// CRC-32C (Castagnoli), continuing from crc (0 to start).
-uint32_t crc32c(const void* data, size_t size, uint32_t crc = 0);
+KILN_INTERNAL_API uint32_t crc32c(const void* data, size_t size, uint32_t crc = 0);
 
 class ByteWriter {
  public:

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backends/cpu/kernel_registry.h"
+#include "core/internal_api.h"
 #include "ir/graph.h"
 #include "kiln/engine.h"
 
@@ -65,9 +66,9 @@ enum CpuFeature : uint32_t {
 };
 /// What kiln's kernels are compiled for (docs/design.md: the AVX2 + FMA + F16C baseline).
 constexpr uint32_t kBaselineCpuFeatures = kAvx2 | kFma | kF16c;
-uint32_t detectCpuFeatures();
+KILN_INTERNAL_API uint32_t detectCpuFeatures();
 /// "avx2 fma f16c" (unknown bits as "bit31").
-std::string cpuFeatureNames(uint32_t features);
+KILN_INTERNAL_API std::string cpuFeatureNames(uint32_t features);
 
 struct IOTensor {
   std::string name;
@@ -85,7 +86,7 @@ struct ProfileEntry {
   std::vector<int64_t> values[3];  // for shape inputs; empty otherwise
 };
 
-struct Profile {
+struct KILN_INTERNAL_API Profile {
   std::vector<ProfileEntry> entries;  // one per graph input
   const ProfileEntry* find(const std::string& input) const;
 };
@@ -102,7 +103,7 @@ struct Plan {
   std::vector<cpu::KernelState> kernelStates;
 };
 
-std::vector<uint8_t> writePlan(const Plan& plan);
+KILN_INTERNAL_API std::vector<uint8_t> writePlan(const Plan& plan);
 /// Parses and validates a plan; hostFeatures is the machine's (detectCpuFeatures() by default).
 /// With `owner` (what keeps `data` alive, a memory-mapped file), constants view their bytes in
 /// place instead of copying them; without, they are copied.
@@ -110,16 +111,17 @@ std::vector<uint8_t> writePlan(const Plan& plan);
 /// by nothing but arithmetic), which have a checksum of their own: kVerify checks it too, reading
 /// the whole file; kSkip leaves those pages untouched until the kernels use them.
 enum class PackedCheck { kSkip, kVerify };
-Plan readPlan(const void* data, size_t size, uint32_t hostFeatures = detectCpuFeatures(),
-              std::shared_ptr<const void> owner = nullptr,
-              PackedCheck packedCheck = PackedCheck::kVerify);
+KILN_INTERNAL_API Plan readPlan(const void* data, size_t size,
+                                uint32_t hostFeatures = detectCpuFeatures(),
+                                std::shared_ptr<const void> owner = nullptr,
+                                PackedCheck packedCheck = PackedCheck::kVerify);
 /// The header checksum: CRC-32C of bytes [0, 60) and [64, packedOffset), everything before the
 /// packed section but the checksum itself.
-uint32_t headerChecksum(const uint8_t* plan, uint64_t packedOffset);
+KILN_INTERNAL_API uint32_t headerChecksum(const uint8_t* plan, uint64_t packedOffset);
 /// Writes the header checksum into a written plan of at least 64 bytes (the writer, and tests
 /// that edit a plan's bytes; with a damaged section table, whatever its entries say).
-void signPlan(std::vector<uint8_t>& plan);
+KILN_INTERNAL_API void signPlan(std::vector<uint8_t>& plan);
 /// True when the bytes start with the plan magic.
-bool looksLikePlan(const void* data, size_t size);
+KILN_INTERNAL_API bool looksLikePlan(const void* data, size_t size);
 
 }  // namespace kiln::plan

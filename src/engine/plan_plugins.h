@@ -2,6 +2,7 @@
 // body), the plugin's name, version, namespace and serialized bytes; re-created through the
 // plugin registry when the plan loads.
 #pragma once
+#include "core/internal_api.h"
 #include "engine/plan_bytes.h"
 #include "ir/graph.h"
 
@@ -12,6 +13,6 @@ bool hasPluginNodes(const ir::Graph& graph);
 void writePlugins(ByteWriter& w, const ir::Graph& graph);
 /// Attaches the re-created plugins to their nodes. A plugin that is not registered is an error
 /// (kUnsupportedNode) naming it, its node, and the plugin libraries searched.
-void readPlugins(ByteReader r, ir::Graph& graph);
+KILN_INTERNAL_API void readPlugins(ByteReader r, ir::Graph& graph);
 
 }  // namespace kiln::plan

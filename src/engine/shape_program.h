@@ -16,12 +16,13 @@
 #include <vector>
 
 #include "backends/cpu/kernel.h"
+#include "core/internal_api.h"
 #include "ir/graph.h"
 #include "ir/op_schema.h"
 
 namespace kiln {
 
-class ShapeProgram {
+class KILN_INTERNAL_API ShapeProgram {
  public:
   /// Largest output (in elements) a step computes; bigger values are data, not shapes.
   static constexpr int64_t kMaxShapeValueElements = 4096;

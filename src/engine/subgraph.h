@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "backends/cpu/subgraph_runner.h"
+#include "core/internal_api.h"
 #include "engine/executor.h"
 
 namespace kiln {
@@ -24,6 +25,6 @@ class ExecutorSubgraphRunner final : public cpu::SubgraphRunner {
 
 /// The factory every kernel the engine (or constant folding) creates is given: bodies run on an
 /// Executor of their own, whose control-flow kernels get this factory again.
-const cpu::SubgraphRunnerFactory& executorSubgraphRunners();
+KILN_INTERNAL_API const cpu::SubgraphRunnerFactory& executorSubgraphRunners();
 
 }  // namespace kiln

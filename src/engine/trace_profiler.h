@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/internal_api.h"
 #include "kiln/profiler.h"
 
 namespace kiln {
@@ -22,7 +23,7 @@ struct TraceEvent {
   int thread = 0;
 };
 
-class TraceProfiler : public IProfiler {
+class KILN_INTERNAL_API TraceProfiler : public IProfiler {
  public:
   void reportLayerTime(const LayerTiming& timing) override;
   /// Records a whole run that started at `start`, ending now.
@@ -40,6 +41,6 @@ class TraceProfiler : public IProfiler {
 /// The events as a Chrome-trace / Perfetto JSON array of "complete" events (ph "X", ts and dur in
 /// microseconds, tid the thread's number, pid `pid`); a layer's args hold op_name, input_shapes
 /// and kernel.
-std::string chromeTraceJson(const std::vector<TraceEvent>& events, int pid);
+KILN_INTERNAL_API std::string chromeTraceJson(const std::vector<TraceEvent>& events, int pid);
 
 }  // namespace kiln

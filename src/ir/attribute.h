@@ -7,6 +7,7 @@
 #include <variant>
 #include <vector>
 
+#include "core/internal_api.h"
 #include "kiln/tensor.h"
 
 namespace kiln::ir {
@@ -20,6 +21,6 @@ using Attribute = std::variant<int64_t, float, std::string, Tensor, std::shared_
 using AttributeMap = std::map<std::string, Attribute>;
 
 /// "int", "float", "string", "tensor", "graph", "ints", ... for error messages.
-const char* attributeKindName(const Attribute& a);
+KILN_INTERNAL_API const char* attributeKindName(const Attribute& a);
 
 }  // namespace kiln::ir

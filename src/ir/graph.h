@@ -11,6 +11,7 @@
 #include <variant>
 #include <vector>
 
+#include "core/internal_api.h"
 #include "ir/attribute.h"
 #include "ir/sym_shape.h"
 #include "kiln/tensor.h"
@@ -39,7 +40,7 @@ struct Value {
 
 constexpr int kNoValue = -1;  // an omitted optional input ("")
 
-struct Node {
+struct KILN_INTERNAL_API Node {
   std::string name;
   std::string opType;
   std::string domain;        // "" for the default ai.onnx domain
@@ -73,7 +74,7 @@ struct GraphCopyCounter {
   static inline std::atomic<uint64_t> copies{0};
 };
 
-struct Graph {
+struct KILN_INTERNAL_API Graph {
   std::string name;
   std::vector<Value> values;
   std::vector<Node> nodes;
@@ -108,9 +109,9 @@ struct Model {
 };
 
 /// Reorders nodes topologically and sets producers; throws naming the nodes of a cycle.
-void sortTopologically(Graph& graph);
+KILN_INTERNAL_API void sortTopologically(Graph& graph);
 /// Checks ids, single producers, and that every input has a producer; throws naming the problem.
-void verifyGraph(const Graph& graph);
+KILN_INTERNAL_API void verifyGraph(const Graph& graph);
 /// Human-readable listing: inputs, outputs and one line per node.
 std::string printGraph(const Graph& graph);
 

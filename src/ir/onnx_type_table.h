@@ -5,6 +5,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include "core/internal_api.h"
 
 namespace kiln::ir {
 
@@ -17,8 +18,8 @@ struct OnnxTypeRow {
   const char* constraints;  // "T: float16 float double; T1: int64" (ONNX's element type names)
 };
 
-extern const OnnxTypeRow kOnnxTypeRows[];
-extern const size_t kOnnxTypeRowCount;
+KILN_INTERNAL_API extern const OnnxTypeRow kOnnxTypeRows[];
+KILN_INTERNAL_API extern const size_t kOnnxTypeRowCount;
 
 struct OnnxOperatorRow {
   const char* domain;  // "" = ai.onnx
@@ -31,12 +32,12 @@ struct OnnxOperatorRow {
   bool deprecated;  // ONNX removed the operator at this version
 };
 
-extern const OnnxOperatorRow kOnnxOperatorRows[];
-extern const size_t kOnnxOperatorRowCount;
+KILN_INTERNAL_API extern const OnnxOperatorRow kOnnxOperatorRows[];
+KILN_INTERNAL_API extern const size_t kOnnxOperatorRowCount;
 /// The newest ai.onnx opset, IR version and element type (TensorProto.DataType) the onnx package
 /// that made the tables knows.
-extern const int64_t kOnnxLatestOpset;
-extern const int64_t kOnnxLatestIrVersion;
-extern const int kOnnxLatestDataType;
+KILN_INTERNAL_API extern const int64_t kOnnxLatestOpset;
+KILN_INTERNAL_API extern const int64_t kOnnxLatestIrVersion;
+KILN_INTERNAL_API extern const int kOnnxLatestDataType;
 
 }  // namespace kiln::ir

@@ -7,13 +7,14 @@
 #include <string>
 #include <vector>
 
+#include "core/internal_api.h"
 #include "ir/graph.h"
 #include "ir/node_attrs.h"
 #include "kiln/error.h"
 
 namespace kiln::ir {
 
-class InferContext {
+class KILN_INTERNAL_API InferContext {
  public:
   InferContext(const Node& node, std::vector<const TypeInfo*> inputTypes,
                std::vector<const Tensor*> inputValues, std::vector<TypeInfo>& outputs);
@@ -79,7 +80,7 @@ struct OpSchema {
   bool deterministic = true;  // false for random ops: never constant-folded
 };
 
-class OpSchemaRegistry {
+class KILN_INTERNAL_API OpSchemaRegistry {
  public:
   static OpSchemaRegistry& global();
   void add(OpSchema schema);
@@ -123,6 +124,6 @@ void inferNodeTypes(const Graph& graph, const Node& node, const OpSchema& schema
 
 /// Runs shape/type inference over the whole graph in order (nodes must be sorted).
 /// Declared output types are kept where inference knows less.
-void inferShapes(Graph& graph);
+KILN_INTERNAL_API void inferShapes(Graph& graph);
 
 }  // namespace kiln::ir

@@ -4,6 +4,7 @@
 #pragma once
 #include <string>
 
+#include "core/internal_api.h"
 #include "ir/graph.h"
 
 namespace kiln::ir {
@@ -15,10 +16,10 @@ inline constexpr const char* kPrecisionFp16 = "fp16";
 inline constexpr const char* kPrecisionInt8 = "int8";
 
 /// The node's kPrecisionAttr, "" when it has none.
-std::string nodePrecision(const Node& node);
+KILN_INTERNAL_API std::string nodePrecision(const Node& node);
 
 /// What the node computes in, as `kiln inspect` shows it: its kPrecisionAttr, else the type of
 /// its first output ("fp32", "fp16", "bf16", or the type's name: "int64", "bool", ...).
-std::string layerPrecision(const Graph& graph, const Node& node);
+KILN_INTERNAL_API std::string layerPrecision(const Graph& graph, const Node& node);
 
 }  // namespace kiln::ir

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "core/internal_api.h"
 #include "kiln/tensor.h"
 
 namespace kiln::ir {
@@ -23,9 +24,9 @@ struct Dim {
 
 using SymShape = std::vector<Dim>;
 
-SymShape symShapeOf(const Shape& shape);
+KILN_INTERNAL_API SymShape symShapeOf(const Shape& shape);
 /// The concrete shape if every dim is known.
-std::optional<Shape> concreteShape(const SymShape& shape);
-std::string symShapeToString(const SymShape& shape);  // "batch x 3 x 224 x 224"
+KILN_INTERNAL_API std::optional<Shape> concreteShape(const SymShape& shape);
+KILN_INTERNAL_API std::string symShapeToString(const SymShape& shape);  // "batch x 3 x 224 x 224"
 
 }  // namespace kiln::ir

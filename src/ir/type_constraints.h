@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/internal_api.h"
 #include "ir/graph.h"
 
 namespace kiln::ir {
@@ -16,10 +17,10 @@ constexpr DTypeSet dtypeBit(DataType t) { return DTypeSet{1} << static_cast<int>
 inline bool dtypeSetHas(DTypeSet set, DataType t) { return (set & dtypeBit(t)) != 0; }
 /// "float16, float32, int64": kiln's dtype names, floats first, then int, uint, bool, string,
 /// others.
-std::string dtypeSetToString(DTypeSet set);
+KILN_INTERNAL_API std::string dtypeSetToString(DTypeSet set);
 /// Like dtypeSetToString with runs of one family collapsed: "float16..float64, int8..int64, bool";
 /// "float8_*" stands for float8_e4m3fn, float8_e4m3fnuz, float8_e5m2 and float8_e5m2fnuz together.
-std::string dtypeSetToCompactString(DTypeSet set);
+KILN_INTERNAL_API std::string dtypeSetToCompactString(DTypeSet set);
 
 struct TypeConstraint {
   std::string name;      // the type variable ("T"), or a fixed type ("tensor(int64)")
@@ -29,7 +30,7 @@ struct TypeConstraint {
 };
 
 /// An operator's types from one ONNX version (sinceVersion) until the next.
-struct TypeSignature {
+struct KILN_INTERNAL_API TypeSignature {
   int64_t sinceVersion = 1;
   std::vector<std::string> inputs;   // the constraint name of each input ("" or "-": not checked)
   bool variadicInputs = false;       // the last entry covers every further input
@@ -44,7 +45,7 @@ struct TypeSignature {
 };
 
 /// An OpSchema's type constraints: the signatures of the ONNX versions its opset range covers.
-struct OpTypes {
+struct KILN_INTERNAL_API OpTypes {
   std::vector<TypeSignature> signatures;  // by sinceVersion; empty: dtypes not checked
   std::string note;                       // op-wide note (why the dtypes are not checked, say)
 
@@ -55,19 +56,19 @@ struct OpTypes {
 /// ONNX's constraints for (domain, opType) over opsets [minOpset, maxOpset], narrowed by kiln's
 /// kernel limits (kiln_dtype_limits.cpp). A version also accepts the dtypes later versions add for
 /// the same variable, since kiln runs the same kernel at every opset.
-OpTypes kilnOpTypes(const std::string& domain, const std::string& opType, int64_t minOpset,
-                    int64_t maxOpset);
+KILN_INTERNAL_API OpTypes kilnOpTypes(const std::string& domain, const std::string& opType,
+                                      int64_t minOpset, int64_t maxOpset);
 
 struct OpSchema;
 /// kilnOpTypes for the schema's (domain, opType, opset range), computed once and cached.
-const OpTypes& opTypesOf(const OpSchema& schema);
+KILN_INTERNAL_API const OpTypes& opTypesOf(const OpSchema& schema);
 
 /// Fails (naming the node, input, dtype and what is accepted) if an input's dtype is not allowed.
 /// `inputs[i]` is nullptr for omitted inputs; sequences, optionals and unknown dtypes are not
 /// checked.
-void checkInputTypes(const Node& node, const OpTypes& types,
-                     const std::vector<const TypeInfo*>& inputs,
-                     const std::vector<std::string>& inputNames);
+KILN_INTERNAL_API void checkInputTypes(const Node& node, const OpTypes& types,
+                                       const std::vector<const TypeInfo*>& inputs,
+                                       const std::vector<std::string>& inputNames);
 
 /// A kiln narrowing of ONNX's constraints: on (domain, opType), variable `var` ("*" = every one)
 /// keeps only `allowed`, because of `reason`. allowed == 0 with var "*" leaves the op unchecked.

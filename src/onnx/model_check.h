@@ -5,6 +5,7 @@
 #pragma once
 #include <string>
 #include <vector>
+#include "core/internal_api.h"
 
 namespace kiln::onnx_import {
 
@@ -17,6 +18,6 @@ struct ModelProblem {
 
 /// Every problem of the model file (empty: valid). Throws kiln::Error only when the file cannot
 /// be read or parsed at all.
-std::vector<ModelProblem> checkModelFile(const std::string& path);
+KILN_INTERNAL_API std::vector<ModelProblem> checkModelFile(const std::string& path);
 
 }  // namespace kiln::onnx_import

@@ -3,6 +3,7 @@
 #pragma once
 #include <string>
 #include <vector>
+#include "core/internal_api.h"
 
 namespace kiln::onnx_import {
 
@@ -12,7 +13,9 @@ namespace kiln::onnx_import {
 /// tensors their bodies read. External data the sub-model needs is written to `outputPath`.data
 /// beside it. Throws kiln::Error naming the tensor when an output cannot be computed from the
 /// inputs (it needs another graph input) or a name is not a tensor of the model.
-void extractModel(const std::string& modelPath, const std::vector<std::string>& inputs,
-                  const std::vector<std::string>& outputs, const std::string& outputPath);
+KILN_INTERNAL_API void extractModel(const std::string& modelPath,
+                                    const std::vector<std::string>& inputs,
+                                    const std::vector<std::string>& outputs,
+                                    const std::string& outputPath);
 
 }  // namespace kiln::onnx_import

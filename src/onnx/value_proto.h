@@ -4,6 +4,7 @@
 #pragma once
 #include <string>
 
+#include "core/internal_api.h"
 #include "kiln/tensor.h"
 
 namespace kiln::onnx_import {
@@ -16,19 +17,20 @@ struct ValueType {
 };
 
 /// "a tensor of float32", "a sequence of int64", "an optional sequence of float32".
-std::string describeValueType(const ValueType& type);
+KILN_INTERNAL_API std::string describeValueType(const ValueType& type);
 
 /// Reads a value of `expected` type from a .pb file: a TensorProto for a tensor, a SequenceProto
 /// for a sequence, an OptionalProto for an optional. `what` names the value in errors ("input
 /// 'x'"); a file of another message, or of another element type, is refused naming what it holds.
-Tensor readValueFile(const std::string& path, const ValueType& expected, const std::string& what);
+KILN_INTERNAL_API Tensor readValueFile(const std::string& path, const ValueType& expected,
+                                       const std::string& what);
 /// The same from the file's bytes in memory; `path` names it in errors.
-Tensor readValueBytes(const std::string& bytes, const std::string& path, const ValueType& expected,
-                      const std::string& what);
+KILN_INTERNAL_API Tensor readValueBytes(const std::string& bytes, const std::string& path,
+                                        const ValueType& expected, const std::string& what);
 
 /// Writes `value` to a .pb file as the message for `type`: a value that is a sequence, or none,
 /// is written as one whatever `type` says. `name` goes to the message's name field.
-void writeValueFile(const std::string& path, const Tensor& value, const ValueType& type,
-                    const std::string& name);
+KILN_INTERNAL_API void writeValueFile(const std::string& path, const Tensor& value,
+                                      const ValueType& type, const std::string& name);
 
 }  // namespace kiln::onnx_import

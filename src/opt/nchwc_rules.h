@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "core/internal_api.h"
 #include "ir/graph.h"
 
 namespace kiln::opt {
@@ -30,7 +31,7 @@ std::optional<int64_t> nchwChannels(const ir::Graph& graph, int valueId);
 /// 16 channels per group, ir/ops/nchwc_groups.h); other grouped convolutions stay FusedConvs.
 /// 3x3 stride-1 convolutions run blocked too: NchwcConv picks Winograd for them where it pays
 /// (backends/cpu/kernels/nchwc_winograd.h), faster than the plain Winograd with its two reorders.
-bool wantsNchwc(const ir::Graph& graph, const ir::Node& node);
+KILN_INTERNAL_API bool wantsNchwc(const ir::Graph& graph, const ir::Node& node);
 
 /// Per-element ops of one tensor input (other inputs, like Clip's bounds, are scalars).
 bool isBlockedUnaryOp(const std::string& opType);
@@ -52,7 +53,7 @@ OperandForm plainOperandForm(const ir::Graph& graph, int valueId, int64_t channe
 /// A float32 constant of rank <= 4 broadcast against NCHW (dims right-aligned to [a, c, h, w]),
 /// laid out to broadcast the same way against blocked tensors: [a, ceil(c/16), h, w, 16] with
 /// zero padding, or [a, 1, h, w, 1] when c == 1.
-Tensor blockConstant(const Tensor& constant);
+KILN_INTERNAL_API Tensor blockConstant(const Tensor& constant);
 
 /// Whether a ReduceMean / ReduceMax reduces exactly axes 2 and 3 of a 4-D input, keeping dims.
 bool reducesSpatialKeepingDims(const ir::Graph& graph, const ir::Node& node);

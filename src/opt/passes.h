@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "core/internal_api.h"
 #include "ir/graph.h"
 
 namespace kiln::opt {
@@ -13,10 +14,10 @@ namespace kiln::opt {
 /// constants; re-infers shapes after each round. Returns the number of nodes folded.
 /// DequantizeLinear is left to fuseLayers unless `foldDequantize`: the QDQ fusions keep a
 /// weight int8, and fuseLayers folds the DQs of constants they leave.
-int foldConstants(ir::Graph& graph, bool foldDequantize = false);
+KILN_INTERNAL_API int foldConstants(ir::Graph& graph, bool foldDequantize = false);
 
 /// Removes nodes whose outputs nobody reads (not graph outputs). Returns the number removed.
-int eliminateDeadNodes(ir::Graph& graph);
+KILN_INTERNAL_API int eliminateDeadNodes(ir::Graph& graph);
 
 // The fusion passes below return the number of nodes they removed. A node that absorbs others
 // lists the original node names in its "kiln_fused_from" attribute (see rewrite_util.h).
@@ -64,13 +65,13 @@ int runInt8DataMovement(ir::Graph& graph);
 int fuseQdqElementwise(ir::Graph& graph);
 
 /// Conv [+ residual Add] [+ activation] -> kiln::FusedConv (float32).
-int fuseConvEpilogues(ir::Graph& graph);
+KILN_INTERNAL_API int fuseConvEpilogues(ir::Graph& graph);
 
 /// Runs float32 2-D convolutions in the blocked NCHWc layout (kiln::NchwcConv, see ir/ops/nchwc.h)
 /// and keeps their outputs blocked through the per-element ops, pools and channel Concats between
 /// them, reordering only where a plain NCHW tensor enters or leaves (see nchwc_layout.cpp).
 /// Returns the number of nodes converted to the blocked layout.
-int convertToNchwcLayout(ir::Graph& graph);
+KILN_INTERNAL_API int convertToNchwcLayout(ir::Graph& graph);
 
 /// Mul(X, S) read only by a 1x1 kiln::NchwcConv, S a blocked per-channel scale [N or 1, Cb, 1, 1,
 /// 16] and 8 * Co <= H * W (a squeeze-excitation gate before its projection) -> the NchwcConv's X
@@ -86,10 +87,10 @@ struct FusionOptions {
 /// Every pass above after constant folding and dead-node removal, in an order where each
 /// pattern sees its predecessors' results (BatchNorm folds before Conv fusion looks for
 /// activations). Returns the number of nodes removed by fusion.
-int fuseLayers(ir::Graph& graph, const FusionOptions& options = {});
+KILN_INTERNAL_API int fuseLayers(ir::Graph& graph, const FusionOptions& options = {});
 
 /// The network node names a layer was made from (itself first), empty if it absorbed none.
-std::vector<std::string> fusedFrom(const ir::Node& node);
+KILN_INTERNAL_API std::vector<std::string> fusedFrom(const ir::Node& node);
 
 /// For each network node absorbed into another layer, that layer's name.
 std::map<std::string, std::string> fusedNodeNames(const ir::Graph& graph);

@@ -4,6 +4,7 @@
 #include <memory>
 #include <string>
 
+#include "core/internal_api.h"
 #include "ir/graph.h"
 #include "kiln/plugin.h"
 
@@ -17,27 +18,27 @@ constexpr const char* kVersionAttribute = "plugin_version";
 /// implement keeps its (domain, op type) and its attributes are the fields. When the registry
 /// has the plugin, it is created and attached (node.plugin); otherwise the node is left as it
 /// is, to be reported with the other unsupported nodes. Bad fields throw naming the node.
-void resolvePluginNode(ir::Node& node);
+KILN_INTERNAL_API void resolvePluginNode(ir::Node& node);
 
 /// Checks `fields` against the creator's field list (converting int -> float and ints -> floats
 /// where the list asks for floats) and creates the plugin; errors name `nodeLabel`, the field, the
 /// expected and the given type. Fails if the plugin reports another identity than its creator.
-std::shared_ptr<const IPlugin> createPlugin(const IPluginCreator& creator,
-                                            const std::string& nodeName,
-                                            const std::string& nodeLabel,
-                                            const PluginFields& fields);
+KILN_INTERNAL_API std::shared_ptr<const IPlugin> createPlugin(const IPluginCreator& creator,
+                                                              const std::string& nodeName,
+                                                              const std::string& nodeLabel,
+                                                              const PluginFields& fields);
 
 /// The version a node asks for (its `plugin_version` attribute, int or string), "" for any.
-std::string requestedVersion(const ir::Node& node);
+KILN_INTERNAL_API std::string requestedVersion(const ir::Node& node);
 
 /// For a node kiln cannot run because no plugin is registered for it: "no plugin 'X' (version
 /// any, namespace 'D') is registered; plugin libraries searched: a.so" ... "" for other nodes.
-std::string describeMissingPlugin(const ir::Node& node);
+KILN_INTERNAL_API std::string describeMissingPlugin(const ir::Node& node);
 
 /// The libraries searched, for messages: "a.so, b.so" or "none loaded (...how to load one...)".
-std::string searchedLibrariesText();
+KILN_INTERNAL_API std::string searchedLibrariesText();
 
 /// "plugin 'X' (version '1', namespace 'D')".
-std::string pluginLabel(const IPlugin& plugin);
+KILN_INTERNAL_API std::string pluginLabel(const IPlugin& plugin);
 
 }  // namespace kiln::plugin

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "core/internal_api.h"
 #include "ir/graph.h"
 
 namespace kiln::cpu {
@@ -30,17 +31,18 @@ struct Activation {
 
 /// The activation named by an op type ("" = none), or nullopt if kiln cannot fuse it.
 std::optional<ActivationKind> activationKindFromName(const std::string& name);
-const char* activationName(ActivationKind kind);
+KILN_INTERNAL_API const char* activationName(ActivationKind kind);
 
 /// The activation a fused node names in its "activation" / "activation_params" attributes;
 /// fails naming the node if kiln has no such activation.
 Activation fusedActivationOf(const ir::Node& node);
 
 /// row[i] = act(row[i] + bias + (residual ? residual[i] : 0)) for i in [0, n).
-void applyEpilogue(const Activation& act, float* row, int64_t n, float bias, const float* residual);
+KILN_INTERNAL_API void applyEpilogue(const Activation& act, float* row, int64_t n, float bias,
+                                     const float* residual);
 
 /// row[i] = act(row[i] + bias[i] + residual[i]); bias and residual may be null.
-void applyEpilogueWithBiasRow(const Activation& act, float* row, int64_t n, const float* bias,
-                              const float* residual);
+KILN_INTERNAL_API void applyEpilogueWithBiasRow(const Activation& act, float* row, int64_t n,
+                                                const float* bias, const float* residual);
 
 }  // namespace kiln::cpu

@@ -4,11 +4,12 @@
 #include <cstdint>
 
 #include "backends/cpu/activation.h"
+#include "core/internal_api.h"
 
 namespace kiln::cpu {
 
 /// y[i] = act(x[i]) for i in [0, n); y may be x. Picks the AVX-512 code when the CPU has it.
-void applyActivation(const Activation& act, const float* x, float* y, int64_t n);
+KILN_INTERNAL_API void applyActivation(const Activation& act, const float* x, float* y, int64_t n);
 
 /// applyActivation split in contiguous ranges over the current thread pool when n is large.
 void applyActivationInParallel(const Activation& act, const float* x, float* y, int64_t n);

@@ -6,12 +6,13 @@
 #include <optional>
 #include <vector>
 
+#include "core/internal_api.h"
 #include "kiln/tensor.h"
 
 namespace kiln::cpu {
 
 /// Strides (in elements) of `shape` viewed at the rank of `outShape`, 0 along broadcast dims.
-std::vector<int64_t> broadcastStrides(const Shape& shape, const Shape& outShape);
+KILN_INTERNAL_API std::vector<int64_t> broadcastStrides(const Shape& shape, const Shape& outShape);
 
 /// The output dims and per-input strides of a broadcast after merging adjacent dims that every
 /// input walks the same way (both contiguous or both broadcast) and dropping size-1 dims, so that

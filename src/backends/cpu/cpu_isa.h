@@ -3,6 +3,7 @@
 // *_avx512fp16.cpp, *_avxvnni.cpp; CMakeLists.txt gives each its -m flags) run only when
 // cpuSupports() says so.
 #pragma once
+#include "core/internal_api.h"
 
 namespace kiln::cpu {
 
@@ -21,27 +22,27 @@ enum class CpuIsa {
 };
 
 /// The vector width this CPU and OS support: kAvx512 or kAvx2 (never an extension level).
-CpuIsa detectedCpuIsa();
+KILN_INTERNAL_API CpuIsa detectedCpuIsa();
 
 /// The vector width kernels should use now: the detected one, capped by setCpuIsaLimit.
-CpuIsa activeCpuIsa();
+KILN_INTERNAL_API CpuIsa activeCpuIsa();
 
 /// Whether kernels may use `isa` now: this CPU has it and it is within setCpuIsaLimit's cap.
-bool cpuSupports(CpuIsa isa);
+KILN_INTERNAL_API bool cpuSupports(CpuIsa isa);
 
 /// Whether this CPU has `isa`, whatever the limit.
-bool cpuHas(CpuIsa isa);
+KILN_INTERNAL_API bool cpuHas(CpuIsa isa);
 
 /// Caps the ISA kernels use (tests and benchmarks force the AVX2 path with it); a limit above the
 /// detected ISA has no effect. Process-wide.
-void setCpuIsaLimit(CpuIsa limit);
-void clearCpuIsaLimit();
+KILN_INTERNAL_API void setCpuIsaLimit(CpuIsa limit);
+KILN_INTERNAL_API void clearCpuIsaLimit();
 
 /// "avx2", "avxvnni", "avx512", "avx512vnni", "avx512bf16" or "avx512fp16".
-const char* cpuIsaName(CpuIsa isa);
+KILN_INTERNAL_API const char* cpuIsaName(CpuIsa isa);
 
 /// Sets a limit for its lifetime and restores the previous one after.
-class ScopedCpuIsaLimit {
+class KILN_INTERNAL_API ScopedCpuIsaLimit {
  public:
   explicit ScopedCpuIsaLimit(CpuIsa limit);
   ~ScopedCpuIsaLimit();

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/internal_api.h"
 #include "ir/graph.h"
 #include "ir/node_attrs.h"
 #include "ir/op_schema.h"
@@ -23,7 +24,7 @@ struct OutputStorage {
   std::shared_ptr<const void> owner;  // keeps the memory alive while a tensor views it
 };
 
-class KernelContext {
+class KILN_INTERNAL_API KernelContext {
  public:
   /// `planned`, when given, has one entry per output: output() and allocateOutput() return a
   /// view of it when the tensor fits, else allocate on the heap.
@@ -117,7 +118,7 @@ struct KernelMemoryRules {
 
 /// Registers a factory as the only candidate of its (domain, op type) family, named
 /// any_<op>_generic (KernelRegistry::addGeneric in kernel_registry.h).
-struct KernelRegistrar {
+struct KILN_INTERNAL_API KernelRegistrar {
   KernelRegistrar(const char* domain, const char* opType, KernelFactory factory,
                   KernelMemoryRules rules = {});
   KernelRegistrar(const char* domain, const char* opType, KernelFn fn,

@@ -20,6 +20,7 @@
 
 #include "backends/cpu/cpu_isa.h"
 #include "backends/cpu/kernel.h"
+#include "core/internal_api.h"
 
 namespace kiln::cpu {
 
@@ -89,13 +90,13 @@ struct KernelAlternatives {
 
 /// The CPU feature a candidate's ISA needs, as plans and errors name it: "avx2", "avx512f" or the
 /// extension's name (cpuIsaName: "avx512vnni", ...).
-const char* isaFeatureName(CpuIsa isa);
+KILN_INTERNAL_API const char* isaFeatureName(CpuIsa isa);
 
 /// The dtype key of a node: the dtype of its first input that is a number (float or integer),
 /// kUndefined when none is known.
 DataType kernelDtypeKey(const KernelCreateInfo& info);
 
-class KernelRegistry {
+class KILN_INTERNAL_API KernelRegistry {
  public:
   static KernelRegistry& global();
 

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include "core/internal_api.h"
 
 namespace kiln::cpu {
 
@@ -26,7 +27,7 @@ inline bool terminateRequested() {
 /// Throws kRuntimeError "run terminated (RunOptions.terminate was set) before <where>".
 [[noreturn]] void throwTerminated(const std::string& where);
 
-class RunControlScope {
+class KILN_INTERNAL_API RunControlScope {
  public:
   explicit RunControlScope(const RunControl& control);
   ~RunControlScope();

@@ -9,10 +9,11 @@
 #include <mutex>
 #include <thread>
 #include <vector>
+#include "core/internal_api.h"
 
 namespace kiln::cpu {
 
-class ThreadPool {
+class KILN_INTERNAL_API ThreadPool {
  public:
   /// threads = total threads including the caller; 0 means one per hardware thread.
   explicit ThreadPool(int threads);
@@ -64,11 +65,11 @@ class ThreadPool {
 };
 
 /// The pool of the context running on this thread, or nullptr (then kernels run serially).
-ThreadPool* currentThreadPool();
+KILN_INTERNAL_API ThreadPool* currentThreadPool();
 
 /// Makes a pool current on this thread for its lifetime, and keeps its workers awake meanwhile
 /// (ThreadPool::beginRun / endRun); a null pool makes kernels run serially.
-class ThreadPoolScope {
+class KILN_INTERNAL_API ThreadPoolScope {
  public:
   explicit ThreadPoolScope(ThreadPool* pool);
   ~ThreadPoolScope();
@@ -78,12 +79,12 @@ class ThreadPoolScope {
 };
 
 /// Splits [0, n) over the current pool when there is one and the work is worth it.
-void parallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
+KILN_INTERNAL_API void parallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
 
 /// parallelFor that gives each thread at least `minPerThread` items, so loops too small to pay
 /// for a dispatch (a few microseconds) run inline on the caller.
-void parallelForAtLeast(int64_t n, int64_t minPerThread,
-                        const std::function<void(int64_t, int64_t)>& fn);
+KILN_INTERNAL_API void parallelForAtLeast(int64_t n, int64_t minPerThread,
+                                          const std::function<void(int64_t, int64_t)>& fn);
 
 /// Items per thread below which the memory-bound elementwise and copy kernels stay serial: about
 /// 10 microseconds of work, several times the pool's dispatch cost (BM_ParallelForOverhead).

@@ -7,6 +7,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include "core/internal_api.h"
 
 namespace kiln::ir {
 
@@ -35,6 +36,7 @@ struct NchwcGroupSlices {
 
 /// The slices of a convolution of `inChannels` -> `outChannels` channels in `group` groups
 /// (group > 1, not depthwise), or slices == 0 with the reason.
-NchwcGroupSlices nchwcGroupSlices(int64_t inChannels, int64_t outChannels, int64_t group);
+KILN_INTERNAL_API NchwcGroupSlices nchwcGroupSlices(int64_t inChannels, int64_t outChannels,
+                                                    int64_t group);
 
 }  // namespace kiln::ir

@@ -13,17 +13,18 @@
 #include <memory>
 
 #include "backends/cpu/gemm/gemm_epilogue.h"
+#include "core/internal_api.h"
 
 namespace kiln::cpu {
 
 /// Whether the BF16 GEMM can run now (the CPU has AVX512_BF16 and no ISA limit is below it).
-bool bf16GemmSupported();
+KILN_INTERNAL_API bool bf16GemmSupported();
 
 /// The depth of a packed block on this CPU (even; what packBf16A / packBf16B use).
-int64_t bf16GemmDepthBlock();
+KILN_INTERNAL_API int64_t bf16GemmDepthBlock();
 
 /// A constant GEMM operand in BF16, packed once in the layout above. Copies share the data.
-class PackedBf16Matrix {
+class KILN_INTERNAL_API PackedBf16Matrix {
  public:
   enum class Side { kA, kB };
 
@@ -55,16 +56,20 @@ class PackedBf16Matrix {
 };
 
 /// Packs op(A) (M x K; A is K x M when transA) as the left operand: Conv weights (W x columns).
-PackedBf16Matrix packBf16A(bool transA, int64_t M, int64_t K, const float* A, int64_t lda);
+KILN_INTERNAL_API PackedBf16Matrix packBf16A(bool transA, int64_t M, int64_t K, const float* A,
+                                             int64_t lda);
 /// Packs op(B) (K x N; B is N x K when transB) as the right operand: MatMul and Gemm weights.
-PackedBf16Matrix packBf16B(bool transB, int64_t K, int64_t N, const float* B, int64_t ldb);
+KILN_INTERNAL_API PackedBf16Matrix packBf16B(bool transB, int64_t K, int64_t N, const float* B,
+                                             int64_t ldb);
 
 /// C = epilogue(op(A) * B + beta * C), A float32 rounded to BF16 while packed; M x N x K with
 /// K == B.rows(), N == B.cols(). When beta == 0, C is not read. Runs on the current thread pool.
-void bf16GemmPacked(bool transA, int64_t M, const float* A, int64_t lda, const PackedBf16Matrix& B,
-                    float beta, float* C, int64_t ldc, const GemmEpilogue& epilogue = {});
+KILN_INTERNAL_API void bf16GemmPacked(bool transA, int64_t M, const float* A, int64_t lda,
+                                      const PackedBf16Matrix& B, float beta, float* C, int64_t ldc,
+                                      const GemmEpilogue& epilogue = {});
 /// C = epilogue(A * op(B) + beta * C) with A packed; M == A.rows(), K == A.cols().
-void bf16GemmPacked(const PackedBf16Matrix& A, int64_t N, bool transB, const float* B, int64_t ldb,
-                    float beta, float* C, int64_t ldc, const GemmEpilogue& epilogue = {});
+KILN_INTERNAL_API void bf16GemmPacked(const PackedBf16Matrix& A, int64_t N, bool transB,
+                                      const float* B, int64_t ldb, float beta, float* C,
+                                      int64_t ldc, const GemmEpilogue& epilogue = {});
 
 }  // namespace kiln::cpu

@@ -8,6 +8,7 @@
 
 #include "backends/cpu/cpu_isa.h"
 #include "backends/cpu/gemm/gemm_epilogue.h"
+#include "core/internal_api.h"
 
 namespace kiln::cpu {
 
@@ -15,14 +16,15 @@ namespace kiln::cpu {
 /// row stride lda, or K x M when transA. op(B) is K x N: B is K x N with row stride ldb, or N x K
 /// when transB. When beta == 0, C is not read (NaNs in it do not propagate). Runs on the
 /// current thread pool (currentThreadPool()) when the product is large enough.
-void sgemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
-           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+KILN_INTERNAL_API void sgemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha,
+                             const float* A, int64_t lda, const float* B, int64_t ldb, float beta,
+                             float* C, int64_t ldc);
 
 /// sgemm followed by an epilogue: C = act(alpha * op(A) * op(B) + beta * C + bias + residual),
 /// applied to each C tile right after its last update, while it is in cache.
-void sgemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
-           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
-           const GemmEpilogue& epilogue);
+KILN_INTERNAL_API void sgemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha,
+                             const float* A, int64_t lda, const float* B, int64_t ldb, float beta,
+                             float* C, int64_t ldc, const GemmEpilogue& epilogue);
 
 /// A constant GEMM operand packed once into the micro-kernel's layout (for the ISA it was packed
 /// for; products with it run that ISA's micro-kernel), so every later product skips that packing:
@@ -61,20 +63,21 @@ class PackedMatrix {
 
 /// Packs op(A) (M x K; A is K x M when transA) as the left operand: Conv weights (W x columns),
 /// for the micro-kernel of `isa` (a kernel candidate's own ISA; by default the active one).
-PackedMatrix packA(bool transA, int64_t M, int64_t K, const float* A, int64_t lda,
-                   CpuIsa isa = activeCpuIsa());
+KILN_INTERNAL_API PackedMatrix packA(bool transA, int64_t M, int64_t K, const float* A, int64_t lda,
+                                     CpuIsa isa = activeCpuIsa());
 /// Packs op(B) (K x N; B is N x K when transB) as the right operand: MatMul and Gemm weights.
-PackedMatrix packB(bool transB, int64_t K, int64_t N, const float* B, int64_t ldb,
-                   CpuIsa isa = activeCpuIsa());
+KILN_INTERNAL_API PackedMatrix packB(bool transB, int64_t K, int64_t N, const float* B, int64_t ldb,
+                                     CpuIsa isa = activeCpuIsa());
 
 /// C = epilogue(alpha * op(A) * B + beta * C) with B from packB; M x N x K as in sgemm, with
 /// K == B.rows() and N == B.cols().
-void sgemmPacked(bool transA, int64_t M, float alpha, const float* A, int64_t lda,
-                 const PackedMatrix& B, float beta, float* C, int64_t ldc,
-                 const GemmEpilogue& epilogue = {});
+KILN_INTERNAL_API void sgemmPacked(bool transA, int64_t M, float alpha, const float* A, int64_t lda,
+                                   const PackedMatrix& B, float beta, float* C, int64_t ldc,
+                                   const GemmEpilogue& epilogue = {});
 /// C = epilogue(alpha * A * op(B) + beta * C) with A from packA; M == A.rows(), K == A.cols().
-void sgemmPacked(const PackedMatrix& A, int64_t N, float alpha, bool transB, const float* B,
-                 int64_t ldb, float beta, float* C, int64_t ldc, const GemmEpilogue& epilogue = {});
+KILN_INTERNAL_API void sgemmPacked(const PackedMatrix& A, int64_t N, float alpha, bool transB,
+                                   const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
+                                   const GemmEpilogue& epilogue = {});
 
 /// The same contract as sgemm for any arithmetic T, with plain loops. Integers wrap around on
 /// overflow like numpy's (the arithmetic is done unsigned).

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "backends/cpu/cpu_isa.h"
+#include "core/internal_api.h"
 
 namespace kiln::cpu {
 
@@ -36,8 +37,8 @@ struct SgemmKernelInfo {
   SgemmMicroKernelFn kernelPrepackedB = nullptr;
 };
 
-const SgemmKernelInfo& sgemmKernelAvx2();  // f32_gemm_6x16_fma3
-const SgemmKernelInfo&
+KILN_INTERNAL_API const SgemmKernelInfo& sgemmKernelAvx2();  // f32_gemm_6x16_fma3
+KILN_INTERNAL_API const SgemmKernelInfo&
 sgemmKernelAvx512();  // f32_gemm_14x32_avx512 (call only when the CPU has AVX-512)
 
 /// The kernel for an ISA (AVX-512 only if requested and detected).

@@ -10,6 +10,7 @@
 
 #include "backends/cpu/activation.h"
 #include "backends/cpu/cpu_isa.h"
+#include "core/internal_api.h"
 #include "ir/ops/conv_geometry.h"
 
 namespace kiln::cpu {
@@ -29,8 +30,9 @@ struct FewOutputWeights {
 };
 
 /// Packs W (float32, [outChannels, inChannels, kernelH, kernelW], row-major).
-FewOutputWeights packFewOutputWeights(const float* w, int64_t outChannels, int64_t inChannels,
-                                      int64_t kernelH, int64_t kernelW);
+KILN_INTERNAL_API FewOutputWeights packFewOutputWeights(const float* w, int64_t outChannels,
+                                                        int64_t inChannels, int64_t kernelH,
+                                                        int64_t kernelW);
 
 /// Whether W's shape alone (group 1, 2-D kernel) could take the direct kernel: worth packing
 /// its weights when the kernel is made.
@@ -40,18 +42,19 @@ bool fewOutputWeightsUseful(int64_t group, int64_t outChannels, int64_t kernelRa
 /// The rule for when fewOutputConv2d replaces im2col + GEMM: group 1, 2-D, stride 1, dilation 1,
 /// kernels up to 11 x 11 and at most 16 output channels (4 for 1x1 kernels); see the .cpp for
 /// the measurements behind it.
-bool fewOutputConvPreferred(const ir::ConvGeometry& g, int64_t group, int64_t inChannels,
-                            int64_t outChannels);
+KILN_INTERNAL_API bool fewOutputConvPreferred(const ir::ConvGeometry& g, int64_t group,
+                                              int64_t inChannels, int64_t outChannels);
 
 /// y[n, co] = act(sum over ci, taps of x[n, ci] * w[co, ci] + bias[co] + residual[n, co]) for
 /// x [batch, w.inChannels, height, width], y and residual (may be null) shaped [batch,
 /// w.outChannels, g.output]; bias may be null. Split over the current thread pool by output rows.
 /// Call only when fewOutputConvPreferred says so. The AVX-512 or the AVX2 kernel as `isa` says
 /// (the candidate chosen for the node; the CPU must have it).
-void fewOutputConv2d(const ir::ConvGeometry& g, int64_t batch, int64_t height, int64_t width,
-                     const float* x, const FewOutputWeights& w, const float* bias,
-                     const float* residual, const Activation& act, float* y,
-                     CpuIsa isa = activeCpuIsa());
+KILN_INTERNAL_API void fewOutputConv2d(const ir::ConvGeometry& g, int64_t batch, int64_t height,
+                                       int64_t width, const float* x, const FewOutputWeights& w,
+                                       const float* bias, const float* residual,
+                                       const Activation& act, float* y,
+                                       CpuIsa isa = activeCpuIsa());
 
 namespace detail {
 /// A group of output channels [first, first + count) computed together.
@@ -61,7 +64,7 @@ struct FewOutputGroup {
 
 /// outChannels split into the fewest groups of at most kFewOutputsChannelBlock, sizes differing
 /// by at most one (7 -> 4 + 3, not 4 + 1 + ...), in order.
-std::vector<FewOutputGroup> fewOutputGroups(int64_t outChannels);
+KILN_INTERNAL_API std::vector<FewOutputGroup> fewOutputGroups(int64_t outChannels);
 
 /// fewOutputConv2d on 16-float vectors; call only when the CPU has AVX-512.
 void fewOutputConv2dAvx512(const ir::ConvGeometry& g, int64_t batch, int64_t height, int64_t width,

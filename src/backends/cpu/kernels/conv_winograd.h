@@ -7,6 +7,7 @@
 
 #include "backends/cpu/activation.h"
 #include "backends/cpu/gemm/sgemm.h"
+#include "core/internal_api.h"
 #include "ir/ops/conv_geometry.h"
 
 namespace kiln::cpu {
@@ -26,8 +27,9 @@ std::vector<float> winogradFilters(const float* w, int64_t outChannels, int64_t 
 struct WinogradWeights {
   std::vector<PackedMatrix> u;
 };
-WinogradWeights packWinogradFilters(const float* w, int64_t outChannels, int64_t channels,
-                                    CpuIsa isa = activeCpuIsa());
+KILN_INTERNAL_API WinogradWeights packWinogradFilters(const float* w, int64_t outChannels,
+                                                      int64_t channels,
+                                                      CpuIsa isa = activeCpuIsa());
 
 /// What follows the convolution, applied to each run of finished output rows while it is in
 /// cache: y = act(y + bias[o] + residual), residual shaped like y (both optional).
@@ -38,9 +40,9 @@ struct WinogradEpilogue {
 };
 
 /// y[n] = epilogue(conv(x[n], w)) for every image; U from packWinogradFilters.
-void winogradConv2d(const ir::ConvGeometry& g, int64_t batch, int64_t channels, int64_t height,
-                    int64_t width, int64_t outChannels, const float* x,
-                    const WinogradWeights& filters, float* y,
-                    const WinogradEpilogue& epilogue = {});
+KILN_INTERNAL_API void winogradConv2d(const ir::ConvGeometry& g, int64_t batch, int64_t channels,
+                                      int64_t height, int64_t width, int64_t outChannels,
+                                      const float* x, const WinogradWeights& filters, float* y,
+                                      const WinogradEpilogue& epilogue = {});
 
 }  // namespace kiln::cpu

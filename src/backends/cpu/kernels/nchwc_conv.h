@@ -22,6 +22,7 @@
 
 #include "backends/cpu/activation.h"
 #include "backends/cpu/cpu_isa.h"
+#include "core/internal_api.h"
 
 namespace kiln::cpu {
 
@@ -79,8 +80,9 @@ struct NchwcPackedWeights {
 };
 
 /// Packs W [Co, Ci / group, kH, kW] (Ci / group == 1 for kDepthwise) for X of the given layout.
-NchwcPackedWeights packNchwcWeights(const float* w, int64_t outChannels, int64_t inChannels,
-                                    int64_t kernelH, int64_t kernelW, NchwcWeightLayout layout);
+KILN_INTERNAL_API NchwcPackedWeights packNchwcWeights(const float* w, int64_t outChannels,
+                                                      int64_t inChannels, int64_t kernelH,
+                                                      int64_t kernelW, NchwcWeightLayout layout);
 
 /// One convolution: y = act(conv(x, weights) + bias + residual), all blocked as in nchwc.h.
 struct NchwcConvArgs {
@@ -102,7 +104,7 @@ int64_t nchwcConvScratchFloats(const NchwcConvShape& shape, CpuIsa isa);
 
 /// Runs the convolution over the current thread pool with the AVX-512 or the AVX2 kernel as
 /// `isa` says (the candidate chosen for the node; the CPU must have it).
-void nchwcConv(const NchwcConvArgs& args, CpuIsa isa = activeCpuIsa());
+KILN_INTERNAL_API void nchwcConv(const NchwcConvArgs& args, CpuIsa isa = activeCpuIsa());
 
 namespace detail {
 /// The AVX-512 and AVX2 implementations; call nchwcConv instead.

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "backends/cpu/kernels/nchwc_conv.h"
+#include "core/internal_api.h"
 
 namespace kiln::cpu {
 
@@ -23,8 +24,9 @@ NchwcConvArgs nchwcSliceArgs(const NchwcConvArgs& a, const NchwcConvShape& slice
 /// Packs W [Co, Ci / group, kH, kW] of a grouped convolution for a blocked X: each slice's weights
 /// as packNchwcWeights packs a dense convolution of its channels, with zeros between its groups.
 /// The convolution must split into slices (ir::nchwcGroupSlices).
-NchwcPackedWeights packNchwcGroupedWeights(const float* w, int64_t outChannels, int64_t inChannels,
-                                           int64_t group, int64_t kernelH, int64_t kernelW);
+KILN_INTERNAL_API NchwcPackedWeights packNchwcGroupedWeights(const float* w, int64_t outChannels,
+                                                             int64_t inChannels, int64_t group,
+                                                             int64_t kernelH, int64_t kernelW);
 
 /// Floats packNchwcGroupedWeights makes.
 int64_t nchwcGroupedWeightFloats(int64_t outChannels, int64_t inChannels, int64_t group,

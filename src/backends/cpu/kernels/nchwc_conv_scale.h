@@ -6,6 +6,7 @@
 
 #include "backends/cpu/kernel.h"
 #include "backends/cpu/kernels/nchwc_conv.h"
+#include "core/internal_api.h"
 
 namespace kiln::cpu {
 
@@ -19,8 +20,8 @@ void scaleNchwcBlockedWeights(const NchwcConvShape& shape, const float* packed, 
 /// scale + n * scaleImageStride (blocked, ceil(Ci / 16) * 16 floats; stride 0 shares one). Runs
 /// image by image on packed weights scaled into args.scratch (as many floats as the packing; null:
 /// a buffer of its own).
-void nchwcConvScaledInput(const NchwcConvArgs& args, const float* scale, int64_t scaleImageStride,
-                          CpuIsa isa = activeCpuIsa());
+KILN_INTERNAL_API void nchwcConvScaledInput(const NchwcConvArgs& args, const float* scale,
+                                            int64_t scaleImageStride, CpuIsa isa = activeCpuIsa());
 
 /// The NchwcConv kernel's path for its X scale input S: checks S against the call (float32
 /// [N or 1, ceil(Ci / 16), 1, 1, 16], X blocked, group 1, weights packed for a blocked X) and runs

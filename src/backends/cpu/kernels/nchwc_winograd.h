@@ -15,6 +15,7 @@
 #include <memory>
 
 #include "backends/cpu/kernels/nchwc_conv.h"
+#include "core/internal_api.h"
 #include "ir/graph.h"
 #include "kiln/tensor.h"
 
@@ -30,11 +31,11 @@ struct NchwcWinogradWeights {
 
 /// The output tile size (4 or 2) Winograd should use for a 3x3 stride-1 group-1 convolution with
 /// this output size on this CPU, or 0 where the direct convolution is faster (see the .cpp).
-int nchwcWinogradTile(int64_t outHeight, int64_t outWidth);
+KILN_INTERNAL_API int nchwcWinogradTile(int64_t outHeight, int64_t outWidth);
 
 /// Transforms W [Co, Ci, 3, 3] to G g G^T for tile m (2 or 4) and packs it as described above.
-NchwcWinogradWeights packNchwcWinogradWeights(const float* w, int64_t outChannels,
-                                              int64_t inChannels, int tile);
+KILN_INTERNAL_API NchwcWinogradWeights packNchwcWinogradWeights(const float* w, int64_t outChannels,
+                                                                int64_t inChannels, int tile);
 
 /// Scratch bytes nchwcWinogradConv needs for this shape (batch, channels and output size) on a
 /// pool of `threads` threads: one pass's transformed input, and each thread's products.
@@ -48,7 +49,8 @@ uint64_t nchwcWinogradWorkspaceBytes(const NchwcConvShape& shape,
 /// and a shape with a 3x3 kernel, stride 1 and dilation 1 (any padding and size), over the
 /// current thread pool, in args.scratch (nchwcWinogradWorkspaceBytes; null: a buffer of its
 /// own). Needs AVX-512 (nchwcWinogradTile is 0 without it).
-void nchwcWinogradConv(const NchwcConvArgs& args, const NchwcWinogradWeights& weights);
+KILN_INTERNAL_API void nchwcWinogradConv(const NchwcConvArgs& args,
+                                         const NchwcWinogradWeights& weights);
 
 namespace detail {
 void nchwcWinogradAvx512(const NchwcConvArgs& args, const NchwcWinogradWeights& weights);

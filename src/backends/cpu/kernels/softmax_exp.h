@@ -10,6 +10,7 @@
 
 #include "backends/cpu/cpu_isa.h"
 #include "backends/cpu/kernels/reduce_simd.h"
+#include "core/internal_api.h"
 
 namespace kiln::cpu {
 
@@ -150,8 +151,8 @@ inline void softmaxRowsOn(float* x, int64_t ld, const float* mask, int64_t maskL
   }
 }
 
-void softmaxRowsAvx512(float* x, int64_t ld, const float* mask, int64_t maskLd, int64_t rows,
-                       int64_t n);
+KILN_INTERNAL_API void softmaxRowsAvx512(float* x, int64_t ld, const float* mask, int64_t maskLd,
+                                         int64_t rows, int64_t n);
 
 }  // namespace detail
 

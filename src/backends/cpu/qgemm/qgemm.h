@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_isa.h"
+#include "core/internal_api.h"
 #include "kiln/tensor.h"
 
 namespace kiln::cpu {
@@ -34,7 +35,7 @@ struct QMatrixView {
 /// A constant operand (weights) packed for one ISA's micro-kernel, stored as s8 (u8 weights are
 /// stored -128), with the per-row (left) or per-column (right) sums of the stored values over K.
 /// Copies share the packed bytes (immutable).
-class PackedQMatrix {
+class KILN_INTERNAL_API PackedQMatrix {
  public:
   PackedQMatrix() = default;
   bool empty() const { return bytes_ == nullptr; }
@@ -77,8 +78,8 @@ class PackedQMatrix {
 };
 
 /// Packs weights (outer x depth) as the left or right operand of `isa`'s micro-kernel.
-PackedQMatrix packQWeights(QSide side, CpuIsa isa, int64_t outer, int64_t depth,
-                           const QMatrixView& src);
+KILN_INTERNAL_API PackedQMatrix packQWeights(QSide side, CpuIsa isa, int64_t outer, int64_t depth,
+                                             const QMatrixView& src);
 
 /// What becomes of the int32 result v (zero points and int32 bias already in it), per element.
 struct QGemmOutput {
@@ -117,12 +118,12 @@ struct QGemmProblem {
 
 /// Scratch bytes qgemm needs for an M x N x K problem with weights on `weightsSide`, on
 /// `threads` threads (packed activations and the per-call correction terms).
-uint64_t qgemmWorkspaceBytes(QSide weightsSide, CpuIsa isa, int64_t M, int64_t N, int64_t K,
-                             int threads);
+KILN_INTERNAL_API uint64_t qgemmWorkspaceBytes(QSide weightsSide, CpuIsa isa, int64_t M, int64_t N,
+                                               int64_t K, int threads);
 
 /// Runs the problem on the current thread pool; `workspace` holds qgemmWorkspaceBytes(...) bytes
 /// for the pool's size (64-byte aligned).
-void qgemm(const QGemmProblem& p, void* workspace);
+KILN_INTERNAL_API void qgemm(const QGemmProblem& p, void* workspace);
 
 /// The zero point as the packed operand sees it: s8 activations + 128, u8 weights - 128.
 inline int32_t qZeroPoint(int32_t zeroPoint, bool shiftedUp, bool shiftedDown) {
