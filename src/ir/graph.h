@@ -62,7 +62,7 @@ struct KILN_INTERNAL_API Node {
 
 /// Counts the copies of graphs made in this process (copy construction and assignment; moves do
 /// not count), so that tests can check that the runtime copies no graph once an engine is built.
-struct GraphCopyCounter {
+struct KILN_INTERNAL_API GraphCopyCounter {
   GraphCopyCounter() = default;
   GraphCopyCounter(const GraphCopyCounter&) { copies.fetch_add(1, std::memory_order_relaxed); }
   GraphCopyCounter(GraphCopyCounter&&) noexcept = default;
