@@ -9,6 +9,7 @@
 #include "backends/cpu/gemm/bf16_gemm.h"
 #include "backends/cpu/gemm/sgemm.h"
 #include "backends/cpu/thread_pool.h"
+#include "core/aligned_memory.h"
 #include "peak_fma.h"
 #include "random_data.h"
 
@@ -33,11 +34,14 @@ void BM_GemmPackedBByPrecision(benchmark::State& state) {
   const cpu::PackedMatrix f32 = bf16 ? cpu::PackedMatrix{} : cpu::packB(false, K, N, B.data(), N);
   const cpu::PackedBf16Matrix b16 =
       bf16 ? cpu::packBf16B(false, K, N, B.data(), N) : cpu::PackedBf16Matrix{};
+  ScratchFloats scratch;
+  void* ws = scratch.getBytes(bf16 ? cpu::bf16GemmWorkspaceBytes(b16, M)
+                                   : cpu::sgemmWorkspaceBytes(f32, M, cpu::poolThreads()));
   for (auto _ : state) {
     if (bf16) {
-      cpu::bf16GemmPacked(false, M, A.data(), K, b16, 0.0f, C.data(), N);
+      cpu::bf16GemmPacked(false, M, A.data(), K, b16, 0.0f, C.data(), N, ws);
     } else {
-      cpu::sgemmPacked(false, M, 1.0f, A.data(), K, f32, 0.0f, C.data(), N);
+      cpu::sgemmPacked(false, M, 1.0f, A.data(), K, f32, 0.0f, C.data(), N, ws);
     }
     benchmark::ClobberMemory();
   }

@@ -9,6 +9,7 @@
 #include "backends/cpu/gemm/sgemm.h"
 #include "backends/cpu/kernels/conv_winograd.h"
 #include "backends/cpu/thread_pool.h"
+#include "core/aligned_memory.h"
 #include "random_data.h"
 
 namespace kiln::bench {
@@ -43,8 +44,11 @@ void BM_Conv3x3Winograd(benchmark::State& state) {
   std::vector<float> y(static_cast<size_t>(c * hw * hw));
   const cpu::WinogradWeights filters = cpu::packWinogradFilters(w.data(), c, c);
   const ir::ConvGeometry g = same3x3(hw, hw);
+  ScratchFloats scratch;
+  void* ws = scratch.getBytes(
+      cpu::winogradWorkspaceBytes(g, c, c, filters.u[0].isa(), cpu::poolThreads()));
   for (auto _ : state) {
-    cpu::winogradConv2d(g, 1, c, hw, hw, c, x.data(), filters, y.data());
+    cpu::winogradConv2d(g, 1, c, hw, hw, c, x.data(), filters, y.data(), ws);
     benchmark::ClobberMemory();
   }
   setConvFlops(state, c, c, hw, hw);
@@ -58,9 +62,12 @@ void BM_Conv3x3Im2colGemm(benchmark::State& state) {
   std::vector<float> y(static_cast<size_t>(c * hw * hw)), col(static_cast<size_t>(c * 9 * hw * hw));
   const cpu::PackedMatrix packed = cpu::packA(false, c, c * 9, w.data(), c * 9);
   const ir::ConvGeometry g = same3x3(hw, hw);
+  ScratchFloats scratch;
+  void* ws = scratch.getBytes(cpu::sgemmWorkspaceBytes(packed, hw * hw, cpu::poolThreads()));
   for (auto _ : state) {
     cpu::im2col(x.data(), c, Shape{hw, hw}, Shape{hw, hw}, g, col.data());
-    cpu::sgemmPacked(packed, hw * hw, 1.0f, false, col.data(), hw * hw, 0.0f, y.data(), hw * hw);
+    cpu::sgemmPacked(packed, hw * hw, 1.0f, false, col.data(), hw * hw, 0.0f, y.data(), hw * hw,
+                     ws);
     benchmark::ClobberMemory();
   }
   setConvFlops(state, c, c, hw, hw);

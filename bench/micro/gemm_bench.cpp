@@ -8,6 +8,7 @@
 #include "backends/cpu/cpu_isa.h"
 #include "backends/cpu/gemm/sgemm.h"
 #include "backends/cpu/thread_pool.h"
+#include "core/aligned_memory.h"
 #include "random_data.h"
 
 namespace kiln::bench {
@@ -38,8 +39,10 @@ void BM_Sgemm(benchmark::State& state) {
   cpu::ThreadPoolScope scope(&pool);
   const std::vector<float> A = randomFloats(M * K, 1), B = randomFloats(K * N, 2);
   std::vector<float> C(static_cast<size_t>(M * N));
+  ScratchFloats scratch;
+  void* ws = scratch.getBytes(cpu::sgemmWorkspaceBytes(M, N, K, cpu::poolThreads()));
   for (auto _ : state) {
-    cpu::sgemm(false, false, M, N, K, 1.0f, A.data(), K, B.data(), N, 0.0f, C.data(), N);
+    cpu::sgemm(false, false, M, N, K, 1.0f, A.data(), K, B.data(), N, 0.0f, C.data(), N, ws);
     benchmark::ClobberMemory();
   }
   cpu::clearCpuIsaLimit();
@@ -59,8 +62,10 @@ void BM_SgemmPackedB(benchmark::State& state) {
   cpu::GemmEpilogue ep;
   ep.bias = bias.data();
   ep.activation.kind = cpu::ActivationKind::kRelu;
+  ScratchFloats scratch;
+  void* ws = scratch.getBytes(cpu::sgemmWorkspaceBytes(packed, M, cpu::poolThreads()));
   for (auto _ : state) {
-    cpu::sgemmPacked(false, M, 1.0f, A.data(), K, packed, 0.0f, C.data(), N, ep);
+    cpu::sgemmPacked(false, M, 1.0f, A.data(), K, packed, 0.0f, C.data(), N, ws, ep);
     benchmark::ClobberMemory();
   }
   cpu::clearCpuIsaLimit();
@@ -82,8 +87,10 @@ void BM_SgemmPackedA(benchmark::State& state) {
   ep.bias = bias.data();
   ep.biasPerRow = true;
   ep.activation.kind = cpu::ActivationKind::kRelu;
+  ScratchFloats scratch;
+  void* ws = scratch.getBytes(cpu::sgemmWorkspaceBytes(packed, N, cpu::poolThreads()));
   for (auto _ : state) {
-    cpu::sgemmPacked(packed, N, 1.0f, false, B.data(), N, 0.0f, C.data(), N, ep);
+    cpu::sgemmPacked(packed, N, 1.0f, false, B.data(), N, 0.0f, C.data(), N, ws, ep);
     benchmark::ClobberMemory();
   }
   cpu::clearCpuIsaLimit();

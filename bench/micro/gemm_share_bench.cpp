@@ -90,8 +90,10 @@ void BM_SgemmShareOfPeak(benchmark::State& state) {
   cpu::ThreadPool pool(static_cast<int>(state.range(0)));
   cpu::ThreadPoolScope scope(&pool);
   const std::shared_ptr<float> A = matrix(1), B = matrix(2), C = matrix(0);
+  ScratchFloats scratch;
+  void* ws = scratch.getBytes(cpu::sgemmWorkspaceBytes(kN, kN, kN, cpu::poolThreads()));
   measureShareOfPeak(state, pool, [&] {
-    cpu::sgemm(false, false, kN, kN, kN, 1.0f, A.get(), kN, B.get(), kN, 0.0f, C.get(), kN);
+    cpu::sgemm(false, false, kN, kN, kN, 1.0f, A.get(), kN, B.get(), kN, 0.0f, C.get(), kN, ws);
   });
 }
 BENCHMARK(BM_SgemmShareOfPeak)

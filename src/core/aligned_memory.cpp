@@ -34,6 +34,11 @@ std::shared_ptr<float> allocateSharedFloats(int64_t count) {
 
 ScratchFloats::~ScratchFloats() { std::free(data_); }
 
+void* ScratchFloats::getBytes(uint64_t bytes) {
+  if (bytes == 0) return nullptr;
+  return get(static_cast<int64_t>((bytes + sizeof(float) - 1) / sizeof(float)));
+}
+
 float* ScratchFloats::get(int64_t count) {
   if (count > capacity_) {
     std::free(data_);

@@ -16,6 +16,9 @@ namespace kiln {
 /// Buffers from this size up are 2 MiB aligned and advised for huge pages.
 constexpr size_t kHugePageBytes = size_t{2} << 20;
 
+/// Bytes rounded up to whole cache lines (64), so that slices of one buffer stay 64-byte aligned.
+constexpr uint64_t cacheLineBytes(uint64_t bytes) { return (bytes + 63) / 64 * 64; }
+
 /// `bytes` bytes (at least one cache line), 64-byte aligned, or 2 MiB aligned with huge pages
 /// advised from kHugePageBytes up. Free with std::free. nullptr when out of memory.
 KILN_INTERNAL_API void* allocateAligned(size_t bytes);
@@ -36,6 +39,9 @@ class KILN_INTERNAL_API ScratchFloats {
   ~ScratchFloats();
   /// At least `count` floats; throws std::bad_alloc when out of memory.
   float* get(int64_t count);
+  /// At least `bytes` bytes (a workspace sized in bytes, e.g. sgemmWorkspaceBytes, for a
+  /// product run outside a kernel); null for 0.
+  void* getBytes(uint64_t bytes);
 
  private:
   float* data_ = nullptr;

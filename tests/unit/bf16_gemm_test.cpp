@@ -15,6 +15,7 @@
 #include "backends/cpu/cpu_isa.h"
 #include "backends/cpu/gemm/bf16_gemm.h"
 #include "core/half.h"
+#include "guarded_workspace.h"
 #include "random_data.h"
 #include "scoped_threads.h"
 
@@ -113,7 +114,9 @@ void checkCase(const Case& c, std::mt19937& rng) {
     for (int64_t k = 0; k < c.K; ++k)
       for (int64_t j = 0; j < c.N; ++j) X[c.trans ? j * ldx + k : k * ldx + j] = B[k * c.N + j];
     const PackedBf16Matrix pa = packBf16A(false, c.M, c.K, A.data(), c.K);
-    bf16GemmPacked(pa, c.N, c.trans, X.data(), ldx, c.beta, C.data(), ldc, ep);
+    const kiln::testing::GuardedWorkspace ws(bf16GemmWorkspaceBytes(pa, c.N));
+    bf16GemmPacked(pa, c.N, c.trans, X.data(), ldx, c.beta, C.data(), ldc, ws.data(), ep);
+    ASSERT_TRUE(ws.intact()) << "wrote past bf16GemmWorkspaceBytes";
   } else {
     X.assign(static_cast<size_t>((c.trans ? c.K : c.M) * ldx), 0.0f);
     for (int64_t i = 0; i < c.M; ++i)
@@ -123,7 +126,9 @@ void checkCase(const Case& c, std::mt19937& rng) {
     for (int64_t k = 0; k < c.K; ++k)
       for (int64_t j = 0; j < c.N; ++j) Bt[j * c.K + k] = B[k * c.N + j];
     const PackedBf16Matrix pb = packBf16B(true, c.K, c.N, Bt.data(), c.K);
-    bf16GemmPacked(c.trans, c.M, X.data(), ldx, pb, c.beta, C.data(), ldc, ep);
+    const kiln::testing::GuardedWorkspace ws(bf16GemmWorkspaceBytes(pb, c.M));
+    bf16GemmPacked(c.trans, c.M, X.data(), ldx, pb, c.beta, C.data(), ldc, ws.data(), ep);
+    ASSERT_TRUE(ws.intact()) << "wrote past bf16GemmWorkspaceBytes";
   }
   const double u = std::ldexp(1.0, -8);
   const double relative = 2 * u + u * u + static_cast<double>(c.K + 3) * std::ldexp(1.0, -24);

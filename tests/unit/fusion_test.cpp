@@ -10,6 +10,7 @@
 #include "engine/executor.h"
 #include "graph_loading.h"
 #include "graph_runner.h"
+#include "guarded_workspace.h"
 #include "ir/node_attrs.h"
 #include "ir/op_schema.h"
 #include "model_builder.h"
@@ -306,8 +307,12 @@ TEST(ConvKernels, Winograd3x3MatchesADirectLoop) {
     geometry.output = {oh, ow};
     Tensor winograd = Tensor::fromVector(DataType::kFloat32, {1, t.oc, oh, ow},
                                          std::vector<float>(t.oc * oh * ow));
+    const kiln::testing::GuardedWorkspace ws(
+        cpu::winogradWorkspaceBytes(geometry, t.c, t.oc, cpu::activeCpuIsa(), cpu::poolThreads()));
     cpu::winogradConv2d(geometry, 1, t.c, t.h, t.w, t.oc, x.data(),
-                        cpu::packWinogradFilters(w.data(), t.oc, t.c), winograd.data<float>());
+                        cpu::packWinogradFilters(w.data(), t.oc, t.c), winograd.data<float>(),
+                        ws.data());
+    EXPECT_TRUE(ws.intact()) << "wrote past winogradWorkspaceBytes";
     expectClose(winograd, expected, 1e-4f);
   }
 }

@@ -13,6 +13,7 @@
 #include "backends/cpu/cpu_isa.h"
 #include "backends/cpu/gemm/sgemm.h"
 #include "backends/cpu/thread_pool.h"
+#include "guarded_workspace.h"
 #include "ir/op_schema.h"
 #include "kiln/session.h"
 #include "model_builder.h"
@@ -57,7 +58,11 @@ void checkCase(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float 
   std::vector<float> expected = C;
   naiveGemm(transA, transB, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta, expected.data(),
             ldc);
-  sgemm(transA, transB, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta, C.data(), ldc);
+  const kiln::testing::GuardedWorkspace ws(sgemmWorkspaceBytes(M, N, K, poolThreads()));
+  sgemm(transA, transB, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta, C.data(), ldc,
+        ws.data());
+  ASSERT_TRUE(ws.intact()) << "sgemm wrote past sgemmWorkspaceBytes for M=" << M << " N=" << N
+                           << " K=" << K;
   for (int64_t i = 0; i < M; ++i) {
     for (int64_t j = 0; j < N; ++j) {
       const float e = expected[i * ldc + j];
@@ -249,15 +254,22 @@ void checkPackedCase(bool transA, bool transB, int64_t M, int64_t N, int64_t K, 
     }
   };
   std::vector<float> C = initialC();
-  sgemmPacked(transA, M, alpha, A.data(), lda, packB(transB, K, N, B.data(), ldb), beta, C.data(),
-              ldc, ep);
+  const PackedMatrix pb = packB(transB, K, N, B.data(), ldb);
+  const kiln::testing::GuardedWorkspace wsB(sgemmWorkspaceBytes(pb, M, poolThreads()));
+  sgemmPacked(transA, M, alpha, A.data(), lda, pb, beta, C.data(), ldc, wsB.data(), ep);
+  ASSERT_TRUE(wsB.intact()) << "packB workspace overrun";
   compare(C, "packB");
   C = initialC();
-  sgemmPacked(packA(transA, M, K, A.data(), lda), N, alpha, transB, B.data(), ldb, beta, C.data(),
-              ldc, ep);
+  const PackedMatrix pa = packA(transA, M, K, A.data(), lda);
+  const kiln::testing::GuardedWorkspace wsA(sgemmWorkspaceBytes(pa, N, poolThreads()));
+  sgemmPacked(pa, N, alpha, transB, B.data(), ldb, beta, C.data(), ldc, wsA.data(), ep);
+  ASSERT_TRUE(wsA.intact()) << "packA workspace overrun";
   compare(C, "packA");
   C = initialC();
-  sgemm(transA, transB, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta, C.data(), ldc, ep);
+  const kiln::testing::GuardedWorkspace ws(sgemmWorkspaceBytes(M, N, K, poolThreads()));
+  sgemm(transA, transB, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta, C.data(), ldc,
+        ws.data(), ep);
+  ASSERT_TRUE(ws.intact()) << "sgemm+epilogue workspace overrun";
   compare(C, "sgemm+epilogue");
 }
 
@@ -332,7 +344,8 @@ TEST(SgemmPacked, KeepsTheIsaItWasPackedFor) {
   EXPECT_EQ(packed.cols(), N);
   ScopedCpuIsaLimit limit(CpuIsa::kAvx2);
   std::vector<float> C(M * N), expected(M * N);
-  sgemmPacked(false, M, 1.0f, A.data(), K, packed, 0.0f, C.data(), N);
+  const kiln::testing::GuardedWorkspace ws(sgemmWorkspaceBytes(packed, M, poolThreads()));
+  sgemmPacked(false, M, 1.0f, A.data(), K, packed, 0.0f, C.data(), N, ws.data());
   naiveGemm(false, false, M, N, K, 1.0f, A.data(), K, B.data(), N, 0.0f, expected.data(), N);
   for (int64_t i = 0; i < M * N; ++i) ASSERT_NEAR(C[i], expected[i], 1e-4f * std::sqrt(float(K)));
 }
@@ -343,13 +356,14 @@ TEST(SgemmPacked, EmptyDepthGivesTheEpilogueOfBetaC) {
   ep.bias = bias;
   ep.activation = {ActivationKind::kRelu, 0, 0};
   std::vector<float> C = {1.0f, 2.0f, 3.0f, 4.0f};
-  sgemm(false, false, 2, 2, 0, 1.0f, nullptr, 0, nullptr, 2, 2.0f, C.data(), 2, ep);
+  EXPECT_EQ(sgemmWorkspaceBytes(2, 2, 0, 1), 0u);
+  sgemm(false, false, 2, 2, 0, 1.0f, nullptr, 0, nullptr, 2, 2.0f, C.data(), 2, nullptr, ep);
   EXPECT_EQ(C, (std::vector<float>{3.0f, 0.0f, 7.0f, 0.0f}));
 }
 
 TEST(Sgemm, EmptyDepthScalesC) {
   std::vector<float> C = {1.0f, 2.0f, 3.0f, 4.0f};
-  sgemm(false, false, 2, 2, 0, 1.0f, nullptr, 0, nullptr, 2, 3.0f, C.data(), 2);
+  sgemm(false, false, 2, 2, 0, 1.0f, nullptr, 0, nullptr, 2, 3.0f, C.data(), 2, nullptr);
   EXPECT_EQ(C, (std::vector<float>{3.0f, 6.0f, 9.0f, 12.0f}));
 }
 
@@ -357,12 +371,14 @@ TEST(Sgemm, ReportsSpeedOn512Cube) {
   const int64_t n = 512;
   std::mt19937 rng(1);
   std::vector<float> A = randomMatrix(n * n, rng), B = randomMatrix(n * n, rng), C(n * n);
-  sgemm(false, false, n, n, n, 1.0f, A.data(), n, B.data(), n, 0.0f, C.data(), n);  // warm-up
+  ScratchFloats scratch;
+  void* ws = scratch.getBytes(sgemmWorkspaceBytes(n, n, n, 1));
+  sgemm(false, false, n, n, n, 1.0f, A.data(), n, B.data(), n, 0.0f, C.data(), n, ws);  // warm-up
   const int reps = 5;
   // CPU time rather than wall time: the figure stays meaningful on a loaded machine.
   const std::clock_t start = std::clock();
   for (int r = 0; r < reps; ++r)
-    sgemm(false, false, n, n, n, 1.0f, A.data(), n, B.data(), n, 0.0f, C.data(), n);
+    sgemm(false, false, n, n, n, 1.0f, A.data(), n, B.data(), n, 0.0f, C.data(), n, ws);
   const double seconds = static_cast<double>(std::clock() - start) / CLOCKS_PER_SEC;
   const double gflops = 2.0 * n * n * n * reps / seconds * 1e-9;
   std::printf("sgemm 512^3 single thread: %.1f GFLOP/s\n", gflops);

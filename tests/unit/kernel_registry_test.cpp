@@ -8,6 +8,7 @@
 #include <string>
 
 #include "backends/cpu/cpu_isa.h"
+#include "backends/cpu/gemm/sgemm.h"
 #include "backends/cpu/kernel_registry.h"
 #include "engine/executor.h"
 #include "engine_test_support.h"
@@ -202,31 +203,97 @@ std::unique_ptr<NetworkDefinition> convNetwork(ILogger& logger, int64_t ci, int6
   return network;
 }
 
+// The build's refusal when the pool limit is one byte below `need` (a workspace alone).
+void expectRefusedBelow(const NetworkDefinition& network, BuilderConfig config, uint64_t need) {
+  RecordingLogger logger;
+  config.setMemoryPoolLimit(need - 1);
+  auto refused = Builder(logger).buildSerializedNetwork(network, config);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("(" + std::to_string(need) + " bytes, the largest workspace " +
+                        std::to_string(need) +
+                        " bytes) at the profiles' max shapes, more than the workspace limit of"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("(" + std::to_string(need - 1) + " bytes)"));
+}
+
 TEST(KernelWorkspace, Im2colScratchIsPlannedAndAPoolLimitBelowItFailsWithTheNumbers) {
   RecordingLogger logger;
   // 32 -> 32 channels, 3x3, 16x16: im2col + GEMM, whose column buffer is 32 * 9 rows of 16 * 16
-  // floats.
+  // floats, followed by the GEMM's packing of those columns (W comes packed).
   const uint64_t columns = 32 * 9 * 16 * 16 * sizeof(float);
+  const cpu::PackedMatrix w = cpu::PackedMatrix::view(cpu::PackedMatrix::Side::kA,
+                                                      cpu::activeCpuIsa(), 32, 32 * 9, nullptr);
+  const uint64_t need = columns + cpu::sgemmWorkspaceBytes(w, 16 * 16, 2);
   auto network = convNetwork(logger, 32, 32, 16, 3);
   BuilderConfig config;
   config.setFlag(BuilderFlag::kDISABLE_NCHWC_LAYOUT);
   config.setBuilderOptimizationLevel(0);  // the heuristics' im2col + GEMM, whatever the timings say
+  config.setThreads(2);
   BuildReport report;
   auto plan = Builder(logger).buildSerializedNetwork(*network, config, &report);
   ASSERT_TRUE(plan.ok()) << plan.status().toString();
   EXPECT_THAT(logger.text(Severity::kVERBOSE), HasSubstr("kernel f32_conv_im2col_gemm_"));
   // X and Y are the caller's: the arena holds the workspace alone.
-  EXPECT_EQ(report.maxArenaBytes, columns);
+  EXPECT_GT(need, columns);
+  EXPECT_EQ(report.maxArenaBytes, need);
+  expectRefusedBelow(*network, config, need);
+}
 
-  config.setMemoryPoolLimit(columns - 1);
-  auto refused = Builder(logger).buildSerializedNetwork(*network, config);
-  ASSERT_FALSE(refused.ok());
-  EXPECT_THAT(
-      refused.status().message(),
-      HasSubstr("the activations and kernel workspaces need 0.28 MiB (" + std::to_string(columns) +
-                " bytes, the largest workspace " + std::to_string(columns) +
-                " bytes) at the profiles' max shapes, more than the workspace limit of 0.28 MiB (" +
-                std::to_string(columns - 1) + " bytes)"));
+// A MatMul against constant weights [K, N], A [M, K] a graph input: f32_matmul_packed_b.
+std::unique_ptr<NetworkDefinition> matMulNetwork(ILogger& logger, int64_t M, int64_t K, int64_t N) {
+  auto network = std::make_unique<NetworkDefinition>(logger);
+  ITensor* a = network->addInput("a", DataType::kFloat32, {M, K});
+  std::vector<float> b(static_cast<size_t>(K * N), 0.5f);
+  ILayer* weights = network->addConstant({K, N}, floatWeights(b));
+  ILayer* product = network->addMatrixMultiply(*a, MatrixOperation::kNONE, *weights->getOutput(0),
+                                               MatrixOperation::kNONE);
+  product->getOutput(0)->setName("y").ok();
+  network->markOutput(*product->getOutput(0)).ok();
+  return network;
+}
+
+// sgemm's packing buffers are the kernel's planned workspace (no thread_local scratch): the
+// arena is what sgemmWorkspaceBytes says for the layer's shapes and the planned threads, and a
+// pool limit below it fails the build naming the bytes.
+TEST(KernelWorkspace, GemmPackingIsPlannedAndAPoolLimitBelowItFailsWithTheNumbers) {
+  for (int threads : {1, 2}) {
+    SCOPED_TRACE("threads " + std::to_string(threads));
+    RecordingLogger logger;
+    const int64_t M = 300, K = 256, N = 40;  // rows of A split over the threads, B packed
+    auto network = matMulNetwork(logger, M, K, N);
+    BuilderConfig config;
+    config.setBuilderOptimizationLevel(0);
+    config.setThreads(threads);
+    BuildReport report;
+    auto plan = Builder(logger).buildSerializedNetwork(*network, config, &report);
+    ASSERT_TRUE(plan.ok()) << plan.status().toString();
+    auto engine = Runtime(logger).deserializeEngine(plan->data(), plan->size());
+    ASSERT_TRUE(engine.ok()) << engine.status().toString();
+    const LayerInfo& layer = (*engine)->getLayerInfo(0);
+    EXPECT_EQ(layer.kernel,
+              "f32_matmul_packed_b_" + std::string(cpu::cpuIsaName(cpu::activeCpuIsa())));
+    const cpu::PackedMatrix b =
+        cpu::PackedMatrix::view(cpu::PackedMatrix::Side::kB, cpu::activeCpuIsa(), K, N, nullptr);
+    const uint64_t need = cpu::sgemmWorkspaceBytes(b, M, threads);
+    EXPECT_GT(need, 0u);
+    EXPECT_EQ(report.maxArenaBytes, need);
+    if (threads == 2) EXPECT_GT(need, cpu::sgemmWorkspaceBytes(b, M, 1));  // a slot per thread
+    expectRefusedBelow(*network, config, need);
+    // And it runs in that workspace: every output is 0.5 * sum(a row).
+    auto context = (*engine)->createExecutionContext();
+    ASSERT_TRUE(context.ok());
+    Tensor a(DataType::kFloat32, {M, K});
+    for (int64_t i = 0; i < a.numel(); ++i) a.data<float>()[i] = static_cast<float>(i % 7);
+    ASSERT_TRUE((*context)->setInputTensor("a", a).ok());
+    ASSERT_TRUE((*context)->execute().ok());
+    auto out = (*context)->getOutputTensor("y");
+    ASSERT_TRUE(out.ok());
+    for (int64_t r : {int64_t{0}, M / 2, M - 1}) {
+      double sum = 0;
+      for (int64_t k = 0; k < K; ++k) sum += static_cast<double>((r * K + k) % 7);
+      EXPECT_NEAR(out->data<float>()[r * N + N - 1], 0.5 * sum, 1e-3) << "row " << r;
+    }
+  }
 }
 
 TEST(KernelWorkspace, ExecutorRecordsTheChosenKernelsAndPlansTheirWorkspaces) {

@@ -13,6 +13,7 @@
 #include "activation_reference.h"
 #include "backends/cpu/gemm/sgemm.h"
 #include "backends/cpu/thread_pool.h"
+#include "guarded_workspace.h"
 #include "random_data.h"
 
 namespace kiln::cpu {
@@ -93,8 +94,10 @@ TEST_P(Sgemv, MatchesReferenceGemm) {
         c.beta == 0.0f ? std::vector<float>(c.M * c.N, std::numeric_limits<float>::quiet_NaN())
                        : randomFloats(c.M * c.N, 3);
     std::vector<float> got = c0;
+    const kiln::testing::GuardedWorkspace ws(sgemmWorkspaceBytes(c.M, c.N, c.K, poolThreads()));
     sgemm(c.transA, c.transB, c.M, c.N, c.K, c.alpha, a.data(), c.transA ? c.M : c.K, b.data(),
-          c.transB ? c.K : c.N, c.beta, got.data(), c.N);
+          c.transB ? c.K : c.N, c.beta, got.data(), c.N, ws.data());
+    ASSERT_TRUE(ws.intact()) << "wrote past sgemmWorkspaceBytes";
     const std::vector<float> zero(c.M * c.N, 0.0f);
     expectClose(got, expected(c, a, b, c.beta == 0.0f ? zero : c0, GemmEpilogue{}), c.K);
   }
@@ -117,8 +120,10 @@ TEST_P(Sgemv, EpilogueBiasAndActivation) {
       ep.biasPerRow = c.N == 1;
       ep.activation.kind = kind;
       std::vector<float> got = c0;
+      const kiln::testing::GuardedWorkspace ws(sgemmWorkspaceBytes(c.M, c.N, c.K, poolThreads()));
       sgemm(c.transA, c.transB, c.M, c.N, c.K, c.alpha, a.data(), c.transA ? c.M : c.K, b.data(),
-            c.transB ? c.K : c.N, c.beta, got.data(), c.N, ep);
+            c.transB ? c.K : c.N, c.beta, got.data(), c.N, ws.data(), ep);
+      ASSERT_TRUE(ws.intact()) << "wrote past sgemmWorkspaceBytes";
       expectClose(got,
                   expected(c, a, b, c.beta == 0.0f ? std::vector<float>(c0.size(), 0.0f) : c0, ep),
                   c.K);
@@ -147,8 +152,10 @@ TEST_P(Sgemv, PackedWeightsOneRow) {
         ep.activation.kind = ActivationKind::kRelu;
         std::vector<float> got = c0;
         // lda: A is 1 x K (stride K) or, transposed, K x 1 (stride 1).
+        const kiln::testing::GuardedWorkspace ws(sgemmWorkspaceBytes(packed, 1, poolThreads()));
         sgemmPacked(transA, 1, c.alpha, a.data(), transA ? 1 : k, packed, c.beta, got.data(), n,
-                    ep);
+                    ws.data(), ep);
+        ASSERT_TRUE(ws.intact()) << "wrote past sgemmWorkspaceBytes";
         expectClose(got, expected(c, a, b, c.beta == 0.0f ? std::vector<float>(n, 0.0f) : c0, ep),
                     k);
       }

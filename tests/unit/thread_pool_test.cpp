@@ -13,6 +13,7 @@
 
 #include "backends/cpu/gemm/sgemm.h"
 #include "backends/cpu/thread_pool.h"
+#include "guarded_workspace.h"
 #include "kiln/error.h"
 
 namespace kiln::cpu {
@@ -160,10 +161,17 @@ TEST(ThreadPool, SgemmSplitAcrossThreadsMatchesOneThread) {
     std::vector<float> A(M * K), B(K * N), serial(M * N), parallel(M * N);
     for (float& v : A) v = dist(rng);
     for (float& v : B) v = dist(rng);
-    sgemm(false, false, M, N, K, 1.0f, A.data(), K, B.data(), N, 0.0f, serial.data(), N);
+    const kiln::testing::GuardedWorkspace one(sgemmWorkspaceBytes(M, N, K, 1));
+    sgemm(false, false, M, N, K, 1.0f, A.data(), K, B.data(), N, 0.0f, serial.data(), N,
+          one.data());
     ThreadPool pool(3);
     ThreadPoolScope scope(&pool);
-    sgemm(false, false, M, N, K, 1.0f, A.data(), K, B.data(), N, 0.0f, parallel.data(), N);
+    // Each thread packs into its own slot of a workspace sized for three.
+    const kiln::testing::GuardedWorkspace three(sgemmWorkspaceBytes(M, N, K, 3));
+    EXPECT_GT(sgemmWorkspaceBytes(M, N, K, 3), sgemmWorkspaceBytes(M, N, K, 1));
+    sgemm(false, false, M, N, K, 1.0f, A.data(), K, B.data(), N, 0.0f, parallel.data(), N,
+          three.data());
+    EXPECT_TRUE(one.intact() && three.intact()) << M << "x" << N << "x" << K;
     EXPECT_EQ(serial, parallel) << M << "x" << N << "x" << K;
   }
 }

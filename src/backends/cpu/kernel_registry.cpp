@@ -95,13 +95,22 @@ void KernelRegistry::addCandidate(const std::string& domain, const std::string& 
 
 void KernelRegistry::addGeneric(const std::string& domain, const std::string& opType,
                                 KernelFactory factory, KernelMemoryRules rules) {
+  addGenericKernel(
+      domain, opType,
+      [factory = std::move(factory)](const KernelCreateInfo& info) {
+        return Kernel{factory(info), {}, {}};
+      },
+      std::move(rules));
+}
+
+void KernelRegistry::addGenericKernel(const std::string& domain, const std::string& opType,
+                                      std::function<Kernel(const KernelCreateInfo&)> create,
+                                      KernelMemoryRules rules) {
   KernelCandidate c;
   // ONNX Runtime's contrib ops share names with ONNX ops (Gelu, Attention): "ms_" keeps ids apart.
   c.id =
       "any_" + std::string(domain == "com.microsoft" ? "ms_" : "") + snakeCase(opType) + "_generic";
-  c.create = [factory = std::move(factory)](const KernelCreateInfo& info) {
-    return Kernel{factory(info), {}, {}};
-  };
+  c.create = std::move(create);
   c.memory = std::move(rules);
   addCandidate(domain, opType, DataType::kUndefined, std::move(c));
 }

@@ -107,6 +107,10 @@ class KILN_INTERNAL_API KernelRegistry {
   /// (domain, opType) for any dtype.
   void addGeneric(const std::string& domain, const std::string& opType, KernelFactory factory,
                   KernelMemoryRules rules);
+  /// The same for a factory that makes the whole Kernel (its workspace, ...).
+  void addGenericKernel(const std::string& domain, const std::string& opType,
+                        std::function<Kernel(const KernelCreateInfo&)> create,
+                        KernelMemoryRules rules = {});
 
   /// The first candidate that supports the node and that the heuristics prefer (prefers()), with
   /// the reasons of those before it; chosen is null when every candidate declines (or the op has

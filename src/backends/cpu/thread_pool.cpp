@@ -185,6 +185,25 @@ ThreadPoolScope::~ThreadPoolScope() {
   tlsPool = previous_;
 }
 
+int poolThreads() {
+  const ThreadPool* pool = currentThreadPool();
+  return pool ? pool->size() : 1;
+}
+
+void forEachThreadPart(int64_t items, int threads,
+                       const std::function<void(int64_t, int64_t, int64_t)>& fn) {
+  ThreadPool* pool = currentThreadPool();
+  const int64_t parts = std::min<int64_t>(threads, items);
+  if (pool && parts > 1) {
+    pool->parallelFor(parts, [&](int64_t p0, int64_t p1) {
+      for (int64_t part = p0; part < p1; ++part)
+        fn(part, part * items / parts, (part + 1) * items / parts);
+    });
+  } else {
+    fn(0, 0, items);
+  }
+}
+
 void parallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
   if (ThreadPool* pool = currentThreadPool()) {
     pool->parallelFor(n, fn);

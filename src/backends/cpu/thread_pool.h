@@ -78,6 +78,15 @@ class KILN_INTERNAL_API ThreadPoolScope {
   ThreadPool* previous_;
 };
 
+/// Threads of the current pool (1 without one): what kernels size their per-thread scratch for.
+KILN_INTERNAL_API int poolThreads();
+
+/// Splits [0, items) into min(threads, items) equal contiguous parts and calls fn(part, begin,
+/// end) for each, over the current pool when there is more than one part: `part` indexes the
+/// caller's per-thread scratch (sized for `threads`, normally poolThreads()).
+KILN_INTERNAL_API void forEachThreadPart(int64_t items, int threads,
+                                         const std::function<void(int64_t, int64_t, int64_t)>& fn);
+
 /// Splits [0, n) over the current pool when there is one and the work is worth it.
 KILN_INTERNAL_API void parallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
 

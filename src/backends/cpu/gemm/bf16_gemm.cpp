@@ -181,8 +181,6 @@ void packRuntime(const Layout& l, bool isA, bool trans, const float* X, int64_t 
   });
 }
 
-thread_local ScratchFloats tlsPackedOperand;  // the run-time operand's packing (32-bit words)
-
 // beta other than 0 and 1 applied to C beforehand; returns whether C is then accumulated into.
 bool applyBeta(int64_t M, int64_t N, float beta, float* C, int64_t ldc) {
   if (beta == 0.0f) return false;
@@ -258,8 +256,16 @@ PackedBf16Matrix packBf16B(bool transB, int64_t K, int64_t N, const float* B, in
   return packBf16(PackedBf16Matrix::Side::kB, transB, N, K, B, ldb);
 }
 
+uint64_t bf16GemmWorkspaceBytes(const PackedBf16Matrix& packed, int64_t other) {
+  const bool packedB = packed.side() == PackedBf16Matrix::Side::kB;
+  const int64_t K = packedB ? packed.rows() : packed.cols();
+  const Layout runtime(other, K, packed.depthBlock(), packedB ? kMr : kNr);
+  return static_cast<uint64_t>(runtime.words()) * sizeof(uint32_t);
+}
+
 void bf16GemmPacked(bool transA, int64_t M, const float* A, int64_t lda, const PackedBf16Matrix& B,
-                    float beta, float* C, int64_t ldc, const GemmEpilogue& epilogue) {
+                    float beta, float* C, int64_t ldc, void* workspace,
+                    const GemmEpilogue& epilogue) {
   const int64_t K = B.rows(), N = B.cols();
   const GemmEpilogue* ep = epilogue.empty() ? nullptr : &epilogue;
   if (handleDegenerate(M, N, K, beta, C, ldc, ep)) return;
@@ -273,14 +279,15 @@ void bf16GemmPacked(bool transA, int64_t M, const float* A, int64_t lda, const P
             ldc,
             applyBeta(M, N, beta, C, ldc),
             ep};
-  auto* packedA = reinterpret_cast<uint32_t*>(tlsPackedOperand.get(p.la.words()));
+  auto* packedA = static_cast<uint32_t*>(workspace);
   packRuntime(p.la, true, transA, A, lda, packedA);
   p.a = packedA;
   multiply(p);
 }
 
 void bf16GemmPacked(const PackedBf16Matrix& A, int64_t N, bool transB, const float* B, int64_t ldb,
-                    float beta, float* C, int64_t ldc, const GemmEpilogue& epilogue) {
+                    float beta, float* C, int64_t ldc, void* workspace,
+                    const GemmEpilogue& epilogue) {
   const int64_t M = A.rows(), K = A.cols();
   const GemmEpilogue* ep = epilogue.empty() ? nullptr : &epilogue;
   if (handleDegenerate(M, N, K, beta, C, ldc, ep)) return;
@@ -294,7 +301,7 @@ void bf16GemmPacked(const PackedBf16Matrix& A, int64_t N, bool transB, const flo
             ldc,
             applyBeta(M, N, beta, C, ldc),
             ep};
-  auto* packedB = reinterpret_cast<uint32_t*>(tlsPackedOperand.get(p.lb.words()));
+  auto* packedB = static_cast<uint32_t*>(workspace);
   packRuntime(p.lb, false, transB, B, ldb, packedB);
   p.b = packedB;
   multiply(p);

@@ -62,14 +62,21 @@ KILN_INTERNAL_API PackedBf16Matrix packBf16A(bool transA, int64_t M, int64_t K, 
 KILN_INTERNAL_API PackedBf16Matrix packBf16B(bool transB, int64_t K, int64_t N, const float* B,
                                              int64_t ldb);
 
+/// Scratch bytes bf16GemmPacked needs with `packed` as one operand (the other one packed whole):
+/// `other` is M (rows of A) for a packed B, N (columns of B) for a packed A.
+KILN_INTERNAL_API uint64_t bf16GemmWorkspaceBytes(const PackedBf16Matrix& packed, int64_t other);
+
 /// C = epilogue(op(A) * B + beta * C), A float32 rounded to BF16 while packed; M x N x K with
 /// K == B.rows(), N == B.cols(). When beta == 0, C is not read. Runs on the current thread pool.
+/// `workspace`: bf16GemmWorkspaceBytes(B, M) bytes, 64-byte aligned.
 KILN_INTERNAL_API void bf16GemmPacked(bool transA, int64_t M, const float* A, int64_t lda,
                                       const PackedBf16Matrix& B, float beta, float* C, int64_t ldc,
-                                      const GemmEpilogue& epilogue = {});
+                                      void* workspace, const GemmEpilogue& epilogue = {});
 /// C = epilogue(A * op(B) + beta * C) with A packed; M == A.rows(), K == A.cols().
+/// `workspace`: bf16GemmWorkspaceBytes(A, N) bytes.
 KILN_INTERNAL_API void bf16GemmPacked(const PackedBf16Matrix& A, int64_t N, bool transB,
                                       const float* B, int64_t ldb, float beta, float* C,
-                                      int64_t ldc, const GemmEpilogue& epilogue = {});
+                                      int64_t ldc, void* workspace,
+                                      const GemmEpilogue& epilogue = {});
 
 }  // namespace kiln::cpu

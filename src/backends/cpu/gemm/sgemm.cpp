@@ -201,9 +201,6 @@ struct Problem {
   int64_t row0 = 0, col0 = 0;  // where this block of C sits in the whole C (epilogue indexing)
 };
 
-// Per-thread packing buffers (64-byte aligned: each packed strip row starts on a cache line).
-thread_local ScratchFloats tlsPackedA, tlsPackedB, tlsSharedB;
-
 // The A side of the loop nest for one kc x nc panel of op(B): C[:, j0:j0+nc] (+)= op(A)[:,
 // k0:k0+kc] times the panel, whose strip for column js of the panel is bStrip(js); the epilogue
 // follows the last depth block. A is packed mc rows at a time into packedA unless it comes
@@ -257,18 +254,25 @@ void multiplyPanel(const Problem& p, float* packedA, int64_t j0, int64_t nc, int
   }
 }
 
-float* aBufferFor(const Problem& p) {
-  if (p.a.packed) return nullptr;
-  return tlsPackedA.get(std::min(p.ki->mc, roundUp(p.M, p.ki->mr)) * std::min(p.ki->kc, p.K));
+// Floats rounded up to whole cache lines, so that each scratch buffer starts 64-byte aligned.
+int64_t lineFloats(int64_t floats) { return roundUp(floats, 16); }
+
+// The scratch of one thread's blockedGemm: an mc x kc block of A (unless A comes packed), then a
+// kc x nc panel of B (unless B comes packed), for a product of at most M x N x K.
+int64_t aBlockFloats(const SgemmKernelInfo& ki, int64_t M, int64_t K) {
+  return lineFloats(std::min(ki.mc, roundUp(M, ki.mr)) * std::min(ki.kc, K));
+}
+int64_t bPanelFloats(const SgemmKernelInfo& ki, int64_t N, int64_t K) {
+  return lineFloats(std::min(ki.nc, roundUp(N, ki.nr)) * std::min(ki.kc, K));
 }
 
-// The single-threaded Goto loop nest over one block of C.
-void blockedGemm(const Problem& p) {
+// The single-threaded Goto loop nest over one block of C, packing into `scratch` (the A block at
+// its start, then the B panel: slotFloats of Layout).
+void blockedGemm(const Problem& p, float* scratch) {
   const SgemmKernelInfo& ki = *p.ki;
   const int64_t nr = ki.nr;
-  const int64_t kcMax = std::min(ki.kc, p.K);
-  float* packedB = p.b.packed ? nullptr : tlsPackedB.get(std::min(ki.nc, roundUp(p.N, nr)) * kcMax);
-  float* packedA = aBufferFor(p);
+  float* packedA = p.a.packed ? nullptr : scratch;
+  float* packedB = p.b.packed ? nullptr : scratch + (p.a.packed ? 0 : aBlockFloats(ki, p.M, p.K));
   // A packed on the fly carries alpha; with A pre-packed, B does.
   const float alphaB = p.a.packed ? p.alpha : 1.0f;
   for (int64_t j0 = 0; j0 < p.N; j0 += ki.nc) {
@@ -286,6 +290,70 @@ void blockedGemm(const Problem& p) {
   }
 }
 
+void scaleC(int64_t M, int64_t N, float beta, float* C, int64_t ldc) {
+  for (int64_t i = 0; i < M; ++i) {
+    float* row = C + i * ldc;
+    if (beta == 0.0f) {
+      std::fill(row, row + N, 0.0f);
+    } else {
+      for (int64_t j = 0; j < N; ++j) row[j] *= beta;
+    }
+  }
+}
+
+constexpr int64_t kMinParallelWork = int64_t{1} << 18;  // M*N*K below which one thread is faster
+
+// op(B) up to this many floats (padded) is packed whole for a row split (sharedPackedBGemm): 4 MiB.
+constexpr int64_t kMaxSharedPackedB = int64_t{1} << 20;
+
+// How a product is split over the threads, and the scratch that takes: `parts` slots of
+// slotFloats (each part's own A block and B panel), after sharedFloats of B packing they share.
+struct Layout {
+  enum class Split {
+    kSerial,         // one thread, blockedGemm
+    kColumns,        // C split by column tiles, each part packs its own B
+    kRows,           // C split by row tiles, each part packs its own A (and B unless pre-packed)
+    kSharedPackedB,  // both plain, C split by rows: all of op(B) packed together, then rows
+    kSharedPanel,    // the same with op(B) too large: each kc x nc panel packed together
+  };
+  Split split = Split::kSerial;
+  int64_t parts = 1;
+  int64_t slotFloats = 0;
+  int64_t sharedFloats = 0;
+
+  int64_t totalFloats() const { return sharedFloats + parts * slotFloats; }
+};
+
+// The split runBlocked makes of an M x N x K product (no dimension 0) on `threads` threads.
+Layout layoutOf(const SgemmKernelInfo& ki, int64_t M, int64_t N, int64_t K, bool aPacked,
+                bool bPacked, int threads) {
+  const int64_t mTiles = (M + ki.mr - 1) / ki.mr, nTiles = (N + ki.nr - 1) / ki.nr;
+  const int64_t aFloats = aPacked ? 0 : aBlockFloats(ki, M, K);
+  const int64_t bFloats = bPacked ? 0 : bPanelFloats(ki, N, K);
+  Layout l;
+  l.slotFloats = aFloats + bFloats;
+  if (threads <= 1 || M * N * K < kMinParallelWork || std::max(mTiles, nTiles) < 2) return l;
+  if (!aPacked && !bPacked && mTiles > nTiles) {
+    l.slotFloats = aFloats;
+    if (roundUp(N, ki.nr) * K <= kMaxSharedPackedB) {
+      l.split = Layout::Split::kSharedPackedB;
+      l.sharedFloats = lineFloats(roundUp(N, ki.nr) * K);
+      l.parts = std::min<int64_t>(threads, M);
+    } else {
+      l.split = Layout::Split::kSharedPanel;
+      l.sharedFloats = bFloats;
+      l.parts = std::min<int64_t>(threads, mTiles);
+    }
+  } else if (nTiles >= mTiles) {
+    l.split = Layout::Split::kColumns;
+    l.parts = std::min<int64_t>(threads, nTiles);
+  } else {
+    l.split = Layout::Split::kRows;
+    l.parts = std::min<int64_t>(threads, mTiles);
+  }
+  return l;
+}
+
 // The part of p covering rows [i0, i1) of C (i0 a multiple of mr when A is pre-packed).
 Problem rowRange(const Problem& p, int64_t i0, int64_t i1) {
   Problem part = p;
@@ -301,13 +369,25 @@ Problem rowTiles(const Problem& p, int64_t t0, int64_t t1) {
   return rowRange(p, t0 * p.ki->mr, t1 * p.ki->mr);
 }
 
+// The part of p covering column tiles [t0, t1) of C.
+Problem columnTiles(const Problem& p, int64_t t0, int64_t t1) {
+  Problem part = p;
+  const int64_t j0 = t0 * p.ki->nr;
+  part.N = std::min(p.N, t1 * p.ki->nr) - j0;
+  part.b = p.b.shifted(j0, false);
+  part.C = p.C + j0;
+  part.col0 = p.col0 + j0;
+  return part;
+}
+
 // C split over rows with neither operand pre-packed: rather than every thread packing the same
 // B panel, the threads pack each kc x nc panel together (a share of its strips each), then each
 // multiplies its own rows of A by the whole panel. Two pool rounds per panel.
-void sharedPanelGemm(const Problem& p, ThreadPool& pool) {
+void sharedPanelGemm(const Problem& p, const Layout& l, float* scratch, ThreadPool& pool) {
   const SgemmKernelInfo& ki = *p.ki;
   const int64_t mr = ki.mr, nr = ki.nr;
-  float* panel = tlsSharedB.get(std::min(ki.nc, roundUp(p.N, nr)) * std::min(ki.kc, p.K));
+  float* panel = scratch;
+  float* slots = scratch + l.sharedFloats;
   const int64_t mTiles = (p.M + mr - 1) / mr;
   for (int64_t j0 = 0; j0 < p.N; j0 += ki.nc) {
     const int64_t nc = std::min(ki.nc, p.N - j0);
@@ -319,27 +399,24 @@ void sharedPanelGemm(const Problem& p, ThreadPool& pool) {
         packBStrips(nr, p.b.trans, p.b.data, p.b.ld, k0, kc, j0 + first, last - first, 1.0f,
                     panel + first * kc);
       });
-      pool.parallelFor(mTiles, [&](int64_t t0, int64_t t1) {
-        const Problem part = rowTiles(p, t0, t1);
-        multiplyPanel(part, aBufferFor(part), j0, nc, k0, kc,
-                      [&](int64_t js) { return panel + js * kc; });
-      });
+      forEachThreadPart(mTiles, static_cast<int>(l.parts),
+                        [&](int64_t part, int64_t t0, int64_t t1) {
+                          multiplyPanel(rowTiles(p, t0, t1), slots + part * l.slotFloats, j0, nc,
+                                        k0, kc, [&](int64_t js) { return panel + js * kc; });
+                        });
     }
   }
 }
-
-// op(B) up to this many floats (padded) is packed whole for a row split (sharedPackedBGemm): 4 MiB.
-constexpr int64_t kMaxSharedPackedB = int64_t{1} << 20;
 
 // C split over rows with neither operand pre-packed and op(B) small enough: the threads pack all
 // of op(B) together (a share of its strips each, in PackedMatrix's layout), then each multiplies
 // its own rows by it as by a pre-packed B. Two pool rounds in all, where sharedPanelGemm takes two
 // per kc x nc panel: fewer joins, and one thread's stall is not added up panel after panel.
-void sharedPackedBGemm(const Problem& p, ThreadPool& pool) {
+void sharedPackedBGemm(const Problem& p, const Layout& l, float* scratch, ThreadPool& pool) {
   const SgemmKernelInfo& ki = *p.ki;
   const int64_t nr = ki.nr;
   const int64_t padded = roundUp(p.N, nr);
-  float* packed = tlsSharedB.get(padded * p.K);
+  float* packed = scratch;
   pool.parallelFor(padded / nr, [&](int64_t s0, int64_t s1) {
     const int64_t first = s0 * nr, last = std::min(p.N, s1 * nr);
     for (int64_t k0 = 0; k0 < p.K; k0 += ki.kc) {
@@ -354,57 +431,38 @@ void sharedPackedBGemm(const Problem& p, ThreadPool& pool) {
   q.b.padded = padded;
   // A is packed per thread, so the threads' rows need not be whole tiles: equal shares of rows
   // (1024 rows on 2 threads: 512 each, where whole tiles of 14 would give 518 and 506).
-  pool.parallelFor(p.M, [&](int64_t i0, int64_t i1) { blockedGemm(rowRange(q, i0, i1)); });
+  float* slots = scratch + l.sharedFloats;
+  forEachThreadPart(p.M, static_cast<int>(l.parts), [&](int64_t part, int64_t i0, int64_t i1) {
+    blockedGemm(rowRange(q, i0, i1), slots + part * l.slotFloats);
+  });
 }
 
-void scaleC(int64_t M, int64_t N, float beta, float* C, int64_t ldc) {
-  for (int64_t i = 0; i < M; ++i) {
-    float* row = C + i * ldc;
-    if (beta == 0.0f) {
-      std::fill(row, row + N, 0.0f);
-    } else {
-      for (int64_t j = 0; j < N; ++j) row[j] *= beta;
-    }
-  }
-}
-
-constexpr int64_t kMinParallelWork = int64_t{1} << 18;  // M*N*K below which one thread is faster
-
-// Applies beta, then splits C over the current pool into blocks of whole micro-tiles along the
-// dimension with more tiles; each thread packs its own panels, except that B panels are packed
-// together when both operands are plain and C is split over rows (sharedPackedBGemm, or
-// sharedPanelGemm for a large op(B)).
-void runBlocked(Problem p) {
+// Applies beta, then runs the split layoutOf chose, packing into `scratch` (the Layout's floats).
+void runBlocked(Problem p, float* scratch) {
   if (p.beta != 0.0f && p.beta != 1.0f) {
     scaleC(p.M, p.N, p.beta, p.C, p.ldc);
     p.beta = 1.0f;
   }
-  const int64_t mr = p.ki->mr, nr = p.ki->nr;
-  const int64_t mTiles = (p.M + mr - 1) / mr, nTiles = (p.N + nr - 1) / nr;
   ThreadPool* pool = currentThreadPool();
-  if (!pool || pool->size() == 1 || p.M * p.N * p.K < kMinParallelWork ||
-      std::max(mTiles, nTiles) < 2) {
-    blockedGemm(p);
-    return;
-  }
-  if (!p.a.packed && !p.b.packed && mTiles > nTiles) {
-    if (roundUp(p.N, nr) * p.K <= kMaxSharedPackedB) {
-      sharedPackedBGemm(p, *pool);
-    } else {
-      sharedPanelGemm(p, *pool);
-    }
-  } else if (nTiles >= mTiles) {
-    pool->parallelFor(nTiles, [&](int64_t t0, int64_t t1) {
-      Problem part = p;
-      const int64_t j0 = t0 * nr;
-      part.N = std::min(p.N, t1 * nr) - j0;
-      part.b = p.b.shifted(j0, false);
-      part.C = p.C + j0;
-      part.col0 = p.col0 + j0;
-      blockedGemm(part);
-    });
-  } else {
-    pool->parallelFor(mTiles, [&](int64_t t0, int64_t t1) { blockedGemm(rowTiles(p, t0, t1)); });
+  const Layout l =
+      layoutOf(*p.ki, p.M, p.N, p.K, p.a.packed != nullptr, p.b.packed != nullptr, poolThreads());
+  const int64_t mTiles = (p.M + p.ki->mr - 1) / p.ki->mr, nTiles = (p.N + p.ki->nr - 1) / p.ki->nr;
+  const int parts = static_cast<int>(l.parts);
+  switch (l.split) {
+    case Layout::Split::kSerial:
+      return blockedGemm(p, scratch);
+    case Layout::Split::kSharedPackedB:
+      return sharedPackedBGemm(p, l, scratch, *pool);
+    case Layout::Split::kSharedPanel:
+      return sharedPanelGemm(p, l, scratch, *pool);
+    case Layout::Split::kColumns:
+      return forEachThreadPart(nTiles, parts, [&](int64_t part, int64_t t0, int64_t t1) {
+        blockedGemm(columnTiles(p, t0, t1), scratch + part * l.slotFloats);
+      });
+    case Layout::Split::kRows:
+      return forEachThreadPart(mTiles, parts, [&](int64_t part, int64_t t0, int64_t t1) {
+        blockedGemm(rowTiles(p, t0, t1), scratch + part * l.slotFloats);
+      });
   }
 }
 
@@ -420,34 +478,50 @@ bool handleDegenerate(int64_t M, int64_t N, int64_t K, float alpha, float beta, 
 
 void sgemmImpl(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha,
                const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
-               int64_t ldc, const GemmEpilogue* ep) {
+               int64_t ldc, float* scratch, const GemmEpilogue* ep) {
   if (handleDegenerate(M, N, K, alpha, beta, C, ldc, ep)) return;
   // Matrix-vector products: packing would cost as much as the arithmetic.
   if (M == 1) {  // row vector times op(B): C^T = op(B)^T a
-    detail::sgemv(N, K, alpha, B, ldb, transB, A, transA ? lda : 1, beta, C, 1, ep, true);
+    detail::sgemv(N, K, alpha, B, ldb, transB, A, transA ? lda : 1, beta, C, 1, ep, true, scratch);
     return;
   }
   if (N == 1) {  // op(A) times a column vector
-    detail::sgemv(M, K, alpha, A, lda, !transA, B, transB ? 1 : ldb, beta, C, ldc, ep, false);
+    detail::sgemv(M, K, alpha, A, lda, !transA, B, transB ? 1 : ldb, beta, C, ldc, ep, false,
+                  scratch);
     return;
   }
   Problem p{&sgemmKernelFor(activeCpuIsa()), M,    N, K,   alpha, Operand{A, lda, transA},
             Operand{B, ldb, transB},         beta, C, ldc, ep};
-  runBlocked(p);
+  runBlocked(p, scratch);
 }
+
+uint64_t floatBytes(int64_t floats) { return static_cast<uint64_t>(floats) * sizeof(float); }
 
 }  // namespace
 
 void sgemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
-           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  sgemmImpl(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, nullptr);
+           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
+           void* workspace, const GemmEpilogue& epilogue) {
+  sgemmImpl(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
+            static_cast<float*>(workspace), epilogue.empty() ? nullptr : &epilogue);
 }
 
-void sgemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
-           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
-           const GemmEpilogue& epilogue) {
-  sgemmImpl(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
-            epilogue.empty() ? nullptr : &epilogue);
+uint64_t sgemmWorkspaceBytes(int64_t M, int64_t N, int64_t K, int threads) {
+  if (M <= 0 || N <= 0 || K <= 0) return 0;
+  if (M == 1) return floatBytes(detail::sgemvScratchFloats(N, K));
+  if (N == 1) return floatBytes(detail::sgemvScratchFloats(M, K));
+  const SgemmKernelInfo& ki = sgemmKernelFor(activeCpuIsa());
+  return floatBytes(layoutOf(ki, M, N, K, false, false, threads).totalFloats());
+}
+
+uint64_t sgemmWorkspaceBytes(const PackedMatrix& packed, int64_t other, int threads) {
+  const bool packedB = packed.side() == PackedMatrix::Side::kB;
+  const int64_t M = packedB ? other : packed.rows(), N = packedB ? packed.cols() : other;
+  const int64_t K = packedB ? packed.rows() : packed.cols();
+  if (M <= 0 || N <= 0 || K <= 0) return 0;
+  const SgemmKernelInfo& ki = sgemmKernelFor(packed.isa());
+  if (packedB && M == 1) return floatBytes(detail::sgemvScratchFloats(roundUp(N, ki.nr), K));
+  return floatBytes(layoutOf(ki, M, N, K, !packedB, packedB, threads).totalFloats());
 }
 
 // Packs a whole operand (outer = M rows of op(A), or N columns of op(B), over depth K) strip by
@@ -506,7 +580,7 @@ PackedMatrix packB(bool transB, int64_t K, int64_t N, const float* B, int64_t ld
 }
 
 void sgemmPacked(bool transA, int64_t M, float alpha, const float* A, int64_t lda,
-                 const PackedMatrix& B, float beta, float* C, int64_t ldc,
+                 const PackedMatrix& B, float beta, float* C, int64_t ldc, void* workspace,
                  const GemmEpilogue& epilogue) {
   const int64_t K = B.rows(), N = B.cols();
   const GemmEpilogue* ep = epilogue.empty() ? nullptr : &epilogue;
@@ -514,18 +588,19 @@ void sgemmPacked(bool transA, int64_t M, float alpha, const float* A, int64_t ld
   const SgemmKernelInfo& ki = sgemmKernelFor(B.isa());
   if (M == 1) {  // one row (a classifier on one image): stream the packed weights once
     detail::sgemvPacked(N, K, ki.nr, ki.kc, roundUp(N, ki.nr), alpha, A, transA ? lda : 1, B.data(),
-                        beta, C, ep);
+                        beta, C, ep, static_cast<float*>(workspace));
     return;
   }
   Operand b;
   b.packed = B.data();
   b.padded = roundUp(N, ki.nr);
   Problem p{&ki, M, N, K, alpha, Operand{A, lda, transA}, b, beta, C, ldc, ep};
-  runBlocked(p);
+  runBlocked(p, static_cast<float*>(workspace));
 }
 
 void sgemmPacked(const PackedMatrix& A, int64_t N, float alpha, bool transB, const float* B,
-                 int64_t ldb, float beta, float* C, int64_t ldc, const GemmEpilogue& epilogue) {
+                 int64_t ldb, float beta, float* C, int64_t ldc, void* workspace,
+                 const GemmEpilogue& epilogue) {
   const int64_t M = A.rows(), K = A.cols();
   const GemmEpilogue* ep = epilogue.empty() ? nullptr : &epilogue;
   if (handleDegenerate(M, N, K, alpha, beta, C, ldc, ep)) return;
@@ -534,7 +609,7 @@ void sgemmPacked(const PackedMatrix& A, int64_t N, float alpha, bool transB, con
   a.packed = A.data();
   a.padded = roundUp(M, ki.mr);
   Problem p{&ki, M, N, K, alpha, a, Operand{B, ldb, transB}, beta, C, ldc, ep};
-  runBlocked(p);
+  runBlocked(p, static_cast<float*>(workspace));
 }
 
 }  // namespace kiln::cpu

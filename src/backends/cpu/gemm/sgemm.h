@@ -8,29 +8,41 @@
 
 #include "backends/cpu/cpu_isa.h"
 #include "backends/cpu/gemm/gemm_epilogue.h"
+#include "backends/cpu/thread_pool.h"
 #include "core/internal_api.h"
 
 namespace kiln::cpu {
 
-/// C[M x N] = alpha * op(A) * op(B) + beta * C, all row-major. op(A) is M x K: A is M x K with
-/// row stride lda, or K x M when transA. op(B) is K x N: B is K x N with row stride ldb, or N x K
-/// when transB. When beta == 0, C is not read (NaNs in it do not propagate). Runs on the
-/// current thread pool (currentThreadPool()) when the product is large enough.
-KILN_INTERNAL_API void sgemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha,
-                             const float* A, int64_t lda, const float* B, int64_t ldb, float beta,
-                             float* C, int64_t ldc);
+class PackedMatrix;
 
-/// sgemm followed by an epilogue: C = act(alpha * op(A) * op(B) + beta * C + bias + residual),
-/// applied to each C tile right after its last update, while it is in cache.
+/// C[M x N] = epilogue(alpha * op(A) * op(B) + beta * C), all row-major. op(A) is M x K: A is
+/// M x K with row stride lda, or K x M when transA. op(B) is K x N: B is K x N with row stride
+/// ldb, or N x K when transB. When beta == 0, C is not read (NaNs in it do not propagate). The
+/// epilogue (act(... + bias + residual)) is applied to each C tile right after its last update,
+/// while it is in cache. Runs on the current thread pool (currentThreadPool()) when the product
+/// is large enough. `workspace` is the caller's scratch for the packed panels:
+/// sgemmWorkspaceBytes(M, N, K, poolThreads()) bytes, 64-byte aligned (a kernel's
+/// ctx.workspace); sgemm allocates nothing. A caller inside a parallel loop body makes the
+/// product serial (ThreadPoolScope(nullptr)) and sizes it for one thread.
 KILN_INTERNAL_API void sgemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha,
                              const float* A, int64_t lda, const float* B, int64_t ldb, float beta,
-                             float* C, int64_t ldc, const GemmEpilogue& epilogue);
+                             float* C, int64_t ldc, void* workspace,
+                             const GemmEpilogue& epilogue = {});
+
+/// Scratch bytes sgemm needs for an M x N x K product split over `threads` threads: a packed A
+/// block and B panel per thread, or one op(B) packing the threads share (0 for empty products).
+KILN_INTERNAL_API uint64_t sgemmWorkspaceBytes(int64_t M, int64_t N, int64_t K, int threads);
+
+/// Scratch bytes sgemmPacked needs with `packed` as one operand: `other` is M (rows of A) for a
+/// packed B, N (columns of B) for a packed A.
+KILN_INTERNAL_API uint64_t sgemmWorkspaceBytes(const PackedMatrix& packed, int64_t other,
+                                               int threads);
 
 /// A constant GEMM operand packed once into the micro-kernel's layout (for the ISA it was packed
 /// for; products with it run that ISA's micro-kernel), so every later product skips that packing:
 /// weights packed when a kernel is created. Copies share the packed data (immutable), so kernels
 /// may be copied freely.
-class PackedMatrix {
+class KILN_INTERNAL_API PackedMatrix {
  public:
   enum class Side { kA, kB };
 
@@ -70,14 +82,15 @@ KILN_INTERNAL_API PackedMatrix packB(bool transB, int64_t K, int64_t N, const fl
                                      CpuIsa isa = activeCpuIsa());
 
 /// C = epilogue(alpha * op(A) * B + beta * C) with B from packB; M x N x K as in sgemm, with
-/// K == B.rows() and N == B.cols().
+/// K == B.rows() and N == B.cols(). `workspace`: sgemmWorkspaceBytes(B, M, poolThreads()) bytes.
 KILN_INTERNAL_API void sgemmPacked(bool transA, int64_t M, float alpha, const float* A, int64_t lda,
                                    const PackedMatrix& B, float beta, float* C, int64_t ldc,
-                                   const GemmEpilogue& epilogue = {});
+                                   void* workspace, const GemmEpilogue& epilogue = {});
 /// C = epilogue(alpha * A * op(B) + beta * C) with A from packA; M == A.rows(), K == A.cols().
+/// `workspace`: sgemmWorkspaceBytes(A, N, poolThreads()) bytes.
 KILN_INTERNAL_API void sgemmPacked(const PackedMatrix& A, int64_t N, float alpha, bool transB,
                                    const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
-                                   const GemmEpilogue& epilogue = {});
+                                   void* workspace, const GemmEpilogue& epilogue = {});
 
 /// The same contract as sgemm for any arithmetic T, with plain loops. Integers wrap around on
 /// overflow like numpy's (the arithmetic is done unsigned).
@@ -111,12 +124,19 @@ void referenceGemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, T 
   }
 }
 
-/// sgemm for float, referenceGemm otherwise; lets templated kernels call one name.
+/// Scratch bytes gemm<T> needs: sgemm's for float, none otherwise.
+template <typename T>
+uint64_t gemmWorkspaceBytes(int64_t M, int64_t N, int64_t K, int threads) {
+  return std::is_same_v<T, float> ? sgemmWorkspaceBytes(M, N, K, threads) : 0;
+}
+
+/// sgemm for float, referenceGemm otherwise (which needs no workspace); lets templated kernels
+/// call one name.
 template <typename T>
 void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
-          int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
+          int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc, void* workspace) {
   if constexpr (std::is_same_v<T, float>) {
-    sgemm(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    sgemm(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, workspace);
   } else {
     referenceGemm<T>(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   }

@@ -3,7 +3,6 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <vector>
 
 #include "backends/cpu/thread_pool.h"
 
@@ -174,12 +173,13 @@ void packedRange(const float* packed, int64_t K, int64_t kc, int64_t padded, int
   for (; s < s1; ++s) packedStrips<NR, 1>(packed, K, kc, padded, s, xs, acc + (s - s0) * NR);
 }
 
-// alpha * x gathered into a contiguous buffer (of this thread).
-const float* scaledVector(const float* x, int64_t incX, int64_t K, float alpha,
-                          std::vector<float>& buffer) {
-  buffer.resize(static_cast<size_t>(K) + 8);
+// Floats rounded up to whole cache lines (each scratch buffer starts 64-byte aligned).
+int64_t lineFloats(int64_t floats) { return (floats + 15) / 16 * 16; }
+
+// alpha * x gathered into the start of the scratch (8 floats of slack for the vector loads).
+const float* scaledVector(const float* x, int64_t incX, int64_t K, float alpha, float* buffer) {
   for (int64_t k = 0; k < K; ++k) buffer[k] = alpha * x[k * incX];
-  return buffer.data();
+  return buffer;
 }
 
 // y[i * incY] = sums[i] + beta * y[i * incY] for i < n.
@@ -192,26 +192,28 @@ void storeOutputs(const float* sums, int64_t n, float beta, float* y, int64_t in
 
 }  // namespace
 
+int64_t sgemvScratchFloats(int64_t L, int64_t K) { return lineFloats(K + 8) + lineFloats(L); }
+
 void sgemv(int64_t L, int64_t K, float alpha, const float* P, int64_t ld, bool rowMajor,
            const float* x, int64_t incX, float beta, float* y, int64_t incY, const GemmEpilogue* ep,
-           bool rowOutput) {
-  thread_local std::vector<float> xBuffer;
-  const float* xs = scaledVector(x, incX, K, alpha, xBuffer);
+           bool rowOutput, float* scratch) {
+  const float* xs = scaledVector(x, incX, K, alpha, scratch);
+  float* allSums = scratch + lineFloats(K + 8);  // each thread's outputs at their own offset
   // Output units: 4 rows (one dotRows call), or 64 columns of the axpy (contiguous weight runs).
   const int64_t unit = rowMajor ? 4 : 64;
   splitOutputs((L + unit - 1) / unit, L * K, [&](int64_t u0, int64_t u1) {
     const int64_t i0 = u0 * unit, i1 = std::min(L, u1 * unit), n = i1 - i0;
-    thread_local std::vector<float> sums;
-    sums.assign(static_cast<size_t>(n), 0.0f);
+    float* sums = allSums + i0;
+    std::fill(sums, sums + n, 0.0f);
     if (rowMajor) {
       int64_t i = 0;
-      for (; i + 4 <= n; i += 4) dotRows<4>(P + (i0 + i) * ld, ld, K, xs, sums.data() + i);
-      for (; i < n; ++i) dotRows<1>(P + (i0 + i) * ld, ld, K, xs, sums.data() + i);
+      for (; i + 4 <= n; i += 4) dotRows<4>(P + (i0 + i) * ld, ld, K, xs, sums + i);
+      for (; i < n; ++i) dotRows<1>(P + (i0 + i) * ld, ld, K, xs, sums + i);
     } else {
-      axpyRows(P + i0, ld, K, xs, n, sums.data());
+      axpyRows(P + i0, ld, K, xs, n, sums);
     }
     float* out = y + i0 * incY;
-    storeOutputs(sums.data(), n, beta, out, incY);
+    storeOutputs(sums, n, beta, out, incY);
     if (ep) {
       if (rowOutput)
         applyGemmEpilogue(*ep, out, incY, 1, n, 0, i0);
@@ -223,23 +225,22 @@ void sgemv(int64_t L, int64_t K, float alpha, const float* P, int64_t ld, bool r
 
 void sgemvPacked(int64_t N, int64_t K, int64_t nr, int64_t kc, int64_t padded, float alpha,
                  const float* x, int64_t incX, const float* packed, float beta, float* y,
-                 const GemmEpilogue* ep) {
-  thread_local std::vector<float> xBuffer;
-  const float* xs = scaledVector(x, incX, K, alpha, xBuffer);
+                 const GemmEpilogue* ep, float* scratch) {
+  const float* xs = scaledVector(x, incX, K, alpha, scratch);
+  float* allSums = scratch + lineFloats(K + 8);  // padded sums, each thread's strips at their own
   const int64_t strips = (N + nr - 1) / nr;
   splitOutputs(strips, padded * K, [&](int64_t s0, int64_t s1) {
-    thread_local std::vector<float> sums;
-    sums.resize(static_cast<size_t>((s1 - s0) * nr));
+    float* sums = allSums + s0 * nr;
     if (nr == 32) {
-      packedRange<32>(packed, K, kc, padded, s0, s1, xs, sums.data());
+      packedRange<32>(packed, K, kc, padded, s0, s1, xs, sums);
     } else if (nr == 16) {
-      packedRange<16>(packed, K, kc, padded, s0, s1, xs, sums.data());
+      packedRange<16>(packed, K, kc, padded, s0, s1, xs, sums);
     } else {
       for (int64_t s = s0; s < s1; ++s)
-        packedStripGeneric(packed, nr, K, kc, padded, s, xs, sums.data() + (s - s0) * nr);
+        packedStripGeneric(packed, nr, K, kc, padded, s, xs, sums + (s - s0) * nr);
     }
     const int64_t j0 = s0 * nr, n = std::min(N, s1 * nr) - j0;
-    storeOutputs(sums.data(), n, beta, y + j0, 1);
+    storeOutputs(sums, n, beta, y + j0, 1);
     if (ep) applyGemmEpilogue(*ep, y + j0, n, 1, n, 0, j0);
   });
 }

@@ -13,16 +13,21 @@ namespace kiln::cpu::detail {
 /// y[i * incY] = ep(alpha * sum_k P(i, k) * x[k * incX] + beta * y[i * incY]) for i < L, where
 /// P(i, k) is P[i * ld + k] (rowMajor) or P[k * ld + i]. beta == 0: y is not read. ep (may be
 /// null) is indexed as a 1 x L row when rowOutput (M == 1) or as an L x 1 column otherwise.
+/// `scratch` holds sgemvScratchFloats(L, K) floats, 64-byte aligned.
 void sgemv(int64_t L, int64_t K, float alpha, const float* P, int64_t ld, bool rowMajor,
            const float* x, int64_t incX, float beta, float* y, int64_t incY, const GemmEpilogue* ep,
-           bool rowOutput);
+           bool rowOutput, float* scratch);
+
+/// Scratch floats of sgemv with L outputs over depth K: alpha * x gathered, and the sums.
+int64_t sgemvScratchFloats(int64_t L, int64_t K);
 
 /// y[0 .. N) = ep(alpha * x op(B) + beta * y) for a B packed whole by packB (nr-column strips,
 /// zero-padded to `padded` columns, in blocks of kc depths: the block at depth k0 starts at
 /// packed + k0 * padded and holds strip s at + s * nr * kc, nr values per depth).
-/// x[k * incX] for k < K; nr is a multiple of 8.
+/// x[k * incX] for k < K; nr is a multiple of 8. `scratch` holds sgemvScratchFloats(padded, K)
+/// floats, 64-byte aligned.
 void sgemvPacked(int64_t N, int64_t K, int64_t nr, int64_t kc, int64_t padded, float alpha,
                  const float* x, int64_t incX, const float* packed, float beta, float* y,
-                 const GemmEpilogue* ep);
+                 const GemmEpilogue* ep, float* scratch);
 
 }  // namespace kiln::cpu::detail

@@ -33,18 +33,19 @@ Kernel makeConv(const KernelCreateInfo& info, bool fused, const KernelState* sav
   info.keepsOwnCopyOf(1);
   Kernel k;
   k.save = [packed] { return bf16PackedState(packed, nullptr); };
-  k.workspace = [a](const std::vector<const Shape*>& in, int) {
-    return im2colWorkspaceBytes(a, in.empty() ? nullptr : in[0], in.size() > 1 ? in[1] : nullptr,
-                                sizeof(float));
+  const PackedWeightsProduct product{
+      [packed](int64_t N, const float* b, int64_t ldb, float* y, int64_t ldy,
+               const GemmEpilogue& ep, void* workspace) {
+        bf16GemmPacked(packed, N, false, b, ldb, 0.0f, y, ldy, workspace, ep);
+      },
+      [packed](int64_t N, int) { return bf16GemmWorkspaceBytes(packed, N); }};
+  k.workspace = [a, product](const std::vector<const Shape*>& in, int threads) {
+    return convWorkspaceBytes(a, in.empty() ? nullptr : in[0], in.size() > 1 ? in[1] : nullptr,
+                              sizeof(float), threads, &product);
   };
-  k.run = [a = std::move(a), packed](KernelContext& ctx) {
+  k.run = [a = std::move(a), product](KernelContext& ctx) {
     ConvCall c;
-    if (!startConvCall(ctx, a, c)) return;
-    const PackedWeightsProduct product = [&packed](int64_t N, const float* b, int64_t ldb, float* y,
-                                                   int64_t ldy, const GemmEpilogue& ep) {
-      bf16GemmPacked(packed, N, false, b, ldb, 0.0f, y, ldy, ep);
-    };
-    convolveIm2colFloat(ctx, a, c, product);
+    if (startConvCall(ctx, a, c)) convolveIm2colFloat(ctx, a, c, &product);
   };
   return k;
 }

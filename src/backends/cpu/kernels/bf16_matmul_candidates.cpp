@@ -57,13 +57,20 @@ void runLinear(KernelContext& ctx, const PackedBf16Matrix& b, bool transA, const
   if (y.numel() == 0) return;
   const int64_t rows = K ? a.numel() / K : y.numel() / N;
   bf16GemmPacked(transA, rows, a.data<float>(), transA ? a.dim(1) : K, b, beta, y.data<float>(), N,
-                 ep);
+                 ctx.workspace(bf16GemmWorkspaceBytes(b, rows)), ep);
+}
+
+// runLinear's workspace: the packing of A's rows (all of A over B's depth).
+WorkspaceFn linearWorkspace(const PackedBf16Matrix& b) {
+  return [b](const std::vector<const Shape*>& in, int) -> uint64_t {
+    if (in.empty() || !in[0] || b.rows() == 0) return 0;
+    return bf16GemmWorkspaceBytes(b, shapeNumel(*in[0]) / b.rows());
+  };
 }
 
 Kernel makeMatMul(const KernelCreateInfo& info, const KernelState* saved) {
   const PackedBf16Matrix b = packedWeights(info, false, saved);
-  return {[b](KernelContext& ctx) { runLinear(ctx, b, false, {}, 0.0f); },
-          {},
+  return {[b](KernelContext& ctx) { runLinear(ctx, b, false, {}, 0.0f); }, linearWorkspace(b),
           [b] { return bf16PackedState(b, nullptr); }};
 }
 
@@ -109,7 +116,7 @@ Kernel makeGemm(const KernelCreateInfo& info, const KernelState* saved) {
             if (ctx.input(0).rank() != 2) ctx.fail("A must be 2-D", ErrorCode::kInvalidArgument);
             runLinear(ctx, w->b, transA, ep, 0.0f);
           },
-          {},
+          linearWorkspace(w->b),
           [w] {
             KernelState state = bf16PackedState(w->b, w);
             if (!w->bias.empty())
@@ -141,8 +148,7 @@ Kernel makeFusedMatMul(const KernelCreateInfo& info, const KernelState* saved) {
                                   residual ? residual->data<float>() : nullptr, N};
             runLinear(ctx, b, false, ep, 0.0f);
           },
-          {},
-          [b] { return bf16PackedState(b, nullptr); }};
+          linearWorkspace(b), [b] { return bf16PackedState(b, nullptr); }};
 }
 
 void addCandidate(KernelRegistry& registry, const char* domain, const std::string& opType,

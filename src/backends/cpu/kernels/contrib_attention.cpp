@@ -4,11 +4,13 @@
 // hidden] buffer, MultiHeadAttention's projected query, key and value read in place (copied when a
 // bias is added). The mask index, unidirectional and the attention bias become one additive mask
 // [B, heads or 1, S, T] as ONNX Runtime applies them.
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <vector>
 
 #include "backends/cpu/gemm/sgemm.h"
+#include "backends/cpu/kernel_registry.h"
 #include "backends/cpu/kernels/contrib_quantized_matmul.h"
 #include "backends/cpu/kernels/fused_attention.h"
 
@@ -116,7 +118,7 @@ void runAttention(KernelContext& ctx, const AttentionAttrs& a) {
   Tensor qkv(DataType::kFloat32, Shape{B, S, width});
   float* p = qkv.data<float>();
   sgemm(false, false, B * S, width, Hin, 1.0f, x.data<float>(), Hin, w.data<float>(), width, 0.0f,
-        p, width);
+        p, width, ctx.workspace(sgemmWorkspaceBytes(B * S, width, Hin, poolThreads())));
   if (ctx.hasInput(2)) {
     const Tensor& bias = ctx.input(2);
     if (bias.numel() != width) {
@@ -195,16 +197,40 @@ AttentionAttrs attentionAttrs(const KernelCreateInfo& info) {
   return a;
 }
 
-KernelFn makeAttentionKernel(const KernelCreateInfo& info) {
-  return [a = attentionAttrs(info)](KernelContext& ctx) { runAttention(ctx, a); };
+// The attention's workspace for a packed projection [B, S, width]; 0 when width does not split
+// into the heads.
+uint64_t packedAttentionWorkspace(const AttentionAttrs& a, int64_t B, int64_t S, int64_t width,
+                                  int threads) {
+  if (a.heads <= 0 || width % (3 * a.heads) != 0) return 0;
+  const int64_t D = width / (3 * a.heads);
+  return fusedAttentionWorkspaceBytes(B, S, S, a.heads, D, D, threads);
+}
+
+// Attention: the projection's GEMM, then the attention, one after the other in one workspace.
+Kernel makeAttentionKernel(const KernelCreateInfo& info) {
+  const AttentionAttrs a = attentionAttrs(info);
+  return {[a](KernelContext& ctx) { runAttention(ctx, a); },
+          [a](const std::vector<const Shape*>& in, int threads) -> uint64_t {
+            if (in.size() < 2 || !in[0] || !in[1] || in[0]->size() != 3 || in[1]->size() != 2)
+              return 0;
+            const int64_t B = (*in[0])[0], S = (*in[0])[1], Hin = (*in[0])[2];
+            const int64_t width = (*in[1])[1];
+            return std::max(sgemmWorkspaceBytes(B * S, width, Hin, threads),
+                            packedAttentionWorkspace(a, B, S, width, threads));
+          },
+          {}};
 }
 
 // QAttention's projection on MatMulInteger (its integer GEMM for constant weights), in float as
 // MatMulIntegerToFloat's output stage, then Attention's.
-KernelFn makeQAttentionKernel(const KernelCreateInfo& info) {
+Kernel makeQAttentionKernel(const KernelCreateInfo& info) {
   const AttentionAttrs a = attentionAttrs(info);
   IntegerStage integer(info, "MatMulInteger", {0, 1, 6, 7});  // input, weight and their zero points
-  return [a, integer](KernelContext& ctx) {
+  WorkspaceFn workspace = [a](const std::vector<const Shape*>& in, int threads) -> uint64_t {
+    if (in.size() < 2 || !in[0] || !in[1] || in[0]->size() != 3 || in[1]->size() != 2) return 0;
+    return packedAttentionWorkspace(a, (*in[0])[0], (*in[0])[1], (*in[1])[1], threads);
+  };
+  KernelFn run = [a, integer](KernelContext& ctx) {
     checkAttentionOperands(ctx);
     const Tensor& x = ctx.input(0);
     Tensor qkv(DataType::kFloat32, Shape{x.dim(0), x.dim(1), ctx.input(1).dim(1)});
@@ -212,17 +238,31 @@ KernelFn makeQAttentionKernel(const KernelCreateInfo& info) {
     scaleIntegerProduct(ctx, {4, 2}, integer.run(ctx, qkv.shape()), inputScale, qkv);
     attendPacked(ctx, a, qkv, 5, kNoBias);
   };
+  return {std::move(run), std::move(workspace), {}};
 }
 
-KernelFn makeMultiHeadAttentionKernel(const KernelCreateInfo& info) {
-  return [a = attentionAttrs(info)](KernelContext& ctx) { runMultiHeadAttention(ctx, a); };
+// MultiHeadAttention: query [B, Sq, H * Dk], key [B, Sk, H * Dk], value [B, Sk, H * Dv].
+Kernel makeMultiHeadAttentionKernel(const KernelCreateInfo& info) {
+  const AttentionAttrs a = attentionAttrs(info);
+  return {[a](KernelContext& ctx) { runMultiHeadAttention(ctx, a); },
+          [a](const std::vector<const Shape*>& in, int threads) -> uint64_t {
+            if (in.size() < 3 || !in[0] || !in[1] || !in[2] || a.heads <= 0) return 0;
+            const Shape &q = *in[0], &k = *in[1], &v = *in[2];
+            if (q.size() != 3 || k.size() != 3 || v.size() != 3) return 0;
+            return fusedAttentionWorkspaceBytes(q[0], q[1], k[1], a.heads, q[2] / a.heads,
+                                                v[2] / a.heads, threads);
+          },
+          {}};
 }
+
+const bool kRegistered = [] {
+  KernelRegistry& r = KernelRegistry::global();
+  r.addGenericKernel("com.microsoft", "Attention", makeAttentionKernel);
+  r.addGenericKernel("com.microsoft", "MultiHeadAttention", makeMultiHeadAttentionKernel);
+  r.addGenericKernel("com.microsoft", "QAttention", makeQAttentionKernel);
+  return true;
+}();
 
 }  // namespace
-
-KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "Attention", KernelFactory(makeAttentionKernel));
-KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "MultiHeadAttention",
-                                KernelFactory(makeMultiHeadAttentionKernel));
-KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "QAttention", KernelFactory(makeQAttentionKernel));
 
 }  // namespace kiln::cpu

@@ -15,6 +15,7 @@
 #include "backends/cpu/kernels/conv_kernel.h"
 #include "backends/cpu/kernels/node_label.h"
 #include "backends/cpu/thread_pool.h"
+#include "core/aligned_memory.h"
 #include "ir/ops/conv_geometry.h"
 
 namespace kiln::cpu {
@@ -85,16 +86,16 @@ void finishRows(const ConvEpilogue& e, T* out, const T* residual, const T* bias,
 template <typename T>
 void multiplyWeights(const PackedWeightsProduct* packed, const ConvEpilogue& e, int64_t M,
                      int64_t N, int64_t K, const T* w, const T* b, int64_t ldb, const T* bias,
-                     const T* residual, T* c, int64_t ldc) {
+                     const T* residual, T* c, int64_t ldc, void* workspace) {
   if constexpr (std::is_same_v<T, float>) {
     const GemmEpilogue ep{bias, true, e.act, residual, ldc};
     if (packed) {
-      (*packed)(N, b, ldb, c, ldc, ep);
+      packed->multiply(N, b, ldb, c, ldc, ep, workspace);
     } else {
-      sgemm(false, false, M, N, K, 1.0f, w, K, b, ldb, 0.0f, c, ldc, ep);
+      sgemm(false, false, M, N, K, 1.0f, w, K, b, ldb, 0.0f, c, ldc, workspace, ep);
     }
   } else {
-    gemm<T>(false, false, M, N, K, T(1), w, K, b, ldb, T(0), c, ldc);
+    gemm<T>(false, false, M, N, K, T(1), w, K, b, ldb, T(0), c, ldc, workspace);
     finishRows<T>(e, c, residual, bias, M, N, ldc);
   }
 }
@@ -121,6 +122,44 @@ int64_t im2colBlockRows(const ir::ConvGeometry& g, int64_t depth, size_t element
       1, std::max<int64_t>(outShape[0], 1));
 }
 
+// The scratch of one convolution: its im2col column buffer (none for pointwise and depthwise
+// convolutions), and the shape of the largest weight product (M x N by K; none for depthwise).
+struct ConvScratch {
+  uint64_t columnBytes = 0;
+  int64_t M = 0, N = 0, K = 0;
+};
+
+ConvScratch convScratchOf(const ir::ConvGeometry& g, int64_t channels, int64_t outChannels,
+                          int64_t group, size_t elementSize) {
+  ConvScratch s;
+  const int64_t groupChannels = channels / group;
+  if (groupChannels == 1 || g.output.empty()) return s;
+  s.M = outChannels / group;
+  s.K = groupChannels * shapeNumel(g.kernel);
+  const int64_t outSize = shapeNumel(g.output);
+  if (isPointwise(g)) {
+    s.N = outSize;
+    return s;
+  }
+  const int64_t rowSize = outSize / std::max<int64_t>(g.output[0], 1);
+  s.N = im2colBlockRows(g, s.K, elementSize) * rowSize;
+  s.columnBytes = static_cast<uint64_t>(s.K * s.N) * elementSize;
+  return s;
+}
+
+// Scratch bytes of that convolution: the column buffer, then the GEMM's packing (by `product`
+// when it is given and the convolution ungrouped, else by sgemm when the math is float).
+uint64_t convScratchBytes(const ConvScratch& s, int64_t group, bool floatMath,
+                          const PackedWeightsProduct* product, int threads) {
+  uint64_t gemm = 0;
+  if (product && group == 1) {
+    gemm = product->workspaceBytes(s.N, threads);
+  } else if (floatMath) {
+    gemm = sgemmWorkspaceBytes(s.M, s.N, s.K, threads);
+  }
+  return cacheLineBytes(s.columnBytes) + gemm;
+}
+
 template <typename T>
 void convolve(KernelContext& ctx, const ir::ConvGeometry& g, int64_t group, const Tensor& x,
               const Tensor& w, const Tensor* bias, Tensor& y, const ConvEpilogue& epilogue = {},
@@ -139,13 +178,14 @@ void convolve(KernelContext& ctx, const ir::ConvGeometry& g, int64_t group, cons
   const T* pr = epilogue.residual ? epilogue.residual->data<T>() : nullptr;
   T* py = y.data<T>();
   // im2col runs over blocks of output rows (first spatial dim), in the workspace; it writes
-  // every element, so the workspace needs no initialization.
+  // every element, so the workspace needs no initialization. The GEMM packs after it.
   const int64_t rowSize = outSize / std::max<int64_t>(outShape[0], 1);
   const int64_t blockRows = im2colBlockRows(g, depth, sizeof(T));
-  T* col = depthwise || pointwise
-               ? nullptr
-               : static_cast<T*>(
-                     ctx.workspace(static_cast<uint64_t>(depth * blockRows * rowSize) * sizeof(T)));
+  const ConvScratch scratch = convScratchOf(g, channels, outChannels, group, sizeof(T));
+  auto* ws = static_cast<uint8_t*>(ctx.workspace(
+      convScratchBytes(scratch, group, std::is_same_v<T, float>, packedW, poolThreads())));
+  T* col = scratch.columnBytes ? reinterpret_cast<T*>(ws) : nullptr;
+  void* gemmWs = ws ? ws + cacheLineBytes(scratch.columnBytes) : nullptr;
   ir::ConvGeometry block = g;  // the geometry of one block of rows
   for (int64_t n = 0; n < batch; ++n) {
     for (int64_t gi = 0; gi < group; ++gi) {
@@ -167,7 +207,7 @@ void convolve(KernelContext& ctx, const ir::ConvGeometry& g, int64_t group, cons
       const PackedWeightsProduct* packed = group == 1 ? packedW : nullptr;
       if (pointwise) {
         multiplyWeights<T>(packed, epilogue, groupOut, outSize, depth, groupWeights, image, outSize,
-                           groupBias, residual, out, outSize);
+                           groupBias, residual, out, outSize, gemmWs);
         continue;
       }
       for (int64_t r0 = 0; r0 < outShape[0]; r0 += blockRows) {
@@ -179,7 +219,7 @@ void convolve(KernelContext& ctx, const ir::ConvGeometry& g, int64_t group, cons
         parallelIm2col(image, groupChannels, imageSize, imageShape, blockShape, block, col);
         multiplyWeights<T>(packed, epilogue, groupOut, columns, depth, groupWeights, col, columns,
                            groupBias, residual ? residual + r0 * rowSize : nullptr,
-                           out + r0 * rowSize, outSize);
+                           out + r0 * rowSize, outSize, gemmWs);
       }
     }
   }
@@ -270,42 +310,38 @@ bool startConvCall(KernelContext& ctx, const ConvAttrs& a, ConvCall& call) {
   return call.y->numel() != 0;
 }
 
-uint64_t im2colWorkspaceBytes(const ConvAttrs& a, const Shape* x, const Shape* w,
-                              size_t elementSize) {
-  if (!x || !w || x->size() < 3 || w->size() != x->size() || a.group <= 0) return 0;
+std::optional<ir::ConvGeometry> convGeometryFor(const ConvAttrs& a, const Shape* x,
+                                                const Shape* w) {
+  if (!x || !w || x->size() < 3 || w->size() != x->size() || a.group <= 0) return std::nullopt;
   const Shape xs = spatialOf(*x), ws = spatialOf(*w);
-  const ir::ConvGeometry g = a.geometry && xs == *a.xSpatial && ws == *a.wSpatial
-                                 ? *a.geometry
-                                 : ir::convGeometry(a.node, xs, ws);
-  const int64_t groupChannels = (*x)[1] / a.group;
-  if (groupChannels == 1 || isPointwise(g) || g.output.empty()) return 0;
+  ir::ConvGeometry g = a.geometry && xs == *a.xSpatial && ws == *a.wSpatial
+                           ? *a.geometry
+                           : ir::convGeometry(a.node, xs, ws);
   for (int64_t d : g.output)
-    if (d <= 0) return 0;
-  const int64_t depth = groupChannels * shapeNumel(g.kernel);
-  const int64_t rowSize = shapeNumel(g.output) / std::max<int64_t>(g.output[0], 1);
-  return static_cast<uint64_t>(depth * im2colBlockRows(g, depth, elementSize) * rowSize) *
-         elementSize;
+    if (d <= 0) return std::nullopt;
+  return g;
+}
+
+uint64_t convWorkspaceBytes(const ConvAttrs& a, const Shape* x, const Shape* w, size_t elementSize,
+                            int threads, const PackedWeightsProduct* product) {
+  const std::optional<ir::ConvGeometry> g = convGeometryFor(a, x, w);
+  if (!g) return 0;
+  const ConvScratch s = convScratchOf(*g, (*x)[1], (*w)[0], a.group, elementSize);
+  return convScratchBytes(s, a.group, elementSize == sizeof(float), product, threads);
+}
+
+PackedWeightsProduct sgemmWeightsProduct(const PackedMatrix& packed) {
+  return {[packed](int64_t N, const float* b, int64_t ldb, float* c, int64_t ldc,
+                   const GemmEpilogue& ep, void* workspace) {
+            sgemmPacked(packed, N, 1.0f, false, b, ldb, 0.0f, c, ldc, workspace, ep);
+          },
+          [packed](int64_t N, int threads) { return sgemmWorkspaceBytes(packed, N, threads); }};
 }
 
 void convolveIm2colFloat(KernelContext& ctx, const ConvAttrs& a, const ConvCall& call,
-                         const PackedMatrix& packed) {
-  const int64_t M = call.w->dim(0), K = call.w->numel() / std::max<int64_t>(M, 1);
-  if (packed.empty() || packed.rows() != M || packed.cols() != K) {
-    convolve<float>(ctx, call.g, a.group, *call.x, *call.w, call.bias, *call.y,
-                    ConvEpilogue{a.act, call.residual});
-    return;
-  }
-  const PackedWeightsProduct product = [&packed](int64_t N, const float* b, int64_t ldb, float* c,
-                                                 int64_t ldc, const GemmEpilogue& ep) {
-    sgemmPacked(packed, N, 1.0f, false, b, ldb, 0.0f, c, ldc, ep);
-  };
-  convolveIm2colFloat(ctx, a, call, product);
-}
-
-void convolveIm2colFloat(KernelContext& ctx, const ConvAttrs& a, const ConvCall& call,
-                         const PackedWeightsProduct& product) {
+                         const PackedWeightsProduct* product) {
   convolve<float>(ctx, call.g, a.group, *call.x, *call.w, call.bias, *call.y,
-                  ConvEpilogue{a.act, call.residual}, &product);
+                  ConvEpilogue{a.act, call.residual}, product);
 }
 
 namespace {
@@ -343,9 +379,9 @@ const bool kRegistered = [] {
                       info.inputTypes[0]->dtype == DataType::kFloat64;
     const size_t elementSize = wide ? sizeof(double) : sizeof(float);
     Kernel k;
-    k.workspace = [a, elementSize](const std::vector<const Shape*>& in, int) {
-      return im2colWorkspaceBytes(a, in.empty() ? nullptr : in[0], in.size() > 1 ? in[1] : nullptr,
-                                  elementSize);
+    k.workspace = [a, elementSize](const std::vector<const Shape*>& in, int threads) {
+      return convWorkspaceBytes(a, in.empty() ? nullptr : in[0], in.size() > 1 ? in[1] : nullptr,
+                                elementSize, threads);
     };
     k.run = [a = std::move(a)](KernelContext& ctx) { convKernel(ctx, a); };
     return k;

@@ -202,21 +202,28 @@ Kernel makeWinograd(const KernelCreateInfo& info, bool fused, CpuIsa isa,
       return state;
     };
   }
-  return {[a = std::move(a), packed, isa](KernelContext& ctx) {
-            ConvCall c;
-            if (!startConvCall(ctx, a, c)) return;
-            const Tensor& x = *c.x;
-            WinogradWeights computed;  // W computed at run time
-            if (!packed)
-              computed = packWinogradFilters(c.w->data<float>(), c.w->dim(0), c.w->dim(1), isa);
-            winogradConv2d(
-                c.g, x.dim(0), x.dim(1), x.dim(2), x.dim(3), c.w->dim(0), x.data<float>(),
-                packed ? *packed : computed, c.y->data<float>(),
-                WinogradEpilogue{c.bias ? c.bias->data<float>() : nullptr,
-                                 c.residual ? c.residual->data<float>() : nullptr, a.act});
-          },
-          {},
-          std::move(save)};
+  return {
+      [a = std::move(a), packed, isa](KernelContext& ctx) {
+        ConvCall c;
+        if (!startConvCall(ctx, a, c)) return;
+        const Tensor& x = *c.x;
+        WinogradWeights computed;  // W computed at run time
+        if (!packed)
+          computed = packWinogradFilters(c.w->data<float>(), c.w->dim(0), c.w->dim(1), isa);
+        const WinogradWeights& filters = packed ? *packed : computed;
+        void* ws = ctx.workspace(
+            winogradWorkspaceBytes(c.g, x.dim(1), c.w->dim(0), filters.u[0].isa(), poolThreads()));
+        winogradConv2d(c.g, x.dim(0), x.dim(1), x.dim(2), x.dim(3), c.w->dim(0), x.data<float>(),
+                       filters, c.y->data<float>(), ws,
+                       WinogradEpilogue{c.bias ? c.bias->data<float>() : nullptr,
+                                        c.residual ? c.residual->data<float>() : nullptr, a.act});
+      },
+      [a, isa](const std::vector<const Shape*>& in, int threads) -> uint64_t {
+        const std::optional<ir::ConvGeometry> g =
+            convGeometryFor(a, in.empty() ? nullptr : in[0], in.size() > 1 ? in[1] : nullptr);
+        return g ? winogradWorkspaceBytes(*g, (*in[0])[1], (*in[1])[0], isa, threads) : 0;
+      },
+      std::move(save)};
 }
 
 // With `saved`, W's packing is the saved one (no packing).
@@ -243,13 +250,16 @@ Kernel makeIm2col(const KernelCreateInfo& info, bool fused, CpuIsa isa,
           {}, {blobOf(packed)}, std::shared_ptr<const void>(packed.data(), [](const void*) {})};
     };
   }
-  k.workspace = [a](const std::vector<const Shape*>& in, int) {
-    return im2colWorkspaceBytes(a, in.empty() ? nullptr : in[0], in.size() > 1 ? in[1] : nullptr,
-                                sizeof(float));
+  // W packed is the left operand of every weight product (a W of one input channel is not).
+  std::optional<PackedWeightsProduct> product;
+  if (!packed.empty()) product = sgemmWeightsProduct(packed);
+  k.workspace = [a, product](const std::vector<const Shape*>& in, int threads) {
+    return convWorkspaceBytes(a, in.empty() ? nullptr : in[0], in.size() > 1 ? in[1] : nullptr,
+                              sizeof(float), threads, product ? &*product : nullptr);
   };
-  k.run = [a = std::move(a), packed](KernelContext& ctx) {
+  k.run = [a = std::move(a), product](KernelContext& ctx) {
     ConvCall c;
-    if (startConvCall(ctx, a, c)) convolveIm2colFloat(ctx, a, c, packed);
+    if (startConvCall(ctx, a, c)) convolveIm2colFloat(ctx, a, c, product ? &*product : nullptr);
   };
   return k;
 }

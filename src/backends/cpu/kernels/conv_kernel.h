@@ -42,24 +42,35 @@ struct ConvCall {
 /// Checks X, W, B (and Z) against the attributes and makes Y; false when Y is empty.
 bool startConvCall(KernelContext& ctx, const ConvAttrs& a, ConvCall& call);
 
-/// Scratch bytes of im2col + GEMM for X and W of these shapes (0 when a shape is unknown or the
-/// convolution reads X directly), elements of `elementSize` bytes.
-uint64_t im2colWorkspaceBytes(const ConvAttrs& a, const Shape* x, const Shape* w,
-                              size_t elementSize);
-
-/// y = act(conv(x, w) + bias + residual) in float32 by im2col + GEMM (pointwise: GEMM on X
-/// directly; one input channel per group: taps accumulated directly), W packed when `packed` is
-/// not empty; the column buffer comes from ctx.workspace.
-void convolveIm2colFloat(KernelContext& ctx, const ConvAttrs& a, const ConvCall& call,
-                         const PackedMatrix& packed);
+/// The geometry for X and W of these shapes (the one computed at build time when their spatial
+/// sizes are the static ones); nullopt when a shape is unknown or the output empty.
+std::optional<ir::ConvGeometry> convGeometryFor(const ConvAttrs& a, const Shape* x, const Shape* w);
 
 /// C[M x N] (row stride ldc) = epilogue(W x B) with the constant W of an ungrouped convolution
-/// held packed by its kernel (M output channels, K = depth), B a column block (row stride ldb).
-using PackedWeightsProduct = std::function<void(int64_t N, const float* b, int64_t ldb, float* c,
-                                                int64_t ldc, const GemmEpilogue& ep)>;
+/// held packed by its kernel (M output channels, K = depth), B a column block (row stride ldb),
+/// packing B into `workspace` of workspaceBytes(N, threads) bytes.
+struct PackedWeightsProduct {
+  std::function<void(int64_t N, const float* b, int64_t ldb, float* c, int64_t ldc,
+                     const GemmEpilogue& ep, void* workspace)>
+      multiply;
+  std::function<uint64_t(int64_t N, int threads)> workspaceBytes;
+};
 
-/// convolveIm2colFloat with the weight products done by `product` (BF16 kernels).
+/// The product of W packed for sgemm (packA).
+PackedWeightsProduct sgemmWeightsProduct(const PackedMatrix& packed);
+
+/// Scratch bytes of im2col + GEMM for X and W of these shapes on `threads` threads: the column
+/// buffer (none when the convolution reads X directly), then the GEMM's packing, done by
+/// `product` when given (ungrouped float32) or by sgemm (float math, which elementSize 4 means:
+/// float32 and the 16-bit floats); 0 when a shape is unknown.
+uint64_t convWorkspaceBytes(const ConvAttrs& a, const Shape* x, const Shape* w, size_t elementSize,
+                            int threads, const PackedWeightsProduct* product = nullptr);
+
+/// y = act(conv(x, w) + bias + residual) in float32 by im2col + GEMM (pointwise: GEMM on X
+/// directly; one input channel per group: taps accumulated directly), the weight products done
+/// by `product` when given (W packed by its kernel), else by sgemm on W; the column buffer and
+/// the GEMM's packing come from ctx.workspace.
 void convolveIm2colFloat(KernelContext& ctx, const ConvAttrs& a, const ConvCall& call,
-                         const PackedWeightsProduct& product);
+                         const PackedWeightsProduct* product);
 
 }  // namespace kiln::cpu

@@ -1,11 +1,12 @@
 // CPU kernel for ConvTranspose: per image and group, GEMM with the transposed weight into columns,
 // then col2im scatters the columns onto the output (pointwise cases write the output directly).
-#include <memory>
 
 #include "backends/cpu/gemm/float_copy.h"
 #include "backends/cpu/gemm/im2col.h"
 #include "backends/cpu/gemm/sgemm.h"
+#include "backends/cpu/kernel_registry.h"
 #include "backends/cpu/kernels/node_label.h"
+#include "core/aligned_memory.h"
 #include "ir/ops/conv_geometry.h"
 
 namespace kiln::cpu {
@@ -20,9 +21,28 @@ bool writesOutputDirectly(const ir::ConvGeometry& g, const Shape& imageShape) {
   return true;
 }
 
+// The scratch of one run: the column buffer (none when the GEMM writes the output directly),
+// then the GEMM's packing; X [N, C, spatial...], W [C, C_out / group, kernel...].
+struct ConvTransposeScratch {
+  uint64_t columnBytes = 0, gemmBytes = 0;
+};
+
 template <typename T>
-void convolveTransposed(const ir::ConvGeometry& g, int64_t group, const Tensor& x, const Tensor& w,
-                        const Tensor* bias, Tensor& y) {
+ConvTransposeScratch convTransposeScratch(const ir::ConvGeometry& g, int64_t group, const Shape& x,
+                                          const Shape& w, int threads) {
+  const Shape imageShape(x.begin() + 2, x.end());
+  const int64_t imageSize = shapeNumel(imageShape);
+  const int64_t rows = w[1] * shapeNumel(g.kernel);
+  ConvTransposeScratch s;
+  if (!writesOutputDirectly(g, imageShape))
+    s.columnBytes = cacheLineBytes(static_cast<uint64_t>(rows * imageSize) * sizeof(T));
+  s.gemmBytes = gemmWorkspaceBytes<T>(rows, imageSize, x[1] / group, threads);
+  return s;
+}
+
+template <typename T>
+void convolveTransposed(KernelContext& ctx, const ir::ConvGeometry& g, int64_t group,
+                        const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) {
   const int64_t batch = x.dim(0), channels = x.dim(1);
   const int64_t groupChannels = channels / group, groupOut = w.dim(1),
                 outChannels = groupOut * group;
@@ -31,8 +51,12 @@ void convolveTransposed(const ir::ConvGeometry& g, int64_t group, const Tensor& 
   const int64_t imageSize = shapeNumel(imageShape), outSize = shapeNumel(outShape);
   const int64_t rows = groupOut * shapeNumel(g.kernel);  // one column row per (output channel, tap)
   const bool direct = writesOutputDirectly(g, imageShape);
-  // Every element is written by the GEMM before it is read, so the buffer is left uninitialized.
-  std::unique_ptr<T[]> col(direct ? nullptr : new T[static_cast<size_t>(rows * imageSize)]);
+  // Every column is written by the GEMM before it is read, so the workspace needs no zeroing.
+  const ConvTransposeScratch scratch =
+      convTransposeScratch<T>(g, group, x.shape(), w.shape(), poolThreads());
+  auto* ws = static_cast<uint8_t*>(ctx.workspace(scratch.columnBytes + scratch.gemmBytes));
+  T* col = reinterpret_cast<T*>(ws);
+  void* gemmWs = ws ? ws + scratch.columnBytes : nullptr;
   const T* px = x.data<T>();
   const T* pw = w.data<T>();
   const T* pb = bias ? bias->data<T>() : nullptr;
@@ -47,11 +71,11 @@ void convolveTransposed(const ir::ConvGeometry& g, int64_t group, const Tensor& 
       }
       if (direct) {
         gemm<T>(true, false, rows, imageSize, groupChannels, T(1), weights, rows, image, imageSize,
-                T(1), out, outSize);
+                T(1), out, outSize, gemmWs);
       } else {
         gemm<T>(true, false, rows, imageSize, groupChannels, T(1), weights, rows, image, imageSize,
-                T(0), col.get(), imageSize);
-        col2imAdd(col.get(), groupOut, outShape, imageShape, g, out);
+                T(0), col, imageSize, gemmWs);
+        col2imAdd(col, groupOut, outShape, imageShape, g, out);
       }
     }
   }
@@ -69,6 +93,11 @@ ConvTransposeAttrs convTransposeAttrs(const ir::Node& node) {
           ir::attrInt(node, "group", 1)};
 }
 
+ir::ConvGeometry geometryOf(const ConvTransposeAttrs& attrs, const Shape& x, const Shape& w) {
+  return ir::convTransposeGeometry(attrs.geometry, Shape(x.begin() + 2, x.end()),
+                                   Shape(w.begin() + 2, w.end()));
+}
+
 void convTransposeKernel(KernelContext& ctx, const ConvTransposeAttrs& attrs) {
   const Tensor& x = ctx.input(0);
   const Tensor& w = ctx.input(1);
@@ -84,20 +113,39 @@ void convTransposeKernel(KernelContext& ctx, const ConvTransposeAttrs& attrs) {
   if (bias && bias->numel() != w.dim(1) * group) {
     ctx.fail("B must have one value per output channel", ErrorCode::kInvalidArgument);
   }
-  const ir::ConvGeometry g =
-      ir::convTransposeGeometry(attrs.geometry, Shape(x.shape().begin() + 2, x.shape().end()),
-                                Shape(w.shape().begin() + 2, w.shape().end()));
+  const ir::ConvGeometry g = geometryOf(attrs, x.shape(), w.shape());
   Tensor& y = ctx.output(0);
   if (y.numel() == 0) return;
   runConvolutionInFloat(
       x, w, bias, y, "ConvTranspose",
       [&](auto tag, const Tensor& fx, const Tensor& fw, const Tensor* fb, Tensor& fy) {
-        convolveTransposed<typename decltype(tag)::type>(g, group, fx, fw, fb, fy);
+        convolveTransposed<typename decltype(tag)::type>(ctx, g, group, fx, fw, fb, fy);
       });
 }
 
-}  // namespace
+Kernel makeConvTransposeKernel(const KernelCreateInfo& info) {
+  const ConvTransposeAttrs attrs = convTransposeAttrs(info.node);
+  const ir::TypeInfo* t = info.inputTypes.empty() ? nullptr : info.inputTypes[0];
+  const bool wide = t && t->dtype == DataType::kFloat64;  // double math; the rest in float
+  return {[attrs](KernelContext& ctx) { convTransposeKernel(ctx, attrs); },
+          [attrs, wide](const std::vector<const Shape*>& in, int threads) -> uint64_t {
+            if (in.size() < 2 || !in[0] || !in[1] || in[0]->size() < 3 ||
+                in[1]->size() != in[0]->size() || attrs.group <= 0)
+              return 0;
+            const ir::ConvGeometry g = geometryOf(attrs, *in[0], *in[1]);
+            const ConvTransposeScratch s =
+                wide ? convTransposeScratch<double>(g, attrs.group, *in[0], *in[1], threads)
+                     : convTransposeScratch<float>(g, attrs.group, *in[0], *in[1], threads);
+            return s.columnBytes + s.gemmBytes;
+          },
+          {}};
+}
 
-KILN_REGISTER_CPU_KERNEL("ConvTranspose", bindKernel(convTransposeAttrs, convTransposeKernel));
+const bool kRegistered = [] {
+  KernelRegistry::global().addGenericKernel("", "ConvTranspose", makeConvTransposeKernel);
+  return true;
+}();
+
+}  // namespace
 
 }  // namespace kiln::cpu

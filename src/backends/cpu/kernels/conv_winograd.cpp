@@ -6,6 +6,7 @@
 
 #include "backends/cpu/gemm/sgemm.h"
 #include "backends/cpu/thread_pool.h"
+#include "core/aligned_memory.h"
 
 namespace kiln::cpu {
 namespace {
@@ -96,18 +97,54 @@ WinogradWeights packWinogradFilters(const float* w, int64_t outChannels, int64_t
   return packed;
 }
 
+namespace {
+
+// Tiles transformed and multiplied together: V and M of one block stay about kBlockBytes.
+int64_t tileBlock(int64_t tiles, int64_t channels, int64_t outChannels) {
+  return std::clamp<int64_t>(kBlockBytes / (64 * (channels + outChannels)), 8, tiles);
+}
+
+int64_t tileCount(const ir::ConvGeometry& g) {
+  return (g.output[0] + 1) / 2 * ((g.output[1] + 1) / 2);
+}
+
+// The workspace: V [16][channels][block], then M [16][outChannels][block], then the GEMMs'.
+struct WinogradScratch {
+  uint64_t vBytes, mBytes;
+};
+
+WinogradScratch winogradScratch(int64_t channels, int64_t outChannels, int64_t block) {
+  return {cacheLineBytes(static_cast<uint64_t>(16 * channels * block) * sizeof(float)),
+          cacheLineBytes(static_cast<uint64_t>(16 * outChannels * block) * sizeof(float))};
+}
+
+}  // namespace
+
+uint64_t winogradWorkspaceBytes(const ir::ConvGeometry& g, int64_t channels, int64_t outChannels,
+                                CpuIsa isa, int threads) {
+  if (g.output.size() != 2 || g.output[0] <= 0 || g.output[1] <= 0) return 0;
+  const int64_t block = tileBlock(tileCount(g), channels, outChannels);
+  const WinogradScratch s = winogradScratch(channels, outChannels, block);
+  const PackedMatrix u =
+      PackedMatrix::view(PackedMatrix::Side::kA, isa, outChannels, channels, nullptr);
+  return s.vBytes + s.mBytes + sgemmWorkspaceBytes(u, block, threads);
+}
+
 void winogradConv2d(const ir::ConvGeometry& g, int64_t batch, int64_t channels, int64_t height,
                     int64_t width, int64_t outChannels, const float* x,
-                    const WinogradWeights& filters, float* y, const WinogradEpilogue& epilogue) {
+                    const WinogradWeights& filters, float* y, void* workspace,
+                    const WinogradEpilogue& epilogue) {
   const bool finish =
       epilogue.bias || epilogue.residual || epilogue.act.kind != ActivationKind::kNone;
   const int64_t outH = g.output[0], outW = g.output[1];
-  const int64_t tilesY = (outH + 1) / 2, tilesX = (outW + 1) / 2, tiles = tilesY * tilesX;
+  const int64_t tilesX = (outW + 1) / 2, tiles = tileCount(g);
   const int64_t padTop = g.padsBegin[0], padLeft = g.padsBegin[1];
-  const int64_t block =
-      std::clamp<int64_t>(kBlockBytes / (64 * (channels + outChannels)), 8, tiles);
-  std::vector<float> v(static_cast<size_t>(16 * channels * block)),
-      m(static_cast<size_t>(16 * outChannels * block));
+  const int64_t block = tileBlock(tiles, channels, outChannels);
+  const WinogradScratch scratch = winogradScratch(channels, outChannels, block);
+  auto* base = static_cast<uint8_t*>(workspace);
+  float* v = reinterpret_cast<float*>(base);
+  float* m = reinterpret_cast<float*>(base + scratch.vBytes);
+  void* gemmWs = base + scratch.vBytes + scratch.mBytes;
   for (int64_t n = 0; n < batch; ++n) {
     const float* image = x + n * channels * height * width;
     float* out = y + n * outChannels * outH * outW;
@@ -132,22 +169,20 @@ void winogradConv2d(const ir::ConvGeometry& g, int64_t batch, int64_t channels, 
             }
             float tv[16];
             transformInputTile(d, tv);
-            for (int xi = 0; xi < 16; ++xi)
-              v[static_cast<size_t>((xi * channels + c) * block + t)] = tv[xi];
+            for (int xi = 0; xi < 16; ++xi) v[(xi * channels + c) * block + t] = tv[xi];
           }
         }
       });
       for (int xi = 0; xi < 16; ++xi) {
-        sgemmPacked(filters.u[xi], count, 1.0f, false, v.data() + xi * channels * block, block,
-                    0.0f, m.data() + xi * outChannels * block, block);
+        sgemmPacked(filters.u[xi], count, 1.0f, false, v + xi * channels * block, block, 0.0f,
+                    m + xi * outChannels * block, block, gemmWs);
       }
       parallelFor(outChannels, [&](int64_t o0, int64_t o1) {
         for (int64_t o = o0; o < o1; ++o) {
           float* dst = out + o * outH * outW;
           for (int64_t t = 0; t < count; ++t) {
             float mt[16];
-            for (int xi = 0; xi < 16; ++xi)
-              mt[xi] = m[static_cast<size_t>((xi * outChannels + o) * block + t)];
+            for (int xi = 0; xi < 16; ++xi) mt[xi] = m[(xi * outChannels + o) * block + t];
             float yt[2][2];
             transformOutputTile(mt, yt);
             const int64_t oy = (t0 + t) / tilesX * 2, ox = (t0 + t) % tilesX * 2;

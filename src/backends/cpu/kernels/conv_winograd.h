@@ -39,10 +39,17 @@ struct WinogradEpilogue {
   Activation act;
 };
 
-/// y[n] = epilogue(conv(x[n], w)) for every image; U from packWinogradFilters.
+/// Scratch bytes of winogradConv2d for this geometry on `threads` threads, with filters packed
+/// for `isa`: one tile block's transformed inputs V and products M, and the products' packing.
+KILN_INTERNAL_API uint64_t winogradWorkspaceBytes(const ir::ConvGeometry& g, int64_t channels,
+                                                  int64_t outChannels, CpuIsa isa, int threads);
+
+/// y[n] = epilogue(conv(x[n], w)) for every image; U from packWinogradFilters; `workspace` holds
+/// winogradWorkspaceBytes(g, channels, outChannels, U's isa, poolThreads()) bytes, 64-byte
+/// aligned.
 KILN_INTERNAL_API void winogradConv2d(const ir::ConvGeometry& g, int64_t batch, int64_t channels,
                                       int64_t height, int64_t width, int64_t outChannels,
                                       const float* x, const WinogradWeights& filters, float* y,
-                                      const WinogradEpilogue& epilogue = {});
+                                      void* workspace, const WinogradEpilogue& epilogue = {});
 
 }  // namespace kiln::cpu

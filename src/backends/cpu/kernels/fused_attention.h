@@ -21,9 +21,15 @@ struct AttentionOperands {
 AttentionOperands packedAttentionOperands(const KernelContext& ctx, const Tensor& qkv,
                                           int64_t heads);
 
+/// Scratch bytes fusedAttention needs on `threads` threads for operands of these sizes: per
+/// thread, one block of query rows' scores and the packing of its two products.
+uint64_t fusedAttentionWorkspaceBytes(int64_t B, int64_t Sq, int64_t Sk, int64_t H, int64_t Dk,
+                                      int64_t Dv, int threads);
+
 /// y [B, Sq, H, Dv] = softmax(scale * Q K^T + mask) V; mask (null: none) is float32 and broadcasts
-/// to [B, H, Sq, Sk]. Fails naming the node when the mask does not fit.
-void fusedAttention(const KernelContext& ctx, const AttentionOperands& o, const Tensor* mask,
-                    float scale, Tensor& y);
+/// to [B, H, Sq, Sk]. Fails naming the node when the mask does not fit. Its scratch is
+/// ctx.workspace (fusedAttentionWorkspaceBytes for the pool's threads).
+void fusedAttention(KernelContext& ctx, const AttentionOperands& o, const Tensor* mask, float scale,
+                    Tensor& y);
 
 }  // namespace kiln::cpu

@@ -19,6 +19,15 @@ std::string packedBDeclines(const KernelCreateInfo& info) {
   return "";
 }
 
+// Scratch of the GEMM of A (rows x K, the rows stacked) and B (K x N), against `packed` when it
+// holds B.
+uint64_t fusedMatMulWorkspaceBytes(const PackedMatrix& packed, int64_t rows, int64_t N, int64_t K,
+                                   int threads) {
+  if (!packed.empty() && packed.rows() == K && packed.cols() == N)
+    return sgemmWorkspaceBytes(packed, rows, threads);
+  return sgemmWorkspaceBytes(rows, N, K, threads);
+}
+
 // With packConstantB, B packed for `isa`'s micro-kernel, or (with `saved`) the packing a plan
 // holds.
 Kernel makeFusedMatMulKernel(const KernelCreateInfo& info, bool packConstantB, CpuIsa isa,
@@ -44,48 +53,54 @@ Kernel makeFusedMatMulKernel(const KernelCreateInfo& info, bool packConstantB, C
                          std::shared_ptr<const void>(packed.data(), [](const void*) {})};
     };
   }
-  return {
-      [act, packed](KernelContext& ctx) {
-        const Tensor& a = ctx.input(0);
-        const Tensor& b = ctx.input(1);
-        const Tensor* bias = ctx.hasInput(2) ? &ctx.input(2) : nullptr;
-        const Tensor* residual = ctx.hasInput(3) ? &ctx.input(3) : nullptr;
-        if (a.dtype() != DataType::kFloat32 || b.dtype() != DataType::kFloat32 || b.rank() != 2 ||
-            a.rank() < 1) {
-          ctx.fail("FusedMatMul needs float32 A and a 2-D float32 B, got A " + a.describe() +
-                       " and B " + b.describe(),
-                   ErrorCode::kInvalidArgument);
-        }
-        const int64_t K = b.dim(0), N = b.dim(1);
-        if (a.dim(a.rank() - 1) != K) {
-          ctx.fail("inner dimensions differ: A " + a.describe() + ", B " + b.describe(),
-                   ErrorCode::kInvalidArgument);
-        }
-        if (bias && (bias->dtype() != DataType::kFloat32 || bias->numel() != N)) {
-          ctx.fail(
-              "bias " + bias->describe() + " must be float32 with " + std::to_string(N) + " values",
-              ErrorCode::kInvalidArgument);
-        }
-        Tensor& y = ctx.output(0);
-        if (residual &&
-            (residual->dtype() != DataType::kFloat32 || residual->shape() != y.shape())) {
-          ctx.fail("residual Z " + residual->describe() +
-                       " must be float32 shaped like the output " + y.describe(),
-                   ErrorCode::kInvalidArgument);
-        }
-        const int64_t rows = K ? a.numel() / K : (N ? y.numel() / N : 0);
-        if (y.numel() == 0) return;
-        const GemmEpilogue ep{bias ? bias->data<float>() : nullptr, false, act,
-                              residual ? residual->data<float>() : nullptr, N};
-        if (!packed.empty() && packed.rows() == K && packed.cols() == N) {
-          sgemmPacked(false, rows, 1.0f, a.data<float>(), K, packed, 0.0f, y.data<float>(), N, ep);
-        } else {
-          sgemm(false, false, rows, N, K, 1.0f, a.data<float>(), K, b.data<float>(), N, 0.0f,
-                y.data<float>(), N, ep);
-        }
-      },
-      {},
-      std::move(save)};
+  return {[act, packed](KernelContext& ctx) {
+            const Tensor& a = ctx.input(0);
+            const Tensor& b = ctx.input(1);
+            const Tensor* bias = ctx.hasInput(2) ? &ctx.input(2) : nullptr;
+            const Tensor* residual = ctx.hasInput(3) ? &ctx.input(3) : nullptr;
+            if (a.dtype() != DataType::kFloat32 || b.dtype() != DataType::kFloat32 ||
+                b.rank() != 2 || a.rank() < 1) {
+              ctx.fail("FusedMatMul needs float32 A and a 2-D float32 B, got A " + a.describe() +
+                           " and B " + b.describe(),
+                       ErrorCode::kInvalidArgument);
+            }
+            const int64_t K = b.dim(0), N = b.dim(1);
+            if (a.dim(a.rank() - 1) != K) {
+              ctx.fail("inner dimensions differ: A " + a.describe() + ", B " + b.describe(),
+                       ErrorCode::kInvalidArgument);
+            }
+            if (bias && (bias->dtype() != DataType::kFloat32 || bias->numel() != N)) {
+              ctx.fail("bias " + bias->describe() + " must be float32 with " + std::to_string(N) +
+                           " values",
+                       ErrorCode::kInvalidArgument);
+            }
+            Tensor& y = ctx.output(0);
+            if (residual &&
+                (residual->dtype() != DataType::kFloat32 || residual->shape() != y.shape())) {
+              ctx.fail("residual Z " + residual->describe() +
+                           " must be float32 shaped like the output " + y.describe(),
+                       ErrorCode::kInvalidArgument);
+            }
+            const int64_t rows = K ? a.numel() / K : (N ? y.numel() / N : 0);
+            if (y.numel() == 0) return;
+            const GemmEpilogue ep{bias ? bias->data<float>() : nullptr, false, act,
+                                  residual ? residual->data<float>() : nullptr, N};
+            void* ws = ctx.workspace(fusedMatMulWorkspaceBytes(packed, rows, N, K, poolThreads()));
+            if (!packed.empty() && packed.rows() == K && packed.cols() == N) {
+              sgemmPacked(false, rows, 1.0f, a.data<float>(), K, packed, 0.0f, y.data<float>(), N,
+                          ws, ep);
+            } else {
+              sgemm(false, false, rows, N, K, 1.0f, a.data<float>(), K, b.data<float>(), N, 0.0f,
+                    y.data<float>(), N, ws, ep);
+            }
+          },
+          [packed](const std::vector<const Shape*>& in, int threads) -> uint64_t {
+            if (in.size() < 2 || !in[0] || !in[1] || in[0]->empty() || in[1]->size() != 2) return 0;
+            const int64_t K = (*in[1])[0], N = (*in[1])[1];
+            const int64_t rows = K ? shapeNumel(*in[0]) / K : 0;
+            return fusedMatMulWorkspaceBytes(packed, rows, N, K, threads);
+          },
+          std::move(save)};
 }
 
 const bool kRegistered = [] {

@@ -13,6 +13,12 @@ using namespace rnn;
 template <typename T, typename Acc>
 void runGru(KernelContext& ctx, const RecurrentAttrs& attrs, bool linearBeforeReset) {
   const RecurrentDims dims = recurrentDims(ctx, attrs, 3);
+  // float math: the projection's and each step's SGEMM pack into this workspace in turn.
+  void* workspace =
+      std::is_same_v<Acc, float>
+          ? ctx.workspace(recurrentWorkspaceBytes(
+                dims, 3 * dims.hidden, (linearBeforeReset ? 3 : 2) * dims.hidden, poolThreads()))
+          : nullptr;
   const std::vector<int64_t> lengths = sequenceLengths(ctx, dims);
   const int64_t h = dims.hidden, n = 3 * h;
   T* y = outputSequence<T>(ctx);
@@ -33,7 +39,8 @@ void runGru(KernelContext& ctx, const RecurrentAttrs& attrs, bool linearBeforeRe
     const Acc* rbh = &w.rb[static_cast<size_t>(2 * h)];
     const Acc* rth = w.rt.data() + 2 * h;  // columns of the h gate in R^T ([hidden, 3 * hidden])
 
-    const std::vector<Acc> xw = projectInputs<Acc>(ctx.input(0).data<T>(), dims, w.wt, bias);
+    const std::vector<Acc> xw =
+        projectInputs<Acc>(ctx.input(0).data<T>(), dims, w.wt, bias, workspace);
     std::vector<Acc> hState = initialState<Acc, T>(ctx, 5, dims, d);
     // float32: each step multiplies the whole batch's hidden state by R^T in one SGEMM (all three
     // gates with linear_before_reset, else z and r), instead of one row at a time.
@@ -42,7 +49,7 @@ void runGru(KernelContext& ctx, const RecurrentAttrs& attrs, bool linearBeforeRe
     if constexpr (std::is_same_v<Acc, float>)
       batched.emplace(w.rt.data(), false, n, dims.batch, h, batchedCols);
     auto stepBegins = [&](int64_t) {
-      if constexpr (std::is_same_v<Acc, float>) batched->multiply(hState.data());
+      if constexpr (std::is_same_v<Acc, float>) batched->multiply(hState.data(), workspace);
     };
     forEachRecurrentStep(
         dims, lengths, reverse,
@@ -85,19 +92,26 @@ void runGru(KernelContext& ctx, const RecurrentAttrs& attrs, bool linearBeforeRe
   }
 }
 
-KernelFn makeGruKernel(const KernelCreateInfo& info) {
+Kernel makeGruKernel(const KernelCreateInfo& info) {
   RecurrentAttrs attrs = parseRecurrentAttrs(info.node, {"Sigmoid", "Tanh"});
   bool linearBeforeReset = ir::attrInt(info.node, "linear_before_reset", 0) != 0;
-  return [attrs, linearBeforeReset](KernelContext& ctx) {
+  const ir::TypeInfo* x = info.inputTypes.empty() ? nullptr : info.inputTypes[0];
+  WorkspaceFn workspace =
+      recurrentWorkspace(attrs, 3, linearBeforeReset ? 3 : 2, x ? x->dtype : DataType::kUndefined);
+  KernelFn run = [attrs, linearBeforeReset](KernelContext& ctx) {
     dispatchRecurrent(ctx.input(0).dtype(), "GRU", [&](auto tag, auto accTag) {
       using T = typename decltype(tag)::type;
       using Acc = typename decltype(accTag)::type;
       runGru<T, Acc>(ctx, attrs, linearBeforeReset);
     });
   };
+  return {std::move(run), std::move(workspace), {}};
 }
 
-KILN_REGISTER_CPU_KERNEL("GRU", KernelFactory(makeGruKernel));
+const bool kRegistered = [] {
+  KernelRegistry::global().addGenericKernel("", "GRU", makeGruKernel);
+  return true;
+}();
 
 }  // namespace
 }  // namespace kiln::cpu

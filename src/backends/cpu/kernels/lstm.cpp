@@ -16,7 +16,7 @@ class FloatLstmProducts {
   FloatLstmProducts(KernelContext& ctx, const RecurrentDims& dims) : ctx_(ctx), dims_(dims) {}
   void setDirection(int64_t d) { w_ = directionWeights<Acc, T>(ctx_, dims_, 4, d); }
   std::vector<Acc> projectInputs(const std::vector<Acc>& bias) const {
-    return rnn::projectInputs<Acc>(ctx_.input(0).data<T>(), dims_, w_.wt, bias);
+    return rnn::projectInputs<Acc>(ctx_.input(0).data<T>(), dims_, w_.wt, bias, nullptr);
   }
   void stepBegins(const std::vector<Acc>&, const std::vector<bool>&) const {}
   void addRecurrent(int64_t, const Acc* h, Acc* gates) const {
@@ -36,7 +36,11 @@ class FloatLstmProducts {
 template <>
 class FloatLstmProducts<float, float> {
  public:
-  FloatLstmProducts(KernelContext& ctx, const RecurrentDims& dims) : ctx_(ctx), dims_(dims) {}
+  FloatLstmProducts(KernelContext& ctx, const RecurrentDims& dims)
+      : ctx_(ctx),
+        dims_(dims),
+        workspace_(ctx.workspace(
+            recurrentWorkspaceBytes(dims, 4 * dims.hidden, 4 * dims.hidden, poolThreads()))) {}
   void setDirection(int64_t d) {
     const int64_t n = 4 * dims_.hidden;
     w_ = ctx_.input(1).data<float>() + d * n * dims_.input;
@@ -44,10 +48,11 @@ class FloatLstmProducts<float, float> {
                        dims_.batch, dims_.hidden, n);
   }
   std::vector<float> projectInputs(const std::vector<float>& bias) const {
-    return projectInputsSgemm(ctx_.input(0).data<float>(), dims_, w_, true, dims_.input, bias);
+    return projectInputsSgemm(ctx_.input(0).data<float>(), dims_, w_, true, dims_.input, bias,
+                              workspace_);
   }
   void stepBegins(const std::vector<float>& hState, const std::vector<bool>&) {
-    recurrent_->multiply(hState.data());
+    recurrent_->multiply(hState.data(), workspace_);
   }
   void addRecurrent(int64_t b, const float*, float* gates) const {
     const float* row = recurrent_->row(b);
@@ -57,14 +62,17 @@ class FloatLstmProducts<float, float> {
  private:
   KernelContext& ctx_;
   const RecurrentDims& dims_;
+  void* workspace_;  // the projection's and then each step's product's packing
   const float* w_ = nullptr;
   std::optional<BatchRecurrentProduct> recurrent_;  // this direction's h x R^T
 };
 
-KernelFn makeLstmKernel(const KernelCreateInfo& info) {
+Kernel makeLstmKernel(const KernelCreateInfo& info) {
   RecurrentAttrs attrs = parseRecurrentAttrs(info.node, {"Sigmoid", "Tanh", "Tanh"});
   bool inputForget = ir::attrInt(info.node, "input_forget", 0) != 0;
-  return [attrs, inputForget](KernelContext& ctx) {
+  const ir::TypeInfo* x = info.inputTypes.empty() ? nullptr : info.inputTypes[0];
+  WorkspaceFn workspace = recurrentWorkspace(attrs, 4, 4, x ? x->dtype : DataType::kUndefined);
+  KernelFn run = [attrs, inputForget](KernelContext& ctx) {
     dispatchRecurrent(ctx.input(0).dtype(), "LSTM", [&](auto tag, auto accTag) {
       using T = typename decltype(tag)::type;
       using Acc = typename decltype(accTag)::type;
@@ -73,9 +81,13 @@ KernelFn makeLstmKernel(const KernelCreateInfo& info) {
       runLstmRecurrence<T, Acc>(ctx, attrs, inputForget, dims, products);
     });
   };
+  return {std::move(run), std::move(workspace), {}};
 }
 
-KILN_REGISTER_CPU_KERNEL("LSTM", KernelFactory(makeLstmKernel));
+const bool kRegistered = [] {
+  KernelRegistry::global().addGenericKernel("", "LSTM", makeLstmKernel);
+  return true;
+}();
 
 }  // namespace
 }  // namespace kiln::cpu

@@ -44,10 +44,9 @@ struct MatMulDims {
   int64_t M = 0, N = 0, K = 0;
 };
 
-MatMulDims matMulDims(const KernelContext& ctx, const ir::Node& label, const Shape& a,
-                      const Shape& b) {
-  if (a.empty() || b.empty())
-    ctx.fail("MatMul inputs must not be scalars", ErrorCode::kInvalidArgument);
+// M, N, K and the batch shapes of non-scalar operands (a 1-D one padded to a matrix); the
+// inner dimensions are not checked and outBatch is left empty.
+MatMulDims gemmDimsOf(const Shape& a, const Shape& b) {
   Shape pa = a, pb = b;
   if (pa.size() == 1) pa.insert(pa.begin(), 1);
   if (pb.size() == 1) pb.push_back(1);
@@ -55,23 +54,47 @@ MatMulDims matMulDims(const KernelContext& ctx, const ir::Node& label, const Sha
   d.M = pa[pa.size() - 2];
   d.K = pa.back();
   d.N = pb.back();
-  if (pb[pb.size() - 2] != d.K) {
+  d.aBatch.assign(pa.begin(), pa.end() - 2);
+  d.bBatch.assign(pb.begin(), pb.end() - 2);
+  return d;
+}
+
+MatMulDims matMulDims(const KernelContext& ctx, const ir::Node& label, const Shape& a,
+                      const Shape& b) {
+  if (a.empty() || b.empty())
+    ctx.fail("MatMul inputs must not be scalars", ErrorCode::kInvalidArgument);
+  MatMulDims d = gemmDimsOf(a, b);
+  if (b.size() == 1 ? b[0] != d.K : b[b.size() - 2] != d.K) {
     ctx.fail("inner dimensions differ: " + shapeToString(a) + " x " + shapeToString(b),
              ErrorCode::kInvalidArgument);
   }
-  d.aBatch.assign(pa.begin(), pa.end() - 2);
-  d.bBatch.assign(pb.begin(), pb.end() - 2);
   d.outBatch = ir::broadcastShapes(label, d.aBatch, d.bBatch);
   return d;
 }
 
+// With one right-hand matrix for every batch, the batch folds into the rows: one large GEMM of
+// this many rows (else one GEMM of M rows per batch).
+int64_t gemmRows(const MatMulDims& d) {
+  return shapeNumel(d.bBatch) == 1 ? shapeNumel(d.aBatch) * d.M : d.M;
+}
+
+// Scratch of the GEMMs of a MatMul with operands of these shapes: sgemm's, against `packedB` when
+// it holds B, when the product is computed in float (float32 and the 16-bit floats); 0 for
+// shapes it cannot multiply.
+uint64_t matMulWorkspaceBytes(const Shape& a, const Shape& b, const PackedMatrix& packedB,
+                              bool floatMath, int threads) {
+  if (a.empty() || b.empty() || !floatMath) return 0;
+  const MatMulDims d = gemmDimsOf(a, b);
+  if (!packedB.empty() && b.size() == 2 && packedB.rows() == d.K && packedB.cols() == d.N)
+    return sgemmWorkspaceBytes(packedB, gemmRows(d), threads);
+  return sgemmWorkspaceBytes(gemmRows(d), d.N, d.K, threads);
+}
+
 template <typename T>
-void batchedMatMul(const MatMulDims& d, const T* a, const T* b, T* y) {
+void batchedMatMul(const MatMulDims& d, const T* a, const T* b, T* y, void* workspace) {
   const int64_t aStep = d.M * d.K, bStep = d.K * d.N, yStep = d.M * d.N;
   if (shapeNumel(d.bBatch) == 1) {
-    // One right-hand matrix for every batch: fold the batch into the rows (one large GEMM).
-    const int64_t rows = shapeNumel(d.aBatch) * d.M;
-    gemm<T>(false, false, rows, d.N, d.K, T(1), a, d.K, b, d.N, T(0), y, d.N);
+    gemm<T>(false, false, gemmRows(d), d.N, d.K, T(1), a, d.K, b, d.N, T(0), y, d.N, workspace);
     return;
   }
   forEachBroadcastRun<2>(
@@ -80,7 +103,7 @@ void batchedMatMul(const MatMulDims& d, const T* a, const T* b, T* y) {
           const std::array<int64_t, 2>& st) {
         for (int64_t j = 0; j < n; ++j) {
           gemm<T>(false, false, d.M, d.N, d.K, T(1), a + (off[0] + j * st[0]) * aStep, d.K,
-                  b + (off[1] + j * st[1]) * bStep, d.N, T(0), y + (o + j) * yStep, d.N);
+                  b + (off[1] + j * st[1]) * bStep, d.N, T(0), y + (o + j) * yStep, d.N, workspace);
         }
       });
 }
@@ -99,23 +122,26 @@ void matMulKernel(KernelContext& ctx, const ir::Node& label, const PackedMatrix&
   const MatMulDims d = matMulDims(ctx, label, a.shape(), b.shape());
   Tensor& y = ctx.output(0);
   if (y.numel() == 0) return;
-  if (!packedB.empty() && a.dtype() == DataType::kFloat32 && b.rank() == 2 &&
-      packedB.rows() == d.K && packedB.cols() == d.N) {
+  const bool floatMath = a.dtype() == DataType::kFloat32 || isHalfLike(a.dtype());
+  const PackedMatrix& usable = a.dtype() == DataType::kFloat32 ? packedB : PackedMatrix();
+  void* ws =
+      ctx.workspace(matMulWorkspaceBytes(a.shape(), b.shape(), usable, floatMath, poolThreads()));
+  if (!usable.empty() && b.rank() == 2 && usable.rows() == d.K && usable.cols() == d.N) {
     // One B for every batch: the stacked rows of A are one GEMM against the packed weights.
-    sgemmPacked(false, shapeNumel(d.aBatch) * d.M, 1.0f, a.data<float>(), d.K, packedB, 0.0f,
-                y.data<float>(), d.N);
+    sgemmPacked(false, gemmRows(d), 1.0f, a.data<float>(), d.K, usable, 0.0f, y.data<float>(), d.N,
+                ws);
     return;
   }
   if (isHalfLike(a.dtype())) {
     const Tensor fa = toFloatCopy(a), fb = toFloatCopy(b);
     Tensor fy(DataType::kFloat32, y.shape());
-    batchedMatMul<float>(d, fa.data<float>(), fb.data<float>(), fy.data<float>());
+    batchedMatMul<float>(d, fa.data<float>(), fb.data<float>(), fy.data<float>(), ws);
     storeFromFloat(fy, y);
     return;
   }
   dispatchNativeGemmType(a.dtype(), "MatMul", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    batchedMatMul<T>(d, a.data<T>(), b.data<T>(), y.data<T>());
+    batchedMatMul<T>(d, a.data<T>(), b.data<T>(), y.data<T>(), ws);
   });
 }
 
@@ -135,7 +161,7 @@ void matMulIntegerKernel(KernelContext& ctx, const ir::Node& label) {
   const Tensor wb = widenMinusZeroPoint(b, bZero, 1, d.N);
   Tensor& y = ctx.output(0);
   if (y.numel() == 0) return;
-  batchedMatMul<int32_t>(d, wa.data<int32_t>(), wb.data<int32_t>(), y.data<int32_t>());
+  batchedMatMul<int32_t>(d, wa.data<int32_t>(), wb.data<int32_t>(), y.data<int32_t>(), nullptr);
 }
 
 // Writes C (rank <= 2, broadcast one way onto M x N) into y.
@@ -163,7 +189,7 @@ struct GemmParams {
 
 template <typename T>
 void runGemm(const GemmParams& p, const Tensor& a, const Tensor& b, const Tensor* c, T* y,
-             int64_t M, int64_t N, int64_t K) {
+             int64_t M, int64_t N, int64_t K, void* workspace) {
   const T* pa = a.data<T>();
   const T* pb = b.data<T>();
   const int64_t lda = a.dim(1), ldb = b.dim(1);
@@ -181,7 +207,7 @@ void runGemm(const GemmParams& p, const Tensor& a, const Tensor& b, const Tensor
     }
   } else {
     gemm<T>(p.transA, p.transB, M, N, K, static_cast<T>(p.alpha), pa, lda, pb, ldb,
-            useC ? static_cast<T>(p.beta) : T(0), y, N);
+            useC ? static_cast<T>(p.beta) : T(0), y, N, workspace);
   }
 }
 
@@ -194,8 +220,25 @@ std::string packedBDeclines(const KernelCreateInfo& info) {
   return "";
 }
 
-KernelFn makeMatMulKernel(const KernelCreateInfo& info) {
-  return [label = nodeLabel(info.node)](KernelContext& ctx) { matMulKernel(ctx, label, {}); };
+// Whether a node's first input is a float type the kernels multiply in float (sgemm).
+bool multipliesInFloat(const KernelCreateInfo& info) {
+  const ir::TypeInfo* t = info.inputTypes.empty() ? nullptr : info.inputTypes[0];
+  return t && (t->dtype == DataType::kFloat32 || isHalfLike(t->dtype));
+}
+
+// The workspace of a MatMul kernel, B packed or not.
+WorkspaceFn matMulWorkspace(const KernelCreateInfo& info, const PackedMatrix& packedB) {
+  return [packedB, floatMath = multipliesInFloat(info)](const std::vector<const Shape*>& in,
+                                                        int threads) -> uint64_t {
+    if (in.size() < 2 || !in[0] || !in[1]) return 0;
+    return matMulWorkspaceBytes(*in[0], *in[1], packedB, floatMath, threads);
+  };
+}
+
+Kernel makeMatMulKernel(const KernelCreateInfo& info) {
+  return {[label = nodeLabel(info.node)](KernelContext& ctx) { matMulKernel(ctx, label, {}); },
+          matMulWorkspace(info, {}),
+          {}};
 }
 
 KernelBlob blobOf(const PackedMatrix& m) {
@@ -218,7 +261,7 @@ Kernel makePackedMatMulKernel(const KernelCreateInfo& info, CpuIsa isa, const Ke
   const PackedMatrix b = packedB(info, false, isa, saved);
   info.keepsOwnCopyOf(1);  // A is float32 too (same type), so B is only read packed
   return {[label = nodeLabel(info.node), b](KernelContext& ctx) { matMulKernel(ctx, label, b); },
-          {},
+          matMulWorkspace(info, b),
           [b] {
             return KernelState{
                 {}, {blobOf(b)}, std::shared_ptr<const void>(b.data(), [](const void*) {})};
@@ -254,11 +297,14 @@ PackedGemm prepareGemm(const KernelCreateInfo& info, const GemmParams& p, CpuIsa
   return g;
 }
 
-// Y = alpha * op(A) * B + beta * C on the packed B; false when the operands do not fit it.
-bool runPackedGemm(const GemmParams& p, const PackedGemm& g, const Tensor& a, const Tensor* c,
-                   Tensor& y, int64_t M, int64_t N, int64_t K) {
-  if (g.b.empty() || a.dtype() != DataType::kFloat32 || g.b.rows() != K || g.b.cols() != N)
-    return false;
+// Whether the packed B serves a product of this A type and these dimensions.
+bool packedGemmFits(const PackedGemm& g, DataType aType, int64_t N, int64_t K) {
+  return !g.b.empty() && aType == DataType::kFloat32 && g.b.rows() == K && g.b.cols() == N;
+}
+
+// Y = alpha * op(A) * B + beta * C on the packed B, when packedGemmFits.
+void runPackedGemm(const GemmParams& p, const PackedGemm& g, const Tensor& a, const Tensor* c,
+                   Tensor& y, int64_t M, int64_t N, void* workspace) {
   float* out = y.data<float>();
   GemmEpilogue ep;
   float beta = 0.0f;
@@ -270,8 +316,15 @@ bool runPackedGemm(const GemmParams& p, const PackedGemm& g, const Tensor& a, co
       beta = p.beta;
     }
   }
-  sgemmPacked(p.transA, M, p.alpha, a.data<float>(), a.dim(1), g.b, beta, out, N, ep);
-  return true;
+  sgemmPacked(p.transA, M, p.alpha, a.data<float>(), a.dim(1), g.b, beta, out, N, workspace, ep);
+}
+
+// Scratch of a Gemm of op(A) M x K and op(B) K x N: the packed B's, or sgemm's when it computes
+// in float.
+uint64_t gemmWorkspaceBytes(const PackedGemm& g, bool floatMath, bool packedFits, int64_t M,
+                            int64_t N, int64_t K, int threads) {
+  if (packedFits) return sgemmWorkspaceBytes(g.b, M, threads);
+  return floatMath ? sgemmWorkspaceBytes(M, N, K, threads) : 0;
 }
 
 GemmParams gemmParams(const ir::Node& node) {
@@ -298,19 +351,38 @@ KernelFn gemmKernel(const GemmParams& p, const PackedGemm& packed) {
     if (c && c->rank() > 2) ctx.fail("C must have rank <= 2", ErrorCode::kInvalidArgument);
     Tensor& y = ctx.output(0);
     if (y.numel() == 0) return;
-    if (runPackedGemm(p, packed, a, c, y, M, N, K)) return;
+    const bool fits = packedGemmFits(packed, a.dtype(), N, K);
+    const bool floatMath = a.dtype() == DataType::kFloat32 || isHalfLike(a.dtype());
+    void* ws = ctx.workspace(gemmWorkspaceBytes(packed, floatMath, fits, M, N, K, poolThreads()));
+    if (fits) return runPackedGemm(p, packed, a, c, y, M, N, ws);
     if (isHalfLike(a.dtype())) {
       const Tensor fa = toFloatCopy(a), fb = toFloatCopy(b);
       const Tensor fc = c ? toFloatCopy(*c) : Tensor();
       Tensor fy(DataType::kFloat32, y.shape());
-      runGemm<float>(p, fa, fb, c ? &fc : nullptr, fy.data<float>(), M, N, K);
+      runGemm<float>(p, fa, fb, c ? &fc : nullptr, fy.data<float>(), M, N, K, ws);
       storeFromFloat(fy, y);
       return;
     }
     dispatchNativeGemmType(a.dtype(), "Gemm", [&](auto tag) {
       using T = typename decltype(tag)::type;
-      runGemm<T>(p, a, b, c, y.data<T>(), M, N, K);
+      runGemm<T>(p, a, b, c, y.data<T>(), M, N, K, ws);
     });
+  };
+}
+
+// The workspace of a Gemm kernel, B packed (non-empty) or not.
+WorkspaceFn gemmWorkspace(const KernelCreateInfo& info, const GemmParams& p,
+                          const PackedGemm& packed) {
+  const ir::TypeInfo* t = info.inputTypes.empty() ? nullptr : info.inputTypes[0];
+  const DataType aType = t ? t->dtype : DataType::kUndefined;
+  return [p, packed, aType, floatMath = multipliesInFloat(info)](
+             const std::vector<const Shape*>& in, int threads) -> uint64_t {
+    if (in.size() < 2 || !in[0] || !in[1] || in[0]->size() != 2 || in[1]->size() != 2) return 0;
+    const Shape& a = *in[0];
+    const Shape& b = *in[1];
+    const int64_t M = a[p.transA ? 1 : 0], K = a[p.transA ? 0 : 1], N = b[p.transB ? 0 : 1];
+    return gemmWorkspaceBytes(packed, floatMath, packedGemmFits(packed, aType, N, K), M, N, K,
+                              threads);
   };
 }
 
@@ -319,7 +391,7 @@ Kernel makePackedGemmKernel(const KernelCreateInfo& info, CpuIsa isa, const Kern
   auto packed = std::make_shared<const PackedGemm>(prepareGemm(info, p, isa, saved));
   info.keepsOwnCopyOf(1);  // float32 A (same type as B) always takes the packed path
   if (!packed->bias.empty()) info.keepsOwnCopyOf(2);
-  return {gemmKernel(p, *packed), {}, [packed] {
+  return {gemmKernel(p, *packed), gemmWorkspace(info, p, *packed), [packed] {
             KernelState state{{}, {blobOf(packed->b)}, packed};
             if (!packed->bias.empty())
               state.blobs.push_back({packed->bias.data(), packed->bias.size() * sizeof(float)});
@@ -345,15 +417,17 @@ const bool kRegistered = [] {
       r.addCandidate("", op, DataType::kFloat32, std::move(c));
     }
   }
+  // Every dtype, B as it comes (float32 falls back here when B is not a constant matrix).
+  r.addGenericKernel("", "MatMul", makeMatMulKernel);
+  r.addGenericKernel("", "Gemm", [](const KernelCreateInfo& info) -> Kernel {
+    const GemmParams p = gemmParams(info.node);
+    return {gemmKernel(p, {}), gemmWorkspace(info, p, {}), {}};
+  });
   return true;
 }();
 
 }  // namespace
 
-KILN_REGISTER_CPU_KERNEL("MatMul", KernelFactory(makeMatMulKernel));
-KILN_REGISTER_CPU_KERNEL("Gemm", KernelFactory([](const KernelCreateInfo& info) {
-                           return gemmKernel(gemmParams(info.node), {});
-                         }));
 KILN_REGISTER_CPU_KERNEL("MatMulInteger",
                          KernelFactory([](const KernelCreateInfo& info) -> KernelFn {
                            return [label = nodeLabel(info.node)](KernelContext& ctx) {

@@ -11,6 +11,7 @@
 #include "backends/cpu/kernels/conv_kernel.h"
 #include "backends/cpu/kernels/qgemm_ops.h"
 #include "backends/cpu/qgemm/qgemm.h"
+#include "backends/cpu/thread_pool.h"
 
 namespace kiln::cpu {
 
@@ -55,13 +56,6 @@ inline uint64_t alignTo64(uint64_t n) { return (n + 63) / 64 * 64; }
 
 /// Taps a depthwise kernel accumulates exactly in float32: 256 * 255 * 255 < 2^24.
 constexpr int64_t kMaxDepthwiseTaps = 256;
-
-/// Threads of the current pool (1 without one): the depthwise candidates' per-thread scratch count.
-int poolThreads();
-/// Splits [0, items) into min(threads, items) contiguous parts, fn(part, begin, end) each, over the
-/// current pool when there is more than one part: `part` indexes the caller's per-thread scratch.
-void forEachThreadPart(int64_t items, int threads,
-                       const std::function<void(int64_t, int64_t, int64_t)>& fn);
 
 /// W (constant, at s.b) as int16 values in its own order: the depthwise candidates' weights.
 std::vector<int16_t> depthwiseWeights(const KernelCreateInfo& info, const QProductSignature& s);

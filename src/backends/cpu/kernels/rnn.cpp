@@ -10,6 +10,10 @@ using namespace rnn;
 template <typename T, typename Acc>
 void runRnn(KernelContext& ctx, const RecurrentAttrs& attrs) {
   const RecurrentDims dims = recurrentDims(ctx, attrs, 1);
+  void* workspace =
+      std::is_same_v<Acc, float>
+          ? ctx.workspace(recurrentWorkspaceBytes(dims, dims.hidden, 0, poolThreads()))
+          : nullptr;  // the input projection's SGEMM
   const std::vector<int64_t> lengths = sequenceLengths(ctx, dims);
   const int64_t h = dims.hidden;
   T* y = outputSequence<T>(ctx);
@@ -21,7 +25,8 @@ void runRnn(KernelContext& ctx, const RecurrentAttrs& attrs) {
     std::vector<Acc> bias(static_cast<size_t>(h));
     for (size_t j = 0; j < bias.size(); ++j) bias[j] = w.wb[j] + w.rb[j];
 
-    const std::vector<Acc> xw = projectInputs<Acc>(ctx.input(0).data<T>(), dims, w.wt, bias);
+    const std::vector<Acc> xw =
+        projectInputs<Acc>(ctx.input(0).data<T>(), dims, w.wt, bias, workspace);
     std::vector<Acc> hState = initialState<Acc, T>(ctx, 5, dims, d);
     forEachRecurrentStep(dims, lengths, reverse, [&](int64_t t, int64_t b) {
       Acc* hb = &hState[static_cast<size_t>(b * h)];
@@ -40,18 +45,24 @@ void runRnn(KernelContext& ctx, const RecurrentAttrs& attrs) {
   }
 }
 
-KernelFn makeRnnKernel(const KernelCreateInfo& info) {
+Kernel makeRnnKernel(const KernelCreateInfo& info) {
   RecurrentAttrs attrs = parseRecurrentAttrs(info.node, {"Tanh"});
-  return [attrs](KernelContext& ctx) {
+  const ir::TypeInfo* x = info.inputTypes.empty() ? nullptr : info.inputTypes[0];
+  WorkspaceFn workspace = recurrentWorkspace(attrs, 1, 0, x ? x->dtype : DataType::kUndefined);
+  KernelFn run = [attrs](KernelContext& ctx) {
     dispatchRecurrent(ctx.input(0).dtype(), "RNN", [&](auto tag, auto accTag) {
       using T = typename decltype(tag)::type;
       using Acc = typename decltype(accTag)::type;
       runRnn<T, Acc>(ctx, attrs);
     });
   };
+  return {std::move(run), std::move(workspace), {}};
 }
 
-KILN_REGISTER_CPU_KERNEL("RNN", KernelFactory(makeRnnKernel));
+const bool kRegistered = [] {
+  KernelRegistry::global().addGenericKernel("", "RNN", makeRnnKernel);
+  return true;
+}();
 
 }  // namespace
 }  // namespace kiln::cpu

@@ -117,18 +117,21 @@ std::vector<int64_t> sequenceLengths(KernelContext& ctx, const RecurrentDims& di
 }
 
 std::vector<float> projectInputsSgemm(const float* x, const RecurrentDims& dims, const float* b,
-                                      bool transB, int64_t ldb, const std::vector<float>& bias) {
+                                      bool transB, int64_t ldb, const std::vector<float>& bias,
+                                      void* workspace) {
   const int64_t n = static_cast<int64_t>(bias.size()), rows = dims.seq * dims.batch;
   std::vector<float> out(static_cast<size_t>(rows * n));
   for (int64_t row = 0; row < rows; ++row)
     std::copy(bias.begin(), bias.end(), &out[static_cast<size_t>(row * n)]);
   if (dims.layout == 0) {
-    sgemm(false, transB, rows, n, dims.input, 1.0f, x, dims.input, b, ldb, 1.0f, out.data(), n);
+    sgemm(false, transB, rows, n, dims.input, 1.0f, x, dims.input, b, ldb, 1.0f, out.data(), n,
+          workspace);
     return out;
   }
   // layout 1: X is [batch, seq, input]; rows come out batch-major and are moved to [seq, batch].
   std::vector<float> byBatch(out.size());
-  sgemm(false, transB, rows, n, dims.input, 1.0f, x, dims.input, b, ldb, 0.0f, byBatch.data(), n);
+  sgemm(false, transB, rows, n, dims.input, 1.0f, x, dims.input, b, ldb, 0.0f, byBatch.data(), n,
+        workspace);
   for (int64_t bi = 0; bi < dims.batch; ++bi) {
     for (int64_t t = 0; t < dims.seq; ++t) {
       const float* src = &byBatch[static_cast<size_t>((bi * dims.seq + t) * n)];
@@ -151,13 +154,45 @@ BatchRecurrentProduct::BatchRecurrentProduct(const float* b, bool transB, int64_
   if (batch > 1) packed_ = packB(transB, hidden, cols, b, ldb);
 }
 
-void BatchRecurrentProduct::multiply(const float* hState) {
+uint64_t BatchRecurrentProduct::workspaceBytes(int64_t batch, int64_t hidden, int64_t cols,
+                                               int threads) {
+  if (batch <= 1) return sgemmWorkspaceBytes(batch, cols, hidden, threads);
+  const PackedMatrix shape =
+      PackedMatrix::view(PackedMatrix::Side::kB, activeCpuIsa(), hidden, cols, nullptr);
+  return sgemmWorkspaceBytes(shape, batch, threads);
+}
+
+void BatchRecurrentProduct::multiply(const float* hState, void* workspace) {
   if (packed_.empty()) {
     sgemm(false, transB_, batch_, cols_, hidden_, 1.0f, hState, hidden_, b_, ldb_, 0.0f,
-          product_.data(), cols_);
+          product_.data(), cols_, workspace);
   } else {
-    sgemmPacked(false, batch_, 1.0f, hState, hidden_, packed_, 0.0f, product_.data(), cols_);
+    sgemmPacked(false, batch_, 1.0f, hState, hidden_, packed_, 0.0f, product_.data(), cols_,
+                workspace);
   }
+}
+
+uint64_t recurrentWorkspaceBytes(const RecurrentDims& dims, int64_t n, int64_t cols, int threads) {
+  const uint64_t projection = sgemmWorkspaceBytes(dims.seq * dims.batch, n, dims.input, threads);
+  if (cols <= 0) return projection;
+  return std::max(projection,
+                  BatchRecurrentProduct::workspaceBytes(dims.batch, dims.hidden, cols, threads));
+}
+
+WorkspaceFn recurrentWorkspace(const RecurrentAttrs& attrs, int64_t gates, int64_t colsPerHidden,
+                               DataType dtype) {
+  if (dtype == DataType::kFloat64) return {};
+  return [attrs, gates, colsPerHidden](const std::vector<const Shape*>& in,
+                                       int threads) -> uint64_t {
+    if (in.size() < 3 || !in[0] || !in[2] || in[0]->size() != 3 || in[2]->size() != 3) return 0;
+    const Shape& x = *in[0];
+    RecurrentDims dims;
+    dims.seq = attrs.layout == 0 ? x[0] : x[1];
+    dims.batch = attrs.layout == 0 ? x[1] : x[0];
+    dims.input = x[2];
+    dims.hidden = (*in[2])[2];
+    return recurrentWorkspaceBytes(dims, gates * dims.hidden, colsPerHidden * dims.hidden, threads);
+  };
 }
 
 }  // namespace kiln::cpu::rnn

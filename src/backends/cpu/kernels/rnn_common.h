@@ -11,6 +11,7 @@
 
 #include "backends/cpu/gemm/sgemm.h"
 #include "backends/cpu/kernel.h"
+#include "backends/cpu/kernel_registry.h"
 #include "backends/cpu/kernels/vector_math.h"
 #include "core/dtype_dispatch.h"
 
@@ -173,9 +174,21 @@ void addVectorTimesMatrix(const Acc* v, int64_t k, const Acc* m, int64_t ld, int
 }
 
 /// projectInputs for float32 as one SGEMM over every row of X: op(B) is W^T ([input, n]); B is W
-/// as the op gives it ([n, input], transB) or already transposed, with row stride ldb.
+/// as the op gives it ([n, input], transB) or already transposed, with row stride ldb. `workspace`
+/// holds recurrentWorkspaceBytes(dims, n, ...) bytes.
 std::vector<float> projectInputsSgemm(const float* x, const RecurrentDims& dims, const float* b,
-                                      bool transB, int64_t ldb, const std::vector<float>& bias);
+                                      bool transB, int64_t ldb, const std::vector<float>& bias,
+                                      void* workspace);
+
+/// Scratch bytes of a float recurrent op's products on `threads` threads: the input projection
+/// (n columns) and each step's BatchRecurrentProduct (cols columns; 0: none), which run one after
+/// the other in one workspace.
+uint64_t recurrentWorkspaceBytes(const RecurrentDims& dims, int64_t n, int64_t cols, int threads);
+
+/// The workspace of a recurrent kernel with `gates` gates whose step product has
+/// colsPerHidden * hidden columns (0: none), for X, W and R of the shapes given; none for double.
+WorkspaceFn recurrentWorkspace(const RecurrentAttrs& attrs, int64_t gates, int64_t colsPerHidden,
+                               DataType dtype);
 
 /// Each step's h x R^T for the whole batch in one SGEMM ([batch, cols]), instead of one row at a
 /// time. op(B) is R^T's first `cols` columns ([hidden, cols]); B is R as the op gives it (transB)
@@ -185,8 +198,11 @@ class BatchRecurrentProduct {
  public:
   BatchRecurrentProduct(const float* b, bool transB, int64_t ldb, int64_t batch, int64_t hidden,
                         int64_t cols);
-  /// Multiplies the batch's hidden state ([batch, hidden]) by R^T.
-  void multiply(const float* hState);
+  /// Scratch bytes of multiply on `threads` threads.
+  static uint64_t workspaceBytes(int64_t batch, int64_t hidden, int64_t cols, int threads);
+  /// Multiplies the batch's hidden state ([batch, hidden]) by R^T, packing into `workspace`
+  /// (workspaceBytes for the pool's threads).
+  void multiply(const float* hState, void* workspace);
   /// Batch entry b's row of the last product.
   const float* row(int64_t b) const { return &product_[static_cast<size_t>(b * cols_)]; }
 
@@ -200,13 +216,14 @@ class BatchRecurrentProduct {
 
 /// The input projection of every time step: out[t, b, :] = X[t, b, :] * W^T + bias, with X in the
 /// op's layout and wt = W^T ([input, n]). Done once before the recurrence.
+/// float32 runs on SGEMM in `workspace` (recurrentWorkspaceBytes); other types need none.
 template <typename Acc, typename T>
 std::vector<Acc> projectInputs(const T* x, const RecurrentDims& dims, const std::vector<Acc>& wt,
-                               const std::vector<Acc>& bias) {
+                               const std::vector<Acc>& bias, void* workspace) {
   const int64_t n = static_cast<int64_t>(bias.size());
-  std::vector<Acc> out(static_cast<size_t>(dims.seq * dims.batch * n));
   if constexpr (std::is_same_v<Acc, float> && std::is_same_v<T, float>)
-    return projectInputsSgemm(x, dims, wt.data(), false, n, bias);
+    return projectInputsSgemm(x, dims, wt.data(), false, n, bias, workspace);
+  std::vector<Acc> out(static_cast<size_t>(dims.seq * dims.batch * n));
   std::vector<Acc> row(static_cast<size_t>(dims.input));
   for (int64_t t = 0; t < dims.seq; ++t) {
     for (int64_t b = 0; b < dims.batch; ++b) {

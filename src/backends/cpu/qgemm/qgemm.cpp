@@ -243,11 +243,6 @@ class QGemmRun {
   int32_t* negZA_;
 };
 
-int poolThreads() {
-  const ThreadPool* pool = currentThreadPool();
-  return pool ? pool->size() : 1;
-}
-
 }  // namespace
 
 const QGemmKernelInfo& qgemmKernelFor(CpuIsa isa) {
