@@ -12,13 +12,15 @@ namespace {
 const std::set<std::string>& continuousOps() {
   static const std::set<std::string> kOps = {
       // arithmetic and activations
-      "Abs", "Add", "Celu", "Clip", "Cos", "Div", "Elu", "Erf", "Exp", "Gelu", "HardSigmoid",
-      "HardSwish", "LeakyRelu", "Log", "Max", "Mean", "Min", "Mish", "Mul", "Neg", "Pow", "PRelu",
-      "Reciprocal", "Relu", "Selu", "Sigmoid", "Sin", "Softplus", "Softsign", "Sqrt", "Sub", "Sum",
-      "Tanh", "Where",
+      "Abs", "Acos", "Acosh", "Add", "Asin", "Asinh", "Atan", "Atanh", "Celu", "Clip", "Cos",
+      "Cosh", "CumSum", "Div", "Elu", "Erf", "Exp", "Gelu", "HardSigmoid", "HardSwish", "LeakyRelu",
+      "Log", "Max", "Mean", "Min", "Mish", "Mul", "Neg", "Pow", "PRelu", "Reciprocal", "Relu",
+      "Selu", "Sigmoid", "Sin", "Sinh", "Softplus", "Softsign", "Sqrt", "Sub", "Sum", "Swish",
+      "Tan", "Tanh", "Where",
       // linear layers and normalizations
-      "BatchNormalization", "Conv", "ConvTranspose", "Gemm", "GroupNormalization",
-      "InstanceNormalization", "LayerNormalization", "LRN", "MatMul", "DequantizeLinear",
+      "Attention", "BatchNormalization", "Conv", "ConvTranspose", "DequantizeLinear", "Einsum",
+      "Gemm", "GroupNormalization", "GRU", "InstanceNormalization", "LayerNormalization", "LRN",
+      "LSTM", "MatMul", "MeanVarianceNormalization", "RMSNormalization", "RNN",
       // pools, reductions, softmax
       "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "LpPool", "ReduceL1", "ReduceL2",
       "ReduceLogSumExp", "ReduceMax", "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSum",
@@ -26,8 +28,8 @@ const std::set<std::string>& continuousOps() {
       // data movement and shape reading
       "Concat", "DepthToSpace", "Dropout", "Expand", "Flatten", "Gather", "GatherElements",
       "GatherND", "Identity", "Pad", "Reshape", "Resize", "ScatterElements", "ScatterND", "Shape",
-      "Size", "Slice", "SpaceToDepth", "Split", "Squeeze", "Tile", "Transpose", "Unsqueeze",
-      "Upsample"};
+      "Size", "Slice", "SpaceToDepth", "Split", "Squeeze", "Tile", "Transpose", "Trilu",
+      "Unsqueeze", "Upsample"};
   return kOps;
 }
 
@@ -55,6 +57,12 @@ bool computesWideInFloat32(const ir::Graph& graph, const ir::Node& node) {
     const DataType to = graph.value(node.outputs[0]).type.dtype;
     // To float16 from anything, or float16 to float32: the float32 result is one rounding fewer.
     return to == DataType::kFloat16 || (from == DataType::kFloat16 && isFloat16Or32(to));
+  }
+  // A float16 fill value widens exactly (widenFloat16Interior widens the attribute).
+  if (node.opType == "ConstantOfShape") {
+    auto it = node.attrs.find("value");
+    return it != node.attrs.end() && std::holds_alternative<Tensor>(it->second) &&
+           std::get<Tensor>(it->second).dtype() == DataType::kFloat16;
   }
   // MaxPool's Indices output picks among ties that float16 rounding makes.
   if (node.opType == "MaxPool") return node.outputs.size() < 2 || node.outputs[1] == ir::kNoValue;

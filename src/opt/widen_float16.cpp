@@ -70,9 +70,11 @@ class Float16Widening {
     for (size_t i = 0; i < nodeCount_; ++i) rewireInputs(i);
     for (size_t i = 0; i < nodeCount_; ++i) {
       ir::Node& node = g_.nodes[i];
-      if (wide_[i] && node.opType == "Cast" &&
-          g_.value(node.outputs[0]).type.dtype == DataType::kFloat32)
+      if (!wide_[i]) continue;
+      if (node.opType == "Cast" && g_.value(node.outputs[0]).type.dtype == DataType::kFloat32)
         node.attrs["to"] = kOnnxFloat;
+      if (node.opType == "ConstantOfShape")
+        node.attrs["value"] = widenTensor(std::get<Tensor>(node.attrs.at("value")));
     }
     ir::sortTopologically(g_);
     ir::inferShapes(g_);
