@@ -268,6 +268,8 @@ CompiledNetwork compileNetwork(ir::Graph graphIn, const std::vector<LayerRecord>
     if (!options.unboundedShapes) profiles = build::resolveProfiles(g, config);
     report.layersBefore = static_cast<int>(g.nodes.size());
     std::vector<ir::Node> before = g.nodes;
+    const int widened = options.optimize ? opt::widenFloat16Interior(g) : 0;
+    std::set<std::string> afterWidening = nodeNames(g);
     const int folded = options.optimize ? opt::foldConstants(g) : 0;
     std::set<std::string> afterFolding = nodeNames(g);
     const int removed = options.optimize ? opt::eliminateDeadNodes(g) : 0;
@@ -290,7 +292,10 @@ CompiledNetwork compileNetwork(ir::Graph graphIn, const std::vector<LayerRecord>
     std::map<std::string, std::string> fusedInto = opt::fusedNodeNames(g);
     const std::vector<std::string> precisions = build::markPrecisions(g, request, logger);
     for (const ir::Node& node : before) {
-      if (!afterFolding.count(node.name)) {
+      if (!afterWidening.count(node.name)) {
+        report.layerDecisions.push_back(node.label() +
+                                        ": removed, an identity once float16 runs in float32");
+      } else if (!afterFolding.count(node.name)) {
         report.layerDecisions.push_back(node.label() + ": folded into a constant");
       } else if (!afterRemoval.count(node.name)) {
         report.layerDecisions.push_back(node.label() + ": removed, nothing reads its outputs");
@@ -305,7 +310,9 @@ CompiledNetwork compileNetwork(ir::Graph graphIn, const std::vector<LayerRecord>
     return std::to_string(report.layersBefore) + " layers -> " +
            std::to_string(report.layersAfter) + " (" + std::to_string(folded) +
            " folded into constants, " + std::to_string(removed) + " unused removed, " +
-           std::to_string(fused) + " fused)" + int8;
+           std::to_string(fused) + " fused" +
+           (widened ? ", " + std::to_string(widened) + " float16<->float32 Casts removed" : "") +
+           ")" + int8;
   });
 
   std::vector<LayerInfo> layers;

@@ -16,6 +16,15 @@ namespace kiln::opt {
 /// weight int8, and fuseLayers folds the DQs of constants they leave.
 KILN_INTERNAL_API int foldConstants(ir::Graph& graph, bool foldDequantize = false);
 
+/// Runs the float16 interior of the graph in float32 (kiln has no float16 arithmetic kernels):
+/// float16 outputs of the nodes computesWideInFloat32 (float16_rules.h) accepts and the float16
+/// constants only they read become float32, a Cast is inserted where a float16 graph input or a
+/// float16 result of another node enters them and where their result leaves for a graph output
+/// or another node, and every Cast that is then an identity (the model's float16<->float32
+/// pairs) is removed. Graph inputs and outputs keep their declared types. Re-infers shapes;
+/// returns the number of Casts removed (see docs/precision.md, "FP16 models").
+KILN_INTERNAL_API int widenFloat16Interior(ir::Graph& graph);
+
 /// Removes nodes whose outputs nobody reads (not graph outputs). Returns the number removed.
 KILN_INTERNAL_API int eliminateDeadNodes(ir::Graph& graph);
 

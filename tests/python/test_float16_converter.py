@@ -1,7 +1,10 @@
 """FP16 models as onnxconverter-common's float16 converter makes them from FP32 ones, with and
 without keep_io_types (float32 inputs and outputs around a float16 graph, or float16 throughout):
 kiln runs them and stays as close to the FP32 model's output as ONNX Runtime's run of the same
-FP16 file does."""
+FP16 file does; the float16 interior runs in float32 (no float16 layer left but the Casts at
+float16 graph inputs and outputs, the model's Cast pairs removed)."""
+import re
+import subprocess
 import warnings
 
 import numpy as np
@@ -24,7 +27,37 @@ def _relative_error(got, reference):
     return float(np.abs(got.astype(np.float32) - reference).max()) / float(np.abs(reference).max())
 
 
-def _check(path, tmp_path, keep_io_types):
+# A plan's layer line in `kiln inspect PLAN`: "  3  name (OpType)  kernel k (isa)  precision p ...".
+LAYER_LINE = re.compile(r"^\s+\d+\s+(.+) \((\S+)\)\s+kernel \S+ \(\S+\)\s+precision (\S+)")
+
+
+def _plan_layers(kiln_cli, model_path, shapes):
+    """(op type, precision) of each layer of the plan kiln builds from the model at these input shapes."""
+    plan = model_path.with_suffix(".kiln")
+    fixed = [f"{name}:{'x'.join(map(str, shape))}" for name, shape in shapes.items()]
+    subprocess.run([str(kiln_cli), "build", str(model_path), "-o", str(plan), "--builder-optimization-level", "0",
+                    "--shapes", *fixed], check=True, capture_output=True, text=True)
+    listing = subprocess.run([str(kiln_cli), "inspect", str(plan)], check=True, capture_output=True, text=True).stdout
+    layers = [(m.group(2), m.group(3)) for m in map(LAYER_LINE.match, listing.splitlines()) if m]
+    assert layers, listing
+    return layers
+
+
+def _check_layers(kiln_cli, converted, fp16_path, shapes, keep_io_types):
+    """No layer computes in float16; the only Casts left are one per float16 graph input and output."""
+    layers = _plan_layers(kiln_cli, fp16_path, shapes)
+    assert [op for op, precision in layers if precision == "fp16" and op != "Cast"] == []
+    float16_io = [v for v in list(converted.graph.input) + list(converted.graph.output)
+                  if v.type.tensor_type.elem_type == onnx.TensorProto.FLOAT16]
+    assert bool(float16_io) == (not keep_io_types)
+    model_casts = sum(node.op_type == "Cast" for node in converted.graph.node)
+    plan_casts = sum(op == "Cast" for op, _ in layers)
+    assert plan_casts <= len(float16_io)
+    if keep_io_types:  # the converter's Casts at float32 inputs and outputs, and pairs inside: all gone
+        assert model_casts >= 2 and plan_casts == 0
+
+
+def _check(path, tmp_path, keep_io_types, kiln_cli=None):
     model = onnx.load(str(path))
     first = model.graph.input[0]
     shape = [d.dim_value or 2 for d in first.type.tensor_type.shape.dim]
@@ -35,6 +68,8 @@ def _check(path, tmp_path, keep_io_types):
         converted = float16.convert_float_to_float16(model, keep_io_types=keep_io_types)
     fp16_path = str(tmp_path / f"{path.stem}.fp16.onnx")
     onnx.save(converted, fp16_path)
+    if kiln_cli is not None:
+        _check_layers(kiln_cli, converted, tmp_path / f"{path.stem}.fp16.onnx", {first.name: shape}, keep_io_types)
     feed = {first.name: x if keep_io_types else x.astype(np.float16)}
     theirs = ort.InferenceSession(fp16_path, providers=["CPUExecutionProvider"]).run(None, feed)
     ours = kiln.InferenceSession(fp16_path).run(None, feed)
@@ -46,15 +81,15 @@ def _check(path, tmp_path, keep_io_types):
 
 
 @pytest.mark.parametrize("keep_io_types", [True, False])
-def test_srcnn(repo_root, tmp_path, keep_io_types):
-    _check(repo_root / "models" / "srcnn.onnx", tmp_path, keep_io_types)
+def test_srcnn(repo_root, kiln, tmp_path, keep_io_types):
+    _check(repo_root / "models" / "srcnn.onnx", tmp_path, keep_io_types, kiln)
 
 
 @pytest.mark.parametrize("keep_io_types", [True, False])
-def test_mobilenet_v2(model_exporter, tmp_path, keep_io_types):
-    _check(model_exporter(["mobilenet_v2"]) / "mobilenet_v2.onnx", tmp_path, keep_io_types)
+def test_mobilenet_v2(model_exporter, kiln, tmp_path, keep_io_types):
+    _check(model_exporter(["mobilenet_v2"]) / "mobilenet_v2.onnx", tmp_path, keep_io_types, kiln)
 
 
 @pytest.mark.parametrize("keep_io_types", [True, False])
-def test_mixed_operator_network(opset_matrix, tmp_path, keep_io_types):
-    _check(opset_matrix / "mixed_opset17.onnx", tmp_path, keep_io_types)
+def test_mixed_operator_network(opset_matrix, kiln, tmp_path, keep_io_types):
+    _check(opset_matrix / "mixed_opset17.onnx", tmp_path, keep_io_types, kiln)
