@@ -441,3 +441,36 @@ def test_zipmap_refusal_says_why_and_how_to_export_without_it():
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(ML, 1)])
     message = kiln_error(model.SerializeToString(), {"X": x})
     assert "ai.onnx.ml::ZipMap" in message and "map" in message and "'zipmap': False" in message
+
+
+@pytest.mark.parametrize("op,attr,bad", [("TreeEnsembleRegressor", "aggregate_function", "MEDIAN"),
+                                         ("TreeEnsembleRegressor", "nodes_modes", "BRANCH_ABOUT"),
+                                         ("Normalizer", "norm", "L3")])
+def test_bad_enum_attributes_name_node_and_attribute(op, attr, bad):
+    x = np.ones((2, 1), np.float32)
+    if op == "Normalizer":
+        model = ml_model(op, [("X", x)], [("Y", TensorProto.FLOAT)], norm=bad)
+    else:
+        attrs = dict(n_targets=1, nodes_treeids=[0, 0, 0], nodes_nodeids=[0, 1, 2], nodes_featureids=[0, 0, 0],
+                     nodes_modes=["BRANCH_LEQ", "LEAF", "LEAF"], nodes_values=[0.0, 0.0, 0.0],
+                     nodes_truenodeids=[1, 0, 0], nodes_falsenodeids=[2, 0, 0], target_treeids=[0, 0],
+                     target_nodeids=[1, 2], target_ids=[0, 0], target_weights=[1.0, 2.0])
+        if attr == "nodes_modes":
+            attrs["nodes_modes"] = [bad, "LEAF", "LEAF"]
+        else:
+            attrs[attr] = bad
+        model = ml_model(op, [("X", x)], [("Y", TensorProto.FLOAT)], **attrs)
+    message = kiln_error(model, {"X": x})
+    assert f"{op}_node" in message and attr in message and bad in message
+
+
+def test_tree_ensemble_classifier_double_thresholds():
+    """ml opset 3's nodes_values_as_tensor / class_weights_as_tensor in float64, with float64 X."""
+    r = rng(25)
+    nodes, leaves = random_forest(r, 3, 3, 4, lambda r: [0, 1, 2], weight=lambda r: float(r.random()))
+    attrs = forest_attrs(nodes, leaves, "class")
+    del attrs["nodes_values"], attrs["class_weights"]
+    attrs["nodes_values_as_tensor"] = numpy_helper.from_array(np.array(nodes["values"], np.float64) + 1e-9)
+    attrs["class_weights_as_tensor"] = numpy_helper.from_array(np.array(leaves["weights"], np.float64))
+    compare("TreeEnsembleClassifier", [("X", tree_features(r).astype(np.float64))], classifier_outputs(False),
+            classlabels_int64s=[0, 1, 2], **attrs)

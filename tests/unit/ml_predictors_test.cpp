@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "engine_test_support.h"
 #include "single_node_model.h"
 
 namespace kiln {
@@ -13,10 +14,6 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::FloatNear;
 using namespace kiln::testing;
-
-Tensor floats(Shape shape, std::vector<float> v) {
-  return Tensor::fromVector<float>(DataType::kFloat32, std::move(shape), v);
-}
 
 TEST(LinearClassifier, MulticlassPicksTheBestScore) {
   auto out = SingleNodeModel("LinearClassifier", 1, "ai.onnx.ml")
