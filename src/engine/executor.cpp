@@ -12,6 +12,7 @@
 #include "core/aligned_memory.h"
 #include "core/tensor_limits.h"
 #include "engine/subgraph.h"
+#include "ir/unsupported_ops.h"
 #include "kiln/error.h"
 #include "plugin/plugin_node.h"
 
@@ -26,6 +27,8 @@ void collectUnsupported(const ir::Graph& graph, const std::string& scope,
     if (!ir::OpSchemaRegistry::global().find(node.domain, node.opType, node.opset)) {
       problems.push_back(scope + node.label() + ": operator " + domain + "::" + node.opType +
                          " at opset " + std::to_string(node.opset) + " is not supported");
+      if (std::string why = ir::whyUnsupported(node.domain, node.opType); !why.empty())
+        problems.back() += ": " + why;
       if (std::string missing = plugin::describeMissingPlugin(node); !missing.empty())
         problems.back() += "; " + missing;
     } else if (!cpu::KernelRegistry::global().find(node.domain, node.opType)) {

@@ -50,7 +50,11 @@ class SingleNodeModel {
     for (int64_t x : v) a->add_ints(x);
     return *this;
   }
-
+  SingleNodeModel& attr(const std::string& name, const std::vector<float>& v) {
+    auto* a = newAttr(name, onnx::AttributeProto::FLOATS);
+    for (float x : v) a->add_floats(x);
+    return *this;
+  }
   SingleNodeModel& attr(const std::string& name, const std::vector<std::string>& v) {
     auto* a = newAttr(name, onnx::AttributeProto::STRINGS);
     for (const auto& x : v) a->add_strings(x);

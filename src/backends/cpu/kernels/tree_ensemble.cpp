@@ -1,24 +1,16 @@
 // CPU kernel of TreeEnsemble (ai.onnx.ml opset 5): every tree routes each row of X from its root
 // through branch nodes (x[feature] <mode> split, or NaN when missing values track true) to a
 // leaf, whose weight is aggregated (sum, average, min or max) into the leaf's target column.
+// The tree walk is tree_forest.h's, shared with TreeEnsembleClassifier / TreeEnsembleRegressor.
 #include <cmath>
 #include <limits>
-#include <set>
+#include <memory>
 
 #include "backends/cpu/kernels/elementwise_util.h"
+#include "backends/cpu/kernels/tree_forest.h"
 
 namespace kiln::cpu {
 namespace {
-
-enum Mode : int64_t { kLeq = 0, kLt = 1, kGte = 2, kGt = 3, kEq = 4, kNeq = 5, kMember = 6 };
-
-struct Forest {
-  std::vector<double> splits, leafWeights;
-  std::vector<int64_t> features, modes, trueIds, falseIds, trueLeaf, falseLeaf, leafTargets, roots,
-      missingTrue;
-  std::vector<std::set<double>> members;  // per node; filled for MEMBER nodes
-  int64_t targets = 0, aggregate = 1;
-};
 
 std::vector<double> tensorDoubles(const ir::Node& node, const std::string& name) {
   const Tensor& t = ir::attrTensor(node, name);
@@ -27,110 +19,89 @@ std::vector<double> tensorDoubles(const ir::Node& node, const std::string& name)
   return v;
 }
 
-bool goesTrue(const Forest& f, int64_t n, double x) {
-  if (std::isnan(x) && !f.missingTrue.empty() && f.missingTrue[n]) return true;
-  const double s = f.splits[n];
-  switch (f.modes[n]) {
-    case kLeq:
-      return x <= s;
-    case kLt:
-      return x < s;
-    case kGte:
-      return x >= s;
-    case kGt:
-      return x > s;
-    case kEq:
-      return x == s;
-    case kNeq:
-      return x != s;
-    default:
-      return f.members[n].count(x) > 0;
+std::vector<uint8_t> flags(const std::vector<int64_t>& v) {
+  return std::vector<uint8_t>(v.begin(), v.end());
+}
+
+/// Set members, NaN-separated, in the order the MEMBER nodes appear.
+void readMembers(const ir::Node& node, TreeForest& f) {
+  f.members.resize(f.splits.size());
+  const std::vector<double> pool = ir::hasAttr(node, "membership_values")
+                                       ? tensorDoubles(node, "membership_values")
+                                       : std::vector<double>{};
+  size_t at = 0;
+  for (size_t n = 0; n < f.splits.size(); ++n) {
+    if (f.modes[n] != kBranchMember) continue;
+    if (at >= pool.size())
+      ir::failNode(node, "membership_values has no set for member node " + std::to_string(n));
+    for (; at < pool.size() && !std::isnan(pool[at]); ++at) f.members[n].insert(pool[at]);
+    ++at;  // the NaN that ends this set
   }
 }
 
-KernelFn makeTreeEnsemble(const KernelCreateInfo& info) {
-  const ir::Node& node = info.node;
-  auto f = std::make_shared<Forest>();
+std::shared_ptr<TreeForest> forestOf(const ir::Node& node, int64_t targets) {
+  auto f = std::make_shared<TreeForest>();
   f->splits = tensorDoubles(node, "nodes_splits");
   const std::vector<double> modes = tensorDoubles(node, "nodes_modes");
   f->modes.assign(modes.begin(), modes.end());
   f->features = ir::attrInts(node, "nodes_featureids");
   f->trueIds = ir::attrInts(node, "nodes_truenodeids");
   f->falseIds = ir::attrInts(node, "nodes_falsenodeids");
-  f->trueLeaf = ir::attrInts(node, "nodes_trueleafs");
-  f->falseLeaf = ir::attrInts(node, "nodes_falseleafs");
-  f->leafTargets = ir::attrInts(node, "leaf_targetids");
-  f->leafWeights = tensorDoubles(node, "leaf_weights");
-  f->roots = ir::attrInts(node, "tree_roots");
-  f->missingTrue = ir::attrInts(node, "nodes_missing_value_tracks_true", {});
-  f->targets = ir::attrInt(node, "n_targets");
-  f->aggregate = ir::attrInt(node, "aggregate_function", 1);
-  const size_t count = f->splits.size();
-  for (const auto* v :
-       {&f->features, &f->modes, &f->trueIds, &f->falseIds, &f->trueLeaf, &f->falseLeaf}) {
-    if (v->size() != count) ir::failNode(node, "every nodes_* attribute needs one entry per node");
-  }
-  if (f->leafTargets.size() != f->leafWeights.size())
+  f->trueLeaf = flags(ir::attrInts(node, "nodes_trueleafs"));
+  f->falseLeaf = flags(ir::attrInts(node, "nodes_falseleafs"));
+  f->missingTrue = flags(ir::attrInts(node, "nodes_missing_value_tracks_true", {}));
+  f->weightTargets = ir::attrInts(node, "leaf_targetids");
+  f->weights = tensorDoubles(node, "leaf_weights");
+  if (f->weightTargets.size() != f->weights.size())
     ir::failNode(node, "leaf_targetids and leaf_weights differ in length");
-  if (f->aggregate < 0 || f->aggregate > 3) ir::failNode(node, "aggregate_function must be 0 to 3");
-  // Set members, NaN-separated, in the order the MEMBER nodes appear.
-  f->members.resize(count);
-  const std::vector<double> pool = ir::hasAttr(node, "membership_values")
-                                       ? tensorDoubles(node, "membership_values")
-                                       : std::vector<double>{};
-  size_t at = 0;
-  for (size_t n = 0; n < count; ++n) {
-    if (f->modes[n] != kMember) continue;
-    if (at >= pool.size())
-      ir::failNode(node, "membership_values has no set for member node " + std::to_string(n));
-    for (; at < pool.size() && !std::isnan(pool[at]); ++at) f->members[n].insert(pool[at]);
-    ++at;  // the NaN that ends this set
+  for (size_t l = 1; l <= f->weights.size(); ++l) f->leafStart.push_back(static_cast<int64_t>(l));
+  f->roots = ir::attrInts(node, "tree_roots");
+  if (f->trueLeaf.size() != f->splits.size() || f->falseLeaf.size() != f->splits.size())
+    ir::failNode(node, "every nodes_* attribute needs one entry per node");
+  for (int64_t root : f->roots) {
+    // A root whose branches both lead to the same leaf is itself that leaf.
+    const bool leaf = root >= 0 && static_cast<size_t>(root) < f->splits.size() &&
+                      f->trueLeaf[root] && f->falseLeaf[root] &&
+                      f->trueIds[root] == f->falseIds[root];
+    f->rootIsLeaf.push_back(leaf);
+    if (leaf) f->roots.back() = f->trueIds[root];
   }
-  auto checkIndex = [&](int64_t i, size_t size, const char* what) {
-    if (i < 0 || static_cast<size_t>(i) >= size)
-      ir::failNode(node, std::string(what) + " index " + std::to_string(i) + " is out of range");
-  };
-  for (size_t n = 0; n < count; ++n) {
-    checkIndex(f->trueIds[n], f->trueLeaf[n] ? f->leafWeights.size() : count, "true branch");
-    checkIndex(f->falseIds[n], f->falseLeaf[n] ? f->leafWeights.size() : count, "false branch");
-  }
-  for (int64_t t : f->leafTargets) checkIndex(t, static_cast<size_t>(f->targets), "leaf target");
+  readMembers(node, *f);
+  f->validate(node, targets);
+  return f;
+}
 
-  return [f](KernelContext& ctx) {
+KernelFn makeTreeEnsemble(const KernelCreateInfo& info) {
+  const ir::Node& node = info.node;
+  const int64_t targets = ir::attrInt(node, "n_targets");
+  const int64_t aggregate = ir::attrInt(node, "aggregate_function", 1);
+  if (aggregate < 0 || aggregate > 3) ir::failNode(node, "aggregate_function must be 0 to 3");
+  auto f = forestOf(node, targets);
+
+  return [f, targets, aggregate](KernelContext& ctx) {
     const Tensor& x = ctx.input(0);
     if (x.rank() != 2)
       ctx.fail("X must be (N, features), got " + x.describe(), ErrorCode::kInvalidArgument);
-    const int64_t rows = x.dim(0), width = x.dim(1);
-    const double init = f->aggregate == 2   ? std::numeric_limits<double>::max()
-                        : f->aggregate == 3 ? std::numeric_limits<double>::lowest()
-                                            : 0.0;
-    std::vector<double> result(static_cast<size_t>(rows * f->targets), init);
-    for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t root : f->roots) {
-        int64_t n = root;
-        // A root whose branches both lead to the same leaf is itself that leaf.
-        bool leaf = f->trueLeaf[n] && f->falseLeaf[n] && f->trueIds[n] == f->falseIds[n];
-        size_t guard = 0;
-        while (!leaf) {
-          if (f->features[n] < 0 || f->features[n] >= width)
-            ctx.fail("feature " + std::to_string(f->features[n]) + " is outside X",
-                     ErrorCode::kInvalidArgument);
-          const bool right = goesTrue(*f, n, x.doubleAt(r * width + f->features[n]));
-          leaf = right ? f->trueLeaf[n] : f->falseLeaf[n];
-          n = right ? f->trueIds[n] : f->falseIds[n];
-          if (++guard > f->splits.size()) ctx.fail("a tree has a cycle", ErrorCode::kInvalidModel);
-        }
-        double& cell = result[r * f->targets + f->leafTargets[n]];
-        const double w = f->leafWeights[n];
-        if (f->aggregate == 2)
+    TreeRows rows(ctx, x);
+    const double init = aggregate == 2   ? std::numeric_limits<double>::max()
+                        : aggregate == 3 ? std::numeric_limits<double>::lowest()
+                                         : 0.0;
+    std::vector<double> result(static_cast<size_t>(rows.rows() * targets), init);
+    for (int64_t r = 0; r < rows.rows(); ++r) {
+      const double* row = rows.row(r);
+      for (size_t t = 0; t < f->roots.size(); ++t) {
+        const int64_t leaf = f->leafOf(ctx, t, row, rows.width());
+        double& cell = result[r * targets + f->weightTargets[leaf]];
+        const double w = f->weights[leaf];
+        if (aggregate == 2)
           cell = std::min(cell, w);
-        else if (f->aggregate == 3)
+        else if (aggregate == 3)
           cell = std::max(cell, w);
         else
-          cell += f->aggregate == 0 ? w / static_cast<double>(f->roots.size()) : w;
+          cell += aggregate == 0 ? w / static_cast<double>(f->roots.size()) : w;
       }
     }
-    Tensor& y = ctx.allocateOutput(0, x.dtype(), {rows, f->targets});
+    Tensor& y = ctx.allocateOutput(0, x.dtype(), {rows.rows(), targets});
     dispatchFloat(x.dtype(), "TreeEnsemble", [&](auto tag) {
       using T = typename decltype(tag)::type;
       for (size_t i = 0; i < result.size(); ++i)
