@@ -27,7 +27,8 @@ KILN_INTERNAL_API void* allocateAligned(size_t bytes);
 /// when out of memory. For packed weights, shared by the copies of a kernel.
 KILN_INTERNAL_API std::shared_ptr<float> allocateSharedFloats(int64_t count);
 
-/// A float buffer kept by its owner (usually thread_local) between calls and grown on demand;
+/// A float buffer kept by its owner between calls and grown on demand (benches, and products run
+/// outside a kernel, which have no planned workspace);
 /// its contents are not kept when it grows. Member functions are out of line on purpose: the
 /// AVX-512 translation units use it too, and an inline copy compiled with their flags could be
 /// the one the linker keeps.
