@@ -18,6 +18,7 @@
 #include "model_builder.h"
 #include "onnx/loader.h"
 #include "opt/passes.h"
+#include "random_data.h"
 
 namespace kiln {
 namespace {
@@ -40,14 +41,6 @@ void addValue(onnx::ValueInfoProto* vi, const std::string& name, const std::vect
       shape->add_dim()->set_dim_param(std::get<std::string>(d));
     }
   }
-}
-
-std::vector<float> randomValues(int64_t n, unsigned seed, float lo = -1.0f, float hi = 1.0f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = dist(rng);
-  return v;
 }
 
 ir::Graph loadGraph(const onnx::ModelProto& m, const std::string& tag) {
@@ -218,10 +211,10 @@ void checkFusedAgainstReference(const AttentionDims& d, const Shape& maskShape, 
   from.erase(from.begin());
   std::sort(from.begin(), from.end());
   EXPECT_EQ(from, absorbed);
-  const auto q = randomValues(d.B * d.Sq * d.H * d.D, 1, -2.0f, 2.0f);
-  const auto k = randomValues(d.B * d.Sk * d.H * d.D, 2, -2.0f, 2.0f);
-  const auto v = randomValues(d.B * d.Sk * d.H * d.Dv, 3);
-  const auto mask = randomValues(shapeNumel(maskShape), 4, -3.0f, 0.0f);
+  const auto q = randomFloats(d.B * d.Sq * d.H * d.D, 1, -2.0f, 2.0f);
+  const auto k = randomFloats(d.B * d.Sk * d.H * d.D, 2, -2.0f, 2.0f);
+  const auto v = randomFloats(d.B * d.Sk * d.H * d.Dv, 3);
+  const auto mask = randomFloats(shapeNumel(maskShape), 4, -3.0f, 0.0f);
   std::vector<Tensor> inputs{Tensor::fromVector(DataType::kFloat32, {d.B, d.Sq, d.H, d.D}, q),
                              Tensor::fromVector(DataType::kFloat32, {d.B, d.Sk, d.H, d.D}, k),
                              Tensor::fromVector(DataType::kFloat32, {d.B, d.Sk, d.H, d.Dv}, v)};
@@ -266,9 +259,9 @@ TEST(AttentionFusion, SymbolicShapesWithPaddingMaskFuse) {
   ASSERT_EQ(opTypes(g), Strings{"FusedAttention"});
   EXPECT_FLOAT_EQ(ir::attrFloat(g.nodes[0], "scale"), 1.0f / std::sqrt(8.0f));
   const AttentionDims d{3, 6, 6, 2, 8, 8};
-  const auto q = randomValues(3 * 6 * 2 * 8, 5), k = randomValues(3 * 6 * 2 * 8, 6),
-             v = randomValues(3 * 6 * 2 * 8, 7);
-  const auto mask = randomValues(3 * 6, 8, -10.0f, 0.0f);
+  const auto q = randomFloats(3 * 6 * 2 * 8, 5), k = randomFloats(3 * 6 * 2 * 8, 6),
+             v = randomFloats(3 * 6 * 2 * 8, 7);
+  const auto mask = randomFloats(3 * 6, 8, -10.0f, 0.0f);
   std::vector<Tensor> out =
       runGraph(g, {Tensor::fromVector(DataType::kFloat32, {3, 6, 2, 8}, q),
                    Tensor::fromVector(DataType::kFloat32, {3, 6, 2, 8}, k),
@@ -368,8 +361,8 @@ onnx::ModelProto reshapedLinearWithResidual(const std::vector<DimSpec>& residual
   addValue(m.mutable_graph()->add_input(), "x",
            {std::string("batch"), std::string("seq"), int64_t{8}});
   addValue(m.mutable_graph()->add_input(), "z", residualDims);
-  addFloatInitializer(m, "W", {8, 8}, randomValues(64, 21));
-  addFloatInitializer(m, "b", {8}, randomValues(8, 22));
+  addFloatInitializer(m, "W", {8, 8}, randomFloats(64, 21));
+  addFloatInitializer(m, "b", {8}, randomFloats(8, 22));
   addInt64Initializer(m, "zero", {0});
   addInt64Initializer(m, "two", {2});
   addInt64Initializer(m, "eight", {8});
@@ -396,7 +389,7 @@ TEST(MatMulResidualFusion, SymbolicResidualProvedThroughReshapeFuses) {
   ASSERT_EQ(opTypes(g), (Strings{"Shape", "Slice", "Concat", "Reshape", "FusedMatMul"}));
   EXPECT_EQ(g.nodes[4].inputs.size(), 4u);
   EXPECT_EQ(opt::fusedFrom(g.nodes[4]), (Strings{"linear", "bias", "residual"}));
-  const auto x = randomValues(3 * 5 * 8, 23), z = randomValues(3 * 5 * 8, 24);
+  const auto x = randomFloats(3 * 5 * 8, 23), z = randomFloats(3 * 5 * 8, 24);
   std::vector<Tensor> inputs{Tensor::fromVector(DataType::kFloat32, {3, 5, 8}, x),
                              Tensor::fromVector(DataType::kFloat32, {3, 5, 8}, z)};
   const Tensor expected = runGraph(original, inputs)[0];
@@ -426,8 +419,8 @@ TEST(AttentionFusion, ProjectionsPackIntoOneGemm) {
   addFloatInitializer(m, "c", {}, {1.0f / std::sqrt(static_cast<float>(D))});
   for (const char* p : {"q", "k", "v"}) {
     const std::string n = p;
-    addFloatInitializer(m, "W" + n, {C, C}, randomValues(C * C, 31 + n[0]));
-    addFloatInitializer(m, "b" + n, {C}, randomValues(C, 41 + n[0]));
+    addFloatInitializer(m, "W" + n, {C, C}, randomFloats(C * C, 31 + n[0]));
+    addFloatInitializer(m, "b" + n, {C}, randomFloats(C, 41 + n[0]));
     addNode(m, "MatMul", {"x", "W" + n}, {n + "_mm"}, n + "_proj");
     addNode(m, "Add", {"b" + n, n + "_mm"}, {n + "_lin"}, n + "_bias");
     addNode(m, "Reshape", {n + "_lin", "heads_shape"}, {n}, n + "_split");
@@ -457,10 +450,10 @@ TEST(AttentionFusion, ProjectionsPackIntoOneGemm) {
             (Strings{"q_proj", "q_bias", "k_proj", "k_bias", "v_proj", "v_bias"}));
   EXPECT_EQ(g.nodes[1].inputs[1], ir::kNoValue);
   EXPECT_EQ(ir::attrInt(g.nodes[1], "num_heads"), H);
-  auto mask = randomValues(B * S, 51, -5.0f, 0.0f);
+  auto mask = randomFloats(B * S, 51, -5.0f, 0.0f);
   mask[S - 1] = -10000.0f;  // padding in the first sequence
   std::vector<Tensor> inputs{
-      Tensor::fromVector(DataType::kFloat32, {B, S, C}, randomValues(B * S * C, 52)),
+      Tensor::fromVector(DataType::kFloat32, {B, S, C}, randomFloats(B * S * C, 52)),
       Tensor::fromVector(DataType::kFloat32, {B, 1, 1, S}, mask)};
   const Tensor expected = runGraph(original, inputs)[0];
   const std::vector<double> want(expected.data<float>(), expected.data<float>() + expected.numel());
@@ -479,14 +472,14 @@ TEST(LayerNormKernel, Float32RowsMatchDoubleReference) {
       SCOPED_TRACE("len " + std::to_string(len) + " rows " + std::to_string(rows));
       auto m = makeModel(17);
       addInput(m, "x", {rows, len});
-      addFloatInitializer(m, "g", {len}, randomValues(len, 11, 0.5f, 1.5f));
-      addFloatInitializer(m, "b", {len}, randomValues(len, 12));
+      addFloatInitializer(m, "g", {len}, randomFloats(len, 11, 0.5f, 1.5f));
+      addFloatInitializer(m, "b", {len}, randomFloats(len, 12));
       addNode(m, "LayerNormalization", {"x", "g", "b"}, {"y"}, "ln");
       addOutput(m, "y", {rows, len});
       ir::Graph g = loadGraph(m, "ln");
       const auto x =
-          randomValues(rows * len, 13, 3.0f, 5.0f);  // a large mean: the variance must not cancel
-      const auto gamma = randomValues(len, 11, 0.5f, 1.5f), beta = randomValues(len, 12);
+          randomFloats(rows * len, 13, 3.0f, 5.0f);  // a large mean: the variance must not cancel
+      const auto gamma = randomFloats(len, 11, 0.5f, 1.5f), beta = randomFloats(len, 12);
       std::vector<double> expected;
       for (int64_t r = 0; r < rows; ++r) {
         double mean = 0, var = 0;

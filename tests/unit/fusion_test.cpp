@@ -16,24 +16,17 @@
 #include "model_builder.h"
 #include "onnx/loader.h"
 #include "opt/passes.h"
+#include "random_data.h"
 
 namespace kiln {
 namespace {
 
 using namespace kiln::testing;
 
-std::vector<float> randomValues(int64_t n, unsigned seed, float lo = -1.0f, float hi = 1.0f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = dist(rng);
-  return v;
-}
-
 void addRandomInitializer(onnx::ModelProto& m, const std::string& name,
                           const std::vector<int64_t>& dims, unsigned seed, float lo = -1.0f,
                           float hi = 1.0f) {
-  addFloatInitializer(m, name, dims, randomValues(shapeNumel(dims), seed, lo, hi));
+  addFloatInitializer(m, name, dims, randomFloats(shapeNumel(dims), seed, lo, hi));
 }
 
 ir::Graph loadGraph(const onnx::ModelProto& m, const std::string& tag) {
@@ -49,7 +42,7 @@ ir::Graph fuseAndCompare(const ir::Graph& g, const std::vector<Shape>& inputShap
   std::vector<Tensor> inputs;
   for (size_t i = 0; i < inputShapes.size(); ++i) {
     inputs.push_back(Tensor::fromVector(DataType::kFloat32, inputShapes[i],
-                                        randomValues(shapeNumel(inputShapes[i]), 100 + i)));
+                                        randomFloats(shapeNumel(inputShapes[i]), 100 + i)));
   }
   std::vector<Tensor> before = runGraph(g, inputs), after = runGraph(fused, inputs);
   EXPECT_EQ(before.size(), after.size());
@@ -181,7 +174,7 @@ TEST(ConvFusion, DepthwiseKernelsMatchADirectLoop) {
     const int64_t oh = (t.h + 2 * t.pad - t.k) / t.s + 1, ow = (t.w + 2 * t.pad - t.k) / t.s + 1;
     auto m = makeModel(13);
     addInput(m, "x", {t.n, t.c, t.h, t.w});
-    std::vector<float> w = randomValues(t.c * t.k * t.k, 1), b = randomValues(t.c, 2);
+    std::vector<float> w = randomFloats(t.c * t.k * t.k, 1), b = randomFloats(t.c, 2);
     addFloatInitializer(m, "W", {t.c, 1, t.k, t.k}, w);
     addFloatInitializer(m, "B", {t.c}, b);
     addNode(m, "Conv", {"x", "W", "B"}, {"c"}, "dw");
@@ -190,7 +183,7 @@ TEST(ConvFusion, DepthwiseKernelsMatchADirectLoop) {
     setInts(lastNode(m), "pads", {t.pad, t.pad, t.pad, t.pad});
     addOutput(m, "c", {t.n, t.c, oh, ow});
     ir::Graph g = loadGraph(m, "dw");
-    std::vector<float> x = randomValues(t.n * t.c * t.h * t.w, 3);
+    std::vector<float> x = randomFloats(t.n * t.c * t.h * t.w, 3);
     std::vector<Tensor> out =
         runGraph(g, {Tensor::fromVector(DataType::kFloat32, {t.n, t.c, t.h, t.w}, x)});
     Tensor expected = Tensor::fromVector(
@@ -287,13 +280,13 @@ TEST(ConvKernels, Winograd3x3MatchesADirectLoop) {
     const int64_t oh = t.h + 2 * t.pad - 2, ow = t.w + 2 * t.pad - 2;
     auto m = makeModel(13);
     addInput(m, "x", {1, t.c, t.h, t.w});
-    std::vector<float> w = randomValues(t.oc * t.c * 9, 1);
+    std::vector<float> w = randomFloats(t.oc * t.c * 9, 1);
     addFloatInitializer(m, "W", {t.oc, t.c, 3, 3}, w);
     addNode(m, "Conv", {"x", "W"}, {"y"}, "conv");
     setInts(lastNode(m), "pads", {t.pad, t.pad, t.pad, t.pad});
     addOutput(m, "y", {1, t.oc, oh, ow});
     ir::Graph g = loadGraph(m, "winograd");
-    std::vector<float> x = randomValues(t.c * t.h * t.w, 3);
+    std::vector<float> x = randomFloats(t.c * t.h * t.w, 3);
     std::vector<Tensor> out =
         runGraph(g, {Tensor::fromVector(DataType::kFloat32, {1, t.c, t.h, t.w}, x)});
     Tensor expected = Tensor::fromVector(DataType::kFloat32, {1, t.oc, oh, ow},
@@ -323,7 +316,7 @@ TEST(ConvKernels, WinogradFusedBiasResidualReluAcrossTileBlocks) {
   const int64_t c = 256, h = 18, w = 17;
   auto m = makeModel(13);
   addInput(m, "x", {1, c, h, w});
-  std::vector<float> weights = randomValues(c * c * 9, 5), bias = randomValues(c, 6);
+  std::vector<float> weights = randomFloats(c * c * 9, 5), bias = randomFloats(c, 6);
   addFloatInitializer(m, "W", {c, c, 3, 3}, weights);
   addFloatInitializer(m, "B", {c}, bias);
   addNode(m, "Conv", {"x", "W", "B"}, {"conv_out"}, "conv");
@@ -335,7 +328,7 @@ TEST(ConvKernels, WinogradFusedBiasResidualReluAcrossTileBlocks) {
   opt::fuseLayers(
       g, opt::FusionOptions{/*nchwcLayout=*/false});  // keep the plain FusedConv (Winograd) kernel
   ASSERT_EQ(opTypes(g), Strings{"FusedConv"});
-  std::vector<float> x = randomValues(c * h * w, 7);
+  std::vector<float> x = randomFloats(c * h * w, 7);
   std::vector<Tensor> out = runGraph(g, {Tensor::fromVector(DataType::kFloat32, {1, c, h, w}, x)});
   std::vector<float> expected = convReference(x, weights, c, h, w, c, 1, h, w);
   for (int64_t o = 0; o < c; ++o) {

@@ -11,6 +11,7 @@
 #include "graph_loading.h"
 #include "graph_runner.h"
 #include "opt/passes.h"
+#include "random_data.h"
 
 namespace kiln {
 namespace {
@@ -20,14 +21,6 @@ using Strings = std::vector<std::string>;
 constexpr int kF16 = onnx::TensorProto::FLOAT16;
 constexpr int kF32 = onnx::TensorProto::FLOAT;
 
-std::vector<float> randomValues(int64_t n, unsigned seed, float lo = -1.0f, float hi = 1.0f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = dist(rng);
-  return v;
-}
-
 void addHalfInitializer(onnx::ModelProto& m, const std::string& name, const Shape& dims,
                         unsigned seed) {
   auto* t = m.mutable_graph()->add_initializer();
@@ -35,7 +28,7 @@ void addHalfInitializer(onnx::ModelProto& m, const std::string& name, const Shap
   t->set_data_type(kF16);
   for (int64_t d : dims) t->add_dims(d);
   std::string bytes;
-  for (float v : randomValues(shapeNumel(dims), seed)) {
+  for (float v : randomFloats(shapeNumel(dims), seed)) {
     const uint16_t h = floatToHalfBits(v);
     bytes.append(reinterpret_cast<const char*>(&h), sizeof h);
   }
@@ -50,7 +43,7 @@ void addCast(onnx::ModelProto& m, const std::string& in, const std::string& out,
 Tensor randomTensor(DataType type, const Shape& shape, unsigned seed, float lo = -1.0f,
                     float hi = 1.0f) {
   Tensor t(type, shape);
-  const std::vector<float> v = randomValues(t.numel(), seed, lo, hi);
+  const std::vector<float> v = randomFloats(t.numel(), seed, lo, hi);
   for (int64_t i = 0; i < t.numel(); ++i) {
     if (type == DataType::kFloat16)
       t.data<uint16_t>()[i] = floatToHalfBits(v[static_cast<size_t>(i)]);
