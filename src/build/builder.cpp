@@ -97,7 +97,8 @@ void applyOutputTypes(const std::vector<LayerRecord>& layers, ir::Graph& g) {
 // memory), or a size past 2^64. `where` says at which shapes.
 void checkTensorsFitInMemory(const ir::Graph& g, const std::string& where) {
   const uint64_t limit = allocationLimitBytes();
-  for (const ir::Value& v : g.values) {
+  for (size_t id = 0; id < g.values.size(); ++id) {
+    const ir::Value& v = g.values[id];
     if (v.constant || !v.type.shape || v.type.dtype == DataType::kString ||
         v.type.dtype == DataType::kUndefined)
       continue;
@@ -109,11 +110,13 @@ void checkTensorsFitInMemory(const ir::Graph& g, const std::string& where) {
       overflow =
           overflow || d < 0 || __builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes);
     if (!overflow && bytes <= limit) continue;
-    const std::string owner = v.producer >= 0
-                                  ? "node '" + g.nodes[static_cast<size_t>(v.producer)].name +
-                                        "' (" + g.nodes[static_cast<size_t>(v.producer)].opType +
-                                        "): output '" + v.name + "'"
-                                  : "input '" + v.name + "'";
+    std::string owner = "input '" + v.name + "'";
+    if (v.producer >= 0) {
+      const ir::Node& node = g.nodes[static_cast<size_t>(v.producer)];
+      const auto k = std::find(node.outputs.begin(), node.outputs.end(), static_cast<int>(id)) -
+                     node.outputs.begin();
+      owner = node.label() + ": output " + std::to_string(k) + " '" + v.name + "'";
+    }
     throw Error(ErrorCode::kInvalidArgument,
                 where + ": " + owner + " " + dataTypeName(v.type.dtype) + "[" +
                     shapeToString(*shape) + "] needs " +

@@ -313,13 +313,15 @@ void Executor::checkPlanFitsTheLimit(const MemoryPlan& plan, const std::vector<i
   const ir::Graph& g = *graph_;
   for (size_t i = 0; i < steps_.size(); ++i) {
     const ir::Node& node = *steps_[i].node;
-    for (int id : node.outputs) {
+    for (size_t k = 0; k < node.outputs.size(); ++k) {
+      const int id = node.outputs[k];
       if (id == ir::kNoValue || plan.bytes[static_cast<size_t>(id)] <= limit) continue;
       const ir::TypeInfo& type = types[static_cast<size_t>(id)];
       const std::string shape = type.shape ? ir::symShapeToString(*type.shape) : "?";
       ir::failNode(node,
-                   "output '" + g.value(id).name + "' " + dataTypeName(type.dtype) + "[" + shape +
-                       "] needs " + byteCountText(plan.bytes[static_cast<size_t>(id)]) + ", " +
+                   "output " + std::to_string(k) + " '" + g.value(id).name + "' " +
+                       dataTypeName(type.dtype) + "[" + shape + "] needs " +
+                       byteCountText(plan.bytes[static_cast<size_t>(id)]) + ", " +
                        allocationLimitText(),
                    ErrorCode::kInvalidArgument);
     }
@@ -451,7 +453,11 @@ void Executor::bindNodes(ExecutorMemory& memory, const std::vector<ir::TypeInfo>
                                                    : types[static_cast<size_t>(id)]);
     }
     b.inPlaceConcat = plan.inPlaceConcat[s];
+    b.outputNames.clear();
+    for (int id : node.outputs)
+      b.outputNames.push_back(id == ir::kNoValue ? std::string() : g.value(id).name);
     b.context.emplace(node, b.inputs, b.outputs, b.outputTypes, &b.planned);
+    b.context->setOutputNames(&b.outputNames);
     if (plan.workspaceBytes[s])
       b.context->setWorkspace(memory.arena_.get() + plan.workspaceOffsets[s],
                               plan.workspaceBytes[s]);

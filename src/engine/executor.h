@@ -72,6 +72,7 @@ class ExecutorMemory {
     std::vector<Tensor> outputs;        // per output; views of the arena are kept between runs
     std::vector<cpu::OutputStorage> planned;  // per output: its slot (arena or caller's buffer)
     std::vector<ir::TypeInfo> outputTypes;  // resolved with the plan when typesKnown, else per run
+    std::vector<std::string> outputNames;   // the graph's names of the outputs, for errors
     std::optional<cpu::KernelContext> context;  // over the vectors above
     /// Every input and output has a static shape at these input shapes: the kernel runs without
     /// shape inference while the inputs have the shapes the plan saw.

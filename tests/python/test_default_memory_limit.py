@@ -30,7 +30,7 @@ def wide(tmp_path):
                               [numpy_helper.from_array(np.full((1, columns), 0.5, np.float32), "w")])
     path = tmp_path / "wide.onnx"
     save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
-    return path, f"node 'mm' (MatMul): output 'h' float32[{ROWS}x{columns}] needs {mib(4 * ROWS * columns)}, "
+    return path, f"node 'mm' (MatMul): output 0 'h' float32[{ROWS}x{columns}] needs {mib(4 * ROWS * columns)}, "
 
 
 def kiln_error(kiln, *args):

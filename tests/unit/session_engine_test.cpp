@@ -150,7 +150,7 @@ TEST(SessionEngine, AnAllocationLimitRefusesAShapeNamingTheNodeAndOutput) {
     session.run({{"x", rows(1000, 2)}});  // h and y: 1000 x 48 floats = 192000 bytes each
     FAIL() << "a run over the allocation limit succeeded";
   } catch (const Error& e) {
-    EXPECT_THAT(e.what(), HasSubstr("(MatMul): output 'h' float32[1000x48] needs 192000 bytes, "
+    EXPECT_THAT(e.what(), HasSubstr("(MatMul): output 0 'h' float32[1000x48] needs 192000 bytes, "
                                     "over the allocation limit of 65536 bytes"));
   }
   EXPECT_LT(maxError(session.run({{"x", small}})[0].second, reference(small)), 1e-4);

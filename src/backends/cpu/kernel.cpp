@@ -65,7 +65,10 @@ Tensor KernelContext::makeOutput(size_t i, DataType dtype, Shape shape) const {
   try {
     return plannedOrNewTensor(planned_, i, dtype, std::move(shape));
   } catch (const Error& e) {  // a shape too large to hold, computed from run-time values
-    fail("output " + std::to_string(i) + ": " + e.what(), e.code());
+    std::string output = "output " + std::to_string(i);
+    if (outputNames_ && i < outputNames_->size() && !(*outputNames_)[i].empty())
+      output += " '" + (*outputNames_)[i] + "'";
+    fail(output + ": " + e.what(), e.code());
   }
 }
 

@@ -62,6 +62,9 @@ class KILN_INTERNAL_API KernelContext {
   /// memory plan reserved for the node (the kernel declared its size, kernel_registry.h) when it is
   /// large enough, else a heap buffer this context keeps for its next calls (unplanned runs).
   void* workspace(uint64_t bytes);
+  /// The graph's names of the node's outputs (one per output, "" for an omitted one), so that a
+  /// refused output names its tensor as well as its index; null: index only.
+  void setOutputNames(const std::vector<std::string>* names) { outputNames_ = names; }
   /// The planned workspace (an arena slice) handed to the kernel on each call; null: none.
   void setWorkspace(void* data, uint64_t bytes) {
     workspace_ = data;
@@ -76,6 +79,7 @@ class KILN_INTERNAL_API KernelContext {
   std::vector<Tensor>& outputs_;
   const std::vector<ir::TypeInfo>& outputTypes_;
   const std::vector<OutputStorage>* planned_;
+  const std::vector<std::string>* outputNames_ = nullptr;
   void* workspace_ = nullptr;
   uint64_t workspaceBytes_ = 0;
   std::shared_ptr<void> heapWorkspace_;  // for calls with no (or too small a) planned workspace

@@ -94,7 +94,9 @@ KernelFn makeImputer(const KernelCreateInfo& info) {
       ctx.fail("X of type " + dataTypeName(x.dtype()) + " needs " +
                    (floatInput ? "imputed_value_floats" : "imputed_value_int64s"),
                ErrorCode::kInvalidArgument);
-    const auto [rows, cols] = rowsAndColumns(x);
+    // Plain variables: a structured binding cannot be captured by the lambda below in C++17.
+    const std::pair<int64_t, int64_t> shape2d = rowsAndColumns(x);
+    const int64_t rows = shape2d.first, cols = shape2d.second;
     const size_t count = floats ? imputedF->size() : exact->size();
     if (count != 1 && static_cast<int64_t>(count) != cols)
       ctx.fail("the imputed values (" + std::to_string(count) + ") are neither 1 nor one per " +
