@@ -1,6 +1,7 @@
 // GridSample, AffineGrid, Col2Im, CenterCropPad and NonMaxSuppression against hand-computed values.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <limits>
 
 #include "single_node_model.h"
 
@@ -52,6 +53,35 @@ TEST(GridSample, CubicKeepsAConstantImage) {
                .run();
   EXPECT_EQ(y[0].second.shape(), (Shape{1, 2, 3}));
   EXPECT_THAT(valuesOf<float>(y[0].second), Each(FloatNear(5.0f, 1e-5f)));
+}
+
+// X = [1, 2, 3, 4] (1-D, opset 20, no align_corners: grid value g is pixel x = 2 g + 1.5)
+// sampled far outside: a coordinate past int64 (a fuzzer's finding: its floor was cast to int64),
+// infinities and NaN.
+std::vector<float> gridSampleFar(const char* padding, std::vector<float> grid) {
+  const int64_t points = static_cast<int64_t>(grid.size());
+  auto y = SingleNodeModel("GridSample", 20)
+               .attr("mode", "linear")
+               .attr("padding_mode", padding)
+               .input("x", floats({1, 1, 4}, {1, 2, 3, 4}))
+               .input("grid", floats({1, points, 1}, std::move(grid)))
+               .output("y")
+               .run();
+  return valuesOf<float>(y[0].second);
+}
+
+TEST(GridSample, CoordinatesFarOutsideReadPaddingAndNonFiniteOnesReadZeros) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_THAT(gridSampleFar("zeros", {1e28f, -1e28f, inf, nan}), ElementsAre(0, 0, 0, 0));
+  EXPECT_THAT(gridSampleFar("border", {1e28f, -1e28f, -inf, nan}), ElementsAre(4, 1, 0, 0));
+  // Reflection about -0.5 and 3.5 (period 8): g = 3 is x = 7.5, mirrored to -0.5, whose taps -1
+  // and 0 both read X[0]; g = 17 is x = 35.5, mirrored to 3.5 (taps 3 and 4 -> 3).
+  EXPECT_THAT(gridSampleFar("reflection", {3, 17}), ElementsAre(1, 4));
+  for (float v : gridSampleFar("reflection", {1e28f, -1e28f})) {
+    EXPECT_GE(v, 1.0f);
+    EXPECT_LE(v, 4.0f);
+  }
 }
 
 TEST(AffineGrid, IdentityAndTranslation) {

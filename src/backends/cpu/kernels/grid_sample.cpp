@@ -1,6 +1,7 @@
 // CPU kernel of GridSample (N-d): each output point reads X at the grid's normalized coordinates
 // (last grid axis ordered x, y, z = innermost spatial axis first), interpolated with nearest,
 // (multi)linear or cubic taps. Out-of-range coordinates and taps follow padding_mode.
+#include <algorithm>
 #include <cmath>
 
 #include "backends/cpu/kernels/elementwise_util.h"
@@ -20,21 +21,18 @@ struct AxisRange {
   double lo, hi;
 };
 
-/// Folds x back into [lo, hi] by mirroring at the edges as often as needed.
+/// Folds x back into [lo, hi] by mirroring at the edges as often as needed (x finite). The
+/// mirror image repeats every 2 * span, so fmod keeps it exact for any distance.
 double reflect(double x, double lo, double hi) {
   const double span = hi - lo;
   if (span <= 0) return lo;
   if (x < lo) {
-    const double dx = lo - x;
-    const auto n = static_cast<int64_t>(dx / span);
-    const double r = dx - static_cast<double>(n) * span;
-    return n % 2 == 0 ? lo + r : hi - r;
+    const double m = std::fmod(lo - x, 2 * span);
+    return m <= span ? lo + m : hi - (m - span);
   }
   if (x > hi) {
-    const double dx = x - hi;
-    const auto n = static_cast<int64_t>(dx / span);
-    const double r = dx - static_cast<double>(n) * span;
-    return n % 2 == 0 ? hi - r : lo + r;
+    const double m = std::fmod(x - hi, 2 * span);
+    return m <= span ? hi - m : lo + (m - span);
   }
   return x;
 }
@@ -72,6 +70,13 @@ struct Tap {
 
 /// The taps of one axis for an unnormalized coordinate x.
 int axisTaps(double x, const AxisRange& a, Interp interp, Padding padding, Tap* taps) {
+  if (!std::isfinite(x)) {  // NaN or infinite: no input element is near it, so it reads zeros
+    taps[0] = Tap{-1, 0.0};
+    return 1;
+  }
+  // Far outside with zero padding every tap reads zeros; bring x near the input (taps still
+  // outside it) so that its floor fits an int64.
+  if (padding == Padding::kZeros) x = std::clamp(x, -4.0, static_cast<double>(a.size) + 3);
   if (interp == Interp::kNearest) x = std::nearbyint(x);  // half to even, as the reference rounds
   if (x < a.lo || x > a.hi) {
     if (padding == Padding::kBorder)
