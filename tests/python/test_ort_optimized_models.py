@@ -1,0 +1,71 @@
+"""Models as onnxruntime saves them optimized (SessionOptions.optimized_model_filepath) run in kiln
+(issue 21, item 2).
+
+MobileNetV2 and the BERT encoder (tests/models/export_models.py) are saved by onnxruntime at each
+graph optimization level; kiln runs the saved file and must match onnxruntime's run of the original
+model. Basic-level files hold only ONNX ops (constants folded, redundant nodes gone); extended ones
+com.microsoft FusedConv, FusedMatMul and BiasGelu. At ORT_ENABLE_ALL, onnxruntime rewrites
+convolutions into its com.microsoft.nchwc blocked layout, whose block size is that of the machine
+that saved the file; kiln does not run those ops yet (docs/operators.md) and must say so by name.
+"""
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+
+import kiln
+
+LEVELS = {"basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+          "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+          "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL}
+
+
+@pytest.fixture(scope="module")
+def models(model_exporter):
+    return model_exporter(["mobilenet_v2", "bert_encoder"])
+
+
+def feeds_for(path):
+    rng = np.random.default_rng(0)
+    feeds = {}
+    for value in onnx.load(str(path), load_external_data=False).graph.input:
+        shape = [d.dim_value or 1 for d in value.type.tensor_type.shape.dim]
+        if value.type.tensor_type.elem_type == onnx.TensorProto.INT64:
+            feeds[value.name] = rng.integers(0, 100, shape).astype(np.int64)
+        else:
+            feeds[value.name] = rng.standard_normal(shape).astype(np.float32)
+    return feeds
+
+
+def saved_by_onnxruntime(source, level, out):
+    options = ort.SessionOptions()
+    options.graph_optimization_level = LEVELS[level]
+    options.optimized_model_filepath = str(out)
+    ort.InferenceSession(str(source), options, providers=["CPUExecutionProvider"])
+    return {(n.domain, n.op_type) for n in onnx.load(str(out)).graph.node if n.domain}
+
+
+CASES = [("mobilenet_v2", "basic", set()),
+         ("mobilenet_v2", "extended", {("com.microsoft", "FusedConv")}),
+         ("bert_encoder", "basic", set()),
+         ("bert_encoder", "extended", {("com.microsoft", "FusedMatMul"), ("com.microsoft", "BiasGelu")}),
+         ("bert_encoder", "all", {("com.microsoft", "FusedMatMul"), ("com.microsoft", "BiasGelu")})]
+
+
+@pytest.mark.parametrize("name,level,contrib_ops", CASES, ids=[f"{n}-{lv}" for n, lv, _ in CASES])
+def test_saved_optimized_model_matches_onnxruntime(models, tmp_path, name, level, contrib_ops):
+    source = models / f"{name}.onnx"
+    saved = tmp_path / f"{name}_{level}.onnx"
+    assert saved_by_onnxruntime(source, level, saved) == contrib_ops
+    feeds = feeds_for(source)
+    expected = ort.InferenceSession(str(source), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    actual = kiln.InferenceSession(str(saved), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    np.testing.assert_allclose(actual, expected, rtol=0, atol=1e-5 * np.abs(expected).max())
+
+
+def test_nchwc_ops_of_a_level_all_file_are_refused_by_name(models, tmp_path):
+    saved = tmp_path / "mobilenet_v2_all.onnx"
+    assert ("com.microsoft.nchwc", "Conv") in saved_by_onnxruntime(models / "mobilenet_v2.onnx", "all", saved)
+    with pytest.raises(Exception, match=r"unsupported nodes: .*operator com\.microsoft\.nchwc::Conv at opset 1 "
+                                        r"is not supported"):
+        kiln.InferenceSession(str(saved), providers=["CPUExecutionProvider"])
