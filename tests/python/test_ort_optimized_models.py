@@ -26,11 +26,15 @@ def models(model_exporter):
 
 
 def feeds_for(path):
+    """Random inputs; free dims are batch 2, sequence 16; an attention mask pads half of the last row."""
     rng = np.random.default_rng(0)
     feeds = {}
     for value in onnx.load(str(path), load_external_data=False).graph.input:
-        shape = [d.dim_value or 1 for d in value.type.tensor_type.shape.dim]
-        if value.type.tensor_type.elem_type == onnx.TensorProto.INT64:
+        shape = [d.dim_value or (2 if axis == 0 else 16) for axis, d in enumerate(value.type.tensor_type.shape.dim)]
+        if "mask" in value.name:
+            feeds[value.name] = np.ones(shape, np.int64)
+            feeds[value.name][-1, shape[-1] // 2:] = 0
+        elif value.type.tensor_type.elem_type == onnx.TensorProto.INT64:
             feeds[value.name] = rng.integers(0, 100, shape).astype(np.int64)
         else:
             feeds[value.name] = rng.standard_normal(shape).astype(np.float32)
@@ -69,3 +73,24 @@ def test_nchwc_ops_of_a_level_all_file_are_refused_by_name(models, tmp_path):
     with pytest.raises(Exception, match=r"unsupported nodes: .*operator com\.microsoft\.nchwc::Conv at opset 1 "
                                         r"is not supported"):
         kiln.InferenceSession(str(saved), providers=["CPUExecutionProvider"])
+
+
+@pytest.mark.parametrize("level", ["basic", "extended", "all"])
+def test_transformer_optimizer_after_each_onnxruntime_level(models, tmp_path, level):
+    """optimize_model(opt_level=1/2/99) is onnxruntime's session optimization at that level, then the
+    transformer fusions. Its opt_level >= 1 entry imports torch only to read its version, and the
+    test venv has no torch (Debian's torch 1.13 lives with numpy 1), so the test takes the same two
+    steps itself: the session's saved file, then optimize_model(opt_level=0) on it."""
+    from onnxruntime.transformers.optimizer import optimize_model
+    source = models / "bert_encoder.onnx"
+    saved = tmp_path / f"bert_{level}.onnx"
+    saved_by_onnxruntime(source, level, saved)
+    fused = tmp_path / f"bert_{level}_fused.onnx"
+    optimize_model(str(saved), model_type="bert", num_heads=12, hidden_size=768, opt_level=0).save_model_to_file(
+        str(fused))
+    ops = {n.op_type for n in onnx.load(str(fused)).graph.node if n.domain == "com.microsoft"}
+    assert {"EmbedLayerNormalization", "BiasGelu"} <= ops, ops
+    feeds = feeds_for(source)
+    expected = ort.InferenceSession(str(source), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    actual = kiln.InferenceSession(str(fused), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    np.testing.assert_allclose(actual, expected, rtol=0, atol=1e-5 * np.abs(expected).max())
