@@ -29,6 +29,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 import torchvision
 
+import gpt2_decoder
+
 IMAGE_SHAPE = (1, 3, 224, 224)
 CALIBRATION_BATCH = 4
 BATCH_NORMS = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d)
@@ -248,6 +250,11 @@ def build_srcnn_dynamic(options):
 
 # --- driver ------------------------------------------------------------------
 
+def build_gpt2_kv(options):
+    inputs, outputs, axes = gpt2_decoder.names_and_axes()
+    return Export(gpt2_decoder.Gpt2Decoder(), gpt2_decoder.export_args(), inputs, outputs, 14, axes)
+
+
 MODELS = {
     "resnet50": classifier(torchvision.models.resnet50, dynamic_batch=True),
     "mobilenet_v2": classifier(torchvision.models.mobilenet_v2),
@@ -263,6 +270,7 @@ MODELS = {
     "gru": recurrent(nn.GRU, ["h_n"]),
     "srcnn": build_srcnn,
     "srcnn_dynamic": build_srcnn_dynamic,
+    "gpt2_kv": build_gpt2_kv,
 }
 
 

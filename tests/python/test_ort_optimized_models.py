@@ -7,6 +7,7 @@ model. Basic-level files hold only ONNX ops (constants folded, redundant nodes g
 com.microsoft FusedConv, FusedMatMul and BiasGelu. At ORT_ENABLE_ALL, onnxruntime rewrites
 convolutions into its com.microsoft.nchwc blocked layout, whose block size is that of the machine
 that saved the file; kiln does not run those ops yet (docs/operators.md) and must say so by name.
+The transformer optimizer's outputs (bert, and gpt2 on a decoder with a KV cache) run too.
 """
 import numpy as np
 import onnx
@@ -94,3 +95,39 @@ def test_transformer_optimizer_after_each_onnxruntime_level(models, tmp_path, le
     expected = ort.InferenceSession(str(source), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
     actual = kiln.InferenceSession(str(fused), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
     np.testing.assert_allclose(actual, expected, rtol=0, atol=1e-5 * np.abs(expected).max())
+
+
+def gpt2_feeds(ids, past_length, pasts):
+    batch, seq = ids.shape
+    feeds = {"input_ids": ids,
+             "position_ids": np.tile(np.arange(past_length, past_length + seq), (batch, 1)).astype(np.int64),
+             "attention_mask": np.ones((batch, past_length + seq), np.int64)}
+    feeds.update({f"past_{i}": past for i, past in enumerate(pasts)})
+    return feeds
+
+
+def test_gpt2_optimizer_on_a_decoder_with_a_kv_cache(model_exporter, tmp_path):
+    """tests/models/gpt2_decoder.py (2 layers, hidden 64, 4 heads, past/present per layer) through
+    the transformer optimizer with model_type "gpt2": a prompt of 8 tokens with an empty cache, then
+    one generation step with the presents fed back as the pasts. kiln runs the optimized file and is
+    compared, output by output, with onnxruntime's run of the original one."""
+    from onnxruntime.transformers.optimizer import optimize_model
+    source = model_exporter(["gpt2_kv"]) / "gpt2_kv.onnx"
+    fused = tmp_path / "gpt2_fused.onnx"
+    optimize_model(str(source), model_type="gpt2", num_heads=4, hidden_size=64, opt_level=0).save_model_to_file(
+        str(fused))
+    ops = {n.op_type for n in onnx.load(str(fused)).graph.node if n.domain == "com.microsoft"}
+    assert {"FastGelu", "SkipLayerNormalization"} <= ops, ops
+    reference = ort.InferenceSession(str(source), providers=["CPUExecutionProvider"])
+    ours = kiln.InferenceSession(str(fused), providers=["CPUExecutionProvider"])
+    batch, prompt = 2, 8
+    empty = [np.zeros((2, batch, 4, 0, 16), np.float32)] * 2
+    ids = np.random.default_rng(0).integers(0, 100, (batch, prompt)).astype(np.int64)
+    expected = reference.run(None, gpt2_feeds(ids, 0, empty))
+    actual = ours.run(None, gpt2_feeds(ids, 0, empty))
+    step = expected[0][:, -1].argmax(-1)[:, None].astype(np.int64)
+    expected_step = reference.run(None, gpt2_feeds(step, prompt, expected[1:]))
+    actual_step = ours.run(None, gpt2_feeds(step, prompt, actual[1:]))
+    assert actual_step[1].shape == (2, batch, 4, prompt + 1, 16)
+    for a, e in zip(actual + actual_step, expected + expected_step):
+        np.testing.assert_allclose(a, e, rtol=0, atol=1e-5 * max(1.0, np.abs(e).max()))
