@@ -282,7 +282,8 @@ int packedElementsPerByte(DataType type) {
 
 size_t packedByteCount(DataType type, int64_t numel) {
   const int64_t perByte = packedElementsPerByte(type);
-  return static_cast<size_t>((numel + perByte - 1) / perByte);
+  return static_cast<size_t>(numel / perByte +
+                             (numel % perByte != 0));  // no overflow near INT64_MAX
 }
 
 void unpackLowPrecision(DataType type, const uint8_t* packed, int64_t numel, uint8_t* out) {

@@ -33,6 +33,10 @@ DataType dtypeFromDescr(const std::string& descr, const std::string& path, size_
                      "' (expected '<U' and a character count below 10^9)");
     }
     *charsPerString = std::stoul(digits);
+    // numpy never writes '<U0' (its zero-width strings are '<U1'); taking it would let a few
+    // header bytes claim any number of strings, each costing work and memory but no payload.
+    if (*charsPerString == 0)
+      fail(path, "malformed .npy string dtype '" + descr + "' (a string of 0 characters)");
     return DataType::kString;
   }
   fail(path, "unsupported .npy dtype '" + descr +

@@ -5,7 +5,7 @@ import numpy as np
 from onnx import helper
 
 from case import Case
-from model_builders import FLOAT, INT64_MAX, INT64_MIN, const, feeds, graph, info, model, one_node, save
+from model_builders import FLOAT, INT64, INT64_MAX, INT64_MIN, const, feeds, graph, info, model, one_node, save
 from cases_plans_inputs import header, npy, relu_with_input
 
 
@@ -78,6 +78,8 @@ CASES = [
     Case("elem-type-65-output", elem_type("output", 65), 1, ["graph output 'y' has elem_type 65"]),
     Case("npy-unicode-count-not-a-number", relu_with_input(npy(header("(2, 3)", descr="<Uxy"))), 1,
          ["x.npy: malformed .npy string dtype '<Uxy'"]),
+    Case("npy-unicode-count-zero", relu_with_input(npy(header("(508888887,)", descr="<U0"))), 1,
+         ["x.npy: malformed .npy string dtype '<U0' (a string of 0 characters)"]),
     Case("npy-unicode-count-huge", relu_with_input(npy(header("(0,)", descr="<U99999999999"))), 1,
          ["x.npy: malformed .npy string dtype '<U99999999999'"]),
 ]
@@ -141,4 +143,29 @@ CASES += [
     # A count far below int64's range was converted to int64 (undefined behaviour, session_run);
     # a range that goes the wrong way is empty.
     Case("range-float-count-below-int64", float_range(0, -7e37, 1e-7), 0, ["y  float32[0]"]),
+]
+
+
+# The first 2-hour campaigns (session 17).
+def lstm_hidden(hidden):
+    return inspect("LSTM", [info("x", FLOAT, [2, 1, 3]), info("w", FLOAT, [1, 8, 3]), info("r", FLOAT, [1, 8, 2])],
+                   outputs=[info("y")], hidden_size=hidden)
+
+
+def window(op, size):
+    def make(d):
+        m = one_node(op, [info("size", INT64, [])])
+        return ["run", save(d, m), *feeds(d, size=np.array(size, np.int64))]
+    return make
+
+
+CASES += [
+    # 4 x hidden_size overflowed int64 in shape inference (UBSan, onnx_structured).
+    Case("lstm-hidden-size-past-int64", lstm_hidden(INT64_MAX // 3), 1,
+         [NODE, "hidden_size 3074457345618258602 is too large (4 gates of it overflow int64)"]),
+    # The window was computed in a std::vector<double> of `size` before the output was allocated:
+    # a size from run-time data went past the allocation limit unchecked (session_run, out of memory).
+    Case("blackmanwindow-1e12", window("BlackmanWindow", 10**12), 1,
+         [NODE, "output 0 'y': tensor float32[1000000000000] needs"]),
+    Case("hannwindow-1e12", window("HannWindow", 10**12), 1, [NODE, "output 0 'y': tensor float32[1000000000000] needs"]),
 ]

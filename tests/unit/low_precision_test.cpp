@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
+#include <limits>
 
 #include <cmath>
 #include <cstring>
@@ -141,6 +142,10 @@ TEST(LowPrecisionPacking, FourBitAndTwoBitValuesPackLowBitsFirst) {
   EXPECT_EQ(back, uint2);
   EXPECT_EQ(packedByteCount(DataType::kFloat4E2M1, 5), 3u);
   EXPECT_EQ(packedByteCount(DataType::kFloat8E4M3FN, 5), 5u);
+  // Element counts near INT64_MAX (a value_pb fuzz finding: numel + 1 overflowed).
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  EXPECT_EQ(packedByteCount(DataType::kInt4, kMax), static_cast<size_t>(kMax / 2 + 1));
+  EXPECT_EQ(packedByteCount(DataType::kUint2, kMax), static_cast<size_t>(kMax / 4 + 1));
 }
 
 TEST(LowPrecisionPacking, LoaderUnpacksRawDataAndInt32Data) {

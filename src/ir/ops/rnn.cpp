@@ -50,6 +50,10 @@ void inferRecurrent(InferContext& ctx, int64_t gates) {
   Dim hidden =
       hasAttr(node, "hidden_size") ? Dim::known(attrInt(node, "hidden_size")) : dimOf(r, 2);
   if (hidden.isKnown() && hidden.value <= 0) ctx.fail("attribute 'hidden_size' must be positive");
+  int64_t gateRows = 0;
+  if (hidden.isKnown() && __builtin_mul_overflow(gates, hidden.value, &gateRows))
+    ctx.fail("hidden_size " + std::to_string(hidden.value) + " is too large (" +
+             std::to_string(gates) + " gates of it overflow int64)");
   for (const SymShape* weights : {w, r}) {
     Dim dirs = dimOf(weights, 0);
     Dim rows = dimOf(weights, 1);
@@ -57,9 +61,9 @@ void inferRecurrent(InferContext& ctx, int64_t gates) {
       ctx.fail("weights have " + std::to_string(dirs.value) + " directions, expected " +
                std::to_string(directions));
     }
-    if (rows.isKnown() && hidden.isKnown() && rows.value != gates * hidden.value) {
+    if (rows.isKnown() && hidden.isKnown() && rows.value != gateRows) {
       ctx.fail("weights have " + std::to_string(rows.value) + " rows, expected " +
-               std::to_string(gates * hidden.value));
+               std::to_string(gateRows));
     }
   }
   Dim rCols = dimOf(r, 2);

@@ -2,6 +2,7 @@
 // (periodic windows use N = size, symmetric ones N = size - 1) and MelWeightMatrix (triangular
 // filters between mel-spaced frequency bins). Values are computed in double and then converted
 // to output_datatype.
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <numbers>
@@ -38,14 +39,22 @@ WindowAttrs windowAttrs(const ir::Node& node) {
           ir::attrInt(node, "periodic", 1) != 0};
 }
 
-void storeAs(KernelContext& ctx, const WindowAttrs& attrs, const std::vector<double>& values,
-             Shape shape) {
-  const DataType type = attrs.type;
-  Tensor& y = ctx.allocateOutput(0, type, std::move(shape));
-  dispatchNumeric(type, "output_datatype", [&](auto tag) {
+/// Output 0 of `shape` in output_datatype and a zeroed scratch of as many doubles to compute it
+/// in, both checked against the allocation limit first: the sizes come from run-time values.
+std::pair<Tensor*, double*> windowBuffers(KernelContext& ctx, const WindowAttrs& attrs,
+                                          Shape shape) {
+  Tensor& y = ctx.allocateOutput(0, attrs.type, std::move(shape));
+  const auto count = static_cast<size_t>(y.numel());
+  auto* values = static_cast<double*>(ctx.workspace(count * sizeof(double)));
+  std::fill_n(values, count, 0.0);
+  return {&y, values};
+}
+
+void storeAs(const WindowAttrs& attrs, const double* values, Tensor& y) {
+  dispatchNumeric(attrs.type, "output_datatype", [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* out = y.data<T>();
-    for (size_t i = 0; i < values.size(); ++i) out[i] = convertNumber<T>(values[i]);
+    for (int64_t i = 0; i < y.numel(); ++i) out[i] = convertNumber<T>(values[i]);
   });
 }
 
@@ -57,14 +66,14 @@ void cosineSumWindow(KernelContext& ctx, const WindowAttrs& attrs, const std::ar
     ctx.fail("size must not be negative, got " + std::to_string(size), ErrorCode::kInvalidArgument);
   const bool periodic = attrs.periodic;
   const auto period = static_cast<double>(periodic ? size : size - 1);
-  std::vector<double> w(static_cast<size_t>(size));
+  auto [y, w] = windowBuffers(ctx, attrs, {size});
   for (int64_t n = 0; n < size; ++n) {
     double v = 0;
     for (size_t j = 0; j < K; ++j)
       v += a[j] * std::cos(2.0 * std::numbers::pi * static_cast<double>(j * n) / period);
     w[n] = v;
   }
-  storeAs(ctx, attrs, w, {size});
+  storeAs(attrs, w, *y);
 }
 
 void hannWindowKernel(KernelContext& ctx, const WindowAttrs& attrs) {
@@ -101,6 +110,15 @@ void melWeightMatrixKernel(KernelContext& ctx, const WindowAttrs& attrs) {
     ctx.fail("need 0 <= lower_edge_hertz <= upper_edge_hertz", ErrorCode::kInvalidArgument);
   }
   const int64_t rows = dftLength / 2 + 1;
+  int64_t weights = 0;
+  if (__builtin_mul_overflow(rows, bins, &weights))
+    ctx.fail("a [" + std::to_string(rows) + " x " + std::to_string(bins) +
+                 "] weight matrix has more elements than int64 holds",
+             ErrorCode::kInvalidArgument);
+  // Plain variables, not a structured binding: the lambda below captures w.
+  const std::pair<Tensor*, double*> buffers = windowBuffers(ctx, attrs, {rows, bins});
+  Tensor* y = buffers.first;
+  double* w = buffers.second;
   // Edges of the triangles: num_mel_bins + 2 points evenly spaced in mel, mapped to DFT bins.
   auto toMel = [](double hz) { return 2595.0 * std::log1p(hz / 700.0) / std::log(10.0); };
   const double lowMel = toMel(lower);
@@ -112,7 +130,6 @@ void melWeightMatrixKernel(KernelContext& ctx, const WindowAttrs& attrs) {
     edge[i] = static_cast<int64_t>(
         floorDivide(static_cast<double>(dftLength + 1) * hz, static_cast<double>(sampleRate)));
   }
-  std::vector<double> w(static_cast<size_t>(rows * bins), 0.0);
   auto at = [&](int64_t row, int64_t col) -> double& {
     if (row < 0 || row >= rows)
       ctx.fail("mel filter edge " + std::to_string(row) + " falls outside the " +
@@ -131,7 +148,7 @@ void melWeightMatrixKernel(KernelContext& ctx, const WindowAttrs& attrs) {
     for (int64_t j = center; j < right; ++j)
       at(j, i) = static_cast<double>(right - j) / static_cast<double>(right - center);
   }
-  storeAs(ctx, attrs, w, {rows, bins});
+  storeAs(attrs, w, *y);
 }
 
 KILN_REGISTER_CPU_KERNEL("HannWindow", bindKernel(windowAttrs, hannWindowKernel));
