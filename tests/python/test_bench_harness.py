@@ -259,3 +259,29 @@ def test_op_shares_lists_both_engines_ops_over_the_timed_runs(kiln, repo_root, t
     assert ops == {"Conv": 4.0} and run_ms == pytest.approx(0.01)  # the first (warm-up) run left out
     with pytest.raises(ValueError, match="3 model_run events, expected at least 4"):
         op_shares.op_times(events, 4, lambda e: e["args"]["op_name"])
+
+
+def test_float16_models_converts_keeping_float32_io_and_the_harness_times_it(kiln, repo_root, tiny_model, tmp_path,
+                                                                             monkeypatch):
+    monkeypatch.syspath_prepend(str(repo_root / "bench"))
+    import float16_models
+
+    out = tmp_path / "fp16"
+    path = float16_models.convert(tiny_model, out)
+    assert path == out / "tiny_fp16.onnx"
+    graph = onnx.load(str(path)).graph
+    weights = {t.name: t.data_type for t in graph.initializer}
+    assert weights["w"] == weights["m"] == weights["table"] == TensorProto.FLOAT16
+    assert weights["flat"] == TensorProto.INT64
+    assert [v.type.tensor_type.elem_type for v in graph.input] == [TensorProto.FLOAT, TensorProto.INT64]
+    assert graph.output[0].type.tensor_type.elem_type == TensorProto.FLOAT
+    stamp = path.stat().st_mtime_ns
+    assert float16_models.convert(tiny_model, out) == path and path.stat().st_mtime_ns == stamp  # kept
+
+    results = tmp_path / "results.md"
+    command = [sys.executable, str(repo_root / "bench/run_bench.py"), "--kiln", str(kiln), "--models", str(path),
+               "--threads", "1", "--quick", "--iterations", "4", "--peak-gflops", "50", "--tolerance", "1e-2",
+               "--results", str(results)]
+    r = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "| tiny_fp16 | 1 | y |" in results.read_text()
