@@ -75,6 +75,9 @@ struct TensorInfo {
   /// An ONNX optional of that tensor or sequence: its value is the tensor or sequence itself,
   /// or Tensor::none when empty.
   bool isOptionalType = false;
+  /// A sequence of maps (ai.onnx.ml ZipMap's output: Tensor::sequenceOfMaps) when not
+  /// kUndefined: the maps' key type (int64 or string); dtype is then their value type.
+  DataType mapKeyType = DataType::kUndefined;
 };
 
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;

@@ -30,6 +30,12 @@ class KILN_API Tensor {
   /// An ONNX sequence value: an ordered list of tensors of one element type (its dtype()). It has
   /// no storage of its own (shape {0}), so code that does not look for sequences reads nothing.
   static Tensor sequence(DataType elementType, std::vector<Tensor> items);
+  /// An ONNX map (ai.onnx.ml's ZipMap output): 1-D `keys` (int64 or string) paired with the 1-D
+  /// `values` of the same length; dtype() is the values' type. No storage of its own (shape {0}).
+  static Tensor map(Tensor keys, Tensor values);
+  /// A sequence of maps whose keys are `keyType` and values `valueType` (ZipMap's
+  /// seq(map(int64|string, float))); the types make an empty sequence's type known.
+  static Tensor sequenceOfMaps(DataType keyType, DataType valueType, std::vector<Tensor> maps);
   /// An empty ONNX optional ("none") whose type is `elementType` (of a sequence when
   /// `ofSequence`). A present optional is simply its value, a tensor or a sequence: only the
   /// declared type (ir::TypeInfo::isOptional) tells the two apart, so kernels see no wrapper.
@@ -66,14 +72,21 @@ class KILN_API Tensor {
   /// All elements as int64 (for shape-like tensors).
   std::vector<int64_t> toInt64Vector() const;
   std::string describe()
-      const;  // "float32[1x3x224x224]", "sequence<float32>[3 items]", "optional<float32>: none"
+      const;  // "float32[1x3x224x224]", "sequence<float32>[3 items]", "optional<float32>: none",
+              // "map<int64,float32>[3 entries]", "sequence<map<string,float32>>[2 items]"
 
-  bool isSequence() const { return items_ != nullptr; }
+  bool isSequence() const { return items_ != nullptr && !isMap_; }
   /// The tensors of a sequence value (empty for a plain tensor).
   const std::vector<Tensor>& sequenceItems() const;
   /// An empty optional (see none()); isNoneOfSequence: one whose type is a sequence.
   bool isNone() const { return none_ != NoneKind::kNotNone; }
   bool isNoneOfSequence() const { return none_ == NoneKind::kSequence; }
+  bool isMap() const { return isMap_; }
+  /// The key type of a map, or of the maps of a sequence of maps; kUndefined otherwise.
+  DataType mapKeyType() const { return mapKeyType_; }
+  /// A map's keys and values (see map()); throws for any other value.
+  const Tensor& mapKeys() const;
+  const Tensor& mapValues() const;
 
  private:
   enum class NoneKind : uint8_t { kNotNone, kTensor, kSequence };
@@ -81,8 +94,10 @@ class KILN_API Tensor {
   Shape shape_;
   std::shared_ptr<const void> owner_;
   void* data_ = nullptr;
-  std::shared_ptr<const std::vector<Tensor>> items_;  // set for sequence values only
+  std::shared_ptr<const std::vector<Tensor>> items_;  // a sequence's items; a map's keys, values
   NoneKind none_ = NoneKind::kNotNone;
+  bool isMap_ = false;
+  DataType mapKeyType_ = DataType::kUndefined;
 };
 
 [[noreturn]] KILN_API void throwValueCountMismatch(const Tensor& t, size_t count);

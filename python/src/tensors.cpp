@@ -273,6 +273,9 @@ nb::object numpyDtypeOf(DataType dtype) {
 }  // namespace
 
 Tensor tensorFromPython(nb::handle value, const TensorInfo& info) {
+  if (info.mapKeyType != DataType::kUndefined)
+    throw std::runtime_error("input '" + info.name +
+                             "' is a sequence of maps; kiln does not read maps");
   if (PyObject_IsInstance(value.ptr(), numpy().ndarrayType.ptr()) == 1)
     return tensorOfArray(value, info);
   if (value.is_none() && info.isOptionalType) return Tensor::none(info.dtype, info.isSequence);
@@ -386,10 +389,26 @@ nb::object stringArrayOf(const Tensor& t) {
   return numpy().array(items, numpy().objectDtype).attr("reshape")(nb::tuple(shape));
 }
 
+// A map as ONNX Runtime returns ZipMap's: a dict of int or str keys to Python floats.
+nb::object mapToPython(const Tensor& map) {
+  const Tensor& keys = map.mapKeys();
+  const Tensor& values = map.mapValues();
+  nb::dict dict;
+  for (int64_t i = 0; i < keys.numel(); ++i) {
+    nb::object key = keys.dtype() == DataType::kString
+                         ? nb::object(nb::str(keys.data<std::string>()[i].c_str(),
+                                              keys.data<std::string>()[i].size()))
+                         : nb::object(nb::int_(keys.data<int64_t>()[i]));
+    dict[key] = nb::float_(values.doubleAt(i));
+  }
+  return std::move(dict);
+}
+
 }  // namespace
 
 nb::object tensorToPython(const Tensor& tensor) {
   if (tensor.isNone()) return nb::none();
+  if (tensor.isMap()) return mapToPython(tensor);
   if (tensor.isSequence()) {
     nb::list items;
     for (const Tensor& item : tensor.sequenceItems()) items.append(tensorToPython(item));
@@ -442,6 +461,8 @@ std::string ortTypeName(const TensorInfo& info) {
       element = dataTypeName(info.dtype);  // int64, bool, string, float16, bfloat16, uint4 ...
   }
   std::string type = "tensor(" + element + ")";
+  if (info.mapKeyType != DataType::kUndefined)
+    type = "map(" + dataTypeName(info.mapKeyType) + "," + type + ")";  // map(int64,tensor(float))
   if (info.isSequence) type = "seq(" + type + ")";
   if (info.isOptionalType) type = "optional(" + type + ")";
   return type;

@@ -152,15 +152,24 @@ std::vector<int64_t> Tensor::toInt64Vector() const {
 std::string Tensor::describe() const {
   if (none_ == NoneKind::kTensor) return "optional<" + dataTypeName(dtype_) + ">: none";
   if (none_ == NoneKind::kSequence) return "optional<sequence<" + dataTypeName(dtype_) + ">>: none";
-  if (items_)
-    return "sequence<" + dataTypeName(dtype_) + ">[" + std::to_string(items_->size()) + " items]";
+  if (isMap_) {
+    return "map<" + dataTypeName(mapKeyType_) + "," + dataTypeName(dtype_) + ">[" +
+           std::to_string(mapKeys().numel()) + " entries]";
+  }
+  if (items_) {
+    const std::string element =
+        mapKeyType_ == DataType::kUndefined
+            ? dataTypeName(dtype_)
+            : "map<" + dataTypeName(mapKeyType_) + "," + dataTypeName(dtype_) + ">";
+    return "sequence<" + element + ">[" + std::to_string(items_->size()) + " items]";
+  }
   return dataTypeName(dtype_) + "[" + shapeToString(shape_) + "]";
 }
 
 Tensor Tensor::sequence(DataType elementType, std::vector<Tensor> items) {
   if (!isSupportedDataType(elementType)) throwUnsupportedType(elementType, "sequence");
   for (const Tensor& item : items) {
-    if (item.dtype() != elementType || item.isSequence()) {
+    if (item.dtype() != elementType || item.isSequence() || item.isMap()) {
       throw Error(ErrorCode::kInvalidArgument,
                   "a sequence of " + dataTypeName(elementType) + " cannot hold " + item.describe());
     }
@@ -170,6 +179,52 @@ Tensor Tensor::sequence(DataType elementType, std::vector<Tensor> items) {
   t.shape_ = {0};
   t.items_ = std::make_shared<const std::vector<Tensor>>(std::move(items));
   return t;
+}
+
+Tensor Tensor::map(Tensor keys, Tensor values) {
+  if (keys.dtype() != DataType::kInt64 && keys.dtype() != DataType::kString) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "a map's keys must be int64 or string, not " + keys.describe());
+  }
+  if (keys.isSequence() || keys.isMap() || values.isSequence() || values.isMap() ||
+      keys.rank() != 1 || values.rank() != 1 || keys.numel() != values.numel()) {
+    throw Error(ErrorCode::kInvalidArgument, "a map needs 1-D keys and values of one length, not " +
+                                                 keys.describe() + " and " + values.describe());
+  }
+  Tensor t;
+  t.dtype_ = values.dtype();
+  t.shape_ = {0};
+  t.isMap_ = true;
+  t.mapKeyType_ = keys.dtype();
+  t.items_ = std::make_shared<const std::vector<Tensor>>(
+      std::vector<Tensor>{std::move(keys), std::move(values)});
+  return t;
+}
+
+Tensor Tensor::sequenceOfMaps(DataType keyType, DataType valueType, std::vector<Tensor> maps) {
+  for (const Tensor& m : maps) {
+    if (!m.isMap() || m.mapKeyType() != keyType || m.dtype() != valueType) {
+      throw Error(ErrorCode::kInvalidArgument, "a sequence of map<" + dataTypeName(keyType) + "," +
+                                                   dataTypeName(valueType) + "> cannot hold " +
+                                                   m.describe());
+    }
+  }
+  Tensor t;
+  t.dtype_ = valueType;
+  t.shape_ = {0};
+  t.mapKeyType_ = keyType;
+  t.items_ = std::make_shared<const std::vector<Tensor>>(std::move(maps));
+  return t;
+}
+
+const Tensor& Tensor::mapKeys() const {
+  if (!isMap_) throw Error(ErrorCode::kInvalidArgument, describe() + " is not a map");
+  return (*items_)[0];
+}
+
+const Tensor& Tensor::mapValues() const {
+  if (!isMap_) throw Error(ErrorCode::kInvalidArgument, describe() + " is not a map");
+  return (*items_)[1];
 }
 
 Tensor Tensor::none(DataType elementType, bool ofSequence) {
@@ -183,7 +238,7 @@ Tensor Tensor::none(DataType elementType, bool ofSequence) {
 
 const std::vector<Tensor>& Tensor::sequenceItems() const {
   static const std::vector<Tensor> kNone;
-  return items_ ? *items_ : kNone;
+  return items_ && !isMap_ ? *items_ : kNone;
 }
 
 void throwValueCountMismatch(const Tensor& t, size_t count) {

@@ -74,12 +74,19 @@ class GraphReader {
       ir::Value v;
       v.name = r.str("value name");
       v.type.dtype = dtype(r, true);
-      // bit 0: has a shape, bit 1: a sequence, bit 2: an optional
+      // bit 0: has a shape, bit 1: a sequence, bit 2: an optional, bit 3: a map (key type next)
       const uint8_t typeFlags = r.u8("shape flag");
-      if (typeFlags > 7)
+      if (typeFlags > 15)
         r.fail("value '" + v.name + "' has type flags " + std::to_string(typeFlags));
       v.type.isSequence = (typeFlags & 2) != 0;
       v.type.isOptional = (typeFlags & 4) != 0;
+      if (typeFlags & 8) {
+        v.type.mapKeyType = dtype(r, false);
+        if (v.type.mapKeyType != DataType::kInt64 && v.type.mapKeyType != DataType::kString) {
+          r.fail("value '" + v.name + "' is a map with " + dataTypeName(v.type.mapKeyType) +
+                 " keys");
+        }
+      }
       if (typeFlags & 1) {
         uint32_t rank = r.count("rank", 12);
         if (rank > kMaxTensorRank)

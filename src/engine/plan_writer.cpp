@@ -24,9 +24,12 @@ class GraphWriter {
     for (const ir::Value& v : g.values) {
       w.str(v.name);
       w.i32(static_cast<int32_t>(v.type.dtype));
-      // bit 1: a sequence, bit 2: an optional
+      // bit 1: a sequence, bit 2: an optional, bit 3: a map (or sequence of maps), its key type
+      // next
+      const bool isMap = v.type.mapKeyType != DataType::kUndefined;
       w.u8(static_cast<uint8_t>(v.type.shape.has_value() | (v.type.isSequence << 1) |
-                                (v.type.isOptional << 2)));
+                                (v.type.isOptional << 2) | (isMap << 3)));
+      if (isMap) w.i32(static_cast<int32_t>(v.type.mapKeyType));
       if (v.type.shape) {
         w.u32(static_cast<uint32_t>(v.type.shape->size()));
         for (const ir::Dim& d : *v.type.shape) {

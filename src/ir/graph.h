@@ -29,6 +29,9 @@ struct TypeInfo {
   /// An ONNX optional of the tensor or sequence described above. Its value at run time is that
   /// tensor or sequence when present, else Tensor::none (see Tensor::none).
   bool isOptional = false;
+  /// A map's key type (int64 or string; dtype is then its value type), or that of the maps of a
+  /// sequence of maps (ZipMap's output); kUndefined for tensors and sequences of tensors.
+  DataType mapKeyType = DataType::kUndefined;
 };
 
 struct Value {

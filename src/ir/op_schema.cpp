@@ -138,6 +138,7 @@ TypeInfo mergeTypes(const TypeInfo& declared, const TypeInfo& inferred) {
   // passes its input through) only knew a tensor.
   t.isSequence = t.isSequence || declared.isSequence;
   t.isOptional = t.isOptional || declared.isOptional;
+  if (t.mapKeyType == DataType::kUndefined) t.mapKeyType = declared.mapKeyType;
   if (t.isSequence) {
     t.shape = std::nullopt;  // the items' shapes are not tracked
     return t;
@@ -159,6 +160,15 @@ void inferNodeTypes(const Graph& graph, const Node& node, const OpSchema& schema
                     const std::vector<TypeInfo*>& outputTypes) {
   std::vector<std::string> names;
   for (int id : node.inputs) names.push_back(id == kNoValue ? std::string() : graph.value(id).name);
+  for (size_t i = 0; i < inputTypes.size(); ++i) {
+    // Maps come only out of ZipMap, a model's last step; no kiln operator reads one.
+    if (inputTypes[i] && inputTypes[i]->mapKeyType != DataType::kUndefined) {
+      failNode(node,
+               "input " + std::to_string(i) + " '" + names[i] +
+                   "' is a map (ZipMap's output); kiln's operators do not read maps",
+               ErrorCode::kUnsupportedNode);
+    }
+  }
   checkInputTypes(node, opTypesOf(schema), inputTypes, names);
   std::vector<TypeInfo> outputs(node.outputs.size());
   InferContext ctx(node, std::move(inputTypes), std::move(inputValues), outputs);

@@ -5,14 +5,10 @@ namespace kiln::ir {
 
 std::string whyUnsupported(const std::string& domain, const std::string& opType) {
   if (domain != "ai.onnx.ml") return "";
-  if (opType == "ZipMap")
-    return "its output is a seq(map(int64|string, float)), and kiln's values are tensors, "
-           "sequences of tensors and optionals, with no map; export the classifier without "
-           "ZipMap (skl2onnx: convert_sklearn(model, ..., options={id(model): {'zipmap': "
-           "False}})) to get the probabilities as a float tensor (N, classes)";
   if (opType == "DictVectorizer" || opType == "CastMap")
-    return "its input is a map(int64|string, ...), and kiln's values are tensors, sequences of "
-           "tensors and optionals, with no map; feed the features as a tensor instead";
+    return "its input is a map(int64|string, ...), and kiln's operators read tensors, sequences "
+           "of tensors and optionals, not maps (kiln writes maps, as ZipMap's output, but reads "
+           "none); feed the features as a tensor instead";
   return "";
 }
 

@@ -44,6 +44,7 @@ class GraphConverter {
   }
   /// `what` names the value in errors ("graph input 'x'").
   ir::TypeInfo typeFromProto(const onnx::TypeProto& type, const std::string& what) const;
+  ir::TypeInfo mapTypeFromProto(const onnx::TypeProto_Map& map, const std::string& what) const;
   DataType elementType(int32_t elemType, const std::string& what) const;
   ir::Attribute attributeFromProto(const onnx::AttributeProto& a, const std::string& nodeLabel,
                                    std::map<std::string, int>* opCounts);
@@ -67,6 +68,19 @@ DataType GraphConverter::elementType(int32_t elemType, const std::string& what) 
   return dtype;
 }
 
+// A map of tensor values, as ai.onnx.ml declares them: int64 or string keys.
+ir::TypeInfo GraphConverter::mapTypeFromProto(const onnx::TypeProto_Map& map,
+                                              const std::string& what) const {
+  ir::TypeInfo info;
+  info.mapKeyType = elementType(map.key_type(), what + " (map key)");
+  if (info.mapKeyType != DataType::kInt64 && info.mapKeyType != DataType::kString)
+    fail(what + " is a map with " + dataTypeName(info.mapKeyType) +
+         " keys; ONNX maps have int64 or string keys");
+  if (!map.value_type().has_tensor_type()) fail(what + " is a map whose values are not tensors");
+  info.dtype = elementType(map.value_type().tensor_type().elem_type(), what + " (map value)");
+  return info;
+}
+
 ir::TypeInfo GraphConverter::typeFromProto(const onnx::TypeProto& type,
                                            const std::string& what) const {
   ir::TypeInfo info;
@@ -82,7 +96,13 @@ ir::TypeInfo GraphConverter::typeFromProto(const onnx::TypeProto& type,
     info.isSequence = true;  // the items' shapes are not tracked
     return info;
   }
-  if (!type.has_tensor_type()) return info;  // maps, optionals, sequences of non-tensors
+  if (type.has_map_type()) return mapTypeFromProto(type.map_type(), what);
+  if (type.has_sequence_type() && type.sequence_type().elem_type().has_map_type()) {
+    info = mapTypeFromProto(type.sequence_type().elem_type().map_type(), what);
+    info.isSequence = true;  // ZipMap's seq(map(int64|string, float))
+    return info;
+  }
+  if (!type.has_tensor_type()) return info;  // sequences of sequences, sparse tensors
   info.dtype = elementType(type.tensor_type().elem_type(), what);
   if (type.tensor_type().has_shape()) {
     ir::SymShape shape;
@@ -292,6 +312,7 @@ ir::Graph GraphConverter::convert(const onnx::GraphProto& proto,
     if (!v.type.shape) v.type.shape = declared.shape;
     v.type.isSequence = v.type.isSequence || declared.isSequence;
     v.type.isOptional = v.type.isOptional || declared.isOptional;
+    if (v.type.mapKeyType == DataType::kUndefined) v.type.mapKeyType = declared.mapKeyType;
     if (v.type.isSequence) v.type.shape = std::nullopt;
     graph.outputs.push_back(id);
   }

@@ -3,6 +3,7 @@
 #include <onnx/onnx-data_pb.h>
 #include <onnx/onnx_pb.h>
 
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -117,13 +118,36 @@ Tensor optionalFrom(const onnx::OptionalProto& proto, const ValueType& expected,
   }
 }
 
+void mapToProto(const Tensor& map, onnx::MapProto& proto) {
+  const Tensor& keys = map.mapKeys();
+  const Tensor& values = map.mapValues();
+  proto.set_key_type(static_cast<int32_t>(keys.dtype()));
+  for (int64_t i = 0; i < keys.numel(); ++i) {
+    if (keys.dtype() == DataType::kString)
+      proto.add_string_keys(keys.data<std::string>()[i]);
+    else
+      proto.add_keys(keys.data<int64_t>()[i]);
+  }
+  onnx::SequenceProto& valueProtos = *proto.mutable_values();
+  valueProtos.set_elem_type(onnx::SequenceProto::TENSOR);
+  const size_t itemSize = dataTypeSize(values.dtype());
+  for (int64_t i = 0; i < values.numel(); ++i) {
+    Tensor scalar(values.dtype(), {});
+    std::memcpy(scalar.raw(), values.data<uint8_t>() + i * itemSize, itemSize);
+    tensorToProto(scalar, "", *valueProtos.add_tensor_values());
+  }
+}
+
 }  // namespace
 
 std::string describeValueType(const ValueType& type) {
   std::string text = type.isOptional ? "an optional " : "a ";
   text += type.isSequence ? "sequence of " : "tensor of ";
-  return text +
-         (type.dtype == DataType::kUndefined ? std::string("any type") : dataTypeName(type.dtype));
+  const std::string element =
+      type.dtype == DataType::kUndefined ? std::string("any type") : dataTypeName(type.dtype);
+  if (type.mapKeyType != DataType::kUndefined)
+    return text + "map<" + dataTypeName(type.mapKeyType) + "," + element + ">";
+  return text + element;
 }
 
 Tensor readValueFile(const std::string& path, const ValueType& expected, const std::string& what) {
@@ -158,6 +182,11 @@ void writeValueFile(const std::string& path, const Tensor& value, const ValueTyp
       value.isSequence() || value.isNoneOfSequence() || (value.isNone() && type.isSequence);
   auto sequenceProto = [&](onnx::SequenceProto& proto) {
     proto.set_name(name);
+    if (value.mapKeyType() != DataType::kUndefined) {
+      proto.set_elem_type(onnx::SequenceProto::MAP);
+      for (const Tensor& item : value.sequenceItems()) mapToProto(item, *proto.add_map_values());
+      return;
+    }
     proto.set_elem_type(onnx::SequenceProto::TENSOR);
     for (const Tensor& item : value.sequenceItems())
       tensorToProto(item, "", *proto.add_tensor_values());

@@ -9,14 +9,17 @@
 
 namespace kiln::onnx_import {
 
-/// The ONNX type of a value: a tensor, a sequence of tensors, or an optional of either.
+/// The ONNX type of a value: a tensor, a sequence of tensors, or an optional of either; or a
+/// sequence of maps (ZipMap's output, which kiln writes but does not read).
 struct ValueType {
   DataType dtype = DataType::kUndefined;  // the tensor's, or the sequence's element type
   bool isSequence = false;
   bool isOptional = false;
+  DataType mapKeyType = DataType::kUndefined;  // set for maps: dtype is then the value type
 };
 
-/// "a tensor of float32", "a sequence of int64", "an optional sequence of float32".
+/// "a tensor of float32", "a sequence of int64", "an optional sequence of float32",
+/// "a sequence of map<int64,float32>".
 KILN_INTERNAL_API std::string describeValueType(const ValueType& type);
 
 /// Reads a value of `expected` type from a .pb file: a TensorProto for a tensor, a SequenceProto
@@ -29,7 +32,9 @@ KILN_INTERNAL_API Tensor readValueBytes(const std::string& bytes, const std::str
                                         const ValueType& expected, const std::string& what);
 
 /// Writes `value` to a .pb file as the message for `type`: a value that is a sequence, or none,
-/// is written as one whatever `type` says. `name` goes to the message's name field.
+/// is written as one whatever `type` says; a sequence of maps is a SequenceProto of MapProtos, each
+/// map's values a SequenceProto of scalar tensors (as onnx.numpy_helper.from_dict writes them).
+/// `name` goes to the message's name field.
 KILN_INTERNAL_API void writeValueFile(const std::string& path, const Tensor& value,
                                       const ValueType& type, const std::string& name);
 

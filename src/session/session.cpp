@@ -22,6 +22,7 @@ TensorInfo describeValue(const ir::Graph& graph, int id) {
   info.optional = v.constant.has_value();
   info.isSequence = v.type.isSequence;
   info.isOptionalType = v.type.isOptional;
+  info.mapKeyType = v.type.mapKeyType;
   if (v.type.shape && !v.type.isSequence) {
     info.hasShape = true;
     for (const ir::Dim& d : *v.type.shape) {
@@ -50,6 +51,10 @@ std::string declaredShape(const TensorInfo& info) {
 // Checks one input tensor against what the model declares, as ONNX Runtime does.
 void checkInput(const TensorInfo& info, const Tensor& t) {
   if (!t.defined()) badInput("input '" + info.name + "' has no value");
+  if (info.mapKeyType != DataType::kUndefined || t.isMap() ||
+      t.mapKeyType() != DataType::kUndefined) {
+    badInput("input '" + info.name + "' is a map or a sequence of maps; kiln does not read maps");
+  }
   if (t.isNone() && !info.isOptionalType)
     badInput("input '" + info.name + "' is " + t.describe() + " but is not an optional");
   if ((t.isSequence() || t.isNoneOfSequence()) != info.isSequence) {

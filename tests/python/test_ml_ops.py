@@ -432,15 +432,60 @@ def test_tree_without_root_is_reported():
     assert "tree 0 has 0 root nodes" in kiln_error(model, {"X": x})
 
 
-def test_zipmap_refusal_says_why_and_how_to_export_without_it():
-    x = np.ones((2, 3), np.float32)
-    node = helper.make_node("ZipMap", ["X"], ["Z"], domain=ML, name="zm", classlabels_int64s=[0, 1, 2])
-    z_type = helper.make_sequence_type_proto(helper.make_map_type_proto(TensorProto.INT64, helper.make_tensor_type_proto(TensorProto.FLOAT, [])))
-    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [2, 3])],
+def zipmap_model(x_shape, **labels):
+    """ZipMap over X, its output declared seq(map(int64|string, float)) as skl2onnx declares it."""
+    key = TensorProto.STRING if "classlabels_strings" in labels else TensorProto.INT64
+    node = helper.make_node("ZipMap", ["X"], ["Z"], domain=ML, name="zm", **labels)
+    z_type = helper.make_sequence_type_proto(
+        helper.make_map_type_proto(key, helper.make_tensor_type_proto(TensorProto.FLOAT, [])))
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("X", TensorProto.FLOAT, x_shape)],
                               [helper.make_value_info("Z", z_type)])
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid(ML, 1)]
+    return helper.make_model(graph, opset_imports=opsets, ir_version=8).SerializeToString()
+
+
+@pytest.mark.parametrize("rows", [0, 1, 5])
+@pytest.mark.parametrize("labels", [{"classlabels_int64s": [4, 0, 9]},
+                                    {"classlabels_strings": ["cat", "dog", "emu"]}], ids=["int64", "string"])
+def test_zipmap_gives_onnxruntimes_list_of_dicts(rows, labels):
+    x = rng(rows).random((rows, 3)).astype(np.float32)
+    model = zipmap_model(["N", 3], **labels)
+    (want,), (got,) = run_both(model, {"X": x})
+    assert isinstance(got, list) and len(got) == len(want) == rows
+    for w, g in zip(want, got):
+        assert isinstance(g, dict) and list(g) == list(w)  # same keys, in onnxruntime's order
+        assert all(type(k) is type(kw) for k, kw in zip(g, w))
+        assert g == w  # float32 scores, converted exactly in both
+    session = kiln.InferenceSession(model, providers=["CPUExecutionProvider"])
+    key = "string" if "classlabels_strings" in labels else "int64"
+    assert session.get_outputs()[0].type == f"seq(map({key},tensor(float)))"
+
+
+def test_zipmap_of_a_1d_input_is_one_map():
+    x = np.array([0.25, 0.5, 0.25], np.float32)
+    (want,), (got,) = run_both(zipmap_model([3], classlabels_int64s=[1, 2, 3]), {"X": x})
+    assert got == want == [{1: 0.25, 2: 0.5, 3: 0.25}]
+
+
+def test_zipmap_with_more_columns_than_labels_names_the_node():
+    x = np.ones((2, 4), np.float32)
+    message = kiln_error(zipmap_model(["N", 4], classlabels_int64s=[0, 1, 2]), {"X": x})
+    assert "zm" in message and "float32[2x4]" in message and "class label (3)" in message
+
+
+def test_zipmap_needs_exactly_one_label_list():
+    both = zipmap_model(["N", 2], classlabels_int64s=[0, 1], classlabels_strings=["a", "b"])
+    assert "exactly one of classlabels_int64s and classlabels_strings" in kiln_error(both, {"X": np.ones((1, 2), np.float32)})
+
+
+def test_a_map_input_to_another_node_is_refused_by_name():
+    zipmap = helper.make_node("ZipMap", ["X"], ["Z"], domain=ML, name="zm", classlabels_int64s=[0, 1])
+    length = helper.make_node("SequenceLength", ["Z"], ["n"], name="len")
+    graph = helper.make_graph([zipmap, length], "g", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [2, 2])],
+                              [helper.make_tensor_value_info("n", TensorProto.INT64, [])])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(ML, 1)])
-    message = kiln_error(model.SerializeToString(), {"X": x})
-    assert "ai.onnx.ml::ZipMap" in message and "map" in message and "'zipmap': False" in message
+    message = kiln_error(model.SerializeToString(), {"X": np.ones((2, 2), np.float32)})
+    assert "len" in message and "'Z' is a map" in message
 
 
 @pytest.mark.parametrize("op,attr,bad", [("TreeEnsembleRegressor", "aggregate_function", "MEDIAN"),

@@ -159,3 +159,32 @@ def test_wrong_message_and_npy_for_a_sequence_are_refused(kiln, tmp_path):
     int_seq = write_pb(tmp_path / "ints.pb", numpy_helper.from_list([np.array([1], np.int64)], "xs"))
     result = run(kiln, "run", tmp_path / "m.onnx", "--input", f"xs={int_seq}")
     assert "holds int64 values, expected float32" in result.stderr
+
+
+@pytest.mark.parametrize("source", ["onnx", "plan"])
+def test_zipmap_output_is_a_sequence_of_maps_in_pb(kiln, tmp_path, source):
+    """skl2onnx's default classifier output: seq(map(string, float)), written as a SequenceProto
+    of MapProtos (keys in ascending order, as onnxruntime returns them), through a plan too."""
+    labels = ["emu", "cat", "dog"]
+    node = helper.make_node("ZipMap", ["x"], ["y"], domain="ai.onnx.ml", classlabels_strings=labels)
+    y_type = helper.make_sequence_type_proto(
+        helper.make_map_type_proto(TensorProto.STRING, helper.make_tensor_type_proto(TensorProto.FLOAT, None)))
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3])],
+                              [helper.make_value_info("y", y_type)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 1)])
+    onnx.save(model, tmp_path / "zipmap.onnx")
+    path = tmp_path / "zipmap.onnx"
+    if source == "plan":
+        built = run(kiln, "build", path, "-o", tmp_path / "zipmap.kiln", "--shapes", "x:2x3")
+        assert built.returncode == 0, built.stderr
+        path = tmp_path / "zipmap.kiln"
+    if source == "onnx":  # a plan's inspect lists I/O as the engine API has them: dtype and dims
+        assert "y  sequence<map<string,float32>>" in run(kiln, "inspect", path).stdout
+    x = np.array([[0.5, 0.25, 0.25], [0.0, 1.0, 0.0]], np.float32)
+    np.save(tmp_path / "x.npy", x)
+    entries, values = run_and_read(kiln, path, {"x": tmp_path / "x.npy"}, tmp_path / "out")
+    assert entries[0]["kind"] == "sequence" and entries[0]["map_key_dtype"] == "string"
+    assert entries[0]["map_sizes"] == [3, 3] and entries[0]["dtype"] == "float32"
+    got = [{k.decode(): float(v) for k, v in m.items()} for m in values["y"]]  # onnx gives bytes keys
+    assert [list(m) for m in got] == [["cat", "dog", "emu"]] * 2
+    assert got == [dict(zip(labels, map(float, row))) for row in x]

@@ -1,8 +1,9 @@
 """scikit-learn models as skl2onnx exports them: small models trained at test time on fixed random
 data, converted, and run in kiln and in onnxruntime on the same rows. Labels must be equal and
-probabilities / predictions agree to 1e-5. Classifiers are converted without ZipMap (options
-zipmap=False), the way kiln runs them; with ZipMap (skl2onnx's default) kiln refuses the model
-with an error that says how to export it without."""
+probabilities / predictions agree to 1e-5. Most classifiers are converted without ZipMap (options
+zipmap=False), which gives the probabilities as a tensor; with ZipMap (skl2onnx's default) the
+probabilities are a list of dicts, one per row, label -> probability, which kiln returns as
+onnxruntime does."""
 import numpy as np
 import onnxruntime
 import pytest
@@ -170,11 +171,19 @@ def test_transformer_alone(transform):
         np.testing.assert_allclose(ours[0], model.transform(test), rtol=1e-5, atol=1e-5)
 
 
-def test_zipmap_model_is_refused_with_the_way_out():
-    x, y = data(3)
-    model = LogisticRegression(max_iter=500).fit(x, y)
-    onnx_model = convert(model, zipmap=True)
-    with pytest.raises(Exception) as error:
-        kiln.InferenceSession(onnx_model, providers=["CPUExecutionProvider"])
-    message = str(error.value)
-    assert "ZipMap" in message and "'zipmap': False" in message
+@pytest.mark.parametrize("strings", [False, True], ids=["int64-labels", "string-labels"])
+@pytest.mark.parametrize("make", [lambda: LogisticRegression(max_iter=500),
+                                  lambda: RandomForestClassifier(n_estimators=5, max_depth=3, random_state=0)],
+                         ids=["logistic", "forest"])
+def test_default_zipmap_output_is_onnxruntimes_list_of_dicts(make, strings):
+    x, y = data(3, strings=strings)
+    model = make().fit(x, y)
+    test = data(3, seed=5, rows=12)[0]
+    ort, ours = run_both(convert(model, zipmap=True), {"X": test})
+    np.testing.assert_array_equal(ours[0], ort[0])
+    assert isinstance(ours[1], list) and len(ours[1]) == len(ort[1]) == len(test)
+    for want, got in zip(ort[1], ours[1]):
+        assert list(got) == list(want)
+        np.testing.assert_allclose(list(got.values()), list(want.values()), rtol=1e-5, atol=1e-5)
+    probabilities = model.predict_proba(test)
+    np.testing.assert_allclose([list(row.values()) for row in ours[1]], probabilities, rtol=1e-4, atol=1e-5)

@@ -281,5 +281,30 @@ TEST(SequenceValue, HoldsOneElementTypeAndNoStorage) {
   EXPECT_THROW(Tensor::sequence(DataType::kInt64, {floats({1}, {1})}), Error);
 }
 
+TEST(MapValue, PairsKeysWithValuesAndSequencesOfMapsKeepTheirTypes) {
+  const Tensor keys = Tensor::fromVector<int64_t>(DataType::kInt64, {2}, {3, 7});
+  const Tensor m = Tensor::map(keys, floats({2}, {0.25f, 0.75f}));
+  EXPECT_TRUE(m.isMap());
+  EXPECT_FALSE(m.isSequence());
+  EXPECT_EQ(m.mapKeyType(), DataType::kInt64);
+  EXPECT_EQ(m.describe(), "map<int64,float32>[2 entries]");
+  EXPECT_THAT(floatsOf(m.mapValues()), ElementsAre(0.25f, 0.75f));
+  EXPECT_EQ(m.mapKeys().data<int64_t>()[1], 7);
+  const Tensor s = Tensor::sequenceOfMaps(DataType::kInt64, DataType::kFloat32, {m, m});
+  EXPECT_TRUE(s.isSequence());
+  EXPECT_EQ(s.mapKeyType(), DataType::kInt64);
+  EXPECT_EQ(s.sequenceItems().size(), 2u);
+  EXPECT_EQ(s.describe(), "sequence<map<int64,float32>>[2 items]");
+  EXPECT_EQ(Tensor::sequenceOfMaps(DataType::kString, DataType::kFloat32, {}).describe(),
+            "sequence<map<string,float32>>[0 items]");
+  // Keys of another type or length, and maps in a plain sequence or of other key types, are
+  // refused.
+  EXPECT_THROW(Tensor::map(floats({2}, {1, 2}), floats({2}, {1, 2})), Error);
+  EXPECT_THROW(Tensor::map(keys, floats({3}, {1, 2, 3})), Error);
+  EXPECT_THROW(Tensor::sequence(DataType::kFloat32, {m}), Error);
+  EXPECT_THROW(Tensor::sequenceOfMaps(DataType::kString, DataType::kFloat32, {m}), Error);
+  EXPECT_THROW(floats({1}, {1}).mapKeys(), Error);
+}
+
 }  // namespace
 }  // namespace kiln

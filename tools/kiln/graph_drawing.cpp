@@ -35,6 +35,10 @@ std::string dotText(const std::vector<std::string>& lines) {
 }
 
 std::string typeText(const ir::TypeInfo& type) {
+  if (type.mapKeyType != DataType::kUndefined) {
+    return "sequence of map<" + dataTypeName(type.mapKeyType) + "," + dataTypeName(type.dtype) +
+           ">";
+  }
   if (type.isSequence) return "sequence of " + dataTypeName(type.dtype);
   return dataTypeName(type.dtype) + "[" + (type.shape ? ir::symShapeToString(*type.shape) : "?") +
          "]";

@@ -27,6 +27,12 @@ namespace kiln::cli {
 namespace {
 
 std::string describeValue(const ir::Value& v) {
+  if (v.type.mapKeyType != DataType::kUndefined) {
+    const std::string map =
+        "map<" + dataTypeName(v.type.mapKeyType) + "," + dataTypeName(v.type.dtype) + ">";
+    return v.name + "  " + (v.type.isSequence ? "sequence<" + map + ">" : map);
+  }
+  if (v.type.isSequence) return v.name + "  sequence<" + dataTypeName(v.type.dtype) + ">";
   std::string shape = v.type.shape ? ir::symShapeToString(*v.type.shape) : "?";
   return v.name + "  " + dataTypeName(v.type.dtype) + "[" + shape + "]";
 }

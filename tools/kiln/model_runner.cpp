@@ -161,7 +161,7 @@ Tensor readInputFile(const TensorInfo& info, const std::string& path) {
 }  // namespace
 
 onnx_import::ValueType valueTypeOf(const TensorInfo& info) {
-  return {info.dtype, info.isSequence, info.isOptionalType};
+  return {info.dtype, info.isSequence, info.isOptionalType, info.mapKeyType};
 }
 
 std::string describeValueType(const TensorInfo& info) {

@@ -43,8 +43,9 @@ bool needsProtoFile(const TensorInfo& info, const Tensor& value) {
 }
 
 // The manifest entry of one output: name, file, format ("npy" or "pb"), kind ("tensor",
-// "sequence" or "optional"), dtype (a sequence's element type) and shape (tensors) or
-// item_shapes (sequences); optionals add "present".
+// "sequence" or "optional"), dtype (a sequence's element type, a map's value type) and shape
+// (tensors) or item_shapes (sequences); optionals add "present"; a sequence of maps has
+// map_key_dtype and map_sizes (each map's entry count) instead of item_shapes.
 nlohmann::json manifestEntry(const std::string& name, const std::string& file,
                              const TensorInfo& info, const Tensor& value, bool proto) {
   nlohmann::json entry = {{"name", name}, {"file", file}, {"format", proto ? "pb" : "npy"}};
@@ -54,7 +55,12 @@ nlohmann::json manifestEntry(const std::string& name, const std::string& file,
   entry["kind"] = optional ? "optional" : sequence ? "sequence" : "tensor";
   entry["dtype"] = dataTypeName(value.dtype());
   if (optional) entry["present"] = !value.isNone();
-  if (value.isSequence()) {
+  if (value.mapKeyType() != DataType::kUndefined) {
+    entry["map_key_dtype"] = dataTypeName(value.mapKeyType());
+    nlohmann::json sizes = nlohmann::json::array();
+    for (const Tensor& map : value.sequenceItems()) sizes.push_back(map.mapKeys().numel());
+    entry["map_sizes"] = sizes;
+  } else if (value.isSequence()) {
     nlohmann::json shapes = nlohmann::json::array();
     for (const Tensor& item : value.sequenceItems()) shapes.push_back(item.shape());
     entry["item_shapes"] = shapes;

@@ -9,7 +9,7 @@ namespace kiln::cli {
 namespace {
 
 bool hasNumbers(const Tensor& t) {
-  return !t.isSequence() && !t.isNone() && t.dtype() != DataType::kString;
+  return !t.isSequence() && !t.isMap() && !t.isNone() && t.dtype() != DataType::kString;
 }
 
 }  // namespace

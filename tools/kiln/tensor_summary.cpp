@@ -12,6 +12,7 @@ namespace kiln::cli {
 std::string summarizeTensor(const std::string& name, const Tensor& t) {
   std::ostringstream os;
   os << "  " << name << "  " << t.describe();
+  if (t.mapKeyType() != DataType::kUndefined) return os.str();  // maps: the count is enough
   if (t.isSequence()) {  // the items' shapes, then each item's statistics would be too long
     std::string shapes;
     for (const Tensor& item : t.sequenceItems())
@@ -51,8 +52,12 @@ std::string describeInfoShape(const TensorInfo& info) {
 }
 
 std::string describeInfoType(const TensorInfo& info) {
+  const std::string element =
+      info.mapKeyType == DataType::kUndefined
+          ? dataTypeName(info.dtype)
+          : "map<" + dataTypeName(info.mapKeyType) + "," + dataTypeName(info.dtype) + ">";
   std::string type = info.isSequence
-                         ? "sequence<" + dataTypeName(info.dtype) + ">"
+                         ? "sequence<" + element + ">"
                          : dataTypeName(info.dtype) + "[" + describeInfoShape(info) + "]";
   return info.isOptionalType ? "optional<" + type + ">" : type;
 }

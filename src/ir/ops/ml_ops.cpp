@@ -1,5 +1,5 @@
-// Shape rules of the ai.onnx.ml ops kiln runs: Binarizer, ArrayFeatureExtractor, LabelEncoder and
-// TreeEnsemble.
+// Shape rules of the ai.onnx.ml ops kiln runs: Binarizer, ArrayFeatureExtractor, LabelEncoder,
+// TreeEnsemble and ZipMap.
 #include "ir/shape_helpers.h"
 
 namespace kiln::ir {
@@ -63,8 +63,27 @@ void inferTreeEnsemble(InferContext& ctx) {
       SymShape{x ? (*x)[0] : Dim::unknown(), Dim::known(attrInt(ctx.node(), "n_targets"))});
 }
 
+// ZipMap: X (N, C) or (C) float -> a sequence of N (1 for a 1-D X) maps, class label -> score.
+void inferZipMap(InferContext& ctx) {
+  const Node& n = ctx.node();
+  const bool ints = hasAttr(n, "classlabels_int64s"), strings = hasAttr(n, "classlabels_strings");
+  if (ints == strings) ctx.fail("needs exactly one of classlabels_int64s and classlabels_strings");
+  if (ctx.inputType(0) != DataType::kFloat32) {
+    ctx.fail("X must be float32, got " + dataTypeName(ctx.inputType(0)), ErrorCode::kInvalidModel);
+  }
+  const SymShape* x = ctx.inputShape(0);
+  if (x && x->size() != 1 && x->size() != 2)
+    ctx.fail("X must be 1-D or 2-D, got " + symShapeToString(*x));
+  TypeInfo out;
+  out.dtype = DataType::kFloat32;
+  out.isSequence = true;
+  out.mapKeyType = ints ? DataType::kInt64 : DataType::kString;
+  ctx.setOutputTypeInfo(0, out);
+}
+
 }  // namespace
 
+KILN_REGISTER_OP_SCHEMA({"ai.onnx.ml", "ZipMap", 1, 1000, inferZipMap});
 KILN_REGISTER_OP_SCHEMA({"ai.onnx.ml", "TreeEnsemble", 5, 1000, inferTreeEnsemble});
 KILN_REGISTER_OP_SCHEMA({"ai.onnx.ml", "Binarizer", 1, 1000, inferBinarizer});
 KILN_REGISTER_OP_SCHEMA({"ai.onnx.ml", "ArrayFeatureExtractor", 1, 1000,
