@@ -43,10 +43,12 @@ inline void refusedOnlyByKilnErrors(const Status& status) {
 /// allocations kiln makes without checking.
 inline constexpr uint64_t kFuzzTensorByteLimit = uint64_t{256} << 20;
 
-/// Called first by each target's LLVMFuzzerInitialize.
+/// Called first by each target's LLVMFuzzerInitialize, with the largest tensor it may allocate.
 // The allocation limit holds on the thread that opens the scope: LLVMFuzzerInitialize runs on the
 // thread that then runs every input, and session_run runs its sessions on one thread.
-inline void setUpFuzzing() { static AllocationLimitScope limit(kFuzzTensorByteLimit); }
+inline void setUpFuzzing(uint64_t tensorByteLimit = kFuzzTensorByteLimit) {
+  static AllocationLimitScope limit(tensorByteLimit);
+}
 
 /// Drops every message: the fuzzer's output stays its own.
 class SilentLogger : public ILogger {

@@ -169,3 +169,20 @@ CASES += [
          [NODE, "output 0 'y': tensor float32[1000000000000] needs"]),
     Case("hannwindow-1e12", window("HannWindow", 10**12), 1, [NODE, "output 0 'y': tensor float32[1000000000000] needs"]),
 ]
+
+CASES += [
+    # ConvTranspose's output size stride * (in - 1) + dilation * (kernel - 1) + 1 overflowed int64
+    # for a weight of spatial size 2^63 - 2 (UBSan, onnx_structured campaign); Conv's extent too.
+    Case("convtranspose-kernel-past-int64",
+         inspect("ConvTranspose", [info("x", FLOAT, [1, 1, 3]), info("w", FLOAT, [1, 2, INT64_MAX - 1])]), 1,
+         [NODE, "the output size of spatial axis 0 is past int64"]),
+    Case("convtranspose-stride-past-int64",
+         inspect("ConvTranspose", [info("x", FLOAT, [1, 1, 3]), info("w", FLOAT, [1, 1, 2])], strides=[INT64_MAX]), 1,
+         [NODE, "the output size of spatial axis 0 is past int64"]),
+    Case("conv-dilation-past-int64",
+         inspect("Conv", [info("x", FLOAT, [1, 1, 5]), info("w", FLOAT, [1, 1, 3])], dilations=[INT64_MAX]), 1,
+         [NODE, "kernel extent exceeds the padded input"]),
+    Case("conv-same-upper-stride-int64-max",
+         inspect("Conv", [info("x", FLOAT, [1, 1, 5]), info("w", FLOAT, [1, 1, 3])], strides=[INT64_MAX],
+                 auto_pad="SAME_UPPER"), 0, ["y  float32[1x1x1]"]),
+]

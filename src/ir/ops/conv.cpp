@@ -144,6 +144,25 @@ void inferConvLike(InferContext& ctx, ConvKind kind) {
 
 }  // namespace
 
+namespace {
+
+// Geometry sums and products in 128 bits: a bad model's kernel, strides, dilations and pads may
+// each be near INT64_MAX, and must be refused by name instead of wrapping.
+using Wide = __int128;
+
+int64_t narrowGeometry(const Node& node, Wide v, const char* what, size_t axis) {
+  if (v <= INT64_MIN || v > INT64_MAX) {  // INT64_MIN too: floorDiv negates it
+    failNode(
+        node,
+        std::string(what) + " of spatial axis " + std::to_string(axis) +
+            " is past int64 (kernel_shape, strides, dilations, pads or output_shape too large)",
+        ErrorCode::kInvalidArgument);
+  }
+  return static_cast<int64_t>(v);
+}
+
+}  // namespace
+
 ConvGeometry convGeometry(const Node& node, const std::vector<int64_t>& inputSpatial,
                           const std::vector<int64_t>& weightSpatial) {
   ConvGeometry g = commonGeometry(node, inputSpatial, weightSpatial);
@@ -152,19 +171,20 @@ ConvGeometry convGeometry(const Node& node, const std::vector<int64_t>& inputSpa
     const int64_t in = inputSpatial[i];
     const int64_t s = g.strides[i];
     if (in < 0 || g.kernel[i] < 0) continue;
-    const int64_t extent = g.dilations[i] * (g.kernel[i] - 1) + 1;
+    const Wide extent = Wide{g.dilations[i]} * (g.kernel[i] - 1) + 1;
     if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
-      g.output[i] = (in + s - 1) / s;
-      const int64_t total = std::max<int64_t>(0, (g.output[i] - 1) * s + extent - in);
+      g.output[i] = narrowGeometry(node, (Wide{in} + s - 1) / s, "the output size", i);
+      const int64_t total = narrowGeometry(
+          node, std::max<Wide>(0, Wide{g.output[i] - 1} * s + extent - in), "the padding", i);
       const int64_t smaller = total / 2;
       g.padsBegin[i] = autoPad == "SAME_UPPER" ? smaller : total - smaller;
       g.padsEnd[i] = total - g.padsBegin[i];
       continue;
     }
     if (autoPad == "VALID") g.padsBegin[i] = g.padsEnd[i] = 0;
-    const int64_t padded = in + g.padsBegin[i] + g.padsEnd[i];
+    const Wide padded = Wide{in} + g.padsBegin[i] + g.padsEnd[i];
     if (padded < extent) failNode(node, "kernel extent exceeds the padded input");
-    g.output[i] = (padded - extent) / s + 1;
+    g.output[i] = narrowGeometry(node, (padded - extent) / s + 1, "the output size", i);
   }
   return g;
 }
@@ -194,18 +214,21 @@ ConvGeometry convTransposeGeometry(const Node& node, const std::vector<int64_t>&
       continue;
     }
     const int64_t s = g.strides[i];
-    const int64_t full = s * (in - 1) + g.outputPadding[i] + g.dilations[i] * (g.kernel[i] - 1) + 1;
+    const Wide full =
+        Wide{s} * (in - 1) + g.outputPadding[i] + Wide{g.dilations[i]} * (g.kernel[i] - 1) + 1;
     if (!outputShape.empty() || same) {
       // The pads are derived from the requested output size; the odd unit goes to the end for
       // SAME_UPPER and to the beginning otherwise.
-      g.output[i] = outputShape.empty() ? in * s : outputShape[i];
-      const int64_t total = full - g.output[i];
+      g.output[i] = outputShape.empty() ? narrowGeometry(node, Wide{in} * s, "the output size", i)
+                                        : outputShape[i];
+      const int64_t total = narrowGeometry(node, full - g.output[i], "the padding", i);
       const int64_t half = floorDiv(total, 2);
       g.padsBegin[i] = autoPad == "SAME_UPPER" ? half : total - half;
       g.padsEnd[i] = total - g.padsBegin[i];
     } else {
       if (autoPad == "VALID") g.padsBegin[i] = g.padsEnd[i] = 0;
-      g.output[i] = full - g.padsBegin[i] - g.padsEnd[i];
+      g.output[i] =
+          narrowGeometry(node, full - g.padsBegin[i] - g.padsEnd[i], "the output size", i);
     }
     if (g.output[i] <= 0) failNode(node, "ConvTranspose output size must be positive");
   }
