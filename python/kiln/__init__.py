@@ -26,6 +26,8 @@ from kiln._kiln import (
 )
 from kiln._options import ExecutionMode, ExecutionOrder, GraphOptimizationLevel, RunOptions, SessionOptions
 from kiln._providers import (
+    disable_telemetry_events,
+    enable_telemetry_events,
     get_all_providers,
     get_available_providers,
     get_device,
@@ -51,7 +53,8 @@ __all__ = [
     "EngineError", "EPFail", "ExecutionMode", "ExecutionOrder", "Fail", "GraphOptimizationLevel",
     "IOBinding", "InferenceSession", "InvalidArgument", "InvalidGraph", "InvalidProtobuf", "ModelLoaded",
     "ModelMetadata", "NoModel", "NoSuchFile", "NodeArg", "NotImplemented", "OrtValue", "RunOptions",
-    "RuntimeException", "SessionIOBinding", "SessionOptions", "__version__", "capi", "get_all_providers",
+    "RuntimeException", "SessionIOBinding", "SessionOptions", "__version__", "capi", "disable_telemetry_events",
+    "enable_telemetry_events", "get_all_providers",
     "get_available_providers", "get_device", "get_version_string", "load_plugin_library",
     "set_default_logger_severity", "set_default_logger_verbosity",
 ] + _trt.__all__

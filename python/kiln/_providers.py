@@ -43,6 +43,14 @@ def set_default_logger_verbosity(verbosity: int) -> None:
     """Accepted for compatibility; kiln logs nothing from Python."""
 
 
+def disable_telemetry_events() -> None:
+    """Accepted for compatibility (onnxruntime's switch for its Windows telemetry): kiln sends none."""
+
+
+def enable_telemetry_events() -> None:
+    """Accepted for compatibility: kiln has no telemetry to enable."""
+
+
 def normalize_providers(
     providers: Sequence[str | tuple[str, dict[Any, Any]]] | None,
     provider_options: Sequence[dict[Any, Any]] | None,

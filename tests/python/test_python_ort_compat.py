@@ -275,3 +275,13 @@ def test_version_functions():
     kiln.set_default_logger_severity(3)
     with pytest.raises(kiln.InvalidArgument):
         kiln.set_default_logger_severity(9)
+
+
+def test_module_functions_packages_call_exist_where_onnxruntime_has_them():
+    """magika, for one, calls onnxruntime.disable_telemetry_events() before making its session."""
+    for name in ("disable_telemetry_events", "enable_telemetry_events", "get_available_providers", "get_all_providers",
+                 "get_device", "get_version_string", "set_default_logger_severity", "set_default_logger_verbosity"):
+        assert callable(getattr(onnxruntime, name)) and callable(getattr(onnxruntime.capi._pybind_state, name)), name
+        assert callable(getattr(kiln, name)) and callable(getattr(kiln.capi._pybind_state, name)), name
+    kiln.disable_telemetry_events()
+    kiln.enable_telemetry_events()
