@@ -179,7 +179,6 @@ KernelFn makeOrtNchwcConv(const KernelCreateInfo& info) {
   if (c->tanh) removeActivation(withoutTanh);
   c->act = fusedActivationOf(withoutTanh);
   c->weights = unreorderedFilter(info, w, *c, group);
-  info.keepsOwnCopyOf(1);
   makeStages(info, *c);
   return [c](KernelContext& ctx) {
     const Tensor& x = ctx.input(0);
