@@ -15,7 +15,9 @@ namespace {
 using cpu::OrtFilterLayout;
 
 // OIHW value of (o, i, k): names its position.
-float positional(int64_t o, int64_t i, int64_t k) { return static_cast<float>(o * 100 + i * 10 + k); }
+float positional(int64_t o, int64_t i, int64_t k) {
+  return static_cast<float>(o * 100 + i * 10 + k);
+}
 
 TEST(OrtNchwcFilter, OIHWBoPutsOneOutputBlockOfEachInputChannelAndTapTogether) {
   // Co 4, Ci 2, 1x2 kernel, block 2: [ob][i][k][bo].
@@ -24,7 +26,8 @@ TEST(OrtNchwcFilter, OIHWBoPutsOneOutputBlockOfEachInputChannelAndTapTogether) {
   for (int64_t ob = 0; ob < co / block; ++ob)
     for (int64_t i = 0; i < ci; ++i)
       for (int64_t k = 0; k < taps; ++k)
-        for (int64_t bo = 0; bo < block; ++bo) reordered.push_back(positional(ob * block + bo, i, k));
+        for (int64_t bo = 0; bo < block; ++bo)
+          reordered.push_back(positional(ob * block + bo, i, k));
   // By hand, the first output block: o 0/1 of (i 0, k 0), (i 0, k 1), (i 1, k 0), (i 1, k 1).
   EXPECT_EQ(std::vector<float>(reordered.begin(), reordered.begin() + 8),
             (std::vector<float>{0, 100, 1, 101, 10, 110, 11, 111}));
@@ -72,9 +75,8 @@ TEST(OrtNchwcLayout, BlocksOfEightRoundTripWithZeroPadding) {
     for (int64_t b = 0; b < n; ++b)
       for (int64_t ch = 0; ch < cp; ++ch)
         for (int64_t p = 0; p < pixels; ++p) {
-          const float got =
-              blocked[static_cast<size_t>(((b * (cp / block) + ch / block) * pixels + p) * block +
-                                          ch % block)];
+          const float got = blocked[static_cast<size_t>(
+              ((b * (cp / block) + ch / block) * pixels + p) * block + ch % block)];
           const int64_t from = channelsLast ? (b * pixels + p) * c + ch : (b * c + ch) * pixels + p;
           EXPECT_EQ(got, ch < c ? plain[static_cast<size_t>(from)] : 0.0f);
         }

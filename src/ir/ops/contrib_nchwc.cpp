@@ -96,8 +96,7 @@ void inferReorderOutput(InferContext& ctx) {
 
 // W [Co, Ci / group, kH, kW] with Co a multiple of the block; X plain (Ci < block, group 1) or
 // blocked (Ci a multiple of the block).
-void checkConvInputs(const InferContext& ctx, const SymShape* x, const SymShape& w,
-                     int64_t block) {
+void checkConvInputs(const InferContext& ctx, const SymShape* x, const SymShape& w, int64_t block) {
   const int64_t group = attrInt(ctx.node(), "group", 1);
   if (group < 1) ctx.fail("attribute 'group' must be positive, got " + std::to_string(group));
   if (w[0].isKnown() && w[0].value % block != 0) {
@@ -130,8 +129,8 @@ void inferConv(InferContext& ctx) {
   checkConvInputs(ctx, x, *w, block);
   if (ctx.hasInput(2)) {
     const SymShape* b = ctx.inputShape(2);
-    if (b && (b->size() != 1 || ((*b)[0].isKnown() && (*w)[0].isKnown() &&
-                                 (*b)[0].value != (*w)[0].value))) {
+    if (b && (b->size() != 1 ||
+              ((*b)[0].isKnown() && (*w)[0].isKnown() && (*b)[0].value != (*w)[0].value))) {
       ctx.fail("input 2 (B) " + symShapeToString(*b) + " must be 1-D with one value per row of W " +
                symShapeToString(*w));
     }
@@ -194,9 +193,10 @@ void inferUpsample(InferContext& ctx) {
              ErrorCode::kUnsupportedNode);
   }
   if (mode == "nearest" && transform != "asymmetric") {
-    ctx.fail("mode nearest needs coordinate_transformation_mode asymmetric (as onnxruntime), got '" +
-                 transform + "'",
-             ErrorCode::kUnsupportedNode);
+    ctx.fail(
+        "mode nearest needs coordinate_transformation_mode asymmetric (as onnxruntime), got '" +
+            transform + "'",
+        ErrorCode::kUnsupportedNode);
   }
   const SymShape* x = rank4Input(ctx, 0);
   if (!x) return ctx.setOutputType(0, DataType::kFloat32);
@@ -210,8 +210,7 @@ void inferUpsample(InferContext& ctx) {
 
 }  // namespace
 
-#define KILN_NCHWC_SCHEMA(op, fn) \
-  KILN_REGISTER_OP_SCHEMA({"com.microsoft.nchwc", op, 1, 1000, fn})
+#define KILN_NCHWC_SCHEMA(op, fn) KILN_REGISTER_OP_SCHEMA({"com.microsoft.nchwc", op, 1, 1000, fn})
 
 KILN_NCHWC_SCHEMA("ReorderInput", inferReorderInput);
 KILN_NCHWC_SCHEMA("ReorderOutput", inferReorderOutput);

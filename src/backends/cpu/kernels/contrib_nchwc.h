@@ -1,7 +1,7 @@
-// Shared pieces of the CPU kernels of onnxruntime's com.microsoft.nchwc ops (ir/ops/contrib_nchwc.h):
-// moving channels between plain and blocked layouts of any block size, and running another
-// op's kernel (kiln's own kiln::Nchwc* op when the block is 16, an ai.onnx op on NCHW tensors
-// otherwise) for a copy of the node, writing straight into this node's output.
+// Shared pieces of the CPU kernels of onnxruntime's com.microsoft.nchwc ops
+// (ir/ops/contrib_nchwc.h): moving channels between plain and blocked layouts of any block size,
+// and running another op's kernel (kiln's own kiln::Nchwc* op when the block is 16, an ai.onnx op
+// on NCHW tensors otherwise) for a copy of the node, writing straight into this node's output.
 #pragma once
 #include <cstdint>
 #include <functional>

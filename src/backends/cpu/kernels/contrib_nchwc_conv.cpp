@@ -33,13 +33,14 @@ std::shared_ptr<const Tensor> borrowed(const Tensor* t) {
 const Tensor& constantFilter(const KernelCreateInfo& info) {
   const Tensor* w = info.constants.size() > 1 ? info.constants[1] : nullptr;
   if (!w) {
-    ir::failNode(info.node, "needs input 1 (W) as a constant (an initializer, reordered as "
-                            "onnxruntime saves it); it is computed at run time here",
+    ir::failNode(info.node,
+                 "needs input 1 (W) as a constant (an initializer, reordered as "
+                 "onnxruntime saves it); it is computed at run time here",
                  ErrorCode::kUnsupportedNode);
   }
   if (w->dtype() != DataType::kFloat32 || w->rank() != 4)
-    ir::failNode(info.node, "input 1 (W) must be float32 [Co, Ci / group, kH, kW], got " +
-                                w->describe());
+    ir::failNode(info.node,
+                 "input 1 (W) must be float32 [Co, Ci / group, kH, kW], got " + w->describe());
   return *w;
 }
 
@@ -56,14 +57,14 @@ std::shared_ptr<const Tensor> unreorderedFilter(const KernelCreateInfo& info, co
   }
   const bool perOutputBlock = c.plainInput || depthwise;
   if (!perOutputBlock && inPerGroup % c.block != 0) {
-    ir::failNode(info.node, "input 1 (W) " + w.describe() + " with group " +
-                                std::to_string(group) + " has " + std::to_string(inPerGroup) +
+    ir::failNode(info.node, "input 1 (W) " + w.describe() + " with group " + std::to_string(group) +
+                                " has " + std::to_string(inPerGroup) +
                                 " input channels per group, not a multiple of the block size " +
                                 std::to_string(c.block));
   }
-  const std::vector<float> oihw = ortFilterToOihw(
-      w.data<float>(), c.outChannels, inPerGroup, w.dim(2) * w.dim(3), c.block,
-      perOutputBlock ? OrtFilterLayout::kOIHWBo : OrtFilterLayout::kOIHWBiBo);
+  const std::vector<float> oihw =
+      ortFilterToOihw(w.data<float>(), c.outChannels, inPerGroup, w.dim(2) * w.dim(3), c.block,
+                      perOutputBlock ? OrtFilterLayout::kOIHWBo : OrtFilterLayout::kOIHWBiBo);
   auto t = std::make_shared<Tensor>(DataType::kFloat32, w.shape());
   std::copy(oihw.begin(), oihw.end(), t->data<float>());
   return t;
@@ -71,12 +72,14 @@ std::shared_ptr<const Tensor> unreorderedFilter(const KernelCreateInfo& info, co
 
 // [N, C, H, W] -> [N, C / 16, H, W, 16] (unknown dims stay unknown).
 ir::SymShape blockedView(const ir::SymShape& s) {
-  const ir::Dim blocks = s[1].isKnown() ? ir::Dim::known(s[1].value / ir::kNchwcBlock)
-                                        : ir::Dim::unknown();
+  const ir::Dim blocks =
+      s[1].isKnown() ? ir::Dim::known(s[1].value / ir::kNchwcBlock) : ir::Dim::unknown();
   return {s[0], blocks, s[2], s[3], ir::Dim::known(ir::kNchwcBlock)};
 }
 
-Shape blockedView(const Shape& s) { return {s[0], s[1] / ir::kNchwcBlock, s[2], s[3], ir::kNchwcBlock}; }
+Shape blockedView(const Shape& s) {
+  return {s[0], s[1] / ir::kNchwcBlock, s[2], s[3], ir::kNchwcBlock};
+}
 
 ir::TypeInfo typeOf(const KernelCreateInfo& info, size_t i) {
   return i < info.inputTypes.size() && info.inputTypes[i] ? *info.inputTypes[i] : ir::TypeInfo{};
@@ -134,8 +137,8 @@ void runNchw(KernelContext& ctx, const OrtNchwcConv& c, const Tensor& x, Tensor&
     plain = x;
   } else {
     plain = Tensor(DataType::kFloat32, x.shape());
-    unblockChannels(x.data<float>(), plain.data<float>(), batch, c.inChannels, c.inChannels,
-                    pixels, c.block, false);
+    unblockChannels(x.data<float>(), plain.data<float>(), batch, c.inChannels, c.inChannels, pixels,
+                    c.block, false);
   }
   Tensor conv(DataType::kFloat32, y.shape());
   c.nchw->runInto({&plain, c.weights.get(), ctx.hasInput(2) ? &ctx.input(2) : nullptr}, conv,

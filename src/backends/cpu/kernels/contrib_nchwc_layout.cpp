@@ -14,11 +14,11 @@ namespace {
 void forEachBlock(int64_t batch, int64_t blocks, int64_t floatsPerBlock,
                   const std::function<void(int64_t, int64_t)>& fn) {
   const int64_t tasks = batch * blocks;
-  parallelForAtLeast(tasks,
-                     std::max<int64_t>(1, kMinElementsPerThread / std::max<int64_t>(1, floatsPerBlock)),
-                     [&](int64_t t0, int64_t t1) {
-                       for (int64_t t = t0; t < t1; ++t) fn(t / blocks, t % blocks);
-                     });
+  parallelForAtLeast(
+      tasks, std::max<int64_t>(1, kMinElementsPerThread / std::max<int64_t>(1, floatsPerBlock)),
+      [&](int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1; ++t) fn(t / blocks, t % blocks);
+      });
 }
 
 }  // namespace

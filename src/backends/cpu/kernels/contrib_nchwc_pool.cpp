@@ -21,12 +21,14 @@ struct OrtNchwcPool {
 };
 
 ir::SymShape blockedView(const ir::SymShape& s) {
-  const ir::Dim blocks = s[1].isKnown() ? ir::Dim::known(s[1].value / ir::kNchwcBlock)
-                                        : ir::Dim::unknown();
+  const ir::Dim blocks =
+      s[1].isKnown() ? ir::Dim::known(s[1].value / ir::kNchwcBlock) : ir::Dim::unknown();
   return {s[0], blocks, s[2], s[3], ir::Dim::known(ir::kNchwcBlock)};
 }
 
-Shape blockedView(const Shape& s) { return {s[0], s[1] / ir::kNchwcBlock, s[2], s[3], ir::kNchwcBlock}; }
+Shape blockedView(const Shape& s) {
+  return {s[0], s[1] / ir::kNchwcBlock, s[2], s[3], ir::kNchwcBlock};
+}
 
 void checkBlocked(const KernelContext& ctx, const Tensor& x, int64_t block) {
   if (x.dtype() != DataType::kFloat32 || x.rank() != 4 || x.dim(1) % block != 0) {
@@ -41,8 +43,8 @@ KernelFn makePool(const KernelCreateInfo& info, const char* kilnOp, const char* 
                   int64_t opset) {
   auto p = std::make_shared<OrtNchwcPool>();
   p->block = ir::ortNchwcBlockSize();
-  ir::TypeInfo x = info.inputTypes.empty() || !info.inputTypes[0] ? ir::TypeInfo{}
-                                                                  : *info.inputTypes[0];
+  ir::TypeInfo x =
+      info.inputTypes.empty() || !info.inputTypes[0] ? ir::TypeInfo{} : *info.inputTypes[0];
   auto dropStorageOrder = [](ir::Node& node) { node.attrs.erase("storage_order"); };
   if (p->block == ir::kNchwcBlock) {
     ir::TypeInfo view = x;
@@ -82,9 +84,9 @@ std::vector<float> sourceCoordinates(int64_t in, int64_t out, int64_t scale,
     if (scale == 1)
       c = static_cast<float>(o);
     else if (transform == "align_corners")
-      c = out == 1 ? 0.0f
-                   : static_cast<float>(o) * static_cast<float>(in - 1) /
-                         static_cast<float>(out - 1);
+      c = out == 1
+              ? 0.0f
+              : static_cast<float>(o) * static_cast<float>(in - 1) / static_cast<float>(out - 1);
     else if (transform == "half_pixel")
       c = std::max(0.0f, (static_cast<float>(o) + 0.5f) / static_cast<float>(scale) - 0.5f);
     else
@@ -115,9 +117,9 @@ struct UpsampleParams {
 };
 
 // One output row of one (image, channel block) plane.
-void upsampleRow(const UpsampleParams& u, const float* plane, int64_t inW,
-                 int64_t outW, int64_t oh, const std::vector<LinearTap>& rows,
-                 const std::vector<LinearTap>& columns, float* dst) {
+void upsampleRow(const UpsampleParams& u, const float* plane, int64_t inW, int64_t outW, int64_t oh,
+                 const std::vector<LinearTap>& rows, const std::vector<LinearTap>& columns,
+                 float* dst) {
   const int64_t b = u.block;
   if (!u.linear) {
     const float* row = plane + (oh / u.scaleH) * inW * b;
@@ -164,15 +166,16 @@ KernelFn makeUpsample(const KernelCreateInfo& info) {
     const int64_t planes = x.dim(0) * x.dim(1) / u.block;
     const float* src = x.data<float>();
     float* dst = y.data<float>();
-    parallelForAtLeast(planes * outH,
-                       std::max<int64_t>(1, kMinElementsPerThread / std::max<int64_t>(1, outW * u.block)),
-                       [&](int64_t t0, int64_t t1) {
-                         for (int64_t t = t0; t < t1; ++t) {
-                           const int64_t plane = t / outH, oh = t % outH;
-                           upsampleRow(u, src + plane * inH * inW * u.block, inW, outW, oh,
-                                       rows, columns, dst + (plane * outH + oh) * outW * u.block);
-                         }
-                       });
+    parallelForAtLeast(
+        planes * outH,
+        std::max<int64_t>(1, kMinElementsPerThread / std::max<int64_t>(1, outW * u.block)),
+        [&](int64_t t0, int64_t t1) {
+          for (int64_t t = t0; t < t1; ++t) {
+            const int64_t plane = t / outH, oh = t % outH;
+            upsampleRow(u, src + plane * inH * inW * u.block, inW, outW, oh, rows, columns,
+                        dst + (plane * outH + oh) * outW * u.block);
+          }
+        });
   };
 }
 
