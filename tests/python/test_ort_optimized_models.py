@@ -77,10 +77,11 @@ def cnn_models(model_exporter):
 
 
 @pytest.mark.parametrize("name", ["mobilenet_v2", "resnet50"])
-def test_level_all_nchwc_file_runs_directly_and_as_a_plan(cnn_models, kiln, tmp_path, name):
-    """The ORT_ENABLE_ALL file (nchwc Conv with fused activations and Sum, ReorderInput/Output,
-    pools, ai.onnx Add/Relu between blocked tensors) in a kiln session and as a plan built from
-    it, against onnxruntime's run of the same file and of the original model."""
+def test_level_all_nchwc_file_runs_directly_and_as_a_plan(cnn_models, request, tmp_path, name):
+    """The ORT_ENABLE_ALL file (nchwc Conv with the first layer on the plain input, depthwise
+    layers, fused Relu / Clip and the residual Adds fused as Sum, MaxPool, GlobalAveragePool,
+    ReorderOutput) in a kiln session and as a plan built from it, against onnxruntime's run of
+    the same file (and that against its run of the original model)."""
     source = cnn_models / f"{name}.onnx"
     saved = tmp_path / f"{name}_all.onnx"
     ops = saved_by_onnxruntime(source, "all", saved)
@@ -93,16 +94,17 @@ def test_level_all_nchwc_file_runs_directly_and_as_a_plan(cnn_models, kiln, tmp_
     actual = kiln.InferenceSession(str(saved), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
     np.testing.assert_allclose(actual, expected, rtol=0, atol=atol)
 
+    cli = request.getfixturevalue("kiln")  # the binary (the fixture's name hides the module here)
     graph = onnx.load(str(saved), load_external_data=False).graph
     (input_name, x), = feeds.items()
     np.save(tmp_path / "x.npy", x)
     plan = tmp_path / f"{name}.kiln"
     shape = "x".join(map(str, x.shape))
-    built = subprocess.run([str(kiln), "build", str(saved), "-o", str(plan), "--shapes", f"{input_name}:{shape}"],
+    built = subprocess.run([str(cli), "build", str(saved), "-o", str(plan), "--shapes", f"{input_name}:{shape}"],
                            capture_output=True, text=True, timeout=900)
     assert built.returncode == 0, built.stderr
     out = tmp_path / "out"
-    ran = subprocess.run([str(kiln), "run", str(plan), "--input", f"{input_name}={tmp_path / 'x.npy'}",
+    ran = subprocess.run([str(cli), "run", str(plan), "--input", f"{input_name}={tmp_path / 'x.npy'}",
                           "--output-dir", str(out)], capture_output=True, text=True, timeout=900)
     assert ran.returncode == 0, ran.stderr
     np.testing.assert_allclose(np.load(out / f"{graph.output[0].name}.npy"), expected, rtol=0, atol=atol)
