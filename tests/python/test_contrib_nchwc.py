@@ -338,6 +338,33 @@ def test_chain_of_conv_sum_relu_add_concat_and_pools(monkeypatch):
     check(build, monkeypatch)
 
 
+def test_add_through_reshapes_to_5d_blocks(monkeypatch):
+    """onnxruntime's transformer adds two blocked tensors whose shapes it cannot prove equal through
+    Reshape to [0, Cp / B, 0, 0, B] and back to [0, Cp, 0, 0]."""
+    r = rng(7)
+    x = r.standard_normal((2, 16, 6, 5)).astype(np.float32)
+    w1 = (r.standard_normal((24, 16, 3, 3)) / 12).astype(np.float32)
+    w2 = (r.standard_normal((24, 16, 1, 1)) / 4).astype(np.float32)
+
+    def build(block):
+        cp = padded(24, block)
+        nodes = [
+            helper.make_node("ReorderInput", ["x"], ["bx"], domain=NCHWC),
+            helper.make_node("Conv", ["bx", "w1"], ["c1"], domain=NCHWC, pads=[1, 1, 1, 1]),
+            helper.make_node("Conv", ["bx", "w2"], ["c2"], domain=NCHWC, activation="Relu"),
+            helper.make_node("Reshape", ["c1", "split"], ["s1"]),
+            helper.make_node("Reshape", ["c2", "split"], ["s2"]),
+            helper.make_node("Add", ["s1", "s2"], ["sum5"]),
+            helper.make_node("Reshape", ["sum5", "unsplit"], ["sum4"]),
+            helper.make_node("ReorderOutput", ["sum4"], ["y"], domain=NCHWC, channels=24),
+        ]
+        inits = [("w1", reorder_filter(w1, block, False)), ("w2", reorder_filter(w2, block, False)),
+                 ("split", np.array([0, cp // block, 0, 0, block], np.int64)),
+                 ("unsplit", np.array([0, cp, 0, 0], np.int64))]
+        return model_of(nodes, [("x", x)], ["y"], inits), {"x": x}, lambda outs: outs
+    check(build, monkeypatch)
+
+
 # ---- malformed -------------------------------------------------------------------------------
 
 def kiln_error(model, monkeypatch, block=ORT_BLOCK):
