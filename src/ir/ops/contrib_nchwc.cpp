@@ -159,13 +159,7 @@ void inferPool(InferContext& ctx) {
   const PoolAttrs attrs = readPoolAttrs(ctx.node(), 2);
   if (!x) return ctx.setOutputType(0, DataType::kFloat32);
   checkBlockedChannels(ctx, *x, ortNchwcBlockSize());
-  SymShape y = *x;
-  for (size_t i = 0; i < 2; ++i) {
-    const Dim& in = (*x)[2 + i];
-    y[2 + i] = in.isKnown() ? Dim::known(resolvePoolDim(ctx.node(), attrs, i, in.value).out)
-                            : Dim::unknown();
-  }
-  ctx.setOutput(0, DataType::kFloat32, y);
+  ctx.setOutput(0, DataType::kFloat32, pooledShape(ctx.node(), attrs, *x));
 }
 
 void inferGlobalPool(InferContext& ctx) {

@@ -24,6 +24,11 @@ KILN_INTERNAL_API void unblockChannels(const float* blocked, float* plain, int64
                                        int64_t channels, int64_t padded, int64_t pixels,
                                        int64_t block, bool channelsLast);
 
+/// A 16-channel blocked [N, C, H, W] as kiln's own [N, C / 16, H, W, 16] (ir/ops/nchwc.h), the
+/// same bytes; unknown dims stay unknown.
+ir::SymShape kilnBlockedShape(const ir::SymShape& s);
+Shape kilnBlockedShape(const Shape& s);
+
 /// The filter layouts onnxruntime's NCHWc transformer writes (ir/ops/contrib_nchwc.h).
 enum class OrtFilterLayout { kOIHWBo, kOIHWBiBo };
 

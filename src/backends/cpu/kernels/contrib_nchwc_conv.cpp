@@ -70,17 +70,6 @@ std::shared_ptr<const Tensor> unreorderedFilter(const KernelCreateInfo& info, co
   return t;
 }
 
-// [N, C, H, W] -> [N, C / 16, H, W, 16] (unknown dims stay unknown).
-ir::SymShape blockedView(const ir::SymShape& s) {
-  const ir::Dim blocks =
-      s[1].isKnown() ? ir::Dim::known(s[1].value / ir::kNchwcBlock) : ir::Dim::unknown();
-  return {s[0], blocks, s[2], s[3], ir::Dim::known(ir::kNchwcBlock)};
-}
-
-Shape blockedView(const Shape& s) {
-  return {s[0], s[1] / ir::kNchwcBlock, s[2], s[3], ir::kNchwcBlock};
-}
-
 ir::TypeInfo typeOf(const KernelCreateInfo& info, size_t i) {
   return i < info.inputTypes.size() && info.inputTypes[i] ? *info.inputTypes[i] : ir::TypeInfo{};
 }
@@ -96,8 +85,8 @@ void makeStages(const KernelCreateInfo& info, OrtNchwcConv& c) {
   const ir::TypeInfo w{DataType::kFloat32, ir::symShapeOf(c.weights->shape())};
   ir::TypeInfo x = typeOf(info, 0), sum = typeOf(info, 3);
   if (c.block == ir::kNchwcBlock) {
-    if (!c.plainInput && x.shape) x.shape = blockedView(*x.shape);
-    if (sum.shape) sum.shape = blockedView(*sum.shape);
+    if (!c.plainInput && x.shape) x.shape = kilnBlockedShape(*x.shape);
+    if (sum.shape) sum.shape = kilnBlockedShape(*sum.shape);
     const bool tanh = c.tanh;
     c.blocked = StagedKernel::make(info, "kiln", "NchwcConv", 1, {x, w, typeOf(info, 2), sum},
                                    constants, [tanh](ir::Node& node) {
@@ -119,15 +108,15 @@ void applyTanh(Tensor& y) {
 }
 
 void runBlocked(KernelContext& ctx, const OrtNchwcConv& c, const Tensor& x, Tensor& y) {
-  const Tensor xView = c.plainInput ? x : x.reshaped(blockedView(x.shape()));
+  const Tensor xView = c.plainInput ? x : x.reshaped(kilnBlockedShape(x.shape()));
   std::vector<const Tensor*> inputs = {&xView, c.weights.get(),
                                        ctx.hasInput(2) ? &ctx.input(2) : nullptr};
   Tensor sumView;
   if (ctx.hasInput(3)) {
-    sumView = ctx.input(3).reshaped(blockedView(ctx.input(3).shape()));
+    sumView = ctx.input(3).reshaped(kilnBlockedShape(ctx.input(3).shape()));
     inputs.push_back(&sumView);
   }
-  c.blocked->runInto(std::move(inputs), y, blockedView(y.shape()));
+  c.blocked->runInto(std::move(inputs), y, kilnBlockedShape(y.shape()));
 }
 
 void runNchw(KernelContext& ctx, const OrtNchwcConv& c, const Tensor& x, Tensor& y) {

@@ -5,6 +5,7 @@
 
 #include "backends/cpu/kernels/contrib_nchwc.h"
 #include "backends/cpu/thread_pool.h"
+#include "ir/ops/nchwc.h"
 
 namespace kiln::cpu {
 
@@ -59,6 +60,16 @@ void unblockChannels(const float* blocked, float* plain, int64_t batch, int64_t 
       }
     }
   });
+}
+
+ir::SymShape kilnBlockedShape(const ir::SymShape& s) {
+  const ir::Dim blocks =
+      s[1].isKnown() ? ir::Dim::known(s[1].value / ir::kNchwcBlock) : ir::Dim::unknown();
+  return {s[0], blocks, s[2], s[3], ir::Dim::known(ir::kNchwcBlock)};
+}
+
+Shape kilnBlockedShape(const Shape& s) {
+  return {s[0], s[1] / ir::kNchwcBlock, s[2], s[3], ir::kNchwcBlock};
 }
 
 std::vector<float> ortFilterToOihw(const float* w, int64_t outChannels, int64_t inPerGroup,

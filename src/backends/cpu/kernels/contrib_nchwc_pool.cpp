@@ -20,16 +20,6 @@ struct OrtNchwcPool {
   std::shared_ptr<StagedKernel> blocked, nchw;
 };
 
-ir::SymShape blockedView(const ir::SymShape& s) {
-  const ir::Dim blocks =
-      s[1].isKnown() ? ir::Dim::known(s[1].value / ir::kNchwcBlock) : ir::Dim::unknown();
-  return {s[0], blocks, s[2], s[3], ir::Dim::known(ir::kNchwcBlock)};
-}
-
-Shape blockedView(const Shape& s) {
-  return {s[0], s[1] / ir::kNchwcBlock, s[2], s[3], ir::kNchwcBlock};
-}
-
 void checkBlocked(const KernelContext& ctx, const Tensor& x, int64_t block) {
   if (x.dtype() != DataType::kFloat32 || x.rank() != 4 || x.dim(1) % block != 0) {
     ctx.fail("input 0 (X) must be a blocked float32 [N, C, H, W] with C a multiple of " +
@@ -48,7 +38,7 @@ KernelFn makePool(const KernelCreateInfo& info, const char* kilnOp, const char* 
   auto dropStorageOrder = [](ir::Node& node) { node.attrs.erase("storage_order"); };
   if (p->block == ir::kNchwcBlock) {
     ir::TypeInfo view = x;
-    if (view.shape) view.shape = blockedView(*view.shape);
+    if (view.shape) view.shape = kilnBlockedShape(*view.shape);
     p->blocked = StagedKernel::make(info, "kiln", kilnOp, 1, {view}, {}, dropStorageOrder);
   }
   if (!p->blocked) {
@@ -61,8 +51,8 @@ KernelFn makePool(const KernelCreateInfo& info, const char* kilnOp, const char* 
     Tensor& y = ctx.output(0);
     if (y.numel() == 0) return;
     if (p->blocked) {
-      const Tensor view = x.reshaped(blockedView(x.shape()));
-      return p->blocked->runInto({&view}, y, blockedView(y.shape()));
+      const Tensor view = x.reshaped(kilnBlockedShape(x.shape()));
+      return p->blocked->runInto({&view}, y, kilnBlockedShape(y.shape()));
     }
     const int64_t batch = x.dim(0), channels = x.dim(1);
     Tensor plain(DataType::kFloat32, x.shape()), pooled(DataType::kFloat32, y.shape());
