@@ -29,6 +29,10 @@ KILN_INTERNAL_API void unblockChannels(const float* blocked, float* plain, int64
 ir::SymShape kilnBlockedShape(const ir::SymShape& s);
 Shape kilnBlockedShape(const Shape& s);
 
+/// Float tensors of these shapes over the node's scratch memory (ctx.workspace, each 64-byte
+/// aligned; uninitialized), valid for this call: the slower path's NCHW copies.
+std::vector<Tensor> scratchTensors(KernelContext& ctx, const std::vector<Shape>& shapes);
+
 /// The filter layouts onnxruntime's NCHWc transformer writes (ir/ops/contrib_nchwc.h).
 enum class OrtFilterLayout { kOIHWBo, kOIHWBiBo };
 

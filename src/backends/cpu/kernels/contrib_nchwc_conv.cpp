@@ -121,15 +121,14 @@ void runBlocked(KernelContext& ctx, const OrtNchwcConv& c, const Tensor& x, Tens
 
 void runNchw(KernelContext& ctx, const OrtNchwcConv& c, const Tensor& x, Tensor& y) {
   const int64_t batch = x.dim(0), pixels = x.dim(2) * x.dim(3);
-  Tensor plain;
-  if (c.plainInput) {
-    plain = x;
-  } else {
-    plain = Tensor(DataType::kFloat32, x.shape());
+  std::vector<Tensor> scratch =
+      scratchTensors(ctx, {c.plainInput ? Shape{0} : x.shape(), y.shape()});
+  Tensor plain = c.plainInput ? x : scratch[0];
+  if (!c.plainInput) {
     unblockChannels(x.data<float>(), plain.data<float>(), batch, c.inChannels, c.inChannels, pixels,
                     c.block, false);
   }
-  Tensor conv(DataType::kFloat32, y.shape());
+  Tensor& conv = scratch[1];
   c.nchw->runInto({&plain, c.weights.get(), ctx.hasInput(2) ? &ctx.input(2) : nullptr}, conv,
                   y.shape());
   blockChannels(conv.data<float>(), y.data<float>(), batch, c.outChannels, c.outChannels,

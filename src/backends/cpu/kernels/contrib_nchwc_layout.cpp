@@ -72,6 +72,19 @@ Shape kilnBlockedShape(const Shape& s) {
   return {s[0], s[1] / ir::kNchwcBlock, s[2], s[3], ir::kNchwcBlock};
 }
 
+std::vector<Tensor> scratchTensors(KernelContext& ctx, const std::vector<Shape>& shapes) {
+  auto aligned = [](uint64_t bytes) { return (bytes + 63) / 64 * 64; };
+  uint64_t total = 0;
+  for (const Shape& s : shapes) total += aligned(static_cast<uint64_t>(shapeNumel(s)) * 4);
+  auto* base = static_cast<uint8_t*>(ctx.workspace(total));
+  std::vector<Tensor> tensors;
+  for (const Shape& s : shapes) {
+    tensors.push_back(Tensor::wrap(DataType::kFloat32, s, base, nullptr));
+    base += aligned(static_cast<uint64_t>(shapeNumel(s)) * 4);
+  }
+  return tensors;
+}
+
 std::vector<float> ortFilterToOihw(const float* w, int64_t outChannels, int64_t inPerGroup,
                                    int64_t taps, int64_t block, OrtFilterLayout layout) {
   std::vector<float> oihw(static_cast<size_t>(outChannels * inPerGroup * taps));

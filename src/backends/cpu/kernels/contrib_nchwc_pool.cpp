@@ -55,7 +55,8 @@ KernelFn makePool(const KernelCreateInfo& info, const char* kilnOp, const char* 
       return p->blocked->runInto({&view}, y, kilnBlockedShape(y.shape()));
     }
     const int64_t batch = x.dim(0), channels = x.dim(1);
-    Tensor plain(DataType::kFloat32, x.shape()), pooled(DataType::kFloat32, y.shape());
+    std::vector<Tensor> scratch = scratchTensors(ctx, {x.shape(), y.shape()});
+    Tensor &plain = scratch[0], &pooled = scratch[1];
     unblockChannels(x.data<float>(), plain.data<float>(), batch, channels, channels,
                     x.dim(2) * x.dim(3), p->block, false);
     p->nchw->runInto({&plain}, pooled, y.shape());
