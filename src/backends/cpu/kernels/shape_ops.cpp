@@ -2,6 +2,8 @@
 // a tensor from a shape: Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout, Shape, Size,
 // Expand, ConstantOfShape, Range, EyeLike.
 
+#include <type_traits>
+
 #include "backends/cpu/broadcast.h"
 #include "backends/cpu/kernels/copy_util.h"
 #include "backends/cpu/kernels/elementwise_util.h"
@@ -136,7 +138,9 @@ void rangeKernel(KernelContext& ctx) {
   Tensor& y = ctx.output(0);
   dispatchNumeric(y.dtype(), "Range", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    using C = ComputeType<T>;
+    // Integers in 128 bits: each value fits in T, but i * delta on the way may not (start 2e9,
+    // delta -8.5e8 in int32).
+    using C = std::conditional_t<std::is_integral_v<T>, __int128, ComputeType<T>>;
     const C start = static_cast<C>(ctx.input(0).data<T>()[0]);
     const C delta = static_cast<C>(ctx.input(2).data<T>()[0]);
     T* out = y.data<T>();
