@@ -140,6 +140,23 @@ const DTypeLimit kDTypeLimits[] = {
     {"com.microsoft", "SkipSimplifiedLayerNormalization", "*", 0,
      "float32 (onnxruntime: float32, float64, float16)"},
     {"com.microsoft", "TransposeMatMul", "*", 0, "float32 (onnxruntime: float32)"},
+    // The ONNX ops under com.microsoft (ir/ops/contrib_onnx_equivalents.cpp).
+    {"com.microsoft", "ExpandDims", "*", 0,
+     "as ONNX Unsqueeze, axis an int32 scalar (onnxruntime: every numeric type, bool, string)"},
+    {"com.microsoft", "GatherND", "*", 0,
+     "as ONNX GatherND-11, indices int32 or int64 (onnxruntime: every numeric type, bool, "
+     "string)"},
+    {"com.microsoft", "GridSample", "*", 0,
+     "as ONNX GridSample-16 with torch's bicubic padding, float16..float64 (onnxruntime: "
+     "float32)"},
+    {"com.microsoft", "Pad", "*", 0,
+     "as ONNX Pad-11, pads [2 * rank] or [1, 2 * rank] (onnxruntime: float32)"},
+    {"com.microsoft", "Range", "*", 0,
+     "float32, float64, int16, int32, int64, delta optional (onnxruntime: the same)"},
+    {"com.microsoft", "Trilu", "*", 0, "as ONNX Trilu (onnxruntime: float32, float64, int64)"},
+    {"com.microsoft", "Unique", "*", 0,
+     "1-D x of any type, first-occurrence order (onnxruntime: float32); x holding NaN groups "
+     "it arbitrarily (onnxruntime: each NaN its own value)"},
 };
 
 const size_t kDTypeLimitCount = sizeof(kDTypeLimits) / sizeof(kDTypeLimits[0]);

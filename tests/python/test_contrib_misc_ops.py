@@ -1,0 +1,233 @@
+"""The smaller com.microsoft operators of onnxruntime's CPU EP (ExpandDims, GatherND, Pad, Range,
+Trilu, Unique, GridSample, ...): each case builds one node with onnx.helper (opset import
+com.microsoft 1), runs it in onnxruntime and in kiln on the same random inputs (fixed seed) and
+compares: exactly for integer outputs, to 1e-5 otherwise. One bad input per op checks kiln's
+error message."""
+import numpy as np
+import onnxruntime
+import pytest
+from onnx import helper, numpy_helper
+
+import kiln
+
+MS = "com.microsoft"
+
+
+def onnx_type(dtype):
+    if np.dtype(dtype).kind in "OUS":
+        return helper.np_dtype_to_tensor_dtype(np.dtype(object)) if False else 8  # TensorProto.STRING
+    return helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+
+
+def model_of(op, inputs, outputs, constants=(), **attrs):
+    """One `op` node. inputs: (name, array) pairs in the op's order (array None: omitted); those
+    named in `constants` are initializers. outputs: (name, numpy dtype) pairs, None: omitted."""
+    while inputs and inputs[-1][1] is None:
+        inputs = inputs[:-1]
+    node = helper.make_node(op, [n if a is not None else "" for n, a in inputs],
+                            [o[0] if o else "" for o in outputs], domain=MS, name=f"{op}_node", **attrs)
+    graph_inputs = [helper.make_tensor_value_info(n, onnx_type(a.dtype), a.shape)
+                    for n, a in inputs if a is not None and n not in constants]
+    graph_outputs = [helper.make_tensor_value_info(o[0], onnx_type(o[1]), None) for o in outputs if o]
+    initializers = [numpy_helper.from_array(a, n) for n, a in inputs if a is not None and n in constants]
+    graph = helper.make_graph([node], op, graph_inputs, graph_outputs, initializers)
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)]
+    return helper.make_model(graph, opset_imports=opsets).SerializeToString()
+
+
+def feeds_of(inputs, constants=()):
+    return {n: a for n, a in inputs if a is not None and n not in constants}
+
+
+def check(op, inputs, outputs, constants=(), tol=1e-5, **attrs):
+    """Runs the node in onnxruntime and kiln; every output equal (integers, strings, bools) or
+    within tol. Returns kiln's outputs."""
+    model = model_of(op, inputs, outputs, constants, **attrs)
+    feeds = feeds_of(inputs, constants)
+    ort = onnxruntime.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, feeds)
+    ours = kiln.InferenceSession(model).run(None, feeds)
+    assert len(ours) == len(ort)
+    for (name, _), want, got in zip([o for o in outputs if o], ort, ours):
+        got, want = np.asarray(got), np.asarray(want)
+        assert got.shape == want.shape, f"{op} output {name}: {got.shape} != {want.shape}"
+        assert got.dtype == want.dtype, f"{op} output {name}: {got.dtype} != {want.dtype}"
+        if want.dtype.kind in "f":
+            np.testing.assert_allclose(got, want, rtol=tol, atol=tol, err_msg=f"{op} output {name}")
+        else:
+            np.testing.assert_array_equal(got, want, err_msg=f"{op} output {name}")
+    return ours
+
+
+def refused(op, inputs, outputs, constants=(), **attrs):
+    """kiln's error message for the node (it must fail, at load or at run)."""
+    model = model_of(op, inputs, outputs, constants, **attrs)
+    with pytest.raises((kiln.Fail, kiln.InvalidArgument, kiln.InvalidGraph, kiln.NotImplemented)) as info:
+        kiln.InferenceSession(model).run(None, feeds_of(inputs, constants))
+    message = str(info.value)
+    assert f"{op}_node" in message, message
+    return message
+
+
+def rng(seed=0):
+    return np.random.default_rng(seed)
+
+
+def values(r, shape, dtype):
+    if np.dtype(dtype).kind == "f":
+        return r.standard_normal(shape).astype(dtype)
+    if np.dtype(dtype).kind == "b":
+        return r.integers(0, 2, shape).astype(bool)
+    return r.integers(-50 if np.dtype(dtype).kind == "i" else 0, 50, shape).astype(dtype)
+
+
+# ---- ONNX ops under com.microsoft ---------------------------------------------------------------
+
+EXPAND_DIMS_TYPES = [np.float32, np.float64, np.int64, np.uint64, np.int32, np.uint32, np.int16,
+                     np.uint16, np.int8, np.uint8, np.float16, np.bool_]
+
+
+@pytest.mark.parametrize("dtype", EXPAND_DIMS_TYPES)
+@pytest.mark.parametrize("axis", [0, 1, 3, -1, -4])
+def test_expand_dims(dtype, axis):
+    x = values(rng(), (2, 3, 4), dtype)
+    check("ExpandDims", [("X", x), ("axis", np.array(axis, np.int32))], [("Y", dtype)])
+
+
+def test_expand_dims_strings_and_constant_axis():
+    x = np.array([["a", "bc"], ["", "d"]], dtype=object)
+    check("ExpandDims", [("X", x), ("axis", np.array(1, np.int32))], [("Y", object)], {"axis"})
+
+
+def test_expand_dims_axis_out_of_range():
+    message = refused("ExpandDims", [("X", np.zeros((2, 3), np.float32)), ("axis", np.array(3, np.int32))],
+                      [("Y", np.float32)])
+    assert "3" in message and "axis" in message.lower(), message
+
+
+GATHER_ND_TYPES = [np.float32, np.float64, np.int64, np.int32, np.uint8, np.int8, np.float16, np.bool_]
+
+
+@pytest.mark.parametrize("dtype", GATHER_ND_TYPES)
+@pytest.mark.parametrize("index_type", [np.int32, np.int64])
+@pytest.mark.parametrize("data_shape,index_shape", [((4, 5), (3, 2)), ((4, 5), (3, 1)),
+                                                    ((3, 4, 5), (2, 2, 2)), ((3, 4, 5), (6, 3))])
+def test_gather_nd(dtype, index_type, data_shape, index_shape):
+    r = rng()
+    data = values(r, data_shape, dtype)
+    k = index_shape[-1]
+    dims = np.array(data_shape[:k])
+    indices = (r.integers(0, 1 << 20, index_shape) % dims - (r.integers(0, 2, index_shape) * dims)).astype(index_type)
+    check("GatherND", [("data", data), ("indices", indices)], [("output", dtype)])
+
+
+def test_gather_nd_strings():
+    data = np.array([["a", "b"], ["c", "d"]], dtype=object)
+    check("GatherND", [("data", data), ("indices", np.array([[1, 0], [0, 1]], np.int64))], [("output", object)])
+
+
+def test_gather_nd_index_out_of_range():
+    message = refused("GatherND", [("data", np.zeros((2, 3), np.float32)), ("indices", np.array([[2, 0]], np.int64))],
+                      [("output", np.float32)])
+    assert "out of range" in message, message
+
+
+@pytest.mark.parametrize("mode", ["constant", "reflect", "edge"])
+@pytest.mark.parametrize("pads", [[1, 2, 0, 1], [0, 0, 2, 2], [1, -1, 0, 2]])
+@pytest.mark.parametrize("pads_2d", [False, True])
+@pytest.mark.parametrize("value", [None, 0.5, [1.5]])
+def test_pad(mode, pads, pads_2d, value):
+    x = values(rng(), (3, 4), np.float32)
+    p = np.array([pads] if pads_2d else pads, np.int64)
+    v = None if value is None else np.array(value, np.float32)
+    check("Pad", [("data", x), ("pads", p), ("value", v)], [("output", np.float32)], mode=mode)
+
+
+def test_pad_constant_pads_3d():
+    x = values(rng(), (2, 3, 4), np.float32)
+    check("Pad", [("data", x), ("pads", np.array([0, 1, 2, 1, 0, 1], np.int64))], [("output", np.float32)],
+          {"pads"}, mode="reflect")
+
+
+def test_pad_wrong_pads_length():
+    message = refused("Pad", [("data", np.zeros((2, 3), np.float32)), ("pads", np.array([1, 0, 0], np.int64))],
+                      [("output", np.float32)])
+    assert "pads" in message, message
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int16, np.int32, np.int64])
+@pytest.mark.parametrize("start,limit,delta", [(1, 10, None), (10, 1, -3), (2, 30, 4), (5, 5, 2), (-4, 7, 3)])
+@pytest.mark.parametrize("shaped", [False, True])
+def test_range(dtype, start, limit, delta, shaped):
+    def arg(v):
+        return None if v is None else np.array([v] if shaped else v, dtype)
+    check("Range", [("start", arg(start)), ("limit", arg(limit)), ("delta", arg(delta))], [("Y", dtype)])
+
+
+def test_range_float_steps():
+    args = [("start", np.array(1.0, np.float32)), ("limit", np.array(2.0, np.float32)),
+            ("delta", np.array(0.3, np.float32))]
+    check("Range", args, [("Y", np.float32)])
+    check("Range", args, [("Y", np.float32)], {"start", "limit", "delta"})
+
+
+def test_range_zero_delta():
+    message = refused("Range", [("start", np.array(1, np.int64)), ("limit", np.array(5, np.int64)),
+                                ("delta", np.array(0, np.int64))], [("Y", np.int64)])
+    assert "delta" in message, message
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+@pytest.mark.parametrize("upper", [0, 1])
+@pytest.mark.parametrize("k", [None, 0, 2, -1, 7, -9])
+@pytest.mark.parametrize("shape", [(4, 5), (2, 3, 6, 3)])
+def test_trilu(dtype, upper, k, shape):
+    x = values(rng(), shape, dtype)
+    check("Trilu", [("X", x), ("k", None if k is None else np.array(k, np.int64))], [("Y", dtype)], upper=upper)
+
+
+def test_trilu_rank_1():
+    message = refused("Trilu", [("X", np.zeros((4,), np.float32))], [("Y", np.float32)])
+    assert "rank 2" in message, message
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 40])
+def test_unique(n):
+    """Values in order of first occurrence (onnxruntime's contrib Unique has no `sorted`), the
+    index of each x in y, counts; -0.0 equals 0.0. (onnxruntime requires all three outputs.)"""
+    x = rng().integers(-5, 5, n).astype(np.float32) * 0.5
+    if n > 1:
+        x[0] = -0.0
+    check("Unique", [("x", x)], [("y", np.float32), ("idx", np.int64), ("counts", np.int64)])
+
+
+def test_unique_of_other_dtypes_runs_in_kiln():
+    """onnxruntime registers float only; kiln's kernel takes any dtype, in the same order."""
+    x = np.array([3, 1, 3, 2, 1, 7], np.int64)
+    model = model_of("Unique", [("x", x)], [("y", np.int64), ("idx", np.int64), ("counts", np.int64)])
+    y, idx, counts = kiln.InferenceSession(model).run(None, {"x": x})
+    np.testing.assert_array_equal(y, [3, 1, 2, 7])
+    np.testing.assert_array_equal(idx, [0, 1, 0, 2, 1, 3])
+    np.testing.assert_array_equal(counts, [2, 2, 1, 1])
+
+
+def test_unique_2d():
+    message = refused("Unique", [("x", np.zeros((2, 3), np.float32))],
+                      [("y", np.float32), ("idx", np.int64), ("counts", np.int64)])
+    assert "1-D" in message, message
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest", "bicubic"])
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align_corners", [0, 1])
+def test_grid_sample(mode, padding_mode, align_corners):
+    r = rng()
+    x = r.standard_normal((2, 3, 5, 6)).astype(np.float32)
+    grid = r.uniform(-2.5, 2.5, (2, 4, 7, 2)).astype(np.float32)
+    check("GridSample", [("X", x), ("Grid", grid)], [("Y", np.float32)], tol=1e-4,
+          mode=mode, padding_mode=padding_mode, align_corners=align_corners)
+
+
+def test_grid_sample_bad_mode():
+    x, grid = np.zeros((1, 1, 2, 2), np.float32), np.zeros((1, 2, 2, 2), np.float32)
+    message = refused("GridSample", [("X", x), ("Grid", grid)], [("Y", np.float32)], mode="linear")
+    assert "mode" in message, message
