@@ -140,6 +140,14 @@ const DTypeLimit kDTypeLimits[] = {
     {"com.microsoft", "SkipSimplifiedLayerNormalization", "*", 0,
      "float32 (onnxruntime: float32, float64, float16)"},
     {"com.microsoft", "TransposeMatMul", "*", 0, "float32 (onnxruntime: float32)"},
+    // Small self-contained ops (ir/ops/contrib_misc.cpp).
+    {"com.microsoft", "CDist", "*", 0,
+     "float32, float64; metric sqeuclidean or euclidean (onnxruntime: the same)"},
+    {"com.microsoft", "Inverse", "*", 0, "float16, float32, float64 (onnxruntime: the same)"},
+    {"com.microsoft", "MurmurHash3", "*", 0,
+     "X int32, uint32, int64, uint64, float32, float64 or string; Y uint32 (positive 1) or int32 "
+     "(onnxruntime: the same)"},
+    {"com.microsoft", "SampleOp", "*", 0, "any (onnxruntime: float32)"},
     // The ONNX ops under com.microsoft (ir/ops/contrib_onnx_equivalents.cpp).
     {"com.microsoft", "ExpandDims", "*", 0,
      "as ONNX Unsqueeze, axis an int32 scalar (onnxruntime: every numeric type, bool, string)"},

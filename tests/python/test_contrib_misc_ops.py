@@ -6,7 +6,7 @@ error message."""
 import numpy as np
 import onnxruntime
 import pytest
-from onnx import helper, numpy_helper
+from onnx import TensorProto, helper, numpy_helper
 
 import kiln
 
@@ -15,7 +15,7 @@ MS = "com.microsoft"
 
 def onnx_type(dtype):
     if np.dtype(dtype).kind in "OUS":
-        return helper.np_dtype_to_tensor_dtype(np.dtype(object)) if False else 8  # TensorProto.STRING
+        return TensorProto.STRING
     return helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
 
 
@@ -231,3 +231,74 @@ def test_grid_sample_bad_mode():
     x, grid = np.zeros((1, 1, 2, 2), np.float32), np.zeros((1, 2, 2, 2), np.float32)
     message = refused("GridSample", [("X", x), ("Grid", grid)], [("Y", np.float32)], mode="linear")
     assert "mode" in message, message
+
+
+# ---- small self-contained ops --------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype,tol", [(np.float32, 1e-4), (np.float64, 1e-10), (np.float16, 1e-2)])
+@pytest.mark.parametrize("shape", [(1, 1), (3, 3), (2, 4, 4), (2, 3, 5, 5), (0, 3, 3)])
+def test_inverse(dtype, tol, shape):
+    r = rng()
+    n = shape[-1]
+    x = (r.standard_normal(shape) + 2 * n * np.eye(n)).astype(dtype)  # well conditioned
+    check("Inverse", [("X", x)], [("Y", dtype)], tol=tol)
+
+
+def test_inverse_of_non_square():
+    message = refused("Inverse", [("X", np.zeros((2, 3), np.float32))], [("Y", np.float32)])
+    assert "square" in message, message
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("metric", ["sqeuclidean", "euclidean", None])
+@pytest.mark.parametrize("n,m,k", [(3, 4, 5), (1, 1, 1), (7, 2, 16), (0, 3, 2)])
+def test_cdist(dtype, metric, n, m, k):
+    r = rng()
+    a, b = r.standard_normal((n, k)).astype(dtype), r.standard_normal((m, k)).astype(dtype)
+    attrs = {} if metric is None else {"metric": metric}
+    check("CDist", [("A", a), ("B", b)], [("C", dtype)], tol=1e-4, **attrs)
+
+
+def test_cdist_mismatched_k():
+    message = refused("CDist", [("A", np.zeros((3, 4), np.float32)), ("B", np.zeros((2, 3), np.float32))],
+                      [("C", np.float32)])
+    assert "last dim" in message, message
+
+
+MURMUR_INPUTS = {
+    "int32": np.array([0, 1, -1, 2**20, -7], np.int32),
+    "uint32": np.array([0, 1, 2**32 - 1, 12345], np.uint32),
+    "int64": np.array([[0, 1], [-1, 2**40]], np.int64),
+    "uint64": np.array([0, 2**63 + 5], np.uint64),
+    "float32": np.array([0.0, -0.0, 1.5, -3.25e7], np.float32),
+    "float64": np.array([0.0, 1.5, np.pi], np.float64),
+    "string": np.array(["", "a", "ab", "abc", "abcd", "hello world", "\u00e9t\u00e9"], dtype=object),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(MURMUR_INPUTS))
+@pytest.mark.parametrize("positive", [0, 1])
+@pytest.mark.parametrize("seed", [0, 42, -3])
+def test_murmur_hash3(kind, positive, seed):
+    x = MURMUR_INPUTS[kind]
+    check("MurmurHash3", [("X", x)], [("Y", np.uint32 if positive else np.int32)], positive=positive, seed=seed)
+
+
+def test_murmur_hash3_of_bool():
+    message = refused("MurmurHash3", [("X", np.array([True]))], [("Y", np.uint32)])
+    assert "X must be int32" in message, message
+
+
+def test_sample_op():
+    x = values(rng(), (2, 3, 4), np.float32)
+    check("SampleOp", [("X", x)], [("Y", np.float32)])
+    check("SampleOp", [("X", x)], [("Y", np.float32)], {"X"})
+
+
+def test_sample_op_without_input():
+    node = helper.make_node("SampleOp", [], ["Y"], domain=MS, name="SampleOp_node")
+    graph = helper.make_graph([node], "g", [], [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)])
+    with pytest.raises((kiln.Fail, kiln.InvalidArgument, kiln.InvalidGraph)) as info:
+        kiln.InferenceSession(model.SerializeToString())
+    assert "SampleOp_node" in str(info.value) and "input 0" in str(info.value), str(info.value)

@@ -1,0 +1,163 @@
+// CPU kernels of small self-contained com.microsoft ops (ir/ops/contrib_misc.cpp): Inverse
+// (Gauss-Jordan elimination with partial pivoting in double precision), CDist (pairwise squared
+// or plain Euclidean distances, summed in double), MurmurHash3 (x86_32 over each element's
+// bytes) and SampleOp (a copy).
+#include <cmath>
+#include <string>
+
+#include "backends/cpu/kernels/elementwise_util.h"
+#include "backends/cpu/kernels/node_label.h"
+
+namespace kiln::cpu {
+namespace {
+
+// Inverts the n x n row-major matrix `a` (destroyed) into `inv`. A singular matrix gives
+// infinities and NaNs, as onnxruntime's LU-based inverse does.
+void invertMatrix(std::vector<double>& a, std::vector<double>& inv, int64_t n) {
+  std::fill(inv.begin(), inv.end(), 0.0);
+  for (int64_t i = 0; i < n; ++i) inv[i * n + i] = 1.0;
+  for (int64_t col = 0; col < n; ++col) {
+    int64_t pivot = col;
+    for (int64_t r = col + 1; r < n; ++r)
+      if (std::fabs(a[r * n + col]) > std::fabs(a[pivot * n + col])) pivot = r;
+    if (pivot != col) {
+      for (int64_t c = 0; c < n; ++c) {
+        std::swap(a[pivot * n + c], a[col * n + c]);
+        std::swap(inv[pivot * n + c], inv[col * n + c]);
+      }
+    }
+    const double scale = 1.0 / a[col * n + col];
+    for (int64_t c = 0; c < n; ++c) {
+      a[col * n + c] *= scale;
+      inv[col * n + c] *= scale;
+    }
+    for (int64_t r = 0; r < n; ++r) {
+      if (r == col) continue;
+      const double f = a[r * n + col];
+      if (f == 0.0) continue;
+      for (int64_t c = 0; c < n; ++c) {
+        a[r * n + c] -= f * a[col * n + c];
+        inv[r * n + c] -= f * inv[col * n + c];
+      }
+    }
+  }
+}
+
+void inverseKernel(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  if (x.rank() < 2 || x.dim(x.rank() - 1) != x.dim(x.rank() - 2))
+    ctx.fail("X must hold square matrices [*, n, n], got " + x.describe(),
+             ErrorCode::kInvalidArgument);
+  const int64_t n = x.dim(x.rank() - 1);
+  const int64_t matrices = n == 0 ? 0 : x.numel() / (n * n);
+  Tensor& y = ctx.output(0);
+  dispatchFloat(x.dtype(), "Inverse", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using C = ComputeType<T>;
+    const T* in = x.data<T>();
+    T* out = y.data<T>();
+    std::vector<double> a(static_cast<size_t>(n * n)), inv(a.size());
+    for (int64_t m = 0; m < matrices; ++m) {
+      for (int64_t i = 0; i < n * n; ++i)
+        a[i] = static_cast<double>(static_cast<C>(in[m * n * n + i]));
+      invertMatrix(a, inv, n);
+      for (int64_t i = 0; i < n * n; ++i)
+        out[m * n * n + i] = static_cast<T>(static_cast<C>(inv[i]));
+    }
+  });
+}
+
+void cdistKernel(KernelContext& ctx, bool squared) {
+  const Tensor& a = ctx.input(0);
+  const Tensor& b = ctx.input(1);
+  if (a.rank() != 2 || b.rank() != 2 || a.dim(1) != b.dim(1))
+    ctx.fail("A [N, K] and B [M, K] expected, got A " + a.describe() + " and B " + b.describe(),
+             ErrorCode::kInvalidArgument);
+  const int64_t rows = a.dim(0), cols = b.dim(0), k = a.dim(1);
+  Tensor& c = ctx.output(0);
+  dispatchFloat(a.dtype(), "CDist", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* pa = a.data<T>();
+    const T* pb = b.data<T>();
+    T* out = c.data<T>();
+    for (int64_t i = 0; i < rows; ++i) {
+      for (int64_t j = 0; j < cols; ++j) {
+        double sum = 0;
+        for (int64_t d = 0; d < k; ++d) {
+          const double diff =
+              static_cast<double>(pa[i * k + d]) - static_cast<double>(pb[j * k + d]);
+          sum += diff * diff;
+        }
+        out[i * cols + j] = static_cast<T>(squared ? sum : std::sqrt(sum));
+      }
+    }
+  });
+}
+
+bool cdistSquared(const ir::Node& node) {
+  return ir::attrString(node, "metric", "sqeuclidean") == "sqeuclidean";
+}
+
+uint32_t rotateLeft(uint32_t x, int r) { return (x << r) | (x >> (32 - r)); }
+
+// MurmurHash3_x86_32 of `len` bytes.
+uint32_t murmur3(const uint8_t* data, size_t len, uint32_t seed) {
+  constexpr uint32_t c1 = 0xcc9e2d51u, c2 = 0x1b873593u;
+  auto mixBlock = [&](uint32_t k) {
+    k *= c1;
+    k = rotateLeft(k, 15);
+    return k * c2;
+  };
+  uint32_t h = seed;
+  const size_t blocks = len / 4;
+  for (size_t i = 0; i < blocks; ++i) {
+    const uint8_t* p = data + 4 * i;
+    const uint32_t k =
+        uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
+    h ^= mixBlock(k);
+    h = rotateLeft(h, 13);
+    h = h * 5 + 0xe6546b64u;
+  }
+  const uint8_t* tail = data + 4 * blocks;
+  uint32_t k = 0;
+  for (size_t i = len & 3; i-- > 0;) k |= uint32_t{tail[i]} << (8 * i);
+  if (len & 3) h ^= mixBlock(k);
+  h ^= static_cast<uint32_t>(len);
+  h ^= h >> 16;
+  h *= 0x85ebca6bu;
+  h ^= h >> 13;
+  h *= 0xc2b2ae35u;
+  h ^= h >> 16;
+  return h;
+}
+
+void murmurHash3Kernel(KernelContext& ctx, uint32_t seed) {
+  const Tensor& x = ctx.input(0);
+  Tensor& y = ctx.output(0);
+  auto* out = static_cast<uint32_t*>(y.raw());  // int32 or uint32: the same bits
+  if (x.dtype() == DataType::kString) {
+    const std::string* in = x.data<std::string>();
+    for (int64_t i = 0; i < x.numel(); ++i)
+      out[i] = murmur3(reinterpret_cast<const uint8_t*>(in[i].data()), in[i].size(), seed);
+    return;
+  }
+  const size_t bytes = dataTypeSize(x.dtype());
+  const auto* in = static_cast<const uint8_t*>(x.raw());  // little-endian element bytes
+  for (int64_t i = 0; i < x.numel(); ++i) out[i] = murmur3(in + i * bytes, bytes, seed);
+}
+
+void sampleOpKernel(KernelContext& ctx) { ctx.setOutput(0, ctx.input(0).clone()); }
+
+}  // namespace
+
+KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "Inverse", KernelFn(inverseKernel));
+KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "CDist", bindKernel(cdistSquared, cdistKernel));
+KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "MurmurHash3",
+                                bindKernel(
+                                    [](const ir::Node& node) {
+                                      return static_cast<uint32_t>(ir::attrInt(node, "seed", 0));
+                                    },
+                                    murmurHash3Kernel));
+KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "SampleOp", KernelFn(sampleOpKernel));
+
+}  // namespace kiln::cpu
