@@ -143,12 +143,17 @@ const DTypeLimit kDTypeLimits[] = {
     // Small self-contained ops (ir/ops/contrib_misc.cpp).
     {"com.microsoft", "CDist", "*", 0,
      "float32, float64; metric sqeuclidean or euclidean (onnxruntime: the same)"},
+    {"com.microsoft", "CropAndResize", "*", 0,
+     "X, rois float32, batch_indices and crop_size int32 (onnxruntime: the same)"},
     {"com.microsoft", "Inverse", "*", 0, "float16, float32, float64 (onnxruntime: the same)"},
     {"com.microsoft", "MurmurHash3", "*", 0,
      "X int32, uint32, int64, uint64, float32, float64 or string; Y uint32 (positive 1) or int32 "
      "(onnxruntime: the same)"},
     {"com.microsoft", "SampleOp", "*", 0, "any (onnxruntime: float32)"},
     // The ONNX ops under com.microsoft (ir/ops/contrib_onnx_equivalents.cpp).
+    {"com.microsoft", "ConvTransposeWithDynamicPads", "*", 0,
+     "as ONNX ConvTranspose-11 with the Pads input required, auto_pad NOTSET (onnxruntime: "
+     "float32, Pads required)"},
     {"com.microsoft", "ExpandDims", "*", 0,
      "as ONNX Unsqueeze, axis an int32 scalar (onnxruntime: every numeric type, bool, string)"},
     {"com.microsoft", "GatherND", "*", 0,

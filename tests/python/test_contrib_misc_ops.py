@@ -302,3 +302,69 @@ def test_sample_op_without_input():
     with pytest.raises((kiln.Fail, kiln.InvalidArgument, kiln.InvalidGraph)) as info:
         kiln.InferenceSession(model.SerializeToString())
     assert "SampleOp_node" in str(info.value) and "input 0" in str(info.value), str(info.value)
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest", None])
+@pytest.mark.parametrize("crop", [(3, 4), (1, 1), (1, 5), (6, 2)])
+@pytest.mark.parametrize("extrapolation", [None, 2.5])
+def test_crop_and_resize(mode, crop, extrapolation):
+    r = rng()
+    x = r.standard_normal((2, 3, 7, 9)).astype(np.float32)
+    rois = r.uniform(-0.2, 1.2, (5, 4)).astype(np.float32)  # some outside the image, some flipped
+    rois[0] = [0.1, 0.2, 0.8, 0.9]
+    batch = r.integers(0, 2, 5).astype(np.int32)
+    attrs = {k: v for k, v in (("mode", mode), ("extrapolation_value", extrapolation)) if v is not None}
+    inputs = [("X", x), ("rois", rois), ("batch_indices", batch), ("crop_size", np.array(crop, np.int32))]
+    check("CropAndResize", inputs, [("Y", np.float32)], **attrs)
+    check("CropAndResize", inputs, [("Y", np.float32)], {"crop_size"}, **attrs)
+
+
+def test_crop_and_resize_batch_index_out_of_range():
+    inputs = [("X", np.zeros((1, 1, 4, 4), np.float32)), ("rois", np.array([[0, 0, 1, 1]], np.float32)),
+              ("batch_indices", np.array([1], np.int32)), ("crop_size", np.array([2, 2], np.int32))]
+    message = refused("CropAndResize", inputs, [("Y", np.float32)])
+    assert "batch_indices[0] = 1 is out of range" in message, message
+
+
+@pytest.mark.parametrize("attrs", [{}, {"strides": [2, 2]}, {"strides": [2, 1], "dilations": [1, 2]},
+                                   {"strides": [3, 2], "output_padding": [1, 1]}, {"group": 2}])
+@pytest.mark.parametrize("pads", [[0, 0, 0, 0], [1, 0, 2, 1]])
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("pads_constant", [False, True])
+def test_conv_transpose_with_dynamic_pads(attrs, pads, bias, pads_constant):
+    r = rng()
+    x = r.standard_normal((2, 4, 5, 6)).astype(np.float32)
+    w = r.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    b = r.standard_normal((3 * attrs.get("group", 1),)).astype(np.float32) if bias else None
+    p = np.array(pads, np.int64)
+    constants = {"W", "Pads"} if pads_constant else set()
+    check("ConvTransposeWithDynamicPads", [("X", x), ("W", w), ("Pads", p), ("B", b)], [("Y", np.float32)],
+          constants, tol=1e-4, **attrs)
+
+
+def test_conv_transpose_with_dynamic_pads_two_pads_in_one_session():
+    r = rng()
+    x = r.standard_normal((1, 2, 4, 4)).astype(np.float32)
+    w = r.standard_normal((2, 2, 3, 3)).astype(np.float32)
+    model = model_of("ConvTransposeWithDynamicPads", [("X", x), ("W", w), ("Pads", np.zeros(4, np.int64))],
+                     [("Y", np.float32)])
+    ours = kiln.InferenceSession(model)
+    ort = onnxruntime.InferenceSession(model, providers=["CPUExecutionProvider"])
+    for pads in ([0, 0, 0, 0], [1, 1, 0, 2], [0, 0, 0, 0]):
+        feeds = {"X": x, "W": w, "Pads": np.array(pads, np.int64)}
+        np.testing.assert_allclose(ours.run(None, feeds)[0], ort.run(None, feeds)[0], rtol=1e-4, atol=1e-4)
+
+
+def test_conv_transpose_with_dynamic_pads_wrong_pads_length():
+    inputs = [("X", np.zeros((1, 1, 4, 4), np.float32)), ("W", np.zeros((1, 1, 3, 3), np.float32)),
+              ("Pads", np.array([1, 1], np.int64))]
+    message = refused("ConvTransposeWithDynamicPads", inputs, [("Y", np.float32)])
+    assert "pads" in message, message
+
+
+def test_conv_transpose_with_dynamic_pads_requires_pads():
+    """Optional in the schema, but onnxruntime's kernel fails without it ("Dynamic pads tensor is
+    required"); kiln refuses it when the model is loaded."""
+    inputs = [("X", np.zeros((1, 1, 4, 4), np.float32)), ("W", np.zeros((1, 1, 3, 3), np.float32))]
+    message = refused("ConvTransposeWithDynamicPads", inputs, [("Y", np.float32)])
+    assert "'Pads' is required" in message, message

@@ -4,6 +4,8 @@
 //   MurmurHash3  X int32 / uint32 / int64 / uint64 / float32 / float64 / string -> Y of X's
 //                shape, uint32 when positive (default 1) else int32
 //   SampleOp     X -> a copy of X (onnxruntime's example op, float32)
+//   CropAndResize X [N, C, H, W] float32, rois [R, 4] (y1, x1, y2, x2 normalized), batch_indices
+//                [R] int32, crop_size [2] int32 (height, width) -> [R, C, height, width]
 #include "ir/shape_helpers.h"
 
 namespace kiln::ir {
@@ -64,8 +66,37 @@ void inferMurmurHash3(InferContext& ctx) {
   }
 }
 
+void inferCropAndResize(InferContext& ctx) {
+  requireType(ctx, 0, "X", {DataType::kFloat32}, "float32");
+  if (ctx.inputType(1) != DataType::kFloat32) ctx.fail("rois must be float32");
+  if (ctx.inputType(2) != DataType::kInt32) ctx.fail("batch_indices must be int32");
+  if (ctx.inputType(3) != DataType::kInt32) ctx.fail("crop_size must be int32");
+  const std::string mode = attrString(ctx.node(), "mode", "bilinear");
+  if (mode != "bilinear" && mode != "nearest")
+    ctx.fail("mode must be bilinear or nearest, got '" + mode + "'");
+  const SymShape* x = ctx.inputShape(0);
+  const SymShape* rois = ctx.inputShape(1);
+  const SymShape* indices = ctx.inputShape(2);
+  if (x && x->size() != 4) ctx.fail("X must be [N, C, H, W], got " + symShapeToString(*x));
+  if (rois && (rois->size() != 2 || (*rois)[1] != Dim::known(4)))
+    ctx.fail("rois must be [num_rois, 4], got " + symShapeToString(*rois));
+  if (indices && indices->size() != 1)
+    ctx.fail("batch_indices must be [num_rois], got " + symShapeToString(*indices));
+  SymShape out{rois ? (*rois)[0] : (indices ? (*indices)[0] : Dim::unknown()),
+               x ? (*x)[1] : Dim::unknown(), Dim::unknown(), Dim::unknown()};
+  if (const std::optional<std::vector<int64_t>> size = ctx.inputInts(3)) {
+    if (size->size() != 2 || (*size)[0] <= 0 || (*size)[1] <= 0)
+      ctx.fail("crop_size must hold 2 positive values (height, width)",
+               ErrorCode::kInvalidArgument);
+    out[2] = Dim::known((*size)[0]);
+    out[3] = Dim::known((*size)[1]);
+  }
+  ctx.setOutput(0, DataType::kFloat32, out);
+}
+
 }  // namespace
 
+KILN_REGISTER_OP_SCHEMA({"com.microsoft", "CropAndResize", 1, 1000, inferCropAndResize});
 KILN_REGISTER_OP_SCHEMA({"com.microsoft", "Inverse", 1, 1000, inferInverse});
 KILN_REGISTER_OP_SCHEMA({"com.microsoft", "CDist", 1, 1000, inferCDist});
 KILN_REGISTER_OP_SCHEMA({"com.microsoft", "MurmurHash3", 1, 1000, inferMurmurHash3});

@@ -9,6 +9,8 @@
 //   Pad         Pad-11, pads [1, 2 * rank] as [2 * rank], value [1] as a scalar
 //   Range       Range-11, [1]-shaped start / limit / delta as scalars, delta 1 when omitted
 //   Unique      Unique-11 with sorted = 0 over a 1-D x: its outputs Y, inverse_indices, counts
+//   ConvTransposeWithDynamicPads  ConvTranspose-11 on X, W, B with the int64 Pads input as its
+//               pads attribute (Pads is required, as onnxruntime's kernel requires it)
 // Each runs the ONNX op's rule on a copy of the node at that opset.
 #include "ir/shape_helpers.h"
 
@@ -177,6 +179,27 @@ void inferUnique(InferContext& ctx) {
   if (x && ctx.numOutputs() > 1) ctx.setOutput(1, DataType::kInt64, *x);
 }
 
+void inferConvTransposeWithDynamicPads(InferContext& ctx) {
+  StandIns all = inputsOf(ctx);
+  all.types.resize(4);
+  all.values.resize(4);
+  StandIns in{{all.types[0], all.types[1], all.types[3]},
+              {all.values[0], all.values[1], all.values[3]}};
+  if (!ctx.hasInput(2))  // optional in the schema, required by onnxruntime's kernel
+    ctx.fail("input 'Pads' is required", ErrorCode::kUnsupportedNode);
+  if (ctx.inputType(2) != DataType::kInt64)
+    ctx.fail("Pads must be int64, got " + dataTypeName(ctx.inputType(2)));
+  if (attrString(ctx.node(), "auto_pad", "NOTSET") != "NOTSET")
+    ctx.fail("auto_pad with a Pads input is not supported", ErrorCode::kUnsupportedNode);
+  const std::optional<std::vector<int64_t>> pads = ctx.inputInts(2);
+  if (!pads) {  // known at run time
+    const SymShape* x = ctx.inputShape(0);
+    if (!x) return ctx.setOutputType(0, ctx.inputType(0));
+    return ctx.setOutput(0, ctx.inputType(0), SymShape(x->size(), Dim::unknown()));
+  }
+  inferAsOnnx(ctx, "ConvTranspose", 11, in, {}, [&](Node& node) { node.attrs["pads"] = *pads; });
+}
+
 }  // namespace
 
 KILN_REGISTER_OP_SCHEMA({"com.microsoft", "QuantizeLinear", 1, 1000,
@@ -193,5 +216,7 @@ KILN_REGISTER_OP_SCHEMA({"com.microsoft", "ExpandDims", 1, 1000, inferExpandDims
 KILN_REGISTER_OP_SCHEMA({"com.microsoft", "Pad", 1, 1000, inferPad});
 KILN_REGISTER_OP_SCHEMA({"com.microsoft", "Range", 1, 1000, inferRange});
 KILN_REGISTER_OP_SCHEMA({"com.microsoft", "Unique", 1, 1000, inferUnique});
+KILN_REGISTER_OP_SCHEMA({"com.microsoft", "ConvTransposeWithDynamicPads", 1, 1000,
+                         inferConvTransposeWithDynamicPads});
 
 }  // namespace kiln::ir

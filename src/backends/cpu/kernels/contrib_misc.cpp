@@ -1,7 +1,8 @@
 // CPU kernels of small self-contained com.microsoft ops (ir/ops/contrib_misc.cpp): Inverse
 // (Gauss-Jordan elimination with partial pivoting in double precision), CDist (pairwise squared
 // or plain Euclidean distances, summed in double), MurmurHash3 (x86_32 over each element's
-// bytes) and SampleOp (a copy).
+// bytes), SampleOp (a copy) and CropAndResize (TensorFlow's crop_and_resize on NCHW data, in
+// float as onnxruntime computes it).
 #include <cmath>
 #include <string>
 
@@ -148,6 +149,94 @@ void murmurHash3Kernel(KernelContext& ctx, uint32_t seed) {
 
 void sampleOpKernel(KernelContext& ctx) { ctx.setOutput(0, ctx.input(0).clone()); }
 
+struct CropAndResizeAttrs {
+  bool nearest = false;
+  float extrapolation = 0.0f;
+};
+
+CropAndResizeAttrs cropAndResizeAttrs(const ir::Node& node) {
+  return {ir::attrString(node, "mode", "bilinear") == "nearest",
+          ir::attrFloat(node, "extrapolation_value", 0.0f)};
+}
+
+// The source coordinate of output position p of `count` along an axis of `size` for a box from
+// `lo` to `hi` (normalized): the box's ends exactly at the first and last positions.
+float cropCoordinate(int64_t p, int64_t count, float lo, float hi, int64_t size) {
+  const auto last = static_cast<float>(size - 1);
+  if (count <= 1)  // in double, as onnxruntime computes it
+    return static_cast<float>(0.5 * static_cast<double>(lo + hi) * static_cast<double>(size - 1));
+  if (p == 0) return lo * last;
+  if (p == count - 1) return hi * last;
+  const float scale = (hi - lo) * last / static_cast<float>(count - 1);
+  return lo * last + static_cast<float>(p) * scale;
+}
+
+void cropAndResizeKernel(KernelContext& ctx, const CropAndResizeAttrs& attrs) {
+  const Tensor& x = ctx.input(0);
+  const Tensor& rois = ctx.input(1);
+  const Tensor& batchIndices = ctx.input(2);
+  const Tensor& cropSize = ctx.input(3);
+  if (x.rank() != 4)
+    ctx.fail("X must be [N, C, H, W], got " + x.describe(), ErrorCode::kInvalidArgument);
+  if (rois.rank() != 2 || rois.dim(1) != 4 || batchIndices.rank() != 1 ||
+      batchIndices.dim(0) != rois.dim(0))
+    ctx.fail("rois [num_rois, 4] and batch_indices [num_rois] expected, got rois " +
+                 rois.describe() + " and batch_indices " + batchIndices.describe(),
+             ErrorCode::kInvalidArgument);
+  if (cropSize.numel() != 2)
+    ctx.fail("crop_size must hold (height, width), got " + cropSize.describe(),
+             ErrorCode::kInvalidArgument);
+  const int64_t boxes = rois.dim(0), channels = x.dim(1), height = x.dim(2), width = x.dim(3);
+  const int64_t cropH = cropSize.intAt(0), cropW = cropSize.intAt(1);
+  Tensor& y = ctx.output(0);
+  const float* px = x.data<float>();
+  const float* box = rois.data<float>();
+  const int32_t* batch = batchIndices.data<int32_t>();
+  float* py = y.data<float>();
+  const int64_t plane = cropH * cropW;
+  for (int64_t b = 0; b < boxes; ++b) {
+    if (batch[b] < 0 || batch[b] >= x.dim(0))
+      ctx.fail("batch_indices[" + std::to_string(b) + "] = " + std::to_string(batch[b]) +
+                   " is out of range for " + std::to_string(x.dim(0)) + " images",
+               ErrorCode::kInvalidArgument);
+    const float* r = box + 4 * b;  // y1, x1, y2, x2
+    const float* image = px + batch[b] * channels * height * width;
+    float* out = py + b * channels * plane;
+    for (int64_t ph = 0; ph < cropH; ++ph) {
+      const float inY = cropCoordinate(ph, cropH, r[0], r[2], height);
+      for (int64_t pw = 0; pw < cropW; ++pw) {
+        const float inX = cropCoordinate(pw, cropW, r[1], r[3], width);
+        const int64_t o = ph * cropW + pw;
+        if (!(inY >= 0 && inY <= static_cast<float>(height - 1) && inX >= 0 &&
+              inX <= static_cast<float>(width - 1))) {
+          for (int64_t c = 0; c < channels; ++c) out[c * plane + o] = attrs.extrapolation;
+          continue;
+        }
+        if (attrs.nearest) {
+          const auto at =
+              static_cast<int64_t>(std::round(inY)) * width + static_cast<int64_t>(std::round(inX));
+          for (int64_t c = 0; c < channels; ++c)
+            out[c * plane + o] = image[c * height * width + at];
+          continue;
+        }
+        const auto top = static_cast<int64_t>(std::floor(inY)),
+                   bottom = static_cast<int64_t>(std::ceil(inY));
+        const auto left = static_cast<int64_t>(std::floor(inX)),
+                   right = static_cast<int64_t>(std::ceil(inX));
+        const float dy = inY - static_cast<float>(top), dx = inX - static_cast<float>(left);
+        for (int64_t c = 0; c < channels; ++c) {
+          const float* p = image + c * height * width;
+          const float t =
+              p[top * width + left] + (p[top * width + right] - p[top * width + left]) * dx;
+          const float u = p[bottom * width + left] +
+                          (p[bottom * width + right] - p[bottom * width + left]) * dx;
+          out[c * plane + o] = t + (u - t) * dy;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
 KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "Inverse", KernelFn(inverseKernel));
@@ -159,5 +248,7 @@ KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "MurmurHash3",
                                     },
                                     murmurHash3Kernel));
 KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "SampleOp", KernelFn(sampleOpKernel));
+KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "CropAndResize",
+                                bindKernel(cropAndResizeAttrs, cropAndResizeKernel));
 
 }  // namespace kiln::cpu

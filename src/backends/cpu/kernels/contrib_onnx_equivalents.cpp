@@ -1,9 +1,11 @@
 // CPU kernels of the com.microsoft ops that are ONNX ops under another domain
 // (ir/ops/contrib_onnx_equivalents.cpp): the ONNX op's kernel (its candidates, packed weights
 // included) made for a copy of the node at the ONNX opset, run on the inputs or, for ExpandDims,
-// Pad, Range and Unique, on stand-ins in the ONNX op's form.
+// Pad, Range, Unique and ConvTransposeWithDynamicPads, on stand-ins in the ONNX op's form.
 // (GridSample is in grid_sample.cpp: the same kernel with torch's cubic padding.)
+#include <map>
 #include <memory>
+#include <mutex>
 
 #include "backends/cpu/kernels/onnx_stage.h"
 
@@ -132,6 +134,48 @@ KernelFn makeUnique(const KernelCreateInfo& info) {
   };
 }
 
+// ConvTransposeWithDynamicPads: ConvTranspose-11 on X, W, B with Pads as its pads attribute; one
+// kernel per distinct Pads value (made once when Pads is a constant, else on first use).
+KernelFn makeConvTransposeWithDynamicPads(const KernelCreateInfo& info) {
+  std::vector<ir::TypeInfo> all = inputTypesOf(info);
+  all.resize(4);
+  std::vector<const Tensor*> constants = info.constants;
+  constants.resize(4, nullptr);
+  auto makeStage = [node = std::make_shared<ir::Node>(info.node),
+                    types = std::vector<ir::TypeInfo>{all[0], all[1], all[3]}](
+                       const std::vector<int64_t>& pads, std::vector<const Tensor*> consts) {
+    KernelCreateInfo inner{*node, {}, consts, {}, nullptr};
+    return std::make_shared<OnnxStage>(
+        inner, "ConvTranspose", 11, types, [&pads](ir::Node& n) { n.attrs["pads"] = pads; },
+        consts);
+  };
+  auto run = [](KernelContext& ctx, const OnnxStage& stage) {
+    const Tensor* b = ctx.hasInput(3) ? &ctx.input(3) : nullptr;
+    ctx.setOutput(0, stage.run(ctx, {&ctx.input(0), &ctx.input(1), b}, ctx.input(0).dtype()));
+  };
+  if (constants[2]) {
+    auto stage =
+        makeStage(constants[2]->toInt64Vector(), {constants[0], constants[1], constants[3]});
+    return [stage, run](KernelContext& ctx) { run(ctx, *stage); };
+  }
+  struct Stages {
+    std::mutex mutex;
+    std::map<std::vector<int64_t>, std::shared_ptr<OnnxStage>> byPads;
+  };
+  auto stages = std::make_shared<Stages>();
+  return [stages, makeStage, run](KernelContext& ctx) {
+    const std::vector<int64_t> pads = ctx.input(2).toInt64Vector();
+    std::shared_ptr<OnnxStage> stage;
+    {
+      std::lock_guard<std::mutex> lock(stages->mutex);
+      std::shared_ptr<OnnxStage>& s = stages->byPads[pads];
+      if (!s) s = makeStage(pads, {nullptr, nullptr, nullptr});
+      stage = s;
+    }
+    run(ctx, *stage);
+  };
+}
+
 }  // namespace
 
 KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "QuantizeLinear",
@@ -145,5 +189,7 @@ KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "ExpandDims", KernelFactory(mak
 KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "Pad", KernelFactory(makePad));
 KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "Range", KernelFactory(makeRange));
 KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "Unique", KernelFactory(makeUnique));
+KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "ConvTransposeWithDynamicPads",
+                                KernelFactory(makeConvTransposeWithDynamicPads));
 
 }  // namespace kiln::cpu
