@@ -140,6 +140,15 @@ const DTypeLimit kDTypeLimits[] = {
     {"com.microsoft", "SkipSimplifiedLayerNormalization", "*", 0,
      "float32 (onnxruntime: float32, float64, float16)"},
     {"com.microsoft", "TransposeMatMul", "*", 0, "float32 (onnxruntime: float32)"},
+    // Token and sequence ops (ir/ops/contrib_sequence_ops.cpp).
+    {"com.microsoft", "BifurcationDetector", "*", 0, "int64 (onnxruntime: the same)"},
+    {"com.microsoft", "DynamicTimeWarping", "*", 0,
+     "input float32, output int32 (onnxruntime: the same)"},
+    {"com.microsoft", "NGramRepeatBlock", "*", 0,
+     "input_ids int64, scores float32 (onnxruntime: the same)"},
+    {"com.microsoft", "WordConvEmbedding", "*", 0,
+     "Sequence int32 [words, chars] (onnxruntime: also higher ranks, of which it reads dims 0 and "
+     "1), weights float32; an empty word's row is 0 (onnxruntime: unset)"},
     // Small self-contained ops (ir/ops/contrib_misc.cpp).
     {"com.microsoft", "CDist", "*", 0,
      "float32, float64; metric sqeuclidean or euclidean (onnxruntime: the same)"},

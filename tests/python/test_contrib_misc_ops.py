@@ -368,3 +368,93 @@ def test_conv_transpose_with_dynamic_pads_requires_pads():
     inputs = [("X", np.zeros((1, 1, 4, 4), np.float32)), ("W", np.zeros((1, 1, 3, 3), np.float32))]
     message = refused("ConvTransposeWithDynamicPads", inputs, [("Y", np.float32)])
     assert "'Pads' is required" in message, message
+
+
+# ---- token and sequence ops --------------------------------------------------------------------
+
+@pytest.mark.parametrize("ngram_size", [1, 2, 3, 4, 9])
+@pytest.mark.parametrize("batch,length", [(1, 6), (3, 12), (2, 1)])
+def test_ngram_repeat_block(ngram_size, batch, length):
+    r = rng(ngram_size)
+    ids = r.integers(0, 4, (batch, length)).astype(np.int64)  # a small vocabulary: n-grams repeat
+    scores = r.standard_normal((batch, 7)).astype(np.float32)
+    check("NGramRepeatBlock", [("input_ids", ids), ("scores", scores)], [("scores_out", np.float32)],
+          ngram_size=ngram_size)
+
+
+def test_ngram_repeat_block_token_past_vocab():
+    ids = np.array([[1, 5, 1]], np.int64)
+    message = refused("NGramRepeatBlock", [("input_ids", ids), ("scores", np.zeros((1, 3), np.float32))],
+                      [("scores_out", np.float32)], ngram_size=2)
+    assert "out of range for a vocabulary of 3" in message, message
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("grams", [(1, 3), (2, 2), (1, 1), (2, 4)])
+@pytest.mark.parametrize("with_pred", [True, False])
+def test_bifurcation_detector(seed, grams, with_pred):
+    r = rng(seed)
+    src = r.integers(0, 5, 10).astype(np.int64)
+    prev = int(r.integers(0, 11))
+    pred = np.concatenate([src[prev:], [7]]).astype(np.int64)  # agrees with src from prev ...
+    cut = int(r.integers(0, len(pred)))
+    pred[cut:] = r.integers(0, 5, len(pred) - cut)  # ... up to a random point
+    cur = r.integers(0, 5, int(r.integers(0, 6))).astype(np.int64)
+    inputs = [("src_tokens", src), ("cur_tokens", cur), ("prev_suffix_match_idx", np.array(prev, np.int64)),
+              ("pred_tokens", pred if with_pred else None)]
+    check("BifurcationDetector", inputs, [("tokens", np.int64), ("suffix_match_idx", np.int64)],
+          min_ngram_size=grams[0], max_ngram_size=grams[1])
+
+
+def test_bifurcation_detector_pred_tokens_of_wrong_length():
+    inputs = [("src_tokens", np.arange(5, dtype=np.int64)), ("cur_tokens", np.arange(2, dtype=np.int64)),
+              ("prev_suffix_match_idx", np.array(1, np.int64)), ("pred_tokens", np.arange(3, dtype=np.int64))]
+    message = refused("BifurcationDetector", inputs, [("tokens", np.int64), ("suffix_match_idx", np.int64)])
+    assert "pred_tokens" in message, message
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (3, 5), (6, 4), (1, 4, 4), (1, 7)])
+@pytest.mark.parametrize("ties", [False, True])
+def test_dynamic_time_warping(shape, ties):
+    r = rng()
+    cost = (r.integers(0, 3, shape) if ties else r.uniform(0, 1, shape)).astype(np.float32)
+    check("DynamicTimeWarping", [("input", cost)], [("output", np.int32)])
+
+
+def test_dynamic_time_warping_batch_of_two():
+    message = refused("DynamicTimeWarping", [("input", np.zeros((2, 3, 3), np.float32))], [("output", np.int32)])
+    assert "[1, M, N]" in message, message
+
+
+@pytest.mark.parametrize("window", [1, 2, 3])
+@pytest.mark.parametrize("words,chars", [(1, 4), (5, 6)])
+def test_word_conv_embedding(window, words, chars):
+    """Words of different lengths padded with char 0, chars outside C (embedded as zeros), words
+    shorter than the window (their first `window` chars are convolved, padding included)."""
+    r = rng(window)
+    seq = r.integers(1, 9, (words, chars)).astype(np.int32)
+    for s in range(words):  # every word has a first char: onnxruntime leaves an empty word's row unset
+        seq[s, int(r.integers(1, chars + 1)):] = 0
+    seq[-1, -1] = 11  # past C's 9 rows
+    filters, dim = 5, 4
+    w = (0.3 * r.standard_normal((filters, 1, window, dim))).astype(np.float32)
+    b_ = r.standard_normal(filters).astype(np.float32)
+    c = r.standard_normal((9, dim)).astype(np.float32)
+    inputs = [("Sequence", seq), ("W", w), ("B", b_), ("C", c)]
+    check("WordConvEmbedding", inputs, [("Y", np.float32)], {"W", "B", "C"})
+    check("WordConvEmbedding", inputs, [("Y", np.float32)], embedding_size=filters, conv_window_size=window,
+          char_embedding_size=dim)
+
+
+def test_word_conv_embedding_attribute_disagrees_with_weights():
+    inputs = [("Sequence", np.array([[1, 2]], np.int32)), ("W", np.zeros((2, 1, 2, 4), np.float32)),
+              ("B", np.zeros(2, np.float32)), ("C", np.zeros((3, 4), np.float32))]
+    message = refused("WordConvEmbedding", inputs, [("Y", np.float32)], conv_window_size=3)
+    assert "'conv_window_size' = 3 differs from W's window 2" in message, message
+
+
+def test_word_conv_embedding_window_past_word():
+    inputs = [("Sequence", np.array([[1, 2]], np.int32)), ("W", np.zeros((2, 1, 3, 4), np.float32)),
+              ("B", np.zeros(2, np.float32)), ("C", np.zeros((3, 4), np.float32))]
+    message = refused("WordConvEmbedding", inputs, [("Y", np.float32)])
+    assert "window 3 is longer than the 2 chars" in message, message
