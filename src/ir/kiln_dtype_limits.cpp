@@ -155,6 +155,8 @@ const DTypeLimit kDTypeLimits[] = {
     {"com.microsoft", "CropAndResize", "*", 0,
      "X, rois float32, batch_indices and crop_size int32 (onnxruntime: the same)"},
     {"com.microsoft", "Inverse", "*", 0, "float16, float32, float64 (onnxruntime: the same)"},
+    {"com.microsoft", "MaxpoolWithMask", "*", 0,
+     "X float32, M int32, 1 to 3 spatial dims (onnxruntime: the same)"},
     {"com.microsoft", "MurmurHash3", "*", 0,
      "X int32, uint32, int64, uint64, float32, float64 or string; Y uint32 (positive 1) or int32 "
      "(onnxruntime: the same)"},

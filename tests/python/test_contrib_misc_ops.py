@@ -458,3 +458,28 @@ def test_word_conv_embedding_window_past_word():
               ("B", np.zeros(2, np.float32)), ("C", np.zeros((3, 4), np.float32))]
     message = refused("WordConvEmbedding", inputs, [("Y", np.float32)])
     assert "window 3 is longer than the 2 chars" in message, message
+
+
+@pytest.mark.parametrize("spatial,attrs", [
+    ((9,), {"kernel_shape": [3]}),
+    ((9,), {"kernel_shape": [2], "strides": [2], "pads": [1, 1]}),
+    ((6, 7), {"kernel_shape": [2, 2]}),
+    ((6, 7), {"kernel_shape": [3, 2], "strides": [2, 1], "pads": [1, 0, 1, 1]}),
+    ((6, 7), {"kernel_shape": [3, 3], "auto_pad": "SAME_UPPER"}),
+    ((4, 5, 6), {"kernel_shape": [2, 2, 3], "strides": [1, 2, 2]}),
+])
+@pytest.mark.parametrize("mask_nc", [(2, 3), (1, 1), (2, 1)])
+@pytest.mark.parametrize("zeros", [0.0, 0.2])
+def test_maxpool_with_mask(spatial, attrs, mask_nc, zeros):
+    """onnxruntime's quirks included: the mask read from (channel * spatial) mod (mask N * C) on,
+    a zero ending the scan along the last axis only, element 0 untested in 2-D and 3-D."""
+    r = rng(len(spatial))
+    x = r.standard_normal((2, 3) + spatial).astype(np.float32)
+    m = (r.uniform(0, 1, mask_nc + spatial) >= zeros).astype(np.int32)
+    check("MaxpoolWithMask", [("X", x), ("M", m)], [("Y", np.float32)], **attrs)
+
+
+def test_maxpool_with_mask_spatial_mismatch():
+    inputs = [("X", np.zeros((1, 1, 4, 4), np.float32)), ("M", np.ones((1, 1, 4, 3), np.int32))]
+    message = refused("MaxpoolWithMask", inputs, [("Y", np.float32)], kernel_shape=[2, 2])
+    assert "spatial dims" in message, message

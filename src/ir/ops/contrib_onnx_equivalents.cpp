@@ -11,6 +11,8 @@
 //   Unique      Unique-11 with sorted = 0 over a 1-D x: its outputs Y, inverse_indices, counts
 //   ConvTransposeWithDynamicPads  ConvTranspose-11 on X, W, B with the int64 Pads input as its
 //               pads attribute (Pads is required, as onnxruntime's kernel requires it)
+//   MaxpoolWithMask  MaxPool-12's output shape for X (float32, 1 to 3 spatial dims); the mask M
+//               int32 of X's rank and spatial dims
 // Each runs the ONNX op's rule on a copy of the node at that opset.
 #include "ir/shape_helpers.h"
 
@@ -200,6 +202,30 @@ void inferConvTransposeWithDynamicPads(InferContext& ctx) {
   inferAsOnnx(ctx, "ConvTranspose", 11, in, {}, [&](Node& node) { node.attrs["pads"] = *pads; });
 }
 
+void inferMaxpoolWithMask(InferContext& ctx) {
+  if (ctx.inputType(0) != DataType::kFloat32)
+    ctx.fail("X must be float32, got " + dataTypeName(ctx.inputType(0)),
+             ErrorCode::kUnsupportedNode);
+  if (ctx.inputType(1) != DataType::kInt32)
+    ctx.fail("M must be int32, got " + dataTypeName(ctx.inputType(1)));
+  const SymShape* x = ctx.inputShape(0);
+  const SymShape* m = ctx.inputShape(1);
+  if (x && (x->size() < 3 || x->size() > 5))
+    ctx.fail("X must be [N, C, d1] to [N, C, d1, d2, d3], got " + symShapeToString(*x));
+  if (x && m) {
+    bool fits = m->size() == x->size();
+    for (size_t i = 2; fits && i < x->size(); ++i)
+      fits = !(*x)[i].isKnown() || !(*m)[i].isKnown() || (*x)[i].value == (*m)[i].value;
+    if (!fits)
+      ctx.fail("M " + symShapeToString(*m) + " must have X's rank and spatial dims, X " +
+               symShapeToString(*x));
+  }
+  StandIns in = inputsOf(ctx);
+  in.types.resize(1);
+  in.values.resize(1);
+  inferAsOnnx(ctx, "MaxPool", 12, in);
+}
+
 }  // namespace
 
 KILN_REGISTER_OP_SCHEMA({"com.microsoft", "QuantizeLinear", 1, 1000,
@@ -216,6 +242,7 @@ KILN_REGISTER_OP_SCHEMA({"com.microsoft", "ExpandDims", 1, 1000, inferExpandDims
 KILN_REGISTER_OP_SCHEMA({"com.microsoft", "Pad", 1, 1000, inferPad});
 KILN_REGISTER_OP_SCHEMA({"com.microsoft", "Range", 1, 1000, inferRange});
 KILN_REGISTER_OP_SCHEMA({"com.microsoft", "Unique", 1, 1000, inferUnique});
+KILN_REGISTER_OP_SCHEMA({"com.microsoft", "MaxpoolWithMask", 1, 1000, inferMaxpoolWithMask});
 KILN_REGISTER_OP_SCHEMA({"com.microsoft", "ConvTransposeWithDynamicPads", 1, 1000,
                          inferConvTransposeWithDynamicPads});
 

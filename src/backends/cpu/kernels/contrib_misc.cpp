@@ -2,12 +2,17 @@
 // (Gauss-Jordan elimination with partial pivoting in double precision), CDist (pairwise squared
 // or plain Euclidean distances, summed in double), MurmurHash3 (x86_32 over each element's
 // bytes), SampleOp (a copy) and CropAndResize (TensorFlow's crop_and_resize on NCHW data, in
-// float as onnxruntime computes it).
+// float as onnxruntime computes it) and MaxpoolWithMask (max pooling that a zero in the mask
+// stops, with onnxruntime's reading of the mask).
+#include <algorithm>
+#include <array>
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "backends/cpu/kernels/elementwise_util.h"
 #include "backends/cpu/kernels/node_label.h"
+#include "ir/ops/pool_geometry.h"
 
 namespace kiln::cpu {
 namespace {
@@ -237,8 +242,89 @@ void cropAndResizeKernel(KernelContext& ctx, const CropAndResizeAttrs& attrs) {
   }
 }
 
+struct MaskPoolAttrs {
+  ir::Node label;
+  ir::PoolAttrs pool;
+};
+
+MaskPoolAttrs maskPoolAttrs(const KernelCreateInfo& info) {
+  const ir::TypeInfo* x = info.inputTypes.empty() ? nullptr : info.inputTypes[0];
+  if (!x || !x->shape || x->shape->size() < 3 || x->shape->size() > 5)
+    ir::failNode(info.node, "X needs a known rank of 3 to 5");
+  return {nodeLabel(info.node), ir::readPoolAttrs(info.node, x->shape->size() - 2)};
+}
+
+// onnxruntime's MaxpoolWithMask ("for internal use"), as its CPU kernel computes it: channel c
+// (of N * C) reads the mask from element (c * spatial size) mod (mask N * mask C) on; a window
+// scans its innermost axis in order and a zero in the mask ends that scan (in 2-D and 3-D, the
+// mask's element 0 is never tested); a window with nothing read gives float's lowest value.
+void maxpoolWithMaskKernel(KernelContext& ctx, const MaskPoolAttrs& attrs) {
+  const Tensor& x = ctx.input(0);
+  const Tensor& m = ctx.input(1);
+  const size_t r = x.rank() - 2;
+  if (m.rank() != x.rank())
+    ctx.fail("M " + m.describe() + " must have X's rank, X " + x.describe(),
+             ErrorCode::kInvalidArgument);
+  for (size_t i = 2; i < x.rank(); ++i)
+    if (m.dim(i) != x.dim(i))
+      ctx.fail("M " + m.describe() + " must have X's spatial dims, X " + x.describe(),
+               ErrorCode::kInvalidArgument);
+  const int64_t channels = x.dim(0) * x.dim(1), maskChannels = m.dim(0) * m.dim(1);
+  if (channels > 0 && maskChannels == 0)
+    ctx.fail("M " + m.describe() + " has no channels", ErrorCode::kInvalidArgument);
+  const std::vector<ir::PoolDim> dims = ir::resolvePoolDims(attrs.label, attrs.pool, x.shape());
+  int64_t inSpatial = 1, outSpatial = 1;
+  for (const ir::PoolDim& d : dims) {
+    inSpatial *= d.in;
+    outSpatial *= d.out;
+  }
+  // Each axis padded out to 3 (unit axes), so that one loop nest serves 1 to 3 spatial dims.
+  std::array<ir::PoolDim, 3> a;
+  for (size_t i = 0; i < 3; ++i) a[i] = i < r ? dims[i] : ir::PoolDim{1, 1, 1, 1, 1, 0, 0};
+  Tensor& y = ctx.output(0);
+  const float* px = x.data<float>();
+  const int32_t* pm = m.data<int32_t>();
+  float* py = y.data<float>();
+  auto window = [](const ir::PoolDim& d, int64_t o) {
+    const int64_t start = o * d.stride - d.padBegin;
+    return std::pair<int64_t, int64_t>{std::max<int64_t>(start, 0),
+                                       std::min(start + d.kernel, d.in)};
+  };
+  for (int64_t c = 0; c < channels; ++c) {
+    const float* xc = px + c * inSpatial;
+    const int32_t* mc = pm + (c * inSpatial) % maskChannels;
+    float* yc = py + c * outSpatial;
+    for (int64_t o0 = 0; o0 < a[0].out; ++o0) {
+      const auto [h0, h1] = window(a[0], o0);
+      for (int64_t o1 = 0; o1 < a[1].out; ++o1) {
+        const auto [w0, w1] = window(a[1], o1);
+        for (int64_t o2 = 0; o2 < a[2].out; ++o2) {
+          const auto [d0, d1] = window(a[2], o2);
+          float best = std::numeric_limits<float>::lowest();
+          // A zero ends the scan along the last real spatial axis: loop level r - 1 (0: h).
+          bool stop = false;
+          for (int64_t h = h0; h < h1 && !(stop && r == 1); ++h) {
+            stop = false;
+            for (int64_t w = w0; w < w1 && !(stop && r <= 2); ++w) {
+              stop = false;
+              for (int64_t d = d0; d < d1 && !stop; ++d) {
+                const int64_t i = (h * a[1].in + w) * a[2].in + d;
+                stop = (r == 1 || i > 0) && mc[i] == 0;
+                if (!stop) best = std::max(best, xc[i]);
+              }
+            }
+          }
+          yc[(o0 * a[1].out + o1) * a[2].out + o2] = best;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
+KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "MaxpoolWithMask",
+                                bindKernel(maskPoolAttrs, maxpoolWithMaskKernel));
 KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "Inverse", KernelFn(inverseKernel));
 KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "CDist", bindKernel(cdistSquared, cdistKernel));
 KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "MurmurHash3",
