@@ -146,6 +146,9 @@ const DTypeLimit kDTypeLimits[] = {
      "input float32, output int32 (onnxruntime: the same)"},
     {"com.microsoft", "NGramRepeatBlock", "*", 0,
      "input_ids int64, scores float32 (onnxruntime: the same)"},
+    {"com.microsoft", "Tokenizer", "*", 0,
+     "string; expressions in ECMAScript syntax, leftmost-longest (onnxruntime: RE2 syntax, "
+     "leftmost-longest)"},
     {"com.microsoft", "WordConvEmbedding", "*", 0,
      "Sequence int32 [words, chars] (onnxruntime: also higher ranks, of which it reads dims 0 and "
      "1), weights float32; an empty word's row is 0 (onnxruntime: unset)"},

@@ -483,3 +483,35 @@ def test_maxpool_with_mask_spatial_mismatch():
     inputs = [("X", np.zeros((1, 1, 4, 4), np.float32)), ("M", np.ones((1, 1, 4, 3), np.int32))]
     message = refused("MaxpoolWithMask", inputs, [("Y", np.float32)], kernel_shape=[2, 2])
     assert "spatial dims" in message, message
+
+
+TOKENIZER_TEXT = np.array([["Hello World", "I love computer science !"],
+                           ["a,b;; c,,d", "élan vital, été 42x"],
+                           ["", "abab a ab aab 123"]], dtype=object)
+
+
+@pytest.mark.parametrize("split", [
+    {"separators": [" "]}, {"separators": [" ", ","]}, {"separators": ["[,;] *", " "]},
+    {"separators": ["a|ab"]}, {"separators": ["o", "l"]}, {"separators": [""]},
+    {"tokenexp": "[a-zA-Z]+"}, {"tokenexp": "[0-9]+|[a-z]+"}, {"tokenexp": "a|ab"}, {"tokenexp": "."},
+    {"tokenexp": "[^ ,;]+"},
+])
+@pytest.mark.parametrize("mark", [0, 1])
+@pytest.mark.parametrize("mincharnum", [1, 2, 3])
+@pytest.mark.parametrize("rows", [None, 1])
+def test_tokenizer(split, mark, mincharnum, rows):
+    if mincharnum > 1 and (split.get("separators") == [""] or split.get("tokenexp") == "."):
+        pytest.skip("character tokenization needs mincharnum 1 (both refuse it)")
+    x = TOKENIZER_TEXT if rows is None else TOKENIZER_TEXT[rows]
+    check("Tokenizer", [("X", x)], [("Y", object)], mark=mark, mincharnum=mincharnum, pad_value="#", **split)
+
+
+def test_tokenizer_empty_input_and_all_separators():
+    for x in (np.zeros((2, 0), dtype=object), np.array(["   ", " "], dtype=object)):
+        check("Tokenizer", [("X", x)], [("Y", object)], mark=1, mincharnum=1, pad_value="", separators=[" "])
+
+
+def test_tokenizer_bad_expression():
+    message = refused("Tokenizer", [("X", np.array(["a b"], dtype=object))], [("Y", object)],
+                      mark=0, mincharnum=1, pad_value="", tokenexp="[a-")
+    assert "not a valid regular expression" in message, message
