@@ -6,37 +6,13 @@ error message."""
 import numpy as np
 import onnxruntime
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
+from test_contrib_ops import contrib_model as model_of
+from test_contrib_ops import feeds_of
 
 import kiln
 
 MS = "com.microsoft"
-
-
-def onnx_type(dtype):
-    if np.dtype(dtype).kind in "OUS":
-        return TensorProto.STRING
-    return helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
-
-
-def model_of(op, inputs, outputs, constants=(), **attrs):
-    """One `op` node. inputs: (name, array) pairs in the op's order (array None: omitted); those
-    named in `constants` are initializers. outputs: (name, numpy dtype) pairs, None: omitted."""
-    while inputs and inputs[-1][1] is None:
-        inputs = inputs[:-1]
-    node = helper.make_node(op, [n if a is not None else "" for n, a in inputs],
-                            [o[0] if o else "" for o in outputs], domain=MS, name=f"{op}_node", **attrs)
-    graph_inputs = [helper.make_tensor_value_info(n, onnx_type(a.dtype), a.shape)
-                    for n, a in inputs if a is not None and n not in constants]
-    graph_outputs = [helper.make_tensor_value_info(o[0], onnx_type(o[1]), None) for o in outputs if o]
-    initializers = [numpy_helper.from_array(a, n) for n, a in inputs if a is not None and n in constants]
-    graph = helper.make_graph([node], op, graph_inputs, graph_outputs, initializers)
-    opsets = [helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)]
-    return helper.make_model(graph, opset_imports=opsets).SerializeToString()
-
-
-def feeds_of(inputs, constants=()):
-    return {n: a for n, a in inputs if a is not None and n not in constants}
 
 
 def check(op, inputs, outputs, constants=(), tol=1e-5, **attrs):

@@ -14,6 +14,7 @@
 //   MaxpoolWithMask  MaxPool-12's output shape for X (float32, 1 to 3 spatial dims); the mask M
 //               int32 of X's rank and spatial dims
 // Each runs the ONNX op's rule on a copy of the node at that opset.
+#include "core/dtype_dispatch.h"
 #include "ir/shape_helpers.h"
 
 namespace kiln::ir {
@@ -151,23 +152,7 @@ void inferRange(InferContext& ctx) {
   if (!ctx.hasInput(2)) {  // delta 1
     in.types[2] = TypeInfo{t, SymShape{}};
     Tensor one(t, {});
-    switch (t) {
-      case DataType::kFloat32:
-        *one.data<float>() = 1.0f;
-        break;
-      case DataType::kFloat64:
-        *one.data<double>() = 1.0;
-        break;
-      case DataType::kInt16:
-        *one.data<int16_t>() = 1;
-        break;
-      case DataType::kInt32:
-        *one.data<int32_t>() = 1;
-        break;
-      default:
-        *one.data<int64_t>() = 1;
-        break;
-    }
+    dispatchNumeric(t, "Range", [&](auto tag) { *one.data<typename decltype(tag)::type>() = 1; });
     in.values[2] = one;
   }
   inferAsOnnx(ctx, "Range", 11, in);

@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "backends/cpu/kernels/onnx_stage.h"
+#include "core/dtype_dispatch.h"
 
 namespace kiln::cpu {
 namespace {
@@ -71,28 +72,9 @@ KernelFn makePad(const KernelCreateInfo& info) {
   };
 }
 
-Tensor one(const KernelContext& ctx, DataType t) {
+Tensor one(DataType t) {
   Tensor v(t, {});
-  switch (t) {
-    case DataType::kFloat32:
-      *v.data<float>() = 1.0f;
-      break;
-    case DataType::kFloat64:
-      *v.data<double>() = 1.0;
-      break;
-    case DataType::kInt16:
-      *v.data<int16_t>() = 1;
-      break;
-    case DataType::kInt32:
-      *v.data<int32_t>() = 1;
-      break;
-    case DataType::kInt64:
-      *v.data<int64_t>() = 1;
-      break;
-    default:
-      ctx.fail("start must be float32, float64, int16, int32 or int64, got " + dataTypeName(t),
-               ErrorCode::kUnsupportedNode);
-  }
+  dispatchNumeric(t, "Range", [&](auto tag) { *v.data<typename decltype(tag)::type>() = 1; });
   return v;
 }
 
@@ -105,7 +87,7 @@ KernelFn makeRange(const KernelCreateInfo& info) {
   return [stage](KernelContext& ctx) {
     const DataType t = ctx.input(0).dtype();
     const Tensor start = oneElement(ctx, 0, "start", {}), limit = oneElement(ctx, 1, "limit", {});
-    const Tensor delta = ctx.hasInput(2) ? oneElement(ctx, 2, "delta", {}) : one(ctx, t);
+    const Tensor delta = ctx.hasInput(2) ? oneElement(ctx, 2, "delta", {}) : one(t);
     ctx.setOutput(0, stage->run(ctx, {&start, &limit, &delta}, t));
   };
 }
