@@ -140,6 +140,9 @@ const DTypeLimit kDTypeLimits[] = {
     {"com.microsoft", "SkipSimplifiedLayerNormalization", "*", 0,
      "float32 (onnxruntime: float32, float64, float16)"},
     {"com.microsoft", "TransposeMatMul", "*", 0, "float32 (onnxruntime: float32)"},
+    {"com.microsoft", "AttnLSTM", "*", 0,
+     "float32, sequence lengths int32 (onnxruntime: float32; float64 registered but not "
+     "implemented)"},
     // Token and sequence ops (ir/ops/contrib_sequence_ops.cpp).
     {"com.microsoft", "BifurcationDetector", "*", 0, "int64 (onnxruntime: the same)"},
     {"com.microsoft", "DynamicTimeWarping", "*", 0,

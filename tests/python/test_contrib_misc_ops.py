@@ -491,3 +491,48 @@ def test_tokenizer_bad_expression():
     message = refused("Tokenizer", [("X", np.array(["a b"], dtype=object))], [("Y", object)],
                       mark=0, mincharnum=1, pad_value="", tokenexp="[a-")
     assert "not a valid regular expression" in message, message
+
+
+# ---- AttnLSTM ----------------------------------------------------------------------------------
+
+def attn_lstm_inputs(r, direction, layer, seq_lens, mem_lens, bias, states, peepholes):
+    seq, batch, inp, hidden, steps, depth, attn = 4, 2, 3, 5, 6, 4, 3
+    d = 2 if direction == "bidirectional" else 1
+    size = layer or depth
+
+    def f(*shape, scale=0.5):
+        return (scale * r.standard_normal(shape)).astype(np.float32)
+    return [("X", f(seq, batch, inp, scale=1.0)), ("W", f(d, 4 * hidden, inp + size)), ("R", f(d, 4 * hidden, hidden)),
+            ("B", f(d, 8 * hidden) if bias else None),
+            ("sequence_lens", np.array([4, 2], np.int32) if seq_lens else None),
+            ("initial_h", f(d, batch, hidden) if states else None), ("initial_c", f(d, batch, hidden) if states else None),
+            ("P", f(d, 3 * hidden) if peepholes else None),
+            ("QW", f(d, hidden, attn)), ("MW", f(d, depth, attn)), ("V", f(d, attn)), ("M", f(batch, steps, depth, scale=1.0)),
+            ("memory_seq_lens", np.array([6, 3], np.int32) if mem_lens else None),
+            ("AW", f(d, hidden + depth, layer) if layer else None)]
+
+
+@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
+@pytest.mark.parametrize("layer", [0, 7])
+@pytest.mark.parametrize("lengths", [(False, False), (True, True)])
+@pytest.mark.parametrize("extras", [(False, False, False), (True, True, True)])
+def test_attn_lstm(direction, layer, lengths, extras):
+    inputs = attn_lstm_inputs(rng(), direction, layer, *lengths, *extras)
+    check("AttnLSTM", inputs, [("Y", np.float32), ("Y_h", np.float32), ("Y_c", np.float32)], tol=1e-5,
+          direction=direction, hidden_size=5)
+
+
+@pytest.mark.parametrize("attrs", [{"clip": 0.3}, {"input_forget": 1},
+                                   {"activations": ["HardSigmoid", "Tanh", "Softsign"],
+                                    "activation_alpha": [0.3], "activation_beta": [0.4]}])
+def test_attn_lstm_attributes(attrs):
+    inputs = attn_lstm_inputs(rng(1), "forward", 7, True, True, True, False, True)
+    check("AttnLSTM", inputs, [("Y", np.float32), ("Y_h", np.float32), ("Y_c", np.float32)], tol=1e-5,
+          hidden_size=5, **attrs)
+
+
+def test_attn_lstm_w_without_attention_columns():
+    inputs = dict(attn_lstm_inputs(rng(), "forward", 0, False, False, False, False, False))
+    inputs["W"] = inputs["W"][:, :, :3].copy()  # input columns only
+    message = refused("AttnLSTM", list(inputs.items()), [("Y", np.float32)], hidden_size=5)
+    assert "W has shape 1x20x3, expected 1x20x7" in message, message
