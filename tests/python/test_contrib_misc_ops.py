@@ -3,10 +3,12 @@ Trilu, Unique, GridSample, ...): each case builds one node with onnx.helper (ops
 com.microsoft 1), runs it in onnxruntime and in kiln on the same random inputs (fixed seed) and
 compares: exactly for integer outputs, to 1e-5 otherwise. One bad input per op checks kiln's
 error message."""
+import subprocess
+
 import numpy as np
 import onnxruntime
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 from test_contrib_ops import contrib_model as model_of
 from test_contrib_ops import feeds_of
 
@@ -536,3 +538,51 @@ def test_attn_lstm_w_without_attention_columns():
     inputs["W"] = inputs["W"][:, :, :3].copy()  # input columns only
     message = refused("AttnLSTM", list(inputs.items()), [("Y", np.float32)], hidden_size=5)
     assert "W has shape 1x20x3, expected 1x20x7" in message, message
+
+
+# ---- through a plan ----------------------------------------------------------------------------
+
+def plan_cases():
+    r = rng(3)
+    return {
+        "ConvTransposeWithDynamicPads": ([("X", r.standard_normal((1, 2, 4, 4)).astype(np.float32)),
+                                          ("W", r.standard_normal((2, 2, 3, 3)).astype(np.float32)),
+                                          ("Pads", np.array([1, 0, 0, 1], np.int64))], [("Y", np.float32)], {"W", "Pads"}, {}),
+        "Unique": ([("x", np.array([3, 1, 3, 2], np.float32))],
+                   [("y", np.float32), ("idx", np.int64), ("counts", np.int64)], set(), {}),
+        "AttnLSTM": ([(n, a) for n, a in attn_lstm_inputs(r, "bidirectional", 7, True, True, True, True, True) if a is not None],
+                     [("Y", np.float32), ("Y_h", np.float32), ("Y_c", np.float32)], {"W", "R", "QW", "MW", "V", "AW"},
+                     {"hidden_size": 5, "direction": "bidirectional"}),
+        "GridSample": ([("X", r.standard_normal((1, 2, 4, 5)).astype(np.float32)),
+                        ("Grid", r.uniform(-2, 2, (1, 3, 3, 2)).astype(np.float32))], [("Y", np.float32)], set(),
+                       {"mode": "bicubic", "padding_mode": "border"}),
+        "Tokenizer": ([("X", np.array(["a b", "cd e f"], dtype=object))], [("Y", object)], set(),
+                      {"mark": 1, "mincharnum": 1, "pad_value": "#", "separators": [" "]}),
+    }
+
+
+@pytest.mark.parametrize("op", sorted(plan_cases()))
+def test_plan_of_contrib_op_gives_the_model_outputs(op, build_dir, tmp_path):
+    """kiln build writes the op into a plan; kiln run of the plan equals kiln run of the model."""
+    binary = build_dir / "kiln"
+    if not binary.is_file():
+        pytest.skip(f"kiln binary not built: {binary}")
+    inputs, outputs, constants, attrs = plan_cases()[op]
+    model = tmp_path / "model.onnx"
+    model.write_bytes(model_of(op, inputs, outputs, constants, **attrs))
+    subprocess.run([binary, "build", model, "-o", tmp_path / "model.kiln"], check=True, capture_output=True)
+    args = []
+    for name, value in feeds_of(inputs, constants).items():
+        if value.dtype == object:
+            (tmp_path / f"{name}.pb").write_bytes(numpy_helper.from_array(value).SerializeToString())
+            args += ["--input", f"{name}={tmp_path / name}.pb"]
+        else:
+            np.save(tmp_path / f"{name}.npy", value)
+            args += ["--input", f"{name}={tmp_path / name}.npy"]
+    results = []
+    for source in ("model.onnx", "model.kiln"):
+        out = tmp_path / f"{source}.out"
+        run = subprocess.run([binary, "run", tmp_path / source, *args, "--output-dir", out], capture_output=True, text=True)
+        assert run.returncode == 0, run.stderr
+        results.append(sorted(p.read_bytes() for p in out.iterdir()))
+    assert results[0] == results[1]
