@@ -472,7 +472,7 @@ TOKENIZER_TEXT = np.array([["Hello World", "I love computer science !"],
     {"separators": [" "]}, {"separators": [" ", ","]}, {"separators": ["[,;] *", " "]},
     {"separators": ["a|ab"]}, {"separators": ["o", "l"]}, {"separators": [""]},
     {"tokenexp": "[a-zA-Z]+"}, {"tokenexp": "[0-9]+|[a-z]+"}, {"tokenexp": "a|ab"}, {"tokenexp": "."},
-    {"tokenexp": "[^ ,;]+"},
+    {"tokenexp": "[^ ,;]+"}, {"tokenexp": "(a|ab)b?"}, {"separators": ["(,|;)+"]}, {"tokenexp": "[a-z]+?"},
 ])
 @pytest.mark.parametrize("mark", [0, 1])
 @pytest.mark.parametrize("mincharnum", [1, 2, 3])

@@ -7,7 +7,11 @@
 // A row is [start mark 0x02] tokens [end mark 0x03] then pad_value up to the longest row.
 // onnxruntime's expressions are RE2's with longest match; kiln runs them with std::regex
 // (ECMAScript syntax, as RegexFullMatch) and takes at the leftmost match position the longest
-// match, which is RE2's leftmost-longest rule.
+// match (RE2's leftmost-longest rule): the longest of the top-level alternatives' matches there,
+// or for alternatives inside a group and lazy repetitions a scan of every longer end (slow on
+// long strings). A greedy pattern's match is taken as its longest, which holds for all but
+// contrived patterns ("(a*)(ab)?").
+#include <optional>
 #include <regex>
 #include <string>
 #include <vector>
@@ -18,23 +22,75 @@
 namespace kiln::cpu {
 namespace {
 
+// A compiled expression, with what finding its longest match at a position takes: its top-level
+// alternatives compiled apart (the longest of their matches there), or a scan of every longer
+// end (alternatives inside a group, lazy repetitions), or nothing (ECMAScript's greedy match).
+struct Expression {
+  std::shared_ptr<const std::regex> re;
+  std::vector<std::regex> alternatives;
+  bool scan = false;
+};
+
 struct TokenizerParams {
   bool mark = false;
   std::string pad;
   size_t minChars = 1;
   bool charMode = false;
-  std::vector<std::shared_ptr<const std::regex>> separators;  // or else one tokenexp
-  std::shared_ptr<const std::regex> tokenexp;
+  std::vector<Expression> separators;  // or else one tokenexp
+  std::optional<Expression> tokenexp;
 };
 
-std::shared_ptr<const std::regex> compile(const ir::Node& node, const std::string& pattern,
-                                          const char* what) {
-  try {
-    return std::make_shared<const std::regex>(pattern, std::regex::ECMAScript);
-  } catch (const std::regex_error& e) {
-    ir::failNode(node, std::string(what) + " '" + pattern +
-                           "' is not a valid regular expression: " + e.what());
+// The pattern's top-level alternatives ("a|b(c|d)" -> "a", "b(c|d)"), and whether one holds an
+// alternative of its own.
+std::vector<std::string> topLevelAlternatives(const std::string& pattern, bool& nested) {
+  std::vector<std::string> parts(1);
+  int depth = 0;
+  bool inClass = false;
+  nested = false;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    const char c = pattern[i];
+    if (c == '\\' && i + 1 < pattern.size()) {
+      parts.back() += pattern.substr(i++, 2);
+      continue;
+    }
+    if (inClass) {
+      inClass = c != ']';
+    } else if (c == '[') {
+      inClass = true;
+    } else if (c == '(') {
+      ++depth;
+    } else if (c == ')') {
+      --depth;
+    } else if (c == '|') {
+      if (depth == 0) {
+        parts.emplace_back();
+        continue;
+      }
+      nested = true;
+    }
+    parts.back() += c;
   }
+  return parts;
+}
+
+Expression compile(const ir::Node& node, const std::string& pattern, const char* what) {
+  Expression e;
+  try {
+    e.re = std::make_shared<const std::regex>(pattern, std::regex::ECMAScript);
+    bool nested = false;
+    const std::vector<std::string> parts = topLevelAlternatives(pattern, nested);
+    const bool lazy =
+        pattern.find("*?") != std::string::npos || pattern.find("+?") != std::string::npos ||
+        pattern.find("??") != std::string::npos || pattern.find("}?") != std::string::npos;
+    e.scan = nested || lazy;
+    if (!e.scan && parts.size() > 1)
+      for (const std::string& part : parts)
+        e.alternatives.emplace_back(part, std::regex::ECMAScript);
+  } catch (const std::regex_error& error) {
+    ir::failNode(node, std::string(what) + " '" + pattern +
+                           "' is not a valid regular expression: " + error.what());
+  }
+  return e;
 }
 
 TokenizerParams tokenizerParams(const ir::Node& node) {
@@ -62,23 +118,30 @@ struct Match {
   size_t pos, len;
 };
 
-// The leftmost-longest match of `re` in text[start, end), or none.
-std::optional<Match> findLongest(const std::regex& re, std::string_view text, size_t start) {
+// The leftmost-longest match of `e` in text[start, end), or none.
+std::optional<Match> findLongest(const Expression& e, std::string_view text, size_t start) {
+  namespace rc = std::regex_constants;
   const char* base = text.data();
   const char* end = base + text.size();
-  const auto prev =
-      start > 0 ? std::regex_constants::match_prev_avail : std::regex_constants::match_default;
   std::cmatch m;
-  if (!std::regex_search(base + start, end, m, re, prev)) return std::nullopt;
+  if (!std::regex_search(base + start, end, m, *e.re,
+                         start > 0 ? rc::match_prev_avail : rc::match_default))
+    return std::nullopt;
   const char* at = m[0].first;
-  const auto flags =
-      at > base ? std::regex_constants::match_prev_avail : std::regex_constants::match_default;
-  for (const char* e = end; e > m[0].second; --e) {  // a longer match from the same position
-    const auto f = e < end ? flags | std::regex_constants::match_not_eol : flags;
-    if (std::regex_match(at, e, re, f))
-      return Match{static_cast<size_t>(at - base), static_cast<size_t>(e - at)};
+  const auto from = at > base ? rc::match_prev_avail : rc::match_default;
+  const char* last = m[0].second;
+  for (const std::regex& alternative : e.alternatives) {
+    std::cmatch a;
+    if (std::regex_search(at, end, a, alternative, from | rc::match_continuous))
+      last = std::max(last, a[0].second);
   }
-  return Match{static_cast<size_t>(at - base), static_cast<size_t>(m[0].second - at)};
+  for (const char* longer = end; e.scan && longer > last; --longer) {
+    if (std::regex_match(at, longer, *e.re, longer < end ? from | rc::match_not_eol : from)) {
+      last = longer;
+      break;
+    }
+  }
+  return Match{static_cast<size_t>(at - base), static_cast<size_t>(last - at)};
 }
 
 size_t charsOf(std::string_view s) {
@@ -101,7 +164,7 @@ std::vector<std::string_view> splitBySeparators(const TokenizerParams& p, std::s
     for (std::string_view text : row) {
       size_t start = 0;
       while (start <= text.size()) {
-        const std::optional<Match> m = findLongest(*sep, text, start);
+        const std::optional<Match> m = findLongest(sep, text, start);
         if (!m) {
           const std::string_view tail = text.substr(start);
           if (charsOf(tail) >= p.minChars) pieces.push_back(tail);
