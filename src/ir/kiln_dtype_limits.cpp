@@ -187,6 +187,19 @@ const DTypeLimit kDTypeLimits[] = {
     {"com.microsoft", "Unique", "*", 0,
      "1-D x of any type, first-occurrence order (onnxruntime: float32); x holding NaN groups "
      "it arbitrarily (onnxruntime: each NaN its own value)"},
+    // onnxruntime's blocked layout (ir/ops/contrib_nchwc.h): blocks of this CPU's size.
+    {"com.microsoft.nchwc", "Conv", "*", 0,
+     "float32 (onnxruntime: float32); W reordered for the CPU's block size (16 with AVX-512F, "
+     "else 8)"},
+    {"com.microsoft.nchwc", "ReorderInput", "*", 0,
+     "float32, any channel count (onnxruntime: float32, channels a multiple of 4)"},
+    {"com.microsoft.nchwc", "ReorderOutput", "*", 0, "float32 (onnxruntime: float32)"},
+    {"com.microsoft.nchwc", "MaxPool", "*", 0, "float32 (onnxruntime: float32)"},
+    {"com.microsoft.nchwc", "AveragePool", "*", 0, "float32 (onnxruntime: float32)"},
+    {"com.microsoft.nchwc", "GlobalMaxPool", "*", 0, "float32 (onnxruntime: float32)"},
+    {"com.microsoft.nchwc", "GlobalAveragePool", "*", 0, "float32 (onnxruntime: float32)"},
+    {"com.microsoft.nchwc", "Upsample", "*", 0,
+     "float32, nearest or linear (onnxruntime: the same)"},
 };
 
 const size_t kDTypeLimitCount = sizeof(kDTypeLimits) / sizeof(kDTypeLimits[0]);

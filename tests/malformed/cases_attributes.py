@@ -36,6 +36,16 @@ def wrong_type(op, inputs, name, value, command="inspect"):
     return make
 
 
+def nchwc(op, inputs, **attrs):
+    """`kiln inspect` on one node of onnxruntime's blocked layout (domain com.microsoft.nchwc)."""
+    def make(d):
+        m = one_node(op, inputs, **attrs)
+        m.graph.node[0].domain = "com.microsoft.nchwc"
+        m.opset_import.append(helper.make_opsetid("com.microsoft.nchwc", 1))
+        return ["inspect", save(d, m)]
+    return make
+
+
 def node_with_blank_input(d):
     m = one_node("Slice", [info("x", FLOAT, [3])])
     m.graph.node[0].input.extend(["", "e"])
@@ -80,4 +90,12 @@ CASES = [
     Case("slice-step-zero-constant", inspect("Slice", [info("x", FLOAT, [3]), const("s", [0]), const("e", [3]),
                                                       const("a", [0]), const("p", [0])]), 1, [NODE, "step"]),
     Case("unknown-attribute-type-int-for-ints", wrong_type("Transpose", [X], "perm", 1), 1, [NODE, "perm"]),
+    Case("nchwc-conv-weight-rows-not-blocked",
+         nchwc("Conv", [info("x", FLOAT, [1, 16, 4, 4]), const("w", np.zeros((20, 16, 3, 3)), np.float32)]), 1,
+         [NODE, "input 1 (W)", "not a multiple of the NCHWc block size"]),
+    Case("nchwc-reorder-output-channels-past-padding",
+         nchwc("ReorderOutput", [info("x", FLOAT, [1, 32, 2, 2])], channels=40), 1,
+         [NODE, "'channels' 40 does not fit input 0 (X)"]),
+    Case("nchwc-maxpool-rank-5", nchwc("MaxPool", [info("x", FLOAT, [1, 16, 4, 4, 1])], kernel_shape=[2, 2]), 1,
+         [NODE, "input 0 (X) must be 4-D"]),
 ]

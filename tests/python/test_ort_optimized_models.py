@@ -5,10 +5,13 @@ MobileNetV2 and the BERT encoder (tests/models/export_models.py) are saved by on
 graph optimization level; kiln runs the saved file and must match onnxruntime's run of the original
 model. Basic-level files hold only ONNX ops (constants folded, redundant nodes gone); extended ones
 com.microsoft FusedConv, FusedMatMul and BiasGelu. At ORT_ENABLE_ALL, onnxruntime rewrites
-convolutions into its com.microsoft.nchwc blocked layout, whose block size is that of the machine
-that saved the file; kiln does not run those ops yet (docs/operators.md) and must say so by name.
+the CNNs (MobileNetV2, ResNet-50) into its com.microsoft.nchwc blocked layout, whose block size
+is that of the machine that saved the file (this one); kiln runs those files, directly and
+through a plan (`kiln build`, then `kiln run`), and matches onnxruntime's run of the same file.
 The transformer optimizer's outputs (bert, and gpt2 on a decoder with a KV cache) run too.
 """
+import subprocess
+
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -68,12 +71,43 @@ def test_saved_optimized_model_matches_onnxruntime(models, tmp_path, name, level
     np.testing.assert_allclose(actual, expected, rtol=0, atol=1e-5 * np.abs(expected).max())
 
 
-def test_nchwc_ops_of_a_level_all_file_are_refused_by_name(models, tmp_path):
-    saved = tmp_path / "mobilenet_v2_all.onnx"
-    assert ("com.microsoft.nchwc", "Conv") in saved_by_onnxruntime(models / "mobilenet_v2.onnx", "all", saved)
-    with pytest.raises(Exception, match=r"unsupported nodes: .*operator com\.microsoft\.nchwc::Conv at opset 1 "
-                                        r"is not supported"):
-        kiln.InferenceSession(str(saved), providers=["CPUExecutionProvider"])
+@pytest.fixture(scope="module")
+def cnn_models(model_exporter):
+    return model_exporter(["mobilenet_v2", "resnet50"])
+
+
+@pytest.mark.parametrize("name", ["mobilenet_v2", "resnet50"])
+def test_level_all_nchwc_file_runs_directly_and_as_a_plan(cnn_models, request, tmp_path, name):
+    """The ORT_ENABLE_ALL file (nchwc Conv with the first layer on the plain input, depthwise
+    layers, fused Relu / Clip and the residual Adds fused as Sum, MaxPool, GlobalAveragePool,
+    ReorderOutput) in a kiln session and as a plan built from it, against onnxruntime's run of
+    the same file (and that against its run of the original model)."""
+    source = cnn_models / f"{name}.onnx"
+    saved = tmp_path / f"{name}_all.onnx"
+    ops = saved_by_onnxruntime(source, "all", saved)
+    assert {("com.microsoft.nchwc", "Conv"), ("com.microsoft.nchwc", "ReorderOutput")} <= ops, ops
+    feeds = feeds_for(source)
+    expected = ort.InferenceSession(str(saved), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    original = ort.InferenceSession(str(source), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    atol = 1e-4 * np.abs(expected).max()
+    np.testing.assert_allclose(original, expected, rtol=0, atol=atol)
+    actual = kiln.InferenceSession(str(saved), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    np.testing.assert_allclose(actual, expected, rtol=0, atol=atol)
+
+    cli = request.getfixturevalue("kiln")  # the binary (the fixture's name hides the module here)
+    graph = onnx.load(str(saved), load_external_data=False).graph
+    (input_name, x), = feeds.items()
+    np.save(tmp_path / "x.npy", x)
+    plan = tmp_path / f"{name}.kiln"
+    shape = "x".join(map(str, x.shape))
+    built = subprocess.run([str(cli), "build", str(saved), "-o", str(plan), "--shapes", f"{input_name}:{shape}"],
+                           capture_output=True, text=True, timeout=900)
+    assert built.returncode == 0, built.stderr
+    out = tmp_path / "out"
+    ran = subprocess.run([str(cli), "run", str(plan), "--input", f"{input_name}={tmp_path / 'x.npy'}",
+                          "--output-dir", str(out)], capture_output=True, text=True, timeout=900)
+    assert ran.returncode == 0, ran.stderr
+    np.testing.assert_allclose(np.load(out / f"{graph.output[0].name}.npy"), expected, rtol=0, atol=atol)
 
 
 @pytest.mark.parametrize("level", ["basic", "extended", "all"])

@@ -107,9 +107,12 @@ void KernelRegistry::addGenericKernel(const std::string& domain, const std::stri
                                       std::function<Kernel(const KernelCreateInfo&)> create,
                                       KernelMemoryRules rules) {
   KernelCandidate c;
-  // ONNX Runtime's contrib ops share names with ONNX ops (Gelu, Attention): "ms_" keeps ids apart.
-  c.id =
-      "any_" + std::string(domain == "com.microsoft" ? "ms_" : "") + snakeCase(opType) + "_generic";
+  // ONNX Runtime's contrib ops share names with ONNX ops (Gelu, Attention, the blocked layout's
+  // Conv): "ms_" and "ms_nchwc_" keep ids apart.
+  const char* prefix = domain == "com.microsoft"         ? "ms_"
+                       : domain == "com.microsoft.nchwc" ? "ms_nchwc_"
+                                                         : "";
+  c.id = "any_" + std::string(prefix) + snakeCase(opType) + "_generic";
   c.create = std::move(create);
   c.memory = std::move(rules);
   addCandidate(domain, opType, DataType::kUndefined, std::move(c));

@@ -103,8 +103,8 @@ class KILN_INTERNAL_API KernelRegistry {
   /// Appends a candidate to the family (domain, opType, dtype); kUndefined: any dtype.
   void addCandidate(const std::string& domain, const std::string& opType, DataType dtype,
                     KernelCandidate candidate);
-  /// A factory as the single candidate any_<op>_generic (any_ms_<op>_generic for com.microsoft) of
-  /// (domain, opType) for any dtype.
+  /// A factory as the single candidate any_<op>_generic (any_ms_<op>_generic for com.microsoft,
+  /// any_ms_nchwc_<op>_generic for com.microsoft.nchwc) of (domain, opType) for any dtype.
   void addGeneric(const std::string& domain, const std::string& opType, KernelFactory factory,
                   KernelMemoryRules rules);
   /// The same for a factory that makes the whole Kernel (its workspace, ...).

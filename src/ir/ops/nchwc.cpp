@@ -136,13 +136,7 @@ void inferNchwcPool(InferContext& ctx) {
   const PoolAttrs attrs = readPoolAttrs(ctx.node(), 2);
   if (!x) return ctx.setOutputType(0, DataType::kFloat32);
   checkBlocked(ctx, *x, "X", Dim::unknown());
-  SymShape y = *x;
-  for (size_t i = 0; i < 2; ++i) {
-    const Dim& in = (*x)[2 + i];
-    y[2 + i] = in.isKnown() ? Dim::known(resolvePoolDim(ctx.node(), attrs, i, in.value).out)
-                            : Dim::unknown();
-  }
-  ctx.setOutput(0, DataType::kFloat32, y);
+  ctx.setOutput(0, DataType::kFloat32, pooledShape(ctx.node(), attrs, *x));
 }
 
 // NchwcGlobalAveragePool / NchwcGlobalMaxPool: [N, Cb, H, W, 16] -> [N, Cb, 1, 1, 16].

@@ -117,4 +117,14 @@ std::vector<PoolDim> resolvePoolDims(const Node& node, const PoolAttrs& attrs,
   return dims;
 }
 
+SymShape pooledShape(const Node& node, const PoolAttrs& attrs, const SymShape& x) {
+  SymShape y = x;
+  for (size_t i = 0; i < attrs.kernel.size(); ++i) {
+    const Dim& in = x[2 + i];
+    y[2 + i] =
+        in.isKnown() ? Dim::known(resolvePoolDim(node, attrs, i, in.value).out) : Dim::unknown();
+  }
+  return y;
+}
+
 }  // namespace kiln::ir

@@ -36,6 +36,10 @@ struct PoolDim {
 /// Resolves dim i for a known input size; fails naming the node when the window does not fit.
 PoolDim resolvePoolDim(const Node& node, const PoolAttrs& attrs, size_t i, int64_t inSize);
 
+/// `x` [N, C, spatial...] with its spatial dims (those of `attrs`) replaced by the pooled ones
+/// (unknown where the input's is); other trailing dims are kept (the blocked layouts' lanes).
+SymShape pooledShape(const Node& node, const PoolAttrs& attrs, const SymShape& x);
+
 /// Resolves every spatial dim of a concrete NC... input shape.
 std::vector<PoolDim> resolvePoolDims(const Node& node, const PoolAttrs& attrs,
                                      const Shape& inputShape);
