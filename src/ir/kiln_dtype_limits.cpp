@@ -185,8 +185,8 @@ const DTypeLimit kDTypeLimits[] = {
      "float32, float64, int16, int32, int64, delta optional (onnxruntime: the same)"},
     {"com.microsoft", "Trilu", "*", 0, "as ONNX Trilu (onnxruntime: float32, float64, int64)"},
     {"com.microsoft", "Unique", "*", 0,
-     "1-D x of any type, first-occurrence order (onnxruntime: float32); x holding NaN groups "
-     "it arbitrarily (onnxruntime: each NaN its own value)"},
+     "1-D x of any type, first-occurrence order (onnxruntime: float32); NaNs are one value "
+     "(onnxruntime: each NaN its own)"},
     // onnxruntime's blocked layout (ir/ops/contrib_nchwc.h): blocks of this CPU's size.
     {"com.microsoft.nchwc", "Conv", "*", 0,
      "float32 (onnxruntime: float32); W reordered for the CPU's block size (16 with AVX-512F, "

@@ -188,6 +188,26 @@ def test_unique_of_other_dtypes_runs_in_kiln():
     np.testing.assert_array_equal(counts, [2, 2, 1, 1])
 
 
+def test_unique_groups_nans_as_one_value():
+    """NaN equals NaN and sorts after the numbers (numpy's unique), in ONNX's Unique and so in this
+    one; onnxruntime's contrib Unique makes each NaN a value of its own (docs/operators.md)."""
+    x = np.array([np.nan, 1, np.nan, 0, -0.0, 2, np.nan, 1], np.float32)
+    model = model_of("Unique", [("x", x)], [("y", np.float32), ("idx", np.int64), ("counts", np.int64)])
+    y, idx, counts = kiln.InferenceSession(model).run(None, {"x": x})
+    np.testing.assert_array_equal(y, [np.nan, 1, 0, 2])
+    np.testing.assert_array_equal(idx, [0, 1, 0, 2, 2, 3, 0, 1])
+    np.testing.assert_array_equal(counts, [3, 2, 2, 1])
+    onnx_unique = helper.make_model(helper.make_graph(
+        [helper.make_node("Unique", ["x"], ["y", "i", "inv", "c"], sorted=1)], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, None)],
+        [helper.make_tensor_value_info(n, t, None) for n, t in
+         (("y", TensorProto.FLOAT), ("i", TensorProto.INT64), ("inv", TensorProto.INT64), ("c", TensorProto.INT64))]),
+        opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    for got, want in zip(kiln.InferenceSession(onnx_unique).run(None, {"x": x}),
+                         np.unique(x, return_index=True, return_inverse=True, return_counts=True)):
+        np.testing.assert_array_equal(got, want)
+
+
 def test_unique_2d():
     message = refused("Unique", [("x", np.zeros((2, 3), np.float32))],
                       [("y", np.float32), ("idx", np.int64), ("counts", np.int64)])
