@@ -150,8 +150,7 @@ const DTypeLimit kDTypeLimits[] = {
     {"com.microsoft", "NGramRepeatBlock", "*", 0,
      "input_ids int64, scores float32 (onnxruntime: the same)"},
     {"com.microsoft", "Tokenizer", "*", 0,
-     "string; expressions in ECMAScript syntax, leftmost-longest (onnxruntime: RE2 syntax, "
-     "leftmost-longest)"},
+     "string; expressions in RE2 syntax, leftmost-longest, as onnxruntime"},
     {"com.microsoft", "WordConvEmbedding", "*", 0,
      "Sequence int32 [words, chars] (onnxruntime: also higher ranks, of which it reads dims 0 and "
      "1), weights float32; an empty word's row is 0 (onnxruntime: unset)"},

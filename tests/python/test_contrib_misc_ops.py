@@ -515,6 +515,21 @@ def test_tokenizer_bad_expression():
     assert "not a valid regular expression" in message, message
 
 
+@pytest.mark.parametrize("split", [{"tokenexp": "(?i)[a-z]+"}, {"tokenexp": "\\pL+"}, {"tokenexp": "[é-ö]|."},
+                                   {"separators": ["(?i)O"]}])
+def test_tokenizer_re2_syntax(split):
+    """RE2's syntax, which onnxruntime compiles the expressions with: case folding, Unicode
+    classes, and classes and '.' matching whole UTF-8 characters."""
+    check("Tokenizer", [("X", TOKENIZER_TEXT)], [("Y", object)], mark=0, mincharnum=1, pad_value="#", **split)
+
+
+def test_tokenizer_on_a_string_of_a_million_characters():
+    """Linear in the string, no recursion (a backtracking engine ran out of stack at 10^5)."""
+    x = np.array(["ab" * 500000, "ab " * 1000], dtype=object)
+    ours = check("Tokenizer", [("X", x)], [("Y", object)], mark=0, mincharnum=1, pad_value="#", tokenexp="(a|b)+")
+    assert ours[0].shape == (2, 1000) and len(ours[0][0, 0]) == 10 ** 6
+
+
 # ---- AttnLSTM ----------------------------------------------------------------------------------
 
 def attn_lstm_inputs(r, direction, layer, seq_lens, mem_lens, bias, states, peepholes):

@@ -5,14 +5,12 @@
 //   pieces of at least mincharnum characters (no piece left ends the splitting: no tokens);
 // - tokenexp: the successive matches of at least mincharnum characters are the tokens.
 // A row is [start mark 0x02] tokens [end mark 0x03] then pad_value up to the longest row.
-// onnxruntime's expressions are RE2's with longest match; kiln runs them with std::regex
-// (ECMAScript syntax, as RegexFullMatch) and takes at the leftmost match position the longest
-// match (RE2's leftmost-longest rule): the longest of the top-level alternatives' matches there,
-// or for alternatives inside a group and lazy repetitions a scan of every longer end (slow on
-// long strings). A greedy pattern's match is taken as its longest, which holds for all but
-// contrived patterns ("(a*)(ab)?").
+// The expressions are RE2's, as onnxruntime compiles them, in leftmost-longest mode: RE2 runs in
+// time linear in the text and without recursion, so any pattern on any string is bounded.
+#include <re2/re2.h>
+
+#include <memory>
 #include <optional>
-#include <regex>
 #include <string>
 #include <vector>
 
@@ -22,14 +20,7 @@
 namespace kiln::cpu {
 namespace {
 
-// A compiled expression, with what finding its longest match at a position takes: its top-level
-// alternatives compiled apart (the longest of their matches there), or a scan of every longer
-// end (alternatives inside a group, lazy repetitions), or nothing (ECMAScript's greedy match).
-struct Expression {
-  std::shared_ptr<const std::regex> re;
-  std::vector<std::regex> alternatives;
-  bool scan = false;
-};
+using Expression = std::shared_ptr<const re2::RE2>;
 
 struct TokenizerParams {
   bool mark = false;
@@ -40,55 +31,14 @@ struct TokenizerParams {
   std::optional<Expression> tokenexp;
 };
 
-// The pattern's top-level alternatives ("a|b(c|d)" -> "a", "b(c|d)"), and whether one holds an
-// alternative of its own.
-std::vector<std::string> topLevelAlternatives(const std::string& pattern, bool& nested) {
-  std::vector<std::string> parts(1);
-  int depth = 0;
-  bool inClass = false;
-  nested = false;
-  for (size_t i = 0; i < pattern.size(); ++i) {
-    const char c = pattern[i];
-    if (c == '\\' && i + 1 < pattern.size()) {
-      parts.back() += pattern.substr(i++, 2);
-      continue;
-    }
-    if (inClass) {
-      inClass = c != ']';
-    } else if (c == '[') {
-      inClass = true;
-    } else if (c == '(') {
-      ++depth;
-    } else if (c == ')') {
-      --depth;
-    } else if (c == '|') {
-      if (depth == 0) {
-        parts.emplace_back();
-        continue;
-      }
-      nested = true;
-    }
-    parts.back() += c;
-  }
-  return parts;
-}
-
 Expression compile(const ir::Node& node, const std::string& pattern, const char* what) {
-  Expression e;
-  try {
-    e.re = std::make_shared<const std::regex>(pattern, std::regex::ECMAScript);
-    bool nested = false;
-    const std::vector<std::string> parts = topLevelAlternatives(pattern, nested);
-    const bool lazy =
-        pattern.find("*?") != std::string::npos || pattern.find("+?") != std::string::npos ||
-        pattern.find("??") != std::string::npos || pattern.find("}?") != std::string::npos;
-    e.scan = nested || lazy;
-    if (!e.scan && parts.size() > 1)
-      for (const std::string& part : parts)
-        e.alternatives.emplace_back(part, std::regex::ECMAScript);
-  } catch (const std::regex_error& error) {
+  re2::RE2::Options options;
+  options.set_longest_match(true);
+  options.set_log_errors(false);
+  auto e = std::make_shared<const re2::RE2>(pattern, options);
+  if (!e->ok()) {
     ir::failNode(node, std::string(what) + " '" + pattern +
-                           "' is not a valid regular expression: " + error.what());
+                           "' is not a valid regular expression: " + e->error());
   }
   return e;
 }
@@ -118,30 +68,13 @@ struct Match {
   size_t pos, len;
 };
 
-// The leftmost-longest match of `e` in text[start, end), or none.
+// The leftmost-longest match of `e` in text[start, end), or none; text before `start` is context
+// (for ^ and \b), as a search from there.
 std::optional<Match> findLongest(const Expression& e, std::string_view text, size_t start) {
-  namespace rc = std::regex_constants;
-  const char* base = text.data();
-  const char* end = base + text.size();
-  std::cmatch m;
-  if (!std::regex_search(base + start, end, m, *e.re,
-                         start > 0 ? rc::match_prev_avail : rc::match_default))
-    return std::nullopt;
-  const char* at = m[0].first;
-  const auto from = at > base ? rc::match_prev_avail : rc::match_default;
-  const char* last = m[0].second;
-  for (const std::regex& alternative : e.alternatives) {
-    std::cmatch a;
-    if (std::regex_search(at, end, a, alternative, from | rc::match_continuous))
-      last = std::max(last, a[0].second);
-  }
-  for (const char* longer = end; e.scan && longer > last; --longer) {
-    if (std::regex_match(at, longer, *e.re, longer < end ? from | rc::match_not_eol : from)) {
-      last = longer;
-      break;
-    }
-  }
-  return Match{static_cast<size_t>(at - base), static_cast<size_t>(last - at)};
+  const re2::StringPiece whole(text.data(), text.size());
+  re2::StringPiece m;
+  if (!e->Match(whole, start, whole.size(), re2::RE2::UNANCHORED, &m, 1)) return std::nullopt;
+  return Match{static_cast<size_t>(m.data() - text.data()), m.size()};
 }
 
 size_t charsOf(std::string_view s) {
