@@ -140,6 +140,52 @@ const DTypeLimit kDTypeLimits[] = {
     {"com.microsoft", "SkipSimplifiedLayerNormalization", "*", 0,
      "float32 (onnxruntime: float32, float64, float16)"},
     {"com.microsoft", "TransposeMatMul", "*", 0, "float32 (onnxruntime: float32)"},
+    {"com.microsoft", "AttnLSTM", "*", 0,
+     "float32, sequence lengths int32 (onnxruntime: float32; float64 registered but not "
+     "implemented)"},
+    // Token and sequence ops (ir/ops/contrib_sequence_ops.cpp).
+    {"com.microsoft", "BifurcationDetector", "*", 0, "int64 (onnxruntime: the same)"},
+    {"com.microsoft", "DynamicTimeWarping", "*", 0,
+     "input float32, output int32 (onnxruntime: the same)"},
+    {"com.microsoft", "NGramRepeatBlock", "*", 0,
+     "input_ids int64, scores float32 (onnxruntime: the same)"},
+    {"com.microsoft", "Tokenizer", "*", 0,
+     "string; expressions in RE2 syntax, leftmost-longest, as onnxruntime"},
+    {"com.microsoft", "WordConvEmbedding", "*", 0,
+     "Sequence int32 [words, chars] (onnxruntime: also higher ranks, of which it reads dims 0 and "
+     "1), weights float32; an empty word's row is 0 (onnxruntime: unset)"},
+    // Small self-contained ops (ir/ops/contrib_misc.cpp).
+    {"com.microsoft", "CDist", "*", 0,
+     "float32, float64; metric sqeuclidean or euclidean (onnxruntime: the same)"},
+    {"com.microsoft", "CropAndResize", "*", 0,
+     "X, rois float32, batch_indices and crop_size int32 (onnxruntime: the same)"},
+    {"com.microsoft", "Inverse", "*", 0, "float16, float32, float64 (onnxruntime: the same)"},
+    {"com.microsoft", "MaxpoolWithMask", "*", 0,
+     "X float32, M int32, 1 to 3 spatial dims (onnxruntime: the same)"},
+    {"com.microsoft", "MurmurHash3", "*", 0,
+     "X int32, uint32, int64, uint64, float32, float64 or string; Y uint32 (positive 1) or int32 "
+     "(onnxruntime: the same)"},
+    {"com.microsoft", "SampleOp", "*", 0, "any (onnxruntime: float32)"},
+    // The ONNX ops under com.microsoft (ir/ops/contrib_onnx_equivalents.cpp).
+    {"com.microsoft", "ConvTransposeWithDynamicPads", "*", 0,
+     "as ONNX ConvTranspose-11 with the Pads input required, auto_pad NOTSET (onnxruntime: "
+     "float32, Pads required)"},
+    {"com.microsoft", "ExpandDims", "*", 0,
+     "as ONNX Unsqueeze, axis an int32 scalar (onnxruntime: every numeric type, bool, string)"},
+    {"com.microsoft", "GatherND", "*", 0,
+     "as ONNX GatherND-11, indices int32 or int64 (onnxruntime: every numeric type, bool, "
+     "string)"},
+    {"com.microsoft", "GridSample", "*", 0,
+     "as ONNX GridSample-16 with torch's bicubic padding, float16..float64 (onnxruntime: "
+     "float32)"},
+    {"com.microsoft", "Pad", "*", 0,
+     "as ONNX Pad-11, pads [2 * rank] or [1, 2 * rank] (onnxruntime: float32)"},
+    {"com.microsoft", "Range", "*", 0,
+     "float32, float64, int16, int32, int64, delta optional (onnxruntime: the same)"},
+    {"com.microsoft", "Trilu", "*", 0, "as ONNX Trilu (onnxruntime: float32, float64, int64)"},
+    {"com.microsoft", "Unique", "*", 0,
+     "1-D x of any type, first-occurrence order (onnxruntime: float32); NaNs are one value "
+     "(onnxruntime: each NaN its own)"},
     // onnxruntime's blocked layout (ir/ops/contrib_nchwc.h): blocks of this CPU's size.
     {"com.microsoft.nchwc", "Conv", "*", 0,
      "float32 (onnxruntime: float32); W reordered for the CPU's block size (16 with AVX-512F, "

@@ -20,6 +20,14 @@ ONNX_TYPES = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.int8): Tensor
               np.dtype(np.int16): TensorProto.INT16, np.dtype(np.uint16): TensorProto.UINT16}
 
 
+def onnx_type(dtype):
+    """The TensorProto type of a numpy dtype (object or str: string)."""
+    dtype = np.dtype(dtype)
+    if dtype in ONNX_TYPES:
+        return ONNX_TYPES[dtype]
+    return TensorProto.STRING if dtype.kind in "OUS" else helper.np_dtype_to_tensor_dtype(dtype)
+
+
 def contrib_model(op, inputs, outputs, constants=(), domain=MS, **attrs):
     """One `op` node. inputs: (name, array) pairs in the op's order, array None for an omitted
     input; those named in `constants` are initializers, the others graph inputs. outputs: names
@@ -29,9 +37,9 @@ def contrib_model(op, inputs, outputs, constants=(), domain=MS, **attrs):
     outputs = [(o, np.float32) if isinstance(o, str) else o for o in outputs]
     node = helper.make_node(op, [n if a is not None else "" for n, a in inputs], [o[0] if o else "" for o in outputs],
                             domain=domain, name=f"{op}_node", **attrs)
-    graph_inputs = [helper.make_tensor_value_info(n, ONNX_TYPES[a.dtype], a.shape)
+    graph_inputs = [helper.make_tensor_value_info(n, onnx_type(a.dtype), a.shape)
                     for n, a in inputs if a is not None and n not in constants]
-    graph_outputs = [helper.make_tensor_value_info(o[0], ONNX_TYPES[np.dtype(o[1])], None) for o in outputs if o]
+    graph_outputs = [helper.make_tensor_value_info(o[0], onnx_type(o[1]), None) for o in outputs if o]
     initializers = [numpy_helper.from_array(a, n) for n, a in inputs if a is not None and n in constants]
     graph = helper.make_graph([node], op, graph_inputs, graph_outputs, initializers)
     opsets = [helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)]

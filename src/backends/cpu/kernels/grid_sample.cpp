@@ -68,8 +68,11 @@ struct Tap {
   double weight;
 };
 
-/// The taps of one axis for an unnormalized coordinate x.
-int axisTaps(double x, const AxisRange& a, Interp interp, Padding padding, Tap* taps) {
+/// The taps of one axis for an unnormalized coordinate x. `padTapsOnly`: a cubic x outside the
+/// range stays where it is and only its taps are padded (torch's grid_sample, which
+/// onnxruntime's com.microsoft GridSample follows); ONNX's GridSample moves x in first.
+int axisTaps(double x, const AxisRange& a, Interp interp, Padding padding, bool padTapsOnly,
+             Tap* taps) {
   if (!std::isfinite(x)) {  // NaN or infinite: no input element is near it, so it reads zeros
     taps[0] = Tap{-1, 0.0};
     return 1;
@@ -78,7 +81,7 @@ int axisTaps(double x, const AxisRange& a, Interp interp, Padding padding, Tap* 
   // outside it) so that its floor fits an int64.
   if (padding == Padding::kZeros) x = std::clamp(x, -4.0, static_cast<double>(a.size) + 3);
   if (interp == Interp::kNearest) x = std::nearbyint(x);  // half to even, as the reference rounds
-  if (x < a.lo || x > a.hi) {
+  if ((x < a.lo || x > a.hi) && !(padTapsOnly && interp == Interp::kCubic)) {
     if (padding == Padding::kBorder)
       x = std::clamp(x, 0.0, static_cast<double>(a.size - 1));
     else if (padding == Padding::kReflection)
@@ -120,12 +123,19 @@ struct GridSampleAttrs {
   Interp interp = Interp::kLinear;
   Padding padding = Padding::kZeros;
   bool alignCorners = false;
+  bool padCubicTapsOnly = false;  // com.microsoft's (torch's) cubic padding, see axisTaps
 };
 
 GridSampleAttrs gridSampleAttrs(const ir::Node& node) {
   return {parseInterp(ir::attrString(node, "mode", node.opset < 20 ? "bilinear" : "linear"), node),
           parsePadding(ir::attrString(node, "padding_mode", "zeros"), node),
           ir::attrInt(node, "align_corners", 0) != 0};
+}
+
+GridSampleAttrs contribGridSampleAttrs(const ir::Node& node) {
+  GridSampleAttrs a = gridSampleAttrs(node);
+  a.padCubicTapsOnly = true;
+  return a;
 }
 
 void gridSampleKernel(KernelContext& ctx, const GridSampleAttrs& attrs) {
@@ -193,7 +203,8 @@ void gridSampleKernel(KernelContext& ctx, const GridSampleAttrs& attrs) {
       for (int64_t o = 0; o < outSpatial; ++o) {
         const double* c = coords.data() + (n * outSpatial + o) * static_cast<int64_t>(r);
         for (size_t i = 0; i < r; ++i)
-          counts[i] = axisTaps(c[i], axes[i], interp, padding, taps.data() + i * 4);
+          counts[i] =
+              axisTaps(c[i], axes[i], interp, padding, attrs.padCubicTapsOnly, taps.data() + i * 4);
         points.clear();
         std::fill(pick.begin(), pick.end(), 0);
         while (true) {
@@ -223,6 +234,10 @@ void gridSampleKernel(KernelContext& ctx, const GridSampleAttrs& attrs) {
 }
 
 KILN_REGISTER_CPU_KERNEL("GridSample", bindKernel(gridSampleAttrs, gridSampleKernel));
+// onnxruntime's com.microsoft GridSample (ir/ops/contrib_onnx_equivalents.cpp: ONNX's rule at
+// opset 16), torch's cubic padding.
+KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "GridSample",
+                                bindKernel(contribGridSampleAttrs, gridSampleKernel));
 
 }  // namespace
 }  // namespace kiln::cpu

@@ -48,6 +48,15 @@ class OnnxStage {
     fn_(inner);
     return outputs[0];
   }
+  /// Every output of the op, of these types (a shape the kernel finds from the data may be left
+  /// unknown); a default Tensor for an output the staged node omits.
+  std::vector<Tensor> runAll(std::vector<const Tensor*> inputs,
+                             const std::vector<ir::TypeInfo>& outputTypes) const {
+    std::vector<Tensor> outputs(outputTypes.size());
+    KernelContext inner(*node_, std::move(inputs), outputs, outputTypes);
+    fn_(inner);
+    return outputs;
+  }
 
  private:
   std::shared_ptr<ir::Node> node_;  // the staged op's identity (name, op, outputs) for its context

@@ -1,6 +1,8 @@
 // CPU kernels of ops whose output size depends on the data: NonZero, Compress, Unique.
 // They allocate their outputs once the size is known.
+#include <cmath>
 #include <numeric>
+#include <type_traits>
 
 #include "backends/cpu/kernels/copy_util.h"
 #include "backends/cpu/kernels/elementwise_util.h"
@@ -94,12 +96,27 @@ void uniqueKernel(KernelContext& ctx, const UniqueAttrs& attrs) {
   dispatchAll(x.dtype(), "Unique", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* in = x.data<T>();
-    // Lexicographic comparison of items a and b over (outer, inner).
+    // Lexicographic comparison of items a and b over (outer, inner). NaN sorts after every
+    // number and equals NaN (numpy's unique), so that the order is strict and weak: with `<`
+    // alone a NaN would equal everything and the sort's groups would be arbitrary.
+    auto isNan = [](const T& v) {
+      if constexpr (std::is_arithmetic_v<T> || std::is_same_v<T, Half> ||
+                    std::is_same_v<T, BFloat16>) {
+        using C = ComputeType<T>;
+        if constexpr (std::is_floating_point_v<C>) return std::isnan(static_cast<C>(v));
+      }
+      return false;
+    };
     auto compare = [&](int64_t a, int64_t b) {
       for (int64_t o = 0; o < outer; ++o) {
         const T* pa = in + (o * items + a) * inner;
         const T* pb = in + (o * items + b) * inner;
         for (int64_t i = 0; i < inner; ++i) {
+          const bool nanA = isNan(pa[i]), nanB = isNan(pb[i]);
+          if (nanA || nanB) {
+            if (nanA != nanB) return nanA ? 1 : -1;
+            continue;
+          }
           if (pa[i] < pb[i]) return -1;
           if (pb[i] < pa[i]) return 1;
         }

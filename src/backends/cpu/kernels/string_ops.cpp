@@ -9,6 +9,7 @@
 #include "backends/cpu/kernels/elementwise_util.h"
 #include "backends/cpu/kernels/node_label.h"
 #include "backends/cpu/kernels/run_checks.h"
+#include "backends/cpu/kernels/utf8.h"
 
 namespace kiln::cpu {
 namespace {
@@ -18,21 +19,10 @@ std::u32string decodeUtf8(const std::string& s) {
   std::u32string out;
   size_t i = 0;
   while (i < s.size()) {
-    const auto b = static_cast<unsigned char>(s[i]);
-    const size_t len = b < 0x80             ? 1
-                       : (b & 0xE0) == 0xC0 ? 2
-                       : (b & 0xF0) == 0xE0 ? 3
-                       : (b & 0xF8) == 0xF0 ? 4
-                                            : 0;
-    bool ok = len > 0 && i + len <= s.size();
-    char32_t c = len == 1 ? b : len == 2 ? (b & 0x1F) : len == 3 ? (b & 0x0F) : (b & 0x07);
-    for (size_t k = 1; ok && k < len; ++k) {
-      const auto cont = static_cast<unsigned char>(s[i + k]);
-      ok = (cont & 0xC0) == 0x80;
-      c = (c << 6) | (cont & 0x3F);
-    }
-    out.push_back(ok ? c : b);
-    i += ok ? len : 1;
+    char32_t c = 0;
+    const size_t len = utf8SequenceAt(s, i, &c);
+    out.push_back(len ? c : static_cast<unsigned char>(s[i]));
+    i += len ? len : 1;
   }
   return out;
 }
