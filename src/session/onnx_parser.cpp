@@ -104,8 +104,9 @@ Status installModel(NetworkDefinition& network_, ILogger& logger_,
   ir::Graph& g = model.graph;
   // Every unsupported node at once, each its own error.
   for (size_t i = 0; i < g.nodes.size(); ++i) {
-    std::vector<std::string> problem =
-        findUnsupportedNodes(ir::Graph{{}, {}, {g.nodes[i]}, {}, {}, {}});
+    ir::Graph single;
+    single.nodes = {g.nodes[i]};
+    std::vector<std::string> problem = findUnsupportedNodes(single);
     if (problem.empty()) continue;
     std::string missingPlugin =
         plugin::describeMissingPlugin(g.nodes[i]);  // where kiln looked for a plugin
