@@ -186,3 +186,11 @@ CASES += [
          inspect("Conv", [info("x", FLOAT, [1, 1, 5]), info("w", FLOAT, [1, 1, 3])], strides=[INT64_MAX],
                  auto_pad="SAME_UPPER"), 0, ["y  float32[1x1x1]"]),
 ]
+
+CASES += [
+    # Slice's shape rule made a vector of as many axes as starts' declared length, 2^31 (16 GiB;
+    # libFuzzer's malloc limit, onnx_structured campaign).
+    Case("slice-starts-longer-than-rank",
+         inspect("Slice", [info("x", FLOAT, [2, 3]), info("starts", INT64, [2**31]), info("ends", INT64, [2**31])]), 1,
+         [NODE, "input 1 (starts) has 2147483648 elements, more than the 2 axes of input 0"]),
+]

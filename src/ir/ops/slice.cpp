@@ -77,7 +77,14 @@ SymShape slicedAxesUnknown(const InferContext& ctx, const SymShape& in) {
     axes = ctx.inputInts(3);
   } else if (auto startsShape = ctx.inputConcreteShape(1);
              startsShape && startsShape->size() == 1) {
-    axes = std::vector<int64_t>(static_cast<size_t>((*startsShape)[0]));
+    const int64_t count = (*startsShape)[0];
+    if (count > rank) {  // declared dims, not values: a bad file may claim 2^31 starts
+      failNode(ctx.node(),
+               "input 1 (starts) has " + std::to_string(count) + " elements, more than the " +
+                   std::to_string(rank) + " axes of input 0",
+               ErrorCode::kInvalidArgument);
+    }
+    axes = std::vector<int64_t>(static_cast<size_t>(count));
     for (size_t i = 0; i < axes->size(); ++i) (*axes)[i] = static_cast<int64_t>(i);
   }
   if (!axes) return SymShape(in.size(), Dim::unknown());

@@ -3,6 +3,7 @@
 #include "backends/cpu/kernels/quantize_dynamic.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "backends/cpu/kernel.h"
 #include "backends/cpu/kernels/quantize_math.h"
@@ -18,7 +19,10 @@ DynamicUint8 chooseDynamicUint8(const float* x, int64_t n) {
   constexpr float kLevels = 255.0f;  // qmax - qmin for uint8
   // An all-zero x has no range: scale 1 (as ONNX Runtime does), so nothing divides by zero.
   const float scale = hi == lo ? 1.0f : (hi - lo) / kLevels;
-  const float initialZeroPoint = 0.0f - lo / scale;
+  float initialZeroPoint = 0.0f - lo / scale;
+  // An infinite x makes scale infinite and -lo / scale = inf / inf = NaN, which has no uint8
+  // value: the zero point is then 0.
+  if (std::isnan(initialZeroPoint)) initialZeroPoint = 0.0f;
   return {scale, static_cast<uint8_t>(std::nearbyint(std::clamp(initialZeroPoint, 0.0f, kLevels)))};
 }
 
