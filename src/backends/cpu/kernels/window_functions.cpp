@@ -127,8 +127,13 @@ void melWeightMatrixKernel(KernelContext& ctx, const WindowAttrs& attrs) {
   for (int64_t i = 0; i < bins + 2; ++i) {
     const double hz =
         700.0 * std::expm1((static_cast<double>(i) * melStep + lowMel) / 2595.0 * std::log(10.0));
-    edge[i] = static_cast<int64_t>(
-        floorDivide(static_cast<double>(dftLength + 1) * hz, static_cast<double>(sampleRate)));
+    const double bin =
+        floorDivide(static_cast<double>(dftLength + 1) * hz, static_cast<double>(sampleRate));
+    // A frequency past the DFT's bins (or NaN) becomes an edge just outside them, which `at`
+    // refuses; converted as it is, it may have no int64 value.
+    edge[i] = std::isnan(bin)
+                  ? -1
+                  : static_cast<int64_t>(std::clamp(bin, -1.0, static_cast<double>(rows)));
   }
   auto at = [&](int64_t row, int64_t col) -> double& {
     if (row < 0 || row >= rows)
