@@ -587,8 +587,8 @@ void sgemmPacked(bool transA, int64_t M, float alpha, const float* A, int64_t ld
   if (handleDegenerate(M, N, K, alpha, beta, C, ldc, ep)) return;
   const SgemmKernelInfo& ki = sgemmKernelFor(B.isa());
   if (M == 1) {  // one row (a classifier on one image): stream the packed weights once
-    detail::sgemvPacked(N, K, ki.nr, ki.kc, roundUp(N, ki.nr), alpha, A, transA ? lda : 1, B.data(),
-                        beta, C, ep, static_cast<float*>(workspace));
+    detail::sgemvPacked(ki.isa, N, K, ki.nr, ki.kc, roundUp(N, ki.nr), alpha, A, transA ? lda : 1,
+                        B.data(), beta, C, ep, static_cast<float*>(workspace));
     return;
   }
   Operand b;

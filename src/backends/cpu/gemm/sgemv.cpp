@@ -223,15 +223,17 @@ void sgemv(int64_t L, int64_t K, float alpha, const float* P, int64_t ld, bool r
   });
 }
 
-void sgemvPacked(int64_t N, int64_t K, int64_t nr, int64_t kc, int64_t padded, float alpha,
-                 const float* x, int64_t incX, const float* packed, float beta, float* y,
-                 const GemmEpilogue* ep, float* scratch) {
+void sgemvPacked(CpuIsa isa, int64_t N, int64_t K, int64_t nr, int64_t kc, int64_t padded,
+                 float alpha, const float* x, int64_t incX, const float* packed, float beta,
+                 float* y, const GemmEpilogue* ep, float* scratch) {
   const float* xs = scaledVector(x, incX, K, alpha, scratch);
   float* allSums = scratch + lineFloats(K + 8);  // padded sums, each thread's strips at their own
   const int64_t strips = (N + nr - 1) / nr;
   splitOutputs(strips, padded * K, [&](int64_t s0, int64_t s1) {
     float* sums = allSums + s0 * nr;
-    if (nr == 32) {
+    if (isa == CpuIsa::kAvx512 && nr == 32) {
+      packedStripsAvx512(packed, K, kc, padded, s0, s1, xs, sums);
+    } else if (nr == 32) {
       packedRange<32>(packed, K, kc, padded, s0, s1, xs, sums);
     } else if (nr == 16) {
       packedRange<16>(packed, K, kc, padded, s0, s1, xs, sums);
