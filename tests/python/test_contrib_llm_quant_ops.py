@@ -125,3 +125,115 @@ def test_matmul_fpq4_blob_of_the_wrong_size_is_refused():
                           {"B", "B_shape"}, blk_quant_type=1)
     message = refused(model, {"A": a})
     assert "MatMulFpQ4_node" in message and "B holds 160 values, where N x ceil(K / 32) x 21 = 168" in message, message
+
+
+# ---- MoE and QMoE: top-k routing over experts ----------------------------------------------------
+
+def moe_reference(x, logits, fc1, fc2, k, normalize, activation, fc3=None, alpha=1.0, beta=0.0,
+                  limit=np.inf, fusion=1):
+    """numpy's MoE: fc = (weights [E, out, in], bias [E, out] or None) per projection."""
+    hidden = x.shape[-1]
+    rows = x.reshape(-1, hidden).astype(np.float64)
+    p = np.exp(logits - logits.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    out = np.zeros_like(rows)
+
+    def linear(fc, e, v):
+        w, b = fc
+        return v @ w[e].T.astype(np.float64) + (b[e] if b is not None else 0)
+
+    for t in range(rows.shape[0]):
+        chosen = sorted(range(p.shape[1]), key=lambda e: (-p[t, e], -e))[:k]
+        weights = p[t, chosen] / (p[t, chosen].sum() if normalize else 1)
+        for e, weight in zip(chosen, weights):
+            h = linear(fc1, e, rows[t])
+            if activation == "swiglu":
+                inter = fc2[0].shape[2]
+                gate, lin = ((h, linear(fc3, e, rows[t])) if fusion == 0 else
+                             (h[0::2], h[1::2]) if fusion == 1 else (h[:inter], h[inter:]))
+                gate = np.minimum(gate, limit)
+                h = gate / (1 + np.exp(-alpha * gate)) * (np.clip(lin, -limit, limit) + beta)
+            elif activation == "relu":
+                h = np.maximum(h, 0)
+            elif activation == "gelu":  # onnxruntime's MoE: the tanh approximation
+                h = 0.5 * h * (1 + np.tanh(0.7978845608 * (h + 0.044715 * h ** 3)))
+            elif activation == "silu":
+                h = h / (1 + np.exp(-h))
+            out[t] += weight * linear(fc2, e, h)
+    return out.reshape(x.shape).astype(np.float32)
+
+
+def moe_case(r, shape, experts, inter, fusion_size):
+    hidden = shape[-1]
+    tokens = int(np.prod(shape[:-1]))
+    x = r.standard_normal(shape).astype(np.float32)
+    logits = r.standard_normal((tokens, experts)).astype(np.float32)
+    fc1 = ((r.standard_normal((experts, fusion_size * inter, hidden)) * 0.3).astype(np.float32),
+           (r.standard_normal((experts, fusion_size * inter)) * 0.1).astype(np.float32))
+    fc2 = ((r.standard_normal((experts, hidden, inter)) * 0.3).astype(np.float32),
+           (r.standard_normal((experts, hidden)) * 0.1).astype(np.float32))
+    return x, logits, fc1, fc2
+
+
+@pytest.mark.parametrize("activation", ["relu", "gelu", "silu", "identity"])
+@pytest.mark.parametrize("k,normalize,shape,experts", [(1, 0, (5, 8), 4), (2, 1, (2, 3, 8), 4), (2, 0, (7, 16), 3),
+                                                        (4, 1, (1, 4, 8), 6)])
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "no_bias"])
+def test_moe(activation, k, normalize, shape, experts, bias):
+    r = rng(50)
+    x, logits, fc1, fc2 = moe_case(r, shape, experts, 6, 1)
+    inputs = [("input", x), ("router_probs", logits), ("fc1_experts_weights", fc1[0]),
+              ("fc1_experts_bias", fc1[1] if bias else None), ("fc2_experts_weights", fc2[0]),
+              ("fc2_experts_bias", fc2[1] if bias else None)]
+    check("MoE", inputs, ["output"], {n for n, _ in inputs[2:]}, k=k, normalize_routing_weights=normalize,
+          activation_type=activation)
+
+
+@pytest.mark.parametrize("alpha,beta,limit", [(1.0, 0.0, None), (1.702, 1.0, 7.0), (1.702, 1.0, 0.3)])
+def test_moe_swiglu_interleaved(alpha, beta, limit):
+    """onnxruntime's CPU MoE runs swiglu_fusion 1 (gate and linear values interleaved) only."""
+    r = rng(51)
+    x, logits, fc1, fc2 = moe_case(r, (2, 3, 8), 4, 6, 2)
+    limits = {} if limit is None else {"swiglu_limit": limit}
+    inputs = [("input", x), ("router_probs", logits), ("fc1_experts_weights", fc1[0]), ("fc1_experts_bias", fc1[1]),
+              ("fc2_experts_weights", fc2[0]), ("fc2_experts_bias", fc2[1])]
+    check("MoE", inputs, ["output"], {n for n, _ in inputs[2:]}, k=2, normalize_routing_weights=1,
+          activation_type="swiglu", swiglu_fusion=1, activation_alpha=alpha, activation_beta=beta, **limits)
+
+
+@pytest.mark.parametrize("fusion", [0, 2])
+def test_moe_swiglu_layouts_onnxruntime_does_not_run_against_numpy(fusion):
+    """swiglu_fusion 2 (gate values, then linear ones) and 0 (the linear half from fc3)."""
+    r = rng(52)
+    x, logits, fc1, fc2 = moe_case(r, (5, 8), 4, 6, 2 if fusion == 2 else 1)
+    fc3 = ((r.standard_normal((4, 6, 8)) * 0.3).astype(np.float32), (r.standard_normal((4, 6)) * 0.1).astype(np.float32))
+    inputs = [("input", x), ("router_probs", logits), ("fc1_experts_weights", fc1[0]), ("fc1_experts_bias", fc1[1]),
+              ("fc2_experts_weights", fc2[0]), ("fc2_experts_bias", fc2[1])]
+    if fusion == 0:
+        inputs += [("fc3_experts_weights", fc3[0]), ("fc3_experts_bias", fc3[1])]
+    model = contrib_model("MoE", inputs, ["output"], {n for n, _ in inputs[2:]}, k=2, normalize_routing_weights=1,
+                          activation_type="swiglu", swiglu_fusion=fusion, activation_alpha=1.702, activation_beta=1.0,
+                          swiglu_limit=2.0)
+    got = kiln.InferenceSession(model).run(None, {"input": x, "router_probs": logits})[0]
+    want = moe_reference(x, logits, fc1, fc2, 2, True, "swiglu", fc3, 1.702, 1.0, 2.0, fusion)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_moe_ties_go_to_the_higher_expert():
+    r = rng(53)
+    x, _, fc1, fc2 = moe_case(r, (3, 8), 4, 6, 1)
+    logits = np.array([[1, 1, 0, 0], [0, 2, 2, 2], [0, 0, 0, 0]], np.float32)
+    inputs = [("input", x), ("router_probs", logits), ("fc1_experts_weights", fc1[0]), ("fc1_experts_bias", fc1[1]),
+              ("fc2_experts_weights", fc2[0])]
+    check("MoE", inputs, ["output"], {n for n, _ in inputs[2:]}, k=2)
+
+
+def test_moe_router_with_more_experts_than_weights_is_refused():
+    r = rng(54)
+    x, _, fc1, fc2 = moe_case(r, (3, 8), 4, 6, 1)
+    logits = r.standard_normal((3, 5)).astype(np.float32)
+    inputs = [("input", x), ("router_probs", logits), ("fc1_experts_weights", fc1[0]), ("fc1_experts_bias", None),
+              ("fc2_experts_weights", fc2[0])]
+    message = refused(contrib_model("MoE", inputs, ["output"], {"fc1_experts_weights", "fc2_experts_weights"}),
+                      {"input": x, "router_probs": logits})
+    assert "MoE_node" in message and "fc1_experts_weights float32[4x6x8]" in message and "5 experts" in message, message
