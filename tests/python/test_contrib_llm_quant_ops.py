@@ -237,3 +237,117 @@ def test_moe_router_with_more_experts_than_weights_is_refused():
     message = refused(contrib_model("MoE", inputs, ["output"], {"fc1_experts_weights", "fc2_experts_weights"}),
                       {"input": x, "router_probs": logits})
     assert "MoE_node" in message and "fc1_experts_weights float32[4x6x8]" in message and "5 experts" in message, message
+
+
+def pack_rows(values, bits):
+    """`bits`-bit values packed along the last axis, low bits first, rows padded to whole bytes."""
+    per_byte = 8 // bits
+    v = np.pad(values, [(0, 0)] * (values.ndim - 1) + [(0, -values.shape[-1] % per_byte)])
+    v = v.reshape(*v.shape[:-1], -1, per_byte).astype(np.uint8)
+    return sum(v[..., i] << (i * bits) for i in range(per_byte)).astype(np.uint8)
+
+
+def quantized_projection(r, experts, out, inner, bits, block_size, zero_points, scale_type):
+    """(weights, scales, zero points or None, dequantized [E, out, in] float32)."""
+    q = r.integers(0, 1 << bits, (experts, out, inner))
+    blocks = 1 if block_size is None else inner // block_size
+    scale = (r.random((experts, out, blocks)) * 0.02 + 0.01).astype(scale_type)
+    zero = r.integers(0, 1 << bits, (experts, out, blocks)) if zero_points else np.full((experts, out, blocks), 1 << (bits - 1))
+    dequantized = ((q - np.repeat(zero, inner // blocks, -1)) * np.repeat(scale.astype(np.float32), inner // blocks, -1))
+    if block_size is None:
+        packed_zero = pack_rows(zero[..., 0], bits)
+        scale = scale[..., 0]
+    else:
+        packed_zero = pack_rows(zero, bits)
+    return pack_rows(q, bits), scale, packed_zero if zero_points else None, dequantized.astype(np.float32)
+
+
+def qmoe_inputs(r, shape, experts, inter, bits, block_size, zero_points, swiglu, dtype=np.float32, bias=True):
+    hidden = shape[-1]
+    tokens = int(np.prod(shape[:-1]))
+    fc1_out = 2 * inter if swiglu else inter
+    w1, s1, z1, d1 = quantized_projection(r, experts, fc1_out, hidden, bits, block_size, zero_points, dtype)
+    w2, s2, z2, d2 = quantized_projection(r, experts, hidden, inter, bits, block_size, zero_points, dtype)
+    b1 = (r.standard_normal((experts, fc1_out)) * 0.1).astype(dtype) if bias else None
+    b2 = (r.standard_normal((experts, hidden)) * 0.1).astype(dtype) if bias else None
+    x = r.standard_normal(shape).astype(dtype)
+    logits = r.standard_normal((tokens, experts)).astype(dtype)
+    inputs = [("input", x), ("router_probs", logits), ("fc1_experts_weights", w1), ("fc1_scales", s1),
+              ("fc1_experts_bias", b1), ("fc2_experts_weights", w2), ("fc2_scales", s2), ("fc2_experts_bias", b2),
+              ("fc3_experts_weights", None), ("fc3_scales", None), ("fc3_experts_bias", None),
+              ("fc1_zero_points", z1), ("fc2_zero_points", z2)]
+    return inputs, (d1, b1), (d2, b2)
+
+
+QMOE_CONSTANTS = {"fc1_experts_weights", "fc1_scales", "fc1_experts_bias", "fc2_experts_weights", "fc2_scales",
+                  "fc2_experts_bias", "fc1_zero_points", "fc2_zero_points"}
+
+
+@pytest.mark.parametrize("bits,block_size", [(4, None), (4, 16), (4, 32), (8, None), (2, None), (2, 16)])
+@pytest.mark.parametrize("zero_points", [False, True], ids=["no_zero_points", "zero_points"])
+@pytest.mark.parametrize("activation,k", [("silu", 2), ("relu", 1), ("gelu", 3), ("swiglu", 2)])
+def test_qmoe(bits, block_size, zero_points, activation, k):
+    """onnxruntime's CPU QMoE renormalizes the top k routing weights whatever
+    normalize_routing_weights says; kiln does the same."""
+    r = rng(60)
+    inputs, _, _ = qmoe_inputs(r, (2, 3, 32), 4, 64, bits, block_size, zero_points, activation == "swiglu")
+    attrs = {"swiglu_fusion": 1, "activation_alpha": 1.702, "activation_beta": 1.0, "swiglu_limit": 7.0} \
+        if activation == "swiglu" else {}
+    if block_size:
+        attrs["block_size"] = block_size
+    check("QMoE", inputs, ["output"], QMOE_CONSTANTS, rtol=1e-4, atol=1e-4, k=k, expert_weight_bits=bits,
+          activation_type=activation, normalize_routing_weights=0, **attrs)
+
+
+@pytest.mark.parametrize("block_size", [16, 32])
+def test_qmoe_8bit_blocks_within_onnxruntime_int8_activations(block_size):
+    """Block-wise 8-bit experts have no float kernel in onnxruntime: it quantizes the activations
+    to int8 per block, kiln keeps them float, so the two agree to that quantization's error."""
+    r = rng(61)
+    inputs, fc1, fc2 = qmoe_inputs(r, (6, 32), 4, 64, 8, block_size, True, False)
+    model = contrib_model("QMoE", inputs, ["output"], QMOE_CONSTANTS, k=2, expert_weight_bits=8,
+                          block_size=block_size, activation_type="silu")
+    ort, ours = run_both(model, feeds_of(inputs, QMOE_CONSTANTS))
+    want = moe_reference(inputs[0][1], inputs[1][1], fc1, fc2, 2, True, "silu")
+    np.testing.assert_allclose(ours[0], want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+    assert np.abs(ort[0] - ours[0]).max() <= 0.02 * np.abs(want).max()
+
+
+def test_qmoe_float16():
+    r = rng(62)
+    inputs, _, _ = qmoe_inputs(r, (5, 32), 4, 64, 4, 16, True, False, dtype=np.float16)
+    check("QMoE", inputs, [("output", np.float16)], QMOE_CONSTANTS, rtol=2e-3, atol=2e-3, k=2,
+          expert_weight_bits=4, block_size=16, activation_type="silu")
+
+
+def test_qmoe_router_weights_are_the_mixing_weights():
+    """With router_weights, router_probs only chooses the experts; the chosen experts' router
+    weights, as they are, mix their outputs."""
+    r = rng(63)
+    inputs, _, _ = qmoe_inputs(r, (4, 32), 4, 64, 4, None, False, False)
+    inputs += [("fc3_zero_points", None), ("router_weights", r.random((4, 4)).astype(np.float32))]
+    check("QMoE", inputs, ["output"], QMOE_CONSTANTS, rtol=1e-4, atol=1e-4, k=2, expert_weight_bits=4,
+          activation_type="relu")
+
+
+def test_qmoe_swiglu_fc3_against_numpy():
+    r = rng(64)
+    inputs, fc1, fc2 = qmoe_inputs(r, (5, 32), 4, 32, 4, 16, True, False)
+    w3, s3, z3, d3 = quantized_projection(r, 4, 32, 32, 4, 16, True, np.float32)
+    inputs[8:11] = [("fc3_experts_weights", w3), ("fc3_scales", s3), ("fc3_experts_bias", None)]
+    inputs.append(("fc3_zero_points", z3))
+    constants = QMOE_CONSTANTS | {"fc3_experts_weights", "fc3_scales", "fc3_zero_points"}
+    model = contrib_model("QMoE", inputs, ["output"], constants, k=2, expert_weight_bits=4, block_size=16,
+                          activation_type="swiglu", swiglu_fusion=0, activation_alpha=1.702, activation_beta=1.0)
+    got = kiln.InferenceSession(model).run(None, feeds_of(inputs, constants))[0]
+    want = moe_reference(inputs[0][1], inputs[1][1], fc1, fc2, 2, True, "swiglu", (d3, None), 1.702, 1.0, np.inf, 0)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_qmoe_scales_of_the_wrong_shape_are_refused():
+    r = rng(65)
+    inputs, _, _ = qmoe_inputs(r, (4, 32), 4, 64, 4, 16, False, False)
+    inputs[3] = ("fc1_scales", inputs[3][1][:, :, :1].copy())
+    message = refused(contrib_model("QMoE", inputs, ["output"], QMOE_CONSTANTS, k=2, expert_weight_bits=4,
+                                    block_size=16), feeds_of(inputs, QMOE_CONSTANTS))
+    assert "QMoE_node" in message and "fc1_scales float32[4x64x1] must be [4x64x2]" in message, message

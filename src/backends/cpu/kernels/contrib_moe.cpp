@@ -135,7 +135,8 @@ class Projection {
   void expect(const KernelContext& ctx, const Tensor& t, const char* suffix,
               const Shape& want) const {
     if (t.shape() != want) {
-      ctx.fail(std::string(name_) + suffix + " " + t.describe() + " must be " + shapeToString(want),
+      ctx.fail(std::string(name_) + suffix + " " + t.describe() + " must be [" +
+                   shapeToString(want) + "]",
                ErrorCode::kInvalidArgument);
     }
   }
