@@ -118,6 +118,8 @@ const DTypeLimit kDTypeLimits[] = {
     {"com.microsoft", "QMoE", "*", 0,
      "float32 or float16, uint8 weights of 2, 4 or 8 bits, quant_type int (onnxruntime: also "
      "bfloat16, 3 bits, fp4 and fp8)"},
+    {"com.microsoft", "QEmbedLayerNormalization", "*", 0,
+     "ids and mask int32, tables int8 or uint8, float32 scales (onnxruntime: the same)"},
     {"com.microsoft", "QLinearAveragePool", "*", 0,
      "int8 or uint8, channels_last 0 (onnxruntime: the same, also channels_last 1)"},
     {"com.microsoft", "QLinearConcat", "*", 0, "int8 or uint8 (onnxruntime: the same)"},

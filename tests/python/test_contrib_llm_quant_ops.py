@@ -351,3 +351,49 @@ def test_qmoe_scales_of_the_wrong_shape_are_refused():
     message = refused(contrib_model("QMoE", inputs, ["output"], QMOE_CONSTANTS, k=2, expert_weight_bits=4,
                                     block_size=16), feeds_of(inputs, QMOE_CONSTANTS))
     assert "QMoE_node" in message and "fc1_scales float32[4x64x1] must be [4x64x2]" in message, message
+
+
+# ---- QEmbedLayerNormalization: EmbedLayerNormalization on int8 / uint8 tables ------------------
+
+def qembed_inputs(r, dtype, segments, mask, batch=2, seq=5, hidden=16):
+    lo, hi = (-128, 128) if dtype == np.int8 else (0, 256)
+
+    def quantized(shape):
+        return (r.integers(lo, hi, shape).astype(dtype), np.array(r.random() * 0.02 + 0.005, np.float32),
+                np.array(r.integers(lo // 2, hi // 2), dtype))
+
+    word, pos, seg, gamma, beta = (quantized((30, hidden)), quantized((seq + 2, hidden)), quantized((3, hidden)),
+                                   quantized((hidden,)), quantized((hidden,)))
+    ids = r.integers(0, 30, (batch, seq)).astype(np.int32)
+    seg_ids = r.integers(0, 3, (batch, seq)).astype(np.int32)
+    mask_values = (r.random((batch, seq)) > 0.3).astype(np.int32)
+    mask_values[0, 0] = 2  # not counted: onnxruntime counts the entries equal to 1
+    tables = [("word_embedding_quant", word), ("position_embedding_quant", pos),
+              ("segment_embedding", seg if segments else None), ("gamma_quant", gamma), ("beta_quant", beta)]
+    inputs = [("input_ids", ids), ("segment_ids", seg_ids if segments else None)]
+    inputs += [(n, t[0] if t else None) for n, t in tables]
+    inputs.append(("mask", mask_values if mask else None))
+    inputs += [(n.replace("_quant", "") + "_scale", t[1] if t else None) for n, t in tables]
+    inputs += [(n.replace("_quant", "") + "_zero_point", t[2] if t else None) for n, t in tables]
+    return inputs
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+@pytest.mark.parametrize("segments", [True, False], ids=["segments", "no_segments"])
+@pytest.mark.parametrize("mask", [True, False], ids=["mask", "no_mask"])
+@pytest.mark.parametrize("constant", [True, False], ids=["tables_constant", "tables_fed"])
+def test_qembed_layer_normalization(dtype, segments, mask, constant):
+    r = rng(70)
+    inputs = qembed_inputs(r, dtype, segments, mask)
+    constants = {n for n, _ in inputs[2:7]} | {n for n, _ in inputs[8:]} if constant else set()
+    check("QEmbedLayerNormalization", inputs, ["layernorm_out", ("mask_index_out", np.int32)], constants,
+          epsilon=1e-12)
+
+
+def test_qembed_layer_normalization_word_index_past_the_table_is_refused():
+    r = rng(71)
+    inputs = qembed_inputs(r, np.uint8, True, True)
+    inputs[0] = ("input_ids", np.full((2, 5), 30, np.int32))
+    model = contrib_model("QEmbedLayerNormalization", inputs, ["layernorm_out", ("mask_index_out", np.int32)])
+    message = refused(model, feeds_of(inputs))
+    assert "QEmbedLayerNormalization_node" in message and "word_embedding index 30 is outside [0, 30)" in message, message
