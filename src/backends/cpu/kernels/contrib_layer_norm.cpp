@@ -215,6 +215,8 @@ KernelFn makeQEmbedLayerNormKernel(const KernelCreateInfo& info) {
     auto table = [&](size_t j) { return t[j].defined() ? &t[j] : nullptr; };
     const Tensor* ids = &ctx.input(0);
     const Tensor* segments = ctx.hasInput(1) ? &ctx.input(1) : nullptr;
+    if (ids->rank() != 2)
+      ctx.fail("input_ids " + ids->describe() + " must be 2-D", ErrorCode::kInvalidArgument);
     Tensor& y = ctx.output(0);
     std::vector<Tensor> outputs(3);
     const std::vector<ir::TypeInfo> types = {

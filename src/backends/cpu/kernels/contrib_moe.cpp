@@ -176,7 +176,7 @@ std::vector<std::vector<std::pair<int64_t, float>>> route(const MoEParams& p,
     const float top = *std::max_element(logits, logits + experts);
     float sum = 0.0f;
     for (int64_t e = 0; e < experts; ++e) sum += probs[e] = std::exp(logits[e] - top);
-    for (float& v : probs) v /= sum;
+    for (float& v : probs) v = std::isnan(v) ? -1.0f : v / sum;  // NaN ranks last
     for (int64_t e = 0; e < experts; ++e) order[e] = e;
     std::partial_sort(order.begin(), order.begin() + p.k, order.end(), [&](int64_t a, int64_t b) {
       return probs[a] != probs[b] ? probs[a] > probs[b] : a > b;
