@@ -353,6 +353,16 @@ def test_qmoe_scales_of_the_wrong_shape_are_refused():
     assert "QMoE_node" in message and "fc1_scales float32[4x64x1] must be [4x64x2]" in message, message
 
 
+def test_qmoe_features_that_do_not_fill_whole_bytes_are_refused():
+    """4-bit weights of 33 input features would end inside a byte; refused, not read past the row."""
+    r = rng(66)
+    inputs, _, _ = qmoe_inputs(r, (4, 32), 4, 64, 4, None, False, False)
+    inputs[0] = ("input", r.standard_normal((4, 33)).astype(np.float32))
+    message = refused(contrib_model("QMoE", inputs, ["output"], QMOE_CONSTANTS, k=2, expert_weight_bits=4),
+                      feeds_of(inputs, QMOE_CONSTANTS))
+    assert "QMoE_node" in message and "not a multiple of 2" in message, message
+
+
 # ---- QEmbedLayerNormalization: EmbedLayerNormalization on int8 / uint8 tables ------------------
 
 def qembed_inputs(r, dtype, segments, mask, batch=2, seq=5, hidden=16):

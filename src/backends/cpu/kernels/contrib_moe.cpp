@@ -72,7 +72,13 @@ class Projection {
              const char* name, int64_t experts, int64_t out, int64_t inner, int64_t bits)
       : name_(name), out_(out), in_(inner), bits_(bits), blockSize_(p.blockSize) {
     const Tensor& w = ctx.input(in.weights);
-    const int64_t packedIn = bits == 32 ? inner : inner * bits / 8;
+    if (bits != 32 && inner % (8 / bits) != 0) {  // rows of whole bytes
+      ctx.fail(std::string(name) + " has " + std::to_string(inner) + " input features, not a " +
+                   "multiple of " + std::to_string(8 / bits) + " (" + std::to_string(bits) +
+                   "-bit weights packed in whole bytes per row)",
+               ErrorCode::kInvalidArgument);
+    }
+    const int64_t packedIn = bits == 32 ? inner : inner / (8 / bits);
     expect(ctx, w, "_experts_weights", {experts, out, packedIn});
     weights_ = &w;
     if (in.bias != kNone && ctx.hasInput(in.bias)) {
@@ -107,7 +113,7 @@ class Projection {
   const float* expert(int64_t e, std::vector<float>& scratch) const {
     if (bits_ == 32) return weights_->data<float>() + e * out_ * in_;
     scratch.resize(static_cast<size_t>(out_ * in_));
-    const int64_t rowBytes = in_ * bits_ / 8;
+    const int64_t rowBytes = in_ / (8 / bits_);
     const int64_t blocks = blockSize_ == 0 ? 1 : in_ / blockSize_;
     const float defaultZero = static_cast<float>(1 << (bits_ - 1));
     for (int64_t n = 0; n < out_; ++n) {

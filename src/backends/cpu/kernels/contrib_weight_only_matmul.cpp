@@ -43,11 +43,13 @@ struct Bnb4Layout {
 Tensor dequantizeBnb4(const ir::Node& node, const Bnb4Layout& l, const Tensor& b,
                       const Tensor& absmax) {
   const int64_t numel = l.N * l.K;
-  const int64_t blocks = (numel + l.blockSize - 1) / l.blockSize;
-  if (b.numel() != (numel + 1) / 2 || absmax.numel() != blocks) {
+  // Rounded up without adding first: N x K may be as large as int64 holds.
+  const int64_t blocks = numel / l.blockSize + (numel % l.blockSize != 0);
+  const int64_t bytes = numel / 2 + numel % 2;
+  if (b.numel() != bytes || absmax.numel() != blocks) {
     ir::failNode(node,
-                 "B " + b.describe() + " must hold (N x K + 1) / 2 = " +
-                     std::to_string((numel + 1) / 2) + " bytes and absmax " + absmax.describe() +
+                 "B " + b.describe() + " must hold (N x K + 1) / 2 = " + std::to_string(bytes) +
+                     " bytes and absmax " + absmax.describe() +
                      " ceil(N x K / block_size) = " + std::to_string(blocks) + " values",
                  ErrorCode::kInvalidArgument);
   }
@@ -94,7 +96,7 @@ constexpr int64_t kFpQ4Block = 32;
 // scale, (a zero point,) and 16 bytes: byte j holds row j (low nibble) and row j + 16 (high).
 Tensor dequantizeFpQ4(const ir::Node& node, const FpQ4Layout& l, const Tensor& b) {
   const int64_t blobBytes = l.zeroPoints ? 21 : 20;
-  const int64_t blocks = (l.K + kFpQ4Block - 1) / kFpQ4Block;
+  const int64_t blocks = l.K / kFpQ4Block + (l.K % kFpQ4Block != 0);
   if (b.numel() != l.N * blocks * blobBytes) {
     ir::failNode(node,
                  "B " + b.describe() + " must hold N x ceil(K / 32) x " +
