@@ -31,9 +31,17 @@ void sgemvPacked(CpuIsa isa, int64_t N, int64_t K, int64_t nr, int64_t kc, int64
                  float alpha, const float* x, int64_t incX, const float* packed, float beta,
                  float* y, const GemmEpilogue* ep, float* scratch);
 
+/// sgemvPacked over a B packed in half precision (PackedHalfMatrix; nr 16 or 32).
+void sgemvPackedHalf(CpuIsa isa, int64_t N, int64_t K, int64_t nr, int64_t kc, int64_t padded,
+                     float alpha, const float* x, int64_t incX, const uint16_t* packed, float beta,
+                     float* y, const GemmEpilogue* ep, float* scratch);
+
 /// The sums of strips [s0, s1) of a B packed for the AVX-512 kernel (nr 32) with xs, to
 /// out[0 .. (s1 - s0) * 32); sgemv_avx512.cpp, called only on a CPU with AVX-512.
 void packedStripsAvx512(const float* packed, int64_t K, int64_t kc, int64_t padded, int64_t s0,
                         int64_t s1, const float* xs, float* out);
+/// The same over a B packed in half precision.
+void packedHalfStripsAvx512(const uint16_t* packed, int64_t K, int64_t kc, int64_t padded,
+                            int64_t s0, int64_t s1, const float* xs, float* out);
 
 }  // namespace kiln::cpu::detail
