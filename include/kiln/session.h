@@ -47,6 +47,10 @@ struct SessionOptions {
   /// docs/precision.md. Without an optimization profile the layers are not timed: every eligible
   /// layer runs BF16.
   bool bf16 = false;
+  /// BuilderFlag::kFP16 for the session's build: MatMul, Gemm and fused Linear layers keep their
+  /// weights in FP16 (half the bytes), computed in FP32; see docs/precision.md. With bf16 too, a
+  /// layer BF16 takes stays BF16.
+  bool fp16 = false;
   /// The largest single buffer the session may allocate (a tensor, the activation arena, a kernel
   /// workspace): a run whose shapes need more fails at once naming the node, output and shape
   /// instead of exhausting memory. 0 = the default, 90 % of this machine's physical memory

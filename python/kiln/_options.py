@@ -14,7 +14,9 @@ MAX_LOOP_ITERATIONS_KEY = "kiln.max_loop_iterations"
 EXTRA_OUTPUTS_KEY = "kiln.extra_outputs"
 MARK_ALL_OUTPUTS_KEY = "kiln.mark_all_outputs"
 # Session config entry: "bf16" computes Conv, MatMul and Gemm in BF16 with FP32 sums where the CPU
-# has AVX512_BF16 (kiln::SessionOptions::bf16, docs/precision.md); "fp32" (the default) does not.
+# has AVX512_BF16 (kiln::SessionOptions::bf16, docs/precision.md); "fp16" keeps the weights of
+# MatMul, Gemm and Linear layers in FP16 (kiln::SessionOptions::fp16); "fp32" (the default) does
+# neither.
 PRECISION_KEY = "kiln.precision"
 # Session config entry: the largest buffer (tensor, activation arena, kernel workspace) the session
 # may allocate, in MiB (kiln::SessionOptions::allocationLimitBytes; 0 or absent: the default, 90 % of
@@ -124,14 +126,15 @@ class SessionOptions:
             "extra_outputs": self._extra_outputs(),
             "mark_all_outputs": self._mark_all_outputs(),
             "bf16": self._precision() == "bf16",
+            "fp16": self._precision() == "fp16",
         }
 
     def _precision(self) -> str:
-        """The session config entry kiln.precision: "fp32" (the default) or "bf16"."""
+        """The session config entry kiln.precision: "fp32" (the default), "bf16" or "fp16"."""
         text = self._config_entries.get(PRECISION_KEY, "fp32")
-        if text not in ("fp32", "bf16"):
+        if text not in ("fp32", "bf16", "fp16"):
             raise _kiln.InvalidArgument(
-                f"[ONNXRuntimeError] : 2 : INVALID_ARGUMENT : {PRECISION_KEY} must be fp32 or bf16 (got {text!r})"
+                f"[ONNXRuntimeError] : 2 : INVALID_ARGUMENT : {PRECISION_KEY} must be fp32, bf16 or fp16 (got {text!r})"
             )
         return text
 

@@ -189,9 +189,10 @@ class PySession {
 
 SessionOptions makeOptions(int threads, bool optimize, bool nchwcLayout, int64_t maxLoopIterations,
                            std::vector<std::string> extraOutputs, bool markAllOutputs, bool bf16,
-                           uint64_t allocationLimitBytes) {
+                           bool fp16, uint64_t allocationLimitBytes) {
   SessionOptions o;
   o.bf16 = bf16;
+  o.fp16 = fp16;
   o.allocationLimitBytes = allocationLimitBytes;
   o.threads = threads;
   o.optimize = optimize;
@@ -218,17 +219,17 @@ void bindSession(nb::module_& m) {
           "__init__",
           [](PySession* self, const std::string& path, int threads, bool optimize, bool nchwcLayout,
              bool profile, int64_t maxLoopIterations, std::vector<std::string> extraOutputs,
-             bool markAllOutputs, bool bf16, uint64_t allocationLimitBytes) {
-            new (self) PySession(
-                path,
-                makeOptions(threads, optimize, nchwcLayout, maxLoopIterations,
-                            std::move(extraOutputs), markAllOutputs, bf16, allocationLimitBytes),
-                profile);
+             bool markAllOutputs, bool bf16, bool fp16, uint64_t allocationLimitBytes) {
+            new (self) PySession(path,
+                                 makeOptions(threads, optimize, nchwcLayout, maxLoopIterations,
+                                             std::move(extraOutputs), markAllOutputs, bf16, fp16,
+                                             allocationLimitBytes),
+                                 profile);
           },
           nb::arg("path"), nb::arg("threads") = 0, nb::arg("optimize") = true,
           nb::arg("nchwc_layout") = true, nb::arg("profile") = false,
           nb::arg("max_loop_iterations") = 0, nb::arg("extra_outputs") = std::vector<std::string>{},
-          nb::arg("mark_all_outputs") = false, nb::arg("bf16") = false,
+          nb::arg("mark_all_outputs") = false, nb::arg("bf16") = false, nb::arg("fp16") = false,
           nb::arg("allocation_limit_bytes") = 0,
           "Loads and prepares the model file at `path`; extra_outputs (and with mark_all_outputs "
           "every node "
@@ -237,17 +238,18 @@ void bindSession(nb::module_& m) {
           "from_bytes",
           [](nb::bytes data, int threads, bool optimize, bool nchwcLayout, bool profile,
              int64_t maxLoopIterations, std::vector<std::string> extraOutputs, bool markAllOutputs,
-             bool bf16, uint64_t allocationLimitBytes, const std::string& externalDataDir) {
-            return new PySession(
-                data,
-                makeOptions(threads, optimize, nchwcLayout, maxLoopIterations,
-                            std::move(extraOutputs), markAllOutputs, bf16, allocationLimitBytes),
-                profile, externalDataDir);
+             bool bf16, bool fp16, uint64_t allocationLimitBytes,
+             const std::string& externalDataDir) {
+            return new PySession(data,
+                                 makeOptions(threads, optimize, nchwcLayout, maxLoopIterations,
+                                             std::move(extraOutputs), markAllOutputs, bf16, fp16,
+                                             allocationLimitBytes),
+                                 profile, externalDataDir);
           },
           nb::arg("data"), nb::arg("threads") = 0, nb::arg("optimize") = true,
           nb::arg("nchwc_layout") = true, nb::arg("profile") = false,
           nb::arg("max_loop_iterations") = 0, nb::arg("extra_outputs") = std::vector<std::string>{},
-          nb::arg("mark_all_outputs") = false, nb::arg("bf16") = false,
+          nb::arg("mark_all_outputs") = false, nb::arg("bf16") = false, nb::arg("fp16") = false,
           nb::arg("allocation_limit_bytes") = 0, nb::arg("external_data_dir") = "",
           "Loads a serialized ModelProto; external data files are looked up in external_data_dir.")
       .def(

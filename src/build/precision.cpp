@@ -18,6 +18,22 @@ bool bf16Eligible(const ir::Node& node) {
   return kOps.count({node.domain, node.opType}) > 0;
 }
 
+// The layers that have FP16-weight kernels (f16w_candidates.h).
+bool fp16Eligible(const ir::Node& node) {
+  return (node.domain.empty() && (node.opType == "MatMul" || node.opType == "Gemm")) ||
+         (node.domain == "kiln" && node.opType == "FusedMatMul");
+}
+
+// What a precision is called in kernel ids, attributes and messages.
+struct PrecisionKind {
+  const char* attr;     // ir::kPrecisionBf16 / kPrecisionFp16
+  const char* prefix;   // of its kernels' ids
+  const char* kernels;  // for messages
+  DataType type;
+};
+constexpr PrecisionKind kBf16Kind{ir::kPrecisionBf16, "bf16_", "BF16", DataType::kBFloat16};
+constexpr PrecisionKind kFp16Kind{ir::kPrecisionFp16, "f16w_", "FP16-weight", DataType::kFloat16};
+
 // Ops that only move or relabel values: a layer before them feeds what comes after them.
 bool shapeOnly(const ir::Node& node) {
   static const std::set<std::string> kOps = {"Reshape", "Flatten",   "Transpose",
@@ -69,6 +85,7 @@ PrecisionRequest precisionRequest(const std::vector<LayerRecord>& layers, const 
                                   const BuilderConfig& config, ILogger& logger) {
   PrecisionRequest request;
   request.bf16 = config.getFlag(BuilderFlag::kBF16);
+  request.fp16 = config.getFlag(BuilderFlag::kFP16);
   if (config.getFlag(BuilderFlag::kOBEY_PRECISION_CONSTRAINTS)) {
     request.constraints = PrecisionConstraints::kObey;
   } else if (config.getFlag(BuilderFlag::kPREFER_PRECISION_CONSTRAINTS)) {
@@ -96,7 +113,7 @@ PrecisionRequest precisionRequest(const std::vector<LayerRecord>& layers, const 
       ignored = true;
       continue;
     }
-    if (fp16 || int8) {
+    if (int8) {
       logger.log(Severity::kWARNING,
                  "layer '" + layer.name + "' asks for " + dataTypeName(p) +
                      "; kiln has no kernels of that precision for it here, it runs in float32");
@@ -109,9 +126,6 @@ PrecisionRequest precisionRequest(const std::vector<LayerRecord>& layers, const 
                "layer precisions are ignored without kOBEY_PRECISION_CONSTRAINTS or "
                "kPREFER_PRECISION_CONSTRAINTS (as in TensorRT)");
   }
-  if (config.getFlag(BuilderFlag::kFP16))
-    logger.log(Severity::kWARNING,
-               "kFP16: FP16 kernels are not implemented yet; layers run in float32");
   if (config.getFlag(BuilderFlag::kINT8) && !config.getInt8Calibrator()) {
     logger.log(Severity::kWARNING,
                "kINT8 without a calibrator: only the network's own Q/DQ nodes quantize; other "
@@ -135,8 +149,8 @@ void pinFloatLayers(ir::Graph& graph, const PrecisionRequest& request) {
 std::vector<std::string> markPrecisions(ir::Graph& graph, const PrecisionRequest& request,
                                         ILogger& logger) {
   std::vector<std::string> decisions;
-  if (!request.bf16) return decisions;
-  if (!cpu::cpuSupports(cpu::CpuIsa::kAvx512Bf16)) {
+  bool bf16 = request.bf16;
+  if (bf16 && !cpu::cpuSupports(cpu::CpuIsa::kAvx512Bf16)) {
     const std::string reason = cpu::cpuHas(cpu::CpuIsa::kAvx512Bf16)
                                    ? "kernels are limited below avx512bf16"
                                    : "this CPU has no AVX512_BF16 (vdpbf16ps)";
@@ -148,23 +162,36 @@ std::vector<std::string> markPrecisions(ir::Graph& graph, const PrecisionRequest
       }
     }
     logger.log(Severity::kWARNING, "kBF16: " + reason + "; every layer runs in float32");
-    return decisions;
+    bf16 = false;
   }
+  if (!bf16 && !request.fp16) return decisions;
   const std::set<int> logits = finalSoftmaxInputs(graph);
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
     ir::Node& node = graph.nodes[i];
-    if (!bf16Eligible(node)) continue;
     std::string who;
     const DataType pinned = pinnedPrecision(node, request, &who);
+    // BF16 where it can compute the layer, else FP16 weights; a layer asked for fp16 is marked
+    // fp16 even without an FP16-weight kernel, for settlePrecisions to report.
+    const PrecisionKind* kind = nullptr;
+    if (request.fp16 && pinned == DataType::kFloat16) {
+      kind = &kFp16Kind;
+    } else if (bf16 && bf16Eligible(node)) {
+      kind = &kBf16Kind;
+    } else if (request.fp16 && fp16Eligible(node)) {
+      kind = &kFp16Kind;
+    }
+    if (!kind) continue;
     std::string decision;
     if (pinned == DataType::kFloat32) {
       decision = "fp32: layer '" + who + "' is constrained to fp32";
-    } else if (pinned != DataType::kBFloat16 && logits.count(static_cast<int>(i))) {
+    } else if (pinned != kind->type && logits.count(static_cast<int>(i))) {
       decision = "fp32: it feeds the network's final softmax";
     }
-    node.attrs[ir::kPrecisionAttr] = decision.empty() ? ir::kPrecisionBf16 : ir::kPrecisionFp32;
-    if (decision.empty())
-      decision = pinned == DataType::kBFloat16 ? "bf16: constrained to bf16" : "bf16";
+    node.attrs[ir::kPrecisionAttr] = decision.empty() ? kind->attr : ir::kPrecisionFp32;
+    if (decision.empty()) {
+      const std::string name = kind->attr;
+      decision = pinned == kind->type ? name + ": constrained to " + name : name;
+    }
     decisions.push_back(node.label() + ": precision " + decision);
     logger.log(Severity::kVERBOSE, decisions.back());
   }
@@ -177,23 +204,27 @@ std::vector<std::string> settlePrecisions(ir::Graph& graph,
   std::vector<std::string> decisions;
   for (size_t i = 0; i < graph.nodes.size() && i < choices.size(); ++i) {
     ir::Node& node = graph.nodes[i];
-    if (ir::nodePrecision(node) != ir::kPrecisionBf16 || choices[i].id.rfind("bf16_", 0) == 0)
-      continue;
+    const std::string precision = ir::nodePrecision(node);
+    const PrecisionKind* kind = precision == ir::kPrecisionBf16   ? &kBf16Kind
+                                : precision == ir::kPrecisionFp16 ? &kFp16Kind
+                                                                  : nullptr;
+    if (!kind || choices[i].id.rfind(kind->prefix, 0) == 0) continue;
     std::string reasons;
     for (const auto& [id, reason] : choices[i].declined)
-      if (id.rfind("bf16_", 0) == 0) reasons += (reasons.empty() ? "" : "; ") + id + ": " + reason;
+      if (id.rfind(kind->prefix, 0) == 0)
+        reasons += (reasons.empty() ? "" : "; ") + id + ": " + reason;
     std::string who;
-    if (pinnedPrecision(node, request, &who) == DataType::kBFloat16) {
-      const std::string message = "layer '" + who +
-                                  "' is constrained to bf16 but no BF16 kernel takes " +
-                                  node.label() + " (" + reasons + ")";
+    if (pinnedPrecision(node, request, &who) == kind->type) {
+      const std::string message = "layer '" + who + "' is constrained to " + kind->attr +
+                                  " but no " + kind->kernels + " kernel takes " + node.label() +
+                                  " (" + reasons + ")";
       if (request.constraints == PrecisionConstraints::kObey)
         throw Error(ErrorCode::kInvalidArgument, message);
       logger.log(Severity::kWARNING, message + "; it runs in float32");
     }
     node.attrs[ir::kPrecisionAttr] = ir::kPrecisionFp32;
-    decisions.push_back(node.label() + ": precision fp32: no BF16 kernel takes it (" + reasons +
-                        ")");
+    decisions.push_back(node.label() + ": precision fp32: no " + kind->kernels +
+                        " kernel takes it (" + reasons + ")");
     logger.log(Severity::kVERBOSE, decisions.back());
   }
   return decisions;

@@ -1,6 +1,7 @@
-// Precision assignment: which layers of the optimized graph compute in BF16 (BuilderFlag::kBF16,
-// per-layer constraints), recorded on each node as ir::kPrecisionAttr for kernel selection, then
-// settled against the kernels chosen (a layer no BF16 kernel took is marked fp32 again).
+// Precision assignment: which layers of the optimized graph compute in BF16 (BuilderFlag::kBF16)
+// or keep their weights in FP16 (BuilderFlag::kFP16), with per-layer constraints, recorded on each
+// node as ir::kPrecisionAttr for kernel selection, then settled against the kernels chosen (a
+// layer no kernel of its precision took is marked fp32 again).
 #pragma once
 #include <map>
 #include <string>
@@ -21,6 +22,7 @@ enum class PrecisionConstraints { kNone, kObey, kPrefer };
 /// What the builder (or a Session) was asked for.
 struct PrecisionRequest {
   bool bf16 = false;  // autocast eligible layers to BF16
+  bool fp16 = false;  // FP16 weights for eligible layers that BF16 did not take
   PrecisionConstraints constraints = PrecisionConstraints::kNone;
   /// Network node name -> the precision its layer asked for (setPrecision, --layer-precisions).
   std::map<std::string, DataType> layers;
@@ -40,6 +42,8 @@ DataType pinnedPrecision(const ir::Node& node, const PrecisionRequest& request, 
 /// kiln::FusedMatMul, kiln::FusedConv, kiln::NchwcConv) unless constrained to fp32, or feeding
 /// the network's final Softmax (through shape-only ops); layers asked for bf16 too. On a CPU
 /// without AVX512_BF16 marks none and warns (a constraint to bf16 under kObey is an error).
+/// Under kFP16 then marks fp16 the Linear layers (MatMul, Gemm, kiln::FusedMatMul) not marked yet,
+/// by the same rules: their weights are kept in half precision (f16w_candidates.h).
 /// Returns one line per decision (for the build report).
 std::vector<std::string> markPrecisions(ir::Graph& graph, const PrecisionRequest& request,
                                         ILogger& logger);
@@ -55,8 +59,9 @@ void pinFloatLayers(ir::Graph& graph, const PrecisionRequest& request);
 std::vector<std::string> timePrecisions(ir::Graph& graph, const plan::Profile& profile, int threads,
                                         const PrecisionRequest& request, ILogger& logger);
 
-/// After kernel selection: a layer marked bf16 that no BF16 kernel took is marked fp32 (logged
-/// with the kernels' reasons; an error under kObey when the layer itself asked for bf16).
+/// After kernel selection: a layer marked bf16 (fp16) that no BF16 (FP16-weight) kernel took is
+/// marked fp32 (logged with the kernels' reasons; an error under kObey when the layer itself asked
+/// for that precision).
 std::vector<std::string> settlePrecisions(ir::Graph& graph,
                                           const std::vector<KernelChoice>& choices,
                                           const PrecisionRequest& request, ILogger& logger);

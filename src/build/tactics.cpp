@@ -183,7 +183,10 @@ std::vector<LayerTactics> selectTactics(const ir::Graph& graph, const plan::Prof
   const cpu::KernelRegistry& registry = cpu::KernelRegistry::global();
   for (size_t n = 0; n < graph.nodes.size(); ++n) {
     const ir::Node& node = graph.nodes[n];
-    if (!isTimedOp(node) || ir::nodePrecision(node) == ir::kPrecisionBf16) continue;
+    // A layer marked bf16 or fp16 takes its precision's kernel, the first of its family.
+    const std::string precision = ir::nodePrecision(node);
+    if (!isTimedOp(node) || precision == ir::kPrecisionBf16 || precision == ir::kPrecisionFp16)
+      continue;
     const cpu::KernelCreateInfo info = timingCreateInfo(graph, node);
     cpu::KernelAlternatives alternatives = registry.alternatives(info);
     // Below level 3 the any-dtype kernels are timed only when nothing more specific can run.

@@ -219,6 +219,7 @@ void Session::Impl::prepare(ir::Model model, const SessionOptions& options,
       0);  // heuristics only: nothing timed (it has no profile either)
   if (!options.nchwcLayout) config.setFlag(BuilderFlag::kDISABLE_NCHWC_LAYOUT);
   if (options.bf16) config.setFlag(BuilderFlag::kBF16);
+  if (options.fp16) config.setFlag(BuilderFlag::kFP16);
   build::CompileOptions compile;
   compile.optimize = options.optimize;
   compile.kernelPolicy = options.referenceKernels ? Executor::KernelPolicy::kMostGeneral

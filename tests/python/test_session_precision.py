@@ -1,5 +1,6 @@
 """The session config entry kiln.precision: "bf16" builds the InferenceSession with BF16 layers
-where the CPU has AVX512_BF16 (kiln::SessionOptions::bf16), compared with onnxruntime's FP32."""
+where the CPU has AVX512_BF16 (kiln::SessionOptions::bf16), "fp16" with FP16 weights
+(kiln::SessionOptions::fp16), compared with onnxruntime's FP32."""
 import numpy as np
 import onnx
 import onnxruntime
@@ -53,7 +54,17 @@ def test_bf16_session_is_close_to_fp32_and_rounds_like_bf16(tmp_path):
     assert bf16_error < 64 * 0.3 * 2 * 2.0**-8
 
 
+def test_fp16_session_computes_with_half_rounded_weights(tmp_path):
+    path = matmul_model(tmp_path / "matmul.onnx")
+    x = np.random.default_rng(4).uniform(-1, 1, (16, 64)).astype(np.float32)
+    (fp16,) = session(path, "fp16").run(None, {"x": x})
+    w = numpy_helper.to_array(onnx.load(path).graph.initializer[0])
+    np.testing.assert_allclose(fp16, np.maximum(x @ w.astype(np.float16).astype(np.float32), 0),
+                               rtol=1e-5, atol=1e-5)
+    assert not np.array_equal(fp16, np.maximum(x @ w, 0))
+
+
 def test_unknown_precision_is_refused_naming_the_entry(tmp_path):
     path = matmul_model(tmp_path / "matmul.onnx")
-    with pytest.raises(kiln.InvalidArgument, match="kiln.precision must be fp32 or bf16"):
+    with pytest.raises(kiln.InvalidArgument, match="kiln.precision must be fp32, bf16 or fp16"):
         session(path, "fp64")

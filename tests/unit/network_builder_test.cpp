@@ -166,7 +166,8 @@ TEST_F(BuilderValidation, PrecisionFlagsAndWorkspace) {
   fp16.setFlag(BuilderFlag::kFP16);
   fp16.setFlag(BuilderFlag::kINT8);
   EXPECT_TRUE(build(profile({1, 3, 1}, {1, 3, 1}, {1, 3, 1}), fp16).ok());
-  EXPECT_THAT(logger.text(Severity::kWARNING), HasSubstr("FP16 kernels are not implemented yet"));
+  EXPECT_THAT(logger.text(Severity::kWARNING),
+              HasSubstr("layer precisions are ignored without kOBEY_PRECISION_CONSTRAINTS"));
   // The workspace is the arena of intermediate tensors: x -> Relu -> (Sigmoid, Tanh) has one.
   network = std::make_unique<NetworkDefinition>(logger);
   ITensor* x = network->addInput("x", DataType::kFloat32, {-1, 3, -1});

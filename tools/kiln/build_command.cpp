@@ -226,7 +226,9 @@ Action addBuildCommand(CLI::App& app) {
                   "NAME:DIMS: typical shape of a dynamic input (repeatable)");
   cmd->add_option("--max-shapes", opts->maxShapes,
                   "NAME:DIMS: largest shape of a dynamic input (repeatable)");
-  cmd->add_flag("--fp16", opts->fp16, "allow FP16 layers (no FP16 kernels yet: runs FP32)");
+  cmd->add_flag("--fp16", opts->fp16,
+                "keep the weights of MatMul, Gemm and Linear layers in FP16 (half the bytes; "
+                "computed in FP32)");
   cmd->add_flag("--bf16", opts->bf16,
                 "run Conv, MatMul and Gemm layers in BF16 with FP32 sums (AVX512_BF16; else FP32, "
                 "with a warning)");

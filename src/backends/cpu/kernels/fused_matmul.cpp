@@ -1,12 +1,14 @@
 // kiln::FusedMatMul: Y = act(A @ B + bias + Z) for float32 A [..., K] and a 2-D B [K, N] (a
 // Linear layer). The stacked rows of A are one GEMM, the epilogue applied to each output tile
 // while it is in cache. Candidates, in order: bf16_fused_matmul_packed_b_avx512bf16 (layers marked
-// bf16, bf16_candidates.h), f32_fused_matmul_packed_b_{avx512,avx2} (a constant
+// bf16, bf16_candidates.h), f16w_fused_matmul_packed_b_{avx512,avx2} (layers marked fp16: weights
+// in half precision, f16w_candidates.h), f32_fused_matmul_packed_b_{avx512,avx2} (a constant
 // B packed once, for that ISA's sgemm micro-kernel), then f32_fused_matmul_sgemm_{avx512,avx2}.
 #include "backends/cpu/activation.h"
 #include "backends/cpu/gemm/sgemm.h"
 #include "backends/cpu/kernel_registry.h"
 #include "backends/cpu/kernels/bf16_candidates.h"
+#include "backends/cpu/kernels/f16w_candidates.h"
 
 namespace kiln::cpu {
 namespace {
@@ -105,6 +107,7 @@ Kernel makeFusedMatMulKernel(const KernelCreateInfo& info, bool packConstantB, C
 
 const bool kRegistered = [] {
   addBf16FusedMatMulCandidate(KernelRegistry::global());
+  addHalfWeightFusedMatMulCandidates(KernelRegistry::global());
   for (bool packed : {true, false}) {
     for (CpuIsa isa : {CpuIsa::kAvx512, CpuIsa::kAvx2}) {
       KernelCandidate c;

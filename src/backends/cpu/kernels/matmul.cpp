@@ -1,6 +1,7 @@
 // CPU kernels for MatMul (numpy semantics, batch broadcasting), MatMulInteger and Gemm, all on the
 // GEMM routines. Their float32 families first try bf16_{matmul,gemm}_packed_b_avx512bf16 (layers
-// the builder marked bf16, bf16_candidates.h), then f32_{matmul,gemm}_packed_b_{avx512,avx2}: a
+// the builder marked bf16, bf16_candidates.h), f16w_{matmul,gemm}_packed_b_{avx512,avx2} (layers
+// marked fp16, f16w_candidates.h), then f32_{matmul,gemm}_packed_b_{avx512,avx2}: a
 // constant 2-D B (weights) packed once, when the kernel is made, for that ISA's sgemm micro-kernel
 // (sgemm itself hands a single row or column to its GEMV); then any_{mat_mul,gemm}_generic.
 #include "backends/cpu/broadcast.h"
@@ -9,6 +10,7 @@
 #include "backends/cpu/gemm/zero_point.h"
 #include "backends/cpu/kernel_registry.h"
 #include "backends/cpu/kernels/bf16_candidates.h"
+#include "backends/cpu/kernels/f16w_candidates.h"
 #include "backends/cpu/kernels/node_label.h"
 #include "core/dtype_dispatch.h"
 #include "ir/shape_helpers.h"
@@ -403,6 +405,7 @@ const bool kRegistered = [] {
   KernelRegistry& r = KernelRegistry::global();
   for (const char* op : {"MatMul", "Gemm"}) {
     addBf16MatMulCandidate(r, op);
+    addHalfWeightMatMulCandidates(r, op);
     for (CpuIsa isa : {CpuIsa::kAvx512, CpuIsa::kAvx2}) {
       KernelCandidate c;
       c.id = std::string("f32_") + (op == std::string("Gemm") ? "gemm" : "matmul") + "_packed_b_" +
