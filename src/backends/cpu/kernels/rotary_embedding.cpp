@@ -1,7 +1,7 @@
 // CPU kernel of RotaryEmbedding: rotates the first rotary_embedding_dim features of every head
-// by the angle whose cos/sin the caches hold for the token's position: pairs (x1, x2) become
-// (cos x1 - sin x2, sin x1 + cos x2), with x1, x2 the two halves or (interleaved) even/odd
-// features.
+// by the angle whose cos/sin the caches hold for the token's position (rotateHead,
+// rotary_embedding.h).
+#include "backends/cpu/kernels/rotary_embedding.h"
 #include "backends/cpu/kernels/elementwise_util.h"
 #include "backends/cpu/kernels/node_label.h"
 #include "ir/shape_helpers.h"
@@ -58,7 +58,6 @@ void rotaryEmbeddingKernel(KernelContext& ctx, const RotaryAttrs& attrs) {
   Tensor& y = ctx.output(0);
   dispatchFloat(x.dtype(), "RotaryEmbedding", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    using C = ComputeType<T>;
     const T* px = x.data<T>();
     T* py = y.data<T>();
     std::copy(px, px + x.numel(), py);  // features past rotary_embedding_dim pass through
@@ -73,13 +72,7 @@ void rotaryEmbeddingKernel(KernelContext& ctx, const RotaryAttrs& attrs) {
         for (int64_t h = 0; h < heads; ++h) {
           const int64_t base = fourD ? ((b * heads + h) * seq + s) * headSize
                                      : ((b * seq + s) * heads + h) * headSize;
-          for (int64_t i = 0; i < half; ++i) {
-            const int64_t i1 = interleaved ? 2 * i : i, i2 = interleaved ? 2 * i + 1 : i + half;
-            const C x1 = static_cast<C>(px[base + i1]), x2 = static_cast<C>(px[base + i2]);
-            const C c = static_cast<C>(cosRow[i]), sn = static_cast<C>(sinRow[i]);
-            py[base + i1] = static_cast<T>(c * x1 - sn * x2);
-            py[base + i2] = static_cast<T>(sn * x1 + c * x2);
-          }
+          rotateHead(px + base, py + base, half, interleaved, cosRow, sinRow);
         }
       }
     }

@@ -1,0 +1,152 @@
+"""The KV cache of ONNX Runtime's attention contrib ops (com.microsoft): MultiHeadAttention's
+past_key / past_value and present_key / present_value, Attention's past / present, and
+GroupQueryAttention, each compared with onnxruntime's CPU kernel on the same random inputs: a
+prompt step, then a decoding step fed the prompt's present cache (onnxruntime's, in both, so that
+each step is compared on the same inputs)."""
+import numpy as np
+import onnxruntime
+import pytest
+
+import kiln
+from test_contrib_ops import attention_mask, contrib_model, feeds_of, rng, run_both
+
+
+def compare(op, inputs, outputs, constants=(), rtol=1e-5, atol=1e-5, **attrs):
+    """Runs the node in both, compares every output and returns onnxruntime's by name."""
+    model = contrib_model(op, inputs, outputs, constants, **attrs)
+    ort, ours = run_both(model, feeds_of(inputs, constants))
+    names = [o if isinstance(o, str) else o[0] for o in outputs if o]
+    for name, want, got in zip(names, ort, ours):
+        assert got.shape == want.shape, name
+        assert got.dtype == want.dtype, name
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, err_msg=f"{op} output {name}")
+    return dict(zip(names, ort))
+
+
+def normal(r, shape, dtype=np.float32):
+    return r.standard_normal(shape).astype(dtype)
+
+
+# ---- MultiHeadAttention ------------------------------------------------------------------------
+
+MHA_CASES = [  # (bias, key padding mask, unidirectional, attention_bias, qk output, extra attributes)
+    (False, None, 0, False, False, {}),
+    (True, None, 0, False, False, {}),
+    (True, "2d", 0, False, False, {}),
+    (False, None, 1, False, False, {}),
+    (True, "lengths", 1, True, False, {"scale": 0.3}),
+    (False, "2d", 0, True, True, {"mask_filter_value": -1000.0}),
+]
+
+
+@pytest.mark.parametrize("bias,mask,unidirectional,attention_bias,qk,attrs", MHA_CASES)
+def test_multi_head_attention_kv_cache(bias, mask, unidirectional, attention_bias, qk, attrs):
+    r = rng(40)
+    batch, seq, heads, head, value_head = 2, 4, 3, 8, 8
+    past = None
+    for step, length in enumerate([seq, 1]):
+        total = length + (0 if past is None else past[0].shape[2])
+        inputs = [("query", normal(r, (batch, length, heads * head))),
+                  ("key", normal(r, (batch, length, heads * head))),
+                  ("value", normal(r, (batch, length, heads * value_head))),
+                  ("bias", normal(r, heads * (2 * head + value_head)) if bias else None),
+                  ("key_padding_mask", attention_mask(r, mask, batch, total, [total, total - 1])),
+                  ("attention_bias", normal(r, (batch, heads, length, total)) if attention_bias else None),
+                  ("past_key", None if past is None else past[0]), ("past_value", None if past is None else past[1])]
+        outputs = ["output", "present_key", "present_value"] + (["qk"] if qk else [])
+        got = compare("MultiHeadAttention", inputs, outputs, {"bias"}, rtol=1e-4, atol=1e-5, num_heads=heads,
+                      unidirectional=unidirectional, **attrs)
+        past = (got["present_key"], got["present_value"])
+    assert past[0].shape == (batch, heads, seq + 1, head)
+
+
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("present", [False, True])
+def test_multi_head_attention_4d_key_value(bias, present):
+    """Key and value as the cache itself, [batch, num_heads, length, head size] (a decoder's
+    cross-attention); a bias adds only to the query then, as in onnxruntime."""
+    r = rng(41)
+    batch, seq, kv_seq, heads, head = 2, 3, 5, 2, 8
+    inputs = [("query", normal(r, (batch, seq, heads * head))), ("key", normal(r, (batch, heads, kv_seq, head))),
+              ("value", normal(r, (batch, heads, kv_seq, head))),
+              ("bias", normal(r, 3 * heads * head) if bias else None)]
+    outputs = ["output"] + (["present_key", "present_value"] if present else [])
+    compare("MultiHeadAttention", inputs, outputs, {"bias"}, rtol=1e-4, num_heads=heads)
+
+
+def test_multi_head_attention_qk_without_cache():
+    r = rng(42)
+    inputs = [("query", normal(r, (2, 3, 16))), ("key", normal(r, (2, 5, 16))), ("value", normal(r, (2, 5, 12))),
+              ("bias", None), ("key_padding_mask", attention_mask(r, "2d", 2, 5, None))]
+    compare("MultiHeadAttention", inputs, ["output", None, None, "qk"], rtol=1e-4, num_heads=4)
+
+
+def test_multi_head_attention_past_of_another_batch_is_refused():
+    r = rng(43)
+    inputs = [("query", normal(r, (2, 1, 16))), ("key", normal(r, (2, 1, 16))), ("value", normal(r, (2, 1, 16))),
+              ("bias", None), ("key_padding_mask", None), ("attention_bias", None),
+              ("past_key", normal(r, (3, 2, 4, 8))), ("past_value", normal(r, (3, 2, 4, 8)))]
+    model = contrib_model("MultiHeadAttention", inputs, ["output", "present_key", "present_value"], num_heads=2)
+    with pytest.raises(kiln.InvalidArgument, match=r"MultiHeadAttention_node.*past_key float32\[3x2x4x8\] must be "
+                                                   r"\[batch, num_heads, past, head size\] 2x2x4x8"):
+        kiln.InferenceSession(model).run(None, feeds_of(inputs))
+
+
+# ---- Attention ---------------------------------------------------------------------------------
+
+ATTENTION_CASES = [  # (mask form, unidirectional, attention_bias on the prompt, extra attributes)
+    (None, 0, False, {}),
+    ("2d", 0, False, {}),
+    (None, 1, False, {}),
+    ("lengths", 1, True, {"scale": 0.2}),
+    ("3d", 0, False, {"mask_filter_value": -500.0, "qkv_hidden_sizes": [24, 24, 24]}),
+]
+
+
+@pytest.mark.parametrize("mask,unidirectional,attention_bias,attrs", ATTENTION_CASES)
+def test_attention_past_present(mask, unidirectional, attention_bias, attrs):
+    r = rng(44)
+    batch, seq, hidden_in, hidden, heads = 2, 5, 16, 24, 3
+    weights = (normal(r, (hidden_in, 3 * hidden)) * 0.3).astype(np.float32)
+    bias = normal(r, 3 * hidden)
+    past = None
+    for length in [seq, 1, 1]:
+        total = length + (0 if past is None else past.shape[3])
+        mask_index = attention_mask(r, mask, batch, total, [total, total - 2])
+        if mask == "3d":
+            mask_index = mask_index[:, -length:, :]
+        inputs = [("input", normal(r, (batch, length, hidden_in))), ("weights", weights), ("bias", bias),
+                  ("mask_index", mask_index), ("past", past),
+                  ("attention_bias", normal(r, (1, heads, length, total)) if attention_bias and past is None else None)]
+        got = compare("Attention", inputs, ["output", "present"], {"weights", "bias"}, rtol=1e-4, atol=1e-5,
+                      num_heads=heads, unidirectional=unidirectional, **attrs)
+        past = got["present"]
+    assert past.shape == (2, batch, heads, seq + 2, hidden // heads)
+
+
+@pytest.mark.parametrize("sizes", [[16, 16, 32], [32, 32, 8]])
+def test_attention_qkv_hidden_sizes(sizes):
+    r = rng(45)
+    batch, seq, hidden_in, heads = 2, 4, 12, 4
+    inputs = [("input", normal(r, (batch, seq, hidden_in))), ("weights", normal(r, (hidden_in, sum(sizes)))),
+              ("bias", normal(r, sum(sizes))), ("mask_index", attention_mask(r, "2d", batch, seq, None))]
+    compare("Attention", inputs, ["output"], {"weights", "bias"}, rtol=1e-4, atol=1e-5, num_heads=heads,
+            qkv_hidden_sizes=sizes)
+
+
+def test_attention_past_of_another_head_size_is_refused():
+    r = rng(46)
+    inputs = [("input", normal(r, (1, 1, 8))), ("weights", normal(r, (8, 24))), ("bias", None), ("mask_index", None),
+              ("past", normal(r, (2, 1, 2, 3, 5)))]
+    model = contrib_model("Attention", inputs, ["output", "present"], {"weights"}, num_heads=2)
+    with pytest.raises(kiln.InvalidArgument, match=r"Attention_node.*past float32\[2x1x2x3x5\] must be \[2, batch 1, "
+                                                   r"num_heads 2, past length, head size 4\]"):
+        kiln.InferenceSession(model).run(None, feeds_of(inputs, {"weights"}))
+
+
+def test_attention_do_rotary_is_refused_by_name():
+    r = rng(47)
+    inputs = [("input", normal(r, (1, 3, 8))), ("weights", normal(r, (8, 24)))]
+    model = contrib_model("Attention", inputs, ["output"], {"weights"}, num_heads=2, do_rotary=1)
+    with pytest.raises(kiln.NotImplemented, match="Attention_node.*'do_rotary' = 1 is not supported.*onnxruntime's CPU"):
+        kiln.InferenceSession(model)
