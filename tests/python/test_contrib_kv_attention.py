@@ -150,3 +150,68 @@ def test_attention_do_rotary_is_refused_by_name():
     model = contrib_model("Attention", inputs, ["output"], {"weights"}, num_heads=2, do_rotary=1)
     with pytest.raises(kiln.NotImplemented, match="Attention_node.*'do_rotary' = 1 is not supported.*onnxruntime's CPU"):
         kiln.InferenceSession(model)
+
+
+# ---- GroupQueryAttention -----------------------------------------------------------------------
+
+def rotary_caches(r, positions, half):
+    angles = np.outer(np.arange(positions), 1.0 / (10000 ** (np.arange(half) / half))).astype(np.float32)
+    return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+
+
+GQA_CASES = [  # attributes and inputs of the case
+    {},
+    {"kv_num_heads": 4},
+    {"packed": True},
+    {"do_rotary": 1},
+    {"do_rotary": 1, "rotary_interleaved": 1, "packed": True},
+    {"do_rotary": 1, "rotary_half": 8, "head": 32},  # rotary dim 16 of head size 32
+    {"local_window_size": 3},
+    {"softcap": 2.0},
+    {"smooth_softmax": 1},
+    {"head_sink": True},
+    {"attention_bias": True, "scale": 0.2},
+    {"qk_output": 1},
+    {"qk_output": 2, "local_window_size": 2, "softcap": 3.0},
+    {"buffer": 12},
+    {"do_rotary": 1, "position_ids": True},
+]
+
+
+def gqa_inputs(r, case, batch, seq, total, past, heads, kv_heads, head):
+    packed = case.get("packed", False)
+    q = normal(r, (batch, seq, (heads + 2 * kv_heads) * head if packed else heads * head))
+    half = case.get("rotary_half", head // 2)
+    cos, sin = rotary_caches(r, 32, half) if case.get("do_rotary") else (None, None)
+    positions = None
+    if case.get("position_ids"):
+        start = total - seq
+        positions = np.tile(np.arange(start, total, dtype=np.int64), (batch, 1))
+    return [("query", q), ("key", None if packed else normal(r, (batch, seq, kv_heads * head))),
+            ("value", None if packed else normal(r, (batch, seq, kv_heads * head))),
+            ("past_key", None if past is None else past[0]), ("past_value", None if past is None else past[1]),
+            ("seqlens_k", np.full(batch, total - 1, np.int32)), ("total_sequence_length", np.array(total, np.int32)),
+            ("cos_cache", cos), ("sin_cache", sin), ("position_ids", positions),
+            ("attention_bias", normal(r, (batch, 1, seq, total)) if case.get("attention_bias") else None),
+            ("head_sink", normal(r, heads) if case.get("head_sink") else None)]
+
+
+@pytest.mark.parametrize("case", GQA_CASES, ids=lambda c: "-".join(f"{k}={v}" for k, v in c.items()) or "plain")
+def test_group_query_attention_prompt_then_decode(case):
+    """A prompt of 5 tokens, then two generation steps each fed the previous present cache."""
+    r = rng(50)
+    batch, seq, heads, head = 2, 5, 4, case.get("head", 16)
+    kv_heads = case.get("kv_num_heads", 2)
+    attrs = {k: v for k, v in case.items() if k in ("do_rotary", "rotary_interleaved", "local_window_size", "softcap",
+                                                  "smooth_softmax", "scale", "qk_output")}
+    outputs = ["output", "present_key", "present_value"] + (["output_qk"] if case.get("qk_output") else [])
+    past = None
+    if case.get("buffer"):  # a past buffer longer than the tokens so far (onnxruntime-genai's shared buffer)
+        past = (np.zeros((batch, kv_heads, case["buffer"], head), np.float32),) * 2
+    total = 0
+    for length in [seq, 1, 1]:
+        total += length
+        inputs = gqa_inputs(r, case, batch, length, total, past, heads, kv_heads, head)
+        got = compare("GroupQueryAttention", inputs, outputs, rtol=1e-4, atol=1e-5, num_heads=heads,
+                      kv_num_heads=kv_heads, **attrs)
+        past = (got["present_key"], got["present_value"])
