@@ -215,3 +215,112 @@ def test_group_query_attention_prompt_then_decode(case):
         got = compare("GroupQueryAttention", inputs, outputs, rtol=1e-4, atol=1e-5, num_heads=heads,
                       kv_num_heads=kv_heads, **attrs)
         past = (got["present_key"], got["present_value"])
+
+
+def gqa_case_inputs(r, batch, seq, seqlens, total, past, heads=4, kv_heads=2, head=16, rotary=False):
+    cos, sin = rotary_caches(r, 32, head // 2) if rotary else (None, None)
+    return [("query", normal(r, (batch, seq, heads * head))), ("key", normal(r, (batch, seq, kv_heads * head))),
+            ("value", normal(r, (batch, seq, kv_heads * head))),
+            ("past_key", None if past is None else past[0]), ("past_value", None if past is None else past[1]),
+            ("seqlens_k", np.array(seqlens, np.int32)), ("total_sequence_length", np.array(total, np.int32)),
+            ("cos_cache", cos), ("sin_cache", sin)]
+
+
+@pytest.mark.parametrize("rotary", [False, True])
+def test_group_query_attention_ragged_batch(rotary):
+    """A right-padded prompt (entry 1 has 3 of 5 tokens), then generation steps in a shared
+    buffer of 8 rows where the two entries have different lengths."""
+    r = rng(51)
+    attrs = {"num_heads": 4, "kv_num_heads": 2, "do_rotary": int(rotary)}
+    outputs = ["output", "present_key", "present_value"]
+    got = compare("GroupQueryAttention", gqa_case_inputs(r, 2, 5, [4, 2], 5, None, rotary=rotary), outputs,
+                  rtol=1e-4, atol=1e-5, **attrs)
+    buffer = [np.zeros((2, 2, 8, 16), np.float32) for _ in range(2)]
+    for cache, present in zip(buffer, (got["present_key"], got["present_value"])):
+        cache[:, :, :5] = present
+    past = tuple(buffer)
+    for lengths in ([5, 3], [6, 4]):  # seqlens_k: the new token lands at row seqlens_k of each entry
+        got = compare("GroupQueryAttention", gqa_case_inputs(r, 2, 1, lengths, 8, past, rotary=rotary), outputs,
+                      rtol=1e-4, atol=1e-5, **attrs)
+        past = (got["present_key"], got["present_value"])
+
+
+def test_group_query_attention_later_prompt_chunk():
+    """A prompt in two chunks (batch 1): the second of 3 tokens after 4 in the cache."""
+    r = rng(52)
+    attrs = {"num_heads": 4, "kv_num_heads": 1, "do_rotary": 1, "local_window_size": 5}
+    outputs = ["output", "present_key", "present_value"]
+    got = compare("GroupQueryAttention", gqa_case_inputs(r, 1, 4, [3], 4, None, kv_heads=1, rotary=True), outputs,
+                  rtol=1e-4, atol=1e-5, **attrs)
+    past = (got["present_key"], got["present_value"])
+    compare("GroupQueryAttention", gqa_case_inputs(r, 1, 3, [6], 7, past, kv_heads=1, rotary=True), outputs,
+            rtol=1e-4, atol=1e-5, **attrs)
+
+
+def test_group_query_attention_not_causal():
+    r = rng(53)
+    compare("GroupQueryAttention", gqa_case_inputs(r, 2, 4, [3, 3], 4, None), ["output", "present_key", "present_value"],
+            rtol=1e-4, atol=1e-5, num_heads=4, kv_num_heads=2, causal=0)
+
+
+def test_group_query_attention_seqlens_past_the_buffer_are_refused():
+    r = rng(54)
+    past = (normal(r, (2, 2, 4, 16)), normal(r, (2, 2, 4, 16)))
+    inputs = gqa_case_inputs(r, 2, 1, [4, 9], 5, past)
+    model = contrib_model("GroupQueryAttention", inputs, ["output", "present_key", "present_value"], num_heads=4,
+                          kv_num_heads=2)
+    with pytest.raises(kiln.InvalidArgument, match=r"GroupQueryAttention_node.*seqlens_k\[1\] = 9 does not fit the "
+                                                   r"step: total length 10 must be 1..5"):
+        kiln.InferenceSession(model).run(None, feeds_of(inputs))
+
+
+def test_group_query_attention_quantized_cache_is_refused_by_name():
+    r = rng(55)
+    inputs = gqa_case_inputs(r, 1, 2, [1], 2, None) + [("position_ids", None), ("attention_bias", None),
+                                                       ("head_sink", None), ("k_scale", np.ones(1, np.float32))]
+    model = contrib_model("GroupQueryAttention", inputs, ["output"], num_heads=4, kv_num_heads=2)
+    with pytest.raises(kiln.NotImplemented, match="GroupQueryAttention_node.*input 'k_scale' \\(a quantized KV cache\\)"):
+        kiln.InferenceSession(model)
+
+
+# ---- float16 (onnxruntime's CPU kernels of the three ops register it; both compute in float) ----
+
+def test_multi_head_attention_float16_kv_cache():
+    r = rng(60)
+    batch, heads, head = 2, 2, 8
+    past = None
+    for length in [3, 1]:
+        inputs = [("query", normal(r, (batch, length, heads * head), np.float16)),
+                  ("key", normal(r, (batch, length, heads * head), np.float16)),
+                  ("value", normal(r, (batch, length, heads * head), np.float16)),
+                  ("bias", normal(r, 3 * heads * head, np.float16)), ("key_padding_mask", None), ("attention_bias", None),
+                  ("past_key", None if past is None else past[0]), ("past_value", None if past is None else past[1])]
+        got = compare("MultiHeadAttention", inputs, [("output", np.float16), ("present_key", np.float16),
+                                                     ("present_value", np.float16)], {"bias"}, rtol=2e-3, atol=2e-3,
+                      num_heads=heads, unidirectional=1)
+        past = (got["present_key"], got["present_value"])
+
+
+def test_attention_float16_past_present():
+    r = rng(61)
+    weights = (normal(r, (8, 48)) * 0.3).astype(np.float16)
+    past = None
+    for length in [4, 1]:
+        inputs = [("input", normal(r, (2, length, 8), np.float16)), ("weights", weights),
+                  ("bias", normal(r, 48, np.float16)), ("mask_index", None), ("past", past)]
+        got = compare("Attention", inputs, [("output", np.float16), ("present", np.float16)], {"weights", "bias"},
+                      rtol=2e-3, atol=2e-3, num_heads=4, unidirectional=1)
+        past = got["present"]
+
+
+@pytest.mark.parametrize("rotary", [False, True])
+def test_group_query_attention_float16(rotary):
+    r = rng(62)
+    outputs = [("output", np.float16), ("present_key", np.float16), ("present_value", np.float16)]
+    past = None
+    for length, total in [(4, 4), (1, 5)]:
+        inputs = gqa_case_inputs(r, 2, length, [total - 1, total - 1], total, past, rotary=rotary)
+        inputs = [(n, a.astype(np.float16) if a is not None and a.dtype == np.float32 else a) for n, a in inputs]
+        got = compare("GroupQueryAttention", inputs, outputs, rtol=2e-3, atol=2e-3, num_heads=4, kv_num_heads=2,
+                      do_rotary=int(rotary))
+        past = (got["present_key"], got["present_value"])

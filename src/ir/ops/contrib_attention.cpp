@@ -1,6 +1,6 @@
 // Shape and type rules of com.microsoft Attention, QAttention and MultiHeadAttention (version 1),
 // the attention blocks ONNX Runtime's transformer optimizer (and its quantizer, QAttention) writes
-// (float32). Attention, for BERT-like models:
+// (float32; Attention and MultiHeadAttention also float16). Attention, for BERT-like models:
 //   Attention(input [B, S, Hin], weights [Hin, 3 * hidden], [bias [3 * hidden]], [mask_index
 //   int32],
 //             [past], [attention_bias [B or 1, heads or 1, S, S]], [past_sequence_length])
@@ -31,7 +31,7 @@ Dim plusDims(const Dim& a, const Dim& b) {
 // What Attention and QAttention share: the attributes kiln refuses, and output [B, S, v hidden]
 // from input [B, S, Hin] and weights [Hin, q + k + v hidden]; with `past` (Attention's input 4;
 // null: none) also present [2, B, N, P + S, H].
-void inferAttentionBlock(InferContext& ctx, bool hasPresent) {
+void inferAttentionBlock(InferContext& ctx, bool hasPresent, DataType type) {
   const Node& node = ctx.node();
   const std::string op = node.opType;
   if (!hasPresent && node.outputs.size() > 1 && node.outputs[1] != kNoValue) {
@@ -85,11 +85,11 @@ void inferAttentionBlock(InferContext& ctx, bool hasPresent) {
              " differ in input_hidden");
   }
   if (!x) {
-    ctx.setOutputType(0, DataType::kFloat32);
-    if (hasPresent) ctx.setOutputType(1, DataType::kFloat32);
+    ctx.setOutputType(0, type);
+    if (hasPresent) ctx.setOutputType(1, type);
     return;
   }
-  ctx.setOutput(0, DataType::kFloat32, SymShape{(*x)[0], (*x)[1], vHidden});
+  ctx.setOutput(0, type, SymShape{(*x)[0], (*x)[1], vHidden});
   if (!hasPresent || node.outputs.size() < 2 || node.outputs[1] == kNoValue) return;
   if (qHidden.isKnown() && vHidden.isKnown() && qHidden.value != vHidden.value) {
     ctx.fail("output 'present' needs equal K and V widths, got qkv_hidden_sizes K " +
@@ -101,8 +101,25 @@ void inferAttentionBlock(InferContext& ctx, bool hasPresent) {
              symShapeToString(*past));
   const Dim P = ctx.hasInput(4) ? (past ? (*past)[3] : Dim::unknown()) : Dim::known(0);
   const Dim head = qHidden.isKnown() ? Dim::known(qHidden.value / heads) : Dim::unknown();
-  ctx.setOutput(1, DataType::kFloat32,
+  ctx.setOutput(1, type,
                 SymShape{Dim::known(2), (*x)[0], Dim::known(heads), plusDims(P, (*x)[1]), head});
+}
+
+// The float type T of an attention op: input 0's, float32 or float16, and that of `sameType`.
+DataType attentionType(const InferContext& ctx, std::initializer_list<size_t> sameType) {
+  const DataType type = ctx.inputType(0);
+  if (type != DataType::kFloat32 && type != DataType::kFloat16) {
+    ctx.fail("input 0 must be float32 or float16 (kiln implements " + ctx.node().opType +
+                 " for these), got " + dataTypeName(type),
+             ErrorCode::kUnsupportedNode);
+  }
+  for (size_t i : sameType) {
+    if (ctx.hasInput(i) && ctx.inputType(i) != type) {
+      ctx.fail("input " + std::to_string(i) + " must have input 0's type " + dataTypeName(type) +
+               ", got " + dataTypeName(ctx.inputType(i)));
+    }
+  }
+  return type;
 }
 
 void requireType(const InferContext& ctx, size_t i, DataType type, const char* what) {
@@ -115,13 +132,12 @@ void requireType(const InferContext& ctx, size_t i, DataType type, const char* w
 
 void inferContribAttention(InferContext& ctx) {
   for (size_t i = 0; i < 2; ++i) ctx.requireInput(i);
-  for (size_t i : {0, 1, 2, 4, 5})
-    requireType(ctx, i, DataType::kFloat32, "float32 (kiln implements Attention for float32)");
+  const DataType type = attentionType(ctx, {1, 2, 4, 5});
   if (ctx.hasInput(3) && ctx.inputType(3) != DataType::kInt32) ctx.fail("mask_index must be int32");
   refuseInput(ctx, 6, "past_sequence_length", "a shared past / present buffer");
   if (ctx.hasInput(4) && ctx.hasInput(5))
     ctx.fail("past and attention_bias cannot be given together (as in onnxruntime)");
-  inferAttentionBlock(ctx, true);
+  inferAttentionBlock(ctx, true, type);
 }
 
 // QAttention(input 8-bit, weight 8-bit, bias, input_scale, weight_scale, [mask_index],
@@ -140,7 +156,7 @@ void inferQAttention(InferContext& ctx) {
     requireType(ctx, i, DataType::kFloat32, "float32 (kiln implements QAttention for float32)");
   if (ctx.hasInput(5) && ctx.inputType(5) != DataType::kInt32) ctx.fail("mask_index must be int32");
   refuseInput(ctx, 8, "past", "the KV cache");
-  inferAttentionBlock(ctx, false);
+  inferAttentionBlock(ctx, false, DataType::kFloat32);
 }
 
 // MultiHeadAttention(query [B, S, D], key [B, L, D], value [B, L, Dv], [bias [2 D + Dv]],
@@ -158,14 +174,7 @@ void inferMultiHeadAttention(InferContext& ctx) {
           ErrorCode::kUnsupportedNode);
     }
   }
-  for (size_t i : {0, 1, 2, 3, 5, 6, 7}) {
-    if (ctx.hasInput(i) && ctx.inputType(i) != DataType::kFloat32) {
-      ctx.fail("input " + std::to_string(i) +
-                   " must be float32 (kiln implements MultiHeadAttention for float32), got " +
-                   dataTypeName(ctx.inputType(i)),
-               ErrorCode::kUnsupportedNode);
-    }
-  }
+  const DataType type = attentionType(ctx, {1, 2, 3, 5, 6, 7});
   if (ctx.hasInput(4) && ctx.inputType(4) != DataType::kInt32)
     ctx.fail("key_padding_mask must be int32");
   refuseInput(ctx, 8, "past_sequence_length", "a shared past / present buffer");
@@ -195,7 +204,7 @@ void inferMultiHeadAttention(InferContext& ctx) {
   if (k && v && k->size() != v->size()) ctx.fail("key and value must have the same rank");
   if (bnsh && ctx.hasInput(6))
     ctx.fail("past_key cannot follow a 4-D key and value (the cache itself)");
-  for (size_t i = 0; i < 4; ++i) ctx.setOutputType(i, DataType::kFloat32);
+  for (size_t i = 0; i < 4; ++i) ctx.setOutputType(i, type);
   if (!q || !k || !v) return;
   auto divided = [heads](const Dim& d) {
     return d.isKnown() ? Dim::known(d.value / heads) : Dim::unknown();
@@ -211,10 +220,10 @@ void inferMultiHeadAttention(InferContext& ctx) {
     total = plusDims(past ? (*past)[2] : Dim::unknown(), total);
   }
   const Dim vHidden = vHead.isKnown() ? Dim::known(vHead.value * heads) : Dim::unknown();
-  ctx.setOutput(0, DataType::kFloat32, SymShape{(*q)[0], (*q)[1], vHidden});
-  ctx.setOutput(1, DataType::kFloat32, SymShape{(*q)[0], Dim::known(heads), total, head});
-  ctx.setOutput(2, DataType::kFloat32, SymShape{(*q)[0], Dim::known(heads), total, vHead});
-  ctx.setOutput(3, DataType::kFloat32, SymShape{(*q)[0], Dim::known(heads), (*q)[1], total});
+  ctx.setOutput(0, type, SymShape{(*q)[0], (*q)[1], vHidden});
+  ctx.setOutput(1, type, SymShape{(*q)[0], Dim::known(heads), total, head});
+  ctx.setOutput(2, type, SymShape{(*q)[0], Dim::known(heads), total, vHead});
+  ctx.setOutput(3, type, SymShape{(*q)[0], Dim::known(heads), (*q)[1], total});
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // Shape and type rules of com.microsoft GroupQueryAttention (version 1), the attention of the LLMs
-// onnxruntime-genai exports (Phi, Llama, Qwen, Mistral), float32:
+// onnxruntime-genai exports (Phi, Llama, Qwen, Mistral), float32 or float16:
 //   GroupQueryAttention(query [B, S, N * H] (or Q, K and V packed: [B, S, (N + 2 Nkv) * H]),
 //                       [key [B, S, Nkv * H]], [value], [past_key [B, Nkv, P, H]], [past_value],
 //                       seqlens_k int32 [B], total_sequence_length int32 (one value),
@@ -46,11 +46,19 @@ void inferGroupQueryAttention(InferContext& ctx) {
   refuseGqaInput(ctx, 15, "k_norm_weight", "the per-head RMS norm of Q and K");
   refuseGqaInput(ctx, 16, "query_seqlens", "right-padded chunks");
   refuseGqaAttributes(ctx);
-  for (size_t i : {0, 1, 2, 3, 4, 7, 8, 10, 11}) {
-    if (ctx.hasInput(i) && ctx.inputType(i) != DataType::kFloat32) {
-      ctx.fail("input " + std::to_string(i) +
-                   " must be float32 (kiln implements GroupQueryAttention for float32), got " +
-                   dataTypeName(ctx.inputType(i)),
+  const DataType type = ctx.inputType(0);
+  if (type != DataType::kFloat32 && type != DataType::kFloat16) {
+    ctx.fail(
+        "query must be float32 or float16 (kiln implements GroupQueryAttention for these), "
+        "got " +
+            dataTypeName(type),
+        ErrorCode::kUnsupportedNode);
+  }
+  for (size_t i : {1, 2, 3, 4, 7, 8, 10, 11}) {
+    if (ctx.hasInput(i) && ctx.inputType(i) != type) {
+      ctx.fail("input " + std::to_string(i) + " must have the query's type " + dataTypeName(type) +
+                   ", got " + dataTypeName(ctx.inputType(i)) +
+                   (i == 3 || i == 4 ? " (kiln has no quantized KV cache)" : ""),
                ErrorCode::kUnsupportedNode);
     }
   }
@@ -83,7 +91,7 @@ void inferGroupQueryAttention(InferContext& ctx) {
   const SymShape* q = ctx.inputShape(0);
   if (q && q->size() != 3)
     ctx.fail("query must be 3-D [batch, sequence, hidden], got " + symShapeToString(*q));
-  for (size_t i = 0; i < 4; ++i) ctx.setOutputType(i, DataType::kFloat32);
+  for (size_t i = 0; i < 4; ++i) ctx.setOutputType(i, type);
   if (!q) return;
   const bool packed = !ctx.hasInput(1);
   Dim head = Dim::unknown();
@@ -97,7 +105,7 @@ void inferGroupQueryAttention(InferContext& ctx) {
     head = Dim::known((*q)[2].value / parts);
   }
   const Dim hidden = head.isKnown() ? Dim::known(head.value * heads) : Dim::unknown();
-  ctx.setOutput(0, DataType::kFloat32, SymShape{(*q)[0], (*q)[1], hidden});
+  ctx.setOutput(0, type, SymShape{(*q)[0], (*q)[1], hidden});
   Dim total = Dim::unknown();
   if (const auto value = ctx.inputInts(6); value && value->size() == 1)
     total = Dim::known((*value)[0]);
@@ -113,8 +121,8 @@ void inferGroupQueryAttention(InferContext& ctx) {
                   : Dim::unknown();
   }
   for (size_t i : {1, 2})
-    ctx.setOutput(i, DataType::kFloat32, SymShape{(*q)[0], Dim::known(kvHeads), present, head});
-  ctx.setOutput(3, DataType::kFloat32, SymShape{(*q)[0], Dim::known(heads), (*q)[1], total});
+    ctx.setOutput(i, type, SymShape{(*q)[0], Dim::known(kvHeads), present, head});
+  ctx.setOutput(3, type, SymShape{(*q)[0], Dim::known(heads), (*q)[1], total});
 }
 
 }  // namespace

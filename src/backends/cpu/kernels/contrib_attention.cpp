@@ -180,7 +180,8 @@ void attendPacked(KernelContext& ctx, const AttentionAttrs& a, const Tensor& qkv
     readCaches(o, keys, keys + half, P + S);
   }
   const std::optional<Tensor> mask = attentionMask(ctx, a, maskInput, biasInput, B, S, o.Sk);
-  fusedAttention(ctx, o, mask ? &*mask : nullptr, scaleFor(a, o.Dk), ctx.output(0));
+  Tensor& y = ctx.allocateOutput(0, DataType::kFloat32, Shape{B, S, vh});
+  fusedAttention(ctx, o, mask ? &*mask : nullptr, scaleFor(a, o.Dk), y);
 }
 
 void runAttention(KernelContext& ctx, const AttentionAttrs& a) {
@@ -316,7 +317,8 @@ void runMultiHeadAttention(KernelContext& ctx, const AttentionAttrs& a) {
   if (ctx.wantsOutput(3))
     options.qk =
         ctx.allocateOutput(3, DataType::kFloat32, Shape{o.B, o.H, o.Sq, o.Sk}).data<float>();
-  fusedAttention(ctx, o, mask ? &*mask : nullptr, scaleFor(a, o.Dk), ctx.output(0), options);
+  Tensor& y = ctx.allocateOutput(0, DataType::kFloat32, Shape{o.B, o.Sq, o.H * o.Dv});
+  fusedAttention(ctx, o, mask ? &*mask : nullptr, scaleFor(a, o.Dk), y, options);
 }
 
 AttentionAttrs attentionAttrs(const KernelCreateInfo& info) {
@@ -347,7 +349,9 @@ const Shape* shapeAt(const std::vector<const Shape*>& in, size_t i) {
 // Attention: the projection's GEMM, then the attention, one after the other in one workspace.
 Kernel makeAttentionKernel(const KernelCreateInfo& info) {
   const AttentionAttrs a = attentionAttrs(info);
-  return {[a](KernelContext& ctx) { runAttention(ctx, a); },
+  return {[a](KernelContext& ctx) {
+            runAttentionInFloat(ctx, [&a](KernelContext& c) { runAttention(c, a); });
+          },
           [a](const std::vector<const Shape*>& in, int threads) -> uint64_t {
             if (in.size() < 2 || !in[0] || !in[1] || in[0]->size() != 3 || in[1]->size() != 2)
               return 0;
@@ -383,7 +387,9 @@ Kernel makeQAttentionKernel(const KernelCreateInfo& info) {
 // a past [B, H, P, D], or key and value [B, H, Sk, D].
 Kernel makeMultiHeadAttentionKernel(const KernelCreateInfo& info) {
   const AttentionAttrs a = attentionAttrs(info);
-  return {[a](KernelContext& ctx) { runMultiHeadAttention(ctx, a); },
+  return {[a](KernelContext& ctx) {
+            runAttentionInFloat(ctx, [&a](KernelContext& c) { runMultiHeadAttention(c, a); });
+          },
           [a](const std::vector<const Shape*>& in, int threads) -> uint64_t {
             if (in.size() < 3 || !in[0] || !in[1] || !in[2] || a.heads <= 0) return 0;
             const Shape &q = *in[0], &k = *in[1], &v = *in[2];

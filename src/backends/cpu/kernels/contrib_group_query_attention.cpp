@@ -251,7 +251,9 @@ void runGroupQueryAttention(KernelContext& ctx, const GqaAttrs& a) {
 
 Kernel makeGroupQueryAttentionKernel(const KernelCreateInfo& info) {
   const GqaAttrs a = gqaAttrs(info.node);
-  return {[a](KernelContext& ctx) { runGroupQueryAttention(ctx, a); },
+  return {[a](KernelContext& ctx) {
+            runAttentionInFloat(ctx, [&a](KernelContext& c) { runGroupQueryAttention(c, a); });
+          },
           [a](const std::vector<const Shape*>& in, int threads) -> uint64_t {
             // Sized for keys as many as the past's rows plus the new ones; a larger
             // total_sequence_length takes a heap buffer (KernelContext::workspace).

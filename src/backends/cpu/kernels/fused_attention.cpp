@@ -12,6 +12,7 @@
 
 #include "backends/cpu/kernels/fused_attention.h"
 
+#include "backends/cpu/gemm/float_copy.h"
 #include "backends/cpu/gemm/sgemm.h"
 #include "backends/cpu/kernel_registry.h"
 #include "backends/cpu/kernels/softmax_exp.h"
@@ -248,6 +249,31 @@ void fusedAttention(KernelContext& ctx, const AttentionOperands& o, const Tensor
                 H * Dv, gemmWs);
         }
       });
+}
+
+void runAttentionInFloat(KernelContext& ctx, const std::function<void(KernelContext&)>& run) {
+  const DataType type = ctx.hasInput(0) ? ctx.input(0).dtype() : DataType::kFloat32;
+  if (!isHalfLike(type)) return run(ctx);
+  std::vector<Tensor> copies(ctx.numInputs());
+  std::vector<const Tensor*> inputs(ctx.numInputs(), nullptr);
+  for (size_t i = 0; i < ctx.numInputs(); ++i) {
+    if (!ctx.hasInput(i)) continue;
+    const Tensor& in = ctx.input(i);
+    inputs[i] = &in;
+    if (in.dtype() == type) inputs[i] = &(copies[i] = toFloatCopy(in));
+  }
+  std::vector<Tensor> outputs(ctx.numOutputs());
+  const std::vector<ir::TypeInfo> types(ctx.numOutputs(), ir::TypeInfo{DataType::kFloat32, {}});
+  KernelContext inFloat(ctx, inputs, outputs, types);
+  run(inFloat);
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (!outputs[i].defined()) continue;
+    if (outputs[i].dtype() != DataType::kFloat32) {
+      ctx.setOutput(i, outputs[i]);
+      continue;
+    }
+    storeFromFloat(outputs[i], ctx.allocateOutput(i, type, outputs[i].shape()));
+  }
 }
 
 namespace {

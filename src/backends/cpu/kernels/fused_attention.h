@@ -2,6 +2,7 @@
 // attention ops: Y = softmax(scale * Q K^T + mask) V per batch and head, heads read in place.
 #pragma once
 #include <cstdint>
+#include <functional>
 
 #include "backends/cpu/kernel.h"
 
@@ -56,5 +57,11 @@ uint64_t fusedAttentionWorkspaceBytes(int64_t B, int64_t Sq, int64_t Sk, int64_t
 /// ctx.workspace (fusedAttentionWorkspaceBytes for the pool's threads).
 void fusedAttention(KernelContext& ctx, const AttentionOperands& o, const Tensor* mask, float scale,
                     Tensor& y, const AttentionOptions& options = {});
+
+/// Runs `run`, a float32 kernel, on ctx; when ctx's input 0 is float16 or bfloat16, on float copies
+/// of its 16-bit float inputs instead, its float outputs rounded back into input 0's type (the
+/// com.microsoft attention ops' float16 kernels, which onnxruntime also computes in float). `run`
+/// must allocate its outputs with allocateOutput (their inferred types are the 16-bit ones).
+void runAttentionInFloat(KernelContext& ctx, const std::function<void(KernelContext&)>& run);
 
 }  // namespace kiln::cpu
