@@ -324,3 +324,41 @@ def test_group_query_attention_float16(rotary):
         got = compare("GroupQueryAttention", inputs, outputs, rtol=2e-3, atol=2e-3, num_heads=4, kv_num_heads=2,
                       do_rotary=int(rotary))
         past = (got["present_key"], got["present_value"])
+
+
+# ---- MRotaryEmbedding (Qwen2-VL's rotary of temporal, height and width positions) -------------
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("layout,section,interleaved,four_d,rotary_dim,scale", [
+    (0, [4, 2, 2], 0, False, 0, None),
+    (1, [4, 2, 2], 0, False, 0, None),
+    (0, [2, 1, 1], 1, False, 8, 0.5),
+    (1, [2, 3, 3], 0, True, 0, None),
+])
+def test_mrotary_embedding(dtype, layout, section, interleaved, four_d, rotary_dim, scale):
+    r = rng(56)
+    batch, seq, heads, head = 2, 5, 3, 16
+    half = (rotary_dim or head) // 2
+    cos, sin = rotary_caches(r, 20, half)
+    shape = (batch, heads, seq, head) if four_d else (batch, seq, heads * head)
+    inputs = [("input", normal(r, shape, dtype)), ("position_ids", r.integers(0, 20, (3, batch, seq)).astype(np.int64)),
+              ("cos_cache", cos.astype(dtype)), ("sin_cache", sin.astype(dtype))]
+    attrs = {"mrope_section": section, "mrope_layout": layout, "interleaved": interleaved}
+    if not four_d or rotary_dim:
+        attrs["num_heads"] = heads
+    if rotary_dim:
+        attrs["rotary_embedding_dim"] = rotary_dim
+    if scale is not None:
+        attrs["scale"] = scale
+    tol = 1e-3 if dtype == np.float16 else 1e-5
+    compare("MRotaryEmbedding", inputs, [("output", dtype)], rtol=tol, atol=tol, **attrs)
+
+
+def test_mrotary_embedding_position_past_the_cache_is_refused():
+    r = rng(57)
+    cos, sin = rotary_caches(r, 4, 8)
+    inputs = [("input", normal(r, (1, 2, 32))), ("position_ids", np.full((3, 1, 2), 7, np.int64)),
+              ("cos_cache", cos), ("sin_cache", sin)]
+    model = contrib_model("MRotaryEmbedding", inputs, ["output"], num_heads=2, mrope_section=[4, 2, 2])
+    with pytest.raises(kiln.InvalidArgument, match="MRotaryEmbedding_node.*position id 7 is outside the caches"):
+        kiln.InferenceSession(model).run(None, feeds_of(inputs))
