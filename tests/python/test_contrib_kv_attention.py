@@ -362,3 +362,72 @@ def test_mrotary_embedding_position_past_the_cache_is_refused():
     model = contrib_model("MRotaryEmbedding", inputs, ["output"], num_heads=2, mrope_section=[4, 2, 2])
     with pytest.raises(kiln.InvalidArgument, match="MRotaryEmbedding_node.*position id 7 is outside the caches"):
         kiln.InferenceSession(model).run(None, feeds_of(inputs))
+
+
+# ---- DecoderMaskedMultiHeadAttention (one decoding token, shared past / present buffer) --------
+
+def dmmha_self_inputs(r, batch, heads, head, buffer, past_length, mask=False, attention_bias=False, bias=False,
+                      beams=None, dtype=np.float32):
+    hidden = heads * head
+    total = past_length + 1
+    mask_index = None
+    if mask:
+        mask_index = np.ones((batch, total), np.int32)
+        mask_index[0, 1] = 0
+    inputs = [("query", normal(r, (batch, 1, hidden), dtype)), ("key", normal(r, (batch, 1, hidden), dtype)),
+              ("value", normal(r, (batch, 1, hidden), dtype)), ("mask_index", mask_index),
+              ("attention_bias", normal(r, (batch, heads, 1, total), dtype) if attention_bias else None),
+              ("past_key", normal(r, (batch, heads, buffer, head), dtype)),
+              ("past_value", normal(r, (batch, heads, buffer, head), dtype)),
+              ("past_sequence_length", np.array(past_length, np.int32)),
+              ("beam_width", None if beams is None else np.array(beams, np.int32)),
+              ("cache_indirection", None if beams is None else
+               r.integers(0, beams, (batch // beams, beams, buffer)).astype(np.int32)),
+              ("bias", normal(r, 3 * hidden, dtype) if bias else None)]
+    return inputs
+
+
+@pytest.mark.parametrize("mask,attention_bias,bias,qk,beams", [
+    (False, False, False, False, None), (True, False, True, False, None), (False, True, False, True, None),
+    (True, True, True, True, None), (False, False, True, False, 2), (True, False, False, True, 2)])
+def test_decoder_masked_multi_head_attention_self(mask, attention_bias, bias, qk, beams):
+    r = rng(58)
+    inputs = dmmha_self_inputs(r, 4, 2, 8, 7, 4, mask, attention_bias, bias, beams)
+    outputs = ["output", "present_key", "present_value"] + (["qk"] if qk else [])
+    compare("DecoderMaskedMultiHeadAttention", inputs, outputs, {"bias"}, rtol=1e-4, atol=1e-5, num_heads=2,
+            past_present_share_buffer=1, output_qk=int(qk), mask_filter_value=-300.0)
+
+
+@pytest.mark.parametrize("mask,qk,bias", [(False, False, False), (True, True, True)])
+def test_decoder_masked_multi_head_attention_cross(mask, qk, bias):
+    r = rng(59)
+    batch, heads, head, length = 2, 2, 8, 6
+    mask_index = None
+    if mask:
+        mask_index = np.ones((batch, length), np.int32)
+        mask_index[1, 4:] = 0
+    inputs = [("query", normal(r, (batch, 1, heads * head))), ("key", normal(r, (batch, heads, length, head))),
+              ("value", normal(r, (batch, heads, length, head))), ("mask_index", mask_index)] + \
+             [(n, None) for n in ("attention_bias", "past_key", "past_value", "past_sequence_length", "beam_width",
+                                  "cache_indirection")] + [("bias", normal(r, 3 * heads * head) if bias else None)]
+    outputs = ["output", None, None] + (["qk"] if qk else [])
+    compare("DecoderMaskedMultiHeadAttention", inputs, outputs, {"bias"}, rtol=1e-4, atol=1e-5, num_heads=heads,
+            output_qk=int(qk))
+
+
+def test_decoder_masked_multi_head_attention_float16():
+    r = rng(63)
+    inputs = dmmha_self_inputs(r, 2, 2, 8, 6, 3, mask=True, dtype=np.float16)
+    outputs = [("output", np.float16), ("present_key", np.float16), ("present_value", np.float16)]
+    compare("DecoderMaskedMultiHeadAttention", inputs, outputs, rtol=2e-3, atol=2e-3, num_heads=2,
+            past_present_share_buffer=1)
+
+
+def test_decoder_masked_multi_head_attention_full_buffer_is_refused():
+    r = rng(64)
+    inputs = dmmha_self_inputs(r, 1, 2, 8, 4, 4)
+    model = contrib_model("DecoderMaskedMultiHeadAttention", inputs, ["output", "present_key", "present_value"],
+                          num_heads=2, past_present_share_buffer=1)
+    with pytest.raises(kiln.InvalidArgument, match="DecoderMaskedMultiHeadAttention_node.*past_sequence_length 4 "
+                                                   "leaves no row for the new token in the past buffer of 4 rows"):
+        kiln.InferenceSession(model).run(None, feeds_of(inputs))

@@ -15,6 +15,7 @@
 
 #include "backends/cpu/gemm/sgemm.h"
 #include "backends/cpu/kernel_registry.h"
+#include "backends/cpu/kernels/contrib_attention.h"
 #include "backends/cpu/kernels/contrib_quantized_matmul.h"
 #include "backends/cpu/kernels/fused_attention.h"
 
@@ -22,14 +23,6 @@ namespace kiln::cpu {
 namespace {
 
 constexpr size_t kNoBias = 1000;  // an input index past the node's: no attention bias
-
-struct AttentionAttrs {
-  int64_t heads = 0;
-  bool unidirectional = false;
-  float maskFilter = -10000.0f;
-  float scale = 0.0f;                // 0: 1 / sqrt(head size)
-  std::vector<int64_t> hiddenSizes;  // Attention's qkv_hidden_sizes (empty: thirds)
-};
 
 // Whether key j (of T) of batch entry b is masked for query i (of S) by a mask index (null: none):
 // [B] key lengths, [B, T] or [B, S, T] with 0 where masked.
@@ -40,6 +33,8 @@ bool maskedByIndex(const Tensor* index, int64_t b, int64_t i, int64_t j, int64_t
   if (index->rank() == 2) return m[b * T + j] == 0;
   return m[(b * S + i) * T + j] == 0;
 }
+
+}  // namespace
 
 // The additive mask [B, Hm, S, T] (Hm: the attention bias's heads, or 1) of a mask index (input
 // `indexInput`), the causal mask and an attention bias (input `biasInput`), or nullopt when none
@@ -97,6 +92,8 @@ float scaleFor(const AttentionAttrs& a, int64_t headSize) {
   return a.scale == 0.0f ? 1.0f / std::sqrt(static_cast<float>(headSize)) : a.scale;
 }
 
+namespace {
+
 void checkAttentionOperands(const KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   const Tensor& w = ctx.input(1);
@@ -106,6 +103,8 @@ void checkAttentionOperands(const KernelContext& ctx) {
              ErrorCode::kInvalidArgument);
   }
 }
+
+}  // namespace
 
 // cache [B, N, P + L, D] (BNSH): the P rows of each head of past [B, N, P, D] (null: P = 0), then
 // the L new rows of `rows` ([B, L] rows `rowStride` apart, head n at n * D), plus `bias` (null:
@@ -132,6 +131,8 @@ void readCaches(AttentionOperands& o, const float* keys, const float* values, in
   o.kRow = o.Dk, o.kHead = T * o.Dk, o.kBatch = o.H * T * o.Dk;
   o.vRow = o.Dv, o.vHead = T * o.Dv, o.vBatch = o.H * T * o.Dv;
 }
+
+namespace {
 
 // Attention's sizes of Q, K and V in its projection of width `width`: qkv_hidden_sizes, or thirds.
 std::array<int64_t, 3> projectionWidths(const AttentionAttrs& a, int64_t width) {
@@ -206,6 +207,8 @@ void runAttention(KernelContext& ctx, const AttentionAttrs& a) {
   attendPacked(ctx, a, qkv, 3, 5, 4);
 }
 
+}  // namespace
+
 // query + its bias slice (`offset` into bias, width q's), or query itself without a bias.
 const float* biasedRows(const Tensor& t, const float* bias, int64_t offset,
                         std::vector<Tensor>& owned) {
@@ -217,14 +220,16 @@ const float* biasedRows(const Tensor& t, const float* bias, int64_t offset,
   return b.data<float>();
 }
 
-void requireShape(const KernelContext& ctx, const Tensor& t, const Shape& want, const char* name,
-                  const char* layout) {
+void requireLayout(const KernelContext& ctx, const Tensor& t, const Shape& want, const char* name,
+                   const char* layout) {
   if (t.shape() != want) {
     ctx.fail(
         std::string(name) + " " + t.describe() + " must be " + layout + " " + shapeToString(want),
         ErrorCode::kInvalidArgument);
   }
 }
+
+namespace {
 
 // MultiHeadAttention's operands: query [B, S, N * Dk] (0); key and value [B, L, N * Dk] and
 // [B, L, N * Dv] (1, 2) with their bias slices (3), after the past [B, N, P, D] (6, 7) in the
@@ -249,13 +254,13 @@ AttentionOperands multiHeadOperands(KernelContext& ctx, const AttentionAttrs& a,
   const int64_t L = bnsh ? k.dim(2) : k.dim(1);
   const int64_t Dv = bnsh ? v.dim(3) : v.dim(2) / N;
   if (bnsh) {
-    requireShape(ctx, k, Shape{B, N, L, Dk}, "key", "[batch, num_heads, length, head size]");
+    requireLayout(ctx, k, Shape{B, N, L, Dk}, "key", "[batch, num_heads, length, head size]");
     if (v.rank() != 4 || v.dim(0) != B || v.dim(1) != N || v.dim(2) != L)
-      requireShape(ctx, v, Shape{B, N, L, Dv}, "value", "[batch, num_heads, length, head size]");
+      requireLayout(ctx, v, Shape{B, N, L, Dv}, "value", "[batch, num_heads, length, head size]");
   } else {
-    requireShape(ctx, k, Shape{B, L, N * Dk}, "key", "[batch, length, num_heads * head size]");
+    requireLayout(ctx, k, Shape{B, L, N * Dk}, "key", "[batch, length, num_heads * head size]");
     if (v.dim(0) != B || v.dim(1) != L || v.dim(2) % N != 0)
-      requireShape(ctx, v, Shape{B, L, N * Dv}, "value", "[batch, length, num_heads * head size]");
+      requireLayout(ctx, v, Shape{B, L, N * Dv}, "value", "[batch, length, num_heads * head size]");
   }
   const float* bias = nullptr;
   if (ctx.hasInput(3)) {
@@ -289,10 +294,10 @@ AttentionOperands multiHeadOperands(KernelContext& ctx, const AttentionAttrs& a,
   }
   const int64_t P = pastK ? pastK->dim(pastK->rank() < 3 ? 0 : 2) : 0;
   if (pastK) {
-    requireShape(ctx, *pastK, Shape{B, N, P, Dk}, "past_key",
-                 "[batch, num_heads, past, head size]");
-    requireShape(ctx, *pastV, Shape{B, N, P, Dv}, "past_value",
-                 "[batch, num_heads, past, head size]");
+    requireLayout(ctx, *pastK, Shape{B, N, P, Dk}, "past_key",
+                  "[batch, num_heads, past, head size]");
+    requireLayout(ctx, *pastV, Shape{B, N, P, Dv}, "past_value",
+                  "[batch, num_heads, past, head size]");
   }
   Tensor* caches[2];
   for (int i = 0; i < 2; ++i) {
@@ -321,6 +326,8 @@ void runMultiHeadAttention(KernelContext& ctx, const AttentionAttrs& a) {
   fusedAttention(ctx, o, mask ? &*mask : nullptr, scaleFor(a, o.Dk), y, options);
 }
 
+}  // namespace
+
 AttentionAttrs attentionAttrs(const KernelCreateInfo& info) {
   AttentionAttrs a;
   a.heads = ir::attrInt(info.node, "num_heads");
@@ -331,6 +338,8 @@ AttentionAttrs attentionAttrs(const KernelCreateInfo& info) {
     a.hiddenSizes = ir::attrInts(info.node, "qkv_hidden_sizes");
   return a;
 }
+
+namespace {
 
 // The attention's workspace for a packed projection [B, S, width] after a past [2, B, N, P, H]
 // (null: none); 0 when width does not split into the heads.
