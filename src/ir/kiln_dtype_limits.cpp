@@ -77,10 +77,14 @@ const DTypeLimit kDTypeLimits[] = {
      "onnxruntime's op (its ONNX-domain registration): X, scale float32 (onnxruntime: float16, "
      "float32, float64)"},
     {"com.microsoft", "Attention", "*", 0,
-     "float32, mask_index int32 (onnxruntime: float32); no past / present, qkv_hidden_sizes all "
-     "equal"},
+     "float32 or float16, mask_index int32 (onnxruntime: float32; float16 through the Casts its "
+     "session inserts); past / present; no do_rotary (nor in onnxruntime's CPU kernel), no "
+     "past_present_share_buffer"},
     {"com.microsoft", "BiasAdd", "*", 0, "float32 (onnxruntime: CUDA only)"},
     {"com.microsoft", "BiasGelu", "*", 0, "float32 (onnxruntime: float32)"},
+    {"com.microsoft", "DecoderMaskedMultiHeadAttention", "*", 0,
+     "float32 or float16, mask_index, past_sequence_length, beam_width, cache_indirection int32 "
+     "(onnxruntime: float32; float16 through inserted Casts); no packed QKV"},
     {"com.microsoft", "DequantizeLinear", "*", 0,
      "as ONNX DequantizeLinear-21 (onnxruntime: int8, uint8, int16, uint16, int32, int4, uint4)"},
     {"com.microsoft", "DynamicQuantizeLSTM", "*", 0,
@@ -98,15 +102,24 @@ const DTypeLimit kDTypeLimits[] = {
     {"com.microsoft", "Gelu", "*", 0, "float32 (onnxruntime: float32)"},
     {"com.microsoft", "FusedGemm", "*", 0,
      "float32 (onnxruntime: float32); activation Relu, LeakyRelu, Sigmoid or HardSigmoid"},
+    {"com.microsoft", "GroupQueryAttention", "*", 0,
+     "float32 or float16, seqlens_k and total_sequence_length int32, position_ids int64 "
+     "(onnxruntime: the same, and int8 / uint8 quantized caches); no k_scale / v_scale, "
+     "q_norm_weight / k_norm_weight, query_seqlens, sliding_window_cache"},
     {"com.microsoft", "FusedMatMul", "*", 0,
      "float32 (onnxruntime: float32, float64); transBatchA / transBatchB not supported"},
     {"com.microsoft", "MatMulInteger16", "*", 0, "A, B int16, Y int32 (onnxruntime: the same)"},
     {"com.microsoft", "MatMulNBits", "*", 0,
      "A float32, B uint8 (2, 4 or 8 bits), zero points uint8 or float32 (onnxruntime: A float32 or "
      "float16); no g_idx"},
+    {"com.microsoft", "MRotaryEmbedding", "*", 0,
+     "float32 or float16, position_ids int64 (onnxruntime: the same); is_packed_batching not "
+     "supported"},
     {"com.microsoft", "MultiHeadAttention", "*", 0,
-     "float32, key_padding_mask int32 (onnxruntime: float32); 3-D query, key and value only, no KV "
-     "cache"},
+     "float32 or float16, key_padding_mask int32 (onnxruntime: float32; float16 through inserted "
+     "Casts); past / present, 4-D key "
+     "and value, qk; no packed forms (nor in onnxruntime's CPU kernel), past_sequence_length or "
+     "cache_indirection"},
     {"com.microsoft", "QLinearAveragePool", "*", 0,
      "int8 or uint8, channels_last 0 (onnxruntime: the same, also channels_last 1)"},
     {"com.microsoft", "QLinearConcat", "*", 0, "int8 or uint8 (onnxruntime: the same)"},

@@ -53,6 +53,16 @@ struct GqaStep {
   int64_t qRow = 0, kvRow = 0;
 };
 
+// Where GroupQueryAttention's and SparseAttention's inputs are; lengths: the per-entry key counts
+// (GroupQueryAttention's seqlens_k, one less; SparseAttention's key_total_sequence_lengths).
+struct GqaInputs {
+  size_t past, lengths, total, cos, positionIds;
+  bool lengthsAreTotals;
+  const char* lengthsName;
+};
+constexpr GqaInputs kGqaInputs{3, 5, 6, 7, 9, false, "seqlens_k"};
+constexpr GqaInputs kSparseInputs{3, 8, 7, 9, 1000, true, "key_total_sequence_lengths"};
+
 void requireShape(const KernelContext& ctx, const Tensor& t, const Shape& want, const char* name) {
   if (t.shape() != want) {
     ctx.fail(std::string(name) + " " + t.describe() + " must be " + shapeToString(want),
@@ -60,7 +70,7 @@ void requireShape(const KernelContext& ctx, const Tensor& t, const Shape& want, 
   }
 }
 
-GqaStep gqaStep(const KernelContext& ctx, const GqaAttrs& a) {
+GqaStep gqaStep(const KernelContext& ctx, const GqaAttrs& a, const GqaInputs& in) {
   const Tensor& query = ctx.input(0);
   const int64_t N = a.heads, Nkv = a.kvHeads;
   const bool packed = !ctx.hasInput(1);
@@ -83,19 +93,19 @@ GqaStep gqaStep(const KernelContext& ctx, const GqaAttrs& a) {
     st.k = ctx.input(1).data<float>(), st.v = ctx.input(2).data<float>();
     st.qRow = N * H, st.kvRow = Nkv * H;
   }
-  const bool hasPast = ctx.hasInput(3);
+  const bool hasPast = ctx.hasInput(in.past);
   if (hasPast) {
-    const Tensor& pastKey = ctx.input(3);
+    const Tensor& pastKey = ctx.input(in.past);
     st.P = pastKey.rank() == 4 ? pastKey.dim(2) : 0;
     requireShape(ctx, pastKey, Shape{st.B, Nkv, st.P, H}, "past_key");
-    requireShape(ctx, ctx.input(4), Shape{st.B, Nkv, st.P, H}, "past_value");
+    requireShape(ctx, ctx.input(in.past + 1), Shape{st.B, Nkv, st.P, H}, "past_value");
   }
-  const Tensor& seqlens = ctx.input(5);
-  const Tensor& totalT = ctx.input(6);
+  const Tensor& seqlens = ctx.input(in.lengths);
+  const Tensor& totalT = ctx.input(in.total);
   if (seqlens.numel() != st.B || totalT.numel() != 1) {
-    ctx.fail("seqlens_k " + seqlens.describe() + " must hold one length per batch entry (" +
-                 std::to_string(st.B) + ") and total_sequence_length " + totalT.describe() +
-                 " one value",
+    ctx.fail(std::string(in.lengthsName) + " " + seqlens.describe() +
+                 " must hold one length per batch entry (" + std::to_string(st.B) +
+                 ") and total_sequence_length " + totalT.describe() + " one value",
              ErrorCode::kInvalidArgument);
   }
   st.T = totalT.intAt(0);
@@ -108,16 +118,16 @@ GqaStep gqaStep(const KernelContext& ctx, const GqaAttrs& a) {
   }
   st.past.resize(st.B), st.total.resize(st.B);
   for (int64_t b = 0; b < st.B; ++b) {
-    const int64_t total = seqlens.intAt(b) + 1;
+    const int64_t total = seqlens.intAt(b) + (in.lengthsAreTotals ? 0 : 1);
     const int64_t past = st.firstPrompt ? 0 : total - st.S;
     const bool fits = total >= 1 && total <= st.T && past >= 0 && (hasPast || past == 0) &&
                       past <= st.P && past + st.S <= st.present;
     if (!fits) {
-      ctx.fail("seqlens_k[" + std::to_string(b) + "] = " + std::to_string(total - 1) +
-                   " does not fit the step: total length " + std::to_string(total) +
-                   " must be 1.." + std::to_string(st.T) + " (total_sequence_length), with " +
-                   std::to_string(st.S) + " new tokens after at most the past's " +
-                   std::to_string(st.P) + " rows",
+      ctx.fail(std::string(in.lengthsName) + "[" + std::to_string(b) + "] = " +
+                   std::to_string(seqlens.intAt(b)) + " does not fit the step: total length " +
+                   std::to_string(total) + " must be 1.." + std::to_string(st.T) +
+                   " (total_sequence_length), with " + std::to_string(st.S) +
+                   " new tokens after at most the past's " + std::to_string(st.P) + " rows",
                ErrorCode::kInvalidArgument);
     }
     st.past[b] = past, st.total[b] = total;
@@ -127,10 +137,10 @@ GqaStep gqaStep(const KernelContext& ctx, const GqaAttrs& a) {
 
 // The new rows of Q (N heads) and K (Nkv heads) rotated at their positions into qOut / kOut
 // ([B, S] rows of the heads side by side).
-void rotateNewRows(const KernelContext& ctx, const GqaAttrs& a, const GqaStep& st, float* qOut,
-                   float* kOut) {
-  const Tensor& cosCache = ctx.input(7);
-  const Tensor& sinCache = ctx.input(8);
+void rotateNewRows(const KernelContext& ctx, const GqaAttrs& a, const GqaInputs& in,
+                   const GqaStep& st, float* qOut, float* kOut) {
+  const Tensor& cosCache = ctx.input(in.cos);
+  const Tensor& sinCache = ctx.input(in.cos + 1);
   const int64_t H = st.H;
   if (cosCache.rank() != 2 || cosCache.shape() != sinCache.shape() || cosCache.dim(1) == 0 ||
       2 * cosCache.dim(1) > H) {
@@ -141,7 +151,7 @@ void rotateNewRows(const KernelContext& ctx, const GqaAttrs& a, const GqaStep& s
              ErrorCode::kInvalidArgument);
   }
   const int64_t half = cosCache.dim(1), rows = cosCache.dim(0);
-  const Tensor* ids = ctx.hasInput(9) ? &ctx.input(9) : nullptr;
+  const Tensor* ids = ctx.hasInput(in.positionIds) ? &ctx.input(in.positionIds) : nullptr;
   if (ids && ids->numel() != st.B * st.S) {
     ctx.fail("position_ids " + ids->describe() + " must be [batch, sequence]",
              ErrorCode::kInvalidArgument);
@@ -189,30 +199,64 @@ void fillPresent(const GqaStep& st, int64_t Nkv, const float* past, const float*
   }
 }
 
-void runGroupQueryAttention(KernelContext& ctx, const GqaAttrs& a) {
-  GqaStep st = gqaStep(ctx, a);
-  const int64_t B = st.B, S = st.S, H = st.H, N = a.heads, Nkv = a.kvHeads;
+// One call's new rows (rotated when do_rotary) and its present caches, and the operands that
+// read them: query heads [B, S] rows apart, keys and values from the present (BNSH).
+struct GqaAttention {
+  GqaStep st;
   std::vector<float> rotatedQ, rotatedK;
-  if (a.rotary) {
-    rotatedQ.resize(B * S * N * H), rotatedK.resize(B * S * Nkv * H);
-    rotateNewRows(ctx, a, st, rotatedQ.data(), rotatedK.data());
-    st.q = rotatedQ.data(), st.qRow = N * H;
-  }
-  const float* kRows = a.rotary ? rotatedK.data() : st.k;
-  const int64_t kRowStride = a.rotary ? Nkv * H : st.kvRow;
   Tensor owned[2];
-  Tensor* present[2];
+  Tensor* present[2] = {nullptr, nullptr};
+  AttentionOperands o;
+};
+
+void prepareGqa(KernelContext& ctx, const GqaAttrs& a, const GqaInputs& in, GqaAttention& g) {
+  GqaStep& st = g.st;
+  st = gqaStep(ctx, a, in);
+  const int64_t B = st.B, S = st.S, H = st.H, N = a.heads, Nkv = a.kvHeads;
+  if (a.rotary) {
+    g.rotatedQ.resize(B * S * N * H), g.rotatedK.resize(B * S * Nkv * H);
+    rotateNewRows(ctx, a, in, st, g.rotatedQ.data(), g.rotatedK.data());
+    st.q = g.rotatedQ.data(), st.qRow = N * H;
+  }
+  const float* kRows = a.rotary ? g.rotatedK.data() : st.k;
+  const int64_t kRowStride = a.rotary ? Nkv * H : st.kvRow;
   for (int i = 0; i < 2; ++i) {
     const Shape shape{B, Nkv, st.present, H};
-    present[i] = ctx.wantsOutput(1 + i) ? &ctx.allocateOutput(1 + i, DataType::kFloat32, shape)
-                                        : &(owned[i] = Tensor(DataType::kFloat32, shape));
+    g.present[i] = ctx.wantsOutput(1 + i) ? &ctx.allocateOutput(1 + i, DataType::kFloat32, shape)
+                                          : &(g.owned[i] = Tensor(DataType::kFloat32, shape));
   }
-  const bool hasPast = ctx.hasInput(3);
-  fillPresent(st, Nkv, hasPast ? ctx.input(3).data<float>() : nullptr, kRows, kRowStride,
-              present[0]->data<float>());
-  fillPresent(st, Nkv, hasPast ? ctx.input(4).data<float>() : nullptr, st.v, st.kvRow,
-              present[1]->data<float>());
+  const bool hasPast = ctx.hasInput(in.past);
+  fillPresent(st, Nkv, hasPast ? ctx.input(in.past).data<float>() : nullptr, kRows, kRowStride,
+              g.present[0]->data<float>());
+  fillPresent(st, Nkv, hasPast ? ctx.input(in.past + 1).data<float>() : nullptr, st.v, st.kvRow,
+              g.present[1]->data<float>());
+  AttentionOperands& o = g.o;
+  o = AttentionOperands{st.q,
+                        g.present[0]->data<float>(),
+                        g.present[1]->data<float>(),
+                        st.qRow,
+                        H,
+                        H,
+                        B,
+                        S,
+                        st.T,
+                        N,
+                        H,
+                        H};
+  o.qBatch = S * st.qRow, o.qHead = H;
+  o.kBatch = o.vBatch = Nkv * st.present * H, o.kHead = o.vHead = st.present * H;
+  o.kvGroup = N / Nkv;
+}
 
+float gqaScale(const GqaAttrs& a, int64_t H) {
+  return a.scale == 0.0f ? 1.0f / std::sqrt(static_cast<float>(H)) : a.scale;
+}
+
+void runGroupQueryAttention(KernelContext& ctx, const GqaAttrs& a) {
+  GqaAttention g;
+  prepareGqa(ctx, a, kGqaInputs, g);
+  const GqaStep& st = g.st;
+  const int64_t B = st.B, S = st.S, H = st.H, N = a.heads;
   std::vector<int64_t> keyBegin(B * S), keyEnd(B * S);
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t s = 0; s < S; ++s) {
@@ -221,12 +265,6 @@ void runGroupQueryAttention(KernelContext& ctx, const GqaAttrs& a) {
       keyBegin[b * S + s] = a.window >= 0 && end > a.window ? end - a.window : 0;
     }
   }
-  AttentionOperands o{
-      st.q, present[0]->data<float>(), present[1]->data<float>(), st.qRow, H, H, B, S, st.T, N, H,
-      H};
-  o.qBatch = S * st.qRow, o.qHead = H;
-  o.kBatch = o.vBatch = Nkv * st.present * H, o.kHead = o.vHead = st.present * H;
-  o.kvGroup = N / Nkv;
   AttentionOptions options;
   options.softcap = a.softcap;
   options.smoothSoftmax = a.smooth || ctx.hasInput(11);
@@ -243,10 +281,9 @@ void runGroupQueryAttention(KernelContext& ctx, const GqaAttrs& a) {
     options.qk = ctx.allocateOutput(3, DataType::kFloat32, Shape{B, N, S, st.T}).data<float>();
     options.qkAfterSoftmax = a.qkOutput == 2;
   }
-  const float scale = a.scale == 0.0f ? 1.0f / std::sqrt(static_cast<float>(H)) : a.scale;
   const Tensor* bias = ctx.hasInput(10) ? &ctx.input(10) : nullptr;
   Tensor& y = ctx.allocateOutput(0, DataType::kFloat32, Shape{B, S, N * H});
-  fusedAttention(ctx, o, bias, scale, y, options);
+  fusedAttention(ctx, g.o, bias, gqaScale(a, H), y, options);
 }
 
 Kernel makeGroupQueryAttentionKernel(const KernelCreateInfo& info) {
