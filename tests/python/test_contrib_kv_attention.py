@@ -431,3 +431,96 @@ def test_decoder_masked_multi_head_attention_full_buffer_is_refused():
     with pytest.raises(kiln.InvalidArgument, match="DecoderMaskedMultiHeadAttention_node.*past_sequence_length 4 "
                                                    "leaves no row for the new token in the past buffer of 4 rows"):
         kiln.InferenceSession(model).run(None, feeds_of(inputs))
+
+
+# ---- SparseAttention (block-sparse; onnxruntime runs it only with past and present bound to one
+# buffer, so its side runs through an IOBinding) ---------------------------------------------------
+
+def run_ort_shared_buffers(model, feeds, shared):
+    """onnxruntime's outputs with each input of `shared` (input name -> output name) bound to its
+    output as one OrtValue, in the graph's output order."""
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = 1
+    session = onnxruntime.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+    binding = session.io_binding()
+    buffers = {}
+    for name, array in feeds.items():
+        if name in shared:
+            buffers[shared[name]] = onnxruntime.OrtValue.ortvalue_from_numpy(array.copy())
+            binding.bind_ortvalue_input(name, buffers[shared[name]])
+        else:
+            binding.bind_cpu_input(name, array)
+    for output in session.get_outputs():
+        if output.name in buffers:
+            binding.bind_ortvalue_output(output.name, buffers[output.name])
+        else:
+            binding.bind_output(output.name)
+    session.run_with_iobinding(binding)
+    return binding.copy_outputs_to_cpu()
+
+
+def block_layouts(max_blocks):
+    """Two CSR layouts of a causal block mask: dense (every block up to the diagonal) and local
+    (the first block, the previous one and the diagonal)."""
+    layouts = []
+    for local in (False, True):
+        rows, cols = [0], []
+        for r in range(max_blocks):
+            blocks = sorted({0, max(r - 1, 0), r}) if local else list(range(r + 1))
+            cols += blocks
+            rows.append(len(cols))
+        layouts.append((rows, cols))
+    nnz = max(len(c) for _, c in layouts)
+    row_indices = np.array([r for r, _ in layouts], np.int32)
+    col_indices = np.array([c + [0] * (nnz - len(c)) for _, c in layouts], np.int32)
+    return row_indices, col_indices
+
+
+def sparse_inputs(r, batch, seq, total, buffers, heads, kv_heads, head, packed, rotary, dtype):
+    rows, cols = block_layouts(4)
+    q = normal(r, (batch, seq, (heads + 2 * kv_heads) * head if packed else heads * head), dtype)
+    cos, sin = rotary_caches(r, 64, head // 2) if rotary else (None, None)
+    return [("query", q), ("key", None if packed else normal(r, (batch, seq, kv_heads * head), dtype)),
+            ("value", None if packed else normal(r, (batch, seq, kv_heads * head), dtype)),
+            ("past_key", buffers[0]), ("past_value", buffers[1]), ("block_row_indices", rows),
+            ("block_col_indices", cols), ("total_sequence_length", np.array([total], np.int32)),
+            ("key_total_sequence_lengths", np.full(batch, total, np.int32)),
+            ("cos_cache", None if cos is None else cos.astype(dtype)),
+            ("sin_cache", None if sin is None else sin.astype(dtype))]
+
+
+@pytest.mark.parametrize("packed,rotary,kv_heads,dtype", [
+    (False, False, 2, np.float32), (True, False, 4, np.float32), (False, True, 2, np.float32),
+    (True, True, 1, np.float32), (False, True, 2, np.float16)])
+def test_sparse_attention_prompt_then_decode(packed, rotary, kv_heads, dtype):
+    """A prompt of 50 tokens in blocks of 16 (the local layout hides block 1 from the queries of
+    block 3, positions 48 on), then two generation steps in the same 64-row buffer."""
+    r = rng(65)
+    batch, heads, head, seq = 2, 4, 16, 50
+    buffers = tuple(np.zeros((batch, kv_heads, 64, head), dtype) for _ in range(2))
+    tol = 2e-3 if dtype == np.float16 else 1e-5
+    total = 0
+    for length in [seq, 1, 1]:
+        total += length
+        inputs = sparse_inputs(r, batch, length, total, buffers, heads, kv_heads, head, packed, rotary, dtype)
+        model = contrib_model("SparseAttention", inputs, [("output", dtype), ("present_key", dtype),
+                                                          ("present_value", dtype)],
+                              num_heads=heads, kv_num_heads=kv_heads, sparse_block_size=16, do_rotary=int(rotary))
+        feeds = feeds_of(inputs)
+        ort = run_ort_shared_buffers(model, feeds, {"past_key": "present_key", "past_value": "present_value"})
+        ours = kiln.InferenceSession(model).run(None, feeds)
+        for name, want, got in zip(["output", "present_key", "present_value"], ort, ours):
+            assert got.shape == want.shape and got.dtype == want.dtype, name
+            np.testing.assert_allclose(got, want, rtol=tol * 10, atol=tol, err_msg=f"SparseAttention {name}")
+        buffers = (ort[1], ort[2])
+
+
+def test_sparse_attention_column_past_the_layout_is_refused():
+    r = rng(66)
+    buffers = (np.zeros((1, 2, 64, 16), np.float32),) * 2
+    inputs = sparse_inputs(r, 1, 4, 4, buffers, 2, 2, 16, False, False, np.float32)
+    inputs[6] = ("block_col_indices", np.array([[0, 0, 1, 0, 1, 2, 0, 1, 2, 9]] * 2, np.int32))
+    model = contrib_model("SparseAttention", inputs, ["output", "present_key", "present_value"], num_heads=2,
+                          kv_num_heads=2, sparse_block_size=16)
+    with pytest.raises(kiln.InvalidArgument, match="SparseAttention_node.*block_col_indices holds block 9 of 4"):
+        kiln.InferenceSession(model).run(None, feeds_of(inputs))

@@ -125,9 +125,64 @@ void inferGroupQueryAttention(InferContext& ctx) {
   ctx.setOutput(3, type, SymShape{(*q)[0], Dim::known(heads), (*q)[1], total});
 }
 
+// com.microsoft SparseAttention (version 1, Phi-3-small's block-sparse attention), float32 or
+// float16: GroupQueryAttention's inputs in another order, past_key / past_value [B, Nkv, M, H]
+// required (the buffer the present updates: present_key / present_value have its shape),
+//   (query, [key], [value], past_key, past_value, block_row_indices int32 [layouts, max blocks +
+//    1], block_col_indices int32 [layouts, max nonzero], total_sequence_length int32,
+//    key_total_sequence_lengths int32 [B], [cos_cache], [sin_cache]) -> output [B, S, N * H],
+//   present_key, present_value.
+void inferSparseAttention(InferContext& ctx) {
+  for (size_t i : {0, 3, 4, 5, 6, 7, 8}) ctx.requireInput(i);
+  const DataType type = ctx.inputType(0);
+  if (type != DataType::kFloat32 && type != DataType::kFloat16) {
+    ctx.fail("query must be float32 or float16 (kiln implements SparseAttention for these), got " +
+                 dataTypeName(type),
+             ErrorCode::kUnsupportedNode);
+  }
+  for (size_t i : {1, 2, 3, 4, 9, 10}) {
+    if (ctx.hasInput(i) && ctx.inputType(i) != type)
+      ctx.fail("input " + std::to_string(i) + " must have the query's type " + dataTypeName(type));
+  }
+  for (size_t i : {5, 6, 7, 8}) {
+    if (ctx.inputType(i) != DataType::kInt32)
+      ctx.fail("input " + std::to_string(i) + " must be int32");
+  }
+  if (ctx.hasInput(1) != ctx.hasInput(2))
+    ctx.fail("key and value must be given together (or neither: Q, K and V packed in query)");
+  const Node& node = ctx.node();
+  const int64_t heads = attrInt(node, "num_heads", 0), kvHeads = attrInt(node, "kv_num_heads", 0);
+  if (heads <= 0 || kvHeads <= 0 || heads % kvHeads != 0) {
+    ctx.fail("attributes 'num_heads' " + std::to_string(heads) + " and 'kv_num_heads' " +
+             std::to_string(kvHeads) + " must be positive, num_heads a multiple of kv_num_heads");
+  }
+  if (attrInt(node, "sparse_block_size", 0) <= 0)
+    ctx.fail("attribute 'sparse_block_size' must be positive");
+  if (attrInt(node, "do_rotary", 0) != 0 && (!ctx.hasInput(9) || !ctx.hasInput(10)))
+    ctx.fail("do_rotary = 1 needs cos_cache and sin_cache");
+  const SymShape* q = ctx.inputShape(0);
+  if (q && q->size() != 3)
+    ctx.fail("query must be 3-D [batch, sequence, hidden], got " + symShapeToString(*q));
+  for (size_t i = 0; i < 3; ++i) ctx.setOutputType(i, type);
+  if (!q) return;
+  const int64_t parts = ctx.hasInput(1) ? heads : heads + 2 * kvHeads;
+  Dim hidden = Dim::unknown();
+  if ((*q)[2].isKnown()) {
+    if ((*q)[2].value % parts != 0)
+      ctx.fail("query " + symShapeToString(*q) + ": the hidden size must be a multiple of " +
+               std::to_string(parts));
+    hidden = Dim::known((*q)[2].value / parts * heads);
+  }
+  ctx.setOutput(0, type, SymShape{(*q)[0], (*q)[1], hidden});
+  for (size_t i : {1, 2}) {
+    if (const SymShape* past = ctx.inputShape(2 + i)) ctx.setOutput(i, type, *past);
+  }
+}
+
 }  // namespace
 
 KILN_REGISTER_OP_SCHEMA({"com.microsoft", "GroupQueryAttention", 1, 1000,
                          inferGroupQueryAttention});
+KILN_REGISTER_OP_SCHEMA({"com.microsoft", "SparseAttention", 1, 1000, inferSparseAttention});
 
 }  // namespace kiln::ir

@@ -1,4 +1,5 @@
-// CPU kernel of com.microsoft GroupQueryAttention (ir/ops/contrib_group_query_attention.cpp),
+// CPU kernels of com.microsoft GroupQueryAttention and SparseAttention
+// (ir/ops/contrib_group_query_attention.cpp),
 // float32, as onnxruntime's CPU kernel computes it, on the fused attention of kiln::FusedAttention
 // (fused_attention.h) and the rotation of RotaryEmbedding (rotary_embedding.h):
 // - the step: the first prompt when S equals total_sequence_length T (past lengths 0), else each
@@ -10,9 +11,11 @@
 // - query row s of entry b sees the keys [L - local_window_size, L) (from 0 without a window), L
 //   = min(past + s + 1, total length) (the total length when not causal); scores are scale * Q K^T,
 //   softcapped, plus attention_bias, then softmax (smooth: one more logit, head_sink's or 0).
-// Query head h reads K / V head h / (num_heads / kv_num_heads).
+// Query head h reads K / V head h / (num_heads / kv_num_heads). SparseAttention is the same
+// attention on a shared past / present buffer with its keys limited to blocks (sparseBlockMask).
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "backends/cpu/kernel_registry.h"
@@ -55,13 +58,15 @@ struct GqaStep {
 
 // Where GroupQueryAttention's and SparseAttention's inputs are; lengths: the per-entry key counts
 // (GroupQueryAttention's seqlens_k, one less; SparseAttention's key_total_sequence_lengths).
+// sharedBuffer: the present is the past buffer updated in place (SparseAttention's, whose rows past
+// the new ones keep the past's values), not a new buffer of the kept rows (zeros after them).
 struct GqaInputs {
   size_t past, lengths, total, cos, positionIds;
-  bool lengthsAreTotals;
+  bool lengthsAreTotals, sharedBuffer;
   const char* lengthsName;
 };
-constexpr GqaInputs kGqaInputs{3, 5, 6, 7, 9, false, "seqlens_k"};
-constexpr GqaInputs kSparseInputs{3, 8, 7, 9, 1000, true, "key_total_sequence_lengths"};
+constexpr GqaInputs kGqaInputs{3, 5, 6, 7, 9, false, false, "seqlens_k"};
+constexpr GqaInputs kSparseInputs{3, 8, 7, 9, 1000, true, true, "key_total_sequence_lengths"};
 
 void requireShape(const KernelContext& ctx, const Tensor& t, const Shape& want, const char* name) {
   if (t.shape() != want) {
@@ -183,16 +188,16 @@ void rotateNewRows(const KernelContext& ctx, const GqaAttrs& a, const GqaInputs&
   }
 }
 
-// present [B, Nkv, present, H]: the past's first st.past[b] rows, the S new rows (kvRow apart),
-// zeros after.
-void fillPresent(const GqaStep& st, int64_t Nkv, const float* past, const float* rows,
+// present [B, Nkv, present, H]: the past's first st.past[b] rows (all of them when `whole`), zeros
+// after them, then the S new rows (rowStride apart) from row st.past[b].
+void fillPresent(const GqaStep& st, int64_t Nkv, const float* past, bool whole, const float* rows,
                  int64_t rowStride, float* present) {
   const int64_t H = st.H;
   std::fill_n(present, st.B * Nkv * st.present * H, 0.0f);
   for (int64_t b = 0; b < st.B; ++b) {
     for (int64_t n = 0; n < Nkv; ++n) {
       float* head = present + (b * Nkv + n) * st.present * H;
-      if (past) std::copy_n(past + (b * Nkv + n) * st.P * H, st.past[b] * H, head);
+      if (past) std::copy_n(past + (b * Nkv + n) * st.P * H, (whole ? st.P : st.past[b]) * H, head);
       for (int64_t s = 0; s < st.S; ++s)
         std::copy_n(rows + (b * st.S + s) * rowStride + n * H, H, head + (st.past[b] + s) * H);
     }
@@ -226,10 +231,10 @@ void prepareGqa(KernelContext& ctx, const GqaAttrs& a, const GqaInputs& in, GqaA
                                           : &(g.owned[i] = Tensor(DataType::kFloat32, shape));
   }
   const bool hasPast = ctx.hasInput(in.past);
-  fillPresent(st, Nkv, hasPast ? ctx.input(in.past).data<float>() : nullptr, kRows, kRowStride,
-              g.present[0]->data<float>());
-  fillPresent(st, Nkv, hasPast ? ctx.input(in.past + 1).data<float>() : nullptr, st.v, st.kvRow,
-              g.present[1]->data<float>());
+  fillPresent(st, Nkv, hasPast ? ctx.input(in.past).data<float>() : nullptr, in.sharedBuffer, kRows,
+              kRowStride, g.present[0]->data<float>());
+  fillPresent(st, Nkv, hasPast ? ctx.input(in.past + 1).data<float>() : nullptr, in.sharedBuffer,
+              st.v, st.kvRow, g.present[1]->data<float>());
   AttentionOperands& o = g.o;
   o = AttentionOperands{st.q,
                         g.present[0]->data<float>(),
@@ -286,6 +291,113 @@ void runGroupQueryAttention(KernelContext& ctx, const GqaAttrs& a) {
   fusedAttention(ctx, g.o, bias, gqaScale(a, H), y, options);
 }
 
+// SparseAttention's additive mask [B, N, S, T]: 0 for the keys of the blocks that block_col_indices
+// lists in the query's block row of its head's layout (head h: layout h % layouts), the lowest
+// float elsewhere; a layout or block row with every block up to the diagonal masks nothing.
+Tensor sparseBlockMask(const KernelContext& ctx, const GqaStep& st, int64_t N, int64_t block) {
+  const Tensor& rows = ctx.input(5);
+  const Tensor& cols = ctx.input(6);
+  if (rows.rank() != 2 || rows.dim(1) < 2 || rows.dim(0) == 0 || N % rows.dim(0) != 0 ||
+      cols.rank() != 2 || cols.dim(0) != rows.dim(0)) {
+    ctx.fail(
+        "block_row_indices " + rows.describe() + " and block_col_indices " + cols.describe() +
+            " must be [layouts, max blocks + 1] and [layouts, max nonzero blocks], num_heads " +
+            std::to_string(N) + " a multiple of the layouts",
+        ErrorCode::kInvalidArgument);
+  }
+  const int64_t layouts = rows.dim(0), stride = rows.dim(1), nnz = cols.dim(1),
+                maxBlocks = stride - 1;
+  if (maxBlocks * block < st.T) {
+    ctx.fail("block_row_indices " + rows.describe() + " covers " +
+                 std::to_string(maxBlocks * block) +
+                 " positions, fewer than total_sequence_length " + std::to_string(st.T),
+             ErrorCode::kInvalidArgument);
+  }
+  const int32_t* pr = rows.data<int32_t>();
+  const int32_t* pc = cols.data<int32_t>();
+  for (int64_t l = 0; l < layouts; ++l) {
+    for (int64_t r = 0; r < stride; ++r) {
+      const int32_t at = pr[l * stride + r];
+      if (at < 0 || at > nnz || (r > 0 && at < pr[l * stride + r - 1]))
+        ctx.fail("block_row_indices of layout " + std::to_string(l) +
+                     " must rise from 0 to at most " + std::to_string(nnz),
+                 ErrorCode::kInvalidArgument);
+    }
+  }
+  for (int64_t i = 0; i < layouts * nnz; ++i) {
+    if (pc[i] < 0 || pc[i] >= maxBlocks)
+      ctx.fail("block_col_indices holds block " + std::to_string(pc[i]) + " of " +
+                   std::to_string(maxBlocks),
+               ErrorCode::kInvalidArgument);
+  }
+  const int64_t B = st.B, S = st.S, T = st.T;
+  Tensor mask(DataType::kFloat32, Shape{B, N, S, T});  // zeros: every key visible
+  float* pm = mask.data<float>();
+  for (int64_t l = 0; l < layouts; ++l) {
+    const int32_t* row = pr + l * stride;
+    if (row[stride - 1] >= stride * (stride - 1) / 2) continue;  // a dense layout
+    for (int64_t b = 0; b < B; ++b) {
+      for (int64_t s = 0; s < S; ++s) {
+        const int64_t position = st.past[b] + s, r = position / block;
+        if (r >= maxBlocks || row[r + 1] - row[r] == r + 1) continue;  // a dense block row
+        std::vector<bool> visible(static_cast<size_t>(maxBlocks), false);
+        for (int32_t j = row[r]; j < row[r + 1]; ++j) visible[pc[l * nnz + j]] = true;
+        for (int64_t h = l; h < N; h += layouts) {
+          float* m = pm + ((b * N + h) * S + s) * T;
+          for (int64_t t = 0; t < T; ++t) {
+            if (!visible[t / block]) m[t] = std::numeric_limits<float>::lowest();
+          }
+        }
+      }
+    }
+  }
+  return mask;
+}
+
+// SparseAttention: GroupQueryAttention's causal attention over the shared past / present buffer
+// (key_total_sequence_lengths counts each entry's keys), each query's keys limited to its head
+// layout's blocks.
+void runSparseAttention(KernelContext& ctx, const GqaAttrs& a, int64_t block) {
+  if (!ctx.hasInput(3) || !ctx.hasInput(4))
+    ctx.fail("past_key and past_value (the shared KV buffer) must be given",
+             ErrorCode::kInvalidArgument);
+  GqaAttention g;
+  prepareGqa(ctx, a, kSparseInputs, g);
+  const GqaStep& st = g.st;
+  const int64_t B = st.B, S = st.S, H = st.H, N = a.heads;
+  if (st.T > st.P) {
+    ctx.fail("total_sequence_length " + std::to_string(st.T) + " is past the KV buffer's " +
+                 std::to_string(st.P) + " rows",
+             ErrorCode::kInvalidArgument);
+  }
+  std::vector<int64_t> keyEnd(B * S);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t s = 0; s < S; ++s) keyEnd[b * S + s] = std::min(st.past[b] + s + 1, st.total[b]);
+  AttentionOptions options;
+  options.keyEnd = keyEnd.data();
+  const Tensor mask = sparseBlockMask(ctx, st, N, block);
+  Tensor& y = ctx.allocateOutput(0, DataType::kFloat32, Shape{B, S, N * H});
+  fusedAttention(ctx, g.o, &mask, gqaScale(a, H), y, options);
+}
+
+Kernel makeSparseAttentionKernel(const KernelCreateInfo& info) {
+  const GqaAttrs a = gqaAttrs(info.node);
+  const int64_t block = ir::attrInt(info.node, "sparse_block_size", 0);
+  return {[a, block](KernelContext& ctx) {
+            runAttentionInFloat(ctx, [&](KernelContext& c) { runSparseAttention(c, a, block); });
+          },
+          [a](const std::vector<const Shape*>& in, int threads) -> uint64_t {
+            if (in.size() < 4 || !in[0] || !in[3] || in[0]->size() != 3 || in[3]->size() != 4 ||
+                a.heads <= 0 || a.kvHeads <= 0)
+              return 0;
+            const Shape& q = *in[0];
+            const int64_t parts = in[1] ? a.heads : a.heads + 2 * a.kvHeads;
+            const int64_t H = q[2] / parts;
+            return fusedAttentionWorkspaceBytes(q[0], q[1], (*in[3])[2], a.heads, H, H, threads);
+          },
+          {}};
+}
+
 Kernel makeGroupQueryAttentionKernel(const KernelCreateInfo& info) {
   const GqaAttrs a = gqaAttrs(info.node);
   return {[a](KernelContext& ctx) {
@@ -308,6 +420,8 @@ Kernel makeGroupQueryAttentionKernel(const KernelCreateInfo& info) {
 const bool kRegistered = [] {
   KernelRegistry::global().addGenericKernel("com.microsoft", "GroupQueryAttention",
                                             makeGroupQueryAttentionKernel);
+  KernelRegistry::global().addGenericKernel("com.microsoft", "SparseAttention",
+                                            makeSparseAttentionKernel);
   return true;
 }();
 
