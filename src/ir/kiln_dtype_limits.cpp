@@ -148,6 +148,9 @@ const DTypeLimit kDTypeLimits[] = {
     {"com.microsoft", "QuantizeLinear", "*", 0,
      "as ONNX QuantizeLinear-21 (onnxruntime: int8, uint8, int16, uint16, int4, uint4)"},
     {"com.microsoft", "QuickGelu", "*", 0, "float32 (onnxruntime: float32)"},
+    {"com.microsoft", "SparseAttention", "*", 0,
+     "float32 or float16, block indices and lengths int32 (onnxruntime: the same; it runs only "
+     "with past and present bound to one buffer, kiln writes the present as a new tensor)"},
     {"com.microsoft", "SkipLayerNormalization", "*", 0,
      "float32 (onnxruntime: float32, float64, float16)"},
     {"com.microsoft", "SkipSimplifiedLayerNormalization", "*", 0,
