@@ -38,6 +38,46 @@ void refuseGqaAttributes(const InferContext& ctx) {
   }
 }
 
+// num_heads and kv_num_heads, checked, and key and value given together (neither: packed QKV).
+std::pair<int64_t, int64_t> groupedHeads(const InferContext& ctx) {
+  if (ctx.hasInput(1) != ctx.hasInput(2))
+    ctx.fail("key and value must be given together (or neither: Q, K and V packed in query)");
+  const Node& node = ctx.node();
+  const int64_t heads = attrInt(node, "num_heads", 0), kvHeads = attrInt(node, "kv_num_heads", 0);
+  if (heads <= 0 || kvHeads <= 0 || heads % kvHeads != 0) {
+    ctx.fail("attributes 'num_heads' " + std::to_string(heads) + " and 'kv_num_heads' " +
+             std::to_string(kvHeads) + " must be positive, num_heads a multiple of kv_num_heads");
+  }
+  return {heads, kvHeads};
+}
+
+// The head size of query q [B, S, N * H] or, without key, [B, S, (N + 2 Nkv) * H].
+Dim queryHeadSize(const InferContext& ctx, const SymShape& q, int64_t heads, int64_t kvHeads) {
+  if (!q[2].isKnown()) return Dim::unknown();
+  const bool packed = !ctx.hasInput(1);
+  const int64_t parts = packed ? heads + 2 * kvHeads : heads;
+  if (q[2].value % parts != 0) {
+    ctx.fail("query " + symShapeToString(q) + ": the hidden size must be a multiple of " +
+             std::to_string(parts) + (packed ? " (num_heads + 2 * kv_num_heads)" : " (num_heads)"));
+  }
+  return Dim::known(q[2].value / parts);
+}
+
+// Sets the type of the node's `outputs` outputs, output 0's shape [B, S, N * H] and *head (H);
+// returns query's shape (null when it is unknown: only the types are set then).
+const SymShape* inferOutput(InferContext& ctx, DataType type, size_t outputs, int64_t heads,
+                            int64_t kvHeads, Dim* head) {
+  const SymShape* q = ctx.inputShape(0);
+  if (q && q->size() != 3)
+    ctx.fail("query must be 3-D [batch, sequence, hidden], got " + symShapeToString(*q));
+  for (size_t i = 0; i < outputs; ++i) ctx.setOutputType(i, type);
+  if (!q) return nullptr;
+  *head = queryHeadSize(ctx, *q, heads, kvHeads);
+  const Dim hidden = head->isKnown() ? Dim::known(head->value * heads) : Dim::unknown();
+  ctx.setOutput(0, type, SymShape{(*q)[0], (*q)[1], hidden});
+  return q;
+}
+
 void inferGroupQueryAttention(InferContext& ctx) {
   for (size_t i : {0, 5, 6}) ctx.requireInput(i);
   refuseGqaInput(ctx, 12, "k_scale", "a quantized KV cache");
@@ -68,18 +108,12 @@ void inferGroupQueryAttention(InferContext& ctx) {
   }
   if (ctx.hasInput(9) && ctx.inputType(9) != DataType::kInt64)
     ctx.fail("position_ids must be int64");
-  if (ctx.hasInput(1) != ctx.hasInput(2))
-    ctx.fail("key and value must be given together (or neither: Q, K and V packed in query)");
   if (ctx.hasInput(3) != ctx.hasInput(4))
     ctx.fail("past_key and past_value must be given together");
   if (ctx.hasInput(7) != ctx.hasInput(8))
     ctx.fail("cos_cache and sin_cache must be given together");
   const Node& node = ctx.node();
-  const int64_t heads = attrInt(node, "num_heads", 0), kvHeads = attrInt(node, "kv_num_heads", 0);
-  if (heads <= 0 || kvHeads <= 0 || heads % kvHeads != 0) {
-    ctx.fail("attributes 'num_heads' " + std::to_string(heads) + " and 'kv_num_heads' " +
-             std::to_string(kvHeads) + " must be positive, num_heads a multiple of kv_num_heads");
-  }
+  const auto [heads, kvHeads] = groupedHeads(ctx);
   if (attrInt(node, "do_rotary", 0) != 0 && !ctx.hasInput(7))
     ctx.fail("do_rotary = 1 needs cos_cache and sin_cache");
   const int64_t qkOutput = attrInt(node, "qk_output", 0);
@@ -88,24 +122,9 @@ void inferGroupQueryAttention(InferContext& ctx) {
     ctx.fail("output 'output_qk' needs qk_output 1 (before the softmax) or 2 (after)");
   if (attrInt(node, "causal", 1) == 0 && attrInt(node, "local_window_size", -1) != -1)
     ctx.fail("local_window_size must be -1 when causal is 0");
-  const SymShape* q = ctx.inputShape(0);
-  if (q && q->size() != 3)
-    ctx.fail("query must be 3-D [batch, sequence, hidden], got " + symShapeToString(*q));
-  for (size_t i = 0; i < 4; ++i) ctx.setOutputType(i, type);
+  Dim head;
+  const SymShape* q = inferOutput(ctx, type, 4, heads, kvHeads, &head);
   if (!q) return;
-  const bool packed = !ctx.hasInput(1);
-  Dim head = Dim::unknown();
-  if ((*q)[2].isKnown()) {
-    const int64_t parts = packed ? heads + 2 * kvHeads : heads;
-    if ((*q)[2].value % parts != 0) {
-      ctx.fail("query " + symShapeToString(*q) + ": the hidden size must be a multiple of " +
-               std::to_string(parts) +
-               (packed ? " (num_heads + 2 * kv_num_heads)" : " (num_heads)"));
-    }
-    head = Dim::known((*q)[2].value / parts);
-  }
-  const Dim hidden = head.isKnown() ? Dim::known(head.value * heads) : Dim::unknown();
-  ctx.setOutput(0, type, SymShape{(*q)[0], (*q)[1], hidden});
   Dim total = Dim::unknown();
   if (const auto value = ctx.inputInts(6); value && value->size() == 1)
     total = Dim::known((*value)[0]);
@@ -148,32 +167,15 @@ void inferSparseAttention(InferContext& ctx) {
     if (ctx.inputType(i) != DataType::kInt32)
       ctx.fail("input " + std::to_string(i) + " must be int32");
   }
-  if (ctx.hasInput(1) != ctx.hasInput(2))
-    ctx.fail("key and value must be given together (or neither: Q, K and V packed in query)");
   const Node& node = ctx.node();
-  const int64_t heads = attrInt(node, "num_heads", 0), kvHeads = attrInt(node, "kv_num_heads", 0);
-  if (heads <= 0 || kvHeads <= 0 || heads % kvHeads != 0) {
-    ctx.fail("attributes 'num_heads' " + std::to_string(heads) + " and 'kv_num_heads' " +
-             std::to_string(kvHeads) + " must be positive, num_heads a multiple of kv_num_heads");
-  }
+  const auto [heads, kvHeads] = groupedHeads(ctx);
   if (attrInt(node, "sparse_block_size", 0) <= 0)
     ctx.fail("attribute 'sparse_block_size' must be positive");
   if (attrInt(node, "do_rotary", 0) != 0 && (!ctx.hasInput(9) || !ctx.hasInput(10)))
     ctx.fail("do_rotary = 1 needs cos_cache and sin_cache");
-  const SymShape* q = ctx.inputShape(0);
-  if (q && q->size() != 3)
-    ctx.fail("query must be 3-D [batch, sequence, hidden], got " + symShapeToString(*q));
-  for (size_t i = 0; i < 3; ++i) ctx.setOutputType(i, type);
+  Dim head;
+  const SymShape* q = inferOutput(ctx, type, 3, heads, kvHeads, &head);
   if (!q) return;
-  const int64_t parts = ctx.hasInput(1) ? heads : heads + 2 * kvHeads;
-  Dim hidden = Dim::unknown();
-  if ((*q)[2].isKnown()) {
-    if ((*q)[2].value % parts != 0)
-      ctx.fail("query " + symShapeToString(*q) + ": the hidden size must be a multiple of " +
-               std::to_string(parts));
-    hidden = Dim::known((*q)[2].value / parts * heads);
-  }
-  ctx.setOutput(0, type, SymShape{(*q)[0], (*q)[1], hidden});
   for (size_t i : {1, 2}) {
     if (const SymShape* past = ctx.inputShape(2 + i)) ctx.setOutput(i, type, *past);
   }

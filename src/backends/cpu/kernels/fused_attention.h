@@ -55,8 +55,9 @@ uint64_t fusedAttentionWorkspaceBytes(int64_t B, int64_t Sq, int64_t Sk, int64_t
 /// y [B, Sq, H, Dv] = softmax(scale * Q K^T + mask) V; mask (null: none) is float32 and broadcasts
 /// to [B, H, Sq, Sk]. Fails naming the node when the mask does not fit. Its scratch is
 /// ctx.workspace (fusedAttentionWorkspaceBytes for the pool's threads).
-void fusedAttention(KernelContext& ctx, const AttentionOperands& o, const Tensor* mask, float scale,
-                    Tensor& y, const AttentionOptions& options = {});
+KILN_INTERNAL_API void fusedAttention(KernelContext& ctx, const AttentionOperands& o,
+                                      const Tensor* mask, float scale, Tensor& y,
+                                      const AttentionOptions& options = {});
 
 /// Runs `run`, a float32 kernel, on ctx; when ctx's input 0 is float16 or bfloat16, on float copies
 /// of its 16-bit float inputs instead, its float outputs rounded back into input 0's type (the
