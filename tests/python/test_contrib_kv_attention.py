@@ -524,3 +524,79 @@ def test_sparse_attention_column_past_the_layout_is_refused():
                           kv_num_heads=2, sparse_block_size=16)
     with pytest.raises(kiln.InvalidArgument, match="SparseAttention_node.*block_col_indices holds block 9 of 4"):
         kiln.InferenceSession(model).run(None, feeds_of(inputs))
+
+
+# ---- bad input: an error naming the node, never a crash or a read out of bounds ---------------
+
+KILN_ERRORS = (kiln.InvalidArgument, kiln.InvalidGraph, kiln.NotImplemented, kiln.Fail)
+
+
+def bad_cases():
+    r = rng(70)
+    f = lambda *shape: normal(r, shape)  # noqa: E731
+    i32 = lambda *values: np.array(values, np.int32)  # noqa: E731
+    gqa = dict(num_heads=4, kv_num_heads=2)
+    gqa_base = [("query", f(1, 1, 64)), ("key", f(1, 1, 32)), ("value", f(1, 1, 32)),
+                ("past_key", f(1, 2, 4, 16)), ("past_value", f(1, 2, 4, 16)), ("seqlens_k", i32(4)),
+                ("total_sequence_length", np.array(5, np.int32))]
+
+    def replaced(base, **changes):
+        return [(n, changes.get(n, a)) for n, a in base]
+    cos, sin = rotary_caches(r, 4, 8)
+    rows, cols = block_layouts(4)
+    sparse_base = sparse_inputs(r, 1, 1, 5, (np.zeros((1, 2, 64, 16), np.float32),) * 2, 2, 2, 16, False, False,
+                                np.float32)
+    dmmha_base = dmmha_self_inputs(r, 2, 2, 8, 6, 3, beams=2)
+    return [
+        ("GroupQueryAttention", replaced(gqa_base, seqlens_k=i32(-7)), gqa),
+        ("GroupQueryAttention", replaced(gqa_base, seqlens_k=i32(4, 4)), gqa),
+        ("GroupQueryAttention", replaced(gqa_base, past_key=f(1, 2, 4, 8)), gqa),
+        ("GroupQueryAttention", replaced(gqa_base, total_sequence_length=i32(5, 6)), gqa),
+        ("GroupQueryAttention", replaced(gqa_base, query=f(1, 1, 60)), gqa),
+        ("GroupQueryAttention", replaced(gqa_base, key=f(1, 2, 32), value=f(1, 2, 32)), gqa),
+        ("GroupQueryAttention", gqa_base + [("cos_cache", cos), ("sin_cache", sin)], dict(gqa, do_rotary=1)),
+        ("GroupQueryAttention", gqa_base + [("cos_cache", cos[:, :4]), ("sin_cache", sin)], dict(gqa, do_rotary=1)),
+        ("GroupQueryAttention", gqa_base + [(n, None) for n in ("cos_cache", "sin_cache", "position_ids")] +
+         [("attention_bias", f(1, 4, 1, 3))], gqa),
+        ("GroupQueryAttention", gqa_base + [(n, None) for n in ("cos_cache", "sin_cache", "position_ids",
+                                                               "attention_bias")] + [("head_sink", f(3))], gqa),
+        ("MultiHeadAttention", [("query", f(2, 3, 16)), ("key", f(2, 3, 16)), ("value", f(2, 3, 16)), ("bias", f(7))],
+         dict(num_heads=2)),
+        ("MultiHeadAttention", [("query", f(2, 3, 16)), ("key", f(2, 2, 3, 8)), ("value", f(2, 2, 4, 8))],
+         dict(num_heads=2)),
+        ("MultiHeadAttention", [("query", f(2, 1, 16)), ("key", f(2, 1, 16)), ("value", f(2, 1, 16)), ("bias", None),
+                                ("key_padding_mask", np.ones((2, 3), np.int32)), ("attention_bias", None),
+                                ("past_key", f(2, 2, 4, 8)), ("past_value", f(2, 2, 4, 8))], dict(num_heads=2)),
+        ("Attention", [("input", f(1, 2, 8)), ("weights", f(8, 24)), ("bias", None), ("mask_index", None),
+                       ("past", f(2, 1, 2, 3))], dict(num_heads=2)),
+        ("Attention", [("input", f(1, 2, 8)), ("weights", f(8, 24)), ("bias", f(23))], dict(num_heads=2)),
+        ("DecoderMaskedMultiHeadAttention", replaced(dmmha_base, past_sequence_length=np.zeros(0, np.int32)),
+         dict(num_heads=2, past_present_share_buffer=1)),
+        ("DecoderMaskedMultiHeadAttention", replaced(dmmha_base, past_sequence_length=np.array(-2, np.int32)),
+         dict(num_heads=2, past_present_share_buffer=1)),
+        ("DecoderMaskedMultiHeadAttention", replaced(dmmha_base, cache_indirection=np.full((1, 2, 6), 5, np.int32)),
+         dict(num_heads=2, past_present_share_buffer=1)),
+        ("DecoderMaskedMultiHeadAttention", replaced(dmmha_base, cache_indirection=np.zeros((2, 2, 6), np.int32)),
+         dict(num_heads=2, past_present_share_buffer=1)),
+        ("SparseAttention", replaced(sparse_base, block_row_indices=rows[:, ::-1].copy()), dict(num_heads=2, kv_num_heads=2, sparse_block_size=16)),
+        ("SparseAttention", replaced(sparse_base, block_row_indices=rows[:1]), dict(num_heads=3, kv_num_heads=3, sparse_block_size=16)),
+        ("SparseAttention", replaced(sparse_base, total_sequence_length=i32(70), key_total_sequence_lengths=i32(70)),
+         dict(num_heads=2, kv_num_heads=2, sparse_block_size=16)),
+        ("MRotaryEmbedding", [("input", f(1, 2, 32)), ("position_ids", np.zeros((3, 2, 2), np.int64)),
+                              ("cos_cache", cos), ("sin_cache", sin)], dict(num_heads=2, mrope_section=[4, 2, 2])),
+        ("MRotaryEmbedding", [("input", f(1, 2, 32)), ("position_ids", np.zeros((3, 1, 2), np.int64)),
+                              ("cos_cache", cos), ("sin_cache", sin)], dict(num_heads=2, mrope_section=[4, 2, 1])),
+    ]
+
+
+@pytest.mark.parametrize("index", range(len(bad_cases())))
+def test_bad_input_is_refused_naming_the_node(index):
+    op, inputs, attrs = bad_cases()[index]
+    outputs = {"GroupQueryAttention": ["output", "present_key", "present_value"],
+               "MultiHeadAttention": ["output", "present_key", "present_value"],
+               "Attention": ["output", "present"], "SparseAttention": ["output", "present_key", "present_value"],
+               "DecoderMaskedMultiHeadAttention": ["output", "present_key", "present_value"],
+               "MRotaryEmbedding": ["output"]}[op]
+    model = contrib_model(op, inputs, outputs, **attrs)
+    with pytest.raises(KILN_ERRORS, match=f"{op}_node"):
+        kiln.InferenceSession(model).run(None, feeds_of(inputs))

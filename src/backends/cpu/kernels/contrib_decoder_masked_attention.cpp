@@ -9,6 +9,7 @@
 // - mask_index [B, T] (0 = masked, mask_filter_value added) and attention_bias add to the scaled
 //   scores, which qk receives (output_qk = 1) before the softmax.
 #include <algorithm>
+#include <string>
 #include <vector>
 
 #include "backends/cpu/kernel_registry.h"
@@ -47,6 +48,16 @@ void gatherBeams(const KernelContext& ctx, const float* present, int64_t B, int6
         std::copy_n(present + ((source * N + n) * M + t) * D, D, out + ((b * N + n) * T + t) * D);
     }
   }
+}
+
+// The one value of scalar input i (past_sequence_length, beam_width), `otherwise` when omitted.
+int64_t scalarInput(const KernelContext& ctx, size_t i, const char* name, int64_t otherwise) {
+  if (!ctx.hasInput(i)) return otherwise;
+  if (ctx.input(i).numel() != 1) {
+    ctx.fail(std::string(name) + " " + ctx.input(i).describe() + " must hold one value",
+             ErrorCode::kInvalidArgument);
+  }
+  return ctx.input(i).intAt(0);
 }
 
 void runDecoderMaskedAttention(KernelContext& ctx, const AttentionAttrs& a, bool outputQk) {
@@ -91,7 +102,7 @@ void runDecoderMaskedAttention(KernelContext& ctx, const AttentionAttrs& a, bool
                   "[batch, num_heads, max length, head size]");
     requireLayout(ctx, k, Shape{B, 1, D}, "key", "[batch, 1, hidden]");
     requireLayout(ctx, v, Shape{B, 1, D}, "value", "[batch, 1, hidden]");
-    const int64_t P = ctx.hasInput(7) ? ctx.input(7).intAt(0) : 0;
+    const int64_t P = scalarInput(ctx, 7, "past_sequence_length", 0);
     if (P < 0 || P >= M) {
       ctx.fail("past_sequence_length " + std::to_string(P) + " leaves no row for the new token " +
                    "in the past buffer of " + std::to_string(M) + " rows",
@@ -115,7 +126,7 @@ void runDecoderMaskedAttention(KernelContext& ctx, const AttentionAttrs& a, bool
         }
       }
     }
-    const int64_t width = ctx.hasInput(8) ? ctx.input(8).intAt(0) : 1;
+    const int64_t width = scalarInput(ctx, 8, "beam_width", 1);
     if (width > 1) {
       if (!ctx.hasInput(9))
         ctx.fail("beam_width " + std::to_string(width) + " needs cache_indirection",
