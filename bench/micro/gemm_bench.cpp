@@ -1,6 +1,8 @@
 // SGEMM at 1024^3 and at the shapes of BERT's linear layers and ResNet's convolutions, on 1 and
 // 2 threads, on each ISA path, with and without a pre-packed B, and ResNet's 1x1 convolutions
-// with pre-packed weights as A; GFLOPS is the counter to read.
+// with pre-packed weights as A; GFLOPS is the counter to read. Matrix-vector products with a
+// pre-packed B (M = 1: a classifier on one image, an LSTM step), where GBps (the weights read
+// per second) is.
 #include <benchmark/benchmark.h>
 
 #include <vector>
@@ -97,6 +99,26 @@ void BM_SgemmPackedA(benchmark::State& state) {
   setFlops(state, M, N, K);
 }
 
+// M = 1 on a B packed once: each weight is read once, so the rate is the weights' bytes.
+void BM_SgemvPackedB(benchmark::State& state) {
+  const int64_t N = state.range(0), K = state.range(1);
+  if (!selectIsa(state, state.range(3))) return;
+  cpu::ThreadPool pool(static_cast<int>(state.range(2)));
+  cpu::ThreadPoolScope scope(&pool);
+  const std::vector<float> A = randomFloats(K, 1), B = randomFloats(K * N, 2);
+  std::vector<float> C(static_cast<size_t>(N));
+  const cpu::PackedMatrix packed = cpu::packB(false, K, N, B.data(), N);
+  ScratchFloats scratch;
+  void* ws = scratch.getBytes(cpu::sgemmWorkspaceBytes(packed, 1, cpu::poolThreads()));
+  for (auto _ : state) {
+    cpu::sgemmPacked(false, 1, 1.0f, A.data(), K, packed, 0.0f, C.data(), N, ws);
+    benchmark::ClobberMemory();
+  }
+  cpu::clearCpuIsaLimit();
+  state.counters["GBps"] = benchmark::Counter(double(N) * double(K) * sizeof(float) * 1e-9,
+                                              benchmark::Counter::kIsIterationInvariantRate);
+}
+
 void gemmShapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"M", "N", "K", "threads", "avx512"});
   const int64_t shapes[][3] = {
@@ -131,7 +153,24 @@ void conv1x1Shapes(benchmark::internal::Benchmark* b) {
   b->UseRealTime()->Unit(benchmark::kMillisecond);
 }
 
+// Matrix-vector products: N outputs, depth K.
+void gemvShapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"N", "K", "threads", "avx512"});
+  const int64_t shapes[][2] = {
+      {2048, 512},   // an LSTM step of hidden 512 (4 gates): 4 MiB, in L3
+      {1000, 2048},  // ResNet-50's classifier: 8 MiB
+      {4096, 4096},  // 64 MiB, past L3: memory bandwidth
+  };
+  for (int isa = 1; isa >= 0; --isa) {
+    for (const auto& s : shapes) {
+      for (int threads : {1, 2}) b->Args({s[0], s[1], threads, isa});
+    }
+  }
+  b->UseRealTime()->Unit(benchmark::kMicrosecond);
+}
+
 BENCHMARK(BM_Sgemm)->Apply(gemmShapes);
+BENCHMARK(BM_SgemvPackedB)->Apply(gemvShapes);
 BENCHMARK(BM_SgemmPackedB)->Apply(gemmShapes);
 BENCHMARK(BM_SgemmPackedA)->Apply(conv1x1Shapes);
 

@@ -108,18 +108,30 @@ const DTypeLimit kDTypeLimits[] = {
      "q_norm_weight / k_norm_weight, query_seqlens, sliding_window_cache"},
     {"com.microsoft", "FusedMatMul", "*", 0,
      "float32 (onnxruntime: float32, float64); transBatchA / transBatchB not supported"},
+    {"com.microsoft", "MatMulBnb4", "*", 0,
+     "A, absmax float32, B uint8, FP4 or NF4 (onnxruntime: the same); transB 0 is A x W, which "
+     "onnxruntime's kernel does not compute"},
+    {"com.microsoft", "MatMulFpQ4", "*", 0,
+     "A float32, B uint8, B_shape a constant int64 (onnxruntime: the same); blk_quant_type 0 or "
+     "any other value for 1, as onnxruntime reads it"},
     {"com.microsoft", "MatMulInteger16", "*", 0, "A, B int16, Y int32 (onnxruntime: the same)"},
     {"com.microsoft", "MatMulNBits", "*", 0,
      "A float32, B uint8 (2, 4 or 8 bits), zero points uint8 or float32 (onnxruntime: A float32 or "
      "float16); no g_idx"},
+    {"com.microsoft", "MoE", "*", 0,
+     "float32 (onnxruntime: float32); swiglu with swiglu_fusion 0, 1 or 2 (onnxruntime: 1 only)"},
     {"com.microsoft", "MRotaryEmbedding", "*", 0,
      "float32 or float16, position_ids int64 (onnxruntime: the same); is_packed_batching not "
      "supported"},
     {"com.microsoft", "MultiHeadAttention", "*", 0,
      "float32 or float16, key_padding_mask int32 (onnxruntime: float32; float16 through inserted "
-     "Casts); past / present, 4-D key "
-     "and value, qk; no packed forms (nor in onnxruntime's CPU kernel), past_sequence_length or "
-     "cache_indirection"},
+     "Casts); past / present, 4-D key and value, qk; no packed forms (nor in onnxruntime's CPU "
+     "kernel), past_sequence_length or cache_indirection"},
+    {"com.microsoft", "QMoE", "*", 0,
+     "float32 or float16, uint8 weights of 2, 4 or 8 bits, quant_type int (onnxruntime: also "
+     "bfloat16, 3 bits, fp4 and fp8)"},
+    {"com.microsoft", "QEmbedLayerNormalization", "*", 0,
+     "ids and mask int32, tables int8 or uint8, float32 scales (onnxruntime: the same)"},
     {"com.microsoft", "QLinearAveragePool", "*", 0,
      "int8 or uint8, channels_last 0 (onnxruntime: the same, also channels_last 1)"},
     {"com.microsoft", "QLinearConcat", "*", 0, "int8 or uint8 (onnxruntime: the same)"},

@@ -13,6 +13,7 @@
 #include "backends/cpu/cpu_isa.h"
 #include "backends/cpu/gemm/sgemm.h"
 #include "backends/cpu/thread_pool.h"
+#include "core/half.h"
 #include "guarded_workspace.h"
 #include "ir/op_schema.h"
 #include "kiln/session.h"
@@ -212,7 +213,8 @@ struct EpilogueCase {
 };
 
 // C = epilogue(alpha * op(A) * op(B) + beta * C) through packB + sgemmPacked, packA +
-// sgemmPacked and sgemm with an epilogue, each against naive + the reference epilogue.
+// sgemmPacked and sgemm with an epilogue, each against naive + the reference epilogue; and
+// through packBHalf + sgemmPackedHalf against the same with B rounded to half precision first.
 void checkPackedCase(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha,
                      float beta, const EpilogueCase& e, std::mt19937& rng) {
   const int64_t lda = transA ? M : K, ldb = transB ? K : N, ldc = N + 1, ldr = N + 2;
@@ -226,17 +228,20 @@ void checkPackedCase(bool transA, bool transB, int64_t M, int64_t N, int64_t K, 
   ep.activation = e.act;
   ep.residual = e.residual ? residual.data() : nullptr;
   ep.ldResidual = ldr;
-  std::vector<float> expected = C0;
-  naiveGemm(transA, transB, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta, expected.data(),
-            ldc);
-  for (int64_t i = 0; i < M; ++i) {
-    for (int64_t j = 0; j < N; ++j) {
-      float v = expected[i * ldc + j];
-      if (e.bias) v += e.biasPerRow ? bias[i] : bias[j];
-      if (e.residual) v += residual[i * ldr + j];
-      expected[i * ldc + j] = referenceActivation(e.act, v);
+  auto expectedWith = [&](const std::vector<float>& b) {
+    std::vector<float> out = C0;
+    naiveGemm(transA, transB, M, N, K, alpha, A.data(), lda, b.data(), ldb, beta, out.data(), ldc);
+    for (int64_t i = 0; i < M; ++i) {
+      for (int64_t j = 0; j < N; ++j) {
+        float v = out[i * ldc + j];
+        if (e.bias) v += e.biasPerRow ? bias[i] : bias[j];
+        if (e.residual) v += residual[i * ldr + j];
+        out[i * ldc + j] = referenceActivation(e.act, v);
+      }
     }
-  }
+    return out;
+  };
+  std::vector<float> expected = expectedWith(B);
   auto initialC = [&] {
     std::vector<float> C = C0;
     if (beta == 0.0f) std::fill(C.begin(), C.end(), std::nanf(""));
@@ -271,6 +276,16 @@ void checkPackedCase(bool transA, bool transB, int64_t M, int64_t N, int64_t K, 
         ws.data(), ep);
   ASSERT_TRUE(ws.intact()) << "sgemm+epilogue workspace overrun";
   compare(C, "sgemm+epilogue");
+  std::vector<float> halfB = B;
+  for (float& v : halfB) v = halfBitsToFloat(floatToHalfBits(v));
+  expected = expectedWith(halfB);
+  C = initialC();
+  const PackedHalfMatrix ph = packBHalf(transB, K, N, B.data(), ldb);
+  ASSERT_EQ(ph.values(), pb.floats());
+  const kiln::testing::GuardedWorkspace wsH(sgemmWorkspaceBytes(ph, M, poolThreads()));
+  sgemmPackedHalf(transA, M, alpha, A.data(), lda, ph, beta, C.data(), ldc, wsH.data(), ep);
+  ASSERT_TRUE(wsH.intact()) << "packBHalf workspace overrun";
+  compare(C, "packBHalf");
 }
 
 TEST(SgemmPacked, EveryActivationWithBiasAndResidual) {

@@ -1,12 +1,14 @@
 // The float32 LSTM kernel (SGEMM products over the whole batch) against a naive double-precision
 // LSTM written from the ONNX definition: gates i, o, f, c; default activations; both layouts,
-// every direction, uneven sequence lengths, initial states, all three outputs.
+// every direction, uneven sequence lengths, initial states, all three outputs; W and R as graph
+// inputs and as initializers (which the kernel packs once when it is made).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <string>
 #include <vector>
 
+#include "backends/cpu/thread_pool.h"
 #include "graph_loading.h"
 #include "graph_runner.h"
 #include "model_builder.h"
@@ -22,6 +24,8 @@ struct LstmCase {
   std::string direction;  // forward, reverse, bidirectional
   int64_t layout;
   std::vector<int32_t> lengths;  // empty: every sequence is seq long
+  bool constantWeights = false;  // W and R as initializers rather than graph inputs
+  int threads = 1;               // the pool's threads (2: a step's entries in parallel)
 };
 
 struct LstmValues {
@@ -110,8 +114,13 @@ void checkLstm(const LstmCase& c, unsigned seed) {
       c.layout == 0 ? Shape{c.seq, dirs, c.batch, h} : Shape{c.batch, c.seq, dirs, h};
   auto m = makeModel(14);
   addInput(m, "X", xShape);
-  addInput(m, "W", {dirs, n, c.input});
-  addInput(m, "R", {dirs, n, h});
+  if (c.constantWeights) {
+    addFloatInitializer(m, "W", {dirs, n, c.input}, v.w);
+    addFloatInitializer(m, "R", {dirs, n, h}, v.r);
+  } else {
+    addInput(m, "W", {dirs, n, c.input});
+    addInput(m, "R", {dirs, n, h});
+  }
   addInput(m, "B", {dirs, 2 * n});
   addInput(m, "lens", {c.batch}, onnx::TensorProto::INT32);
   addInput(m, "h0", stateShape);
@@ -129,14 +138,17 @@ void checkLstm(const LstmCase& c, unsigned seed) {
 
   std::vector<int32_t> lengths = c.lengths;
   if (lengths.empty()) lengths.assign(static_cast<size_t>(c.batch), static_cast<int32_t>(c.seq));
-  const std::vector<Tensor> inputs = {
-      Tensor::fromVector(DataType::kFloat32, xShape, v.x),
-      Tensor::fromVector(DataType::kFloat32, {dirs, n, c.input}, v.w),
-      Tensor::fromVector(DataType::kFloat32, {dirs, n, h}, v.r),
-      Tensor::fromVector(DataType::kFloat32, {dirs, 2 * n}, v.b),
-      Tensor::fromVector(DataType::kInt32, {c.batch}, lengths),
-      Tensor::fromVector(DataType::kFloat32, stateShape, v.h0),
-      Tensor::fromVector(DataType::kFloat32, stateShape, v.c0)};
+  std::vector<Tensor> inputs = {Tensor::fromVector(DataType::kFloat32, xShape, v.x)};
+  if (!c.constantWeights) {
+    inputs.push_back(Tensor::fromVector(DataType::kFloat32, {dirs, n, c.input}, v.w));
+    inputs.push_back(Tensor::fromVector(DataType::kFloat32, {dirs, n, h}, v.r));
+  }
+  inputs.push_back(Tensor::fromVector(DataType::kFloat32, {dirs, 2 * n}, v.b));
+  inputs.push_back(Tensor::fromVector(DataType::kInt32, {c.batch}, lengths));
+  inputs.push_back(Tensor::fromVector(DataType::kFloat32, stateShape, v.h0));
+  inputs.push_back(Tensor::fromVector(DataType::kFloat32, stateShape, v.c0));
+  cpu::ThreadPool pool(c.threads);
+  cpu::ThreadPoolScope scope(c.threads > 1 ? &pool : nullptr);
   const std::vector<Tensor> got = runGraph(loadInferredGraph(m, "lstm"), inputs);
   const std::vector<std::vector<float>> expected = referenceLstm(c, v);
   const std::vector<Shape> shapes = {yShape, stateShape, stateShape};
@@ -160,6 +172,28 @@ TEST(LstmKernel, UnevenSequenceLengthsStopEachEntryAtItsOwnEnd) {
   for (const char* direction : {"forward", "reverse", "bidirectional"}) {
     checkLstm({6, 4, 3, 9, direction, 0, {6, 1, 4, 0}}, 40);
     checkLstm({5, 3, 2, 16, direction, 1, {2, 5, 3}}, 41);
+  }
+}
+
+// Initializer W and R: packed when the kernel is made, one batch entry (the matrix-vector
+// product per step) and several; depths past one packed block (kc) and widths past one strip.
+TEST(LstmKernel, ConstantWeightsPackedAtBuildMatchTheReference) {
+  unsigned seed = 60;
+  for (const char* direction : {"forward", "bidirectional"}) {
+    for (int64_t layout : {0, 1}) {
+      checkLstm({4, 1, 300, 80, direction, layout, {}, true}, seed++);
+      checkLstm({3, 5, 7, 33, direction, layout, {}, true}, seed++);
+    }
+  }
+  checkLstm({6, 4, 3, 9, "reverse", 0, {6, 1, 4, 0}, true}, seed++);
+}
+
+// Two threads: a step's entries (each at least kMinElementsPerThread / (8 * hidden) of them per
+// thread) in parallel, uneven lengths included, with and without packed weights.
+TEST(LstmKernel, EntriesOfAStepInParallelMatchTheReference) {
+  for (bool constant : {false, true}) {
+    checkLstm({3, 17, 5, 256, "bidirectional", 0, {}, constant, 2}, 80);
+    checkLstm({4, 9, 6, 512, "forward", 1, {4, 1, 3, 0, 4, 2, 4, 4, 1}, constant, 2}, 81);
   }
 }
 

@@ -131,33 +131,39 @@ TEST_P(Sgemv, EpilogueBiasAndActivation) {
   }
 }
 
-// M == 1 on a B packed once (Gemm and MatMul with constant weights), every packing layout.
+// M == 1 on a B packed once (Gemm and MatMul with constant weights), every packing layout: the
+// AVX2 kernel's 16-column strips and, on a CPU with AVX-512, that kernel's 32-column ones (which
+// its own matrix-vector loop reads).
 TEST_P(Sgemv, PackedWeightsOneRow) {
   ThreadPool pool(GetParam());
   ThreadPoolScope scope(GetParam() > 1 ? &pool : nullptr);
+  std::vector<CpuIsa> isas = {CpuIsa::kAvx2};
+  if (cpuSupports(CpuIsa::kAvx512)) isas.push_back(CpuIsa::kAvx512);
   for (const auto& [n, k] : std::vector<std::pair<int64_t, int64_t>>{
            {1, 1}, {7, 3}, {33, 300}, {1000, 1280}, {50, 1000}}) {
     for (bool transA : {false, true}) {
       for (bool transB : {false, true}) {
-        const GemvCase c{1, n, k, transA, transB, transA ? 0.75f : 1.0f, transB ? 0.0f : 1.0f};
-        SCOPED_TRACE(describe(c));
-        const std::vector<float> a = randomFloats(k, 8), b = randomFloats(k * n, 9),
-                                 bias = randomFloats(n, 10);
-        const std::vector<float> c0 =
-            c.beta == 0.0f ? std::vector<float>(n, std::numeric_limits<float>::quiet_NaN())
-                           : randomFloats(n, 11);
-        const PackedMatrix packed = packB(transB, k, n, b.data(), transB ? k : n);
-        GemmEpilogue ep;
-        ep.bias = bias.data();
-        ep.activation.kind = ActivationKind::kRelu;
-        std::vector<float> got = c0;
-        // lda: A is 1 x K (stride K) or, transposed, K x 1 (stride 1).
-        const kiln::testing::GuardedWorkspace ws(sgemmWorkspaceBytes(packed, 1, poolThreads()));
-        sgemmPacked(transA, 1, c.alpha, a.data(), transA ? 1 : k, packed, c.beta, got.data(), n,
-                    ws.data(), ep);
-        ASSERT_TRUE(ws.intact()) << "wrote past sgemmWorkspaceBytes";
-        expectClose(got, expected(c, a, b, c.beta == 0.0f ? std::vector<float>(n, 0.0f) : c0, ep),
-                    k);
+        for (CpuIsa isa : isas) {
+          const GemvCase c{1, n, k, transA, transB, transA ? 0.75f : 1.0f, transB ? 0.0f : 1.0f};
+          SCOPED_TRACE(describe(c) + " " + cpuIsaName(isa));
+          const std::vector<float> a = randomFloats(k, 8), b = randomFloats(k * n, 9),
+                                   bias = randomFloats(n, 10);
+          const std::vector<float> c0 =
+              c.beta == 0.0f ? std::vector<float>(n, std::numeric_limits<float>::quiet_NaN())
+                             : randomFloats(n, 11);
+          const PackedMatrix packed = packB(transB, k, n, b.data(), transB ? k : n, isa);
+          GemmEpilogue ep;
+          ep.bias = bias.data();
+          ep.activation.kind = ActivationKind::kRelu;
+          std::vector<float> got = c0;
+          // lda: A is 1 x K (stride K) or, transposed, K x 1 (stride 1).
+          const kiln::testing::GuardedWorkspace ws(sgemmWorkspaceBytes(packed, 1, poolThreads()));
+          sgemmPacked(transA, 1, c.alpha, a.data(), transA ? 1 : k, packed, c.beta, got.data(), n,
+                      ws.data(), ep);
+          ASSERT_TRUE(ws.intact()) << "wrote past sgemmWorkspaceBytes";
+          expectClose(got, expected(c, a, b, c.beta == 0.0f ? std::vector<float>(n, 0.0f) : c0, ep),
+                      k);
+        }
       }
     }
   }

@@ -177,9 +177,50 @@ void inferEmbedLayerNorm(InferContext& ctx) {
   ctx.setOutput(1, DataType::kInt32, SymShape{batch});
 }
 
+// QEmbedLayerNormalization: EmbedLayerNormalization's inputs 0-7 with the embeddings, gamma and
+// beta int8 or uint8 (inputs 2-6), then their float32 scales (8-12) and zero points (13-17), one
+// per tensor; outputs layernorm_out and mask_index (no embedding_sum, no position_ids).
+void inferQEmbedLayerNorm(InferContext& ctx) {
+  for (size_t i : {0, 2, 3, 5, 6, 8, 9, 11, 12, 13, 14, 16, 17}) ctx.requireInput(i);
+  requireInt32(ctx, 0, "input_ids");
+  requireInt32(ctx, 1, "segment_ids");
+  requireInt32(ctx, 7, "mask");
+  if (ctx.hasInput(1) != ctx.hasInput(4) || ctx.hasInput(4) != ctx.hasInput(10) ||
+      ctx.hasInput(10) != ctx.hasInput(15)) {
+    ctx.fail("segment_ids, segment_embedding and its scale and zero point must be given together");
+  }
+  const DataType q = ctx.inputType(2);
+  if (q != DataType::kInt8 && q != DataType::kUint8)
+    ctx.fail("word_embedding_quant must be int8 or uint8, got " + dataTypeName(q));
+  for (size_t i : {3, 4, 5, 6, 13, 14, 15, 16, 17}) {
+    if (ctx.hasInput(i) && ctx.inputType(i) != q) {
+      ctx.fail("input " + std::to_string(i) + " must have word_embedding_quant's type " +
+               dataTypeName(q) + ", got " + dataTypeName(ctx.inputType(i)));
+    }
+  }
+  for (size_t i = 8; i <= 12; ++i) requireFloat32(ctx, i);
+  const SymShape* ids = ctx.inputShape(0);
+  const SymShape* words = ctx.inputShape(2);
+  if (ids && ids->size() != 2)
+    ctx.fail("input_ids must be 2-D [batch, sequence], got " + symShapeToString(*ids));
+  if (words && words->size() != 2)
+    ctx.fail("word_embedding_quant must be 2-D [vocabulary, hidden], got " +
+             symShapeToString(*words));
+  const Dim hidden = words ? (*words)[1] : Dim::unknown();
+  if (ids) {
+    ctx.setOutput(0, DataType::kFloat32, SymShape{(*ids)[0], (*ids)[1], hidden});
+    ctx.setOutput(1, DataType::kInt32, SymShape{(*ids)[0]});
+  } else {
+    ctx.setOutputType(0, DataType::kFloat32);
+    ctx.setOutputType(1, DataType::kInt32);
+  }
+}
+
 }  // namespace
 
 KILN_REGISTER_OP_SCHEMA({"com.microsoft", "EmbedLayerNormalization", 1, 1000, inferEmbedLayerNorm});
+KILN_REGISTER_OP_SCHEMA({"com.microsoft", "QEmbedLayerNormalization", 1, 1000,
+                         inferQEmbedLayerNorm});
 KILN_REGISTER_OP_SCHEMA({"com.microsoft", "Gelu", 1, 1000, inferFloatUnary});
 KILN_REGISTER_OP_SCHEMA({"com.microsoft", "QuickGelu", 1, 1000, inferFloatUnary});
 KILN_REGISTER_OP_SCHEMA({"com.microsoft", "FastGelu", 1, 1000, inferBiasActivation});

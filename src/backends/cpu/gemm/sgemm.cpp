@@ -8,11 +8,13 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <new>
 
 #include "backends/cpu/gemm/sgemm_kernels.h"
 #include "backends/cpu/gemm/sgemv.h"
 #include "backends/cpu/thread_pool.h"
 #include "core/aligned_memory.h"
+#include "core/half.h"
 
 namespace kiln::cpu {
 namespace {
@@ -168,6 +170,7 @@ struct Operand {
   int64_t ld = 0;
   bool trans = false;
   const float* packed = nullptr;
+  const uint16_t* half = nullptr;  // B only: the packing in half precision (PackedHalfMatrix)
   int64_t padded = 0;  // rows (A) or columns (B) of the packing, rounded up to whole strips
   int64_t offset =
       0;  // first row (A) or column (B) of this view, a multiple of mr (nr) when packed
@@ -175,7 +178,7 @@ struct Operand {
   // The view starting `n` rows (A) or columns (B) further on.
   Operand shifted(int64_t n, bool isA) const {
     Operand o = *this;
-    if (packed) {
+    if (packed || half) {
       o.offset += n;
     } else {
       const bool alongRows = isA ? !trans : trans;  // rows of op(A) are rows of A unless transposed
@@ -187,7 +190,21 @@ struct Operand {
   const float* packedStrip(int64_t k0, int64_t kc, int64_t first) const {
     return packed + k0 * padded + (offset + first) * kc;
   }
+  const uint16_t* halfStrip(int64_t k0, int64_t kc, int64_t first) const {
+    return half + k0 * padded + (offset + first) * kc;
+  }
 };
+
+// Widens `count` half values to float32 times alpha (exact for alpha 1).
+void widenHalves(const uint16_t* src, int64_t count, float alpha, float* dst) {
+  const __m256 scale = _mm256_set1_ps(alpha);
+  int64_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    const __m256 v = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i)));
+    _mm256_storeu_ps(dst + i, alpha == 1.0f ? v : _mm256_mul_ps(v, scale));
+  }
+  for (; i < count; ++i) dst[i] = alpha * halfBitsToFloat(src[i]);
+}
 
 struct Problem {
   const SgemmKernelInfo* ki;
@@ -282,6 +299,9 @@ void blockedGemm(const Problem& p, float* scratch) {
       if (p.b.packed) {
         multiplyPanel(p, packedA, j0, nc, k0, kc,
                       [&](int64_t js) { return p.b.packedStrip(k0, kc, j0 + js); });
+      } else if (p.b.half) {  // the panel's strips are contiguous in the packing
+        widenHalves(p.b.halfStrip(k0, kc, j0), roundUp(nc, nr) * kc, alphaB, packedB);
+        multiplyPanel(p, packedA, j0, nc, k0, kc, [&](int64_t js) { return packedB + js * kc; });
       } else {
         packBStrips(nr, p.b.trans, p.b.data, p.b.ld, k0, kc, j0, nc, alphaB, packedB);
         multiplyPanel(p, packedA, j0, nc, k0, kc, [&](int64_t js) { return packedB + js * kc; });
@@ -324,16 +344,17 @@ struct Layout {
   int64_t totalFloats() const { return sharedFloats + parts * slotFloats; }
 };
 
-// The split runBlocked makes of an M x N x K product (no dimension 0) on `threads` threads.
+// The split runBlocked makes of an M x N x K product (no dimension 0) on `threads` threads. A B
+// in half precision (bHalf) is widened panel by panel into each part's own slot.
 Layout layoutOf(const SgemmKernelInfo& ki, int64_t M, int64_t N, int64_t K, bool aPacked,
-                bool bPacked, int threads) {
+                bool bPacked, int threads, bool bHalf = false) {
   const int64_t mTiles = (M + ki.mr - 1) / ki.mr, nTiles = (N + ki.nr - 1) / ki.nr;
   const int64_t aFloats = aPacked ? 0 : aBlockFloats(ki, M, K);
   const int64_t bFloats = bPacked ? 0 : bPanelFloats(ki, N, K);
   Layout l;
   l.slotFloats = aFloats + bFloats;
   if (threads <= 1 || M * N * K < kMinParallelWork || std::max(mTiles, nTiles) < 2) return l;
-  if (!aPacked && !bPacked && mTiles > nTiles) {
+  if (!aPacked && !bPacked && !bHalf && mTiles > nTiles) {
     l.slotFloats = aFloats;
     if (roundUp(N, ki.nr) * K <= kMaxSharedPackedB) {
       l.split = Layout::Split::kSharedPackedB;
@@ -444,8 +465,8 @@ void runBlocked(Problem p, float* scratch) {
     p.beta = 1.0f;
   }
   ThreadPool* pool = currentThreadPool();
-  const Layout l =
-      layoutOf(*p.ki, p.M, p.N, p.K, p.a.packed != nullptr, p.b.packed != nullptr, poolThreads());
+  const Layout l = layoutOf(*p.ki, p.M, p.N, p.K, p.a.packed != nullptr, p.b.packed != nullptr,
+                            poolThreads(), p.b.half != nullptr);
   const int64_t mTiles = (p.M + p.ki->mr - 1) / p.ki->mr, nTiles = (p.N + p.ki->nr - 1) / p.ki->nr;
   const int parts = static_cast<int>(l.parts);
   switch (l.split) {
@@ -587,8 +608,8 @@ void sgemmPacked(bool transA, int64_t M, float alpha, const float* A, int64_t ld
   if (handleDegenerate(M, N, K, alpha, beta, C, ldc, ep)) return;
   const SgemmKernelInfo& ki = sgemmKernelFor(B.isa());
   if (M == 1) {  // one row (a classifier on one image): stream the packed weights once
-    detail::sgemvPacked(N, K, ki.nr, ki.kc, roundUp(N, ki.nr), alpha, A, transA ? lda : 1, B.data(),
-                        beta, C, ep, static_cast<float*>(workspace));
+    detail::sgemvPacked(ki.isa, N, K, ki.nr, ki.kc, roundUp(N, ki.nr), alpha, A, transA ? lda : 1,
+                        B.data(), beta, C, ep, static_cast<float*>(workspace));
     return;
   }
   Operand b;
@@ -609,6 +630,63 @@ void sgemmPacked(const PackedMatrix& A, int64_t N, float alpha, bool transB, con
   a.packed = A.data();
   a.padded = roundUp(M, ki.mr);
   Problem p{&ki, M, N, K, alpha, a, Operand{B, ldb, transB}, beta, C, ldc, ep};
+  runBlocked(p, static_cast<float*>(workspace));
+}
+
+PackedHalfMatrix packBHalf(bool transB, int64_t K, int64_t N, const float* B, int64_t ldb,
+                           CpuIsa isa) {
+  const PackedMatrix packed = packB(transB, K, N, B, ldb, isa);
+  std::shared_ptr<uint16_t> storage(
+      static_cast<uint16_t*>(allocateAligned(static_cast<uint64_t>(packed.floats()) * 2 + 64)),
+      [](uint16_t* p) { std::free(p); });
+  if (!storage) throw std::bad_alloc();  // as packB's allocateSharedFloats
+  for (int64_t i = 0; i < packed.floats(); ++i)
+    storage.get()[i] = floatToHalfBits(packed.data()[i]);
+  PackedHalfMatrix half;
+  half.data_ = std::move(storage);
+  half.isa_ = packed.isa();
+  half.rows_ = K;
+  half.cols_ = N;
+  half.values_ = packed.floats();
+  return half;
+}
+
+PackedHalfMatrix PackedHalfMatrix::view(CpuIsa isa, int64_t rows, int64_t cols,
+                                        std::shared_ptr<const uint16_t> data) {
+  PackedHalfMatrix half;
+  half.data_ = std::move(data);
+  half.isa_ = isa;
+  half.rows_ = rows;
+  half.cols_ = cols;
+  half.values_ = PackedMatrix::packedFloats(PackedMatrix::Side::kB, isa, rows, cols);
+  return half;
+}
+
+uint64_t sgemmWorkspaceBytes(const PackedHalfMatrix& packed, int64_t M, int threads) {
+  const int64_t N = packed.cols(), K = packed.rows();
+  if (M <= 0 || N <= 0 || K <= 0) return 0;
+  const SgemmKernelInfo& ki = sgemmKernelFor(packed.isa());
+  if (M == 1) return floatBytes(detail::sgemvScratchFloats(roundUp(N, ki.nr), K));
+  return floatBytes(layoutOf(ki, M, N, K, false, false, threads, true).totalFloats());
+}
+
+void sgemmPackedHalf(bool transA, int64_t M, float alpha, const float* A, int64_t lda,
+                     const PackedHalfMatrix& B, float beta, float* C, int64_t ldc, void* workspace,
+                     const GemmEpilogue& epilogue) {
+  const int64_t K = B.rows(), N = B.cols();
+  const GemmEpilogue* ep = epilogue.empty() ? nullptr : &epilogue;
+  if (handleDegenerate(M, N, K, alpha, beta, C, ldc, ep)) return;
+  const SgemmKernelInfo& ki = sgemmKernelFor(B.isa());
+  if (M == 1) {
+    detail::sgemvPackedHalf(ki.isa, N, K, ki.nr, ki.kc, roundUp(N, ki.nr), alpha, A,
+                            transA ? lda : 1, B.data(), beta, C, ep,
+                            static_cast<float*>(workspace));
+    return;
+  }
+  Operand b;
+  b.half = B.data();
+  b.padded = roundUp(N, ki.nr);
+  Problem p{&ki, M, N, K, alpha, Operand{A, lda, transA}, b, beta, C, ldc, ep};
   runBlocked(p, static_cast<float*>(workspace));
 }
 

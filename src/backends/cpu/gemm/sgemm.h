@@ -81,6 +81,51 @@ KILN_INTERNAL_API PackedMatrix packA(bool transA, int64_t M, int64_t K, const fl
 KILN_INTERNAL_API PackedMatrix packB(bool transB, int64_t K, int64_t N, const float* B, int64_t ldb,
                                      CpuIsa isa = activeCpuIsa());
 
+/// A constant B operand (weights) packed once in packB's layout for `isa`'s micro-kernel, each
+/// value rounded to IEEE half precision (round to nearest even): half the bytes of PackedMatrix.
+/// Products widen it back to float32 (exactly) as they read it and compute in float32, so only
+/// the weights' rounding differs from float32: kFP16's weight storage. Copies share the data.
+class KILN_INTERNAL_API PackedHalfMatrix {
+ public:
+  PackedHalfMatrix() = default;
+  bool empty() const { return data_ == nullptr; }
+  /// The shape of op(B): K x N.
+  int64_t rows() const { return rows_; }
+  int64_t cols() const { return cols_; }
+  CpuIsa isa() const { return isa_; }
+  const uint16_t* data() const { return data_.get(); }
+  /// The packed half values (PackedMatrix::packedFloats of the same shape).
+  int64_t values() const { return values_; }
+  uint64_t bytes() const { return static_cast<uint64_t>(values_) * sizeof(uint16_t); }
+
+  /// A packing made earlier (stored in a plan) over `data`, which holds
+  /// PackedMatrix::packedFloats(Side::kB, isa, rows, cols) values; `data` keeps them alive.
+  static PackedHalfMatrix view(CpuIsa isa, int64_t rows, int64_t cols,
+                               std::shared_ptr<const uint16_t> data);
+
+ private:
+  friend PackedHalfMatrix packBHalf(bool, int64_t, int64_t, const float*, int64_t, CpuIsa);
+  std::shared_ptr<const uint16_t> data_;
+  CpuIsa isa_ = CpuIsa::kAvx2;
+  int64_t rows_ = 0, cols_ = 0, values_ = 0;
+};
+
+/// Packs op(B) (K x N; B is N x K when transB) in half precision, as packB packs it in float.
+KILN_INTERNAL_API PackedHalfMatrix packBHalf(bool transB, int64_t K, int64_t N, const float* B,
+                                             int64_t ldb, CpuIsa isa = activeCpuIsa());
+
+/// C = epilogue(alpha * op(A) * B + beta * C) with B from packBHalf, as sgemmPacked: each kc x nc
+/// panel of B widened to float32 into the workspace before the micro-kernel reads it (M == 1: the
+/// matrix-vector product reads the halves themselves, at half the bytes).
+/// `workspace`: sgemmWorkspaceBytes(B, M, poolThreads()) bytes.
+KILN_INTERNAL_API void sgemmPackedHalf(bool transA, int64_t M, float alpha, const float* A,
+                                       int64_t lda, const PackedHalfMatrix& B, float beta, float* C,
+                                       int64_t ldc, void* workspace,
+                                       const GemmEpilogue& epilogue = {});
+/// Scratch bytes sgemmPackedHalf needs for M rows of A.
+KILN_INTERNAL_API uint64_t sgemmWorkspaceBytes(const PackedHalfMatrix& packed, int64_t M,
+                                               int threads);
+
 /// C = epilogue(alpha * op(A) * B + beta * C) with B from packB; M x N x K as in sgemm, with
 /// K == B.rows() and N == B.cols(). `workspace`: sgemmWorkspaceBytes(B, M, poolThreads()) bytes.
 KILN_INTERNAL_API void sgemmPacked(bool transA, int64_t M, float alpha, const float* A, int64_t lda,

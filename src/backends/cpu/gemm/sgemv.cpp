@@ -223,26 +223,85 @@ void sgemv(int64_t L, int64_t K, float alpha, const float* P, int64_t ld, bool r
   });
 }
 
-void sgemvPacked(int64_t N, int64_t K, int64_t nr, int64_t kc, int64_t padded, float alpha,
-                 const float* x, int64_t incX, const float* packed, float beta, float* y,
-                 const GemmEpilogue* ep, float* scratch) {
+namespace {
+
+// sgemvPacked's frame for any element type: xs scaled, strips split over the pool, each part's
+// sums (strips(s0, s1, xs, sums)) stored and finished by the epilogue.
+template <typename Strips>
+void packedProduct(int64_t N, int64_t K, int64_t nr, int64_t padded, float alpha, const float* x,
+                   int64_t incX, float beta, float* y, const GemmEpilogue* ep, float* scratch,
+                   Strips&& strips) {
   const float* xs = scaledVector(x, incX, K, alpha, scratch);
   float* allSums = scratch + lineFloats(K + 8);  // padded sums, each thread's strips at their own
-  const int64_t strips = (N + nr - 1) / nr;
-  splitOutputs(strips, padded * K, [&](int64_t s0, int64_t s1) {
+  splitOutputs((N + nr - 1) / nr, padded * K, [&](int64_t s0, int64_t s1) {
     float* sums = allSums + s0 * nr;
-    if (nr == 32) {
-      packedRange<32>(packed, K, kc, padded, s0, s1, xs, sums);
-    } else if (nr == 16) {
-      packedRange<16>(packed, K, kc, padded, s0, s1, xs, sums);
-    } else {
-      for (int64_t s = s0; s < s1; ++s)
-        packedStripGeneric(packed, nr, K, kc, padded, s, xs, sums + (s - s0) * nr);
-    }
+    strips(s0, s1, xs, sums);
     const int64_t j0 = s0 * nr, n = std::min(N, s1 * nr) - j0;
     storeOutputs(sums, n, beta, y + j0, 1);
     if (ep) applyGemmEpilogue(*ep, y + j0, n, 1, n, 0, j0);
   });
+}
+
+// Strips [s0, s1) of NR half-precision columns, one strip at a time (one weight stream), each kc
+// block summed apart as packedStrips sums it.
+template <int NR>
+void halfStrips(const uint16_t* packed, int64_t K, int64_t kc, int64_t padded, int64_t s0,
+                int64_t s1, const float* xs, float* out) {
+  constexpr int V = NR / 8;
+  for (int64_t s = s0; s < s1; ++s) {
+    float* o = out + (s - s0) * NR;
+    std::fill(o, o + NR, 0.0f);
+    for (int64_t k0 = 0; k0 < K; k0 += kc) {
+      const int64_t depth = std::min(kc, K - k0);
+      const uint16_t* p = packed + k0 * padded + s * NR * depth;
+      __m256 acc[V];
+      for (int v = 0; v < V; ++v) acc[v] = _mm256_setzero_ps();
+      for (int64_t k = 0; k < depth; ++k, p += NR) {
+        const __m256 xv = _mm256_set1_ps(xs[k0 + k]);
+        for (int v = 0; v < V; ++v) {
+          const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + v * 8));
+          acc[v] = _mm256_fmadd_ps(_mm256_cvtph_ps(h), xv, acc[v]);
+        }
+      }
+      for (int v = 0; v < V; ++v)
+        _mm256_storeu_ps(o + v * 8, _mm256_add_ps(_mm256_loadu_ps(o + v * 8), acc[v]));
+    }
+  }
+}
+
+}  // namespace
+
+void sgemvPacked(CpuIsa isa, int64_t N, int64_t K, int64_t nr, int64_t kc, int64_t padded,
+                 float alpha, const float* x, int64_t incX, const float* packed, float beta,
+                 float* y, const GemmEpilogue* ep, float* scratch) {
+  packedProduct(N, K, nr, padded, alpha, x, incX, beta, y, ep, scratch,
+                [&](int64_t s0, int64_t s1, const float* xs, float* sums) {
+                  if (isa == CpuIsa::kAvx512 && nr == 32) {
+                    packedStripsAvx512(packed, K, kc, padded, s0, s1, xs, sums);
+                  } else if (nr == 32) {
+                    packedRange<32>(packed, K, kc, padded, s0, s1, xs, sums);
+                  } else if (nr == 16) {
+                    packedRange<16>(packed, K, kc, padded, s0, s1, xs, sums);
+                  } else {
+                    for (int64_t s = s0; s < s1; ++s)
+                      packedStripGeneric(packed, nr, K, kc, padded, s, xs, sums + (s - s0) * nr);
+                  }
+                });
+}
+
+void sgemvPackedHalf(CpuIsa isa, int64_t N, int64_t K, int64_t nr, int64_t kc, int64_t padded,
+                     float alpha, const float* x, int64_t incX, const uint16_t* packed, float beta,
+                     float* y, const GemmEpilogue* ep, float* scratch) {
+  packedProduct(N, K, nr, padded, alpha, x, incX, beta, y, ep, scratch,
+                [&](int64_t s0, int64_t s1, const float* xs, float* sums) {
+                  if (isa == CpuIsa::kAvx512 && nr == 32) {
+                    packedHalfStripsAvx512(packed, K, kc, padded, s0, s1, xs, sums);
+                  } else if (nr == 32) {
+                    halfStrips<32>(packed, K, kc, padded, s0, s1, xs, sums);
+                  } else {
+                    halfStrips<16>(packed, K, kc, padded, s0, s1, xs, sums);
+                  }
+                });
 }
 
 }  // namespace kiln::cpu::detail

@@ -81,9 +81,11 @@ class AttnLstmProducts {
     firstStep_ = true;
   }
 
-  std::vector<float> projectInputs(const std::vector<float>& bias) const {
-    return projectInputsSgemm(ctx_.input(0).data<float>(), dims_, w_, true, stride_, bias,
-                              workspace_);
+  const float* projectInputs(const std::vector<float>& bias) {
+    xw_.resize(static_cast<size_t>(dims_.seq * dims_.batch) * bias.size());
+    projectInputsSgemm(ctx_.input(0).data<float>(), dims_, w_, true, stride_, bias, xw_.data(),
+                       workspace_);
+    return xw_.data();
   }
 
   // hState holds every entry's output of the previous step (the initial state before the first
@@ -95,6 +97,7 @@ class AttnLstmProducts {
     attention_->multiply(state_.data(), workspace_);
   }
 
+  static constexpr bool kEntriesInParallel = true;  // addRecurrent only reads
   void addRecurrent(int64_t b, const float*, float* gates) const {
     const float* r = recurrent_->row(b);
     const float* a = attention_->row(b);
@@ -150,7 +153,7 @@ class AttnLstmProducts {
   std::vector<int64_t> memoryLengths_;
   const float *w_ = nullptr, *qw_ = nullptr, *v_ = nullptr, *aw_ = nullptr;
   std::optional<BatchRecurrentProduct> recurrent_, attention_;
-  std::vector<float> keys_, state_;
+  std::vector<float> keys_, state_, xw_;  // xw_: the input projection
   bool firstStep_ = true;
 };
 

@@ -2,9 +2,12 @@
 // EmbedLayerNormalization (ir/ops/contrib_transformer.cpp), float32: each row s = input + skip +
 // bias (skip repeated over the batch when it has fewer rows), or the sum of a token's word,
 // position and segment embeddings, normalized by the LayerNormalization row kernel
-// (layerNormRowFloat, norm_util.h), RMS statistics for the simplified op.
+// (layerNormRowFloat, norm_util.h), RMS statistics for the simplified op; QEmbedLayerNormalization
+// runs EmbedLayerNormalization's kernel on its dequantized tables.
+#include <memory>
 #include <vector>
 
+#include "backends/cpu/kernels/node_label.h"
 #include "backends/cpu/kernels/norm_util.h"
 #include "backends/cpu/thread_pool.h"
 
@@ -152,10 +155,101 @@ KernelFn makeEmbedLayerNormKernel(const KernelCreateInfo& info) {
   return [epsilon](KernelContext& ctx) { embedLayerNorm(ctx, epsilon); };
 }
 
+// QEmbedLayerNormalization's quantized inputs 2-6 (embeddings, gamma, beta) as float32:
+// (q - zero point) x scale with the per-tensor scale (input i + 6) and zero point (input i + 11).
+Tensor dequantizeEmbedInput(const ir::Node& node, const std::vector<const Tensor*>& in, size_t i) {
+  const Tensor& q = *in[i];
+  const Tensor& scale = *in[i + 6];
+  const Tensor& zero = *in[i + 11];
+  if (scale.numel() != 1 || zero.numel() != 1 || scale.rank() > 1 || zero.rank() > 1) {
+    ir::failNode(node,
+                 "input " + std::to_string(i) + "'s scale " + scale.describe() +
+                     " and zero point " + zero.describe() + " must be scalars or 1-element vectors",
+                 ErrorCode::kInvalidArgument);
+  }
+  const bool isSigned = q.dtype() == DataType::kInt8;
+  const float s = scale.data<float>()[0];
+  const int32_t z = isSigned ? zero.data<int8_t>()[0] : zero.data<uint8_t>()[0];
+  Tensor out(DataType::kFloat32, q.shape());
+  float* dst = out.data<float>();
+  for (int64_t e = 0; e < q.numel(); ++e) {
+    const int32_t v = isSigned ? q.data<int8_t>()[e] : q.data<uint8_t>()[e];
+    dst[e] = static_cast<float>(v - z) * s;
+  }
+  return out;
+}
+
+constexpr size_t kQuantizedEmbedInputs[] = {2, 3, 4, 5, 6};
+
+// The dequantized inputs 2-6 (an undefined tensor for an omitted segment embedding).
+std::vector<Tensor> dequantizeEmbedInputs(const ir::Node& node,
+                                          const std::vector<const Tensor*>& in) {
+  std::vector<Tensor> out;
+  for (size_t i : kQuantizedEmbedInputs)
+    out.push_back(in[i] ? dequantizeEmbedInput(node, in, i) : Tensor());
+  return out;
+}
+
+// EmbedLayerNormalization's kernel on the dequantized tables (once, when they are constants);
+// mask_index counts the mask's entries equal to 1, as onnxruntime's QEmbedLayerNormalization does.
+KernelFn makeQEmbedLayerNormKernel(const KernelCreateInfo& info) {
+  const double epsilon = ir::attrFloat(info.node, "epsilon", 1e-12f);
+  std::vector<const Tensor*> constants(18, nullptr);
+  bool allConstant = true;
+  for (size_t i = 2; i < 18; ++i) {
+    const bool present = i < info.node.inputs.size() && info.node.inputs[i] != ir::kNoValue;
+    if (i == 7 || !present) continue;
+    constants[i] = i < info.constants.size() ? info.constants[i] : nullptr;
+    allConstant = allConstant && constants[i];
+  }
+  auto tables = std::make_shared<std::vector<Tensor>>();
+  if (allConstant) *tables = dequantizeEmbedInputs(info.node, constants);
+  return [epsilon, tables, label = nodeLabel(info.node)](KernelContext& ctx) {
+    std::vector<Tensor> fed;
+    if (tables->empty()) {
+      std::vector<const Tensor*> in(18, nullptr);
+      for (size_t i = 0; i < 18; ++i) in[i] = ctx.hasInput(i) ? &ctx.input(i) : nullptr;
+      fed = dequantizeEmbedInputs(label, in);
+    }
+    const std::vector<Tensor>& t = tables->empty() ? fed : *tables;
+    auto table = [&](size_t j) { return t[j].defined() ? &t[j] : nullptr; };
+    const Tensor* ids = &ctx.input(0);
+    const Tensor* segments = ctx.hasInput(1) ? &ctx.input(1) : nullptr;
+    if (ids->rank() != 2)
+      ctx.fail("input_ids " + ids->describe() + " must be 2-D", ErrorCode::kInvalidArgument);
+    Tensor& y = ctx.output(0);
+    std::vector<Tensor> outputs(3);
+    const std::vector<ir::TypeInfo> types = {
+        ir::TypeInfo{DataType::kFloat32, ir::symShapeOf(y.shape())},
+        ir::TypeInfo{DataType::kInt32, ir::symShapeOf(Shape{ids->dim(0)})},
+        ir::TypeInfo{DataType::kFloat32, ir::symShapeOf(y.shape())}};
+    KernelContext embed(ctx,
+                        {ids, segments, table(0), table(1), table(2), table(3), table(4), nullptr},
+                        outputs, types);
+    embedLayerNorm(embed, epsilon);
+    ctx.setOutput(0, outputs[0]);
+    if (!ctx.wantsOutput(1)) return;
+    if (ctx.hasInput(7) && ctx.input(7).shape() != ids->shape()) {
+      ctx.fail("mask " + ctx.input(7).describe() + " must have input_ids' shape " + ids->describe(),
+               ErrorCode::kInvalidArgument);
+    }
+    Tensor& index = ctx.output(1);
+    const int64_t S = ids->dim(1);
+    for (int64_t b = 0; b < ids->dim(0); ++b) {
+      int32_t count = 0;
+      for (int64_t s = 0; ctx.hasInput(7) && s < S; ++s)
+        count += ctx.input(7).data<int32_t>()[b * S + s] == 1;
+      index.data<int32_t>()[b] = count;
+    }
+  };
+}
+
 }  // namespace
 
 KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "EmbedLayerNormalization",
                                 KernelFactory(makeEmbedLayerNormKernel));
+KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "QEmbedLayerNormalization",
+                                KernelFactory(makeQEmbedLayerNormKernel));
 KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "SkipLayerNormalization",
                                 skipLayerNormFactory({3, 4}, false));
 KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "SkipSimplifiedLayerNormalization",

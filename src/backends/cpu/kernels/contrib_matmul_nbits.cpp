@@ -1,10 +1,8 @@
 // CPU kernel of com.microsoft MatMulNBits (ir/ops/contrib_matmul_nbits.cpp): the weights
-// dequantized to a float32 [K, N] matrix (once, when the kernel is made, for constant weights),
-// then the MatMul kernel (whose packed-weight candidate packs that matrix), plus the bias.
-#include <memory>
-
+// dequantized to a float32 [K, N] matrix, then the MatMul kernel, plus the bias
+// (contrib_dequantized_matmul.h).
 #include "backends/cpu/kernel_registry.h"
-#include "backends/cpu/kernels/node_label.h"
+#include "backends/cpu/kernels/contrib_dequantized_matmul.h"
 
 namespace kiln::cpu {
 namespace {
@@ -63,14 +61,6 @@ Tensor dequantizeWeights(const ir::Node& node, const NBitsLayout& l, const Tenso
   return w;
 }
 
-bool allConstant(const KernelCreateInfo& info) {
-  for (size_t i : {1, 2, 3}) {
-    const bool present = i < info.node.inputs.size() && info.node.inputs[i] != ir::kNoValue;
-    if (present && (i >= info.constants.size() || !info.constants[i])) return false;
-  }
-  return true;
-}
-
 KernelFn makeMatMulNBitsKernel(const KernelCreateInfo& info) {
   NBitsLayout l;
   l.K = ir::attrInt(info.node, "K");
@@ -78,42 +68,15 @@ KernelFn makeMatMulNBitsKernel(const KernelCreateInfo& info) {
   l.bits = ir::attrInt(info.node, "bits", 4);
   l.blockSize = ir::attrInt(info.node, "block_size");
   l.blocks = (l.K + l.blockSize - 1) / l.blockSize;
-  std::shared_ptr<const Tensor> weights;
-  const bool hasZeros = info.node.inputs.size() > 3 && info.node.inputs[3] != ir::kNoValue;
-  if (allConstant(info)) {
-    weights = std::make_shared<const Tensor>(
-        dequantizeWeights(info.node, l, *info.constants[1], *info.constants[2],
-                          hasZeros ? info.constants[3] : nullptr));
-    for (size_t i : {1, 2, 3}) info.keepsOwnCopyOf(i);
-  }
-  auto types = std::make_shared<std::vector<ir::TypeInfo>>(std::vector{
-      *info.inputTypes[0], ir::TypeInfo{DataType::kFloat32, ir::symShapeOf(Shape{l.K, l.N})}});
-  const KernelFactory* factory = KernelRegistry::global().find("", "MatMul");
-  if (!factory) ir::failNode(info.node, "needs the MatMul CPU kernel (internal error)");
-  KernelFn matmul = (*factory)(KernelCreateInfo{
-      info.node, {&(*types)[0], &(*types)[1]}, {nullptr, weights.get()}, {}, info.subgraphs});
-  return [matmul, weights, types, l, label = nodeLabel(info.node)](KernelContext& ctx) {
-    std::shared_ptr<const Tensor> w = weights;
-    if (!w) {
-      w = std::make_shared<const Tensor>(dequantizeWeights(
-          label, l, ctx.input(1), ctx.input(2), ctx.hasInput(3) ? &ctx.input(3) : nullptr));
-    }
-    Tensor& y = ctx.output(0);
-    std::vector<Tensor> outputs(1);
-    const std::vector<ir::TypeInfo> outTypes = {
-        ir::TypeInfo{DataType::kFloat32, ir::symShapeOf(y.shape())}};
-    KernelContext product(ctx, {&ctx.input(0), w.get()}, outputs, outTypes);
-    matmul(product);
-    if (ctx.hasInput(5)) {
-      const Tensor& bias = ctx.input(5);
-      if (bias.numel() != l.N)
-        ctx.fail("bias " + bias.describe() + " must hold N = " + std::to_string(l.N) + " values",
-                 ErrorCode::kInvalidArgument);
-      float* p = outputs[0].data<float>();
-      for (int64_t i = 0; i < outputs[0].numel(); ++i) p[i] += bias.data<float>()[i % l.N];
-    }
-    ctx.setOutput(0, outputs[0]);
+  DequantizedMatMul spec;
+  spec.weightInputs = {1, 2, 3};
+  spec.K = l.K;
+  spec.N = l.N;
+  spec.biasInput = 5;
+  spec.dequantize = [l](const ir::Node& label, const std::vector<const Tensor*>& w) {
+    return dequantizeWeights(label, l, *w[0], *w[1], w[2]);
   };
+  return makeDequantizedMatMul(info, std::move(spec));
 }
 
 }  // namespace

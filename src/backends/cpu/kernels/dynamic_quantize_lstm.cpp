@@ -78,24 +78,25 @@ class QuantizedLstmProducts {
   QuantizedLstmProducts(KernelContext& ctx, const RecurrentDims& dims) : ctx_(ctx), dims_(dims) {
     sums_.resize(static_cast<size_t>(4 * dims.hidden));
   }
+  static constexpr bool kEntriesInParallel = false;  // addRecurrent sums into sums_
   void setDirection(int64_t d) {
     w_ = loadWeights(ctx_, 1, 8, "W", d, dims_.input, 4 * dims_.hidden);
     r_ = loadWeights(ctx_, 2, 10, "R", d, dims_.hidden, 4 * dims_.hidden);
   }
-  std::vector<float> projectInputs(const std::vector<float>& bias) {
+  const float* projectInputs(const std::vector<float>& bias) {
     const int64_t rows = dims_.seq * dims_.batch, n = 4 * dims_.hidden;
     const float* xf = ctx_.input(0).data<float>();
     const DynamicUint8 q = chooseDynamicUint8(xf, rows * dims_.input);
     const std::vector<int32_t> x = quantizeWith(xf, rows * dims_.input, q);
     const float xScale = q.scale;
-    std::vector<float> out(static_cast<size_t>(rows * n));
+    xw_.resize(static_cast<size_t>(rows * n));
     for (int64_t r = 0; r < rows; ++r) {
-      float* o = &out[static_cast<size_t>(r * n)];
+      float* o = &xw_[static_cast<size_t>(r * n)];
       std::copy(bias.begin(), bias.end(), o);
       addScaledProduct(&x[static_cast<size_t>(r * dims_.input)], dims_.input, w_, xScale, n, sums_,
                        o);
     }
-    return out;
+    return xw_.data();
   }
   // The range is that of the entries the step computes (ONNX Runtime's finished entries hold 0).
   void stepBegins(const std::vector<float>& hState, const std::vector<bool>& active) {
@@ -122,6 +123,7 @@ class QuantizedLstmProducts {
   QuantizedWeights w_, r_;
   std::vector<int32_t> h_, sums_;    // the step's quantized hidden state; one product's sums
   std::vector<float> activeStates_;  // the hidden states of the step's entries
+  std::vector<float> xw_;            // the input projection
   float hScale_ = 1.0f;
 };
 

@@ -3,10 +3,13 @@
 // sequence lengths, initial states (inputs 5 and 6) and Y / Y_h / Y_c. The two ops differ only in
 // how they multiply by W and R, which `Products` does:
 //   setDirection(d)                 loads direction d's weights
-//   projectInputs(bias)             X x W^T + bias for every time step, [seq * batch, 4 * hidden]
+//   projectInputs(bias)             X x W^T + bias for every time step, [seq * batch, 4 * hidden],
+//                                   valid until the next call
 //   stepBegins(hState, active)      called before each step with every batch entry's hidden state
 //                                   and which entries the step computes (active[b])
 //   addRecurrent(b, h, gates)       gates += h x R^T for batch entry b
+// and declares `static constexpr bool kEntriesInParallel`: whether addRecurrent may run for
+// several entries of a step at once.
 #pragma once
 #include "backends/cpu/kernels/rnn_common.h"
 
@@ -22,7 +25,13 @@ void runLstmRecurrence(KernelContext& ctx, const RecurrentAttrs& attrs, bool inp
     ctx.fail("P has shape " + shapeToString(ctx.input(7).shape()) + ", expected " +
              shapeToString({dims.directions, 3 * h}));
   }
-  std::vector<Acc> gates(static_cast<size_t>(n)), cellOut(static_cast<size_t>(h));
+  // Each entry's own gates and cell activations: a step's entries may run in parallel.
+  std::vector<Acc> gatesOfEntries(static_cast<size_t>(dims.batch * n)),
+      cellOfEntries(static_cast<size_t>(dims.batch * h));
+  // A gate value (an exp or tanh each) costs about two elementwise items (docs/performance.md,
+  // "LSTM").
+  const int64_t minEntriesPerThread =
+      Products::kEntriesInParallel ? std::max<int64_t>(1, kMinElementsPerThread / (2 * n)) : 0;
   for (int64_t d = 0; d < dims.directions; ++d) {
     const bool reverse = attrs.reverse || d == 1;
     const Activation& f = attrs.activations[static_cast<size_t>(d * 3)];
@@ -37,16 +46,18 @@ void runLstmRecurrence(KernelContext& ctx, const RecurrentAttrs& attrs, bool inp
     if (ctx.hasInput(7)) peep = toVector<Acc>(ctx.input(7).data<T>() + d * 3 * h, 3 * h);
     const Acc *pi = peep.data(), *po = pi + h, *pf = po + h;
 
-    const std::vector<Acc> xw = products.projectInputs(bias);
+    const Acc* xw = products.projectInputs(bias);
     std::vector<Acc> hState = initialState<Acc, T>(ctx, 5, dims, d);
     std::vector<Acc> cState = initialState<Acc, T>(ctx, 6, dims, d);
     auto step = [&](int64_t t, int64_t b) {
+      Acc* gates = &gatesOfEntries[static_cast<size_t>(b * n)];
+      Acc* cellOut = &cellOfEntries[static_cast<size_t>(b * h)];
       Acc* hb = &hState[static_cast<size_t>(b * h)];
       Acc* cb = &cState[static_cast<size_t>(b * h)];
-      const Acc* xwRow = &xw[static_cast<size_t>((t * dims.batch + b) * n)];
-      std::copy(xwRow, xwRow + n, gates.begin());
-      products.addRecurrent(b, hb, gates.data());
-      Acc *gi = gates.data(), *go = gi + h, *gf = go + h, *gc = gf + h;
+      const Acc* xwRow = xw + (t * dims.batch + b) * n;
+      std::copy(xwRow, xwRow + n, gates);
+      products.addRecurrent(b, hb, gates);
+      Acc *gi = gates, *go = gi + h, *gf = go + h, *gc = gf + h;
       for (int64_t j = 0; j < h; ++j) {
         gi[j] += pi[j] * cb[j];
         gf[j] += pf[j] * cb[j];
@@ -67,19 +78,22 @@ void runLstmRecurrence(KernelContext& ctx, const RecurrentAttrs& attrs, bool inp
       }
       clipValues(go, h, attrs.clip);
       activate(f, go, h);
-      std::copy(cb, cb + h, cellOut.begin());
-      activate(act, cellOut.data(), h);
-      for (int64_t j = 0; j < h; ++j) hb[j] = go[j] * cellOut[static_cast<size_t>(j)];
+      std::copy(cb, cb + h, cellOut);
+      activate(act, cellOut, h);
+      for (int64_t j = 0; j < h; ++j) hb[j] = go[j] * cellOut[j];
       if (y) {
         T* dst = y + dims.yOffset(t, d, b);
         for (int64_t j = 0; j < h; ++j) dst[j] = static_cast<T>(hb[j]);
       }
     };
     std::vector<bool> active(static_cast<size_t>(dims.batch));
-    forEachRecurrentStep(dims, lengths, reverse, step, [&](int64_t s) {
-      for (size_t b = 0; b < active.size(); ++b) active[b] = s < lengths[b];
-      products.stepBegins(hState, active);
-    });
+    forEachRecurrentStep(
+        dims, lengths, reverse, step,
+        [&](int64_t s) {
+          for (size_t b = 0; b < active.size(); ++b) active[b] = s < lengths[b];
+          products.stepBegins(hState, active);
+        },
+        minEntriesPerThread);
     writeState<Acc, T>(ctx, 1, dims, d, lengths, hState);
     writeState<Acc, T>(ctx, 2, dims, d, lengths, cState);
   }

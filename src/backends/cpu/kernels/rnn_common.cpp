@@ -116,30 +116,52 @@ std::vector<int64_t> sequenceLengths(KernelContext& ctx, const RecurrentDims& di
   return lengths;
 }
 
-std::vector<float> projectInputsSgemm(const float* x, const RecurrentDims& dims, const float* b,
-                                      bool transB, int64_t ldb, const std::vector<float>& bias,
-                                      void* workspace) {
+namespace {
+
+// The input projection with `multiply(rows, beta, out)` computing out = X x W^T + beta * out
+// over the rows of X as laid out.
+template <typename Multiply>
+void projectInputsWith(const RecurrentDims& dims, const std::vector<float>& bias, float* out,
+                       Multiply&& multiply) {
   const int64_t n = static_cast<int64_t>(bias.size()), rows = dims.seq * dims.batch;
-  std::vector<float> out(static_cast<size_t>(rows * n));
-  for (int64_t row = 0; row < rows; ++row)
-    std::copy(bias.begin(), bias.end(), &out[static_cast<size_t>(row * n)]);
+  for (int64_t row = 0; row < rows; ++row) std::copy(bias.begin(), bias.end(), out + row * n);
   if (dims.layout == 0) {
-    sgemm(false, transB, rows, n, dims.input, 1.0f, x, dims.input, b, ldb, 1.0f, out.data(), n,
-          workspace);
-    return out;
+    multiply(rows, 1.0f, out);
+    return;
   }
   // layout 1: X is [batch, seq, input]; rows come out batch-major and are moved to [seq, batch].
-  std::vector<float> byBatch(out.size());
-  sgemm(false, transB, rows, n, dims.input, 1.0f, x, dims.input, b, ldb, 0.0f, byBatch.data(), n,
-        workspace);
+  std::vector<float> byBatch(static_cast<size_t>(rows * n));
+  multiply(rows, 0.0f, byBatch.data());
   for (int64_t bi = 0; bi < dims.batch; ++bi) {
     for (int64_t t = 0; t < dims.seq; ++t) {
       const float* src = &byBatch[static_cast<size_t>((bi * dims.seq + t) * n)];
-      float* dst = &out[static_cast<size_t>((t * dims.batch + bi) * n)];
+      float* dst = out + (t * dims.batch + bi) * n;
       for (int64_t j = 0; j < n; ++j) dst[j] += src[j];
     }
   }
-  return out;
+}
+
+}  // namespace
+
+void projectInputsSgemm(const float* x, const RecurrentDims& dims, const float* b, bool transB,
+                        int64_t ldb, const std::vector<float>& bias, float* out, void* workspace) {
+  const int64_t n = static_cast<int64_t>(bias.size());
+  projectInputsWith(dims, bias, out, [&](int64_t rows, float beta, float* c) {
+    sgemm(false, transB, rows, n, dims.input, 1.0f, x, dims.input, b, ldb, beta, c, n, workspace);
+  });
+}
+
+void projectInputsSgemm(const float* x, const RecurrentDims& dims, const PackedMatrix& wt,
+                        const std::vector<float>& bias, float* out, void* workspace) {
+  const int64_t n = static_cast<int64_t>(bias.size());
+  projectInputsWith(dims, bias, out, [&](int64_t rows, float beta, float* c) {
+    sgemmPacked(false, rows, 1.0f, x, dims.input, wt, beta, c, n, workspace);
+  });
+}
+
+uint64_t projectionBytes(const RecurrentDims& dims, int64_t n) {
+  const uint64_t floats = static_cast<uint64_t>(dims.seq * dims.batch * n);
+  return (floats * sizeof(float) + 63) / 64 * 64;
 }
 
 BatchRecurrentProduct::BatchRecurrentProduct(const float* b, bool transB, int64_t ldb,
@@ -154,12 +176,23 @@ BatchRecurrentProduct::BatchRecurrentProduct(const float* b, bool transB, int64_
   if (batch > 1) packed_ = packB(transB, hidden, cols, b, ldb);
 }
 
+BatchRecurrentProduct::BatchRecurrentProduct(const PackedMatrix& rt, int64_t batch)
+    : b_(nullptr),
+      transB_(false),
+      ldb_(0),
+      batch_(batch),
+      hidden_(rt.rows()),
+      cols_(rt.cols()),
+      packed_(rt),
+      product_(static_cast<size_t>(batch * rt.cols())) {}
+
 uint64_t BatchRecurrentProduct::workspaceBytes(int64_t batch, int64_t hidden, int64_t cols,
                                                int threads) {
-  if (batch <= 1) return sgemmWorkspaceBytes(batch, cols, hidden, threads);
   const PackedMatrix shape =
       PackedMatrix::view(PackedMatrix::Side::kB, activeCpuIsa(), hidden, cols, nullptr);
-  return sgemmWorkspaceBytes(shape, batch, threads);
+  const uint64_t packed = sgemmWorkspaceBytes(shape, batch, threads);
+  if (batch > 1) return packed;
+  return std::max(packed, sgemmWorkspaceBytes(batch, cols, hidden, threads));
 }
 
 void BatchRecurrentProduct::multiply(const float* hState, void* workspace) {
@@ -173,17 +206,21 @@ void BatchRecurrentProduct::multiply(const float* hState, void* workspace) {
 }
 
 uint64_t recurrentWorkspaceBytes(const RecurrentDims& dims, int64_t n, int64_t cols, int threads) {
-  const uint64_t projection = sgemmWorkspaceBytes(dims.seq * dims.batch, n, dims.input, threads);
+  const int64_t rows = dims.seq * dims.batch;
+  const PackedMatrix packedW =
+      PackedMatrix::view(PackedMatrix::Side::kB, activeCpuIsa(), dims.input, n, nullptr);
+  const uint64_t projection = std::max(sgemmWorkspaceBytes(rows, n, dims.input, threads),
+                                       sgemmWorkspaceBytes(packedW, rows, threads));
   if (cols <= 0) return projection;
   return std::max(projection,
                   BatchRecurrentProduct::workspaceBytes(dims.batch, dims.hidden, cols, threads));
 }
 
 WorkspaceFn recurrentWorkspace(const RecurrentAttrs& attrs, int64_t gates, int64_t colsPerHidden,
-                               DataType dtype) {
+                               DataType dtype, bool projectionFirst) {
   if (dtype == DataType::kFloat64) return {};
-  return [attrs, gates, colsPerHidden](const std::vector<const Shape*>& in,
-                                       int threads) -> uint64_t {
+  return [attrs, gates, colsPerHidden, projectionFirst](const std::vector<const Shape*>& in,
+                                                        int threads) -> uint64_t {
     if (in.size() < 3 || !in[0] || !in[2] || in[0]->size() != 3 || in[2]->size() != 3) return 0;
     const Shape& x = *in[0];
     RecurrentDims dims;
@@ -191,8 +228,30 @@ WorkspaceFn recurrentWorkspace(const RecurrentAttrs& attrs, int64_t gates, int64
     dims.batch = attrs.layout == 0 ? x[1] : x[0];
     dims.input = x[2];
     dims.hidden = (*in[2])[2];
-    return recurrentWorkspaceBytes(dims, gates * dims.hidden, colsPerHidden * dims.hidden, threads);
+    const int64_t n = gates * dims.hidden;
+    return (projectionFirst ? projectionBytes(dims, n) : 0) +
+           recurrentWorkspaceBytes(dims, n, colsPerHidden * dims.hidden, threads);
   };
+}
+
+PackedRecurrentWeights packRecurrentWeights(const KernelCreateInfo& info, int64_t gates,
+                                            int64_t colsPerHidden) {
+  const Tensor* w = info.constants.size() > 2 ? info.constants[1] : nullptr;
+  const Tensor* r = info.constants.size() > 2 ? info.constants[2] : nullptr;
+  PackedRecurrentWeights packed;
+  if (!w || !r || w->dtype() != DataType::kFloat32 || r->dtype() != DataType::kFloat32 ||
+      w->rank() != 3 || r->rank() != 3 || w->numel() == 0 || r->numel() == 0)
+    return packed;
+  const int64_t directions = w->dim(0), n = w->dim(1), input = w->dim(2), hidden = r->dim(2);
+  if (r->dim(0) != directions || r->dim(1) != n || n != gates * hidden) return packed;
+  for (int64_t d = 0; d < directions; ++d) {
+    packed.w.push_back(packB(true, input, n, w->data<float>() + d * n * input, input));
+    packed.r.push_back(
+        packB(true, hidden, colsPerHidden * hidden, r->data<float>() + d * n * hidden, hidden));
+  }
+  info.keepsOwnCopyOf(1);
+  info.keepsOwnCopyOf(2);
+  return packed;
 }
 
 }  // namespace kiln::cpu::rnn

@@ -13,6 +13,7 @@
 #include "backends/cpu/kernel.h"
 #include "backends/cpu/kernel_registry.h"
 #include "backends/cpu/kernels/vector_math.h"
+#include "backends/cpu/thread_pool.h"
 #include "core/dtype_dispatch.h"
 
 namespace kiln::cpu::rnn {
@@ -131,16 +132,25 @@ struct NoStepHook {
 
 /// The recurrence order shared by RNN, GRU and LSTM: for each step s, calls stepBegins(s) and then
 /// fn(t, b) for every batch entry b whose sequence is longer than s, where t is the time index s
-/// reads (counted back from the entry's own length when reverse).
+/// reads (counted back from the entry's own length when reverse). minEntriesPerThread > 0: fn
+/// may run for several entries of a step at once on the current thread pool, each thread taking
+/// at least that many.
 template <typename Fn, typename StepFn = NoStepHook>
 void forEachRecurrentStep(const RecurrentDims& dims, const std::vector<int64_t>& lengths,
-                          bool reverse, Fn&& fn, StepFn&& stepBegins = {}) {
+                          bool reverse, Fn&& fn, StepFn&& stepBegins = {},
+                          int64_t minEntriesPerThread = 0) {
   for (int64_t s = 0; s < dims.seq; ++s) {
     stepBegins(s);
-    for (int64_t b = 0; b < dims.batch; ++b) {
-      const int64_t len = lengths[static_cast<size_t>(b)];
-      if (s < len) fn(reverse ? len - 1 - s : s, b);
-    }
+    auto entries = [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) {
+        const int64_t len = lengths[static_cast<size_t>(b)];
+        if (s < len) fn(reverse ? len - 1 - s : s, b);
+      }
+    };
+    if (minEntriesPerThread > 0)
+      parallelForAtLeast(dims.batch, minEntriesPerThread, entries);
+    else
+      entries(0, dims.batch);
   }
 }
 
@@ -173,22 +183,30 @@ void addVectorTimesMatrix(const Acc* v, int64_t k, const Acc* m, int64_t ld, int
   }
 }
 
-/// projectInputs for float32 as one SGEMM over every row of X: op(B) is W^T ([input, n]); B is W
-/// as the op gives it ([n, input], transB) or already transposed, with row stride ldb. `workspace`
-/// holds recurrentWorkspaceBytes(dims, n, ...) bytes.
-std::vector<float> projectInputsSgemm(const float* x, const RecurrentDims& dims, const float* b,
-                                      bool transB, int64_t ldb, const std::vector<float>& bias,
-                                      void* workspace);
+/// projectInputs for float32 as one SGEMM over every row of X, into out ([seq * batch, n]):
+/// op(B) is W^T ([input, n]); B is W as the op gives it ([n, input], transB) or already
+/// transposed, with row stride ldb. `workspace` holds recurrentWorkspaceBytes(dims, n, ...) bytes.
+void projectInputsSgemm(const float* x, const RecurrentDims& dims, const float* b, bool transB,
+                        int64_t ldb, const std::vector<float>& bias, float* out, void* workspace);
+
+/// projectInputsSgemm with W^T packed when the kernel was made (PackedRecurrentWeights).
+void projectInputsSgemm(const float* x, const RecurrentDims& dims, const PackedMatrix& wt,
+                        const std::vector<float>& bias, float* out, void* workspace);
+
+/// Bytes of the input projection's output ([seq * batch, n] floats) in whole cache lines, for a
+/// kernel that keeps it at the start of its workspace, before its products' scratch.
+uint64_t projectionBytes(const RecurrentDims& dims, int64_t n);
 
 /// Scratch bytes of a float recurrent op's products on `threads` threads: the input projection
 /// (n columns) and each step's BatchRecurrentProduct (cols columns; 0: none), which run one after
-/// the other in one workspace.
+/// the other in one workspace; enough with the weights packed or not.
 uint64_t recurrentWorkspaceBytes(const RecurrentDims& dims, int64_t n, int64_t cols, int threads);
 
 /// The workspace of a recurrent kernel with `gates` gates whose step product has
 /// colsPerHidden * hidden columns (0: none), for X, W and R of the shapes given; none for double.
+/// projectionFirst: projectionBytes more, for the input projection's output.
 WorkspaceFn recurrentWorkspace(const RecurrentAttrs& attrs, int64_t gates, int64_t colsPerHidden,
-                               DataType dtype);
+                               DataType dtype, bool projectionFirst = false);
 
 /// Each step's h x R^T for the whole batch in one SGEMM ([batch, cols]), instead of one row at a
 /// time. op(B) is R^T's first `cols` columns ([hidden, cols]); B is R as the op gives it (transB)
@@ -198,6 +216,8 @@ class BatchRecurrentProduct {
  public:
   BatchRecurrentProduct(const float* b, bool transB, int64_t ldb, int64_t batch, int64_t hidden,
                         int64_t cols);
+  /// With R^T packed when the kernel was made (PackedRecurrentWeights::r): one row included.
+  BatchRecurrentProduct(const PackedMatrix& rt, int64_t batch);
   /// Scratch bytes of multiply on `threads` threads.
   static uint64_t workspaceBytes(int64_t batch, int64_t hidden, int64_t cols, int threads);
   /// Multiplies the batch's hidden state ([batch, hidden]) by R^T, packing into `workspace`
@@ -221,9 +241,11 @@ template <typename Acc, typename T>
 std::vector<Acc> projectInputs(const T* x, const RecurrentDims& dims, const std::vector<Acc>& wt,
                                const std::vector<Acc>& bias, void* workspace) {
   const int64_t n = static_cast<int64_t>(bias.size());
-  if constexpr (std::is_same_v<Acc, float> && std::is_same_v<T, float>)
-    return projectInputsSgemm(x, dims, wt.data(), false, n, bias, workspace);
   std::vector<Acc> out(static_cast<size_t>(dims.seq * dims.batch * n));
+  if constexpr (std::is_same_v<Acc, float> && std::is_same_v<T, float>) {
+    projectInputsSgemm(x, dims, wt.data(), false, n, bias, out.data(), workspace);
+    return out;
+  }
   std::vector<Acc> row(static_cast<size_t>(dims.input));
   for (int64_t t = 0; t < dims.seq; ++t) {
     for (int64_t b = 0; b < dims.batch; ++b) {
@@ -286,6 +308,21 @@ T* outputSequence(KernelContext& ctx) {
   std::fill(data, data + y.numel(), T(0.0f));
   return data;
 }
+
+/// Float32 W and R of every direction packed once, when the kernel is made: W^T ([input,
+/// gates * hidden]) for the input projection and R^T's first colsPerHidden * hidden columns
+/// ([hidden, cols]) for each step's product, so no run packs or transposes them. Empty unless
+/// W and R are constant float32 tensors of matching shapes (which recurrentDims checks against
+/// X at run time, so they fit every run).
+struct PackedRecurrentWeights {
+  std::vector<PackedMatrix> w, r;  // per direction
+  bool empty() const { return w.empty(); }
+};
+
+/// Packs W (input 1) and R (input 2) of a kernel being made, for `gates` gates; says the kernel
+/// keeps its own copy of both when it does (kernel.h: keepsOwnCopyOf).
+PackedRecurrentWeights packRecurrentWeights(const KernelCreateInfo& info, int64_t gates,
+                                            int64_t colsPerHidden);
 
 /// Weights of direction d: W^T, R^T and the two bias halves (Wb, Rb), as Acc.
 template <typename Acc>
