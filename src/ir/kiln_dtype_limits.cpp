@@ -77,10 +77,14 @@ const DTypeLimit kDTypeLimits[] = {
      "onnxruntime's op (its ONNX-domain registration): X, scale float32 (onnxruntime: float16, "
      "float32, float64)"},
     {"com.microsoft", "Attention", "*", 0,
-     "float32, mask_index int32 (onnxruntime: float32); no past / present, qkv_hidden_sizes all "
-     "equal"},
+     "float32 or float16, mask_index int32 (onnxruntime: float32; float16 through the Casts its "
+     "session inserts); past / present; no do_rotary (nor in onnxruntime's CPU kernel), no "
+     "past_present_share_buffer"},
     {"com.microsoft", "BiasAdd", "*", 0, "float32 (onnxruntime: CUDA only)"},
     {"com.microsoft", "BiasGelu", "*", 0, "float32 (onnxruntime: float32)"},
+    {"com.microsoft", "DecoderMaskedMultiHeadAttention", "*", 0,
+     "float32 or float16, mask_index, past_sequence_length, beam_width, cache_indirection int32 "
+     "(onnxruntime: float32; float16 through inserted Casts); no packed QKV"},
     {"com.microsoft", "DequantizeLinear", "*", 0,
      "as ONNX DequantizeLinear-21 (onnxruntime: int8, uint8, int16, uint16, int32, int4, uint4)"},
     {"com.microsoft", "DynamicQuantizeLSTM", "*", 0,
@@ -98,6 +102,10 @@ const DTypeLimit kDTypeLimits[] = {
     {"com.microsoft", "Gelu", "*", 0, "float32 (onnxruntime: float32)"},
     {"com.microsoft", "FusedGemm", "*", 0,
      "float32 (onnxruntime: float32); activation Relu, LeakyRelu, Sigmoid or HardSigmoid"},
+    {"com.microsoft", "GroupQueryAttention", "*", 0,
+     "float32 or float16, seqlens_k and total_sequence_length int32, position_ids int64 "
+     "(onnxruntime: the same, and int8 / uint8 quantized caches); no k_scale / v_scale, "
+     "q_norm_weight / k_norm_weight, query_seqlens, sliding_window_cache"},
     {"com.microsoft", "FusedMatMul", "*", 0,
      "float32 (onnxruntime: float32, float64); transBatchA / transBatchB not supported"},
     {"com.microsoft", "MatMulBnb4", "*", 0,
@@ -112,9 +120,13 @@ const DTypeLimit kDTypeLimits[] = {
      "float16); no g_idx"},
     {"com.microsoft", "MoE", "*", 0,
      "float32 (onnxruntime: float32); swiglu with swiglu_fusion 0, 1 or 2 (onnxruntime: 1 only)"},
+    {"com.microsoft", "MRotaryEmbedding", "*", 0,
+     "float32 or float16, position_ids int64 (onnxruntime: the same); is_packed_batching not "
+     "supported"},
     {"com.microsoft", "MultiHeadAttention", "*", 0,
-     "float32, key_padding_mask int32 (onnxruntime: float32); 3-D query, key and value only, no KV "
-     "cache"},
+     "float32 or float16, key_padding_mask int32 (onnxruntime: float32; float16 through inserted "
+     "Casts); past / present, 4-D key and value, qk; no packed forms (nor in onnxruntime's CPU "
+     "kernel), past_sequence_length or cache_indirection"},
     {"com.microsoft", "QMoE", "*", 0,
      "float32 or float16, uint8 weights of 2, 4 or 8 bits, quant_type int (onnxruntime: also "
      "bfloat16, 3 bits, fp4 and fp8)"},
@@ -148,6 +160,9 @@ const DTypeLimit kDTypeLimits[] = {
     {"com.microsoft", "QuantizeLinear", "*", 0,
      "as ONNX QuantizeLinear-21 (onnxruntime: int8, uint8, int16, uint16, int4, uint4)"},
     {"com.microsoft", "QuickGelu", "*", 0, "float32 (onnxruntime: float32)"},
+    {"com.microsoft", "SparseAttention", "*", 0,
+     "float32 or float16, block indices and lengths int32 (onnxruntime: the same; it runs only "
+     "with past and present bound to one buffer, kiln writes the present as a new tensor)"},
     {"com.microsoft", "SkipLayerNormalization", "*", 0,
      "float32 (onnxruntime: float32, float64, float16)"},
     {"com.microsoft", "SkipSimplifiedLayerNormalization", "*", 0,

@@ -359,11 +359,16 @@ def test_qattention(w_type, mask, zero_points, per_column, unidirectional):
     check("QAttention", inputs, ["output"], constants, rtol=1e-4, atol=1e-4, num_heads=heads, unidirectional=unidirectional)
 
 
-def test_attention_kv_cache_is_refused_by_name():
+def test_qattention_kv_cache_is_refused_by_name():
+    """Attention's and MultiHeadAttention's KV caches run (test_contrib_kv_attention.py);
+    QAttention's does not."""
     r = rng(13)
-    inputs = [("input", r.standard_normal((1, 3, 8)).astype(np.float32)), ("weights", r.standard_normal((8, 24)).astype(np.float32))]
-    model = contrib_model("Attention", inputs, ["output", "present"], {"weights"}, num_heads=2)
-    with pytest.raises(kiln.NotImplemented, match="Attention_node.*output 'present' \\(the KV cache\\) is not supported"):
+    inputs = [("input", quantized(r, (1, 3, 8), np.uint8)), ("weight", quantized(r, (8, 24), np.int8)),
+              ("bias", r.standard_normal(24).astype(np.float32)), ("input_scale", np.array(0.02, np.float32)),
+              ("weight_scale", np.array(0.01, np.float32))]
+    model = contrib_model("QAttention", inputs, ["output", "present"], {"weight", "bias", "input_scale", "weight_scale"},
+                          num_heads=2)
+    with pytest.raises(kiln.NotImplemented, match="QAttention_node.*output 'present' \\(the KV cache\\) is not supported"):
         kiln.InferenceSession(model)
 
 

@@ -6,10 +6,13 @@
 // the scores are in cache, and the (batch, head, row block) tasks run in parallel on the pool.
 #include <algorithm>
 #include <array>
+#include <cmath>
+#include <utility>
 #include <vector>
 
 #include "backends/cpu/kernels/fused_attention.h"
 
+#include "backends/cpu/gemm/float_copy.h"
 #include "backends/cpu/gemm/sgemm.h"
 #include "backends/cpu/kernel_registry.h"
 #include "backends/cpu/kernels/softmax_exp.h"
@@ -98,7 +101,8 @@ AttentionScratch attentionScratch(int64_t Sq, int64_t Sk, int64_t Dk, int64_t Dv
   for (int64_t r : {rows, lastRows}) {
     gemm = std::max({gemm, sgemmWorkspaceBytes(r, Sk, Dk, 1), sgemmWorkspaceBytes(r, Dv, Sk, 1)});
   }
-  return {cacheLineBytes(static_cast<uint64_t>(rows * Sk) * sizeof(float)),
+  // Score rows are Sk + 1 floats apart: room for a smooth softmax's sink logit.
+  return {cacheLineBytes(static_cast<uint64_t>(rows * (Sk + 1)) * sizeof(float)),
           cacheLineBytes(static_cast<uint64_t>(Sk) * sizeof(float)), gemm};
 }
 
@@ -116,8 +120,53 @@ uint64_t fusedAttentionWorkspaceBytes(int64_t B, int64_t Sq, int64_t Sk, int64_t
   return static_cast<uint64_t>(parts) * attentionScratch(Sq, Sk, Dk, Dv).total();
 }
 
+namespace {
+
+// The visible keys [begin, end) of query row i of batch entry b, within [0, Sk).
+std::pair<int64_t, int64_t> keyRange(const AttentionOptions& op, int64_t b, int64_t i, int64_t Sq,
+                                     int64_t Sk) {
+  if (!op.keyEnd) return {0, Sk};
+  const int64_t end = std::clamp<int64_t>(op.keyEnd[b * Sq + i], 0, Sk);
+  const int64_t begin = op.keyBegin ? std::clamp<int64_t>(op.keyBegin[b * Sq + i], 0, end) : 0;
+  return {begin, end};
+}
+
+void writeQk(float* qkRow, const float* row, int64_t begin, int64_t end, int64_t Sk) {
+  for (int64_t j = 0; j < Sk; ++j) qkRow[j] = j >= begin && j < end ? row[j] : 0.0f;
+}
+
+// One row of scores (`width` computed, room for width + 1) made probabilities over its keys
+// [begin, end): softcap, mask (maskRow, null: none), then softmax, with the sink as one more logit
+// at `end` when given; 0 elsewhere. qkRow (null: none) gets the row as the options say.
+void rowProbabilities(float* row, const float* maskRow, int64_t begin, int64_t end, int64_t width,
+                      const AttentionOptions& op, const float* sink, float* qkRow, int64_t Sk) {
+  if (op.softcap > 0) {
+    for (int64_t j = begin; j < end; ++j) row[j] = op.softcap * std::tanh(row[j] / op.softcap);
+  }
+  if (maskRow && (sink || (qkRow && !op.qkAfterSoftmax))) {
+    for (int64_t j = begin; j < end; ++j) row[j] += maskRow[j];
+    maskRow = nullptr;
+  }
+  if (qkRow && !op.qkAfterSoftmax) writeQk(qkRow, row, begin, end, Sk);
+  if (end > begin) {
+    if (sink) {
+      row[end] = *sink;
+      softmaxRows(row + begin, 0, nullptr, 0, 1, end - begin + 1);
+    } else {
+      softmaxRows(row + begin, 0, maskRow ? maskRow + begin : nullptr, 0, 1, end - begin);
+    }
+  }
+  std::fill(row, row + begin, 0.0f);
+  std::fill(row + end, row + width, 0.0f);
+  if (qkRow && op.qkAfterSoftmax) writeQk(qkRow, row, begin, end, Sk);
+}
+
+int64_t strideOr(int64_t stride, int64_t fallback) { return stride >= 0 ? stride : fallback; }
+
+}  // namespace
+
 void fusedAttention(KernelContext& ctx, const AttentionOperands& o, const Tensor* mask, float scale,
-                    Tensor& y) {
+                    Tensor& y, const AttentionOptions& options) {
   const int64_t B = o.B, Sq = o.Sq, H = o.H, Dk = o.Dk, Sk = o.Sk, Dv = o.Dv;
   std::array<int64_t, 4> ms{};
   if (mask &&
@@ -131,8 +180,15 @@ void fusedAttention(KernelContext& ctx, const AttentionOperands& o, const Tensor
   float* py = y.data<float>();
   if (Sk == 0) {  // no keys: every output row is an empty sum
     std::fill(py, py + y.numel(), 0.0f);
+    if (options.qk) std::fill(options.qk, options.qk + B * H * Sq * Sk, 0.0f);
     return;
   }
+  const int64_t qBatch = strideOr(o.qBatch, Sq * o.qRow), qHead = strideOr(o.qHead, Dk);
+  const int64_t kBatch = strideOr(o.kBatch, Sk * o.kRow), kHead = strideOr(o.kHead, Dk);
+  const int64_t vBatch = strideOr(o.vBatch, Sk * o.vRow), vHead = strideOr(o.vHead, Dv);
+  const int64_t group = std::max<int64_t>(o.kvGroup, 1);
+  const bool plain = options.plain();
+  const int64_t ld = Sk + 1;  // room for a sink logit after the last key
   const float* pm = mask ? mask->data<float>() : nullptr;
   const int64_t blocks = (Sq + kRowBlock - 1) / kRowBlock;
   const int threads = poolThreads();
@@ -150,25 +206,74 @@ void fusedAttention(KernelContext& ctx, const AttentionOperands& o, const Tensor
           const int64_t b = task / (H * blocks), h = task / blocks % H,
                         i0 = task % blocks * kRowBlock;
           const int64_t rows = std::min(kRowBlock, Sq - i0);
-          const float* qBlock = o.q + (b * Sq + i0) * o.qRow + h * Dk;
-          const float* kHead = o.k + b * Sk * o.kRow + h * Dk;
-          const float* vHead = o.v + b * Sk * o.vRow + h * Dv;
-          sgemm(false, true, rows, Sk, Dk, scale, qBlock, o.qRow, kHead, o.kRow, 0.0f, scores, Sk,
-                gemmWs);
-          if (!pm) {
-            softmaxRows(scores, Sk, nullptr, 0, rows, Sk);
-          } else if (ms[3] == 1) {  // mask rows are contiguous along the keys
-            softmaxRows(scores, Sk, pm + b * ms[0] + h * ms[1] + i0 * ms[2], ms[2], rows, Sk);
-          } else {  // one mask value per query row, repeated across the keys
+          const float* qBlock = o.q + b * qBatch + h * qHead + i0 * o.qRow;
+          const float* kHeadPtr = o.k + b * kBatch + h / group * kHead;
+          const float* vHeadPtr = o.v + b * vBatch + h / group * vHead;
+          int64_t width = Sk;  // the keys any row of the block sees are below it
+          if (options.keyEnd) {
+            width = 0;
+            for (int64_t r = 0; r < rows; ++r)
+              width = std::max(width, keyRange(options, b, i0 + r, Sq, Sk).second);
+          }
+          if (width > 0) {
+            sgemm(false, true, rows, width, Dk, scale, qBlock, o.qRow, kHeadPtr, o.kRow, 0.0f,
+                  scores, ld, gemmWs);
+          }
+          const float* maskBlock = pm ? pm + b * ms[0] + h * ms[1] + i0 * ms[2] : nullptr;
+          if (plain && (!pm || ms[3] == 1)) {  // mask rows are contiguous along the keys
+            softmaxRows(scores, ld, maskBlock, ms[2], rows, Sk);
+          } else {
             for (int64_t r = 0; r < rows; ++r) {
-              std::fill(maskRow, maskRow + Sk, pm[b * ms[0] + h * ms[1] + (i0 + r) * ms[2]]);
-              softmaxRows(scores + r * Sk, Sk, maskRow, 0, 1, Sk);
+              const float* m = nullptr;
+              if (pm && ms[3] == 1) {
+                m = maskBlock + r * ms[2];
+              } else if (pm) {  // one mask value per query row, repeated across the keys
+                std::fill(maskRow, maskRow + Sk, maskBlock[r * ms[2]]);
+                m = maskRow;
+              }
+              const auto [first, last] = keyRange(options, b, i0 + r, Sq, Sk);
+              const float zero = 0.0f;
+              const float* sink = options.sinks           ? options.sinks + h
+                                  : options.smoothSoftmax ? &zero
+                                                          : nullptr;
+              float* qkRow = options.qk ? options.qk + ((b * H + h) * Sq + i0 + r) * Sk : nullptr;
+              rowProbabilities(scores + r * ld, m, first, last, width, options, sink, qkRow, Sk);
             }
           }
-          sgemm(false, false, rows, Dv, Sk, 1.0f, scores, Sk, vHead, o.vRow, 0.0f,
-                py + ((b * Sq + i0) * H + h) * Dv, H * Dv, gemmWs);
+          float* yBlock = py + ((b * Sq + i0) * H + h) * Dv;
+          if (width == 0) {
+            for (int64_t r = 0; r < rows; ++r) std::fill_n(yBlock + r * H * Dv, Dv, 0.0f);
+            continue;
+          }
+          sgemm(false, false, rows, Dv, width, 1.0f, scores, ld, vHeadPtr, o.vRow, 0.0f, yBlock,
+                H * Dv, gemmWs);
         }
       });
+}
+
+void runAttentionInFloat(KernelContext& ctx, const std::function<void(KernelContext&)>& run) {
+  const DataType type = ctx.hasInput(0) ? ctx.input(0).dtype() : DataType::kFloat32;
+  if (!isHalfLike(type)) return run(ctx);
+  std::vector<Tensor> copies(ctx.numInputs());
+  std::vector<const Tensor*> inputs(ctx.numInputs(), nullptr);
+  for (size_t i = 0; i < ctx.numInputs(); ++i) {
+    if (!ctx.hasInput(i)) continue;
+    const Tensor& in = ctx.input(i);
+    inputs[i] = &in;
+    if (in.dtype() == type) inputs[i] = &(copies[i] = toFloatCopy(in));
+  }
+  std::vector<Tensor> outputs(ctx.numOutputs());
+  const std::vector<ir::TypeInfo> types(ctx.numOutputs(), ir::TypeInfo{DataType::kFloat32, {}});
+  KernelContext inFloat(ctx, inputs, outputs, types);
+  run(inFloat);
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (!outputs[i].defined()) continue;
+    if (outputs[i].dtype() != DataType::kFloat32) {
+      ctx.setOutput(i, outputs[i]);
+      continue;
+    }
+    storeFromFloat(outputs[i], ctx.allocateOutput(i, type, outputs[i].shape()));
+  }
 }
 
 namespace {

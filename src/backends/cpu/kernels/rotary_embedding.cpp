@@ -1,7 +1,7 @@
-// CPU kernel of RotaryEmbedding: rotates the first rotary_embedding_dim features of every head
-// by the angle whose cos/sin the caches hold for the token's position: pairs (x1, x2) become
-// (cos x1 - sin x2, sin x1 + cos x2), with x1, x2 the two halves or (interleaved) even/odd
-// features.
+// CPU kernels of RotaryEmbedding (and com.microsoft's RotaryEmbedding and MRotaryEmbedding):
+// rotates the first rotary_embedding_dim features of every head by the angle whose cos/sin the
+// caches hold for the token's position (rotateHead, rotary_embedding.h).
+#include "backends/cpu/kernels/rotary_embedding.h"
 #include "backends/cpu/kernels/elementwise_util.h"
 #include "backends/cpu/kernels/node_label.h"
 #include "ir/shape_helpers.h"
@@ -58,7 +58,6 @@ void rotaryEmbeddingKernel(KernelContext& ctx, const RotaryAttrs& attrs) {
   Tensor& y = ctx.output(0);
   dispatchFloat(x.dtype(), "RotaryEmbedding", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    using C = ComputeType<T>;
     const T* px = x.data<T>();
     T* py = y.data<T>();
     std::copy(px, px + x.numel(), py);  // features past rotary_embedding_dim pass through
@@ -73,13 +72,7 @@ void rotaryEmbeddingKernel(KernelContext& ctx, const RotaryAttrs& attrs) {
         for (int64_t h = 0; h < heads; ++h) {
           const int64_t base = fourD ? ((b * heads + h) * seq + s) * headSize
                                      : ((b * seq + s) * heads + h) * headSize;
-          for (int64_t i = 0; i < half; ++i) {
-            const int64_t i1 = interleaved ? 2 * i : i, i2 = interleaved ? 2 * i + 1 : i + half;
-            const C x1 = static_cast<C>(px[base + i1]), x2 = static_cast<C>(px[base + i2]);
-            const C c = static_cast<C>(cosRow[i]), sn = static_cast<C>(sinRow[i]);
-            py[base + i1] = static_cast<T>(c * x1 - sn * x2);
-            py[base + i2] = static_cast<T>(sn * x1 + c * x2);
-          }
+          rotateHead(px + base, py + base, half, interleaved, cosRow, sinRow);
         }
       }
     }
@@ -118,7 +111,99 @@ void contribRotaryEmbeddingKernel(KernelContext& ctx, const RotaryAttrs& contrib
   ctx.setOutput(0, outputs[0]);
 }
 
+struct MRotaryAttrs {
+  RotaryAttrs rotary;
+  std::vector<int64_t> section;      // cache columns of the temporal, height and width positions
+  bool interleavedSections = false;  // mrope_layout 1: height and width every third column
+  float scale = 1.0f;
+};
+
+MRotaryAttrs mrotaryAttrs(const ir::Node& node) {
+  return {rotaryAttrs(node), ir::attrInts(node, "mrope_section"),
+          ir::attrInt(node, "mrope_layout", 0) == 1, ir::attrFloat(node, "scale", 1.0f)};
+}
+
+// The position stream (0 temporal, 1 height, 2 width) of each of the `half` cache columns.
+std::vector<int> mropeStreams(const MRotaryAttrs& a, int64_t half) {
+  std::vector<int> stream(static_cast<size_t>(half), 0);
+  if (!a.interleavedSections) {
+    int64_t col = 0;
+    for (int s = 0; s < 3; ++s)
+      for (int64_t i = 0; i < a.section[s] && col < half; ++i) stream[col++] = s;
+  } else {
+    for (int s = 1; s < 3; ++s)
+      for (int64_t i = s; i < a.section[s] * 3 && i < half; i += 3) stream[i] = s;
+  }
+  return stream;
+}
+
+// com.microsoft MRotaryEmbedding(input, position_ids (3, B, S), cos_cache, sin_cache): the
+// rotation of each token by a cos / sin row whose columns come from the cache rows of its
+// temporal, height and width positions (mrope_section, mrope_layout), times `scale`.
+void mrotaryEmbeddingKernel(KernelContext& ctx, const MRotaryAttrs& a) {
+  const Tensor& x = ctx.input(0);
+  const Tensor& ids = ctx.input(1);
+  const Tensor& cosCache = ctx.input(2);
+  const Tensor& sinCache = ctx.input(3);
+  if (x.rank() != 3 && x.rank() != 4)
+    ctx.fail("input must be 3-D or 4-D, got " + x.describe(), ErrorCode::kInvalidArgument);
+  const bool fourD = x.rank() == 4;
+  const int64_t batches = x.dim(0), seq = fourD ? x.dim(2) : x.dim(1);
+  const int64_t heads = fourD ? x.dim(1) : a.rotary.numHeads;
+  if (heads <= 0 || (!fourD && x.dim(2) % heads != 0))
+    ctx.fail("num_heads must divide the hidden size", ErrorCode::kInvalidArgument);
+  const int64_t headSize = fourD ? x.dim(3) : x.dim(2) / heads;
+  const int64_t rot = a.rotary.rotaryDim > 0 ? a.rotary.rotaryDim : headSize, half = rot / 2;
+  if (rot > headSize || cosCache.rank() != 2 || cosCache.shape() != sinCache.shape() ||
+      cosCache.dim(1) != half) {
+    ctx.fail("cos_cache " + cosCache.describe() + " and sin_cache " + sinCache.describe() +
+                 " must be (max positions, rotary dim / 2 = " + std::to_string(half) +
+                 "), the rotary dim at most the head size " + std::to_string(headSize),
+             ErrorCode::kInvalidArgument);
+  }
+  if (a.section[0] + a.section[1] + a.section[2] != half) {
+    ctx.fail("mrope_section must add up to rotary dim / 2 = " + std::to_string(half),
+             ErrorCode::kInvalidArgument);
+  }
+  if (ids.shape() != Shape{3, batches, seq}) {
+    ctx.fail("position_ids " + ids.describe() + " must be (3, batch, sequence)",
+             ErrorCode::kInvalidArgument);
+  }
+  const std::vector<int> stream = mropeStreams(a, half);
+  const int64_t positions = cosCache.dim(0);
+  Tensor& y = ctx.output(0);
+  dispatchFloat(x.dtype(), "MRotaryEmbedding", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* px = x.data<T>();
+    T* py = y.data<T>();
+    std::copy(px, px + x.numel(), py);  // features past the rotary dim pass through
+    std::vector<T> cosRow(static_cast<size_t>(half)), sinRow(static_cast<size_t>(half));
+    for (int64_t b = 0; b < batches; ++b) {
+      for (int64_t s = 0; s < seq; ++s) {
+        for (int64_t col = 0; col < half; ++col) {
+          const int64_t pos = ids.intAt((stream[col] * batches + b) * seq + s);
+          if (pos < 0 || pos >= positions)
+            ctx.fail("position id " + std::to_string(pos) + " is outside the caches",
+                     ErrorCode::kInvalidArgument);
+          cosRow[col] =
+              static_cast<T>(static_cast<float>(cosCache.data<T>()[pos * half + col]) * a.scale);
+          sinRow[col] =
+              static_cast<T>(static_cast<float>(sinCache.data<T>()[pos * half + col]) * a.scale);
+        }
+        for (int64_t h = 0; h < heads; ++h) {
+          const int64_t base = fourD ? ((b * heads + h) * seq + s) * headSize
+                                     : ((b * seq + s) * heads + h) * headSize;
+          rotateHead(px + base, py + base, half, a.rotary.interleaved, cosRow.data(),
+                     sinRow.data());
+        }
+      }
+    }
+  });
+}
+
 KILN_REGISTER_CPU_KERNEL("RotaryEmbedding", bindKernel(rotaryAttrs, rotaryEmbeddingKernel));
+KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "MRotaryEmbedding",
+                                bindKernel(mrotaryAttrs, mrotaryEmbeddingKernel));
 KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "RotaryEmbedding",
                                 bindKernel(rotaryAttrs, contribRotaryEmbeddingKernel));
 
