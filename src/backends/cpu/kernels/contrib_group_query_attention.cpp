@@ -164,7 +164,10 @@ void rotateNewRows(const KernelContext& ctx, const GqaAttrs& a, const GqaInputs&
   for (int64_t b = 0; b < st.B; ++b) {
     for (int64_t s = 0; s < st.S; ++s) {
       int64_t pos = st.firstPrompt ? s : st.past[b] + s;
-      if (ids) pos = st.firstPrompt ? ids->intAt(0) + s : ids->intAt(b * st.S + s);
+      if (ids) {  // a first prompt counts on from its first id (checked before adding: any int64)
+        const int64_t id = ids->intAt(st.firstPrompt ? 0 : b * st.S + s);
+        pos = id < 0 || id >= rows ? id : id + (st.firstPrompt ? s : 0);
+      }
       if (pos < 0 || pos >= rows) {
         ctx.fail("position " + std::to_string(pos) + " of token " + std::to_string(s) +
                      " of batch entry " + std::to_string(b) + " is outside cos_cache " +
