@@ -1,7 +1,9 @@
 """Writes the fuzz targets' seed corpus, tests/fuzz/corpus/<corpus>/ (docs/reliability.md, "Fuzzing"),
 from the ONNX backend node tests (Debian's libonnx-testdata) and plans built by build/kiln:
 
-  onnx/         small node-test models (onnx_bytes and onnx_structured)
+  onnx/         small node-test models (onnx_bytes and onnx_structured), and the smallest two
+                models of each com.microsoft operator the contrib tests build (their
+                contrib_model, with KILN_FUZZ_SEEDS)
   plan/         plans kiln builds from some of them
   npy/          .npy files of every dtype kiln reads, and .npz archives (stored and deflated)
   value_pb/     a kind byte (value_pb_fuzz.cpp) + a test data set's TensorProto, SequenceProto or OptionalProto
@@ -10,6 +12,7 @@ from the ONNX backend node tests (Debian's libonnx-testdata) and plans built by 
 Run from the repository root with .venv/bin/python after scripts/build; it replaces the folders."""
 import argparse
 import io
+import os
 import pathlib
 import shutil
 import struct
@@ -46,6 +49,30 @@ def write_onnx(out):
         data = (d / "model.onnx").read_bytes()
         if i % ONNX_STRIDE == 0 and len(data) <= MAX_MODEL_BYTES:
             (out / f"{d.name}.onnx").write_bytes(data)
+    write_contrib_onnx(out)
+
+
+CONTRIB_TESTS = ["test_contrib_ops.py", "test_contrib_misc_ops.py", "test_contrib_kv_attention.py",
+                 "test_contrib_llm_quant_ops.py"]
+MAX_CONTRIB_BYTES = 4096
+CONTRIB_PER_OP = 2
+
+
+def write_contrib_onnx(out):
+    """Runs the contrib operator tests with KILN_FUZZ_SEEDS and keeps, per operator, its smallest
+    models (at most MAX_CONTRIB_BYTES)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        tests = [str(ROOT / "tests" / "python" / t) for t in CONTRIB_TESTS]
+        subprocess.run([str(ROOT / ".venv" / "bin" / "python"), "-m", "pytest", "-q", "-x", *tests],
+                       env={**os.environ, "KILN_FUZZ_SEEDS": tmp}, check=True, capture_output=True)
+        by_op = {}
+        for path in sorted(pathlib.Path(tmp).iterdir()):
+            size = path.stat().st_size
+            if size <= MAX_CONTRIB_BYTES:
+                by_op.setdefault(path.name.rsplit("_", 1)[0], []).append((size, path))
+        for op, models in sorted(by_op.items()):
+            for _, path in sorted(models)[:CONTRIB_PER_OP]:
+                shutil.copy(path, out / f"contrib_{path.name}")
 
 
 def write_plans(out, kiln):

@@ -2,6 +2,8 @@
 (opset import com.microsoft 1), runs it in onnxruntime and in kiln on the same random inputs
 (fixed seed) and compares. Integer products are exact in both, so the quantized ops match to
 float rounding; the float ops match to a few ulps of their math functions."""
+import hashlib
+import os
 import pathlib
 import re
 
@@ -43,7 +45,18 @@ def contrib_model(op, inputs, outputs, constants=(), domain=MS, **attrs):
     initializers = [numpy_helper.from_array(a, n) for n, a in inputs if a is not None and n in constants]
     graph = helper.make_graph([node], op, graph_inputs, graph_outputs, initializers)
     opsets = [helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)]
-    return helper.make_model(graph, opset_imports=opsets).SerializeToString()
+    data = helper.make_model(graph, opset_imports=opsets).SerializeToString()
+    save_fuzz_seed(op, data)
+    return data
+
+
+def save_fuzz_seed(op, data):
+    """With KILN_FUZZ_SEEDS=DIR (tests/fuzz/make_corpus.py), every model built here is also written
+    to DIR, for the fuzz seeds of the contrib operators."""
+    folder = os.environ.get("KILN_FUZZ_SEEDS")
+    if folder:
+        digest = hashlib.sha1(data).hexdigest()[:12]
+        (pathlib.Path(folder) / f"{op}_{digest}.onnx").write_bytes(data)
 
 
 def feeds_of(inputs, constants=()):
