@@ -9,7 +9,8 @@ from the ONNX backend node tests (Debian's libonnx-testdata) and plans built by 
   value_pb/     a kind byte (value_pb_fuzz.cpp) + a test data set's TensorProto, SequenceProto or OptionalProto
   session_run/  a model index + its test data set's inputs, encoded as session_run_fuzz.cpp reads them
 
-Run from the repository root with .venv/bin/python after scripts/build; it replaces the folders."""
+Run from the repository root with .venv/bin/python after scripts/build; it replaces the folders'
+files, except each folder's findings/ (the inputs of earlier findings, kept by hand)."""
 import argparse
 import io
 import os
@@ -169,10 +170,13 @@ def main():
     for name, write in [("onnx", write_onnx), ("plan", lambda o: write_plans(o, args.kiln)), ("npy", write_npy),
                         ("value_pb", write_value_pb), ("session_run", write_session_run)]:
         folder = args.out / name
-        shutil.rmtree(folder, ignore_errors=True)
-        folder.mkdir(parents=True)
+        # findings/ holds the inputs of earlier findings (docs/reliability.md), added by hand: kept.
+        for path in folder.glob("*"):
+            if path.name != "findings":
+                shutil.rmtree(path) if path.is_dir() else path.unlink()
+        folder.mkdir(parents=True, exist_ok=True)
         write(folder)
-        files = list(folder.iterdir())
+        files = [f for f in folder.iterdir() if f.is_file()]
         print(f"{name}: {len(files)} files, {sum(f.stat().st_size for f in files) // 1024} KiB")
 
 
