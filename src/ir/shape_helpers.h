@@ -10,6 +10,9 @@ int64_t normalizeAxis(const Node& node, int64_t axis, int64_t rank);
 /// a * b, or a failure naming the node when the product of these dims is past int64
 /// (`what` says which: "output dim 0").
 int64_t multiplyDims(const Node& node, int64_t a, int64_t b, const std::string& what);
+
+/// ceil(a / b) for a >= 0 and b > 0, without the a + b - 1 that overflows near int64's limit.
+inline int64_t ceilDiv(int64_t a, int64_t b) { return a / b + (a % b != 0); }
 /// Numpy-style multidirectional broadcast of symbolic shapes; fails on incompatible known dims.
 SymShape broadcastSymShapes(const InferContext& ctx, const SymShape& a, const SymShape& b);
 /// Concrete broadcast used by kernels; throws naming the node.

@@ -194,3 +194,24 @@ CASES += [
          inspect("Slice", [info("x", FLOAT, [2, 3]), info("starts", INT64, [2**31]), info("ends", INT64, [2**31])]), 1,
          [NODE, "input 1 (starts) has 2147483648 elements, more than the 2 axes of input 0"]),
 ]
+
+
+def matmul_nbits(k):
+    """com.microsoft MatMulNBits with attribute K = k over a small B."""
+    def make(d):
+        node = helper.make_node("MatMulNBits", ["a", "b", "scales"], ["y"], name="n", domain="com.microsoft",
+                                K=k, N=12, bits=4, block_size=16)
+        g = graph([node], [info("a", FLOAT, [2, 8]), info("b", 2, [12, 2, 4]), info("scales", FLOAT, [24])],
+                  [info("y")])
+        m = model(g)
+        m.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+        return ["inspect", save(d, m)]
+    return make
+
+
+CASES += [
+    # ceil(K / block_size) was computed as (K + block_size - 1) / block_size, which overflowed int64
+    # for K near its limit (UBSan, onnx_structured on session 21's contrib seeds).
+    Case("matmulnbits-k-past-int64", matmul_nbits(INT64_MAX - 1), 1,
+         [NODE, "must be [N, blocks, block_size * bits / 8] = [12, 576460752303423488, 8]"]),
+]

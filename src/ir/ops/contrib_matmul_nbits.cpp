@@ -26,13 +26,13 @@ void inferMatMulNBits(InferContext& ctx) {
   if (bits != 2 && bits != 4 && bits != 8)
     ctx.fail("attribute 'bits' must be 2, 4 or 8, got " + std::to_string(bits),
              ErrorCode::kUnsupportedNode);
-  if (blockSize < 16 || (blockSize & (blockSize - 1)) != 0) {
-    ctx.fail("attribute 'block_size' must be a power of 2 of at least 16, got " +
+  if (blockSize < 16 || blockSize > (int64_t{1} << 24) || (blockSize & (blockSize - 1)) != 0) {
+    ctx.fail("attribute 'block_size' must be a power of 2 from 16 to 2^24, got " +
              std::to_string(blockSize));
   }
   if (K <= 0 || N <= 0) ctx.fail("attributes 'K' and 'N' must be positive");
   const SymShape* b = ctx.inputShape(1);
-  const int64_t blocks = (K + blockSize - 1) / blockSize;
+  const int64_t blocks = ceilDiv(K, blockSize);
   if (b && b->size() == 3 && (*b)[0].isKnown() && (*b)[1].isKnown() && (*b)[2].isKnown() &&
       ((*b)[0].value != N || (*b)[1].value != blocks || (*b)[2].value != blockSize * bits / 8)) {
     ctx.fail("B " + symShapeToString(*b) + " must be [N, blocks, block_size * bits / 8] = [" +

@@ -67,10 +67,8 @@ void inferMatMulBnb4(InferContext& ctx) {
              std::to_string(blockSize));
   }
   const int64_t numel = multiplyDims(node, N, K, "N x K");
-  // Rounded up without adding first: N x K may be as large as int64 holds.
-  requireNumel(ctx, 1, "B", numel / 2 + numel % 2, "(N x K + 1) / 2");
-  requireNumel(ctx, 2, "absmax", numel / blockSize + (numel % blockSize != 0),
-               "ceil(N x K / block_size)");
+  requireNumel(ctx, 1, "B", ceilDiv(numel, 2), "(N x K + 1) / 2");
+  requireNumel(ctx, 2, "absmax", ceilDiv(numel, blockSize), "ceil(N x K / block_size)");
   const bool transB = attrInt(node, "transB", 1) != 0;
   setProductOutput(ctx, transB ? K : N, transB ? N : K);
 }
@@ -93,7 +91,7 @@ void inferMatMulFpQ4(InferContext& ctx) {
   const SymShape* b = ctx.inputShape(1);
   if (b && b->size() != 1) ctx.fail("B must be a 1-D blob, got " + symShapeToString(*b));
   const int64_t blobBytes = attrInt(ctx.node(), "blk_quant_type", 1) == 0 ? 20 : 21;
-  const int64_t blocks = K / 32 + (K % 32 != 0);
+  const int64_t blocks = ceilDiv(K, 32);
   requireNumel(ctx, 1, "B", multiplyDims(ctx.node(), N, blocks * blobBytes, "blob bytes"),
                "N x ceil(K / 32) x " + std::to_string(blobBytes));
   setProductOutput(ctx, K, N);

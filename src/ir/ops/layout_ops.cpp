@@ -56,7 +56,7 @@ std::optional<std::vector<int64_t>> splitSizes(const Node& node, int64_t dim, si
       failNode(node, "num_outputs is " + std::to_string(parts) + " but the node has " +
                          std::to_string(n) + " outputs");
     // Chunks of ceil(dim / n); the last one takes what is left.
-    int64_t chunk = (dim + n - 1) / n;
+    int64_t chunk = ceilDiv(dim, n);
     std::vector<int64_t> sizes(numOutputs, chunk);
     sizes.back() = dim - chunk * (n - 1);
     if (sizes.back() < 0)

@@ -43,7 +43,7 @@ QuantLayout layoutOfScale(const Node& node, const Shape& x, const Shape& scale) 
     return layout;
   }
   Shape expected = x;
-  expected[static_cast<size_t>(axis)] = (layout.axisDim + blockSize - 1) / blockSize;
+  expected[static_cast<size_t>(axis)] = ceilDiv(layout.axisDim, blockSize);
   if (scale != expected) {
     failNode(node, paramName(node, 1) + " has shape " + shapeToString(scale) + " but blocks of " +
                        std::to_string(blockSize) + " along axis " + std::to_string(axis) +
