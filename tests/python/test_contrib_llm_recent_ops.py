@@ -223,3 +223,62 @@ def test_unfold_tensor(elem, shape, dim, size, step):
 def test_unfold_tensor_refuses_a_window_past_the_dimension():
     refused("UnfoldTensor", [("input", np.zeros((2, 3), np.float32), F32)], [("output", F32)],
             r"input dimension 1 \(3\) is shorter than the window size 4", size=4)
+
+
+# ---- HyperConnectionPreMix / HyperConnectionPostMix ---------------------------------------------
+
+def streams_shape(lead, c, h, branches):
+    return lead + ((c * h,) if branches else (c, h))
+
+
+GATE_SUFFIXES = ["C", "C1", "CH", "flatCH"]
+
+
+def gate_shape(lead, c, h, suffix):
+    return lead + {"C": (c,), "C1": (c, 1), "CH": (c, h), "flatCH": (c * h,)}[suffix]
+
+
+@pytest.mark.parametrize("elem", FLOATS)
+@pytest.mark.parametrize("mix_elem", [F32, "same"])
+@pytest.mark.parametrize("flattened", [False, True], ids=["grouped", "flattened"])
+@pytest.mark.parametrize("suffix", GATE_SUFFIXES)
+def test_hyper_connection_pre_mix(elem, mix_elem, flattened, suffix):
+    if suffix == "flatCH" and not flattened:
+        pytest.skip("(C * H) gates are for flattened streams")
+    r = rng(11)
+    lead, c, h = (2, 3), 4, 8
+    m_elem = elem if mix_elem == "same" else mix_elem
+    attrs = {"num_branches": c} if flattened else {}
+    check("HyperConnectionPreMix", [("streams", value(r, streams_shape(lead, c, h, flattened), elem), elem),
+                                    ("pre_mix", value(r, gate_shape(lead, c, h, suffix), m_elem), m_elem)],
+          [("output", elem)], reduction_scale=0.5, **attrs)
+
+
+def test_hyper_connection_pre_mix_refuses_a_gate_of_other_rows():
+    r = rng(12)
+    refused("HyperConnectionPreMix", [("streams", value(r, (2, 4, 8)), F32), ("pre_mix", value(r, (3, 4)), F32)],
+            [("output", F32)], r"pre_mix 3x4 must have the streams' leading dimensions")
+
+
+@pytest.mark.parametrize("elem", FLOATS)
+@pytest.mark.parametrize("mix_elem", [F32, "same"])
+@pytest.mark.parametrize("flattened", [False, True], ids=["grouped", "flattened"])
+@pytest.mark.parametrize("suffix", ["C", "C1", "CH"])
+@pytest.mark.parametrize("stream_mix", [False, True], ids=["identity", "stream_mix"])
+def test_hyper_connection_post_mix(elem, mix_elem, flattened, suffix, stream_mix):
+    r = rng(13)
+    lead, c, h = (2, 3), 4, 8
+    m_elem = elem if mix_elem == "same" else mix_elem
+    attrs = {"num_branches": c} if flattened else {}
+    mix = value(r, lead + (c, c), m_elem) if stream_mix else None
+    check("HyperConnectionPostMix", [("streams", value(r, streams_shape(lead, c, h, flattened), elem), elem),
+                                     ("block_output", value(r, lead + (h,), elem), elem),
+                                     ("post_mix", value(r, gate_shape(lead, c, h, suffix), m_elem), m_elem),
+                                     ("stream_mix", mix, m_elem)], [("output", elem)], **attrs)
+
+
+def test_hyper_connection_post_mix_refuses_a_block_output_of_another_width():
+    r = rng(14)
+    refused("HyperConnectionPostMix", [("streams", value(r, (2, 4, 8)), F32), ("block_output", value(r, (2, 6)), F32),
+                                       ("post_mix", value(r, (2, 4)), F32)], [("output", F32)],
+            r"block_output 2x6 must be 2x8")
