@@ -226,6 +226,7 @@ const DTypeLimit kDTypeLimits[] = {
      "float32, float16, bfloat16; pre_mix any of the three (onnxruntime: the same)"},
     {"com.microsoft", "HyperConnectionPostMix", "*", 0,
      "float32, float16, bfloat16; post_mix, stream_mix any of the three (onnxruntime: the same)"},
+    {"com.microsoft", "EngramGate", "*", 0, "float32, float16 (onnxruntime: the same)"},
     {"com.microsoft", "UnfoldTensor", "*", 0,
      "every type (onnxruntime: registers every type, runs float32, float64, int32, int64)"},
     // onnxruntime's blocked layout (ir/ops/contrib_nchwc.h): blocks of this CPU's size.

@@ -282,3 +282,28 @@ def test_hyper_connection_post_mix_refuses_a_block_output_of_another_width():
     refused("HyperConnectionPostMix", [("streams", value(r, (2, 4, 8)), F32), ("block_output", value(r, (2, 6)), F32),
                                        ("post_mix", value(r, (2, 4)), F32)], [("output", F32)],
             r"block_output 2x6 must be 2x8")
+
+
+# ---- EngramGate ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("elem", [F32, F16])
+@pytest.mark.parametrize("normed", [False, True], ids=["output", "with_normed"])
+@pytest.mark.parametrize("shape", [(2, 3, 4, 16), (1, 5, 1, 8)])
+def test_engram_gate(elem, normed, shape):
+    r = rng(15)
+    b, s, hc, h = shape
+    inputs = [("key", value(r, shape, elem), elem), ("query", value(r, shape, elem), elem),
+              ("value", value(r, (b, s, h), elem), elem), ("key_norm_scale", value(r, (hc, h), elem), elem),
+              ("query_norm_scale", value(r, (hc, h), elem), elem),
+              ("conv_norm_scale", value(r, (hc, h), elem) if normed else None, elem)]
+    outputs = [("output", elem)] + ([("gated_value_normed", elem)] if normed else [])
+    check("EngramGate", inputs, outputs, epsilon=1e-5)
+
+
+def test_engram_gate_refuses_a_value_per_stream():
+    r = rng(16)
+    shape = (1, 2, 3, 8)
+    refused("EngramGate", [("key", value(r, shape), F32), ("query", value(r, shape), F32),
+                           ("value", value(r, shape), F32), ("key_norm_scale", value(r, (3, 8)), F32),
+                           ("query_norm_scale", value(r, (3, 8)), F32)], [("output", F32)],
+            r"value 1x2x3x8 must be 1x2x8")

@@ -9,6 +9,10 @@
 //                                   swish or sigmoid
 //   BranchwiseRMSNorm(X, [scale])   RMS normalization of each branch: X (..., C, H), or
 //                                   (..., C * H) with num_branches = C; scale (H), (C, H) or (C*H)
+//   EngramGate(key, query, value, key_norm_scale, query_norm_scale, [conv_norm_scale])
+//     -> output, [gated_value_normed]: key and query (B, S, hc, H), value (B, S, H), scales
+//     (hc, H); gate = sigmoid(sign(d) sqrt(max(|d|, 1e-6))) with d = RMSNorm(key) . RMSNorm(query)
+//     / sqrt(H); output gate * value, and its RMSNorm with conv_norm_scale
 //   UnfoldTensor(input)             every window of `size` elements `step` apart along `dim`: that
 //                                   dim becomes (n - size) / step + 1 and `size` is appended
 #include "ir/shape_helpers.h"
@@ -148,6 +152,44 @@ void inferBranchwiseRMSNorm(InferContext& ctx) {
   inferSameAsInput0(ctx);
 }
 
+void inferEngramGate(InferContext& ctx) {
+  for (size_t i : {0, 1, 2, 3, 4}) ctx.requireInput(i);
+  requireLlmFloat(ctx, 0, "key", false);
+  const char* names[] = {
+      "key", "query", "value", "key_norm_scale", "query_norm_scale", "conv_norm_scale"};
+  for (size_t i = 1; i < 6; ++i) requireSameType(ctx, i, names[i]);
+  if (ctx.node().outputs.size() > 1 && ctx.node().outputs[1] != kNoValue && !ctx.hasInput(5))
+    ctx.fail("the gated_value_normed output needs the conv_norm_scale input");
+  const SymShape* key = ctx.inputShape(0);
+  if (key && key->size() != 4)
+    ctx.fail("key must be (batch, sequence, hc_mult, hidden), got " + symShapeToString(*key));
+  requireShapeOfX(ctx, 1, "query");
+  if (key) {
+    const SymShape value = {(*key)[0], (*key)[1], (*key)[3]};
+    const SymShape scale = {(*key)[2], (*key)[3]};
+    auto fits = [&](size_t i, const SymShape& want) {
+      const SymShape* s = ctx.inputShape(i);
+      if (!s) return;
+      bool same = s->size() == want.size();
+      for (size_t d = 0; same && d < s->size(); ++d) same = !knownAndDiffer((*s)[d], want[d]);
+      if (!same) {
+        ctx.fail(std::string(names[i]) + " " + symShapeToString(*s) + " must be " +
+                 symShapeToString(want));
+      }
+    };
+    fits(2, value);
+    for (size_t i : {3, 4, 5})
+      if (ctx.hasInput(i)) fits(i, scale);
+  }
+  inferSameAsInput0(ctx);
+  if (ctx.numOutputs() > 1) {
+    if (key)
+      ctx.setOutput(1, ctx.inputType(0), *key);
+    else
+      ctx.setOutputType(1, ctx.inputType(0));
+  }
+}
+
 void inferUnfoldTensor(InferContext& ctx) {
   ctx.requireInput(0);
   if (!hasAttr(ctx.node(), "size")) ctx.fail("the size attribute is required");
@@ -184,6 +226,7 @@ KILN_REGISTER_OP_SCHEMA({"com.microsoft", "ScaledSiLU", 1, 1000, inferScaledSiLU
 KILN_REGISTER_OP_SCHEMA({"com.microsoft", "GatedAdd", 1, 1000, inferGatedAdd});
 KILN_REGISTER_OP_SCHEMA({"com.microsoft", "GatedRMSNorm", 1, 1000, inferGatedRMSNorm});
 KILN_REGISTER_OP_SCHEMA({"com.microsoft", "BranchwiseRMSNorm", 1, 1000, inferBranchwiseRMSNorm});
+KILN_REGISTER_OP_SCHEMA({"com.microsoft", "EngramGate", 1, 1000, inferEngramGate});
 KILN_REGISTER_OP_SCHEMA({"com.microsoft", "UnfoldTensor", 1, 1000, inferUnfoldTensor});
 
 }  // namespace kiln::ir

@@ -1,9 +1,10 @@
-// CPU kernels of com.microsoft ScaledSiLU, GatedAdd, GatedRMSNorm, BranchwiseRMSNorm and
-// UnfoldTensor (shape rules and semantics in ir/ops/contrib_llm_norms.cpp). The float ops compute
-// in float32 and round to the tensor type where onnxruntime does (ScaledSiLU after each step,
-// GatedAdd after the product, the norms once at the end); the RMS statistics are the ones of
+// CPU kernels of com.microsoft ScaledSiLU, GatedAdd, GatedRMSNorm, BranchwiseRMSNorm, EngramGate
+// and UnfoldTensor (shape rules and semantics in ir/ops/contrib_llm_norms.cpp). The float ops
+// compute in float32 and round to the tensor type where onnxruntime does (ScaledSiLU after each
+// step, GatedAdd after the product, the norms once at the end); the RMS statistics are the ones of
 // RMSNormalization (rmsStats, norm_util.h). Shapes were checked by the shape rules, which run
 // again on the concrete shapes of every call.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -154,6 +155,53 @@ void branchwiseRMSNormKernel(KernelContext& ctx, const BranchwiseAttrs& attrs) {
   });
 }
 
+// Per (token, stream) row: the gate of the RMS-normalized key and query, times the token's value;
+// the normalized output reads the rounded output, as onnxruntime's does.
+void engramGateKernel(KernelContext& ctx, float epsilon) {
+  const Tensor& key = ctx.input(0);
+  const int64_t streams = key.dim(2), hidden = key.dim(3);
+  const int64_t rows = key.dim(0) * key.dim(1) * streams;
+  Tensor& y = ctx.output(0);
+  Tensor* normed = ctx.wantsOutput(1) ? &ctx.output(1) : nullptr;
+  if (hidden == 0) return;
+  dispatchFloat(key.dtype(), "EngramGate", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* k = key.data<T>();
+    const T* q = ctx.input(1).template data<T>();
+    const T* v = ctx.input(2).template data<T>();
+    const T* kScale = ctx.input(3).template data<T>();
+    const T* qScale = ctx.input(4).template data<T>();
+    const T* cScale = normed ? ctx.input(5).template data<T>() : nullptr;
+    T* out = y.data<T>();
+    T* outNormed = normed ? normed->data<T>() : nullptr;
+    parallelForAtLeast(rows, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t row = begin; row < end; ++row) {
+        const int64_t g = row % streams, token = row / streams;
+        const T* kr = k + row * hidden;
+        const T* qr = q + row * hidden;
+        const float kInv = static_cast<float>(rmsStats(kr, hidden, epsilon).invStd);
+        const float qInv = static_cast<float>(rmsStats(qr, hidden, epsilon).invStd);
+        float dot = 0.0f;
+        for (int64_t c = 0; c < hidden; ++c) {
+          dot += load(kr, c) * kInv * load(kScale, g * hidden + c) * load(qr, c) * qInv *
+                 load(qScale, g * hidden + c);
+        }
+        dot /= std::sqrt(static_cast<float>(hidden));
+        const float magnitude = std::sqrt(std::max(std::fabs(dot), 1e-6f));
+        const float gate = stableSigmoid(dot < 0.0f ? -magnitude : magnitude);
+        T* o = out + row * hidden;
+        for (int64_t c = 0; c < hidden; ++c)
+          o[c] = static_cast<T>(gate * load(v, token * hidden + c));
+        if (!outNormed) continue;
+        const float inv = static_cast<float>(rmsStats(o, hidden, epsilon).invStd);
+        for (int64_t c = 0; c < hidden; ++c)
+          outNormed[row * hidden + c] =
+              static_cast<T>(load(o, c) * inv * load(cScale, g * hidden + c));
+      }
+    });
+  });
+}
+
 struct UnfoldAttrs {
   int64_t dim, size, step;
 };
@@ -197,6 +245,10 @@ KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "GatedRMSNorm",
                                 bindKernel(gatedRMSNormAttrs, gatedRMSNormKernel));
 KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "BranchwiseRMSNorm",
                                 bindKernel(branchwiseAttrs, branchwiseRMSNormKernel));
+KILN_REGISTER_CPU_KERNEL_DOMAIN(
+    "com.microsoft", "EngramGate",
+    bindKernel([](const ir::Node& node) { return ir::attrFloat(node, "epsilon", 1e-5f); },
+               engramGateKernel));
 KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "UnfoldTensor",
                                 bindKernel(unfoldAttrs, unfoldTensorKernel));
 
