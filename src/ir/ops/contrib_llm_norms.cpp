@@ -46,17 +46,20 @@ bool knownAndDiffer(const Dim& a, const Dim& b) {
   return a.isKnown() && b.isKnown() && a.value != b.value;
 }
 
+// Input i (when its shape is known) is `want` where both dims are known.
+void requireShape(const InferContext& ctx, size_t i, const char* name, const SymShape& want,
+                  const std::string& wantText) {
+  const SymShape* s = ctx.inputShape(i);
+  if (!s) return;
+  bool same = s->size() == want.size();
+  for (size_t d = 0; same && d < s->size(); ++d) same = !knownAndDiffer((*s)[d], want[d]);
+  if (!same) ctx.fail(std::string(name) + " " + symShapeToString(*s) + " must " + wantText);
+}
+
 // Input i has input 0's shape (where both are known).
 void requireShapeOfX(const InferContext& ctx, size_t i, const char* name) {
-  const SymShape* x = ctx.inputShape(0);
-  const SymShape* s = ctx.inputShape(i);
-  if (!x || !s) return;
-  bool same = s->size() == x->size();
-  for (size_t d = 0; same && d < s->size(); ++d) same = !knownAndDiffer((*s)[d], (*x)[d]);
-  if (!same) {
-    ctx.fail(std::string(name) + " " + symShapeToString(*s) + " must have X's shape " +
-             symShapeToString(*x));
-  }
+  if (const SymShape* x = ctx.inputShape(0))
+    requireShape(ctx, i, name, *x, "have X's shape " + symShapeToString(*x));
 }
 
 void inferScaledSiLU(InferContext& ctx) {
@@ -167,19 +170,9 @@ void inferEngramGate(InferContext& ctx) {
   if (key) {
     const SymShape value = {(*key)[0], (*key)[1], (*key)[3]};
     const SymShape scale = {(*key)[2], (*key)[3]};
-    auto fits = [&](size_t i, const SymShape& want) {
-      const SymShape* s = ctx.inputShape(i);
-      if (!s) return;
-      bool same = s->size() == want.size();
-      for (size_t d = 0; same && d < s->size(); ++d) same = !knownAndDiffer((*s)[d], want[d]);
-      if (!same) {
-        ctx.fail(std::string(names[i]) + " " + symShapeToString(*s) + " must be " +
-                 symShapeToString(want));
-      }
-    };
-    fits(2, value);
+    requireShape(ctx, 2, "value", value, "be " + symShapeToString(value));
     for (size_t i : {3, 4, 5})
-      if (ctx.hasInput(i)) fits(i, scale);
+      if (ctx.hasInput(i)) requireShape(ctx, i, names[i], scale, "be " + symShapeToString(scale));
   }
   inferSameAsInput0(ctx);
   if (ctx.numOutputs() > 1) {

@@ -1,24 +1,15 @@
 // CPU kernels of com.microsoft HyperConnectionPreMix and HyperConnectionPostMix (shape rules in
 // ir/ops/contrib_llm_mixes.cpp, layouts in ir/ops/hyper_connection_shapes.h): float32 sums over
-// the streams, rounded once to the streams' type, as onnxruntime computes them.
+// the streams, rounded once to the streams' type, as onnxruntime computes them; the gates are read
+// as doubles (tensorToDoubles) and used as the float32 values they hold.
 #include "backends/cpu/kernels/elementwise_util.h"
 #include "backends/cpu/kernels/node_label.h"
+#include "backends/cpu/kernels/norm_util.h"
 #include "backends/cpu/thread_pool.h"
 #include "ir/ops/hyper_connection_shapes.h"
 
 namespace kiln::cpu {
 namespace {
-
-/// A float tensor's values as float32 (the mixing gates, of any float type).
-std::vector<float> floatsOf(const Tensor& t) {
-  std::vector<float> v(static_cast<size_t>(t.numel()));
-  dispatchFloat(t.dtype(), "mixing gate", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    for (size_t i = 0; i < v.size(); ++i)
-      v[i] = static_cast<float>(static_cast<ComputeType<T>>(t.data<T>()[i]));
-  });
-  return v;
-}
 
 ir::StreamShape streamsOf(const KernelContext& ctx, int64_t numBranches) {
   ir::StreamShape p;
@@ -44,7 +35,7 @@ struct PreMixAttrs {
 void preMixKernel(KernelContext& ctx, const PreMixAttrs& attrs) {
   const ir::StreamShape p = streamsOf(ctx, attrs.branches);
   const ir::GateLayout layout = gateOf(ctx, p, 1, true);
-  const std::vector<float> gate = floatsOf(ctx.input(1));
+  const std::vector<double> gate = tensorToDoubles(ctx.input(1));
   Tensor& y = ctx.output(0);
   dispatchFloat(ctx.input(0).dtype(), "HyperConnectionPreMix", [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -56,7 +47,7 @@ void preMixKernel(KernelContext& ctx, const PreMixAttrs& attrs) {
           float sum = 0.0f;
           for (int64_t c = 0; c < p.branches; ++c) {
             const float v = static_cast<ComputeType<T>>(x[(row * p.branches + c) * p.hidden + h]);
-            sum += v * gate[ir::gateOffset(layout, row, c, h, p)];
+            sum += v * static_cast<float>(gate[ir::gateOffset(layout, row, c, h, p)]);
           }
           out[row * p.hidden + h] = static_cast<T>(sum * attrs.scale);
         }
@@ -68,8 +59,9 @@ void preMixKernel(KernelContext& ctx, const PreMixAttrs& attrs) {
 void postMixKernel(KernelContext& ctx, int64_t numBranches) {
   const ir::StreamShape p = streamsOf(ctx, numBranches);
   const ir::GateLayout layout = gateOf(ctx, p, 2, false);
-  const std::vector<float> gate = floatsOf(ctx.input(2));
-  const std::vector<float> mix = ctx.hasInput(3) ? floatsOf(ctx.input(3)) : std::vector<float>{};
+  const std::vector<double> gate = tensorToDoubles(ctx.input(2));
+  const std::vector<double> mix =
+      ctx.hasInput(3) ? tensorToDoubles(ctx.input(3)) : std::vector<double>{};
   if (ctx.input(1).numel() != p.rows * p.hidden ||
       (ctx.hasInput(3) && static_cast<int64_t>(mix.size()) != p.rows * p.branches * p.branches)) {
     ctx.fail("block_output " + ctx.input(1).describe() + " or stream_mix does not fit streams " +
@@ -93,11 +85,11 @@ void postMixKernel(KernelContext& ctx, int64_t numBranches) {
               v = static_cast<float>(static_cast<C>(xr[k * p.hidden + h]));
             } else {
               for (int64_t c = 0; c < p.branches; ++c) {
-                v += mix[(row * p.branches + c) * p.branches + k] *
+                v += static_cast<float>(mix[(row * p.branches + c) * p.branches + k]) *
                      static_cast<float>(static_cast<C>(xr[c * p.hidden + h]));
               }
             }
-            v += gate[ir::gateOffset(layout, row, k, h, p)] *
+            v += static_cast<float>(gate[ir::gateOffset(layout, row, k, h, p)]) *
                  static_cast<float>(static_cast<C>(block[row * p.hidden + h]));
             out[(row * p.branches + k) * p.hidden + h] = static_cast<T>(v);
           }
