@@ -214,6 +214,21 @@ const DTypeLimit kDTypeLimits[] = {
     {"com.microsoft", "Unique", "*", 0,
      "1-D x of any type, first-occurrence order (onnxruntime: float32); NaNs are one value "
      "(onnxruntime: each NaN its own)"},
+    // Recent LLM architectures (ir/ops/contrib_llm_norms.cpp).
+    {"com.microsoft", "ScaledSiLU", "*", 0,
+     "float32, float16, bfloat16; scale any of the three (onnxruntime: the same)"},
+    {"com.microsoft", "GatedAdd", "*", 0,
+     "float32, float16 (onnxruntime: the same); no gate_weight (onnxruntime: CUDA only)"},
+    {"com.microsoft", "GatedRMSNorm", "*", 0, "float32, float16, bfloat16 (onnxruntime: the same)"},
+    {"com.microsoft", "BranchwiseRMSNorm", "*", 0,
+     "float32, float16, bfloat16; scale any of the three (onnxruntime: the same)"},
+    {"com.microsoft", "HyperConnectionPreMix", "*", 0,
+     "float32, float16, bfloat16; pre_mix any of the three (onnxruntime: the same)"},
+    {"com.microsoft", "HyperConnectionPostMix", "*", 0,
+     "float32, float16, bfloat16; post_mix, stream_mix any of the three (onnxruntime: the same)"},
+    {"com.microsoft", "EngramGate", "*", 0, "float32, float16 (onnxruntime: the same)"},
+    {"com.microsoft", "UnfoldTensor", "*", 0,
+     "every type (onnxruntime: registers every type, runs float32, float64, int32, int64)"},
     // onnxruntime's blocked layout (ir/ops/contrib_nchwc.h): blocks of this CPU's size.
     {"com.microsoft.nchwc", "Conv", "*", 0,
      "float32 (onnxruntime: float32); W reordered for the CPU's block size (16 with AVX-512F, "
