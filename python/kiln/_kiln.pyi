@@ -43,13 +43,13 @@ class RunFlag:
 class Session:
     """A loaded model (kiln::Session); kiln.InferenceSession wraps it."""
 
-    def __init__(self, path: str, threads: int = 0, optimize: bool = True, nchwc_layout: bool = True, profile: bool = False, max_loop_iterations: int = 0, extra_outputs: Sequence[str] = [], mark_all_outputs: bool = False, bf16: bool = False, allocation_limit_bytes: int = 0) -> None:
+    def __init__(self, path: str, threads: int = 0, optimize: bool = True, nchwc_layout: bool = True, profile: bool = False, max_loop_iterations: int = 0, extra_outputs: Sequence[str] = [], mark_all_outputs: bool = False, bf16: bool = False, fp16: bool = False, allocation_limit_bytes: int = 0) -> None:
         """
         Loads and prepares the model file at `path`; extra_outputs (and with mark_all_outputs every node output) become outputs after the model's own.
         """
 
     @staticmethod
-    def from_bytes(data: bytes, threads: int = 0, optimize: bool = True, nchwc_layout: bool = True, profile: bool = False, max_loop_iterations: int = 0, extra_outputs: Sequence[str] = [], mark_all_outputs: bool = False, bf16: bool = False, allocation_limit_bytes: int = 0, external_data_dir: str = '') -> Session:
+    def from_bytes(data: bytes, threads: int = 0, optimize: bool = True, nchwc_layout: bool = True, profile: bool = False, max_loop_iterations: int = 0, extra_outputs: Sequence[str] = [], mark_all_outputs: bool = False, bf16: bool = False, fp16: bool = False, allocation_limit_bytes: int = 0, external_data_dir: str = '') -> Session:
         """
         Loads a serialized ModelProto; external data files are looked up in external_data_dir.
         """

@@ -12,6 +12,25 @@ int64_t multiplyDims(const Node& node, int64_t a, int64_t b, const std::string& 
   return product;
 }
 
+int64_t addDims(const Node& node, int64_t a, int64_t b, const std::string& what) {
+  int64_t sum = 0;
+  if (__builtin_add_overflow(a, b, &sum)) {
+    failNode(node,
+             what + " would be " + std::to_string(a) + " + " + std::to_string(b) + ", past int64",
+             ErrorCode::kInvalidArgument);
+  }
+  return sum;
+}
+
+Dim sumDims(const Node& node, const Dim& a, const Dim& b, const std::string& what) {
+  return a.isKnown() && b.isKnown() ? Dim::known(addDims(node, a.value, b.value, what))
+                                    : Dim::unknown();
+}
+
+Dim productDims(const Node& node, const Dim& a, int64_t b, const std::string& what) {
+  return a.isKnown() ? Dim::known(multiplyDims(node, a.value, b, what)) : Dim::unknown();
+}
+
 bool axisInRange(int64_t axis, int64_t rank) {
   return axis >= -rank && axis < rank;
 }  // a scalar has none

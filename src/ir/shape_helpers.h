@@ -11,6 +11,13 @@ int64_t normalizeAxis(const Node& node, int64_t axis, int64_t rank);
 /// (`what` says which: "output dim 0").
 int64_t multiplyDims(const Node& node, int64_t a, int64_t b, const std::string& what);
 
+/// a + b, or a failure naming the node when the sum of these dims is past int64.
+int64_t addDims(const Node& node, int64_t a, int64_t b, const std::string& what);
+/// The sum (product) of two symbolic dims: known when both are, checked as addDims
+/// (multiplyDims); else unknown.
+Dim sumDims(const Node& node, const Dim& a, const Dim& b, const std::string& what);
+Dim productDims(const Node& node, const Dim& a, int64_t b, const std::string& what);
+
 /// ceil(a / b) for a >= 0 and b > 0, without the a + b - 1 that overflows near int64's limit.
 inline int64_t ceilDiv(int64_t a, int64_t b) { return a / b + (a % b != 0); }
 /// Numpy-style multidirectional broadcast of symbolic shapes; fails on incompatible known dims.

@@ -215,3 +215,22 @@ CASES += [
     Case("matmulnbits-k-past-int64", matmul_nbits(INT64_MAX - 1), 1,
          [NODE, "must be [N, blocks, block_size * bits / 8] = [12, 576460752303423488, 8]"]),
 ]
+
+
+def ms_attention(heads):
+    """com.microsoft Attention with num_heads = heads over a [1, 2, 4] input and [4, 12] weights."""
+    def make(d):
+        node = helper.make_node("Attention", ["x", "w"], ["y"], name="n", domain="com.microsoft", num_heads=heads)
+        g = graph([node], [info("x", FLOAT, [1, 2, 4]), info("w", FLOAT, [4, 12])], [info("y")])
+        m = model(g)
+        m.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+        return ["inspect", save(d, m)]
+    return make
+
+
+CASES += [
+    # The weights' width was checked against 3 * num_heads, which overflowed int64 for num_heads
+    # near a third of its limit (UBSan, onnx_structured on session 21's contrib seeds, QAttention).
+    Case("ms-attention-num-heads-past-int64", ms_attention(INT64_MAX // 2), 1,
+         [NODE, "the width must be 3 * hidden with hidden a multiple of num_heads 4611686018427387903"]),
+]

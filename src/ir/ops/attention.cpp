@@ -7,14 +7,8 @@
 namespace kiln::ir {
 namespace {
 
-Dim addDims(const Dim& a, const Dim& b) {
-  return a.isKnown() && b.isKnown() ? Dim::known(a.value + b.value) : Dim::unknown();
-}
 Dim divDim(const Dim& a, int64_t d) {
   return a.isKnown() && d > 0 ? Dim::known(a.value / d) : Dim::unknown();
-}
-Dim mulDim(const Dim& a, int64_t d) {
-  return a.isKnown() ? Dim::known(a.value * d) : Dim::unknown();
 }
 
 void inferAttention(InferContext& ctx) {
@@ -46,12 +40,16 @@ void inferAttention(InferContext& ctx) {
   Dim total = kvSeq;
   if (ctx.hasInput(4)) {
     const SymShape* past = ctx.inputShape(4);
-    total = past && past->size() == 4 ? addDims((*past)[2], kvSeq) : Dim::unknown();
+    total = past && past->size() == 4
+                ? sumDims(ctx.node(), (*past)[2], kvSeq, "the total sequence length")
+                : Dim::unknown();
   }
   if (fourD)
     ctx.setOutput(0, type, SymShape{batch, qHeads, qSeq, dv});
   else
-    ctx.setOutput(0, type, SymShape{batch, qSeq, mulDim(dv, qHeadsAttr)});
+    ctx.setOutput(
+        0, type,
+        SymShape{batch, qSeq, productDims(ctx.node(), dv, qHeadsAttr, "the output's width")});
   ctx.setOutput(1, type, SymShape{batch, kvHeads, total, dk});
   ctx.setOutput(2, type, SymShape{batch, kvHeads, total, dv});
   ctx.setOutput(3, type, SymShape{batch, qHeads, qSeq, total});

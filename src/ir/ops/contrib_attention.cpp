@@ -24,10 +24,6 @@ void refuseInput(const InferContext& ctx, size_t i, const char* name, const char
   }
 }
 
-Dim plusDims(const Dim& a, const Dim& b) {
-  return a.isKnown() && b.isKnown() ? Dim::known(a.value + b.value) : Dim::unknown();
-}
-
 // What Attention and QAttention share: the attributes kiln refuses, and output [B, S, v hidden]
 // from input [B, S, Hin] and weights [Hin, q + k + v hidden]; with `past` (Attention's input 4;
 // null: none) also present [2, B, N, P + S, H].
@@ -69,12 +65,14 @@ void inferAttentionBlock(InferContext& ctx, bool hasPresent, DataType type) {
   Dim vHidden = sizes.empty() ? Dim::unknown() : Dim::known(sizes[2]);
   if (w && (*w)[1].isKnown()) {
     const int64_t width = (*w)[1].value;
-    if (sizes.empty() && width % (3 * heads) != 0) {
+    if (sizes.empty() && (width % 3 != 0 || width / 3 % heads != 0)) {  // 3 * heads may overflow
       ctx.fail("weights " + symShapeToString(*w) +
                ": the width must be 3 * hidden with hidden a multiple of num_heads " +
                std::to_string(heads));
     }
-    if (!sizes.empty() && width != sizes[0] + sizes[1] + sizes[2]) {
+    if (!sizes.empty() &&
+        width != addDims(node, addDims(node, sizes[0], sizes[1], "the sum of qkv_hidden_sizes"),
+                         sizes[2], "the sum of qkv_hidden_sizes")) {
       ctx.fail("weights " + symShapeToString(*w) +
                ": the width must be the sum of qkv_hidden_sizes");
     }
@@ -102,7 +100,8 @@ void inferAttentionBlock(InferContext& ctx, bool hasPresent, DataType type) {
   const Dim P = ctx.hasInput(4) ? (past ? (*past)[3] : Dim::unknown()) : Dim::known(0);
   const Dim head = qHidden.isKnown() ? Dim::known(qHidden.value / heads) : Dim::unknown();
   ctx.setOutput(1, type,
-                SymShape{Dim::known(2), (*x)[0], Dim::known(heads), plusDims(P, (*x)[1]), head});
+                SymShape{Dim::known(2), (*x)[0], Dim::known(heads),
+                         sumDims(node, P, (*x)[1], "present's length"), head});
 }
 
 // The float type T of an attention op: input 0's, float32 or float16, and that of `sameType`.
@@ -217,7 +216,7 @@ void inferMultiHeadAttention(InferContext& ctx) {
     if (past && past->size() != 4)
       ctx.fail("past_key must be 4-D [batch, num_heads, past length, head size], got " +
                symShapeToString(*past));
-    total = plusDims(past ? (*past)[2] : Dim::unknown(), total);
+    total = sumDims(ctx.node(), past ? (*past)[2] : Dim::unknown(), total, "present's length");
   }
   const Dim vHidden = vHead.isKnown() ? Dim::known(vHead.value * heads) : Dim::unknown();
   ctx.setOutput(0, type, SymShape{(*q)[0], (*q)[1], vHidden});

@@ -1,5 +1,7 @@
 // Shape rules of DeformConv (opsets 19, 22), 2-D: X (N, C, H, W), W (M, C / group, kH, kW),
 // offset (N, offset_group * 2 * kH * kW, oH, oW) -> Y (N, M, oH, oW), oH/oW as for Conv.
+#include <limits>
+
 #include "ir/shape_helpers.h"
 
 namespace kiln::ir {
@@ -27,14 +29,23 @@ void inferDeformConv(InferContext& ctx) {
   const std::vector<int64_t> pads = attrInts(ctx.node(), "pads", {0, 0, 0, 0});
   if (strides.size() != 2 || dilations.size() != 2 || pads.size() != 4)
     ctx.fail("strides and dilations need 2 values and pads 4");
+  for (size_t i = 0; i < 2; ++i) {
+    if (strides[i] <= 0 || dilations[i] <= 0 || pads[i] < 0 || pads[i + 2] < 0 ||
+        (i < kernel.size() && kernel[i] <= 0))
+      ctx.fail("strides, dilations and kernel_shape must be positive and pads not negative");
+  }
   SymShape out{(*x)[0], (*w)[0], Dim::unknown(), Dim::unknown()};
   for (size_t i = 0; i < 2 && kernel.size() == 2; ++i) {
     const Dim& in = (*x)[2 + i];
     if (!in.isKnown()) continue;
-    const int64_t span = (kernel[i] - 1) * dilations[i] + 1;
-    const int64_t size = (in.value + pads[i] + pads[i + 2] - span) / strides[i] + 1;
+    // In 128 bits: attributes and dims as large as int64 holds.
+    using Wide = __int128;
+    const Wide span = Wide{kernel[i] - 1} * dilations[i] + 1;
+    const Wide size = (Wide{in.value} + pads[i] + pads[i + 2] - span) / strides[i] + 1;
     if (size < 1) ctx.fail("the kernel does not fit the padded input");
-    out[2 + i] = Dim::known(size);
+    if (size > std::numeric_limits<int64_t>::max())
+      ctx.fail("the output size of spatial axis " + std::to_string(i) + " is past int64");
+    out[2 + i] = Dim::known(static_cast<int64_t>(size));
   }
   ctx.setOutput(0, type, out);
 }
