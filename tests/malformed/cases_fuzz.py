@@ -234,3 +234,12 @@ CASES += [
     Case("ms-attention-num-heads-past-int64", ms_attention(INT64_MAX // 2), 1,
          [NODE, "the width must be 3 * hidden with hidden a multiple of num_heads 4611686018427387903"]),
 ]
+
+
+CASES += [
+    # The weight's input channels times group overflowed int64 in Conv's shape rule (UBSan,
+    # onnx_structured on session 21's seeds).
+    Case("conv-weight-channels-times-group-past-int64",
+         inspect("Conv", [info("x", FLOAT, [1, 4, 5, 5]), info("w", FLOAT, [2, INT64_MAX - 1, 3, 3])], group=2), 1,
+         [NODE, "the weight's input channels x group would be 9223372036854775806 x 2, past int64"]),
+]

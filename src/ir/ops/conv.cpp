@@ -112,9 +112,13 @@ void inferConvLike(InferContext& ctx, ConvKind kind) {
     const Dim& w0 = (*w)[0];
     const Dim& w1 = (*w)[1];
     if (!transpose) {
-      if (channels.isKnown() && w1.isKnown() && channels.value != w1.value * group) {
-        ctx.fail("input has " + channels.toString() + " channels but weight expects " +
-                 std::to_string(w1.value * group));
+      if (channels.isKnown() && w1.isKnown()) {
+        const int64_t expected =
+            multiplyDims(ctx.node(), w1.value, group, "the weight's input channels x group");
+        if (channels.value != expected) {
+          ctx.fail("input has " + channels.toString() + " channels but weight expects " +
+                   std::to_string(expected));
+        }
       }
       if (w0.isKnown() && w0.value % group != 0) ctx.fail("output channels not divisible by group");
       outChannels = w0;
@@ -122,7 +126,8 @@ void inferConvLike(InferContext& ctx, ConvKind kind) {
       if (channels.isKnown() && w0.isKnown() && channels.value != w0.value) {
         ctx.fail("input has " + channels.toString() + " channels but weight has " + w0.toString());
       }
-      if (w1.isKnown()) outChannels = Dim::known(w1.value * group);
+      outChannels =
+          productDims(ctx.node(), w1, group, "the output channels (weight dim 1 x group)");
     }
   }
   if (channels.isKnown() && channels.value % group != 0)
