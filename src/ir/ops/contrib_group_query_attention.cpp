@@ -55,7 +55,10 @@ std::pair<int64_t, int64_t> groupedHeads(const InferContext& ctx) {
 Dim queryHeadSize(const InferContext& ctx, const SymShape& q, int64_t heads, int64_t kvHeads) {
   if (!q[2].isKnown()) return Dim::unknown();
   const bool packed = !ctx.hasInput(1);
-  const int64_t parts = packed ? heads + 2 * kvHeads : heads;
+  const int64_t parts =
+      packed ? addDims(ctx.node(), heads, multiplyDims(ctx.node(), 2, kvHeads, "2 x kv_num_heads"),
+                       "num_heads + 2 x kv_num_heads")
+             : heads;
   if (q[2].value % parts != 0) {
     ctx.fail("query " + symShapeToString(q) + ": the hidden size must be a multiple of " +
              std::to_string(parts) + (packed ? " (num_heads + 2 * kv_num_heads)" : " (num_heads)"));
