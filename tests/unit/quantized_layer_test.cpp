@@ -340,6 +340,48 @@ TEST(QLinearElementwiseKernel, VectorRunsMatchTheDequantizeOpQuantizeChain) {
   }
 }
 
+// A [2, 64, 19, 23] output (55936 elements: split over three threads, the slices cut mid-run)
+// with B full-size and per channel, at 1 thread and at 3: every element as the chain gives it.
+TEST(QLinearElementwiseKernel, ThreadedSlicesMatchTheChain) {
+  std::mt19937 rng(23);
+  const Shape shapeA{2, 64, 19, 23};
+  const int64_t plane = 19 * 23;
+  for (const Shape& sbShape : {shapeA, Shape{1, 64, 1, 1}}) {
+    std::uniform_int_distribution<int> d(0, 255);
+    std::vector<int32_t> a(static_cast<size_t>(shapeNumel(shapeA))),
+        b(static_cast<size_t>(shapeNumel(sbShape)));
+    for (int32_t& e : a) e = d(rng);
+    for (int32_t& e : b) e = d(rng);
+    auto m = kilnModel();
+    addInput(m, "x", shapeA, kU8);
+    addQuantParams(m, "a", 0.031f, kU8, 131);
+    addIntInitializer(m, "B", kU8, sbShape, b);
+    addQuantParams(m, "b", 0.047f, kU8, 120);
+    addQuantParams(m, "c", 0.043f, kU8, 125);
+    addNode(m, "QLinearAdd", {"x", "a_scale", "a_zp", "B", "b_scale", "b_zp", "c_scale", "c_zp"},
+            {"y"}, "add");
+    lastNode(m)->set_domain("kiln");
+    addOutput(m, "y", shapeA, kU8);
+    Tensor x(DataType::kUint8, shapeA);
+    for (int64_t i = 0; i < x.numel(); ++i) x.data<uint8_t>()[i] = static_cast<uint8_t>(a[i]);
+    const std::string path = saveModel(
+        m, tempDir("qlayer_threads" + std::to_string(sbShape.size() == 4 && sbShape[2] == 1)) /
+               "model.onnx");
+    for (int threads : {1, 3}) {
+      SessionOptions options;
+      options.threads = threads;
+      Session session(path, options);
+      const Tensor y = session.run({{"x", x}})[0].second;
+      for (int64_t i = 0; i < y.numel(); ++i) {
+        const int64_t bi = sbShape[2] == 1 ? (i / plane) % 64 : i;
+        const int32_t expected =
+            chainReference(false, a[i], 0.031f, 131, b[bi], 0.047f, 120, 0.043f, 125, 0, 255);
+        ASSERT_EQ(y.data<uint8_t>()[i], expected) << threads << " threads, element " << i;
+      }
+    }
+  }
+}
+
 TEST(QLinearElementwiseKernel, GlobalAveragePoolRoundsTiesToEven) {
   // Means 1.5 and 10.25 at y_scale 0.5: 3 and 20.5, which rounds to 20.
   auto m = kilnModel();

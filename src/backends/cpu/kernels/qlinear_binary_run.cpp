@@ -7,6 +7,8 @@
 #include <limits>
 #include <type_traits>
 
+#include "backends/cpu/cpu_isa.h"
+
 namespace kiln::cpu {
 namespace {
 
@@ -63,6 +65,10 @@ void qlinearBinaryRun(QLinearBinaryOp op, const A* a, int64_t stepA, FloatQuanti
   const bool mul = op == QLinearBinaryOp::kMul;
   int64_t j = 0;
   if ((stepA == 0 || stepA == 1) && (stepB == 0 || stepB == 1)) {
+    if (cpuSupports(CpuIsa::kAvx512)) {
+      qlinearBinaryRunAvx512(op, a, stepA, qa, b, stepB, qb, out, n, qc);
+      return;
+    }
     for (; j + 8 <= n; j += 8) {
       const __m256 x = dequantizeEight(a + j * stepA, stepA, qa),
                    y = dequantizeEight(b + j * stepB, stepB, qb);

@@ -4,7 +4,8 @@
 // QuantizeLinear it replaces, so it gives the same bytes: operands dequantized to float as
 // DequantizeLinear does, the op in float (the pooling sum in double, which is exact for planes up
 // to 2^20 elements whatever the order, as GlobalAveragePool sums), quantized as QuantizeLinear
-// does. Add and Mul with 8-bit outputs run eight lanes at a time (qlinear_binary_run.h).
+// does. Add and Mul with 8-bit outputs run eight or sixteen lanes at a time (qlinear_binary_run.h),
+// large outputs split in contiguous slices over the thread pool.
 #include <array>
 #include <cmath>
 #include <limits>
@@ -12,6 +13,7 @@
 #include "backends/cpu/broadcast.h"
 #include "backends/cpu/kernels/qlinear_binary_run.h"
 #include "backends/cpu/kernels/qlinear_quantization.h"
+#include "backends/cpu/thread_pool.h"
 
 namespace kiln::cpu {
 namespace {
@@ -29,20 +31,25 @@ void qlinearBinary(KernelContext& ctx) {
       dispatchQuantized(c.dtype(), "C", [&](auto tag) {
         using Q = typename decltype(tag)::type;
         Q* out = c.data<Q>();
-        forEachBroadcastRun<2>(
-            c.shape(), {&a.shape(), &b.shape()},
-            [&](int64_t o, const auto& at, int64_t n, const auto& step) {
-              if constexpr (sizeof(Q) == 1) {
-                qlinearBinaryRun(kOp, pa + at[0], step[0], qa.inFloat(), pb + at[1], step[1],
-                                 qb.inFloat(), out + o, n, qc.inFloat());
-              } else {  // 16- and 32-bit outputs (QuantizeLinear-21 types): element by element
-                for (int64_t j = 0; j < n; ++j) {
-                  const float x = qa.dequantize(pa[at[0] + j * step[0]]),
-                              y = qb.dequantize(pb[at[1] + j * step[1]]);
-                  out[o + j] = qc.quantize<Q>(kOp == QLinearBinaryOp::kMul ? x * y : x + y);
+        const int64_t total = c.numel();
+        if (total == 0) return;
+        const CoalescedBroadcast<2> cb = coalesceBroadcast<2>(c.shape(), {&a.shape(), &b.shape()});
+        // Each thread takes a contiguous slice of the output (runs may be cut mid-way).
+        parallelForAtLeast(total, kMinElementsPerThread, [&](int64_t begin, int64_t end) {
+          forEachBroadcastRunIn<2>(
+              cb, begin, end, [&](int64_t o, const auto& at, int64_t n, const auto& step) {
+                if constexpr (sizeof(Q) == 1) {
+                  qlinearBinaryRun(kOp, pa + at[0], step[0], qa.inFloat(), pb + at[1], step[1],
+                                   qb.inFloat(), out + o, n, qc.inFloat());
+                } else {  // 16- and 32-bit outputs (QuantizeLinear-21 types): element by element
+                  for (int64_t j = 0; j < n; ++j) {
+                    const float x = qa.dequantize(pa[at[0] + j * step[0]]),
+                                y = qb.dequantize(pb[at[1] + j * step[1]]);
+                    out[o + j] = qc.quantize<Q>(kOp == QLinearBinaryOp::kMul ? x * y : x + y);
+                  }
                 }
-              }
-            });
+              });
+        });
       });
     });
   });
