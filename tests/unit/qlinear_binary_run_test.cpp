@@ -130,5 +130,28 @@ TEST(QLinearBinaryRun, EveryPairOfBytesWithTiesMatches) {
   }
 }
 
+// An infinite input scale: infinities of both signs, and NaN (0 * inf) where a equals its zero
+// point, which QuantizeLinear takes to the lowest value.
+TEST(QLinearBinaryRun, InfinitiesAndNaNSaturateAsTheChainDoes) {
+  std::mt19937 rng(29);
+  std::vector<uint8_t> a = randomBytes<uint8_t>(rng, 200);
+  const std::vector<uint8_t> b = randomBytes<uint8_t>(rng, 200);
+  a[3] = a[70] = a[199] = 128;  // NaN in a 64-block and in the tail
+  const FloatQuantization qa{std::numeric_limits<float>::infinity(), 128.0f}, qb{0.5f, 7.0f};
+  for (QLinearBinaryOp op : {QLinearBinaryOp::kAdd, QLinearBinaryOp::kMul}) {
+    for (float zc : {-128.0f, 0.0f, 127.0f}) {
+      const FloatQuantization qc{0.25f, zc};
+      std::vector<int8_t> out(a.size());
+      qlinearBinaryRun(op, a.data(), 1, qa, b.data(), 1, qb, out.data(), 200, qc);
+      for (size_t j = 0; j < a.size(); ++j) {
+        const float x = (static_cast<float>(a[j]) - qa.zeroPoint) * qa.scale;
+        const float y = (static_cast<float>(b[j]) - qb.zeroPoint) * qb.scale;
+        ASSERT_EQ(int(out[j]), int(plainReference<int8_t>(op, x, y, qc)))
+            << "zc " << zc << " a " << int(a[j]) << " b " << int(b[j]);
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kiln::cpu
