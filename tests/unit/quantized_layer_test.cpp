@@ -398,5 +398,50 @@ TEST(QLinearElementwiseKernel, GlobalAveragePoolRoundsTiesToEven) {
   EXPECT_THAT(valuesOf<uint8_t>(y), ElementsAre(3, 20));
 }
 
+// Random planes of 63 elements (partial sums and a tail) and ResNet-50's 2048 planes of 7 x 7 (over
+// the threads), u8 and s8: each mean as one double sum in order, rounded to float, then quantized.
+TEST(QLinearElementwiseKernel, GlobalAveragePoolMatchesTheSumInOrder) {
+  std::mt19937 rng(31);
+  for (const Shape& shape : {Shape{2, 37, 7, 9}, Shape{1, 2048, 7, 7}}) {
+    for (int type : {kU8, kS8}) {
+      const int32_t lowest = type == kU8 ? 0 : -128, zx = type == kU8 ? 119 : -7, zy = 3;
+      const float sx = 0.0371f, sy = 0.0123f;
+      std::uniform_int_distribution<int> d(lowest, lowest + 255);
+      Tensor x(type == kU8 ? DataType::kUint8 : DataType::kInt8, shape);
+      std::vector<int32_t> values(static_cast<size_t>(x.numel()));
+      for (size_t i = 0; i < values.size(); ++i) {
+        values[i] = d(rng);
+        if (type == kU8)
+          x.data<uint8_t>()[i] = static_cast<uint8_t>(values[i]);
+        else
+          x.data<int8_t>()[i] = static_cast<int8_t>(values[i]);
+      }
+      auto m = kilnModel();
+      addInput(m, "x", shape, type);
+      addQuantParams(m, "x", sx, type, zx);
+      addQuantParams(m, "y", sy, type, zy);
+      addNode(m, "QLinearGlobalAveragePool", {"x", "x_scale", "x_zp", "y_scale", "y_zp"}, {"y"},
+              "gap");
+      lastNode(m)->set_domain("kiln");
+      addOutput(m, "y", {shape[0], shape[1], 1, 1}, type);
+      const Tensor y = runOne(m, "gap_sum" + std::to_string(shape[1]) + std::to_string(type), x);
+      const int64_t size = shape[2] * shape[3];
+      for (int64_t p = 0; p < shape[0] * shape[1]; ++p) {
+        double sum = 0;
+        for (int64_t i = 0; i < size; ++i)
+          sum += static_cast<float>((values[static_cast<size_t>(p * size + i)] - zx) *
+                                    static_cast<double>(sx));
+        const float mean = static_cast<float>(sum / static_cast<double>(size));
+        const float scaled = static_cast<float>(static_cast<double>(mean) / sy);
+        const int32_t expected =
+            static_cast<int32_t>(std::clamp(std::nearbyint(static_cast<double>(scaled)) + zy,
+                                            double(lowest), double(lowest + 255)));
+        const int32_t got = type == kU8 ? y.data<uint8_t>()[p] : y.data<int8_t>()[p];
+        ASSERT_EQ(got, expected) << "plane " << p << " of " << shape[1];
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kiln
