@@ -17,9 +17,12 @@
 namespace kiln::cpu {
 namespace {
 
-// The DequantizeLinear -> Add/Mul -> QuantizeLinear chain one element at a time, in float.
-template <typename Q>
-Q plainReference(QLinearBinaryOp op, float x, float y, FloatQuantization qc) {
+// The DequantizeLinear -> Add/Mul -> QuantizeLinear chain on one element, in float.
+template <typename Q, typename A, typename B>
+Q plainChain(QLinearBinaryOp op, A a, FloatQuantization qa, B b, FloatQuantization qb,
+             FloatQuantization qc) {
+  const float x = (static_cast<float>(a) - qa.zeroPoint) * qa.scale;
+  const float y = (static_cast<float>(b) - qb.zeroPoint) * qb.scale;
   const float v = op == QLinearBinaryOp::kMul ? x * y : x + y;
   const float scaled = v / qc.scale;
   if (std::isnan(scaled)) return std::numeric_limits<Q>::lowest();
@@ -74,13 +77,8 @@ void checkCombination(std::mt19937& rng, int& checked) {
                                        " za " + std::to_string(za) + " zc " + std::to_string(zc) +
                                        " sc " + std::to_string(sc);
               for (int64_t j = 0; j < n; ++j) {
-                const float x =
-                    (static_cast<float>(a[static_cast<size_t>(j * stepA)]) - qa.zeroPoint) *
-                    qa.scale;
-                const float y =
-                    (static_cast<float>(b[static_cast<size_t>(j * stepB)]) - qb.zeroPoint) *
-                    qb.scale;
-                const Q expected = plainReference<Q>(op, x, y, qc);
+                const Q expected = plainChain<Q>(op, a[static_cast<size_t>(j * stepA)], qa,
+                                                 b[static_cast<size_t>(j * stepB)], qb, qc);
                 ASSERT_EQ(int(wide[static_cast<size_t>(j)]), int(expected)) << what << " at " << j;
                 ASSERT_EQ(int(narrow[static_cast<size_t>(j)]), int(expected))
                     << what << " at " << j;
@@ -121,9 +119,7 @@ TEST(QLinearBinaryRun, EveryPairOfBytesWithTiesMatches) {
       std::vector<uint8_t> out(a.size());
       qlinearBinaryRun(op, a.data(), 1, qa, b.data(), 1, qb, out.data(), 65536, qc);
       for (size_t j = 0; j < a.size(); ++j) {
-        const float x = (static_cast<float>(a[j]) - qa.zeroPoint) * qa.scale;
-        const float y = (static_cast<float>(b[j]) - qb.zeroPoint) * qb.scale;
-        ASSERT_EQ(int(out[j]), int(plainReference<uint8_t>(op, x, y, qc)))
+        ASSERT_EQ(int(out[j]), int(plainChain<uint8_t>(op, a[j], qa, b[j], qb, qc)))
             << "sc " << sc << " a " << int(a[j]) << " b " << int(b[j]);
       }
     }
@@ -144,9 +140,7 @@ TEST(QLinearBinaryRun, InfinitiesAndNaNSaturateAsTheChainDoes) {
       std::vector<int8_t> out(a.size());
       qlinearBinaryRun(op, a.data(), 1, qa, b.data(), 1, qb, out.data(), 200, qc);
       for (size_t j = 0; j < a.size(); ++j) {
-        const float x = (static_cast<float>(a[j]) - qa.zeroPoint) * qa.scale;
-        const float y = (static_cast<float>(b[j]) - qb.zeroPoint) * qb.scale;
-        ASSERT_EQ(int(out[j]), int(plainReference<int8_t>(op, x, y, qc)))
+        ASSERT_EQ(int(out[j]), int(plainChain<int8_t>(op, a[j], qa, b[j], qb, qc)))
             << "zc " << zc << " a " << int(a[j]) << " b " << int(b[j]);
       }
     }

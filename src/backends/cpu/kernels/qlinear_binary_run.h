@@ -27,6 +27,15 @@ KILN_INTERNAL_API void qlinearBinaryRun(QLinearBinaryOp op, const A* a, int64_t 
                                         FloatQuantization qb, Q* out, int64_t n,
                                         FloatQuantization qc);
 
+/// Calls M(A, B, Q) for the eight combinations of int8_t and uint8_t (the explicit instantiations).
+// clang-format off
+#define KILN_QLINEAR_BINARY_TYPES(M)                                    \
+  M(int8_t, int8_t, int8_t)   M(int8_t, int8_t, uint8_t)                \
+  M(int8_t, uint8_t, int8_t)  M(int8_t, uint8_t, uint8_t)               \
+  M(uint8_t, int8_t, int8_t)  M(uint8_t, int8_t, uint8_t)               \
+  M(uint8_t, uint8_t, int8_t) M(uint8_t, uint8_t, uint8_t)
+// clang-format on
+
 /// qlinearBinaryRun for steps 0 or 1 only, on AVX-512 (cpuSupports(CpuIsa::kAvx512)).
 template <typename A, typename B, typename Q>
 void qlinearBinaryRunAvx512(QLinearBinaryOp op, const A* a, int64_t stepA, FloatQuantization qa,

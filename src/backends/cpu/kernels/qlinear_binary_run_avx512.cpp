@@ -136,13 +136,7 @@ void qlinearBinaryRunAvx512(QLinearBinaryOp op, const A* a, int64_t stepA, Float
   template void qlinearBinaryRunAvx512<A, B, Q>(                                                   \
       QLinearBinaryOp, const A*, int64_t, FloatQuantization, const B*, int64_t, FloatQuantization, \
       Q*, int64_t, FloatQuantization);
-#define KILN_QLINEAR_BINARY_RUN_Q(A, B) \
-  KILN_QLINEAR_BINARY_RUN(A, B, int8_t) KILN_QLINEAR_BINARY_RUN(A, B, uint8_t)
-KILN_QLINEAR_BINARY_RUN_Q(int8_t, int8_t)
-KILN_QLINEAR_BINARY_RUN_Q(int8_t, uint8_t)
-KILN_QLINEAR_BINARY_RUN_Q(uint8_t, int8_t)
-KILN_QLINEAR_BINARY_RUN_Q(uint8_t, uint8_t)
-#undef KILN_QLINEAR_BINARY_RUN_Q
+KILN_QLINEAR_BINARY_TYPES(KILN_QLINEAR_BINARY_RUN)
 #undef KILN_QLINEAR_BINARY_RUN
 
 }  // namespace kiln::cpu
