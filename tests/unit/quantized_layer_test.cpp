@@ -340,6 +340,48 @@ TEST(QLinearElementwiseKernel, VectorRunsMatchTheDequantizeOpQuantizeChain) {
   }
 }
 
+// A [2, 64, 19, 23] output (55936 elements: split over three threads, the slices cut mid-run)
+// with B full-size and per channel, at 1 thread and at 3: every element as the chain gives it.
+TEST(QLinearElementwiseKernel, ThreadedSlicesMatchTheChain) {
+  std::mt19937 rng(23);
+  const Shape shapeA{2, 64, 19, 23};
+  const int64_t plane = 19 * 23;
+  for (const Shape& sbShape : {shapeA, Shape{1, 64, 1, 1}}) {
+    std::uniform_int_distribution<int> d(0, 255);
+    std::vector<int32_t> a(static_cast<size_t>(shapeNumel(shapeA))),
+        b(static_cast<size_t>(shapeNumel(sbShape)));
+    for (int32_t& e : a) e = d(rng);
+    for (int32_t& e : b) e = d(rng);
+    auto m = kilnModel();
+    addInput(m, "x", shapeA, kU8);
+    addQuantParams(m, "a", 0.031f, kU8, 131);
+    addIntInitializer(m, "B", kU8, sbShape, b);
+    addQuantParams(m, "b", 0.047f, kU8, 120);
+    addQuantParams(m, "c", 0.043f, kU8, 125);
+    addNode(m, "QLinearAdd", {"x", "a_scale", "a_zp", "B", "b_scale", "b_zp", "c_scale", "c_zp"},
+            {"y"}, "add");
+    lastNode(m)->set_domain("kiln");
+    addOutput(m, "y", shapeA, kU8);
+    Tensor x(DataType::kUint8, shapeA);
+    for (int64_t i = 0; i < x.numel(); ++i) x.data<uint8_t>()[i] = static_cast<uint8_t>(a[i]);
+    const std::string path = saveModel(
+        m, tempDir("qlayer_threads" + std::to_string(sbShape.size() == 4 && sbShape[2] == 1)) /
+               "model.onnx");
+    for (int threads : {1, 3}) {
+      SessionOptions options;
+      options.threads = threads;
+      Session session(path, options);
+      const Tensor y = session.run({{"x", x}})[0].second;
+      for (int64_t i = 0; i < y.numel(); ++i) {
+        const int64_t bi = sbShape[2] == 1 ? (i / plane) % 64 : i;
+        const int32_t expected =
+            chainReference(false, a[i], 0.031f, 131, b[bi], 0.047f, 120, 0.043f, 125, 0, 255);
+        ASSERT_EQ(y.data<uint8_t>()[i], expected) << threads << " threads, element " << i;
+      }
+    }
+  }
+}
+
 TEST(QLinearElementwiseKernel, GlobalAveragePoolRoundsTiesToEven) {
   // Means 1.5 and 10.25 at y_scale 0.5: 3 and 20.5, which rounds to 20.
   auto m = kilnModel();
@@ -354,6 +396,51 @@ TEST(QLinearElementwiseKernel, GlobalAveragePoolRoundsTiesToEven) {
                                              std::vector<uint8_t>{0, 1, 2, 3, 10, 10, 10, 11}));
   EXPECT_EQ(y.shape(), (Shape{1, 2, 1, 1}));
   EXPECT_THAT(valuesOf<uint8_t>(y), ElementsAre(3, 20));
+}
+
+// Random planes of 63 elements (partial sums and a tail) and ResNet-50's 2048 planes of 7 x 7 (over
+// the threads), u8 and s8: each mean as one double sum in order, rounded to float, then quantized.
+TEST(QLinearElementwiseKernel, GlobalAveragePoolMatchesTheSumInOrder) {
+  std::mt19937 rng(31);
+  for (const Shape& shape : {Shape{2, 37, 7, 9}, Shape{1, 2048, 7, 7}}) {
+    for (int type : {kU8, kS8}) {
+      const int32_t lowest = type == kU8 ? 0 : -128, zx = type == kU8 ? 119 : -7, zy = 3;
+      const float sx = 0.0371f, sy = 0.0123f;
+      std::uniform_int_distribution<int> d(lowest, lowest + 255);
+      Tensor x(type == kU8 ? DataType::kUint8 : DataType::kInt8, shape);
+      std::vector<int32_t> values(static_cast<size_t>(x.numel()));
+      for (size_t i = 0; i < values.size(); ++i) {
+        values[i] = d(rng);
+        if (type == kU8)
+          x.data<uint8_t>()[i] = static_cast<uint8_t>(values[i]);
+        else
+          x.data<int8_t>()[i] = static_cast<int8_t>(values[i]);
+      }
+      auto m = kilnModel();
+      addInput(m, "x", shape, type);
+      addQuantParams(m, "x", sx, type, zx);
+      addQuantParams(m, "y", sy, type, zy);
+      addNode(m, "QLinearGlobalAveragePool", {"x", "x_scale", "x_zp", "y_scale", "y_zp"}, {"y"},
+              "gap");
+      lastNode(m)->set_domain("kiln");
+      addOutput(m, "y", {shape[0], shape[1], 1, 1}, type);
+      const Tensor y = runOne(m, "gap_sum" + std::to_string(shape[1]) + std::to_string(type), x);
+      const int64_t size = shape[2] * shape[3];
+      for (int64_t p = 0; p < shape[0] * shape[1]; ++p) {
+        double sum = 0;
+        for (int64_t i = 0; i < size; ++i)
+          sum += static_cast<float>((values[static_cast<size_t>(p * size + i)] - zx) *
+                                    static_cast<double>(sx));
+        const float mean = static_cast<float>(sum / static_cast<double>(size));
+        const float scaled = static_cast<float>(static_cast<double>(mean) / sy);
+        const int32_t expected =
+            static_cast<int32_t>(std::clamp(std::nearbyint(static_cast<double>(scaled)) + zy,
+                                            double(lowest), double(lowest + 255)));
+        const int32_t got = type == kU8 ? y.data<uint8_t>()[p] : y.data<int8_t>()[p];
+        ASSERT_EQ(got, expected) << "plane " << p << " of " << shape[1];
+      }
+    }
+  }
 }
 
 }  // namespace

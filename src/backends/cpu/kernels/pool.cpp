@@ -3,7 +3,9 @@
 #include <cmath>
 #include <limits>
 
+#include "backends/cpu/cpu_isa.h"
 #include "backends/cpu/kernels/elementwise_util.h"
+#include "backends/cpu/kernels/pool_max_bytes.h"
 #include "backends/cpu/kernels/pool_window.h"
 
 namespace kiln::cpu {
@@ -123,6 +125,53 @@ struct LpOp {
   }
 };
 
+// MaxPool of uint8 / int8 on AVX-512 (pool_max_bytes.h), bit for bit as rowPool with MaxOp;
+// false (nothing written) where it does not apply: no AVX-512, or a column window with no tap
+// inside the input, whose 0 the padded row buffer would not give.
+template <typename T>
+bool maxPoolBytes(const Tensor& x, Tensor& y, const PoolWindows& w) {
+  if constexpr (!std::is_same_v<T, uint8_t> && !std::is_same_v<T, int8_t>) {
+    return false;
+  } else {
+    if (!cpuSupports(CpuIsa::kAvx512) || y.numel() == 0) return false;
+    for (const TapRange& r2 : w.taps[2]) {
+      if (r2.last <= r2.first) return false;
+    }
+    // The input rows of each output row's window, as rowPool visits them.
+    std::vector<int64_t> rowBegin{0}, rowList;
+    for (const TapRange& r0 : w.taps[0]) {
+      for (const TapRange& r1 : w.taps[1]) {
+        for (int64_t a = r0.first; a < r0.last; ++a) {
+          for (int64_t b = r1.first; b < r1.last; ++b)
+            rowList.push_back((r0.start + a * w.dilation[0]) * w.in[1] + r1.start +
+                              b * w.dilation[1]);
+        }
+        rowBegin.push_back(static_cast<int64_t>(rowList.size()));
+      }
+    }
+    BytePoolRows g;
+    g.rowBegin = rowBegin.data();
+    g.rowList = rowList.data();
+    g.outRows = w.out[0] * w.out[1];
+    g.in2 = w.in[2];
+    g.out2 = w.out[2];
+    g.inPlane = w.inPlane();
+    g.outPlane = w.outPlane();
+    g.padBegin = -w.taps[2][0].start;
+    g.kernel = static_cast<int64_t>(w.columnTaps.size());
+    g.dilation = w.dilation[2];
+    g.stride = w.lastStride;
+    g.isSigned = std::is_same_v<T, int8_t>;
+    const auto* src = reinterpret_cast<const uint8_t*>(x.data<T>());
+    auto* dst = reinterpret_cast<uint8_t*>(y.data<T>());
+    parallelForAtLeast(x.dim(0) * x.dim(1), planesPerThread(w), [&](int64_t pBegin, int64_t pEnd) {
+      std::vector<uint8_t> buffer(static_cast<size_t>(g.bufferLength()));
+      maxPoolBytesAvx512(g, src, dst, pBegin, pEnd, buffer.data());
+    });
+    return true;
+  }
+}
+
 // MaxPool with the Indices output: flat input index of each maximum (first one on ties), in
 // row-major or (storage_order=1) column-major spatial order.
 template <typename T>
@@ -181,7 +230,7 @@ KernelFn makeMaxPool(const KernelCreateInfo& info) {
       using T = typename decltype(tag)::type;
       if (ctx.wantsOutput(1)) {
         maxPoolWithIndices<T>(x, y, ctx.output(1), columnMajor, w);
-      } else {
+      } else if (!maxPoolBytes<T>(x, y, w)) {
         rowPool<T>(x, y, w, MaxOp<ComputeType<T>>{});
       }
     });
@@ -221,4 +270,10 @@ KILN_REGISTER_CPU_KERNEL("AveragePool", KernelFactory(makeAveragePool));
 KILN_REGISTER_CPU_KERNEL("LpPool", KernelFactory(makeLpPool));
 
 }  // namespace
+
+int64_t BytePoolRows::bufferLength() const {
+  const int64_t span = (out2 - 1) * stride + (kernel - 1) * dilation + 1;
+  return std::max(padBegin + in2, span) + 64;
+}
+
 }  // namespace kiln::cpu

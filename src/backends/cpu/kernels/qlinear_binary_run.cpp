@@ -7,6 +7,8 @@
 #include <limits>
 #include <type_traits>
 
+#include "backends/cpu/cpu_isa.h"
+
 namespace kiln::cpu {
 namespace {
 
@@ -63,6 +65,10 @@ void qlinearBinaryRun(QLinearBinaryOp op, const A* a, int64_t stepA, FloatQuanti
   const bool mul = op == QLinearBinaryOp::kMul;
   int64_t j = 0;
   if ((stepA == 0 || stepA == 1) && (stepB == 0 || stepB == 1)) {
+    if (cpuSupports(CpuIsa::kAvx512)) {
+      qlinearBinaryRunAvx512(op, a, stepA, qa, b, stepB, qb, out, n, qc);
+      return;
+    }
     for (; j + 8 <= n; j += 8) {
       const __m256 x = dequantizeEight(a + j * stepA, stepA, qa),
                    y = dequantizeEight(b + j * stepB, stepB, qb);
@@ -80,13 +86,7 @@ void qlinearBinaryRun(QLinearBinaryOp op, const A* a, int64_t stepA, FloatQuanti
   template void qlinearBinaryRun<A, B, Q>(QLinearBinaryOp, const A*, int64_t, FloatQuantization, \
                                           const B*, int64_t, FloatQuantization, Q*, int64_t,     \
                                           FloatQuantization);
-#define KILN_QLINEAR_BINARY_RUN_Q(A, B) \
-  KILN_QLINEAR_BINARY_RUN(A, B, int8_t) KILN_QLINEAR_BINARY_RUN(A, B, uint8_t)
-KILN_QLINEAR_BINARY_RUN_Q(int8_t, int8_t)
-KILN_QLINEAR_BINARY_RUN_Q(int8_t, uint8_t)
-KILN_QLINEAR_BINARY_RUN_Q(uint8_t, int8_t)
-KILN_QLINEAR_BINARY_RUN_Q(uint8_t, uint8_t)
-#undef KILN_QLINEAR_BINARY_RUN_Q
+KILN_QLINEAR_BINARY_TYPES(KILN_QLINEAR_BINARY_RUN)
 #undef KILN_QLINEAR_BINARY_RUN
 
 }  // namespace kiln::cpu

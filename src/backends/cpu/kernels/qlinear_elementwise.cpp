@@ -3,8 +3,11 @@
 // QLinearLeakyRelu. Each repeats the arithmetic of the DequantizeLinear, float op and
 // QuantizeLinear it replaces, so it gives the same bytes: operands dequantized to float as
 // DequantizeLinear does, the op in float (the pooling sum in double, which is exact for planes up
-// to 2^20 elements whatever the order, as GlobalAveragePool sums), quantized as QuantizeLinear
-// does. Add and Mul with 8-bit outputs run eight lanes at a time (qlinear_binary_run.h).
+// to 2^20 elements whatever the order, as GlobalAveragePool sums: four partial sums over a table of
+// the 256 dequantized values, planes over the thread pool), quantized as QuantizeLinear
+// does. Add and Mul with 8-bit outputs run eight or sixteen lanes at a time (qlinear_binary_run.h),
+// large outputs split in contiguous slices over the thread pool.
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <limits>
@@ -12,6 +15,7 @@
 #include "backends/cpu/broadcast.h"
 #include "backends/cpu/kernels/qlinear_binary_run.h"
 #include "backends/cpu/kernels/qlinear_quantization.h"
+#include "backends/cpu/thread_pool.h"
 
 namespace kiln::cpu {
 namespace {
@@ -29,20 +33,25 @@ void qlinearBinary(KernelContext& ctx) {
       dispatchQuantized(c.dtype(), "C", [&](auto tag) {
         using Q = typename decltype(tag)::type;
         Q* out = c.data<Q>();
-        forEachBroadcastRun<2>(
-            c.shape(), {&a.shape(), &b.shape()},
-            [&](int64_t o, const auto& at, int64_t n, const auto& step) {
-              if constexpr (sizeof(Q) == 1) {
-                qlinearBinaryRun(kOp, pa + at[0], step[0], qa.inFloat(), pb + at[1], step[1],
-                                 qb.inFloat(), out + o, n, qc.inFloat());
-              } else {  // 16- and 32-bit outputs (QuantizeLinear-21 types): element by element
-                for (int64_t j = 0; j < n; ++j) {
-                  const float x = qa.dequantize(pa[at[0] + j * step[0]]),
-                              y = qb.dequantize(pb[at[1] + j * step[1]]);
-                  out[o + j] = qc.quantize<Q>(kOp == QLinearBinaryOp::kMul ? x * y : x + y);
+        const int64_t total = c.numel();
+        if (total == 0) return;
+        const CoalescedBroadcast<2> cb = coalesceBroadcast<2>(c.shape(), {&a.shape(), &b.shape()});
+        // Each thread takes a contiguous slice of the output (runs may be cut mid-way).
+        parallelForAtLeast(total, kMinElementsPerThread, [&](int64_t begin, int64_t end) {
+          forEachBroadcastRunIn<2>(
+              cb, begin, end, [&](int64_t o, const auto& at, int64_t n, const auto& step) {
+                if constexpr (sizeof(Q) == 1) {
+                  qlinearBinaryRun(kOp, pa + at[0], step[0], qa.inFloat(), pb + at[1], step[1],
+                                   qb.inFloat(), out + o, n, qc.inFloat());
+                } else {  // 16- and 32-bit outputs (QuantizeLinear-21 types): element by element
+                  for (int64_t j = 0; j < n; ++j) {
+                    const float x = qa.dequantize(pa[at[0] + j * step[0]]),
+                                y = qb.dequantize(pb[at[1] + j * step[1]]);
+                    out[o + j] = qc.quantize<Q>(kOp == QLinearBinaryOp::kMul ? x * y : x + y);
+                  }
                 }
-              }
-            });
+              });
+        });
       });
     });
   });
@@ -58,13 +67,35 @@ void qlinearGlobalAveragePool(KernelContext& ctx) {
   const int64_t planes = x.dim(0) * x.dim(1);
   const int64_t size = planes == 0 ? 0 : x.numel() / planes;
   withEightBit(x, "X", [&](auto* px) {
+    using X = std::remove_const_t<std::remove_pointer_t<decltype(px)>>;
+    // The 256 dequantized values. The sum is exact (file comment), so four partial sums give the
+    // same double.
+    std::array<float, 256> table;
+    for (int v = 0; v < 256; ++v)
+      table[static_cast<size_t>(v)] = qx.dequantize(v + std::numeric_limits<X>::lowest());
+    const auto at = [&](int64_t i) {
+      return static_cast<double>(
+          table[static_cast<size_t>(px[i] - std::numeric_limits<X>::lowest())]);
+    };
     dispatchQuantized(y.dtype(), "Y", [&](auto tag) {
       using Q = typename decltype(tag)::type;
-      for (int64_t p = 0; p < planes; ++p) {
-        double sum = 0;
-        for (int64_t i = 0; i < size; ++i) sum += qx.dequantize(px[p * size + i]);
-        y.data<Q>()[p] = qy.quantize<Q>(static_cast<float>(sum / static_cast<double>(size)));
-      }
+      Q* out = y.data<Q>();
+      const int64_t perThread =
+          std::max<int64_t>(1, kMinElementsPerThread / std::max<int64_t>(1, size));
+      parallelForAtLeast(planes, perThread, [&](int64_t pBegin, int64_t pEnd) {
+        for (int64_t p = pBegin; p < pEnd; ++p) {
+          const int64_t begin = p * size, end = begin + size;
+          std::array<double, 4> sums{};
+          int64_t i = begin;
+          // Past 2^20 elements the sum may round: then one sum in order, as before.
+          for (; size <= (int64_t{1} << 20) && i + 4 <= end; i += 4) {
+            for (size_t k = 0; k < 4; ++k) sums[k] += at(i + static_cast<int64_t>(k));
+          }
+          for (; i < end; ++i) sums[0] += at(i);
+          const double sum = (sums[0] + sums[1]) + (sums[2] + sums[3]);
+          out[p] = qy.quantize<Q>(static_cast<float>(sum / static_cast<double>(size)));
+        }
+      });
     });
   });
 }
