@@ -243,3 +243,13 @@ CASES += [
          inspect("Conv", [info("x", FLOAT, [1, 4, 5, 5]), info("w", FLOAT, [2, INT64_MAX - 1, 3, 3])], group=2), 1,
          [NODE, "the weight's input channels x group would be 9223372036854775806 x 2, past int64"]),
 ]
+
+
+CASES += [
+    # MaxUnpool's (in - 1) * stride + kernel - pads overflowed int64 for an input dim near its
+    # limit (UBSan, onnx_structured on session 21's seeds).
+    Case("maxunpool-size-past-int64",
+         inspect("MaxUnpool", [info("x", FLOAT, [1, 1, INT64_MAX - 1]), info("i", INT64, [1, 1, INT64_MAX - 1])],
+                 kernel_shape=[2], strides=[2]), 1,
+         [NODE, "the unpooled size of spatial axis 0 is past int64"]),
+]

@@ -1,4 +1,6 @@
 // Shape and type rules of the pooling operators (windowed, global, unpooling and ROI pooling).
+#include <limits>
+
 #include "ir/ops/pool_geometry.h"
 #include "ir/shape_helpers.h"
 
@@ -91,11 +93,18 @@ void inferMaxUnpool(InferContext& ctx) {
   for (size_t i = 2; i < in->size(); ++i) {
     const Dim& d = (*in)[i];
     size_t s = i - 2;
-    int64_t size = d.value < 0 ? -1
-                               : (d.value - 1) * attrs.strides[s] + attrs.kernel[s] -
-                                     attrs.pads[s] - attrs.pads[s + attrs.kernel.size()];
-    if (d.isKnown() && size < 0) ctx.fail("pads are larger than the unpooled output");
-    out.push_back(d.isKnown() ? Dim::known(size) : Dim::unknown());
+    if (!d.isKnown() || d.value < 0) {
+      out.push_back(Dim::unknown());
+      continue;
+    }
+    // In 128 bits: dims and attributes as large as int64 holds.
+    using Wide = __int128;
+    const Wide size = (Wide{d.value} - 1) * attrs.strides[s] + attrs.kernel[s] - attrs.pads[s] -
+                      attrs.pads[s + attrs.kernel.size()];
+    if (size < 0) ctx.fail("pads are larger than the unpooled output");
+    if (size > std::numeric_limits<int64_t>::max())
+      ctx.fail("the unpooled size of spatial axis " + std::to_string(s) + " is past int64");
+    out.push_back(Dim::known(static_cast<int64_t>(size)));
   }
   ctx.setOutput(0, dtype, out);
 }
