@@ -252,4 +252,10 @@ CASES += [
          inspect("MaxUnpool", [info("x", FLOAT, [1, 1, INT64_MAX - 1]), info("i", INT64, [1, 1, INT64_MAX - 1])],
                  kernel_shape=[2], strides=[2]), 1,
          [NODE, "the unpooled size of spatial axis 0 is past int64"]),
+    # QuantizeLinear's per-axis layout multiplied x's dims before and after the axis unchecked
+    # (2147483648 x 4294967296; UBSan, onnx_structured on session 21's seeds).
+    Case("quantizelinear-outer-size-past-int64",
+         inspect("QuantizeLinear", [info("x", FLOAT, [2147483648, 4294967296, 3]), info("s", FLOAT, [3])],
+                 opset=13, axis=2), 1,
+         [NODE, "x's size before the axis"]),
 ]

@@ -31,8 +31,12 @@ QuantLayout layoutOfScale(const Node& node, const Shape& x, const Shape& scale) 
   layout.perTensor = false;
   layout.blockSize = blockSize;
   layout.axisDim = x[static_cast<size_t>(axis)];
-  for (int64_t d = 0; d < axis; ++d) layout.outer *= x[static_cast<size_t>(d)];
-  for (int64_t d = axis + 1; d < rank; ++d) layout.inner *= x[static_cast<size_t>(d)];
+  for (int64_t d = 0; d < axis; ++d)
+    layout.outer =
+        multiplyDims(node, layout.outer, x[static_cast<size_t>(d)], "x's size before the axis");
+  for (int64_t d = axis + 1; d < rank; ++d)
+    layout.inner =
+        multiplyDims(node, layout.inner, x[static_cast<size_t>(d)], "x's size after the axis");
   if (blockSize == 0) {
     if (scale.size() != 1 || scale[0] != layout.axisDim) {
       failNode(node, paramName(node, 1) + " has shape " + shapeToString(scale) +
