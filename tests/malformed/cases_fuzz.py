@@ -259,3 +259,19 @@ CASES += [
                  opset=13, axis=2), 1,
          [NODE, "x's size before the axis"]),
 ]
+
+
+def col2im(x_shape, image, block, **attrs):
+    return run("Col2Im", [info("x", FLOAT, x_shape), const("i", image), const("b", block)], opset=18, **attrs)
+
+
+CASES += [
+    # With no (batch, channel) pair Col2Im's kernel still built its offset table, sized by the image
+    # and the blocks alone: 2^40 entries, std::bad_alloc (found reading the kernel after finding 19).
+    Case("col2im-empty-input-huge-image", col2im([1, 0, 1], [2**20, 2**20], [2**20, 2**20]), 0, ["y"]),
+    # The block count (image + pads - dilation x (block - 1) - 1) / stride + 1 overflowed int64.
+    Case("col2im-block-count-past-int64", col2im([1, 1, 4], [2**62], [1], pads=[2**62, 2**62]), 1,
+         [NODE, "the number of sliding blocks is past int64 on axis 0"]),
+    Case("col2im-image-shape-negative", col2im([1, 1, 4], [-5], [1]), 1,
+         [NODE, "image_shape and block_shape must be positive, got -5 and 1 on axis 0"]),
+]

@@ -22,7 +22,7 @@ void inferCol2Im(InferContext& ctx) {
   int64_t blockSize = 1;
   for (int64_t b : *block) {
     if (b <= 0) ctx.fail("block_shape values must be positive");
-    blockSize *= b;
+    blockSize = multiplyDims(ctx.node(), blockSize, b, "prod(block_shape)");
   }
   Dim channels = Dim::unknown();
   if ((*in)[1].isKnown()) {

@@ -1,6 +1,8 @@
 // CPU kernel of Col2Im: the inverse of im2col. Column l of input (N, C * prod(block), L) holds
 // one sliding block; each element is added to the image position it was taken from (positions in
 // the padding are dropped), so overlapping blocks sum.
+#include <limits>
+
 #include "backends/cpu/kernels/copy_util.h"
 #include "backends/cpu/kernels/elementwise_util.h"
 #include "backends/cpu/kernels/node_label.h"
@@ -40,24 +42,36 @@ void col2ImKernel(KernelContext& ctx, const Col2ImAttrs& attrs) {
   if (x.rank() != 3)
     ctx.fail("input must be (N, C * prod(block_shape), L), got " + x.describe(),
              ErrorCode::kInvalidArgument);
-  const int64_t blockSize = shapeNumel(block);
-  if (blockSize <= 0 || x.dim(1) % blockSize != 0) {
+  // image_shape and block_shape are run-time data and the attributes anything int64 holds: the
+  // sizes are checked products and the block count is computed in 128 bits.
+  int64_t blockSize = 1, numBlocks = 1;
+  std::vector<int64_t> blocks(r);  // block positions along each axis
+  for (size_t i = 0; i < r; ++i) {
+    const std::string axis = "axis " + std::to_string(i);
+    if (image[i] <= 0 || block[i] <= 0)
+      ctx.fail("image_shape and block_shape must be positive, got " + std::to_string(image[i]) +
+                   " and " + std::to_string(block[i]) + " on " + axis,
+               ErrorCode::kInvalidArgument);
+    if (strides[i] <= 0 || dilations[i] <= 0 || pads[i] < 0 || pads[i + r] < 0)
+      ctx.fail("strides and dilations must be positive and pads not negative",
+               ErrorCode::kInvalidModel);
+    const __int128 span = static_cast<__int128>(image[i]) + pads[i] + pads[i + r] -
+                          static_cast<__int128>(dilations[i]) * (block[i] - 1) - 1;
+    if (span < 0)
+      ctx.fail("the blocks do not fit the padded image on " + axis, ErrorCode::kInvalidArgument);
+    const __int128 count = span / strides[i] + 1;
+    blocks[i] = static_cast<int64_t>(count);
+    if (count > std::numeric_limits<int64_t>::max() ||
+        __builtin_mul_overflow(blockSize, block[i], &blockSize) ||
+        __builtin_mul_overflow(numBlocks, blocks[i], &numBlocks))
+      ctx.fail("prod(block_shape) or the number of sliding blocks is past int64 on " + axis,
+               ErrorCode::kInvalidArgument);
+  }
+  if (x.dim(1) % blockSize != 0) {
     ctx.fail("input dim 1 of " + x.describe() +
                  " is not a multiple of prod(block_shape) = " + std::to_string(blockSize),
              ErrorCode::kInvalidArgument);
   }
-  // Number of block positions along each axis.
-  std::vector<int64_t> blocks(r);
-  for (size_t i = 0; i < r; ++i) {
-    if (strides[i] <= 0 || dilations[i] <= 0)
-      ctx.fail("strides and dilations must be positive", ErrorCode::kInvalidModel);
-    blocks[i] =
-        (image[i] + pads[i] + pads[i + r] - dilations[i] * (block[i] - 1) - 1) / strides[i] + 1;
-    if (blocks[i] <= 0)
-      ctx.fail("the blocks do not fit the padded image on axis " + std::to_string(i),
-               ErrorCode::kInvalidArgument);
-  }
-  const int64_t numBlocks = shapeNumel(blocks);
   if (x.dim(2) != numBlocks) {
     ctx.fail("input dim 2 of " + x.describe() + " must equal the number of sliding blocks, " +
                  std::to_string(numBlocks),
@@ -67,6 +81,9 @@ void col2ImKernel(KernelContext& ctx, const Col2ImAttrs& attrs) {
   Shape outShape{batches, channels};
   outShape.insert(outShape.end(), image.begin(), image.end());
   Tensor& y = ctx.allocateOutput(0, x.dtype(), outShape);
+  // With no (batch, channel) pair the tables below, sized by the image and the blocks alone,
+  // would not be bounded by any tensor.
+  if (batches * channels == 0) return;
   const int64_t imageSize = shapeNumel(image);
   const std::vector<int64_t> imageStrides = contiguousStrides(image);
 
