@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <new>
+#include <string_view>
 #include <utility>
 
 #include "backends/cpu/run_control.h"
@@ -104,6 +106,23 @@ void checkOutputsMade(const ir::Node& node, const std::vector<Tensor>& outs) {
   }
 }
 
+// Runs a node's kernel. An error from below the kernel (a tensor over the allocation limit, a
+// shape past int64, an allocation the system refused) gets the node's name, as the kernel's own
+// errors have; errors naming a node already, and a terminated run, pass as they are.
+void callKernel(const ir::Node& node, const cpu::KernelFn& kernel, cpu::KernelContext& ctx) {
+  try {
+    kernel(ctx);
+  } catch (const Error& e) {
+    const std::string_view message = e.what();
+    if (message.find("node '") != std::string_view::npos || message.rfind("run terminated", 0) == 0)
+      throw;
+    ir::failNode(node, e.what(), e.code());
+  } catch (const std::bad_alloc&) {
+    ir::failNode(node, "out of memory: an allocation of its kernel was refused",
+                 ErrorCode::kOutOfMemory);
+  }
+}
+
 }  // namespace
 
 std::vector<Tensor> runNode(const ir::Node& node, const ir::OpSchema& schema,
@@ -113,7 +132,7 @@ std::vector<Tensor> runNode(const ir::Node& node, const ir::OpSchema& schema,
   inferOutputTypes(node, schema, inputs, outTypes);
   std::vector<Tensor> outs(node.outputs.size());
   cpu::KernelContext ctx(node, inputs, outs, outTypes, planned);
-  kernel(ctx);
+  callKernel(node, kernel, ctx);
   checkOutputsMade(node, outs);
   return outs;
 }
@@ -633,10 +652,10 @@ void Executor::runBound(const std::vector<std::pair<int, Tensor>>& inputs, Execu
       // the output's slot holds the inputs.
       const cpu::OutputStorage slot = std::exchange(b.planned[0], {});
       b.outputs[0] = Tensor();
-      step.kernel(*b.context);
+      callKernel(node, step.kernel, *b.context);
       b.planned[0] = slot;
     } else {
-      step.kernel(*b.context);
+      callKernel(node, step.kernel, *b.context);
     }
     if (!typesKnown && b.typesKnown) b.typesKnown = false;  // its resolved types were overwritten
     checkOutputsMade(node, b.outputs);

@@ -275,3 +275,20 @@ CASES += [
     Case("col2im-image-shape-negative", col2im([1, 1, 4], [-5], [1]), 1,
          [NODE, "image_shape and block_shape must be positive, got -5 and 1 on axis 0"]),
 ]
+
+
+H = 2**20
+CASES += [
+    # An empty input with a long axis: kernels sized scratch by the axis or looped over the empty
+    # rows (found by running every op family on such inputs after finding 19).
+    Case("topk-empty-input-long-axis", run("TopK", [info("x", FLOAT, [0, H * H]), const("k", [1])], axis=1), 0, ["y"]),
+    Case("dft-empty-input-long-axis", run("DFT", [info("x", FLOAT, [0, H * H, 1])], opset=20), 0, ["y"]),
+    Case("instancenorm-2-40-empty-channels",
+         run("InstanceNormalization", [info("x", FLOAT, [H * H, 1, 0]), const("s", [1.0], np.float32),
+                                       const("b", [0.0], np.float32)]), 0, ["y"]),
+    Case("layernorm-empty-input-long-row",
+         run("LayerNormalization", [info("x", FLOAT, [0, H * H]), const("s", [1.0], np.float32)]), 0, ["y"]),
+    Case("convtranspose-no-batch-huge-image",
+         run("ConvTranspose", [info("x", FLOAT, [0, 1, H, H]), const("w", np.ones((1, 1, 3, 3)), np.float32)]), 0,
+         ["y"]),
+]

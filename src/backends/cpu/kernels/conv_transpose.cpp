@@ -133,6 +133,9 @@ Kernel makeConvTransposeKernel(const KernelCreateInfo& info) {
                 in[1]->size() != in[0]->size() || attrs.group <= 0)
               return 0;
             const ir::ConvGeometry g = geometryOf(attrs, *in[0], *in[1]);
+            // An empty output runs nothing (the kernel returns at once): no workspace, however
+            // large the image.
+            if ((*in[0])[0] == 0 || (*in[1])[1] == 0 || shapeNumel(g.output) == 0) return 0;
             const ConvTransposeScratch s =
                 wide ? convTransposeScratch<double>(g, attrs.group, *in[0], *in[1], threads)
                      : convTransposeScratch<float>(g, attrs.group, *in[0], *in[1], threads);

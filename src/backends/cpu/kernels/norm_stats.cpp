@@ -50,6 +50,11 @@ void layerNorm(KernelContext& ctx, const std::string& opType, int64_t axis, doub
   const Shape normShape(x.shape().begin() + axis, x.shape().end());
   const int64_t len = shapeNumel(normShape);
   const int64_t rows = len == 0 ? 0 : x.numel() / len;
+  if (x.numel() == 0) {  // nothing to normalize, however long the normalized dims
+    ctx.output(0);
+    storeStats(ctx, stats, {}, {});
+    return;
+  }
   std::vector<C> scale = expandParam<C>(ctx, opType, ctx.input(1), normShape);
   std::vector<C> bias = ctx.hasInput(2) ? expandParam<C>(ctx, opType, ctx.input(2), normShape)
                                         : std::vector<C>(len, C(0));
@@ -127,7 +132,8 @@ void groupNorm(const Tensor& x, Tensor& y, int64_t groups, const std::vector<dou
   const int64_t n = x.dim(0);
   const int64_t channels = x.dim(1);
   const int64_t perGroup = channels / groups;
-  const int64_t spatial = channels == 0 || n == 0 ? 0 : x.numel() / (n * channels);
+  if (x.numel() == 0) return;  // else 2^40 empty channels would take 2^40 steps
+  const int64_t spatial = x.numel() / (n * channels);
   for (int64_t b = 0; b < n; ++b) {
     for (int64_t g = 0; g < groups; ++g) {
       const int64_t base = (b * channels + g * perGroup) * spatial;

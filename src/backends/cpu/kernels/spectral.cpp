@@ -121,6 +121,9 @@ void dftKernel(KernelContext& ctx, const DftAttrs& attrs) {
   outShape[axis] = outCount;
   outShape.back() = inverseReal ? 1 : 2;
   Tensor& y = ctx.allocateOutput(0, x.dtype(), outShape);
+  // An empty output has nothing to compute, however long the axis and dft_length (which size
+  // the scratch below).
+  if (y.numel() == 0) return;
   int64_t outer = 1, inner = 1;
   for (int64_t i = 0; i < axis; ++i) outer *= x.dim(i);
   for (int64_t i = axis + 1; i < rank - 1; ++i) inner *= x.dim(i);
@@ -180,6 +183,7 @@ void stftKernel(KernelContext& ctx, bool onesided) {
   const int64_t frames = (length - frameLength) / step + 1;
   const int64_t bins = onesided ? frameLength / 2 + 1 : frameLength;
   Tensor& y = ctx.allocateOutput(0, x.dtype(), {batches, frames, bins, 2});
+  if (y.numel() == 0) return;  // as DFT's: the scratch below is sized by frame_length alone
   const std::vector<Complex> w = twiddles(frameLength);
   dispatchFloat(x.dtype(), "STFT", [&](auto tag) {
     using T = typename decltype(tag)::type;

@@ -45,6 +45,8 @@ void topKKernel(KernelContext& ctx, const TopKAttrs& attrs) {
   }
   Tensor& values = ctx.output(0);
   int64_t* indices = ctx.wantsOutput(1) ? ctx.output(1).data<int64_t>() : nullptr;
+  // An empty input has nothing to rank, however long the axis (which sizes the scratch below).
+  if (x.numel() == 0) return;
   dispatchNumeric(x.dtype(), "TopK", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using C = ComputeType<T>;
