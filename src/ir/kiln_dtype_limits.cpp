@@ -227,6 +227,13 @@ const DTypeLimit kDTypeLimits[] = {
     {"com.microsoft", "HyperConnectionPostMix", "*", 0,
      "float32, float16, bfloat16; post_mix, stream_mix any of the three (onnxruntime: the same)"},
     {"com.microsoft", "EngramGate", "*", 0, "float32, float16 (onnxruntime: the same)"},
+    {"com.microsoft", "CausalConvWithState", "*", 0,
+     "float32, float16 (onnxruntime: the same); ndim 1 only, no state_window, state_length, "
+     "input_channel_offset, input_channels, state_channels_last, state_update_capacity nor "
+     "state_update (onnxruntime: CUDA only)"},
+    {"com.microsoft", "VarlenCausalConvWithState", "*", 0,
+     "float32, float16, bfloat16, offsets and capture_count int32 (onnxruntime: the same); no "
+     "kernel_delta / previous_mask mode (onnxruntime: CUDA only)"},
     {"com.microsoft", "UnfoldTensor", "*", 0,
      "every type (onnxruntime: registers every type, runs float32, float64, int32, int64)"},
     // onnxruntime's blocked layout (ir/ops/contrib_nchwc.h): blocks of this CPU's size.
