@@ -97,6 +97,16 @@ def test_moe_group_router(elem, shape, attrs):
           [("router_probs", elem)], **attrs)
 
 
+@pytest.mark.parametrize("logits,attrs", [
+    ([[0, 0, 0, 0, 0, 0, 0, 0]], {"top_k": 3}),
+    ([[0, 0, 0, 0, 0, 0, 0, 0]], {"top_k": 3, "n_group": 4, "topk_group": 2}),
+    ([[1, 2, 2, 1, 2, 1, 1, 2]], {"top_k": 3, "n_group": 2, "topk_group": 1}),
+])
+def test_moe_group_router_ties_go_to_the_lower_index(logits, attrs):
+    check("MoEGroupRouter", [("logits", np.array(logits, np.float32), F32),
+                             ("expert_bias", np.zeros(8, np.float32), F32)], [("router_probs", F32)], **attrs)
+
+
 @pytest.mark.parametrize("elem", FLOATS)
 @pytest.mark.parametrize("shape", [(5, 8), (2, 3, 16)])
 def test_moe_group_router_full_scores(elem, shape):
