@@ -236,6 +236,15 @@ const DTypeLimit kDTypeLimits[] = {
      "kernel_delta / previous_mask mode (onnxruntime: CUDA only)"},
     {"com.microsoft", "UnfoldTensor", "*", 0,
      "every type (onnxruntime: registers every type, runs float32, float64, int32, int64)"},
+    // ir/ops/contrib_llm_gates.cpp and contrib_ngram_hash.cpp.
+    {"com.microsoft", "LinearAttentionGate", "*", 0,
+     "a, b float32, float16, bfloat16; dt_bias, decay_scale float32 (onnxruntime: the same)"},
+    {"com.microsoft", "MoEGroupRouter", "*", 0,
+     "logits float32, float16, bfloat16; expert_bias float32 (onnxruntime: the same)"},
+    {"com.microsoft", "NGramHashMapping", "*", 0,
+     "ids int32, int64; segment_ids int32 (onnxruntime: the same)"},
+    {"com.microsoft", "VarlenNGramHashMapping", "*", 0,
+     "ids int32, int64; offsets, segments, capture counts int32 (onnxruntime: the same)"},
     // onnxruntime's blocked layout (ir/ops/contrib_nchwc.h): blocks of this CPU's size.
     {"com.microsoft.nchwc", "Conv", "*", 0,
      "float32 (onnxruntime: float32); W reordered for the CPU's block size (16 with AVX-512F, "
