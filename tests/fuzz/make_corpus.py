@@ -7,7 +7,8 @@ from the ONNX backend node tests (Debian's libonnx-testdata) and plans built by 
   plan/         plans kiln builds from some of them
   npy/          .npy files of every dtype kiln reads, and .npz archives (stored and deflated)
   value_pb/     a kind byte (value_pb_fuzz.cpp) + a test data set's TensorProto, SequenceProto or OptionalProto
-  session_run/  a model index + its test data set's inputs, encoded as session_run_fuzz.cpp reads them
+  session_run/  a model index + its test data set's inputs, encoded as session_run_fuzz.cpp reads them;
+                and one seed per com.microsoft operator of onnx/ (random inputs of its declared shapes)
 
 Run from the repository root with .venv/bin/python after scripts/build; it replaces the folders'
 files, except each folder's findings/ (the inputs of earlier findings, kept by hand)."""
@@ -153,13 +154,51 @@ def session_seed(index, d):
     return bytes(seed)
 
 
+def contrib_session_seed(index, path):
+    """A contrib model's seed: [u16 index] then per input [mode 0][2 per dynamic dim][random values
+    of that shape, small for integers (indices, lengths)], or None if an input is not a plain tensor
+    or too large."""
+    model = onnx.load(path)
+    rng = np.random.default_rng(zlib.crc32(path.name.encode()))
+    seed = bytearray(struct.pack("<H", index))
+    for info in graph_inputs(model):
+        if not info.type.HasField("tensor_type"):
+            return None
+        elem = info.type.tensor_type.elem_type
+        if elem == onnx.TensorProto.STRING or elem > 16:
+            return None
+        dims = [d.dim_value if d.HasField("dim_value") else 2 for d in info.type.tensor_type.shape.dim]
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(elem)
+        array = rng.standard_normal(dims) if np.issubdtype(dtype, np.floating) else rng.integers(0, 3, dims)
+        array = np.asarray(array).astype(dtype)
+        if array.size > MAX_ELEMENTS or array.nbytes > MAX_INPUT_BYTES:
+            return None
+        seed.append(0)
+        seed += bytes(2 for d in info.type.tensor_type.shape.dim if not d.HasField("dim_value"))
+        seed += np.ascontiguousarray(array).tobytes()
+    return bytes(seed)
+
+
 def write_session_run(out):
-    for index, d in enumerate(models()):
+    node_models = models()
+    for index, d in enumerate(node_models):
         if index % SESSION_STRIDE:
             continue  # the fuzzer reaches the others by the index
         seed = session_seed(index, d)
         if seed is not None:
             (out / f"{d.name}.bin").write_bytes(seed)
+    # session_run_fuzz.cpp lists the onnx corpus's contrib models after the node tests; one seed
+    # per operator (its first model).
+    contrib = sorted((out.parent / "onnx").glob("contrib_*.onnx"))
+    seen = set()
+    for index, path in enumerate(contrib, start=len(node_models)):
+        op = path.stem.rsplit("_", 1)[0]
+        if op in seen:
+            continue
+        seed = contrib_session_seed(index, path)
+        if seed is not None:
+            seen.add(op)
+            (out / f"{path.stem}.bin").write_bytes(seed)
 
 
 def main():

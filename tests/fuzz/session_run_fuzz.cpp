@@ -1,7 +1,8 @@
 // Fuzz target: Session::run on the ONNX backend node tests (Debian's libonnx-testdata, or the
-// folder $KILN_FUZZ_NODE_MODELS), with input tensors whose shapes and values come from the fuzzer.
-// Bytes:
-//   u16 model index (into the folder's models, sorted by name)
+// folder $KILN_FUZZ_NODE_MODELS) and on the com.microsoft operators' seed models
+// (tests/fuzz/corpus/onnx/contrib_*.onnx, or those of $KILN_FUZZ_CONTRIB_MODELS), with input
+// tensors whose shapes and values come from the fuzzer. Bytes:
+//   u16 model index (into the node tests sorted by name, then the contrib models sorted by name)
 //   per model input: u8 mode (< 224: the declared shape, each dynamic dim a u8 % 6; else rank
 //   mode % 5, each dim a u8 % 6), then the tensor's bytes (bool values taken mod 2, low-precision
 //   types masked to their bits).
@@ -31,7 +32,9 @@ constexpr int64_t kMaxElements = 1 << 14;
 // to seconds; the limit's refusals are exercised the same.
 constexpr uint64_t kRunTensorByteLimit = uint64_t{16} << 20;
 
-std::vector<fs::path> nodeTestModels() {
+// The node tests' models, sorted, then the contrib seed models, sorted: appended, so that a seed's
+// index into the node tests keeps its model.
+std::vector<fs::path> fuzzedModels() {
   const char* dir = std::getenv("KILN_FUZZ_NODE_MODELS");
   const fs::path root = dir ? dir : "/usr/share/libonnx-testdata/data/node";
   std::vector<fs::path> models;
@@ -46,6 +49,16 @@ std::vector<fs::path> nodeTestModels() {
                  root.c_str());
     std::abort();
   }
+  const char* contribDir = std::getenv("KILN_FUZZ_CONTRIB_MODELS");
+  std::vector<fs::path> contrib;
+  for (const fs::directory_entry& e :
+       fs::directory_iterator(contribDir ? contribDir : KILN_FUZZ_CONTRIB_MODEL_DIR, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("contrib_", 0) == 0 && e.path().extension() == ".onnx")
+      contrib.push_back(e.path());
+  }
+  std::sort(contrib.begin(), contrib.end());
+  models.insert(models.end(), contrib.begin(), contrib.end());
   return models;
 }
 
@@ -105,7 +118,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const std::vector<fs::path> models = nodeTestModels();
+  static const std::vector<fs::path> models = fuzzedModels();
   fuzz::ByteReader in(data, size);
   const Session* session = sessionFor(models[in.u16() % models.size()]);
   if (!session) return 0;
