@@ -6,7 +6,7 @@ whose recurrence diverges without (as both ops' docs say)."""
 import numpy as np
 import onnxruntime
 import pytest
-from onnx import TensorProto
+from onnx import TensorProto, helper
 
 import kiln
 from test_contrib_llm_recent_ops import (BF16, F16, F32, KILN_ERRORS, TOLERANCE, check, feeds, model, refused,
@@ -272,6 +272,29 @@ def test_gated_delta_net_state_update_active(active):
         np.testing.assert_array_equal(got[2], want[2])  # zero-filled
 
 
+def test_gated_delta_net_batched_layouts_without_state_and_with_updates():
+    gdn_check(gdn_case(rng(40), layout="batched", ragged=False, state=False, lengths=(3, 3)))
+    x = gdn_case(rng(41), layout="packed_batched", ragged=False, lengths=(3, 3))
+    x["capture_count"] = np.array([2, 3], np.int32)
+    want, got = gdn_run(x, update=True, state_update_capacity=3)
+    compare_updates(want[2], got[2], x, 3, [2, 3], (3, 3), [4, 8, 12])
+
+
+@pytest.mark.parametrize("elem", [F16, BF16])
+def test_gated_delta_net_reduced_precision_state_update(elem):
+    x = gdn_case(rng(42), elem=elem, per_key=True, gate="kda", bias_shape="flat")
+    x["capture_count"] = np.array([2, 3], np.int32)
+    want, got = gdn_run(x, elem=elem, update=True, state_update_capacity=3, gate_activation="kda")
+    np.testing.assert_allclose(got[0].astype(np.float32), want[0].astype(np.float32),
+                               rtol=2 * TOLERANCE[elem], atol=2 * TOLERANCE[elem])
+    compare_updates(want[2], got[2], x, 3, [2, 3], (2, 4), [16, 8, 12])
+
+
+def test_gated_delta_net_gate_inputs_without_decay():
+    # onnxruntime accepts a_log and dt_bias with a rule that has no decay, and reads neither.
+    gdn_check(gdn_case(rng(43), "linear", gate="softplus"), update_rule="linear", gate_activation="softplus")
+
+
 def test_gated_delta_net_state_update_without_capacity():
     want, got = gdn_run(gdn_case(rng(17)), update=True)
     assert got[2].shape == want[2].shape == (2, 0)
@@ -324,6 +347,9 @@ def test_gated_delta_net_refuses_bad_shapes():
     gdn_refused(dict(x, cu_seqlens=None, initial_state=value(r, (4, 4, 3, 4))),
                 "total_tokens \\(6\\) must be a multiple of the batch 4")
     gdn_refused(dict(x, initial_state=value(r, (2, 4, 4, 3))), "initial_state .* must be \\[batch, num_heads_v")
+    batched = gdn_case(r, layout="batched", ragged=False, lengths=(3, 3))
+    gdn_refused(dict(batched, initial_state=batched["initial_state"][:1]),
+                "initial_state .* must be \\[batch, num_heads_v")
     gdn_refused(dict(x, decay=value(r, (6, 2))), "decay .* must be \\[...tokens, num_heads_v\\]")
     gdn_refused(dict(x, beta=value(r, (6, 4, 1))), "beta .* must be \\[...tokens, num_heads_v\\]")
     packed = gdn_case(r, layout="packed")
@@ -383,3 +409,29 @@ def test_gated_delta_net_degenerate_sizes(case):
                  cu_seqlens=np.array([0, 2], np.int32), decay=value(r, (2, 2)), beta=value(r, (2, 2)))
     runs_or_refuses("GatedDeltaNet", gdn_inputs(x, F32, F32),
                     [("output", F32), ("final_state", F32), ("state_update", F32)], **attrs)
+
+
+def onnx_linear_attention(inputs, **attrs):
+    """An ONNX (opset 27) LinearAttention node, which shares the recurrence and these checks."""
+    graph_inputs = [helper.make_tensor_value_info(n, F32, a.shape) for n, a, _ in inputs]
+    node = helper.make_node("LinearAttention", [n for n, _, _ in inputs], ["output", "present_state"],
+                            name="LinearAttention_node", **attrs)
+    outputs = [helper.make_tensor_value_info(n, F32, None) for n in ("output", "present_state")]
+    graph = helper.make_graph([node], "la", graph_inputs, outputs)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 27)]).SerializeToString()
+
+
+@pytest.mark.parametrize("name,shape,match", [
+    ("decay", (1, 3, 2), "decay .* must be \\(B, T, kv_num_heads or kv_num_heads \\* dk\\)"),
+    ("decay", (2, 3), "decay .* must be \\(B, T,"),
+    ("beta", (2, 1, 2), "beta .* must be \\(B, T, kv_num_heads or 1\\)")])
+def test_onnx_linear_attention_refuses_gates_of_other_tokens(name, shape, match):
+    r = rng(50)
+    inputs = [("query", value(r, (2, 3, 8)), F32), ("key", value(r, (2, 3, 8)), F32),
+              ("value", value(r, (2, 3, 6)), F32), ("past_state", value(r, (2, 2, 4, 3)), F32),
+              ("decay", value(r, (2, 3, 2)), F32),
+              ("beta", value(r, (2, 3, 2)), F32)]
+    inputs = [(n, value(r, shape) if n == name else a, e) for n, a, e in inputs]
+    m = onnx_linear_attention(inputs, q_num_heads=2, kv_num_heads=2)
+    with pytest.raises(KILN_ERRORS, match=f"LinearAttention_node.*{match}"):
+        kiln.InferenceSession(m).run(None, feeds(inputs))

@@ -5,20 +5,23 @@
 
 #include "backends/cpu/kernels/linear_attention_recurrence.h"
 #include "backends/cpu/kernels/node_label.h"
+#include "core/tensor_limits.h"
 #include "ir/shape_helpers.h"
 
 namespace kiln::cpu {
 namespace {
 
 struct LinearAttentionAttrs {
+  ir::Node label;
   std::string rule;
   int64_t qHeads = 0, kvHeads = 0;
   double scale = 0;
 };
 
 LinearAttentionAttrs linearAttentionAttrs(const ir::Node& node) {
-  return {ir::attrString(node, "update_rule", "gated_delta"), ir::attrInt(node, "q_num_heads"),
-          ir::attrInt(node, "kv_num_heads"), ir::attrFloat(node, "scale", 0.0f)};
+  return {nodeLabel(node), ir::attrString(node, "update_rule", "gated_delta"),
+          ir::attrInt(node, "q_num_heads"), ir::attrInt(node, "kv_num_heads"),
+          ir::attrFloat(node, "scale", 0.0f)};
 }
 
 void linearAttentionKernel(KernelContext& ctx, const LinearAttentionAttrs& attrs) {
@@ -55,15 +58,30 @@ void linearAttentionKernel(KernelContext& ctx, const LinearAttentionAttrs& attrs
   if (past && past->shape() != Shape{batches, kvHeads, dk, dv})
     ctx.fail("past_state " + past->describe() + " must be (B, Hkv, dk, dv)",
              ErrorCode::kInvalidArgument);
+  // Rank and (B, T) first: the per-token reads below index decay and beta by both.
+  auto tokenMajor = [&](const Tensor* t) {
+    return t->rank() == 3 && t->dim(0) == batches && t->dim(1) == steps;
+  };
+  if (decay &&
+      (!tokenMajor(decay) || (decay->dim(2) != kvHeads && decay->dim(2) != kvHeads * dk))) {
+    ctx.fail("decay " + decay->describe() + " must be (B, T, kv_num_heads or kv_num_heads * dk)",
+             ErrorCode::kInvalidArgument);
+  }
   const bool decayPerFeature = decay && decay->dim(2) == kvHeads * dk;
-  if (decay && (decay->rank() != 3 || (decay->dim(2) != kvHeads && !decayPerFeature))) {
-    ctx.fail("decay " + decay->describe() + " must end in kv_num_heads or kv_num_heads * dk",
+  if (beta && (!tokenMajor(beta) || (beta->dim(2) != kvHeads && beta->dim(2) != 1))) {
+    ctx.fail("beta " + beta->describe() + " must be (B, T, kv_num_heads or 1)",
              ErrorCode::kInvalidArgument);
   }
-  if (beta && (beta->rank() != 3 || (beta->dim(2) != kvHeads && beta->dim(2) != 1))) {
-    ctx.fail("beta " + beta->describe() + " must end in kv_num_heads or 1",
-             ErrorCode::kInvalidArgument);
-  }
+  const int64_t stateCount =
+      multiplyDims(attrs.label, multiplyDims(attrs.label, batches, kvHeads, "state size"),
+                   multiplyDims(attrs.label, dk, dv, "state size"), "state size");
+  const int64_t outCount = multiplyDims(
+      attrs.label,
+      multiplyDims(attrs.label, multiplyDims(attrs.label, batches, steps, "output size"), qHeads,
+                   "output size"),
+      dv, "output size");
+  checkAllocation(static_cast<uint64_t>(stateCount + outCount) * sizeof(float),
+                  [] { return std::string("LinearAttention's float output and state"); });
   const double scaleAttr = attrs.scale;
   const float scale =
       scaleAttr == 0.0 ? 1.0f / std::sqrt(static_cast<float>(dk)) : static_cast<float>(scaleAttr);
@@ -74,13 +92,15 @@ void linearAttentionKernel(KernelContext& ctx, const LinearAttentionAttrs& attrs
   const std::vector<float> g = decay ? floatValues(*decay, op) : std::vector<float>{};
   const std::vector<float> bt = beta ? floatValues(*beta, op) : std::vector<float>{};
   std::vector<float> state =
-      past ? floatValues(*past, op)
-           : std::vector<float>(static_cast<size_t>(batches * kvHeads * dk * dv), 0.0f);
-  std::vector<float> out(static_cast<size_t>(batches * steps * qHeads * dv), 0.0f);
+      past ? floatValues(*past, op) : std::vector<float>(static_cast<size_t>(stateCount), 0.0f);
+  std::vector<float> out(static_cast<size_t>(outCount), 0.0f);
   std::vector<float> added(static_cast<size_t>(dv));
   const LinearAttentionRule stepRule{gated, delta};
+  // No token or no value column: nothing to compute, and the head loop would be bounded by no
+  // tensor's size (kv_num_heads is only an attribute then).
+  const int64_t heads = steps == 0 || dv == 0 ? 0 : kvHeads;
   for (int64_t b = 0; b < batches; ++b) {
-    for (int64_t h = 0; h < kvHeads; ++h) {
+    for (int64_t h = 0; h < heads; ++h) {
       float* s = state.data() + (b * kvHeads + h) * dk * dv;
       for (int64_t t = 0; t < steps; ++t) {
         const int64_t row = b * steps + t;
