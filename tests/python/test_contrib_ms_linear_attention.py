@@ -387,7 +387,7 @@ def test_linear_attention_huge_head_count_without_values():
             update_rule="linear", q_num_heads=2**39, kv_num_heads=1)
 
 
-@pytest.mark.parametrize("case", ["no batch", "no tokens", "huge heads", "no head size"])
+@pytest.mark.parametrize("case", ["no batch", "no tokens", "huge heads", "no head size", "huge batch"])
 def test_gated_delta_net_degenerate_sizes(case):
     r = rng(31)
     attrs = {}
@@ -404,6 +404,9 @@ def test_gated_delta_net_degenerate_sizes(case):
                  value=np.zeros((2, 2**32, 0), np.float32), cu_seqlens=np.array([0, 2], np.int32),
                  capture_count=np.array([8], np.int32))
         attrs = dict(update_rule="linear", state_update_capacity=8)
+    elif case == "huge batch":
+        x = dict(query=value(r, (2**40, 0, 2, 4)), key=value(r, (2**40, 0, 2, 4)),
+                 value=value(r, (2**40, 0, 2, 3)), decay=value(r, (2**40, 0, 2)), beta=value(r, (2**40, 0, 2)))
     else:
         x = dict(query=value(r, (2, 2, 0)), key=value(r, (2, 2, 0)), value=value(r, (2, 2, 3)),
                  cu_seqlens=np.array([0, 2], np.int32), decay=value(r, (2, 2)), beta=value(r, (2, 2)))

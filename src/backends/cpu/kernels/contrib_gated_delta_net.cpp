@@ -156,6 +156,9 @@ std::vector<int64_t> requestBounds(const KernelContext& ctx, const Layout& l,
                    std::to_string(batch) + " of initial_state " + state->describe(),
                ErrorCode::kInvalidArgument);
   }
+  // An empty input may declare any batch: the bounds are a buffer of its size.
+  checkAllocation(static_cast<uint64_t>(batch) * sizeof(int64_t) + sizeof(int64_t),
+                  [] { return std::string("GatedDeltaNet's request bounds"); });
   const int64_t length = batch == 0 ? 0 : l.tokens / batch;
   for (int64_t b = 0; b <= batch; ++b) bounds.push_back(b * length);
   return bounds;
