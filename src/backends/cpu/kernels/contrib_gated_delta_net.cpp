@@ -11,7 +11,6 @@
 
 #include "backends/cpu/kernels/linear_attention_recurrence.h"
 #include "backends/cpu/kernels/node_label.h"
-#include "core/tensor_limits.h"
 #include "ir/shape_helpers.h"
 
 namespace kiln::cpu {
@@ -157,8 +156,7 @@ std::vector<int64_t> requestBounds(const KernelContext& ctx, const Layout& l,
                ErrorCode::kInvalidArgument);
   }
   // An empty input may declare any batch: the bounds are a buffer of its size.
-  checkAllocation(static_cast<uint64_t>(batch) * sizeof(int64_t) + sizeof(int64_t),
-                  [] { return std::string("GatedDeltaNet's request bounds"); });
+  checkBuffer(ctx, batch, sizeof(int64_t), "the request bounds of batch " + std::to_string(batch));
   const int64_t length = batch == 0 ? 0 : l.tokens / batch;
   for (int64_t b = 0; b <= batch; ++b) bounds.push_back(b * length);
   return bounds;
@@ -240,8 +238,8 @@ void run(KernelContext& ctx, const Attrs& attrs) {
   const int64_t stateCount = multiplyDims(
       attrs.label, multiplyDims(attrs.label, batch, hv, "state size"), headState, "state size");
   const int64_t updateCount = multiplyDims(attrs.label, batch, updateRow, "state_update size");
-  checkAllocation(static_cast<uint64_t>(stateCount + updateCount) * sizeof(float),
-                  [] { return std::string("GatedDeltaNet's float state and state_update"); });
+  checkBuffer(ctx, addDims(attrs.label, stateCount, updateCount, "state size"), sizeof(float),
+              "the float state and state_update");
   const float scale = attrs.scale == 0.0f ? 1.0f / std::sqrt(static_cast<float>(dk)) : attrs.scale;
 
   const std::vector<float> q = floatValues(query, kOp);

@@ -9,7 +9,6 @@
 
 #include "backends/cpu/kernels/linear_attention_recurrence.h"
 #include "backends/cpu/kernels/node_label.h"
-#include "core/tensor_limits.h"
 #include "ir/shape_helpers.h"
 
 namespace kiln::cpu {
@@ -112,8 +111,8 @@ void run(KernelContext& ctx, const Attrs& attrs) {
   const int64_t stateCount =
       multiplyDims(attrs.label, multiplyDims(attrs.label, batches, kvHeads, "state size"),
                    multiplyDims(attrs.label, dk, dv, "state size"), "state size");
-  checkAllocation(static_cast<uint64_t>(outCount + stateCount) * sizeof(float),
-                  [] { return std::string("LinearAttention's float output and state"); });
+  checkBuffer(ctx, addDims(attrs.label, outCount, stateCount, "output size"), sizeof(float),
+              "the float output and state");
   const float scale = attrs.scale == 0.0f ? 1.0f / std::sqrt(static_cast<float>(dk)) : attrs.scale;
 
   const std::vector<float> q = floatValues(query, kOp), k = floatValues(key, kOp),

@@ -5,7 +5,6 @@
 
 #include "backends/cpu/kernels/linear_attention_recurrence.h"
 #include "backends/cpu/kernels/node_label.h"
-#include "core/tensor_limits.h"
 #include "ir/shape_helpers.h"
 
 namespace kiln::cpu {
@@ -80,8 +79,8 @@ void linearAttentionKernel(KernelContext& ctx, const LinearAttentionAttrs& attrs
       multiplyDims(attrs.label, multiplyDims(attrs.label, batches, steps, "output size"), qHeads,
                    "output size"),
       dv, "output size");
-  checkAllocation(static_cast<uint64_t>(stateCount + outCount) * sizeof(float),
-                  [] { return std::string("LinearAttention's float output and state"); });
+  checkBuffer(ctx, addDims(attrs.label, outCount, stateCount, "output size"), sizeof(float),
+              "the float output and state");
   const double scaleAttr = attrs.scale;
   const float scale =
       scaleAttr == 0.0 ? 1.0f / std::sqrt(static_cast<float>(dk)) : static_cast<float>(scaleAttr);

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "backends/cpu/kernels/elementwise_util.h"
+#include "core/tensor_limits.h"
 
 namespace kiln::cpu {
 
@@ -59,6 +60,14 @@ void storeFloats(const std::vector<float>& v, Tensor& t, const char* op) {
     for (size_t i = 0; i < v.size(); ++i)
       t.data<T>()[i] = static_cast<T>(static_cast<ComputeType<T>>(v[i]));
   });
+}
+
+void checkBuffer(const KernelContext& ctx, int64_t count, uint64_t elementBytes,
+                 const std::string& what) {
+  if (static_cast<uint64_t>(count) > allocationLimitBytes() / elementBytes) {
+    ctx.fail(what + " needs " + std::to_string(count) + " values, " + allocationLimitText(),
+             ErrorCode::kInvalidArgument);
+  }
 }
 
 }  // namespace kiln::cpu

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/kernel.h"
 #include "kiln/tensor.h"
 
 namespace kiln::cpu {
@@ -44,5 +45,9 @@ void linearAttentionReadout(const float* s, int64_t dk, int64_t dv, const float*
 std::vector<float> floatValues(const Tensor& t, const char* op);
 /// Stores float values into a float tensor of any float dtype, rounding to it.
 void storeFloats(const std::vector<float>& v, Tensor& t, const char* op);
+/// Fails naming the node when `count` values of `elementBytes` each (a buffer sized by dims an
+/// empty input may declare) would pass the allocation limit.
+void checkBuffer(const KernelContext& ctx, int64_t count, uint64_t elementBytes,
+                 const std::string& what);
 
 }  // namespace kiln::cpu
