@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "backends/cpu/kernels/gate_math.h"
 #include "backends/cpu/kernels/linear_attention_recurrence.h"
 #include "backends/cpu/kernels/node_label.h"
 #include "ir/shape_helpers.h"
@@ -46,9 +47,6 @@ Attrs readAttrs(const ir::Node& node) {
   a.capacity = ir::attrInt(node, "state_update_capacity", 0);
   return a;
 }
-
-float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
-float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
 
 /// Head counts and sizes, the token dims (one: [tokens], or two: [B, S]) and where each of
 /// q, k and v starts in its token's row.
@@ -293,7 +291,7 @@ void run(KernelContext& ctx, const Attrs& attrs) {
             if (attrs.gate == Gate::kSoftplus)
               g[d] = -std::exp(aLogData[h]) * softplus(x + bias);
             else if (attrs.gate == Gate::kSigmoid)
-              g[d] = attrs.lowerBound * sigmoid(std::exp(aLogData[h]) * (x + bias));
+              g[d] = attrs.lowerBound * stableSigmoid(std::exp(aLogData[h]) * (x + bias));
             else
               g[d] = x;
           }
@@ -302,7 +300,7 @@ void run(KernelContext& ctx, const Attrs& attrs) {
         }
         if (beta) {
           const float x = rawBeta[t * hv + h];
-          token.beta = attrs.betaSigmoid ? sigmoid(x) : x;
+          token.beta = attrs.betaSigmoid ? stableSigmoid(x) : x;
         }
         linearAttentionStep(s.data(), dk, dv, rule, token, added.data());
         linearAttentionReadout(s.data(), dk, dv, qt.data(), scale, out.data() + (t * hv + h) * dv);
