@@ -37,7 +37,7 @@ def la_inputs(r, rule, elem, state_elem, q_heads, kv_heads, k_heads, past, decay
             ("value", value(r, (batch, steps, kv_heads * dv), elem), elem),
             ("past_state", value(r, (batch, kv_heads, dk, dv), state_elem, 0.5) if past else None,
              state_elem),
-            ("decay", decay.astype(decay.dtype) if gated else None, elem),
+            ("decay", decay if gated else None, elem),
             ("beta", beta if delta else None, elem)]
 
 
@@ -56,6 +56,23 @@ def test_linear_attention(rule, elem, state_elem, heads, past):
     present_elem = state_elem if past else elem  # without past_state, the query's type
     check("LinearAttention", inputs, [("output", elem), ("present_state", present_elem)],
           update_rule=rule, q_num_heads=q_heads, kv_num_heads=kv_heads)
+
+
+@pytest.mark.parametrize("rule", RULES)
+def test_linear_attention_bfloat16_beyond_onnxruntime(rule):
+    """onnxruntime's CPU EP has no bfloat16 LinearAttention; kiln's, on bfloat16 values, is
+    onnxruntime's float32 result rounded to bfloat16."""
+    inputs = la_inputs(rng(9), rule, BF16, BF16, 4, 2, 2, True, True, True)
+    as_float = [(n, a, F32) for n, a, _ in inputs]
+    attrs = dict(update_rule=rule, q_num_heads=4, kv_num_heads=2)
+    outputs = [("output", BF16), ("present_state", BF16)]
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = 1
+    want = onnxruntime.InferenceSession(model("LinearAttention", as_float, [("output", F32), ("present_state", F32)],
+                                              **attrs), options, providers=["CPUExecutionProvider"]).run(None, feeds(as_float))
+    got = kiln.InferenceSession(model("LinearAttention", inputs, outputs, **attrs)).run(None, feeds(inputs))
+    for w, g in zip(want, got):
+        np.testing.assert_allclose(g, w, rtol=TOLERANCE[BF16], atol=TOLERANCE[BF16])
 
 
 @pytest.mark.parametrize("decay_per_key", [False, True])
