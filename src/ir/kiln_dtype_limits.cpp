@@ -234,6 +234,12 @@ const DTypeLimit kDTypeLimits[] = {
     {"com.microsoft", "VarlenCausalConvWithState", "*", 0,
      "float32, float16, bfloat16, offsets and capture_count int32 (onnxruntime: the same); no "
      "kernel_delta / previous_mask mode (onnxruntime: CUDA only)"},
+    {"com.microsoft", "LinearAttention", "*", 0,
+     "float32, float16, bfloat16, past_state any of the three; state_window 0 (onnxruntime: "
+     "float32, float16 through inserted Casts; state_window > 0 CUDA only)"},
+    {"com.microsoft", "GatedDeltaNet", "*", 0,
+     "float32, float16, bfloat16; decay and beta float32 or the query's type; the state, a_log, "
+     "dt_bias and state_update float32 (onnxruntime: the same)"},
     {"com.microsoft", "UnfoldTensor", "*", 0,
      "every type (onnxruntime: registers every type, runs float32, float64, int32, int64)"},
     // ir/ops/contrib_llm_gates.cpp and contrib_ngram_hash.cpp.

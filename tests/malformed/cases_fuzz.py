@@ -292,3 +292,37 @@ CASES += [
          run("ConvTranspose", [info("x", FLOAT, [0, 1, H, H]), const("w", np.ones((1, 1, 3, 3)), np.float32)]), 0,
          ["y"]),
 ]
+
+
+def contrib_node(op, inputs, outputs, command, **attrs):
+    """One com.microsoft `op` node 'n' of value-info inputs, for `kiln inspect` or `kiln run`."""
+    def make(d):
+        node = helper.make_node(op, [i.name for i in inputs], [o.name for o in outputs], name="n",
+                                domain="com.microsoft", **attrs)
+        m = model(graph([node], list(inputs), list(outputs)))
+        m.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+        return [command, save(d, m)]
+    return make
+
+
+LA_OUTPUTS = [info("output"), info("present_state")]
+GDN_OUTPUTS = [info("output"), info("final_state")]
+CASES += [
+    # 2^39 query heads x dv 2^30 is past int64, though the inputs hold nothing.
+    Case("ms-linear-attention-output-width-past-int64",
+         contrib_node("LinearAttention", [info("q", FLOAT, [0, 2, 2**40]), info("k", FLOAT, [0, 2, 2]),
+                                          info("v", FLOAT, [0, 2, 2**30])], LA_OUTPUTS, "inspect",
+                      q_num_heads=2**39, kv_num_heads=1, update_rule="linear"), 1,
+         [NODE, "output dim 2 would be", "past int64"]),
+    # An empty [B, S, H, D] input declares its batch: GatedDeltaNet's request bounds are sized by it.
+    Case("gated-delta-net-empty-input-huge-batch",
+         contrib_node("GatedDeltaNet", [info("q", FLOAT, [2**40, 0, 2, 4]), info("k", FLOAT, [2**40, 0, 2, 4]),
+                                        info("v", FLOAT, [2**40, 0, 2, 3])], GDN_OUTPUTS, "run",
+                      update_rule="linear"), 1,
+         [NODE, "request bounds", "allocation limit"]),
+    # kv_num_heads 2^40 with no value column: the head loop ran 2^40 times over nothing.
+    Case("ms-linear-attention-huge-kv-heads-no-values",
+         contrib_node("LinearAttention", [info("q", FLOAT, [1, 2, 4]), info("k", FLOAT, [1, 2, 4]),
+                                          info("v", FLOAT, [1, 2, 0])], LA_OUTPUTS, "run",
+                      q_num_heads=1, kv_num_heads=2**40, update_rule="linear"), 0, ["output"]),
+]

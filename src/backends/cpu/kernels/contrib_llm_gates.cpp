@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backends/cpu/kernels/elementwise_util.h"
+#include "backends/cpu/kernels/gate_math.h"
 #include "backends/cpu/kernels/node_label.h"
 
 namespace kiln::cpu {
@@ -15,17 +16,6 @@ namespace {
 template <typename T>
 float load(const T* p, int64_t i) {
   return static_cast<float>(static_cast<ComputeType<T>>(p[i]));
-}
-
-/// log(1 + exp(v)) without overflow of exp for large v.
-float softplus(float v) {
-  return v > 0.0f ? v + std::log(std::exp(-v) + 1.0f) : std::log(std::exp(v) + 1.0f);
-}
-
-float stableSigmoid(float v) {
-  if (v >= 0.0f) return 1.0f / (1.0f + std::exp(-v));
-  const float e = std::exp(v);
-  return e / (1.0f + e);
 }
 
 void linearAttentionGateKernel(KernelContext& ctx) {

@@ -1,44 +1,26 @@
 // CPU kernel of LinearAttention: a recurrent state S (dk x dv) per batch and key/value head.
-// Each step optionally decays S by exp(decay) (gated rules), optionally replaces v by
-// beta * (v - S^T k) (delta rules), adds k v^T, and reads scale * S^T q for every query head of
-// the group. Computed in float, as the reference does.
+// Each step is the shared recurrence (linear_attention_recurrence.h), read as scale * S^T q for
+// every query head of the group.
 #include <cmath>
 
-#include "backends/cpu/kernels/elementwise_util.h"
+#include "backends/cpu/kernels/linear_attention_recurrence.h"
 #include "backends/cpu/kernels/node_label.h"
 #include "ir/shape_helpers.h"
 
 namespace kiln::cpu {
 namespace {
 
-/// A float tensor's values as float.
-std::vector<float> floatValues(const Tensor& t) {
-  std::vector<float> v(static_cast<size_t>(t.numel()));
-  dispatchFloat(t.dtype(), "LinearAttention", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    for (size_t i = 0; i < v.size(); ++i)
-      v[i] = static_cast<float>(static_cast<ComputeType<T>>(t.data<T>()[i]));
-  });
-  return v;
-}
-
-void storeFloats(const std::vector<float>& v, Tensor& t) {
-  dispatchFloat(t.dtype(), "LinearAttention", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    for (size_t i = 0; i < v.size(); ++i)
-      t.data<T>()[i] = static_cast<T>(static_cast<ComputeType<T>>(v[i]));
-  });
-}
-
 struct LinearAttentionAttrs {
+  ir::Node label;
   std::string rule;
   int64_t qHeads = 0, kvHeads = 0;
   double scale = 0;
 };
 
 LinearAttentionAttrs linearAttentionAttrs(const ir::Node& node) {
-  return {ir::attrString(node, "update_rule", "gated_delta"), ir::attrInt(node, "q_num_heads"),
-          ir::attrInt(node, "kv_num_heads"), ir::attrFloat(node, "scale", 0.0f)};
+  return {nodeLabel(node), ir::attrString(node, "update_rule", "gated_delta"),
+          ir::attrInt(node, "q_num_heads"), ir::attrInt(node, "kv_num_heads"),
+          ir::attrFloat(node, "scale", 0.0f)};
 }
 
 void linearAttentionKernel(KernelContext& ctx, const LinearAttentionAttrs& attrs) {
@@ -75,67 +57,74 @@ void linearAttentionKernel(KernelContext& ctx, const LinearAttentionAttrs& attrs
   if (past && past->shape() != Shape{batches, kvHeads, dk, dv})
     ctx.fail("past_state " + past->describe() + " must be (B, Hkv, dk, dv)",
              ErrorCode::kInvalidArgument);
+  // Rank and (B, T) first: the per-token reads below index decay and beta by both.
+  auto tokenMajor = [&](const Tensor* t) {
+    return t->rank() == 3 && t->dim(0) == batches && t->dim(1) == steps;
+  };
+  if (decay &&
+      (!tokenMajor(decay) || (decay->dim(2) != kvHeads && decay->dim(2) != kvHeads * dk))) {
+    ctx.fail("decay " + decay->describe() + " must be (B, T, kv_num_heads or kv_num_heads * dk)",
+             ErrorCode::kInvalidArgument);
+  }
   const bool decayPerFeature = decay && decay->dim(2) == kvHeads * dk;
-  if (decay && (decay->rank() != 3 || (decay->dim(2) != kvHeads && !decayPerFeature))) {
-    ctx.fail("decay " + decay->describe() + " must end in kv_num_heads or kv_num_heads * dk",
+  if (beta && (!tokenMajor(beta) || (beta->dim(2) != kvHeads && beta->dim(2) != 1))) {
+    ctx.fail("beta " + beta->describe() + " must be (B, T, kv_num_heads or 1)",
              ErrorCode::kInvalidArgument);
   }
-  if (beta && (beta->rank() != 3 || (beta->dim(2) != kvHeads && beta->dim(2) != 1))) {
-    ctx.fail("beta " + beta->describe() + " must end in kv_num_heads or 1",
-             ErrorCode::kInvalidArgument);
-  }
+  const int64_t stateCount =
+      multiplyDims(attrs.label, multiplyDims(attrs.label, batches, kvHeads, "state size"),
+                   multiplyDims(attrs.label, dk, dv, "state size"), "state size");
+  const int64_t outCount = multiplyDims(
+      attrs.label,
+      multiplyDims(attrs.label, multiplyDims(attrs.label, batches, steps, "output size"), qHeads,
+                   "output size"),
+      dv, "output size");
+  checkBuffer(ctx, addDims(attrs.label, outCount, stateCount, "output size"), sizeof(float),
+              "the float output and state");
   const double scaleAttr = attrs.scale;
   const float scale =
       scaleAttr == 0.0 ? 1.0f / std::sqrt(static_cast<float>(dk)) : static_cast<float>(scaleAttr);
 
-  const std::vector<float> q = floatValues(query), k = floatValues(key), v = floatValues(value);
-  const std::vector<float> g = decay ? floatValues(*decay) : std::vector<float>{};
-  const std::vector<float> bt = beta ? floatValues(*beta) : std::vector<float>{};
+  const char* op = "LinearAttention";
+  const std::vector<float> q = floatValues(query, op), k = floatValues(key, op),
+                           v = floatValues(value, op);
+  const std::vector<float> g = decay ? floatValues(*decay, op) : std::vector<float>{};
+  const std::vector<float> bt = beta ? floatValues(*beta, op) : std::vector<float>{};
   std::vector<float> state =
-      past ? floatValues(*past)
-           : std::vector<float>(static_cast<size_t>(batches * kvHeads * dk * dv), 0.0f);
-  std::vector<float> out(static_cast<size_t>(batches * steps * qHeads * dv), 0.0f);
-  std::vector<float> vt(static_cast<size_t>(dv));
+      past ? floatValues(*past, op) : std::vector<float>(static_cast<size_t>(stateCount), 0.0f);
+  std::vector<float> out(static_cast<size_t>(outCount), 0.0f);
+  std::vector<float> added(static_cast<size_t>(dv));
+  const LinearAttentionRule stepRule{gated, delta};
+  // No token or no value column: nothing to compute, and the head loop would be bounded by no
+  // tensor's size (kv_num_heads is only an attribute then).
+  const int64_t heads = steps == 0 || dv == 0 ? 0 : kvHeads;
   for (int64_t b = 0; b < batches; ++b) {
-    for (int64_t h = 0; h < kvHeads; ++h) {
+    for (int64_t h = 0; h < heads; ++h) {
       float* s = state.data() + (b * kvHeads + h) * dk * dv;
       for (int64_t t = 0; t < steps; ++t) {
-        const float* kt = k.data() + (b * steps + t) * kvHeads * dk + h * dk;
-        const float* vIn = v.data() + (b * steps + t) * kvHeads * dv + h * dv;
+        const int64_t row = b * steps + t;
+        LinearAttentionToken token;
+        token.k = k.data() + row * kvHeads * dk + h * dk;
+        token.v = v.data() + row * kvHeads * dv + h * dv;
         if (gated) {
-          for (int64_t d = 0; d < dk; ++d) {
-            const int64_t gi = (b * steps + t) * decay->dim(2) + (decayPerFeature ? h * dk + d : h);
-            const float factor = std::exp(g[gi]);
-            for (int64_t m = 0; m < dv; ++m) s[d * dv + m] *= factor;
-          }
+          token.decayPerKey = decayPerFeature;
+          token.logDecay = g.data() + row * decay->dim(2) + (decayPerFeature ? h * dk : h);
         }
-        for (int64_t m = 0; m < dv; ++m) vt[m] = vIn[m];
-        if (delta) {
-          const float bv = bt[(b * steps + t) * beta->dim(2) + (beta->dim(2) == 1 ? 0 : h)];
-          for (int64_t m = 0; m < dv; ++m) {
-            float retrieved = 0;
-            for (int64_t d = 0; d < dk; ++d) retrieved += s[d * dv + m] * kt[d];
-            vt[m] = bv * (vt[m] - retrieved);
-          }
-        }
-        for (int64_t d = 0; d < dk; ++d)
-          for (int64_t m = 0; m < dv; ++m) s[d * dv + m] += kt[d] * vt[m];
+        if (delta) token.beta = bt[row * beta->dim(2) + (beta->dim(2) == 1 ? 0 : h)];
+        linearAttentionStep(s, dk, dv, stepRule, token, added.data());
         for (int64_t qh = h * group; qh < (h + 1) * group; ++qh) {
-          const float* qt = q.data() + (b * steps + t) * qHeads * dk + qh * dk;
-          float* o = out.data() + (b * steps + t) * qHeads * dv + qh * dv;
-          for (int64_t m = 0; m < dv; ++m) {
-            float sum = 0;
-            for (int64_t d = 0; d < dk; ++d) sum += qt[d] * s[d * dv + m];
-            o[m] = scale * sum;
-          }
+          linearAttentionReadout(s, dk, dv, q.data() + row * qHeads * dk + qh * dk, scale,
+                                 out.data() + row * qHeads * dv + qh * dv);
         }
       }
     }
   }
-  storeFloats(out, ctx.allocateOutput(0, query.dtype(), {batches, steps, qHeads * dv}));
+  storeFloats(out, ctx.allocateOutput(0, query.dtype(), {batches, steps, qHeads * dv}), op);
   if (ctx.wantsOutput(1))
-    storeFloats(state, ctx.allocateOutput(1, past ? past->dtype() : query.dtype(),
-                                          {batches, kvHeads, dk, dv}));
+    storeFloats(
+        state,
+        ctx.allocateOutput(1, past ? past->dtype() : query.dtype(), {batches, kvHeads, dk, dv}),
+        op);
 }
 
 KILN_REGISTER_CPU_KERNEL("LinearAttention",
