@@ -12,6 +12,7 @@ import pytest
 from onnx import TensorProto, helper
 
 import kiln
+from test_contrib_ops import save_fuzz_seed
 
 MS = "com.microsoft"
 F32, F16, BF16 = TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16
@@ -65,7 +66,9 @@ def model(op, inputs, outputs, **attrs):
     nodes.append(helper.make_node(op, names, out_names, domain=MS, name=f"{op}_node", **attrs))
     graph = helper.make_graph(nodes + casts, op, graph_inputs, graph_outputs)
     opsets = [helper.make_opsetid("", 21), helper.make_opsetid(MS, 1)]
-    return helper.make_model(graph, opset_imports=opsets).SerializeToString()
+    data = helper.make_model(graph, opset_imports=opsets).SerializeToString()
+    save_fuzz_seed(op, data)
+    return data
 
 
 def feeds(inputs):
