@@ -326,3 +326,28 @@ CASES += [
                                           info("v", FLOAT, [1, 2, 0])], LA_OUTPUTS, "run",
                       q_num_heads=1, kv_num_heads=2**40, update_rule="linear"), 0, ["output"]),
 ]
+
+
+def ms_node(op, inputs, **attrs):
+    """One com.microsoft `op` node 'n' over `inputs` (None for an omitted one), inspected."""
+    def make(d):
+        names = [i.name if i else "" for i in inputs]
+        node = helper.make_node(op, names, ["y"], name="n", domain="com.microsoft", **attrs)
+        m = model(graph([node], [i for i in inputs if i], [info("y")]))
+        m.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+        return ["inspect", save(d, m)]
+    return make
+
+
+CASES += [
+    # DynamicQuantizeLSTM's rule computed 4 * hidden_size unchecked (UBSan, the onnx_structured
+    # campaign of session 22 after 701,798 executions; the input is a seed). The same product in
+    # ten other rules (output widths head size x num_heads, 3 * num_heads, upsampled sizes, ...)
+    # is checked since.
+    Case("dynamicquantizelstm-gates-past-int64",
+         ms_node("DynamicQuantizeLSTM", [info("x", FLOAT, [2, 1, 3]), info("w", 3, [1, 3, 8]), info("r", 3, [1, 2, 8]),
+                                         None, None, None, None, None, info("ws", FLOAT, [1]), info("wz", 3, [1]), info("rs", FLOAT, [1]),
+                                         info("rz", 3, [1])],
+                 hidden_size=INT64_MAX), 1,
+         [NODE, "4 * hidden_size would be 9223372036854775807 x 4, past int64"]),
+]

@@ -30,7 +30,10 @@ void inferCausalConvWithState(InferContext& ctx) {
   }
   ctx.setOutput(0, type, *in);
   Dim stateLength = Dim::unknown();
-  if (w && (*w)[2].isKnown()) stateLength = Dim::known((*w)[2].value - 1);
+  if (w && (*w)[2].isKnown()) {
+    if ((*w)[2].value < 1) ctx.fail("weight must have k >= 1 taps, got " + symShapeToString(*w));
+    stateLength = Dim::known((*w)[2].value - 1);
+  }
   ctx.setOutput(1, type, SymShape{(*in)[0], (*in)[1], stateLength});
 }
 

@@ -218,7 +218,8 @@ void inferMultiHeadAttention(InferContext& ctx) {
                symShapeToString(*past));
     total = sumDims(ctx.node(), past ? (*past)[2] : Dim::unknown(), total, "present's length");
   }
-  const Dim vHidden = vHead.isKnown() ? Dim::known(vHead.value * heads) : Dim::unknown();
+  const Dim vHidden =
+      productDims(ctx.node(), vHead, heads, "the output width (v head size x num_heads)");
   ctx.setOutput(0, type, SymShape{(*q)[0], (*q)[1], vHidden});
   ctx.setOutput(1, type, SymShape{(*q)[0], Dim::known(heads), total, head});
   ctx.setOutput(2, type, SymShape{(*q)[0], Dim::known(heads), total, vHead});

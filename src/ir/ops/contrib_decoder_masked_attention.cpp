@@ -68,7 +68,8 @@ void inferDecoderMaskedMultiHeadAttention(InferContext& ctx) {
   }
   if (!q || !v) return;
   const Dim vHidden =
-      self ? (*v)[2] : ((*v)[3].isKnown() ? Dim::known((*v)[3].value * heads) : Dim::unknown());
+      self ? (*v)[2]
+           : productDims(ctx.node(), (*v)[3], heads, "the output width (v head size x num_heads)");
   ctx.setOutput(0, type, SymShape{(*q)[0], (*q)[1], vHidden});
   if (self) {
     for (size_t i : {1, 2}) {

@@ -50,7 +50,7 @@ void inferGatherBlockQuantized(InferContext& ctx) {
   for (int64_t d = 1; d < rank; ++d) {
     Dim dim = (*data)[static_cast<size_t>(d)];
     if (d == rank - 1 && dim.isKnown())
-      dim = Dim::known(dim.value * (8 / bits));  // the packed values
+      dim = productDims(ctx.node(), dim, 8 / bits, "the unpacked last dim");  // the packed values
     out.push_back(dim);
   }
   ctx.setOutput(0, DataType::kFloat32, out);

@@ -76,7 +76,8 @@ const SymShape* inferOutput(InferContext& ctx, DataType type, size_t outputs, in
   for (size_t i = 0; i < outputs; ++i) ctx.setOutputType(i, type);
   if (!q) return nullptr;
   *head = queryHeadSize(ctx, *q, heads, kvHeads);
-  const Dim hidden = head->isKnown() ? Dim::known(head->value * heads) : Dim::unknown();
+  const Dim hidden =
+      productDims(ctx.node(), *head, heads, "the output width (head size x num_heads)");
   ctx.setOutput(0, type, SymShape{(*q)[0], (*q)[1], hidden});
   return q;
 }

@@ -195,8 +195,8 @@ void inferUpsample(InferContext& ctx) {
   const SymShape* x = rank4Input(ctx, 0);
   if (!x) return ctx.setOutputType(0, DataType::kFloat32);
   checkBlockedChannels(ctx, *x, ortNchwcBlockSize());
-  auto scaled = [](const Dim& d, int64_t s) {
-    return d.isKnown() ? Dim::known(d.value * s) : Dim::unknown();
+  auto scaled = [&ctx](const Dim& d, int64_t s) {
+    return productDims(ctx.node(), d, s, "the upsampled size");
   };
   ctx.setOutput(0, DataType::kFloat32,
                 SymShape{(*x)[0], (*x)[1], scaled((*x)[2], scales[2]), scaled((*x)[3], scales[3])});

@@ -68,7 +68,7 @@ void inferDynamicQuantizeLstm(InferContext& ctx) {
                          ? Dim::known(attrInt(ctx.node(), "hidden_size"))
                          : dimOf(r, 1);
   if (hidden.isKnown() && hidden.value <= 0) ctx.fail("attribute 'hidden_size' must be positive");
-  const Dim gates = hidden.isKnown() ? Dim::known(4 * hidden.value) : Dim::unknown();
+  const Dim gates = productDims(ctx.node(), hidden, 4, "4 * hidden_size");
   requireDim(ctx, "W", w, 0, dirs, "the number of directions");
   requireDim(ctx, "W", w, 1, dimOf(x, 2), "X's input size");
   requireDim(ctx, "W", w, 2, gates, "4 * hidden_size");

@@ -56,9 +56,10 @@ void inferPackedAttention(InferContext& ctx) {
   if (qkv->size() != 3) ctx.fail("packed QKV must be 3-D [batch, length, 3 * heads * dim]");
   Dim dim = Dim::unknown();
   if ((*qkv)[2].isKnown()) {
-    if ((*qkv)[2].value % (3 * heads) != 0)
+    const int64_t qkvHeads = multiplyDims(ctx.node(), 3, heads, "3 * num_heads");
+    if ((*qkv)[2].value % qkvHeads != 0)
       ctx.fail("packed QKV width " + (*qkv)[2].toString() + " is not 3 * num_heads * dim");
-    dim = Dim::known((*qkv)[2].value / (3 * heads));
+    dim = Dim::known((*qkv)[2].value / qkvHeads);
   }
   ctx.setOutput(0, DataType::kFloat32, SymShape{(*qkv)[0], (*qkv)[1], Dim::known(heads), dim});
 }

@@ -37,7 +37,8 @@ void inferLinearAttention(InferContext& ctx) {
   const Dim dk = kHidden.isKnown() ? Dim::known(kHidden.value / kvHeads) : Dim::unknown();
   ctx.setOutput(
       0, type,
-      SymShape{(*q)[0], (*q)[1], dv.isKnown() ? Dim::known(dv.value * qHeads) : Dim::unknown()});
+      SymShape{(*q)[0], (*q)[1],
+               productDims(ctx.node(), dv, qHeads, "the output width (dv x q_num_heads)")});
   ctx.setOutput(1, stateType, SymShape{(*q)[0], Dim::known(kvHeads), dk, dv});
 }
 

@@ -24,7 +24,8 @@ void inferArrayFeatureExtractor(InferContext& ctx) {
   }
   Dim count = Dim::known(1);
   for (const Dim& d : *idx)
-    count = count.isKnown() && d.isKnown() ? Dim::known(count.value * d.value) : Dim::unknown();
+    count = d.isKnown() ? productDims(ctx.node(), count, d.value, "the number of indices")
+                        : Dim::unknown();
   SymShape out = x->size() <= 1 ? SymShape{Dim::known(1)} : SymShape(x->begin(), x->end() - 1);
   out.push_back(count);
   ctx.setOutput(0, type, out);

@@ -95,7 +95,7 @@ void inferNchwcConv(InferContext& ctx) {
           symShapeToString(*w) + " with group " + std::to_string(group) +
           (known ? ": " + slices.whyNot : std::string()));
     }
-    inChannels = Dim::known((*w)[1].value * group);
+    inChannels = Dim::known(multiplyDims(ctx.node(), (*w)[1].value, group, "W's dim 1 x group"));
   }
   if (ctx.hasInput(2)) {
     const SymShape* b = ctx.inputShape(2);
