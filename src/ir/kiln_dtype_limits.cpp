@@ -99,6 +99,10 @@ const DTypeLimit kDTypeLimits[] = {
     {"com.microsoft", "GatherBlockQuantized", "*", 0,
      "data uint8 (bits 2, 4, 8), float32 scales (onnxruntime: also int4, uint4, float8, float4 "
      "data, float16 scales)"},
+    {"com.microsoft", "GatherPacked", "*", 0,
+     "data uint8 of GGML F32, F16, BF16, Q4_0, Q5_0, Q8_0, IQ4_NL, Q5_K, Q6_K or IQ4_XS rows, "
+     "indices int32 or int64, output float32, float16 or bfloat16 (onnxruntime: the same); "
+     "IQ2_XXS, IQ2_XS, IQ3_XXS and IQ2_S refused (GGML lattice grids; onnxruntime runs them)"},
     {"com.microsoft", "Gelu", "*", 0, "float32 (onnxruntime: float32)"},
     {"com.microsoft", "FusedGemm", "*", 0,
      "float32 (onnxruntime: float32); activation Relu, LeakyRelu, Sigmoid or HardSigmoid"},
