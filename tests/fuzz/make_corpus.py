@@ -56,7 +56,8 @@ def write_onnx(out):
 
 CONTRIB_TESTS = ["test_contrib_ops.py", "test_contrib_misc_ops.py", "test_contrib_kv_attention.py",
                  "test_contrib_llm_quant_ops.py", "test_contrib_llm_recent_ops.py", "test_contrib_small_llm_ops.py",
-                 "test_contrib_ms_causal_conv.py", "test_contrib_ms_linear_attention.py"]
+                 "test_contrib_ms_causal_conv.py", "test_contrib_ms_linear_attention.py",
+                 "test_contrib_gather_packed.py"]
 MAX_CONTRIB_BYTES = 4096
 CONTRIB_PER_OP = 2
 
