@@ -351,3 +351,13 @@ CASES += [
                  hidden_size=INT64_MAX), 1,
          [NODE, "4 * hidden_size would be 9223372036854775807 x 4, past int64"]),
 ]
+
+
+CASES += [
+    # HyperConnectionPreMix's gate rule offset a scalar gate's empty dims past the streams' leading
+    # dims (UBSan: an offset applied to a null pointer; the campaign of session 22 on the newer
+    # LLM seeds, 699,908 executions; the input is a seed).
+    Case("hyperconnection-scalar-gate",
+         ms_node("HyperConnectionPreMix", [info("streams", FLOAT, [2, 4, 8]), info("pre_mix", FLOAT, [])]), 1,
+         [NODE, "pre_mix scalar must have the streams' leading dimensions, then (C), (C, 1), (C, H) with C = 4, H = 8"]),
+]

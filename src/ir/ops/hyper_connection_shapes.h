@@ -34,7 +34,10 @@ inline std::string resolveStreams(const Shape& s, int64_t numBranches, StreamSha
   }
   out.rows = 1;
   out.reduced.assign(s.begin(), s.begin() + static_cast<std::ptrdiff_t>(out.prefixRank));
-  for (int64_t d : out.reduced) out.rows *= d;
+  for (int64_t d : out.reduced) {
+    if (__builtin_mul_overflow(out.rows, d, &out.rows))
+      return "the streams' leading dimensions hold more rows than int64";
+  }
   out.reduced.push_back(out.hidden);
   return {};
 }
@@ -47,7 +50,7 @@ inline std::string resolveGate(const Shape& gate, const Shape& streams, const St
   bool prefix = gate.size() >= p.prefixRank;
   for (size_t i = 0; prefix && i < p.prefixRank; ++i) prefix = gate[i] == streams[i];
   const size_t suffix = prefix ? gate.size() - p.prefixRank : 0;
-  const int64_t* g = gate.data() + p.prefixRank;
+  const int64_t* g = suffix ? gate.data() + p.prefixRank : nullptr;  // read only when suffix > 0
   if (prefix && suffix == 1 && g[0] == p.branches) {
     layout = GateLayout::kPerBranch;
   } else if (prefix && suffix == 1 && allowFlatFeature && streams.size() == p.prefixRank + 1 &&
