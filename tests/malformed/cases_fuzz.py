@@ -361,3 +361,25 @@ CASES += [
          ms_node("HyperConnectionPreMix", [info("streams", FLOAT, [2, 4, 8]), info("pre_mix", FLOAT, [])]), 1,
          [NODE, "pre_mix scalar must have the streams' leading dimensions, then (C), (C, 1), (C, H) with C = 4, H = 8"]),
 ]
+
+
+def ms_grid_sample(grid, padding_mode):
+    """com.microsoft GridSample 'n', bicubic, of a random x [1, 1, 3, 3] at a constant grid, run."""
+    def make(d):
+        node = helper.make_node("GridSample", ["x", "grid"], ["y"], name="n", domain="com.microsoft",
+                                mode="bicubic", padding_mode=padding_mode)
+        m = model(graph([node], [info("x", FLOAT, [1, 1, 3, 3])], [info("y")],
+                        [const("grid", np.array(grid, np.float32).reshape(1, 1, -1, 2), np.float32)]))
+        m.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+        return ["run", save(d, m)]
+    return make
+
+
+CASES += [
+    # com.microsoft GridSample pads a bicubic coordinate's taps, not the coordinate, so a coordinate
+    # of 1e30 reached the float -> int64 conversion of its floor (UBSan; the session_run campaign of
+    # session 23 after 126,688 executions; the input is a seed). Taps are now indexed in double.
+    Case("ms-gridsample-bicubic-border-huge-coordinate", ms_grid_sample([1e30, 0.0, -1e30, 3e38], "border"), 0, ["y"]),
+    Case("ms-gridsample-bicubic-reflection-huge-coordinate",
+         ms_grid_sample([1e30, 0.5, -7e20, 2e19], "reflection"), 0, ["y"]),
+]

@@ -37,16 +37,17 @@ double reflect(double x, double lo, double hi) {
   return x;
 }
 
-/// The index a tap reads along one axis, or -1 when it reads padding zeros.
-int64_t tapIndex(int64_t i, const AxisRange& a, Padding padding) {
+/// The index a tap at the integer i reads along one axis, or -1 when it reads padding zeros. i
+/// stays a double: a cubic coordinate that only its taps pad may lie anywhere (past int64).
+int64_t tapIndex(double i, const AxisRange& a, Padding padding) {
+  const double last = static_cast<double>(a.size - 1);
   switch (padding) {
     case Padding::kZeros:
-      return (i >= 0 && i < a.size) ? i : -1;
+      return (i >= 0 && i <= last) ? static_cast<int64_t>(i) : -1;
     case Padding::kBorder:
-      return std::clamp<int64_t>(i, 0, a.size - 1);
+      return static_cast<int64_t>(std::clamp(i, 0.0, last));
     case Padding::kReflection:
-      return std::clamp<int64_t>(static_cast<int64_t>(reflect(static_cast<double>(i), a.lo, a.hi)),
-                                 0, a.size - 1);
+      return static_cast<int64_t>(std::clamp(reflect(i, a.lo, a.hi), 0.0, last));
   }
   return -1;
 }
@@ -88,12 +89,11 @@ int axisTaps(double x, const AxisRange& a, Interp interp, Padding padding, bool 
       x = reflect(x, a.lo, a.hi);
   }
   if (interp == Interp::kNearest) {
-    taps[0] = Tap{tapIndex(static_cast<int64_t>(x), a, padding), 1.0};
+    taps[0] = Tap{tapIndex(x, a, padding), 1.0};
     return 1;
   }
-  const double f = std::floor(x);
-  const auto i0 = static_cast<int64_t>(f);
-  const double t = x - f;
+  const double i0 = std::floor(x);
+  const double t = x - i0;
   if (interp == Interp::kLinear) {
     taps[0] = Tap{tapIndex(i0, a, padding), 1 - t};
     taps[1] = Tap{tapIndex(i0 + 1, a, padding), t};
