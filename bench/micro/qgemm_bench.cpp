@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_isa.h"
+#include "backends/cpu/qgemm/qconv_nhwc.h"
 #include "backends/cpu/qgemm/qgemm.h"
 #include "backends/cpu/thread_pool.h"
 #include "core/aligned_memory.h"
@@ -92,6 +93,59 @@ void qgemmShapes(benchmark::internal::Benchmark* b) {
   b->UseRealTime()->Unit(benchmark::kMillisecond);
 }
 BENCHMARK(BM_QGemm)->Apply(qgemmShapes);
+
+// The direct NHWC convolution (backends/cpu/qgemm/qconv_nhwc.h) at ResNet-50's shapes, u8 out.
+// Args: output size (square), input channels, output channels, kernel (square), stride, threads.
+void BM_QConvNhwc(benchmark::State& state) {
+  const int64_t out = state.range(0), C = state.range(1), Cout = state.range(2), k = state.range(3),
+                stride = state.range(4);
+  const int threads = static_cast<int>(state.range(5));
+  if (!cpu::qconvNhwcAvailable()) {
+    state.SkipWithError("no AVX512-VNNI on this CPU");
+    return;
+  }
+  const int64_t pad = k / 2, in = (out - 1) * stride + k - 2 * pad, depth = k * k * C;
+  const std::vector<uint8_t> w = randomBytes(Cout * depth, 1), x = randomBytes(in * in * C, 2);
+  const cpu::PackedQMatrix packed = cpu::packQWeights(cpu::QSide::kRight, cpu::CpuIsa::kAvx512Vnni,
+                                                      Cout, depth, {w.data(), depth, 1, true});
+  cpu::ThreadPool pool(threads);
+  cpu::ThreadPoolScope scope(&pool);
+  std::vector<uint8_t> y(static_cast<size_t>(out * out * Cout));
+  std::vector<int32_t> add(static_cast<size_t>(Cout), 0);
+  const float scale = 0.001f;
+  cpu::QConvNhwcProblem p;
+  p.x = x.data();
+  p.ih = p.iw = in, p.channels = C, p.oh = p.ow = out, p.kh = p.kw = k, p.sh = p.sw = stride;
+  p.padTop = p.padLeft = pad, p.xZero = 128;
+  p.weights = &packed;
+  p.channelAdd = add.data();
+  p.output.dtype = DataType::kUint8;
+  p.output.scale = &scale;
+  p.output.zeroPoint = 128;
+  p.y = y.data();
+  const uint64_t bytes = cpu::qconvNhwcWorkspaceBytes(k * k, C, threads);
+  std::unique_ptr<void, void (*)(void*)> ws(allocateAligned(bytes), std::free);
+  for (auto _ : state) {
+    cpu::qconvNhwc(p, ws.get());
+    benchmark::ClobberMemory();
+  }
+  state.counters["GOPS"] =
+      benchmark::Counter(2.0 * double(out * out) * double(Cout) * double(depth) * 1e-9,
+                         benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_QConvNhwc)
+    ->ArgNames({"out", "C", "Cout", "k", "stride", "threads"})
+    ->Args({56, 64, 64, 3, 1, 1})
+    ->Args({28, 128, 128, 3, 1, 1})
+    ->Args({14, 256, 256, 3, 1, 1})
+    ->Args({7, 512, 512, 3, 1, 1})
+    ->Args({56, 64, 256, 1, 1, 1})
+    ->Args({56, 256, 64, 1, 1, 1})
+    ->Args({7, 512, 2048, 1, 1, 1})
+    ->Args({7, 1024, 2048, 1, 2, 1})
+    ->Args({14, 256, 256, 3, 1, 2})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 
 constexpr int64_t kIterations = 1 << 20;
 

@@ -157,7 +157,7 @@ const DTypeLimit kDTypeLimits[] = {
      "A, B int8 or uint8, C int32, float32 or 8-bit output (onnxruntime: the same)"},
     {"com.microsoft", "QLinearAdd", "*", 0, "int8 or uint8 (onnxruntime: the same)"},
     {"com.microsoft", "QLinearGlobalAveragePool", "*", 0,
-     "int8 or uint8, channels_last 0 (onnxruntime: the same, also channels_last 1)"},
+     "int8 or uint8, channels_last 0 or 1 (onnxruntime: the same)"},
     {"com.microsoft", "QLinearMul", "*", 0, "int8 or uint8 (onnxruntime: the same)"},
     {"com.microsoft", "QLinearConv", "*", 0,
      "as ONNX QLinearConv, channels_last 0 (onnxruntime: int8, uint8, also channels_last 1)"},

@@ -9,11 +9,11 @@
 // is produced later, by a ReorderFromNchwc, only if something still reads it in NCHW.
 #include <algorithm>
 #include <map>
-#include <set>
 
 #include "ir/node_attrs.h"
 #include "ir/op_schema.h"
 #include "ir/ops/nchwc.h"
+#include "opt/layout_rewriter.h"
 #include "opt/nchwc_rules.h"
 #include "opt/passes.h"
 #include "opt/rewrite_util.h"
@@ -24,31 +24,10 @@ namespace {
 using ir::kNchwcBlock;
 using ir::kNoValue;
 
-class NchwcRewriter {
+class NchwcRewriter : public LayoutRewriter {
  public:
   explicit NchwcRewriter(ir::Graph& graph)
-      : g_(graph), twin_(graph.values.size()), pending_(graph.values.size(), false) {
-    for (const ir::Node& node : graph.nodes) nodeNames_.insert(node.name);
-  }
-
-  int run() {
-    std::vector<ir::Node> nodes = std::move(g_.nodes);
-    g_.nodes.clear();
-    for (ir::Node& node : nodes) {
-      if (!convert(node)) {
-        for (int id : node.inputs) requirePlain(id);
-      }
-      out_.push_back(std::move(node));
-    }
-    for (int id : g_.outputs) requirePlain(id);
-    g_.nodes = std::move(out_);
-    if (converted_ > 0) {
-      ir::sortTopologically(g_);
-      ir::inferShapes(g_);
-      ir::verifyGraph(g_);
-    }
-    return converted_;
-  }
+      : LayoutRewriter(graph), twin_(graph.values.size()), pending_(graph.values.size(), false) {}
 
  private:
   struct Twin {
@@ -62,7 +41,7 @@ class NchwcRewriter {
   }
   const Twin& twinOf(int id) const { return twin_[static_cast<size_t>(id)]; }
 
-  bool convert(ir::Node& node) {
+  bool convert(ir::Node& node) override {
     if (node.plugin || node.explicitInputs >= 0 || node.inputs.empty() ||
         node.inputs[0] == kNoValue)
       return false;
@@ -84,7 +63,6 @@ class NchwcRewriter {
         done = convertGlobalPool(node);
       }
     }
-    if (done) ++converted_;
     return done;
   }
 
@@ -117,7 +95,7 @@ class NchwcRewriter {
     const int x = node.inputs[0];
     if (!hasTwin(x) || node.outputs.size() != 1 || !isFloat32(g_, node.outputs[0])) return false;
     if (nchwChannels(g_, node.outputs[0]) != twinOf(x).channels) return false;
-    for (size_t i = 1; i < node.inputs.size(); ++i) requirePlain(node.inputs[i]);
+    for (size_t i = 1; i < node.inputs.size(); ++i) requireOriginal(node.inputs[i]);
     node.inputs[0] = twinOf(x).id;
     setBlockedOutput(node, twinOf(x).channels);
     return true;
@@ -149,7 +127,7 @@ class NchwcRewriter {
           id = twinOf(id).id;
           break;
         case OperandForm::kOneElement:
-          requirePlain(id);
+          requireOriginal(id);
           break;
         case OperandForm::kConstant:
           id = blockedConstantOf(id);
@@ -223,7 +201,7 @@ class NchwcRewriter {
   // Points the node's output 0 at a new blocked value; the NCHW value waits for a plain reader.
   void setBlockedOutput(ir::Node& node, int64_t channels) {
     const int plain = node.outputs[0];
-    const int id = newValue(g_.value(plain).name + "_nchwc");
+    const int id = newValue(g_.value(plain).name + "_nchwc", DataType::kFloat32);
     node.outputs[0] = id;
     twin_[static_cast<size_t>(plain)] = Twin{id, channels};
     pending_[static_cast<size_t>(plain)] = true;
@@ -232,7 +210,7 @@ class NchwcRewriter {
   // The blocked form of a plain NCHW value, reordering it the first time it is asked for.
   int blocked(int id, int64_t channels) {
     if (hasTwin(id)) return twinOf(id).id;
-    const int twin = newValue(g_.value(id).name + "_nchwc");
+    const int twin = newValue(g_.value(id).name + "_nchwc", DataType::kFloat32);
     ir::Node reorder;
     reorder.name = newNodeName(g_.value(id).name + "_to_nchwc");
     reorder.domain = "kiln";
@@ -256,7 +234,7 @@ class NchwcRewriter {
   }
 
   // Makes the NCHW form of a converted node's output before its first plain reader.
-  void requirePlain(int id) {
+  void requireOriginal(int id) override {
     if (id < 0 || static_cast<size_t>(id) >= pending_.size() || !pending_[static_cast<size_t>(id)])
       return;
     ir::Node reorder;
@@ -271,26 +249,9 @@ class NchwcRewriter {
     pending_[static_cast<size_t>(id)] = false;
   }
 
-  int newValue(const std::string& base) {
-    std::string name = base;
-    for (int k = 1; g_.findValue(name) >= 0; ++k) name = base + "_" + std::to_string(k);
-    return g_.addValue(name, ir::TypeInfo{DataType::kFloat32, std::nullopt});
-  }
-
-  std::string newNodeName(const std::string& base) {
-    std::string name = base;
-    for (int k = 1; nodeNames_.count(name); ++k) name = base + "_" + std::to_string(k);
-    nodeNames_.insert(name);
-    return name;
-  }
-
-  ir::Graph& g_;
   std::vector<Twin> twin_;     // per value of the original graph: its blocked form, if any
   std::vector<bool> pending_;  // its producer was converted and no NCHW copy was made yet
   std::map<int, int> constantTwins_;
-  std::set<std::string> nodeNames_;
-  std::vector<ir::Node> out_;
-  int converted_ = 0;
 };
 
 }  // namespace

@@ -82,6 +82,12 @@ KILN_INTERNAL_API int fuseConvEpilogues(ir::Graph& graph);
 /// Returns the number of nodes converted to the blocked layout.
 KILN_INTERNAL_API int convertToNchwcLayout(ir::Graph& graph);
 
+/// kiln::QConv nodes the direct NHWC kernel takes -> channels_last = 1, their outputs kept
+/// channels-last through kiln::QLinearAdd / QLinearMul and into kiln::QLinearGlobalAveragePool,
+/// with a Transpose where a channels-first tensor enters or leaves (see nhwc_int8_layout.cpp).
+/// Returns the number of nodes converted.
+KILN_INTERNAL_API int convertToNhwcInt8Layout(ir::Graph& graph);
+
 /// Mul(X, S) read only by a 1x1 kiln::NchwcConv, S a blocked per-channel scale [N or 1, Cb, 1, 1,
 /// 16] and 8 * Co <= H * W (a squeeze-excitation gate before its projection) -> the NchwcConv's X
 /// scale input (see ir/ops/nchwc.h and fold_se_scale.cpp). Returns the number of Muls removed.
@@ -89,7 +95,8 @@ int foldChannelScaleIntoNchwcConv(ir::Graph& graph);
 
 /// Switches for fuseLayers.
 struct FusionOptions {
-  /// Convert to the blocked NCHWc layout (convertToNchwcLayout).
+  /// Convert to the blocked NCHWc layout (convertToNchwcLayout) and the 8-bit convolutions to
+  /// channels-last (convertToNhwcInt8Layout).
   bool nchwcLayout = true;
 };
 

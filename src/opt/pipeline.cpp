@@ -19,6 +19,7 @@ int fuseLayers(ir::Graph& graph, const FusionOptions& options) {
   removed += packAttentionProjections(graph);
   removed += fuseConvEpilogues(graph);
   if (options.nchwcLayout) {
+    convertToNhwcInt8Layout(graph);
     convertToNchwcLayout(graph);
     removed += foldChannelScaleIntoNchwcConv(graph);
   }

@@ -564,13 +564,14 @@ def test_nhwc_max_pool(dtype, attrs):
 
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])
-def test_qlinear_global_average_pool(dtype):
+@pytest.mark.parametrize("channels_last", [0, 1])
+def test_qlinear_global_average_pool(dtype, channels_last):
     r = rng(17)
     inputs = [("X", quantized(r, (2, 5, 6, 7), dtype)), ("x_scale", np.array(0.05, np.float32)),
               ("x_zero_point", quantized(r, (), dtype)), ("y_scale", np.array(0.02, np.float32)),
               ("y_zero_point", quantized(r, (), dtype))]
     check("QLinearGlobalAveragePool", inputs, [("Y", dtype)], {"x_scale", "x_zero_point", "y_scale", "y_zero_point"},
-          channels_last=0)
+          channels_last=channels_last)
 
 
 @pytest.mark.parametrize("a_type,b_type", [(np.uint8, np.int8), (np.uint8, np.uint8), (np.int8, np.int8)])

@@ -221,3 +221,102 @@ def test_quantized_elementwise_kernels_match_onnxruntime(kiln, tmp_path, op):
         kiln, lambda domain: helper.make_node(op, names, ["y"], name="q", domain=domain, **(attrs if domain != "kiln" else {})),
         values, TensorProto.UINT8, shape, ["com.microsoft", "kiln"], tmp_path)
     assert np.abs(actual.astype(int) - expected.astype(int)).max() <= 1
+
+
+def cpu_has_avx512_vnni():
+    with open("/proc/cpuinfo") as f:
+        return "avx512_vnni" in f.read()
+
+
+def kernels_of(kiln, model):
+    """The kernel id `kiln build --verbose` chose for each layer, by layer name."""
+    result = subprocess.run([str(kiln), "build", str(model), "-o", str(model.with_suffix(".plan")), "--verbose"],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    chosen = {}
+    for line in (result.stdout + result.stderr).splitlines():
+        line = line.strip()
+        if line.startswith("layer '") and ": kernel " in line:
+            chosen[line.split("'")[1]] = line.split(": kernel ")[1].split()[0]
+    return chosen
+
+
+# kiln::QConv with channels_last = 1 (what opt/nhwc_int8_layout.cpp makes): X [N, H, W, C]. Each case:
+# X's NCHW shape and type, W's shape, the weights' kind (s8 symmetric; u8 with zero point 128, which
+# is symmetric too once stored as s8; u8 with zero point 3), the attributes, and the kernel that runs it.
+CHANNELS_LAST_CASES = {
+    "direct_3x3": ((1, 8, 9, 7), np.uint8, (40, 8, 3, 3), "s8",
+                   dict(pads=[1, 0, 2, 1], strides=[2, 1], dilations=[1, 2]), "u8s8_qconv_nhwc_avx512vnni"),
+    "direct_1x1_batch_2": ((2, 12, 5, 6), np.uint8, (33, 12, 1, 1), "s8", {}, "u8s8_qconv_nhwc_avx512vnni"),
+    "direct_u8_weights": ((1, 16, 6, 6), np.uint8, (24, 16, 3, 3), "u8_128", dict(pads=[1, 1, 1, 1]),
+                          "u8s8_qconv_nhwc_avx512vnni"),
+    "depthwise": ((1, 20, 7, 9), np.uint8, (20, 1, 3, 3), "s8", dict(group=20, pads=[1, 1, 1, 1], strides=[2, 2]),
+                  "u8s8_qconv_depthwise_avx512"),
+    "depthwise_s8": ((1, 18, 6, 5), np.int8, (18, 1, 5, 5), "s8", dict(group=18, pads=[2, 2, 2, 2]),
+                     "s8s8_qconv_depthwise_avx512"),
+    "asymmetric_weights": ((1, 8, 6, 6), np.uint8, (16, 8, 3, 3), "u8_3", dict(pads=[1, 1, 1, 1]),
+                           "any_qconv_reference"),
+    "channels_not_multiple_of_4": ((1, 6, 6, 6), np.uint8, (16, 6, 3, 3), "s8", {}, "any_qconv_reference"),
+    "grouped": ((1, 8, 6, 6), np.uint8, (8, 4, 3, 3), "s8", dict(group=2), "any_qconv_reference"),
+    "s8_activations": ((1, 8, 5, 5), np.int8, (8, 8, 3, 3), "s8", dict(pads=[1, 1, 1, 1]), "any_qconv_reference"),
+}
+
+
+@pytest.mark.parametrize("case", list(CHANNELS_LAST_CASES))
+def test_channels_last_qconv_matches_channels_first_and_onnxruntime(kiln, tmp_path, case):
+    x_shape, x_type, w_shape, weights, attrs, kernel = CHANNELS_LAST_CASES[case]
+    rng = np.random.default_rng(6)
+    info = np.iinfo(x_type)
+    out_channels = w_shape[0]
+    if weights == "s8":
+        w, w_zp = rng.integers(-128, 128, w_shape).astype(np.int8), np.zeros(out_channels, np.int8)
+    else:
+        w = rng.integers(0, 256, w_shape).astype(np.uint8)
+        w_zp = np.full(out_channels, 128 if weights == "u8_128" else 3, np.uint8)
+    x = rng.integers(info.min, info.max + 1, x_shape).astype(x_type)
+    values = {"x_scale": np.array(0.02, np.float32), "x_zp": np.array(info.min + 130, x_type), "W": w,
+              "w_scale": rng.uniform(0.003, 0.02, out_channels).astype(np.float32), "w_zp": w_zp,
+              "y_scale": np.array(0.3, np.float32), "y_zp": np.array(info.min + 125, x_type),
+              "B": rng.integers(-2000, 2000, out_channels).astype(np.int32)}
+    names = ["x", "x_scale", "x_zp", "W", "w_scale", "w_zp", "y_scale", "y_zp", "B"]
+    out_type = helper.np_dtype_to_tensor_dtype(np.dtype(x_type))
+    ort_path = one_node_model(tmp_path / "onnx.onnx", helper.make_node("QLinearConv", names, ["y"], name="conv", **attrs),
+                              {"x": x, **values}, out_type, None, [])
+    expected = ort.InferenceSession(str(ort_path), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    outputs = {}
+    for last in (0, 1):
+        node = helper.make_node("QConv", names, ["y"], name="conv", domain="kiln", channels_last=last, **attrs)
+        feed = x.transpose(0, 2, 3, 1).copy() if last else x
+        path = one_node_model(tmp_path / f"kiln_{last}.onnx", node, {"x": feed, **values}, out_type, None, ["kiln"])
+        y = run_kiln(kiln, path, {"x": feed}, tmp_path / f"run_{last}")[0]
+        outputs[last] = y.transpose(0, 3, 1, 2) if last else y
+        if last and cpu_has_avx512_vnni():
+            assert kernels_of(kiln, path)["conv"] == kernel
+    np.testing.assert_array_equal(outputs[1], outputs[0])
+    assert outputs[1].shape == expected.shape
+    assert np.abs(outputs[1].astype(int) - expected.astype(int)).max() <= 1
+
+
+@pytest.mark.parametrize("types", ["u8s8", "s8s8"])
+def test_channels_last_layout_gives_the_same_bytes_as_channels_first(kiln, float_models, types, tmp_path):
+    """The quantized convnet, with its convolutions channels-last (the default) and all NCHW
+    (--no-nchwc): bit for bit the same output, through a plan too."""
+    model = quantized(float_models, "convnet", types, tmp_path)
+    x = np.random.default_rng(7).standard_normal(SHAPES["convnet"]).astype(np.float32)
+    np.save(tmp_path / "input.npy", x)
+    outputs = []
+    for target, extra in ((model, []), (model, ["--no-nchwc"])):
+        out = tmp_path / f"out{len(outputs)}"
+        result = subprocess.run([str(kiln), "run", str(target), "--input", f"input={tmp_path / 'input.npy'}",
+                                 "--output-dir", str(out)] + extra, capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, result.stderr
+        outputs.append(np.load(out / "output.npy"))
+    plan = tmp_path / "convnet.plan"
+    result = subprocess.run([str(kiln), "build", str(model), "-o", str(plan)], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    outputs.append(run_kiln(kiln, plan, {"input": x}, tmp_path / "plan")[0])
+    np.testing.assert_array_equal(outputs[0], outputs[1])
+    np.testing.assert_array_equal(outputs[2], outputs[1])
+    if cpu_has_avx512_vnni() and types == "u8s8":
+        chosen = kernels_of(kiln, model).values()
+        assert sum(k == "u8s8_qconv_nhwc_avx512vnni" for k in chosen) >= 3  # conv_a, conv_b, down

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <random>
 
+#include "backends/cpu/qgemm/qconv_nhwc.h"
 #include "graph_loading.h"
 #include "graph_runner.h"
 #include "ir/node_attrs.h"
@@ -42,12 +43,13 @@ struct Fused {
   ir::Graph before, after;
 };
 
-Fused fuse(const onnx::ModelProto& m, const std::string& tag) {
+// The layout passes are off unless asked for: what these tests check is the QDQ fusion itself.
+Fused fuse(const onnx::ModelProto& m, const std::string& tag, bool layouts = false) {
   Fused f{loadInferredGraph(m, "qdq_" + tag), {}};
   opt::foldConstants(f.before);
   opt::eliminateDeadNodes(f.before);
   f.after = f.before;
-  opt::fuseLayers(f.after);
+  opt::fuseLayers(f.after, opt::FusionOptions{layouts});
   ir::verifyGraph(f.after);
   return f;
 }
@@ -400,7 +402,7 @@ TEST(QdqFusion, DataMovementWithDifferentParametersStaysFloat) {
 
 // A residual block as onnxruntime quantizes it: Conv -> Q -> DQ, read by a second Conv and by
 // the Add of the two (each input DQ'd, the sum Q'd), then a global average pool between DQ and Q.
-TEST(QdqFusion, ResidualBlockRunsInt8FromEndToEnd) {
+onnx::ModelProto residualBlock() {
   ConvModel c(true, "conv1");
   addQuantParams(c.m, "h", 0.1f, kU8, 128);
   addQuantize(c.m, "conv1_out", "h", "h", "q1");
@@ -420,7 +422,11 @@ TEST(QdqFusion, ResidualBlockRunsInt8FromEndToEnd) {
   addQuantParams(c.m, "y", 0.05f, kU8, 128);
   addQuantize(c.m, "pooled", "y", "y", "q_y");
   addOutput(c.m, "y", {1, 4, 1, 1}, kU8);
-  Fused f = fuse(c.m, "residual");
+  return c.m;
+}
+
+TEST(QdqFusion, ResidualBlockRunsInt8FromEndToEnd) {
+  Fused f = fuse(residualBlock(), "residual");
   ASSERT_EQ(opTypes(f.after),
             (Strings{"QConv", "QConv", "QLinearAdd", "QLinearGlobalAveragePool"}));
   const ir::Node& add = nodeNamed(f.after, "add");
@@ -430,6 +436,35 @@ TEST(QdqFusion, ResidualBlockRunsInt8FromEndToEnd) {
             (Strings{"add", "dq_h", "dq_c2", "q_sum"}));  // dq_h: its last reader
   EXPECT_EQ(opt::fusedFrom(nodeNamed(f.after, "gap")), (Strings{"gap", "dq_sum", "q_y"}));
   compareRuns(f, {1, 3, 6, 6});
+}
+
+// With the layout passes (opt/nhwc_int8_layout.cpp), where this CPU has the direct kernel: conv2
+// (4 input channels) runs channels-last, conv1 (3) does not; the Add reads conv1's output through
+// a Transpose and stays channels-last into the pool, whose [1, 1, 1, 4] output is transposed
+// back. The same bytes as the unfused graph.
+TEST(QdqFusion, ResidualBlockRunsChannelsLastFromTheSecondConv) {
+  Fused f = fuse(residualBlock(), "residual_nhwc", true);
+  if (!cpu::qconvNhwcAvailable()) {
+    ASSERT_EQ(opTypes(f.after),
+              (Strings{"QConv", "QConv", "QLinearAdd", "QLinearGlobalAveragePool"}));
+  } else {
+    ASSERT_EQ(opTypes(f.after), (Strings{"QConv", "Transpose", "QConv", "QLinearAdd",
+                                         "QLinearGlobalAveragePool", "Transpose"}));
+    for (const char* name : {"conv2", "add", "gap"}) {
+      const ir::Node& n = nodeNamed(f.after, name);
+      EXPECT_EQ(ir::attrInt(n, "channels_last", 0), n.opType == "QLinearAdd" ? 0 : 1) << name;
+    }
+    EXPECT_EQ(ir::attrInt(nodeNamed(f.after, "conv1"), "channels_last", 0), 0);
+  }
+  compareRuns(f, {1, 3, 6, 6});
+  const Fused plain = fuse(residualBlock(), "residual_plain");
+  std::vector<int32_t> raw = randomInts(3 * 6 * 6, 0, 255, 12);
+  const Tensor x = Tensor::fromVector(DataType::kUint8, {1, 3, 6, 6},
+                                      std::vector<uint8_t>(raw.begin(), raw.end()));
+  const Tensor a = runGraph(f.after, {x})[0], b = runGraph(plain.after, {x})[0];
+  ASSERT_EQ(a.shape(), b.shape());
+  EXPECT_EQ(std::vector<uint8_t>(a.data<uint8_t>(), a.data<uint8_t>() + a.numel()),
+            std::vector<uint8_t>(b.data<uint8_t>(), b.data<uint8_t>() + b.numel()));
 }
 
 // The quantized elementwise ops give the same bytes as DQ -> float op -> Q.

@@ -8,6 +8,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <cmath>
 #include <limits>
 #include <random>
@@ -355,7 +357,13 @@ TEST(QLinearKernels, RegistryPicksTheWidestIsaAndTheReferenceForDynamicWeights) 
   const KernelSelection s = KernelRegistry::global().select(info);
   EXPECT_EQ(s.chosen->id, "any_qlinear_conv_generic");
   ASSERT_FALSE(s.declined.empty());
-  EXPECT_EQ(s.declined[0].second, "the weights are not a constant");
+  EXPECT_EQ(s.declined[0].first, "u8s8_qlinearconv_nhwc_avx512vnni");
+  EXPECT_EQ(s.declined[0].second, "X is not channels-last");
+  const auto im2col = std::find_if(s.declined.begin(), s.declined.end(), [](const auto& d) {
+    return d.first == "u8s8_qlinearconv_im2col_avx2";
+  });
+  ASSERT_NE(im2col, s.declined.end());
+  EXPECT_EQ(im2col->second, "the weights are not a constant");
 }
 
 TEST(QLinearKernels, BadScalesAndZeroPointsAreNamed) {

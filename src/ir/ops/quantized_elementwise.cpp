@@ -59,19 +59,23 @@ void inferQLinearBinary(InferContext& ctx) {
   }
 }
 
+// channels_last = 1: X is [N, spatial..., C] and Y [N, 1..., C].
 void inferQLinearGlobalAveragePool(InferContext& ctx) {
-  if (attrInt(ctx.node(), "channels_last", 0) != 0) {
-    ctx.fail("attribute 'channels_last' = 1 is not supported (X must be [N, C, ...])",
-             ErrorCode::kUnsupportedNode);
-  }
+  const int64_t channelsLast = attrInt(ctx.node(), "channels_last", 0);
+  if (channelsLast != 0 && channelsLast != 1)
+    ctx.fail("channels_last must be 0 or 1, got " + std::to_string(channelsLast));
   requireQuantized(ctx, 0, 1, 2);
   const DataType out = outputType(ctx, 3, 4);
   const SymShape* x = ctx.inputShape(0);
   if (!x) return ctx.setOutputType(0, out);
-  if (x->size() < 3)
-    ctx.fail("X must have rank 3 or more ([N, C, ...]), got " + symShapeToString(*x));
-  SymShape y(x->begin(), x->begin() + 2);
-  y.resize(x->size(), Dim::known(1));
+  if (x->size() < 3) {
+    ctx.fail("X must have rank 3 or more (" +
+             std::string(channelsLast ? "[N, ..., C]" : "[N, C, ...]") + "), got " +
+             symShapeToString(*x));
+  }
+  SymShape y(x->size(), Dim::known(1));
+  y.front() = x->front();
+  y[channelsLast ? x->size() - 1 : 1] = (*x)[channelsLast ? x->size() - 1 : 1];
   ctx.setOutput(0, out, y);
 }
 

@@ -4,12 +4,16 @@
 //     QLinearConv's inputs and attributes, plus FusedConv's "activation" / "activation_params",
 //     applied to the real-valued result x_scale * w_scale[m] * (sum + B[m]) before it is
 //     requantized at y_scale / y_zero_point. Without y_scale and y_zero_point the output is that
-//     real value in float32 (a Conv whose result float ops read).
+//     real value in float32 (a Conv whose result float ops read). "channels_last" = 1 (set by
+//     opt/nhwc_int8_layout.cpp): X and Y are [N, H, W, C] instead of [N, C, H, W].
 //   QGemm(A, a_scale, a_zero_point, B, b_scale, b_zero_point, [C], [y_scale], [y_zero_point])
 //     com.microsoft QGemm: the real result alpha * a_scale * b_scale[n] * ((A - a_zp)(B' - b_zp) +
 //     C[n]) with B' = B or B^T ("transB"; "transA" must be 0), A [..., M, K] (rows batched as
 //     MatMul's), B a 2-D constant with b_scale / b_zero_point per tensor or per column n, C an
 //     int32 [N] bias; then the activation attributes and the output as QConv's.
+#include <algorithm>
+#include <string>
+
 #include "ir/node_attrs.h"
 #include "ir/op_schema.h"
 
@@ -30,8 +34,11 @@ DataType quantizedOutputType(const InferContext& ctx, size_t yScale, size_t yZer
 }
 
 // QLinearConv's rule with the output type of quantizedOutputType; a float-output node is checked
-// as if it had uint8 output parameters.
+// as if it had uint8 output parameters. channels_last = 1: X and Y are [N, spatial..., C].
 void inferQConv(InferContext& ctx) {
+  const int64_t channelsLast = attrInt(ctx.node(), "channels_last", 0);
+  if (channelsLast != 0 && channelsLast != 1)
+    ctx.fail("channels_last must be 0 or 1, got " + std::to_string(channelsLast));
   const DataType out = quantizedOutputType(ctx, 6, 7);
   const OpSchema* qlinear = OpSchemaRegistry::global().find("", "QLinearConv", 10);
   if (!qlinear) ctx.fail("needs the QLinearConv shape rule (internal error)");
@@ -44,9 +51,19 @@ void inferQConv(InferContext& ctx) {
                            : (ctx.hasInput(i) ? &ctx.inputTypeInfo(i) : nullptr));
     values.push_back(stands ? nullptr : ctx.inputValue(i));
   }
+  TypeInfo xFirst;
+  if (channelsLast && types[0] && types[0]->shape && types[0]->shape->size() >= 2) {
+    xFirst = *types[0];
+    std::rotate(xFirst.shape->begin() + 1, xFirst.shape->end() - 1, xFirst.shape->end());
+    types[0] = &xFirst;
+  }
   std::vector<TypeInfo> outputs(1);
   InferContext inner(ctx.node(), types, values, outputs);
   qlinear->infer(inner);
+  if (channelsLast && outputs[0].shape && outputs[0].shape->size() >= 2) {
+    std::rotate(outputs[0].shape->begin() + 1, outputs[0].shape->begin() + 2,
+                outputs[0].shape->end());
+  }
   if (outputs[0].shape) {
     ctx.setOutput(0, out, *outputs[0].shape);
   } else {

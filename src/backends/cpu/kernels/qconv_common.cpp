@@ -1,18 +1,29 @@
 #include "backends/cpu/kernels/qconv_common.h"
 
 #include <algorithm>
+#include <optional>
 
+#include "backends/cpu/kernels/channels_last.h"
 #include "backends/cpu/kernels/qgemm_op_support.h"
 #include "backends/cpu/thread_pool.h"
+#include "ir/node_attrs.h"
 
 namespace kiln::cpu {
 
 QConv qconvOf(const KernelCreateInfo& info, const QProductSignature& s) {
   QConv c;
   c.s = s;
+  c.channelsLast = ir::attrInt(info.node, "channels_last", 0) != 0;
+  const ir::TypeInfo* x = inputType(info, s.a);
+  std::optional<ir::TypeInfo> xFirst;  // X's type channels-first, as convAttrs reads it
+  if (c.channelsLast && x && x->shape && x->shape->size() >= 2) {
+    xFirst = *x;
+    std::rotate(xFirst->shape->begin() + 1, xFirst->shape->end() - 1, xFirst->shape->end());
+    x = &*xFirst;
+  }
   // convAttrs reads X and W as inputs 0 and 1.
   const KernelCreateInfo inner{info.node,
-                               {inputType(info, s.a), inputType(info, s.b)},
+                               {x, inputType(info, s.b)},
                                {nullptr, constantInput(info, s.b)},
                                {},
                                info.subgraphs};
@@ -28,7 +39,8 @@ QConv qconvOf(const KernelCreateInfo& info, const QProductSignature& s) {
   return c;
 }
 
-ir::ConvGeometry qconvGeometry(const KernelContext* ctx, const QConv& c, const Shape& x) {
+ir::ConvGeometry qconvGeometry(const KernelContext* ctx, const QConv& c, const Shape& xShape) {
+  const Shape x = c.channelsLast ? channelsFirstShape(xShape) : xShape;
   const ConvAttrs& a = c.attrs;
   if (x.size() != c.wShape.size() || x[1] != c.groupChannels * a.group) {
     const std::string message = "X " + shapeToString(x) + " does not fit W " +
@@ -49,8 +61,8 @@ bool startQConvCall(KernelContext& ctx, const QConv& c, int32_t wShift, void* pa
                     QConvCall& call) {
   const QProductSignature& s = c.s;
   call.x = &ctx.input(static_cast<size_t>(s.a));
-  const Shape& xs = call.x->shape();
-  call.g = qconvGeometry(&ctx, c, xs);
+  const Shape xs = c.channelsLast ? channelsFirstShape(call.x->shape()) : call.x->shape();
+  call.g = qconvGeometry(&ctx, c, call.x->shape());
   call.imageShape.assign(xs.begin() + 2, xs.end());
   call.batch = xs[0];
   call.imageSize = shapeNumel(call.imageShape);

@@ -21,6 +21,7 @@ struct QConv {
   Shape wShape;
   int64_t outChannels = 0, groupOut = 0, groupChannels = 0, kernelSize = 0, depth = 0;
   bool xSigned = false;
+  bool channelsLast = false;  // kiln::QConv's channels_last: X and Y are [N, H, W, C]
 };
 
 /// The attributes and weight shape of a node (W at s.b), as a QConv without weights.
@@ -40,7 +41,8 @@ struct QConvCall {
   size_t outElement = 1;  // bytes of one output value
 };
 
-/// The geometry of X's shape (checked against W and group); fails naming the node.
+/// The geometry of X's shape (channels-last when c is; checked against W and group); fails
+/// naming the node.
 ir::ConvGeometry qconvGeometry(const KernelContext* ctx, const QConv& c, const Shape& x);
 
 /// Bytes at the end of the workspace for a call's per-channel parameters.
@@ -69,5 +71,10 @@ Kernel makeQConvDepthwise(const KernelCreateInfo& info, const QProductSignature&
 /// can), beyond what the plane-by-plane candidate needs, and its kernel.
 std::string qconvDepthwiseChannelsDeclines(const QConv& c);
 Kernel makeQConvDepthwiseChannels(const KernelCreateInfo& info, const QProductSignature& s);
+
+/// The channels-last candidate (qlinear_conv_nhwc.cpp): why it cannot run the node ("" if it
+/// can), and the candidate. Every other convolution candidate declines channels-last nodes.
+std::string qconvNhwcDeclines(const KernelCreateInfo& info, const QProductSignature& s);
+KernelCandidate qconvNhwcCandidate(const std::string& prefix, QSignatureFn signature);
 
 }  // namespace kiln::cpu

@@ -40,11 +40,14 @@ using QSignatureFn = std::function<QProductSignature(const ir::Node&)>;
 /// tensor or per column, a_scale and y's per tensor.
 KernelCandidate qmatmulCandidate(const std::string& prefix, CpuIsa isa, QSignatureFn signature);
 
-/// The convolution candidates, in the order to register them: `<prefix>_depthwise_avx2` (one
-/// input channel per group, direct), `<prefix>_pointwise_<isa>` (1x1, stride 1, no padding: the
-/// GEMM reads X) and `<prefix>_im2col_<isa>` (any other, first layers included), each for
-/// AVX512-VNNI, AVX-VNNI and AVX2. W constant u8 or s8, x_zero_point per tensor, w_zero_point and
-/// w_scale per tensor or per output channel.
+/// The convolution candidates, in the order to register them: `<prefix>_nhwc_avx512vnni` (direct,
+/// u8 X, symmetric weights, input channels a multiple of 4) and `<prefix>_depthwise_avx512` (one
+/// input channel per group, direct), the two that also take channels-last X and Y (kiln::QConv's
+/// channels_last = 1); `<prefix>_depthwise_avx2` (one input channel per group, direct),
+/// `<prefix>_pointwise_<isa>` (1x1, stride 1, no padding: the GEMM reads X) and
+/// `<prefix>_im2col_<isa>` (any other, first layers included), each for AVX512-VNNI, AVX-VNNI and
+/// AVX2. W constant u8 or s8, x_zero_point per tensor, w_zero_point and w_scale per tensor or per
+/// output channel.
 std::vector<KernelCandidate> qconvCandidates(const std::string& prefix, QSignatureFn signature);
 
 }  // namespace kiln::cpu

@@ -7,6 +7,9 @@
 // (qlinear_conv_depthwise.cpp) this has no per-plane overhead (small late-network planes) and no
 // strided loads (stride 2).
 //
+// Channels-last X and Y (kiln::QConv's channels_last = 1) skip both moves: a position's sixteen
+// channels are one load, and the sums, one row per position, are finished in place.
+//
 // Float sums are exact, as in the plane-by-plane candidate: at most kMaxDepthwiseTaps terms of
 // magnitude <= 255 * 255, so every partial sum is an integer below 2^24.
 #include <immintrin.h>
@@ -104,16 +107,49 @@ void fillBlock(const T* image, int64_t ih, int64_t iw, int64_t lanes, int32_t xZ
   }
 }
 
+// fillBlock for a channels-last image [ih, iw, channels], channel0 at `image`: sixteen bytes a
+// position.
+template <typename T>
+void fillBlockChannelsLast(const T* image, int64_t ih, int64_t iw, int64_t channels, int64_t lanes,
+                           int32_t xZero, const ir::ConvGeometry& g, const PaddedPlane& p,
+                           float* block) {
+  const int64_t padTop = g.padsBegin[0], padLeft = g.padsBegin[1];
+  const __mmask16 active = static_cast<__mmask16>((1u << lanes) - 1);
+  const __m512 zero = _mm512_set1_ps(static_cast<float>(xZero));
+  for (int64_t py = 0; py < p.rows; ++py) {
+    float* row = block + py * p.cols * kLanes;
+    const int64_t iy = py - padTop;
+    for (int64_t px = 0; px < p.cols; ++px) {
+      const int64_t ix = px - padLeft;
+      if (iy < 0 || iy >= ih || ix < 0 || ix >= iw) {
+        _mm512_storeu_ps(row + px * kLanes, _mm512_setzero_ps());
+        continue;
+      }
+      const __m128i bytes = _mm_maskz_loadu_epi8(active, image + (iy * iw + ix) * channels);
+      const __m512i words =
+          std::is_same_v<T, int8_t> ? _mm512_cvtepi8_epi32(bytes) : _mm512_cvtepu8_epi32(bytes);
+      _mm512_storeu_ps(row + px * kLanes,
+                       _mm512_maskz_sub_ps(active, _mm512_cvtepi32_ps(words), zero));
+    }
+  }
+}
+
 // Four outputs of one row at a time share each tap's weight vector.
+// The sums go to one row per channel (sums[lane * outSize + position]) or, channels-last, one row
+// per position (sums[position * kLanes + lane]).
 void sumBlock(const float* block, const PaddedPlane& p, const float* weights,
               const ir::ConvGeometry& g, const int64_t* tapOffsets, int64_t taps, int32_t* sums,
-              int64_t outSize) {
+              int64_t outSize, bool channelsLast) {
   const int64_t oh = g.output[0], ow = g.output[1], sh = g.strides[0], sw = g.strides[1];
   const __m512i rowStarts =
       _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
                          _mm512_set1_epi32(static_cast<int32_t>(outSize)));
   auto store = [&](int64_t position, __m512 acc) {
-    _mm512_i32scatter_epi32(sums + position, rowStarts, _mm512_cvtps_epi32(acc), 4);
+    if (channelsLast) {
+      _mm512_storeu_si512(sums + position * kLanes, _mm512_cvtps_epi32(acc));
+    } else {
+      _mm512_i32scatter_epi32(sums + position, rowStarts, _mm512_cvtps_epi32(acc), 4);
+    }
   };
   const int64_t step = sw * kLanes;
   for (int64_t oy = 0; oy < oh; ++oy) {
@@ -158,7 +194,7 @@ void runQConvDepthwiseChannels(const QConvDepthwiseChannels& k, KernelContext& c
   if (outSize > INT32_MAX / kLanes)
     ctx.fail("output plane of " + std::to_string(outSize) + " positions is too large");
   // The block's gathers address lane * planeSize in int32 too.
-  if (shapeNumel(Shape(xs.begin() + 2, xs.end())) > INT32_MAX / kLanes)
+  if (!c.channelsLast && shapeNumel(Shape(xs.begin() + 2, xs.end())) > INT32_MAX / kLanes)
     ctx.fail("input plane " + shapeToString(xs) + " is too large");
   uint8_t* ws = static_cast<uint8_t*>(ctx.workspace(workspaceBytes(c, padded, outSize, threads)));
   const uint64_t perThread = threadBytes(padded, outSize, taps);
@@ -186,7 +222,14 @@ void runQConvDepthwiseChannels(const QConvDepthwiseChannels& k, KernelContext& c
       const int64_t n = item / blocksPerImage, c0 = (item % blocksPerImage) * kLanes;
       const int64_t lanes = std::min(kLanes, channels - c0);
       const int64_t first = n * channels + c0;  // the block's first plane of X and of Y
-      if (c.xSigned) {
+      const int64_t lastX = n * call.imageSize * channels + c0;  // channels-last: its first byte
+      if (c.channelsLast && c.xSigned) {
+        fillBlockChannelsLast(static_cast<const int8_t*>(call.x->raw()) + lastX, ih, iw, channels,
+                              lanes, call.xZero, g, padded, block);
+      } else if (c.channelsLast) {
+        fillBlockChannelsLast(static_cast<const uint8_t*>(call.x->raw()) + lastX, ih, iw, channels,
+                              lanes, call.xZero, g, padded, block);
+      } else if (c.xSigned) {
         fillBlock(static_cast<const int8_t*>(call.x->raw()) + first * call.imageSize, ih, iw, lanes,
                   call.xZero, g, padded, block);
       } else {
@@ -202,12 +245,20 @@ void runQConvDepthwiseChannels(const QConvDepthwiseChannels& k, KernelContext& c
                            : 0.0f;
         }
       }
-      sumBlock(block, padded, weights, g, tapOffsets.data(), taps, sums, outSize);
+      sumBlock(block, padded, weights, g, tapOffsets.data(), taps, sums, outSize, c.channelsLast);
       QTileTerms terms;
-      terms.rowAdd = call.bias ? call.bias + c0 : nullptr;
-      void* y = static_cast<uint8_t*>(call.y->raw()) +
-                first * outSize * static_cast<int64_t>(call.outElement);
-      finishQTileAvx512(sums, outSize, lanes, outSize, terms, call.out, true, c0, y, outSize);
+      const int32_t* bias = call.bias ? call.bias + c0 : nullptr;
+      const int64_t elem = static_cast<int64_t>(call.outElement);
+      uint8_t* y = static_cast<uint8_t*>(call.y->raw());
+      if (c.channelsLast) {
+        terms.colAdd = bias;
+        finishQTileAvx512(sums, kLanes, outSize, lanes, terms, call.out, false, c0,
+                          y + (n * outSize * channels + c0) * elem, channels);
+      } else {
+        terms.rowAdd = bias;
+        finishQTileAvx512(sums, outSize, lanes, outSize, terms, call.out, true, c0,
+                          y + first * outSize * elem, outSize);
+      }
     }
   };
   forEachThreadPart(items, threads, runItems);

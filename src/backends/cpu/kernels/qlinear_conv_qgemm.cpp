@@ -14,6 +14,7 @@
 #include "backends/cpu/kernels/qconv_common.h"
 #include "backends/cpu/kernels/qgemm_op_support.h"
 #include "backends/cpu/thread_pool.h"
+#include "ir/node_attrs.h"
 
 namespace kiln::cpu {
 namespace {
@@ -269,6 +270,7 @@ std::string depthwiseDeclines(const KernelCreateInfo& info, const QProductSignat
 
 std::vector<KernelCandidate> qconvCandidates(const std::string& prefix, QSignatureFn signature) {
   std::vector<KernelCandidate> list;
+  list.push_back(qconvNhwcCandidate(prefix, signature));
   KernelCandidate channels;
   channels.id = prefix + "_depthwise_avx512";
   channels.isa = CpuIsa::kAvx512;
@@ -295,6 +297,13 @@ std::vector<KernelCandidate> qconvCandidates(const std::string& prefix, QSignatu
     for (CpuIsa isa : {CpuIsa::kAvx512Vnni, CpuIsa::kAvxVnni, CpuIsa::kAvx2}) {
       list.push_back(gemmCandidate(prefix, isa, signature, pointwise));
     }
+  }
+  // Only the first two candidates read channels-last X and Y.
+  for (size_t i = 2; i < list.size(); ++i) {
+    list[i].supports = [supports = list[i].supports](const KernelCreateInfo& info) {
+      if (ir::attrInt(info.node, "channels_last", 0) != 0) return std::string("X is channels-last");
+      return supports(info);
+    };
   }
   return list;
 }

@@ -11,11 +11,13 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "backends/cpu/broadcast.h"
 #include "backends/cpu/kernels/qlinear_binary_run.h"
 #include "backends/cpu/kernels/qlinear_quantization.h"
 #include "backends/cpu/thread_pool.h"
+#include "ir/node_attrs.h"
 
 namespace kiln::cpu {
 namespace {
@@ -57,14 +59,17 @@ void qlinearBinary(KernelContext& ctx) {
   });
 }
 
-void qlinearGlobalAveragePool(KernelContext& ctx) {
+// channels_last = 1 (X [N, spatial..., C]): each image's channels are summed side by side, pixel
+// after pixel, which gives the same doubles as the channels-first order (the sums are exact).
+void qlinearGlobalAveragePool(KernelContext& ctx, bool channelsLast) {
   const Tensor& x = ctx.input(0);
   if (x.rank() < 3)
     ctx.fail("X must have rank 3 or more, got " + x.describe(), ErrorCode::kInvalidArgument);
   const Quantization qx = quantizationAt(ctx, 1, "x_scale", "x_zero_point");
   const Quantization qy = quantizationAt(ctx, 3, "y_scale", "y_zero_point");
   Tensor& y = ctx.output(0);
-  const int64_t planes = x.dim(0) * x.dim(1);
+  const int64_t channels = x.dim(channelsLast ? x.rank() - 1 : 1);
+  const int64_t planes = x.dim(0) * channels;
   const int64_t size = planes == 0 ? 0 : x.numel() / planes;
   withEightBit(x, "X", [&](auto* px) {
     using X = std::remove_const_t<std::remove_pointer_t<decltype(px)>>;
@@ -80,6 +85,21 @@ void qlinearGlobalAveragePool(KernelContext& ctx) {
     dispatchQuantized(y.dtype(), "Y", [&](auto tag) {
       using Q = typename decltype(tag)::type;
       Q* out = y.data<Q>();
+      if (channelsLast) {
+        std::vector<double> sums(static_cast<size_t>(channels));
+        for (int64_t n = 0; n < x.dim(0); ++n) {
+          std::fill(sums.begin(), sums.end(), 0.0);
+          for (int64_t p = 0; p < size; ++p) {
+            const int64_t row = (n * size + p) * channels;
+            for (int64_t c = 0; c < channels; ++c) sums[static_cast<size_t>(c)] += at(row + c);
+          }
+          for (int64_t c = 0; c < channels; ++c) {
+            out[n * channels + c] = qy.quantize<Q>(
+                static_cast<float>(sums[static_cast<size_t>(c)] / static_cast<double>(size)));
+          }
+        }
+        return;
+      }
       const int64_t perThread =
           std::max<int64_t>(1, kMinElementsPerThread / std::max<int64_t>(1, size));
       parallelForAtLeast(planes, perThread, [&](int64_t pBegin, int64_t pEnd) {
@@ -98,6 +118,11 @@ void qlinearGlobalAveragePool(KernelContext& ctx) {
       });
     });
   });
+}
+
+KernelFn qlinearGlobalAveragePoolKernel(const KernelCreateInfo& info) {
+  const bool channelsLast = ir::attrInt(info.node, "channels_last", 0) != 0;
+  return [channelsLast](KernelContext& ctx) { qlinearGlobalAveragePool(ctx, channelsLast); };
 }
 
 // y = quantize(f(dequantize(x))) through a table of the 256 values an 8-bit x can take.
@@ -133,13 +158,14 @@ KernelFactory qlinearLeakyRelu() {
 
 KILN_REGISTER_CPU_KERNEL_DOMAIN("kiln", "QLinearAdd", qlinearBinary<QLinearBinaryOp::kAdd>);
 KILN_REGISTER_CPU_KERNEL_DOMAIN("kiln", "QLinearMul", qlinearBinary<QLinearBinaryOp::kMul>);
-KILN_REGISTER_CPU_KERNEL_DOMAIN("kiln", "QLinearGlobalAveragePool", qlinearGlobalAveragePool);
+KILN_REGISTER_CPU_KERNEL_DOMAIN("kiln", "QLinearGlobalAveragePool",
+                                KernelFactory(qlinearGlobalAveragePoolKernel));
 KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "QLinearAdd",
                                 qlinearBinary<QLinearBinaryOp::kAdd>);
 KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "QLinearMul",
                                 qlinearBinary<QLinearBinaryOp::kMul>);
 KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "QLinearGlobalAveragePool",
-                                qlinearGlobalAveragePool);
+                                KernelFactory(qlinearGlobalAveragePoolKernel));
 KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "QLinearSigmoid",
                                 qlinearUnary([](float v) { return 1.0f / (1.0f + std::exp(-v)); }));
 KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "QLinearLeakyRelu", qlinearLeakyRelu());

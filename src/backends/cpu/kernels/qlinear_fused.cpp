@@ -5,8 +5,12 @@
 // does (sum times the float multiplier x_scale * w_scale / y_scale), Relu and Clip becoming
 // bounds on the quantized value (quantization is monotonic, so clamping before or after it is the
 // same); any other activation is applied to the real value in float32 before it is quantized.
+#include <algorithm>
+#include <optional>
+
 #include "backends/cpu/activation.h"
 #include "backends/cpu/kernel_registry.h"
+#include "backends/cpu/kernels/channels_last.h"
 #include "backends/cpu/kernels/qlinear_integer.h"
 #include "backends/cpu/kernels/quantize_math.h"
 #include "ir/node_attrs.h"
@@ -117,17 +121,32 @@ const Tensor* biasInput(const KernelContext& ctx, size_t input, const char* name
   return &bias;
 }
 
+// channels_last = 1 (opt/nhwc_int8_layout.cpp): X and Y are [N, H, W, C]; the integer stage
+// runs on X moved to channels-first and its sums are moved back.
 Kernel makeQConvKernel(const KernelCreateInfo& info) {
-  IntegerStage integer(info, "ConvInteger", {0, 3, 2, 5});  // X, W, x_zero_point, w_zero_point
+  const bool channelsLast = ir::attrInt(info.node, "channels_last", 0) != 0;
+  std::optional<ir::TypeInfo> xFirst;
+  const ir::TypeInfo* x = info.inputTypes.empty() ? nullptr : info.inputTypes[0];
+  if (channelsLast && x && x->shape && x->shape->size() >= 2) {
+    xFirst = *x;
+    std::rotate(xFirst->shape->begin() + 1, xFirst->shape->end() - 1, xFirst->shape->end());
+  }
+  // X, W, x_zero_point, w_zero_point
+  IntegerStage integer(info, "ConvInteger", {0, 3, 2, 5}, {xFirst ? &*xFirst : nullptr});
   const Activation act = fusedActivationOf(info.node);
   Kernel k;
-  k.run = [integer, act](KernelContext& ctx) {
+  k.run = [integer, act, channelsLast](KernelContext& ctx) {
     const Tensor& w = ctx.input(3);
     const int64_t channels = w.rank() > 0 ? w.dim(0) : 1;
     const OutputStage stage = outputStage(ctx, qlinearParams(ctx, 1, "x_scale", 1)[0],
                                           qlinearParams(ctx, 4, "w_scale", channels), 1.0, 6, act);
     const Tensor* bias = biasInput(ctx, 8, "B", channels);
     Tensor& y = ctx.output(0);
+    if (channelsLast) {
+      const Tensor first = toChannelsFirst(ctx.input(0));
+      const Tensor sums = toChannelsLast(integer.run(ctx, channelsFirstShape(y.shape()), 0, first));
+      return writeOutput(sums, bias, ChannelLayout{1, channels}, stage, y);
+    }
     const Tensor sums = integer.run(ctx, y.shape());
     const int64_t spatial =
         y.rank() > 2 ? shapeNumel(Shape(y.shape().begin() + 2, y.shape().end())) : 1;

@@ -11,11 +11,10 @@
 //   per activation a: aAdd = -zW·(sA - K·zA) (zW one value), or the product (-zW[w]) · (sA - K·zA).
 #include "backends/cpu/qgemm/qgemm.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstring>
 
+#include "backends/cpu/cpu_caches.h"
 #include "backends/cpu/qgemm/qgemm_epilogue.h"
 #include "backends/cpu/qgemm/qgemm_kernels.h"
 #include "backends/cpu/qgemm/qgemm_pack.h"
@@ -51,15 +50,6 @@ bool pairsFitInt16(const int8_t* w, uint64_t n) {
   return true;
 }
 
-// The L2 cache size the OS reports (per core), or 1 MiB when it does not say.
-int64_t l2Bytes() {
-  static const int64_t bytes = [] {
-    const long b = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    return b > 0 ? static_cast<int64_t>(b) : int64_t{1} << 20;
-  }();
-  return bytes;
-}
-
 int32_t wrap(int64_t v) {
   return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(v)));
 }
@@ -87,7 +77,7 @@ Layout layoutOf(QSide weightsSide, CpuIsa isa, int64_t M, int64_t N, int64_t K, 
   l.actStrips = qStrips(l.actOuter, l.actWidth);
   const int64_t stripBytes = std::max<int64_t>(qStripBytes(K, l.actWidth), 1);
   const int64_t t = std::max(threads, 1);
-  l.blockStrips = std::clamp<int64_t>(l2Bytes() / 2 / stripBytes, 1,
+  l.blockStrips = std::clamp<int64_t>(cpuCacheSizes().l2Bytes / 2 / stripBytes, 1,
                                       std::max<int64_t>((l.actStrips + t - 1) / t, 1));
   l.blocks = qStrips(l.actStrips, l.blockStrips);
   l.parts = l.blocks >= t ? 1
