@@ -30,8 +30,9 @@ uint64_t slotBytes(int64_t taps) {
 // table[t * kRows + i]; taps in the padding, and rows past `rows`, read the zero-point row.
 void fillTable(const QConvNhwcProblem& p, int64_t p0, int64_t rows, const uint8_t* zeroRow,
                const uint8_t** table) {
-  for (int64_t i = 0; i < kRows; ++i) {
-    const int64_t oy = (p0 + i) / p.ow, ox = (p0 + i) % p.ow;
+  // One division per block: small-K layers spend a tile's worth of cycles on eight.
+  int64_t oy = p0 / p.ow, ox = p0 % p.ow;
+  for (int64_t i = 0; i < kRows; ++i, ox = ox + 1 == p.ow ? (++oy, 0) : ox + 1) {
     for (int64_t ky = 0; ky < p.kh; ++ky) {
       const int64_t iy = oy * p.sh - p.padTop + ky * p.dh;
       for (int64_t kx = 0; kx < p.kw; ++kx) {
@@ -71,6 +72,7 @@ void qconvNhwc(const QConvNhwcProblem& p, void* workspace) {
   const uint8_t* weights = reinterpret_cast<const uint8_t*>(p.weights->data());
   const size_t elem =
       p.output.dtype == DataType::kUint8 || p.output.dtype == DataType::kInt8 ? 1 : 4;
+  const bool quantized = p.output.dtype == DataType::kUint8 || p.output.dtype == DataType::kInt8;
   const uint64_t slot = slotBytes(taps);
   uint8_t* slots = ws + roundUp64(static_cast<uint64_t>(p.channels));
   forEachThreadPart(chunks * runs, threads, [&](int64_t part, int64_t begin, int64_t end) {
@@ -85,7 +87,22 @@ void qconvNhwc(const QConvNhwcProblem& p, void* workspace) {
         fillTable(p, p0, rows, zeroRow, table);
         for (int64_t s = s0; s < s1; ++s) {
           const int64_t c0 = s * kCols, cols = std::min(kCols, outChannels - c0);
-          qconvNhwcTileAvx512Vnni(taps, cGroups, table, weights + s * stripBytes, tile, rows);
+          const uint8_t* w = weights + s * stripBytes;
+          if (quantized) {
+            QConvNhwcRequant out;
+            out.add = p.channelAdd + c0;
+            out.perColumn = p.output.scaleCount > 1;
+            out.scale = p.output.scale + (out.perColumn ? c0 : 0);
+            out.lo = static_cast<float>(p.output.lowest - p.output.zeroPoint);
+            out.hi = static_cast<float>(p.output.highest - p.output.zeroPoint);
+            out.zeroPoint = p.output.zeroPoint;
+            out.y = static_cast<uint8_t*>(p.y) + p0 * outChannels + c0;
+            out.ldy = outChannels;
+            out.cols = cols;
+            qconvNhwcTileRequantAvx512Vnni(taps, cGroups, table, w, rows, out);
+            continue;
+          }
+          qconvNhwcTileAvx512Vnni(taps, cGroups, table, w, tile, rows);
           QTileTerms terms;
           terms.colAdd = p.channelAdd + c0;
           void* c = static_cast<uint8_t*>(p.y) + (p0 * outChannels + c0) * elem;

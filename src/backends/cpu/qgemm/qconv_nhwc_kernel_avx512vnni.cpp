@@ -16,11 +16,39 @@ inline __m512i broadcastLane(const uint8_t* p) {
   return _mm512_set1_epi32(v);
 }
 
-// Named accumulators, not an array (qgemm_kernel_avx512vnni.cpp says why).
+inline __mmask16 lanes(int64_t n) {
+  return n >= 16  ? __mmask16(0xffff)
+         : n <= 0 ? __mmask16(0)
+                  : static_cast<__mmask16>((1u << n) - 1);
+}
+
+// Columns [j, j + 16) of one row requantized (finishQTileAvx512's quantized branch), as bytes.
+inline __m128i requant16(__m512i acc, int64_t j, const QConvNhwcRequant& o) {
+  const __mmask16 m = lanes(o.cols - j);
+  const __m512i v = _mm512_add_epi32(acc, _mm512_maskz_loadu_epi32(m, o.add + j));
+  const __m512 s = o.perColumn ? _mm512_maskz_loadu_ps(m, o.scale + j) : _mm512_set1_ps(o.scale[0]);
+  const __m512 f =
+      _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(v), s), _mm512_set1_ps(o.lo)),
+                    _mm512_set1_ps(o.hi));
+  return _mm512_cvtepi32_epi8(
+      _mm512_add_epi32(_mm512_cvtps_epi32(f), _mm512_set1_epi32(o.zeroPoint)));
+}
+
+// One row's 32 columns, one store (the masked narrowing store is slow on some CPUs).
+inline void requantRow(__m512i a, __m512i b, uint8_t* row, const QConvNhwcRequant& o) {
+  const __m256i bytes =
+      _mm256_inserti128_si256(_mm256_castsi128_si256(requant16(a, 0, o)), requant16(b, 16, o), 1);
+  const __mmask32 m =
+      o.cols >= 32 ? __mmask32(0xffffffffu) : static_cast<__mmask32>((1u << o.cols) - 1);
+  _mm256_mask_storeu_epi8(row, m, bytes);
+}
+
+// Named accumulators, not an array (qgemm_kernel_avx512vnni.cpp says why). Without `out` the
+// sums go to `tile`, with it they are requantized into out.y.
 #define KILN_QCONV_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
 template <int Rows>
 void tile8x32(int64_t taps, int64_t cGroups, const uint8_t* const* table, const uint8_t* w,
-              int32_t* tile) {
+              int32_t* tile, const QConvNhwcRequant* out) {
 #define KILN_ZERO(i) __m512i c##i##a = _mm512_setzero_si512(), c##i##b = c##i##a;
   KILN_QCONV_ROWS(KILN_ZERO)
   for (int64_t t = 0; t < taps; ++t, table += kQConvNhwcRows) {
@@ -44,36 +72,55 @@ void tile8x32(int64_t taps, int64_t cGroups, const uint8_t* const* table, const 
     _mm512_storeu_si512(tile + i * kQConvNhwcCols, c##i##a);      \
     _mm512_storeu_si512(tile + i * kQConvNhwcCols + 16, c##i##b); \
   }
+#define KILN_REQUANT(i) \
+  if constexpr (Rows > i) requantRow(c##i##a, c##i##b, out->y + i * out->ldy, *out);
+  if (out) {
+    KILN_QCONV_ROWS(KILN_REQUANT)
+    return;
+  }
   KILN_QCONV_ROWS(KILN_STORE)
 #undef KILN_ZERO
 #undef KILN_ROW
 #undef KILN_STEP
 #undef KILN_STORE
+#undef KILN_REQUANT
 }
 #undef KILN_QCONV_ROWS
+
+// Rows as a template argument, so that a tail tile keeps only its accumulators live.
+void dispatchRows(int64_t taps, int64_t cGroups, const uint8_t* const* table, const uint8_t* w,
+                  int32_t* tile, int64_t rows, const QConvNhwcRequant* out) {
+  switch (rows) {
+    case 1:
+      return tile8x32<1>(taps, cGroups, table, w, tile, out);
+    case 2:
+      return tile8x32<2>(taps, cGroups, table, w, tile, out);
+    case 3:
+      return tile8x32<3>(taps, cGroups, table, w, tile, out);
+    case 4:
+      return tile8x32<4>(taps, cGroups, table, w, tile, out);
+    case 5:
+      return tile8x32<5>(taps, cGroups, table, w, tile, out);
+    case 6:
+      return tile8x32<6>(taps, cGroups, table, w, tile, out);
+    case 7:
+      return tile8x32<7>(taps, cGroups, table, w, tile, out);
+    default:
+      return tile8x32<8>(taps, cGroups, table, w, tile, out);
+  }
+}
 
 }  // namespace
 
 void qconvNhwcTileAvx512Vnni(int64_t taps, int64_t cGroups, const uint8_t* const* table,
                              const uint8_t* weights, int32_t* tile, int64_t rows) {
-  switch (rows) {
-    case 1:
-      return tile8x32<1>(taps, cGroups, table, weights, tile);
-    case 2:
-      return tile8x32<2>(taps, cGroups, table, weights, tile);
-    case 3:
-      return tile8x32<3>(taps, cGroups, table, weights, tile);
-    case 4:
-      return tile8x32<4>(taps, cGroups, table, weights, tile);
-    case 5:
-      return tile8x32<5>(taps, cGroups, table, weights, tile);
-    case 6:
-      return tile8x32<6>(taps, cGroups, table, weights, tile);
-    case 7:
-      return tile8x32<7>(taps, cGroups, table, weights, tile);
-    default:
-      return tile8x32<8>(taps, cGroups, table, weights, tile);
-  }
+  dispatchRows(taps, cGroups, table, weights, tile, rows, nullptr);
+}
+
+void qconvNhwcTileRequantAvx512Vnni(int64_t taps, int64_t cGroups, const uint8_t* const* table,
+                                    const uint8_t* weights, int64_t rows,
+                                    const QConvNhwcRequant& out) {
+  dispatchRows(taps, cGroups, table, weights, nullptr, rows, &out);
 }
 
 }  // namespace kiln::cpu
