@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backends/cpu/kernel.h"
+#include "backends/cpu/kernels/transpose_bytes.h"
 #include "backends/cpu/thread_pool.h"
 #include "core/dtype_dispatch.h"
 
@@ -134,6 +135,22 @@ void copyStrided(const T* src, const Shape& shape, const std::vector<int64_t>& s
   const size_t rank = dims.size();
   const int64_t inner = dims.back();
   const int64_t step = steps.back();
+  // Byte matrices transposed whole (the last two dims read a contiguous [inner][dims[-2]] block).
+  if constexpr (sizeof(T) == 1) {
+    if (rank >= 2 && steps[rank - 2] == 1 && step == dims[rank - 2]) {
+      const Shape outerDims(dims.begin(), dims.end() - 2);
+      const std::vector<int64_t> outerSteps(steps.begin(), steps.end() - 2);
+      const std::vector<int64_t> noSteps(outerDims.size(), 0);
+      std::vector<int64_t> index(outerDims.size(), 0);
+      const int64_t matrix = inner * dims[rank - 2];
+      for (int64_t o = 0; o < shapeNumel(outerDims); ++o) {
+        const int64_t offset = outerOffsets(o, outerDims, outerSteps, noSteps, index).first;
+        transposeBytes(reinterpret_cast<const uint8_t*>(src + offset), inner, dims[rank - 2],
+                       reinterpret_cast<uint8_t*>(dst + o * matrix));
+      }
+      return;
+    }
+  }
   // Short strided rows stay in L1 between consecutive rows; long ones need tiling.
   if (step != 1 && step != 0 && inner >= 512) {
     for (size_t j = 0; j + 1 < rank; ++j) {
