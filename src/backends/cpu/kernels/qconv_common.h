@@ -77,4 +77,8 @@ Kernel makeQConvDepthwiseChannels(const KernelCreateInfo& info, const QProductSi
 std::string qconvNhwcDeclines(const KernelCreateInfo& info, const QProductSignature& s);
 KernelCandidate qconvNhwcCandidate(const std::string& prefix, QSignatureFn signature);
 
+/// The channels-last depthwise candidate (qlinear_conv_depthwise_nhwc.cpp): up to four taps wide,
+/// uint8 X, an 8-bit output.
+KernelCandidate qconvDepthwiseNhwcCandidate(const std::string& prefix, QSignatureFn signature);
+
 }  // namespace kiln::cpu

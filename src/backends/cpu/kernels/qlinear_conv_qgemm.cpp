@@ -271,6 +271,7 @@ std::string depthwiseDeclines(const KernelCreateInfo& info, const QProductSignat
 std::vector<KernelCandidate> qconvCandidates(const std::string& prefix, QSignatureFn signature) {
   std::vector<KernelCandidate> list;
   list.push_back(qconvNhwcCandidate(prefix, signature));
+  list.push_back(qconvDepthwiseNhwcCandidate(prefix, signature));
   KernelCandidate channels;
   channels.id = prefix + "_depthwise_avx512";
   channels.isa = CpuIsa::kAvx512;
@@ -298,8 +299,8 @@ std::vector<KernelCandidate> qconvCandidates(const std::string& prefix, QSignatu
       list.push_back(gemmCandidate(prefix, isa, signature, pointwise));
     }
   }
-  // Only the first two candidates read channels-last X and Y.
-  for (size_t i = 2; i < list.size(); ++i) {
+  // Only the first three candidates read channels-last X and Y.
+  for (size_t i = 3; i < list.size(); ++i) {
     list[i].supports = [supports = list[i].supports](const KernelCreateInfo& info) {
       if (ir::attrInt(info.node, "channels_last", 0) != 0) return std::string("X is channels-last");
       return supports(info);

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "backends/cpu/qgemm/qconv_nhwc_kernel.h"
+#include "backends/cpu/qgemm/requant_avx512.h"
 
 namespace kiln::cpu {
 namespace {
@@ -16,28 +17,19 @@ inline __m512i broadcastLane(const uint8_t* p) {
   return _mm512_set1_epi32(v);
 }
 
-inline __mmask16 lanes(int64_t n) {
-  return n >= 16  ? __mmask16(0xffff)
-         : n <= 0 ? __mmask16(0)
-                  : static_cast<__mmask16>((1u << n) - 1);
-}
-
-// Columns [j, j + 16) of one row requantized (finishQTileAvx512's quantized branch), as bytes.
-inline __m128i requant16(__m512i acc, int64_t j, const QConvNhwcRequant& o) {
-  const __mmask16 m = lanes(o.cols - j);
-  const __m512i v = _mm512_add_epi32(acc, _mm512_maskz_loadu_epi32(m, o.add + j));
+// Columns [j, j + 16) of one row requantized, as bytes.
+inline __m128i requant16(__m512i acc, int64_t j, const QConvNhwcRequant& o,
+                         const RequantVectors& r) {
+  const __mmask16 m = firstLanes(o.cols - j);
   const __m512 s = o.perColumn ? _mm512_maskz_loadu_ps(m, o.scale + j) : _mm512_set1_ps(o.scale[0]);
-  const __m512 f =
-      _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(v), s), _mm512_set1_ps(o.lo)),
-                    _mm512_set1_ps(o.hi));
-  return _mm512_cvtepi32_epi8(
-      _mm512_add_epi32(_mm512_cvtps_epi32(f), _mm512_set1_epi32(o.zeroPoint)));
+  return requantLanes(acc, _mm512_maskz_loadu_epi32(m, o.add + j), s, r);
 }
 
 // One row's 32 columns, one store (the masked narrowing store is slow on some CPUs).
-inline void requantRow(__m512i a, __m512i b, uint8_t* row, const QConvNhwcRequant& o) {
-  const __m256i bytes =
-      _mm256_inserti128_si256(_mm256_castsi128_si256(requant16(a, 0, o)), requant16(b, 16, o), 1);
+inline void requantRow(__m512i a, __m512i b, uint8_t* row, const QConvNhwcRequant& o,
+                       const RequantVectors& r) {
+  const __m256i bytes = _mm256_inserti128_si256(_mm256_castsi128_si256(requant16(a, 0, o, r)),
+                                                requant16(b, 16, o, r), 1);
   const __mmask32 m =
       o.cols >= 32 ? __mmask32(0xffffffffu) : static_cast<__mmask32>((1u << o.cols) - 1);
   _mm256_mask_storeu_epi8(row, m, bytes);
@@ -73,8 +65,9 @@ void tile8x32(int64_t taps, int64_t cGroups, const uint8_t* const* table, const 
     _mm512_storeu_si512(tile + i * kQConvNhwcCols + 16, c##i##b); \
   }
 #define KILN_REQUANT(i) \
-  if constexpr (Rows > i) requantRow(c##i##a, c##i##b, out->y + i * out->ldy, *out);
+  if constexpr (Rows > i) requantRow(c##i##a, c##i##b, out->y + i * out->ldy, *out, r);
   if (out) {
+    const RequantVectors r = requantVectors(out->lo, out->hi, out->zeroPoint);
     KILN_QCONV_ROWS(KILN_REQUANT)
     return;
   }
