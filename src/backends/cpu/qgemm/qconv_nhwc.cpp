@@ -102,7 +102,7 @@ void qconvNhwc(const QConvNhwcProblem& p, void* workspace) {
             qconvNhwcTileRequantAvx512Vnni(taps, cGroups, table, w, rows, out);
             continue;
           }
-          qconvNhwcTileAvx512Vnni(taps, cGroups, table, w, tile, rows);
+          qconvNhwcTileAvx512Vnni(taps, cGroups, table, w, tile, rows, cols);
           QTileTerms terms;
           terms.colAdd = p.channelAdd + c0;
           void* c = static_cast<uint8_t*>(p.y) + (p0 * outChannels + c0) * elem;

@@ -11,7 +11,7 @@ constexpr int64_t kQConvNhwcRows = 8, kQConvNhwcCols = 32;
 /// holds taps * cGroups groups of 32 lanes of 4 bytes (qgemm_kernels.h's right-operand layout).
 /// Rows at or past `rows` are not computed. Call only when the CPU has AVX512-VNNI.
 void qconvNhwcTileAvx512Vnni(int64_t taps, int64_t cGroups, const uint8_t* const* table,
-                             const uint8_t* weights, int32_t* tile, int64_t rows);
+                             const uint8_t* weights, int32_t* tile, int64_t rows, int64_t cols);
 
 /// An 8-bit output requantized in registers, with finishQTileAvx512's arithmetic for a tile
 /// whose only term is one per column: y[i][j] = round_half_even(clamp(float(v + add[j]) *
