@@ -1,8 +1,9 @@
 // convertToNhwcInt8Layout: runs the 8-bit convolutions (kiln::QConv) channels-last, where a
 // channels-last kernel takes them (the direct NHWC convolution, backends/cpu/qgemm/qconv_nhwc.h:
 // no im2col, no per-call packing; the channel-vectorized depthwise one), and keeps their outputs
-// channels-last through the quantized ops between them, as ONNX Runtime's NhwcTransformer does for
-// QLinearConv. The bookkeeping is nchwc_layout.cpp's (layout_rewriter.h): nodes in topological
+// channels-last through the quantized ops between them (QLinearAdd / QLinearMul, per-channel
+// scales included, QLinearLookup, QLinearGlobalAveragePool), as ONNX Runtime's NhwcTransformer does
+// for QLinearConv. The bookkeeping is nchwc_layout.cpp's (layout_rewriter.h): nodes in topological
 // order, each value with a channels-last form remembers it (its twin), a Transpose to [N, H, W, C]
 // where a channels-first value enters and one back where a channels-first reader or a graph output
 // needs it. ResNet-50 then transposes once after its stem and once at its global pooling.
@@ -75,6 +76,8 @@ class NhwcInt8Rewriter : public LayoutRewriter {
       done = convertBinary(node);
     } else if (node.opType == "QLinearGlobalAveragePool") {
       done = convertGlobalPool(node);
+    } else if (node.opType == "QLinearLookup") {
+      done = convertLookup(node);
     }
     return done;
   }
@@ -87,13 +90,25 @@ class NhwcInt8Rewriter : public LayoutRewriter {
     return true;
   }
 
-  // A and B (inputs 0 and 3) channels-last, of the output's shape (no broadcasting).
+  // Whether an operand of a [N, C, H, W] output broadcasts the same way channels-last: it has the
+  // output's shape, or it is [N, C, 1, 1] (a squeeze-and-excitation scale), [N, 1, 1, C] then.
+  bool broadcastsChannelsLast(int operand, int y) const {
+    if (sameKnownShape(g_, operand, y)) return true;
+    const auto& a = g_.value(operand).type.shape;
+    const auto& b = g_.value(y).type.shape;
+    if (!a || !b || a->size() != 4 || b->size() != 4) return false;
+    const auto one = [](const ir::Dim& d) { return d.isKnown() && d.value == 1; };
+    const auto same = [](const ir::Dim& d, const ir::Dim& e) { return d.isKnown() && d == e; };
+    return same((*a)[0], (*b)[0]) && same((*a)[1], (*b)[1]) && one((*a)[2]) && one((*a)[3]);
+  }
+
+  // A and B (inputs 0 and 3) channels-last, of the output's shape or per channel.
   bool convertBinary(ir::Node& node) {
     if (node.inputs.size() < 4 || node.outputs.size() != 1) return false;
     const int a = node.inputs[0], b = node.inputs[3];
     if (!hasTwin(a) && !hasTwin(b)) return false;
     const int y = node.outputs[0];
-    if (!sameKnownShape(g_, a, y) || !sameKnownShape(g_, b, y)) return false;
+    if (!broadcastsChannelsLast(a, y) || !broadcastsChannelsLast(b, y)) return false;
     for (size_t i : {1, 2, 4, 5, 6, 7}) {
       if (i < node.inputs.size()) requireOriginal(node.inputs[i]);
     }
@@ -109,6 +124,16 @@ class NhwcInt8Rewriter : public LayoutRewriter {
     for (size_t i = 1; i < node.inputs.size(); ++i) requireOriginal(node.inputs[i]);
     node.inputs[0] = twinOf(x);
     node.attrs["channels_last"] = int64_t{1};
+    setLastOutput(node);
+    return true;
+  }
+
+  // A table lookup is elementwise: it runs on whichever layout X has.
+  bool convertLookup(ir::Node& node) {
+    const int x = node.inputs[0];
+    if (!hasTwin(x) || node.inputs.size() != 2 || node.outputs.size() != 1) return false;
+    requireOriginal(node.inputs[1]);
+    node.inputs[0] = twinOf(x);
     setLastOutput(node);
     return true;
   }

@@ -73,6 +73,10 @@ int runInt8DataMovement(ir::Graph& graph);
 /// kiln::QLinearAdd / QLinearMul / QLinearGlobalAveragePool (see fuse_qdq_elementwise.cpp).
 int fuseQdqElementwise(ir::Graph& graph);
 
+/// DQ -> activation -> Q with per-tensor constant parameters -> kiln::QLinearLookup, a table of
+/// the 256 values (see fuse_qdq_lookup.cpp).
+int fuseQdqLookups(ir::Graph& graph);
+
 /// Conv [+ residual Add] [+ activation] -> kiln::FusedConv (float32).
 KILN_INTERNAL_API int fuseConvEpilogues(ir::Graph& graph);
 

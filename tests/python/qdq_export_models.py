@@ -8,7 +8,10 @@ Runs under Debian's system python (torch 1.13), not the repo venv:
 Writes OUT_DIR/convnet.onnx (convolutions with a residual block, max and global average
 pooling, a Linear head: Conv, MaxPool, Add, GlobalAveragePool, Flatten, Gemm) and OUT_DIR/mlp.onnx
 (two transformer-style MLP blocks on [1, 8, 32]: MatMul + Add, GELU, residual Add, LayerNorm,
-then a mean over tokens and a Linear head: Gemm). Weights are random (seed 0).
+then a mean over tokens and a Linear head: Gemm) and OUT_DIR/senet.onnx (an EfficientNet-style
+block: SiLU after the stem and the depthwise convolution, a squeeze-and-excitation scale (global
+average pool, two 1x1 convolutions, Sigmoid, a broadcast Mul), a 1x1 projection, Tanh, pooling and
+a Linear head). Weights are random (seed 0).
 """
 import pathlib
 import sys
@@ -56,9 +59,29 @@ class Mlp(nn.Module):
         return self.head(self.blocks(x).mean(dim=1))
 
 
+class SeNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 16, 3, stride=2, padding=1)
+        self.depthwise = nn.Conv2d(16, 16, 3, padding=1, groups=16)
+        self.squeeze = nn.Conv2d(16, 4, 1)
+        self.excite = nn.Conv2d(4, 16, 1)
+        self.project = nn.Conv2d(16, 24, 1)
+        self.head = nn.Linear(24, 10)
+
+    def forward(self, x):
+        x = nn.functional.silu(self.stem(x))
+        x = nn.functional.silu(self.depthwise(x))
+        scale = nn.functional.adaptive_avg_pool2d(x, 1)
+        x = x * torch.sigmoid(self.excite(nn.functional.silu(self.squeeze(scale))))
+        x = torch.tanh(self.project(x))
+        return self.head(torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1))
+
+
 def main(out):
     out.mkdir(parents=True, exist_ok=True)
-    for name, module, shape in [("convnet", ConvNet(), (1, 3, 32, 32)), ("mlp", Mlp(), (1, 8, 32))]:
+    for name, module, shape in [("convnet", ConvNet(), (1, 3, 32, 32)), ("mlp", Mlp(), (1, 8, 32)),
+                                ("senet", SeNet(), (1, 3, 32, 32))]:
         torch.manual_seed(0)
         module = type(module)().eval()
         torch.onnx.export(module, (torch.randn(shape),), str(out / f"{name}.onnx"), input_names=["input"],

@@ -466,10 +466,11 @@ def test_contrib_qlinear_conv(x_type, w_type, attrs):
 
 @pytest.mark.parametrize("op", ["QLinearAdd", "QLinearMul"])
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])
-@pytest.mark.parametrize("b_shape", [(2, 3, 4), (4,), (3, 1)])
-def test_qlinear_binary(op, dtype, b_shape):
+@pytest.mark.parametrize("a_shape,b_shape", [((2, 3, 4), (2, 3, 4)), ((2, 3, 4), (4,)), ((2, 3, 4), (3, 1)),
+                                             ((1, 1, 1, 37), (2, 9, 300, 37))])  # per last-dim channel, A small
+def test_qlinear_binary(op, dtype, a_shape, b_shape):
     r = rng(16)
-    inputs = [("A", quantized(r, (2, 3, 4), dtype)), ("A_scale", np.array(0.05, np.float32)),
+    inputs = [("A", quantized(r, a_shape, dtype)), ("A_scale", np.array(0.05, np.float32)),
               ("A_zero_point", quantized(r, (), dtype)), ("B", quantized(r, b_shape, dtype)),
               ("B_scale", np.array(0.03, np.float32)), ("B_zero_point", quantized(r, (), dtype)),
               ("C_scale", np.array(0.08 if op == "QLinearAdd" else 0.5, np.float32)), ("C_zero_point", quantized(r, (), dtype))]
@@ -565,13 +566,34 @@ def test_nhwc_max_pool(dtype, attrs):
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])
 @pytest.mark.parametrize("channels_last", [0, 1])
-def test_qlinear_global_average_pool(dtype, channels_last):
+@pytest.mark.parametrize("shape", [(2, 5, 6, 7), (1, 9, 7, 33), (3, 4, 4, 64)])  # channel tails of 16 lanes
+def test_qlinear_global_average_pool(dtype, channels_last, shape):
     r = rng(17)
-    inputs = [("X", quantized(r, (2, 5, 6, 7), dtype)), ("x_scale", np.array(0.05, np.float32)),
+    inputs = [("X", quantized(r, shape, dtype)), ("x_scale", np.array(0.05, np.float32)),
               ("x_zero_point", quantized(r, (), dtype)), ("y_scale", np.array(0.02, np.float32)),
               ("y_zero_point", quantized(r, (), dtype))]
     check("QLinearGlobalAveragePool", inputs, [("Y", dtype)], {"x_scale", "x_zero_point", "y_scale", "y_zero_point"},
           channels_last=channels_last)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_qlinear_global_average_pool_layouts_give_the_same_bytes(dtype, threads):
+    """The channels-last sums (sixteen channels a step) against the channels-first planes, in kiln."""
+    r = rng(23)
+    x = quantized(r, (2, 11, 10, 37), dtype)  # [N, H, W, C]
+    params = [("x_scale", np.array(0.037, np.float32)), ("x_zero_point", quantized(r, (), dtype)),
+              ("y_scale", np.array(0.011, np.float32)), ("y_zero_point", quantized(r, (), dtype))]
+    constants = {name for name, _ in params}
+    outputs = []
+    for last, feed in ((1, x), (0, x.transpose(0, 3, 1, 2).copy())):
+        inputs = [("X", feed)] + params
+        model = contrib_model("QLinearGlobalAveragePool", inputs, [("Y", dtype)], constants, channels_last=last)
+        options = kiln.SessionOptions()
+        options.intra_op_num_threads = threads
+        session = kiln.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+        outputs.append(session.run(None, feeds_of(inputs, constants))[0].reshape(-1))
+    np.testing.assert_array_equal(outputs[0], outputs[1])
 
 
 @pytest.mark.parametrize("a_type,b_type", [(np.uint8, np.int8), (np.uint8, np.uint8), (np.int8, np.int8)])

@@ -18,7 +18,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from onnxruntime.quantization import CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType, quantize_static
 
-SHAPES = {"convnet": (1, 3, 32, 32), "mlp": (1, 8, 32)}
+SHAPES = {"convnet": (1, 3, 32, 32), "mlp": (1, 8, 32), "senet": (1, 3, 32, 32)}
 TYPES = {"u8s8": QuantType.QUInt8, "s8s8": QuantType.QInt8}
 
 
@@ -74,7 +74,7 @@ def layers_of(model_path, ops=("Conv", "MatMul", "Gemm")):
 
 
 @pytest.mark.parametrize("types", ["u8s8", "s8s8"])
-@pytest.mark.parametrize("name", ["convnet", "mlp"])
+@pytest.mark.parametrize("name", ["convnet", "mlp", "senet"])
 def test_quantize_static_model_matches_onnxruntime_within_one_step(kiln, float_models, name, types, tmp_path):
     model = quantized(float_models, name, types, tmp_path)
     scale = output_scale(model)
@@ -306,11 +306,12 @@ def test_channels_last_qconv_matches_channels_first_and_onnxruntime(kiln, tmp_pa
 
 
 @pytest.mark.parametrize("types", ["u8s8", "s8s8"])
-def test_channels_last_layout_gives_the_same_bytes_as_channels_first(kiln, float_models, types, tmp_path):
-    """The quantized convnet, with its convolutions channels-last (the default) and all NCHW
+@pytest.mark.parametrize("name", ["convnet", "senet"])
+def test_channels_last_layout_gives_the_same_bytes_as_channels_first(kiln, float_models, name, types, tmp_path):
+    """The quantized models, with their convolutions channels-last (the default) and all NCHW
     (--no-nchwc): bit for bit the same output, through a plan too."""
-    model = quantized(float_models, "convnet", types, tmp_path)
-    x = np.random.default_rng(7).standard_normal(SHAPES["convnet"]).astype(np.float32)
+    model = quantized(float_models, name, types, tmp_path)
+    x = np.random.default_rng(7).standard_normal(SHAPES[name]).astype(np.float32)
     np.save(tmp_path / "input.npy", x)
     outputs = []
     for target, extra in ((model, []), (model, ["--no-nchwc"])):
@@ -319,12 +320,22 @@ def test_channels_last_layout_gives_the_same_bytes_as_channels_first(kiln, float
                                  "--output-dir", str(out)] + extra, capture_output=True, text=True, timeout=300)
         assert result.returncode == 0, result.stderr
         outputs.append(np.load(out / "output.npy"))
-    plan = tmp_path / "convnet.plan"
+    plan = tmp_path / f"{name}.plan"
     result = subprocess.run([str(kiln), "build", str(model), "-o", str(plan)], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     outputs.append(run_kiln(kiln, plan, {"input": x}, tmp_path / "plan")[0])
     np.testing.assert_array_equal(outputs[0], outputs[1])
     np.testing.assert_array_equal(outputs[2], outputs[1])
-    if cpu_has_avx512_vnni() and types == "u8s8":
+    if cpu_has_avx512_vnni() and types == "u8s8" and name == "convnet":
         chosen = kernels_of(kiln, model).values()
         assert sum(k == "u8s8_qconv_nhwc_avx512vnni" for k in chosen) >= 3  # conv_a, conv_b, down
+    if cpu_has_avx512_vnni() and types == "u8s8" and name == "senet":
+        # Every activation a table lookup, the depthwise layer on the quad kernel, channels-last from
+        # the stem's SiLU (the stem has 3 channels) to the last pool: two Transposes in all.
+        result = subprocess.run([str(kiln), "build", str(model), "-o", str(tmp_path / "v.plan"), "--verbose"],
+                                capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, result.stderr
+        ops = [line.split("(")[1].split(")")[0] for line in (result.stdout + result.stderr).splitlines()
+               if line.strip().startswith("layer '") and ": kernel " in line]
+        assert ops.count("QLinearLookup") == 5 and ops.count("Transpose") == 2, ops
+        assert kernels_of(kiln, model)["/depthwise/Conv"] == "u8s8_qconv_depthwise_nhwc_avx512vnni"

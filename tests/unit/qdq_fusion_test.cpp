@@ -495,6 +495,55 @@ TEST(QdqFusion, QuantizedAddMulAndPoolAreExact) {
   }
 }
 
+// DQ -> activation -> Q becomes one table lookup with the chain's bytes: each activation, u8 and
+// s8 input and output (the table indexed by the input's bits), Clip with constant bounds.
+TEST(QdqFusion, ActivationsBetweenDequantizeAndQuantizeBecomeATableWithTheSameBytes) {
+  for (const std::string op : {"Sigmoid", "Tanh", "HardSwish", "LeakyRelu", "Exp", "Clip"}) {
+    for (int type : {kU8, kS8}) {
+      SCOPED_TRACE(op + (type == kU8 ? " u8" : " s8"));
+      auto m = makeModel(13);
+      addInput(m, "x", {1, 3, 5, 7}, kU8);
+      addQuantParams(m, "x", 0.037f, kU8, 131);
+      addDequantize(m, "x", "x", "xf");
+      if (op == "Clip") {
+        addFloatInitializer(m, "lo", {}, {-0.5f});
+        addFloatInitializer(m, "hi", {}, {1.25f});
+        addNode(m, op, {"xf", "lo", "hi"}, {"r"}, "act");
+      } else {
+        addNode(m, op, {"xf"}, {"r"}, "act");
+      }
+      addQuantParams(m, "y", 0.013f, type, type == kU8 ? 7 : -4);
+      addQuantize(m, "r", "y", "y", "q");
+      addOutput(m, "y", {1, 3, 5, 7}, type);
+      Fused f = fuse(m, "lookup_" + op + std::to_string(type));
+      ASSERT_EQ(opTypes(f.after), Strings{"QLinearLookup"});
+      EXPECT_EQ(opt::fusedFrom(f.after.nodes[0]), (Strings{"act", "dq_xf", "q"}));
+      EXPECT_EQ(compareRuns(f, {1, 3, 5, 7}), 0);
+    }
+  }
+}
+
+// SiLU as the quantizer writes it: x's DQ feeds the Sigmoid and the Mul, so the lookup reads x and
+// the QLinearMul both.
+TEST(QdqFusion, QuantizedSiluIsALookupAndAQuantizedMul) {
+  auto m = makeModel(13);
+  addInput(m, "x", {1, 3, 5, 7}, kU8);
+  addQuantParams(m, "x", 0.037f, kU8, 131);
+  addDequantize(m, "x", "x", "xf");
+  addNode(m, "Sigmoid", {"xf"}, {"s"}, "sigmoid");
+  addQuantParams(m, "sq", 1.0f / 255, kU8, 0);
+  addQuantize(m, "s", "sq", "sq", "q_s");
+  addDequantize(m, "sq", "sq", "sf");
+  addNode(m, "Mul", {"xf", "sf"}, {"r"}, "mul");
+  addQuantParams(m, "y", 0.02f, kU8, 14);
+  addQuantize(m, "r", "y", "y", "q");
+  addOutput(m, "y", {1, 3, 5, 7}, kU8);
+  Fused f = fuse(m, "silu");
+  ASSERT_EQ(opTypes(f.after), (Strings{"QLinearLookup", "QLinearMul"}));
+  EXPECT_EQ(nodeNamed(f.after, "mul").inputs[0], f.after.nodes[0].inputs[0]);
+  EXPECT_EQ(compareRuns(f, {1, 3, 5, 7}), 0);
+}
+
 // Each reason a layer stays float32, as kiln build --verbose reports it.
 std::string refusalOf(const onnx::ModelProto& m, const std::string& tag, const std::string& layer) {
   Fused f = fuse(m, tag);

@@ -48,6 +48,11 @@ bool cpuSupports(CpuIsa isa) {
   return cpuHas(isa) && static_cast<int>(isa) <= isaLimit.load(std::memory_order_relaxed);
 }
 
+bool cpuSupportsAvx512Vbmi() {
+  static const bool vbmi = cpuHas(CpuIsa::kAvx512) && __builtin_cpu_supports("avx512vbmi");
+  return vbmi && cpuSupports(CpuIsa::kAvx512);
+}
+
 CpuIsa detectedCpuIsa() { return cpuHas(CpuIsa::kAvx512) ? CpuIsa::kAvx512 : CpuIsa::kAvx2; }
 
 CpuIsa activeCpuIsa() { return cpuSupports(CpuIsa::kAvx512) ? CpuIsa::kAvx512 : CpuIsa::kAvx2; }

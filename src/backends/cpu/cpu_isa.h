@@ -33,6 +33,11 @@ KILN_INTERNAL_API bool cpuSupports(CpuIsa isa);
 /// Whether this CPU has `isa`, whatever the limit.
 KILN_INTERNAL_API bool cpuHas(CpuIsa isa);
 
+/// Whether kernels may use AVX512-VBMI's byte permutes now (Ice Lake, Sapphire Rapids, Zen 4):
+/// not a level of its own (Cascade Lake has VNNI without it), so beside the levels, under
+/// kAvx512's limit.
+KILN_INTERNAL_API bool cpuSupportsAvx512Vbmi();
+
 /// Caps the ISA kernels use (tests and benchmarks force the AVX2 path with it); a limit above the
 /// detected ISA has no effect. Process-wide.
 KILN_INTERNAL_API void setCpuIsaLimit(CpuIsa limit);

@@ -6,6 +6,8 @@
 //   QLinearMul(the same inputs) -> C                                    A and B broadcast as numpy
 //   QLinearGlobalAveragePool(X, x_scale, x_zero_point, y_scale, y_zero_point) -> Y   X [N, C, ...],
 //   Y [N, C, 1, ...]
+//   QLinearLookup(X, table) -> Y      Y[i] = table[X[i] - lowest of X's type], table 256 values of
+//   Y's type (what opt/fuse_qdq_lookup.cpp computes of DQ -> activation -> Q)
 // and, in the com.microsoft domain only (what ONNX Runtime's quantizer writes), QLinearSigmoid and
 // QLinearLeakyRelu(X, X_scale, X_zero_point, Y_scale, Y_zero_point) -> Y of X's shape and type,
 // QLinearAveragePool and QLinearSoftmax (the same inputs), QLinearConcat and QLinearWhere.
@@ -94,6 +96,25 @@ void inferQLinearUnary(InferContext& ctx) {
   }
 }
 
+// kiln QLinearLookup: X int8 / uint8, table 256 values of int8 / uint8 (Y's type), Y X's shape.
+void inferQLinearLookup(InferContext& ctx) {
+  for (size_t i : {0, 1}) {
+    ctx.requireInput(i);
+    const DataType t = ctx.inputType(i);
+    if (t != DataType::kInt8 && t != DataType::kUint8)
+      ctx.fail("input " + std::to_string(i) + " must be int8 or uint8, got " + dataTypeName(t));
+  }
+  const SymShape* table = ctx.inputShape(1);
+  if (table && (table->size() != 1 || (*table)[0].isKnown() && (*table)[0].value != 256))
+    ctx.fail("table must have shape [256], got " + symShapeToString(*table));
+  const SymShape* x = ctx.inputShape(0);
+  if (x) {
+    ctx.setOutput(0, ctx.inputType(1), *x);
+  } else {
+    ctx.setOutputType(0, ctx.inputType(1));
+  }
+}
+
 void setQuantizedOutput(InferContext& ctx, DataType out, const TypeInfo& shaped) {
   if (shaped.shape) {
     ctx.setOutput(0, out, *shaped.shape);
@@ -158,6 +179,7 @@ KILN_REGISTER_OP_SCHEMA({"kiln", "QLinearAdd", 1, 1000, inferQLinearBinary});
 KILN_REGISTER_OP_SCHEMA({"kiln", "QLinearMul", 1, 1000, inferQLinearBinary});
 KILN_REGISTER_OP_SCHEMA({"kiln", "QLinearGlobalAveragePool", 1, 1000,
                          inferQLinearGlobalAveragePool});
+KILN_REGISTER_OP_SCHEMA({"kiln", "QLinearLookup", 1, 1000, inferQLinearLookup});
 // The same ops as ONNX Runtime's quantizer writes them (QOperator format), zero points optional.
 KILN_REGISTER_OP_SCHEMA({"com.microsoft", "QLinearAdd", 1, 1000, inferQLinearBinary});
 KILN_REGISTER_OP_SCHEMA({"com.microsoft", "QLinearMul", 1, 1000, inferQLinearBinary});

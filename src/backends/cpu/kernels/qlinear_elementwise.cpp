@@ -14,13 +14,57 @@
 #include <vector>
 
 #include "backends/cpu/broadcast.h"
+#include "backends/cpu/cpu_isa.h"
 #include "backends/cpu/kernels/qlinear_binary_run.h"
+#include "backends/cpu/kernels/qlinear_pool_sums.h"
 #include "backends/cpu/kernels/qlinear_quantization.h"
 #include "backends/cpu/thread_pool.h"
 #include "ir/node_attrs.h"
 
 namespace kiln::cpu {
 namespace {
+
+// The number of trailing channels when `small` is one value per channel of c's last dim
+// ([1, ..., 1, C], a channels-last squeeze-and-excitation scale), else 0.
+int64_t perLastChannel(const Shape& small, const Shape& c) {
+  if (small.empty() || c.empty() || small.back() != c.back() || small.back() < 2) return 0;
+  return shapeNumel(small) == small.back() ? small.back() : 0;
+}
+
+// C = A op B with one operand per last-dim channel and the other of C's shape: broadcasting would
+// cut C into runs of one pixel's channels (a few dozen bytes each); the small operand repeated to
+// a few thousand bytes gives runs that long. False when the shapes are not so.
+template <typename A, typename B, typename Q>
+bool runPerChannelLast(QLinearBinaryOp op, const Tensor& a, const A* pa, const Quantization& qa,
+                       const Tensor& b, const B* pb, const Quantization& qb, const Tensor& c,
+                       Q* out, const Quantization& qc) {
+  const bool smallA = a.shape() != c.shape();
+  if (smallA == (b.shape() != c.shape())) return false;
+  const int64_t channels = perLastChannel(smallA ? a.shape() : b.shape(), c.shape());
+  if (channels == 0) return false;
+  const int64_t total = c.numel(), run = channels * std::max<int64_t>(1, 4096 / channels);
+  std::vector<std::remove_const_t<A>> repeatedA;
+  std::vector<std::remove_const_t<B>> repeatedB;
+  auto repeat = [&](auto& buffer, const auto* values) {
+    buffer.resize(static_cast<size_t>(run));
+    for (int64_t i = 0; i < run; ++i) buffer[static_cast<size_t>(i)] = values[i % channels];
+  };
+  if (smallA) {
+    repeat(repeatedA, pa);
+  } else {
+    repeat(repeatedB, pb);
+  }
+  parallelForAtLeast((total + run - 1) / run, std::max<int64_t>(1, kMinElementsPerThread / run),
+                     [&](int64_t r0, int64_t r1) {
+                       for (int64_t r = r0; r < r1; ++r) {
+                         const int64_t o = r * run, n = std::min(run, total - o);
+                         qlinearBinaryRun(op, smallA ? repeatedA.data() : pa + o, 1, qa.inFloat(),
+                                          smallA ? pb + o : repeatedB.data(), 1, qb.inFloat(),
+                                          out + o, n, qc.inFloat());
+                       }
+                     });
+  return true;
+}
 
 template <QLinearBinaryOp kOp>
 void qlinearBinary(KernelContext& ctx) {
@@ -37,6 +81,9 @@ void qlinearBinary(KernelContext& ctx) {
         Q* out = c.data<Q>();
         const int64_t total = c.numel();
         if (total == 0) return;
+        if constexpr (sizeof(Q) == 1) {
+          if (runPerChannelLast(kOp, a, pa, qa, b, pb, qb, c, out, qc)) return;
+        }
         const CoalescedBroadcast<2> cb = coalesceBroadcast<2>(c.shape(), {&a.shape(), &b.shape()});
         // Each thread takes a contiguous slice of the output (runs may be cut mid-way).
         parallelForAtLeast(total, kMinElementsPerThread, [&](int64_t begin, int64_t end) {
@@ -86,18 +133,31 @@ void qlinearGlobalAveragePool(KernelContext& ctx, bool channelsLast) {
       using Q = typename decltype(tag)::type;
       Q* out = y.data<Q>();
       if (channelsLast) {
-        std::vector<double> sums(static_cast<size_t>(channels));
-        for (int64_t n = 0; n < x.dim(0); ++n) {
-          std::fill(sums.begin(), sums.end(), 0.0);
-          for (int64_t p = 0; p < size; ++p) {
-            const int64_t row = (n * size + p) * channels;
-            for (int64_t c = 0; c < channels; ++c) sums[static_cast<size_t>(c)] += at(row + c);
+        // Images and blocks of sixteen channels over the pool.
+        const int64_t blocks = (channels + 15) / 16;
+        const bool vector = cpuSupports(CpuIsa::kAvx512);
+        parallelForAtLeast(x.dim(0) * blocks, 1, [&](int64_t i0, int64_t i1) {
+          std::array<double, 16> sums;
+          for (int64_t i = i0; i < i1; ++i) {
+            const int64_t n = i / blocks, c0 = (i % blocks) * 16;
+            const int64_t lanes = std::min<int64_t>(16, channels - c0);
+            const int64_t first = n * size * channels + c0;
+            if (vector) {
+              sumDequantizedChannelsAvx512(reinterpret_cast<const uint8_t*>(px) + first,
+                                           std::is_same_v<X, int8_t>, size, channels, lanes,
+                                           qx.scale, qx.zeroPoint, sums.data());
+            } else {
+              sums.fill(0.0);
+              for (int64_t p = 0; p < size; ++p)
+                for (int64_t c = 0; c < lanes; ++c)
+                  sums[static_cast<size_t>(c)] += at(first + p * channels + c);
+            }
+            for (int64_t c = 0; c < lanes; ++c) {
+              out[n * channels + c0 + c] = qy.quantize<Q>(
+                  static_cast<float>(sums[static_cast<size_t>(c)] / static_cast<double>(size)));
+            }
           }
-          for (int64_t c = 0; c < channels; ++c) {
-            out[n * channels + c] = qy.quantize<Q>(
-                static_cast<float>(sums[static_cast<size_t>(c)] / static_cast<double>(size)));
-          }
-        }
+        });
         return;
       }
       const int64_t perThread =
