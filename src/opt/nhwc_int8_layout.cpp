@@ -68,7 +68,9 @@ class NhwcInt8Rewriter : public LayoutRewriter {
   int twinOf(int id) const { return twin_[static_cast<size_t>(id)]; }
 
   bool convert(ir::Node& node) override {
-    if (node.plugin || node.explicitInputs >= 0 || node.domain != "kiln") return false;
+    if (node.plugin || node.explicitInputs >= 0) return false;
+    if (node.domain.empty() && node.opType == "MaxPool") return convertMaxPool(node);
+    if (node.domain != "kiln") return false;
     bool done = false;
     if (nhwcKernelTakes(g_, node)) {
       done = convertConv(node);
@@ -78,6 +80,8 @@ class NhwcInt8Rewriter : public LayoutRewriter {
       done = convertGlobalPool(node);
     } else if (node.opType == "QLinearLookup") {
       done = convertLookup(node);
+    } else if (node.opType == "QLinearConcat") {
+      done = convertConcat(node);
     }
     return done;
   }
@@ -133,6 +137,45 @@ class NhwcInt8Rewriter : public LayoutRewriter {
     const int x = node.inputs[0];
     if (!hasTwin(x) || node.inputs.size() != 2 || node.outputs.size() != 1) return false;
     requireOriginal(node.inputs[1]);
+    node.inputs[0] = twinOf(x);
+    setLastOutput(node);
+    return true;
+  }
+
+  // Along the channels (axis 1 of a 4-D output), on channels-last inputs: along axis 3.
+  bool convertConcat(ir::Node& node) {
+    const int y = node.outputs.size() == 1 ? node.outputs[0] : kNoValue;
+    const auto& shape = y == kNoValue ? std::nullopt : g_.value(y).type.shape;
+    if (!shape || shape->size() != 4) return false;
+    const int64_t axis = ir::attrInt(node, "axis", 1);
+    if (axis != 1 && axis != -3) return false;
+    bool anyTwin = false;
+    for (size_t i = 2; i < node.inputs.size(); i += 3) anyTwin = anyTwin || hasTwin(node.inputs[i]);
+    if (!anyTwin) return false;
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      if (i >= 2 && (i - 2) % 3 == 0) {
+        node.inputs[i] = channelsLast(node.inputs[i]);
+      } else {
+        requireOriginal(node.inputs[i]);
+      }
+    }
+    node.attrs["axis"] = int64_t{3};
+    setLastOutput(node);
+    return true;
+  }
+
+  // An 8-bit 2-D MaxPool (no Indices) of a channels-last tensor: com.microsoft's NhwcMaxPool.
+  bool convertMaxPool(ir::Node& node) {
+    const int x = node.inputs.empty() ? kNoValue : node.inputs[0];
+    if (!hasTwin(x) || node.outputs.size() != 1) return false;
+    const DataType t = g_.value(x).type.dtype;
+    const auto& shape = g_.value(x).type.shape;
+    if ((t != DataType::kUint8 && t != DataType::kInt8) || !shape || shape->size() != 4)
+      return false;
+    node.domain = "com.microsoft";
+    node.opType = "NhwcMaxPool";
+    node.opset = 1;
+    node.attrs.erase("storage_order");
     node.inputs[0] = twinOf(x);
     setLastOutput(node);
     return true;

@@ -11,7 +11,9 @@ pooling, a Linear head: Conv, MaxPool, Add, GlobalAveragePool, Flatten, Gemm) an
 then a mean over tokens and a Linear head: Gemm) and OUT_DIR/senet.onnx (an EfficientNet-style
 block: SiLU after the stem and the depthwise convolution, a squeeze-and-excitation scale (global
 average pool, two 1x1 convolutions, Sigmoid, a broadcast Mul), a 1x1 projection, Tanh, pooling and
-a Linear head). Weights are random (seed 0).
+a Linear head) and OUT_DIR/firenet.onnx (SqueezeNet's fire modules: a 1x1 squeeze, 1x1 and 3x3
+expands concatenated along the channels, a ceil-mode MaxPool between them). Weights are random
+(seed 0).
 """
 import pathlib
 import sys
@@ -78,10 +80,36 @@ class SeNet(nn.Module):
         return self.head(torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1))
 
 
+class Fire(nn.Module):
+    def __init__(self, width, squeeze, expand):
+        super().__init__()
+        self.squeeze = nn.Conv2d(width, squeeze, 1)
+        self.expand1x1 = nn.Conv2d(squeeze, expand, 1)
+        self.expand3x3 = nn.Conv2d(squeeze, expand, 3, padding=1)
+
+    def forward(self, x):
+        x = torch.relu(self.squeeze(x))
+        return torch.cat([torch.relu(self.expand1x1(x)), torch.relu(self.expand3x3(x))], 1)
+
+
+class FireNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 16, 3, stride=2)
+        self.fire1 = Fire(16, 8, 16)
+        self.pool = nn.MaxPool2d(3, stride=2, ceil_mode=True)
+        self.fire2 = Fire(32, 8, 24)
+        self.head = nn.Linear(48, 10)
+
+    def forward(self, x):
+        x = self.pool(self.fire1(torch.relu(self.stem(x))))
+        return self.head(torch.flatten(nn.functional.adaptive_avg_pool2d(self.fire2(x), 1), 1))
+
+
 def main(out):
     out.mkdir(parents=True, exist_ok=True)
     for name, module, shape in [("convnet", ConvNet(), (1, 3, 32, 32)), ("mlp", Mlp(), (1, 8, 32)),
-                                ("senet", SeNet(), (1, 3, 32, 32))]:
+                                ("senet", SeNet(), (1, 3, 32, 32)), ("firenet", FireNet(), (1, 3, 33, 33))]:
         torch.manual_seed(0)
         module = type(module)().eval()
         torch.onnx.export(module, (torch.randn(shape),), str(out / f"{name}.onnx"), input_names=["input"],

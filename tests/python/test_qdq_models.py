@@ -18,7 +18,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from onnxruntime.quantization import CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType, quantize_static
 
-SHAPES = {"convnet": (1, 3, 32, 32), "mlp": (1, 8, 32), "senet": (1, 3, 32, 32)}
+SHAPES = {"convnet": (1, 3, 32, 32), "mlp": (1, 8, 32), "senet": (1, 3, 32, 32), "firenet": (1, 3, 33, 33)}
 TYPES = {"u8s8": QuantType.QUInt8, "s8s8": QuantType.QInt8}
 
 
@@ -74,7 +74,7 @@ def layers_of(model_path, ops=("Conv", "MatMul", "Gemm")):
 
 
 @pytest.mark.parametrize("types", ["u8s8", "s8s8"])
-@pytest.mark.parametrize("name", ["convnet", "mlp", "senet"])
+@pytest.mark.parametrize("name", ["convnet", "mlp", "senet", "firenet"])
 def test_quantize_static_model_matches_onnxruntime_within_one_step(kiln, float_models, name, types, tmp_path):
     model = quantized(float_models, name, types, tmp_path)
     scale = output_scale(model)
@@ -241,6 +241,15 @@ def kernels_of(kiln, model):
     return chosen
 
 
+def layer_ops(kiln, model, tmp_path):
+    """The op of each layer `kiln build --verbose` lists, in order."""
+    result = subprocess.run([str(kiln), "build", str(model), "-o", str(tmp_path / "ops.plan"), "--verbose"],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    return [line.split("(")[1].split(")")[0] for line in (result.stdout + result.stderr).splitlines()
+            if line.strip().startswith("layer '") and ": kernel " in line]
+
+
 # kiln::QConv with channels_last = 1 (what opt/nhwc_int8_layout.cpp makes): X [N, H, W, C]. Each case:
 # X's NCHW shape and type, W's shape, the weights' kind (s8 symmetric; u8 with zero point 128, which
 # is symmetric too once stored as s8; u8 with zero point 3), the attributes, and the kernel that runs it.
@@ -306,7 +315,7 @@ def test_channels_last_qconv_matches_channels_first_and_onnxruntime(kiln, tmp_pa
 
 
 @pytest.mark.parametrize("types", ["u8s8", "s8s8"])
-@pytest.mark.parametrize("name", ["convnet", "senet"])
+@pytest.mark.parametrize("name", ["convnet", "senet", "firenet"])
 def test_channels_last_layout_gives_the_same_bytes_as_channels_first(kiln, float_models, name, types, tmp_path):
     """The quantized models, with their convolutions channels-last (the default) and all NCHW
     (--no-nchwc): bit for bit the same output, through a plan too."""
@@ -332,10 +341,11 @@ def test_channels_last_layout_gives_the_same_bytes_as_channels_first(kiln, float
     if cpu_has_avx512_vnni() and types == "u8s8" and name == "senet":
         # Every activation a table lookup, the depthwise layer on the quad kernel, channels-last from
         # the stem's SiLU (the stem has 3 channels) to the last pool: two Transposes in all.
-        result = subprocess.run([str(kiln), "build", str(model), "-o", str(tmp_path / "v.plan"), "--verbose"],
-                                capture_output=True, text=True, timeout=300)
-        assert result.returncode == 0, result.stderr
-        ops = [line.split("(")[1].split(")")[0] for line in (result.stdout + result.stderr).splitlines()
-               if line.strip().startswith("layer '") and ": kernel " in line]
+        ops = layer_ops(kiln, model, tmp_path)
         assert ops.count("QLinearLookup") == 5 and ops.count("Transpose") == 2, ops
         assert kernels_of(kiln, model)["/depthwise/Conv"] == "u8s8_qconv_depthwise_nhwc_avx512vnni"
+    if cpu_has_avx512_vnni() and types == "u8s8" and name == "firenet":
+        # The concatenations and the MaxPool between the fire modules stay channels-last.
+        ops = layer_ops(kiln, model, tmp_path)
+        assert ops.count("QLinearConcat") == 2 and ops.count("NhwcMaxPool") == 1, ops
+        assert ops.count("Transpose") == 2, ops

@@ -523,6 +523,35 @@ TEST(QdqFusion, ActivationsBetweenDequantizeAndQuantizeBecomeATableWithTheSameBy
   }
 }
 
+// DQ -> Concat -> Q whose inputs have other parameters than the output: one QLinearConcat that
+// requantizes each input through a table, the chain's bytes (u8 and s8 outputs, axes 1 and -1).
+TEST(QdqFusion, ConcatOfDifferentlyQuantizedInputsIsExact) {
+  for (int type : {kU8, kS8}) {
+    for (int64_t axis : {1, -1}) {
+      SCOPED_TRACE(std::to_string(type) + " axis " + std::to_string(axis));
+      auto m = makeModel(13);
+      addInput(m, "x", {1, 3, 5, 7}, kU8);
+      addQuantParams(m, "x", 0.037f, kU8, 131);
+      addDequantize(m, "x", "x", "xf");
+      const Shape k = axis == 1 ? Shape{1, 2, 5, 7} : Shape{1, 3, 5, 4};
+      addIntInitializer(m, "k", kS8, k,
+                        randomInts(static_cast<size_t>(shapeNumel(k)), -128, 127, 5));
+      addQuantParams(m, "k", 0.011f, kS8, 3);
+      addDequantize(m, "k", "k", "kf");
+      addNode(m, "Concat", {"xf", "kf"}, {"r"}, "concat");
+      setInt(lastNode(m), "axis", axis);
+      addQuantParams(m, "y", 0.029f, type, type == kU8 ? 100 : -4);
+      addQuantize(m, "r", "y", "y", "q");
+      addOutput(m, "y",
+                axis == 1 ? std::vector<int64_t>{1, 5, 5, 7} : std::vector<int64_t>{1, 3, 5, 11},
+                type);
+      Fused f = fuse(m, "concat_" + std::to_string(type) + std::to_string(axis));
+      ASSERT_EQ(opTypes(f.after), Strings{"QLinearConcat"});
+      EXPECT_EQ(compareRuns(f, {1, 3, 5, 7}), 0);
+    }
+  }
+}
+
 // SiLU as the quantizer writes it: x's DQ feeds the Sigmoid and the Mul, so the lookup reads x and
 // the QLinearMul both.
 TEST(QdqFusion, QuantizedSiluIsALookupAndAQuantizedMul) {

@@ -8,6 +8,8 @@
 //   Y [N, C, 1, ...]
 //   QLinearLookup(X, table) -> Y      Y[i] = table[X[i] - lowest of X's type], table 256 values of
 //   Y's type (what opt/fuse_qdq_lookup.cpp computes of DQ -> activation -> Q)
+//   QLinearConcat(Y_scale, Y_zero_point, X0, X0_scale, X0_zero_point, X1, ...) -> Y   as
+//   com.microsoft's (attribute axis)
 // and, in the com.microsoft domain only (what ONNX Runtime's quantizer writes), QLinearSigmoid and
 // QLinearLeakyRelu(X, X_scale, X_zero_point, Y_scale, Y_zero_point) -> Y of X's shape and type,
 // QLinearAveragePool and QLinearSoftmax (the same inputs), QLinearConcat and QLinearWhere.
@@ -180,6 +182,7 @@ KILN_REGISTER_OP_SCHEMA({"kiln", "QLinearMul", 1, 1000, inferQLinearBinary});
 KILN_REGISTER_OP_SCHEMA({"kiln", "QLinearGlobalAveragePool", 1, 1000,
                          inferQLinearGlobalAveragePool});
 KILN_REGISTER_OP_SCHEMA({"kiln", "QLinearLookup", 1, 1000, inferQLinearLookup});
+KILN_REGISTER_OP_SCHEMA({"kiln", "QLinearConcat", 1, 1000, inferQLinearConcat});
 // The same ops as ONNX Runtime's quantizer writes them (QOperator format), zero points optional.
 KILN_REGISTER_OP_SCHEMA({"com.microsoft", "QLinearAdd", 1, 1000, inferQLinearBinary});
 KILN_REGISTER_OP_SCHEMA({"com.microsoft", "QLinearMul", 1, 1000, inferQLinearBinary});

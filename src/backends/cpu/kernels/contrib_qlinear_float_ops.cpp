@@ -1,8 +1,8 @@
 // CPU kernels of the com.microsoft QLinear ops that compute in float between a dequantization and
 // a quantization, as ONNX Runtime defines them (ir/ops/quantized_elementwise.cpp):
 // QLinearAveragePool and QLinearSoftmax run the AveragePool and Softmax kernels on the dequantized
-// X; QLinearConcat and QLinearWhere requantize their operands to the output's scale and zero point
-// and then run the Concat and Where kernels.
+// X; QLinearWhere requantizes its operands to the output's scale and zero point and then runs the
+// Where kernel (QLinearConcat: qlinear_concat.cpp).
 #include <memory>
 
 #include "backends/cpu/kernels/onnx_stage.h"
@@ -66,22 +66,6 @@ Tensor requantize(const KernelContext& ctx, size_t input, const Quantization& to
   return quantizeTensor(x, to, dtype, "output");
 }
 
-KernelFn makeQLinearConcatKernel(const KernelCreateInfo& info) {
-  const DataType out = typeOf(info, 1).dtype;
-  std::vector<ir::TypeInfo> types;
-  for (size_t i = 2; i < info.inputTypes.size(); i += 3)
-    types.push_back(withDtype(typeOf(info, i), out));
-  auto stage = std::make_shared<OnnxStage>(info, "Concat", 13, std::move(types));
-  return [stage, out](KernelContext& ctx) {
-    const Quantization y = quantizationAt(ctx, 0, "Y_scale", "Y_zero_point");
-    std::vector<Tensor> parts;
-    for (size_t i = 2; i < ctx.numInputs(); i += 3) parts.push_back(requantize(ctx, i, y, out));
-    std::vector<const Tensor*> inputs;
-    for (const Tensor& t : parts) inputs.push_back(&t);
-    ctx.setOutput(0, stage->run(ctx, inputs, out));
-  };
-}
-
 KernelFn makeQLinearWhereKernel(const KernelCreateInfo& info) {
   const DataType out = typeOf(info, 8).dtype;
   auto stage =
@@ -106,8 +90,6 @@ KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "QLinearSoftmax",
                                   return makeFloatStageKernel(info, "Softmax",
                                                               ir::attrInt(info.node, "opset", 13));
                                 }));
-KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "QLinearConcat",
-                                KernelFactory(makeQLinearConcatKernel));
 KILN_REGISTER_CPU_KERNEL_DOMAIN("com.microsoft", "QLinearWhere",
                                 KernelFactory(makeQLinearWhereKernel));
 
