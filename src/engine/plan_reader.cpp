@@ -6,6 +6,7 @@
 #include <set>
 
 #include "core/aligned_memory.h"
+#include "core/bool_bytes.h"
 #include "core/tensor_limits.h"
 #include "engine/plan_bytes.h"
 #include "engine/plan_format.h"
@@ -219,6 +220,7 @@ class GraphReader {
              std::to_string(section.size) + " bytes");
     }
     const uint8_t* at = data_ + section.offset + offset;
+    if (t == DataType::kBool) return boolsFromBytes(shape, at);
     // A mapped file is private copy-on-write memory: viewing it lets the kernel's packing read
     // the weights where they lie, and the pages of those it keeps packed are never copied.
     if (owner_ && bytes) return Tensor::wrap(t, shape, const_cast<uint8_t*>(at), owner_);

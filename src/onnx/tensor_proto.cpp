@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <vector>
 
+#include "core/bool_bytes.h"
 #include "core/dtype_dispatch.h"
 #include "core/low_precision.h"
 #include "kiln/error.h"
@@ -118,6 +119,8 @@ Tensor externalTensor(const onnx::TensorProto& proto, DataType dtype, Shape shap
   if (!data) return Tensor(dtype, shape);
   if (packedElementsPerByte(dtype) > 1)
     return unpacked(dtype, std::move(shape), static_cast<const uint8_t*>(data));
+  if (dtype == DataType::kBool)
+    return boolsFromBytes(std::move(shape), static_cast<uint8_t*>(data));
   return Tensor::wrap(dtype, std::move(shape), data, std::move(owner));
 }
 
@@ -234,6 +237,8 @@ Tensor tensorFromProto(const onnx::TensorProto& proto, const std::string& baseDi
     if (packedElementsPerByte(dtype) > 1) {
       return unpacked(dtype, std::move(shape), reinterpret_cast<const uint8_t*>(raw.data()));
     }
+    if (dtype == DataType::kBool)
+      return boolsFromBytes(std::move(shape), reinterpret_cast<const uint8_t*>(raw.data()));
     if (rawData && expected) return Tensor::wrap(dtype, std::move(shape), rawData->data(), rawData);
     Tensor t(dtype, shape);
     if (expected) std::memcpy(t.raw(), raw.data(), expected);
