@@ -73,8 +73,9 @@ int runInt8DataMovement(ir::Graph& graph);
 /// kiln::QLinearAdd / QLinearMul / QLinearGlobalAveragePool (see fuse_qdq_elementwise.cpp).
 int fuseQdqElementwise(ir::Graph& graph);
 
-/// DQ -> activation -> Q with per-tensor constant parameters -> kiln::QLinearLookup, a table of
-/// the 256 values (see fuse_qdq_lookup.cpp).
+/// DQ -> elementwise ops of one tensor (activations, arithmetic with constant scalars) -> Q with
+/// per-tensor constant parameters -> kiln::QLinearLookup, a table of the 256 values (see
+/// fuse_qdq_lookup.cpp). Runs after the weight DQs are folded.
 int fuseQdqLookups(ir::Graph& graph);
 
 /// Conv [+ residual Add] [+ activation] -> kiln::FusedConv (float32).

@@ -10,8 +10,8 @@ int fuseLayers(ir::Graph& graph, const FusionOptions& options) {
   removed += runInt8DataMovement(graph);
   removed += fuseQdqLayers(graph);
   removed += fuseQdqElementwise(graph);
-  removed += fuseQdqLookups(graph);
   foldConstants(graph, true);  // the weight DQs no quantized layer took
+  removed += fuseQdqLookups(graph);
   removed += cancelTransposesAndReshapes(graph);
   removed += foldBatchNormIntoConv(graph);
   removed += fuseLayerNormPattern(graph);

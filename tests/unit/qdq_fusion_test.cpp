@@ -552,6 +552,35 @@ TEST(QdqFusion, ConcatOfDifferentlyQuantizedInputsIsExact) {
   }
 }
 
+// A chain of elementwise ops of one tensor between the DQ and the Q, as BERT's GELU has it (DQ ->
+// Div by a DQ'd constant -> Erf -> Q), is one table too; a chain whose middle value has another
+// reader is not.
+TEST(QdqFusion, ChainsOfElementwiseOpsWithScalarsBecomeOneTable) {
+  auto m = makeModel(13);
+  addInput(m, "x", {1, 3, 5, 7}, kU8);
+  addQuantParams(m, "x", 0.037f, kU8, 131);
+  addDequantize(m, "x", "x", "xf");
+  addIntInitializer(m, "c", kU8, {}, {200});
+  addQuantParams(m, "c", 0.00707f, kU8, 0);
+  addDequantize(m, "c", "c", "cf");
+  addNode(m, "Div", {"xf", "cf"}, {"d"}, "div");
+  addNode(m, "Erf", {"d"}, {"e"}, "erf");
+  addFloatInitializer(m, "two", {}, {2.0f});
+  addNode(m, "Sub", {"two", "e"}, {"s"}, "sub");  // the chain at input 1
+  addQuantParams(m, "y", 0.009f, kU8, 3);
+  addQuantize(m, "s", "y", "y", "q");
+  addOutput(m, "y", {1, 3, 5, 7}, kU8);
+  Fused f = fuse(m, "chain");
+  ASSERT_EQ(opTypes(f.after), Strings{"QLinearLookup"});
+  EXPECT_EQ(opt::fusedFrom(f.after.nodes[0]), (Strings{"div", "dq_xf", "erf", "sub", "q"}));
+  EXPECT_EQ(compareRuns(f, {1, 3, 5, 7}), 0);
+
+  addOutput(m, "e", {1, 3, 5, 7}, kF32);  // Erf's output read outside the chain
+  Fused kept = fuse(m, "chain_read_twice");
+  EXPECT_THAT(opTypes(kept.after), Contains("Erf"));
+  EXPECT_EQ(compareRuns(kept, {1, 3, 5, 7}), 0);
+}
+
 // SiLU as the quantizer writes it: x's DQ feeds the Sigmoid and the Mul, so the lookup reads x and
 // the QLinearMul both.
 TEST(QdqFusion, QuantizedSiluIsALookupAndAQuantizedMul) {
