@@ -38,7 +38,8 @@ std::vector<int8_t> packDepthwiseNhwcWeights(const int8_t* w, int64_t channels, 
   for (int64_t c = 0; c < channels; ++c)
     for (int64_t ky = 0; ky < kh; ++ky)
       for (int64_t kx = 0; kx < kw; ++kx)
-        packed[static_cast<size_t>((ky * lanes + c) * 4 + kx)] = w[(c * kh + ky) * kw + kx];
+        packed[static_cast<size_t>((ky * lanes + depthwiseNhwcLaneOf(c, channels)) * 4 + kx)] =
+            w[(c * kh + ky) * kw + kx];
   return packed;
 }
 
