@@ -162,12 +162,12 @@ Tensor readNpy(std::istream& in, const std::string& path) {
                    shapeToString(shape) + " of " + descr + " needs " + std::to_string(needed));
   }
   const int64_t numel = shapeNumel(shape);
-  Tensor t(dtype, shape);
   if (dtype == DataType::kBool) {  // any byte, read as 0 or 1
     std::vector<uint8_t> bytes(static_cast<size_t>(numel));
     in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(numel));
     return boolsFromBytes(shape, bytes.data());
   }
+  Tensor t(dtype, shape);
   if (dtype != DataType::kString) {
     in.read(static_cast<char*>(t.raw()), static_cast<std::streamsize>(t.byteSize()));
     return t;
