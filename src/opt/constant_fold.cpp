@@ -3,6 +3,7 @@
 #include "backends/cpu/kernel.h"
 #include "engine/executor.h"
 #include "engine/subgraph.h"
+#include "kiln/error.h"
 #include "opt/passes.h"
 
 namespace kiln::opt {
@@ -64,17 +65,13 @@ int foldPass(ir::Graph& graph, bool foldDequantize) {
     }
     std::vector<Tensor> values = foldingInputs(graph, node);
     std::vector<const Tensor*> inputs;
-    cpu::KernelCreateInfo info{node, {}, {}, {}, &executorSubgraphRunners()};
+    std::vector<const ir::TypeInfo*> types;
     for (size_t k = 0; k < node.inputs.size(); ++k) {
       int id = node.inputs[k];
       inputs.push_back(id == ir::kNoValue ? nullptr : &values[k]);
-      info.inputTypes.push_back(id == ir::kNoValue ? nullptr : &graph.value(id).type);
-      info.constants.push_back(inputs.back());
+      types.push_back(id == ir::kNoValue ? nullptr : &graph.value(id).type);
     }
-    const ir::OpSchema* schema =
-        ir::OpSchemaRegistry::global().find(node.domain, node.opType, node.opset);
-    cpu::KernelFn kernel = (*cpu::KernelRegistry::global().find(node.domain, node.opType))(info);
-    std::vector<Tensor> outs = runNode(node, *schema, kernel, inputs);
+    std::vector<Tensor> outs = evaluateNode(node, inputs, types);
     const bool optionalOut = std::any_of(node.outputs.begin(), node.outputs.end(), [&](int id) {
       return id != ir::kNoValue && graph.value(id).type.isOptional;
     });
@@ -99,6 +96,19 @@ int foldPass(ir::Graph& graph, bool foldDequantize) {
 }
 
 }  // namespace
+
+std::vector<Tensor> evaluateNode(const ir::Node& node, const std::vector<const Tensor*>& inputs,
+                                 const std::vector<const ir::TypeInfo*>& types) {
+  const ir::OpSchema* schema =
+      ir::OpSchemaRegistry::global().find(node.domain, node.opType, node.opset);
+  const cpu::KernelFactory* factory = cpu::KernelRegistry::global().find(node.domain, node.opType);
+  if (!schema || !factory) {
+    throw Error(ErrorCode::kUnsupportedNode,
+                "node '" + node.name + "' (" + node.opType + "): no kernel to evaluate it with");
+  }
+  cpu::KernelCreateInfo info{node, types, inputs, {}, &executorSubgraphRunners()};
+  return runNode(node, *schema, (*factory)(info), inputs);
+}
 
 int foldConstants(ir::Graph& graph, bool foldDequantize) {
   // Folding can make shapes static downstream (Shape -> Gather -> Concat -> Reshape), which

@@ -10,9 +10,6 @@
 #include <set>
 #include <string>
 
-#include "backends/cpu/kernel.h"
-#include "engine/executor.h"
-#include "kiln/error.h"
 #include "opt/fuse_qdq_params.h"
 #include "opt/passes.h"
 #include "opt/rewrite_util.h"
@@ -60,26 +57,16 @@ Tensor runWith(const ir::Graph& graph, const ir::Node& node, size_t at, const Te
   std::vector<const Tensor*> inputs;
   std::vector<ir::TypeInfo> types;
   types.reserve(node.inputs.size());
+  std::vector<const ir::TypeInfo*> typePointers;
   for (size_t k = 0; k < node.inputs.size(); ++k) {
     const int id = node.inputs[k];
     inputs.push_back(k == at ? &value : id == ir::kNoValue ? nullptr : constantValue(graph, id));
     types.push_back(
         inputs.back() ? ir::TypeInfo{inputs.back()->dtype(), ir::symShapeOf(inputs.back()->shape())}
                       : ir::TypeInfo{});
+    typePointers.push_back(inputs.back() ? &types.back() : nullptr);
   }
-  cpu::KernelCreateInfo info{node, {}, {}, {}};
-  for (size_t k = 0; k < inputs.size(); ++k) {
-    info.inputTypes.push_back(inputs[k] ? &types[k] : nullptr);
-    info.constants.push_back(inputs[k]);
-  }
-  const ir::OpSchema* schema =
-      ir::OpSchemaRegistry::global().find(node.domain, node.opType, node.opset);
-  const cpu::KernelFactory* factory = cpu::KernelRegistry::global().find(node.domain, node.opType);
-  if (!schema || !factory) {
-    throw Error(ErrorCode::kUnsupportedNode,
-                "node '" + node.name + "': no kernel to tabulate " + node.opType + " with");
-  }
-  return runNode(node, *schema, (*factory)(info), inputs)[0];
+  return evaluateNode(node, inputs, typePointers)[0];
 }
 
 // The 256 values of x's type, lowest first.

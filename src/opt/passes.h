@@ -16,6 +16,11 @@ namespace kiln::opt {
 /// weight int8, and fuseLayers folds the DQs of constants they leave.
 KILN_INTERNAL_API int foldConstants(ir::Graph& graph, bool foldDequantize = false);
 
+/// Runs one node's CPU kernel on these inputs (null: omitted) of these types, as constant folding
+/// does; fails naming the node when kiln has no schema or kernel for it.
+std::vector<Tensor> evaluateNode(const ir::Node& node, const std::vector<const Tensor*>& inputs,
+                                 const std::vector<const ir::TypeInfo*>& types);
+
 /// Runs the float16 interior of the graph in float32 (kiln has no float16 arithmetic kernels):
 /// float16 outputs of the nodes computesWideInFloat32 (float16_rules.h) accepts and the float16
 /// constants only they read become float32, a Cast is inserted where a float16 graph input or a
