@@ -86,6 +86,14 @@ bool startQConvCall(KernelContext& ctx, const QConv& c, int32_t wShift, void* pa
   return true;
 }
 
+void fillChannelTerms(const QConvCall& call, const int32_t* weightSums, int64_t channels,
+                      int32_t* terms) {
+  for (int64_t o = 0; o < channels; ++o) {
+    const int64_t add = (call.bias ? call.bias[o] : 0) - int64_t{call.xZero} * weightSums[o];
+    terms[o] = static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(add)));
+  }
+}
+
 std::vector<int16_t> depthwiseWeights(const KernelCreateInfo& info, const QProductSignature& s) {
   const Tensor& w = *constantInput(info, s.b);
   std::vector<int16_t> values(static_cast<size_t>(w.numel()));

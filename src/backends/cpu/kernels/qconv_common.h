@@ -56,6 +56,11 @@ bool startQConvCall(KernelContext& ctx, const QConv& c, int32_t wShift, void* pa
 
 inline uint64_t alignTo64(uint64_t n) { return (n + 63) / 64 * 64; }
 
+/// The one term per output channel of a kernel whose weights are symmetric: bias - x_zero_point *
+/// (the channel's weight sum), wrapped to int32 as the accumulators wrap.
+void fillChannelTerms(const QConvCall& call, const int32_t* weightSums, int64_t channels,
+                      int32_t* terms);
+
 /// Taps a depthwise kernel accumulates exactly in float32: 256 * 255 * 255 < 2^24.
 constexpr int64_t kMaxDepthwiseTaps = 256;
 

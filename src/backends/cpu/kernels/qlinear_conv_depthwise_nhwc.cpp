@@ -97,11 +97,7 @@ void runDepthwiseNhwc(const DepthwiseNhwcKernel& k, KernelContext& ctx) {
   auto* channelAdd = reinterpret_cast<int32_t*>(ws + scratch + qconvParamBytes(c));
   QConvCall call;
   if (!startQConvCall(ctx, c, 0, ws + scratch, call)) return;
-  for (int64_t o = 0; o < c.outChannels; ++o) {
-    const int64_t add =
-        (call.bias ? call.bias[o] : 0) - int64_t{call.xZero} * k.sums[static_cast<size_t>(o)];
-    channelAdd[o] = static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(add)));
-  }
+  fillChannelTerms(call, k.sums.data(), c.outChannels, channelAdd);
   p.xZero = static_cast<uint8_t>(call.xZero);
   p.weights = k.packed.data();
   p.channelAdd = channelAdd;

@@ -46,11 +46,7 @@ void runQConvNhwc(const QConvNhwcKernel& k, KernelContext& ctx) {
   auto* channelAdd = reinterpret_cast<int32_t*>(params + qconvParamBytes(c));
   QConvCall call;
   if (!startQConvCall(ctx, c, 0, params, call)) return;
-  const int32_t* sums = k.w.sums();
-  for (int64_t o = 0; o < c.outChannels; ++o) {
-    const int64_t add = (call.bias ? call.bias[o] : 0) - int64_t{call.xZero} * sums[o];
-    channelAdd[o] = static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(add)));
-  }
+  fillChannelTerms(call, k.w.sums(), c.outChannels, channelAdd);
   const ir::ConvGeometry& g = call.g;
   QConvNhwcProblem p;
   p.ih = call.imageShape[0], p.iw = call.imageShape[1], p.channels = c.groupChannels;
