@@ -2,7 +2,7 @@
 // constant W once when the kernel is made (nchwc_conv.h), and runs the AVX-512 or AVX2 direct
 // convolution (nchwc_conv_avx512.cpp, nchwc_conv_avx2.cpp; a plain NCHW X on AVX-512:
 // nchwc_conv_plain_avx512.cpp; grouped: slice by slice, nchwc_conv_grouped.h), or for layers
-// marked bf16 the BF16 one (nchwc_conv_bf16.h).
+// marked bf16 the BF16 ones (direct: nchwc_conv_bf16.h; Winograd: nchwc_winograd.h).
 #include "backends/cpu/kernels/nchwc_conv.h"
 
 #include <algorithm>
@@ -434,19 +434,22 @@ std::string winogradPassedOver(const KernelCreateInfo& info, int tile) {
                : std::string("too few tiles, direct is expected to be faster"));
 }
 
-// With `saved`, the packed weights are the saved ones (no packing).
-Kernel makeWinograd(const KernelCreateInfo& info, int tile, const KernelState* saved = nullptr) {
+// With `saved`, the packed weights are the saved ones (no packing); `bf16` packs them in BF16 for
+// the BF16 kernel.
+Kernel makeWinograd(const KernelCreateInfo& info, int tile, bool bf16,
+                    const KernelState* saved = nullptr) {
   PreparedNchwcConv p = prepareCommon(info);
   if (saved) {
     p.winograd.tile = tile;
     p.winograd.inChannels = p.inPerGroup;
     p.winograd.outChannels = p.outChannels;
-    p.winograd.floats =
-        (tile + 2) * (tile + 2) * ir::nchwcBlocks(p.outChannels) * kNchwcBlock * p.inPerGroup;
+    p.winograd.bf16 = bf16;
+    p.winograd.floats = nchwcWinogradWeightWords(p.outChannels, p.inPerGroup, tile, bf16);
     p.winograd.data = savedFloats(info, *saved, 0, p.winograd.floats);
   } else {
     const Tensor& w = constantWeights(info);
     p.winograd = packNchwcWinogradWeights(w.data<float>(), p.outChannels, p.inPerGroup, tile);
+    if (bf16) p.winograd = packNchwcWinogradBf16Weights(p.winograd);
   }
   p.convolve = [weights = p.winograd](KernelContext& ctx, NchwcConvArgs& args) {
     args.scratch =
@@ -553,7 +556,13 @@ Kernel makeDirect(const KernelCreateInfo& info, CpuIsa isa, const KernelState* s
   return k;
 }
 
-// BF16 direct convolution of a blocked X (layers marked bf16; Winograd is not used for them).
+// BF16 Winograd (layers marked bf16), for the convolutions FP32 Winograd takes.
+std::string bf16WinogradDeclines(const KernelCreateInfo& info) {
+  if (std::string p = bf16PrecisionDeclines(info); !p.empty()) return p;
+  return winogradDeclines(info);
+}
+
+// BF16 direct convolution of a blocked X (layers marked bf16).
 std::string bf16DirectDeclines(const KernelCreateInfo& info) {
   if (std::string p = bf16PrecisionDeclines(info); !p.empty()) return p;
   if (hasInputScale(info)) return "X has a scale (input 4)";
@@ -645,6 +654,22 @@ const bool kRegistered = [] {
     c.memory.inPlaceInputs = {3};
     r.addCandidate("kiln", "NchwcConv", DataType::kFloat32, std::move(c));
   };
+  // BF16 first (they decline layers not marked bf16): Winograd where the FP32 heuristics would
+  // take it, else direct.
+  for (int tile : {4, 2}) {
+    KernelCandidate c;
+    c.id = "bf16_nchwc_conv_winograd_f" + std::to_string(tile) + "x" + std::to_string(tile) +
+           "_avx512bf16";
+    c.isa = CpuIsa::kAvx512Bf16;
+    c.supports = bf16WinogradDeclines;
+    c.prefers = tile == 4 ? winograd4x4PassedOver : winograd2x2PassedOver;
+    c.create = [tile](const KernelCreateInfo& i) { return makeWinograd(i, tile, true); };
+    c.restore = [tile](const KernelCreateInfo& i, const KernelState& s) {
+      return makeWinograd(i, tile, true, &s);
+    };
+    c.memory.inPlaceInputs = {3};  // as the FP32 kernels: Z is read before Y's tile is stored
+    r.addCandidate("kiln", "NchwcConv", DataType::kFloat32, std::move(c));
+  }
   KernelCandidate bf16;
   bf16.id = "bf16_nchwc_conv_direct_avx512bf16";
   bf16.isa = CpuIsa::kAvx512Bf16;
@@ -659,9 +684,9 @@ const bool kRegistered = [] {
     const std::string name = "winograd_f" + std::to_string(tile) + "x" + std::to_string(tile);
     add(
         name, CpuIsa::kAvx512, winogradDeclines,
-        [tile](const KernelCreateInfo& i) { return makeWinograd(i, tile); },
+        [tile](const KernelCreateInfo& i) { return makeWinograd(i, tile, false); },
         [tile](const KernelCreateInfo& i, const KernelState& s) {
-          return makeWinograd(i, tile, &s);
+          return makeWinograd(i, tile, false, &s);
         },
         tile == 4 ? winograd4x4PassedOver : winograd2x2PassedOver);
   }

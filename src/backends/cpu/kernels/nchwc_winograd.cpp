@@ -1,5 +1,6 @@
 // Winograd in the blocked layout (nchwc_winograd.h): where it pays off, the weight transform and
-// packing, and the dispatch to the AVX-512 kernels (nchwc_winograd_avx512.cpp).
+// packings, and the dispatch to the AVX-512 kernels (FP32 nchwc_winograd_avx512.cpp, BF16
+// nchwc_winograd_bf16_avx512bf16.cpp).
 #include "backends/cpu/kernels/nchwc_winograd.h"
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include "backends/cpu/cpu_isa.h"
 #include "backends/cpu/thread_pool.h"
 #include "core/aligned_memory.h"
+#include "core/half.h"
 #include "ir/ops/nchwc.h"
 
 namespace kiln::cpu {
@@ -90,6 +92,38 @@ NchwcWinogradWeights packNchwcWinogradWeights(const float* w, int64_t outChannel
   return packed;
 }
 
+int64_t nchwcWinogradWeightWords(int64_t outChannels, int64_t inChannels, int tile, bool bf16) {
+  return (tile + 2) * (tile + 2) * ir::nchwcBlocks(outChannels) * kNchwcBlock *
+         (bf16 ? (inChannels + 1) / 2 : inChannels);
+}
+
+NchwcWinogradWeights packNchwcWinogradBf16Weights(const NchwcWinogradWeights& fp32) {
+  const int64_t ci = fp32.inChannels, pairs = (ci + 1) / 2;
+  const int64_t outBlocks = ir::nchwcBlocks(fp32.outChannels);
+  const int positions = (fp32.tile + 2) * (fp32.tile + 2);
+  NchwcWinogradWeights packed = fp32;
+  packed.bf16 = true;
+  packed.floats = nchwcWinogradWeightWords(fp32.outChannels, ci, fp32.tile, true);
+  packed.data = allocateSharedFloats(packed.floats);
+  auto* words = reinterpret_cast<uint32_t*>(packed.data.get());
+  for (int pos = 0; pos < positions; ++pos) {
+    for (int64_t gi = 0; gi < nchwcOutBlockGroups(outBlocks); ++gi) {
+      const NchwcBlockRange r = nchwcOutBlockGroup(outBlocks, gi);
+      const int64_t lanes = (r.end - r.begin) * kNchwcBlock;  // M * 16
+      const float* src = fp32.data.get() + (pos * outBlocks + r.begin) * kNchwcBlock * ci;
+      uint32_t* out = words + (pos * outBlocks + r.begin) * kNchwcBlock * pairs;
+      for (int64_t pair = 0; pair < pairs; ++pair) {
+        for (int64_t j = 0; j < lanes; ++j) {
+          const uint32_t high =
+              2 * pair + 1 < ci ? floatToBfloat16Bits(src[(2 * pair + 1) * lanes + j]) : 0;
+          out[pair * lanes + j] = floatToBfloat16Bits(src[2 * pair * lanes + j]) | high << 16;
+        }
+      }
+    }
+  }
+  return packed;
+}
+
 uint64_t nchwcWinogradWorkspaceBytes(const NchwcConvShape& shape,
                                      const NchwcWinogradWeights& weights, int threads) {
   if (!weights.data || shape.outHeight <= 0 || shape.outWidth <= 0) return 0;
@@ -111,7 +145,10 @@ void nchwcWinogradConv(const NchwcConvArgs& args, const NchwcWinogradWeights& we
         "nchwcWinogradConv needs a blocked 3x3 stride-1 convolution matching its weights");
   }
   if (activeCpuIsa() < CpuIsa::kAvx512) throw std::runtime_error("nchwcWinogradConv needs AVX-512");
-  detail::nchwcWinogradAvx512(args, weights);
+  if (!weights.bf16) return detail::nchwcWinogradAvx512(args, weights);
+  if (!cpuSupports(CpuIsa::kAvx512Bf16))
+    throw std::runtime_error("nchwcWinogradConv: BF16 weights need AVX512_BF16");
+  detail::nchwcWinogradBf16Avx512(args, weights);
 }
 
 }  // namespace kiln::cpu
