@@ -2,8 +2,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <string>
 
+#include "backends/cpu/thread_pool.h"
 #include "build/profiles.h"
+#include "core/aligned_memory.h"
 #include "engine/executor.h"
 #include "ir/sym_shape.h"
 
@@ -63,11 +68,47 @@ std::optional<std::vector<const Tensor*>> timingInputs(const ir::Graph& concrete
   return inputs;
 }
 
-double timeKernelOnce(const ir::Node& node, const ir::OpSchema& schema, const cpu::KernelFn& kernel,
-                      const std::vector<const Tensor*>& inputs) {
+namespace {
+
+// `bytes` of 64-byte aligned memory, written once so that its pages are mapped.
+cpu::OutputStorage touchedStorage(uint64_t bytes) {
+  cpu::OutputStorage s;
+  if (bytes == 0) return s;
+  void* p = allocateAligned(bytes);
+  if (!p)
+    throw Error(ErrorCode::kOutOfMemory,
+                "out of memory allocating " + std::to_string(bytes) + " bytes to time a kernel");
+  std::memset(p, 0, bytes);
+  s.data = p;
+  s.bytes = bytes;
+  s.owner = std::shared_ptr<const void>(p, [](const void* q) { std::free(const_cast<void*>(q)); });
+  return s;
+}
+
+}  // namespace
+
+KernelRuns::KernelRuns(const ir::Node& node, const ir::OpSchema& schema, const cpu::Kernel& kernel,
+                       const std::vector<const Tensor*>& inputs)
+    : node_(node), schema_(schema), kernel_(kernel), inputs_(inputs) {}
+
+double KernelRuns::timeOnce() {
   const auto start = std::chrono::steady_clock::now();
-  runNode(node, schema, kernel, inputs, nullptr);
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (sized_) {
+    runNode(node_, schema_, kernel_.run, inputs_, &outputs_, &workspace_);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  const std::vector<Tensor> outs = runNode(node_, schema_, kernel_.run, inputs_);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (const Tensor& t : outs) outputs_.push_back(touchedStorage(t.byteSize()));
+  if (kernel_.workspace) {
+    std::vector<const Shape*> shapes;
+    for (const Tensor* t : inputs_) shapes.push_back(t ? &t->shape() : nullptr);
+    const cpu::ThreadPool* pool = cpu::currentThreadPool();
+    workspace_ = touchedStorage(kernel_.workspace(shapes, pool ? pool->size() : 1));
+  }
+  sized_ = true;
+  return seconds;
 }
 
 double median(std::vector<double>& values) {

@@ -29,15 +29,15 @@ constexpr double kBf16Margin = 0.95;
 
 // Seconds of the best of kRounds runs of each kernel, alternating (after a warm-up run of each).
 std::pair<double, double> timeBoth(const ir::Node& node, const ir::OpSchema& schema,
-                                   const cpu::KernelFn& a, const cpu::KernelFn& b,
+                                   const cpu::Kernel& a, const cpu::Kernel& b,
                                    const std::vector<const Tensor*>& inputs) {
-  auto once = [&](const cpu::KernelFn& k) { return timeKernelOnce(node, schema, k, inputs); };
-  once(a);
-  once(b);
+  KernelRuns runsA(node, schema, a, inputs), runsB(node, schema, b, inputs);
+  runsA.timeOnce();
+  runsB.timeOnce();
   double bestA = 1e30, bestB = 1e30;
   for (int r = 0; r < kRounds; ++r) {
-    bestA = std::min(bestA, once(a));
-    bestB = std::min(bestB, once(b));
+    bestA = std::min(bestA, runsA.timeOnce());
+    bestB = std::min(bestB, runsB.timeOnce());
   }
   return {bestA, bestB};
 }
@@ -85,7 +85,7 @@ std::vector<std::string> timePrecisions(ir::Graph& graph, const plan::Profile& p
     if (!inputs || !schema) continue;
     const cpu::Kernel bf16Kernel = bf16.chosen->create(info);
     const cpu::Kernel fp32Kernel = fp32.chosen->create(fp32Info);
-    const auto [tb, tf] = timeBoth(node, *schema, bf16Kernel.run, fp32Kernel.run, *inputs);
+    const auto [tb, tf] = timeBoth(node, *schema, bf16Kernel, fp32Kernel, *inputs);
     const std::string times =
         bf16.chosen->id + " " + ms(tb) + ", " + fp32.chosen->id + " " + ms(tf);
     if (tb < kBf16Margin * tf) {

@@ -108,13 +108,16 @@ int64_t timeCandidates(const ir::Node& node, const ir::OpSchema& schema,
                        const cpu::KernelCreateInfo& info, const std::vector<const Tensor*>& inputs,
                        int repeats, std::vector<Timed*>& todo) {
   std::vector<cpu::Kernel> kernels(todo.size());
+  std::vector<KernelRuns> timed;
+  timed.reserve(todo.size());
+  for (const cpu::Kernel& k : kernels) timed.emplace_back(node, schema, k, inputs);
   std::vector<std::vector<double>> seconds(todo.size());
   std::vector<bool> ok(todo.size(), true);
   int64_t runs = 0;
   auto attempt = [&](size_t i, bool record) {
     if (!ok[i]) return;
     try {
-      const double s = timeKernelOnce(node, schema, kernels[i].run, inputs);
+      const double s = timed[i].timeOnce();
       ++runs;
       if (record) seconds[i].push_back(s);
     } catch (const Error& e) {

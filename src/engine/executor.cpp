@@ -127,11 +127,13 @@ void callKernel(const ir::Node& node, const cpu::KernelFn& kernel, cpu::KernelCo
 
 std::vector<Tensor> runNode(const ir::Node& node, const ir::OpSchema& schema,
                             const cpu::KernelFn& kernel, const std::vector<const Tensor*>& inputs,
-                            const std::vector<cpu::OutputStorage>* planned) {
+                            const std::vector<cpu::OutputStorage>* planned,
+                            const cpu::OutputStorage* workspace) {
   std::vector<ir::TypeInfo> outTypes;
   inferOutputTypes(node, schema, inputs, outTypes);
   std::vector<Tensor> outs(node.outputs.size());
   cpu::KernelContext ctx(node, inputs, outs, outTypes, planned);
+  if (workspace) ctx.setWorkspace(workspace->data, workspace->bytes);
   callKernel(node, kernel, ctx);
   checkOutputsMade(node, outs);
   return outs;

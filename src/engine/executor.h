@@ -25,11 +25,13 @@ using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 KILN_INTERNAL_API std::vector<std::string> findUnsupportedNodes(const ir::Graph& graph);
 
 /// Infers a node's output shapes from its concrete inputs, then runs its kernel. `planned`, when
-/// given, has one entry per output: storage the kernel's output() / allocateOutput() use.
+/// given, has one entry per output: storage the kernel's output() / allocateOutput() use;
+/// `workspace`, when given, is the kernel's workspace (KernelContext::setWorkspace).
 KILN_INTERNAL_API std::vector<Tensor> runNode(
     const ir::Node& node, const ir::OpSchema& schema, const cpu::KernelFn& kernel,
     const std::vector<const Tensor*>& inputs,
-    const std::vector<cpu::OutputStorage>* planned = nullptr);
+    const std::vector<cpu::OutputStorage>* planned = nullptr,
+    const cpu::OutputStorage* workspace = nullptr);
 
 /// The kernel an Executor made for one node: the candidate's id and ISA, and why the candidates
 /// before it in its family declined (kernel_registry.h).

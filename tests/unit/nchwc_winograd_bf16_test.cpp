@@ -6,7 +6,8 @@
 // computed here by the same transforms in double over the magnitudes; plus the FP32 kernel's own
 // rounding (nchwc_winograd_test.cpp's measured bound). Odd channel counts (a BF16 pair holding
 // the last real channel and a padding one), X's padding channels NaN, partial tiles, asymmetric
-// padding, residual and Relu, one and two threads; and which candidate takes a layer marked bf16.
+// padding, residual and Relu, one and two threads, both tiles (the builder takes F(2x2) only:
+// nchwc_conv.cpp); and which candidate takes a layer marked bf16.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -207,7 +208,7 @@ INSTANTIATE_TEST_SUITE_P(TileAndThreads, NchwcWinogradBf16,
                                   std::to_string(std::get<1>(info.param));
                          });
 
-// A 3x3 stride-1 layer marked bf16 takes BF16 Winograd at the heuristics' tile; stride 2 takes
+// A 3x3 stride-1 layer marked bf16 takes BF16 F(2x2) wherever FP32 takes Winograd; stride 2 takes
 // the BF16 direct kernel; an unmarked layer the FP32 Winograd.
 TEST(NchwcWinogradBf16Selection, MarkedLayersTakeBf16Winograd) {
   if (activeCpuIsa() < CpuIsa::kAvx512 || !cpuSupports(CpuIsa::kAvx512Bf16))
@@ -232,7 +233,7 @@ TEST(NchwcWinogradBf16Selection, MarkedLayersTakeBf16Winograd) {
         KernelRegistry::global().select({node, {&x, &wType}, {nullptr, &w}, {}});
     return s.chosen ? s.chosen->id : std::string("none");
   };
-  EXPECT_EQ(chosen(56, 1, true), "bf16_nchwc_conv_winograd_f4x4_avx512bf16");
+  EXPECT_EQ(chosen(56, 1, true), "bf16_nchwc_conv_winograd_f2x2_avx512bf16");
   EXPECT_EQ(chosen(12, 1, true), "bf16_nchwc_conv_winograd_f2x2_avx512bf16");
   EXPECT_EQ(chosen(7, 1, true), "bf16_nchwc_conv_direct_avx512bf16");  // too few tiles
   EXPECT_EQ(chosen(56, 2, true), "bf16_nchwc_conv_direct_avx512bf16");
