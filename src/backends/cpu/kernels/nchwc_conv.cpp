@@ -2,7 +2,8 @@
 // constant W once when the kernel is made (nchwc_conv.h), and runs the AVX-512 or AVX2 direct
 // convolution (nchwc_conv_avx512.cpp, nchwc_conv_avx2.cpp; a plain NCHW X on AVX-512:
 // nchwc_conv_plain_avx512.cpp; grouped: slice by slice, nchwc_conv_grouped.h), or for layers
-// marked bf16 the BF16 ones (direct: nchwc_conv_bf16.h; Winograd: nchwc_winograd.h).
+// marked bf16 the BF16 ones (direct, blocked or plain X: nchwc_conv_bf16.h; Winograd:
+// nchwc_winograd.h).
 #include "backends/cpu/kernels/nchwc_conv.h"
 
 #include <algorithm>
@@ -607,6 +608,55 @@ Kernel makeBf16Direct(const KernelCreateInfo& info, const KernelState* saved) {
   return k;
 }
 
+// BF16 convolution of a plain X, the stem (layers marked bf16).
+std::string bf16PlainInputDeclines(const KernelCreateInfo& info) {
+  if (std::string p = bf16PrecisionDeclines(info); !p.empty()) return p;
+  if (hasInputScale(info)) return "X has a scale (input 4)";
+  if (ir::attrInt(info.node, "group", 1) != 1) return "grouped: needs a blocked X";
+  if (xRankOf(info) != 4) return "X is not plain NCHW (rank 4)";
+  const std::vector<int64_t> strides = ir::attrInts(info.node, "strides", {1, 1}),
+                             dilations = ir::attrInts(info.node, "dilations", {1, 1});
+  if (strides.size() != 2 || strides[1] < 1 || strides[1] > 2)
+    return "takes horizontal strides 1 and 2";
+  if (dilations.size() != 2 || dilations[1] != 1) return "takes horizontal dilation 1";
+  return "";
+}
+
+// With `saved`, the BF16 packing is the saved one.
+Kernel makeBf16PlainInput(const KernelCreateInfo& info, const KernelState* saved) {
+  PreparedNchwcConv p = prepareCommon(info);
+  if (saved) {
+    p.plainWeights.floats =
+        nchwcPlainBf16WeightWords(p.outChannels, p.inPerGroup, p.kernelH, p.kernelW);
+    p.plainWeights.data = savedFloats(info, *saved, 0, p.plainWeights.floats);
+  } else {
+    p.plainWeights = packNchwcPlainBf16Weights(constantWeights(info).data<float>(), p.outChannels,
+                                               p.inPerGroup, p.kernelH, p.kernelW);
+  }
+  const auto* words = reinterpret_cast<const uint32_t*>(p.plainWeights.data.get());
+  p.convolve = [words](KernelContext& ctx, NchwcConvArgs& args) {
+    auto* pairs =
+        static_cast<uint32_t*>(ctx.workspace(nchwcPlainConvBf16ScratchBytes(*args.shape)));
+    detail::nchwcPlainConvBf16Avx512(args, words, pairs);
+  };
+  Kernel k;
+  k.workspace = [p](const std::vector<const Shape*>& in, int) -> uint64_t {
+    if (in.empty() || !in[0] || in[0]->size() != 4) return 0;
+    NchwcConvShape s;
+    s.plainInput = true;
+    s.batch = (*in[0])[0];
+    s.inChannels = p.inPerGroup;
+    s.height = (*in[0])[2];
+    s.width = (*in[0])[3];
+    setConvGeometry(s, p);
+    if (s.outHeight <= 0 || s.outWidth <= 0) return 0;
+    return nchwcPlainConvBf16ScratchBytes(s);
+  };
+  k.save = [w = p.plainWeights] { return savedBlobs({&w}, {}); };
+  k.run = [p = std::move(p)](KernelContext& ctx) { runNchwcConv(ctx, p); };
+  return k;
+}
+
 std::string winograd4x4PassedOver(const KernelCreateInfo& info) {
   return winogradPassedOver(info, 4);
 }
@@ -688,6 +738,16 @@ const bool kRegistered = [] {
   };
   bf16.memory.inPlaceInputs = {3};  // as the FP32 kernels: Z is read at the start of each tile
   r.addCandidate("kiln", "NchwcConv", DataType::kFloat32, std::move(bf16));
+  KernelCandidate stem;
+  stem.id = "bf16_nchwc_conv_plain_input_avx512bf16";
+  stem.isa = CpuIsa::kAvx512Bf16;
+  stem.supports = bf16PlainInputDeclines;
+  stem.create = [](const KernelCreateInfo& i) { return makeBf16PlainInput(i, nullptr); };
+  stem.restore = [](const KernelCreateInfo& i, const KernelState& s) {
+    return makeBf16PlainInput(i, &s);
+  };
+  stem.memory.inPlaceInputs = {3};  // Z is read at the start of each chunk, before its store
+  r.addCandidate("kiln", "NchwcConv", DataType::kFloat32, std::move(stem));
   for (int tile : {4, 2}) {
     const std::string name = "winograd_f" + std::to_string(tile) + "x" + std::to_string(tile);
     add(
