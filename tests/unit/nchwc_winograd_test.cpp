@@ -232,12 +232,13 @@ TEST(NchwcWinogradSelection, ChosenOnlyWhereItApplies) {
     const ir::Node node = convNode(1, 1);
     const cpu::KernelCreateInfo info{node, {&x, &wType}, {nullptr, &w}, {}};
     const cpu::KernelSelection s = cpu::KernelRegistry::global().select(info);
-    ASSERT_GE(s.declined.size(), 3u);  // the BF16 candidates (for layers marked bf16) come first
+    ASSERT_GE(s.declined.size(), 4u);  // the BF16 candidates (for layers marked bf16) come first
     const std::string bf16[] = {"bf16_nchwc_conv_winograd_f2x2_avx512bf16",
-                                "bf16_nchwc_conv_direct_avx512bf16"};
-    for (int i = 0; i < 2; ++i)
+                                "bf16_nchwc_conv_direct_avx512bf16",
+                                "bf16_nchwc_conv_plain_input_avx512bf16"};
+    for (int i = 0; i < 3; ++i)
       EXPECT_EQ(s.declined[i], std::make_pair(bf16[i], std::string("needs avx512bf16")));
-    EXPECT_EQ(s.declined[2], std::make_pair(std::string("f32_nchwc_conv_winograd_f4x4_avx512"),
+    EXPECT_EQ(s.declined[3], std::make_pair(std::string("f32_nchwc_conv_winograd_f4x4_avx512"),
                                             std::string("needs avx512f")));
   }
   if (activeCpuIsa() < CpuIsa::kAvx512) GTEST_SKIP() << "Winograd needs AVX-512";
