@@ -13,8 +13,8 @@ namespace {
 // The layers that have BF16 kernels (bf16_candidates.h, nchwc BF16 convolution).
 bool bf16Eligible(const ir::Node& node) {
   static const std::set<std::pair<std::string, std::string>> kOps = {
-      {"", "Conv"},          {"", "MatMul"},       {"", "Gemm"}, {"kiln", "FusedMatMul"},
-      {"kiln", "FusedConv"}, {"kiln", "NchwcConv"}};
+      {"", "Conv"},          {"", "MatMul"},        {"", "Gemm"},         {"kiln", "FusedMatMul"},
+      {"kiln", "FusedConv"}, {"kiln", "NchwcConv"}, {"", "ConvTranspose"}};
   return kOps.count({node.domain, node.opType}) > 0;
 }
 

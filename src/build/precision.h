@@ -38,10 +38,10 @@ PrecisionRequest precisionRequest(const std::vector<LayerRecord>& layers, const 
 /// kUndefined; the name of the network layer that asked goes to `who`.
 DataType pinnedPrecision(const ir::Node& node, const PrecisionRequest& request, std::string* who);
 
-/// Marks every layer that may compute in BF16: eligible op types (Conv, MatMul, Gemm,
-/// kiln::FusedMatMul, kiln::FusedConv, kiln::NchwcConv) unless constrained to fp32, or feeding
-/// the network's final Softmax (through shape-only ops); layers asked for bf16 too. On a CPU
-/// without AVX512_BF16 marks none and warns (a constraint to bf16 under kObey is an error).
+/// Marks every layer that may compute in BF16: eligible op types (Conv, ConvTranspose, MatMul,
+/// Gemm, kiln::FusedMatMul, kiln::FusedConv, kiln::NchwcConv) unless constrained to fp32, or
+/// feeding the network's final Softmax (through shape-only ops); layers asked for bf16 too. On a
+/// CPU without AVX512_BF16 marks none and warns (a constraint to bf16 under kObey is an error).
 /// Under kFP16 then marks fp16 the Linear layers (MatMul, Gemm, kiln::FusedMatMul) not marked yet,
 /// by the same rules: their weights are kept in half precision (f16w_candidates.h).
 /// Returns one line per decision (for the build report).
