@@ -47,6 +47,12 @@ def elem_type(where, code):
     return make
 
 
+def roi_align(rois):
+    """RoiAlign over a 1x1x4x4 input x with the given boxes (float32 [n, 4]) of image 0."""
+    return run("RoiAlign", [info("x", FLOAT, [1, 1, 4, 4]), const("rois", rois, np.float32),
+                            const("bi", [0] * len(rois))], opset=16, output_height=2, output_width=2)
+
+
 BN_PARAMS = [const(n, [1, 1], np.float32) for n in ("s", "b", "m", "v")]
 NODE = "node 'n'"
 CASES = [
@@ -412,4 +418,11 @@ CASES += [
     # is a seed). Bool raw_data, external data, .npy and plan bytes are now read as byte != 0.
     Case("bool-raw-data-byte-43", bool_bytes_where([43, 0, 255, 1]), 0, ["y"]),
     Case("bool-npy-byte-43", bool_npy_not([43, 0, 2]), 0, ["y"]),
+    # RoiAlign with a NaN box coordinate passed every range test and cast NaN to int64 (UBSan; the
+    # session_run campaign of session 25, 13,670 executions); an infinite or huge box asked for an
+    # unbounded sampling grid.
+    Case("roialign-roi-nan", roi_align([[0, 0, np.nan, 2]]), 1,
+         [NODE, "rois row 0 has a non-finite coordinate (nan)"]),
+    Case("roialign-roi-1e30", roi_align([[0, 0, 1e30, 2]]), 1,
+         [NODE, "rois row 0", "samples per bin on that axis"]),
 ]

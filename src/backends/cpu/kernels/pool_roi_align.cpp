@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "backends/cpu/kernels/elementwise_util.h"
+#include "core/tensor_limits.h"
 
 namespace kiln::cpu {
 namespace {
@@ -55,6 +56,14 @@ void roiAlign(const KernelContext& ctx, const Tensor& x, const Tensor& rois,
     if (b < 0 || b >= batch)
       ctx.fail("batch index " + std::to_string(b) + " is out of range",
                ErrorCode::kInvalidArgument);
+    for (int64_t k = 0; k < 4; ++k) {
+      // NaN would pass every range test below (and be cast to an integer); infinity would ask
+      // for an unbounded sampling grid.
+      if (!std::isfinite(rois.doubleAt(r * 4 + k)))
+        ctx.fail("rois row " + std::to_string(r) + " has a non-finite coordinate (" +
+                     std::to_string(rois.doubleAt(r * 4 + k)) + ")",
+                 ErrorCode::kInvalidArgument);
+    }
     const double startW = rois.doubleAt(r * 4) * p.scale - offset;
     const double startH = rois.doubleAt(r * 4 + 1) * p.scale - offset;
     double roiW = rois.doubleAt(r * 4 + 2) * p.scale - offset - startW;
@@ -65,12 +74,26 @@ void roiAlign(const KernelContext& ctx, const Tensor& x, const Tensor& rois,
     }
     const double binH = roiH / static_cast<double>(p.outH),
                  binW = roiW / static_cast<double>(p.outW);
-    const int64_t gridH = std::max<int64_t>(
-        0, p.samplingRatio > 0 ? p.samplingRatio : static_cast<int64_t>(std::ceil(binH)));
-    const int64_t gridW = std::max<int64_t>(
-        0, p.samplingRatio > 0 ? p.samplingRatio : static_cast<int64_t>(std::ceil(binW)));
+    // The adaptive grid is the bin's size in pixels: bounded before it is cast (a scaled
+    // coordinate may overflow to infinity, or ask for more samples than memory holds).
+    auto gridOf = [&](double bin, const char* axis) -> int64_t {
+      const double g = p.samplingRatio > 0 ? static_cast<double>(p.samplingRatio) : std::ceil(bin);
+      if (!(g <= double(int64_t{1} << 24)))
+        ctx.fail("rois row " + std::to_string(r) + ": a bin " + std::to_string(bin) + " pixels " +
+                     axis + " with sampling_ratio " + std::to_string(p.samplingRatio) +
+                     " would take " + std::to_string(g) + " samples per bin on that axis",
+                 ErrorCode::kInvalidArgument);
+      return static_cast<int64_t>(std::max(g, 0.0));
+    };
+    const int64_t gridH = gridOf(binH, "high"), gridW = gridOf(binW, "wide");
     const double count = static_cast<double>(std::max<int64_t>(gridH * gridW, 1));
     samples.clear();
+    const double sampleBytes = static_cast<double>(p.outH * p.outW) * static_cast<double>(gridH) *
+                               static_cast<double>(gridW) * sizeof(Sample);
+    checkAllocation(sampleBytes < 0x1p63 ? static_cast<uint64_t>(sampleBytes) : UINT64_MAX, [&] {
+      return "the bilinear samples of rois row " + std::to_string(r) + " (a " +
+             std::to_string(gridH) + "x" + std::to_string(gridW) + " sampling grid per bin)";
+    });
     for (int64_t ph = 0; ph < p.outH; ++ph) {
       for (int64_t pw = 0; pw < p.outW; ++pw) {
         for (int64_t iy = 0; iy < gridH; ++iy) {
