@@ -24,6 +24,10 @@ void addBf16ConvCandidate(KernelRegistry& registry, const char* domain, const ch
 /// "" when the node is marked bf16, else why a BF16 candidate declines it.
 std::string bf16PrecisionDeclines(const KernelCreateInfo& info);
 
+/// bf16PrecisionDeclines, then what a BF16 Conv or ConvTranspose by GEMM needs: W a constant
+/// float32 (input 1), X float32, group 1.
+std::string bf16GemmConvDeclines(const KernelCreateInfo& info);
+
 /// The state of a kernel that keeps one BF16 packing (blob 0; its depth block in params), and
 /// the packing back from such a state, checked against the node's sizes.
 KernelState bf16PackedState(const PackedBf16Matrix& packed, std::shared_ptr<const void> owner);

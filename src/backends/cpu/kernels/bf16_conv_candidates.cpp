@@ -6,11 +6,8 @@
 #include "ir/node_attrs.h"
 
 namespace kiln::cpu {
-namespace {
 
-using Side = PackedBf16Matrix::Side;
-
-std::string convDeclines(const KernelCreateInfo& info) {
+std::string bf16GemmConvDeclines(const KernelCreateInfo& info) {
   if (std::string p = bf16PrecisionDeclines(info); !p.empty()) return p;
   const Tensor* w = info.constants.size() > 1 ? info.constants[1] : nullptr;
   if (!w) return "W is not a constant";
@@ -18,8 +15,18 @@ std::string convDeclines(const KernelCreateInfo& info) {
     return "W " + w->describe() + " is not float32";
   const ir::TypeInfo* x = info.inputTypes.empty() ? nullptr : info.inputTypes[0];
   if (!x || x->dtype != DataType::kFloat32) return "X is not float32";
-  if (ir::attrInt(info.node, "group", 1) != 1) return "grouped convolution (takes group 1)";
-  if (w->dim(1) == 1) return "one input channel (its taps are accumulated directly)";
+  if (ir::attrInt(info.node, "group", 1) != 1) return "grouped (takes group 1)";
+  return "";
+}
+
+namespace {
+
+using Side = PackedBf16Matrix::Side;
+
+std::string convDeclines(const KernelCreateInfo& info) {
+  if (std::string why = bf16GemmConvDeclines(info); !why.empty()) return why;
+  if (info.constants[1]->dim(1) == 1)
+    return "one input channel (its taps are accumulated directly)";
   return "";
 }
 

@@ -166,18 +166,6 @@ Kernel makeConvTransposeKernel(const KernelCreateInfo& info) {
 
 // BF16 (layers marked bf16): W [C, Co, kernel...] packed once as the GEMM's left operand W^T,
 // X rounded to BF16 as it is packed, FP32 sums; bias and col2im in FP32.
-std::string bf16ConvTransposeDeclines(const KernelCreateInfo& info) {
-  if (std::string p = bf16PrecisionDeclines(info); !p.empty()) return p;
-  const Tensor* w = info.constants.size() > 1 ? info.constants[1] : nullptr;
-  if (!w) return "W is not a constant";
-  if (w->dtype() != DataType::kFloat32 || w->rank() < 3 || w->numel() == 0)
-    return "W " + w->describe() + " is not float32";
-  const ir::TypeInfo* x = info.inputTypes.empty() ? nullptr : info.inputTypes[0];
-  if (!x || x->dtype != DataType::kFloat32) return "X is not float32";
-  if (ir::attrInt(info.node, "group", 1) != 1) return "grouped (takes group 1)";
-  return "";
-}
-
 Kernel makeBf16ConvTranspose(const KernelCreateInfo& info, const KernelState* saved) {
   const ConvTransposeAttrs attrs = convTransposeAttrs(info.node);
   const Tensor& w = *info.constants[1];  // its shape; a plan may hold no values
@@ -205,7 +193,7 @@ const bool kRegistered = [] {
   KernelCandidate bf16;
   bf16.id = "bf16_conv_transpose_gemm_avx512bf16";
   bf16.isa = CpuIsa::kAvx512Bf16;
-  bf16.supports = bf16ConvTransposeDeclines;
+  bf16.supports = bf16GemmConvDeclines;
   bf16.create = [](const KernelCreateInfo& i) { return makeBf16ConvTranspose(i, nullptr); };
   bf16.restore = [](const KernelCreateInfo& i, const KernelState& s) {
     return makeBf16ConvTranspose(i, &s);

@@ -290,6 +290,21 @@ void setConvGeometry(NchwcConvShape& s, const PreparedNchwcConv& p) {
   s.padLeft = g.padsBegin[1];
 }
 
+// The call shape for a plain NCHW X of shape `x`, or nullopt when x is not rank 4 or the output
+// is empty (workspace functions, which see shapes only).
+std::optional<NchwcConvShape> plainShapeOf(const PreparedNchwcConv& p, const Shape* x) {
+  if (!x || x->size() != 4) return std::nullopt;
+  NchwcConvShape s;
+  s.plainInput = true;
+  s.batch = (*x)[0];
+  s.inChannels = p.inPerGroup;
+  s.height = (*x)[2];
+  s.width = (*x)[3];
+  setConvGeometry(s, p);
+  if (s.outHeight <= 0 || s.outWidth <= 0) return std::nullopt;
+  return s;
+}
+
 NchwcConvShape callShape(KernelContext& ctx, const PreparedNchwcConv& p, const Tensor& x) {
   if (x.dtype() != DataType::kFloat32)
     ctx.fail("X must be float32, got " + x.describe(), ErrorCode::kInvalidArgument);
@@ -535,16 +550,9 @@ Kernel makeDirect(const KernelCreateInfo& info, CpuIsa isa, const KernelState* s
                                                 int) -> uint64_t {
     if (in.empty() || !in[0] || in[0]->size() < 4) return 0;
     if (scaled) return uint64_t(blockedFloats) * sizeof(float);
-    if (in[0]->size() != 4 || isa >= CpuIsa::kAvx512) return 0;
-    NchwcConvShape s;
-    s.plainInput = true;
-    s.batch = (*in[0])[0];
-    s.inChannels = p.inPerGroup;
-    s.height = (*in[0])[2];
-    s.width = (*in[0])[3];
-    setConvGeometry(s, p);
-    if (s.outHeight <= 0 || s.outWidth <= 0) return 0;
-    return uint64_t(nchwcConvScratchFloats(s, isa)) * sizeof(float);
+    if (isa >= CpuIsa::kAvx512) return 0;
+    const std::optional<NchwcConvShape> s = plainShapeOf(p, in[0]);
+    return s ? uint64_t(nchwcConvScratchFloats(*s, isa)) * sizeof(float) : 0;
   };
   std::vector<NchwcPackedWeights> kept;
   for (const auto& layout : layouts) kept.push_back(*layout.first);
@@ -641,16 +649,8 @@ Kernel makeBf16PlainInput(const KernelCreateInfo& info, const KernelState* saved
   };
   Kernel k;
   k.workspace = [p](const std::vector<const Shape*>& in, int) -> uint64_t {
-    if (in.empty() || !in[0] || in[0]->size() != 4) return 0;
-    NchwcConvShape s;
-    s.plainInput = true;
-    s.batch = (*in[0])[0];
-    s.inChannels = p.inPerGroup;
-    s.height = (*in[0])[2];
-    s.width = (*in[0])[3];
-    setConvGeometry(s, p);
-    if (s.outHeight <= 0 || s.outWidth <= 0) return 0;
-    return nchwcPlainConvBf16ScratchBytes(s);
+    const std::optional<NchwcConvShape> s = plainShapeOf(p, in.empty() ? nullptr : in[0]);
+    return s ? nchwcPlainConvBf16ScratchBytes(*s) : 0;
   };
   k.save = [w = p.plainWeights] { return savedBlobs({&w}, {}); };
   k.run = [p = std::move(p)](KernelContext& ctx) { runNchwcConv(ctx, p); };
