@@ -210,6 +210,37 @@ def test_compare_metrics_match_numpy(kiln, tmp_path):
     assert report["reference"].startswith("numpy")
 
 
+def test_compare_table_keeps_long_names_and_counts_apart(kiln, tmp_path):
+    """A name longer than the header's column and a 13-digit-wide mismatch count stay separate columns."""
+    name, n = "a_tensor_name_longer_than_the_tensor_column_is_wide", 200000
+    onnx_model = onnx.helper.make_model(
+        onnx.helper.make_graph([onnx.helper.make_node("Add", ["x", "one"], [name], name="plus_one")], "g",
+                               [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [n])],
+                               [onnx.helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, [n])],
+                               [onnx.numpy_helper.from_array(np.array([1.0], np.float32), "one")]),
+        opset_imports=[onnx.helper.make_opsetid("", 13)])
+    model = tmp_path / "plus_one.onnx"
+    onnx.save(onnx_model, model)
+    x = np.random.default_rng(6).standard_normal(n).astype(np.float32)
+    folder = tmp_path / "saved"
+    folder.mkdir()
+    np.save(folder / "x.npy", x)
+    np.save(folder / "y.npy", x + 1.5)  # every element off by 0.5
+    (folder / "outputs.json").write_text(json.dumps({"engine": "numpy", "inputs": [{"name": "x", "file": "x.npy"}],
+                                                     "outputs": [{"name": name, "file": "y.npy"}]}))
+    r = run(kiln, "compare", model, "--ref-outputs", folder)
+    assert r.returncode == 1, r.stderr
+    header = next(line for line in r.stdout.splitlines() if line.startswith("tensor "))
+    row = next(line for line in r.stdout.splitlines() if line.startswith(name))
+    cells = row.split()
+    assert header.split()[:8] == ["tensor", "max_abs", "max_rel", "mean_abs", "cosine", "snr_db", "mismatches",
+                                  "result"]
+    assert cells[0] == name and cells[6] == f"{n}/{n}" and cells[7] == "FAIL"
+    assert float(cells[1]) == pytest.approx(0.5, rel=1e-3)
+    # Right-aligned numbers end under their headers.
+    assert row.index(cells[6]) + len(cells[6]) == header.index("mismatches") + len("mismatches")
+
+
 def test_compare_finds_a_planted_wrong_kernel_at_its_layer(kiln, tmp_path, fault_library):
     model = tanh_chain_model(tmp_path / "chain.onnx")
     code, report = compare_json(kiln, model, "--reference", "--plugins", fault_library)

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <iomanip>
 #include <sstream>
+#include <vector>
 
 #include "onnx/loader.h"
 
@@ -96,22 +97,42 @@ void printReport(std::ostream& out, const CompareReport& report) {
   out << "tested:    " << report.tested << "\nreference: " << report.reference
       << "\ntolerance: |d| <= " << report.tolerance.atol << " + " << report.tolerance.rtol
       << " * |reference|\n";
-  out << std::left << std::setw(36) << "tensor" << std::right << std::setw(11) << "max_abs"
-      << std::setw(11) << "max_rel" << std::setw(11) << "mean_abs" << std::setw(11) << "cosine"
-      << std::setw(9) << "snr_db" << std::setw(12) << "mismatches"
-      << "  result  producer\n";
+  // Columns as wide as their widest cell, so long names and counts never run together.
+  const std::vector<std::string> header = {"tensor", "max_abs", "max_rel",    "mean_abs",
+                                           "cosine", "snr_db",  "mismatches", "result"};
+  std::vector<std::vector<std::string>> rows;
   for (const auto& [diff, origin] : report.tensors) {
-    out << std::left << std::setw(36) << diff.name << std::right;
     if (!diff.problem.empty()) {
-      out << "  " << diff.problem << (diff.skipped ? "  skipped" : "  FAIL") << "  "
-          << producer(origin) << "\n";
+      rows.push_back({diff.name});
       continue;
     }
-    out << std::setw(11) << number(diff.maxAbs) << std::setw(11) << number(diff.maxRel)
-        << std::setw(11) << number(diff.meanAbs) << std::setw(11) << number(diff.cosine)
-        << std::setw(9) << number(diff.snrDb) << std::setw(12)
-        << (std::to_string(diff.mismatches) + "/" + std::to_string(diff.elements))
-        << (diff.passed() ? "  pass    " : "  FAIL    ") << producer(origin) << "\n";
+    rows.push_back({diff.name, number(diff.maxAbs), number(diff.maxRel), number(diff.meanAbs),
+                    number(diff.cosine), number(diff.snrDb),
+                    std::to_string(diff.mismatches) + "/" + std::to_string(diff.elements),
+                    diff.passed() ? "pass" : "FAIL"});
+  }
+  std::vector<size_t> widths(header.size());
+  for (size_t c = 0; c < header.size(); ++c) {
+    widths[c] = header[c].size();
+    for (const auto& row : rows)
+      if (c < row.size()) widths[c] = std::max(widths[c], row[c].size());
+  }
+  // The name and the result left-aligned, the numbers right-aligned; two spaces between.
+  auto printRow = [&](const std::vector<std::string>& cells) {
+    for (size_t c = 0; c < cells.size(); ++c) {
+      const bool left = c == 0 || c + 1 == header.size();
+      out << (c ? "  " : "") << (left ? std::left : std::right)
+          << std::setw(static_cast<int>(widths[c])) << cells[c];
+    }
+  };
+  printRow(header);
+  out << "  producer\n";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const auto& [diff, origin] = report.tensors[i];
+    printRow(rows[i]);
+    if (!diff.problem.empty())
+      out << "  " << diff.problem << (diff.skipped ? "  skipped" : "  FAIL");
+    out << "  " << producer(origin) << "\n";
   }
   const size_t failed =
       static_cast<size_t>(std::count_if(report.tensors.begin(), report.tensors.end(),
