@@ -9,8 +9,10 @@ batch each, waiting at each switch until the engine that ran last is idle (timin
 run_bench.py does for two. Accuracy on --accuracy-inputs seeded random inputs
 (model_inputs.make_inputs, seeds 1..n), of each BF16 plan against the FP32 plan: SNR in dB over
 all outputs (10 log10 of sum ref^2 over sum (bf16 - ref)^2) and, for outputs whose last axis has
-more than one class, the share of rows whose argmax agrees (top-1 agreement). Prints a Markdown
-table (for docs/performance.md).
+more than one class, the share of rows whose argmax agrees (top-1 agreement). Beside them the FP32
+plan on the same inputs rounded to BF16: the SNR the model's own amplification leaves from that one
+rounding, which no BF16 build of the model can beat. Prints a Markdown table (for
+docs/performance.md).
 
   .venv/bin/python bench/precision_bench.py --kiln build/kiln --models build/bench-models/resnet50.onnx
 """
@@ -88,21 +90,48 @@ def run_outputs(kiln, plan, input_files, out_dir):
     return {e["name"]: np.load(pathlib.Path(out_dir) / e["file"]).astype(np.float64) for e in manifest["outputs"]}
 
 
-def accuracy(kiln, model, fp32_plan, bf16_plan, inputs, work):
-    signal = noise = 0.0
-    agree = rows = 0
+def bf16_rounded(input_files, out_dir):
+    """The float32 inputs rounded to bfloat16 (to nearest, ties to even) and back, as new .npy files."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    rounded = {}
+    for name, path in input_files.items():
+        array = np.load(path)
+        if array.dtype == np.float32:
+            bits = array.view(np.uint32).astype(np.uint64)
+            bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+            array = bits.astype(np.uint32).view(np.float32)
+        rounded[name] = out_dir / pathlib.Path(path).name
+        np.save(rounded[name], array)
+    return rounded
+
+
+def accuracy(kiln, model, fp32_plan, bf16_plans, inputs, work):
+    """{name: (SNR dB, top-1 agreement)} of each plan in bf16_plans against fp32_plan, and under
+    "input rounding" the FP32 plan run on the inputs rounded to BF16: what the model's own
+    amplification of one BF16 rounding allows, the ceiling for any BF16 build of it (left out when
+    the model has no float32 input)."""
+    has_float_input = any(np.load(path).dtype == np.float32
+                          for path in make_inputs(model, work / "in1", seed=1).values())
+    plans = {**bf16_plans, **({"input rounding": fp32_plan} if has_float_input else {})}
+    signal = 0.0
+    noise, agree = dict.fromkeys(plans, 0.0), dict.fromkeys(plans, 0)
+    rows = 0
     for seed in range(1, inputs + 1):
         files = make_inputs(model, work / f"in{seed}", seed=seed)
         ref = run_outputs(kiln, fp32_plan, files, work / f"fp32_{seed}")
-        got = run_outputs(kiln, bf16_plan, files, work / f"bf16_{seed}")
         for name, want in ref.items():
             signal += float(np.sum(want ** 2))
-            noise += float(np.sum((got[name] - want) ** 2))
             if want.ndim >= 1 and want.shape[-1] > 1:
-                agree += int(np.sum(np.argmax(want, -1) == np.argmax(got[name], -1)))
                 rows += int(np.prod(want.shape[:-1]))
-    snr = 10 * np.log10(signal / noise) if noise > 0 else float("inf")
-    return snr, (agree / rows if rows else None)
+        for plan_name, plan in plans.items():
+            feed = bf16_rounded(files, work / f"rounded{seed}") if plan_name == "input rounding" else files
+            got = run_outputs(kiln, plan, feed, work / f"{plan_name.replace(' ', '_')}_{seed}")
+            for name, want in ref.items():
+                noise[plan_name] += float(np.sum((got[name] - want) ** 2))
+                if want.ndim >= 1 and want.shape[-1] > 1:
+                    agree[plan_name] += int(np.sum(np.argmax(want, -1) == np.argmax(got[name], -1)))
+    return {name: (10 * np.log10(signal / noise[name]) if noise[name] > 0 else float("inf"),
+                   agree[name] / rows if rows else None) for name in plans}
 
 
 def cpu_model():
@@ -147,25 +176,27 @@ def main(argv):
                 row = {"model": model.stem, "threads": threads, **{k: round(v, 2) for k, v in med.items()},
                        "precisions": precisions}
                 if threads == int(args.threads.split(",")[0]) and args.accuracy_inputs:
-                    for name in ("kiln bf16", "kiln bf16 all"):
-                        snr, top1 = accuracy(args.kiln, model, plans["kiln fp32"], plans[name], args.accuracy_inputs,
-                                             work / f"acc_{name.replace(' ', '_')}")
+                    bf16_plans = {name: plans[name] for name in ("kiln bf16", "kiln bf16 all")}
+                    measured = accuracy(args.kiln, model, plans["kiln fp32"], bf16_plans, args.accuracy_inputs,
+                                        work / "acc")
+                    for name, (snr, top1) in measured.items():
                         row[f"{name} snr_db"] = round(snr, 1)
                         row[f"{name} top1"] = None if top1 is None else round(100 * top1, 1)
                 print(json.dumps(row), flush=True)
                 rows.append(row)
     print("\n| model | threads | kiln FP32 ms | kiln --bf16 ms (timed) | kiln BF16 everywhere ms | ORT FP32 ms | "
           "FP32 / --bf16 | FP32 / BF16 everywhere | ORT / --bf16 | SNR dB (--bf16, everywhere) | top-1 agreement | "
-          "layers in BF16 (--bf16, everywhere) |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "SNR dB, input rounded only | layers in BF16 (--bf16, everywhere) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         f32, timed, forced, ort = r["kiln fp32"], r["kiln bf16"], r["kiln bf16 all"], r["ort fp32"]
         snr = f"{r.get('kiln bf16 snr_db', '')}, {r.get('kiln bf16 all snr_db', '')}" if "kiln bf16 snr_db" in r else ""
         top1 = f"{r.get('kiln bf16 top1')} %, {r.get('kiln bf16 all top1')} %" if r.get("kiln bf16 top1") is not None else ""
+        ceiling = r.get("input rounding snr_db", "no float input")
         counts = ", ".join(str(r["precisions"][n].get("bf16", 0)) + "/" + str(sum(r["precisions"][n].values()))
                            for n in ("kiln bf16", "kiln bf16 all"))
         print(f"| {r['model']} | {r['threads']} | {f32} | {timed} | {forced} | {ort} | {f32 / timed:.2f}x | "
-              f"{f32 / forced:.2f}x | {ort / timed:.2f}x | {snr} | {top1} | {counts} |")
+              f"{f32 / forced:.2f}x | {ort / timed:.2f}x | {snr} | {top1} | {ceiling} | {counts} |")
     return 0
 
 

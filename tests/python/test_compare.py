@@ -210,6 +210,52 @@ def test_compare_metrics_match_numpy(kiln, tmp_path):
     assert report["reference"].startswith("numpy")
 
 
+def plus_one_with_saved_reference(tmp_path, reference_of):
+    """y = x + 1 and a folder whose saved y is reference_of(x); returns (model, folder)."""
+    onnx_model = onnx.helper.make_model(
+        onnx.helper.make_graph([onnx.helper.make_node("Add", ["x", "one"], ["y"], name="plus_one")], "g",
+                               [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [256])],
+                               [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [256])],
+                               [onnx.numpy_helper.from_array(np.array([1.0], np.float32), "one")]),
+        opset_imports=[onnx.helper.make_opsetid("", 13)])
+    model = tmp_path / "plus_one.onnx"
+    onnx.save(onnx_model, model)
+    x = np.random.default_rng(7).standard_normal(256).astype(np.float32)
+    folder = tmp_path / "saved"
+    folder.mkdir()
+    np.save(folder / "x.npy", x)
+    np.save(folder / "y.npy", reference_of(x).astype(np.float32))
+    (folder / "outputs.json").write_text(json.dumps({"engine": "numpy", "inputs": [{"name": "x", "file": "x.npy"}],
+                                                     "outputs": [{"name": "y", "file": "y.npy"}]}))
+    return model, folder
+
+
+def test_min_snr_judges_tensors_by_their_snr(kiln, tmp_path):
+    noise = np.random.default_rng(8).standard_normal(256) * 0.01
+    model, folder = plus_one_with_saved_reference(tmp_path, lambda x: x + 1 + noise)
+    code, report = compare_json(kiln, model, "--ref-outputs", folder)
+    (y,) = report["tensors"]
+    assert code == 1 and y["mismatches"] > 100 and report["min_snr_db"] is None  # element tolerance
+    snr = y["snr_db"]
+    code, report = compare_json(kiln, model, "--ref-outputs", folder, "--min-snr", str(snr - 0.5))
+    assert code == 0 and report["passed"] and report["min_snr_db"] == pytest.approx(snr - 0.5)
+    assert report["tensors"][0]["mismatches"] == y["mismatches"]  # still counted, not the verdict
+    code, report = compare_json(kiln, model, "--ref-outputs", folder, "--min-snr", str(snr + 0.5))
+    assert code == 1 and report["first_failure"]["tensor"] == "y"
+    r = run(kiln, "compare", model, "--ref-outputs", folder, "--min-snr", "30")
+    assert "tolerance: snr_db >= 30 per tensor" in r.stdout
+
+
+def test_min_snr_fails_a_nan_on_one_side(kiln, tmp_path):
+    def with_nan(x):
+        y = x + 1
+        y[5] = np.nan
+        return y
+    model, folder = plus_one_with_saved_reference(tmp_path, with_nan)
+    code, report = compare_json(kiln, model, "--ref-outputs", folder, "--min-snr", "-100")
+    assert code == 1 and report["tensors"][0]["non_finite"] == 1
+
+
 def test_compare_table_keeps_long_names_and_counts_apart(kiln, tmp_path):
     """A name longer than the header's column and a 13-digit-wide mismatch count stay separate columns."""
     name, n = "a_tensor_name_longer_than_the_tensor_column_is_wide", 200000
@@ -295,6 +341,24 @@ def test_bisect_finds_the_layer_that_must_stay_fp32(kiln, tmp_path):
     assert code == 0, report
     (y,) = report["tensors"]
     assert y["name"] == "y" and y["max_abs"] > 0  # `tolerant` really ran in BF16
+
+
+@pytest.mark.skipif(not has_avx512_bf16(), reason="BF16 kernels need AVX512_BF16")
+def test_bisect_to_an_snr(kiln, tmp_path):
+    model = bf16_sensitive_model(tmp_path / "sensitive.onnx")
+    np.save(tmp_path / "x.npy", bf16_sensitive_input())
+    args = [model, "--bf16", "--layer-precisions", "sensitive:bf16,tolerant:bf16", "--input", f"x={tmp_path / 'x.npy'}",
+            "--outputs", "y"]
+    code, report = compare_json(kiln, *args)
+    snr = next(t for t in report["tensors"] if t["name"] == "y")["snr_db"]
+    assert code == 1 and np.isfinite(snr)
+    # An SNR the BF16 build reaches passes without bisecting.
+    code, report = compare_json(kiln, *args, "--min-snr", str(snr - 1), "--bisect")
+    assert code == 0 and "bisect" not in report
+    # One only FP32 reaches (equal outputs: inf): both layers stay FP32.
+    code, report = compare_json(kiln, *args, "--min-snr", "300", "--bisect")
+    assert code == 1 and report["bisect"]["found"]
+    assert sorted(report["bisect"]["fp32_layers"]) == ["sensitive", "tolerant"]
 
 
 def test_int8_build_compared_and_bisected_against_fp32(kiln, tmp_path):

@@ -1,5 +1,5 @@
 // kiln compare MODEL.onnx (--reference | --ref-outputs DIR | --against PLAN | --bf16 | --int8 ...)
-//              [--outputs NAME,...] [--atol A] [--rtol R] [--json] [--bisect]
+//              [--outputs NAME,...] [--atol A] [--rtol R] [--min-snr DB] [--json] [--bisect]
 //              [--input NAME=FILE.npy]... [--shapes NAME:DIMS]... [--seed N] [--threads N]
 //              [--plugins LIB.so]...
 // Runs two configurations of a model on the same inputs and compares every tensor both compute
@@ -166,6 +166,9 @@ Action addCompareCommand(CLI::App& app) {
       ->delimiter(',');
   cmd->add_option("--atol", opts->tolerance.atol, "absolute tolerance (default 1e-4)");
   cmd->add_option("--rtol", opts->tolerance.rtol, "relative tolerance (default 1e-3)");
+  cmd->add_option("--min-snr", opts->tolerance.minSnrDb,
+                  "DB: a tensor passes when its SNR is at least DB decibels, instead of the "
+                  "element tolerance (with --bisect: the fewest FP32 layers for that SNR)");
   cmd->add_flag("--json", opts->json, "print the comparison as JSON");
   cmd->add_option("--threads", opts->threads, "intra-op threads (0 = one per hardware thread)");
   addInputOptions(*cmd, opts->in);

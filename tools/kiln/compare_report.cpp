@@ -94,9 +94,12 @@ CompareReport compareRuns(const ComparedRuns& runs,
 }
 
 void printReport(std::ostream& out, const CompareReport& report) {
-  out << "tested:    " << report.tested << "\nreference: " << report.reference
-      << "\ntolerance: |d| <= " << report.tolerance.atol << " + " << report.tolerance.rtol
-      << " * |reference|\n";
+  out << "tested:    " << report.tested << "\nreference: " << report.reference << "\ntolerance: ";
+  if (report.tolerance.minSnrDb)
+    out << "snr_db >= " << *report.tolerance.minSnrDb << " per tensor\n";
+  else
+    out << "|d| <= " << report.tolerance.atol << " + " << report.tolerance.rtol
+        << " * |reference|\n";
   // Columns as wide as their widest cell, so long names and counts never run together.
   const std::vector<std::string> header = {"tensor", "max_abs", "max_rel",    "mean_abs",
                                            "cosine", "snr_db",  "mismatches", "result"};
@@ -169,11 +172,18 @@ nlohmann::json reportJson(const CompareReport& report) {
                        {"non_finite", diff.nonFinite}});
   }
   nlohmann::json json = {
-      {"tested", report.tested},          {"reference", report.reference},
-      {"atol", report.tolerance.atol},    {"rtol", report.tolerance.rtol},
-      {"passed", report.passed()},        {"tensors", tensors},
-      {"only_tested", report.onlyTested}, {"only_reference", report.onlyReference},
-      {"not_read", report.notRead},       {"first_failure", nullptr}};
+      {"tested", report.tested},
+      {"reference", report.reference},
+      {"atol", report.tolerance.atol},
+      {"rtol", report.tolerance.rtol},
+      {"min_snr_db", report.tolerance.minSnrDb ? nlohmann::json(*report.tolerance.minSnrDb)
+                                               : nlohmann::json(nullptr)},
+      {"passed", report.passed()},
+      {"tensors", tensors},
+      {"only_tested", report.onlyTested},
+      {"only_reference", report.onlyReference},
+      {"not_read", report.notRead},
+      {"first_failure", nullptr}};
   if (const auto* first = report.firstFailure()) {
     json["first_failure"] = {{"tensor", first->first.name},
                              {"node", first->second.node},

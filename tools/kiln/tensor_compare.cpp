@@ -18,6 +18,7 @@ TensorDiff compareTensors(const std::string& name, const Tensor& tested, const T
                           const Tolerance& tolerance) {
   TensorDiff diff;
   diff.name = name;
+  diff.minSnrDb = tolerance.minSnrDb;
   if (!hasNumbers(tested) || !hasNumbers(reference)) {
     diff.problem = "not compared: " + tested.describe() + " against " + reference.describe();
     diff.skipped = true;

@@ -2,6 +2,7 @@
 // `run --compare` reports them, and whether it passes a tolerance.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "kiln/tensor.h"
@@ -9,9 +10,12 @@
 namespace kiln::cli {
 
 /// An element passes when |tested - reference| <= atol + rtol * |reference| (numpy's isclose).
+/// With minSnrDb the verdict is the tensor's SNR instead: it passes when its SNR is at least that
+/// and no element is non-finite on one side only (elements outside atol/rtol are still counted).
 struct Tolerance {
   double atol = 1e-4;
   double rtol = 1e-3;
+  std::optional<double> minSnrDb;
 };
 
 /// How one tensor differs from its reference, d = tested - reference elementwise. Metrics are
@@ -31,9 +35,14 @@ struct TensorDiff {
   double meanAbs = 0;
   double cosine = 1;
   double snrDb = 0;
-  int64_t mismatches = 0;  // elements outside the tolerance, nonFinite included
-  int64_t nonFinite = 0;   // elements with a NaN or infinity on one side only
-  bool passed() const { return skipped || (problem.empty() && mismatches == 0); }
+  int64_t mismatches = 0;          // elements outside the tolerance, nonFinite included
+  int64_t nonFinite = 0;           // elements with a NaN or infinity on one side only
+  std::optional<double> minSnrDb;  // Tolerance::minSnrDb: the verdict is the SNR when set
+  bool passed() const {
+    if (skipped) return true;
+    if (!problem.empty()) return false;
+    return minSnrDb ? nonFinite == 0 && snrDb >= *minSnrDb : mismatches == 0;
+  }
 };
 
 TensorDiff compareTensors(const std::string& name, const Tensor& tested, const Tensor& reference,
