@@ -174,27 +174,33 @@ def test_compare_with_reference_mode_and_with_onnxruntime_passes(kiln, tmp_path)
     assert report["tensors"][0]["node"] == "stem_conv" and report["tensors"][0]["op_type"] == "Conv"
 
 
-def test_compare_metrics_match_numpy(kiln, tmp_path):
-    """The reference folder holds y = x + 1 with planted errors; kiln computes it exactly."""
+def plus_one_with_saved_reference(tmp_path, x, reference, name="y"):
+    """The model name = x + 1 and a folder as kiln run writes it, holding x and `reference` as name."""
     onnx_model = onnx.helper.make_model(
-        onnx.helper.make_graph([onnx.helper.make_node("Add", ["x", "one"], ["y"], name="plus_one")], "g",
-                               [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [64])],
-                               [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [64])],
+        onnx.helper.make_graph([onnx.helper.make_node("Add", ["x", "one"], [name], name="plus_one")], "g",
+                               [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [x.size])],
+                               [onnx.helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, [x.size])],
                                [onnx.numpy_helper.from_array(np.array([1.0], np.float32), "one")]),
         opset_imports=[onnx.helper.make_opsetid("", 13)])
     model = tmp_path / "plus_one.onnx"
     onnx.save(onnx_model, model)
+    folder = tmp_path / "saved"
+    folder.mkdir()
+    np.save(folder / "x.npy", x)
+    np.save(folder / "y.npy", reference.astype(np.float32))
+    (folder / "outputs.json").write_text(json.dumps({"engine": "numpy", "inputs": [{"name": "x", "file": "x.npy"}],
+                                                     "outputs": [{"name": name, "file": "y.npy"}]}))
+    return model, folder
+
+
+def test_compare_metrics_match_numpy(kiln, tmp_path):
+    """The reference folder holds y = x + 1 with planted errors; kiln computes it exactly."""
     rng = np.random.default_rng(5)
     x = rng.standard_normal(64).astype(np.float32)
     ref = (x + 1 + rng.standard_normal(64) * 1e-3).astype(np.float32)
     ref[3] += 0.5
     ref[10] = np.nan  # a NaN on one side only: a mismatch, left out of the other metrics
-    folder = tmp_path / "saved"
-    folder.mkdir()
-    np.save(folder / "x.npy", x)
-    np.save(folder / "y.npy", ref)
-    (folder / "outputs.json").write_text(json.dumps({"engine": "numpy", "inputs": [{"name": "x", "file": "x.npy"}],
-                                                     "outputs": [{"name": "y", "file": "y.npy"}]}))
+    model, folder = plus_one_with_saved_reference(tmp_path, x, ref)
     code, report = compare_json(kiln, model, "--ref-outputs", folder, "--atol", "1e-3", "--rtol", "1e-3")
     (t,) = report["tensors"]
     finite = ~np.isnan(ref)
@@ -210,29 +216,10 @@ def test_compare_metrics_match_numpy(kiln, tmp_path):
     assert report["reference"].startswith("numpy")
 
 
-def plus_one_with_saved_reference(tmp_path, reference_of):
-    """y = x + 1 and a folder whose saved y is reference_of(x); returns (model, folder)."""
-    onnx_model = onnx.helper.make_model(
-        onnx.helper.make_graph([onnx.helper.make_node("Add", ["x", "one"], ["y"], name="plus_one")], "g",
-                               [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [256])],
-                               [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [256])],
-                               [onnx.numpy_helper.from_array(np.array([1.0], np.float32), "one")]),
-        opset_imports=[onnx.helper.make_opsetid("", 13)])
-    model = tmp_path / "plus_one.onnx"
-    onnx.save(onnx_model, model)
-    x = np.random.default_rng(7).standard_normal(256).astype(np.float32)
-    folder = tmp_path / "saved"
-    folder.mkdir()
-    np.save(folder / "x.npy", x)
-    np.save(folder / "y.npy", reference_of(x).astype(np.float32))
-    (folder / "outputs.json").write_text(json.dumps({"engine": "numpy", "inputs": [{"name": "x", "file": "x.npy"}],
-                                                     "outputs": [{"name": "y", "file": "y.npy"}]}))
-    return model, folder
-
-
 def test_min_snr_judges_tensors_by_their_snr(kiln, tmp_path):
-    noise = np.random.default_rng(8).standard_normal(256) * 0.01
-    model, folder = plus_one_with_saved_reference(tmp_path, lambda x: x + 1 + noise)
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal(256).astype(np.float32)
+    model, folder = plus_one_with_saved_reference(tmp_path, x, x + 1 + rng.standard_normal(256) * 0.01)
     code, report = compare_json(kiln, model, "--ref-outputs", folder)
     (y,) = report["tensors"]
     assert code == 1 and y["mismatches"] > 100 and report["min_snr_db"] is None  # element tolerance
@@ -247,11 +234,10 @@ def test_min_snr_judges_tensors_by_their_snr(kiln, tmp_path):
 
 
 def test_min_snr_fails_a_nan_on_one_side(kiln, tmp_path):
-    def with_nan(x):
-        y = x + 1
-        y[5] = np.nan
-        return y
-    model, folder = plus_one_with_saved_reference(tmp_path, with_nan)
+    x = np.random.default_rng(9).standard_normal(256).astype(np.float32)
+    reference = x + 1
+    reference[5] = np.nan
+    model, folder = plus_one_with_saved_reference(tmp_path, x, reference)
     code, report = compare_json(kiln, model, "--ref-outputs", folder, "--min-snr", "-100")
     assert code == 1 and report["tensors"][0]["non_finite"] == 1
 
@@ -259,21 +245,8 @@ def test_min_snr_fails_a_nan_on_one_side(kiln, tmp_path):
 def test_compare_table_keeps_long_names_and_counts_apart(kiln, tmp_path):
     """A name longer than the header's column and a 13-digit-wide mismatch count stay separate columns."""
     name, n = "a_tensor_name_longer_than_the_tensor_column_is_wide", 200000
-    onnx_model = onnx.helper.make_model(
-        onnx.helper.make_graph([onnx.helper.make_node("Add", ["x", "one"], [name], name="plus_one")], "g",
-                               [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [n])],
-                               [onnx.helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, [n])],
-                               [onnx.numpy_helper.from_array(np.array([1.0], np.float32), "one")]),
-        opset_imports=[onnx.helper.make_opsetid("", 13)])
-    model = tmp_path / "plus_one.onnx"
-    onnx.save(onnx_model, model)
     x = np.random.default_rng(6).standard_normal(n).astype(np.float32)
-    folder = tmp_path / "saved"
-    folder.mkdir()
-    np.save(folder / "x.npy", x)
-    np.save(folder / "y.npy", x + 1.5)  # every element off by 0.5
-    (folder / "outputs.json").write_text(json.dumps({"engine": "numpy", "inputs": [{"name": "x", "file": "x.npy"}],
-                                                     "outputs": [{"name": name, "file": "y.npy"}]}))
+    model, folder = plus_one_with_saved_reference(tmp_path, x, x + 1.5, name)  # every element off by 0.5
     r = run(kiln, "compare", model, "--ref-outputs", folder)
     assert r.returncode == 1, r.stderr
     header = next(line for line in r.stdout.splitlines() if line.startswith("tensor "))
