@@ -121,7 +121,8 @@ def measure_model(result, kiln, model, options, work_dir, log):
 
 
 def _ms(value):
-    return f"{value:.1f}" if value >= 10 else f"{value:.2f}"
+    """Two decimals, or two significant digits below 0.1 (a tiny model's run would print 0.00)."""
+    return f"{value:.1f}" if value >= 10 else f"{value:.2f}" if value >= 0.1 else f"{value:.2g}"
 
 
 def report_lines(results, environment):
@@ -151,7 +152,7 @@ def report_lines(results, environment):
         session, plan, opened = s.total / o.total, p.total / o.total, s.median("load") / o.median("load")
         for key, value in zip(ratios, (session, plan, opened)):
             ratios[key].append(value)
-        cells = [r.name, str(r.batch), f"{r.plan_mib:.1f}", f"{r.build_s:.2f}",
+        cells = [r.name, str(r.batch), f"{r.plan_mib:.1f}", _ms(r.build_s),
                  _ms(s.median("load")), _ms(s.median("first_run")), _ms(s.total),
                  _ms(p.median("load")), _ms(p.median("first_run")), _ms(p.median("second_run")), _ms(p.total),
                  _ms(o.median("load")), _ms(o.median("first_run")), _ms(o.median("second_run")), _ms(o.total),

@@ -203,7 +203,7 @@ def test_startup_times_session_plan_and_ort_and_keeps_the_latency_block(kiln, re
     cells = table_row(text, "## Start-up", "tiny")
     assert cells[1] == "1" and len(cells) == 18
     numbers = [float(cell) for cell in cells[2:]]
-    assert all(value > 0 for value in numbers[1:])  # build s, open / first run / totals, ratios
+    assert all(value > 0 for value in numbers[1:]), cells  # build s, open / first run / totals, ratios
     session_open, session_first, session_total = numbers[2:5]
     assert session_total >= max(session_open, session_first)
     assert "Geometric means over 1 models" in text
