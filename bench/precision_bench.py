@@ -25,6 +25,7 @@ import sys
 import tempfile
 import time
 
+import ml_dtypes
 import numpy as np
 import onnx
 
@@ -97,9 +98,7 @@ def bf16_rounded(input_files, out_dir):
     for name, path in input_files.items():
         array = np.load(path)
         if array.dtype == np.float32:
-            bits = array.view(np.uint32).astype(np.uint64)
-            bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
-            array = bits.astype(np.uint32).view(np.float32)
+            array = array.astype(ml_dtypes.bfloat16).astype(np.float32)
         rounded[name] = out_dir / pathlib.Path(path).name
         np.save(rounded[name], array)
     return rounded
@@ -110,14 +109,13 @@ def accuracy(kiln, model, fp32_plan, bf16_plans, inputs, work):
     "input rounding" the FP32 plan run on the inputs rounded to BF16: what the model's own
     amplification of one BF16 rounding allows, the ceiling for any BF16 build of it (left out when
     the model has no float32 input)."""
-    has_float_input = any(np.load(path).dtype == np.float32
-                          for path in make_inputs(model, work / "in1", seed=1).values())
+    feeds = [make_inputs(model, work / f"in{seed}", seed=seed) for seed in range(1, inputs + 1)]
+    has_float_input = any(np.load(path).dtype == np.float32 for path in feeds[0].values())
     plans = {**bf16_plans, **({"input rounding": fp32_plan} if has_float_input else {})}
     signal = 0.0
     noise, agree = dict.fromkeys(plans, 0.0), dict.fromkeys(plans, 0)
     rows = 0
-    for seed in range(1, inputs + 1):
-        files = make_inputs(model, work / f"in{seed}", seed=seed)
+    for seed, files in enumerate(feeds, 1):
         ref = run_outputs(kiln, fp32_plan, files, work / f"fp32_{seed}")
         for name, want in ref.items():
             signal += float(np.sum(want ** 2))
