@@ -17,6 +17,7 @@ import datetime
 import os
 import pathlib
 import platform
+import re
 import shlex
 import subprocess
 import sys
@@ -69,12 +70,14 @@ def set_autogroup_nice(value):
             print(f"run_bench: could not set the autogroup's niceness ({e}); other sessions' load counts", flush=True)
 
 
-def autogroup_note():
-    """", autogroup nice N" for the report where the kernel has autogroups, else ""."""
-    autogroup = pathlib.Path("/proc/self/autogroup")
-    if not autogroup.exists():
+def autogroup_note(autogroup=pathlib.Path("/proc/self/autogroup")):
+    """", autogroup nice N" for the report where the process is in an autogroup, else "". The file
+    reads "/autogroup-17 nice 0"; it is empty where autogroups are disabled or a cgroup holds the task."""
+    try:
+        match = re.fullmatch(r"/autogroup-\d+ nice (-?\d+)\s*", autogroup.read_text())
+    except OSError:
         return ""
-    return ", autogroup nice " + autogroup.read_text().split()[-1]  # the file reads "/autogroup-17 nice 0"
+    return f", autogroup nice {match.group(1)}" if match else ""
 
 
 def parse_args(argv):

@@ -285,3 +285,15 @@ def test_float16_models_converts_keeping_float32_io_and_the_harness_times_it(kil
     r = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "| tiny_fp16 | 1 | y |" in results.read_text()
+
+
+def test_autogroup_note_reads_the_niceness_and_is_empty_without_autogroups(repo_root, monkeypatch, tmp_path):
+    monkeypatch.syspath_prepend(str(repo_root / "bench"))
+    import run_bench
+
+    autogroup = tmp_path / "autogroup"
+    autogroup.write_text("/autogroup-17 nice -15\n")
+    assert run_bench.autogroup_note(autogroup) == ", autogroup nice -15"
+    autogroup.write_text("")  # what the kernel prints with autogroups disabled (CI machines)
+    assert run_bench.autogroup_note(autogroup) == ""
+    assert run_bench.autogroup_note(tmp_path / "missing") == ""
