@@ -8,6 +8,8 @@
 #include <string>
 #include <thread>
 
+#include <pthread.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -179,6 +181,77 @@ TEST(ThreadPool, SgemmSplitAcrossThreadsMatchesOneThread) {
 // Issue 22: a pool the system cannot start (here: too little address space for 1024 thread
 // stacks) must fail with a clear error, not hang while shutting down the threads it did start.
 // Runs in a child process, since it lowers the process's address-space limit.
+// Restricts the test's thread to two of the CPUs it may use, for the object's lifetime; empty()
+// when it has fewer than two.
+class TwoCpus {
+ public:
+  TwoCpus() {
+    sched_getaffinity(0, sizeof original_, &original_);
+    CPU_ZERO(&cpus_);
+    for (int cpu = 0; cpu < CPU_SETSIZE && CPU_COUNT(&cpus_) < 2; ++cpu)
+      if (CPU_ISSET(cpu, &original_)) CPU_SET(cpu, &cpus_);
+    if (!empty()) sched_setaffinity(0, sizeof cpus_, &cpus_);
+  }
+  ~TwoCpus() { sched_setaffinity(0, sizeof original_, &original_); }
+  bool empty() const { return CPU_COUNT(&cpus_) < 2; }
+  const cpu_set_t& cpus() const { return cpus_; }
+
+ private:
+  cpu_set_t original_, cpus_;
+};
+
+// What a worker sees of itself while it runs a block of `parts` blocks that wait for each
+// other, so that every pool thread runs one.
+struct WorkerView {
+  cpu_set_t affinity;
+  int cpu = -1;
+};
+WorkerView runOnEveryThread(ThreadPool& pool, int parts) {
+  const auto caller = std::this_thread::get_id();
+  std::atomic<int> started{0};
+  WorkerView view{};
+  pool.parallelFor(parts, [&](int64_t, int64_t) {
+    ++started;
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (started.load() < parts && std::chrono::steady_clock::now() < deadline) {
+    }
+    if (std::this_thread::get_id() != caller) {
+      sched_getaffinity(0, sizeof view.affinity, &view.affinity);
+      view.cpu = sched_getcpu();
+    }
+  });
+  return view;
+}
+
+TEST(ThreadPool, WorkersRunOffTheCallersCpu) {
+  // A worker woken beside its caller shares the caller's CPU until the kernel moves one of them;
+  // the pool keeps the workers off the CPU the caller is on (thread_pool.cpp).
+  TwoCpus two;
+  if (two.empty()) GTEST_SKIP() << "needs two CPUs";
+  ThreadPool pool(2);
+  int consistent = 0, avoided = 0;
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    const int before = sched_getcpu();
+    const WorkerView worker = runOnEveryThread(pool, 2);
+    if (sched_getcpu() != before || worker.cpu < 0) continue;  // the caller moved meanwhile
+    ++consistent;
+    cpu_set_t expected = two.cpus();
+    CPU_CLR(before, &expected);
+    if (CPU_EQUAL(&worker.affinity, &expected) && worker.cpu != before) ++avoided;
+  }
+  ASSERT_GT(consistent, 0);
+  EXPECT_GT(avoided, 0) << "in " << consistent << " tries the worker could run on the caller's CPU";
+}
+
+TEST(ThreadPool, AnOversubscribedPoolKeepsEveryCpu) {
+  TwoCpus two;
+  if (two.empty()) GTEST_SKIP() << "needs two CPUs";
+  ThreadPool pool(3);  // more threads than the caller's CPUs: confining the workers would slow it
+  const WorkerView worker = runOnEveryThread(pool, 3);
+  ASSERT_GE(worker.cpu, 0);
+  EXPECT_TRUE(CPU_EQUAL(&worker.affinity, &two.cpus()));
+}
+
 TEST(ThreadPoolDeathTest, RefusedThreadsGiveAnErrorInsteadOfAHang) {
   EXPECT_EXIT(
       {

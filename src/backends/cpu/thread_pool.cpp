@@ -8,6 +8,10 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #endif
+#if defined(__linux__)
+#include <pthread.h>
+#include <sched.h>
+#endif
 
 #include "kiln/error.h"
 
@@ -120,7 +124,34 @@ void ThreadPool::workerLoop() {
   }
 }
 
+// A worker woken on the CPU its caller is running on shares it with the caller (each spinning
+// for the other) until the kernel moves one of them, which on some machines takes milliseconds:
+// schedulers that pack tasks onto few virtual CPUs so idle ones stay halted (this project's VMs:
+// `sched_vcpu_pack`) wake a thread beside its waker even while another CPU idles, and the first
+// inference after a pause ran several times slower (docs/performance.md). So the workers may use
+// every CPU the caller may, except the one it is on: a wake-up then lands elsewhere. Only
+// when the caller's CPU changes does this cost system calls (a few per worker), and only where
+// the caller may use more CPUs than the pool has threads, so an oversubscribed pool is left alone.
+void ThreadPool::keepWorkersOffCallerCpu() {
+#if defined(__linux__)
+  const int cpu = sched_getcpu();
+  if (workers_.empty() || cpu < 0 || cpu == workersAvoidCpu_.load(std::memory_order_relaxed))
+    return;
+  std::unique_lock<std::mutex> lock(affinityMutex_, std::try_to_lock);
+  if (!lock.owns_lock()) return;  // another caller of the pool is setting it
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0 || !CPU_ISSET(cpu, &allowed) ||
+      CPU_COUNT(&allowed) < size())
+    return;
+  CPU_CLR(cpu, &allowed);
+  for (auto& worker : workers_)
+    pthread_setaffinity_np(worker.native_handle(), sizeof allowed, &allowed);
+  workersAvoidCpu_.store(cpu, std::memory_order_relaxed);
+#endif
+}
+
 void ThreadPool::beginRun() {
+  keepWorkersOffCallerCpu();
   activeRuns_.fetch_add(1);
   if (sleeping_.load() > 0) {
     {
@@ -146,6 +177,7 @@ void ThreadPool::parallelFor(int64_t n, const std::function<void(int64_t, int64_
     fn(0, n);
     return;
   }
+  keepWorkersOffCallerCpu();
   job_.store(&fn, std::memory_order_relaxed);
   jobSize_.store(n, std::memory_order_relaxed);
   blocks_.store(parts, std::memory_order_relaxed);

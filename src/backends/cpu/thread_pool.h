@@ -46,6 +46,9 @@ class KILN_INTERNAL_API ThreadPool {
   void workerLoop();
   /// Runs blocks of job `generation` until none is left unclaimed.
   void runBlocks(uint64_t generation);
+  /// Confines the workers to the calling thread's CPUs other than the one it runs on, when it may
+  /// use enough of them; see the .cpp for why.
+  void keepWorkersOffCallerCpu();
 
   std::vector<std::thread> workers_;
   std::mutex busy_;  // one parallelFor at a time
@@ -62,6 +65,8 @@ class KILN_INTERNAL_API ThreadPool {
   std::atomic<bool> stopping_{false};
   std::atomic<int> activeRuns_{0};  // beginRun minus endRun
   std::atomic<int> sleeping_{0};
+  std::mutex affinityMutex_;
+  std::atomic<int> workersAvoidCpu_{-1};  // the CPU the workers' affinity leaves out, -1 if none
 };
 
 /// The pool of the context running on this thread, or nullptr (then kernels run serially).
