@@ -315,5 +315,70 @@ TEST(ParallelKernels, ResizeGivesTheSameValuesOnOneAndTwoThreads) {
   }
 }
 
+// Bilinear resizing (half_pixel) of one plane, straight from the ONNX formula, in double.
+double bilinearAt(const float* plane, int64_t h, int64_t w, double sh, double sw, int64_t oy,
+                  int64_t ox) {
+  auto sample = [](double out, double scale, int64_t len, int64_t& i0, int64_t& i1) {
+    const double original = (out + 0.5) / scale - 0.5;
+    const double lower = std::floor(original);
+    i0 = std::clamp<int64_t>(static_cast<int64_t>(lower), 0, len - 1);
+    i1 = std::clamp<int64_t>(static_cast<int64_t>(lower) + 1, 0, len - 1);
+    return original - lower;
+  };
+  int64_t y0, y1, x0, x1;
+  const double fy = sample(static_cast<double>(oy), sh, h, y0, y1);
+  const double fx = sample(static_cast<double>(ox), sw, w, x0, x1);
+  auto at = [&](int64_t y, int64_t x) { return static_cast<double>(plane[y * w + x]); };
+  return (1 - fy) * ((1 - fx) * at(y0, x0) + fx * at(y0, x1)) +
+         fy * ((1 - fx) * at(y1, x0) + fx * at(y1, x1));
+}
+
+std::vector<float> resizeWithScales(const Tensor& x, float sh, float sw, const char* mode) {
+  Tensor scales(DataType::kFloat32, {4});
+  const float values[4] = {1, 1, sh, sw};
+  std::copy(values, values + 4, scales.data<float>());
+  return runSerialAndParallel("Resize", {x, scales}, [&](onnx::NodeProto* n) {
+    n->set_op_type("Resize");
+    n->clear_input();
+    n->add_input("x0");
+    n->add_input("");
+    n->add_input("x1");
+    auto* a = n->add_attribute();
+    a->set_name("mode");
+    a->set_type(onnx::AttributeProto::STRING);
+    a->set_s(mode);
+  });
+}
+
+TEST(ParallelKernels, ResizeOfBothAxesMatchesTheFormulaInEitherPassOrder) {
+  // 16x in both axes (a segmentation head's upsampling: the rows are resized first, then
+  // blended) and 0.5x by 3x (the shrinking axis first): both against the 2-D formula.
+  const int64_t h = 6, w = 5;
+  Tensor x = randomTensor({1, 2, h, w}, 11);
+  for (auto [sh, sw] : {std::pair<float, float>{16, 16}, {0.5f, 3}}) {
+    const int64_t oh = static_cast<int64_t>(std::floor(h * sh)),
+                  ow = static_cast<int64_t>(std::floor(w * sw));
+    std::vector<float> y = resizeWithScales(x, sh, sw, "linear");
+    ASSERT_EQ(y.size(), static_cast<size_t>(2 * oh * ow));
+    for (int64_t c = 0; c < 2; ++c)
+      for (int64_t oy = 0; oy < oh; ++oy)
+        for (int64_t ox = 0; ox < ow; ++ox)
+          ASSERT_NEAR(y[static_cast<size_t>((c * oh + oy) * ow + ox)],
+                      bilinearAt(x.data<float>() + c * h * w, h, w, sh, sw, oy, ox), 1e-5)
+              << "scales " << sh << " x " << sw << " at " << c << ", " << oy << ", " << ox;
+  }
+}
+
+TEST(ParallelKernels, NearestResizeOfTheLastAxisCopiesTheNearestElement) {
+  Tensor x = randomTensor({1, 8, 40, 40}, 12);  // a detector neck's 2x upsampling
+  std::vector<float> y = resizeWithScales(x, 2, 2, "nearest");
+  ASSERT_EQ(y.size(), 8u * 80u * 80u);
+  for (int64_t c = 0; c < 8; ++c)
+    for (int64_t oy = 0; oy < 80; ++oy)
+      for (int64_t ox = 0; ox < 80; ++ox)
+        ASSERT_EQ(y[static_cast<size_t>((c * 80 + oy) * 80 + ox)],
+                  x.data<float>()[(c * 40 + oy / 2) * 40 + ox / 2]);
+}
+
 }  // namespace
 }  // namespace kiln::testing
