@@ -45,6 +45,11 @@ int cancelTransposesAndReshapes(ir::Graph& graph);
 /// Folds an inference-mode BatchNormalization into the Conv with constant weights before it.
 int foldBatchNormIntoConv(ir::Graph& graph);
 
+/// Drops the outer kernel rows and columns of a Conv with constant weights and a static input
+/// that only ever read padding (DeepLabV3's widely dilated 3x3 convs become 1x1); returns how
+/// many Convs it trimmed.
+int trimDeadConvTaps(ir::Graph& graph);
+
 /// Replaces the ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add LayerNorm pattern by
 /// LayerNormalization.
 int fuseLayerNormPattern(ir::Graph& graph);

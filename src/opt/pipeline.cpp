@@ -14,6 +14,7 @@ int fuseLayers(ir::Graph& graph, const FusionOptions& options) {
   removed += fuseQdqLookups(graph);
   removed += cancelTransposesAndReshapes(graph);
   removed += foldBatchNormIntoConv(graph);
+  trimDeadConvTaps(graph);
   removed += fuseLayerNormPattern(graph);
   removed += fuseAttention(graph);
   removed += fuseMatMulEpilogues(graph);

@@ -81,6 +81,47 @@ TEST(ConvFusion, BatchNormFoldsAndReluFuses) {
   EXPECT_EQ(opt::fusedFrom(fused.nodes[0]), (Strings{"conv", "bn", "relu"}));
 }
 
+// A Conv dilated by `dilation` with pads `pads` on a [1, 4, h, w] map, after every pass (checked
+// against the graph before them): the fused conv's weight shape, dilations and pads.
+struct TrimmedConv {
+  Shape weight;
+  std::vector<int64_t> dilations, pads;
+};
+TrimmedConv fuseDilatedConv(int64_t h, int64_t w, std::vector<int64_t> dilations,
+                            std::vector<int64_t> pads, const std::string& tag) {
+  auto m = makeModel(13);
+  addInput(m, "x", {1, 4, h, w});
+  addRandomInitializer(m, "W", {8, 4, 3, 3}, 1);
+  addRandomInitializer(m, "B", {8}, 2);
+  addNode(m, "Conv", {"x", "W", "B"}, {"y"}, "conv");
+  setInts(lastNode(m), "dilations", dilations);
+  setInts(lastNode(m), "pads", pads);
+  const int64_t oh = h + pads[0] + pads[2] - 2 * dilations[0],
+                ow = w + pads[1] + pads[3] - 2 * dilations[1];
+  addOutput(m, "y", {1, 8, oh, ow});
+  ir::Graph fused = fuseAndCompare(loadGraph(m, tag), {{1, 4, h, w}});
+  EXPECT_EQ(opTypes(fused), Strings{"Conv"});
+  const ir::Node& conv = fused.nodes.at(0);
+  return {fused.value(conv.inputs[1]).constant->shape(), ir::attrInts(conv, "dilations"),
+          ir::attrInts(conv, "pads")};
+}
+
+TEST(ConvFusion, TapsThatOnlyReadPaddingAreDropped) {
+  // DeepLabV3's ASPP: dilation 24 on a 14x14 map, so only the centre tap ever reads the map.
+  TrimmedConv aspp = fuseDilatedConv(14, 14, {24, 24}, {24, 24, 24, 24}, "aspp");
+  EXPECT_EQ(aspp.weight, (Shape{8, 4, 1, 1}));
+  EXPECT_EQ(aspp.dilations, (std::vector<int64_t>{1, 1}));
+  EXPECT_EQ(aspp.pads, (std::vector<int64_t>{0, 0, 0, 0}));
+  // Padding only after: the last tap row and column fall beyond the map, the pads shrink by 2.
+  TrimmedConv after = fuseDilatedConv(3, 5, {2, 2}, {0, 0, 4, 4}, "pad_after");
+  EXPECT_EQ(after.weight, (Shape{8, 4, 2, 3}));  // on 5 columns the last tap reads column 4
+  EXPECT_EQ(after.pads, (std::vector<int64_t>{0, 0, 2, 4}));
+  // Dilation 12 on 14x14: the outer taps read the map's edge rows and columns, so all stay.
+  TrimmedConv kept = fuseDilatedConv(14, 14, {12, 12}, {12, 12, 12, 12}, "kept");
+  EXPECT_EQ(kept.weight, (Shape{8, 4, 3, 3}));
+  EXPECT_EQ(kept.pads, (std::vector<int64_t>{12, 12, 12, 12}));
+}
+
 TEST(ConvFusion, ResidualAddThenReluFuses) {
   auto m = makeModel(13);
   addInput(m, "x", {1, 4, 6, 6});
