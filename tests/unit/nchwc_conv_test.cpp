@@ -223,7 +223,8 @@ ConvCase grouped(ConvCase t, int64_t group) {
 
 // Grouped convolutions as RegNet, ResNeXt and detection necks have them, run as slices of whole
 // blocks: 8 channels per group (two groups to a slice; 13 groups: the last slice holds one, and
-// X's NaN padding channels sit right after it), 16, 32, 48 and 64 per group, 8 -> 16 per group,
+// X's NaN padding channels sit right after it), 4 per group (four to a slice), 16, 32, 48 and 64
+// per group, 8 -> 16 per group,
 // 3x3 and 1x1, strides 1 and 2, pads, batch 2, channels in slabs; with the fused epilogues.
 TEST_P(NchwcConvKernel, GroupedConvolutions) {
   const auto [isa, threads] = GetParam();
@@ -233,6 +234,8 @@ TEST_P(NchwcConvKernel, GroupedConvolutions) {
   const std::vector<ConvCase> cases{
       grouped(square("8 per group, 104 channels, 3x3 s1", 1, 104, 104, 9, 9, 3, 1, 1), 13),
       grouped(square("8 per group, 3x3 s2, batch 2", 2, 48, 48, 14, 13, 3, 2, 1), 6),
+      grouped(square("4 per group (ResNeXt), 3x3 s1", 1, 64, 64, 11, 12, 3, 1, 1), 16),
+      grouped(square("4 per group, 3x3 s2, batch 2", 2, 32, 32, 9, 9, 3, 2, 1), 8),
       grouped(square("16 per group, 3x3 s1", 1, 64, 64, 10, 11, 3, 1, 1), 4),
       grouped(square("32 per group, 1x1", 1, 128, 128, 7, 7, 1, 1, 0), 4),
       grouped(square("64 per group, 3x3 s2, batch 2", 2, 128, 128, 15, 15, 3, 2, 1), 2),

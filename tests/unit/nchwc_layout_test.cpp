@@ -172,7 +172,7 @@ TEST(NchwcLayout, ConvolutionsTheKernelCannotTakeStayPlain) {
   addConv(m, "to3", "x", "a", 32, 3);   // too few output channels
   addNode(m, "Conv", {"x", "w_in"}, {"b"}, "runtime_w");
   setInts(lastNode(m), "pads", {1, 1, 1, 1});
-  addConv(m, "grouped", "x", "c", 32, 32, 3, 8);  // 4 channels per group: not blockable
+  addConv(m, "grouped", "x", "c", 32, 32, 3, 16);  // 2 channels per group: not blockable
   addOutput(m, "a", {1, 3, 8, 8});
   addOutput(m, "b", {1, 32, 8, 8});
   addOutput(m, "c", {1, 32, 8, 8});
@@ -252,8 +252,8 @@ TEST(NchwcLayout, GroupedConvsThatDoNotSplitIntoBlocksStayPlain) {
   EXPECT_EQ(ir::nchwcGroupSlices(24, 48, 3).whyNot,
             "24 -> 48 channels in 3 groups: the last slice of 2 groups would not end on the "
             "tensor's last block");
-  EXPECT_EQ(ir::nchwcGroupSlices(32, 32, 8).whyNot,
-            "32 -> 32 channels in 8 groups: takes 8 or a multiple of 16 channels per group");
+  EXPECT_EQ(ir::nchwcGroupSlices(32, 32, 16).whyNot,
+            "32 -> 32 channels in 16 groups: takes 4, 8 or a multiple of 16 channels per group");
 }
 
 TEST(NchwcLayout, DepthwiseRunsBlockedAndASmallOutputConvReadsNchw) {

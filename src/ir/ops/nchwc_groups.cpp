@@ -9,8 +9,8 @@ namespace kiln::ir {
 
 namespace {
 
-// How many groups of `perGroup` channels make whole blocks: 1 for multiples of 16, 2 for 8; 0
-// otherwise.
+// How many groups of `perGroup` channels make whole blocks: 1 for multiples of 16, 2 for 8, 4
+// for 4; 0 otherwise.
 int64_t groupsPerBlockMultiple(int64_t perGroup) {
   if (perGroup % kNchwcBlock == 0) return 1;
   if (perGroup >= kMinNchwcGroupChannels && kNchwcBlock % perGroup == 0)
@@ -34,7 +34,7 @@ NchwcGroupSlices nchwcGroupSlices(int64_t inChannels, int64_t outChannels, int64
   const int64_t in = groupsPerBlockMultiple(r.inPerGroup),
                 out = groupsPerBlockMultiple(r.outPerGroup);
   if (in == 0 || out == 0) {
-    r.whyNot = sizes + ": takes 8 or a multiple of 16 channels per group";
+    r.whyNot = sizes + ": takes 4, 8 or a multiple of 16 channels per group";
     return r;
   }
   r.groupsPerSlice = std::max(in, out);

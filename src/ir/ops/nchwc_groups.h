@@ -1,9 +1,11 @@
 // How a grouped convolution (group > 1, not depthwise) runs in the blocked layout (nchwc.h): as
 // independent convolutions ("slices") over whole channel blocks. A group of 16, 32, 48 ...
-// channels is a slice of its own; groups of 8 channels go two to a slice, so that each slice
-// starts on a block boundary, with zero weights between the two (twice the multiplications of
-// that slice, but the blocked kernel's full vectors). The layout pass (src/opt) and the
-// NchwcConv kernel (backends/cpu/kernels/nchwc_conv_grouped.h) both decide from this.
+// channels is a slice of its own; groups of 8 or 4 channels go two or four to a slice, so that
+// each slice starts on a block boundary, with zero weights between them (two or four times the
+// multiplications of that slice, but the blocked kernel's full vectors: ResNeXt-50's 4-channel
+// groups run faster so than plain, and need no reorders; docs/performance.md). The layout pass
+// (src/opt) and the NchwcConv kernel (backends/cpu/kernels/nchwc_conv_grouped.h) both decide
+// from this.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -11,13 +13,13 @@
 
 namespace kiln::ir {
 
-/// The fewest channels per group that run blocked: below 8, zero weights would be most of the work.
-constexpr int64_t kMinNchwcGroupChannels = 8;
+/// The fewest channels per group that run blocked: below 4, zero weights would be most of the work.
+constexpr int64_t kMinNchwcGroupChannels = 4;
 
 struct NchwcGroupSlices {
   int64_t slices = 0;          // 0: the convolution does not split into block slices
   int64_t groups = 0;          // the model's
-  int64_t groupsPerSlice = 1;  // of them merged into one slice (1 or 2)
+  int64_t groupsPerSlice = 1;  // of them merged into one slice (1, 2 or 4)
   int64_t inPerGroup = 0, outPerGroup = 0;
   int64_t inBlocks = 0, outBlocks = 0;  // per slice; slice s reads input blocks [s * inBlocks, ...)
   std::string whyNot;                   // when slices == 0
