@@ -137,6 +137,14 @@ const std::vector<ConvCase>& shapeCases() {
     ConvCase dil = square("3x3 dilation 2", 1, 32, 32, 14, 13, 3, 1, 2);
     dil.dh = dil.dw = 2;
     c.push_back(dil);
+    // DeepLabV3's ASPP: most taps read padding, chunks stay within rows, and the channel slabs
+    // are sized by the taps a chunk reads (nchwc_conv_tiling.h).
+    ConvCase aspp = square("3x3 dilation 12 on 14x14, slabs", 1, 320, 64, 14, 14, 3, 1, 12);
+    aspp.dh = aspp.dw = 12;
+    c.push_back(aspp);
+    ConvCase dil3 = square("3x3 dilation 3, stride 2", 2, 48, 32, 13, 11, 3, 2, 3);
+    dil3.dh = dil3.dw = 3;
+    c.push_back(dil3);
     ConvCase dwDil = depthwise(24, 13, 3, 1);
     dwDil.name = "depthwise dilation 2";
     dwDil.dh = dwDil.dw = 2;

@@ -186,11 +186,11 @@ void convolveGroups(const NchwcConvArgs& whole) {
   const int64_t outBlocks = s.outBlocks(), groups = nchwcOutBlockGroups(outBlocks);
   const int64_t widest = nchwcOutBlockGroup(outBlocks, groups - 1).end -
                          nchwcOutBlockGroup(outBlocks, groups - 1).begin;
-  const PixelChunks chunks(s.outHeight * s.outWidth, maxRegisterPixels(widest));
+  const ConvPixelChunks chunks(s, maxRegisterPixels(widest));
   const int64_t ciStride = s.inBlocks() * kBlock;
   const int64_t blockFloats = s.taps() * ciStride * kBlock;  // one output block's packed weights
   const int64_t channelBytes =
-      s.taps() * widest * kBlock * int64_t(sizeof(float));  // per input channel
+      chunks.liveTaps(s) * widest * kBlock * int64_t(sizeof(float));  // per input channel and chunk
   const int64_t slabChannels =
       std::max<int64_t>(kBlock, kSlabWeightBytes / channelBytes / kBlock * kBlock);
   // Bands of several chunks when the channels come in slabs, or when an activation such as SiLU

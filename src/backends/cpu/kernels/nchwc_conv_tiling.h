@@ -1,9 +1,11 @@
 // How the NchwcConv kernels (nchwc_conv_avx2.cpp, nchwc_conv_avx512.cpp) walk the output: each
 // image's Ho * Wo output pixels, in row-major order, are cut into chunks of at most a register
-// block of pixels (a chunk may span output rows), and for every tap each pixel of a chunk reads
-// the input pixel at its own offset, or a block of zeros where the tap falls in the padding.
+// block of pixels (a chunk may span output rows, but not in dilated convolutions), and for every
+// tap each pixel of a chunk reads the input pixel at its own offset, or a block of zeros where
+// the tap falls in the padding.
 // Everything here is scalar and in an unnamed namespace, so each ISA's file gets its own copy.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 
 #include "backends/cpu/kernels/nchwc_conv.h"
@@ -23,6 +25,56 @@ struct PixelChunks {
       : count((pixels + maxPixels - 1) / maxPixels), size(pixels / count), longer(pixels % count) {}
   int64_t begin(int64_t c) const { return c * size + (c < longer ? c : longer); }
   int64_t length(int64_t c) const { return size + (c < longer ? 1 : 0); }
+};
+
+/// The output pixels of a convolution cut into chunks of at most maxPixels. Chunks run across
+/// rows (the fewest, fullest chunks), except in dilated convolutions: there a tap skipped for a
+/// whole chunk (all its pixels read padding) saves most, and a chunk within one row of a
+/// widely dilated kernel skips the taps that pass beyond its side of the map (DeepLabV3's 3x3
+/// convs dilated by 12 on 14x14 maps), so each row is cut into chunks of its own.
+struct ConvPixelChunks {
+  int64_t count = 0;
+  ConvPixelChunks(const NchwcConvShape& s, int64_t maxPixels)
+      : rows_(s.dilationH > 1 || s.dilationW > 1 ? s.outHeight : 1),
+        rowPixels_(s.outHeight * s.outWidth / rows_),
+        row_(rowPixels_, maxPixels) {
+    count = rows_ * row_.count;
+  }
+  int64_t begin(int64_t c) const {
+    return (c / row_.count) * rowPixels_ + row_.begin(c % row_.count);
+  }
+  int64_t length(int64_t c) const { return row_.length(c % row_.count); }
+
+  /// The taps a chunk reads the input with, on average (all taps unless dilated): how much of a
+  /// slab's weights a chunk reads, which is what sizes a slab of input channels for L1.
+  int64_t liveTaps(const NchwcConvShape& s) const {
+    if (rows_ == 1) return s.taps();
+    auto live = [](int64_t first, int64_t last, int64_t stride, int64_t pad, int64_t dilation,
+                   int64_t taps, int64_t size) {  // taps some output in [first, last] reads with
+      int64_t count = 0;
+      for (int64_t k = 0; k < taps; ++k) {
+        for (int64_t o = first; o <= last; ++o) {
+          const int64_t i = o * stride - pad + k * dilation;
+          if (i >= 0 && i < size) {
+            ++count;
+            break;
+          }
+        }
+      }
+      return count;
+    };
+    int64_t rows = 0, columns = 0;  // summed over the rows, and over one row's chunks
+    for (int64_t oy = 0; oy < s.outHeight; ++oy)
+      rows += live(oy, oy, s.strideH, s.padTop, s.dilationH, s.kernelH, s.height);
+    for (int64_t c = 0; c < row_.count; ++c)
+      columns += live(row_.begin(c), row_.begin(c) + row_.length(c) - 1, s.strideW, s.padLeft,
+                      s.dilationW, s.kernelW, s.width);
+    return std::max<int64_t>(1, rows * columns / (s.outHeight * row_.count));
+  }
+
+ private:
+  int64_t rows_, rowPixels_;
+  PixelChunks row_;
 };
 
 /// Calls fn(image, group, chunk) for the tasks [t0, t1) of the grid images x groups x chunks
