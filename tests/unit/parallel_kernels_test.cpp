@@ -288,23 +288,28 @@ TEST(ParallelKernels, TransposeRowAndTiledPaths) {
   }
 }
 
+// Resize of X's last two axes by sh and sw (half_pixel) on 1 and 2 threads: the results, once.
+std::vector<float> resizeWithScales(const Tensor& x, float sh, float sw, const char* mode) {
+  Tensor scales(DataType::kFloat32, {4});
+  const float values[4] = {1, 1, sh, sw};
+  std::copy(values, values + 4, scales.data<float>());
+  return runSerialAndParallel("Resize", {x, scales}, [&](onnx::NodeProto* n) {
+    n->set_op_type("Resize");
+    n->clear_input();  // X, no roi, scales
+    n->add_input("x0");
+    n->add_input("");
+    n->add_input("x1");
+    auto* a = n->add_attribute();
+    a->set_name("mode");
+    a->set_type(onnx::AttributeProto::STRING);
+    a->set_s(mode);
+  });
+}
+
 TEST(ParallelKernels, ResizeGivesTheSameValuesOnOneAndTwoThreads) {
   Tensor x = randomTensor({1, 3, 40, 44}, 10);
-  Tensor scales(DataType::kFloat32, {4});
-  const float values[4] = {1, 1, 3, 3};
-  std::copy(values, values + 4, scales.data<float>());
   for (const char* mode : {"nearest", "linear", "cubic"}) {
-    std::vector<float> y = runSerialAndParallel("Resize", {x, scales}, [&](onnx::NodeProto* n) {
-      n->set_op_type("Resize");
-      n->clear_input();  // X, no roi, scales
-      n->add_input("x0");
-      n->add_input("");
-      n->add_input("x1");
-      auto* a = n->add_attribute();
-      a->set_name("mode");
-      a->set_type(onnx::AttributeProto::STRING);
-      a->set_s(mode);
-    });
+    std::vector<float> y = resizeWithScales(x, 3, 3, mode);
     ASSERT_EQ(y.size(), 3u * 120u * 132u) << mode;
     // Output pixel (3i+1, 3j+1) sits exactly on input pixel (i, j) (half_pixel), for every mode.
     for (int64_t i = 0; i < 40; ++i)
@@ -331,23 +336,6 @@ double bilinearAt(const float* plane, int64_t h, int64_t w, double sh, double sw
   auto at = [&](int64_t y, int64_t x) { return static_cast<double>(plane[y * w + x]); };
   return (1 - fy) * ((1 - fx) * at(y0, x0) + fx * at(y0, x1)) +
          fy * ((1 - fx) * at(y1, x0) + fx * at(y1, x1));
-}
-
-std::vector<float> resizeWithScales(const Tensor& x, float sh, float sw, const char* mode) {
-  Tensor scales(DataType::kFloat32, {4});
-  const float values[4] = {1, 1, sh, sw};
-  std::copy(values, values + 4, scales.data<float>());
-  return runSerialAndParallel("Resize", {x, scales}, [&](onnx::NodeProto* n) {
-    n->set_op_type("Resize");
-    n->clear_input();
-    n->add_input("x0");
-    n->add_input("");
-    n->add_input("x1");
-    auto* a = n->add_attribute();
-    a->set_name("mode");
-    a->set_type(onnx::AttributeProto::STRING);
-    a->set_s(mode);
-  });
 }
 
 TEST(ParallelKernels, ResizeOfBothAxesMatchesTheFormulaInEitherPassOrder) {
