@@ -58,6 +58,8 @@ class NchwcRewriter : public LayoutRewriter {
         done = convertConcat(node);
       else if (op == "MaxPool" || op == "AveragePool")
         done = convertPool(node);
+      else if (op == "Resize")
+        done = convertResize(node);
       else if (op == "GlobalAveragePool" || op == "GlobalMaxPool" || op == "ReduceMean" ||
                op == "ReduceMax") {
         done = convertGlobalPool(node);
@@ -177,6 +179,46 @@ class NchwcRewriter : public LayoutRewriter {
     node.outputs.resize(1);
     node.inputs = {twinOf(x).id};
     setBlockedOutput(node, twinOf(x).channels);
+    return true;
+  }
+
+  // Resize of H and W only, by constant scales or sizes (a detector neck's upsampling before a
+  // Concat) -> Resize of the blocked tensor, its scales or sizes given the block's axis (scale 1,
+  // size 16); the kernel's passes then move 16-channel vectors. Not where the output is a graph
+  // output: its reorder would then move the larger, resized map (a segmentation head's).
+  bool convertResize(ir::Node& node) {
+    const int x = node.inputs[0];
+    if (!hasTwin(x) || node.outputs.size() != 1 || isGraphOutput(g_, node.outputs[0]) ||
+        node.opset < 11 || node.inputs.size() < 3 || ir::hasAttr(node, "axes") ||
+        ir::attrString(node, "coordinate_transformation_mode", "half_pixel") ==
+            "tf_crop_and_resize" ||
+        ir::attrString(node, "keep_aspect_ratio_policy", "stretch") != "stretch")
+      return false;
+    const std::optional<int64_t> channels = nchwChannels(g_, node.outputs[0]);
+    if (channels != twinOf(x).channels) return false;
+    const Tensor* scales = constantValue(g_, node.inputs[2]);
+    const Tensor* sizes = node.inputs.size() > 3 ? constantValue(g_, node.inputs[3]) : nullptr;
+    std::vector<int> inputs = {twinOf(x).id, kNoValue};
+    if (scales && scales->numel() == 4 && scales->dtype() == DataType::kFloat32) {
+      const float* v = scales->data<float>();
+      if (v[0] != 1.0f || v[1] != 1.0f) return false;
+      inputs.push_back(addConstant(
+          g_, node.name + "_nchwc_scales",
+          Tensor::fromVector<float>(DataType::kFloat32, {5}, {1.0f, 1.0f, v[2], v[3], 1.0f})));
+    } else if (sizes && sizes->numel() == 4 && sizes->dtype() == DataType::kInt64) {
+      const int64_t* v = sizes->data<int64_t>();
+      const auto& in = g_.value(x).type.shape;
+      if (!in || in->size() != 4 || (*in)[0].value != v[0] || v[1] != *channels) return false;
+      inputs.push_back(kNoValue);
+      inputs.push_back(addConstant(
+          g_, node.name + "_nchwc_sizes",
+          Tensor::fromVector<int64_t>(DataType::kInt64, {5},
+                                      {v[0], ir::nchwcBlocks(v[1]), v[2], v[3], kNchwcBlock})));
+    } else {
+      return false;
+    }
+    node.inputs = std::move(inputs);
+    setBlockedOutput(node, *channels);
     return true;
   }
 

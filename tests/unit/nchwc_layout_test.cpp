@@ -256,6 +256,36 @@ TEST(NchwcLayout, GroupedConvsThatDoNotSplitIntoBlocksStayPlain) {
             "32 -> 32 channels in 16 groups: takes 4, 8 or a multiple of 16 channels per group");
 }
 
+// Conv -> Resize (H and W by 2, `mode`) -> [Conv ->] y: the Resize runs on the blocked tensor
+// between two blocked convs, and stays plain when its output is the graph output.
+onnx::ModelProto resizeBetweenConvs(const std::string& mode, bool convAfter) {
+  auto m = makeModel(13);
+  addInput(m, "x", {1, 16, 6, 7});
+  addConv(m, "before", "x", "a", 16, 32);
+  addFloatInitializer(m, "scales", {4}, {1.0f, 1.0f, 2.0f, 2.0f});
+  addNode(m, "Resize", {"a", "", "scales"}, {convAfter ? "r" : "y"}, "up");
+  auto* attr = lastNode(m)->add_attribute();
+  attr->set_name("mode");
+  attr->set_type(onnx::AttributeProto::STRING);
+  attr->set_s(mode);
+  if (convAfter) addConv(m, "after", "r", "y", 32, 16);
+  addOutput(m, "y", {1, convAfter ? 16 : 32, 12, 14});
+  return m;
+}
+
+TEST(NchwcLayout, ResizeBetweenBlockedConvsStaysBlocked) {
+  for (const char* mode : {"nearest", "linear"}) {
+    const onnx::ModelProto m = resizeBetweenConvs(mode, true);
+    EXPECT_EQ(opTypes(converted(m, std::string("resize_") + mode)),
+              (Strings{"ReorderToNchwc", "NchwcConv", "Resize", "NchwcConv", "ReorderFromNchwc"}))
+        << mode;
+    fuseAndCompare(m, std::string("resize_numerics_") + mode, {{1, 16, 6, 7}});
+  }
+  // As the graph output, the resized map would be reordered instead of the smaller input.
+  EXPECT_EQ(opTypes(converted(resizeBetweenConvs("linear", false), "resize_output")),
+            (Strings{"ReorderToNchwc", "NchwcConv", "ReorderFromNchwc", "Resize"}));
+}
+
 TEST(NchwcLayout, DepthwiseRunsBlockedAndASmallOutputConvReadsNchw) {
   auto m = makeModel(13);
   addInput(m, "x", {1, 24, 10, 10});

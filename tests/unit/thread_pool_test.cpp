@@ -7,6 +7,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <pthread.h>
 #include <sched.h>
@@ -201,7 +202,7 @@ class TwoCpus {
 };
 
 // What a worker sees of itself while it runs a block of `parts` blocks that wait for each
-// other, so that every pool thread runs one.
+// other, so that every pool thread runs one: the view of the first block a worker ran.
 struct WorkerView {
   cpu_set_t affinity;
   int cpu = -1;
@@ -209,18 +210,21 @@ struct WorkerView {
 WorkerView runOnEveryThread(ThreadPool& pool, int parts) {
   const auto caller = std::this_thread::get_id();
   std::atomic<int> started{0};
-  WorkerView view{};
-  pool.parallelFor(parts, [&](int64_t, int64_t) {
+  std::vector<WorkerView> views(static_cast<size_t>(parts));  // one per block: no shared writes
+  pool.parallelFor(parts, [&](int64_t b0, int64_t) {
     ++started;
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
     while (started.load() < parts && std::chrono::steady_clock::now() < deadline) {
     }
     if (std::this_thread::get_id() != caller) {
+      WorkerView& view = views[static_cast<size_t>(b0)];
       sched_getaffinity(0, sizeof view.affinity, &view.affinity);
       view.cpu = sched_getcpu();
     }
   });
-  return view;
+  for (const WorkerView& view : views)
+    if (view.cpu >= 0) return view;
+  return WorkerView{};
 }
 
 TEST(ThreadPool, WorkersRunOffTheCallersCpu) {
