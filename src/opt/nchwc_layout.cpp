@@ -198,7 +198,11 @@ class NchwcRewriter : public LayoutRewriter {
     if (channels != twinOf(x).channels) return false;
     const Tensor* scales = constantValue(g_, node.inputs[2]);
     const Tensor* sizes = node.inputs.size() > 3 ? constantValue(g_, node.inputs[3]) : nullptr;
-    std::vector<int> inputs = {twinOf(x).id, kNoValue};
+    // roi is read only by tf_crop_and_resize; Resize-11 still requires the input (empty then).
+    const int roi = node.opset >= 13 ? kNoValue
+                                     : addConstant(g_, node.name + "_nchwc_roi",
+                                                   Tensor(DataType::kFloat32, Shape{0}));
+    std::vector<int> inputs = {twinOf(x).id, roi};
     if (scales && scales->numel() == 4 && scales->dtype() == DataType::kFloat32) {
       const float* v = scales->data<float>();
       if (v[0] != 1.0f || v[1] != 1.0f) return false;

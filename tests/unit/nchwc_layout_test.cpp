@@ -258,12 +258,14 @@ TEST(NchwcLayout, GroupedConvsThatDoNotSplitIntoBlocksStayPlain) {
 
 // Conv -> Resize (H and W by 2, `mode`) -> [Conv ->] y: the Resize runs on the blocked tensor
 // between two blocked convs, and stays plain when its output is the graph output.
-onnx::ModelProto resizeBetweenConvs(const std::string& mode, bool convAfter) {
-  auto m = makeModel(13);
+// Opset 11 requires the roi input: an empty constant there (PaddleOCR's detector).
+onnx::ModelProto resizeBetweenConvs(const std::string& mode, bool convAfter, int64_t opset = 13) {
+  auto m = makeModel(opset);
   addInput(m, "x", {1, 16, 6, 7});
   addConv(m, "before", "x", "a", 16, 32);
   addFloatInitializer(m, "scales", {4}, {1.0f, 1.0f, 2.0f, 2.0f});
-  addNode(m, "Resize", {"a", "", "scales"}, {convAfter ? "r" : "y"}, "up");
+  addFloatInitializer(m, "roi", {0}, {});
+  addNode(m, "Resize", {"a", opset >= 13 ? "" : "roi", "scales"}, {convAfter ? "r" : "y"}, "up");
   auto* attr = lastNode(m)->add_attribute();
   attr->set_name("mode");
   attr->set_type(onnx::AttributeProto::STRING);
@@ -281,6 +283,7 @@ TEST(NchwcLayout, ResizeBetweenBlockedConvsStaysBlocked) {
         << mode;
     fuseAndCompare(m, std::string("resize_numerics_") + mode, {{1, 16, 6, 7}});
   }
+  fuseAndCompare(resizeBetweenConvs("linear", true, 11), "resize_opset11", {{1, 16, 6, 7}});
   // As the graph output, the resized map would be reordered instead of the smaller input.
   EXPECT_EQ(opTypes(converted(resizeBetweenConvs("linear", false), "resize_output")),
             (Strings{"ReorderToNchwc", "NchwcConv", "ReorderFromNchwc", "Resize"}));
