@@ -97,6 +97,9 @@ TEST(DynamicAxes, SameSuccessesAndFailuresAsOnnxRuntime) {
     profile.setDimensions("input", OptProfileSelector::kMAX, e.maxDims);
     BuilderConfig config;
     config.addOptimizationProfile(profile);
+    // The heuristics' kernels, as Session's: timed tactics may pick another kernel whose sums
+    // round differently, and the outputs below are compared bit for bit.
+    config.setBuilderOptimizationLevel(0);
     auto engine = buildEngine(logger, *network, config);
     ASSERT_TRUE(engine);
     auto context = engine->createExecutionContext();
