@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "ir/node_attrs.h"
+#include "ir/ops/conv_geometry.h"
 #include "opt/passes.h"
 #include "opt/rewrite_util.h"
 
@@ -21,26 +22,21 @@ struct AxisTrim {
   int64_t padBegin = 0, padEnd = 0;
 };
 
-// The taps of one spatial axis that read the input for at least one output position, and the
-// pads that keep the output length; nullopt when none does or the pads would turn negative.
-std::optional<AxisTrim> liveTaps(int64_t in, int64_t kernel, int64_t stride, int64_t dilation,
-                                 int64_t padBegin, int64_t padEnd) {
-  const int64_t out = (in + padBegin + padEnd - dilation * (kernel - 1) - 1) / stride + 1;
-  if (out <= 0 || stride <= 0 || dilation <= 0) return std::nullopt;
+// The taps of spatial axis `a` that read the input for at least one of its `out` output
+// positions, and the pads that keep the output length; nullopt when none does or the pads would
+// turn negative.
+std::optional<AxisTrim> liveTaps(const ir::ConvGeometry& g, size_t a, int64_t in) {
+  const int64_t kernel = g.kernel[a], out = g.output[a];
+  if (out <= 0) return std::nullopt;
   auto reads = [&](int64_t tap) {
-    // The positions o * stride + tap * dilation - padBegin, o in [0, out), meet [0, in).
-    const int64_t lowest = tap * dilation - padBegin,
-                  highest = (out - 1) * stride + tap * dilation - padBegin;
-    if (highest < 0 || lowest >= in) return false;
-    const int64_t firstInside = lowest >= 0 ? 0 : (-lowest + stride - 1) / stride;
-    return lowest + firstInside * stride < in;
+    return ir::tapReadsInput(tap, 0, out - 1, g.strides[a], g.dilations[a], g.padsBegin[a], in);
   };
-  AxisTrim t{0, kernel - 1, padBegin, padEnd};
+  AxisTrim t{0, kernel - 1, g.padsBegin[a], g.padsEnd[a]};
   while (t.first < kernel && !reads(t.first)) ++t.first;
   if (t.first == kernel) return std::nullopt;
   while (!reads(t.last)) --t.last;
-  t.padBegin -= t.first * dilation;
-  t.padEnd -= (kernel - 1 - t.last) * dilation;
+  t.padBegin -= t.first * g.dilations[a];
+  t.padEnd -= (kernel - 1 - t.last) * g.dilations[a];
   if (t.padBegin < 0 || t.padEnd < 0) return std::nullopt;
   return t;
 }
@@ -84,25 +80,22 @@ int trimDeadConvTaps(ir::Graph& graph) {
     const auto& xShape = graph.value(conv.inputs[0]).type.shape;
     if (!xShape || xShape->size() != w->shape().size()) continue;
     const size_t spatial = w->shape().size() - 2;
-    const std::vector<int64_t> ones(spatial, 1), zeros(2 * spatial, 0);
-    const std::vector<int64_t> strides = ir::attrInts(conv, "strides", ones),
-                               dilations = ir::attrInts(conv, "dilations", ones),
-                               pads = ir::attrInts(conv, "pads", zeros);
-    if (strides.size() != spatial || dilations.size() != spatial || pads.size() != 2 * spatial)
-      continue;
+    std::vector<int64_t> inputSpatial(spatial), weightSpatial(spatial);
+    for (size_t a = 0; a < spatial; ++a) {
+      inputSpatial[a] = (*xShape)[2 + a].value;  // -1 where unknown
+      weightSpatial[a] = w->dim(static_cast<int>(2 + a));
+    }
+    const ir::ConvGeometry g = ir::convGeometry(conv, inputSpatial, weightSpatial);
     std::vector<AxisTrim> trims;
     bool smaller = false;
     for (size_t a = 0; a < spatial; ++a) {
-      const ir::Dim& in = (*xShape)[2 + a];
-      const int64_t kernel = w->dim(static_cast<int>(2 + a));
       std::optional<AxisTrim> t;
-      if (in.isKnown())
-        t = liveTaps(in.value, kernel, strides[a], dilations[a], pads[a], pads[spatial + a]);
-      trims.push_back(t.value_or(AxisTrim{0, kernel - 1, pads[a], pads[spatial + a]}));
-      smaller = smaller || (t && t->last - t->first + 1 < kernel);
+      if (inputSpatial[a] >= 0) t = liveTaps(g, a, inputSpatial[a]);
+      trims.push_back(t.value_or(AxisTrim{0, g.kernel[a] - 1, g.padsBegin[a], g.padsEnd[a]}));
+      smaller = smaller || (t && t->last - t->first + 1 < g.kernel[a]);
     }
     if (!smaller) continue;
-    std::vector<int64_t> newPads(2 * spatial), newDilations = dilations, kernelShape(spatial);
+    std::vector<int64_t> newPads(2 * spatial), newDilations = g.dilations, kernelShape(spatial);
     for (size_t a = 0; a < spatial; ++a) {
       newPads[a] = trims[a].padBegin;
       newPads[spatial + a] = trims[a].padEnd;

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "backends/cpu/kernels/nchwc_conv.h"
+#include "ir/ops/conv_geometry.h"
 
 namespace kiln::cpu {
 namespace {
@@ -49,18 +50,12 @@ struct ConvPixelChunks {
   /// slab's weights a chunk reads, which is what sizes a slab of input channels for L1.
   int64_t liveTaps(const NchwcConvShape& s) const {
     if (rows_ == 1) return s.taps();
+    // The taps of one axis that some output in [first, last] reads the input with.
     auto live = [](int64_t first, int64_t last, int64_t stride, int64_t pad, int64_t dilation,
-                   int64_t taps, int64_t size) {  // taps some output in [first, last] reads with
+                   int64_t taps, int64_t size) {
       int64_t count = 0;
-      for (int64_t k = 0; k < taps; ++k) {
-        for (int64_t o = first; o <= last; ++o) {
-          const int64_t i = o * stride - pad + k * dilation;
-          if (i >= 0 && i < size) {
-            ++count;
-            break;
-          }
-        }
-      }
+      for (int64_t k = 0; k < taps; ++k)
+        count += ir::tapReadsInput(k, first, last, stride, dilation, pad, size) ? 1 : 0;
       return count;
     };
     int64_t rows = 0, columns = 0;  // summed over the rows, and over one row's chunks
